@@ -1,0 +1,48 @@
+/**
+ * Test-only message types, registered beside the example's calls module in the
+ * test Worker: a decider whose decision depends on its stream, a handler that
+ * fails transiently a given number of times, one that always fails, and one
+ * that fails permanently.
+ */
+import { Effect, Schema } from "effect"
+import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, TransientError } from "@factline/core"
+
+export const Bump = MessageDefinition.command("test.counter.bump").version(1, Schema.Struct({ by: Schema.String }))
+export const Bumped = FactDefinition.make("bumped", Schema.Struct({ n: Schema.Int, by: Schema.String }))
+
+export const bumpCounter = Handler.decider(Bump, {
+  name: "bump-counter",
+  initialState: 0,
+  evolve: (n: number, fact) => (Bumped.is(fact) ? fact.data.n : n),
+  decide: (m, n) => Effect.succeed([Bumped.make({ n: n + 1, by: m.payload.by })])
+})
+
+/** Failures so far, per idempotency key: the isolate outlives a test's deliveries. */
+export const flakyFailures = new Map<string, number>()
+
+export const Flaky = MessageDefinition.event("test.flaky.happened").version(1, Schema.Struct({ fail_times: Schema.Int }))
+export const flaky = Handler.handler(Flaky, {
+  name: "flaky",
+  handle: (m) => {
+    const seen = flakyFailures.get(m.idempotencyKey) ?? 0
+    if (seen < m.payload.fail_times) {
+      flakyFailures.set(m.idempotencyKey, seen + 1)
+      return Effect.fail(new TransientError({ message: `downstream timeout #${seen + 1}` }))
+    }
+    return Effect.succeed([{ type: "flaky_done", data: { after_failures: seen } }])
+  }
+})
+
+export const Broken = MessageDefinition.event("test.broken.happened").version(1, Schema.Struct({}))
+export const broken = Handler.handler(Broken, {
+  name: "broken",
+  handle: () => Effect.fail(new TransientError({ message: "dependency is down" }))
+})
+
+export const Refused = MessageDefinition.event("test.refused.happened").version(1, Schema.Struct({}))
+export const refused = Handler.handler(Refused, {
+  name: "refused",
+  handle: () => Effect.fail(new PermanentError({ message: "this can never succeed" }))
+})
+
+export const testModule = Module.make("test", { handlers: [bumpCounter, flaky, broken, refused] })

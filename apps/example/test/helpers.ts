@@ -1,0 +1,57 @@
+/** Shared test helpers: envelopes, authenticated requests, polling stored state. */
+import { exports } from "cloudflare:workers"
+import { env } from "cloudflare:workers"
+import type { LedgerProtocol } from "@factline/core"
+
+export const tokenA = "dev-token-tenant-a"
+export const tokenB = "dev-token-tenant-b"
+export const tokenAReadOnly = "dev-token-tenant-a-readonly"
+
+let counter = 0
+export const unique = (prefix: string) => `${prefix}_${Date.now().toString(36)}_${(counter++).toString(36)}_${Math.random().toString(36).slice(2, 8)}`
+
+export const callCompleted = (overrides: Record<string, unknown> = {}, payload: Record<string, unknown> = {}) => {
+  const call_id = (payload.call_id as string | undefined) ?? unique("call")
+  return {
+    schema_version: 2,
+    message_type: "call.completed",
+    message_id: unique("msg"),
+    idempotency_key: `call.completed:${call_id}`,
+    correlation_id: unique("corr"),
+    tenant_id: "tenant-a",
+    subject: call_id,
+    source: "test",
+    created_at: new Date().toISOString(),
+    payload: { call_id, buyer_id: "buyer_1", duration_s: 75, price_cents: 250, currency: "EUR", ...payload },
+    ...overrides
+  }
+}
+
+export const request = (path: string, init: RequestInit & { token?: string | undefined } = {}) => {
+  const headers = new Headers(init.headers)
+  if (init.token) headers.set("authorization", `Bearer ${init.token}`)
+  if (init.body) headers.set("content-type", "application/json")
+  return exports.default.fetch(new Request(`http://factline.test${path}`, { ...init, headers }))
+}
+
+export const postEvents = (body: unknown, token: string = tokenA) =>
+  request("/v1/events", { method: "POST", body: JSON.stringify(body), token })
+
+export const shard = (tenant_id: string, stream: string) =>
+  env.LEDGER.get(env.LEDGER.idFromName(`${tenant_id}/${stream}`)) as unknown as LedgerProtocol.LedgerShardRpc
+
+export const readStream = (tenant_id: string, stream: string) => shard(tenant_id, stream).read({ tenant_id, stream })
+
+/** Polls until `check` returns a value (not undefined), or fails after `timeoutMs`. */
+export const eventually = async <T>(check: () => Promise<T | undefined>, timeoutMs = 20_000, label = "condition"): Promise<T> => {
+  const start = Date.now()
+  for (;;) {
+    const value = await check()
+    if (value !== undefined) return value
+    if (Date.now() - start > timeoutMs) throw new Error(`timed out waiting for ${label}`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
+export const deadMessages = async (idempotencyKey: string) =>
+  (await env.DB.prepare("SELECT * FROM dead_messages WHERE idempotency_key = ? ORDER BY received_at").bind(idempotencyKey).all<Record<string, any>>()).results

@@ -1,0 +1,8 @@
+// drizzle-kit: generates D1 migrations into migrations/ from the platform (and, later, projection) tables.
+import { defineConfig } from "drizzle-kit"
+
+export default defineConfig({
+  dialect: "sqlite",
+  schema: ["./packages/core/src/tables/PlatformTables.ts"],
+  out: "./migrations"
+})

@@ -1,0 +1,79 @@
+/**
+ * The consumer of every `*-dlq` queue: persists dead-letter records in D1
+ * (`dead_messages`) so operators can list, inspect, replay or skip them.
+ *
+ * A record sent by the runtime carries its failure context; a raw message the
+ * platform dead-lettered by itself (the consumer crashed on every attempt) is
+ * wrapped with reason `platform_retries_exhausted`. The row id is the DLQ
+ * message id, stable across redeliveries, so storing twice is a no-op. One D1
+ * round trip per batch.
+ */
+import { Effect, Result } from "effect"
+import { DeadLetterRecord, Issues } from "@factline/schemas"
+import * as Predicate from "effect/Predicate"
+
+const decodeRecord = Issues.decodeStrict(DeadLetterRecord)
+const columns = 13
+const rowsPerStatement = Math.floor(100 / columns)
+
+const field = (message: unknown, name: string): string | null =>
+  Predicate.isObject(message) && typeof (message as Record<string, unknown>)[name] === "string"
+    ? ((message as Record<string, unknown>)[name] as string)
+    : null
+
+export const toRow = (queue: string, m: Message<unknown>, now: string): Array<string | number | null> => {
+  const decoded = decodeRecord(m.body)
+  const record: DeadLetterRecord = Result.isSuccess(decoded)
+    ? decoded.success
+    : {
+      original_message: m.body,
+      failure: {
+        reason: "platform_retries_exhausted",
+        last_error: "the consumer failed on every attempt without recording why",
+        attempts: m.attempts,
+        first_attempted_at: new Date(m.timestamp).toISOString(),
+        last_attempted_at: now,
+        queue: queue.replace(/-dlq$/, "")
+      }
+    }
+  const original = record.original_message
+  return [
+    m.id,
+    record.failure.queue,
+    record.failure.reason,
+    record.failure.last_error,
+    record.failure.attempts,
+    record.failure.first_attempted_at,
+    record.failure.last_attempted_at,
+    field(original, "tenant_id"),
+    field(original, "message_type"),
+    field(original, "idempotency_key"),
+    JSON.stringify(original) ?? "null",
+    "pending",
+    now
+  ]
+}
+
+export const consume = (db: D1Database, batch: MessageBatch<unknown>) =>
+  Effect.gen(function*() {
+    const now = new Date().toISOString()
+    const rows = batch.messages.map((m) => toRow(batch.queue, m, now))
+    const statements: Array<D1PreparedStatement> = []
+    for (let i = 0; i < rows.length; i += rowsPerStatement) {
+      const chunk = rows.slice(i, i + rowsPerStatement)
+      statements.push(
+        db.prepare(
+          `INSERT INTO dead_messages (id, queue, reason, last_error, attempts, first_attempted_at, last_attempted_at,
+             tenant_id, message_type, idempotency_key, original_message, status, received_at)
+           VALUES ${chunk.map(() => `(${new Array(columns).fill("?").join(", ")})`).join(", ")}
+           ON CONFLICT (id) DO NOTHING`
+        ).bind(...chunk.flat())
+      )
+    }
+    const stored = yield* Effect.result(Effect.tryPromise(() => db.batch(statements)))
+    for (const m of batch.messages) {
+      if (Result.isSuccess(stored)) m.ack()
+      else m.retry({ delaySeconds: Math.min(60 * m.attempts, 600) })
+    }
+    if (Result.isFailure(stored)) yield* Effect.logError(`could not persist dead letters from ${batch.queue}`)
+  })

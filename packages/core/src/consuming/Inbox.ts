@@ -1,0 +1,95 @@
+/**
+ * The inbox: what each consumer has already done, by `(queue, idempotency_key)`.
+ *
+ * Two D1 round trips per batch whatever its size: `begin` registers every key
+ * of the batch (new keys become `processing`, attempts counted) and returns
+ * their status in the same statement; `finish` records each outcome. A
+ * `succeeded` key is acked without work; a `failed` one runs again when it is
+ * delivered again with the same key. Statements are chunked to stay under D1's
+ * 100 bound parameters and sent together in one `batch()`.
+ */
+import { Context, Effect, Layer, Schema } from "effect"
+
+export type Status = "processing" | "succeeded" | "failed"
+
+export interface Entry {
+  readonly idempotency_key: string
+  readonly status: Status
+  readonly attempts: number
+  readonly first_seen_at: string
+}
+
+export interface Outcome {
+  readonly idempotency_key: string
+  readonly status: "succeeded" | "failed"
+  readonly last_error: string | null
+}
+
+/** D1 could not be reached: transient, the whole batch is retried message by message. */
+export class InboxUnavailable extends Schema.TaggedError<InboxUnavailable>()("InboxUnavailable", {
+  message: Schema.String
+}) {}
+
+export class Inbox extends Context.Service<Inbox, {
+  readonly begin: (queue: string, keys: ReadonlyArray<string>, now: string) => Effect.Effect<ReadonlyMap<string, Entry>, InboxUnavailable>
+  readonly finish: (queue: string, outcomes: ReadonlyArray<Outcome>, now: string) => Effect.Effect<void, InboxUnavailable>
+}>()("@factline/core/Inbox") {
+  static readonly layer = (db: D1Database) => Layer.succeed(Inbox, make(db))
+}
+
+const chunk = <T>(items: ReadonlyArray<T>, size: number): Array<Array<T>> => {
+  const out: Array<Array<T>> = []
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
+  return out
+}
+
+const unavailable = (cause: unknown) => new InboxUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
+
+export const make = (db: D1Database): Inbox["Service"] => ({
+  begin: (queue, keys, now) =>
+    keys.length === 0
+      ? Effect.succeed(new Map())
+      : Effect.tryPromise({
+        try: async () => {
+          // 1 parameter per row + 2 shared: 98 rows per statement stays under 100.
+          const statements = chunk(keys, 98).map((rows) =>
+            db
+              .prepare(
+                `INSERT INTO inbox (queue, idempotency_key, status, attempts, last_error, first_seen_at, updated_at)
+                 VALUES ${rows.map((_, i) => `(?1, ?${i + 3}, 'processing', 1, NULL, ?2, ?2)`).join(", ")}
+                 ON CONFLICT (queue, idempotency_key) DO UPDATE SET
+                   status = CASE WHEN inbox.status = 'succeeded' THEN 'succeeded' ELSE 'processing' END,
+                   attempts = CASE WHEN inbox.status = 'succeeded' THEN inbox.attempts ELSE inbox.attempts + 1 END,
+                   updated_at = CASE WHEN inbox.status = 'succeeded' THEN inbox.updated_at ELSE excluded.updated_at END
+                 RETURNING idempotency_key, status, attempts, first_seen_at`
+              )
+              .bind(queue, now, ...rows)
+          )
+          const results = await db.batch<Entry>(statements)
+          return new Map(results.flatMap((r) => r.results).map((e) => [e.idempotency_key, e]))
+        },
+        catch: unavailable
+      }),
+  finish: (queue, outcomes, now) =>
+    outcomes.length === 0
+      ? Effect.void
+      : Effect.tryPromise({
+        try: async () => {
+          // 3 parameters per row + 2 shared: 32 rows per statement.
+          const statements = chunk(outcomes, 32).map((rows) =>
+            db
+              .prepare(
+                `INSERT INTO inbox (queue, idempotency_key, status, attempts, last_error, first_seen_at, updated_at)
+                 VALUES ${rows.map((_, i) => `(?1, ?${i * 3 + 3}, ?${i * 3 + 4}, 1, ?${i * 3 + 5}, ?2, ?2)`).join(", ")}
+                 ON CONFLICT (queue, idempotency_key) DO UPDATE SET
+                   status = CASE WHEN inbox.status = 'succeeded' THEN 'succeeded' ELSE excluded.status END,
+                   last_error = CASE WHEN inbox.status = 'succeeded' THEN inbox.last_error ELSE excluded.last_error END,
+                   updated_at = excluded.updated_at`
+              )
+              .bind(queue, now, ...rows.flatMap((o) => [o.idempotency_key, o.status, o.last_error]))
+          )
+          await db.batch(statements)
+        },
+        catch: unavailable
+      })
+})

@@ -1,0 +1,78 @@
+/**
+ * Retry policies: the queue table of DESIGN.md as data, in one place.
+ *
+ * Everything that depends on a queue's retry/batch behaviour reads it from
+ * here: the consumer runtime (retry delays, last attempt), the wrangler config
+ * check (consumer settings must match), and the docs. It does not send or
+ * retry anything itself.
+ */
+
+/** Cloudflare Queues refuses `delaySeconds` above 12 hours (the conservative cap across APIs). */
+export const maxDelaySeconds = 12 * 60 * 60
+
+export interface RetryPolicy {
+  readonly queue: string
+  readonly deadLetterQueue: string
+  /** Binding names in wrangler config: the producer for the queue and for its DLQ. */
+  readonly binding: string
+  readonly deadLetterBinding: string
+  readonly maxRetries: number
+  readonly initialDelaySeconds: number
+  readonly maxDelaySeconds: number
+  readonly maxBatchSize: number
+  readonly maxBatchTimeoutSeconds: number
+}
+
+const policy = (
+  name: string,
+  binding: string,
+  maxRetries: number,
+  initialDelaySeconds: number,
+  maxDelay: number,
+  maxBatchSize: number,
+  maxBatchTimeoutSeconds: number
+): RetryPolicy => ({
+  queue: `factline-${name}`,
+  deadLetterQueue: `factline-${name}-dlq`,
+  binding: `${binding}_QUEUE`,
+  deadLetterBinding: `${binding}_DLQ`,
+  maxRetries,
+  initialDelaySeconds,
+  maxDelaySeconds: maxDelay,
+  maxBatchSize,
+  maxBatchTimeoutSeconds
+})
+
+export const events = policy("events", "EVENTS", 5, 30, 8 * 60, 10, 5)
+export const projections = policy("projections", "PROJECTIONS", 10, 1, 60, 100, 1)
+export const factProcessing = policy("fact-processing", "FACT_PROCESSING", 5, 5, 2 * 60, 50, 2)
+export const webhooks = policy("webhooks", "WEBHOOKS", 5, 10, 5 * 60, 10, 5)
+export const batch = policy("batch", "BATCH", 3, 30, 5 * 60, 10, 10)
+
+export const all: ReadonlyArray<RetryPolicy> = [events, projections, factProcessing, webhooks, batch]
+
+/** The policy of a queue by name, or of the queue a DLQ belongs to. */
+export const forQueue = (queue: string): RetryPolicy | undefined =>
+  all.find((p) => p.queue === queue || p.deadLetterQueue === queue)
+
+export const isDeadLetterQueue = (queue: string): boolean => all.some((p) => p.deadLetterQueue === queue)
+
+/**
+ * Delay before the next delivery after `attempts` failed deliveries (1-based):
+ * `min(initial · 2^(attempts−1), max)`, never above the platform cap. With
+ * `jitter` (a number in [0, 1)), the delay is spread over [delay/2, delay] so that a
+ * burst of failures does not come back as a burst.
+ */
+export const delay = (p: RetryPolicy, attempts: number, jitter?: number): number => {
+  const n = Math.max(1, Math.floor(attempts))
+  const exponential = p.initialDelaySeconds * Math.pow(2, Math.min(n - 1, 62))
+  const capped = Math.min(exponential, p.maxDelaySeconds, maxDelaySeconds)
+  if (jitter === undefined) return Math.ceil(capped)
+  return Math.ceil(capped / 2 + (capped / 2) * Math.min(Math.max(jitter, 0), 0.999999))
+}
+
+/**
+ * Whether delivery number `attempts` (1-based, as `Message.attempts`) is the
+ * last one the queue allows: `max_retries` retries after the first delivery.
+ */
+export const isLastAttempt = (p: RetryPolicy, attempts: number): boolean => attempts >= p.maxRetries + 1

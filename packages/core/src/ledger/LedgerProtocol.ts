@@ -1,0 +1,60 @@
+/**
+ * The ledger's RPC contract: what the router sends a LedgerShard and what it gets back.
+ *
+ * Plain, structured-clone-safe data (it crosses a Durable Object RPC boundary).
+ * One `append` call carries every group of a batch that lands on one shard;
+ * each group is appended atomically on its own, so one conflict does not undo
+ * its neighbours.
+ */
+import type { Fact } from "@factline/schemas"
+
+/** A fact ready to append: its id is already fixed by its cause; the ledger assigns the sequence. */
+export interface FactDraft {
+  readonly fact_id: string
+  readonly type: string
+  readonly data: Record<string, unknown>
+  readonly causation_id: string
+  readonly correlation_id: string
+  readonly caused_by: string
+  readonly created_at: string
+}
+
+export interface StreamKey {
+  readonly tenant_id: string
+  readonly stream: string
+}
+
+export interface AppendGroup extends StreamKey {
+  /** Optimistic concurrency: append only if the stream is exactly at this version. */
+  readonly expected_version?: number
+  readonly facts: ReadonlyArray<FactDraft>
+}
+
+export type AppendResult =
+  /** Facts were written, with their outbox rows, in one transaction. */
+  | { readonly status: "appended"; readonly version: number; readonly facts: ReadonlyArray<Fact> }
+  /** Every fact already existed with the same body: nothing written, the stored facts returned. */
+  | { readonly status: "duplicate"; readonly version: number; readonly facts: ReadonlyArray<Fact> }
+  | { readonly status: "version_conflict"; readonly version: number; readonly expected_version: number }
+  /** A fact id exists with a different body: the same cause decided something else. Permanent. */
+  | { readonly status: "idempotency_conflict"; readonly fact_id: string; readonly message: string }
+
+export interface StreamState extends StreamKey {
+  readonly version: number
+  readonly facts: ReadonlyArray<Fact>
+}
+
+export interface ReadOptions {
+  readonly after?: number
+  readonly limit?: number
+}
+
+/** The RPC surface of the LedgerShard Durable Object. */
+export interface LedgerShardRpc {
+  append(groups: ReadonlyArray<AppendGroup>): Promise<ReadonlyArray<AppendResult>>
+  readStreams(keys: ReadonlyArray<StreamKey>): Promise<ReadonlyArray<StreamState>>
+  read(key: StreamKey, options?: ReadOptions): Promise<StreamState>
+}
+
+/** Default shard key: one shard per stream, `tenant_id/subject`. */
+export const shardKey = (key: StreamKey): string => `${key.tenant_id}/${key.stream}`

@@ -1,0 +1,100 @@
+/**
+ * A message type, defined once: its name, its payload schema per
+ * `schema_version`, and an upcaster from each version to the next.
+ *
+ * ```ts
+ * const CallCompleted = MessageDefinition.event("call.completed")
+ *   .version(1, CallCompletedV1)
+ *   .version(2, CallCompletedV2, (v1) => ({ ...v1, currency: "USD" }))
+ * ```
+ *
+ * The handler of a definition only ever sees the latest version. This module
+ * decodes and upcasts payloads; it does not route or handle anything.
+ */
+import { Result, Schema } from "effect"
+import { Issues } from "@factline/schemas"
+
+export type Kind = "event" | "command"
+
+interface Version {
+  readonly version: number
+  readonly schema: Schema.Top
+  readonly upcast: ((previous: unknown) => unknown) | undefined
+  readonly decode: (input: unknown, prefix?: ReadonlyArray<PropertyKey>) => Result.Result<unknown, Array<Issues.Problem>>
+}
+
+export type PayloadProblem =
+  | { readonly _tag: "UnsupportedVersion"; readonly message: string }
+  | { readonly _tag: "InvalidPayload"; readonly problems: ReadonlyArray<Issues.Problem> }
+
+export class MessageDefinition<Name extends string = string, A = unknown> {
+  declare readonly Type: A
+  constructor(
+    readonly kind: Kind,
+    readonly messageType: Name,
+    readonly versions: ReadonlyArray<Version>
+  ) {}
+
+  /** The newest `schema_version`: what handlers receive and producers send by default. */
+  get latestVersion(): number {
+    return this.versions.length
+  }
+
+  /**
+   * Adds the next version. Versions are numbered 1, 2, 3… without gaps; every
+   * version after the first needs the upcaster from the one before.
+   */
+  version<S extends Schema.Top>(
+    version: number,
+    schema: S,
+    ...upcast: [A] extends [never] ? [] : [(previous: A) => S["Type"]]
+  ): MessageDefinition<Name, S["Type"]> {
+    if (version !== this.versions.length + 1) {
+      throw new Error(
+        `${this.messageType}: versions must be declared in order 1, 2, 3…; got ${version} after ${this.versions.length}`
+      )
+    }
+    const up = upcast[0] as ((previous: unknown) => unknown) | undefined
+    if (version > 1 && up === undefined) throw new Error(`${this.messageType}: version ${version} needs an upcaster from ${version - 1}`)
+    return new MessageDefinition<Name, S["Type"]>(this.kind, this.messageType, [
+      ...this.versions,
+      { version, schema, upcast: up, decode: Issues.decodeStrict(schema) }
+    ])
+  }
+
+  /** Validates a payload at `schemaVersion` without upcasting (the producer's check). */
+  validate(schemaVersion: number, payload: unknown, prefix: ReadonlyArray<PropertyKey> = ["payload"]): Result.Result<unknown, PayloadProblem> {
+    const v = this.versions[schemaVersion - 1]
+    if (v === undefined) return Result.fail(this.unsupported(schemaVersion))
+    const decoded = v.decode(payload, prefix)
+    return Result.isSuccess(decoded) ? Result.succeed(decoded.success) : Result.fail({ _tag: "InvalidPayload", problems: decoded.failure })
+  }
+
+  /** Decodes a payload written at `schemaVersion` and upcasts it to the latest version. */
+  decode(schemaVersion: number, payload: unknown): Result.Result<A, PayloadProblem> {
+    const validated = this.validate(schemaVersion, payload)
+    if (Result.isFailure(validated)) return Result.fail(validated.failure)
+    let value = validated.success
+    for (const next of this.versions.slice(schemaVersion)) value = next.upcast!(value)
+    return Result.succeed(value as A)
+  }
+
+  private unsupported(schemaVersion: number): PayloadProblem {
+    return {
+      _tag: "UnsupportedVersion",
+      message: `${this.messageType} schema_version ${schemaVersion} is not supported (known: 1..${this.latestVersion})`
+    }
+  }
+}
+
+const make = (kind: Kind) => <Name extends string>(messageType: Name): MessageDefinition<Name, never> => {
+  if (!/^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/.test(messageType)) {
+    throw new Error(`message type "${messageType}" must be dotted lower-case words, e.g. call.completed`)
+  }
+  return new MessageDefinition<Name, never>(kind, messageType, [])
+}
+
+/** Something that happened, past tense: `call.completed`. */
+export const event = make("event")
+/** Something asked for, imperative: `call.dispute`. */
+export const command = make("command")

@@ -1,0 +1,78 @@
+/**
+ * The envelope every message on every factline queue travels in.
+ *
+ * Field rules follow DESIGN.md: `idempotency_key` is the dedupe key (never
+ * `message_id`), `tenant_id` is the isolation boundary, exactly one of
+ * `payload` / `payload_ref` is present. This module validates the envelope only;
+ * the payload is validated against the registered schema by the router.
+ */
+import { Schema } from "effect"
+
+const NonEmpty = (max: number) => Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(max))
+
+/** Dotted lower-case routing key: `call.completed`, `payment.capture`. */
+export const MessageType = Schema.String.check(
+  Schema.isPattern(/^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/, {
+    message: "must be dotted lower-case words, e.g. call.completed"
+  })
+)
+
+/** A tenant id never contains `/`, so `tenant/subject` shard keys are unambiguous. */
+export const TenantId = Schema.String.check(
+  Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, {
+    message: "must be 1-64 letters, digits, '_', '.' or '-'"
+  })
+)
+
+export const IsoDateTime = Schema.String.check(
+  Schema.isPattern(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/, {
+    message: "must be an ISO-8601 date-time, e.g. 2026-11-22T10:00:00Z"
+  })
+)
+
+/** `r2://<key>`: where a payload over 64 KiB was put by the producer. */
+export const PayloadRef = Schema.String.check(
+  Schema.isPattern(/^r2:\/\/.+/, { message: "must be an r2:// reference" })
+)
+
+export const Payload = Schema.Record(Schema.String, Schema.Unknown)
+
+export const SchemaVersion = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
+
+const exactlyOnePayload = Schema.makeFilter(
+  (e: { readonly payload?: unknown; readonly payload_ref?: unknown }) =>
+    (e.payload === undefined) !== (e.payload_ref === undefined)
+      ? undefined
+      : "exactly one of payload or payload_ref is required"
+)
+
+const fields = {
+  schema_version: SchemaVersion,
+  message_type: MessageType,
+  message_id: NonEmpty(128),
+  idempotency_key: NonEmpty(256),
+  correlation_id: NonEmpty(256),
+  causation_id: Schema.optional(NonEmpty(256)),
+  tenant_id: TenantId,
+  subject: NonEmpty(256),
+  source: NonEmpty(128),
+  created_at: IsoDateTime,
+  payload: Schema.optional(Payload),
+  payload_ref: Schema.optional(PayloadRef)
+}
+
+/** A complete envelope, as it travels on a queue. */
+export const Envelope = Schema.Struct(fields).check(exactlyOnePayload)
+export type Envelope = typeof Envelope.Type
+
+/**
+ * What a producer (or an HTTP client) hands in: the envelope before the
+ * producer-side defaults (`message_id`, `created_at`, `correlation_id`) are filled.
+ */
+export const EnvelopeInput = Schema.Struct({
+  ...fields,
+  message_id: Schema.optional(fields.message_id),
+  correlation_id: Schema.optional(fields.correlation_id),
+  created_at: Schema.optional(fields.created_at)
+}).check(exactlyOnePayload)
+export type EnvelopeInput = typeof EnvelopeInput.Type

@@ -1,0 +1,64 @@
+/**
+ * The message shapes of the five factline queues.
+ *
+ * Every queue carries envelopes (Envelope.ts). `factline-events` carries the
+ * domain events and commands product teams register; the four platform queues
+ * carry platform payloads adapted from the z0 queue spec: the fact itself for
+ * projections and fact-processing, a delivery for webhooks, a work slice for batch.
+ */
+import { Schema } from "effect"
+import { Envelope, IsoDateTime, PayloadRef } from "./Envelope.js"
+import { Fact, FactType } from "./Fact.js"
+
+export const QueueName = Schema.Literals([
+  "factline-events",
+  "factline-projections",
+  "factline-fact-processing",
+  "factline-webhooks",
+  "factline-batch"
+])
+export type QueueName = typeof QueueName.Type
+
+/** `factline-events`: a domain event or command; the payload is validated against the registry. */
+export const EventMessage = Envelope
+export type EventMessage = typeof EventMessage.Type
+
+/**
+ * `factline-projections` and `factline-fact-processing`: the appended fact.
+ * `replayed` marks facts re-emitted by a rebuild: only projections consume them.
+ */
+export const FactPayload = Schema.Struct({
+  fact: Fact,
+  replayed: Schema.optional(Schema.Boolean)
+})
+export type FactPayload = typeof FactPayload.Type
+
+/** `factline-webhooks`: one delivery of one fact to one endpoint version. */
+export const WebhookPayload = Schema.Struct({
+  webhook_config_id: Schema.String,
+  webhook_config_version: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
+  fact_id: Schema.String,
+  fact_type: FactType,
+  payload: Schema.Record(Schema.String, Schema.Unknown),
+  first_attempted_at: Schema.optional(IsoDateTime)
+})
+export type WebhookPayload = typeof WebhookPayload.Type
+
+/** `factline-batch`: one slice of a bulk operation; items inline or an R2 manifest. */
+export const BatchPayload = Schema.Struct({
+  batch_id: Schema.String,
+  operation: Schema.Literals(["import", "export", "reconcile", "rebuild"]),
+  items: Schema.optional(Schema.Array(Schema.Unknown)),
+  items_ref: Schema.optional(PayloadRef),
+  offset: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+  total: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+})
+export type BatchPayload = typeof BatchPayload.Type
+
+/** The payload schema of each platform queue, keyed by queue (events use the registry instead). */
+export const platformPayloads = {
+  "factline-projections": FactPayload,
+  "factline-fact-processing": FactPayload,
+  "factline-webhooks": WebhookPayload,
+  "factline-batch": BatchPayload
+} as const

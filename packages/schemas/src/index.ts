@@ -1,0 +1,6 @@
+/** @factline/schemas — the message contract. Pure effect/Schema, no Cloudflare types. */
+export * as Issues from "./Issues.js"
+export * from "./Envelope.js"
+export * from "./Fact.js"
+export * from "./DeadLetter.js"
+export * from "./QueueMessages.js"

@@ -1,0 +1,23 @@
+/**
+ * The bindings a factline Worker expects (names as in the example's wrangler.jsonc).
+ *
+ * Queue producer bindings follow the policy table: `<NAME>_QUEUE` and
+ * `<NAME>_DLQ` for EVENTS, PROJECTIONS, FACT_PROCESSING, WEBHOOKS, BATCH.
+ */
+export interface PlatformEnv {
+  readonly DB: D1Database
+  readonly PAYLOADS: R2Bucket
+  readonly LEDGER: DurableObjectNamespace
+  readonly EVENTS_QUEUE: Queue
+  readonly EVENTS_DLQ: Queue
+  readonly [binding: string]: unknown
+  /**
+   * JSON array of `{ "sha256": "<hex of the token>", "tenant_id": "...", "scopes": [...] }`.
+   * A secret in production (`wrangler secret put FACTLINE_TOKENS`); `.dev.vars` locally.
+   */
+  readonly FACTLINE_TOKENS?: string
+  /** Multiplies retry delays; tests set `0` so retries come back at once. Defaults to 1. */
+  readonly FACTLINE_RETRY_DELAY_SCALE?: string
+  /** The R2 bucket name used in `payload_ref` (defaults to `factline-payloads`). */
+  readonly FACTLINE_PAYLOAD_BUCKET?: string
+}

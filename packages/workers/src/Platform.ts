@@ -1,0 +1,85 @@
+/**
+ * `makePlatform(modules)`: a whole factline Worker from a product team's modules.
+ *
+ * Returns `{ fetch, queue, scheduled }`: the HTTP API, the queue dispatcher
+ * (by `batch.queue`: the events consumer, the DLQ consumers, the platform
+ * queues) and the scheduled maintenance. The router is built here, at module
+ * load, so a misconfiguration (two handlers for one type) fails the deploy, not
+ * a message. Export the LedgerShard class beside it from the Worker's entry.
+ */
+import { Effect } from "effect"
+import { Consumer, DeadLetterConsumer, EventsConsumer, RetryPolicy, Router, type Module } from "@factline/core"
+import { platformPayloads, Issues } from "@factline/schemas"
+import type { PlatformEnv } from "./Env.js"
+import * as Api from "./http/Api.js"
+import { consumerLayer } from "./Services.js"
+
+/** Inbox rows older than this are pruned by the scheduled handler (DESIGN: ≥ 30 days). */
+export const inboxRetentionDays = 30
+
+export interface Platform {
+  readonly router: Router.Router
+  readonly fetch: (request: Request, env: PlatformEnv, ctx: ExecutionContext) => Promise<Response>
+  readonly queue: (batch: MessageBatch<unknown>, env: PlatformEnv, ctx: ExecutionContext) => Promise<void>
+  readonly scheduled: (controller: ScheduledController, env: PlatformEnv, ctx: ExecutionContext) => Promise<void>
+}
+
+const delayScale = (env: PlatformEnv): number => {
+  const n = Number(env.FACTLINE_RETRY_DELAY_SCALE ?? "1")
+  return Number.isFinite(n) && n >= 0 ? n : 1
+}
+
+/**
+ * Platform queues whose processors arrive with later capabilities: their
+ * messages are validated against the contract and recorded in the inbox.
+ */
+const platformConsumer = (policy: RetryPolicy.RetryPolicy, batch: MessageBatch<unknown>, scale: number) => {
+  const schema = platformPayloads[policy.queue as keyof typeof platformPayloads]
+  const decode = Issues.decodeStrict(schema)
+  return Consumer.run(
+    {
+      policy,
+      delayScale: scale,
+      decode: (body: unknown) => {
+        const envelope = body as { idempotency_key?: unknown; tenant_id?: unknown; payload?: unknown }
+        const decoded = decode(envelope?.payload)
+        return typeof envelope?.idempotency_key === "string" && decoded._tag === "Success"
+          ? Effect.succeed({ key: `${String(envelope.tenant_id)}/${envelope.idempotency_key}`, value: decoded.success })
+          : Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: decoded._tag === "Failure" ? Issues.render(decoded.failure) : "missing idempotency_key" })
+      },
+      process: (items) => Effect.succeed(new Map(items.map((i) => [i.key, Consumer.done])))
+    },
+    batch
+  )
+}
+
+export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform => {
+  const router = Router.make(modules)
+  const api = Api.make(router)
+
+  return {
+    router,
+    fetch: (request, env, ctx) => Promise.resolve(api.fetch(request, env, ctx)),
+    queue: async (batch, env) => {
+      const queue = batch.queue
+      if (RetryPolicy.isDeadLetterQueue(queue)) {
+        return Effect.runPromise(DeadLetterConsumer.consume(env.DB, batch))
+      }
+      const policy = RetryPolicy.forQueue(queue)
+      if (!policy) {
+        // A queue this Worker does not know: retry (never drop) so the misconfiguration is visible.
+        console.error(`no consumer for queue ${queue}`)
+        for (const m of batch.messages) m.retry({ delaySeconds: 60 })
+        return
+      }
+      const program = policy === RetryPolicy.events
+        ? EventsConsumer.consume(router, batch, { delayScale: delayScale(env) })
+        : platformConsumer(policy, batch, delayScale(env))
+      await Effect.runPromise(program.pipe(Effect.provide(consumerLayer(env))))
+    },
+    scheduled: async (_controller, env) => {
+      const cutoff = new Date(Date.now() - inboxRetentionDays * 24 * 3600 * 1000).toISOString()
+      await env.DB.prepare("DELETE FROM inbox WHERE status = 'succeeded' AND updated_at < ?").bind(cutoff).run()
+    }
+  }
+}

@@ -1,0 +1,29 @@
+/**
+ * The live layers of core's services, built from a Worker's bindings.
+ * This is the only place where bindings meet the framework.
+ */
+import { Layer } from "effect"
+import { DeadLetters, Inbox, Ledger, PayloadStore, Producer, RetryPolicy, type MessageDefinition } from "@factline/core"
+import type { PlatformEnv } from "./Env.js"
+
+const deadLetterQueue = (env: PlatformEnv) => (queue: string) => {
+  const policy = RetryPolicy.forQueue(queue)
+  return policy ? (env[policy.deadLetterBinding] as Queue | undefined) : undefined
+}
+
+export const consumerLayer = (env: PlatformEnv) =>
+  Layer.mergeAll(
+    Ledger.Ledger.layer(env.LEDGER),
+    Inbox.Inbox.layer(env.DB),
+    DeadLetters.DeadLetters.layer(deadLetterQueue(env)),
+    PayloadStore.PayloadStore.layer(env.PAYLOADS, env.FACTLINE_PAYLOAD_BUCKET)
+  )
+
+export const apiLayer = (env: PlatformEnv, definitions: ReadonlyMap<string, MessageDefinition.MessageDefinition>) => {
+  const payloads = PayloadStore.PayloadStore.layer(env.PAYLOADS, env.FACTLINE_PAYLOAD_BUCKET)
+  return Layer.mergeAll(
+    Ledger.Ledger.layer(env.LEDGER),
+    payloads,
+    Producer.Producer.layer({ queue: env.EVENTS_QUEUE, definitions, defaultSource: "http" }).pipe(Layer.provide(payloads))
+  )
+}

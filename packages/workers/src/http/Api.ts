@@ -1,0 +1,111 @@
+/**
+ * The HTTP API (DESIGN.md "HTTP API"): ingest events, read ledger streams.
+ *
+ * Every route authenticates (Auth.ts) and is scoped to the token's tenant: a
+ * tenant can neither write into nor read from another tenant's data. Bad input
+ * is a 4xx with a JSON error naming every problem; anything unexpected is a
+ * 500 with a generic message — never a stack, SQL text or a secret.
+ */
+import { Effect, Layer } from "effect"
+import { Hono } from "hono"
+import { Ledger, Producer, type Router } from "@factline/core"
+import type { PlatformEnv } from "../Env.js"
+import { apiLayer } from "../Services.js"
+import { type AuthVariables, requireScope } from "./Auth.js"
+import { errorResponse } from "./Errors.js"
+
+export const maxBodyBytes = 5 * 1024 * 1024
+export const maxEventsPerRequest = 1_000
+
+type AppEnv = { Bindings: PlatformEnv; Variables: AuthVariables }
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
+
+const intParam = (value: string | undefined, name: string, min: number, max: number, fallback: number): number | string => {
+  if (value === undefined || value === "") return fallback
+  if (!/^\d+$/.test(value)) return `${name} must be a whole number`
+  const n = Number(value)
+  return n < min || n > max ? `${name} must be between ${min} and ${max}` : n
+}
+
+export const make = (router: Router.Router) => {
+  const app = new Hono<AppEnv>()
+  const run = <A, E>(env: PlatformEnv, program: Effect.Effect<A, E, Ledger.Ledger | Producer.Producer>) =>
+    Effect.runPromise(Effect.result(program.pipe(Effect.provide(apiLayer(env, router.definitions) as Layer.Layer<Ledger.Ledger | Producer.Producer>))))
+
+  app.post("/v1/events", requireScope("events:write"), async (c) => {
+    const principal = c.get("principal")
+    const length = Number(c.req.header("content-length") ?? "0")
+    if (length > maxBodyBytes) return errorResponse(c, 413, "payload_too_large", `request body is over ${maxBodyBytes} bytes`)
+    const text = await c.req.text()
+    if (text.length > maxBodyBytes) return errorResponse(c, 413, "payload_too_large", `request body is over ${maxBodyBytes} bytes`)
+    let body: unknown
+    try {
+      body = JSON.parse(text)
+    } catch {
+      return errorResponse(c, 400, "invalid_json", "the request body is not valid JSON")
+    }
+    if (!isObject(body)) return errorResponse(c, 400, "invalid_request", 'send one envelope object or { "events": [...] }')
+    const batch = "events" in body
+    const list = batch ? body.events : [body]
+    if (!Array.isArray(list) || list.length === 0) return errorResponse(c, 400, "invalid_request", '"events" must be a non-empty array')
+    if (list.length > maxEventsPerRequest) {
+      return errorResponse(c, 400, "too_many_events", `at most ${maxEventsPerRequest} events per request; got ${list.length}`)
+    }
+    // Tenant comes from the token: defaulted when absent, refused when it names another tenant.
+    const foreign: Array<{ path: string; message: string }> = []
+    const inputs = list.map((event, index) => {
+      if (!isObject(event)) return event
+      if (event.tenant_id !== undefined && event.tenant_id !== principal.tenantId) {
+        foreign.push({ path: batch ? `events.${index}.tenant_id` : "tenant_id", message: "this token cannot write events for another tenant" })
+      }
+      return { tenant_id: principal.tenantId, source: "http", ...event }
+    })
+    if (foreign.length > 0) return errorResponse(c, 403, "forbidden", "events for another tenant", { problems: foreign })
+
+    const result = await run(c.env, Effect.flatMap(Effect.service(Producer.Producer), (p) => p.send(inputs, { pathPrefix: batch ? "events" : undefined })))
+    if (result._tag === "Success") {
+      return c.json({ accepted: result.success.length, idempotency_keys: result.success.map((e) => e.idempotency_key) }, 202)
+    }
+    const error = result.failure
+    if (error._tag === "InvalidMessages") {
+      return errorResponse(c, 400, "invalid_events", `${error.problems.length} problem(s); nothing was accepted`, { problems: error.problems })
+    }
+    console.error(`ingest failed: ${error._tag}`)
+    return errorResponse(c, 503, "unavailable", "the events queue is unavailable; nothing was accepted, retry later", undefined, { "retry-after": "5" })
+  })
+
+  app.get("/v1/streams/:subject/facts", requireScope("read"), async (c) => {
+    const principal = c.get("principal")
+    const subject = c.req.param("subject")
+    const after = intParam(c.req.query("after"), "after", 0, Number.MAX_SAFE_INTEGER, 0)
+    const limit = intParam(c.req.query("limit"), "limit", 1, 1_000, 100)
+    if (typeof after === "string" || typeof limit === "string") {
+      return errorResponse(c, 400, "invalid_query", [after, limit].filter((v) => typeof v === "string").join("; "))
+    }
+    const result = await run(
+      c.env,
+      Effect.flatMap(Effect.service(Ledger.Ledger), (l) => l.read({ tenant_id: principal.tenantId, stream: subject }, { after, limit }))
+    )
+    if (result._tag === "Failure") {
+      console.error(`stream read failed: ${result.failure._tag}`)
+      return errorResponse(c, 503, "unavailable", "the ledger is unavailable, retry later", undefined, { "retry-after": "5" })
+    }
+    const state = result.success
+    if (state.version === 0) return errorResponse(c, 404, "not_found", `no stream "${subject}" for this tenant`)
+    const last = state.facts.at(-1)?.sequence
+    return c.json({
+      subject,
+      version: state.version,
+      facts: state.facts,
+      next_after: last !== undefined && last < state.version ? last : null
+    })
+  })
+
+  app.notFound((c) => errorResponse(c, 404, "not_found", `no route for ${c.req.method} ${new URL(c.req.url).pathname}`))
+  app.onError((error, c) => {
+    console.error(`unhandled error: ${error instanceof Error ? error.name : "unknown"}`)
+    return errorResponse(c, 500, "internal", "internal error")
+  })
+  return app
+}

@@ -1,0 +1,74 @@
+/**
+ * Bearer-token authentication: each token is bound to one tenant and a set of scopes.
+ *
+ * Only SHA-256 hashes of tokens are configured (`FACTLINE_TOKENS`), never the
+ * tokens themselves, and a token is never logged or echoed back. No token or an
+ * unknown one is 401; a token without the scope a route needs is 403.
+ */
+import { Schema } from "effect"
+import type { MiddlewareHandler } from "hono"
+import { Issues } from "@factline/schemas"
+import { TenantId } from "@factline/schemas"
+import { errorResponse } from "./Errors.js"
+
+export const Scope = Schema.Literals(["events:write", "read", "admin"])
+export type Scope = typeof Scope.Type
+
+export const TokenEntry = Schema.Struct({
+  sha256: Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/)),
+  tenant_id: TenantId,
+  scopes: Schema.Array(Scope),
+  name: Schema.optional(Schema.String)
+})
+export const TokenConfig = Schema.Array(TokenEntry)
+
+export interface Principal {
+  readonly tenantId: string
+  readonly scopes: ReadonlyArray<Scope>
+  readonly name: string | undefined
+}
+
+const decodeConfig = Issues.decodeStrict(TokenConfig)
+const cache = new Map<string, Map<string, Principal>>()
+
+/** Parses (once per distinct config string) the hash → principal table. A bad config fails closed. */
+export const principals = (config: string | undefined): Map<string, Principal> => {
+  const key = config ?? ""
+  const cached = cache.get(key)
+  if (cached) return cached
+  let table = new Map<string, Principal>()
+  try {
+    const decoded = decodeConfig(JSON.parse(key))
+    if (decoded._tag === "Success") {
+      table = new Map(decoded.success.map((t) => [t.sha256, { tenantId: t.tenant_id, scopes: t.scopes, name: t.name }]))
+    } else {
+      console.error(`FACTLINE_TOKENS is invalid (${Issues.render(decoded.failure)}); every request will be refused`)
+    }
+  } catch {
+    console.error("FACTLINE_TOKENS is missing or not JSON; every request will be refused")
+  }
+  cache.set(key, table)
+  return table
+}
+
+export const sha256Hex = async (text: string): Promise<string> => {
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)))
+  return [...digest].map((b) => b.toString(16).padStart(2, "0")).join("")
+}
+
+export type AuthVariables = { principal: Principal }
+
+/** Authenticates every request; `scope` is what the route needs. */
+export const requireScope = (scope: Scope): MiddlewareHandler<{ Bindings: { FACTLINE_TOKENS?: string }; Variables: AuthVariables }> =>
+  async function authenticate(c, next) {
+    const header = c.req.header("authorization") ?? ""
+    const match = /^Bearer\s+(\S+)$/i.exec(header)
+    if (!match) {
+      return errorResponse(c, 401, "unauthorized", "missing bearer token: send Authorization: Bearer <token>", undefined, { "www-authenticate": "Bearer" })
+    }
+    const principal = principals(c.env.FACTLINE_TOKENS).get(await sha256Hex(match[1]!))
+    if (!principal) return errorResponse(c, 401, "unauthorized", "invalid bearer token", undefined, { "www-authenticate": "Bearer" })
+    if (!principal.scopes.includes(scope)) return errorResponse(c, 403, "forbidden", `this token lacks the "${scope}" scope`)
+    c.set("principal", principal)
+    await next()
+  }
