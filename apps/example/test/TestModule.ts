@@ -45,4 +45,11 @@ export const refused = Handler.handler(Refused, {
   handle: () => Effect.fail(new PermanentError({ message: "this can never succeed" }))
 })
 
-export const testModule = Module.make("test", { handlers: [bumpCounter, flaky, broken, refused] })
+
+export const Blob = MessageDefinition.event("test.blob.stored").version(1, Schema.Struct({ blob: Schema.String }))
+export const blobStored = Handler.handler(Blob, {
+  name: "blob-stored",
+  handle: (m) => Effect.succeed([{ type: "blob_stored", data: { blob: m.payload.blob } }])
+})
+
+export const testModule = Module.make("test", { handlers: [bumpCounter, flaky, broken, refused, blobStored] })

@@ -1,0 +1,206 @@
+import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
+import { env } from "cloudflare:workers"
+import { describe, expect, it } from "vitest"
+import { RetryPolicy } from "@factline/core"
+import type { PlatformEnv } from "@factline/workers"
+import { callCompleted, deadMessages, eventually, readStream, unique } from "./helpers.js"
+import { countingD1, countingNamespace, newCounts, recordingBatch } from "./instrument.js"
+import { platform } from "./worker.js"
+
+const testEnv = env as unknown as PlatformEnv
+
+const deliver = async (bodies: ReadonlyArray<unknown>, options: { attempts?: number; env?: PlatformEnv; queue?: string } = {}) => {
+  const batch = createMessageBatch(
+    options.queue ?? "factline-events",
+    bodies.map((body) => ({ id: unique("qm"), timestamp: new Date(), attempts: options.attempts ?? 1, body }))
+  )
+  const ctx = createExecutionContext()
+  const recording = recordingBatch(batch)
+  await platform.queue(recording.batch, options.env ?? testEnv, ctx)
+  const result = await getQueueResult(batch, ctx)
+  const delays = result.retryMessages.map((r) => recording.retries.get(r.msgId)?.delaySeconds)
+  return { batch, result, delays }
+}
+
+const envelope = (message_type: string, payload: Record<string, unknown>, overrides: Record<string, unknown> = {}) => {
+  const subject = unique("subject")
+  return {
+    schema_version: 1,
+    message_type,
+    message_id: unique("msg"),
+    idempotency_key: unique("key"),
+    correlation_id: unique("corr"),
+    tenant_id: "tenant-a",
+    subject,
+    source: "test",
+    created_at: new Date().toISOString(),
+    payload,
+    ...overrides
+  }
+}
+
+const inboxRow = (key: string, tenant = "tenant-a") =>
+  env.DB.prepare("SELECT * FROM inbox WHERE queue = 'factline-events' AND idempotency_key = ?").bind(`${tenant}/${key}`).first<Record<string, any>>()
+
+describe("consumer runtime", () => {
+  it("a message delivered five times in one batch appends one fact, and every copy is acked", async () => {
+    const event = callCompleted()
+    const copies = Array.from({ length: 5 }, () => ({ ...event, message_id: unique("msg") }))
+    const { batch, result } = await deliver(copies)
+    expect(result.retryMessages).toEqual([])
+    expect(result.explicitAcks.sort()).toEqual(batch.messages.map((m) => m.id).sort())
+    const stream = await readStream("tenant-a", event.subject)
+    expect(stream.version).toBe(1)
+    expect(stream.facts.map((f) => f.type)).toEqual(["outcome"])
+  })
+
+  it("a message delivered five times across batches appends one fact", async () => {
+    const event = callCompleted()
+    for (let i = 0; i < 5; i++) {
+      const { result } = await deliver([{ ...event, message_id: unique("msg") }], { attempts: i + 1 })
+      expect(result.explicitAcks).toHaveLength(1)
+    }
+    const stream = await readStream("tenant-a", event.subject)
+    expect(stream.facts).toHaveLength(1)
+    expect((await inboxRow(event.idempotency_key))?.status).toBe("succeeded")
+  })
+
+  it("two tenants may use the same idempotency key: each gets its own fact", async () => {
+    const event = callCompleted()
+    await deliver([event, { ...event, tenant_id: "tenant-b", message_id: unique("msg") }])
+    expect((await readStream("tenant-a", event.subject)).facts).toHaveLength(1)
+    expect((await readStream("tenant-b", event.subject)).facts).toHaveLength(1)
+  })
+
+  it("undecodable, unknown-type and too-new messages are dead-lettered at once with their reason; the rest of the batch is acked", async () => {
+    const good1 = callCompleted()
+    const good2 = callCompleted()
+    const garbage = { idempotency_key: unique("garbage"), tenant_id: "tenant-a", message_type: "call.completed", hello: "world" }
+    const unknown = envelope("nobody.handles_this", { x: 1 })
+    const tooNew = callCompleted({ schema_version: 3 })
+    const badPayload = callCompleted({}, { duration_s: "long" })
+    const { batch, result } = await deliver([good1, garbage, unknown, good2, tooNew, badPayload])
+    expect(result.retryMessages).toEqual([])
+    expect(result.explicitAcks.sort()).toEqual(batch.messages.map((m) => m.id).sort())
+    expect((await readStream("tenant-a", good1.subject)).facts).toHaveLength(1)
+    expect((await readStream("tenant-a", good2.subject)).facts).toHaveLength(1)
+    expect((await readStream("tenant-a", tooNew.subject)).version).toBe(0)
+
+    const expectations: Array<[string, string, RegExp]> = [
+      [garbage.idempotency_key, "decode_error", /schema_version: Missing key/],
+      [unknown.idempotency_key, "unknown_message_type", /nobody\.handles_this/],
+      [tooNew.idempotency_key, "unsupported_version", /schema_version 3 is not supported/],
+      [badPayload.idempotency_key, "decode_error", /payload\.duration_s/]
+    ]
+    for (const [key, reason, error] of expectations) {
+      const rows = await eventually(async () => {
+        const r = await deadMessages(key)
+        return r.length > 0 ? r : undefined
+      }, 20_000, `dead letter ${reason}`)
+      expect(rows).toHaveLength(1)
+      expect(rows[0]).toMatchObject({ reason, attempts: 1, queue: "factline-events", status: "pending" })
+      expect(rows[0]!.last_error).toMatch(error)
+    }
+    // The original message is kept untouched for replay.
+    const [row] = await deadMessages(tooNew.idempotency_key)
+    expect(JSON.parse(row!.original_message)).toEqual(tooNew)
+  })
+
+  it("a transiently failing handler is retried with the policy's delay, then succeeds", async () => {
+    const event = envelope("test.flaky.happened", { fail_times: 2 })
+    const withPolicyDelays = { ...testEnv, FACTLINE_RETRY_DELAY_SCALE: "1" }
+    const first = await deliver([event], { attempts: 1, env: withPolicyDelays })
+    expect(first.result.retryMessages).toEqual([{ msgId: first.batch.messages[0]!.id }])
+    expect(first.delays).toEqual([RetryPolicy.delay(RetryPolicy.events, 1)])
+    expect(first.delays).toEqual([30])
+    expect(await inboxRow(event.idempotency_key)).toMatchObject({ status: "failed", attempts: 1, last_error: "TransientError: downstream timeout #1" })
+
+    const second = await deliver([event], { attempts: 2, env: withPolicyDelays })
+    expect(second.delays).toEqual([60])
+
+    const third = await deliver([event], { attempts: 3, env: withPolicyDelays })
+    expect(third.result.retryMessages).toEqual([])
+    expect(third.result.explicitAcks).toHaveLength(1)
+    const stream = await readStream("tenant-a", event.subject)
+    expect(stream.facts.map((f) => [f.type, f.data])).toEqual([["flaky_done", { after_failures: 2 }]])
+    expect(await inboxRow(event.idempotency_key)).toMatchObject({ status: "succeeded", attempts: 3 })
+  })
+
+  it("a message that keeps failing reaches the DLQ on its last attempt with attempts and last_error", async () => {
+    const event = envelope("test.broken.happened", {})
+    const withPolicyDelays = { ...testEnv, FACTLINE_RETRY_DELAY_SCALE: "1" }
+    const delays: Array<number | undefined> = []
+    for (let attempts = 1; attempts <= RetryPolicy.events.maxRetries; attempts++) {
+      const { result, delays: asked } = await deliver([event], { attempts, env: withPolicyDelays })
+      expect(result.explicitAcks).toEqual([])
+      delays.push(...asked)
+    }
+    expect(delays).toEqual([30, 60, 120, 240, 480])
+    const last = await deliver([event], { attempts: RetryPolicy.events.maxRetries + 1, env: withPolicyDelays })
+    expect(last.result.retryMessages).toEqual([])
+    expect(last.result.explicitAcks).toHaveLength(1)
+    const rows = await eventually(async () => {
+      const r = await deadMessages(event.idempotency_key)
+      return r.length > 0 ? r : undefined
+    })
+    expect(rows[0]).toMatchObject({
+      reason: "retries_exhausted",
+      attempts: 6,
+      last_error: "TransientError: dependency is down",
+      queue: "factline-events",
+      tenant_id: "tenant-a",
+      message_type: "test.broken.happened"
+    })
+    expect(Date.parse(rows[0]!.first_attempted_at)).toBeLessThanOrEqual(Date.parse(rows[0]!.last_attempted_at))
+    expect((await readStream("tenant-a", event.subject)).version).toBe(0)
+  })
+
+  it("a permanent handler failure is dead-lettered at once", async () => {
+    const event = envelope("test.refused.happened", {})
+    const { result } = await deliver([event])
+    expect(result.retryMessages).toEqual([])
+    const rows = await eventually(async () => {
+      const r = await deadMessages(event.idempotency_key)
+      return r.length > 0 ? r : undefined
+    })
+    expect(rows[0]).toMatchObject({ reason: "permanent_failure", attempts: 1, last_error: "this can never succeed" })
+    expect(await inboxRow(event.idempotency_key)).toMatchObject({ status: "failed" })
+  })
+
+  it("a payload_ref whose object is missing is dead-lettered as payload_missing", async () => {
+    const event = envelope("test.blob.stored", {})
+    const { payload: _, ...withoutPayload } = event
+    const ref = { ...withoutPayload, payload_ref: `r2://factline-payloads/tenant-a/${unique("gone")}` }
+    const foreign = { ...withoutPayload, idempotency_key: unique("foreign"), payload_ref: `r2://factline-payloads/tenant-b/x` }
+    const { result } = await deliver([ref, foreign])
+    expect(result.retryMessages).toEqual([])
+    for (const key of [ref.idempotency_key, foreign.idempotency_key]) {
+      const rows = await eventually(async () => {
+        const r = await deadMessages(key)
+        return r.length > 0 ? r : undefined
+      })
+      expect(rows[0]!.reason).toBe("payload_missing")
+    }
+  })
+
+  it("D1 round trips and ledger RPCs per batch do not grow with the batch size", async () => {
+    const measure = async (size: number, streams: number) => {
+      const counts = newCounts()
+      const instrumented = { ...testEnv, DB: countingD1(testEnv.DB, counts), LEDGER: countingNamespace(testEnv.LEDGER, counts) }
+      const subjects = Array.from({ length: streams }, () => unique("call"))
+      const events = Array.from({ length: size }, (_, i) => callCompleted({ subject: subjects[i % streams], idempotency_key: unique("k") }, { call_id: subjects[i % streams] }))
+      const { result } = await deliver(events, { env: instrumented })
+      expect(result.explicitAcks).toHaveLength(size)
+      const total = await Promise.all(subjects.map((s) => readStream("tenant-a", s)))
+      expect(total.reduce((n, s) => n + s.facts.length, 0)).toBe(size)
+      return counts
+    }
+    const ten = await measure(10, 5)
+    const hundred = await measure(100, 5)
+    expect(hundred.d1).toBe(ten.d1)
+    expect(hundred.d1).toBeLessThanOrEqual(3)
+    // One RPC per shard per batch.
+    expect(ten.doRpc).toBe(5)
+    expect(hundred.doRpc).toBe(5)
+  })
+})
