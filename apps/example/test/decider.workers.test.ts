@@ -1,0 +1,87 @@
+import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
+import { env } from "cloudflare:workers"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Result } from "effect"
+import { Dispatch, Ledger } from "@factline/core"
+import type { PlatformEnv } from "@factline/workers"
+import { readStream, unique } from "./helpers.js"
+import { platform } from "./worker.js"
+
+const bump = (subject: string, by: string) => ({
+  schema_version: 1,
+  message_type: "test.counter.bump",
+  message_id: unique("msg"),
+  idempotency_key: unique(`bump-${by}`),
+  correlation_id: unique("corr"),
+  tenant_id: "tenant-a",
+  subject,
+  source: "test",
+  created_at: new Date().toISOString(),
+  payload: { by }
+})
+
+const deliver = (bodies: ReadonlyArray<unknown>) =>
+  Effect.promise(async () => {
+    const batch = createMessageBatch("factline-events", bodies.map((body) => ({ id: unique("qm"), timestamp: new Date(), attempts: 1, body })))
+    const ctx = createExecutionContext()
+    await platform.queue(batch, env as unknown as PlatformEnv, ctx)
+    return getQueueResult(batch, ctx)
+  })
+
+const counted = (subject: string) =>
+  Effect.promise(() => readStream("tenant-a", subject)).pipe(Effect.map((s) => s.facts.map((f) => [f.sequence, f.data.n, f.data.by])))
+
+describe("deciders", () => {
+  it.effect("a decision depends on the facts already in its stream", () =>
+    Effect.gen(function*() {
+      const subject = unique("counter")
+      const first = bump(subject, "alice")
+      yield* deliver([first])
+      yield* deliver([bump(subject, "bob")])
+      // Two commands in one batch: the second decides against the first one's facts.
+      yield* deliver([bump(subject, "carol"), bump(subject, "dave")])
+      assert.deepStrictEqual(yield* counted(subject), [[1, 1, "alice"], [2, 2, "bob"], [3, 3, "carol"], [4, 4, "dave"]])
+      // Re-delivering an already decided command decides nothing new, even though the state moved on.
+      const again = yield* deliver([{ ...first, message_id: unique("msg") }])
+      assert.strictEqual(again.explicitAcks.length, 1)
+      assert.strictEqual((yield* counted(subject)).length, 4)
+    }))
+
+  it.effect("two concurrent decisions on one stream both apply against the latest state", () =>
+    Effect.gen(function*() {
+      const subject = unique("counter")
+      const live = Ledger.make(env.LEDGER)
+      // Hold both first reads until both have read version 0, so the two decisions race for real.
+      let reads = 0
+      let release!: () => void
+      const bothRead = new Promise<void>((resolve) => (release = resolve))
+      const racing: Ledger.Ledger["Service"] = {
+        ...live,
+        readStreams: (keys) =>
+          Effect.flatMap(live.readStreams(keys), (states) =>
+            Effect.promise(async () => {
+              reads++
+              if (reads === 2) release()
+              if (reads <= 2) await bothRead
+              return states
+            }))
+      }
+      const route = (body: ReturnType<typeof bump>) => {
+        const routed = platform.router.route(body as never, body.payload)
+        assert.isTrue(Result.isSuccess(routed))
+        return { key: body.idempotency_key, value: Result.getOrThrow(routed) }
+      }
+      const a = route(bump(subject, "alice"))
+      const b = route(bump(subject, "bob"))
+      const [outA, outB] = yield* Effect.all([Dispatch.dispatch([a]), Dispatch.dispatch([b])], { concurrency: 2 }).pipe(
+        Effect.provide(Layer.succeed(Ledger.Ledger, racing))
+      )
+      assert.deepStrictEqual(outA.get(a.key), { _tag: "Done" })
+      assert.deepStrictEqual(outB.get(b.key), { _tag: "Done" })
+      // Two first reads, plus one re-read by the decision that lost the race.
+      assert.strictEqual(reads, 3)
+      const facts = yield* counted(subject)
+      assert.deepStrictEqual(facts.map(([seq, n]) => [seq, n]), [[1, 1], [2, 2]])
+      assert.sameMembers(facts.map(([, , by]) => by), ["alice", "bob"])
+    }))
+})

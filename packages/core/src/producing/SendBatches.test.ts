@@ -1,0 +1,22 @@
+import fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import * as SendBatches from "./SendBatches.js"
+
+describe("SendBatches.split", () => {
+  it("keeps every sendBatch within 100 messages and 256 KB, in order, losing nothing", () => {
+    fc.assert(fc.property(fc.array(fc.integer({ min: 0, max: 120_000 }), { maxLength: 400 }), (sizes) => {
+      const bodies = sizes.map((n, i) => ({ i, pad: "x".repeat(n) }))
+      const batches = SendBatches.split(bodies)
+      expect(batches.flat()).toEqual(bodies)
+      for (const batch of batches) {
+        expect(batch.length).toBeLessThanOrEqual(100)
+        const bytes = batch.reduce((n, b) => n + SendBatches.sizeOf(b), 0)
+        expect(batch.length === 1 || bytes <= SendBatches.maxBatchBytes).toBe(true)
+      }
+    }), { numRuns: 50 })
+  })
+
+  it("250 small messages take three calls", () => {
+    expect(SendBatches.split(Array.from({ length: 250 }, (_, i) => ({ i }))).map((b) => b.length)).toEqual([100, 100, 50])
+  })
+})
