@@ -1,0 +1,74 @@
+import { runInDurableObject } from "cloudflare:test"
+import { env } from "cloudflare:workers"
+import { describe, expect, it } from "vitest"
+import { FactId, type LedgerProtocol } from "@factline/core"
+import type { LedgerShard } from "@factline/workers"
+import { shard, unique } from "./helpers.js"
+
+const draft = async (cause: string, position: number, data: Record<string, unknown>): Promise<LedgerProtocol.FactDraft> => ({
+  fact_id: await FactId.make({ tenantId: "tenant-a", cause, decidedBy: "test", position }),
+  type: "noted",
+  data,
+  causation_id: cause,
+  correlation_id: cause,
+  caused_by: "test",
+  created_at: new Date().toISOString()
+})
+
+const rows = (stream: string) => {
+  const stub = env.LEDGER.get(env.LEDGER.idFromName(`tenant-a/${stream}`)) as DurableObjectStub<LedgerShard>
+  return runInDurableObject(stub, (_instance, state) => ({
+    facts: state.storage.sql.exec("SELECT fact_id, sequence FROM facts ORDER BY sequence").toArray(),
+    outbox: state.storage.sql.exec("SELECT fact_id, destination FROM outbox ORDER BY id").toArray()
+  }))
+}
+
+describe("LedgerShard", () => {
+  it("appends facts and their outbox rows together, with gap-free sequences", async () => {
+    const stream = unique("s")
+    const facts = [await draft("c1", 0, { a: 1 }), await draft("c1", 1, { a: 2 })]
+    const [result] = await shard("tenant-a", stream).append([{ tenant_id: "tenant-a", stream, facts }])
+    expect(result).toMatchObject({ status: "appended", version: 2 })
+    const stored = await rows(stream)
+    expect(stored.facts.map((r) => r.sequence)).toEqual([1, 2])
+    expect(stored.outbox).toEqual(facts.flatMap((f) => [
+      { fact_id: f.fact_id, destination: "factline-projections" },
+      { fact_id: f.fact_id, destination: "factline-fact-processing" }
+    ]))
+  })
+
+  it("re-appending the same facts is a no-op that returns the stored facts", async () => {
+    const stream = unique("s")
+    const facts = [await draft("c2", 0, { a: 1, b: { c: [1, 2] } })]
+    const ledger = shard("tenant-a", stream)
+    const [first] = await ledger.append([{ tenant_id: "tenant-a", stream, facts }])
+    // Same body with its keys in another order is the same fact.
+    const [again] = await ledger.append([{ tenant_id: "tenant-a", stream, facts: [{ ...facts[0]!, data: { b: { c: [1, 2] }, a: 1 } }] }])
+    expect(again).toEqual({ ...first, status: "duplicate" })
+    expect((await rows(stream)).outbox).toHaveLength(2)
+  })
+
+  it("a fact id that exists with a different body is an idempotency conflict", async () => {
+    const stream = unique("s")
+    const ledger = shard("tenant-a", stream)
+    const fact = await draft("c3", 0, { amount: 1 })
+    await ledger.append([{ tenant_id: "tenant-a", stream, facts: [fact] }])
+    const [conflict] = await ledger.append([{ tenant_id: "tenant-a", stream, facts: [{ ...fact, data: { amount: 2 } }] }])
+    expect(conflict).toMatchObject({ status: "idempotency_conflict", fact_id: fact.fact_id })
+    expect((await rows(stream)).facts).toHaveLength(1)
+  })
+
+  it("expected_version guards a stream; each group of a call is atomic on its own", async () => {
+    const stream = unique("s")
+    const ledger = shard("tenant-a", stream)
+    const results = await ledger.append([
+      { tenant_id: "tenant-a", stream, expected_version: 0, facts: [await draft("c4", 0, {})] },
+      { tenant_id: "tenant-a", stream, expected_version: 0, facts: [await draft("c5", 0, {})] },
+      { tenant_id: "tenant-a", stream, expected_version: 1, facts: [await draft("c6", 0, {})] }
+    ])
+    expect(results.map((r) => r.status)).toEqual(["appended", "version_conflict", "appended"])
+    expect(results[1]).toMatchObject({ version: 1, expected_version: 0 })
+    const read = await ledger.read({ tenant_id: "tenant-a", stream }, { after: 1, limit: 10 })
+    expect(read.facts.map((f) => [f.sequence, f.causation_id])).toEqual([[2, "c6"]])
+  })
+})

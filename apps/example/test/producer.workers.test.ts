@@ -1,0 +1,76 @@
+import { env } from "cloudflare:workers"
+import { Effect, Layer } from "effect"
+import { describe, expect, it } from "vitest"
+import { PayloadStore, Producer } from "@factline/core"
+import { CallCompleted } from "../src/calls/Calls.js"
+import { Blob } from "./TestModule.js"
+import { eventually, readStream, unique } from "./helpers.js"
+import { platform } from "./worker.js"
+
+/** The real events queue, counting sendBatch calls and their sizes. */
+const countingQueue = () => {
+  const calls: Array<number> = []
+  const queue = {
+    send: (body: unknown, options?: QueueSendOptions) => env.EVENTS_QUEUE.send(body, options),
+    sendBatch: (messages: Iterable<MessageSendRequest>, options?: QueueSendBatchOptions) => {
+      const list = [...messages]
+      calls.push(list.length)
+      return env.EVENTS_QUEUE.sendBatch(list, options)
+    }
+  } as Queue
+  return { queue, calls }
+}
+
+const run = <A, E>(queue: Queue, program: (p: Producer.Producer["Service"]) => Effect.Effect<A, E>) =>
+  Effect.runPromise(
+    Effect.flatMap(Effect.service(Producer.Producer), program).pipe(
+      Effect.provide(
+        Producer.Producer.layer({ queue, definitions: platform.router.definitions, defaultSource: "billing-service" }).pipe(
+          Layer.provide(PayloadStore.PayloadStore.layer(env.PAYLOADS))
+        )
+      )
+    )
+  )
+
+describe("Producer", () => {
+  it("emitBatch validates, fills defaults and splits into sendBatch calls of at most 100", async () => {
+    const { queue, calls } = countingQueue()
+    const ids = Array.from({ length: 250 }, () => unique("call"))
+    const envelopes = await run(queue, (p) =>
+      p.emitBatch(ids.map((call_id) => ({
+        definition: CallCompleted,
+        payload: { call_id, buyer_id: "b", duration_s: 10, price_cents: 5, currency: "USD" },
+        options: { tenant_id: "tenant-a", subject: call_id, idempotency_key: `done:${call_id}` }
+      }))))
+    expect(calls).toEqual([100, 100, 50])
+    expect(envelopes[0]).toMatchObject({ schema_version: 2, message_type: "call.completed", source: "billing-service", correlation_id: `done:${ids[0]}` })
+    expect(envelopes[0]!.message_id).toMatch(/^msg_/)
+    await eventually(async () => ((await readStream("tenant-a", ids[249]!)).version === 1 ? true : undefined), 30_000)
+  })
+
+  it("refuses an invalid payload before sending anything", async () => {
+    const { queue, calls } = countingQueue()
+    const error = await run(queue, (p) =>
+      Effect.flip(p.emit(CallCompleted, { call_id: "c", buyer_id: "b", duration_s: -1, price_cents: 5, currency: "usd" }, {
+        tenant_id: "tenant-a", subject: "c", idempotency_key: "x"
+      })))
+    expect(error._tag).toBe("InvalidMessages")
+    expect((error as Producer.InvalidMessages).problems.map((p) => p.path).sort()).toEqual(["payload.currency", "payload.duration_s"])
+    expect(calls).toEqual([])
+  })
+
+  it("moves a payload over 64 KiB to R2 and sends a payload_ref", async () => {
+    const { queue } = countingQueue()
+    const blob = "y".repeat(70 * 1024)
+    const subject = unique("blob")
+    const [envelope] = [await run(queue, (p) => p.emit(Blob, { blob }, { tenant_id: "tenant-a", subject, idempotency_key: unique("k") }))]
+    expect(envelope.payload).toBeUndefined()
+    expect(envelope.payload_ref).toBe(`r2://factline-payloads/tenant-a/${envelope.message_id}`)
+    expect(await (await env.PAYLOADS.get(`tenant-a/${envelope.message_id}`))!.json()).toEqual({ blob })
+    const stream = await eventually(async () => {
+      const s = await readStream("tenant-a", subject)
+      return s.version > 0 ? s : undefined
+    })
+    expect(stream.facts[0]!.data.blob).toBe(blob)
+  })
+})
