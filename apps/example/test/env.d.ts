@@ -16,3 +16,11 @@ declare global {
   }
 }
 export {}
+
+declare global {
+  namespace Cloudflare {
+    interface GlobalProps {
+      mainModule: typeof import("./worker.js")
+    }
+  }
+}
