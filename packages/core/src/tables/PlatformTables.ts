@@ -40,3 +40,74 @@ export const deadMessages = sqliteTable(
   },
   (t) => [index("dead_messages_by_queue_status").on(t.queue, t.status, t.receivedAt), index("dead_messages_by_tenant").on(t.tenantId)]
 )
+
+/**
+ * The `facts` projection: every fact of every shard, copied to D1 for analysts.
+ * Idempotent by `(tenant_id, fact_id)`; paginated by `(created_at, fact_id)`.
+ */
+export const facts = sqliteTable(
+  "facts",
+  {
+    tenantId: text("tenant_id").notNull(),
+    factId: text("fact_id").notNull(),
+    stream: text("stream").notNull(),
+    sequence: integer("sequence").notNull(),
+    type: text("type").notNull(),
+    body: text("body").notNull(),
+    causationId: text("causation_id").notNull(),
+    correlationId: text("correlation_id").notNull(),
+    causedBy: text("caused_by").notNull(),
+    createdAt: text("created_at").notNull()
+  },
+  (t) => [
+    primaryKey({ columns: [t.tenantId, t.factId] }),
+    index("facts_by_tenant_time").on(t.tenantId, t.createdAt, t.factId),
+    index("facts_by_stream").on(t.tenantId, t.stream, t.sequence),
+    index("facts_by_type").on(t.tenantId, t.type, t.createdAt, t.factId)
+  ]
+)
+
+/** Fact ids already applied by additive projections (sums, counts): applying twice is a no-op. */
+export const projectionApplied = sqliteTable(
+  "projection_applied",
+  {
+    projection: text("projection").notNull(),
+    factId: text("fact_id").notNull()
+  },
+  (t) => [primaryKey({ columns: [t.projection, t.factId] })]
+)
+
+/** Projection rebuilds: a shadow table is filled from the ledger, then swapped in. */
+export const projectionRebuilds = sqliteTable(
+  "projection_rebuilds",
+  {
+    id: text("id").primaryKey(),
+    projection: text("projection").notNull(),
+    shadowTable: text("shadow_table").notNull(),
+    status: text("status", { enum: ["running", "completed", "failed"] }).notNull(),
+    shardsTotal: integer("shards_total").notNull(),
+    shardsDone: integer("shards_done").notNull().default(0),
+    factsReplayed: integer("facts_replayed").notNull().default(0),
+    error: text("error"),
+    startedAt: text("started_at").notNull(),
+    finishedAt: text("finished_at")
+  },
+  (t) => [index("projection_rebuilds_by_status").on(t.status, t.projection)]
+)
+
+/**
+ * Every ledger shard, registered by the shard itself when it first relays.
+ * The scheduled sweep re-arms shards whose relay has been pending too long;
+ * rebuilds enumerate shards from here.
+ */
+export const ledgerShards = sqliteTable(
+  "ledger_shards",
+  {
+    shardKey: text("shard_key").primaryKey(),
+    tenantId: text("tenant_id").notNull(),
+    registeredAt: text("registered_at").notNull(),
+    relayPendingSince: text("relay_pending_since"),
+    lastRelayedAt: text("last_relayed_at")
+  },
+  (t) => [index("ledger_shards_by_pending").on(t.relayPendingSince)]
+)
