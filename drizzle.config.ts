@@ -3,6 +3,6 @@ import { defineConfig } from "drizzle-kit"
 
 export default defineConfig({
   dialect: "sqlite",
-  schema: ["./packages/core/src/tables/PlatformTables.ts"],
+  schema: ["./apps/example/src/schema.ts"],
   out: "./migrations"
 })

@@ -1,21 +1,41 @@
 /**
  * The LedgerShard Durable Object: one per shard key (default `tenant_id/subject`),
- * SQLite storage. A thin RPC shell around core's LedgerStorage, where the
- * append/read logic and its transaction live.
+ * SQLite storage. Appends and reads go to core's LedgerStorage (where the
+ * transaction lives); the alarm relays the outbox to the downstream queues.
+ *
+ * Relay: every append that wrote facts arms the alarm (now). The alarm drains
+ * the outbox (OutboxRelay); on failure it re-arms itself with backoff (1 s
+ * doubling to 5 min) and marks the shard pending in D1 so the scheduled sweep
+ * can re-arm it if an alarm is ever lost. The first successful relay
+ * registers the shard in D1 (`ledger_shards`), which rebuilds enumerate.
  */
 import { DurableObject } from "cloudflare:workers"
-import { LedgerStorage, type LedgerProtocol } from "@factline/core"
+import { Effect } from "effect"
+import { LedgerProtocol, LedgerStorage, OutboxRelay, PayloadStore, RetryPolicy } from "@factline/core"
+import type { Fact } from "@factline/schemas"
+import type { PlatformEnv } from "./Env.js"
 
-export class LedgerShard extends DurableObject implements LedgerProtocol.LedgerShardRpc {
+export const relayBackoffMs = (failures: number) => Math.min(1_000 * 2 ** Math.max(0, failures - 1), 5 * 60_000)
+
+export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerProtocol.LedgerShardRpc {
   private readonly ledger: LedgerStorage.LedgerStorage
 
-  constructor(ctx: DurableObjectState, env: unknown) {
-    super(ctx, env as never)
+  constructor(ctx: DurableObjectState, env: PlatformEnv) {
+    super(ctx, env)
     this.ledger = LedgerStorage.make(ctx.storage)
   }
 
   async append(groups: ReadonlyArray<LedgerProtocol.AppendGroup>): Promise<ReadonlyArray<LedgerProtocol.AppendResult>> {
-    return groups.map((group) => this.ledger.append(group))
+    const results = groups.map((group) => this.ledger.append(group))
+    const first = groups[0]
+    if (first && results.some((r) => r.status === "appended")) {
+      if (this.ledger.getMeta("shard_key") === undefined) {
+        this.ledger.setMeta("shard_key", LedgerProtocol.shardKey(first))
+        this.ledger.setMeta("tenant_id", first.tenant_id)
+      }
+      await this.arm(0)
+    }
+    return results
   }
 
   async readStreams(keys: ReadonlyArray<LedgerProtocol.StreamKey>): Promise<ReadonlyArray<LedgerProtocol.StreamState>> {
@@ -26,8 +46,68 @@ export class LedgerShard extends DurableObject implements LedgerProtocol.LedgerS
     return this.ledger.readStream(key, options)
   }
 
-  /** Rows written with facts and not yet relayed downstream (the relay is a later step). */
+  /** Every fact of this shard, in (stream, sequence) order, for rebuilds. */
+  async readShard(after: { readonly stream: string; readonly sequence: number } | undefined, limit: number): Promise<ReadonlyArray<Fact>> {
+    return this.ledger.readShard(after, Math.min(Math.max(1, limit), 5_000))
+  }
+
+  /** Rows written with facts and not yet relayed downstream. */
   async outboxSize(): Promise<number> {
     return this.ledger.outboxSize()
+  }
+
+  /** Used by the scheduled sweep: re-arms the relay if rows are waiting. */
+  async relayNow(): Promise<number> {
+    const pending = this.ledger.outboxSize()
+    if (pending > 0) await this.arm(0)
+    return pending
+  }
+
+  override async alarm(): Promise<void> {
+    try {
+      const result = await OutboxRelay.relay(this.ledger, this.targets())
+      const failures = Number(this.ledger.getMeta("relay_failures") ?? "0")
+      if (failures > 0 || this.ledger.getMeta("registered") === undefined) await this.register(null)
+      this.ledger.setMeta("relay_failures", undefined)
+      this.ledger.setMeta("registered", "1")
+      if (result.remaining > 0) await this.arm(0)
+    } catch (error) {
+      const failures = Number(this.ledger.getMeta("relay_failures") ?? "0") + 1
+      this.ledger.setMeta("relay_failures", String(failures))
+      console.error(`outbox relay failed (${failures} in a row): ${error instanceof Error ? error.message : String(error)}`)
+      await this.arm(relayBackoffMs(failures))
+      await this.register(new Date().toISOString()).catch(() => undefined)
+    }
+  }
+
+  private async arm(delayMs: number) {
+    const at = Date.now() + delayMs
+    const current = await this.ctx.storage.getAlarm()
+    if (current === null || current > at) await this.ctx.storage.setAlarm(at)
+  }
+
+  private async register(pendingSince: string | null) {
+    const shardKey = this.ledger.getMeta("shard_key")
+    const tenantId = this.ledger.getMeta("tenant_id")
+    if (shardKey === undefined || tenantId === undefined) return
+    const now = new Date().toISOString()
+    await this.env.DB.prepare(
+      `INSERT INTO ledger_shards (shard_key, tenant_id, registered_at, relay_pending_since, last_relayed_at) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (shard_key) DO UPDATE SET
+         relay_pending_since = CASE WHEN excluded.relay_pending_since IS NULL THEN NULL ELSE COALESCE(ledger_shards.relay_pending_since, excluded.relay_pending_since) END,
+         last_relayed_at = COALESCE(excluded.last_relayed_at, ledger_shards.last_relayed_at)`
+    ).bind(shardKey, tenantId, now, pendingSince, pendingSince === null ? now : null).run()
+  }
+
+  private targets(): OutboxRelay.RelayTargets {
+    const env = this.env
+    const payloads = PayloadStore.make(env.PAYLOADS, env.FACTLINE_PAYLOAD_BUCKET ?? PayloadStore.defaultBucketName)
+    return {
+      queue: (destination) => {
+        const policy = RetryPolicy.forQueue(destination)
+        return policy ? (env[policy.binding] as Queue | undefined) : undefined
+      },
+      offload: (tenantId, name, payload) => Effect.runPromise(payloads.put(tenantId, name, payload))
+    }
   }
 }

@@ -8,14 +8,27 @@
  * a message. Export the LedgerShard class beside it from the Worker's entry.
  */
 import { Effect } from "effect"
-import { Consumer, DeadLetterConsumer, EventsConsumer, RetryPolicy, Router, type Module } from "@factline/core"
+import {
+  Consumer,
+  DeadLetterConsumer,
+  EventsConsumer,
+  type LedgerProtocol,
+  ProcessingConsumer,
+  ProjectionConsumer,
+  RetryPolicy,
+  Router,
+  type Module
+} from "@factline/core"
 import { platformPayloads, Issues } from "@factline/schemas"
 import type { PlatformEnv } from "./Env.js"
 import * as Api from "./http/Api.js"
-import { consumerLayer } from "./Services.js"
+import * as Services from "./Services.js"
 
 /** Inbox rows older than this are pruned by the scheduled handler (DESIGN: ≥ 30 days). */
 export const inboxRetentionDays = 30
+/** A shard whose relay has been failing for this long is re-armed by the sweep. */
+export const staleRelayMinutes = 5
+export const shardsPerSweep = 200
 
 export interface Platform {
   readonly router: Router.Router
@@ -72,14 +85,33 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform =>
         for (const m of batch.messages) m.retry({ delaySeconds: 60 })
         return
       }
-      const program = policy === RetryPolicy.events
-        ? EventsConsumer.consume(router, batch, { delayScale: delayScale(env) })
-        : platformConsumer(policy, batch, delayScale(env))
-      await Effect.runPromise(program.pipe(Effect.provide(consumerLayer(env))))
+      const options = { delayScale: delayScale(env) }
+      const program: Effect.Effect<unknown, never, Services.ConsumerServices> = policy === RetryPolicy.events
+        ? EventsConsumer.consume(router, batch, options)
+        : policy === RetryPolicy.projections
+          ? ProjectionConsumer.consume(router, batch, options)
+          : policy === RetryPolicy.factProcessing
+            ? ProcessingConsumer.consume(router, batch, options)
+            : platformConsumer(policy, batch, options.delayScale)
+      await Effect.runPromise(program.pipe(Effect.provide(Services.consumerLayer(env))))
     },
     scheduled: async (_controller, env) => {
+      await sweepStaleRelays(env)
       const cutoff = new Date(Date.now() - inboxRetentionDays * 24 * 3600 * 1000).toISOString()
       await env.DB.prepare("DELETE FROM inbox WHERE status = 'succeeded' AND updated_at < ?").bind(cutoff).run()
     }
   }
+}
+
+/** Re-arms the relay of every shard whose outbox has been pending too long. Returns how many were re-armed. */
+export const sweepStaleRelays = async (env: PlatformEnv): Promise<number> => {
+  const cutoff = new Date(Date.now() - staleRelayMinutes * 60_000).toISOString()
+  const { results } = await env.DB.prepare(
+    "SELECT shard_key FROM ledger_shards WHERE relay_pending_since IS NOT NULL AND relay_pending_since <= ? ORDER BY relay_pending_since LIMIT ?"
+  ).bind(cutoff, shardsPerSweep).all<{ shard_key: string }>()
+  await Promise.all(results.map(async ({ shard_key }) => {
+    const stub = env.LEDGER.get(env.LEDGER.idFromName(shard_key)) as unknown as LedgerProtocol.LedgerShardRpc & { relayNow(): Promise<number> }
+    await stub.relayNow()
+  }))
+  return results.length
 }

@@ -3,7 +3,7 @@
  * This is the only place where bindings meet the framework.
  */
 import { Layer } from "effect"
-import { DeadLetters, Inbox, Ledger, PayloadStore, Producer, RetryPolicy, type MessageDefinition } from "@factline/core"
+import { DeadLetters, Inbox, Ledger, PayloadStore, Producer, ProjectionStore, RetryPolicy, type MessageDefinition } from "@factline/core"
 import type { PlatformEnv } from "./Env.js"
 
 const deadLetterQueue = (env: PlatformEnv) => (queue: string) => {
@@ -11,10 +11,13 @@ const deadLetterQueue = (env: PlatformEnv) => (queue: string) => {
   return policy ? (env[policy.deadLetterBinding] as Queue | undefined) : undefined
 }
 
-export const consumerLayer = (env: PlatformEnv) =>
+export type ConsumerServices = Ledger.Ledger | Inbox.Inbox | ProjectionStore.ProjectionStore | DeadLetters.DeadLetters | PayloadStore.PayloadStore
+
+export const consumerLayer = (env: PlatformEnv): Layer.Layer<ConsumerServices> =>
   Layer.mergeAll(
     Ledger.Ledger.layer(env.LEDGER),
     Inbox.Inbox.layer(env.DB),
+    ProjectionStore.ProjectionStore.layer(env.DB),
     DeadLetters.DeadLetters.layer(deadLetterQueue(env)),
     PayloadStore.PayloadStore.layer(env.PAYLOADS, env.FACTLINE_PAYLOAD_BUCKET)
   )
@@ -23,6 +26,7 @@ export const apiLayer = (env: PlatformEnv, definitions: ReadonlyMap<string, Mess
   const payloads = PayloadStore.PayloadStore.layer(env.PAYLOADS, env.FACTLINE_PAYLOAD_BUCKET)
   return Layer.mergeAll(
     Ledger.Ledger.layer(env.LEDGER),
+    ProjectionStore.ProjectionStore.layer(env.DB),
     payloads,
     Producer.Producer.layer({ queue: env.EVENTS_QUEUE, definitions, defaultSource: "http" }).pipe(Layer.provide(payloads))
   )

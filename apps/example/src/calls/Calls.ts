@@ -4,7 +4,8 @@
  * the call's stream. Subject = `call_id`.
  */
 import { Effect, Schema } from "effect"
-import { FactDefinition, Handler, MessageDefinition, Module, PermanentError } from "@factline/core"
+import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, Projection } from "@factline/core"
+import * as Tables from "./Tables.js"
 
 const Id = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128))
 const Cents = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
@@ -28,6 +29,7 @@ export const CallDispute = MessageDefinition.command("call.dispute").version(
 )
 
 export const Outcome = FactDefinition.make("outcome", CallCompletedV2)
+export const Qualification = FactDefinition.make("qualification", Schema.Struct({ call_id: Id, qualified: Schema.Boolean }))
 const Money = Schema.Struct({ call_id: Id, buyer_id: Id, amount_cents: Cents, currency: Currency })
 export const Charge = FactDefinition.make("charge", Money)
 export const Refund = FactDefinition.make("refund", Money)
@@ -67,4 +69,49 @@ export const decideDispute = Handler.decider(CallDispute, {
     )
 })
 
-export const calls = Module.make("calls", { handlers: [recordOutcome, decideDispute] })
+/** A call of at least a minute qualifies, and a qualified call is charged its price. */
+export const minimumQualifyingSeconds = 60
+
+export const qualifyCall = Processor.make(Outcome, {
+  name: "qualify-call",
+  process: ({ data }) => {
+    const qualified = data.duration_s >= minimumQualifyingSeconds
+    return Effect.succeed([
+      Qualification.make({ call_id: data.call_id, qualified }),
+      ...(qualified ? [Charge.make({ call_id: data.call_id, buyer_id: data.buyer_id, amount_cents: data.price_cents, currency: data.currency })] : [])
+    ])
+  }
+})
+
+export const callsProjection = Projection.rows({
+  name: "calls",
+  table: Tables.calls,
+  key: ["call_id"],
+  queryable: ["call_id", "buyer_id"],
+  on: {
+    outcome: (fact) => {
+      const { call_id, buyer_id, duration_s, currency } = Outcome.data(fact)
+      return { call_id, buyer_id, duration_s, currency }
+    },
+    qualification: (fact) => ({ call_id: Qualification.data(fact).call_id, qualified: Qualification.data(fact).qualified }),
+    charge: (fact) => ({ call_id: Charge.data(fact).call_id, charged_cents: Charge.data(fact).amount_cents }),
+    refund: (fact) => ({ call_id: Refund.data(fact).call_id, refunded_cents: Refund.data(fact).amount_cents })
+  }
+})
+
+export const buyerBudgetsProjection = Projection.additive({
+  name: "buyer_budgets",
+  table: Tables.buyerBudgets,
+  key: ["buyer_id"],
+  queryable: ["buyer_id"],
+  on: {
+    charge: (fact) => ({ key: { buyer_id: Charge.data(fact).buyer_id }, add: { spent_cents: Charge.data(fact).amount_cents, charges: 1 } }),
+    refund: (fact) => ({ key: { buyer_id: Refund.data(fact).buyer_id }, add: { spent_cents: -Refund.data(fact).amount_cents, refunds: 1 } })
+  }
+})
+
+export const calls = Module.make("calls", {
+  handlers: [recordOutcome, decideDispute],
+  processors: [qualifyCall],
+  projections: [callsProjection, buyerBudgetsProjection]
+})

@@ -29,7 +29,8 @@ export interface Rejection {
 }
 
 export type Outcome =
-  | { readonly _tag: "Done" }
+  /** `recorded`: the process step already wrote the inbox row, atomically with its own writes. */
+  | { readonly _tag: "Done"; readonly recorded?: boolean }
   | { readonly _tag: "Failed"; readonly transient: boolean; readonly reason: FailureReason; readonly error: string }
 
 export const done: Outcome = { _tag: "Done" }
@@ -90,11 +91,12 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       const outcomes = todo.length === 0 ? new Map<string, Outcome>() : yield* spec.process(todo)
 
       // 4. durable: record every outcome in one round trip before acking anything.
-      const records: Array<InboxOutcome> = todo.map(({ key }) => {
+      const records: Array<InboxOutcome> = todo.flatMap(({ key }) => {
         const outcome = outcomes.get(key) ?? transient("no outcome was produced for this message")
-        return outcome._tag === "Done"
+        if (outcome._tag === "Done" && outcome.recorded) return []
+        return [outcome._tag === "Done"
           ? { idempotency_key: key, status: "succeeded", last_error: null }
-          : { idempotency_key: key, status: "failed", last_error: truncate(outcome.error) }
+          : { idempotency_key: key, status: "failed", last_error: truncate(outcome.error) }]
       })
       const finished = yield* Effect.result(inbox.finish(queue, records, now))
 

@@ -19,6 +19,8 @@ export interface FactDefinition<T extends string, D> {
   readonly schema: Schema.Top
   readonly make: (data: D) => NewFact<T, D>
   readonly is: (fact: Fact) => fact is Fact & { readonly type: T; readonly data: D & Record<string, unknown> }
+  /** The fact's data, typed (for projections and processors keyed by this type). */
+  readonly data: (fact: Fact) => D
 }
 
 export const make = <T extends string, S extends Schema.Top>(type: T, schema: S): FactDefinition<T, S["Type"]> => {
@@ -27,6 +29,7 @@ export const make = <T extends string, S extends Schema.Top>(type: T, schema: S)
     type,
     schema,
     make: (data) => ({ type, data }),
-    is: (fact): fact is any => fact.type === type
+    is: (fact): fact is any => fact.type === type,
+    data: (fact) => fact.data as S["Type"]
   }
 }

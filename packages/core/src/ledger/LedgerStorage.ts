@@ -34,7 +34,8 @@ const schema = [
     destination TEXT NOT NULL,
     created_at TEXT NOT NULL,
     UNIQUE (fact_id, destination)
-  )`
+  )`,
+  `CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`
 ]
 
 interface FactRow extends Record<string, SqlStorageValue> {
@@ -63,10 +64,23 @@ const toFact = (row: FactRow): Fact => ({
   created_at: row.created_at
 })
 
+/** An outbox row with its fact: what the relay sends. */
+export interface OutboxEntry {
+  readonly id: number
+  readonly destination: string
+  readonly fact: Fact
+}
+
 export interface LedgerStorage {
   readonly append: (group: AppendGroup) => AppendResult
   readonly readStream: (key: StreamKey, options?: ReadOptions) => StreamState
+  /** Every fact of the shard (all streams) after a `(stream, sequence)` cursor, for rebuilds. */
+  readonly readShard: (after: { readonly stream: string; readonly sequence: number } | undefined, limit: number) => ReadonlyArray<Fact>
   readonly outboxSize: () => number
+  readonly pendingOutbox: (limit: number) => ReadonlyArray<OutboxEntry>
+  readonly deleteOutbox: (ids: ReadonlyArray<number>) => void
+  readonly getMeta: (key: string) => string | undefined
+  readonly setMeta: (key: string, value: string | undefined) => void
 }
 
 export const make = (storage: DurableObjectStorage): LedgerStorage => {
@@ -145,5 +159,36 @@ export const make = (storage: DurableObjectStorage): LedgerStorage => {
 
   const outboxSize = () => sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM outbox").one().n
 
-  return { append, readStream, outboxSize }
+  const pendingOutbox = (limit: number): ReadonlyArray<OutboxEntry> =>
+    sql
+      .exec<FactRow & { outbox_id: number; destination: string }>(
+        `SELECT o.id AS outbox_id, o.destination, f.* FROM outbox o JOIN facts f ON f.fact_id = o.fact_id ORDER BY o.id LIMIT ?`,
+        limit
+      )
+      .toArray()
+      .map((row) => ({ id: row.outbox_id, destination: row.destination, fact: toFact(row) }))
+
+  const deleteOutbox = (ids: ReadonlyArray<number>) => {
+    for (let i = 0; i < ids.length; i += 90) {
+      const chunk = ids.slice(i, i + 90)
+      sql.exec(`DELETE FROM outbox WHERE id IN (${chunk.map(() => "?").join(", ")})`, ...chunk)
+    }
+  }
+
+  const readShard = (after: { readonly stream: string; readonly sequence: number } | undefined, limit: number) =>
+    sql
+      .exec<FactRow>(
+        `SELECT * FROM facts WHERE (stream, sequence) > (?, ?) ORDER BY stream, sequence LIMIT ?`,
+        after?.stream ?? "", after?.sequence ?? 0, limit
+      )
+      .toArray()
+      .map(toFact)
+
+  const getMeta = (key: string) => sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = ?", key).toArray()[0]?.value
+  const setMeta = (key: string, value: string | undefined) => {
+    if (value === undefined) sql.exec("DELETE FROM meta WHERE key = ?", key)
+    else sql.exec("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", key, value)
+  }
+
+  return { append, readStream, readShard, outboxSize, pendingOutbox, deleteOutbox, getMeta, setMeta }
 }

@@ -10,12 +10,13 @@ export const perMessageOverheadBytes = 100
 const encoder = new TextEncoder()
 export const sizeOf = (body: unknown): number => encoder.encode(JSON.stringify(body)).byteLength + perMessageOverheadBytes
 
-export const split = <T>(bodies: ReadonlyArray<T>): Array<Array<T>> => {
+/** Splits items into send calls; `bodyOf` picks the message body of an item (the item itself by default). */
+export const split = <T>(items: ReadonlyArray<T>, bodyOf: (item: T) => unknown = (item) => item): Array<Array<T>> => {
   const batches: Array<Array<T>> = []
   let current: Array<T> = []
   let bytes = 0
-  for (const body of bodies) {
-    const size = sizeOf(body)
+  for (const body of items) {
+    const size = sizeOf(bodyOf(body))
     if (current.length > 0 && (current.length === maxMessages || bytes + size > maxBatchBytes)) {
       batches.push(current)
       current = []

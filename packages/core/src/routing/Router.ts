@@ -11,6 +11,8 @@ import type { Envelope, FailureReason, Issues } from "@factline/schemas"
 import type * as Handler from "./Handler.js"
 import type { MessageDefinition } from "./MessageDefinition.js"
 import type { Module } from "./Module.js"
+import type { Processor } from "../processing/Processor.js"
+import type { Projection } from "../projections/Projection.js"
 
 export class RouterConfigError extends Error {
   override readonly name = "RouterConfigError"
@@ -31,6 +33,10 @@ export interface Router {
   readonly modules: ReadonlyArray<Module>
   readonly definitions: ReadonlyMap<string, MessageDefinition>
   readonly handlerFor: (messageType: string) => Handler.Any | undefined
+  /** The processors registered for a fact type (several may listen to one type). */
+  readonly processorsFor: (factType: string) => ReadonlyArray<Processor>
+  readonly projections: ReadonlyArray<Projection>
+  readonly projection: (name: string) => Projection | undefined
   /** Routes an envelope whose payload is already loaded (`payload_ref` resolved). */
   readonly route: (envelope: Envelope, payload: unknown) => Result.Result<Routed, RouteFailure>
 }
@@ -53,6 +59,22 @@ export const make = (modules: ReadonlyArray<Module>): Router => {
       }
       handlers.set(type, { handler, module: module.name })
       names.set(handler.name, module.name)
+    }
+  }
+  const processors = new Map<string, Array<Processor>>()
+  const projections = new Map<string, Projection>()
+  for (const module of modules) {
+    for (const processor of module.processors) {
+      const sameName = names.get(processor.name)
+      if (sameName) throw new RouterConfigError(`processor name "${processor.name}" is already used (module ${sameName}); fact ids depend on it`)
+      names.set(processor.name, module.name)
+      processors.set(processor.factType, [...(processors.get(processor.factType) ?? []), processor])
+    }
+    for (const projection of module.projections) {
+      if (projection.name === "facts" || projections.has(projection.name)) {
+        throw new RouterConfigError(`projection name "${projection.name}" is used twice (or is the built-in "facts")`)
+      }
+      projections.set(projection.name, projection)
     }
   }
   const definitions = new Map<string, MessageDefinition>([...handlers].map(([type, h]) => [type, h.handler.message]))
@@ -93,5 +115,13 @@ export const make = (modules: ReadonlyArray<Module>): Router => {
     })
   }
 
-  return { modules, definitions, handlerFor: (t) => handlers.get(t)?.handler, route }
+  return {
+    modules,
+    definitions,
+    handlerFor: (t) => handlers.get(t)?.handler,
+    processorsFor: (t) => processors.get(t) ?? [],
+    projections: [...projections.values()],
+    projection: (name) => projections.get(name),
+    route
+  }
 }

@@ -8,16 +8,22 @@
  */
 import { Effect, Layer } from "effect"
 import { Hono } from "hono"
-import { Ledger, Producer, type Router } from "@factline/core"
+import { Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, type Router } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import { apiLayer } from "../Services.js"
 import { type AuthVariables, requireScope } from "./Auth.js"
 import { errorResponse } from "./Errors.js"
+import { Issues } from "@factline/schemas"
 
 export const maxBodyBytes = 5 * 1024 * 1024
 export const maxEventsPerRequest = 1_000
 
 type AppEnv = { Bindings: PlatformEnv; Variables: AuthVariables }
+
+const unavailable = (c: Parameters<typeof errorResponse>[0], what: string) => {
+  console.error(`${what} is unavailable`)
+  return errorResponse(c, 503, "unavailable", `${what} is unavailable, retry later`, undefined, { "retry-after": "5" })
+}
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 
@@ -30,8 +36,12 @@ const intParam = (value: string | undefined, name: string, min: number, max: num
 
 export const make = (router: Router.Router) => {
   const app = new Hono<AppEnv>()
-  const run = <A, E>(env: PlatformEnv, program: Effect.Effect<A, E, Ledger.Ledger | Producer.Producer>) =>
-    Effect.runPromise(Effect.result(program.pipe(Effect.provide(apiLayer(env, router.definitions) as Layer.Layer<Ledger.Ledger | Producer.Producer>))))
+  type Services = Ledger.Ledger | Producer.Producer | ProjectionStore.ProjectionStore
+  const run = <A, E>(env: PlatformEnv, program: Effect.Effect<A, E, Services>) =>
+    Effect.runPromise(Effect.result(program.pipe(Effect.provide(apiLayer(env, router.definitions) as Layer.Layer<Services>))))
+
+  const query = (env: PlatformEnv, page: ProjectionQuery.Page) =>
+    run(env, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) => store.query<Record<string, unknown>>(page.sql)))
 
   app.post("/v1/events", requireScope("events:write"), async (c) => {
     const principal = c.get("principal")
@@ -99,6 +109,40 @@ export const make = (router: Router.Router) => {
       version: state.version,
       facts: state.facts,
       next_after: last !== undefined && last < state.version ? last : null
+    })
+  })
+
+  app.get("/v1/facts", requireScope("read"), async (c) => {
+    const page = ProjectionQuery.facts(c.get("principal").tenantId, c.req.query())
+    if (page._tag === "Failure") return errorResponse(c, 400, "invalid_query", Issues.render(page.failure), { problems: page.failure })
+    const result = await query(c.env, page.success)
+    if (result._tag === "Failure") return unavailable(c, "the facts store")
+    const rows = result.success
+    return c.json({
+      data: rows.slice(0, page.success.limit).map(({ body, ...fact }) => ({ ...fact, data: JSON.parse(String(body)) })),
+      next_cursor: page.success.nextCursor(rows)
+    })
+  })
+
+  app.get("/v1/projections/:name", requireScope("read"), async (c) => {
+    const projection = router.projection(c.req.param("name"))
+    if (!projection) {
+      return errorResponse(c, 404, "not_found", `no projection "${c.req.param("name")}" (known: ${router.projections.map((p) => p.name).join(", ")})`)
+    }
+    const page = ProjectionQuery.rows(projection, c.get("principal").tenantId, c.req.query())
+    if (page._tag === "Failure") return errorResponse(c, 400, "invalid_query", Issues.render(page.failure), { problems: page.failure })
+    const result = await query(c.env, page.success)
+    if (result._tag === "Failure") return unavailable(c, "the projection store")
+    const booleans = Projection.booleanColumns(projection)
+    const rows = result.success
+    return c.json({
+      projection: projection.name,
+      data: rows.slice(0, page.success.limit).map((row) => {
+        const out: Record<string, unknown> = { ...row }
+        for (const b of booleans) if (out[b] !== null && out[b] !== undefined) out[b] = out[b] === 1
+        return out
+      }),
+      next_cursor: page.success.nextCursor(rows)
     })
   })
 

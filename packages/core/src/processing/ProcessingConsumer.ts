@@ -1,0 +1,76 @@
+/**
+ * The consumer of `factline-fact-processing`: facts in, derived facts appended.
+ *
+ * For each fact, every processor registered for its type runs; the facts
+ * they derive get ids from (parent fact id, processor, position) and are
+ * appended to the parent's stream as one group — one ledger RPC per shard
+ * for the batch. Replayed facts (from a rebuild) are acknowledged without
+ * running anything: a rebuild never re-triggers processors.
+ */
+import { Cause, Effect, Exit, Result } from "effect"
+import type { FactPayload } from "@factline/schemas"
+import * as Consumer from "../consuming/Consumer.js"
+import * as RetryPolicy from "../consuming/RetryPolicy.js"
+import * as FactId from "../ledger/FactId.js"
+import { Ledger } from "../ledger/Ledger.js"
+import type { AppendGroup, FactDraft } from "../ledger/LedgerProtocol.js"
+import * as FactMessage from "../relay/FactMessage.js"
+import type { Router } from "../routing/Router.js"
+
+const failure = (cause: Cause.Cause<unknown>): Consumer.Outcome => {
+  const error = Cause.squash(cause) as { _tag?: string; message?: string } | undefined
+  if (error?._tag === "PermanentError") return Consumer.permanent("permanent_failure", error.message ?? "permanent failure")
+  return Consumer.transient(error?._tag ? `${error._tag}: ${error.message ?? ""}` : String(error))
+}
+
+export const process = (router: Router) => (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
+  Effect.gen(function*() {
+    const ledger = yield* Ledger
+    const outcomes = new Map<string, Consumer.Outcome>()
+    const groups: Array<{ key: string; group: AppendGroup }> = []
+    const now = new Date().toISOString()
+    yield* Effect.forEach(items, ({ key, value }) =>
+      Effect.gen(function*() {
+        const { fact, replayed } = value
+        const processors = replayed ? [] : router.processorsFor(fact.type)
+        const drafts: Array<FactDraft> = []
+        for (const processor of processors) {
+          const exit = yield* Effect.exit(processor.process(fact))
+          if (Exit.isFailure(exit)) return void outcomes.set(key, failure(exit.cause))
+          const derived = yield* Effect.promise(() =>
+            Promise.all(exit.value.map(async (d, position): Promise<FactDraft> => ({
+              fact_id: await FactId.make({ tenantId: fact.tenant_id, cause: fact.fact_id, decidedBy: processor.name, position }),
+              type: d.type,
+              data: d.data as Record<string, unknown>,
+              causation_id: fact.fact_id,
+              correlation_id: fact.correlation_id,
+              caused_by: processor.name,
+              created_at: now
+            })))
+          )
+          drafts.push(...derived)
+        }
+        if (drafts.length === 0) return void outcomes.set(key, Consumer.done)
+        groups.push({ key, group: { tenant_id: fact.tenant_id, stream: fact.stream, facts: drafts } })
+      }), { concurrency: "unbounded", discard: true })
+
+    if (groups.length > 0) {
+      const appended = yield* Effect.result(ledger.append(groups.map((g) => g.group)))
+      groups.forEach(({ key }, i) => {
+        if (Result.isFailure(appended)) return void outcomes.set(key, Consumer.transient(appended.failure.message))
+        const result = appended.success[i]!
+        outcomes.set(
+          key,
+          result.status === "idempotency_conflict"
+            ? Consumer.permanent("idempotency_conflict", result.message)
+            : result.status === "version_conflict"
+              ? Consumer.transient("unexpected version conflict")
+              : Consumer.done
+        )
+      })
+    }
+    return outcomes as ReadonlyMap<string, Consumer.Outcome>
+  })
+
+export const consume = (router: Router, batch: MessageBatch<unknown>, options: { readonly delayScale?: number } = {}) =>
+  Consumer.run({ policy: RetryPolicy.factProcessing, decode: FactMessage.decode, process: process(router), delayScale: options.delayScale }, batch)

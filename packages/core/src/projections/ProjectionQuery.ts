@@ -1,0 +1,119 @@
+/**
+ * The analysts' read API as SQL: the `facts` projection and registered
+ * projections, always scoped to one tenant, keyset-paginated, with bound
+ * parameters only. Filters are allowed only on columns a projection declares
+ * queryable; anything else is a problem reported to the caller, never SQL.
+ *
+ * Cursors are opaque (base64url JSON of the last row's key) and are checked
+ * on the way in: a malformed one is a problem, not an error from D1.
+ */
+import { Result } from "effect"
+import type { Issues } from "@factline/schemas"
+import * as Projection from "./Projection.js"
+
+export const defaultLimit = 50
+export const maxLimit = 500
+
+const encodeCursor = (values: ReadonlyArray<Projection.Value>) =>
+  btoa(JSON.stringify(values)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
+
+const decodeCursor = (cursor: string, arity: number): Array<string | number> | undefined => {
+  try {
+    if (!/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined
+    const values = JSON.parse(atob(cursor.replace(/-/g, "+").replace(/_/g, "/")))
+    if (!Array.isArray(values) || values.length !== arity) return undefined
+    return values.every((v) => typeof v === "string" || (typeof v === "number" && Number.isFinite(v))) ? values : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const parseLimit = (raw: string | undefined, problems: Array<Issues.Problem>): number => {
+  if (raw === undefined || raw === "") return defaultLimit
+  if (!/^\d+$/.test(raw) || Number(raw) < 1 || Number(raw) > maxLimit) {
+    problems.push({ path: "limit", message: `must be a whole number from 1 to ${maxLimit}` })
+    return defaultLimit
+  }
+  return Number(raw)
+}
+
+export interface Page {
+  readonly sql: Projection.Sql
+  readonly limit: number
+  /** Builds the next cursor from the last row of a full page. */
+  readonly nextCursor: (rows: ReadonlyArray<Record<string, unknown>>) => string | null
+}
+
+const page = (limit: number, keyColumns: ReadonlyArray<string>, sql: Projection.Sql): Page => ({
+  sql,
+  limit,
+  nextCursor: (rows) => {
+    if (rows.length <= limit) return null
+    const last = rows[limit - 1]!
+    return encodeCursor(keyColumns.map((c) => last[c] as Projection.Value))
+  }
+})
+
+/** `GET /v1/facts?subject=&type=&cursor=&limit=`, ordered by (created_at, fact_id). */
+export const facts = (tenantId: string, query: Readonly<Record<string, string | undefined>>): Result.Result<Page, Array<Issues.Problem>> => {
+  const problems: Array<Issues.Problem> = []
+  const allowed = new Set(["subject", "type", "cursor", "limit"])
+  for (const name of Object.keys(query)) if (!allowed.has(name)) problems.push({ path: name, message: "unknown query parameter (allowed: subject, type, cursor, limit)" })
+  const limit = parseLimit(query.limit, problems)
+  const cursor = query.cursor === undefined ? undefined : decodeCursor(query.cursor, 2)
+  if (query.cursor !== undefined && cursor === undefined) problems.push({ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" })
+  if (problems.length > 0) return Result.fail(problems)
+  const where = ["tenant_id = ?"]
+  const params: Array<Projection.Value> = [tenantId]
+  if (query.subject !== undefined) (where.push("stream = ?"), params.push(query.subject))
+  if (query.type !== undefined) (where.push("type = ?"), params.push(query.type))
+  if (cursor) (where.push("(created_at, fact_id) > (?, ?)"), params.push(...cursor))
+  return Result.succeed(page(limit, ["created_at", "fact_id"], {
+    sql: `SELECT fact_id, stream AS subject, sequence, type, body, causation_id, correlation_id, caused_by, created_at
+          FROM facts WHERE ${where.join(" AND ")} ORDER BY created_at, fact_id LIMIT ?`,
+    params: [...params, limit + 1]
+  }))
+}
+
+/** `GET /v1/projections/:name?<col>=<value>&cursor=&limit=`, ordered by the projection's key. */
+export const rows = (
+  p: Projection.Projection,
+  tenantId: string,
+  query: Readonly<Record<string, string | undefined>>
+): Result.Result<Page, Array<Issues.Problem>> => {
+  const problems: Array<Issues.Problem> = []
+  const limit = parseLimit(query.limit, problems)
+  const cursor = query.cursor === undefined ? undefined : decodeCursor(query.cursor, p.key.length)
+  if (query.cursor !== undefined && cursor === undefined) problems.push({ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" })
+  const where = ["tenant_id = ?"]
+  const params: Array<Projection.Value> = [tenantId]
+  for (const [name, value] of Object.entries(query)) {
+    if (name === "cursor" || name === "limit" || value === undefined) continue
+    if (!p.queryable.includes(name)) {
+      problems.push({ path: name, message: `not a queryable column of ${p.name} (queryable: ${p.queryable.join(", ")})` })
+      continue
+    }
+    if (Projection.isIntegerColumn(p, name)) {
+      if (!/^-?\d+$/.test(value)) {
+        problems.push({ path: name, message: "must be a whole number" })
+        continue
+      }
+      where.push(`"${name}" = ?`)
+      params.push(Number(value))
+    } else {
+      where.push(`"${name}" = ?`)
+      params.push(value)
+    }
+  }
+  if (problems.length > 0) return Result.fail(problems)
+  if (cursor) {
+    where.push(`(${p.key.map((k) => `"${k}"`).join(", ")}) > (${p.key.map(() => "?").join(", ")})`)
+    params.push(...cursor)
+  }
+  const columns = Projection.visibleColumns(p).filter((c) => c !== "tenant_id")
+  return Result.succeed(page(limit, p.key, {
+    sql: `SELECT ${columns.map((c) => `"${c}"`).join(", ")} FROM "${Projection.tableName(p)}"
+          WHERE ${where.join(" AND ")} ORDER BY ${p.key.map((k) => `"${k}"`).join(", ")} LIMIT ?`,
+    params: [...params, limit + 1]
+  }))
+}

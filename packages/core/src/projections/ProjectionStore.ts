@@ -1,0 +1,60 @@
+/**
+ * Where projections are written and read: D1, through bound statements only.
+ *
+ * `write` runs groups of statements in ONE `db.batch()` — one round trip and
+ * one transaction for a whole queue batch. If that transaction fails, each
+ * group is retried on its own so that one bad fact cannot hold back the
+ * others (the slow path only runs on failure). `query` runs one read.
+ */
+import { Context, Effect, Layer, Schema } from "effect"
+import type { Sql, Value } from "./Projection.js"
+
+export class ProjectionStoreUnavailable extends Schema.TaggedError<ProjectionStoreUnavailable>()("ProjectionStoreUnavailable", {
+  message: Schema.String
+}) {}
+
+export interface Group {
+  readonly key: string
+  readonly statements: ReadonlyArray<Sql>
+}
+
+export class ProjectionStore extends Context.Service<ProjectionStore, {
+  /** Runs every group in one transaction; returns the error per group key that failed on its own (empty when all applied). */
+  readonly write: (groups: ReadonlyArray<Group>) => Effect.Effect<ReadonlyMap<string, string>>
+  readonly query: <T = Record<string, Value>>(statement: Sql) => Effect.Effect<ReadonlyArray<T>, ProjectionStoreUnavailable>
+}>()("@factline/core/ProjectionStore") {
+  static readonly layer = (db: D1Database) => Layer.succeed(ProjectionStore, make(db))
+}
+
+const message = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
+
+export const make = (db: D1Database): ProjectionStore["Service"] => {
+  const prepare = (s: Sql) => db.prepare(s.sql).bind(...s.params)
+  return {
+    write: (groups) =>
+      Effect.promise(async () => {
+        const failed = new Map<string, string>()
+        const all = groups.flatMap((g) => g.statements)
+        if (all.length === 0) return failed
+        try {
+          await db.batch(all.map(prepare))
+          return failed
+        } catch {
+          for (const group of groups) {
+            if (group.statements.length === 0) continue
+            try {
+              await db.batch(group.statements.map(prepare))
+            } catch (cause) {
+              failed.set(group.key, message(cause))
+            }
+          }
+          return failed
+        }
+      }),
+    query: <T>(statement: Sql) =>
+      Effect.tryPromise({
+        try: async () => (await prepare(statement).all<T>()).results,
+        catch: (cause) => new ProjectionStoreUnavailable({ message: message(cause) })
+      })
+  }
+}
