@@ -12,7 +12,8 @@ describe("HTTP ingest → events queue → router → ledger", () => {
       const s = await readStream("tenant-a", event.subject)
       return s.version > 0 ? s : undefined
     }, 20_000, "the outcome fact")
-    expect(stream.facts).toHaveLength(1)
+    // The outcome is the stream's first fact; processors may already have derived more after it.
+    expect(stream.facts.filter((f) => f.type === "outcome")).toHaveLength(1)
     expect(stream.facts[0]).toMatchObject({
       type: "outcome",
       sequence: 1,
@@ -27,8 +28,8 @@ describe("HTTP ingest → events queue → router → ledger", () => {
     const read = await request(`/v1/streams/${event.subject}/facts`, { token: tokenA })
     expect(read.status).toBe(200)
     const body = await read.json<any>()
-    expect(body.version).toBe(1)
-    expect(body.facts.map((f: any) => f.type)).toEqual(["outcome"])
+    expect(body.facts[0].type).toBe("outcome")
+    expect(body.facts.filter((f: any) => f.type === "outcome")).toHaveLength(1)
   })
 
   it("the same event posted five times still gives one fact", async () => {
@@ -47,8 +48,8 @@ describe("HTTP ingest → events queue → router → ledger", () => {
     })
     await new Promise((r) => setTimeout(r, 1_500))
     const stream = await readStream("tenant-a", event.subject)
-    expect(stream.version).toBe(1)
-    expect(stream.facts).toHaveLength(1)
+    expect(stream.facts.filter((f) => f.type === "outcome")).toHaveLength(1)
+    expect(stream.facts.filter((f) => f.causation_id === event.idempotency_key)).toHaveLength(1)
   })
 
   it("a v1 event arrives upcast to v2 with the default currency", async () => {

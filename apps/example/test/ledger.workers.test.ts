@@ -1,9 +1,9 @@
 import { runInDurableObject } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { FactId, type LedgerProtocol } from "@factline/core"
+import { FactId, LedgerStorage, type LedgerProtocol } from "@factline/core"
 import type { LedgerShard } from "@factline/workers"
-import { shard, unique } from "./helpers.js"
+import { eventually, shard, unique } from "./helpers.js"
 
 const draft = async (cause: string, position: number, data: Record<string, unknown>): Promise<LedgerProtocol.FactDraft> => ({
   fact_id: await FactId.make({ tenantId: "tenant-a", cause, decidedBy: "test", position }),
@@ -27,14 +27,36 @@ describe("LedgerShard", () => {
   it("appends facts and their outbox rows together, with gap-free sequences", async () => {
     const stream = unique("s")
     const facts = [await draft("c1", 0, { a: 1 }), await draft("c1", 1, { a: 2 })]
-    const [result] = await shard("tenant-a", stream).append([{ tenant_id: "tenant-a", stream, facts }])
-    expect(result).toMatchObject({ status: "appended", version: 2 })
-    const stored = await rows(stream)
+    const stub = env.LEDGER.get(env.LEDGER.idFromName(`tenant-a/${stream}`)) as DurableObjectStub<LedgerShard>
+    // Look at storage in the same synchronous step as the append, before the relay alarm can drain the outbox.
+    const stored = await runInDurableObject(stub, (_instance, state) => {
+      const result = LedgerStorage.make(state.storage).append({ tenant_id: "tenant-a", stream, facts })
+      return {
+        result,
+        facts: state.storage.sql.exec("SELECT fact_id, sequence FROM facts ORDER BY sequence").toArray(),
+        outbox: state.storage.sql.exec("SELECT fact_id, destination FROM outbox ORDER BY id").toArray()
+      }
+    })
+    expect(stored.result).toMatchObject({ status: "appended", version: 2 })
     expect(stored.facts.map((r) => r.sequence)).toEqual([1, 2])
     expect(stored.outbox).toEqual(facts.flatMap((f) => [
       { fact_id: f.fact_id, destination: "factline-projections" },
       { fact_id: f.fact_id, destination: "factline-fact-processing" }
     ]))
+  })
+
+  it("the alarm relays the outbox and then empties it", async () => {
+    const stream = unique("s")
+    const ledger = shard("tenant-a", stream)
+    const [fact] = [await draft(unique("c"), 0, { a: 1 })]
+    await ledger.append([{ tenant_id: "tenant-a", stream, facts: [fact] }])
+    await eventually(async () => ((await rows(stream)).outbox.length === 0 ? true : undefined), 10_000, "the relay")
+    const copied = await eventually(() =>
+      env.DB.prepare("SELECT * FROM facts WHERE tenant_id = 'tenant-a' AND fact_id = ?").bind(fact.fact_id).first<Record<string, any>>().then((r) => r ?? undefined)
+    )
+    expect(copied).toMatchObject({ stream, sequence: 1, type: "noted", body: JSON.stringify({ a: 1 }) })
+    const registered = await env.DB.prepare("SELECT * FROM ledger_shards WHERE shard_key = ?").bind(`tenant-a/${stream}`).first<Record<string, any>>()
+    expect(registered).toMatchObject({ tenant_id: "tenant-a", relay_pending_since: null })
   })
 
   it("re-appending the same facts is a no-op that returns the stored facts", async () => {
@@ -45,7 +67,7 @@ describe("LedgerShard", () => {
     // Same body with its keys in another order is the same fact.
     const [again] = await ledger.append([{ tenant_id: "tenant-a", stream, facts: [{ ...facts[0]!, data: { b: { c: [1, 2] }, a: 1 } }] }])
     expect(again).toEqual({ ...first, status: "duplicate" })
-    expect((await rows(stream)).outbox).toHaveLength(2)
+    expect((await rows(stream)).facts).toHaveLength(1)
   })
 
   it("a fact id that exists with a different body is an idempotency conflict", async () => {

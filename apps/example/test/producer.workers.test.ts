@@ -45,7 +45,7 @@ describe("Producer", () => {
     expect(calls).toEqual([100, 100, 50])
     expect(envelopes[0]).toMatchObject({ schema_version: 2, message_type: "call.completed", source: "billing-service", correlation_id: `done:${ids[0]}` })
     expect(envelopes[0]!.message_id).toMatch(/^msg_/)
-    await eventually(async () => ((await readStream("tenant-a", ids[249]!)).version === 1 ? true : undefined), 30_000)
+    await eventually(async () => ((await readStream("tenant-a", ids[249]!)).version >= 1 ? true : undefined), 30_000)
   })
 
   it("refuses an invalid payload before sending anything", async () => {

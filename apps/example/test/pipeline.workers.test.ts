@@ -1,0 +1,230 @@
+import { createExecutionContext, createMessageBatch, getQueueResult, runInDurableObject } from "cloudflare:test"
+import { env } from "cloudflare:workers"
+import { describe, expect, it } from "vitest"
+import { FactId, FactMessage, LedgerStorage, OutboxRelay, type LedgerProtocol } from "@factline/core"
+import type { Fact } from "@factline/schemas"
+import type { LedgerShard, PlatformEnv } from "@factline/workers"
+import { callCompleted, eventually, postEvents, readStream, request, tokenA, unique } from "./helpers.js"
+import { countingD1, countingNamespace, newCounts } from "./instrument.js"
+import { platform } from "./worker.js"
+
+const testEnv = env as unknown as PlatformEnv
+
+const deliver = async (queue: string, bodies: ReadonlyArray<unknown>, runEnv: PlatformEnv = testEnv) => {
+  const batch = createMessageBatch(queue, bodies.map((body) => ({ id: unique("qm"), timestamp: new Date(), attempts: 1, body })))
+  const ctx = createExecutionContext()
+  await platform.queue(batch, runEnv, ctx)
+  return getQueueResult(batch, ctx)
+}
+
+const shuffle = <T>(items: ReadonlyArray<T>): Array<T> => {
+  const out = [...items]
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1))
+    ;[out[i], out[j]] = [out[j]!, out[i]!]
+  }
+  return out
+}
+
+const budget = (tenant: string, buyer: string) =>
+  env.DB.prepare("SELECT spent_cents, charges, refunds FROM buyer_budgets WHERE tenant_id = ? AND buyer_id = ?").bind(tenant, buyer).first<Record<string, number>>()
+
+const callRow = (tenant: string, callId: string) =>
+  env.DB.prepare("SELECT call_id, buyer_id, duration_s, currency, qualified, charged_cents, refunded_cents FROM calls WHERE tenant_id = ? AND call_id = ?")
+    .bind(tenant, callId).first<Record<string, unknown>>()
+
+/** A fact as the ledger would store it, for feeding consumers directly. */
+const fact = async (stream: string, sequence: number, type: string, data: Record<string, unknown>, tenant_id = "tenant-a"): Promise<Fact> => ({
+  fact_id: await FactId.make({ tenantId: tenant_id, cause: `${stream}:${sequence}`, decidedBy: "test", position: 0 }),
+  tenant_id,
+  stream,
+  sequence,
+  type,
+  data,
+  causation_id: `${stream}:${sequence}`,
+  correlation_id: stream,
+  caused_by: "test",
+  created_at: new Date(Date.UTC(2026, 10, 22, 0, 0, sequence)).toISOString()
+})
+
+describe("facts in motion", () => {
+  it("200 calls, each delivered 3 times in shuffled order across batches, give exact budgets and one correct row per call", async () => {
+    const run = unique("run")
+    const buyers = Array.from({ length: 5 }, (_, i) => `${run}_buyer_${i}`)
+    const events = Array.from({ length: 200 }, (_, i) => {
+      const call_id = `${run}_call_${i}`
+      return callCompleted({}, { call_id, buyer_id: buyers[i % 5], duration_s: (i * 37) % 180, price_cents: 100 + ((i * 53) % 900) })
+    })
+    const deliveries = shuffle([...events, ...events, ...events].map((e) => ({ ...e, message_id: unique("msg") })))
+    for (let i = 0; i < deliveries.length; i += 10) {
+      const result = await deliver("factline-events", deliveries.slice(i, i + 10))
+      expect(result.retryMessages).toEqual([])
+    }
+    const expected = new Map(buyers.map((b) => [b, { spent_cents: 0, charges: 0 }]))
+    for (const e of events) {
+      if (e.payload.duration_s >= 60) {
+        const b = expected.get(e.payload.buyer_id as string)!
+        b.spent_cents += e.payload.price_cents as number
+        b.charges += 1
+      }
+    }
+    await eventually(async () => {
+      const rows = await Promise.all(buyers.map((b) => budget("tenant-a", b)))
+      const charges = rows.reduce((n, r) => n + (r?.charges ?? 0), 0)
+      const count = await env.DB.prepare("SELECT COUNT(*) AS n FROM calls WHERE tenant_id = 'tenant-a' AND call_id LIKE ? AND qualified IS NOT NULL")
+        .bind(`${run}_call_%`).first<{ n: number }>()
+      return charges === [...expected.values()].reduce((n, b) => n + b.charges, 0) && count?.n === 200 ? true : undefined
+    }, 90_000, "the projections to catch up")
+    // Let any straggling duplicates land, then check the totals to the cent.
+    await new Promise((r) => setTimeout(r, 3_000))
+    for (const buyer of buyers) {
+      expect(await budget("tenant-a", buyer)).toEqual({ ...expected.get(buyer)!, refunds: 0 })
+    }
+    const { results } = await env.DB.prepare("SELECT call_id, buyer_id, duration_s, qualified, charged_cents FROM calls WHERE tenant_id = 'tenant-a' AND call_id LIKE ?")
+      .bind(`${run}_call_%`).all<Record<string, any>>()
+    expect(results).toHaveLength(200)
+    for (const e of events) {
+      const row = results.find((r) => r.call_id === e.payload.call_id)
+      const qualified = (e.payload.duration_s as number) >= 60
+      expect(row).toEqual({
+        call_id: e.payload.call_id, buyer_id: e.payload.buyer_id, duration_s: e.payload.duration_s,
+        qualified: qualified ? 1 : 0, charged_cents: qualified ? e.payload.price_cents : 0
+      })
+    }
+  }, 180_000)
+
+  it("a relay killed between send and outbox delete double-sends, and no projection changes", async () => {
+    const call_id = unique("call")
+    const buyer = unique("buyer")
+    const stub = env.LEDGER.get(env.LEDGER.idFromName(`tenant-a/${call_id}`)) as DurableObjectStub<LedgerShard>
+    const outcome = await fact(call_id, 1, "outcome", { call_id, buyer_id: buyer, duration_s: 120, price_cents: 777, currency: "USD" })
+    const sends = { count: 0 }
+    const result = await runInDurableObject(stub, async (_instance, state) => {
+      const ledger = LedgerStorage.make(state.storage)
+      ledger.append({ tenant_id: "tenant-a", stream: call_id, facts: [outcome] })
+      const realQueue = (destination: string) => (destination === "factline-projections" ? testEnv.PROJECTIONS_QUEUE : testEnv.FACT_PROCESSING_QUEUE) as Queue
+      const offload = async () => { throw new Error("not expected") }
+      // The send resolves, then the relay "dies" before deleting the rows.
+      const dying: OutboxRelay.RelayTargets = {
+        queue: (d) => ({ ...realQueue(d), sendBatch: async (m: Iterable<MessageSendRequest>) => { await realQueue(d).sendBatch(m); sends.count++; throw new Error("killed after send") } }) as Queue,
+        offload
+      }
+      const killed = await OutboxRelay.relay(ledger, dying).then(() => "finished", (e: Error) => e.message)
+      const left = ledger.outboxSize()
+      const again = await OutboxRelay.relay(ledger, { queue: (d) => { sends.count++; return realQueue(d) }, offload })
+      return { killed, left, again }
+    })
+    expect(result).toEqual({ killed: "killed after send", left: 2, again: { sent: 2, remaining: 0 } })
+    // The projections row went out twice: once before the "crash", once after.
+    expect(sends.count).toBe(3)
+    // Both deliveries land; the projections end as if the fact was sent once.
+    await eventually(async () => ((await budget("tenant-a", buyer))?.charges === 1 ? true : undefined), 30_000, "the charge projection")
+    await new Promise((r) => setTimeout(r, 3_000))
+    expect(await budget("tenant-a", buyer)).toEqual({ spent_cents: 777, charges: 1, refunds: 0 })
+    expect(await callRow("tenant-a", call_id)).toEqual({
+      call_id, buyer_id: buyer, duration_s: 120, currency: "USD", qualified: 1, charged_cents: 777, refunded_cents: 0
+    })
+    const stream = await readStream("tenant-a", call_id)
+    expect(stream.facts.map((f) => f.type)).toEqual(["outcome", "qualification", "charge"])
+    const copies = await env.DB.prepare("SELECT COUNT(*) AS n FROM facts WHERE tenant_id = 'tenant-a' AND stream = ?").bind(call_id).first<{ n: number }>()
+    expect(copies?.n).toBe(3)
+  })
+
+  it("a stream's facts applied in reverse order give the same rows as in order", async () => {
+    const build = async (call_id: string, buyer: string) => [
+      await fact(call_id, 1, "outcome", { call_id, buyer_id: buyer, duration_s: 90, price_cents: 500, currency: "EUR" }),
+      await fact(call_id, 2, "qualification", { call_id, qualified: true }),
+      await fact(call_id, 3, "charge", { call_id, buyer_id: buyer, amount_cents: 500, currency: "EUR" }),
+      await fact(call_id, 4, "refund", { call_id, buyer_id: buyer, amount_cents: 500, currency: "EUR" })
+    ]
+    const inOrder = { call: unique("call"), buyer: unique("buyer") }
+    const reversed = { call: unique("call"), buyer: unique("buyer") }
+    for (const f of await build(inOrder.call, inOrder.buyer)) await deliver("factline-projections", [FactMessage.make(f)])
+    const backwards = (await build(reversed.call, reversed.buyer)).reverse()
+    for (const f of backwards) await deliver("factline-projections", [FactMessage.make(f)])
+    // and everything again, all in one batch, to show re-application changes nothing
+    await deliver("factline-projections", backwards.map((f) => FactMessage.make(f)))
+    const a = await callRow("tenant-a", inOrder.call)
+    const b = await callRow("tenant-a", reversed.call)
+    expect({ ...b, call_id: "x", buyer_id: "y" }).toEqual({ ...a, call_id: "x", buyer_id: "y" })
+    expect(a).toMatchObject({ duration_s: 90, qualified: 1, charged_cents: 500, refunded_cents: 500 })
+    expect(await budget("tenant-a", reversed.buyer)).toEqual(await budget("tenant-a", inOrder.buyer))
+    expect(await budget("tenant-a", inOrder.buyer)).toEqual({ spent_cents: 0, charges: 1, refunds: 1 })
+  })
+
+  it("a fact re-delivered to the processor appends nothing new", async () => {
+    const call_id = unique("call")
+    const outcome = await fact(call_id, 1, "outcome", { call_id, buyer_id: "b", duration_s: 61, price_cents: 10, currency: "USD" })
+    await deliver("factline-fact-processing", [FactMessage.make(outcome)])
+    await deliver("factline-fact-processing", [FactMessage.make(outcome)])
+    // Even with its inbox row gone (a crash between append and inbox write), the ledger refuses duplicates.
+    await env.DB.prepare("DELETE FROM inbox WHERE queue = 'factline-fact-processing' AND idempotency_key = ?").bind(`tenant-a/${outcome.fact_id}`).run()
+    const result = await deliver("factline-fact-processing", [FactMessage.make(outcome), FactMessage.make(outcome)])
+    expect(result.explicitAcks).toHaveLength(2)
+    const stream = await readStream("tenant-a", call_id)
+    expect(stream.facts.map((f) => [f.type, f.causation_id, f.caused_by])).toEqual([
+      ["qualification", outcome.fact_id, "qualify-call"],
+      ["charge", outcome.fact_id, "qualify-call"]
+    ])
+    expect(stream.facts.every((f) => f.correlation_id === outcome.correlation_id)).toBe(true)
+  })
+
+  it("replayed facts are never processed", async () => {
+    const call_id = unique("call")
+    const outcome = await fact(call_id, 1, "outcome", { call_id, buyer_id: "b", duration_s: 600, price_cents: 10, currency: "USD" })
+    const result = await deliver("factline-fact-processing", [FactMessage.make(outcome, { replayed: true })])
+    expect(result.explicitAcks).toHaveLength(1)
+    expect((await readStream("tenant-a", call_id)).version).toBe(0)
+  })
+
+  it("a dispute on a charged call refunds once however often it is sent; on an unqualified call it is rejected with a reason", async () => {
+    const buyer = unique("buyer")
+    const charged = callCompleted({}, { buyer_id: buyer, duration_s: 90, price_cents: 1234 })
+    const unqualified = callCompleted({}, { buyer_id: buyer, duration_s: 12, price_cents: 99 })
+    expect((await postEvents({ events: [charged, unqualified] })).status).toBe(202)
+    await eventually(async () => ((await readStream("tenant-a", charged.subject)).facts.some((f) => f.type === "charge") ? true : undefined), 30_000, "the charge")
+    await eventually(async () => ((await readStream("tenant-a", unqualified.subject)).facts.some((f) => f.type === "qualification") ? true : undefined), 30_000)
+
+    const dispute = (call_id: string, key: string) => ({
+      schema_version: 1, message_type: "call.dispute", idempotency_key: key, subject: call_id, payload: { call_id, reason: "bad line" }
+    })
+    const key = unique("dispute")
+    for (let i = 0; i < 3; i++) expect((await postEvents(dispute(charged.subject, key))).status).toBe(202)
+    const onUnqualified = dispute(unqualified.subject, unique("dispute"))
+    expect((await postEvents(onUnqualified)).status).toBe(202)
+    await eventually(async () => ((await readStream("tenant-a", charged.subject)).facts.some((f) => f.type === "refund") ? true : undefined), 30_000, "the refund")
+    // A second, different dispute after the refund is rejected as already refunded.
+    const second = dispute(charged.subject, unique("dispute"))
+    expect((await postEvents(second)).status).toBe(202)
+    await eventually(async () => ((await readStream("tenant-a", charged.subject)).facts.some((f) => f.type === "dispute_rejected") ? true : undefined), 30_000)
+
+    const types = (await readStream("tenant-a", charged.subject)).facts.map((f) => [f.type, f.data.why ?? null])
+    expect(types).toEqual([["outcome", null], ["qualification", null], ["charge", null], ["refund", null], ["dispute_rejected", "already_refunded"]])
+    const other = await eventually(async () => {
+      const facts = (await readStream("tenant-a", unqualified.subject)).facts
+      return facts.some((f) => f.type === "dispute_rejected") ? facts : undefined
+    })
+    expect(other.map((f) => [f.type, f.data.why ?? null])).toEqual([["outcome", null], ["qualification", null], ["dispute_rejected", "not_charged"]])
+    await eventually(async () => ((await budget("tenant-a", buyer))?.refunds === 1 ? true : undefined), 30_000, "the refund projection")
+    expect(await budget("tenant-a", buyer)).toEqual({ spent_cents: 0, charges: 1, refunds: 1 })
+  }, 120_000)
+
+  it("D1 round trips per projections batch stay constant as the batch grows", async () => {
+    const measure = async (size: number) => {
+      const counts = newCounts()
+      const instrumented = { ...testEnv, DB: countingD1(testEnv.DB, counts), LEDGER: countingNamespace(testEnv.LEDGER, counts) }
+      const facts = await Promise.all(Array.from({ length: size }, (_, i) => {
+        const call_id = unique("call")
+        return fact(call_id, 3, "charge", { call_id, buyer_id: `rt_${size}`, amount_cents: 1, currency: "USD" })
+      }))
+      const result = await deliver("factline-projections", facts.map((f) => FactMessage.make(f)), instrumented)
+      expect(result.explicitAcks).toHaveLength(size)
+      return counts
+    }
+    const ten = await measure(10)
+    const hundred = await measure(100)
+    expect(hundred.d1).toBe(ten.d1)
+    expect(hundred.d1).toBeLessThanOrEqual(3)
+    expect(await budget("tenant-a", "rt_100")).toMatchObject({ charges: 100, spent_cents: 100 })
+  })
+})
