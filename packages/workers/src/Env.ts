@@ -10,6 +10,7 @@ export interface PlatformEnv {
   readonly LEDGER: DurableObjectNamespace
   readonly EVENTS_QUEUE: Queue
   readonly EVENTS_DLQ: Queue
+  readonly BATCH_QUEUE: Queue
   readonly [binding: string]: unknown
   /**
    * JSON array of `{ "sha256": "<hex of the token>", "tenant_id": "...", "scopes": [...] }`.

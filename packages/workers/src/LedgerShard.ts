@@ -6,8 +6,8 @@
  * Relay: every append that wrote facts arms the alarm (now). The alarm drains
  * the outbox (OutboxRelay); on failure it re-arms itself with backoff (1 s
  * doubling to 5 min) and marks the shard pending in D1 so the scheduled sweep
- * can re-arm it if an alarm is ever lost. The first successful relay
- * registers the shard in D1 (`ledger_shards`), which rebuilds enumerate.
+ * can re-arm it if an alarm is ever lost. Before its first relay the shard
+ * registers itself in D1 (`ledger_shards`), which rebuilds enumerate.
  */
 import { DurableObject } from "cloudflare:workers"
 import { Effect } from "effect"
@@ -65,11 +65,15 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
 
   override async alarm(): Promise<void> {
     try {
+      // Register before the first relay: a fact that reached a consumer always belongs to a registered shard,
+      // which is what lets a rebuild enumerate every shard whose facts the live projections have seen.
+      if (this.ledger.getMeta("registered") === undefined) {
+        await this.register(null)
+        this.ledger.setMeta("registered", "1")
+      }
       const result = await OutboxRelay.relay(this.ledger, this.targets())
-      const failures = Number(this.ledger.getMeta("relay_failures") ?? "0")
-      if (failures > 0 || this.ledger.getMeta("registered") === undefined) await this.register(null)
+      if (this.ledger.getMeta("relay_failures") !== undefined) await this.register(null)
       this.ledger.setMeta("relay_failures", undefined)
-      this.ledger.setMeta("registered", "1")
       if (result.remaining > 0) await this.arm(0)
     } catch (error) {
       const failures = Number(this.ledger.getMeta("relay_failures") ?? "0") + 1

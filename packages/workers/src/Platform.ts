@@ -9,6 +9,7 @@
  */
 import { Effect } from "effect"
 import {
+  BatchConsumer,
   Consumer,
   DeadLetterConsumer,
   EventsConsumer,
@@ -92,7 +93,9 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform =>
           ? ProjectionConsumer.consume(router, batch, options)
           : policy === RetryPolicy.factProcessing
             ? ProcessingConsumer.consume(router, batch, options)
-            : platformConsumer(policy, batch, options.delayScale)
+            : policy === RetryPolicy.batch
+              ? BatchConsumer.consume(router, batch, async (next) => void (await env.BATCH_QUEUE.send(next, { contentType: "json" })), options)
+              : platformConsumer(policy, batch, options.delayScale)
       await Effect.runPromise(program.pipe(Effect.provide(Services.consumerLayer(env))))
     },
     scheduled: async (_controller, env) => {

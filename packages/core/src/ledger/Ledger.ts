@@ -8,6 +8,9 @@
 import { Context, Effect, Layer, Schema } from "effect"
 import type { AppendGroup, AppendResult, LedgerShardRpc, ReadOptions, StreamKey, StreamState } from "./LedgerProtocol.js"
 import { shardKey } from "./LedgerProtocol.js"
+import type { Fact } from "@factline/schemas"
+
+export const shardPageSize = 1_000
 
 /** A shard could not be reached or threw: transient, the message is retried. */
 export class LedgerUnavailable extends Schema.TaggedError<LedgerUnavailable>()("LedgerUnavailable", {
@@ -18,6 +21,8 @@ export class Ledger extends Context.Service<Ledger, {
   readonly append: (groups: ReadonlyArray<AppendGroup>) => Effect.Effect<ReadonlyArray<AppendResult>, LedgerUnavailable>
   readonly readStreams: (keys: ReadonlyArray<StreamKey>) => Effect.Effect<ReadonlyArray<StreamState>, LedgerUnavailable>
   readonly read: (key: StreamKey, options?: ReadOptions) => Effect.Effect<StreamState, LedgerUnavailable>
+  /** Every fact of one shard (by shard key), all pages, in (stream, sequence) order. */
+  readonly readShard: (shardKey: string) => Effect.Effect<ReadonlyArray<Fact>, LedgerUnavailable>
 }>()("@factline/core/Ledger") {
   static readonly layer = (namespace: DurableObjectNamespace) => Layer.succeed(Ledger, make(namespace))
 }
@@ -58,6 +63,20 @@ export const make = (namespace: DurableObjectNamespace): Ledger["Service"] => {
   return {
     append: (groups) => perShard(groups, (shard, items) => shard.append(items)),
     readStreams: (keys) => perShard(keys, (shard, items) => shard.readStreams(items)),
-    read: (key, options) => Effect.map(perShard([key], async (shard) => [await shard.read(key, options)]), (r) => r[0]!)
+    read: (key, options) => Effect.map(perShard([key], async (shard) => [await shard.read(key, options)]), (r) => r[0]!),
+    readShard: (key) =>
+      Effect.tryPromise({
+        try: async () => {
+          const shard = stub(key)
+          const all: Array<Fact> = []
+          for (;;) {
+            const last = all.at(-1)
+            const page = await shard.readShard(last ? { stream: last.stream, sequence: last.sequence } : undefined, shardPageSize)
+            all.push(...page)
+            if (page.length < shardPageSize) return all
+          }
+        },
+        catch: (cause) => new LedgerUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
+      })
   }
 }

@@ -54,6 +54,13 @@ export interface LedgerShardRpc {
   append(groups: ReadonlyArray<AppendGroup>): Promise<ReadonlyArray<AppendResult>>
   readStreams(keys: ReadonlyArray<StreamKey>): Promise<ReadonlyArray<StreamState>>
   read(key: StreamKey, options?: ReadOptions): Promise<StreamState>
+  readShard(after: ShardCursor | undefined, limit: number): Promise<ReadonlyArray<Fact>>
+}
+
+/** Position in a shard's facts, ordered by (stream, sequence). */
+export interface ShardCursor {
+  readonly stream: string
+  readonly sequence: number
 }
 
 /** Default shard key: one shard per stream, `tenant_id/subject`. */

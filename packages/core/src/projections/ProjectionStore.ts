@@ -22,6 +22,8 @@ export class ProjectionStore extends Context.Service<ProjectionStore, {
   /** Runs every group in one transaction; returns the error per group key that failed on its own (empty when all applied). */
   readonly write: (groups: ReadonlyArray<Group>) => Effect.Effect<ReadonlyMap<string, string>>
   readonly query: <T = Record<string, Value>>(statement: Sql) => Effect.Effect<ReadonlyArray<T>, ProjectionStoreUnavailable>
+  /** Runs statements as one transaction (one round trip); all or nothing. */
+  readonly execute: (statements: ReadonlyArray<Sql>) => Effect.Effect<void, ProjectionStoreUnavailable>
 }>()("@factline/core/ProjectionStore") {
   static readonly layer = (db: D1Database) => Layer.succeed(ProjectionStore, make(db))
 }
@@ -51,6 +53,13 @@ export const make = (db: D1Database): ProjectionStore["Service"] => {
           return failed
         }
       }),
+    execute: (statements) =>
+      statements.length === 0
+        ? Effect.void
+        : Effect.tryPromise({
+          try: () => db.batch(statements.map(prepare)),
+          catch: (cause) => new ProjectionStoreUnavailable({ message: message(cause) })
+        }).pipe(Effect.asVoid),
     query: <T>(statement: Sql) =>
       Effect.tryPromise({
         try: async () => (await prepare(statement).all<T>()).results,

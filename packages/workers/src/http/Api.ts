@@ -8,7 +8,7 @@
  */
 import { Effect, Layer } from "effect"
 import { Hono } from "hono"
-import { Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, type Router } from "@factline/core"
+import { BatchConsumer, Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, Rebuild, type Router } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import { apiLayer } from "../Services.js"
 import { type AuthVariables, requireScope } from "./Auth.js"
@@ -144,6 +144,38 @@ export const make = (router: Router.Router) => {
       }),
       next_cursor: page.success.nextCursor(rows)
     })
+  })
+
+  app.post("/v1/batches", requireScope("admin"), async (c) => {
+    let body: unknown
+    try {
+      body = await c.req.json()
+    } catch {
+      return errorResponse(c, 400, "invalid_json", "the request body is not valid JSON")
+    }
+    if (!isObject(body) || body.operation !== "rebuild" || typeof body.projection !== "string") {
+      return errorResponse(c, 400, "invalid_request", 'send { "operation": "rebuild", "projection": "<name>" } (import, export and reconcile are not supported yet)')
+    }
+    const projection = body.projection
+    const started = await run(c.env, Rebuild.start(router, projection))
+    if (started._tag === "Failure") {
+      const error = started.failure
+      if (error._tag === "RebuildRefused") return errorResponse(c, error.code === "conflict" ? 409 : 404, error.code, error.message)
+      return unavailable(c, "the projection store")
+    }
+    try {
+      await c.env.BATCH_QUEUE.send(BatchConsumer.make(started.success.first), { contentType: "json" })
+    } catch {
+      return unavailable(c, "the batch queue")
+    }
+    return c.json({ batch_id: started.success.record.id, operation: "rebuild", ...started.success.record }, 202)
+  })
+
+  app.get("/v1/batches/:id", requireScope("admin"), async (c) => {
+    const result = await run(c.env, Rebuild.get(c.req.param("id")))
+    if (result._tag === "Failure") return unavailable(c, "the projection store")
+    if (!result.success) return errorResponse(c, 404, "not_found", `no batch "${c.req.param("id")}"`)
+    return c.json({ batch_id: result.success.id, operation: "rebuild", ...result.success })
   })
 
   app.notFound((c) => errorResponse(c, 404, "not_found", `no route for ${c.req.method} ${new URL(c.req.url).pathname}`))

@@ -1,0 +1,153 @@
+/**
+ * Rebuilding a projection from the ledger, without readers ever seeing a
+ * half-built table.
+ *
+ * `start` creates a shadow copy of the projection's table (same DDL), records
+ * the rebuild as running — from then on the live projections consumer writes
+ * every fact to the shadow too — and enqueues the first slice on
+ * `factline-batch`. Each `step` replays the facts of a slice of shards (in
+ * (stream, sequence) order, straight from the LedgerShards) into the shadow
+ * and enqueues the next slice. When no shard is left, `swap` replaces the live
+ * table with the shadow in one D1 transaction (indexes recreated, the applied
+ * set of additive projections swapped with it). Replayed facts only ever reach
+ * the projection being rebuilt: processors and webhooks never see them.
+ *
+ * Every write is idempotent (row guards, applied sets), so a step that runs
+ * twice, or overlaps with live writes, changes nothing.
+ */
+import { Effect, Schema } from "effect"
+import type { BatchPayload } from "@factline/schemas"
+import { Ledger } from "../ledger/Ledger.js"
+import type { Router } from "../routing/Router.js"
+import * as Projection from "./Projection.js"
+import { ProjectionStore } from "./ProjectionStore.js"
+
+export const shardsPerSlice = 25
+export const statementsPerWrite = 200
+/** Platform operations run under this tenant id on the batch queue. */
+export const platformTenant = "factline"
+
+export class RebuildRefused extends Schema.TaggedError<RebuildRefused>()("RebuildRefused", {
+  code: Schema.Literals(["not_found", "conflict"]),
+  message: Schema.String
+}) {}
+
+export interface RebuildRecord {
+  readonly id: string
+  readonly projection: string
+  readonly shadow_table: string
+  readonly status: "running" | "completed" | "failed"
+  readonly shards_total: number
+  readonly shards_done: number
+  readonly facts_replayed: number
+  readonly error: string | null
+  readonly started_at: string
+  readonly finished_at: string | null
+}
+
+export interface SliceItem {
+  readonly projection: string
+  /** Replay shards whose key sorts after this one. */
+  readonly after: string
+}
+
+const q = (identifier: string) => `"${identifier.replace(/"/g, '""')}"`
+
+const ddl = (table: string) =>
+  Effect.gen(function*() {
+    const store = yield* ProjectionStore
+    const rows = yield* store.query<{ type: string; sql: string }>({
+      sql: "SELECT type, sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL ORDER BY type DESC",
+      params: [table]
+    })
+    return { table: rows.find((r) => r.type === "table")?.sql, indexes: rows.filter((r) => r.type === "index").map((r) => r.sql) }
+  })
+
+export const get = (id: string) =>
+  Effect.gen(function*() {
+    const store = yield* ProjectionStore
+    const rows = yield* store.query<RebuildRecord>({ sql: "SELECT * FROM projection_rebuilds WHERE id = ?", params: [id] })
+    return rows[0]
+  })
+
+/** Creates the shadow table and the rebuild record; returns the record and the first slice to enqueue. */
+export const start = (router: Router, projectionName: string) =>
+  Effect.gen(function*() {
+    const store = yield* ProjectionStore
+    const p = router.projection(projectionName)
+    if (!p) return yield* new RebuildRefused({ code: "not_found", message: `no projection "${projectionName}"` })
+    const running = yield* store.query({ sql: "SELECT id FROM projection_rebuilds WHERE projection = ? AND status = 'running'", params: [p.name] })
+    if (running.length > 0) return yield* new RebuildRefused({ code: "conflict", message: `a rebuild of ${p.name} is already running (${running[0]!.id})` })
+    const live = Projection.tableName(p)
+    const { table } = yield* ddl(live)
+    if (!table) return yield* new RebuildRefused({ code: "not_found", message: `table ${live} does not exist; apply the migrations` })
+    const id = `rb_${Date.now().toString(36)}_${crypto.randomUUID().slice(0, 8)}`
+    const shadow = `${live}__${id}`
+    const createShadow = table.replace(/^CREATE TABLE\s+(["`]?)[^"`\s(]+\1/i, `CREATE TABLE ${q(shadow)}`)
+    const [{ n: total } = { n: 0 }] = yield* store.query<{ n: number }>({ sql: "SELECT COUNT(*) AS n FROM ledger_shards", params: [] })
+    const now = new Date().toISOString()
+    yield* store.execute([
+      { sql: createShadow, params: [] },
+      { sql: "DELETE FROM projection_applied WHERE projection = ?", params: [Projection.shadowTarget(p, shadow).appliedAs] },
+      {
+        sql: `INSERT INTO projection_rebuilds (id, projection, shadow_table, status, shards_total, shards_done, facts_replayed, started_at)
+              VALUES (?, ?, ?, 'running', ?, 0, 0, ?)`,
+        params: [id, p.name, shadow, total, now]
+      }
+    ])
+    const first: BatchPayload = { batch_id: id, operation: "rebuild", items: [{ projection: p.name, after: "" } satisfies SliceItem], offset: 0, total }
+    return { record: (yield* get(id))!, first }
+  })
+
+/** Replays one slice of shards into the shadow; returns the next slice, or undefined once swapped. */
+export const step = (router: Router, payload: BatchPayload) =>
+  Effect.gen(function*() {
+    const store = yield* ProjectionStore
+    const ledger = yield* Ledger
+    const record = yield* get(payload.batch_id)
+    if (!record || record.status !== "running") return undefined
+    const p = router.projection(record.projection)
+    if (!p) return yield* Effect.die(new Error(`projection ${record.projection} is no longer registered`))
+    const item = (payload.items?.[0] ?? { after: "" }) as SliceItem
+    const shards = yield* store.query<{ shard_key: string }>({
+      sql: "SELECT shard_key FROM ledger_shards WHERE shard_key > ? ORDER BY shard_key LIMIT ?",
+      params: [item.after, shardsPerSlice]
+    })
+    const target = Projection.shadowTarget(p, record.shadow_table)
+    const facts = (yield* Effect.forEach(shards, (s) => ledger.readShard(s.shard_key), { concurrency: 8 })).flat()
+    const statements = facts.flatMap((fact) => Projection.statementsFor(p, fact, target))
+    for (let i = 0; i < statements.length; i += statementsPerWrite) yield* store.execute(statements.slice(i, i + statementsPerWrite))
+    const last = shards.at(-1)?.shard_key ?? item.after
+    yield* store.execute([{
+      sql: `UPDATE projection_rebuilds SET
+              shards_done = (SELECT COUNT(*) FROM ledger_shards WHERE shard_key <= ?),
+              facts_replayed = facts_replayed + ?
+            WHERE id = ?`,
+      params: [last, facts.length, record.id]
+    }])
+    if (shards.length === shardsPerSlice) {
+      return { ...payload, items: [{ projection: p.name, after: last } satisfies SliceItem], offset: payload.offset + shards.length } satisfies BatchPayload
+    }
+    yield* swap(p, record)
+    return undefined
+  })
+
+/** Replaces the live table with the shadow, in one transaction. */
+export const swap = (p: Projection.Projection, record: RebuildRecord) =>
+  Effect.gen(function*() {
+    const store = yield* ProjectionStore
+    const live = Projection.tableName(p)
+    const { indexes } = yield* ddl(live)
+    const applied = Projection.shadowTarget(p, record.shadow_table).appliedAs
+    yield* store.execute([
+      { sql: `DROP TABLE ${q(live)}`, params: [] },
+      { sql: `ALTER TABLE ${q(record.shadow_table)} RENAME TO ${q(live)}`, params: [] },
+      ...indexes.map((sql) => ({ sql, params: [] })),
+      { sql: "DELETE FROM projection_applied WHERE projection = ?", params: [p.name] },
+      { sql: "UPDATE projection_applied SET projection = ? WHERE projection = ?", params: [p.name, applied] },
+      {
+        sql: "UPDATE projection_rebuilds SET status = 'completed', finished_at = ?, shards_done = shards_total WHERE id = ?",
+        params: [new Date().toISOString(), record.id]
+      }
+    ])
+  })
