@@ -1,4 +1,7 @@
 import { env } from "cloudflare:workers"
+import { and, desc, eq } from "drizzle-orm"
+import { drizzle } from "drizzle-orm/d1"
+import * as schema from "../src/schema.js"
 import { describe, expect, it } from "vitest"
 import { callCompleted, eventually, postEvents, request, tokenA, tokenB, unique } from "./helpers.js"
 
@@ -93,5 +96,18 @@ describe("the analysts' view", () => {
       .bind(calls[1]!.subject).first<Record<string, any>>()
     expect(row).toMatchObject({ sequence: 3, caused_by: "qualify-call", correlation_id: calls[1]!.correlation_id })
     expect(JSON.parse(row!.body)).toEqual({ call_id: calls[1]!.subject, buyer_id: buyer, amount_cents: 250, currency: "EUR" })
+  })
+
+  it("analysts can query the same tables with Drizzle, from the one schema module", async () => {
+    const db = drizzle(env.DB, { schema })
+    const budgets = await db.select().from(schema.buyerBudgets)
+      .where(and(eq(schema.buyerBudgets.tenant_id, "tenant-a"), eq(schema.buyerBudgets.buyer_id, buyer)))
+      .orderBy(desc(schema.buyerBudgets.spent_cents))
+    expect(budgets).toEqual([{ tenant_id: "tenant-a", buyer_id: buyer, spent_cents: 1_251, charges: 3, refunds: 0 }])
+    const charges = await db.select().from(schema.facts)
+      .where(and(eq(schema.facts.tenantId, "tenant-a"), eq(schema.facts.type, "charge"), eq(schema.facts.stream, calls[0]!.subject)))
+    expect(charges.map((f) => JSON.parse(f.body).amount_cents)).toEqual([1_000])
+    const row = await db.select().from(schema.calls).where(eq(schema.calls.call_id, calls[2]!.subject))
+    expect(row[0]?.qualified).toBe(false)
   })
 })
