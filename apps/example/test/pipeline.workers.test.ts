@@ -227,4 +227,24 @@ describe("facts in motion", () => {
     expect(hundred.d1).toBeLessThanOrEqual(3)
     expect(await budget("tenant-a", "rt_100")).toMatchObject({ charges: 100, spent_cents: 100 })
   })
+
+  it("D1 round trips and ledger RPCs per fact-processing batch stay constant as the batch grows", async () => {
+    const measure = async (size: number, streams: number) => {
+      const counts = newCounts()
+      const instrumented = { ...testEnv, DB: countingD1(testEnv.DB, counts), LEDGER: countingNamespace(testEnv.LEDGER, counts) }
+      const subjects = Array.from({ length: streams }, () => unique("call"))
+      const facts = await Promise.all(Array.from({ length: size }, (_, i) =>
+        fact(subjects[i % streams]!, Math.floor(i / streams) + 1, "outcome", { call_id: subjects[i % streams], buyer_id: "b", duration_s: 90, price_cents: 1, currency: "USD" })))
+      const result = await deliver("factline-fact-processing", facts.map((f) => FactMessage.make(f)), instrumented)
+      expect(result.explicitAcks).toHaveLength(size)
+      const derived = await Promise.all(subjects.map((s) => readStream("tenant-a", s)))
+      expect(derived.reduce((n, s) => n + s.facts.filter((f) => f.type === "charge").length, 0)).toBe(size)
+      return counts
+    }
+    const ten = await measure(10, 5)
+    const hundred = await measure(100, 5)
+    expect(hundred.d1).toBe(ten.d1)
+    expect(hundred.d1).toBeLessThanOrEqual(3)
+    expect([ten.doRpc, hundred.doRpc]).toEqual([5, 5])
+  })
 })
