@@ -73,7 +73,7 @@ describe("deciders", () => {
       }
       const a = route(bump(subject, "alice"))
       const b = route(bump(subject, "bob"))
-      const [outA, outB] = yield* Effect.all([Dispatch.dispatch([a]), Dispatch.dispatch([b])], { concurrency: 2 }).pipe(
+      const [outA, outB] = yield* Effect.all([Dispatch.dispatch(platform.router)([a]), Dispatch.dispatch(platform.router)([b])], { concurrency: 2 }).pipe(
         Effect.provide(Layer.succeed(Ledger.Ledger, racing))
       )
       assert.deepStrictEqual(outA.get(a.key), { _tag: "Done" })

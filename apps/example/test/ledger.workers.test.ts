@@ -1,8 +1,8 @@
-import { runInDurableObject } from "cloudflare:test"
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
 import { FactId, LedgerStorage, type LedgerProtocol } from "@factline/core"
-import type { LedgerShard } from "@factline/workers"
+import { type LedgerShard, type PlatformEnv, sweepStaleRelays } from "@factline/workers"
 import { eventually, shard, unique } from "./helpers.js"
 
 const draft = async (cause: string, position: number, data: Record<string, unknown>): Promise<LedgerProtocol.FactDraft> => ({
@@ -45,7 +45,7 @@ describe("LedgerShard", () => {
     ]))
   })
 
-  it("the alarm relays the outbox and then empties it", async () => {
+  it("an append relays its outbox downstream and then empties it", async () => {
     const stream = unique("s")
     const ledger = shard("tenant-a", stream)
     const [fact] = [await draft(unique("c"), 0, { a: 1 })]
@@ -55,8 +55,11 @@ describe("LedgerShard", () => {
       env.DB.prepare("SELECT * FROM facts WHERE tenant_id = 'tenant-a' AND fact_id = ?").bind(fact.fact_id).first<Record<string, any>>().then((r) => r ?? undefined)
     )
     expect(copied).toMatchObject({ stream, sequence: 1, type: "noted", body: JSON.stringify({ a: 1 }) })
-    const registered = await env.DB.prepare("SELECT * FROM ledger_shards WHERE shard_key = ?").bind(`tenant-a/${stream}`).first<Record<string, any>>()
-    expect(registered).toMatchObject({ tenant_id: "tenant-a", relay_pending_since: null })
+    // Nothing failed, so nothing was marked pending and no alarm is left behind.
+    const pending = await env.DB.prepare("SELECT * FROM ledger_shards WHERE shard_key = ? AND relay_pending_since IS NOT NULL").bind(`tenant-a/${stream}`).first()
+    expect(pending).toBe(null)
+    const stub = env.LEDGER.get(env.LEDGER.idFromName(`tenant-a/${stream}`)) as DurableObjectStub<LedgerShard>
+    expect(await runInDurableObject(stub, (_i, state) => state.storage.getAlarm())).toBe(null)
   })
 
   it("re-appending the same facts is a no-op that returns the stored facts", async () => {
@@ -92,5 +95,45 @@ describe("LedgerShard", () => {
     expect(results[1]).toMatchObject({ version: 1, expected_version: 0 })
     const read = await ledger.read({ tenant_id: "tenant-a", stream }, { after: 1, limit: 10 })
     expect(read.facts.map((f) => [f.sequence, f.causation_id])).toEqual([[2, "c6"]])
+  })
+
+  it("a failed relay keeps the rows, re-arms with backoff, and the sweep re-arms a stale shard", async () => {
+    const stream = unique("s")
+    const shardKey = `tenant-a/${stream}`
+    const stub = env.LEDGER.get(env.LEDGER.idFromName(shardKey)) as DurableObjectStub<LedgerShard>
+    const fact = await draft(unique("c"), 0, { a: 1 })
+    // The queues are down for this object: every send fails.
+    const failed = await runInDurableObject(stub, async (instance, state) => {
+      const realEnv = (instance as any).env as PlatformEnv
+      const down = { send: async () => { throw new Error("queue unavailable") }, sendBatch: async () => { throw new Error("queue unavailable") } }
+      ;(instance as any).env = { ...realEnv, PROJECTIONS_QUEUE: down, FACT_PROCESSING_QUEUE: down }
+      const before = Date.now()
+      await instance.append([{ tenant_id: "tenant-a", stream, facts: [fact] }])
+      const alarm = await state.storage.getAlarm()
+      const result = {
+        outbox: state.storage.sql.exec("SELECT COUNT(*) AS n FROM outbox").one().n,
+        alarmInMs: alarm === null ? null : alarm - before
+      }
+      ;(instance as any).env = realEnv
+      return result
+    })
+    expect(failed.outbox).toBe(2)
+    // First failure: retry after about 1 s, not the 30 s safety alarm.
+    expect(failed.alarmInMs).toBeGreaterThanOrEqual(0)
+    expect(failed.alarmInMs).toBeLessThanOrEqual(2_000)
+    const pending = await env.DB.prepare("SELECT relay_pending_since FROM ledger_shards WHERE shard_key = ?").bind(shardKey).first<{ relay_pending_since: string }>()
+    expect(pending?.relay_pending_since).toEqual(expect.any(String))
+
+    // Pretend the alarm was lost long ago: the sweep finds the stale shard and re-arms it.
+    await runInDurableObject(stub, (_i, state) => state.storage.deleteAlarm())
+    await env.DB.prepare("UPDATE ledger_shards SET relay_pending_since = '2000-01-01T00:00:00.000Z' WHERE shard_key = ?").bind(shardKey).run()
+    expect(await sweepStaleRelays(env as unknown as PlatformEnv)).toBeGreaterThanOrEqual(1)
+    expect(await runDurableObjectAlarm(stub)).toBe(true)
+    expect((await rows(stream)).outbox).toEqual([])
+    const cleared = await env.DB.prepare("SELECT relay_pending_since FROM ledger_shards WHERE shard_key = ?").bind(shardKey).first<{ relay_pending_since: string | null }>()
+    expect(cleared?.relay_pending_since).toBe(null)
+    await eventually(() =>
+      env.DB.prepare("SELECT 1 AS ok FROM facts WHERE tenant_id = 'tenant-a' AND fact_id = ?").bind(fact.fact_id).first().then((r) => r ?? undefined)
+    )
   })
 })

@@ -1,13 +1,17 @@
 /**
  * The LedgerShard Durable Object: one per shard key (default `tenant_id/subject`),
  * SQLite storage. Appends and reads go to core's LedgerStorage (where the
- * transaction lives); the alarm relays the outbox to the downstream queues.
+ * transaction lives); the outbox is relayed to the downstream queues.
  *
- * Relay: every append that wrote facts arms the alarm (now). The alarm drains
- * the outbox (OutboxRelay); on failure it re-arms itself with backoff (1 s
- * doubling to 5 min) and marks the shard pending in D1 so the scheduled sweep
- * can re-arm it if an alarm is ever lost. Before its first relay the shard
- * registers itself in D1 (`ledger_shards`), which rebuilds enumerate.
+ * Relay: an append that wrote facts first arms a safety alarm, then relays its
+ * outbox inline before answering, so the caller only acks its message once
+ * the facts are on their way, and no alarm has to run on the happy path (the
+ * alarm is removed once the outbox is empty). If the inline relay fails — or
+ * the object dies mid-way — the alarm drains the outbox, re-arming itself with
+ * backoff (1 s doubling to 5 min) while sends fail, and the shard is marked
+ * pending in D1 (`ledger_shards`) so the scheduled sweep can re-arm it if an
+ * alarm is ever lost. (Shards are registered in `ledger_shards` by the
+ * consumers, in their inbox round trip, before they append.)
  */
 import { DurableObject } from "cloudflare:workers"
 import { Effect } from "effect"
@@ -16,6 +20,8 @@ import type { Fact } from "@factline/schemas"
 import type { PlatformEnv } from "./Env.js"
 
 export const relayBackoffMs = (failures: number) => Math.min(1_000 * 2 ** Math.max(0, failures - 1), 5 * 60_000)
+/** When the safety alarm fires if the inline relay did not empty the outbox. */
+export const safetyAlarmMs = 30_000
 
 export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerProtocol.LedgerShardRpc {
   private readonly ledger: LedgerStorage.LedgerStorage
@@ -33,7 +39,8 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
         this.ledger.setMeta("shard_key", LedgerProtocol.shardKey(first))
         this.ledger.setMeta("tenant_id", first.tenant_id)
       }
-      await this.arm(0)
+      await this.arm(safetyAlarmMs)
+      if (this.ledger.getMeta("relay_failures") === undefined) await this.drain()
     }
     return results
   }
@@ -64,17 +71,20 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   }
 
   override async alarm(): Promise<void> {
+    await this.drain()
+  }
+
+  /** Relays the outbox; on success removes the safety alarm, on failure re-arms it with backoff. */
+  private async drain(): Promise<void> {
     try {
-      // Register before the first relay: a fact that reached a consumer always belongs to a registered shard,
-      // which is what lets a rebuild enumerate every shard whose facts the live projections have seen.
-      if (this.ledger.getMeta("registered") === undefined) {
-        await this.register(null)
-        this.ledger.setMeta("registered", "1")
-      }
       const result = await OutboxRelay.relay(this.ledger, this.targets())
-      if (this.ledger.getMeta("relay_failures") !== undefined) await this.register(null)
-      this.ledger.setMeta("relay_failures", undefined)
-      if (result.remaining > 0) await this.arm(0)
+      if (this.ledger.getMeta("relay_failures") !== undefined) {
+        await this.register(null)
+        this.ledger.setMeta("relay_failures", undefined)
+      }
+      // Checked right before deleting, with no await in between: an append that wrote rows since is seen here.
+      if (this.ledger.outboxSize() > 0 || result.remaining > 0) await this.arm(0)
+      else await this.ctx.storage.deleteAlarm()
     } catch (error) {
       const failures = Number(this.ledger.getMeta("relay_failures") ?? "0") + 1
       this.ledger.setMeta("relay_failures", String(failures))

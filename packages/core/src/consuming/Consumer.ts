@@ -18,7 +18,7 @@
 import { Effect, Result } from "effect"
 import type { DeadLetterRecord, FailureReason } from "@factline/schemas"
 import { DeadLetters, maxErrorLength } from "./DeadLetters.js"
-import { Inbox, type Outcome as InboxOutcome } from "./Inbox.js"
+import * as Inbox from "./Inbox.js"
 import * as RetryPolicy from "./RetryPolicy.js"
 
 /** Why a message could not even be decoded/loaded. Permanent unless `transient`. */
@@ -45,6 +45,8 @@ export interface Spec<T, R, P = R> {
   readonly process: (items: ReadonlyArray<{ readonly key: string; readonly value: T }>) => Effect.Effect<ReadonlyMap<string, Outcome>, never, P>
   /** Multiplies every retry delay (tests use 0). Defaults to 1. */
   readonly delayScale?: number
+  /** The ledger shard an item will append to, registered in the inbox round trip before processing. */
+  readonly shardOf?: (value: T) => Inbox.ShardRegistration | undefined
 }
 
 type Verdict =
@@ -56,7 +58,7 @@ const truncate = (s: string) => (s.length > maxErrorLength ? `${s.slice(0, maxEr
 
 export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) =>
   Effect.gen(function*() {
-    const inbox = yield* Inbox
+    const inbox = yield* Inbox.Inbox
     const deadLetters = yield* DeadLetters
     const queue = batch.queue
     const now = new Date().toISOString()
@@ -80,7 +82,12 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
     })
 
     // 2. inbox: one round trip registers every key and tells which are already done.
-    const entries = yield* Effect.result(inbox.begin(queue, [...values.keys()], now))
+    const shards = new Map<string, Inbox.ShardRegistration>()
+    for (const value of values.values()) {
+      const shard = spec.shardOf?.(value)
+      if (shard) shards.set(shard.shard_key, shard)
+    }
+    const entries = yield* Effect.result(inbox.begin(queue, [...values.keys()], now, [...shards.values()]))
     if (Result.isFailure(entries)) {
       yield* Effect.logWarning(`inbox unavailable on ${queue}: ${entries.failure.message}`)
       keyOf.forEach((key, i) => key !== undefined && (verdicts[i] = { _tag: "Retry", error: entries.failure.message }))
@@ -91,7 +98,7 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       const outcomes = todo.length === 0 ? new Map<string, Outcome>() : yield* spec.process(todo)
 
       // 4. durable: record every outcome in one round trip before acking anything.
-      const records: Array<InboxOutcome> = todo.flatMap(({ key }) => {
+      const records: Array<Inbox.Outcome> = todo.flatMap(({ key }) => {
         const outcome = outcomes.get(key) ?? transient("no outcome was produced for this message")
         if (outcome._tag === "Done" && outcome.recorded) return []
         return [outcome._tag === "Done"

@@ -17,6 +17,8 @@ export interface FactDraft {
   readonly correlation_id: string
   readonly caused_by: string
   readonly created_at: string
+  /** The downstream queues this fact is relayed to (default: projections and fact-processing). */
+  readonly destinations?: ReadonlyArray<string>
 }
 
 export interface StreamKey {

@@ -11,8 +11,8 @@ import type { Fact } from "@factline/schemas"
 import type { AppendGroup, AppendResult, ReadOptions, StreamKey, StreamState } from "./LedgerProtocol.js"
 import * as StableJson from "./StableJson.js"
 
-/** The downstream queues every fact is relayed to. */
-export const outboxDestinations = ["factline-projections", "factline-fact-processing"] as const
+/** The downstream queues a fact is relayed to when its draft does not say. */
+export const outboxDestinations: ReadonlyArray<string> = ["factline-projections", "factline-fact-processing"]
 
 const schema = [
   `CREATE TABLE IF NOT EXISTS facts (
@@ -125,23 +125,23 @@ export const make = (storage: DurableObjectStorage): LedgerStorage => {
       if (group.expected_version !== undefined && group.expected_version !== current) {
         return { status: "version_conflict", version: current, expected_version: group.expected_version }
       }
-      const facts: Array<Fact> = group.facts.map((draft, i) => ({
+      const facts: Array<Fact> = group.facts.map(({ destinations: _, ...draft }, i) => ({
         ...draft,
         tenant_id: group.tenant_id,
         stream: group.stream,
         sequence: current + i + 1
       }))
-      for (const fact of facts) {
+      facts.forEach((fact, i) => {
         sql.exec(
           `INSERT INTO facts (fact_id, tenant_id, stream, sequence, type, data, causation_id, correlation_id, caused_by, created_at)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           fact.fact_id, fact.tenant_id, fact.stream, fact.sequence, fact.type, StableJson.stringify(fact.data),
           fact.causation_id, fact.correlation_id, fact.caused_by, fact.created_at
         )
-        for (const destination of outboxDestinations) {
+        for (const destination of group.facts[i]!.destinations ?? outboxDestinations) {
           sql.exec("INSERT INTO outbox (fact_id, destination, created_at) VALUES (?, ?, ?)", fact.fact_id, destination, fact.created_at)
         }
-      }
+      })
       return { status: "appended", version: current + facts.length, facts }
     })
 

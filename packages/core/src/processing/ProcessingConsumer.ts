@@ -13,7 +13,7 @@ import * as Consumer from "../consuming/Consumer.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as FactId from "../ledger/FactId.js"
 import { Ledger } from "../ledger/Ledger.js"
-import type { AppendGroup, FactDraft } from "../ledger/LedgerProtocol.js"
+import { type AppendGroup, type FactDraft, shardKey } from "../ledger/LedgerProtocol.js"
 import * as FactMessage from "../relay/FactMessage.js"
 import type { Router } from "../routing/Router.js"
 
@@ -45,7 +45,8 @@ export const process = (router: Router) => (items: ReadonlyArray<{ readonly key:
               causation_id: fact.fact_id,
               correlation_id: fact.correlation_id,
               caused_by: processor.name,
-              created_at: now
+              created_at: now,
+              destinations: router.destinationsFor(d.type)
             })))
           )
           drafts.push(...derived)
@@ -73,4 +74,10 @@ export const process = (router: Router) => (items: ReadonlyArray<{ readonly key:
   })
 
 export const consume = (router: Router, batch: MessageBatch<unknown>, options: { readonly delayScale?: number } = {}) =>
-  Consumer.run({ policy: RetryPolicy.factProcessing, decode: FactMessage.decode, process: process(router), delayScale: options.delayScale }, batch)
+  Consumer.run({
+    policy: RetryPolicy.factProcessing,
+    decode: FactMessage.decode,
+    process: process(router),
+    delayScale: options.delayScale,
+    shardOf: ({ fact }) => (router.processorsFor(fact.type).length > 0 ? { shard_key: shardKey(fact), tenant_id: fact.tenant_id } : undefined)
+  }, batch)

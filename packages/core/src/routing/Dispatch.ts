@@ -19,7 +19,7 @@ import type { AppendGroup, AppendResult, FactDraft, StreamState } from "../ledge
 import { shardKey } from "../ledger/LedgerProtocol.js"
 import * as Consumer from "../consuming/Consumer.js"
 import type * as Handler from "./Handler.js"
-import type { Routed } from "./Router.js"
+import type { Routed, Router } from "./Router.js"
 
 export const maxDecideRounds = 5
 
@@ -33,7 +33,7 @@ const describe = (cause: Cause.Cause<unknown>): Consumer.Outcome => {
   return Consumer.transient(error instanceof Error ? `${error.name}: ${error.message}` : String(error))
 }
 
-const drafts = (routed: Routed, facts: ReadonlyArray<NewFact>, now: string): Promise<Array<FactDraft>> =>
+const drafts = (router: Router, routed: Routed, facts: ReadonlyArray<NewFact>, now: string): Promise<Array<FactDraft>> =>
   Promise.all(
     facts.map(async (fact, position): Promise<FactDraft> => ({
       fact_id: await FactId.make({ tenantId: routed.message.tenantId, cause: routed.message.idempotencyKey, decidedBy: routed.handler.name, position }),
@@ -42,7 +42,8 @@ const drafts = (routed: Routed, facts: ReadonlyArray<NewFact>, now: string): Pro
       causation_id: routed.message.idempotencyKey,
       correlation_id: routed.message.correlationId,
       caused_by: routed.handler.name,
-      created_at: now
+      created_at: now,
+      destinations: router.destinationsFor(fact.type)
     }))
   )
 
@@ -63,7 +64,7 @@ const runDecision = (routed: Routed, state: unknown) =>
     ? routed.handler.handle(routed.message)
     : routed.handler.decide(routed.message, state)
 
-export const dispatch = (items: ReadonlyArray<{ readonly key: string; readonly value: Routed }>) =>
+export const dispatch = (router: Router) => (items: ReadonlyArray<{ readonly key: string; readonly value: Routed }>) =>
   Effect.gen(function*() {
     const ledger = yield* Ledger
     const outcomes = new Map<string, Consumer.Outcome>()
@@ -78,7 +79,7 @@ export const dispatch = (items: ReadonlyArray<{ readonly key: string; readonly v
         const exit = yield* Effect.exit(runDecision(value, undefined))
         if (Exit.isFailure(exit)) return void outcomes.set(key, describe(exit.cause))
         if (exit.value.length === 0) return void outcomes.set(key, Consumer.done)
-        const facts = yield* Effect.promise(() => drafts(value, exit.value, now))
+        const facts = yield* Effect.promise(() => drafts(router, value, exit.value, now))
         plainGroups.push({ key, group: { tenant_id: value.message.tenantId, stream: value.message.subject, facts } })
       }), { concurrency: "unbounded", discard: true })
 
@@ -113,13 +114,13 @@ export const dispatch = (items: ReadonlyArray<{ readonly key: string; readonly v
               outcomes.set(key, Consumer.done)
               continue
             }
-            const facts = yield* Effect.promise(() => drafts(value, exit.value, now))
+            const facts = yield* Effect.promise(() => drafts(router, value, exit.value, now))
             deciderGroups.push({
               key,
               group: { tenant_id: value.message.tenantId, stream: value.message.subject, expected_version: version, facts }
             })
             // Later decisions in this batch see these facts, as the ledger will after the append.
-            facts.forEach((f, i) => known.push({ ...f, tenant_id: value.message.tenantId, stream: value.message.subject, sequence: version + i + 1 }))
+            facts.forEach(({ destinations: _, ...f }, i) => known.push({ ...f, tenant_id: value.message.tenantId, stream: value.message.subject, sequence: version + i + 1 }))
             version += facts.length
           }
         }

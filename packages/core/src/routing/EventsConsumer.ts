@@ -14,6 +14,7 @@ import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
 import { dispatch } from "./Dispatch.js"
 import type { Routed, Router } from "./Router.js"
+import { shardKey } from "../ledger/LedgerProtocol.js"
 
 const decodeEnvelope = Issues.decodeStrict(Envelope)
 
@@ -49,4 +50,13 @@ export const decode = (router: Router) => (body: unknown) =>
   })
 
 export const consume = (router: Router, batch: MessageBatch<unknown>, options: { readonly delayScale?: number } = {}) =>
-  Consumer.run({ policy: RetryPolicy.events, decode: decode(router), process: dispatch, delayScale: options.delayScale }, batch)
+  Consumer.run({
+    policy: RetryPolicy.events,
+    decode: decode(router),
+    process: dispatch(router),
+    delayScale: options.delayScale,
+    shardOf: (routed) => {
+      const key = { tenant_id: routed.message.tenantId, stream: routed.message.subject }
+      return { shard_key: shardKey(key), tenant_id: key.tenant_id }
+    }
+  }, batch)

@@ -37,9 +37,17 @@ export interface Router {
   readonly processorsFor: (factType: string) => ReadonlyArray<Processor>
   readonly projections: ReadonlyArray<Projection>
   readonly projection: (name: string) => Projection | undefined
+  /**
+   * Where a fact of this type is relayed: always to projections (the `facts`
+   * projection copies every fact), to fact-processing only if a processor listens.
+   */
+  readonly destinationsFor: (factType: string) => ReadonlyArray<string>
   /** Routes an envelope whose payload is already loaded (`payload_ref` resolved). */
   readonly route: (envelope: Envelope, payload: unknown) => Result.Result<Routed, RouteFailure>
 }
+
+const projectionsOnly: ReadonlyArray<string> = ["factline-projections"]
+const withProcessing: ReadonlyArray<string> = ["factline-projections", "factline-fact-processing"]
 
 export const make = (modules: ReadonlyArray<Module>): Router => {
   const handlers = new Map<string, { handler: Handler.Any; module: string }>()
@@ -122,6 +130,7 @@ export const make = (modules: ReadonlyArray<Module>): Router => {
     processorsFor: (t) => processors.get(t) ?? [],
     projections: [...projections.values()],
     projection: (name) => projections.get(name),
+    destinationsFor: (t) => (processors.has(t) ? withProcessing : projectionsOnly),
     route
   }
 }
