@@ -184,14 +184,14 @@ const qualifiedShare = expected(N).charges / N
 const factsPerEvent = 2 + qualifiedShare // outcome + qualification (+ charge)
 const per = (stageName, field) => byStage[stageName][field] / byStage[stageName].messages
 
-// Operations per event across the whole pipeline (events stage once, then every fact through
-// fact-processing and projections; the relay sends each fact to both queues).
-const queueMessagesPerEvent = 1 + 2 * factsPerEvent
+// Operations per event across the whole pipeline: the event, then its facts. Every fact goes to
+// projections; only facts with a processor (outcome) also go to fact-processing.
+const queueMessagesPerEvent = 1 + factsPerEvent + 1
 const queueOpsPerEvent = queueMessagesPerEvent * 3 // write + read + delete, each message < 64 KB
-const d1RowsReadPerEvent = per("events", "d1RowsRead") + factsPerEvent * (per("fact-processing", "d1RowsRead") + per("projections", "d1RowsRead"))
-const d1RowsWrittenPerEvent = per("events", "d1RowsWritten") + factsPerEvent * (per("fact-processing", "d1RowsWritten") + per("projections", "d1RowsWritten")) + 1 // + shard registration
-const doRequestsPerEvent = per("events", "doRpcs") + per("fact-processing", "doRpcs") + 2 // + relay alarms (after the handler's and the processor's appends)
-const doRowsWrittenPerEvent = factsPerEvent * (1 + 2 + 2) // fact + 2 outbox rows inserted + 2 deleted
+const d1RowsReadPerEvent = per("events", "d1RowsRead") + per("fact-processing", "d1RowsRead") + factsPerEvent * per("projections", "d1RowsRead")
+const d1RowsWrittenPerEvent = per("events", "d1RowsWritten") + per("fact-processing", "d1RowsWritten") + factsPerEvent * per("projections", "d1RowsWritten")
+const doRequestsPerEvent = per("events", "doRpcs") + per("fact-processing", "doRpcs") // the relay runs inside the append: no alarm on the happy path
+const doRowsWrittenPerEvent = factsPerEvent + 2 * (queueMessagesPerEvent - 1) // facts + outbox rows inserted and deleted
 
 // Published prices (Workers Paid), USD: https://developers.cloudflare.com/{queues,d1,durable-objects,workers}/platform/pricing/
 const prices = {
@@ -205,7 +205,7 @@ const prices = {
 }
 const monthly = 10_000_000
 const billable = (units, included, perMillion) => (Math.max(0, units - included) / 1_000_000) * perMillion
-const consumerInvocations = monthly * (1 / 10 + factsPerEvent / 50 + factsPerEvent / 100) // full batches
+const consumerInvocations = monthly * (1 / 10 + 1 / 50 + factsPerEvent / 100) // full batches
 const cost = {
   queues: billable(monthly * queueOpsPerEvent, prices.queues_included_ops, prices.queues_per_million_ops),
   d1_reads: billable(monthly * d1RowsReadPerEvent, prices.d1_rows_read_included, prices.d1_rows_read_per_million),
@@ -247,6 +247,15 @@ const results = {
   },
   bundle: { files: bundleFiles, raw_bytes: bundleRaw, gzip_bytes: bundleGzip, raw_kib: round(bundleRaw / 1024, 1), gzip_kib: round(bundleGzip / 1024, 1) },
   scale: scale.map((s) => ({ ...s, seconds_per_1000_events: round((s.seconds / s.events) * 1000) })),
+  // Locally every hop costs CPU in one workerd process; in production a hop costs network latency.
+  // Sequential hops per 100 messages, from the counts above: the naive consumer waits on each D1 query
+  // in turn; factline's consumer waits on 2 D1 round trips and one wave of parallel DO RPCs per batch.
+  sequential_hops_per_100_messages: {
+    naive_seed_003: byStage["naive (seed 003)"].d1RoundTrips,
+    factline_events_at_batch_10: 10 * (byStage.events.d1RoundTrips + 1),
+    factline_events_at_batch_100: byStage.events.d1RoundTrips + 1,
+    factline_projections_at_batch_100: byStage.projections.d1RoundTrips
+  },
   targets: {
     end_to_end_at_least_half_of_bare: e2e.events_per_second >= 0.5 * bare.messages_per_second,
     consumer_stage_20x_naive: naive.seconds / factlineStage.seconds >= 20,
@@ -275,6 +284,7 @@ console.log(`\ncost model at 10 M events/month: ${JSON.stringify(results.cost_mo
 console.log(`bundle: ${results.bundle.raw_kib} KiB raw, ${results.bundle.gzip_kib} KiB gzip`)
 console.log(`\nscale:`)
 for (const s of results.scale) console.log(`  ${s.multiple}× (${s.events} events): ${s.seconds} s, ${s.events_per_second} events/s, ${s.seconds_per_1000_events} s per 1000`)
+console.log(`\nsequential hops per 100 messages (production latency model): ${JSON.stringify(results.sequential_hops_per_100_messages)}`)
 console.log(`\ntargets: ${JSON.stringify(results.targets)}`)
 console.log(`\nwritten: bench/results.json`)
 process.exit(0)
