@@ -13,7 +13,8 @@ import { FactId, FactMessage } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import { calls } from "../apps/example/src/calls/Calls.js"
 
-export { LedgerShard } from "@factline/workers"
+import { LedgerShard as BaseLedgerShard } from "@factline/workers"
+import * as CountingBindings from "@factline/core/testing"
 
 const platform = makePlatform([calls])
 
@@ -72,97 +73,15 @@ const naive = async (batch: MessageBatch<BenchMessage>, env: BenchEnv) => {
 
 // ---- instrumentation ----------------------------------------------------------------------------
 
-interface Counts {
-  d1RoundTrips: number
-  d1RowsRead: number
-  d1RowsWritten: number
-  doRpcs: number
-  queueSends: number
-  queueMessages: number
-}
-const zero = (): Counts => ({ d1RoundTrips: 0, d1RowsRead: 0, d1RowsWritten: 0, doRpcs: 0, queueSends: 0, queueMessages: 0 })
+const zero = (): CountingBindings.Counts => CountingBindings.make()
+const instrument = (env: BenchEnv, counts: CountingBindings.Counts): BenchEnv => CountingBindings.env(env, counts)
 
-const addMeta = (counts: Counts, result: unknown) => {
-  const results = Array.isArray(result) ? result : [result]
-  for (const r of results) {
-    const meta = (r as { meta?: { rows_read?: number; rows_written?: number } } | null)?.meta
-    counts.d1RowsRead += meta?.rows_read ?? 0
-    counts.d1RowsWritten += meta?.rows_written ?? 0
+/** Queue sends made by the shards' inline relay (same isolate locally): counted here, reset per stage. */
+const relayCounts = CountingBindings.make()
+export class LedgerShard extends BaseLedgerShard {
+  constructor(ctx: DurableObjectState, env: PlatformEnv) {
+    super(ctx, CountingBindings.env(env, relayCounts))
   }
-  return result
-}
-
-const countingD1 = (db: D1Database, counts: Counts): D1Database => {
-  const real = new WeakMap<object, D1PreparedStatement>()
-  const wrap = (statement: D1PreparedStatement): D1PreparedStatement => {
-    const proxy = new Proxy(statement, {
-      get(target, prop) {
-        if (prop === "bind") return (...args: Array<unknown>) => wrap(target.bind(...args))
-        if (prop === "run" || prop === "all" || prop === "raw") {
-          return async (...args: Array<unknown>) => (counts.d1RoundTrips++, addMeta(counts, await (target as any)[prop](...args)))
-        }
-        if (prop === "first") {
-          // `first` hides meta: count the rows read through `all` instead.
-          return async (column?: string) => {
-            counts.d1RoundTrips++
-            const result = addMeta(counts, await target.all()) as D1Result<Record<string, unknown>>
-            const row = result.results[0] ?? null
-            return column === undefined || row === null ? row : row[column]
-          }
-        }
-        const value = (target as any)[prop]
-        return typeof value === "function" ? value.bind(target) : value
-      }
-    })
-    real.set(proxy, statement)
-    return proxy
-  }
-  return new Proxy(db, {
-    get(target, prop) {
-      if (prop === "prepare") return (sql: string) => wrap(target.prepare(sql))
-      if (prop === "batch") {
-        return async (statements: Array<D1PreparedStatement>) => (counts.d1RoundTrips++, addMeta(counts, await target.batch(statements.map((s) => real.get(s) ?? s))))
-      }
-      const value = (target as any)[prop]
-      return typeof value === "function" ? value.bind(target) : value
-    }
-  })
-}
-
-const countingNamespace = (ns: DurableObjectNamespace, counts: Counts): DurableObjectNamespace =>
-  new Proxy(ns, {
-    get(target, prop) {
-      if (prop === "get") {
-        return (id: DurableObjectId) => {
-          const stub = target.get(id) as any
-          return new Proxy(stub, {
-            get(s, method) {
-              if (typeof method !== "string" || method === "then") return s[method]
-              return (...args: Array<unknown>) => (counts.doRpcs++, s[method](...args))
-            }
-          })
-        }
-      }
-      const value = (target as any)[prop]
-      return typeof value === "function" ? value.bind(target) : value
-    }
-  })
-
-const countingQueue = (queue: Queue, counts: Counts): Queue => ({
-  send: (body: unknown, options?: QueueSendOptions) => (counts.queueSends++, counts.queueMessages++, queue.send(body, options)),
-  sendBatch: (messages: Iterable<MessageSendRequest>, options?: QueueSendBatchOptions) => {
-    const list = [...messages]
-    counts.queueSends++
-    counts.queueMessages += list.length
-    return queue.sendBatch(list, options)
-  },
-  metrics: () => (queue as any).metrics()
-}) as Queue
-
-const instrument = (env: BenchEnv, counts: Counts): BenchEnv => {
-  const out: Record<string, unknown> = { ...env, DB: countingD1(env.DB, counts), LEDGER: countingNamespace(env.LEDGER, counts) }
-  for (const [name, value] of Object.entries(env)) if (/_(QUEUE|DLQ)$/.test(name)) out[name] = countingQueue(value as Queue, counts)
-  return out as unknown as BenchEnv
 }
 
 /** A MessageBatch like the runtime's, for driving one consumer call in-process. */
@@ -209,10 +128,17 @@ const json = (value: unknown, status = 200) => new Response(JSON.stringify(value
 const roundTrips = async (env: BenchEnv, run: string) => {
   const stage = async (name: string, queue: string, bodies: ReadonlyArray<unknown>, call: (batch: MessageBatch<unknown>, env: BenchEnv) => Promise<void>) => {
     const counts = zero()
+    relayCounts.queueSends = 0
+    relayCounts.queueMessages = 0
     const { batch, outcome } = syntheticBatch(queue, bodies)
     const started = Date.now()
     await call(batch, instrument(env, counts))
-    return { stage: name, messages: bodies.length, ...counts, ...outcome, ms: Date.now() - started }
+    const { shards: _, ...figures } = counts
+    return {
+      stage: name, messages: bodies.length, ...figures,
+      queueSends: counts.queueSends + relayCounts.queueSends, queueMessages: counts.queueMessages + relayCounts.queueMessages,
+      ...outcome, ms: Date.now() - started
+    }
   }
   const size = 100
   const events = Array.from({ length: size }, (_, i) => callEvent(`${run}rt`, i))
