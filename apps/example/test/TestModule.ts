@@ -52,4 +52,13 @@ export const blobStored = Handler.handler(Blob, {
   handle: (m) => Effect.succeed([{ type: "blob_stored", data: { blob: m.payload.blob } }])
 })
 
-export const testModule = Module.make("test", { handlers: [bumpCounter, flaky, broken, refused, blobStored] })
+export const Thrower = MessageDefinition.event("test.thrower.happened").version(1, Schema.Struct({}))
+/** Product code that throws instead of failing with a typed error. */
+export const thrower = Handler.handler(Thrower, {
+  name: "thrower",
+  handle: () => {
+    throw new TypeError("cannot read properties of undefined")
+  }
+})
+
+export const testModule = Module.make("test", { handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower] })

@@ -167,6 +167,17 @@ describe("consumer runtime", () => {
     expect(await inboxRow(event.idempotency_key)).toMatchObject({ status: "failed" })
   })
 
+  it("a handler that throws only fails its own message, transiently", async () => {
+    const throwing = envelope("test.thrower.happened", {})
+    const good = callCompleted()
+    const { batch, result, delays } = await deliver([throwing, good], { env: { ...testEnv, FACTLINE_RETRY_DELAY_SCALE: "1" } })
+    expect(result.retryMessages.map((r) => r.msgId)).toEqual([batch.messages[0]!.id])
+    expect(delays).toEqual([30])
+    expect(result.explicitAcks).toEqual([batch.messages[1]!.id])
+    expect(await inboxRow(throwing.idempotency_key)).toMatchObject({ status: "failed", last_error: expect.stringContaining("cannot read properties of undefined") })
+    expect((await readStream("tenant-a", good.subject)).facts[0]!.type).toBe("outcome")
+  })
+
   it("a payload_ref whose object is missing is dead-lettered as payload_missing", async () => {
     const event = envelope("test.blob.stored", {})
     const { payload: _, ...withoutPayload } = event

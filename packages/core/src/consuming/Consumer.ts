@@ -15,7 +15,7 @@
  * What "process" means is the caller's: the events consumer routes to
  * handlers; platform consumers plug in their own step.
  */
-import { Effect, Result } from "effect"
+import { Cause, Effect, Result } from "effect"
 import type { DeadLetterRecord, FailureReason } from "@factline/schemas"
 import { DeadLetters, maxErrorLength } from "./DeadLetters.js"
 import * as Inbox from "./Inbox.js"
@@ -67,7 +67,13 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
     const enqueuedAt = (m: Message) => new Date(m.timestamp).toISOString()
 
     // 1. decode every message on its own; a bad one never stops the others.
-    const decoded = yield* Effect.forEach(messages, (m) => Effect.result(spec.decode(m.body)), { concurrency: 16 })
+    // A decoder that throws is a bug or an outage, not a verdict on the message: retry it.
+    const decoded = yield* Effect.forEach(
+      messages,
+      (m) => Effect.result(Effect.catchDefect(Effect.suspend(() => spec.decode(m.body)), (defect) =>
+        Effect.fail<Rejection>({ reason: "decode_error", error: `decoder failed: ${String(defect)}`, transient: true }))),
+      { concurrency: 16 }
+    )
     const keyOf = new Array<string | undefined>(messages.length)
     const values = new Map<string, T>()
     decoded.forEach((r, i) => {
@@ -95,7 +101,14 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       const todo = [...values].filter(([key]) => entries.success.get(key)?.status !== "succeeded").map(([key, value]) => ({ key, value }))
 
       // 3. process what still needs work.
-      const outcomes = todo.length === 0 ? new Map<string, Outcome>() : yield* spec.process(todo)
+      // A process step that dies (a bug, an exception outside an Effect) fails its messages transiently, never the batch.
+      const outcomes = todo.length === 0
+        ? new Map<string, Outcome>()
+        : yield* Effect.catchCause(Effect.suspend(() => spec.process(todo)), (cause) =>
+          Effect.as(
+            Effect.logError(`process step failed on ${queue}`, cause),
+            new Map<string, Outcome>(todo.map(({ key }) => [key, transient(`process step failed: ${String(Cause.squash(cause))}`)]))
+          ))
 
       // 4. durable: record every outcome in one round trip before acking anything.
       const records: Array<Inbox.Outcome> = todo.flatMap(({ key }) => {

@@ -35,7 +35,7 @@ export const process = (router: Router) => (items: ReadonlyArray<{ readonly key:
         const processors = replayed ? [] : router.processorsFor(fact.type)
         const drafts: Array<FactDraft> = []
         for (const processor of processors) {
-          const exit = yield* Effect.exit(processor.process(fact))
+          const exit = yield* Effect.exit(Effect.suspend(() => processor.process(fact)))
           if (Exit.isFailure(exit)) return void outcomes.set(key, failure(exit.cause))
           const derived = yield* Effect.promise(() =>
             Promise.all(exit.value.map(async (d, position): Promise<FactDraft> => ({

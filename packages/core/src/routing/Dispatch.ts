@@ -59,10 +59,13 @@ const outcomeOf = (result: AppendResult): Consumer.Outcome | "conflict" => {
   }
 }
 
+/** Product code may throw instead of failing: suspend it so a throw becomes a (transient) defect of this message only. */
 const runDecision = (routed: Routed, state: unknown) =>
-  routed.handler._tag === "Handler"
-    ? routed.handler.handle(routed.message)
-    : routed.handler.decide(routed.message, state)
+  Effect.suspend(() =>
+    routed.handler._tag === "Handler"
+      ? routed.handler.handle(routed.message)
+      : routed.handler.decide(routed.message, state)
+  )
 
 export const dispatch = (router: Router) => (items: ReadonlyArray<{ readonly key: string; readonly value: Routed }>) =>
   Effect.gen(function*() {
@@ -104,8 +107,7 @@ export const dispatch = (router: Router) => (items: ReadonlyArray<{ readonly key
               outcomes.set(key, Consumer.done)
               continue
             }
-            const folded = known.reduce(decider.evolve, decider.initialState)
-            const exit = yield* Effect.exit(runDecision(value, folded))
+            const exit = yield* Effect.exit(Effect.flatMap(Effect.sync(() => known.reduce(decider.evolve, decider.initialState)), (folded) => runDecision(value, folded)))
             if (Exit.isFailure(exit)) {
               outcomes.set(key, describe(exit.cause))
               continue
