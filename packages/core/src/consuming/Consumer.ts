@@ -9,7 +9,8 @@
  * - already succeeded (inbox) → acked without work.
  * Nothing is acked before its outcome is durable (ledger append and inbox
  * write, or DLQ send). Never `retryAll`. D1 work is two round trips per
- * batch (inbox `begin` and `finish`), whatever the batch size. Messages that
+ * batch (inbox `begin` and `finish`), whatever the batch size — none for a
+ * queue that opts out of the inbox because its writes are idempotent anyway. Messages that
  * share an idempotency key in one batch are processed once and share the outcome.
  *
  * What "process" means is the caller's: the events consumer routes to
@@ -29,8 +30,7 @@ export interface Rejection {
 }
 
 export type Outcome =
-  /** `recorded`: the process step already wrote the inbox row, atomically with its own writes. */
-  | { readonly _tag: "Done"; readonly recorded?: boolean }
+  | { readonly _tag: "Done" }
   | { readonly _tag: "Failed"; readonly transient: boolean; readonly reason: FailureReason; readonly error: string }
 
 export const done: Outcome = { _tag: "Done" }
@@ -47,6 +47,11 @@ export interface Spec<T, R, P = R> {
   readonly delayScale?: number
   /** The ledger shard an item will append to, registered in the inbox round trip before processing. */
   readonly shardOf?: (value: T) => Inbox.ShardRegistration | undefined
+  /**
+   * `false` for a queue whose processing is idempotent by construction (projections):
+   * no inbox round trips; duplicates are absorbed by the writes themselves.
+   */
+  readonly inbox?: boolean
 }
 
 type Verdict =
@@ -93,7 +98,9 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       const shard = spec.shardOf?.(value)
       if (shard) shards.set(shard.shard_key, shard)
     }
-    const entries = yield* Effect.result(inbox.begin(queue, [...values.keys()], now, [...shards.values()]))
+    const entries = spec.inbox === false
+      ? Result.succeed(new Map<string, Inbox.Entry>() as ReadonlyMap<string, Inbox.Entry>)
+      : yield* Effect.result(inbox.begin(queue, [...values.keys()], now, [...shards.values()]))
     if (Result.isFailure(entries)) {
       yield* Effect.logWarning(`inbox unavailable on ${queue}: ${entries.failure.message}`)
       keyOf.forEach((key, i) => key !== undefined && (verdicts[i] = { _tag: "Retry", error: entries.failure.message }))
@@ -113,12 +120,11 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       // 4. durable: record every outcome in one round trip before acking anything.
       const records: Array<Inbox.Outcome> = todo.flatMap(({ key }) => {
         const outcome = outcomes.get(key) ?? transient("no outcome was produced for this message")
-        if (outcome._tag === "Done" && outcome.recorded) return []
         return [outcome._tag === "Done"
           ? { idempotency_key: key, status: "succeeded", last_error: null }
           : { idempotency_key: key, status: "failed", last_error: truncate(outcome.error) }]
       })
-      const finished = yield* Effect.result(inbox.finish(queue, records, now))
+      const finished = spec.inbox === false ? Result.succeed(undefined) : yield* Effect.result(inbox.finish(queue, records, now))
 
       keyOf.forEach((key, i) => {
         if (key === undefined) return
@@ -127,7 +133,7 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
         const outcome = outcomes.get(key) ?? transient("no outcome was produced for this message")
         if (Result.isFailure(finished)) return void (verdicts[i] = { _tag: "Retry", error: finished.failure.message })
         if (outcome._tag === "Done") return void (verdicts[i] = { _tag: "Ack" })
-        const firstAttemptedAt = entry?.first_seen_at ?? now
+        const firstAttemptedAt = entry?.first_seen_at ?? enqueuedAt(messages[i]!)
         if (!outcome.transient) return void (verdicts[i] = { _tag: "DeadLetter", reason: outcome.reason, error: outcome.error, firstAttemptedAt })
         verdicts[i] = RetryPolicy.isLastAttempt(spec.policy, messages[i]!.attempts)
           ? { _tag: "DeadLetter", reason: "retries_exhausted", error: outcome.error, firstAttemptedAt }

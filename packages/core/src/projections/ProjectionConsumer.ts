@@ -1,12 +1,13 @@
 /**
  * The consumer of `factline-projections`: facts in, read models updated.
  *
- * Per batch, three D1 round trips whatever its size: the inbox `begin`, the
- * lookup of running rebuilds, and one transaction that applies every fact to
- * the `facts` projection and to each registered projection (and to a
- * rebuild's shadow table while one runs) together with the inbox rows that
- * mark those facts done. A mapping that throws is a permanent failure of that
- * fact only.
+ * Per batch, two D1 round trips whatever its size: the lookup of running
+ * rebuilds, and one transaction that applies every fact to the `facts`
+ * projection and to each registered projection (and to a rebuild's shadow
+ * table while one runs). No inbox: every write is idempotent by construction
+ * (row guards, applied sets, `ON CONFLICT DO NOTHING`), so a redelivered
+ * fact changes nothing and costs no bookkeeping rows. A mapping that throws
+ * is a permanent failure of that fact only.
  */
 import { Effect } from "effect"
 import type { Fact, FactPayload } from "@factline/schemas"
@@ -38,21 +39,7 @@ export const statementsFor = (router: Router, facts: ReadonlyArray<Fact>, rebuil
   )
 ]
 
-const inboxSucceeded = (queue: string, keys: ReadonlyArray<string>, now: string): ReadonlyArray<Projection.Sql> => {
-  const out: Array<Projection.Sql> = []
-  for (let i = 0; i < keys.length; i += 48) {
-    const chunk = keys.slice(i, i + 48)
-    out.push({
-      sql: `INSERT INTO inbox (queue, idempotency_key, status, attempts, last_error, first_seen_at, updated_at)
-            VALUES ${chunk.map(() => "(?, ?, 'succeeded', 1, NULL, ?, ?)").join(", ")}
-            ON CONFLICT (queue, idempotency_key) DO UPDATE SET status = 'succeeded', last_error = NULL, updated_at = excluded.updated_at`,
-      params: chunk.flatMap((k) => [queue, k, now, now])
-    })
-  }
-  return out
-}
-
-export const process = (router: Router, queue: string) => (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
+export const process = (router: Router) => (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
   Effect.gen(function*() {
     const store = yield* ProjectionStore
     const outcomes = new Map<string, Consumer.Outcome>()
@@ -61,10 +48,9 @@ export const process = (router: Router, queue: string) => (items: ReadonlyArray<
       for (const item of items) outcomes.set(item.key, Consumer.transient("could not read running rebuilds"))
       return outcomes
     }
-    const now = new Date().toISOString()
     const groups = items.flatMap(({ key, value }) => {
       try {
-        const statements = [...statementsFor(router, [value.fact], rebuilds), ...inboxSucceeded(queue, [key], now)]
+        const statements = statementsFor(router, [value.fact], rebuilds)
         return [{ key, statements }]
       } catch (error) {
         outcomes.set(key, Consumer.permanent("permanent_failure", error instanceof Error ? error.message : String(error)))
@@ -74,13 +60,13 @@ export const process = (router: Router, queue: string) => (items: ReadonlyArray<
     const failed = yield* store.write(groups)
     for (const { key } of groups) {
       const error = failed.get(key)
-      outcomes.set(key, error === undefined ? { _tag: "Done", recorded: true } : Consumer.transient(`projection write failed: ${error}`))
+      outcomes.set(key, error === undefined ? Consumer.done : Consumer.transient(`projection write failed: ${error}`))
     }
     return outcomes as ReadonlyMap<string, Consumer.Outcome>
   })
 
 export const consume = (router: Router, batch: MessageBatch<unknown>, options: { readonly delayScale?: number } = {}) =>
   Consumer.run(
-    { policy: RetryPolicy.projections, decode: FactMessage.decode, process: process(router, batch.queue), delayScale: options.delayScale },
+    { policy: RetryPolicy.projections, decode: FactMessage.decode, process: process(router), delayScale: options.delayScale, inbox: false },
     batch
   )
