@@ -37,6 +37,21 @@ export const done: Outcome = { _tag: "Done" }
 export const transient = (error: string): Outcome => ({ _tag: "Failed", transient: true, reason: "retries_exhausted", error })
 export const permanent = (reason: FailureReason, error: string): Outcome => ({ _tag: "Failed", transient: false, reason, error })
 
+/**
+ * The outcome of product code that failed: a `PermanentError` is permanent;
+ * everything else — a `TransientError`, an infrastructure error, a thrown
+ * exception — is transient.
+ */
+export const fromCause = (cause: Cause.Cause<unknown>): Outcome => {
+  const error = Cause.squash(cause)
+  if (typeof error === "object" && error !== null && "_tag" in error) {
+    const tagged = error as { readonly _tag: string; readonly message?: string }
+    if (tagged._tag === "PermanentError") return permanent("permanent_failure", tagged.message ?? "permanent failure")
+    return transient(`${tagged._tag}: ${tagged.message ?? ""}`)
+  }
+  return transient(error instanceof Error ? `${error.name}: ${error.message}` : String(error))
+}
+
 export interface Spec<T, R, P = R> {
   readonly policy: RetryPolicy.RetryPolicy
   /** Decodes (and loads) one body. The key is the idempotency key. */

@@ -7,7 +7,7 @@
  * for the batch. Replayed facts (from a rebuild) are acknowledged without
  * running anything: a rebuild never re-triggers processors.
  */
-import { Cause, Effect, Exit, Result } from "effect"
+import { Effect, Exit, Result } from "effect"
 import type { FactPayload } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
@@ -16,12 +16,6 @@ import { Ledger } from "../ledger/Ledger.js"
 import { type AppendGroup, type FactDraft, shardKey } from "../ledger/LedgerProtocol.js"
 import * as FactMessage from "../relay/FactMessage.js"
 import type { Router } from "../routing/Router.js"
-
-const failure = (cause: Cause.Cause<unknown>): Consumer.Outcome => {
-  const error = Cause.squash(cause) as { _tag?: string; message?: string } | undefined
-  if (error?._tag === "PermanentError") return Consumer.permanent("permanent_failure", error.message ?? "permanent failure")
-  return Consumer.transient(error?._tag ? `${error._tag}: ${error.message ?? ""}` : String(error))
-}
 
 export const process = (router: Router) => (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
   Effect.gen(function*() {
@@ -36,7 +30,7 @@ export const process = (router: Router) => (items: ReadonlyArray<{ readonly key:
         const drafts: Array<FactDraft> = []
         for (const processor of processors) {
           const exit = yield* Effect.exit(Effect.suspend(() => processor.process(fact)))
-          if (Exit.isFailure(exit)) return void outcomes.set(key, failure(exit.cause))
+          if (Exit.isFailure(exit)) return void outcomes.set(key, Consumer.fromCause(exit.cause))
           const derived = yield* Effect.promise(() =>
             Promise.all(exit.value.map(async (d, position): Promise<FactDraft> => ({
               fact_id: await FactId.make({ tenantId: fact.tenant_id, cause: fact.fact_id, decidedBy: processor.name, position }),

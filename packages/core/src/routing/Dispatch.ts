@@ -10,7 +10,7 @@
  * holds facts caused by this very message does nothing: the message was
  * decided before (e.g. a crash between the append and the inbox write).
  */
-import { Cause, Effect, Exit, Result } from "effect"
+import { Effect, Exit, Result } from "effect"
 import type { Fact } from "@factline/schemas"
 import * as FactId from "../ledger/FactId.js"
 import type { NewFact } from "../ledger/FactDefinition.js"
@@ -22,16 +22,6 @@ import type * as Handler from "./Handler.js"
 import type { Routed, Router } from "./Router.js"
 
 export const maxDecideRounds = 5
-
-const describe = (cause: Cause.Cause<unknown>): Consumer.Outcome => {
-  const error = Cause.squash(cause)
-  if (typeof error === "object" && error !== null && "_tag" in error) {
-    const tagged = error as { _tag: string; message?: string }
-    if (tagged._tag === "PermanentError") return Consumer.permanent("permanent_failure", tagged.message ?? "permanent failure")
-    return Consumer.transient(`${tagged._tag}: ${tagged.message ?? ""}`)
-  }
-  return Consumer.transient(error instanceof Error ? `${error.name}: ${error.message}` : String(error))
-}
 
 const drafts = (router: Router, routed: Routed, facts: ReadonlyArray<NewFact>, now: string): Promise<Array<FactDraft>> =>
   Promise.all(
@@ -80,7 +70,7 @@ export const dispatch = (router: Router) => (items: ReadonlyArray<{ readonly key
     yield* Effect.forEach(plain, ({ key, value }) =>
       Effect.gen(function*() {
         const exit = yield* Effect.exit(runDecision(value, undefined))
-        if (Exit.isFailure(exit)) return void outcomes.set(key, describe(exit.cause))
+        if (Exit.isFailure(exit)) return void outcomes.set(key, Consumer.fromCause(exit.cause))
         if (exit.value.length === 0) return void outcomes.set(key, Consumer.done)
         const facts = yield* Effect.promise(() => drafts(router, value, exit.value, now))
         plainGroups.push({ key, group: { tenant_id: value.message.tenantId, stream: value.message.subject, facts } })
@@ -109,7 +99,7 @@ export const dispatch = (router: Router) => (items: ReadonlyArray<{ readonly key
             }
             const exit = yield* Effect.exit(Effect.flatMap(Effect.sync(() => known.reduce(decider.evolve, decider.initialState)), (folded) => runDecision(value, folded)))
             if (Exit.isFailure(exit)) {
-              outcomes.set(key, describe(exit.cause))
+              outcomes.set(key, Consumer.fromCause(exit.cause))
               continue
             }
             if (exit.value.length === 0) {
