@@ -30,7 +30,7 @@ export const callCompleted = (overrides: Record<string, unknown> = {}, payload: 
 export const request = (path: string, init: RequestInit & { token?: string | undefined } = {}) => {
   const headers = new Headers(init.headers)
   if (init.token) headers.set("authorization", `Bearer ${init.token}`)
-  if (init.body) headers.set("content-type", "application/json")
+  if (init.body && !headers.has("content-type")) headers.set("content-type", "application/json")
   return exports.default.fetch(new Request(`http://factline.test${path}`, { ...init, headers }))
 }
 

@@ -118,4 +118,45 @@ describe("HTTP API", () => {
     expect(page2.facts.map((f: any) => f.sequence)).toEqual([3])
     expect(page2.next_after).toBe(null)
   })
+
+  it("accepts CloudEvents 1.0 in structured, batch and binary mode", async () => {
+    const payload = (call_id: string) => ({ call_id, buyer_id: "ce_buyer", duration_s: 30, price_cents: 5, currency: "USD" })
+    const [a, b, c, d] = [unique("ce"), unique("ce"), unique("ce"), unique("ce")]
+    const cloudEvent = (call_id: string) => ({ specversion: "1.0", type: "call.completed", id: `evt-${call_id}`, source: "/billing", subject: call_id, data: payload(call_id) })
+    const post = (body: unknown, contentType: string, headers: Record<string, string> = {}) =>
+      request("/v1/events", { method: "POST", body: JSON.stringify(body), token: tokenA, headers: { "content-type": contentType, ...headers } })
+
+    const structured = await post(cloudEvent(a), "application/cloudevents+json; charset=utf-8")
+    expect(structured.status).toBe(202)
+    expect(await structured.json()).toEqual({ accepted: 1, idempotency_keys: [`/billing/evt-${a}`] })
+    const batch = await post([cloudEvent(b), { ...cloudEvent(c), schemaversion: "1", data: { call_id: c, buyer_id: "ce_buyer", duration_s: 30, price_cents: 5 } }], "application/cloudevents-batch+json")
+    expect(batch.status).toBe(202)
+    const binary = await post(payload(d), "application/json", {
+      "ce-specversion": "1.0", "ce-type": "call.completed", "ce-id": `evt-${d}`, "ce-source": "/billing", "ce-subject": d, "ce-idempotencykey": `custom-${d}`
+    })
+    expect(binary.status).toBe(202)
+    expect((await binary.json<any>()).idempotency_keys).toEqual([`custom-${d}`])
+    // The same CloudEvent again (a producer retry) keeps its key: still one fact.
+    expect((await post(cloudEvent(a), "application/cloudevents+json")).status).toBe(202)
+
+    for (const call of [a, b, c, d]) {
+      const stream = await eventually(async () => {
+        const s = await readStream("tenant-a", call)
+        return s.facts.some((f) => f.type === "qualification") ? s : undefined
+      }, 30_000, `the facts of ${call}`)
+      expect(stream.facts.filter((f) => f.type === "outcome")).toHaveLength(1)
+      expect(stream.facts[0]!.data.currency).toBe("USD")
+    }
+    expect((await readStream("tenant-a", a)).facts[0]!.causation_id).toBe(`/billing/evt-${a}`)
+  })
+
+  it("refuses malformed CloudEvents with every problem named", async () => {
+    const response = await request("/v1/events", {
+      method: "POST", token: tokenA, headers: { "content-type": "application/cloudevents-batch+json" },
+      body: JSON.stringify([{ specversion: "0.3", type: "call.completed", id: "x", source: "/s" }, { specversion: "1.0", data_base64: "AA==" }])
+    })
+    expect(response.status).toBe(400)
+    const paths = (await response.json<any>()).error.details.problems.map((p: any) => p.path)
+    expect(paths).toEqual(["events.0.specversion", "events.1.id", "events.1.source", "events.1.type", "events.1.data_base64"])
+  })
 })

@@ -12,6 +12,7 @@ import { BatchConsumer, Ledger, Producer, Projection, ProjectionQuery, Projectio
 import type { PlatformEnv } from "../Env.js"
 import { apiLayer } from "../Services.js"
 import { type AuthVariables, requireScope } from "./Auth.js"
+import * as CloudEvents from "./CloudEvents.js"
 import { errorResponse } from "./Errors.js"
 import { Issues } from "@factline/schemas"
 
@@ -55,9 +56,22 @@ export const make = (router: Router.Router) => {
     } catch {
       return errorResponse(c, 400, "invalid_json", "the request body is not valid JSON")
     }
-    if (!isObject(body)) return errorResponse(c, 400, "invalid_request", 'send one envelope object or { "events": [...] }')
-    const batch = "events" in body
-    const list = batch ? body.events : [body]
+    const cloudEvents = CloudEvents.mode(c.req.header("content-type"), c.req.raw.headers)
+    let batch: boolean
+    let list: unknown
+    if (cloudEvents) {
+      const events = cloudEvents === "batch" ? body : [cloudEvents === "binary" ? CloudEvents.fromBinary(c.req.raw.headers, body) : body]
+      if (!Array.isArray(events) || events.length === 0) return errorResponse(c, 400, "invalid_request", "a CloudEvents batch must be a non-empty JSON array")
+      batch = cloudEvents === "batch"
+      const mapped = events.map((event) => CloudEvents.toEnvelope(event, router.definitions))
+      const problems = mapped.flatMap((m, i) => m.problems.map((p) => ({ ...p, path: [batch ? `events.${i}` : "", p.path].filter(Boolean).join(".") })))
+      if (problems.length > 0) return errorResponse(c, 400, "invalid_events", `${problems.length} problem(s); nothing was accepted`, { problems })
+      list = mapped.map((m) => m.input)
+    } else {
+      if (!isObject(body)) return errorResponse(c, 400, "invalid_request", 'send one envelope object or { "events": [...] }')
+      batch = "events" in body
+      list = batch ? body.events : [body]
+    }
     if (!Array.isArray(list) || list.length === 0) return errorResponse(c, 400, "invalid_request", '"events" must be a non-empty array')
     if (list.length > maxEventsPerRequest) {
       return errorResponse(c, 400, "too_many_events", `at most ${maxEventsPerRequest} events per request; got ${list.length}`)

@@ -1,0 +1,65 @@
+/**
+ * CloudEvents 1.0 over HTTP, mapped onto factline envelopes.
+ *
+ * Structured mode (`application/cloudevents+json`), batch mode
+ * (`application/cloudevents-batch+json`) and binary mode (`ce-*` headers, the
+ * body is `data`). `type` → `message_type`, `id` → `message_id`, `source`,
+ * `subject`, `time` → `created_at`, `data` → `payload`; factline's own fields
+ * travel as extension attributes: `schemaversion` (default: the type's latest
+ * version), `idempotencykey` (default: `source` + `id`, which CloudEvents
+ * requires to be unique per event, so a producer's retry keeps it),
+ * `correlationid`, `causationid`, `tenantid`. Other attributes are ignored, as
+ * the spec asks of consumers. Validation then happens on the envelope, as for
+ * any other input.
+ */
+import type { MessageDefinition } from "@factline/core"
+
+export type Mode = "structured" | "batch" | "binary"
+
+export const mode = (contentType: string | undefined, headers: Headers): Mode | undefined => {
+  const type = (contentType ?? "").split(";")[0]!.trim().toLowerCase()
+  if (type === "application/cloudevents+json") return "structured"
+  if (type === "application/cloudevents-batch+json") return "batch"
+  if (headers.has("ce-specversion")) return "binary"
+  return undefined
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
+
+/** One CloudEvent (its attributes and `data`) → an envelope input, or the problems that prevent it. */
+export const toEnvelope = (
+  event: unknown,
+  definitions: ReadonlyMap<string, MessageDefinition.MessageDefinition>
+): { readonly input?: Record<string, unknown>; readonly problems: ReadonlyArray<{ path: string; message: string }> } => {
+  if (!isObject(event)) return { problems: [{ path: "", message: "a CloudEvent must be a JSON object" }] }
+  const problems: Array<{ path: string; message: string }> = []
+  if (event.specversion !== "1.0") problems.push({ path: "specversion", message: 'must be "1.0"' })
+  for (const required of ["id", "source", "type"]) {
+    if (typeof event[required] !== "string" || event[required] === "") problems.push({ path: required, message: "required by CloudEvents 1.0" })
+  }
+  if (event.data_base64 !== undefined) problems.push({ path: "data_base64", message: "binary data is not supported; send JSON data" })
+  if (problems.length > 0) return { problems }
+  const type = event.type as string
+  const version = event.schemaversion ?? definitions.get(type)?.latestVersion
+  const input: Record<string, unknown> = {
+    schema_version: typeof version === "string" && /^\d+$/.test(version) ? Number(version) : version,
+    message_type: type,
+    message_id: event.id,
+    idempotency_key: event.idempotencykey ?? `${event.source as string}/${event.id as string}`,
+    source: event.source,
+    subject: event.subject,
+    payload: event.data
+  }
+  const optional: Record<string, string> = { time: "created_at", correlationid: "correlation_id", causationid: "causation_id", tenantid: "tenant_id" }
+  for (const [attribute, field] of Object.entries(optional)) if (event[attribute] !== undefined) input[field] = event[attribute]
+  return { input, problems: [] }
+}
+
+/** Binary mode: the `ce-*` headers are the attributes, the body is `data`. */
+export const fromBinary = (headers: Headers, data: unknown): Record<string, unknown> => {
+  const event: Record<string, unknown> = { data }
+  headers.forEach((value, name) => {
+    if (name.toLowerCase().startsWith("ce-")) event[name.slice(3).toLowerCase()] = value
+  })
+  return event
+}
