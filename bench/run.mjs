@@ -4,19 +4,20 @@
 // bench/results.json. Figures are measurements of this machine, not assertions.
 //
 //   BENCH_N=5000 npm run bench        (default 5000; the scale run does N, 2N and 4N)
-import { spawn, execFileSync } from "node:child_process"
+import { execFileSync } from "node:child_process"
 import { cpus } from "node:os"
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, copyFileSync } from "node:fs"
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, copyFileSync } from "node:fs"
 import { dirname, join, relative } from "node:path"
 import { fileURLToPath } from "node:url"
 import { gzipSync } from "node:zlib"
+import * as LocalStack from "../apps/example/scripts/LocalStack.mjs"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
 const out = join(root, "bench", "out")
 const N = Number(process.env.BENCH_N ?? "5000")
 const port = Number(process.env.BENCH_PORT ?? "8799")
 const base = `http://127.0.0.1:${port}`
-const wrangler = join(root, "node_modules", "wrangler", "bin", "wrangler.js")
+const wrangler = LocalStack.wrangler
 const token = "dev-token-tenant-a"
 const maxEventsBacklog = 1_500 // keeps in-flight messages well under the local broker's ~10,000
 
@@ -50,7 +51,7 @@ const config = {
 writeFileSync(join(out, "wrangler.jsonc"), JSON.stringify(config, null, 2))
 copyFileSync(join(exampleDir, ".dev.vars"), join(out, ".dev.vars"))
 const state = join(out, "state")
-const env = { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" }
+const env = LocalStack.env
 
 // ---- bundle size (the example platform Worker, as it would deploy) -------------------------------
 log("bundling the example Worker (wrangler deploy --dry-run)…")
@@ -62,18 +63,8 @@ const bundleGzip = bundleFiles.reduce((n, f) => n + gzipSync(readFileSync(join(b
 
 // ---- start the local stack ------------------------------------------------------------------------
 log("applying migrations and starting wrangler dev…")
-execFileSync(process.execPath, [wrangler, "d1", "migrations", "apply", "factline", "--local", "--config", join(out, "wrangler.jsonc"), "--persist-to", state], { cwd: out, env, stdio: "ignore" })
-const dev = spawn(process.execPath, [wrangler, "dev", "--config", join(out, "wrangler.jsonc"), "--persist-to", state, "--port", String(port), "--ip", "127.0.0.1"], {
-  cwd: out, env, stdio: ["ignore", "pipe", "pipe"], detached: true
-})
-let devLog = ""
-dev.stdout.on("data", (d) => (devLog += d))
-dev.stderr.on("data", (d) => (devLog += d))
-const stop = () => {
-  try {
-    process.kill(-dev.pid, "SIGTERM")
-  } catch {}
-}
+const stack = await LocalStack.start({ cwd: out, state, port, config: join(out, "wrangler.jsonc") })
+const stop = stack.stop
 process.on("exit", stop)
 process.on("SIGINT", () => process.exit(130))
 
@@ -84,14 +75,6 @@ const call = async (path, init = {}) => {
   return body
 }
 
-for (let i = 0; ; i++) {
-  if (devLog.includes("Ready on")) break
-  if (i > 600 || dev.exitCode !== null) {
-    console.error(devLog)
-    throw new Error("wrangler dev did not start")
-  }
-  await sleep(100)
-}
 await call("/bench/setup", { method: "POST" })
 
 // ---- helpers ------------------------------------------------------------------------------------

@@ -3,40 +3,16 @@
 // runs (wrangler dev: local Queues, D1, Durable Objects, R2), on a fresh state directory and a free port.
 // Posts events, waits for the projections, and checks totals, tenant isolation and error handling.
 // Exits non-zero on any failed check. Part of `npm test`.
-import { execFileSync, spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import * as LocalStack from "./LocalStack.mjs"
 
 const app = join(dirname(fileURLToPath(import.meta.url)), "..")
-const wrangler = join(app, "..", "..", "node_modules", "wrangler", "bin", "wrangler.js")
 const state = mkdtempSync(join(tmpdir(), "factline-smoke-"))
-const env = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-
-const port = await new Promise((resolve) => {
-  const server = createServer().listen(0, "127.0.0.1", () => {
-    const { port } = server.address()
-    server.close(() => resolve(port))
-  })
-})
-const base = `http://127.0.0.1:${port}`
-
-execFileSync(process.execPath, [wrangler, "d1", "migrations", "apply", "factline", "--local", "--persist-to", state], { cwd: app, env, stdio: "ignore" })
-const dev = spawn(process.execPath, [wrangler, "dev", "--port", String(port), "--ip", "127.0.0.1", "--persist-to", state], {
-  cwd: app, env, stdio: ["ignore", "pipe", "pipe"], detached: true
-})
-let output = ""
-dev.stdout.on("data", (d) => (output += d))
-dev.stderr.on("data", (d) => (output += d))
-const stop = () => {
-  try {
-    process.kill(-dev.pid, "SIGTERM")
-  } catch {}
-  rmSync(state, { recursive: true, force: true })
-}
+let stack
 
 let passed = 0
 let failed = 0
@@ -47,10 +23,8 @@ const check = (name, ok, detail) => {
 }
 
 try {
-  for (let i = 0; !output.includes("Ready on"); i++) {
-    if (i > 900 || dev.exitCode !== null) throw new Error(`wrangler dev did not start:\n${output}`)
-    await sleep(100)
-  }
+  stack = await LocalStack.start({ cwd: app, state, port: await LocalStack.freePort() })
+  const base = stack.base
   const request = async (path, { token = "dev-token-tenant-a", ...init } = {}) => {
     const headers = { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) }
     const response = await fetch(`${base}${path}`, { ...init, headers })
@@ -99,7 +73,8 @@ try {
   failed++
   console.log(`✗ smoke run failed: ${error instanceof Error ? error.message : String(error)}`)
 } finally {
-  stop()
+  stack?.stop()
+  rmSync(state, { recursive: true, force: true })
 }
 console.log(`smoke: ${passed} passed, ${failed} failed`)
 process.exit(failed === 0 ? 0 : 1)

@@ -178,6 +178,19 @@ describe("consumer runtime", () => {
     expect((await readStream("tenant-a", good.subject)).facts[0]!.type).toBe("outcome")
   })
 
+  it("a message on a queue whose consumer is not built yet is dead-lettered, never silently acked", async () => {
+    const key = unique("webhook")
+    const body = { ...envelope("fact.charge", { webhook_config_id: "w", webhook_config_version: 1, fact_id: "f", fact_type: "charge", payload: {} }), idempotency_key: key }
+    const { result } = await deliver([body], { queue: "factline-webhooks" })
+    expect(result.explicitAcks).toHaveLength(1)
+    const rows = await eventually(async () => {
+      const r = await deadMessages(key)
+      return r.length > 0 ? r : undefined
+    })
+    expect(rows[0]).toMatchObject({ queue: "factline-webhooks", reason: "permanent_failure" })
+    expect(JSON.parse(rows[0]!.original_message)).toEqual(body)
+  })
+
   it("a payload_ref whose object is missing is dead-lettered as payload_missing", async () => {
     const event = envelope("test.blob.stored", {})
     const { payload: _, ...withoutPayload } = event

@@ -20,7 +20,6 @@ import {
   Router,
   type Module
 } from "@factline/core"
-import { platformPayloads, Issues } from "@factline/schemas"
 import type { PlatformEnv } from "./Env.js"
 import * as Api from "./http/Api.js"
 import * as Services from "./Services.js"
@@ -44,28 +43,20 @@ const delayScale = (env: PlatformEnv): number => {
 }
 
 /**
- * Platform queues whose processors arrive with later capabilities: their
- * messages are validated against the contract and recorded in the inbox.
+ * A platform queue whose consumer is not built yet (webhook delivery): its
+ * messages are never acked silently — each is dead-lettered with the reason,
+ * so it stays available for replay once the consumer exists.
  */
-const platformConsumer = (policy: RetryPolicy.RetryPolicy, batch: MessageBatch<unknown>, scale: number) => {
-  const schema = platformPayloads[policy.queue as keyof typeof platformPayloads]
-  const decode = Issues.decodeStrict(schema)
-  return Consumer.run(
+const notYetConsumed = (policy: RetryPolicy.RetryPolicy, batch: MessageBatch<unknown>) =>
+  Consumer.run(
     {
       policy,
-      delayScale: scale,
-      decode: (body: unknown) => {
-        const envelope = body as { idempotency_key?: unknown; tenant_id?: unknown; payload?: unknown }
-        const decoded = decode(envelope?.payload)
-        return typeof envelope?.idempotency_key === "string" && decoded._tag === "Success"
-          ? Effect.succeed({ key: `${String(envelope.tenant_id)}/${envelope.idempotency_key}`, value: decoded.success })
-          : Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: decoded._tag === "Failure" ? Issues.render(decoded.failure) : "missing idempotency_key" })
-      },
-      process: (items) => Effect.succeed(new Map(items.map((i) => [i.key, Consumer.done])))
+      decode: () =>
+        Effect.fail<Consumer.Rejection>({ reason: "permanent_failure", error: `${policy.queue} has no consumer yet; kept in its dead-letter queue for replay` }),
+      process: () => Effect.succeed(new Map<string, Consumer.Outcome>())
     },
     batch
   )
-}
 
 export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform => {
   const router = Router.make(modules)
@@ -95,7 +86,7 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform =>
             ? ProcessingConsumer.consume(router, batch, options)
             : policy === RetryPolicy.batch
               ? BatchConsumer.consume(router, batch, async (next) => void (await env.BATCH_QUEUE.send(next, { contentType: "json" })), options)
-              : platformConsumer(policy, batch, options.delayScale)
+              : notYetConsumed(policy, batch)
       await Effect.runPromise(program.pipe(Effect.provide(Services.consumerLayer(env))))
     },
     scheduled: async (_controller, env) => {
