@@ -5,7 +5,7 @@
  * that fails permanently.
  */
 import { Effect, Schema } from "effect"
-import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, TransientError } from "@factline/core"
+import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, TransientError } from "@factline/core"
 
 export const Bump = MessageDefinition.command("test.counter.bump").version(1, Schema.Struct({ by: Schema.String }))
 export const Bumped = FactDefinition.make("bumped", Schema.Struct({ n: Schema.Int, by: Schema.String }))
@@ -61,4 +61,12 @@ export const thrower = Handler.handler(Thrower, {
   }
 })
 
-export const testModule = Module.make("test", { handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower] })
+/** A fact whose processor refuses it permanently when `refuse` is set: for per-fact dead-lettering. */
+export const Probe = FactDefinition.make("probe", Schema.Struct({ refuse: Schema.Boolean }))
+export const probeProcessor = Processor.make(Probe, {
+  name: "probe",
+  process: (fact) =>
+    fact.data.refuse ? Effect.fail(new PermanentError({ message: `probe ${fact.fact_id} refused` })) : Effect.succeed([{ type: "probed", data: { of: fact.fact_id } }])
+})
+
+export const testModule = Module.make("test", { handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower], processors: [probeProcessor] })

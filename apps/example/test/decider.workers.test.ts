@@ -2,7 +2,7 @@ import { createExecutionContext, createMessageBatch, getQueueResult } from "clou
 import { env } from "cloudflare:workers"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Result } from "effect"
-import { Dispatch, Ledger } from "@factline/core"
+import { Dispatch, Ledger, LedgerTopology, PayloadStore, QueueProducer, RetryPolicy } from "@factline/core"
 import type { PlatformEnv } from "@factline/workers"
 import { readStream, unique } from "./helpers.js"
 import { platform } from "./worker.js"
@@ -50,7 +50,7 @@ describe("deciders", () => {
   it.effect("two concurrent decisions on one stream both apply against the latest state", () =>
     Effect.gen(function*() {
       const subject = unique("counter")
-      const live = Ledger.make(env.LEDGER)
+      const live = Ledger.make(env.LEDGER, LedgerTopology.make(env.DB))
       // Hold both first reads until both have read version 0, so the two decisions race for real.
       let reads = 0
       let release!: () => void
@@ -74,7 +74,11 @@ describe("deciders", () => {
       const a = route(bump(subject, "alice"))
       const b = route(bump(subject, "bob"))
       const [outA, outB] = yield* Effect.all([Dispatch.dispatch(platform.router)([a]), Dispatch.dispatch(platform.router)([b])], { concurrency: 2 }).pipe(
-        Effect.provide(Layer.succeed(Ledger.Ledger, racing))
+        Effect.provide(Layer.mergeAll(
+          Layer.succeed(Ledger.Ledger, racing),
+          QueueProducer.QueueProducer.layer((queue) => (env as any)[RetryPolicy.forQueue(queue)!.binding] as Queue),
+          PayloadStore.PayloadStore.layer(env.PAYLOADS)
+        ))
       )
       assert.deepStrictEqual(outA.get(a.key), { _tag: "Done" })
       assert.deepStrictEqual(outB.get(b.key), { _tag: "Done" })

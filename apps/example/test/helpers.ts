@@ -1,7 +1,8 @@
 /** Shared test helpers: envelopes, authenticated requests, polling stored state. */
 import { exports } from "cloudflare:workers"
 import { env } from "cloudflare:workers"
-import type { LedgerProtocol } from "@factline/core"
+import { Effect } from "effect"
+import { Ledger, LedgerTopology, Shards, type LedgerProtocol } from "@factline/core"
 
 export const tokenA = "dev-token-tenant-a"
 export const tokenB = "dev-token-tenant-b"
@@ -37,10 +38,21 @@ export const request = (path: string, init: RequestInit & { token?: string | und
 export const postEvents = (body: unknown, token: string = tokenA) =>
   request("/v1/events", { method: "POST", body: JSON.stringify(body), token })
 
-export const shard = (tenant_id: string, stream: string) =>
-  env.LEDGER.get(env.LEDGER.idFromName(`${tenant_id}/${stream}`)) as unknown as LedgerProtocol.LedgerShardRpc
+/** The ledger as the platform sees it (the tenants' recorded shard counts, one RPC per shard). */
+export const ledger = () => Ledger.make(env.LEDGER, LedgerTopology.make(env.DB))
 
-export const readStream = (tenant_id: string, stream: string) => shard(tenant_id, stream).read({ tenant_id, stream })
+/** The key of the shard holding a stream (the tenant must have appended before). */
+export const shardKeyOf = async (tenant_id: string, stream: string) => {
+  const shards = await Effect.runPromise(LedgerTopology.make(env.DB).lookup(tenant_id))
+  if (shards === undefined) throw new Error(`tenant ${tenant_id} has no ledger yet`)
+  return Shards.shardOf({ tenant_id, stream }, shards)
+}
+
+/** The LedgerShard holding a stream. */
+export const shard = async (tenant_id: string, stream: string) =>
+  env.LEDGER.get(env.LEDGER.idFromName(await shardKeyOf(tenant_id, stream))) as unknown as LedgerProtocol.LedgerShardRpc
+
+export const readStream = (tenant_id: string, stream: string) => Effect.runPromise(ledger().read({ tenant_id, stream }))
 
 /** Polls until `check` returns a value (not undefined), or fails after `timeoutMs`. */
 export const eventually = async <T>(check: () => Promise<T | undefined>, timeoutMs = 20_000, label = "condition"): Promise<T> => {

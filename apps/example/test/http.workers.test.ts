@@ -2,12 +2,9 @@ import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
 import { callCompleted, eventually, postEvents, readStream, request, tokenA, tokenAReadOnly, unique } from "./helpers.js"
 
-const processed = (tenant: string, key: string) =>
-  eventually(async () => {
-    const row = await env.DB.prepare("SELECT status FROM inbox WHERE queue = 'factline-events' AND idempotency_key = ?")
-      .bind(`${tenant}/${key}`).first<{ status: string }>()
-    return row?.status === "succeeded" ? true : undefined
-  }, 20_000, `processing of ${key}`)
+/** Waits until the event with this key has decided its facts in the subject's stream. */
+const processed = (tenant: string, key: string, subject: string) =>
+  eventually(async () => ((await readStream(tenant, subject)).facts.some((f) => f.causation_id === key) ? true : undefined), 20_000, `processing of ${key}`)
 
 describe("HTTP API", () => {
   it("requests without a valid token get 401, with a JSON error and no data", async () => {
@@ -54,7 +51,7 @@ describe("HTTP API", () => {
     // Nothing was sent: a sentinel posted afterwards is processed, the good event of the rejected request never is.
     const sentinel = callCompleted()
     expect((await postEvents(sentinel)).status).toBe(202)
-    await processed("tenant-a", sentinel.idempotency_key)
+    await processed("tenant-a", sentinel.idempotency_key, sentinel.subject)
     expect((await readStream("tenant-a", good.subject)).version).toBe(0)
   })
 
@@ -76,7 +73,7 @@ describe("HTTP API", () => {
     const { message_id: _m, created_at: _c, correlation_id: _r, tenant_id: _t, source: _s, ...minimal } = event
     const response = await postEvents({ events: [minimal] })
     expect(response.status).toBe(202)
-    await processed("tenant-a", event.idempotency_key)
+    await processed("tenant-a", event.idempotency_key, event.subject)
     const [fact] = (await readStream("tenant-a", event.subject)).facts
     expect(fact).toMatchObject({ correlation_id: event.idempotency_key, tenant_id: "tenant-a", type: "outcome" })
   })

@@ -1,12 +1,13 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { FactId, LedgerStorage, type LedgerProtocol } from "@factline/core"
+import { Effect } from "effect"
+import { FactId, Ledger, LedgerTopology, Shards, type LedgerProtocol } from "@factline/core"
 import { type LedgerShard, type PlatformEnv, sweepStaleRelays } from "@factline/workers"
-import { eventually, shard, unique } from "./helpers.js"
+import { eventually, ledger, unique } from "./helpers.js"
 
-const draft = async (cause: string, position: number, data: Record<string, unknown>): Promise<LedgerProtocol.FactDraft> => ({
-  fact_id: await FactId.make({ tenantId: "tenant-a", cause, decidedBy: "test", position }),
+const draft = async (cause: string, position: number, data: Record<string, unknown>, tenantId = "tenant-a"): Promise<LedgerProtocol.FactDraft> => ({
+  fact_id: await FactId.make({ tenantId, cause, decidedBy: "test", position }),
   type: "noted",
   data,
   causation_id: cause,
@@ -15,125 +16,151 @@ const draft = async (cause: string, position: number, data: Record<string, unkno
   created_at: new Date().toISOString()
 })
 
-const rows = (stream: string) => {
-  const stub = env.LEDGER.get(env.LEDGER.idFromName(`tenant-a/${stream}`)) as DurableObjectStub<LedgerShard>
-  return runInDurableObject(stub, (_instance, state) => ({
-    facts: state.storage.sql.exec("SELECT fact_id, sequence FROM facts ORDER BY sequence").toArray(),
-    outbox: state.storage.sql.exec("SELECT fact_id, destination FROM outbox ORDER BY id").toArray()
-  }))
+/** A LedgerShard of its own, addressed directly by a shard key no tenant's topology uses. */
+const ownShard = () => {
+  const key = `tenant-a/#${unique("test")}`
+  const stub = env.LEDGER.get(env.LEDGER.idFromName(key))
+  return { key, stub: stub as DurableObjectStub<LedgerShard>, rpc: stub as unknown as LedgerProtocol.LedgerShardRpc }
 }
 
-describe("LedgerShard", () => {
-  it("appends facts and their outbox rows together, with gap-free sequences", async () => {
-    const stream = unique("s")
-    const facts = [await draft("c1", 0, { a: 1 }), await draft("c1", 1, { a: 2 })]
-    const stub = env.LEDGER.get(env.LEDGER.idFromName(`tenant-a/${stream}`)) as DurableObjectStub<LedgerShard>
-    // Look at storage in the same synchronous step as the append, before the relay alarm can drain the outbox.
-    const stored = await runInDurableObject(stub, (_instance, state) => {
-      const result = LedgerStorage.make(state.storage).append({ tenant_id: "tenant-a", stream, facts })
-      return {
-        result,
-        facts: state.storage.sql.exec("SELECT fact_id, sequence FROM facts ORDER BY sequence").toArray(),
-        outbox: state.storage.sql.exec("SELECT fact_id, destination FROM outbox ORDER BY id").toArray()
-      }
-    })
-    expect(stored.result).toMatchObject({ status: "appended", version: 2 })
-    expect(stored.facts.map((r) => r.sequence)).toEqual([1, 2])
-    expect(stored.outbox).toEqual(facts.flatMap((f) => [
-      { fact_id: f.fact_id, destination: "factline-projections" },
-      { fact_id: f.fact_id, destination: "factline-fact-processing" }
-    ]))
+const storage = (stub: DurableObjectStub<LedgerShard>) =>
+  runInDurableObject(stub, (_instance, state) => {
+    const tables = state.storage.sql.exec<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'").toArray().map((t) => t.name)
+    return {
+      tables,
+      facts: tables.includes("facts") ? state.storage.sql.exec("SELECT stream, fact_id, sequence FROM facts ORDER BY stream, sequence").toArray() : [],
+      outbox: tables.includes("outbox") ? state.storage.sql.exec("SELECT fact_id, destination FROM outbox ORDER BY id").toArray() : []
+    }
   })
 
-  it("an append relays its outbox downstream and then empties it", async () => {
-    const stream = unique("s")
-    const ledger = shard("tenant-a", stream)
-    const [fact] = [await draft(unique("c"), 0, { a: 1 })]
-    await ledger.append([{ tenant_id: "tenant-a", stream, facts: [fact] }])
-    await eventually(async () => ((await rows(stream)).outbox.length === 0 ? true : undefined), 10_000, "the relay")
-    const copied = await eventually(() =>
-      env.DB.prepare("SELECT * FROM facts WHERE tenant_id = 'tenant-a' AND fact_id = ?").bind(fact.fact_id).first<Record<string, any>>().then((r) => r ?? undefined)
-    )
-    expect(copied).toMatchObject({ stream, sequence: 1, type: "noted", body: JSON.stringify({ a: 1 }) })
-    // Nothing failed, so nothing was marked pending and no alarm is left behind.
-    const pending = await env.DB.prepare("SELECT * FROM ledger_shards WHERE shard_key = ? AND relay_pending_since IS NOT NULL").bind(`tenant-a/${stream}`).first()
-    expect(pending).toBe(null)
-    const stub = env.LEDGER.get(env.LEDGER.idFromName(`tenant-a/${stream}`)) as DurableObjectStub<LedgerShard>
+describe("LedgerShard", () => {
+  it("holds many streams, each with its own gap-free sequence; an append writes facts only — no outbox row, no alarm", async () => {
+    const { stub, rpc } = ownShard()
+    const [a, b] = [unique("s"), unique("s")]
+    const results = await rpc.append([
+      { tenant_id: "tenant-a", stream: a, facts: [await draft(unique("c"), 0, { n: 1 }), await draft(unique("c"), 0, { n: 2 })] },
+      { tenant_id: "tenant-a", stream: b, facts: [await draft(unique("c"), 0, { n: 3 })] }
+    ])
+    expect(results.map((r) => [r.status, "version" in r ? r.version : null])).toEqual([["appended", 2], ["appended", 1]])
+    const stored = await storage(stub)
+    expect(stored.facts.map((f) => [f.stream, f.sequence])).toEqual([[a, 1], [a, 2], [b, 1]].sort((x, y) => String(x[0]).localeCompare(String(y[0]))))
+    expect(stored.outbox).toEqual([])
     expect(await runInDurableObject(stub, (_i, state) => state.storage.getAlarm())).toBe(null)
+    const read = await rpc.read({ tenant_id: "tenant-a", stream: b })
+    expect(read.facts.map((f) => f.data)).toEqual([{ n: 3 }])
+  })
+
+  it("reading a stream, a shard or an unknown tenant creates no storage", async () => {
+    const { stub, rpc } = ownShard()
+    expect(await rpc.read({ tenant_id: "tenant-a", stream: unique("s") })).toMatchObject({ version: 0, facts: [] })
+    expect(await rpc.readShard(undefined, 100)).toEqual([])
+    expect((await storage(stub)).tables).toEqual([])
+    // A tenant that never appended has no shards: the read answers without reaching a Durable Object.
+    const tenant = unique("nobody").replace(/_/g, "-")
+    const state = await Effect.runPromise(ledger().read({ tenant_id: tenant, stream: "x" }))
+    expect(state).toEqual({ tenant_id: tenant, stream: "x", version: 0, facts: [] })
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM ledger_tenants WHERE tenant_id = ?").bind(tenant).first("n")).toBe(0)
   })
 
   it("re-appending the same facts is a no-op that returns the stored facts", async () => {
+    const { stub, rpc } = ownShard()
     const stream = unique("s")
-    const facts = [await draft("c2", 0, { a: 1, b: { c: [1, 2] } })]
-    const ledger = shard("tenant-a", stream)
-    const [first] = await ledger.append([{ tenant_id: "tenant-a", stream, facts }])
+    const facts = [await draft(unique("c"), 0, { a: 1, b: { c: [1, 2] } })]
+    const [first] = await rpc.append([{ tenant_id: "tenant-a", stream, facts }])
     // Same body with its keys in another order is the same fact.
-    const [again] = await ledger.append([{ tenant_id: "tenant-a", stream, facts: [{ ...facts[0]!, data: { b: { c: [1, 2] }, a: 1 } }] }])
+    const [again] = await rpc.append([{ tenant_id: "tenant-a", stream, facts: [{ ...facts[0]!, data: { b: { c: [1, 2] }, a: 1 } }] }])
     expect(again).toEqual({ ...first, status: "duplicate" })
-    expect((await rows(stream)).facts).toHaveLength(1)
+    expect((await storage(stub)).facts).toHaveLength(1)
   })
 
   it("a fact id that exists with a different body is an idempotency conflict", async () => {
+    const { stub, rpc } = ownShard()
     const stream = unique("s")
-    const ledger = shard("tenant-a", stream)
-    const fact = await draft("c3", 0, { amount: 1 })
-    await ledger.append([{ tenant_id: "tenant-a", stream, facts: [fact] }])
-    const [conflict] = await ledger.append([{ tenant_id: "tenant-a", stream, facts: [{ ...fact, data: { amount: 2 } }] }])
+    const fact = await draft(unique("c"), 0, { amount: 1 })
+    await rpc.append([{ tenant_id: "tenant-a", stream, facts: [fact] }])
+    const [conflict] = await rpc.append([{ tenant_id: "tenant-a", stream, facts: [{ ...fact, data: { amount: 2 } }] }])
     expect(conflict).toMatchObject({ status: "idempotency_conflict", fact_id: fact.fact_id })
-    expect((await rows(stream)).facts).toHaveLength(1)
+    expect((await storage(stub)).facts).toHaveLength(1)
   })
 
   it("expected_version guards a stream; each group of a call is atomic on its own", async () => {
+    const { stub, rpc } = ownShard()
     const stream = unique("s")
-    const ledger = shard("tenant-a", stream)
-    const results = await ledger.append([
+    const results = await rpc.append([
       { tenant_id: "tenant-a", stream, expected_version: 0, facts: [await draft("c4", 0, {})] },
       { tenant_id: "tenant-a", stream, expected_version: 0, facts: [await draft("c5", 0, {})] },
       { tenant_id: "tenant-a", stream, expected_version: 1, facts: [await draft("c6", 0, {})] }
     ])
     expect(results.map((r) => r.status)).toEqual(["appended", "version_conflict", "appended"])
     expect(results[1]).toMatchObject({ version: 1, expected_version: 0 })
-    const read = await ledger.read({ tenant_id: "tenant-a", stream }, { after: 1, limit: 10 })
+    const read = await rpc.read({ tenant_id: "tenant-a", stream }, { after: 1, limit: 10 })
     expect(read.facts.map((f) => [f.sequence, f.causation_id])).toEqual([[2, "c6"]])
   })
 
-  it("a failed relay keeps the rows, re-arms with backoff, and the sweep re-arms a stale shard", async () => {
+  it("handed-over facts are relayed by the alarm: with backoff while the queues are down, and the sweep re-arms a stale shard", async () => {
+    const { key, stub, rpc } = ownShard()
     const stream = unique("s")
-    const shardKey = `tenant-a/${stream}`
-    const stub = env.LEDGER.get(env.LEDGER.idFromName(shardKey)) as DurableObjectStub<LedgerShard>
     const fact = await draft(unique("c"), 0, { a: 1 })
-    // The queues are down for this object: every send fails.
+    await rpc.append([{ tenant_id: "tenant-a", stream, facts: [fact] }])
+    const before = Date.now()
+    expect(await rpc.handover([{ fact_id: fact.fact_id, destinations: ["factline-projections", "factline-fact-processing"] }], key)).toBe(2)
+    // Handing over twice writes nothing new.
+    expect(await rpc.handover([{ fact_id: fact.fact_id, destinations: ["factline-projections"] }], key)).toBe(0)
+    const alarm = await runInDurableObject(stub, (_i, state) => state.storage.getAlarm())
+    expect(alarm! - before).toBeLessThanOrEqual(2_000)
+
+    // The queues are down for this object: the alarm's relay fails, keeps the rows and re-arms with backoff.
     const failed = await runInDurableObject(stub, async (instance, state) => {
       const realEnv = (instance as any).env as PlatformEnv
       const down = { send: async () => { throw new Error("queue unavailable") }, sendBatch: async () => { throw new Error("queue unavailable") } }
       ;(instance as any).env = { ...realEnv, PROJECTIONS_QUEUE: down, FACT_PROCESSING_QUEUE: down }
-      const before = Date.now()
-      await instance.append([{ tenant_id: "tenant-a", stream, facts: [fact] }])
-      const alarm = await state.storage.getAlarm()
-      const result = {
-        outbox: state.storage.sql.exec("SELECT COUNT(*) AS n FROM outbox").one().n,
-        alarmInMs: alarm === null ? null : alarm - before
-      }
+      const at = Date.now()
+      await instance.alarm()
+      const next = await state.storage.getAlarm()
       ;(instance as any).env = realEnv
-      return result
+      return { outbox: state.storage.sql.exec("SELECT COUNT(*) AS n FROM outbox").one().n, alarmInMs: next === null ? null : next - at }
     })
     expect(failed.outbox).toBe(2)
-    // First failure: retry after about 1 s, not the 30 s safety alarm.
     expect(failed.alarmInMs).toBeGreaterThanOrEqual(0)
     expect(failed.alarmInMs).toBeLessThanOrEqual(2_000)
-    const pending = await env.DB.prepare("SELECT relay_pending_since FROM ledger_shards WHERE shard_key = ?").bind(shardKey).first<{ relay_pending_since: string }>()
+    const pending = await env.DB.prepare("SELECT relay_pending_since FROM ledger_shards WHERE shard_key = ?").bind(key).first<{ relay_pending_since: string }>()
     expect(pending?.relay_pending_since).toEqual(expect.any(String))
 
     // Pretend the alarm was lost long ago: the sweep finds the stale shard and re-arms it.
     await runInDurableObject(stub, (_i, state) => state.storage.deleteAlarm())
-    await env.DB.prepare("UPDATE ledger_shards SET relay_pending_since = '2000-01-01T00:00:00.000Z' WHERE shard_key = ?").bind(shardKey).run()
+    await env.DB.prepare("UPDATE ledger_shards SET relay_pending_since = '2000-01-01T00:00:00.000Z' WHERE shard_key = ?").bind(key).run()
     expect(await sweepStaleRelays(env as unknown as PlatformEnv)).toBeGreaterThanOrEqual(1)
     expect(await runDurableObjectAlarm(stub)).toBe(true)
-    expect((await rows(stream)).outbox).toEqual([])
-    const cleared = await env.DB.prepare("SELECT relay_pending_since FROM ledger_shards WHERE shard_key = ?").bind(shardKey).first<{ relay_pending_since: string | null }>()
+    expect((await storage(stub)).outbox).toEqual([])
+    const cleared = await env.DB.prepare("SELECT relay_pending_since FROM ledger_shards WHERE shard_key = ?").bind(key).first<{ relay_pending_since: string | null }>()
     expect(cleared?.relay_pending_since).toBe(null)
     await eventually(() =>
       env.DB.prepare("SELECT 1 AS ok FROM facts WHERE tenant_id = 'tenant-a' AND fact_id = ?").bind(fact.fact_id).first().then((r) => r ?? undefined)
     )
+  })
+})
+
+describe("hashed shards", () => {
+  it("a tenant's shard count is recorded when it is first seen and never changes; all its shards are registered", async () => {
+    const tenant = unique("t").replace(/_/g, "-")
+    const four = LedgerTopology.make(env.DB, 4)
+    expect(await Effect.runPromise(four.register([tenant]))).toEqual(new Map([[tenant, 4]]))
+    // Another isolate configured differently (a fresh cache per binding object) still sees 4.
+    const sixteen = LedgerTopology.make({ ...env.DB, prepare: env.DB.prepare.bind(env.DB), batch: env.DB.batch.bind(env.DB) } as D1Database, 16)
+    expect(await Effect.runPromise(sixteen.register([tenant]))).toEqual(new Map([[tenant, 4]]))
+    const shards = await env.DB.prepare("SELECT shard_key FROM ledger_shards WHERE tenant_id = ? ORDER BY shard_key").bind(tenant).all<{ shard_key: string }>()
+    expect(shards.results.map((r) => r.shard_key)).toEqual([0, 1, 2, 3].map((i) => Shards.shardKey(tenant, i)))
+  })
+
+  it("streams spread over the tenant's shards, and each stream reads back only its own facts", async () => {
+    const tenant = unique("t").replace(/_/g, "-")
+    const live = Ledger.make(env.LEDGER, LedgerTopology.make(env.DB, 4))
+    const streams = Array.from({ length: 40 }, () => unique("s"))
+    const groups = await Promise.all(streams.map(async (stream) => ({ tenant_id: tenant, stream, facts: [await draft(stream, 0, { stream }, tenant)] })))
+    const results = await Effect.runPromise(live.append(groups))
+    expect(results.every((r) => r.status === "appended")).toBe(true)
+    expect(new Set(streams.map((s) => Shards.shardOf({ tenant_id: tenant, stream: s }, 4))).size).toBe(4)
+    const states = await Effect.runPromise(live.readStreams(streams.map((stream) => ({ tenant_id: tenant, stream }))))
+    expect(states.map((s) => s.facts.map((f) => f.data.stream))).toEqual(streams.map((s) => [s]))
   })
 })

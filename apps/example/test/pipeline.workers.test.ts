@@ -1,10 +1,11 @@
-import { createExecutionContext, createMessageBatch, getQueueResult, runInDurableObject } from "cloudflare:test"
+import { createExecutionContext, createMessageBatch, getQueueResult, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { FactId, FactMessage, LedgerStorage, OutboxRelay, type LedgerProtocol } from "@factline/core"
+import { FactId, FactMessage } from "@factline/core"
+import * as CountingBindings from "@factline/core/testing"
 import type { Fact } from "@factline/schemas"
 import type { LedgerShard, PlatformEnv } from "@factline/workers"
-import { callCompleted, eventually, postEvents, readStream, request, tokenA, unique } from "./helpers.js"
+import { callCompleted, eventually, postEvents, readStream, request, shardKeyOf, tokenA, unique } from "./helpers.js"
 import { countingD1, countingNamespace, newCounts } from "./instrument.js"
 import { platform } from "./worker.js"
 
@@ -93,41 +94,87 @@ describe("facts in motion", () => {
     }
   }, 180_000)
 
-  it("a relay killed between send and outbox delete double-sends, and no projection changes", async () => {
-    const call_id = unique("call")
+  it("a relay that dies after sending re-sends on redelivery, and no projection changes", async () => {
     const buyer = unique("buyer")
-    const stub = env.LEDGER.get(env.LEDGER.idFromName(`tenant-a/${call_id}`)) as DurableObjectStub<LedgerShard>
-    const outcome = await fact(call_id, 1, "outcome", { call_id, buyer_id: buyer, duration_s: 120, price_cents: 777, currency: "USD" })
-    const sends = { count: 0 }
-    const result = await runInDurableObject(stub, async (_instance, state) => {
-      const ledger = LedgerStorage.make(state.storage)
-      ledger.append({ tenant_id: "tenant-a", stream: call_id, facts: [outcome] })
-      const realQueue = (destination: string) => (destination === "factline-projections" ? testEnv.PROJECTIONS_QUEUE : testEnv.FACT_PROCESSING_QUEUE) as Queue
-      const offload = async () => { throw new Error("not expected") }
-      // The send resolves, then the relay "dies" before deleting the rows.
-      const dying: OutboxRelay.RelayTargets = {
-        queue: (d) => ({ ...realQueue(d), sendBatch: async (m: Iterable<MessageSendRequest>) => { await realQueue(d).sendBatch(m); sends.count++; throw new Error("killed after send") } }) as Queue,
-        offload
-      }
-      const killed = await OutboxRelay.relay(ledger, dying).then(() => "finished", (e: Error) => e.message)
-      const left = ledger.outboxSize()
-      const again = await OutboxRelay.relay(ledger, { queue: (d) => { sends.count++; return realQueue(d) }, offload })
-      return { killed, left, again }
-    })
-    expect(result).toEqual({ killed: "killed after send", left: 2, again: { sent: 2, remaining: 0 } })
-    // The projections row went out twice: once before the "crash", once after.
-    expect(sends.count).toBe(3)
-    // Both deliveries land; the projections end as if the fact was sent once.
+    const event = callCompleted({}, { buyer_id: buyer, duration_s: 120, price_cents: 777, currency: "USD" })
+    const counts = newCounts()
+    const counted = CountingBindings.env(testEnv, counts)
+    // First delivery: appended and sent, but the worker "dies" before the ack — the queue redelivers it.
+    await deliver("factline-events", [event], counted)
+    const redelivered = await deliver("factline-events", [{ ...event, message_id: unique("msg") }], counted)
+    expect(redelivered.explicitAcks).toHaveLength(1)
+    // The redelivery appended nothing and sent the stored outcome again, to both destinations.
+    expect(counts.queueSends).toBe(4)
+    expect((await readStream("tenant-a", event.subject)).facts.map((f) => f.type)).toEqual(["outcome"])
     await eventually(async () => ((await budget("tenant-a", buyer))?.charges === 1 ? true : undefined), 30_000, "the charge projection")
-    await new Promise((r) => setTimeout(r, 3_000))
+    await eventually(async () => ((await readStream("tenant-a", event.subject)).version === 3 ? true : undefined), 30_000, "the derived facts")
+    await new Promise((r) => setTimeout(r, 2_500))
     expect(await budget("tenant-a", buyer)).toEqual({ spent_cents: 777, charges: 1, refunds: 0 })
-    expect(await callRow("tenant-a", call_id)).toEqual({
-      call_id, buyer_id: buyer, duration_s: 120, currency: "USD", qualified: 1, charged_cents: 777, refunded_cents: 0
+    expect(await callRow("tenant-a", event.subject)).toEqual({
+      call_id: event.subject, buyer_id: buyer, duration_s: 120, currency: "USD", qualified: 1, charged_cents: 777, refunded_cents: 0
     })
-    const stream = await readStream("tenant-a", call_id)
-    expect(stream.facts.map((f) => f.type)).toEqual(["outcome", "qualification", "charge"])
-    const copies = await env.DB.prepare("SELECT COUNT(*) AS n FROM facts WHERE tenant_id = 'tenant-a' AND stream = ?").bind(call_id).first<{ n: number }>()
+    expect((await readStream("tenant-a", event.subject)).facts.map((f) => f.type)).toEqual(["outcome", "qualification", "charge"])
+    const copies = await env.DB.prepare("SELECT COUNT(*) AS n FROM facts WHERE tenant_id = 'tenant-a' AND stream = ?").bind(event.subject).first<{ n: number }>()
     expect(copies?.n).toBe(3)
+  })
+
+  it("when the queues refuse the relay, the facts are handed to their shard and the message is acked; the shard's alarm relays them", async () => {
+    const buyer = unique("buyer")
+    const event = callCompleted({}, { buyer_id: buyer, duration_s: 90, price_cents: 321, currency: "USD" })
+    const down = { send: async () => { throw new Error("queue unavailable") }, sendBatch: async () => { throw new Error("queue unavailable") } }
+    const result = await deliver("factline-events", [event], { ...testEnv, PROJECTIONS_QUEUE: down, FACT_PROCESSING_QUEUE: down } as PlatformEnv)
+    expect(result.explicitAcks).toHaveLength(1)
+    const stub = env.LEDGER.get(env.LEDGER.idFromName(await shardKeyOf("tenant-a", event.subject))) as DurableObjectStub<LedgerShard>
+    const handed = await runInDurableObject(stub, (_i, state) => ({
+      outbox: state.storage.sql.exec("SELECT destination FROM outbox ORDER BY destination").toArray().map((r) => r.destination),
+      alarm: state.storage.getAlarm()
+    }))
+    expect(handed.outbox).toEqual(expect.arrayContaining(["factline-fact-processing", "factline-projections"]))
+    expect(await handed.alarm).not.toBe(null)
+    // The alarm relays them (the queues are back): the pipeline completes exactly.
+    await runDurableObjectAlarm(stub)
+    await eventually(async () => ((await budget("tenant-a", buyer))?.charges === 1 ? true : undefined), 30_000, "the charge projection")
+    expect(await budget("tenant-a", buyer)).toEqual({ spent_cents: 321, charges: 1, refunds: 0 })
+  })
+
+  it("when neither the queues nor the shard take the facts, the message is retried, not acked", async () => {
+    const event = callCompleted()
+    const down = { send: async () => { throw new Error("queue unavailable") }, sendBatch: async () => { throw new Error("queue unavailable") } }
+    const ledgerDown = new Proxy(testEnv.LEDGER, {
+      get(target, prop) {
+        if (prop !== "get") return (target as any)[prop]?.bind?.(target) ?? (target as any)[prop]
+        return (id: DurableObjectId) => {
+          const real = target.get(id) as any
+          return new Proxy(real, { get: (s, m) => (m === "handover" ? async () => { throw new Error("shard unreachable") } : s[m]) })
+        }
+      }
+    })
+    const result = await deliver("factline-events", [event], { ...testEnv, PROJECTIONS_QUEUE: down, FACT_PROCESSING_QUEUE: down, LEDGER: ledgerDown } as PlatformEnv)
+    expect(result.explicitAcks).toHaveLength(0)
+    expect(result.retryMessages).toHaveLength(1)
+    // The fact is durable; the redelivery (queues back) re-sends it.
+    const again = await deliver("factline-events", [event])
+    expect(again.explicitAcks).toHaveLength(1)
+    expect((await readStream("tenant-a", event.subject)).facts.map((f) => f.type)).toEqual(["outcome"])
+  })
+
+  it("a fact message carries a whole batch's facts; a fact that fails permanently inside it is dead-lettered alone", async () => {
+    const good = await Promise.all([1, 2, 3].map(() => fact(unique("probe"), 1, "probe", { refuse: false })))
+    const bad = await fact(unique("probe"), 1, "probe", { refuse: true })
+    const message = FactMessage.make([good[0]!, bad, ...good.slice(1)])
+    const result = await deliver("factline-fact-processing", [message])
+    expect(result.explicitAcks).toHaveLength(1)
+    expect(result.retryMessages).toHaveLength(0)
+    const rows = await eventually(async () => {
+      const r = (await env.DB.prepare("SELECT * FROM dead_messages WHERE idempotency_key = ?").bind(bad.fact_id).all<Record<string, any>>()).results
+      return r.length > 0 ? r : undefined
+    })
+    expect(rows).toHaveLength(1)
+    expect(rows[0]).toMatchObject({ reason: "permanent_failure", queue: "factline-fact-processing", message_type: "fact.probe" })
+    // The dead letter holds that fact alone, replayable on its own.
+    expect(JSON.parse(rows[0]!.original_message).payload).toEqual({ fact: bad })
+    for (const f of good) expect((await readStream("tenant-a", f.stream)).facts.map((d) => d.type)).toEqual(["probed"])
+    expect((await readStream("tenant-a", bad.stream)).version).toBe(0)
   })
 
   it("a stream's facts applied in reverse order give the same rows as in order", async () => {
@@ -156,10 +203,9 @@ describe("facts in motion", () => {
     const call_id = unique("call")
     const outcome = await fact(call_id, 1, "outcome", { call_id, buyer_id: "b", duration_s: 61, price_cents: 10, currency: "USD" })
     await deliver("factline-fact-processing", [FactMessage.make(outcome)])
+    // No inbox on this queue: the ledger's deterministic fact ids are what refuse the duplicates.
     await deliver("factline-fact-processing", [FactMessage.make(outcome)])
-    // Even with its inbox row gone (a crash between append and inbox write), the ledger refuses duplicates.
-    await env.DB.prepare("DELETE FROM inbox WHERE queue = 'factline-fact-processing' AND idempotency_key = ?").bind(`tenant-a/${outcome.fact_id}`).run()
-    const result = await deliver("factline-fact-processing", [FactMessage.make(outcome), FactMessage.make(outcome)])
+    const result = await deliver("factline-fact-processing", [FactMessage.make(outcome), FactMessage.make([outcome])])
     expect(result.explicitAcks).toHaveLength(2)
     const stream = await readStream("tenant-a", call_id)
     expect(stream.facts.map((f) => [f.type, f.causation_id, f.caused_by])).toEqual([
@@ -232,20 +278,24 @@ describe("facts in motion", () => {
   it("D1 round trips and ledger RPCs per fact-processing batch stay constant as the batch grows", async () => {
     const measure = async (size: number, streams: number) => {
       const counts = newCounts()
-      const instrumented = { ...testEnv, DB: countingD1(testEnv.DB, counts), LEDGER: countingNamespace(testEnv.LEDGER, counts) }
+      const instrumented = CountingBindings.env(testEnv, counts)
       const subjects = Array.from({ length: streams }, () => unique("call"))
       const facts = await Promise.all(Array.from({ length: size }, (_, i) =>
         fact(subjects[i % streams]!, Math.floor(i / streams) + 1, "outcome", { call_id: subjects[i % streams], buyer_id: "b", duration_s: 90, price_cents: 1, currency: "USD" })))
-      const result = await deliver("factline-fact-processing", facts.map((f) => FactMessage.make(f)), instrumented)
-      expect(result.explicitAcks).toHaveLength(size)
+      const result = await deliver("factline-fact-processing", [FactMessage.make(facts)], instrumented)
+      expect(result.explicitAcks).toHaveLength(1)
       const derived = await Promise.all(subjects.map((s) => readStream("tenant-a", s)))
       expect(derived.reduce((n, s) => n + s.facts.filter((f) => f.type === "charge").length, 0)).toBe(size)
-      return counts
+      const shards = new Set(await Promise.all(subjects.map((s) => shardKeyOf("tenant-a", s)))).size
+      return { counts, shards }
     }
     const ten = await measure(10, 5)
     const hundred = await measure(100, 5)
-    expect(hundred.d1RoundTrips).toBe(ten.d1RoundTrips)
-    expect(hundred.d1RoundTrips).toBeLessThanOrEqual(3)
-    expect([ten.doRpcs, hundred.doRpcs]).toEqual([5, 5])
+    expect(hundred.counts.d1RoundTrips).toBe(ten.counts.d1RoundTrips)
+    expect(hundred.counts.d1RoundTrips).toBeLessThanOrEqual(3)
+    // One ledger RPC per shard touched, and one send to projections (qualification and charge have no processor).
+    expect(ten.counts.doRpcs).toBe(ten.shards)
+    expect(hundred.counts.doRpcs).toBe(hundred.shards)
+    expect([ten.counts.queueSends, hundred.counts.queueSends]).toEqual([1, 1])
   })
 })

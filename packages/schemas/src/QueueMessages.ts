@@ -24,7 +24,8 @@ export const EventMessage = Envelope
 export type EventMessage = typeof EventMessage.Type
 
 /**
- * `factline-projections` and `factline-fact-processing`: the appended fact.
+ * `factline-projections` and `factline-fact-processing`, one fact per message
+ * (a fact dead-lettered on its own, or too large to share a message).
  * `replayed` marks facts re-emitted by a rebuild: only projections consume them.
  */
 export const FactPayload = Schema.Struct({
@@ -32,6 +33,18 @@ export const FactPayload = Schema.Struct({
   replayed: Schema.optional(Schema.Boolean)
 })
 export type FactPayload = typeof FactPayload.Type
+
+/**
+ * `factline-projections` and `factline-fact-processing`, the usual shape: the
+ * facts one consumer batch relayed to one destination for one tenant, in one
+ * message (split beyond the queue's message size). Consumers handle each fact
+ * on its own; a fact that fails permanently is dead-lettered alone.
+ */
+export const FactBatchPayload = Schema.Struct({
+  facts: Schema.Array(Fact).check(Schema.isMinLength(1)),
+  replayed: Schema.optional(Schema.Boolean)
+})
+export type FactBatchPayload = typeof FactBatchPayload.Type
 
 /** `factline-webhooks`: one delivery of one fact to one endpoint version. */
 export const WebhookPayload = Schema.Struct({
@@ -57,8 +70,8 @@ export type BatchPayload = typeof BatchPayload.Type
 
 /** The payload schema of each platform queue, keyed by queue (events use the registry instead). */
 export const platformPayloads = {
-  "factline-projections": FactPayload,
-  "factline-fact-processing": FactPayload,
+  "factline-projections": Schema.Union([FactBatchPayload, FactPayload]),
+  "factline-fact-processing": Schema.Union([FactBatchPayload, FactPayload]),
   "factline-webhooks": WebhookPayload,
   "factline-batch": BatchPayload
 } as const

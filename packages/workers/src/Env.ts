@@ -19,6 +19,11 @@ export interface PlatformEnv {
   readonly FACTLINE_TOKENS?: string
   /** Multiplies retry delays; tests set `0` so retries come back at once. Defaults to 1. */
   readonly FACTLINE_RETRY_DELAY_SCALE?: string
+  /**
+   * Ledger shards per tenant, recorded for each tenant when it is first seen and
+   * never changed for it afterwards (default 16, at most 1024).
+   */
+  readonly FACTLINE_LEDGER_SHARDS?: string
   /** The R2 bucket name used in `payload_ref` (defaults to `factline-payloads`). */
   readonly FACTLINE_PAYLOAD_BUCKET?: string
 }

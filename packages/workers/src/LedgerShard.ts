@@ -1,27 +1,26 @@
 /**
- * The LedgerShard Durable Object: one per shard key (default `tenant_id/subject`),
- * SQLite storage. Appends and reads go to core's LedgerStorage (where the
- * transaction lives); the outbox is relayed to the downstream queues.
+ * The LedgerShard Durable Object: one per shard key (`tenant_id/#n`, see
+ * core's Shards), SQLite storage, many streams. Appends and reads go to
+ * core's LedgerStorage (where the transaction lives).
  *
- * Relay: an append that wrote facts first arms a safety alarm, then relays its
- * outbox inline before answering, so the caller only acks its message once
- * the facts are on their way, and no alarm has to run on the happy path (the
- * alarm is removed once the outbox is empty). If the inline relay fails — or
- * the object dies mid-way — the alarm drains the outbox, re-arming itself with
- * backoff (1 s doubling to 5 min) while sends fail, and the shard is marked
- * pending in D1 (`ledger_shards`) so the scheduled sweep can re-arm it if an
- * alarm is ever lost. (Shards are registered in `ledger_shards` by the
- * consumers, in their inbox round trip, before they append.)
+ * An append writes facts only: the consumer that appended relays them
+ * itself, once per batch. When that relay fails, the consumer hands the facts
+ * over (`handover`): the shard writes outbox rows and arms its alarm, which
+ * drains the outbox, re-arming itself with backoff (1 s doubling to 5 min)
+ * while sends fail; the shard is then marked pending in D1 (`ledger_shards`)
+ * so the scheduled sweep can re-arm it if an alarm is ever lost. On the happy
+ * path there is no outbox row, no alarm and no delete. Nothing here creates
+ * storage on a read.
  */
 import { DurableObject } from "cloudflare:workers"
 import { Effect } from "effect"
-import { LedgerProtocol, LedgerStorage, OutboxRelay, PayloadStore, RetryPolicy } from "@factline/core"
+import { type LedgerProtocol, LedgerStorage, OutboxRelay, PayloadStore, RetryPolicy } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import type { PlatformEnv } from "./Env.js"
 
 export const relayBackoffMs = (failures: number) => Math.min(1_000 * 2 ** Math.max(0, failures - 1), 5 * 60_000)
-/** When the safety alarm fires if the inline relay did not empty the outbox. */
-export const safetyAlarmMs = 30_000
+/** How soon the alarm first tries to relay facts handed over after a failed send. */
+export const handoverDelayMs = 1_000
 
 export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerProtocol.LedgerShardRpc {
   private readonly ledger: LedgerStorage.LedgerStorage
@@ -34,15 +33,17 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   async append(groups: ReadonlyArray<LedgerProtocol.AppendGroup>): Promise<ReadonlyArray<LedgerProtocol.AppendResult>> {
     const results = groups.map((group) => this.ledger.append(group))
     const first = groups[0]
-    if (first && results.some((r) => r.status === "appended")) {
-      if (this.ledger.getMeta("shard_key") === undefined) {
-        this.ledger.setMeta("shard_key", LedgerProtocol.shardKey(first))
-        this.ledger.setMeta("tenant_id", first.tenant_id)
-      }
-      await this.arm(safetyAlarmMs)
-      if (this.ledger.getMeta("relay_failures") === undefined) await this.drain()
+    if (first && this.ledger.getMeta("tenant_id") === undefined && results.some((r) => r.status === "appended")) {
+      this.ledger.setMeta("tenant_id", first.tenant_id)
     }
     return results
+  }
+
+  async handover(entries: ReadonlyArray<LedgerProtocol.Handover>, shardKey: string): Promise<number> {
+    const written = this.ledger.handover(entries)
+    if (written > 0 && this.ledger.getMeta("shard_key") === undefined) this.ledger.setMeta("shard_key", shardKey)
+    if (this.ledger.outboxSize() > 0) await this.arm(handoverDelayMs)
+    return written
   }
 
   async readStreams(keys: ReadonlyArray<LedgerProtocol.StreamKey>): Promise<ReadonlyArray<LedgerProtocol.StreamState>> {
@@ -58,13 +59,14 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     return this.ledger.readShard(after, Math.min(Math.max(1, limit), 5_000))
   }
 
-  /** Rows written with facts and not yet relayed downstream. */
+  /** Rows handed over and not yet relayed downstream. */
   async outboxSize(): Promise<number> {
     return this.ledger.outboxSize()
   }
 
   /** Used by the scheduled sweep: re-arms the relay if rows are waiting. */
-  async relayNow(): Promise<number> {
+  async relayNow(shardKey?: string): Promise<number> {
+    if (shardKey !== undefined && this.ledger.exists() && this.ledger.getMeta("shard_key") === undefined) this.ledger.setMeta("shard_key", shardKey)
     const pending = this.ledger.outboxSize()
     if (pending > 0) await this.arm(0)
     return pending
@@ -74,7 +76,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     await this.drain()
   }
 
-  /** Relays the outbox; on success removes the safety alarm, on failure re-arms it with backoff. */
+  /** Relays the outbox; on success removes the alarm, on failure re-arms it with backoff. */
   private async drain(): Promise<void> {
     try {
       const result = await OutboxRelay.relay(this.ledger, this.targets())
@@ -82,7 +84,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
         await this.register(null)
         this.ledger.setMeta("relay_failures", undefined)
       }
-      // Checked right before deleting, with no await in between: an append that wrote rows since is seen here.
+      // Checked right before deleting, with no await in between: a handover that wrote rows since is seen here.
       if (this.ledger.outboxSize() > 0 || result.remaining > 0) await this.arm(0)
       else await this.ctx.storage.deleteAlarm()
     } catch (error) {
@@ -100,6 +102,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     if (current === null || current > at) await this.ctx.storage.setAlarm(at)
   }
 
+  /** Marks this shard pending (or no longer) in `ledger_shards`, where the sweep finds it. */
   private async register(pendingSince: string | null) {
     const shardKey = this.ledger.getMeta("shard_key")
     const tenantId = this.ledger.getMeta("tenant_id")

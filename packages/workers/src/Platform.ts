@@ -24,7 +24,7 @@ import type { PlatformEnv } from "./Env.js"
 import * as Api from "./http/Api.js"
 import * as Services from "./Services.js"
 
-/** Inbox rows older than this are pruned by the scheduled handler (DESIGN: ≥ 30 days). */
+/** Inbox rows (batch queue) older than this are pruned by the scheduled handler (DESIGN: ≥ 30 days). */
 export const inboxRetentionDays = 30
 /** A shard whose relay has been failing for this long is re-armed by the sweep. */
 export const staleRelayMinutes = 5
@@ -104,8 +104,8 @@ export const sweepStaleRelays = async (env: PlatformEnv): Promise<number> => {
     "SELECT shard_key FROM ledger_shards WHERE relay_pending_since IS NOT NULL AND relay_pending_since <= ? ORDER BY relay_pending_since LIMIT ?"
   ).bind(cutoff, shardsPerSweep).all<{ shard_key: string }>()
   await Promise.all(results.map(async ({ shard_key }) => {
-    const stub = env.LEDGER.get(env.LEDGER.idFromName(shard_key)) as unknown as LedgerProtocol.LedgerShardRpc & { relayNow(): Promise<number> }
-    await stub.relayNow()
+    const stub = env.LEDGER.get(env.LEDGER.idFromName(shard_key)) as unknown as LedgerProtocol.LedgerShardRpc & { relayNow(shardKey: string): Promise<number> }
+    await stub.relayNow(shard_key)
   }))
   return results.length
 }

@@ -3,7 +3,7 @@
  * This is the only place where bindings meet the framework.
  */
 import { Layer } from "effect"
-import { DeadLetters, Inbox, Ledger, PayloadStore, Producer, ProjectionStore, RetryPolicy, type MessageDefinition } from "@factline/core"
+import { DeadLetters, Inbox, Ledger, PayloadStore, Producer, ProjectionStore, QueueProducer, RetryPolicy, Shards, type MessageDefinition } from "@factline/core"
 import type { PlatformEnv } from "./Env.js"
 
 const deadLetterQueue = (env: PlatformEnv) => (queue: string) => {
@@ -11,11 +11,31 @@ const deadLetterQueue = (env: PlatformEnv) => (queue: string) => {
   return policy ? (env[policy.deadLetterBinding] as Queue | undefined) : undefined
 }
 
-export type ConsumerServices = Ledger.Ledger | Inbox.Inbox | ProjectionStore.ProjectionStore | DeadLetters.DeadLetters | PayloadStore.PayloadStore
+const queueBinding = (env: PlatformEnv) => (queue: string) => {
+  const policy = RetryPolicy.forQueue(queue)
+  return policy && policy.queue === queue ? (env[policy.binding] as Queue | undefined) : undefined
+}
+
+/** `FACTLINE_LEDGER_SHARDS`: the shard count recorded for tenants seen from now on (default 16). */
+export const shardsPerTenant = (env: PlatformEnv): number => {
+  const raw = env.FACTLINE_LEDGER_SHARDS
+  return raw === undefined || raw === "" ? Shards.defaultShardsPerTenant : Shards.checkShardCount(Number(raw))
+}
+
+const ledgerLayer = (env: PlatformEnv) => Ledger.Ledger.layer(env.LEDGER, env.DB, shardsPerTenant(env))
+
+export type ConsumerServices =
+  | Ledger.Ledger
+  | Inbox.Inbox
+  | ProjectionStore.ProjectionStore
+  | DeadLetters.DeadLetters
+  | PayloadStore.PayloadStore
+  | QueueProducer.QueueProducer
 
 export const consumerLayer = (env: PlatformEnv): Layer.Layer<ConsumerServices> =>
   Layer.mergeAll(
-    Ledger.Ledger.layer(env.LEDGER),
+    ledgerLayer(env),
+    QueueProducer.QueueProducer.layer(queueBinding(env)),
     Inbox.Inbox.layer(env.DB),
     ProjectionStore.ProjectionStore.layer(env.DB),
     DeadLetters.DeadLetters.layer(deadLetterQueue(env)),
@@ -25,7 +45,7 @@ export const consumerLayer = (env: PlatformEnv): Layer.Layer<ConsumerServices> =
 export const apiLayer = (env: PlatformEnv, definitions: ReadonlyMap<string, MessageDefinition.MessageDefinition>) => {
   const payloads = PayloadStore.PayloadStore.layer(env.PAYLOADS, env.FACTLINE_PAYLOAD_BUCKET)
   return Layer.mergeAll(
-    Ledger.Ledger.layer(env.LEDGER),
+    ledgerLayer(env),
     ProjectionStore.ProjectionStore.layer(env.DB),
     payloads,
     Producer.Producer.layer({ queue: env.EVENTS_QUEUE, definitions, defaultSource: "http" }).pipe(Layer.provide(payloads))

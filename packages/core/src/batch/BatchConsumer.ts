@@ -35,7 +35,7 @@ export const decode = (body: unknown) => {
   if (Result.isFailure(envelope)) return Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: Issues.render(envelope.failure) })
   const payload = decodePayload(envelope.success.payload, ["payload"])
   if (Result.isFailure(payload)) return Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: Issues.render(payload.failure) })
-  return Effect.succeed({ key: `${envelope.success.tenant_id}/${envelope.success.idempotency_key}`, value: payload.success })
+  return Effect.succeed([{ key: `${envelope.success.tenant_id}/${envelope.success.idempotency_key}`, value: payload.success }])
 }
 
 export const process = (router: Router, enqueue: (next: Envelope) => Promise<void>) =>
@@ -64,4 +64,4 @@ export const consume = (
   batch: MessageBatch<unknown>,
   enqueue: (next: Envelope) => Promise<void>,
   options: { readonly delayScale?: number } = {}
-) => Consumer.run({ policy: RetryPolicy.batch, decode, process: process(router, enqueue), delayScale: options.delayScale }, batch)
+) => Consumer.run({ policy: RetryPolicy.batch, decode, process: process(router, enqueue), delayScale: options.delayScale, inbox: true }, batch)

@@ -2,16 +2,21 @@
  * The consumer runtime: one `MessageBatch` in, every message acked or retried
  * on its own.
  *
- * For each message: decode → inbox check → process → durable write → ack.
+ * A message carries one item (an event) or several (the facts of a fact
+ * message); each item is keyed by its idempotency key. For each message:
+ * decode → (inbox check) → process its items → durable write → ack.
  * - undecodable / permanent failure → dead-lettered at once with its failure context, then acked;
- * - transient failure → `retry({ delaySeconds })` from the queue's policy;
- * - transient failure on the last allowed attempt → dead-lettered (`retries_exhausted`), then acked;
- * - already succeeded (inbox) → acked without work.
- * Nothing is acked before its outcome is durable (ledger append and inbox
- * write, or DLQ send). Never `retryAll`. D1 work is two round trips per
- * batch (inbox `begin` and `finish`), whatever the batch size — none for a
- * queue that opts out of the inbox because its writes are idempotent anyway. Messages that
- * share an idempotency key in one batch are processed once and share the outcome.
+ *   in a message of several items, only the failing item is dead-lettered (as its own message);
+ * - transient failure → `retry({ delaySeconds })` from the queue's policy (the whole message:
+ *   its items that succeeded are idempotent and cost nothing the second time);
+ * - transient failure on the last allowed attempt → dead-lettered (`retries_exhausted`), then acked.
+ * Nothing is acked before its outcome is durable (ledger append and relay, projection write,
+ * or DLQ send). Never `retryAll`. Attempts come from the queue's own `attempts`. The events,
+ * fact-processing and projections queues keep no inbox — their idempotency is the ledger's fact
+ * ids and the projections' guarded writes — so their D1 round trips per batch are their own work;
+ * a queue that opts into the inbox (batch) adds two round trips per batch (`begin`, `finish`),
+ * whatever the batch size. Items that share a key in one batch are processed once and share the
+ * outcome.
  *
  * What "process" means is the caller's: the events consumer routes to
  * handlers; platform consumers plug in their own step.
@@ -52,27 +57,36 @@ export const fromCause = (cause: Cause.Cause<unknown>): Outcome => {
   return transient(error instanceof Error ? `${error.name}: ${error.message}` : String(error))
 }
 
+export interface Item<T> {
+  readonly key: string
+  readonly value: T
+}
+
 export interface Spec<T, R, P = R> {
   readonly policy: RetryPolicy.RetryPolicy
-  /** Decodes (and loads) one body. The key is the idempotency key. */
-  readonly decode: (body: unknown) => Effect.Effect<{ readonly key: string; readonly value: T }, Rejection, R>
+  /** Decodes (and loads) one body into its items, each keyed by its idempotency key. */
+  readonly decode: (body: unknown) => Effect.Effect<ReadonlyArray<Item<T>>, Rejection, R>
   /** Processes the items that still need work (one per key); returns an outcome per key. */
-  readonly process: (items: ReadonlyArray<{ readonly key: string; readonly value: T }>) => Effect.Effect<ReadonlyMap<string, Outcome>, never, P>
+  readonly process: (items: ReadonlyArray<Item<T>>) => Effect.Effect<ReadonlyMap<string, Outcome>, never, P>
   /** Multiplies every retry delay (tests use 0). Defaults to 1. */
   readonly delayScale?: number
-  /** The ledger shard an item will append to, registered in the inbox round trip before processing. */
-  readonly shardOf?: (value: T) => Inbox.ShardRegistration | undefined
-  /**
-   * `false` for a queue whose processing is idempotent by construction (projections):
-   * no inbox round trips; duplicates are absorbed by the writes themselves.
-   */
+  /** `true` for a queue that records each key's outcome in the D1 inbox (two round trips per batch). */
   readonly inbox?: boolean
+  /** The message to dead-letter for one failed item of a message of several (default: the whole body). */
+  readonly isolate?: (item: Item<T>) => unknown
+}
+
+interface DeadRecord {
+  readonly body: unknown
+  readonly reason: FailureReason
+  readonly error: string
+  readonly firstAttemptedAt: string
 }
 
 type Verdict =
   | { readonly _tag: "Ack" }
   | { readonly _tag: "Retry"; readonly error: string }
-  | { readonly _tag: "DeadLetter"; readonly reason: FailureReason; readonly error: string; readonly firstAttemptedAt: string }
+  | { readonly _tag: "DeadLetter"; readonly records: ReadonlyArray<DeadRecord> }
 
 const truncate = (s: string) => (s.length > maxErrorLength ? `${s.slice(0, maxErrorLength)}…` : s)
 
@@ -94,31 +108,27 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
         Effect.fail<Rejection>({ reason: "decode_error", error: `decoder failed: ${String(defect)}`, transient: true }))),
       { concurrency: 16 }
     )
-    const keyOf = new Array<string | undefined>(messages.length)
+    const itemsOf = new Array<ReadonlyArray<Item<T>> | undefined>(messages.length)
     const values = new Map<string, T>()
     decoded.forEach((r, i) => {
+      const m = messages[i]!
       if (Result.isSuccess(r)) {
-        keyOf[i] = r.success.key
-        if (!values.has(r.success.key)) values.set(r.success.key, r.success.value)
+        itemsOf[i] = r.success
+        for (const item of r.success) if (!values.has(item.key)) values.set(item.key, item.value)
       } else if (r.failure.transient) {
         verdicts[i] = { _tag: "Retry", error: r.failure.error }
       } else {
-        verdicts[i] = { _tag: "DeadLetter", reason: r.failure.reason, error: r.failure.error, firstAttemptedAt: enqueuedAt(messages[i]!) }
+        verdicts[i] = { _tag: "DeadLetter", records: [{ body: m.body, reason: r.failure.reason, error: r.failure.error, firstAttemptedAt: enqueuedAt(m) }] }
       }
     })
 
-    // 2. inbox: one round trip registers every key and tells which are already done.
-    const shards = new Map<string, Inbox.ShardRegistration>()
-    for (const value of values.values()) {
-      const shard = spec.shardOf?.(value)
-      if (shard) shards.set(shard.shard_key, shard)
-    }
-    const entries = spec.inbox === false
+    // 2. inbox (if kept): one round trip registers every key and tells which are already done.
+    const entries = spec.inbox !== true
       ? Result.succeed(new Map<string, Inbox.Entry>() as ReadonlyMap<string, Inbox.Entry>)
-      : yield* Effect.result(inbox.begin(queue, [...values.keys()], now, [...shards.values()]))
+      : yield* Effect.result(inbox.begin(queue, [...values.keys()], now))
     if (Result.isFailure(entries)) {
       yield* Effect.logWarning(`inbox unavailable on ${queue}: ${entries.failure.message}`)
-      keyOf.forEach((key, i) => key !== undefined && (verdicts[i] = { _tag: "Retry", error: entries.failure.message }))
+      itemsOf.forEach((items, i) => items !== undefined && (verdicts[i] = { _tag: "Retry", error: entries.failure.message }))
     } else {
       const todo = [...values].filter(([key]) => entries.success.get(key)?.status !== "succeeded").map(([key, value]) => ({ key, value }))
 
@@ -131,44 +141,60 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
             Effect.logError(`process step failed on ${queue}`, cause),
             new Map<string, Outcome>(todo.map(({ key }) => [key, transient(`process step failed: ${String(Cause.squash(cause))}`)]))
           ))
+      const outcomeOf = (key: string): Outcome =>
+        entries.success.get(key)?.status === "succeeded" ? done : outcomes.get(key) ?? transient("no outcome was produced for this message")
 
-      // 4. durable: record every outcome in one round trip before acking anything.
-      const records: Array<Inbox.Outcome> = todo.flatMap(({ key }) => {
-        const outcome = outcomes.get(key) ?? transient("no outcome was produced for this message")
-        return [outcome._tag === "Done"
-          ? { idempotency_key: key, status: "succeeded", last_error: null }
-          : { idempotency_key: key, status: "failed", last_error: truncate(outcome.error) }]
-      })
-      const finished = spec.inbox === false ? Result.succeed(undefined) : yield* Effect.result(inbox.finish(queue, records, now))
+      // 4. durable (inbox only): record every outcome in one round trip before acking anything.
+      const finished = spec.inbox !== true
+        ? Result.succeed(undefined)
+        : yield* Effect.result(inbox.finish(queue, todo.map(({ key }) => {
+          const outcome = outcomeOf(key)
+          return outcome._tag === "Done"
+            ? { idempotency_key: key, status: "succeeded" as const, last_error: null }
+            : { idempotency_key: key, status: "failed" as const, last_error: truncate(outcome.error) }
+        }), now))
 
-      keyOf.forEach((key, i) => {
-        if (key === undefined) return
-        const entry = entries.success.get(key)
-        if (entry?.status === "succeeded") return void (verdicts[i] = { _tag: "Ack" })
-        const outcome = outcomes.get(key) ?? transient("no outcome was produced for this message")
+      itemsOf.forEach((items, i) => {
+        if (items === undefined) return
+        const m = messages[i]!
         if (Result.isFailure(finished)) return void (verdicts[i] = { _tag: "Retry", error: finished.failure.message })
-        if (outcome._tag === "Done") return void (verdicts[i] = { _tag: "Ack" })
-        const firstAttemptedAt = entry?.first_seen_at ?? enqueuedAt(messages[i]!)
-        if (!outcome.transient) return void (verdicts[i] = { _tag: "DeadLetter", reason: outcome.reason, error: outcome.error, firstAttemptedAt })
-        verdicts[i] = RetryPolicy.isLastAttempt(spec.policy, messages[i]!.attempts)
-          ? { _tag: "DeadLetter", reason: "retries_exhausted", error: outcome.error, firstAttemptedAt }
-          : { _tag: "Retry", error: outcome.error }
+        const failed = items.flatMap((item) => {
+          const outcome = outcomeOf(item.key)
+          return outcome._tag === "Failed" ? [{ item, outcome }] : []
+        })
+        if (failed.length === 0) return void (verdicts[i] = { _tag: "Ack" })
+        const last = RetryPolicy.isLastAttempt(spec.policy, m.attempts)
+        const retrying = failed.find((f) => f.outcome.transient)
+        // A transient failure retries the whole message; its permanent siblings are dead-lettered when it settles.
+        if (retrying && !last) return void (verdicts[i] = { _tag: "Retry", error: retrying.outcome.error })
+        const firstAttemptedAt = entries.success.get(failed[0]!.item.key)?.first_seen_at ?? enqueuedAt(m)
+        const alone = items.length === 1 || spec.isolate === undefined
+        verdicts[i] = {
+          _tag: "DeadLetter",
+          records: (alone ? failed.slice(0, 1) : failed).map(({ item, outcome }) => ({
+            body: alone ? m.body : spec.isolate!(item),
+            reason: outcome.transient ? "retries_exhausted" : outcome.reason,
+            error: alone && failed.length > 1 ? failed.map((f) => `${f.item.key}: ${f.outcome.error}`).join("; ") : outcome.error,
+            firstAttemptedAt
+          }))
+        }
       })
     }
 
     // 5. dead letters: sent (with context) before their originals are acked.
     const dead = verdicts.flatMap((v, i) => (v._tag === "DeadLetter" ? [{ v, m: messages[i]!, i }] : []))
-    const deadRecords: Array<DeadLetterRecord> = dead.map(({ v, m }) => ({
-      original_message: m.body,
-      failure: {
-        reason: v.reason,
-        last_error: truncate(v.error),
-        attempts: m.attempts,
-        first_attempted_at: v.firstAttemptedAt,
-        last_attempted_at: now,
-        queue
-      }
-    }))
+    const deadRecords: Array<DeadLetterRecord> = dead.flatMap(({ v, m }) =>
+      v.records.map((r) => ({
+        original_message: r.body,
+        failure: {
+          reason: r.reason,
+          last_error: truncate(r.error),
+          attempts: m.attempts,
+          first_attempted_at: r.firstAttemptedAt,
+          last_attempted_at: now,
+          queue
+        }
+      })))
     const sent = yield* Effect.result(deadLetters.send(queue, deadRecords))
     if (Result.isFailure(sent)) {
       yield* Effect.logError(`dead-letter send failed on ${queue}: ${sent.failure.message}`)

@@ -1,5 +1,8 @@
 /**
- * The inbox: what each consumer has already done, by `(queue, idempotency_key)`.
+ * The inbox: what a consumer has already done, by `(queue, idempotency_key)`.
+ * Kept only by queues whose work is not idempotent by construction (batch);
+ * the events, fact-processing and projections paths rely on the ledger's
+ * deterministic fact ids and the projections' guarded writes instead.
  *
  * Two D1 round trips per batch whatever its size: `begin` registers every key
  * of the batch (new keys become `processing`, attempts counted) and returns
@@ -30,23 +33,9 @@ export class InboxUnavailable extends Schema.TaggedError<InboxUnavailable>()("In
   message: Schema.String
 }) {}
 
-/** A ledger shard a batch is about to append to (registered for rebuilds and relay sweeps). */
-export interface ShardRegistration {
-  readonly shard_key: string
-  readonly tenant_id: string
-}
-
 export class Inbox extends Context.Service<Inbox, {
-  /**
-   * Registers the batch's keys and returns their status; in the same round trip,
-   * registers the ledger shards the batch will append to.
-   */
-  readonly begin: (
-    queue: string,
-    keys: ReadonlyArray<string>,
-    now: string,
-    shards?: ReadonlyArray<ShardRegistration>
-  ) => Effect.Effect<ReadonlyMap<string, Entry>, InboxUnavailable>
+  /** Registers the batch's keys and returns their status. */
+  readonly begin: (queue: string, keys: ReadonlyArray<string>, now: string) => Effect.Effect<ReadonlyMap<string, Entry>, InboxUnavailable>
   readonly finish: (queue: string, outcomes: ReadonlyArray<Outcome>, now: string) => Effect.Effect<void, InboxUnavailable>
 }>()("@factline/core/Inbox") {
   static readonly layer = (db: D1Database) => Layer.succeed(Inbox, make(db))
@@ -61,7 +50,7 @@ const chunk = <T>(items: ReadonlyArray<T>, size: number): Array<Array<T>> => {
 const unavailable = (cause: unknown) => new InboxUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
 
 export const make = (db: D1Database): Inbox["Service"] => ({
-  begin: (queue, keys, now, shards = []) =>
+  begin: (queue, keys, now) =>
     keys.length === 0
       ? Effect.succeed(new Map())
       : Effect.tryPromise({
@@ -80,14 +69,8 @@ export const make = (db: D1Database): Inbox["Service"] => ({
               )
               .bind(queue, now, ...rows)
           )
-          const registrations = chunk(shards, 33).map((rows) =>
-            db.prepare(
-              `INSERT INTO ledger_shards (shard_key, tenant_id, registered_at) VALUES ${rows.map(() => "(?, ?, ?)").join(", ")}
-               ON CONFLICT (shard_key) DO NOTHING`
-            ).bind(...rows.flatMap((s) => [s.shard_key, s.tenant_id, now]))
-          )
-          const results = await db.batch<Entry>([...registrations, ...statements])
-          return new Map(results.slice(registrations.length).flatMap((r) => r.results).map((e) => [e.idempotency_key, e]))
+          const results = await db.batch<Entry>(statements)
+          return new Map(results.flatMap((r) => r.results).map((e) => [e.idempotency_key, e]))
         },
         catch: unavailable
       }),

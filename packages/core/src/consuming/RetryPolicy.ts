@@ -43,9 +43,13 @@ const policy = (
   maxBatchTimeoutSeconds
 })
 
-export const events = policy("events", "EVENTS", 5, 30, 8 * 60, 10, 5)
+// Batch settings: the local broker (and a production consumer that is not scaled out) runs one batch
+// per queue at a time, so throughput = batch size ÷ batch latency, and every per-batch cost (one RPC
+// per shard, one send per destination, one projection statement) is shared by up to 100 messages.
+// A fact message carries a whole upstream batch's facts, so 100 fact messages can hold thousands of facts.
+export const events = policy("events", "EVENTS", 5, 30, 8 * 60, 100, 1)
 export const projections = policy("projections", "PROJECTIONS", 10, 1, 60, 100, 1)
-export const factProcessing = policy("fact-processing", "FACT_PROCESSING", 5, 5, 2 * 60, 50, 2)
+export const factProcessing = policy("fact-processing", "FACT_PROCESSING", 5, 5, 2 * 60, 100, 1)
 export const webhooks = policy("webhooks", "WEBHOOKS", 5, 10, 5 * 60, 10, 5)
 export const batch = policy("batch", "BATCH", 3, 30, 5 * 60, 10, 10)
 

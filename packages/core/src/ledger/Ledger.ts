@@ -1,69 +1,140 @@
 /**
- * The ledger as the router sees it: append groups and read streams, across shards.
+ * The ledger as the consumers and the API see it: append groups, read
+ * streams, hand facts back for relaying — across shards.
  *
- * Groups are partitioned by shard key and each shard gets exactly one RPC per
- * call, all shards in parallel. Results come back in the order of the input.
- * The live layer wraps a `DurableObjectNamespace` of LedgerShard.
+ * Streams are placed on shards by LedgerTopology + Shards (`tenant/#(hash(subject)
+ * mod N)`); every call groups its items by shard and makes exactly one RPC per
+ * shard, all shards in parallel, results in input order. Appending registers
+ * a tenant the first time it is seen; reading never does, and reading a
+ * stream of an unknown tenant answers an empty stream without touching a
+ * Durable Object. Stream reads are complete: a stream longer than one page is
+ * read page by page. The live layer wraps a `DurableObjectNamespace` of
+ * LedgerShard and the D1 database holding the topology.
  */
 import { Context, Effect, Layer, Schema } from "effect"
-import type { AppendGroup, AppendResult, LedgerShardRpc, ReadOptions, StreamKey, StreamState } from "./LedgerProtocol.js"
-import { shardKey } from "./LedgerProtocol.js"
 import type { Fact } from "@factline/schemas"
+import type { AppendGroup, AppendResult, Handover, LedgerShardRpc, ReadOptions, StreamKey, StreamState } from "./LedgerProtocol.js"
+import * as LedgerTopology from "./LedgerTopology.js"
+import * as Shards from "./Shards.js"
 
 export const shardPageSize = 1_000
 
-/** A shard could not be reached or threw: transient, the message is retried. */
+/** A shard (or the topology) could not be reached or threw: transient, the message is retried. */
 export class LedgerUnavailable extends Schema.TaggedError<LedgerUnavailable>()("LedgerUnavailable", {
   message: Schema.String
 }) {}
 
+/** Facts a caller could not relay, for one stream: handed to the stream's shard. */
+export interface StreamHandover extends StreamKey {
+  readonly entries: ReadonlyArray<Handover>
+}
+
 export class Ledger extends Context.Service<Ledger, {
   readonly append: (groups: ReadonlyArray<AppendGroup>) => Effect.Effect<ReadonlyArray<AppendResult>, LedgerUnavailable>
+  /** The complete state (every fact) of each stream. */
   readonly readStreams: (keys: ReadonlyArray<StreamKey>) => Effect.Effect<ReadonlyArray<StreamState>, LedgerUnavailable>
   readonly read: (key: StreamKey, options?: ReadOptions) => Effect.Effect<StreamState, LedgerUnavailable>
+  /** Gives stored facts to their shards' outbox relay (one RPC per shard). */
+  readonly handover: (items: ReadonlyArray<StreamHandover>) => Effect.Effect<void, LedgerUnavailable>
   /** Every fact of one shard (by shard key), all pages, in (stream, sequence) order. */
   readonly readShard: (shardKey: string) => Effect.Effect<ReadonlyArray<Fact>, LedgerUnavailable>
 }>()("@factline/core/Ledger") {
-  static readonly layer = (namespace: DurableObjectNamespace) => Layer.succeed(Ledger, make(namespace))
+  static readonly layer = (namespace: DurableObjectNamespace, db: D1Database, shardsPerTenant?: number) =>
+    Layer.succeed(Ledger, make(namespace, LedgerTopology.make(db, shardsPerTenant)))
 }
 
-const byShard = <T extends StreamKey>(items: ReadonlyArray<T>): Map<string, Array<{ item: T; index: number }>> => {
-  const shards = new Map<string, Array<{ item: T; index: number }>>()
-  items.forEach((item, index) => {
-    const key = shardKey(item)
-    const list = shards.get(key)
-    if (list) list.push({ item, index })
-    else shards.set(key, [{ item, index }])
-  })
-  return shards
-}
+const message = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
+const unavailable = (cause: unknown) => new LedgerUnavailable({ message: message(cause) })
 
-export const make = (namespace: DurableObjectNamespace): Ledger["Service"] => {
+export const make = (namespace: DurableObjectNamespace, topology: LedgerTopology.LedgerTopology): Ledger["Service"] => {
   const stub = (key: string) => namespace.get(namespace.idFromName(key)) as unknown as LedgerShardRpc
 
   /** One RPC per shard, in parallel; results scattered back to input positions. */
   const perShard = <T extends StreamKey, R>(
     items: ReadonlyArray<T>,
-    call: (shard: LedgerShardRpc, items: Array<T>) => Promise<ReadonlyArray<R>>
-  ): Effect.Effect<ReadonlyArray<R>, LedgerUnavailable> =>
+    shards: ReadonlyMap<string, number>,
+    call: (shard: LedgerShardRpc, items: Array<T>, shardKey: string) => Promise<ReadonlyArray<R>>
+  ): Effect.Effect<Array<R>, LedgerUnavailable> =>
     Effect.tryPromise({
       try: async () => {
+        const groups = new Map<string, Array<{ item: T; index: number }>>()
+        items.forEach((item, index) => {
+          const key = Shards.shardOf(item, shards.get(item.tenant_id)!)
+          const list = groups.get(key)
+          if (list) list.push({ item, index })
+          else groups.set(key, [{ item, index }])
+        })
         const out = new Array<R>(items.length)
-        await Promise.all(
-          [...byShard(items)].map(async ([key, entries]) => {
-            const results = await call(stub(key), entries.map((e) => e.item))
-            entries.forEach((e, i) => (out[e.index] = results[i]!))
-          })
-        )
+        await Promise.all([...groups].map(async ([key, entries]) => {
+          const results = await call(stub(key), entries.map((e) => e.item), key)
+          entries.forEach((e, i) => (out[e.index] = results[i]!))
+        }))
         return out
       },
-      catch: (cause) => new LedgerUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
+      catch: unavailable
+    })
+
+  const register = (items: ReadonlyArray<StreamKey>) =>
+    Effect.mapError(topology.register(items.map((i) => i.tenant_id)), unavailable)
+
+  /** Shard counts of the tenants that exist; streams of unknown tenants are empty. */
+  const known = (items: ReadonlyArray<StreamKey>) =>
+    Effect.gen(function*() {
+      const shards = new Map<string, number>()
+      for (const tenant of new Set(items.map((i) => i.tenant_id))) {
+        const n = yield* Effect.mapError(topology.lookup(tenant), unavailable)
+        if (n !== undefined) shards.set(tenant, n)
+      }
+      return shards
+    })
+
+  const empty = (key: StreamKey): StreamState => ({ tenant_id: key.tenant_id, stream: key.stream, version: 0, facts: [] })
+
+  const read: Ledger["Service"]["read"] = (key, options) =>
+    Effect.gen(function*() {
+      const shards = yield* known([key])
+      if (!shards.has(key.tenant_id)) return empty(key)
+      const [state] = yield* perShard([key], shards, async (shard) => [await shard.read(key, options)])
+      return state!
+    })
+
+  /** Completes states whose first page did not hold the whole stream. */
+  const complete = (state: StreamState): Effect.Effect<StreamState, LedgerUnavailable> =>
+    Effect.gen(function*() {
+      const facts = [...state.facts]
+      while ((facts.at(-1)?.sequence ?? 0) < state.version) {
+        const page = yield* read(state, { after: facts.at(-1)?.sequence ?? 0 })
+        if (page.facts.length === 0) return yield* new LedgerUnavailable({ message: `stream ${Shards.streamKey(state)} ended before its version ${state.version}` })
+        facts.push(...page.facts)
+      }
+      return facts.length === state.facts.length ? state : { ...state, facts }
     })
 
   return {
-    append: (groups) => perShard(groups, (shard, items) => shard.append(items)),
-    readStreams: (keys) => perShard(keys, (shard, items) => shard.readStreams(items)),
-    read: (key, options) => Effect.map(perShard([key], async (shard) => [await shard.read(key, options)]), (r) => r[0]!),
+    append: (groups) =>
+      groups.length === 0
+        ? Effect.succeed([])
+        : Effect.flatMap(register(groups), (shards) => perShard(groups, shards, (shard, items) => shard.append(items))),
+    readStreams: (keys) =>
+      Effect.gen(function*() {
+        const shards = yield* known(keys)
+        const present = keys.filter((k) => shards.has(k.tenant_id))
+        const states = yield* perShard(present, shards, (shard, items) => shard.readStreams(items))
+        const byStream = new Map(states.map((s) => [Shards.streamKey(s), s]))
+        return yield* Effect.forEach(keys, (k) => {
+          const s = byStream.get(Shards.streamKey(k))
+          return s ? complete(s) : Effect.succeed(empty(k))
+        })
+      }),
+    read,
+    handover: (items) =>
+      items.length === 0
+        ? Effect.void
+        : Effect.flatMap(register(items), (shards) =>
+          Effect.asVoid(perShard(items, shards, async (shard, list, shardKey) => {
+            await shard.handover(list.flatMap((i) => i.entries), shardKey)
+            return list.map(() => undefined)
+          }))),
     readShard: (key) =>
       Effect.tryPromise({
         try: async () => {
@@ -76,7 +147,7 @@ export const make = (namespace: DurableObjectNamespace): Ledger["Service"] => {
             if (page.length < shardPageSize) return all
           }
         },
-        catch: (cause) => new LedgerUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
+        catch: unavailable
       })
   }
 }

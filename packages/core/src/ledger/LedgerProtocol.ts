@@ -2,9 +2,11 @@
  * The ledger's RPC contract: what the router sends a LedgerShard and what it gets back.
  *
  * Plain, structured-clone-safe data (it crosses a Durable Object RPC boundary).
- * One `append` call carries every group of a batch that lands on one shard;
- * each group is appended atomically on its own, so one conflict does not undo
- * its neighbours.
+ * One `append` call carries every group of a batch that lands on one shard
+ * (a shard holds many streams); each group is appended atomically on its own,
+ * so one conflict does not undo its neighbours. Appending writes facts only:
+ * the caller relays them. `handover` gives the shard the facts a caller could
+ * not send, to relay from its outbox with its alarm.
  */
 import type { Fact } from "@factline/schemas"
 
@@ -17,8 +19,6 @@ export interface FactDraft {
   readonly correlation_id: string
   readonly caused_by: string
   readonly created_at: string
-  /** The downstream queues this fact is relayed to (default: projections and fact-processing). */
-  readonly destinations?: ReadonlyArray<string>
 }
 
 export interface StreamKey {
@@ -51,9 +51,17 @@ export interface ReadOptions {
   readonly limit?: number
 }
 
+/** Stored facts a caller could not send: the shard relays them from its outbox. */
+export interface Handover {
+  readonly fact_id: string
+  readonly destinations: ReadonlyArray<string>
+}
+
 /** The RPC surface of the LedgerShard Durable Object. */
 export interface LedgerShardRpc {
   append(groups: ReadonlyArray<AppendGroup>): Promise<ReadonlyArray<AppendResult>>
+  /** Writes outbox rows for these stored facts and arms the relay alarm; returns how many rows were written. */
+  handover(entries: ReadonlyArray<Handover>, shardKey: string): Promise<number>
   readStreams(keys: ReadonlyArray<StreamKey>): Promise<ReadonlyArray<StreamState>>
   read(key: StreamKey, options?: ReadOptions): Promise<StreamState>
   readShard(after: ShardCursor | undefined, limit: number): Promise<ReadonlyArray<Fact>>
@@ -64,6 +72,3 @@ export interface ShardCursor {
   readonly stream: string
   readonly sequence: number
 }
-
-/** Default shard key: one shard per stream, `tenant_id/subject`. */
-export const shardKey = (key: StreamKey): string => `${key.tenant_id}/${key.stream}`

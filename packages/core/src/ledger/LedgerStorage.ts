@@ -1,33 +1,37 @@
 /**
- * The ledger inside one LedgerShard: facts and their outbox rows in the
- * Durable Object's SQLite storage.
+ * The ledger inside one LedgerShard: facts in the Durable Object's SQLite
+ * storage, and the outbox the shard relays from when a caller could not.
  *
  * Every append group is one `transactionSync`: the facts (unique `fact_id`,
- * gap-free per-stream sequence) and one outbox row per fact per downstream
- * queue are written together or not at all. Relaying the outbox to the queues
- * is a separate step (the shard's alarm); this module only writes and reads.
+ * gap-free per-stream sequence) are written together or not at all. Appends
+ * write facts only — the consumer that appended relays them itself; the
+ * outbox gets rows only through `handover`, when that relay failed. Tables
+ * are created on the first write, so reading a shard (or a stream) that was
+ * never written creates no storage. This module only writes and reads; the
+ * relay is OutboxRelay's, the alarm the shard's.
  */
 import type { Fact } from "@factline/schemas"
-import type { AppendGroup, AppendResult, ReadOptions, StreamKey, StreamState } from "./LedgerProtocol.js"
+import type { AppendGroup, AppendResult, Handover, ReadOptions, StreamKey, StreamState } from "./LedgerProtocol.js"
 import * as StableJson from "./StableJson.js"
 
-/** The downstream queues a fact is relayed to when its draft does not say. */
-export const outboxDestinations: ReadonlyArray<string> = ["factline-projections", "factline-fact-processing"]
+/** Facts returned by one stream read at most; a decider folds longer streams page by page. */
+export const maxReadLimit = 10_000
 
 const schema = [
+  // Clustered by stream position: stream reads, versions and shard scans walk the primary key.
   `CREATE TABLE IF NOT EXISTS facts (
-    fact_id TEXT PRIMARY KEY,
     tenant_id TEXT NOT NULL,
     stream TEXT NOT NULL,
     sequence INTEGER NOT NULL,
+    fact_id TEXT NOT NULL UNIQUE,
     type TEXT NOT NULL,
     data TEXT NOT NULL,
     causation_id TEXT NOT NULL,
     correlation_id TEXT NOT NULL,
     caused_by TEXT NOT NULL,
     created_at TEXT NOT NULL,
-    UNIQUE (tenant_id, stream, sequence)
-  )`,
+    PRIMARY KEY (tenant_id, stream, sequence)
+  ) WITHOUT ROWID`,
   `CREATE TABLE IF NOT EXISTS outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     fact_id TEXT NOT NULL,
@@ -76,24 +80,36 @@ export interface LedgerStorage {
   readonly readStream: (key: StreamKey, options?: ReadOptions) => StreamState
   /** Every fact of the shard (all streams) after a `(stream, sequence)` cursor, for rebuilds. */
   readonly readShard: (after: { readonly stream: string; readonly sequence: number } | undefined, limit: number) => ReadonlyArray<Fact>
+  /** Outbox rows for stored facts (unknown ids are skipped); returns the rows written. */
+  readonly handover: (entries: ReadonlyArray<Handover>) => number
   readonly outboxSize: () => number
   readonly pendingOutbox: (limit: number) => ReadonlyArray<OutboxEntry>
   readonly deleteOutbox: (ids: ReadonlyArray<number>) => void
   readonly getMeta: (key: string) => string | undefined
   readonly setMeta: (key: string, value: string | undefined) => void
+  /** Whether anything was ever written here (reads of a never-written shard create nothing). */
+  readonly exists: () => boolean
 }
 
 export const make = (storage: DurableObjectStorage): LedgerStorage => {
   const sql = storage.sql
-  for (const statement of schema) sql.exec(statement)
+  let created = false
+  const exists = () =>
+    created ||= sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'facts'").one().n > 0
+  const ensureSchema = () => {
+    if (created) return
+    for (const statement of schema) sql.exec(statement)
+    created = true
+  }
 
   const version = (key: StreamKey): number =>
     sql.exec<{ v: number }>("SELECT COALESCE(MAX(sequence), 0) AS v FROM facts WHERE tenant_id = ? AND stream = ?", key.tenant_id, key.stream).one().v
 
   const find = (factId: string): FactRow | undefined => sql.exec<FactRow>("SELECT * FROM facts WHERE fact_id = ?", factId).toArray()[0]
 
-  const append = (group: AppendGroup): AppendResult =>
-    storage.transactionSync((): AppendResult => {
+  const append = (group: AppendGroup): AppendResult => {
+    ensureSchema()
+    return storage.transactionSync((): AppendResult => {
       const existing = group.facts.map((draft) => ({ draft, row: find(draft.fact_id) }))
       for (const { draft, row } of existing) {
         if (row === undefined) continue
@@ -125,29 +141,28 @@ export const make = (storage: DurableObjectStorage): LedgerStorage => {
       if (group.expected_version !== undefined && group.expected_version !== current) {
         return { status: "version_conflict", version: current, expected_version: group.expected_version }
       }
-      const facts: Array<Fact> = group.facts.map(({ destinations: _, ...draft }, i) => ({
+      const facts: Array<Fact> = group.facts.map((draft, i) => ({
         ...draft,
         tenant_id: group.tenant_id,
         stream: group.stream,
         sequence: current + i + 1
       }))
-      facts.forEach((fact, i) => {
+      for (const fact of facts) {
         sql.exec(
           `INSERT INTO facts (fact_id, tenant_id, stream, sequence, type, data, causation_id, correlation_id, caused_by, created_at)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           fact.fact_id, fact.tenant_id, fact.stream, fact.sequence, fact.type, StableJson.stringify(fact.data),
           fact.causation_id, fact.correlation_id, fact.caused_by, fact.created_at
         )
-        for (const destination of group.facts[i]!.destinations ?? outboxDestinations) {
-          sql.exec("INSERT INTO outbox (fact_id, destination, created_at) VALUES (?, ?, ?)", fact.fact_id, destination, fact.created_at)
-        }
-      })
+      }
       return { status: "appended", version: current + facts.length, facts }
     })
+  }
 
   const readStream = (key: StreamKey, options: ReadOptions = {}): StreamState => {
     const after = Math.max(0, Math.floor(options.after ?? 0))
-    const limit = Math.min(Math.max(1, Math.floor(options.limit ?? 10_000)), 10_000)
+    const limit = Math.min(Math.max(1, Math.floor(options.limit ?? maxReadLimit)), maxReadLimit)
+    if (!exists()) return { tenant_id: key.tenant_id, stream: key.stream, version: 0, facts: [] }
     const rows = sql
       .exec<FactRow>(
         "SELECT * FROM facts WHERE tenant_id = ? AND stream = ? AND sequence > ? ORDER BY sequence LIMIT ?",
@@ -157,10 +172,29 @@ export const make = (storage: DurableObjectStorage): LedgerStorage => {
     return { tenant_id: key.tenant_id, stream: key.stream, version: version(key), facts: rows.map(toFact) }
   }
 
-  const outboxSize = () => sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM outbox").one().n
+  const handover = (entries: ReadonlyArray<Handover>): number => {
+    if (entries.length === 0) return 0
+    ensureSchema()
+    return storage.transactionSync(() => {
+      let written = 0
+      for (const entry of entries) {
+        const row = sql.exec<{ created_at: string }>("SELECT created_at FROM facts WHERE fact_id = ?", entry.fact_id).toArray()[0]
+        if (!row) continue
+        for (const destination of entry.destinations) {
+          written += sql.exec(
+            "INSERT INTO outbox (fact_id, destination, created_at) VALUES (?, ?, ?) ON CONFLICT (fact_id, destination) DO NOTHING RETURNING id",
+            entry.fact_id, destination, row.created_at
+          ).toArray().length
+        }
+      }
+      return written
+    })
+  }
+
+  const outboxSize = () => (exists() ? sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM outbox").one().n : 0)
 
   const pendingOutbox = (limit: number): ReadonlyArray<OutboxEntry> =>
-    sql
+    !exists() ? [] : sql
       .exec<FactRow & { outbox_id: number; destination: string }>(
         `SELECT o.id AS outbox_id, o.destination, f.* FROM outbox o JOIN facts f ON f.fact_id = o.fact_id ORDER BY o.id LIMIT ?`,
         limit
@@ -169,14 +203,13 @@ export const make = (storage: DurableObjectStorage): LedgerStorage => {
       .map((row) => ({ id: row.outbox_id, destination: row.destination, fact: toFact(row) }))
 
   const deleteOutbox = (ids: ReadonlyArray<number>) => {
-    for (let i = 0; i < ids.length; i += 90) {
-      const chunk = ids.slice(i, i + 90)
-      sql.exec(`DELETE FROM outbox WHERE id IN (${chunk.map(() => "?").join(", ")})`, ...chunk)
-    }
+    if (ids.length === 0) return
+    // One statement whatever the count: the ids travel as one JSON parameter.
+    sql.exec("DELETE FROM outbox WHERE id IN (SELECT value FROM json_each(?))", JSON.stringify(ids))
   }
 
   const readShard = (after: { readonly stream: string; readonly sequence: number } | undefined, limit: number) =>
-    sql
+    !exists() ? [] : sql
       .exec<FactRow>(
         `SELECT * FROM facts WHERE (stream, sequence) > (?, ?) ORDER BY stream, sequence LIMIT ?`,
         after?.stream ?? "", after?.sequence ?? 0, limit
@@ -184,11 +217,13 @@ export const make = (storage: DurableObjectStorage): LedgerStorage => {
       .toArray()
       .map(toFact)
 
-  const getMeta = (key: string) => sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = ?", key).toArray()[0]?.value
+  const getMeta = (key: string) =>
+    exists() ? sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = ?", key).toArray()[0]?.value : undefined
   const setMeta = (key: string, value: string | undefined) => {
+    ensureSchema()
     if (value === undefined) sql.exec("DELETE FROM meta WHERE key = ?", key)
     else sql.exec("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", key, value)
   }
 
-  return { append, readStream, readShard, outboxSize, pendingOutbox, deleteOutbox, getMeta, setMeta }
+  return { append, readStream, readShard, handover, outboxSize, pendingOutbox, deleteOutbox, getMeta, setMeta, exists }
 }

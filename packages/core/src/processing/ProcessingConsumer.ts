@@ -4,17 +4,20 @@
  * For each fact, every processor registered for its type runs; the facts
  * they derive get ids from (parent fact id, processor, position) and are
  * appended to the parent's stream as one group — one ledger RPC per shard
- * for the batch. Replayed facts (from a rebuild) are acknowledged without
- * running anything: a rebuild never re-triggers processors.
+ * for the batch — and relayed once for the batch, like the events consumer's.
+ * No inbox: a redelivered fact derives the same ids, which the ledger already
+ * holds. Replayed facts (from a rebuild) are acknowledged without running
+ * anything: a rebuild never re-triggers processors.
  */
 import { Effect, Exit, Result } from "effect"
-import type { FactPayload } from "@factline/schemas"
+import type { Fact, FactPayload } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as FactId from "../ledger/FactId.js"
 import { Ledger } from "../ledger/Ledger.js"
-import { type AppendGroup, type FactDraft, shardKey } from "../ledger/LedgerProtocol.js"
+import type { AppendGroup, FactDraft } from "../ledger/LedgerProtocol.js"
 import * as FactMessage from "../relay/FactMessage.js"
+import { relayFor } from "../routing/Dispatch.js"
 import type { Router } from "../routing/Router.js"
 
 export const process = (router: Router) => (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
@@ -39,8 +42,7 @@ export const process = (router: Router) => (items: ReadonlyArray<{ readonly key:
               causation_id: fact.fact_id,
               correlation_id: fact.correlation_id,
               caused_by: processor.name,
-              created_at: now,
-              destinations: router.destinationsFor(d.type)
+              created_at: now
             })))
           )
           drafts.push(...derived)
@@ -49,21 +51,19 @@ export const process = (router: Router) => (items: ReadonlyArray<{ readonly key:
         groups.push({ key, group: { tenant_id: fact.tenant_id, stream: fact.stream, facts: drafts } })
       }), { concurrency: "unbounded", discard: true })
 
+    const toRelay = new Map<string, ReadonlyArray<Fact>>()
     if (groups.length > 0) {
       const appended = yield* Effect.result(ledger.append(groups.map((g) => g.group)))
       groups.forEach(({ key }, i) => {
         if (Result.isFailure(appended)) return void outcomes.set(key, Consumer.transient(appended.failure.message))
         const result = appended.success[i]!
-        outcomes.set(
-          key,
-          result.status === "idempotency_conflict"
-            ? Consumer.permanent("idempotency_conflict", result.message)
-            : result.status === "version_conflict"
-              ? Consumer.transient("unexpected version conflict")
-              : Consumer.done
-        )
+        if (result.status === "idempotency_conflict") return void outcomes.set(key, Consumer.permanent("idempotency_conflict", result.message))
+        if (result.status === "version_conflict") return void outcomes.set(key, Consumer.transient("unexpected version conflict"))
+        outcomes.set(key, Consumer.done)
+        toRelay.set(key, result.facts)
       })
     }
+    yield* relayFor(router, toRelay, outcomes)
     return outcomes as ReadonlyMap<string, Consumer.Outcome>
   })
 
@@ -71,7 +71,7 @@ export const consume = (router: Router, batch: MessageBatch<unknown>, options: {
   Consumer.run({
     policy: RetryPolicy.factProcessing,
     decode: FactMessage.decode,
+    isolate: FactMessage.isolate,
     process: process(router),
-    delayScale: options.delayScale,
-    shardOf: ({ fact }) => (router.processorsFor(fact.type).length > 0 ? { shard_key: shardKey(fact), tenant_id: fact.tenant_id } : undefined)
+    delayScale: options.delayScale
   }, batch)

@@ -67,6 +67,6 @@ export const process = (router: Router) => (items: ReadonlyArray<{ readonly key:
 
 export const consume = (router: Router, batch: MessageBatch<unknown>, options: { readonly delayScale?: number } = {}) =>
   Consumer.run(
-    { policy: RetryPolicy.projections, decode: FactMessage.decode, process: process(router), delayScale: options.delayScale, inbox: false },
+    { policy: RetryPolicy.projections, decode: FactMessage.decode, isolate: FactMessage.isolate, process: process(router), delayScale: options.delayScale },
     batch
   )

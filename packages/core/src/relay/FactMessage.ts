@@ -1,35 +1,98 @@
 /**
- * A fact as a message on `factline-projections` / `factline-fact-processing`:
- * an envelope whose `idempotency_key` is the fact id (so every consumer's
- * inbox dedupes re-sends), `message_type` is `fact.<type>`, and payload is
- * `{ fact, replayed? }`. Facts too large for a queue message travel as a
- * `payload_ref` to R2, like any other large payload.
+ * Facts as messages on `factline-projections` / `factline-fact-processing`.
+ *
+ * One message carries the facts one consumer batch relayed to one destination
+ * for one tenant (`{ facts: [...] }`), split so that no message exceeds
+ * `maxMessageBytes` (the queue's limit is 128 KB); a fact too large to share
+ * a message travels alone as a `payload_ref` to R2. A single fact (a
+ * dead-lettered one, or a legacy message) is `{ fact }`. The envelope's
+ * `idempotency_key` is the fact id for a single fact and diagnostic for a
+ * batch: consumers dedupe per fact, by fact id.
  */
 import { Effect, Result } from "effect"
-import { Envelope, type Fact, FactPayload, Issues } from "@factline/schemas"
+import { Envelope, type Fact, FactBatchPayload, FactPayload, Issues } from "@factline/schemas"
 import type * as Consumer from "../consuming/Consumer.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
+import * as SendBatches from "../producing/SendBatches.js"
 
 export const source = "factline-ledger"
+/** Queue messages are limited to 128 KB; a fact message stays well below it. */
+export const maxMessageBytes = 100 * 1024
+/** The `message_type` of a message carrying several facts. */
+export const batchMessageType = "facts.batch"
 
-export const make = (fact: Fact, options: { readonly replayed?: boolean } = {}): Envelope => ({
-  schema_version: 1,
-  message_type: `fact.${fact.type}`,
-  message_id: `msg_${crypto.randomUUID()}`,
-  idempotency_key: fact.fact_id,
-  correlation_id: fact.correlation_id,
-  causation_id: fact.causation_id,
-  tenant_id: fact.tenant_id,
-  subject: fact.stream,
-  source,
-  created_at: fact.created_at,
-  payload: options.replayed ? { fact, replayed: true } : { fact }
-})
+export interface Options {
+  readonly replayed?: boolean
+}
+
+/** An envelope carrying one fact (`{ fact }`) or several of one tenant (`{ facts }`). */
+export const make = (facts: Fact | ReadonlyArray<Fact>, options: Options = {}): Envelope => {
+  const list: ReadonlyArray<Fact> = Array.isArray(facts) ? facts : [facts as Fact]
+  const first = list[0]!
+  const single = !Array.isArray(facts)
+  const replayed = options.replayed ? { replayed: true } : {}
+  return {
+    schema_version: 1,
+    message_type: single ? `fact.${first.type}` : batchMessageType,
+    message_id: `msg_${crypto.randomUUID()}`,
+    idempotency_key: single ? first.fact_id : `facts:${first.fact_id}:${list.length}`,
+    correlation_id: first.correlation_id,
+    causation_id: first.causation_id,
+    tenant_id: first.tenant_id,
+    subject: first.stream,
+    source,
+    created_at: first.created_at,
+    payload: single ? { fact: first, ...replayed } : { facts: list, ...replayed }
+  }
+}
+
+/**
+ * Packs facts into as few messages as the size limit allows: one tenant per
+ * message, in order. A fact whose own message would be too large is put in
+ * R2 by `offload` and sent alone as a `payload_ref`.
+ */
+export const pack = async (
+  facts: ReadonlyArray<Fact>,
+  offload: (tenantId: string, name: string, payload: unknown) => Promise<string>,
+  options: Options = {}
+): Promise<Array<{ readonly body: Envelope; readonly facts: ReadonlyArray<Fact> }>> => {
+  const out: Array<{ body: Envelope; facts: ReadonlyArray<Fact> }> = []
+  const byTenant = new Map<string, Array<Fact>>()
+  for (const fact of facts) byTenant.set(fact.tenant_id, [...(byTenant.get(fact.tenant_id) ?? []), fact])
+  const overhead = SendBatches.sizeOf(make([facts[0]!, facts[0]!], options)) - 2 * SendBatches.sizeOf(facts[0])
+  for (const list of byTenant.values()) {
+    let current: Array<Fact> = []
+    let bytes = overhead
+    const flush = () => {
+      if (current.length > 0) out.push({ body: make(current, options), facts: current })
+      current = []
+      bytes = overhead
+    }
+    for (const fact of list) {
+      const size = SendBatches.sizeOf(fact)
+      if (overhead + size > maxMessageBytes) {
+        const { payload, ...rest } = make(fact, options)
+        const payload_ref = await offload(fact.tenant_id, `facts/${fact.fact_id}`, payload)
+        out.push({ body: { ...rest, payload_ref }, facts: [fact] })
+        continue
+      }
+      if (bytes + size > maxMessageBytes) flush()
+      current.push(fact)
+      bytes += size
+    }
+    flush()
+  }
+  return out
+}
 
 const decodeEnvelope = Issues.decodeStrict(Envelope)
-const decodePayload = Issues.decodeStrict(FactPayload)
+const decodeBatch = Issues.decodeStrict(FactBatchPayload)
+const decodeSingle = Issues.decodeStrict(FactPayload)
 
-/** The consumer side: envelope → (loaded) fact payload, keyed `tenant/fact_id`; failures are dead-letter reasons. */
+/** One fact of a message, as the consumers handle it. */
+export type Item = { readonly key: string; readonly value: FactPayload }
+
+/** The consumer side: envelope → (loaded) facts, each keyed `tenant/fact_id`; failures are dead-letter reasons. */
 export const decode = (body: unknown) =>
   Effect.gen(function*() {
     const envelope = decodeEnvelope(body)
@@ -44,12 +107,19 @@ export const decode = (body: unknown) =>
         Effect.mapError((error): Consumer.Rejection => ({ reason: "payload_missing", error: error.message, transient: error._tag === "PayloadStoreUnavailable" }))
       )
     }
-    const decoded = decodePayload(payload, ["payload"])
+    const isBatch = typeof payload === "object" && payload !== null && "facts" in payload
+    const decoded = isBatch
+      ? Result.map(decodeBatch(payload, ["payload"]), (p) => ({ facts: p.facts, replayed: p.replayed }))
+      : Result.map(decodeSingle(payload, ["payload"]), (p) => ({ facts: [p.fact], replayed: p.replayed }))
     if (Result.isFailure(decoded)) {
       return yield* Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: Issues.render(decoded.failure) })
     }
-    if (decoded.success.fact.tenant_id !== e.tenant_id) {
-      return yield* Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: "payload.fact.tenant_id differs from the envelope's tenant_id" })
+    const { facts, replayed } = decoded.success
+    if (facts.some((f) => f.tenant_id !== e.tenant_id)) {
+      return yield* Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: "a fact's tenant_id differs from the envelope's tenant_id" })
     }
-    return { key: `${e.tenant_id}/${e.idempotency_key}`, value: decoded.success }
+    return facts.map((fact): Item => ({ key: `${e.tenant_id}/${fact.fact_id}`, value: replayed ? { fact, replayed } : { fact } }))
   })
+
+/** A fact's own message, for dead-lettering it alone (replayable on its own). */
+export const isolate = (item: Item): Envelope => make(item.value.fact, { replayed: item.value.replayed })

@@ -1,5 +1,5 @@
 /**
- * Dispatch: routed messages in, facts in the ledger, an outcome per message out.
+ * Dispatch: routed messages in, facts in the ledger and on their way downstream, an outcome per message out.
  *
  * Handlers run first (all of them, concurrently), their facts get
  * deterministic ids (`tenant + idempotency key + handler + position`), and the
@@ -7,8 +7,11 @@
  * read their streams first (one RPC per shard), decide against the folded
  * state, and append with `expected_version`; on a version conflict they re-read
  * and decide again, up to `maxDecideRounds`. A decider whose stream already
- * holds facts caused by this very message does nothing: the message was
- * decided before (e.g. a crash between the append and the inbox write).
+ * holds facts caused by this very message decides nothing new: the message was
+ * decided before (a redelivery). Last, the batch's facts — new ones, and the
+ * stored ones a redelivered message re-appended — are relayed once for the
+ * batch (FactRelay); a message is only done once its facts are sent or owned
+ * by their shard's outbox. Stream identity is `tenant/subject`, never the shard.
  */
 import { Effect, Exit, Result } from "effect"
 import type { Fact } from "@factline/schemas"
@@ -16,14 +19,17 @@ import * as FactId from "../ledger/FactId.js"
 import type { NewFact } from "../ledger/FactDefinition.js"
 import { Ledger } from "../ledger/Ledger.js"
 import type { AppendGroup, AppendResult, FactDraft, StreamState } from "../ledger/LedgerProtocol.js"
-import { shardKey } from "../ledger/LedgerProtocol.js"
+import * as Shards from "../ledger/Shards.js"
 import * as Consumer from "../consuming/Consumer.js"
+import * as FactRelay from "../relay/FactRelay.js"
 import type * as Handler from "./Handler.js"
 import type { Routed, Router } from "./Router.js"
 
 export const maxDecideRounds = 5
 
-const drafts = (router: Router, routed: Routed, facts: ReadonlyArray<NewFact>, now: string): Promise<Array<FactDraft>> =>
+type Item = Consumer.Item<Routed>
+
+const drafts = (routed: Routed, facts: ReadonlyArray<NewFact>, now: string): Promise<Array<FactDraft>> =>
   Promise.all(
     facts.map(async (fact, position): Promise<FactDraft> => ({
       fact_id: await FactId.make({ tenantId: routed.message.tenantId, cause: routed.message.idempotencyKey, decidedBy: routed.handler.name, position }),
@@ -32,22 +38,11 @@ const drafts = (router: Router, routed: Routed, facts: ReadonlyArray<NewFact>, n
       causation_id: routed.message.idempotencyKey,
       correlation_id: routed.message.correlationId,
       caused_by: routed.handler.name,
-      created_at: now,
-      destinations: router.destinationsFor(fact.type)
+      created_at: now
     }))
   )
 
-const outcomeOf = (result: AppendResult): Consumer.Outcome | "conflict" => {
-  switch (result.status) {
-    case "appended":
-    case "duplicate":
-      return Consumer.done
-    case "idempotency_conflict":
-      return Consumer.permanent("idempotency_conflict", result.message)
-    case "version_conflict":
-      return "conflict"
-  }
-}
+const streamOf = (routed: Routed) => ({ tenant_id: routed.message.tenantId, stream: routed.message.subject })
 
 /** Product code may throw instead of failing: suspend it so a throw becomes a (transient) defect of this message only. */
 const runDecision = (routed: Routed, state: unknown) =>
@@ -57,116 +52,146 @@ const runDecision = (routed: Routed, state: unknown) =>
       : routed.handler.decide(routed.message, state)
   )
 
-export const dispatch = (router: Router) => (items: ReadonlyArray<{ readonly key: string; readonly value: Routed }>) =>
-  Effect.gen(function*() {
-    const ledger = yield* Ledger
-    const outcomes = new Map<string, Consumer.Outcome>()
-    const now = new Date().toISOString()
-    const plain = items.filter((i) => i.value.handler._tag === "Handler")
-    const decided = items.filter((i) => i.value.handler._tag === "Decider")
+/** What one batch has decided so far: outcomes, and the facts each message must relay before it is done. */
+class Progress {
+  readonly outcomes = new Map<string, Consumer.Outcome>()
+  readonly toRelay = new Map<string, ReadonlyArray<Fact>>()
+  settle(key: string, outcome: Consumer.Outcome) {
+    this.outcomes.set(key, outcome)
+  }
+  fail(keys: Iterable<string>, error: string) {
+    for (const key of keys) this.outcomes.set(key, Consumer.transient(error))
+  }
+  /** Done once its facts are relayed. */
+  relay(key: string, facts: ReadonlyArray<Fact>) {
+    this.outcomes.set(key, Consumer.done)
+    if (facts.length > 0) this.toRelay.set(key, facts)
+  }
+}
 
-    // Plain handlers: decide everything, then one append for the batch.
-    const plainGroups: Array<{ key: string; group: AppendGroup }> = []
-    yield* Effect.forEach(plain, ({ key, value }) =>
+/** Plain handlers: decide everything concurrently; no state needed. */
+const decidePlain = (items: ReadonlyArray<Item>, progress: Progress, now: string) =>
+  Effect.gen(function*() {
+    const groups: Array<{ key: string; group: AppendGroup }> = []
+    yield* Effect.forEach(items, ({ key, value }) =>
       Effect.gen(function*() {
         const exit = yield* Effect.exit(runDecision(value, undefined))
-        if (Exit.isFailure(exit)) return void outcomes.set(key, Consumer.fromCause(exit.cause))
-        if (exit.value.length === 0) return void outcomes.set(key, Consumer.done)
-        const facts = yield* Effect.promise(() => drafts(router, value, exit.value, now))
-        plainGroups.push({ key, group: { tenant_id: value.message.tenantId, stream: value.message.subject, facts } })
+        if (Exit.isFailure(exit)) return progress.settle(key, Consumer.fromCause(exit.cause))
+        if (exit.value.length === 0) return progress.settle(key, Consumer.done)
+        const facts = yield* Effect.promise(() => drafts(value, exit.value, now))
+        groups.push({ key, group: { ...streamOf(value), facts } })
       }), { concurrency: "unbounded", discard: true })
+    return groups
+  })
 
-    // Deciders: per stream, in delivery order, each decision sees the previous one's facts.
+/** Deciders: per stream, in delivery order, each decision sees the previous one's facts. */
+const decideWithState = (items: ReadonlyArray<Item>, states: ReadonlyMap<string, StreamState>, progress: Progress, now: string) =>
+  Effect.gen(function*() {
+    const groups: Array<{ key: string; group: AppendGroup }> = []
+    const byStream = new Map<string, Array<Item>>()
+    for (const item of items) {
+      const stream = Shards.streamKey(streamOf(item.value))
+      byStream.set(stream, [...(byStream.get(stream) ?? []), item])
+    }
+    for (const [stream, streamItems] of byStream) {
+      const state = states.get(stream)!
+      let version = state.version
+      const known: Array<Fact> = [...state.facts]
+      for (const { key, value } of streamItems) {
+        const decider = value.handler as Handler.Decider
+        const decidedBefore = known.filter((f) => f.causation_id === value.message.idempotencyKey && f.caused_by === decider.name)
+        if (decidedBefore.length > 0) {
+          // Decided by an earlier delivery: relay those facts again (that delivery may have died before sending).
+          progress.relay(key, decidedBefore.filter((f) => f.sequence <= state.version))
+          continue
+        }
+        const exit = yield* Effect.exit(Effect.flatMap(Effect.sync(() => known.reduce(decider.evolve, decider.initialState)), (folded) => runDecision(value, folded)))
+        if (Exit.isFailure(exit)) {
+          progress.settle(key, Consumer.fromCause(exit.cause))
+          continue
+        }
+        if (exit.value.length === 0) {
+          progress.settle(key, Consumer.done)
+          continue
+        }
+        const facts = yield* Effect.promise(() => drafts(value, exit.value, now))
+        groups.push({ key, group: { ...streamOf(value), expected_version: version, facts } })
+        // Later decisions in this batch see these facts, as the ledger will after the append.
+        facts.forEach((f, i) => known.push({ ...f, ...streamOf(value), sequence: version + i + 1 }))
+        version += facts.length
+      }
+    }
+    return groups
+  })
+
+const readStates = (items: ReadonlyArray<Item>) =>
+  Effect.gen(function*() {
+    const ledger = yield* Ledger
+    const unique = new Map(items.map((i) => [Shards.streamKey(streamOf(i.value)), streamOf(i.value)] as const))
+    const states = yield* ledger.readStreams([...unique.values()])
+    return new Map(states.map((s) => [Shards.streamKey(s), s]))
+  })
+
+/** Appends, and re-decides deciders that lost a race, up to `maxDecideRounds`. */
+const appendAll = (
+  plainGroups: ReadonlyArray<{ key: string; group: AppendGroup }>,
+  decided: ReadonlyArray<Item>,
+  progress: Progress,
+  now: string
+) =>
+  Effect.gen(function*() {
+    const ledger = yield* Ledger
     let pending = decided
-    const deciderGroups: Array<{ key: string; group: AppendGroup }> = []
-    const decideRound = (states: ReadonlyMap<string, StreamState>) =>
-      Effect.gen(function*() {
-        deciderGroups.length = 0
-        const byStream = new Map<string, Array<(typeof decided)[number]>>()
-        for (const item of pending) {
-          const stream = shardKey({ tenant_id: item.value.message.tenantId, stream: item.value.message.subject })
-          byStream.set(stream, [...(byStream.get(stream) ?? []), item])
-        }
-        for (const [stream, streamItems] of byStream) {
-          const state = states.get(stream)!
-          let version = state.version
-          const known: Array<Fact> = [...state.facts]
-          for (const { key, value } of streamItems) {
-            const decider = value.handler as Handler.Decider
-            if (known.some((f) => f.causation_id === value.message.idempotencyKey && f.caused_by === decider.name)) {
-              outcomes.set(key, Consumer.done)
-              continue
-            }
-            const exit = yield* Effect.exit(Effect.flatMap(Effect.sync(() => known.reduce(decider.evolve, decider.initialState)), (folded) => runDecision(value, folded)))
-            if (Exit.isFailure(exit)) {
-              outcomes.set(key, Consumer.fromCause(exit.cause))
-              continue
-            }
-            if (exit.value.length === 0) {
-              outcomes.set(key, Consumer.done)
-              continue
-            }
-            const facts = yield* Effect.promise(() => drafts(router, value, exit.value, now))
-            deciderGroups.push({
-              key,
-              group: { tenant_id: value.message.tenantId, stream: value.message.subject, expected_version: version, facts }
-            })
-            // Later decisions in this batch see these facts, as the ledger will after the append.
-            facts.forEach(({ destinations: _, ...f }, i) => known.push({ ...f, tenant_id: value.message.tenantId, stream: value.message.subject, sequence: version + i + 1 }))
-            version += facts.length
-          }
-        }
-      })
-
-    const readStates = (keys: ReadonlyArray<(typeof decided)[number]>) =>
-      Effect.gen(function*() {
-        const unique = new Map(keys.map((i) => {
-          const k = { tenant_id: i.value.message.tenantId, stream: i.value.message.subject }
-          return [shardKey(k), k] as const
-        }))
-        const states = yield* ledger.readStreams([...unique.values()])
-        return new Map(states.map((s) => [shardKey(s), s]))
-      })
-
-    const fail = (keys: ReadonlyArray<string>, error: string) => keys.forEach((k) => outcomes.set(k, Consumer.transient(error)))
-
-    // Round 1: read decider streams (if any), decide, append everything together.
+    let deciderGroups: Array<{ key: string; group: AppendGroup }> = []
     if (pending.length > 0) {
       const states = yield* Effect.result(readStates(pending))
-      if (Result.isFailure(states)) {
-        fail(pending.map((p) => p.key), states.failure.message)
-        pending = []
-      } else {
-        yield* decideRound(states.success)
-      }
+      if (Result.isFailure(states)) progress.fail(pending.map((p) => p.key), states.failure.message)
+      else deciderGroups = yield* decideWithState(pending, states.success, progress, now)
     }
     let groups = [...plainGroups, ...deciderGroups]
     for (let round = 1; groups.length > 0; round++) {
       const appended = yield* Effect.result(ledger.append(groups.map((g) => g.group)))
-      if (Result.isFailure(appended)) {
-        fail(groups.map((g) => g.key), appended.failure.message)
-        break
-      }
+      if (Result.isFailure(appended)) return progress.fail(groups.map((g) => g.key), appended.failure.message)
       const conflicted = new Set<string>()
-      appended.success.forEach((result, i) => {
-        const outcome = outcomeOf(result)
-        if (outcome === "conflict") conflicted.add(groups[i]!.key)
-        else outcomes.set(groups[i]!.key, outcome)
+      appended.success.forEach((result: AppendResult, i) => {
+        const key = groups[i]!.key
+        switch (result.status) {
+          case "appended":
+          case "duplicate":
+            return progress.relay(key, result.facts)
+          case "idempotency_conflict":
+            return progress.settle(key, Consumer.permanent("idempotency_conflict", result.message))
+          case "version_conflict":
+            return void conflicted.add(key)
+        }
       })
-      if (conflicted.size === 0) break
+      if (conflicted.size === 0) return
       pending = decided.filter((d) => conflicted.has(d.key))
-      if (round >= maxDecideRounds) {
-        fail([...conflicted], `stream version kept changing under ${maxDecideRounds} decisions in a row`)
-        break
-      }
+      if (round >= maxDecideRounds) return progress.fail(conflicted, `stream version kept changing under ${maxDecideRounds} decisions in a row`)
       yield* Effect.logDebug(`re-deciding ${conflicted.size} message(s) after a version conflict`)
       const states = yield* Effect.result(readStates(pending))
-      if (Result.isFailure(states)) {
-        fail([...conflicted], states.failure.message)
-        break
-      }
-      yield* decideRound(states.success)
-      groups = [...deciderGroups]
+      if (Result.isFailure(states)) return progress.fail(conflicted, states.failure.message)
+      groups = yield* decideWithState(pending, states.success, progress, now)
     }
-    return outcomes as ReadonlyMap<string, Consumer.Outcome>
+  })
+
+/** Sends every message's facts once for the batch; a message whose facts could not be relayed is retried. */
+export const relayFor = (router: Router, toRelay: ReadonlyMap<string, ReadonlyArray<Fact>>, outcomes: Map<string, Consumer.Outcome>) =>
+  Effect.gen(function*() {
+    if (toRelay.size === 0) return
+    const report = yield* FactRelay.relay([...toRelay.values()].flatMap((facts) => facts.map((fact) => ({ fact, destinations: router.destinationsFor(fact.type) }))))
+    if (report.unrelayed.size === 0) return
+    for (const [key, facts] of toRelay) {
+      if (facts.some((f) => report.unrelayed.has(f.fact_id))) outcomes.set(key, Consumer.transient(`facts could not be relayed: ${report.error ?? "unknown error"}`))
+    }
+  })
+
+export const dispatch = (router: Router) => (items: ReadonlyArray<Item>) =>
+  Effect.gen(function*() {
+    const progress = new Progress()
+    const now = new Date().toISOString()
+    const plainGroups = yield* decidePlain(items.filter((i) => i.value.handler._tag === "Handler"), progress, now)
+    yield* appendAll(plainGroups, items.filter((i) => i.value.handler._tag === "Decider"), progress, now)
+    yield* relayFor(router, progress.toRelay, progress.outcomes)
+    return progress.outcomes as ReadonlyMap<string, Consumer.Outcome>
   })

@@ -4,8 +4,10 @@
  * Decoding is strict and total: an envelope that does not decode, an unknown
  * `message_type`, a `schema_version` newer than the definition, or a
  * `payload_ref` whose object is missing is dead-lettered at once with its
- * reason, without burning retries. The inbox key is tenant-qualified
- * (`tenant/idempotency_key`): two tenants may use the same key.
+ * reason, without burning retries. Items are keyed `tenant/idempotency_key`:
+ * two tenants may use the same key. No inbox: a redelivered message re-decides
+ * the same facts, whose deterministic ids the ledger already holds, so it
+ * appends nothing (and its stored facts are relayed again, harmlessly).
  */
 import { Effect, Result } from "effect"
 import { Envelope, Issues } from "@factline/schemas"
@@ -14,11 +16,10 @@ import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
 import { dispatch } from "./Dispatch.js"
 import type { Routed, Router } from "./Router.js"
-import { shardKey } from "../ledger/LedgerProtocol.js"
 
 const decodeEnvelope = Issues.decodeStrict(Envelope)
 
-export const inboxKey = (tenantId: string, idempotencyKey: string) => `${tenantId}/${idempotencyKey}`
+export const itemKey = (tenantId: string, idempotencyKey: string) => `${tenantId}/${idempotencyKey}`
 
 export const decode = (router: Router) => (body: unknown) =>
   Effect.gen(function*() {
@@ -46,7 +47,7 @@ export const decode = (router: Router) => (body: unknown) =>
       const f = routed.failure
       return yield* Effect.fail<Consumer.Rejection>({ reason: f.reason, error: `${f.message}: ${Issues.render(f.problems)}` })
     }
-    return { key: inboxKey(e.tenant_id, e.idempotency_key), value: routed.success as Routed }
+    return [{ key: itemKey(e.tenant_id, e.idempotency_key), value: routed.success as Routed }]
   })
 
 export const consume = (router: Router, batch: MessageBatch<unknown>, options: { readonly delayScale?: number } = {}) =>
@@ -54,9 +55,5 @@ export const consume = (router: Router, batch: MessageBatch<unknown>, options: {
     policy: RetryPolicy.events,
     decode: decode(router),
     process: dispatch(router),
-    delayScale: options.delayScale,
-    shardOf: (routed) => {
-      const key = { tenant_id: routed.message.tenantId, stream: routed.message.subject }
-      return { shard_key: shardKey(key), tenant_id: key.tenant_id }
-    }
+    delayScale: options.delayScale
   }, batch)

@@ -96,9 +96,21 @@ export const projectionRebuilds = sqliteTable(
 )
 
 /**
- * Every ledger shard, registered by the shard itself when it first relays.
- * The scheduled sweep re-arms shards whose relay has been pending too long;
- * rebuilds enumerate shards from here.
+ * Every tenant the ledger has seen, with its shard count, recorded once when
+ * the tenant is first seen so that it never silently changes (a different
+ * count would move streams between shards).
+ */
+export const ledgerTenants = sqliteTable("ledger_tenants", {
+  tenantId: text("tenant_id").primaryKey(),
+  shardCount: integer("shard_count").notNull(),
+  firstSeenAt: text("first_seen_at").notNull()
+})
+
+/**
+ * Every ledger shard: all N shards of a tenant are registered when the tenant
+ * is first seen (LedgerTopology). Rebuilds enumerate shards from here; a shard
+ * whose relay fallback is failing marks itself pending, and the scheduled
+ * sweep re-arms shards pending too long.
  */
 export const ledgerShards = sqliteTable(
   "ledger_shards",

@@ -1,0 +1,34 @@
+/**
+ * Sending to a factline queue by name: the one place consumers reach queue
+ * producer bindings (the live layer maps a queue name to its binding through
+ * the policy table). One `sendBatch` call per `sendBatch` here: callers split
+ * within the platform's limits (SendBatches). It does not retry; callers
+ * decide what a failed send means.
+ */
+import { Context, Effect, Layer, Schema } from "effect"
+
+export class QueueSendFailed extends Schema.TaggedError<QueueSendFailed>()("QueueSendFailed", {
+  queue: Schema.String,
+  message: Schema.String
+}) {}
+
+export class QueueProducer extends Context.Service<QueueProducer, {
+  readonly sendBatch: (queue: string, bodies: ReadonlyArray<unknown>) => Effect.Effect<void, QueueSendFailed>
+}>()("@factline/core/QueueProducer") {
+  /** `binding` maps a queue name to its producer binding (undefined: not bound in this Worker). */
+  static readonly layer = (binding: (queue: string) => Queue | undefined) => Layer.succeed(QueueProducer, make(binding))
+}
+
+export const make = (binding: (queue: string) => Queue | undefined): QueueProducer["Service"] => ({
+  sendBatch: (queue, bodies) =>
+    bodies.length === 0
+      ? Effect.void
+      : Effect.tryPromise({
+        try: async () => {
+          const q = binding(queue)
+          if (!q) throw new Error(`no producer binding for queue ${queue}`)
+          await q.sendBatch(bodies.map((body) => ({ body, contentType: "json" as const })))
+        },
+        catch: (cause) => new QueueSendFailed({ queue, message: cause instanceof Error ? cause.message : String(cause) })
+      })
+})

@@ -1,0 +1,101 @@
+/**
+ * The relay: new facts from the consumer that appended them to the queues downstream.
+ *
+ * Once per consumer batch, after the appends: the facts are grouped by
+ * destination queue, packed several to a message (FactMessage.pack) and sent
+ * with one `sendBatch` per destination (more only past 100 messages / 256 KB).
+ * Whatever could not be sent — a failed send, a failed R2 offload — is handed
+ * to the facts' shards (`Ledger.handover`), whose outbox and alarm relay it
+ * later; only facts that were neither sent nor handed over are reported back,
+ * and the caller must not ack the messages that caused them. A redelivered
+ * message re-appends as a duplicate and relays its stored facts again: every
+ * consumer downstream dedupes by fact id, so a double send changes nothing.
+ */
+import { Effect, Result } from "effect"
+import type { Fact } from "@factline/schemas"
+import { Ledger, type StreamHandover } from "../ledger/Ledger.js"
+import * as Shards from "../ledger/Shards.js"
+import { PayloadStore } from "../producing/PayloadStore.js"
+import { QueueProducer } from "../producing/QueueProducer.js"
+import * as SendBatches from "../producing/SendBatches.js"
+import * as FactMessage from "./FactMessage.js"
+
+export interface Relayable {
+  readonly fact: Fact
+  readonly destinations: ReadonlyArray<string>
+}
+
+export interface RelayReport {
+  /** `sendBatch` calls made. */
+  readonly sends: number
+  /** Facts handed to their shards' outbox because a send failed. */
+  readonly handedOver: number
+  /** Fact ids neither sent nor handed over: the messages that caused them must be retried. */
+  readonly unrelayed: ReadonlySet<string>
+  /** Why something was handed over or left unrelayed, if anything was. */
+  readonly error?: string
+}
+
+export const relay = (items: ReadonlyArray<Relayable>) =>
+  Effect.gen(function*() {
+    const queues = yield* QueueProducer
+    const payloads = yield* PayloadStore
+    const ledger = yield* Ledger
+
+    // Each fact once per destination, whatever the number of causes that returned it.
+    const byDestination = new Map<string, Map<string, Fact>>()
+    for (const { fact, destinations } of items) {
+      for (const destination of destinations) {
+        let facts = byDestination.get(destination)
+        if (!facts) byDestination.set(destination, (facts = new Map()))
+        facts.set(fact.fact_id, fact)
+      }
+    }
+    if (byDestination.size === 0) return { sends: 0, handedOver: 0, unrelayed: new Set<string>() } satisfies RelayReport
+
+    const offload = (tenantId: string, name: string, payload: unknown) => Effect.runPromise(payloads.put(tenantId, name, payload))
+    const results = yield* Effect.forEach([...byDestination], ([destination, facts]) =>
+      Effect.gen(function*() {
+        const packed = yield* Effect.result(Effect.tryPromise(() => FactMessage.pack([...facts.values()], offload)))
+        if (Result.isFailure(packed)) return { destination, sends: 0, unsent: [...facts.values()], error: `could not store a large fact in R2: ${String(packed.failure)}` }
+        let sends = 0
+        const chunks = SendBatches.split(packed.success, (m) => m.body)
+        for (let i = 0; i < chunks.length; i++) {
+          const sent = yield* Effect.result(queues.sendBatch(destination, chunks[i]!.map((m) => m.body)))
+          sends++
+          if (Result.isFailure(sent)) {
+            return { destination, sends, unsent: chunks.slice(i).flatMap((chunk) => chunk.flatMap((m) => m.facts)), error: sent.failure.message }
+          }
+        }
+        return { destination, sends, unsent: [] as Array<Fact>, error: undefined }
+      }), { concurrency: "unbounded" })
+
+    const sends = results.reduce((n, r) => n + r.sends, 0)
+    const unsent = results.filter((r) => r.unsent.length > 0)
+    if (unsent.length === 0) return { sends, handedOver: 0, unrelayed: new Set<string>() } satisfies RelayReport
+
+    // Fallback: the shards' outbox relays what we could not send, with backoff.
+    const entries = new Map<string, { fact: Fact; destinations: Array<string> }>()
+    for (const { destination, unsent: facts } of unsent) {
+      for (const fact of facts) {
+        const entry = entries.get(fact.fact_id)
+        if (entry) entry.destinations.push(destination)
+        else entries.set(fact.fact_id, { fact, destinations: [destination] })
+      }
+    }
+    const byStream = new Map<string, { tenant_id: string; stream: string; entries: Array<{ fact_id: string; destinations: Array<string> }> }>()
+    for (const { fact, destinations } of entries.values()) {
+      const key = Shards.streamKey(fact)
+      let group = byStream.get(key)
+      if (!group) byStream.set(key, (group = { tenant_id: fact.tenant_id, stream: fact.stream, entries: [] }))
+      group.entries.push({ fact_id: fact.fact_id, destinations })
+    }
+    const error = unsent.map((u) => `${u.destination}: ${u.error}`).join("; ")
+    const handed = yield* Effect.result(ledger.handover([...byStream.values()] satisfies ReadonlyArray<StreamHandover>))
+    if (Result.isFailure(handed)) {
+      yield* Effect.logWarning(`relay failed and the shards could not take the facts over: ${error}; ${handed.failure.message}`)
+      return { sends, handedOver: 0, unrelayed: new Set(entries.keys()), error: `${error}; handover failed: ${handed.failure.message}` } satisfies RelayReport
+    }
+    yield* Effect.logWarning(`relay failed, ${entries.size} fact(s) handed to their shards' outbox: ${error}`)
+    return { sends, handedOver: entries.size, unrelayed: new Set<string>(), error } satisfies RelayReport
+  })
