@@ -13,7 +13,9 @@
  *
  * Every projection table has a `tenant_id` column and its key starts with it;
  * queries are always scoped by it. This module defines projections and turns
- * facts into SQL; executing it is the ProjectionStore's job.
+ * a batch of facts into a few set-based statements (rows as one bound JSON
+ * array, read with `json_each`), as many for 10 facts as for 500; executing
+ * them is the ProjectionStore's job.
  */
 import { getTableConfig, integer, type SQLiteTable } from "drizzle-orm/sqlite-core"
 import type { Fact } from "@factline/schemas"
@@ -63,16 +65,40 @@ export class ProjectionConfigError extends Error {
 export const sequenceColumns = <const T extends ReadonlyArray<string>>(factTypes: T) =>
   Object.fromEntries(factTypes.map((t) => [`${t}_seq`, integer(`${t}_seq`)])) as { [K in T[number] as `${K}_seq`]: ReturnType<typeof integer> }
 
-export const tableName = (p: Projection): string => getTableConfig(p.table).name
-export const columnNames = (p: Projection): ReadonlyArray<string> => getTableConfig(p.table).columns.map((c) => c.name)
+/** What a projection's statements need from its Drizzle table, computed once per table. */
+interface TableInfo {
+  readonly name: string
+  readonly columns: ReadonlyArray<string>
+  readonly columnSet: ReadonlySet<string>
+  readonly booleans: ReadonlyArray<string>
+  readonly integers: ReadonlySet<string>
+}
+
+const tableInfos = new WeakMap<SQLiteTable, TableInfo>()
+const info = (p: Projection): TableInfo => {
+  const known = tableInfos.get(p.table)
+  if (known) return known
+  const config = getTableConfig(p.table)
+  const columns = config.columns.map((c) => c.name)
+  const computed: TableInfo = {
+    name: config.name,
+    columns,
+    columnSet: new Set(columns),
+    booleans: config.columns.filter((c) => c.columnType === "SQLiteBoolean").map((c) => c.name),
+    integers: new Set(config.columns.filter((c) => c.getSQLType() === "integer").map((c) => c.name))
+  }
+  tableInfos.set(p.table, computed)
+  return computed
+}
+
+export const tableName = (p: Projection): string => info(p).name
+export const columnNames = (p: Projection): ReadonlyArray<string> => info(p).columns
 /** The columns shown to readers: everything but the bookkeeping `<type>_seq` columns. */
 export const visibleColumns = (p: Projection): ReadonlyArray<string> =>
   p.kind === "rows" ? columnNames(p).filter((c) => !Object.keys(p.on).some((t) => c === `${t}_seq`)) : columnNames(p)
 /** Columns Drizzle declares `{ mode: "boolean" }`: stored 0/1, read back as booleans. */
-export const booleanColumns = (p: Projection): ReadonlyArray<string> =>
-  getTableConfig(p.table).columns.filter((c) => c.columnType === "SQLiteBoolean").map((c) => c.name)
-export const isIntegerColumn = (p: Projection, column: string): boolean =>
-  getTableConfig(p.table).columns.find((c) => c.name === column)?.getSQLType() === "integer"
+export const booleanColumns = (p: Projection): ReadonlyArray<string> => info(p).booleans
+export const isIntegerColumn = (p: Projection, column: string): boolean => info(p).integers.has(column)
 
 const check = (p: Projection) => {
   if (!/^[a-z][a-z0-9_]*$/.test(p.name)) throw new ProjectionConfigError(`projection name "${p.name}" must be a lower-case word`)
@@ -106,75 +132,153 @@ export const shadowTarget = (p: Projection, shadowTable: string): Target => ({ t
 const bindable = (value: Value): Value => (typeof value === "boolean" ? (value ? 1 : 0) : value)
 
 /**
- * The statements that apply one fact to one projection (none if the
- * projection ignores this fact type). Throws if the mapping produces columns
- * the table does not have — a bug in the mapping, so permanent.
+ * Facts per statement: every row of a statement travels as one bound JSON
+ * array read with `json_each(?)` (D1 allows only 100 bound parameters, so
+ * multi-row VALUES would need a statement per few facts). A chunk also closes
+ * before its JSON passes `maxJsonChars` (≤ 1.5 MB even if every character
+ * took three UTF-8 bytes), under D1's 2 MB limit for one value.
  */
-export const statementsFor = (p: Projection, fact: Fact, target: Target = liveTarget(p)): ReadonlyArray<Sql> => {
-  const map = p.on[fact.type]
-  if (!map) return []
-  const columns = new Set(columnNames(p))
+export const factsPerStatement = 500
+const maxJsonChars = 500_000
+
+/** Rows (arrays of values) as JSON arrays of at most `factsPerStatement` rows and about `maxJsonChars` characters. */
+const jsonChunks = (rows: ReadonlyArray<ReadonlyArray<Value>>): Array<string> => {
+  const chunks: Array<string> = []
+  let current: Array<string> = []
+  let chars = 0
+  for (const row of rows) {
+    const json = JSON.stringify(row)
+    if (current.length > 0 && (current.length >= factsPerStatement || chars + json.length > maxJsonChars)) {
+      chunks.push(`[${current.join(",")}]`)
+      current = []
+      chars = 0
+    }
+    current.push(json)
+    chars += json.length + 1
+  }
+  if (current.length > 0) chunks.push(`[${current.join(",")}]`)
+  return chunks
+}
+
+/** `json_extract(value, '$[0]'), …` for `count` positions starting at `from`. */
+const positions = (from: number, count: number): Array<string> =>
+  Array.from({ length: count }, (_, i) => `json_extract(value, '$[${from + i}]')`)
+
+const unknownColumns = (p: Projection, fact: Fact, names: ReadonlyArray<string>) => {
+  const columns = info(p).columnSet
+  const bad = names.filter((n) => !columns.has(n) || n === "tenant_id")
+  if (bad.length > 0) throw new ProjectionConfigError(`projection ${p.name} mapped ${fact.type} to unknown column(s) ${bad.join(", ")}`)
+}
+
+const missingKey = (p: Projection, fact: Fact, present: object) => {
+  const absent = p.key.filter((k) => !(k in present))
+  if (absent.length > 0) throw new ProjectionConfigError(`projection ${p.name} mapped ${fact.type} without key column(s) ${absent.join(", ")}`)
+}
+
+/** Facts mapped to rows, grouped by what they set: one statement shape per group. */
+interface Group {
+  readonly columns: ReadonlyArray<string>
+  readonly rows: Array<ReadonlyArray<Value>>
+}
+
+const groupBy = (groups: Map<string, Group & { readonly type: string }>, type: string, columns: ReadonlyArray<string>, row: ReadonlyArray<Value>) => {
+  const signature = `${type}\u0000${columns.join("\u0000")}`
+  const group = groups.get(signature) ?? { type, columns, rows: [] }
+  groups.set(signature, group)
+  group.rows.push(row)
+}
+
+const rowsStatements = (p: RowsProjection, facts: ReadonlyArray<Fact>, target: Target): Array<Sql> => {
+  const groups = new Map<string, Group & { readonly type: string }>()
+  for (const fact of facts) {
+    const row = p.on[fact.type]?.(fact)
+    if (!row) continue
+    const columns = Object.keys(row).sort()
+    unknownColumns(p, fact, columns)
+    missingKey(p, fact, row)
+    groupBy(groups, fact.type, columns, [fact.tenant_id, ...columns.map((c) => bindable(row[c]!)), fact.sequence])
+  }
   const table = q(target.table)
   const key = ["tenant_id", ...p.key]
-  const unknown = (names: ReadonlyArray<string>) => {
-    const bad = names.filter((n) => !columns.has(n) || n === "tenant_id")
-    if (bad.length > 0) throw new ProjectionConfigError(`projection ${p.name} mapped ${fact.type} to unknown column(s) ${bad.join(", ")}`)
-  }
-  if (p.kind === "rows") {
-    const row = (map as RowsProjection["on"][string])(fact)
-    if (!row) return []
-    unknown(Object.keys(row))
-    const absentKey = p.key.filter((k) => !(k in row))
-    if (absentKey.length > 0) throw new ProjectionConfigError(`projection ${p.name} mapped ${fact.type} without key column(s) ${absentKey.join(", ")}`)
-    const seq = `${fact.type}_seq`
-    const names = ["tenant_id", ...Object.keys(row), seq]
-    const values = [fact.tenant_id, ...Object.values(row).map(bindable), fact.sequence]
+  return [...groups.values()].flatMap(({ type, columns, rows }) => {
+    const seq = `${type}_seq`
+    const names = ["tenant_id", ...columns, seq]
+    // Same guard as applying the facts one by one: SQLite upserts the selected rows in turn.
     const guard = `excluded.${q(seq)} > COALESCE(${table}.${q(seq)}, 0)`
-    const updates = Object.keys(row)
+    const updates = columns
       .filter((c) => !key.includes(c))
       .map((c) => `${q(c)} = CASE WHEN ${guard} THEN excluded.${q(c)} ELSE ${table}.${q(c)} END`)
     updates.push(`${q(seq)} = MAX(COALESCE(${table}.${q(seq)}, 0), excluded.${q(seq)})`)
-    return [{
-      sql: `INSERT INTO ${table} (${names.map(q).join(", ")}) VALUES (${names.map(() => "?").join(", ")})
-            ON CONFLICT (${key.map(q).join(", ")}) DO UPDATE SET ${updates.join(", ")}`,
-      params: values
-    }]
-  }
-  const change = (map as AdditiveProjection["on"][string])(fact)
-  if (!change) return []
-  unknown([...Object.keys(change.key), ...Object.keys(change.add)])
-  const missingKey = p.key.filter((k) => !(k in change.key))
-  if (missingKey.length > 0) throw new ProjectionConfigError(`projection ${p.name} mapped ${fact.type} without key column(s) ${missingKey.join(", ")}`)
-  const names = ["tenant_id", ...p.key, ...Object.keys(change.add)]
-  const values = [fact.tenant_id, ...p.key.map((k) => bindable(change.key[k]!)), ...Object.values(change.add)]
-  return [
-    {
-      sql: `INSERT INTO ${table} (${names.map(q).join(", ")})
-            SELECT ${names.map(() => "?").join(", ")}
-            WHERE NOT EXISTS (SELECT 1 FROM projection_applied WHERE projection = ? AND fact_id = ?)
-            ON CONFLICT (${key.map(q).join(", ")}) DO UPDATE SET ${Object.keys(change.add).map((c) => `${q(c)} = ${table}.${q(c)} + excluded.${q(c)}`).join(", ")}`,
-      params: [...values, target.appliedAs, fact.fact_id]
-    },
-    {
-      sql: `INSERT INTO projection_applied (projection, fact_id) VALUES (?, ?) ON CONFLICT DO NOTHING`,
-      params: [target.appliedAs, fact.fact_id]
-    }
-  ]
+    // `WHERE true` keeps SQLite from reading ON CONFLICT as a join constraint.
+    const sql = `INSERT INTO ${table} (${names.map(q).join(", ")})
+            SELECT ${positions(0, names.length).join(", ")} FROM json_each(?) WHERE true
+            ON CONFLICT (${key.map(q).join(", ")}) DO UPDATE SET ${updates.join(", ")}`
+    return jsonChunks(rows).map((json) => ({ sql, params: [json] }))
+  })
 }
 
-/** The built-in `facts` projection: every fact copied to D1, idempotent by fact id. */
-export const factsStatements = (facts: ReadonlyArray<Fact>): ReadonlyArray<Sql> => {
-  const perRow = 10
-  const rowsPerStatement = Math.floor(100 / perRow)
-  const out: Array<Sql> = []
-  for (let i = 0; i < facts.length; i += rowsPerStatement) {
-    const chunk = facts.slice(i, i + rowsPerStatement)
-    out.push({
-      sql: `INSERT INTO facts (tenant_id, fact_id, stream, sequence, type, body, causation_id, correlation_id, caused_by, created_at)
-            VALUES ${chunk.map(() => `(${new Array(perRow).fill("?").join(", ")})`).join(", ")}
-            ON CONFLICT (tenant_id, fact_id) DO NOTHING`,
-      params: chunk.flatMap((f) => [f.tenant_id, f.fact_id, f.stream, f.sequence, f.type, JSON.stringify(f.data), f.causation_id, f.correlation_id, f.caused_by, f.created_at])
-    })
+const additiveStatements = (p: AdditiveProjection, facts: ReadonlyArray<Fact>, target: Target): Array<Sql> => {
+  const groups = new Map<string, Group & { readonly type: string }>()
+  const applied = new Set<string>()
+  for (const fact of facts) {
+    if (applied.has(fact.fact_id)) continue
+    const change = p.on[fact.type]?.(fact)
+    if (!change) continue
+    const adds = Object.keys(change.add).sort()
+    unknownColumns(p, fact, [...Object.keys(change.key), ...adds])
+    missingKey(p, fact, change.key)
+    applied.add(fact.fact_id)
+    groupBy(groups, "", adds, [fact.fact_id, fact.tenant_id, ...p.key.map((k) => bindable(change.key[k]!)), ...adds.map((c) => change.add[c]!)])
   }
-  return out
+  if (applied.size === 0) return []
+  const table = q(target.table)
+  const key = ["tenant_id", ...p.key]
+  const keyPositions = positions(1, key.length)
+  const increments = [...groups.values()].flatMap(({ columns, rows }) => {
+    // Per key, the sum over the facts not applied yet; row = [fact_id, tenant_id, ...key, ...increments].
+    const sql = `INSERT INTO ${table} (${[...key, ...columns].map(q).join(", ")})
+            SELECT ${[...keyPositions, ...positions(1 + key.length, columns.length).map((v) => `SUM(${v})`)].join(", ")}
+            FROM json_each(?)
+            WHERE NOT EXISTS (SELECT 1 FROM projection_applied WHERE projection = ? AND fact_id = json_extract(value, '$[0]'))
+            GROUP BY ${keyPositions.join(", ")}
+            ON CONFLICT (${key.map(q).join(", ")}) DO UPDATE SET ${columns.map((c) => `${q(c)} = ${table}.${q(c)} + excluded.${q(c)}`).join(", ")}`
+    return jsonChunks(rows).map((json) => ({ sql, params: [json, target.appliedAs] }))
+  })
+  // After every increment, in the same transaction: the increments above saw none of these ids.
+  const record = jsonChunks([...applied].map((id) => [id])).map((json): Sql => ({
+    sql: `INSERT INTO projection_applied (projection, fact_id)
+          SELECT ?, json_extract(value, '$[0]') FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`,
+    params: [target.appliedAs, json]
+  }))
+  return [...increments, ...record]
+}
+
+/**
+ * The statements that apply a batch of facts to one projection, to run in
+ * ONE transaction: one per fact type and set of columns for a rows
+ * projection, one per set of increment columns plus one for the applied set
+ * for an additive one — their number does not grow with the batch (up to
+ * `factsPerStatement` facts). Applying a batch twice, or its facts in any
+ * order or in several batches, gives the same rows; a fact twice in one
+ * batch counts once. Throws if a mapping throws or produces columns the table
+ * does not have — a bug, so permanent; `batchStatements(p, [fact])` finds
+ * which fact it was.
+ */
+export const batchStatements = (p: Projection, facts: ReadonlyArray<Fact>, target: Target = liveTarget(p)): ReadonlyArray<Sql> =>
+  p.kind === "rows" ? rowsStatements(p, facts, target) : additiveStatements(p, facts, target)
+
+/**
+ * The built-in `facts` projection: every fact copied to D1, idempotent by
+ * fact id (its `created_at` is fixed in the ledger, so the key
+ * `(tenant_id, created_at, fact_id)` identifies a fact as well).
+ */
+export const factsStatements = (facts: ReadonlyArray<Fact>): ReadonlyArray<Sql> => {
+  const columns = ["tenant_id", "fact_id", "stream", "sequence", "type", "body", "causation_id", "correlation_id", "caused_by", "created_at"]
+  const rows = facts.map((f) => [f.tenant_id, f.fact_id, f.stream, f.sequence, f.type, JSON.stringify(f.data), f.causation_id, f.correlation_id, f.caused_by, f.created_at])
+  return jsonChunks(rows).map((json) => ({
+    sql: `INSERT INTO facts (${columns.join(", ")})
+          SELECT ${positions(0, columns.length).join(", ")} FROM json_each(?) WHERE true
+          ON CONFLICT DO NOTHING`,
+    params: [json]
+  }))
 }

@@ -4,7 +4,8 @@
  * Per batch, two D1 round trips whatever its size: the lookup of running
  * rebuilds, and one transaction that applies every fact to the `facts`
  * projection and to each registered projection (and to a rebuild's shadow
- * table while one runs). No inbox: every write is idempotent by construction
+ * table while one runs) — a few set-based statements per projection, not
+ * one per fact. If that transaction fails, each fact is written on its own. No inbox: every write is idempotent by construction
  * (row guards, applied sets, `ON CONFLICT DO NOTHING`), so a redelivered
  * fact changes nothing and costs no bookkeeping rows. A mapping that throws
  * is a permanent failure of that fact only.
@@ -28,16 +29,20 @@ export const activeRebuilds: Projection.Sql = {
   params: []
 }
 
-/** Every statement that applies these facts to every projection (and running rebuilds' shadows). */
+/**
+ * The statements that apply these facts to the `facts` projection and to
+ * every registered projection (and running rebuilds' shadows): a few per
+ * projection whatever the number of facts. Throws if a mapping throws.
+ */
 export const statementsFor = (router: Router, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>): ReadonlyArray<Projection.Sql> => [
   ...Projection.factsStatements(facts),
-  ...facts.flatMap((fact) =>
-    router.projections.flatMap((p) => [
-      ...Projection.statementsFor(p, fact),
-      ...rebuilds.filter((r) => r.projection === p.name).flatMap((r) => Projection.statementsFor(p, fact, Projection.shadowTarget(p, r.shadow_table)))
-    ])
-  )
+  ...router.projections.flatMap((p) => [
+    ...Projection.batchStatements(p, facts),
+    ...rebuilds.filter((r) => r.projection === p.name).flatMap((r) => Projection.batchStatements(p, facts, Projection.shadowTarget(p, r.shadow_table)))
+  ])
 ]
+
+const reason = (error: unknown) => (error instanceof Error ? error.message : String(error))
 
 export const process = (router: Router) => (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
   Effect.gen(function*() {
@@ -48,17 +53,25 @@ export const process = (router: Router) => (items: ReadonlyArray<{ readonly key:
       for (const item of items) outcomes.set(item.key, Consumer.transient("could not read running rebuilds"))
       return outcomes
     }
-    const groups = items.flatMap(({ key, value }) => {
-      try {
-        const statements = statementsFor(router, [value.fact], rebuilds)
-        return [{ key, statements }]
-      } catch (error) {
-        outcomes.set(key, Consumer.permanent("permanent_failure", error instanceof Error ? error.message : String(error)))
-        return []
-      }
-    })
-    const failed = yield* store.write(groups)
-    for (const { key } of groups) {
+    let good = items
+    let statements: ReadonlyArray<Projection.Sql>
+    try {
+      statements = statementsFor(router, items.map((i) => i.value.fact), rebuilds)
+    } catch {
+      // A mapping threw: find the facts it threw for (pure, in memory) and write the others.
+      good = items.filter(({ key, value }) => {
+        try {
+          statementsFor(router, [value.fact], rebuilds)
+          return true
+        } catch (error) {
+          outcomes.set(key, Consumer.permanent("permanent_failure", reason(error)))
+          return false
+        }
+      })
+      statements = statementsFor(router, good.map((i) => i.value.fact), rebuilds)
+    }
+    const failed = yield* store.write(statements, () => good.map(({ key, value }) => ({ key, statements: statementsFor(router, [value.fact], rebuilds) })))
+    for (const { key } of good) {
       const error = failed.get(key)
       outcomes.set(key, error === undefined ? Consumer.done : Consumer.transient(`projection write failed: ${error}`))
     }

@@ -1,10 +1,11 @@
 /**
  * Where projections are written and read: D1, through bound statements only.
  *
- * `write` runs groups of statements in ONE `db.batch()` — one round trip and
- * one transaction for a whole queue batch. If that transaction fails, each
- * group is retried on its own so that one bad fact cannot hold back the
- * others (the slow path only runs on failure). `query` runs one read.
+ * `write` runs a batch's statements in ONE `db.batch()` — one round trip and
+ * one transaction for a whole queue batch. If that transaction fails, the
+ * batch is written again group by group (one group per fact, built only
+ * then) so that one bad fact cannot hold back the others (the slow path only
+ * runs on failure). `query` runs one read.
  */
 import { Context, Effect, Layer, Schema } from "effect"
 import type { Sql, Value } from "./Projection.js"
@@ -19,8 +20,12 @@ export interface Group {
 }
 
 export class ProjectionStore extends Context.Service<ProjectionStore, {
-  /** Runs every group in one transaction; returns the error per group key that failed on its own (empty when all applied). */
-  readonly write: (groups: ReadonlyArray<Group>) => Effect.Effect<ReadonlyMap<string, string>>
+  /**
+   * Runs `statements` in one transaction; if it fails, runs each of
+   * `isolate()`'s groups in its own transaction instead. Returns the error per
+   * group key that failed on its own (empty when all applied).
+   */
+  readonly write: (statements: ReadonlyArray<Sql>, isolate: () => ReadonlyArray<Group>) => Effect.Effect<ReadonlyMap<string, string>>
   readonly query: <T = Record<string, Value>>(statement: Sql) => Effect.Effect<ReadonlyArray<T>, ProjectionStoreUnavailable>
   /** Runs statements as one transaction (one round trip); all or nothing. */
   readonly execute: (statements: ReadonlyArray<Sql>) => Effect.Effect<void, ProjectionStoreUnavailable>
@@ -33,16 +38,15 @@ const message = (cause: unknown) => (cause instanceof Error ? cause.message : St
 export const make = (db: D1Database): ProjectionStore["Service"] => {
   const prepare = (s: Sql) => db.prepare(s.sql).bind(...s.params)
   return {
-    write: (groups) =>
+    write: (statements, isolate) =>
       Effect.promise(async () => {
         const failed = new Map<string, string>()
-        const all = groups.flatMap((g) => g.statements)
-        if (all.length === 0) return failed
+        if (statements.length === 0) return failed
         try {
-          await db.batch(all.map(prepare))
+          await db.batch(statements.map(prepare))
           return failed
         } catch {
-          for (const group of groups) {
+          for (const group of isolate()) {
             if (group.statements.length === 0) continue
             try {
               await db.batch(group.statements.map(prepare))

@@ -23,7 +23,8 @@ import * as Projection from "./Projection.js"
 import { ProjectionStore } from "./ProjectionStore.js"
 
 export const shardsPerSlice = 25
-export const statementsPerWrite = 200
+/** Facts per transaction when replaying: each write applies its facts completely (increments with their applied set). */
+export const factsPerWrite = Projection.factsPerStatement
 /** Platform operations run under this tenant id on the batch queue. */
 export const platformTenant = "factline"
 
@@ -115,8 +116,7 @@ export const step = (router: Router, payload: BatchPayload) =>
     })
     const target = Projection.shadowTarget(p, record.shadow_table)
     const facts = (yield* Effect.forEach(shards, (s) => ledger.readShard(s.shard_key), { concurrency: 8 })).flat()
-    const statements = facts.flatMap((fact) => Projection.statementsFor(p, fact, target))
-    for (let i = 0; i < statements.length; i += statementsPerWrite) yield* store.execute(statements.slice(i, i + statementsPerWrite))
+    for (let i = 0; i < facts.length; i += factsPerWrite) yield* store.execute(Projection.batchStatements(p, facts.slice(i, i + factsPerWrite), target))
     const last = shards.at(-1)?.shard_key ?? item.after
     yield* store.execute([{
       sql: `UPDATE projection_rebuilds SET

@@ -43,7 +43,13 @@ export const deadMessages = sqliteTable(
 
 /**
  * The `facts` projection: every fact of every shard, copied to D1 for analysts.
- * Idempotent by `(tenant_id, fact_id)`; paginated by `(created_at, fact_id)`.
+ *
+ * Only what `GET /v1/facts` needs, because D1 bills every index entry as a
+ * row written: the primary key is the listing order `(tenant_id, created_at,
+ * fact_id)` — a fact's `created_at` is fixed in the ledger, so a re-sent fact
+ * still hits the same key and is skipped — and one index serves `subject`
+ * (with or without `type`). A `type`-only listing walks the tenant's facts in
+ * key order; no index of its own (3 rows written per fact instead of 5).
  */
 export const facts = sqliteTable(
   "facts",
@@ -60,10 +66,8 @@ export const facts = sqliteTable(
     createdAt: text("created_at").notNull()
   },
   (t) => [
-    primaryKey({ columns: [t.tenantId, t.factId] }),
-    index("facts_by_tenant_time").on(t.tenantId, t.createdAt, t.factId),
-    index("facts_by_stream").on(t.tenantId, t.stream, t.sequence),
-    index("facts_by_type").on(t.tenantId, t.type, t.createdAt, t.factId)
+    primaryKey({ columns: [t.tenantId, t.createdAt, t.factId] }),
+    index("facts_by_stream").on(t.tenantId, t.stream, t.createdAt, t.factId)
   ]
 )
 

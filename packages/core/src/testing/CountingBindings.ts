@@ -2,13 +2,14 @@
  * Counting wrappers around real Cloudflare bindings, for tests and benchmarks.
  *
  * Calls still go to the real D1 / Durable Object / Queue; the wrappers only
- * count what each costs: D1 round trips (a `batch()` is one) with the rows
- * D1 reports read and written, DO RPCs and the shards they hit, queue send
+ * count what each costs: D1 round trips (a `batch()` is one), the statements
+ * they carry and the rows D1 reports read and written, DO RPCs and the shards they hit, queue send
  * calls and messages. Not for production code paths.
  */
 
 export interface Counts {
   d1RoundTrips: number
+  d1Statements: number
   d1RowsRead: number
   d1RowsWritten: number
   doRpcs: number
@@ -17,7 +18,7 @@ export interface Counts {
   readonly shards: Set<string>
 }
 
-export const make = (): Counts => ({ d1RoundTrips: 0, d1RowsRead: 0, d1RowsWritten: 0, doRpcs: 0, queueSends: 0, queueMessages: 0, shards: new Set() })
+export const make = (): Counts => ({ d1RoundTrips: 0, d1Statements: 0, d1RowsRead: 0, d1RowsWritten: 0, doRpcs: 0, queueSends: 0, queueMessages: 0, shards: new Set() })
 
 const addMeta = <R>(counts: Counts, result: R): R => {
   for (const r of Array.isArray(result) ? result : [result]) {
@@ -40,13 +41,14 @@ export const d1 = (db: D1Database, counts: Counts): D1Database => {
       get(target, prop) {
         if (prop === "bind") return (...args: Array<unknown>) => wrap(target.bind(...args))
         if (prop === "run" || prop === "all") {
-          return async () => (counts.d1RoundTrips++, addMeta(counts, await target[prop]()))
+          return async () => (counts.d1RoundTrips++, counts.d1Statements++, addMeta(counts, await target[prop]()))
         }
-        if (prop === "raw") return async (options?: any) => (counts.d1RoundTrips++, target.raw(options))
+        if (prop === "raw") return async (options?: any) => (counts.d1RoundTrips++, counts.d1Statements++, target.raw(options))
         if (prop === "first") {
           // `first` hides D1's meta: run it through `all` so the rows read are counted.
           return async (column?: string) => {
             counts.d1RoundTrips++
+            counts.d1Statements++
             const row = addMeta(counts, await target.all<Record<string, unknown>>()).results[0] ?? null
             return column === undefined || row === null ? row : row[column]
           }
@@ -62,7 +64,7 @@ export const d1 = (db: D1Database, counts: Counts): D1Database => {
       if (prop === "prepare") return (sql: string) => wrap(target.prepare(sql))
       if (prop === "batch") {
         return async (statements: Array<D1PreparedStatement>) =>
-          (counts.d1RoundTrips++, addMeta(counts, await target.batch(statements.map((s) => real.get(s) ?? s))))
+          (counts.d1RoundTrips++, counts.d1Statements += statements.length, addMeta(counts, await target.batch(statements.map((s) => real.get(s) ?? s))))
       }
       if (prop === "exec") return (sql: string) => (counts.d1RoundTrips++, target.exec(sql))
       return passThrough(target, prop)

@@ -1,0 +1,188 @@
+/**
+ * Set-based projection writes against the real local D1: a batch's facts go
+ * through `ProjectionConsumer.process` (the consumer runtime's decode and
+ * settle steps are covered by the pipeline tests), and the assertions are on
+ * the stored rows.
+ */
+import { env } from "cloudflare:workers"
+import { Effect } from "effect"
+import { describe, expect, it } from "vitest"
+import { FactId, ProjectionConsumer, ProjectionQuery, ProjectionStore } from "@factline/core"
+import type { Fact } from "@factline/schemas"
+import { unique } from "./helpers.js"
+import { countingD1, newCounts } from "./instrument.js"
+import { platform } from "./worker.js"
+
+/** A fact as the ledger would store it. */
+const fact = async (stream: string, sequence: number, type: string, data: Record<string, unknown>): Promise<Fact> => ({
+  fact_id: await FactId.make({ tenantId: "tenant-a", cause: `${stream}:${sequence}:${type}`, decidedBy: "test", position: 0 }),
+  tenant_id: "tenant-a",
+  stream,
+  sequence,
+  type,
+  data,
+  causation_id: `${stream}:${sequence}`,
+  correlation_id: stream,
+  caused_by: "test",
+  created_at: new Date(Date.UTC(2026, 10, 22, 0, 0, sequence)).toISOString()
+})
+
+/** One queue batch, as the projections consumer processes it; returns the outcome per fact (by position). */
+const apply = async (facts: ReadonlyArray<Fact>, db: D1Database = env.DB) => {
+  const items = facts.map((f, i) => ({ key: `${i}`, value: { fact: f } }))
+  const outcomes = await Effect.runPromise(ProjectionConsumer.process(platform.router)(items).pipe(Effect.provide(ProjectionStore.ProjectionStore.layer(db))))
+  return items.map(({ key }) => outcomes.get(key))
+}
+
+const callRow = (callId: string) =>
+  env.DB.prepare("SELECT buyer_id, duration_s, currency, qualified, charged_cents, refunded_cents FROM calls WHERE tenant_id = 'tenant-a' AND call_id = ?")
+    .bind(callId).first<Record<string, unknown>>()
+const budget = (buyer: string) =>
+  env.DB.prepare("SELECT spent_cents, charges, refunds FROM buyer_budgets WHERE tenant_id = 'tenant-a' AND buyer_id = ?").bind(buyer).first<Record<string, number>>()
+const copies = async (stream: string) =>
+  (await env.DB.prepare("SELECT COUNT(*) AS n FROM facts WHERE tenant_id = 'tenant-a' AND stream = ?").bind(stream).first<{ n: number }>())?.n
+
+/** A call's whole life: outcome, qualification, charge, refund. */
+const life = async (call_id: string, buyer_id: string, price_cents = 500) => [
+  await fact(call_id, 1, "outcome", { call_id, buyer_id, duration_s: 90, price_cents, currency: "EUR" }),
+  await fact(call_id, 2, "qualification", { call_id, qualified: true }),
+  await fact(call_id, 3, "charge", { call_id, buyer_id, amount_cents: price_cents, currency: "EUR" }),
+  await fact(call_id, 4, "refund", { call_id, buyer_id, amount_cents: price_cents, currency: "EUR" })
+]
+
+const done = { _tag: "Done" }
+
+describe("set-based projection writes", () => {
+  it("a batch applied twice gives the same rows as applied once", async () => {
+    const buyer = unique("buyer")
+    const [a, b] = [unique("call"), unique("call")]
+    const batch = [...await life(a, buyer, 500), ...(await life(b, buyer, 300)).slice(0, 3)]
+    expect(await apply(batch)).toEqual(batch.map(() => done))
+    const once = { a: await callRow(a), b: await callRow(b), budget: await budget(buyer), copies: [await copies(a), await copies(b)] }
+    expect(await apply(batch)).toEqual(batch.map(() => done))
+    expect({ a: await callRow(a), b: await callRow(b), budget: await budget(buyer), copies: [await copies(a), await copies(b)] }).toEqual(once)
+    expect(once).toEqual({
+      a: { buyer_id: buyer, duration_s: 90, currency: "EUR", qualified: 1, charged_cents: 500, refunded_cents: 500 },
+      b: { buyer_id: buyer, duration_s: 90, currency: "EUR", qualified: 1, charged_cents: 300, refunded_cents: 0 },
+      budget: { spent_cents: 300, charges: 2, refunds: 1 },
+      copies: [4, 3]
+    })
+  })
+
+  it("a batch in reverse order gives the same rows as in order", async () => {
+    const inOrder = { call: unique("call"), buyer: unique("buyer") }
+    const reversed = { call: unique("call"), buyer: unique("buyer") }
+    await apply(await life(inOrder.call, inOrder.buyer))
+    await apply((await life(reversed.call, reversed.buyer)).reverse())
+    expect({ ...await callRow(reversed.call), buyer_id: "b" }).toEqual({ ...await callRow(inOrder.call), buyer_id: "b" })
+    expect(await budget(reversed.buyer)).toEqual(await budget(inOrder.buyer))
+    expect(await budget(inOrder.buyer)).toEqual({ spent_cents: 0, charges: 1, refunds: 1 })
+  })
+
+  it("the same fact twice in one batch counts once", async () => {
+    const buyer = unique("buyer")
+    const call_id = unique("call")
+    const charge = await fact(call_id, 3, "charge", { call_id, buyer_id: buyer, amount_cents: 250, currency: "USD" })
+    expect(await apply([charge, charge, charge])).toEqual([done, done, done])
+    expect(await budget(buyer)).toEqual({ spent_cents: 250, charges: 1, refunds: 0 })
+    expect(await copies(call_id)).toBe(1)
+  })
+
+  it("two facts for one key in one batch: both increments count, and the later fact of a type wins in either order", async () => {
+    const buyer = unique("buyer")
+    const [a, b] = [unique("call"), unique("call")]
+    const charges = [
+      await fact(a, 3, "charge", { call_id: a, buyer_id: buyer, amount_cents: 100, currency: "USD" }),
+      await fact(b, 3, "charge", { call_id: b, buyer_id: buyer, amount_cents: 40, currency: "USD" })
+    ]
+    // A corrected outcome (sequence 5) and the original (sequence 1) of the same call, later one first.
+    const outcomes = [
+      await fact(a, 5, "outcome", { call_id: a, buyer_id: buyer, duration_s: 75, price_cents: 100, currency: "EUR" }),
+      await fact(a, 1, "outcome", { call_id: a, buyer_id: "someone-else", duration_s: 10, price_cents: 100, currency: "USD" })
+    ]
+    await apply([...outcomes, ...charges])
+    expect(await budget(buyer)).toEqual({ spent_cents: 140, charges: 2, refunds: 0 })
+    expect(await callRow(a)).toMatchObject({ buyer_id: buyer, duration_s: 75, currency: "EUR", charged_cents: 100 })
+    await apply([...outcomes].reverse())
+    expect(await callRow(a)).toMatchObject({ buyer_id: buyer, duration_s: 75, currency: "EUR", charged_cents: 100 })
+  })
+
+  it("a batch of 10 facts and one of 100 take the same statements in one D1 transaction", async () => {
+    const measure = async (size: number) => {
+      const buyer = unique("buyer")
+      const facts = (await Promise.all(Array.from({ length: size / 4 + 1 }, () => life(unique("call"), buyer, 10)))).flat().slice(0, size)
+      const counts = newCounts()
+      expect(await apply(facts, countingD1(env.DB, counts))).toEqual(facts.map(() => done))
+      return { counts, buyer }
+    }
+    const ten = await measure(10)
+    const hundred = await measure(100)
+    // The running-rebuilds lookup, then one batch with every write.
+    expect([ten.counts.d1RoundTrips, hundred.counts.d1RoundTrips]).toEqual([2, 2])
+    expect(hundred.counts.d1Statements).toBe(ten.counts.d1Statements)
+    // facts copy + calls (4 fact types) + buyer_budgets (charge, refund increments and the applied set), + the lookup.
+    expect(hundred.counts.d1Statements).toBe(1 + 1 + 4 + 3)
+    expect(await budget(hundred.buyer)).toEqual({ spent_cents: 0, charges: 25, refunds: 25 })
+  })
+
+  it("rows D1 writes per fact, for the facts copy and for each projection", async () => {
+    const n = 100
+    const written = async (facts: ReadonlyArray<Fact>) => {
+      const counts = newCounts()
+      await apply(facts, countingD1(env.DB, counts))
+      return counts.d1RowsWritten / facts.length
+    }
+    // A fact type no projection reads: only the facts copy writes.
+    const copyOnly = await written(await Promise.all(Array.from({ length: n }, (_, i) => fact(unique("call"), 1, "dispute_rejected", { call_id: "c", why: "x", i }))))
+    // Outcomes: the facts copy + one new `calls` row each.
+    const outcomes = await written(await Promise.all(Array.from({ length: n }, () => {
+      const call_id = unique("call")
+      return fact(call_id, 1, "outcome", { call_id, buyer_id: "b", duration_s: 90, price_cents: 1, currency: "EUR" })
+    })))
+    // Charges to one buyer: the facts copy, a `calls` row, one budget row for all, an applied-set row each.
+    const buyer = unique("buyer")
+    const chargesToOneBuyer = await written(await Promise.all(Array.from({ length: n }, () => {
+      const call_id = unique("call")
+      return fact(call_id, 3, "charge", { call_id, buyer_id: buyer, amount_cents: 1, currency: "EUR" })
+    })))
+    console.log(`D1 rows written per fact: facts copy ${copyOnly}; outcome (copy + calls) ${outcomes}; charge (copy + calls + budgets) ${chargesToOneBuyer}`)
+    // The table row, its primary key, the by-subject index.
+    expect(copyOnly).toBe(3)
+  })
+
+  it("every GET /v1/facts listing reads an index in order: no table scan, no sort", async () => {
+    const cursor = btoa(JSON.stringify(["2026-11-22T00:00:00.000Z", "f"])).replace(/=+$/, "")
+    for (const query of [{}, { subject: "s" }, { type: "charge" }, { subject: "s", type: "charge" }, { cursor }, { subject: "s", cursor }]) {
+      const page = ProjectionQuery.facts("tenant-a", query)
+      if (page._tag !== "Success") throw new Error("a valid query")
+      const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${page.success.sql.sql}`).bind(...page.success.sql.params).all<{ detail: string }>()
+      const plan = results.map((r) => r.detail).join("; ")
+      expect(plan, JSON.stringify(query)).toMatch(/USING (COVERING )?INDEX (sqlite_autoindex_facts_1|facts_by_stream)/)
+      expect(plan, JSON.stringify(query)).not.toMatch(/TEMP B-TREE|SCAN facts$/)
+    }
+  })
+
+  it("a mapping that throws fails its fact permanently; the batch's other facts are written", async () => {
+    const buyer = unique("buyer")
+    const good = await life(unique("call"), buyer)
+    const broken = { ...await fact(unique("call"), 1, "outcome", {}), data: null as unknown as Record<string, unknown> }
+    const outcomes = await apply([good[0]!, broken, ...good.slice(1)])
+    expect(outcomes[1]).toMatchObject({ _tag: "Failed", transient: false, reason: "permanent_failure" })
+    expect(outcomes.filter((o) => o?._tag === "Done")).toHaveLength(4)
+    expect(await budget(buyer)).toEqual({ spent_cents: 0, charges: 1, refunds: 1 })
+    expect(await callRow(good[0]!.stream)).toMatchObject({ buyer_id: buyer, qualified: 1, charged_cents: 500, refunded_cents: 500 })
+  })
+
+  it("a fact D1 refuses fails on its own; the batch's other facts are written one by one", async () => {
+    const buyer = unique("buyer")
+    const good = await life(unique("call"), buyer)
+    // A charge without buyer or amount: its budget row has no key, so D1 refuses the whole transaction.
+    const refused = await fact(unique("call"), 3, "charge", { call_id: "x" })
+    const outcomes = await apply([...good, refused])
+    expect(outcomes.slice(0, 4)).toEqual([done, done, done, done])
+    expect(outcomes[4]).toMatchObject({ _tag: "Failed", transient: true })
+    expect(await budget(buyer)).toEqual({ spent_cents: 0, charges: 1, refunds: 1 })
+    expect(await callRow(good[0]!.stream)).toMatchObject({ buyer_id: buyer, qualified: 1, charged_cents: 500, refunded_cents: 500 })
+    expect(await copies(refused.stream)).toBe(0)
+  })
+})

@@ -1,0 +1,151 @@
+import { integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core"
+import type { Fact } from "@factline/schemas"
+import { describe, expect, it } from "vitest"
+import * as Projection from "./Projection.js"
+
+const callsTable = sqliteTable(
+  "calls",
+  {
+    tenant_id: text("tenant_id").notNull(),
+    call_id: text("call_id").notNull(),
+    buyer_id: text("buyer_id"),
+    qualified: integer("qualified", { mode: "boolean" }),
+    charged_cents: integer("charged_cents").notNull().default(0),
+    ...Projection.sequenceColumns(["outcome", "qualification", "charge"])
+  },
+  (t) => [primaryKey({ columns: [t.tenant_id, t.call_id] })]
+)
+
+const budgetsTable = sqliteTable(
+  "budgets",
+  {
+    tenant_id: text("tenant_id").notNull(),
+    buyer_id: text("buyer_id").notNull(),
+    spent_cents: integer("spent_cents").notNull().default(0),
+    charges: integer("charges").notNull().default(0),
+    refunds: integer("refunds").notNull().default(0)
+  },
+  (t) => [primaryKey({ columns: [t.tenant_id, t.buyer_id] })]
+)
+
+const calls = Projection.rows({
+  name: "calls",
+  table: callsTable,
+  key: ["call_id"],
+  queryable: ["call_id"],
+  on: {
+    outcome: (f) => ({ call_id: f.data.call_id as string, buyer_id: f.data.buyer_id as string }),
+    qualification: (f) => ({ call_id: f.data.call_id as string, qualified: f.data.qualified as boolean }),
+    charge: (f) => ({ call_id: f.data.call_id as string, charged_cents: f.data.amount_cents as number })
+  }
+})
+
+const budgets = Projection.additive({
+  name: "budgets",
+  table: budgetsTable,
+  key: ["buyer_id"],
+  queryable: ["buyer_id"],
+  on: {
+    charge: (f) => ({ key: { buyer_id: f.data.buyer_id as string }, add: { spent_cents: f.data.amount_cents as number, charges: 1 } }),
+    refund: (f) => ({ key: { buyer_id: f.data.buyer_id as string }, add: { spent_cents: -(f.data.amount_cents as number), refunds: 1 } })
+  }
+})
+
+let counter = 0
+const fact = (type: string, data: Record<string, unknown>, sequence = 1): Fact => ({
+  fact_id: `f_${counter++}`,
+  tenant_id: "t",
+  stream: String(data.call_id ?? "s"),
+  sequence,
+  type,
+  data,
+  causation_id: "c",
+  correlation_id: "c",
+  caused_by: "test",
+  created_at: "2026-11-22T00:00:00.000Z"
+})
+
+const charges = (n: number) => Array.from({ length: n }, (_, i) => fact("charge", { call_id: `call_${i}`, buyer_id: `b_${i % 3}`, amount_cents: 10 }, 3))
+const rowsOf = (statement: Projection.Sql) => JSON.parse(statement.params[0] as string) as Array<Array<unknown>>
+
+describe("Projection.batchStatements", () => {
+  it("a rows projection writes one statement per fact type, however many facts", () => {
+    const mixed = (n: number) => [
+      ...charges(n),
+      ...Array.from({ length: n }, (_, i) => fact("qualification", { call_id: `call_${i}`, qualified: i % 2 === 0 }, 2))
+    ]
+    expect(Projection.batchStatements(calls, mixed(10))).toHaveLength(2)
+    expect(Projection.batchStatements(calls, mixed(250))).toHaveLength(2)
+    for (const s of Projection.batchStatements(calls, mixed(250))) {
+      expect(s.params).toHaveLength(1)
+      expect(s.sql).toContain("json_each(?)")
+    }
+  })
+
+  it("a rows statement guards every column with its fact type's sequence", () => {
+    const [statement] = Projection.batchStatements(calls, charges(1))
+    expect(statement!.sql).toContain(`"charged_cents" = CASE WHEN excluded."charge_seq" > COALESCE("calls"."charge_seq", 0) THEN excluded."charged_cents" ELSE "calls"."charged_cents" END`)
+    expect(statement!.sql).toContain(`"charge_seq" = MAX(COALESCE("calls"."charge_seq", 0), excluded."charge_seq")`)
+    expect(rowsOf(statement!)).toEqual([["t", "call_0", 10, 3]])
+  })
+
+  it("facts of one type that set different columns get a statement each", () => {
+    const p = Projection.rows({
+      ...calls,
+      on: { outcome: (f): Projection.Row => (f.data.buyer_id === undefined ? { call_id: "c" } : { call_id: "c", buyer_id: f.data.buyer_id as string }) }
+    })
+    const statements = Projection.batchStatements(p, [fact("outcome", {}), fact("outcome", { buyer_id: "b" }), fact("outcome", { buyer_id: "b2" })])
+    expect(statements.map(rowsOf)).toEqual([[["t", "c", 1]], [["t", "b", "c", 1], ["t", "b2", "c", 1]]])
+  })
+
+  it("booleans bind as 0/1", () => {
+    const statements = Projection.batchStatements(calls, [fact("qualification", { call_id: "a", qualified: true }), fact("qualification", { call_id: "b", qualified: false })])
+    expect(rowsOf(statements[0]!)).toEqual([["t", "a", 1, 1], ["t", "b", 0, 1]])
+  })
+
+  it("an additive projection sums over unapplied facts in one statement, then records the applied set", () => {
+    for (const n of [10, 300]) {
+      const statements = Projection.batchStatements(budgets, charges(n))
+      expect(statements).toHaveLength(2)
+      expect(statements[0]!.sql).toMatch(/SUM\(json_extract\(value, '\$\[\d\]'\)\)/)
+      expect(statements[0]!.sql).toContain("WHERE NOT EXISTS (SELECT 1 FROM projection_applied WHERE projection = ? AND fact_id = json_extract(value, '$[0]'))")
+      expect(statements[0]!.sql).toContain("GROUP BY")
+      expect(statements[1]!.sql).toContain("INSERT INTO projection_applied")
+      expect(rowsOf({ sql: "", params: [statements[1]!.params[1]!] })).toHaveLength(n)
+    }
+  })
+
+  it("the same fact twice in one batch counts once", () => {
+    const [charge] = charges(1)
+    const statements = Projection.batchStatements(budgets, [charge!, charge!, charge!])
+    // [fact_id, tenant_id, buyer_id, charges, spent_cents]: increment columns in name order
+    expect(rowsOf(statements[0]!)).toEqual([[charge!.fact_id, "t", "b_0", 1, 10]])
+    expect(JSON.parse(statements[1]!.params[1] as string)).toEqual([[charge!.fact_id]])
+  })
+
+  it("writes to a rebuild's shadow table and applied set when given its target", () => {
+    const target = Projection.shadowTarget(budgets, "budgets__rb_1")
+    const statements = Projection.batchStatements(budgets, charges(2), target)
+    expect(statements[0]!.sql).toContain(`INSERT INTO "budgets__rb_1"`)
+    expect(statements.map((s) => s.params.filter((v) => v === "budgets__rebuild"))).toEqual([["budgets__rebuild"], ["budgets__rebuild"]])
+  })
+
+  it("splits at factsPerStatement facts per statement", () => {
+    expect(Projection.batchStatements(calls, charges(Projection.factsPerStatement)).length).toBe(1)
+    expect(Projection.batchStatements(calls, charges(Projection.factsPerStatement + 1)).map((s) => rowsOf(s).length)).toEqual([Projection.factsPerStatement, 1])
+    expect(Projection.factsStatements(charges(Projection.factsPerStatement + 1))).toHaveLength(2)
+  })
+
+  it("facts it ignores produce no statements", () => {
+    expect(Projection.batchStatements(budgets, [fact("outcome", { call_id: "c" })])).toEqual([])
+    expect(Projection.factsStatements([])).toEqual([])
+  })
+
+  it("a mapping to unknown columns or without its key columns is a ProjectionConfigError", () => {
+    const unknown = Projection.rows({ ...calls, on: { outcome: () => ({ call_id: "c", nope: 1 }) } })
+    expect(() => Projection.batchStatements(unknown, [fact("outcome", {})])).toThrow(Projection.ProjectionConfigError)
+    expect(() => Projection.batchStatements(unknown, [fact("outcome", {})])).toThrow("projection calls mapped outcome to unknown column(s) nope")
+    const keyless = Projection.additive({ ...budgets, on: { charge: () => ({ key: {}, add: { charges: 1 } }) } })
+    expect(() => Projection.batchStatements(keyless, [fact("charge", {})])).toThrow("projection budgets mapped charge without key column(s) buyer_id")
+  })
+})
