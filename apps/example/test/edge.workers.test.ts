@@ -147,6 +147,29 @@ describe("HTTP edge: the same key twice in one request", () => {
   })
 })
 
+describe("HTTP edge: CloudEvents keys", () => {
+  it("source and id are encoded unambiguously: /billing + x/1 and /billing/x + 1 are two events", async () => {
+    const [s1, s2] = [unique("ce"), unique("ce")]
+    const id = unique("x")
+    const ce = (source: string, eventId: string, subject: string) => ({
+      specversion: "1.0", type: "test.counter.bump", id: eventId, source, subject, data: { by: source }
+    })
+    const post = (body: unknown) =>
+      request("/v1/events", { method: "POST", token: tokenA, body: JSON.stringify(body), headers: { "content-type": "application/cloudevents+json" } })
+    const first = await post(ce("/billing", `${id}/1`, s1))
+    const second = await post(ce(`/billing/${id}`, "1", s2))
+    expect(first.status).toBe(202)
+    expect(second.status).toBe(202)
+    const k1 = (await first.json<any>()).idempotency_keys[0]
+    const k2 = (await second.json<any>()).idempotency_keys[0]
+    expect(k1).toBe(`ce:%2Fbilling:${id}%2F1`)
+    expect(k2).toBe(`ce:%2Fbilling%2F${id}:1`)
+    for (const subject of [s1, s2]) {
+      await eventually(async () => ((await readStream("tenant-a", subject)).version === 1 ? true : undefined), 20_000, `the fact of ${subject}`)
+    }
+  })
+})
+
 describe("HTTP edge: text must be valid Unicode", () => {
   it("a body with invalid UTF-8 is a 400 naming the field", async () => {
     const event = bump(unique("s"), "x")
