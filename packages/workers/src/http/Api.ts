@@ -127,9 +127,12 @@ export const make = (router: Router.Router) => {
           { sent: error.sent, not_sent: error.not_sent },
           { "retry-after": "5" }
         )
-      default:
-        console.error(`ingest failed: ${error._tag}`)
-        return errorResponse(c, 503, "unavailable", "the events queue is unavailable; nothing was accepted, retry later", undefined, { "retry-after": "5" })
+      case "AcceptedKeysUnavailable":
+        console.error("ingest failed: AcceptedKeysUnavailable")
+        return errorResponse(c, 503, "unavailable", "the idempotency store is unavailable; nothing was sent, retry later", undefined, { "retry-after": "5" })
+      case "PayloadStoreUnavailable":
+        console.error("ingest failed: PayloadStoreUnavailable")
+        return errorResponse(c, 503, "unavailable", "the payload store is unavailable; nothing was sent, retry later", undefined, { "retry-after": "5" })
     }
   })
 
