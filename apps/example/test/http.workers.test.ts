@@ -125,7 +125,9 @@ describe("HTTP API", () => {
 
     const structured = await post(cloudEvent(a), "application/cloudevents+json; charset=utf-8")
     expect(structured.status).toBe(202)
-    expect(await structured.json()).toEqual({ accepted: 1, idempotency_keys: [`/billing/evt-${a}`] })
+    expect(await structured.json()).toEqual({
+      accepted: 1, idempotency_keys: [`ce:%2Fbilling:evt-${a}`], items: [{ idempotency_key: `ce:%2Fbilling:evt-${a}`, duplicate: false }]
+    })
     const batch = await post([cloudEvent(b), { ...cloudEvent(c), schemaversion: "1", data: { call_id: c, buyer_id: "ce_buyer", duration_s: 30, price_cents: 5 } }], "application/cloudevents-batch+json")
     expect(batch.status).toBe(202)
     const binary = await post(payload(d), "application/json", {
@@ -133,8 +135,10 @@ describe("HTTP API", () => {
     })
     expect(binary.status).toBe(202)
     expect((await binary.json<any>()).idempotency_keys).toEqual([`custom-${d}`])
-    // The same CloudEvent again (a producer retry) keeps its key: still one fact.
-    expect((await post(cloudEvent(a), "application/cloudevents+json")).status).toBe(202)
+    // The same CloudEvent again (a producer retry) keeps its key: a replay, still one fact.
+    const retry = await post(cloudEvent(a), "application/cloudevents+json")
+    expect(retry.status).toBe(202)
+    expect(retry.headers.get("idempotent-replay")).toBe("true")
 
     for (const call of [a, b, c, d]) {
       const stream = await eventually(async () => {
@@ -144,7 +148,7 @@ describe("HTTP API", () => {
       expect(stream.facts.filter((f) => f.type === "outcome")).toHaveLength(1)
       expect(stream.facts[0]!.data.currency).toBe("USD")
     }
-    expect((await readStream("tenant-a", a)).facts[0]!.causation_id).toBe(`/billing/evt-${a}`)
+    expect((await readStream("tenant-a", a)).facts[0]!.causation_id).toBe(`ce:%2Fbilling:evt-${a}`)
   })
 
   it("refuses malformed CloudEvents with every problem named", async () => {

@@ -6,7 +6,9 @@ describe("HTTP ingest → events queue → router → ledger", () => {
     const event = callCompleted()
     const response = await postEvents(event)
     expect(response.status).toBe(202)
-    expect(await response.json()).toEqual({ accepted: 1, idempotency_keys: [event.idempotency_key] })
+    expect(await response.json()).toEqual({
+      accepted: 1, idempotency_keys: [event.idempotency_key], items: [{ idempotency_key: event.idempotency_key, duplicate: false }]
+    })
 
     const stream = await eventually(async () => {
       const s = await readStream("tenant-a", event.subject)

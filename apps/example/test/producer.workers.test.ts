@@ -65,8 +65,11 @@ describe("Producer", () => {
     const subject = unique("blob")
     const [envelope] = [await run(queue, (p) => p.emit(Blob, { blob }, { tenant_id: "tenant-a", subject, idempotency_key: unique("k") }))]
     expect(envelope.payload).toBeUndefined()
-    expect(envelope.payload_ref).toBe(`r2://factline-payloads/tenant-a/${envelope.message_id}`)
-    expect(await (await env.PAYLOADS.get(`tenant-a/${envelope.message_id}`))!.json()).toEqual({ blob })
+    // Under a name the producer chose (not the reusable message_id), inside the tenant's prefix.
+    expect(envelope.payload_ref).toMatch(/^r2:\/\/factline-payloads\/tenant-a\/p_[0-9a-f-]{36}$/)
+    expect(envelope.payload_ref).not.toContain(envelope.message_id)
+    const key = envelope.payload_ref!.slice("r2://factline-payloads/".length)
+    expect(await (await env.PAYLOADS.get(key))!.json()).toEqual({ blob })
     const stream = await eventually(async () => {
       const s = await readStream("tenant-a", subject)
       return s.version > 0 ? s : undefined

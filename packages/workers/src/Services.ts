@@ -3,7 +3,7 @@
  * This is the only place where bindings meet the framework.
  */
 import { Layer } from "effect"
-import { DeadLetters, Inbox, Ledger, PayloadStore, Producer, ProjectionStore, QueueProducer, RetryPolicy, Shards, type MessageDefinition } from "@factline/core"
+import { AcceptedKeys, DeadLetters, Inbox, Ledger, PayloadStore, Producer, ProjectionStore, QueueProducer, RetryPolicy, Shards, type MessageDefinition } from "@factline/core"
 import type { PlatformEnv } from "./Env.js"
 
 const deadLetterQueue = (env: PlatformEnv) => (queue: string) => {
@@ -47,6 +47,7 @@ export const apiLayer = (env: PlatformEnv, definitions: ReadonlyMap<string, Mess
   return Layer.mergeAll(
     ledgerLayer(env),
     ProjectionStore.ProjectionStore.layer(env.DB),
+    AcceptedKeys.AcceptedKeys.layer(env.DB),
     payloads,
     Producer.Producer.layer({ queue: env.EVENTS_QUEUE, definitions, defaultSource: "http" }).pipe(Layer.provide(payloads))
   )

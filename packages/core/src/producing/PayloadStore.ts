@@ -1,6 +1,9 @@
 /**
  * Large payloads in R2: the producer puts a payload over 64 KiB there and sends
- * `payload_ref: "r2://<bucket>/<tenant>/<message id>"` instead; the consumer loads it.
+ * `payload_ref: "r2://<bucket>/<tenant>/<name>"` instead; the consumer loads it.
+ * The caller chooses `name` and must make it unique per put (the producer uses
+ * a random id): a client-chosen value such as `message_id` could be reused and
+ * overwrite a payload another queued message still refers to.
  *
  * A reference must point inside the sending tenant's prefix: a message of
  * tenant A can never load tenant B's payload. The object is kept after use

@@ -7,12 +7,28 @@
  * (all-or-nothing: one bad message sends none and every problem is listed),
  * producer-side defaults are filled (`message_id`, `created_at`,
  * `correlation_id` = the idempotency key, so producer retries stay in one
- * chain), payloads over 64 KiB are moved to R2 as `payload_ref`, and sends are
- * split into `sendBatch` calls within the queue's limits.
+ * chain), payloads over 64 KiB are moved to R2 as `payload_ref` (under a key
+ * the producer chooses; a client cannot set `payload_ref`), and sends are split
+ * into `sendBatch` calls within the queue's limits.
+ *
+ * The same idempotency key twice in one call: identical copies (same
+ * `message_type`, `schema_version`, `subject`, `payload`) are collapsed and
+ * sent once — the first copy is the one sent, later copies are `duplicate`;
+ * differing copies are an `IdempotencyConflict` and nothing is sent.
+ *
+ * `accept` is the HTTP edge: it also checks the keys against those accepted
+ * before (`AcceptedKeys`, one D1 round trip) — another payload under an
+ * accepted key is an `IdempotencyConflict`, the same payload is a replay,
+ * marked `duplicate` and sent again (consumers dedupe by key; sending again is
+ * what lets a client retry a request whose send failed after its keys were
+ * recorded). Keys are recorded before the send, so a key whose request failed
+ * to send stays bound to its payload: a retry with the same payload succeeds.
  */
 import { Context, Effect, Layer, Result, Schema } from "effect"
 import { type Envelope, EnvelopeInput, Issues } from "@factline/schemas"
 import type { MessageDefinition } from "../routing/MessageDefinition.js"
+import * as StableJson from "../ledger/StableJson.js"
+import { AcceptedKeys, type AcceptedKeysUnavailable, payloadHash } from "./AcceptedKeys.js"
 import { PayloadStore, type PayloadStoreUnavailable, offloadThresholdBytes } from "./PayloadStore.js"
 import * as SendBatches from "./SendBatches.js"
 
@@ -21,11 +37,36 @@ export class InvalidMessages extends Schema.TaggedError<InvalidMessages>()("Inva
   problems: Schema.Array(Schema.Struct({ path: Schema.String, message: Schema.String }))
 }) {}
 
-export class QueueSendFailed extends Schema.TaggedError<QueueSendFailed>()("QueueSendFailed", {
-  message: Schema.String
+/**
+ * An idempotency key carries another payload than the one accepted under it
+ * (before, or earlier in the same call); nothing was sent.
+ */
+export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>()("IdempotencyConflict", {
+  conflicts: Schema.Array(Schema.Struct({
+    idempotency_key: Schema.String,
+    /** `accepted_before`: stored with another payload hash; `within_request`: two copies in this call differ. */
+    reason: Schema.Literals(["accepted_before", "within_request"]),
+    paths: Schema.Array(Schema.String)
+  }))
 }) {}
 
-export type ProducerError = InvalidMessages | QueueSendFailed | PayloadStoreUnavailable
+/**
+ * A `sendBatch` call failed. `sent` lists the idempotency keys of the calls
+ * that succeeded before it (they are on the queue); the others were not sent.
+ */
+export class QueueSendFailed extends Schema.TaggedError<QueueSendFailed>()("QueueSendFailed", {
+  message: Schema.String,
+  sent: Schema.Array(Schema.String),
+  not_sent: Schema.Array(Schema.String)
+}) {}
+
+export type ProducerError = InvalidMessages | IdempotencyConflict | QueueSendFailed | PayloadStoreUnavailable
+
+/** One input of an `accept` call: its envelope as sent, and whether it repeats an accepted (or earlier) copy. */
+export interface AcceptedItem {
+  readonly envelope: Envelope
+  readonly duplicate: boolean
+}
 
 export interface EmitOptions {
   readonly tenant_id: string
@@ -52,6 +93,11 @@ export class Producer extends Context.Service<Producer, {
   readonly send: (inputs: ReadonlyArray<unknown>, options?: { readonly pathPrefix?: string }) => Effect.Effect<ReadonlyArray<Envelope>, ProducerError>
   readonly emit: <A>(definition: MessageDefinition<string, A>, payload: A, options: EmitOptions) => Effect.Effect<Envelope, ProducerError>
   readonly emitBatch: (emissions: ReadonlyArray<Emission>) => Effect.Effect<ReadonlyArray<Envelope>, ProducerError>
+  /** The HTTP edge: `send`, plus the check of every key against those accepted before (one D1 round trip). */
+  readonly accept: (
+    inputs: ReadonlyArray<unknown>,
+    options?: { readonly pathPrefix?: string }
+  ) => Effect.Effect<ReadonlyArray<AcceptedItem>, ProducerError | AcceptedKeysUnavailable, AcceptedKeys>
 }>()("@factline/core/Producer") {
   static readonly layer = (config: {
     readonly queue: Queue
@@ -70,60 +116,150 @@ export const make = (config: {
   readonly payloads: PayloadStore["Service"]
   readonly defaultSource?: string
 }): Producer["Service"] => {
-  const validate = (inputs: ReadonlyArray<unknown>, prefix: string | undefined): Result.Result<Array<Envelope>, Array<Issues.Problem>> => {
+  interface Validated {
+    /** One per input, in order. */
+    readonly envelopes: Array<Envelope>
+    /** Index of the first copy of each input's key (its own index for a first copy). */
+    readonly firstOf: Array<number>
+  }
+
+  const validate = (inputs: ReadonlyArray<unknown>, prefix: string | undefined): Result.Result<Validated, InvalidMessages | IdempotencyConflict> => {
     const problems: Array<Issues.Problem> = []
     const envelopes: Array<Envelope> = []
+    const firstOf: Array<number> = []
     const now = new Date().toISOString()
-    const seen = new Map<string, number>()
+    const pathOf = (index: number) => (prefix === undefined ? [] : [prefix, index])
+    const at = (index: number, field: string) => [...pathOf(index), field].join(".")
     inputs.forEach((input, index) => {
-      const path = prefix === undefined ? [] : [prefix, index]
+      const path = pathOf(index)
+      // Only the producer writes refs, under keys it chooses.
+      if (typeof input === "object" && input !== null && "payload_ref" in input) {
+        problems.push({ path: at(index, "payload_ref"), message: "is set by the producer only; send the payload inline (payloads over 64 KiB are moved to R2 for you)" })
+        return
+      }
       const decoded = decodeInput(input, path)
       if (Result.isFailure(decoded)) return void problems.push(...decoded.failure)
       const e = decoded.success
-      const at = (field: string) => [...path, field].join(".")
       const definition = config.definitions.get(e.message_type)
       if (!definition) {
-        problems.push({ path: at("message_type"), message: `unknown message type "${e.message_type}"` })
+        problems.push({ path: at(index, "message_type"), message: `unknown message type "${e.message_type}"` })
       } else if (e.payload !== undefined) {
         const valid = definition.validate(e.schema_version, e.payload, [...path, "payload"])
         if (Result.isFailure(valid)) {
           const p = valid.failure
-          if (p._tag === "UnsupportedVersion") problems.push({ path: at("schema_version"), message: p.message })
+          if (p._tag === "UnsupportedVersion") problems.push({ path: at(index, "schema_version"), message: p.message })
           else problems.push(...p.problems)
         }
       }
-      const duplicateOf = seen.get(`${e.tenant_id}\u0000${e.idempotency_key}`)
-      if (duplicateOf !== undefined) {
-        problems.push({ path: at("idempotency_key"), message: `duplicates the idempotency_key of message ${duplicateOf} in the same request` })
-      }
-      seen.set(`${e.tenant_id}\u0000${e.idempotency_key}`, index)
-      const message_id = e.message_id ?? `msg_${crypto.randomUUID()}`
-      envelopes.push({
+      envelopes[index] = {
         ...e,
-        message_id,
+        message_id: e.message_id ?? `msg_${crypto.randomUUID()}`,
         correlation_id: e.correlation_id ?? e.idempotency_key,
         created_at: e.created_at ?? now
-      })
+      }
     })
-    return problems.length > 0 ? Result.fail(problems) : Result.succeed(envelopes)
+    if (problems.length > 0) return Result.fail(new InvalidMessages({ problems }))
+
+    // The same key twice in one call: identical copies collapse onto the first, differing ones conflict.
+    const content = (e: Envelope) => StableJson.stringify([e.message_type, e.schema_version, e.subject, e.payload])
+    const first = new Map<string, number>()
+    const conflicts = new Map<string, Array<string>>()
+    envelopes.forEach((e, index) => {
+      const key = `${e.tenant_id}\u0000${e.idempotency_key}`
+      const earlier = first.get(key)
+      if (earlier === undefined) {
+        first.set(key, index)
+        firstOf.push(index)
+        return
+      }
+      firstOf.push(earlier)
+      if (content(envelopes[earlier]!) !== content(e)) {
+        const paths = conflicts.get(key) ?? [at(earlier, "idempotency_key")]
+        paths.push(at(index, "idempotency_key"))
+        conflicts.set(key, paths)
+      }
+    })
+    if (conflicts.size > 0) {
+      return Result.fail(new IdempotencyConflict({
+        conflicts: [...conflicts].map(([key, paths]) => ({
+          idempotency_key: key.slice(key.indexOf("\u0000") + 1),
+          reason: "within_request" as const,
+          paths
+        }))
+      }))
+    }
+    return Result.succeed({ envelopes, firstOf })
   }
 
   const offload = (envelope: Envelope) => {
     if (envelope.payload === undefined || SendBatches.sizeOf(envelope.payload) <= offloadThresholdBytes) return Effect.succeed(envelope)
     const { payload, ...rest } = envelope
-    return Effect.map(config.payloads.put(envelope.tenant_id, envelope.message_id, payload), (payload_ref): Envelope => ({ ...rest, payload_ref }))
+    // A fresh name per put: a client's message_id (reusable) never decides the R2 key, so no send overwrites another's payload.
+    return Effect.map(config.payloads.put(envelope.tenant_id, `p_${crypto.randomUUID()}`, payload), (payload_ref): Envelope => ({ ...rest, payload_ref }))
   }
+
+  /** Offloads and sends the first copy of each key; on a failed call, says which keys were already sent. */
+  const sendFirstCopies = (validated: Validated) =>
+    Effect.gen(function*() {
+      const firstIndexes = validated.firstOf.filter((first, index) => first === index)
+      const envelopes = yield* Effect.forEach(firstIndexes, (index) => offload(validated.envelopes[index]!), { concurrency: 8 })
+      const sent: Array<string> = []
+      for (const batch of SendBatches.split(envelopes)) {
+        yield* Effect.tryPromise({
+          try: () => config.queue.sendBatch(batch.map((body) => ({ body, contentType: "json" as const }))),
+          catch: (cause) =>
+            new QueueSendFailed({
+              message: cause instanceof Error ? cause.message : String(cause),
+              sent: [...sent],
+              not_sent: envelopes.slice(sent.length).map((e) => e.idempotency_key)
+            })
+        })
+        sent.push(...batch.map((e) => e.idempotency_key))
+      }
+      const byFirst = new Map(firstIndexes.map((index, i) => [index, envelopes[i]!]))
+      return validated.firstOf.map((first) => byFirst.get(first)!)
+    })
 
   const send: Producer["Service"]["send"] = (inputs, options) =>
     Effect.gen(function*() {
       const validated = validate(inputs, options?.pathPrefix)
-      if (Result.isFailure(validated)) return yield* new InvalidMessages({ problems: validated.failure })
-      const envelopes = yield* Effect.forEach(validated.success, offload, { concurrency: 8 })
-      yield* Effect.tryPromise({
-        try: () => SendBatches.sendAll(config.queue, envelopes),
-        catch: (cause) => new QueueSendFailed({ message: cause instanceof Error ? cause.message : String(cause) })
+      if (Result.isFailure(validated)) return yield* validated.failure
+      return yield* sendFirstCopies(validated.success)
+    })
+
+  const accept: Producer["Service"]["accept"] = (inputs, options) =>
+    Effect.gen(function*() {
+      const validated = validate(inputs, options?.pathPrefix)
+      if (Result.isFailure(validated)) return yield* validated.failure
+      const { envelopes, firstOf } = validated.success
+      const at = (index: number) => [...(options?.pathPrefix === undefined ? [] : [options.pathPrefix, index]), "idempotency_key"].join(".")
+      const firsts = envelopes.map((e, index) => ({ e, index })).filter(({ index }) => firstOf[index] === index)
+      const hashes = yield* Effect.promise(() => Promise.all(firsts.map(({ e }) => payloadHash(e))))
+      const byTenant = new Map<string, Array<{ index: number; entry: { idempotency_key: string; payload_hash: string; message_type: string; subject: string } }>>()
+      firsts.forEach(({ e, index }, i) => {
+        const list = byTenant.get(e.tenant_id) ?? []
+        list.push({ index, entry: { idempotency_key: e.idempotency_key, payload_hash: hashes[i]!, message_type: e.message_type, subject: e.subject } })
+        byTenant.set(e.tenant_id, list)
       })
-      return envelopes
+      const keys = yield* AcceptedKeys
+      const now = new Date().toISOString()
+      const replayed = new Set<number>()
+      const conflicts: Array<IdempotencyConflict["conflicts"][number]> = []
+      for (const [tenantId, list] of byTenant) {
+        const stored = yield* keys.record(tenantId, list.map((l) => l.entry), now)
+        for (const { index, entry } of list) {
+          const hash = stored.get(entry.idempotency_key)
+          if (hash === undefined) continue
+          if (hash === entry.payload_hash) replayed.add(index)
+          else {
+            const paths = envelopes.map((_, i) => i).filter((i) => firstOf[i] === index).map(at)
+            conflicts.push({ idempotency_key: entry.idempotency_key, reason: "accepted_before", paths })
+          }
+        }
+      }
+      if (conflicts.length > 0) return yield* new IdempotencyConflict({ conflicts })
+      const sent = yield* sendFirstCopies(validated.success)
+      return sent.map((envelope, index): AcceptedItem => ({ envelope, duplicate: firstOf[index] !== index || replayed.has(index) }))
     })
 
   const toInput = (e: Emission) => ({
@@ -136,6 +272,7 @@ export const make = (config: {
 
   return {
     send,
+    accept,
     emit: (definition, payload, options) => Effect.map(send([toInput({ definition, payload, options })]), (all) => all[0]!),
     emitBatch: (emissions) => send(emissions.map(toInput), { pathPrefix: "events" })
   }

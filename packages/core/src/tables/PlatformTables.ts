@@ -127,3 +127,22 @@ export const ledgerShards = sqliteTable(
   },
   (t) => [index("ledger_shards_by_pending").on(t.relayPendingSince)]
 )
+
+/**
+ * Idempotency keys accepted at the HTTP edge (`POST /v1/events`), with the hash
+ * of what was accepted under each: the same key with another payload is refused
+ * (422 `idempotency_conflict`), with the same payload it is a replay. Written and
+ * read only by `producing/AcceptedKeys.ts`.
+ */
+export const acceptedKeys = sqliteTable(
+  "accepted_keys",
+  {
+    tenantId: text("tenant_id").notNull(),
+    idempotencyKey: text("idempotency_key").notNull(),
+    payloadHash: text("payload_hash").notNull(),
+    messageType: text("message_type").notNull(),
+    subject: text("subject").notNull(),
+    acceptedAt: text("accepted_at").notNull()
+  },
+  (t) => [primaryKey({ columns: [t.tenantId, t.idempotencyKey] }), index("accepted_keys_by_accepted_at").on(t.acceptedAt)]
+)

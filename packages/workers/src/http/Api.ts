@@ -8,12 +8,13 @@
  */
 import { Effect, Layer } from "effect"
 import { Hono } from "hono"
-import { BatchConsumer, Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, Rebuild, type Router } from "@factline/core"
+import { type AcceptedKeys, BatchConsumer, Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, Rebuild, type Router } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import { apiLayer } from "../Services.js"
 import { type AuthVariables, requireScope } from "./Auth.js"
 import * as CloudEvents from "./CloudEvents.js"
 import { errorResponse } from "./Errors.js"
+import * as JsonBody from "./JsonBody.js"
 import { Issues } from "@factline/schemas"
 
 export const maxBodyBytes = 5 * 1024 * 1024
@@ -37,25 +38,26 @@ const intParam = (value: string | undefined, name: string, min: number, max: num
 
 export const make = (router: Router.Router) => {
   const app = new Hono<AppEnv>()
-  type Services = Ledger.Ledger | Producer.Producer | ProjectionStore.ProjectionStore
+  type Services = Ledger.Ledger | Producer.Producer | ProjectionStore.ProjectionStore | AcceptedKeys.AcceptedKeys
   const run = <A, E>(env: PlatformEnv, program: Effect.Effect<A, E, Services>) =>
     Effect.runPromise(Effect.result(program.pipe(Effect.provide(apiLayer(env, router.definitions) as Layer.Layer<Services>))))
 
   const query = (env: PlatformEnv, page: ProjectionQuery.Page) =>
     run(env, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) => store.query<Record<string, unknown>>(page.sql)))
 
+  /** Reads a JSON body within `maxBodyBytes` (counted while streaming), or the error response. */
+  const readBody = async (c: Parameters<typeof errorResponse>[0]) => {
+    const read = await JsonBody.read(c.req.raw, maxBodyBytes)
+    if (read._tag === "Ok") return { ok: true as const, body: read.value }
+    const { status, code, message, details } = read.refusal
+    return { ok: false as const, response: errorResponse(c, status, code, message, details) }
+  }
+
   app.post("/v1/events", requireScope("events:write"), async (c) => {
     const principal = c.get("principal")
-    const length = Number(c.req.header("content-length") ?? "0")
-    if (length > maxBodyBytes) return errorResponse(c, 413, "payload_too_large", `request body is over ${maxBodyBytes} bytes`)
-    const text = await c.req.text()
-    if (text.length > maxBodyBytes) return errorResponse(c, 413, "payload_too_large", `request body is over ${maxBodyBytes} bytes`)
-    let body: unknown
-    try {
-      body = JSON.parse(text)
-    } catch {
-      return errorResponse(c, 400, "invalid_json", "the request body is not valid JSON")
-    }
+    const read = await readBody(c)
+    if (!read.ok) return read.response
+    const body = read.body
     const cloudEvents = CloudEvents.mode(c.req.header("content-type"), c.req.raw.headers)
     let batch: boolean
     let list: unknown
@@ -87,16 +89,51 @@ export const make = (router: Router.Router) => {
     })
     if (foreign.length > 0) return errorResponse(c, 403, "forbidden", "events for another tenant", { problems: foreign })
 
-    const result = await run(c.env, Effect.flatMap(Effect.service(Producer.Producer), (p) => p.send(inputs, { pathPrefix: batch ? "events" : undefined })))
+    const result = await run(c.env, Effect.flatMap(Effect.service(Producer.Producer), (p) => p.accept(inputs, { pathPrefix: batch ? "events" : undefined })))
     if (result._tag === "Success") {
-      return c.json({ accepted: result.success.length, idempotency_keys: result.success.map((e) => e.idempotency_key) }, 202)
+      const items = result.success
+      const replay = items.every((item) => item.duplicate)
+      return c.json(
+        {
+          accepted: items.length,
+          idempotency_keys: items.map((item) => item.envelope.idempotency_key),
+          items: items.map((item) => ({ idempotency_key: item.envelope.idempotency_key, duplicate: item.duplicate }))
+        },
+        202,
+        replay ? { "idempotent-replay": "true" } : undefined
+      )
     }
     const error = result.failure
-    if (error._tag === "InvalidMessages") {
-      return errorResponse(c, 400, "invalid_events", `${error.problems.length} problem(s); nothing was accepted`, { problems: error.problems })
+    switch (error._tag) {
+      case "InvalidMessages":
+        return errorResponse(c, 400, "invalid_events", `${error.problems.length} problem(s); nothing was accepted`, { problems: error.problems })
+      case "IdempotencyConflict":
+        return errorResponse(
+          c,
+          422,
+          "idempotency_conflict",
+          `${error.conflicts.length} idempotency key(s) carry another payload than the one accepted under them (${error.conflicts.map((k) => JSON.stringify(k.idempotency_key)).join(", ")}); nothing was accepted`,
+          error.conflicts
+        )
+      case "QueueSendFailed":
+        console.error("ingest failed: QueueSendFailed")
+        return errorResponse(
+          c,
+          503,
+          "unavailable",
+          error.sent.length === 0
+            ? "the events queue is unavailable; nothing was sent, retry later"
+            : `the events queue failed after ${error.sent.length} event(s) were sent; retry the request (sending again is safe by idempotency key)`,
+          { sent: error.sent, not_sent: error.not_sent },
+          { "retry-after": "5" }
+        )
+      case "AcceptedKeysUnavailable":
+        console.error("ingest failed: AcceptedKeysUnavailable")
+        return errorResponse(c, 503, "unavailable", "the idempotency store is unavailable; nothing was sent, retry later", undefined, { "retry-after": "5" })
+      case "PayloadStoreUnavailable":
+        console.error("ingest failed: PayloadStoreUnavailable")
+        return errorResponse(c, 503, "unavailable", "the payload store is unavailable; nothing was sent, retry later", undefined, { "retry-after": "5" })
     }
-    console.error(`ingest failed: ${error._tag}`)
-    return errorResponse(c, 503, "unavailable", "the events queue is unavailable; nothing was accepted, retry later", undefined, { "retry-after": "5" })
   })
 
   app.get("/v1/streams/:subject/facts", requireScope("read"), async (c) => {
@@ -161,12 +198,9 @@ export const make = (router: Router.Router) => {
   })
 
   app.post("/v1/batches", requireScope("admin"), async (c) => {
-    let body: unknown
-    try {
-      body = await c.req.json()
-    } catch {
-      return errorResponse(c, 400, "invalid_json", "the request body is not valid JSON")
-    }
+    const read = await readBody(c)
+    if (!read.ok) return read.response
+    const body = read.body
     if (!isObject(body) || body.operation !== "rebuild" || typeof body.projection !== "string") {
       return errorResponse(c, 400, "invalid_request", 'send { "operation": "rebuild", "projection": "<name>" } (import, export and reconcile are not supported yet)')
     }

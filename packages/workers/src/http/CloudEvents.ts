@@ -6,8 +6,9 @@
  * body is `data`). `type` → `message_type`, `id` → `message_id`, `source`,
  * `subject`, `time` → `created_at`, `data` → `payload`; factline's own fields
  * travel as extension attributes: `schemaversion` (default: the type's latest
- * version), `idempotencykey` (default: `source` + `id`, which CloudEvents
- * requires to be unique per event, so a producer's retry keeps it),
+ * version), `idempotencykey` (default: `ce:` + `source` + `:` + `id`, each
+ * percent-encoded — see `defaultIdempotencyKey`; CloudEvents requires
+ * source + id to be unique per event, so a producer's retry keeps it),
  * `correlationid`, `causationid`, `tenantid`. Other attributes are ignored, as
  * the spec asks of consumers. Validation then happens on the envelope, as for
  * any other input.
@@ -23,6 +24,14 @@ export const mode = (contentType: string | undefined, headers: Headers): Mode | 
   if (headers.has("ce-specversion")) return "binary"
   return undefined
 }
+
+/**
+ * The default idempotency key of a CloudEvent: `ce:<source>:<id>`, both
+ * percent-encoded (`encodeURIComponent`), so no `:` of either part survives and
+ * the key is unambiguous — `/billing` + `x/1` and `/billing/x` + `1` stay apart.
+ */
+export const defaultIdempotencyKey = (source: string, id: string): string =>
+  `ce:${encodeURIComponent(source)}:${encodeURIComponent(id)}`
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 
@@ -45,7 +54,7 @@ export const toEnvelope = (
     schema_version: typeof version === "string" && /^\d+$/.test(version) ? Number(version) : version,
     message_type: type,
     message_id: event.id,
-    idempotency_key: event.idempotencykey ?? `${event.source as string}/${event.id as string}`,
+    idempotency_key: event.idempotencykey ?? defaultIdempotencyKey(event.source as string, event.id as string),
     source: event.source,
     subject: event.subject,
     payload: event.data

@@ -1,0 +1,145 @@
+/**
+ * Idempotency keys accepted at the HTTP edge: `(tenant, idempotency_key) →
+ * payload hash` in D1 (`accepted_keys`), checked and recorded in ONE round trip
+ * per request (one `batch()`, whatever the number of events).
+ *
+ * The hash is SHA-256 (hex) of the stable JSON (sorted keys) of
+ * `{ message_type, schema_version, subject, payload }`: what the event says.
+ * `message_id`, `created_at`, `correlation_id`, `source` are metadata of one
+ * send and may differ between retries; the tenant is part of the key.
+ *
+ * `record` does not decide anything: it returns the hashes stored before this
+ * request, and records the request's keys only if none of them is stored with
+ * another hash (a refused request records nothing). It does not dedupe the
+ * queue: downstream consumers dedupe by key (the ledger), which is why a replay
+ * can be sent again safely.
+ */
+import { Context, Effect, Layer, Schema } from "effect"
+import { getTableName } from "drizzle-orm"
+import * as StableJson from "../ledger/StableJson.js"
+import { acceptedKeys } from "../tables/PlatformTables.js"
+
+export interface Entry {
+  readonly idempotency_key: string
+  readonly payload_hash: string
+  readonly message_type: string
+  readonly subject: string
+}
+
+/** D1 could not be reached: transient, nothing was sent; the client retries. */
+export class AcceptedKeysUnavailable extends Schema.TaggedError<AcceptedKeysUnavailable>()("AcceptedKeysUnavailable", {
+  message: Schema.String
+}) {}
+
+export class AcceptedKeys extends Context.Service<AcceptedKeys, {
+  /**
+   * Returns `idempotency_key → payload_hash` for the keys of `entries` that were
+   * accepted before; records the others, unless one of `entries` is stored with
+   * another hash (then nothing is recorded).
+   */
+  readonly record: (
+    tenantId: string,
+    entries: ReadonlyArray<Entry>,
+    now: string
+  ) => Effect.Effect<ReadonlyMap<string, string>, AcceptedKeysUnavailable>
+}>()("@factline/core/AcceptedKeys") {
+  static readonly layer = (db: D1Database) => Layer.succeed(AcceptedKeys, make(db))
+  /** In memory, for tests of code above the edge. */
+  static readonly memory = () => Layer.sync(AcceptedKeys, () => memory())
+}
+
+/** The hash an idempotency key is bound to (see the module comment). */
+export const payloadHash = async (event: {
+  readonly message_type: string
+  readonly schema_version: number
+  readonly subject: string
+  readonly payload?: unknown
+}): Promise<string> => {
+  const text = StableJson.stringify({
+    message_type: event.message_type,
+    schema_version: event.schema_version,
+    subject: event.subject,
+    payload: event.payload
+  })
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)))
+  return [...digest].map((b) => b.toString(16).padStart(2, "0")).join("")
+}
+
+/**
+ * Rows per statement. Each statement binds 4 parameters whatever its size (rows
+ * travel as one JSON parameter read with `json_each`), far under D1's 100; the
+ * chunking only bounds the size of one JSON parameter.
+ */
+const rowsPerStatement = 200
+
+const chunk = <T>(items: ReadonlyArray<T>, size: number): Array<Array<T>> => {
+  const out: Array<Array<T>> = []
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
+  return out
+}
+
+// Names from the Drizzle schema, so a renamed column fails to typecheck here.
+const table = getTableName(acceptedKeys)
+const column = {
+  tenant: acceptedKeys.tenantId.name,
+  key: acceptedKeys.idempotencyKey.name,
+  hash: acceptedKeys.payloadHash.name,
+  type: acceptedKeys.messageType.name,
+  subject: acceptedKeys.subject.name,
+  at: acceptedKeys.acceptedAt.name
+}
+
+const selectStored = `SELECT k.${column.key} AS idempotency_key, k.${column.hash} AS payload_hash
+  FROM json_each(?2) j JOIN ${table} k ON k.${column.tenant} = ?1 AND k.${column.key} = json_extract(j.value, '$[0]')`
+
+// ?3 is every [key, hash] of the request, so no chunk is recorded when any key of the request conflicts.
+const insertUnlessConflict = `INSERT INTO ${table} (${column.tenant}, ${column.key}, ${column.hash}, ${column.type}, ${column.subject}, ${column.at})
+  SELECT ?1, json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]'), ?4
+  FROM json_each(?2) j
+  WHERE NOT EXISTS (
+    SELECT 1 FROM json_each(?3) g JOIN ${table} k
+      ON k.${column.tenant} = ?1 AND k.${column.key} = json_extract(g.value, '$[0]') AND k.${column.hash} <> json_extract(g.value, '$[1]')
+  )
+  ON CONFLICT (${column.tenant}, ${column.key}) DO NOTHING`
+
+export const make = (db: D1Database): AcceptedKeys["Service"] => ({
+  record: (tenantId, entries, now) =>
+    entries.length === 0
+      ? Effect.succeed(new Map())
+      : Effect.tryPromise({
+        try: async () => {
+          const chunks = chunk(entries, rowsPerStatement).map((rows) =>
+            JSON.stringify(rows.map((e) => [e.idempotency_key, e.payload_hash, e.message_type, e.subject]))
+          )
+          const all = JSON.stringify(entries.map((e) => [e.idempotency_key, e.payload_hash]))
+          // One batch (one round trip, one transaction): every SELECT first, so they see the state before this request.
+          const results = await db.batch<{ idempotency_key: string; payload_hash: string }>([
+            ...chunks.map((rows) => db.prepare(selectStored).bind(tenantId, rows)),
+            ...chunks.map((rows) => db.prepare(insertUnlessConflict).bind(tenantId, rows, all, now))
+          ])
+          const stored = new Map<string, string>()
+          for (const result of results.slice(0, chunks.length)) {
+            for (const row of result.results) stored.set(row.idempotency_key, row.payload_hash)
+          }
+          return stored as ReadonlyMap<string, string>
+        },
+        catch: (cause) => new AcceptedKeysUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
+      })
+})
+
+export const memory = (): AcceptedKeys["Service"] => {
+  const rows = new Map<string, string>()
+  return {
+    record: (tenantId, entries) =>
+      Effect.sync(() => {
+        const stored = new Map<string, string>()
+        for (const e of entries) {
+          const hash = rows.get(`${tenantId}\u0000${e.idempotency_key}`)
+          if (hash !== undefined) stored.set(e.idempotency_key, hash)
+        }
+        const conflict = entries.some((e) => stored.has(e.idempotency_key) && stored.get(e.idempotency_key) !== e.payload_hash)
+        if (!conflict) for (const e of entries) if (!stored.has(e.idempotency_key)) rows.set(`${tenantId}\u0000${e.idempotency_key}`, e.payload_hash)
+        return stored
+      })
+  }
+}
