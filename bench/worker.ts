@@ -1,32 +1,50 @@
 /**
- * The benchmark Worker: the example platform, plus two consumers to compare
- * it with, on the same runtime:
+ * The benchmark Worker: the example platform, plus the consumers it is compared
+ * with, on the same runtime and — where a ratio is taken — the same consumer
+ * settings (max_batch_size 100, max_batch_timeout 1 s, as factline-events):
  * - `bench-bare`: the floor — one multi-row INSERT per batch into one table, no framework;
- * - `bench-naive`: the consumer of seed 003 — per message SELECT processed_events,
- *   handle (INSERT the outcome), INSERT processed_events.
- * `/bench/*` routes drive the runs and read progress; `/bench/roundtrips`
- * pushes synthetic 100-message batches through each stage with counting
- * wrappers around the real bindings. Used only by `npm run bench`.
+ * - `bench-naive` / `bench-naive-seed`: the consumer of seed 003 — per message SELECT
+ *   processed_events, INSERT the outcome, INSERT processed_events — at factline's settings
+ *   and at seed 003's own (10 / 5 s);
+ * - `bench-events`: factline's events consumer, isolated: its relay sends to `bench-sink`
+ *   instead of the projections and fact-processing queues, so no downstream work competes;
+ * - `bench-hand-events` → `bench-hand-facts`: the same topology written by hand — events queue →
+ *   a D1 facts table (multi-row INSERT) → one fact message per batch (`sendBatch`) → derived
+ *   facts and the budget table (multi-row, applied set) — with no framework, isolated (to the
+ *   sink) or end to end.
+ * `/bench/*` routes drive the runs and read progress; `/bench/roundtrips` pushes synthetic
+ * batches through each stage with counting wrappers around the real bindings. Used only by
+ * `npm run bench`.
  */
 import { makePlatform, type PlatformEnv } from "@factline/workers"
-import { FactId, FactMessage } from "@factline/core"
+import { FactId, FactMessage, Shards } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import { calls } from "../apps/example/src/calls/Calls.js"
-
-import { LedgerShard as BaseLedgerShard } from "@factline/workers"
 import * as CountingBindings from "@factline/core/testing"
+
+export { LedgerShard } from "@factline/workers"
 
 const platform = makePlatform([calls])
 
 interface BenchEnv extends PlatformEnv {
   readonly BENCH_BARE: Queue
   readonly BENCH_NAIVE: Queue
+  readonly BENCH_NAIVE_SEED: Queue
+  readonly BENCH_EVENTS: Queue
+  readonly BENCH_SINK: Queue
+  readonly BENCH_HAND_EVENTS: Queue
+  readonly BENCH_HAND_FACTS: Queue
 }
 
 const tables = [
   "CREATE TABLE IF NOT EXISTS bench_bare (id TEXT PRIMARY KEY, body TEXT NOT NULL)",
   "CREATE TABLE IF NOT EXISTS processed_events (event_id TEXT PRIMARY KEY, type TEXT NOT NULL, source TEXT, processed_at TEXT NOT NULL)",
-  "CREATE TABLE IF NOT EXISTS naive_outcomes (call_id TEXT PRIMARY KEY, run TEXT NOT NULL, body TEXT NOT NULL)"
+  "CREATE TABLE IF NOT EXISTS naive_outcomes (call_id TEXT PRIMARY KEY, run TEXT NOT NULL, body TEXT NOT NULL)",
+  "CREATE TABLE IF NOT EXISTS bench_sink (run TEXT PRIMARY KEY, facts INTEGER NOT NULL)",
+  // The hand-written topology: a facts table keyed like factline's ledger, an applied set, a budget table.
+  "CREATE TABLE IF NOT EXISTS hand_facts (fact_id TEXT PRIMARY KEY, stream TEXT NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL)",
+  "CREATE TABLE IF NOT EXISTS hand_applied (fact_id TEXT PRIMARY KEY)",
+  "CREATE TABLE IF NOT EXISTS hand_budgets (buyer_id TEXT PRIMARY KEY, spent_cents INTEGER NOT NULL, charges INTEGER NOT NULL)"
 ]
 
 interface BenchMessage {
@@ -34,10 +52,14 @@ interface BenchMessage {
   readonly event_id: string
   readonly type: string
   readonly source: string
-  readonly payload: Record<string, unknown>
+  readonly payload: { readonly call_id: string; readonly buyer_id: string; readonly duration_s: number; readonly price_cents: number; readonly currency: string }
+  /** Hand-written stage only: send the facts to the sink instead of the next hop. */
+  readonly isolated?: boolean
 }
 
-// ---- the two baselines ------------------------------------------------------------------------
+const runOf = (stream: string) => stream.slice(0, stream.lastIndexOf("_c"))
+
+// ---- the baselines ----------------------------------------------------------------------------
 
 const bare = async (batch: MessageBatch<BenchMessage>, env: BenchEnv) => {
   const rows = batch.messages.map((m) => [m.body.event_id, JSON.stringify(m.body)])
@@ -71,28 +93,70 @@ const naive = async (batch: MessageBatch<BenchMessage>, env: BenchEnv) => {
   }
 }
 
-// ---- instrumentation ----------------------------------------------------------------------------
-
-const zero = (): CountingBindings.Counts => CountingBindings.make()
-const instrument = (env: BenchEnv, counts: CountingBindings.Counts): BenchEnv => CountingBindings.env(env, counts)
-
-/** Queue sends made by the shards' inline relay (same isolate locally): counted here, reset per stage. */
-const relayCounts = CountingBindings.make()
-export class LedgerShard extends BaseLedgerShard {
-  constructor(ctx: DurableObjectState, env: PlatformEnv) {
-    super(ctx, CountingBindings.env(env, relayCounts))
+/** Counts the facts that reach the sink, per run: one upsert per batch. */
+const sink = async (batch: MessageBatch<any>, env: BenchEnv) => {
+  const perRun = new Map<string, number>()
+  for (const m of batch.messages) {
+    const facts: ReadonlyArray<{ stream: string }> = m.body?.payload?.facts ?? (m.body?.payload?.fact ? [m.body.payload.fact] : m.body?.facts ?? [])
+    for (const f of facts) perRun.set(runOf(f.stream), (perRun.get(runOf(f.stream)) ?? 0) + 1)
   }
+  if (perRun.size > 0) {
+    await env.DB.prepare(
+      `INSERT INTO bench_sink (run, facts) SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?) WHERE true
+       ON CONFLICT (run) DO UPDATE SET facts = bench_sink.facts + excluded.facts`
+    ).bind(JSON.stringify([...perRun])).run()
+  }
+  batch.ackAll()
 }
 
-/** A MessageBatch like the runtime's, for driving one consumer call in-process. */
-const syntheticBatch = <B>(queue: string, bodies: ReadonlyArray<B>) => {
-  const outcome = { acked: 0, retried: 0 }
-  const messages = bodies.map((body, i) => ({
-    id: `synthetic-${i}`, timestamp: new Date(), attempts: 1, body,
-    ack: () => void outcome.acked++, retry: () => void outcome.retried++
-  }))
-  return { batch: { queue, messages, ackAll: () => undefined, retryAll: () => undefined, metadata: {} } as unknown as MessageBatch<B>, outcome }
+/** Hand-written hop 1: events → the facts table (one multi-row statement) → one fact message per batch. */
+const handEvents = async (batch: MessageBatch<BenchMessage>, env: BenchEnv) => {
+  const facts = batch.messages.map((m) => ({ fact_id: `o:${m.body.event_id}`, stream: m.body.payload.call_id, type: "outcome", data: m.body.payload }))
+  await env.DB.prepare(
+    `INSERT INTO hand_facts (fact_id, stream, type, body)
+     SELECT json_extract(value, '$.fact_id'), json_extract(value, '$.stream'), json_extract(value, '$.type'), json(json_extract(value, '$.data'))
+     FROM json_each(?) WHERE true ON CONFLICT (fact_id) DO NOTHING`
+  ).bind(JSON.stringify(facts)).run()
+  const isolated = batch.messages.filter((m) => m.body.isolated).length === batch.messages.length
+  await (isolated ? env.BENCH_SINK : env.BENCH_HAND_FACTS).sendBatch([{ body: { facts }, contentType: "json" }])
+  batch.ackAll()
 }
+
+/** Hand-written hop 2: derive qualification and charge, store them, add new charges to the budget table. */
+const handFacts = async (batch: MessageBatch<{ facts: ReadonlyArray<{ fact_id: string; stream: string; data: BenchMessage["payload"] }> }>, env: BenchEnv) => {
+  const derived = batch.messages.flatMap((m) => m.body.facts.flatMap((f) => {
+    const qualified = f.data.duration_s >= 60
+    return [
+      { fact_id: `q:${f.fact_id}`, stream: f.stream, type: "qualification", data: { call_id: f.data.call_id, qualified } },
+      ...(qualified ? [{ fact_id: `c:${f.fact_id}`, stream: f.stream, type: "charge", data: { buyer_id: f.data.buyer_id, amount_cents: f.data.price_cents } }] : [])
+    ]
+  }))
+  const charges = JSON.stringify(derived.filter((d) => d.type === "charge"))
+  await env.DB.batch([
+    env.DB.prepare(
+      `INSERT INTO hand_facts (fact_id, stream, type, body)
+       SELECT json_extract(value, '$.fact_id'), json_extract(value, '$.stream'), json_extract(value, '$.type'), json(json_extract(value, '$.data'))
+       FROM json_each(?) WHERE true ON CONFLICT (fact_id) DO NOTHING`
+    ).bind(JSON.stringify(derived)),
+    env.DB.prepare(
+      `INSERT INTO hand_budgets (buyer_id, spent_cents, charges)
+       SELECT json_extract(value, '$.data.buyer_id'), SUM(json_extract(value, '$.data.amount_cents')), COUNT(*) FROM json_each(?)
+       WHERE NOT EXISTS (SELECT 1 FROM hand_applied a WHERE a.fact_id = json_extract(value, '$.fact_id')) GROUP BY 1
+       ON CONFLICT (buyer_id) DO UPDATE SET spent_cents = hand_budgets.spent_cents + excluded.spent_cents, charges = hand_budgets.charges + excluded.charges`
+    ).bind(charges),
+    env.DB.prepare("INSERT INTO hand_applied (fact_id) SELECT json_extract(value, '$.fact_id') FROM json_each(?) WHERE true ON CONFLICT DO NOTHING").bind(charges)
+  ])
+  batch.ackAll()
+}
+
+// ---- factline's events stage, isolated ----------------------------------------------------------
+
+/** The env the isolated events stage runs with: both relay destinations point at the sink. */
+const sinkEnv = (env: BenchEnv): BenchEnv => ({ ...env, PROJECTIONS_QUEUE: env.BENCH_SINK, FACT_PROCESSING_QUEUE: env.BENCH_SINK })
+
+/** The batch as the events consumer sees it: from `factline-events`. */
+const asEventsBatch = (batch: MessageBatch<unknown>): MessageBatch<unknown> =>
+  ({ queue: "factline-events", messages: batch.messages, metadata: (batch as any).metadata, ackAll: () => batch.ackAll(), retryAll: (o?: QueueRetryOptions) => batch.retryAll(o) }) as MessageBatch<unknown>
 
 // ---- drivers ----------------------------------------------------------------------------------
 
@@ -112,9 +176,9 @@ export const callEvent = (run: string, i: number) => {
   }
 }
 
-const benchMessage = (run: string, i: number): BenchMessage => {
+const benchMessage = (run: string, i: number, isolated = false): BenchMessage => {
   const e = callEvent(run, i)
-  return { run, event_id: e.idempotency_key, type: e.message_type, source: e.source, payload: e.payload }
+  return { run, event_id: e.idempotency_key, type: e.message_type, source: e.source, payload: e.payload, ...(isolated ? { isolated } : {}) }
 }
 
 const sendAll = async (queue: Queue, bodies: ReadonlyArray<unknown>) => {
@@ -125,40 +189,80 @@ const sendAll = async (queue: Queue, bodies: ReadonlyArray<unknown>) => {
 
 const json = (value: unknown, status = 200) => new Response(JSON.stringify(value), { status, headers: { "content-type": "application/json" } })
 
+/** A MessageBatch like the runtime's, for driving one consumer call in-process. */
+const syntheticBatch = <B>(queue: string, bodies: ReadonlyArray<B>) => {
+  const outcome = { acked: 0, retried: 0 }
+  const messages = bodies.map((body, i) => ({
+    id: `synthetic-${i}`, timestamp: new Date(), attempts: 1, body,
+    ack: () => void outcome.acked++, retry: () => void outcome.retried++
+  }))
+  return { batch: { queue, messages, ackAll: () => void (outcome.acked += messages.length), retryAll: () => undefined, metadata: {} } as unknown as MessageBatch<B>, outcome }
+}
+
+/** The facts the pipeline derives for these events, as the ledger would store them. */
+const factsOf = async (events: ReadonlyArray<ReturnType<typeof callEvent>>) => {
+  const make = async (e: ReturnType<typeof callEvent>, sequence: number, type: string, data: Record<string, unknown>): Promise<Fact> => ({
+    fact_id: await FactId.make({ tenantId: "tenant-a", cause: e.idempotency_key, decidedBy: "bench", position: sequence }),
+    tenant_id: "tenant-a", stream: e.subject, sequence, type, data,
+    causation_id: e.idempotency_key, correlation_id: e.correlation_id, caused_by: "bench", created_at: new Date(Date.now() + sequence).toISOString()
+  })
+  const outcomes = await Promise.all(events.map((e) => make(e, 1, "outcome", e.payload)))
+  const derived = (await Promise.all(events.map(async (e) => {
+    const qualified = e.payload.duration_s >= 60
+    return [
+      await make(e, 2, "qualification", { call_id: e.payload.call_id, qualified }),
+      ...(qualified ? [await make(e, 3, "charge", { call_id: e.payload.call_id, buyer_id: e.payload.buyer_id, amount_cents: e.payload.price_cents, currency: "USD" })] : [])
+    ]
+  }))).flat()
+  return { outcomes, derived }
+}
+
+/**
+ * Counted costs of one batch per stage, for 100 events: the HTTP edge (one POST of 100 events),
+ * the events consumer (100 messages), fact-processing (their 100 outcome facts, as the relay sends
+ * them: one message), projections (all their facts, as relayed: two messages), naive and bare.
+ */
 const roundTrips = async (env: BenchEnv, run: string) => {
-  const stage = async (name: string, queue: string, bodies: ReadonlyArray<unknown>, call: (batch: MessageBatch<unknown>, env: BenchEnv) => Promise<void>) => {
-    const counts = zero()
-    relayCounts.queueSends = 0
-    relayCounts.queueMessages = 0
-    const { batch, outcome } = syntheticBatch(queue, bodies)
+  const stage = async (name: string, messages: number, call: (env: BenchEnv) => Promise<{ acked: number; retried: number }>) => {
+    const counts = CountingBindings.make()
     const started = Date.now()
-    await call(batch, instrument(env, counts))
-    const { shards: _, ...figures } = counts
-    return {
-      stage: name, messages: bodies.length, ...figures,
-      queueSends: counts.queueSends + relayCounts.queueSends, queueMessages: counts.queueMessages + relayCounts.queueMessages,
-      ...outcome, ms: Date.now() - started
-    }
+    const outcome = await call(CountingBindings.env(env, counts))
+    const { shards, ...figures } = counts
+    return { stage: name, events: 100, messages, ...figures, shardsTouched: shards.size, ...outcome, ms: Date.now() - started }
   }
+  const viaConsumer = (queue: string, bodies: ReadonlyArray<unknown>, consume: (b: MessageBatch<unknown>, e: BenchEnv) => Promise<void>) =>
+    async (e: BenchEnv) => {
+      const { batch, outcome } = syntheticBatch(queue, bodies)
+      await consume(batch, e)
+      return outcome
+    }
   const size = 100
+  // Warm the tenant's shard map in this isolate, as a running consumer has it.
+  await platform.queue(syntheticBatch("factline-events", [callEvent(`${run}warm`, 0)]).batch, env, undefined as never)
   const events = Array.from({ length: size }, (_, i) => callEvent(`${run}rt`, i))
-  const facts: Array<Fact> = await Promise.all(events.map(async (e, i) => ({
-    fact_id: await FactId.make({ tenantId: "tenant-a", cause: e.idempotency_key, decidedBy: "bench", position: 0 }),
-    tenant_id: "tenant-a", stream: e.subject, sequence: 1, type: "outcome", data: e.payload,
-    causation_id: e.idempotency_key, correlation_id: e.correlation_id, caused_by: "bench", created_at: new Date(Date.now() + i).toISOString()
-  })))
-  const charges: Array<Fact> = await Promise.all(events.map(async (e, i) => ({
-    ...facts[i]!, fact_id: await FactId.make({ tenantId: "tenant-a", cause: e.idempotency_key, decidedBy: "bench", position: 2 }),
-    sequence: 3, type: "charge", data: { call_id: e.payload.call_id, buyer_id: e.payload.buyer_id, amount_cents: e.payload.price_cents, currency: "USD" }
-  })))
+  const { outcomes, derived } = await factsOf(events)
+  const httpEvents = Array.from({ length: size }, (_, i) => {
+    const { tenant_id: _t, message_id: _m, created_at: _c, ...e } = callEvent(`${run}http`, i)
+    return e
+  })
   const rows = []
-  rows.push(await stage("events", "factline-events", events, (b, e) => platform.queue(b, e, undefined as never)))
-  rows.push(await stage("fact-processing", "factline-fact-processing", facts.map((f) => FactMessage.make(f)), (b, e) => platform.queue(b, e, undefined as never)))
-  rows.push(await stage("projections", "factline-projections", [...facts.slice(0, 50), ...charges.slice(0, 50)].map((f) => FactMessage.make(f)), (b, e) => platform.queue(b, e, undefined as never)))
-  rows.push(await stage("naive (seed 003)", "bench-naive", Array.from({ length: size }, (_, i) => benchMessage(`${run}rt`, i)), (b, e) => naive(b as MessageBatch<BenchMessage>, e)))
-  rows.push(await stage("bare", "bench-bare", Array.from({ length: size }, (_, i) => benchMessage(`${run}rt`, i)), (b, e) => bare(b as MessageBatch<BenchMessage>, e)))
+  rows.push(await stage("http edge", 1, async (e) => {
+    const response = await platform.fetch(new Request("http://bench/v1/events", {
+      method: "POST", body: JSON.stringify({ events: httpEvents }),
+      headers: { authorization: "Bearer dev-token-tenant-a", "content-type": "application/json" }
+    }), e, { waitUntil: () => undefined, passThroughOnException: () => undefined } as unknown as ExecutionContext)
+    return { acked: response.status === 202 ? size : 0, retried: response.status === 202 ? 0 : size }
+  }))
+  rows.push(await stage("events", size, viaConsumer("factline-events", events, (b, e) => platform.queue(b, e, undefined as never))))
+  rows.push(await stage("fact-processing", 1, viaConsumer("factline-fact-processing", [FactMessage.make(outcomes)], (b, e) => platform.queue(b, e, undefined as never))))
+  rows.push(await stage("projections", 2, viaConsumer("factline-projections", [FactMessage.make(outcomes), FactMessage.make(derived)], (b, e) => platform.queue(b, e, undefined as never))))
+  rows.push(await stage("naive (seed 003)", size, viaConsumer("bench-naive", Array.from({ length: size }, (_, i) => benchMessage(`${run}rt`, i)), (b, e) => naive(b as MessageBatch<BenchMessage>, e))))
+  rows.push(await stage("bare", size, viaConsumer("bench-bare", Array.from({ length: size }, (_, i) => benchMessage(`${run}rt`, i)), (b, e) => bare(b as MessageBatch<BenchMessage>, e))))
   return rows
 }
+
+const count = async (env: BenchEnv, sql: string, ...params: Array<string>) =>
+  ((await env.DB.prepare(sql).bind(...params).first<{ n: number }>())?.n ?? 0)
 
 export default {
   async fetch(request: Request, env: BenchEnv, ctx: ExecutionContext) {
@@ -170,29 +274,38 @@ export default {
     switch (url.pathname) {
       case "/bench/setup":
         await env.DB.batch(tables.map((t) => env.DB.prepare(t)))
-        return json({ ok: true })
+        return json({ ok: true, shards_per_tenant: env.FACTLINE_LEDGER_SHARDS ?? String(Shards.defaultShardsPerTenant) })
       case "/bench/send": {
         const target = url.searchParams.get("queue")
         const ids = Array.from({ length: n }, (_, i) => from + i)
-        if (target === "bare") await sendAll(env.BENCH_BARE, ids.map((i) => benchMessage(run, i)))
-        else if (target === "naive") await sendAll(env.BENCH_NAIVE, ids.map((i) => benchMessage(run, i)))
-        else if (target === "events") await sendAll(env.EVENTS_QUEUE, ids.map((i) => callEvent(run, i)))
-        else return json({ error: "queue must be bare, naive or events" }, 400)
+        const queues: Record<string, [Queue, (i: number) => unknown]> = {
+          bare: [env.BENCH_BARE, (i) => benchMessage(run, i)],
+          naive: [env.BENCH_NAIVE, (i) => benchMessage(run, i)],
+          "naive-seed": [env.BENCH_NAIVE_SEED, (i) => benchMessage(run, i)],
+          events: [env.BENCH_EVENTS, (i) => callEvent(run, i)],
+          "hand-isolated": [env.BENCH_HAND_EVENTS, (i) => benchMessage(run, i, true)],
+          hand: [env.BENCH_HAND_EVENTS, (i) => benchMessage(run, i)]
+        }
+        const entry = target ? queues[target] : undefined
+        if (!entry) return json({ error: `queue must be one of ${Object.keys(queues).join(", ")}` }, 400)
+        await sendAll(entry[0], ids.map(entry[1]))
         return json({ sent: n })
       }
       case "/bench/progress": {
-        const [bareRows, naiveRows, events, budgets] = await env.DB.batch([
-          env.DB.prepare("SELECT COUNT(*) AS n FROM bench_bare WHERE id LIKE ?").bind(`call.completed:${run}_%`),
-          env.DB.prepare("SELECT COUNT(*) AS n FROM naive_outcomes WHERE run = ?").bind(run),
-          env.DB.prepare("SELECT COUNT(*) AS n FROM inbox WHERE queue = 'factline-events' AND idempotency_key LIKE ? AND status = 'succeeded'").bind(`tenant-a/call.completed:${run}_%`),
-          env.DB.prepare("SELECT COALESCE(SUM(spent_cents), 0) AS spent, COALESCE(SUM(charges), 0) AS charges FROM buyer_budgets WHERE tenant_id = 'tenant-a' AND buyer_id LIKE ?").bind(`${run}_b%`)
+        const [bareRows, naiveRows, sunk, budgets, hand, callRows] = await Promise.all([
+          count(env, "SELECT COUNT(*) AS n FROM bench_bare WHERE id LIKE ?", `call.completed:${run}_%`),
+          count(env, "SELECT COUNT(*) AS n FROM naive_outcomes WHERE run = ?", run),
+          count(env, "SELECT COALESCE(SUM(facts), 0) AS n FROM bench_sink WHERE run = ?", run),
+          env.DB.prepare("SELECT COALESCE(SUM(spent_cents), 0) AS spent, COALESCE(SUM(charges), 0) AS charges FROM buyer_budgets WHERE tenant_id = 'tenant-a' AND buyer_id LIKE ?")
+            .bind(`${run}_b%`).first<{ spent: number; charges: number }>(),
+          env.DB.prepare("SELECT COALESCE(SUM(spent_cents), 0) AS spent, COALESCE(SUM(charges), 0) AS charges FROM hand_budgets WHERE buyer_id LIKE ?")
+            .bind(`${run}_b%`).first<{ spent: number; charges: number }>(),
+          count(env, "SELECT COUNT(*) AS n FROM calls WHERE tenant_id = 'tenant-a' AND call_id >= ? AND call_id < ?", `${run}_c`, `${run}_d`)
         ])
         return json({
-          bare: (bareRows!.results[0] as any).n,
-          naive: (naiveRows!.results[0] as any).n,
-          events: (events!.results[0] as any).n,
-          spent_cents: (budgets!.results[0] as any).spent,
-          charges: (budgets!.results[0] as any).charges
+          bare: bareRows, naive: naiveRows, sink: sunk, calls: callRows,
+          spent_cents: budgets?.spent ?? 0, charges: budgets?.charges ?? 0,
+          hand_spent_cents: hand?.spent ?? 0, hand_charges: hand?.charges ?? 0
         })
       }
       case "/bench/roundtrips":
@@ -202,9 +315,16 @@ export default {
     }
   },
   async queue(batch: MessageBatch<unknown>, env: BenchEnv, ctx: ExecutionContext) {
-    if (batch.queue === "bench-bare") return bare(batch as MessageBatch<BenchMessage>, env)
-    if (batch.queue === "bench-naive") return naive(batch as MessageBatch<BenchMessage>, env)
-    return platform.queue(batch, env, ctx)
+    switch (batch.queue) {
+      case "bench-bare": return bare(batch as MessageBatch<BenchMessage>, env)
+      case "bench-naive":
+      case "bench-naive-seed": return naive(batch as MessageBatch<BenchMessage>, env)
+      case "bench-sink": return sink(batch, env)
+      case "bench-events": return platform.queue(asEventsBatch(batch), sinkEnv(env), ctx)
+      case "bench-hand-events": return handEvents(batch as MessageBatch<BenchMessage>, env)
+      case "bench-hand-facts": return handFacts(batch as MessageBatch<any>, env)
+      default: return platform.queue(batch, env, ctx)
+    }
   },
   scheduled: platform.scheduled
 }

@@ -215,7 +215,7 @@ describe("consumer runtime", () => {
     }
     const ten = await measure(10, 5)
     const hundred = await measure(100, 5)
-    // No inbox: the only D1 work is registering the tenant's shard count, once per isolate (the wrapper defeats its cache).
+    // No inbox: the only D1 work is registering a tenant the isolate has not seen yet (cached afterwards).
     expect(hundred.counts.d1RoundTrips).toBe(ten.counts.d1RoundTrips)
     expect(hundred.counts.d1RoundTrips).toBeLessThanOrEqual(1)
     // One RPC per shard touched, one sendBatch per destination (outcome goes to projections and fact-processing).

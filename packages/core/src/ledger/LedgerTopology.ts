@@ -25,9 +25,12 @@ export interface LedgerTopology {
 
 /** Per database binding, per isolate: tenant → recorded shard count. */
 const caches = new WeakMap<object, Map<string, number>>()
+/** A wrapped binding (test and benchmark instrumentation) answers this with the binding it wraps. */
+const unwrap = Symbol.for("@factline/core/testing/unwrap")
 const cacheFor = (db: D1Database) => {
-  let cache = caches.get(db)
-  if (!cache) caches.set(db, (cache = new Map()))
+  const binding = ((db as unknown as Record<symbol, object | undefined>)[unwrap]) ?? db
+  let cache = caches.get(binding)
+  if (!cache) caches.set(binding, (cache = new Map()))
   return cache
 }
 

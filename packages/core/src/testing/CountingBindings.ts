@@ -15,10 +15,15 @@ export interface Counts {
   doRpcs: number
   queueSends: number
   queueMessages: number
+  /** Billable 64 KB units of the messages sent (Queues bills each operation per 64 KB of message). */
+  queueUnits: number
   readonly shards: Set<string>
 }
 
-export const make = (): Counts => ({ d1RoundTrips: 0, d1Statements: 0, d1RowsRead: 0, d1RowsWritten: 0, doRpcs: 0, queueSends: 0, queueMessages: 0, shards: new Set() })
+/** Answered by the counting proxies: the real binding they wrap (so per-binding caches see one binding). */
+export const unwrap = Symbol.for("@factline/core/testing/unwrap")
+
+export const make = (): Counts => ({ d1RoundTrips: 0, d1Statements: 0, d1RowsRead: 0, d1RowsWritten: 0, doRpcs: 0, queueSends: 0, queueMessages: 0, queueUnits: 0, shards: new Set() })
 
 const addMeta = <R>(counts: Counts, result: R): R => {
   for (const r of Array.isArray(result) ? result : [result]) {
@@ -61,6 +66,7 @@ export const d1 = (db: D1Database, counts: Counts): D1Database => {
   }
   return new Proxy(db, {
     get(target, prop) {
+      if (prop === unwrap) return (target as any)[unwrap] ?? target
       if (prop === "prepare") return (sql: string) => wrap(target.prepare(sql))
       if (prop === "batch") {
         return async (statements: Array<D1PreparedStatement>) =>
@@ -93,12 +99,16 @@ export const durableObjects = (ns: DurableObjectNamespace, counts: Counts): Dura
     }
   })
 
+const encoder = new TextEncoder()
+const units = (body: unknown) => Math.max(1, Math.ceil(encoder.encode(JSON.stringify(body)).byteLength / (64 * 1024)))
+
 export const queue = <T>(q: Queue<T>, counts: Counts): Queue<T> => ({
-  send: (body: T, options?: QueueSendOptions) => (counts.queueSends++, counts.queueMessages++, q.send(body, options)),
+  send: (body: T, options?: QueueSendOptions) => (counts.queueSends++, counts.queueMessages++, counts.queueUnits += units(body), q.send(body, options)),
   sendBatch: (messages: Iterable<MessageSendRequest<T>>, options?: QueueSendBatchOptions) => {
     const list = [...messages]
     counts.queueSends++
     counts.queueMessages += list.length
+    for (const m of list) counts.queueUnits += units(m.body)
     return q.sendBatch(list, options)
   },
   metrics: () => (q as any).metrics()
