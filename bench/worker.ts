@@ -292,6 +292,9 @@ export default {
         return json({ sent: n })
       }
       case "/bench/progress": {
+        if (url.searchParams.get("only") === "calls") {
+          return json({ calls: await count(env, "SELECT COUNT(*) AS n FROM calls WHERE tenant_id = 'tenant-a' AND call_id >= ? AND call_id < ?", `${run}_c`, `${run}_d`) })
+        }
         const [bareRows, naiveRows, sunk, budgets, hand, callRows] = await Promise.all([
           count(env, "SELECT COUNT(*) AS n FROM bench_bare WHERE id LIKE ?", `call.completed:${run}_%`),
           count(env, "SELECT COUNT(*) AS n FROM naive_outcomes WHERE run = ?", run),

@@ -7,6 +7,7 @@ import { env, exports } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
 import { callCompleted, eventually, postEvents, readStream, request, tokenA, tokenB, unique } from "./helpers.js"
 import { platform } from "./worker.js"
+import { AcceptedKeys } from "@factline/core"
 
 const bump = (subject: string, by: string, key = unique("bump")) => ({
   schema_version: 1, message_type: "test.counter.bump", idempotency_key: key, subject, payload: { by }
@@ -119,6 +120,20 @@ describe("HTTP edge: one idempotency key, one payload", () => {
     const retry = await postEvents(event)
     expect(retry.status).toBe(202)
     await eventually(async () => ((await readStream("tenant-a", event.subject)).version === 1 ? true : undefined), 20_000, "the retried event")
+  })
+})
+
+describe("HTTP edge: the accepted-keys check scales with the request, not the tenant's history", () => {
+  it("each key of a request is one primary-key search; the tenant's stored keys are never scanned", async () => {
+    const keys = JSON.stringify([["k", "h", "t", "s"]])
+    const plan = async (sql: string, params: ReadonlyArray<string>) =>
+      (await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`).bind(...params).all<{ detail: string }>()).results.map((r) => r.detail)
+    for (const detail of [
+      ...(await plan(AcceptedKeys.selectStored, ["tenant-a", keys])),
+      ...(await plan(AcceptedKeys.insertUnlessConflict, ["tenant-a", keys, keys, new Date().toISOString()]))
+    ]) {
+      if (/accepted_keys/.test(detail)) expect(detail).toMatch(/SEARCH .* \(tenant_id=\? AND idempotency_key=\?\)/)
+    }
   })
 })
 

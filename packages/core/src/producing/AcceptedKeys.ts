@@ -89,15 +89,17 @@ const column = {
   at: acceptedKeys.acceptedAt.name
 }
 
-const selectStored = `SELECT k.${column.key} AS idempotency_key, k.${column.hash} AS payload_hash
-  FROM json_each(?2) j JOIN ${table} k ON k.${column.tenant} = ?1 AND k.${column.key} = json_extract(j.value, '$[0]')`
+// `CROSS JOIN` keeps the request's keys as the outer loop, so each is one primary-key search; with a
+// plain JOIN SQLite's planner scanned all of the tenant's accepted keys per request (O(keys × batch)).
+export const selectStored = `SELECT k.${column.key} AS idempotency_key, k.${column.hash} AS payload_hash
+  FROM json_each(?2) j CROSS JOIN ${table} k ON k.${column.tenant} = ?1 AND k.${column.key} = json_extract(j.value, '$[0]')`
 
 // ?3 is every [key, hash] of the request, so no chunk is recorded when any key of the request conflicts.
-const insertUnlessConflict = `INSERT INTO ${table} (${column.tenant}, ${column.key}, ${column.hash}, ${column.type}, ${column.subject}, ${column.at})
+export const insertUnlessConflict = `INSERT INTO ${table} (${column.tenant}, ${column.key}, ${column.hash}, ${column.type}, ${column.subject}, ${column.at})
   SELECT ?1, json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]'), ?4
   FROM json_each(?2) j
   WHERE NOT EXISTS (
-    SELECT 1 FROM json_each(?3) g JOIN ${table} k
+    SELECT 1 FROM json_each(?3) g CROSS JOIN ${table} k
       ON k.${column.tenant} = ?1 AND k.${column.key} = json_extract(g.value, '$[0]') AND k.${column.hash} <> json_extract(g.value, '$[1]')
   )
   ON CONFLICT (${column.tenant}, ${column.key}) DO NOTHING`
