@@ -295,7 +295,7 @@ export default {
         if (url.searchParams.get("only") === "calls") {
           return json({ calls: await count(env, "SELECT COUNT(*) AS n FROM calls WHERE tenant_id = 'tenant-a' AND call_id >= ? AND call_id < ?", `${run}_c`, `${run}_d`) })
         }
-        const [bareRows, naiveRows, sunk, budgets, hand, callRows] = await Promise.all([
+        const [bareRows, naiveRows, sunk, budgets, hand, callRows, handOutcomes] = await Promise.all([
           count(env, "SELECT COUNT(*) AS n FROM bench_bare WHERE id LIKE ?", `call.completed:${run}_%`),
           count(env, "SELECT COUNT(*) AS n FROM naive_outcomes WHERE run = ?", run),
           count(env, "SELECT COALESCE(SUM(facts), 0) AS n FROM bench_sink WHERE run = ?", run),
@@ -303,10 +303,11 @@ export default {
             .bind(`${run}_b%`).first<{ spent: number; charges: number }>(),
           env.DB.prepare("SELECT COALESCE(SUM(spent_cents), 0) AS spent, COALESCE(SUM(charges), 0) AS charges FROM hand_budgets WHERE buyer_id LIKE ?")
             .bind(`${run}_b%`).first<{ spent: number; charges: number }>(),
-          count(env, "SELECT COUNT(*) AS n FROM calls WHERE tenant_id = 'tenant-a' AND call_id >= ? AND call_id < ?", `${run}_c`, `${run}_d`)
+          count(env, "SELECT COUNT(*) AS n FROM calls WHERE tenant_id = 'tenant-a' AND call_id >= ? AND call_id < ?", `${run}_c`, `${run}_d`),
+          count(env, "SELECT COUNT(*) AS n FROM hand_facts WHERE fact_id >= ? AND fact_id < ?", `o:call.completed:${run}_`, `o:call.completed:${run}\``)
         ])
         return json({
-          bare: bareRows, naive: naiveRows, sink: sunk, calls: callRows,
+          bare: bareRows, naive: naiveRows, sink: sunk, calls: callRows, hand_outcomes: handOutcomes,
           spent_cents: budgets?.spent ?? 0, charges: budgets?.charges ?? 0,
           hand_spent_cents: hand?.spent ?? 0, hand_charges: hand?.charges ?? 0
         })

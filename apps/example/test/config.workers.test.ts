@@ -1,3 +1,4 @@
+import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
 import { RetryPolicy } from "@factline/core"
 // The example's wrangler config, parsed as JSONC at build time by the test bundler would be fragile; read the raw text.
@@ -21,5 +22,12 @@ describe("wrangler.jsonc matches the retry policies", () => {
     expect(producers).toContain(`${policy.deadLetterQueue}=${policy.deadLetterBinding}`)
     // Its DLQ is consumed (persisted to dead_messages) too.
     expect(config.queues.consumers.some((c: any) => c.queue === policy.deadLetterQueue)).toBe(true)
+  })
+})
+
+describe("the D1 tables written on every event", () => {
+  it.each(["facts", "projection_applied", "accepted_keys"])("%s is stored WITHOUT ROWID (one row written per insert)", async (table) => {
+    const row = await env.DB.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?").bind(table).first<{ sql: string }>()
+    expect(row?.sql).toMatch(/WITHOUT ROWID\s*$/)
   })
 })

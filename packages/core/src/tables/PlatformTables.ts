@@ -50,6 +50,8 @@ export const deadMessages = sqliteTable(
  * still hits the same key and is skipped — and one index serves `subject`
  * (with or without `type`). A `type`-only listing walks the tenant's facts in
  * key order; no index of its own (3 rows written per fact instead of 5).
+ * Stored WITHOUT ROWID (migration 0004, written by hand: Drizzle cannot declare it), so an insert is one
+ * row written, not two; a test checks it, so a regenerated rebuild of this table cannot drop it silently.
  */
 export const facts = sqliteTable(
   "facts",
@@ -71,7 +73,9 @@ export const facts = sqliteTable(
   ]
 )
 
-/** Fact ids already applied by additive projections (sums, counts): applying twice is a no-op. */
+/** Fact ids already applied by additive projections (sums, counts): applying twice is a no-op. * Stored WITHOUT ROWID (migration 0004, written by hand: Drizzle cannot declare it), so an insert is one
+ * row written, not two; a test checks it, so a regenerated rebuild of this table cannot drop it silently.
+ */
 export const projectionApplied = sqliteTable(
   "projection_applied",
   {
@@ -133,6 +137,8 @@ export const ledgerShards = sqliteTable(
  * of what was accepted under each: the same key with another payload is refused
  * (422 `idempotency_conflict`), with the same payload it is a replay. Written and
  * read only by `producing/AcceptedKeys.ts`.
+ * Stored WITHOUT ROWID (migration 0004, written by hand: Drizzle cannot declare it), so an insert is one
+ * row written, not two; a test checks it, so a regenerated rebuild of this table cannot drop it silently.
  */
 export const acceptedKeys = sqliteTable(
   "accepted_keys",
