@@ -4,7 +4,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Result } from "effect"
 import { Dispatch, Ledger, LedgerTopology, PayloadStore, QueueProducer, RetryPolicy } from "@factline/core"
 import type { PlatformEnv } from "@factline/workers"
-import { readStream, unique } from "./helpers.js"
+import { ledger, readStream, shardKeyOf, unique } from "./helpers.js"
 import { platform } from "./worker.js"
 
 const bump = (subject: string, by: string) => ({
@@ -88,4 +88,32 @@ describe("deciders", () => {
       assert.deepStrictEqual(facts.map(([seq, n]) => [seq, n]), [[1, 1], [2, 2]])
       assert.sameMembers(facts.map(([, , by]) => by), ["alice", "bob"])
     }))
+
+  it.effect("streams that share a shard are decided apart: a decider folds only its own stream", () =>
+    Effect.gen(function*() {
+      // Two subjects that hash to the same shard of tenant-a.
+      const first = unique("counter")
+      yield* deliver([bump(first, "seed")])
+      const shardOfFirst = yield* Effect.promise(() => shardKeyOf("tenant-a", first))
+      let second = unique("counter")
+      while ((yield* Effect.promise(() => shardKeyOf("tenant-a", second))) !== shardOfFirst) second = unique("counter")
+      yield* deliver([bump(first, "alice"), bump(second, "bob"), bump(first, "carol")])
+      assert.deepStrictEqual((yield* counted(first)).map(([seq, n]) => [seq, n]), [[1, 1], [2, 2], [3, 3]])
+      assert.deepStrictEqual(yield* counted(second), [[1, 1, "bob"]])
+    }))
+
+  it.effect("a decider folds its whole stream, however long (read page by page past 10,000 facts)", () =>
+    Effect.gen(function*() {
+      const subject = unique("counter")
+      const prior = 10_050
+      const facts = Array.from({ length: prior }, (_, i) => ({
+        fact_id: `f_${subject}_${i}`, type: "bumped", data: { n: i + 1, by: "import" },
+        causation_id: `import-${subject}`, correlation_id: subject, caused_by: "import", created_at: new Date().toISOString()
+      }))
+      const [appended] = yield* ledger().append([{ tenant_id: "tenant-a", stream: subject, facts }])
+      assert.strictEqual(appended!.status, "appended")
+      yield* deliver([bump(subject, "late")])
+      const state = yield* ledger().read({ tenant_id: "tenant-a", stream: subject }, { after: prior })
+      assert.deepStrictEqual(state.facts.map((f) => [f.sequence, f.data.n, f.data.by]), [[prior + 1, prior + 1, "late"]])
+    }), 120_000)
 })
