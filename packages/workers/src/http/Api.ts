@@ -15,6 +15,7 @@ import { type AuthVariables, requireScope } from "./Auth.js"
 import * as CloudEvents from "./CloudEvents.js"
 import { errorResponse } from "./Errors.js"
 import * as JsonBody from "./JsonBody.js"
+import { strictQuery } from "./StrictQuery.js"
 import { Issues } from "@factline/schemas"
 
 export const maxBodyBytes = 5 * 1024 * 1024
@@ -26,6 +27,10 @@ const unavailable = (c: Parameters<typeof errorResponse>[0], what: string) => {
   console.error(`${what} is unavailable`)
   return errorResponse(c, 503, "unavailable", `${what} is unavailable, retry later`, undefined, { "retry-after": "5" })
 }
+
+/** What a JSON route reads; `POST /v1/events` also takes the CloudEvents types. */
+const jsonContentTypes = ["application/json"]
+const eventContentTypes = ["application/json", "application/cloudevents+json", "application/cloudevents-batch+json"]
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 
@@ -45,8 +50,23 @@ export const make = (router: Router.Router) => {
   const query = (env: PlatformEnv, page: ProjectionQuery.Page) =>
     run(env, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) => store.query<Record<string, unknown>>(page.sql)))
 
-  /** Reads a JSON body within `maxBodyBytes` (counted while streaming), or the error response. */
-  const readBody = async (c: Parameters<typeof errorResponse>[0]) => {
+  /**
+   * Reads a JSON body within `maxBodyBytes` (counted while streaming), or the error response.
+   * A body of another content type (`text/plain`, a form, none) is a 415, before anything is read.
+   */
+  const readBody = async (c: Parameters<typeof errorResponse>[0], contentTypes: ReadonlyArray<string> = jsonContentTypes) => {
+    const contentType = (c.req.header("content-type") ?? "").split(";")[0]!.trim().toLowerCase()
+    if (!contentTypes.includes(contentType)) {
+      return {
+        ok: false as const,
+        response: errorResponse(
+          c,
+          415,
+          "unsupported_media_type",
+          `content-type must be ${contentTypes.join(" or ")}; got ${contentType === "" ? "none" : JSON.stringify(contentType.slice(0, 100))}`
+        )
+      }
+    }
     const read = await JsonBody.read(c.req.raw, maxBodyBytes)
     if (read._tag === "Ok") return { ok: true as const, body: read.value }
     const { status, code, message, details } = read.refusal
@@ -55,7 +75,7 @@ export const make = (router: Router.Router) => {
 
   app.post("/v1/events", requireScope("events:write"), async (c) => {
     const principal = c.get("principal")
-    const read = await readBody(c)
+    const read = await readBody(c, eventContentTypes)
     if (!read.ok) return read.response
     const body = read.body
     const cloudEvents = CloudEvents.mode(c.req.header("content-type"), c.req.raw.headers)
@@ -136,7 +156,7 @@ export const make = (router: Router.Router) => {
     }
   })
 
-  app.get("/v1/streams/:subject/facts", requireScope("read"), async (c) => {
+  app.get("/v1/streams/:subject/facts", requireScope("read"), strictQuery(["after", "limit"]), async (c) => {
     const principal = c.get("principal")
     const subject = c.req.param("subject")
     const after = intParam(c.req.query("after"), "after", 0, Number.MAX_SAFE_INTEGER, 0)
@@ -163,7 +183,7 @@ export const make = (router: Router.Router) => {
     })
   })
 
-  app.get("/v1/facts", requireScope("read"), async (c) => {
+  app.get("/v1/facts", requireScope("read"), strictQuery(), async (c) => {
     const page = ProjectionQuery.facts(c.get("principal").tenantId, c.req.query())
     if (page._tag === "Failure") return errorResponse(c, 400, "invalid_query", Issues.render(page.failure), { problems: page.failure })
     const result = await query(c.env, page.success)
@@ -175,7 +195,7 @@ export const make = (router: Router.Router) => {
     })
   })
 
-  app.get("/v1/projections/:name", requireScope("read"), async (c) => {
+  app.get("/v1/projections/:name", requireScope("read"), strictQuery(), async (c) => {
     const projection = router.projection(c.req.param("name"))
     if (!projection) {
       return errorResponse(c, 404, "not_found", `no projection "${c.req.param("name")}" (known: ${router.projections.map((p) => p.name).join(", ")})`)
@@ -219,7 +239,7 @@ export const make = (router: Router.Router) => {
     return c.json({ batch_id: started.success.record.id, operation: "rebuild", ...started.success.record }, 202)
   })
 
-  app.get("/v1/batches/:id", requireScope("admin"), async (c) => {
+  app.get("/v1/batches/:id", requireScope("admin"), strictQuery([]), async (c) => {
     const result = await run(c.env, Rebuild.get(c.req.param("id")))
     if (result._tag === "Failure") return unavailable(c, "the projection store")
     if (!result.success) return errorResponse(c, 404, "not_found", `no batch "${c.req.param("id")}"`)

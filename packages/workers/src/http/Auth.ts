@@ -3,7 +3,9 @@
  *
  * Only SHA-256 hashes of tokens are configured (`FACTLINE_TOKENS`), never the
  * tokens themselves, and a token is never logged or echoed back. No token or an
- * unknown one is 401; a token without the scope a route needs is 403.
+ * unknown one is 401; a token without the scope a route needs is 403. Every
+ * response of an authenticated route, errors included, carries
+ * `cache-control: no-store`: no shared or browser cache may keep tenant data.
  */
 import { Schema } from "effect"
 import type { MiddlewareHandler } from "hono"
@@ -61,6 +63,7 @@ export type AuthVariables = { principal: Principal }
 /** Authenticates every request; `scope` is what the route needs. */
 export const requireScope = (scope: Scope): MiddlewareHandler<{ Bindings: { FACTLINE_TOKENS?: string }; Variables: AuthVariables }> =>
   async function authenticate(c, next) {
+    c.header("cache-control", "no-store")
     const header = c.req.header("authorization") ?? ""
     const match = /^Bearer\s+(\S+)$/i.exec(header)
     if (!match) {
@@ -71,4 +74,6 @@ export const requireScope = (scope: Scope): MiddlewareHandler<{ Bindings: { FACT
     if (!principal.scopes.includes(scope)) return errorResponse(c, 403, "forbidden", `this token lacks the "${scope}" scope`)
     c.set("principal", principal)
     await next()
+    // A handler may return a Response it built itself; the header must be on it too.
+    if (!c.res.headers.has("cache-control")) c.res.headers.set("cache-control", "no-store")
   }
