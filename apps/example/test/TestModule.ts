@@ -74,7 +74,11 @@ export const probeProcessor = Processor.make(Probe, {
 /** Buyers whose charges the `fragile` projection's mapping throws for, until a test "fixes" it by removing them. */
 export const fragileBuyers = new Set<string>()
 
-/** A projection with a bug: its mapping of `charge` throws for the buyers in `fragileBuyers`, and maps nothing otherwise. */
+/**
+ * A projection with a bug: its mapping of `charge` throws for the buyers in `fragileBuyers`, and maps nothing
+ * otherwise. It borrows the `buyer_budgets` table (a projection needs one; it never writes to it), so it must
+ * never be rebuilt: the swap would replace buyer_budgets with its empty shadow.
+ */
 export const fragileProjection = Projection.additive({
   name: "fragile",
   table: Tables.buyerBudgets,

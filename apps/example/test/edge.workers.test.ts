@@ -5,7 +5,7 @@
  */
 import { env, exports } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { callCompleted, eventually, postEvents, readStream, request, tokenA, tokenB, unique } from "./helpers.js"
+import { callCompleted, eventually, postEvents, readStream, request, tokenA, tokenB, tokenPlatform, unique } from "./helpers.js"
 import { platform } from "./worker.js"
 import { AcceptedKeys } from "@factline/core"
 
@@ -252,7 +252,7 @@ describe("HTTP edge: body limits", () => {
 
   it("POST /v1/batches has the same limit", async () => {
     const chunk = new TextEncoder().encode(" ".repeat(1024 * 1024))
-    const response = await rawPost("/v1/batches", streamOf(chunk, 6))
+    const response = await rawPost("/v1/batches", streamOf(chunk, 6), { authorization: `Bearer ${tokenPlatform}` })
     expect(response.status).toBe(413)
     expect((await response.json<any>()).error.code).toBe("payload_too_large")
   })

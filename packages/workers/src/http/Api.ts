@@ -2,7 +2,9 @@
  * The HTTP API (DESIGN.md "HTTP API"): ingest events, read ledger streams.
  *
  * Every route authenticates (Auth.ts) and is scoped to the token's tenant: a
- * tenant can neither write into nor read from another tenant's data. Bad input
+ * tenant can neither write into nor read from another tenant's data (batch
+ * records included). Starting a rebuild, which replays every tenant's facts,
+ * takes the `platform` scope, never a tenant's `admin`. Bad input
  * is a 4xx with a JSON error naming every problem; anything unexpected is a
  * 500 with a generic message — never a stack, SQL text or a secret.
  */
@@ -217,7 +219,8 @@ export const make = (router: Router.Router) => {
     })
   })
 
-  app.post("/v1/batches", requireScope("admin"), async (c) => {
+  // A rebuild replays every tenant's facts: the platform scope, never a tenant's admin.
+  app.post("/v1/batches", requireScope("platform"), async (c) => {
     const read = await readBody(c)
     if (!read.ok) return read.response
     const body = read.body
@@ -225,7 +228,7 @@ export const make = (router: Router.Router) => {
       return errorResponse(c, 400, "invalid_request", 'send { "operation": "rebuild", "projection": "<name>" } (import, export and reconcile are not supported yet)')
     }
     const projection = body.projection
-    const started = await run(c.env, Rebuild.start(router, projection))
+    const started = await run(c.env, Rebuild.start(router, projection, c.get("principal").tenantId))
     if (started._tag === "Failure") {
       const error = started.failure
       if (error._tag === "RebuildRefused") return errorResponse(c, error.code === "conflict" ? 409 : 404, error.code, error.message)
@@ -239,8 +242,9 @@ export const make = (router: Router.Router) => {
     return c.json({ batch_id: started.success.record.id, operation: "rebuild", ...started.success.record }, 202)
   })
 
-  app.get("/v1/batches/:id", requireScope("admin"), strictQuery([]), async (c) => {
-    const result = await run(c.env, Rebuild.get(c.req.param("id")))
+  // Only the tenant that started a batch reads it; another tenant's id is the same 404 as a missing one.
+  app.get("/v1/batches/:id", requireScope("admin", "platform"), strictQuery([]), async (c) => {
+    const result = await run(c.env, Rebuild.get(c.get("principal").tenantId, c.req.param("id")))
     if (result._tag === "Failure") return unavailable(c, "the projection store")
     if (!result.success) return errorResponse(c, 404, "not_found", `no batch "${c.req.param("id")}"`)
     return c.json({ batch_id: result.success.id, operation: "rebuild", ...result.success })
