@@ -2,10 +2,12 @@
  * Test-only message types, registered beside the example's calls module in the
  * test Worker: a decider whose decision depends on its stream, a handler that
  * fails transiently a given number of times, one that always fails, and one
- * that fails permanently.
+ * that fails permanently; and a projection whose mapping throws for marked
+ * buyers (it writes nothing otherwise, so it changes no other test's rows).
  */
 import { Effect, Schema } from "effect"
-import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, TransientError } from "@factline/core"
+import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, Projection, TransientError } from "@factline/core"
+import * as Tables from "../src/calls/Tables.js"
 
 export const Bump = MessageDefinition.command("test.counter.bump").version(1, Schema.Struct({ by: Schema.String }))
 export const Bumped = FactDefinition.make("bumped", Schema.Struct({ n: Schema.Int, by: Schema.String }))
@@ -69,4 +71,29 @@ export const probeProcessor = Processor.make(Probe, {
     fact.data.refuse ? Effect.fail(new PermanentError({ message: `probe ${fact.fact_id} refused` })) : Effect.succeed([{ type: "probed", data: { of: fact.fact_id } }])
 })
 
-export const testModule = Module.make("test", { handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower], processors: [probeProcessor] })
+/** Buyers whose charges the `fragile` projection's mapping throws for, until a test "fixes" it by removing them. */
+export const fragileBuyers = new Set<string>()
+
+/**
+ * A projection with a bug: its mapping of `charge` throws for the buyers in `fragileBuyers`, and maps nothing
+ * otherwise. It borrows the `buyer_budgets` table (a projection needs one; it never writes to it), so it must
+ * never be rebuilt: the swap would replace buyer_budgets with its empty shadow.
+ */
+export const fragileProjection = Projection.additive({
+  name: "fragile",
+  table: Tables.buyerBudgets,
+  key: ["buyer_id"],
+  queryable: [],
+  on: {
+    charge: (fact) => {
+      if (fragileBuyers.has(String(fact.data.buyer_id))) throw new TypeError("cannot read properties of undefined (reading 'plan')")
+      return undefined
+    }
+  }
+})
+
+export const testModule = Module.make("test", {
+  handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower],
+  processors: [probeProcessor],
+  projections: [fragileProjection]
+})

@@ -5,7 +5,7 @@
  */
 import { env, exports } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { callCompleted, eventually, postEvents, readStream, request, tokenA, tokenB, unique } from "./helpers.js"
+import { callCompleted, eventually, postEvents, readStream, request, tokenA, tokenB, tokenPlatform, unique } from "./helpers.js"
 import { platform } from "./worker.js"
 import { AcceptedKeys } from "@factline/core"
 
@@ -252,7 +252,7 @@ describe("HTTP edge: body limits", () => {
 
   it("POST /v1/batches has the same limit", async () => {
     const chunk = new TextEncoder().encode(" ".repeat(1024 * 1024))
-    const response = await rawPost("/v1/batches", streamOf(chunk, 6))
+    const response = await rawPost("/v1/batches", streamOf(chunk, 6), { authorization: `Bearer ${tokenPlatform}` })
     expect(response.status).toBe(413)
     expect((await response.json<any>()).error.code).toBe("payload_too_large")
   })
@@ -274,5 +274,50 @@ describe("HTTP edge: partial sends", () => {
     const retry = await postEvents({ events: list })
     expect(retry.status).toBe(202)
     await eventually(async () => ((await readStream("tenant-a", subject)).version === 150 ? true : undefined), 30_000, "all 150 facts")
+  })
+})
+
+describe("HTTP edge: content types, query strings, caching", () => {
+  it("a body that is not JSON by its content type is a 415 and nothing is accepted", async () => {
+    for (const contentType of ["text/plain", "application/x-www-form-urlencoded", "text/plain; charset=utf-8"]) {
+      const event = callCompleted()
+      const response = await rawPost("/v1/events", JSON.stringify(event), { "content-type": contentType })
+      expect(response.status, contentType).toBe(415)
+      expect((await response.json<any>()).error.code).toBe("unsupported_media_type")
+      expect(await storedKey("tenant-a", event.idempotency_key)).toBeNull()
+    }
+    const withCharset = callCompleted()
+    expect((await rawPost("/v1/events", JSON.stringify(withCharset), { "content-type": "application/json; charset=utf-8" })).status).toBe(202)
+  })
+
+  it("an unknown query parameter on a stream read is a 400 naming it", async () => {
+    const response = await request("/v1/streams/some_call/facts?after=0&limt=10", { token: tokenA })
+    expect(response.status).toBe(400)
+    const error = (await response.json<any>()).error
+    expect(error.code).toBe("invalid_query")
+    expect(error.details.problems.map((p: any) => p.path)).toEqual(["limt"])
+  })
+
+  it("a query parameter given twice is a 400 naming it, on every read route", async () => {
+    for (const path of ["/v1/streams/some_call/facts?limit=1&limit=1000", "/v1/facts?limit=1&limit=500", "/v1/projections/calls?limit=1&limit=500"]) {
+      const response = await request(path, { token: tokenA })
+      expect(response.status, path).toBe(400)
+      const error = (await response.json<any>()).error
+      expect(error.code).toBe("invalid_query")
+      expect(error.details.problems.map((p: any) => p.path)).toEqual(["limit"])
+    }
+  })
+
+  it("every authenticated response says cache-control: no-store, errors included", async () => {
+    const responses = [
+      await request("/v1/facts?limit=1", { token: tokenA }),
+      await request("/v1/projections/calls?limit=1", { token: tokenA }),
+      await request(`/v1/streams/${unique("none")}/facts`, { token: tokenA }),
+      await postEvents(callCompleted()),
+      await request("/v1/facts", { token: "not-a-token" }),
+      await request("/v1/facts?bad=1", { token: tokenA })
+    ]
+    expect(responses.map((r) => r.status)).toEqual([200, 200, 404, 202, 401, 400])
+    for (const response of responses) expect(response.headers.get("cache-control")).toBe("no-store")
   })
 })

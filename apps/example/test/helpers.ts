@@ -7,6 +7,8 @@ import { Ledger, LedgerTopology, Shards, type LedgerProtocol } from "@factline/c
 export const tokenA = "dev-token-tenant-a"
 export const tokenB = "dev-token-tenant-b"
 export const tokenAReadOnly = "dev-token-tenant-a-readonly"
+/** The platform operator's token (scope `platform`, tenant `factline`): starts rebuilds, which span every tenant. */
+export const tokenPlatform = "dev-token-platform"
 
 let counter = 0
 export const unique = (prefix: string) => `${prefix}_${Date.now().toString(36)}_${(counter++).toString(36)}_${Math.random().toString(36).slice(2, 8)}`

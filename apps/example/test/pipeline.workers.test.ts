@@ -7,6 +7,7 @@ import type { Fact } from "@factline/schemas"
 import type { LedgerShard, PlatformEnv } from "@factline/workers"
 import { callCompleted, eventually, postEvents, readStream, request, shardKeyOf, tokenA, unique } from "./helpers.js"
 import { countingD1, countingNamespace, newCounts } from "./instrument.js"
+import { fragileBuyers } from "./TestModule.js"
 import { platform } from "./worker.js"
 
 const testEnv = env as unknown as PlatformEnv
@@ -175,6 +176,37 @@ describe("facts in motion", () => {
     expect(JSON.parse(rows[0]!.original_message).payload).toEqual({ fact: bad })
     for (const f of good) expect((await readStream("tenant-a", f.stream)).facts.map((d) => d.type)).toEqual(["probed"])
     expect((await readStream("tenant-a", bad.stream)).version).toBe(0)
+  })
+
+  it("a fact one projection cannot map is dead-lettered naming that projection, after reaching the facts copy and every other one; replayed after the fix it changes nothing", async () => {
+    const buyer = unique("buyer")
+    const call_id = unique("call")
+    const outcome = await fact(call_id, 1, "outcome", { call_id, buyer_id: buyer, duration_s: 90, price_cents: 700, currency: "EUR" })
+    const charge = await fact(call_id, 3, "charge", { call_id, buyer_id: buyer, amount_cents: 700, currency: "EUR" })
+    fragileBuyers.add(buyer)
+    const result = await deliver("factline-projections", [FactMessage.make([outcome, charge])])
+    expect(result.retryMessages).toHaveLength(0)
+    const rows = await eventually(async () => {
+      const r = (await env.DB.prepare("SELECT * FROM dead_messages WHERE idempotency_key = ?").bind(charge.fact_id).all<Record<string, any>>()).results
+      return r.length > 0 ? r : undefined
+    })
+    expect(rows).toHaveLength(1)
+    expect(rows[0]).toMatchObject({ reason: "permanent_failure", queue: "factline-projections", attempts: 1 })
+    expect(rows[0]!.last_error).toContain('projection "fragile"')
+    expect(JSON.parse(rows[0]!.original_message).payload).toEqual({ fact: charge })
+    const copies = async () =>
+      (await env.DB.prepare("SELECT COUNT(*) AS n FROM facts WHERE tenant_id = 'tenant-a' AND stream = ?").bind(call_id).first<{ n: number }>())?.n
+    expect(await copies()).toBe(2)
+    expect(await callRow("tenant-a", call_id)).toMatchObject({ buyer_id: buyer, charged_cents: 700 })
+    expect(await budget("tenant-a", buyer)).toEqual({ spent_cents: 700, charges: 1, refunds: 0 })
+
+    // The operator fixes the projection and replays the dead letter's original message.
+    fragileBuyers.delete(buyer)
+    const replay = await deliver("factline-projections", [JSON.parse(rows[0]!.original_message)])
+    expect(replay.explicitAcks).toHaveLength(1)
+    expect(await copies()).toBe(2)
+    expect(await budget("tenant-a", buyer)).toEqual({ spent_cents: 700, charges: 1, refunds: 0 })
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM dead_messages WHERE idempotency_key = ?").bind(charge.fact_id).first<{ n: number }>()).toEqual({ n: 1 })
   })
 
   it("a stream's facts applied in reverse order give the same rows as in order", async () => {

@@ -11,6 +11,7 @@ import { FactId, ProjectionConsumer, ProjectionQuery, ProjectionStore } from "@f
 import type { Fact } from "@factline/schemas"
 import { unique } from "./helpers.js"
 import { countingD1, newCounts } from "./instrument.js"
+import { fragileBuyers } from "./TestModule.js"
 import { platform } from "./worker.js"
 
 /** A fact as the ledger would store it. */
@@ -176,6 +177,27 @@ describe("set-based projection writes", () => {
     expect(outcomes.filter((o) => o?._tag === "Done")).toHaveLength(4)
     expect(await budget(buyer)).toEqual({ spent_cents: 0, charges: 1, refunds: 1 })
     expect(await callRow(good[0]!.stream)).toMatchObject({ buyer_id: buyer, qualified: 1, charged_cents: 500, refunded_cents: 500 })
+  })
+
+  it("a projection whose mapping throws fails only itself: the fact reaches the facts copy and every other projection, and the failure names the projection", async () => {
+    const buyer = unique("buyer")
+    const call_id = unique("call")
+    const facts = await life(call_id, buyer)
+    fragileBuyers.add(buyer)
+    const outcomes = await apply(facts)
+    // The charge (position 2) is what `fragile` cannot map; nothing else failed.
+    expect(outcomes.map((o) => o?._tag)).toEqual(["Done", "Done", "Failed", "Done"])
+    expect(outcomes[2]).toMatchObject({ transient: false, reason: "permanent_failure" })
+    expect((outcomes[2] as any).error).toContain(`projection "fragile" failed to map charge fact ${facts[2]!.fact_id}`)
+    expect((outcomes[2] as any).error).not.toContain('"calls"')
+    expect(await copies(call_id)).toBe(4)
+    expect(await callRow(call_id)).toMatchObject({ buyer_id: buyer, qualified: 1, charged_cents: 500, refunded_cents: 500 })
+    expect(await budget(buyer)).toEqual({ spent_cents: 0, charges: 1, refunds: 1 })
+    // The fix, then the replay: the projections that had the fact change nothing.
+    fragileBuyers.delete(buyer)
+    expect(await apply([facts[2]!])).toEqual([done])
+    expect(await copies(call_id)).toBe(4)
+    expect(await budget(buyer)).toEqual({ spent_cents: 0, charges: 1, refunds: 1 })
   })
 
   it("a fact D1 refuses fails on its own; the batch's other facts are written one by one", async () => {

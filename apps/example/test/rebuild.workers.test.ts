@@ -1,16 +1,16 @@
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { callCompleted, eventually, postEvents, readStream, request, tokenA, tokenAReadOnly, unique } from "./helpers.js"
+import { callCompleted, eventually, postEvents, readStream, request, tokenA, tokenAReadOnly, tokenB, tokenPlatform, unique } from "./helpers.js"
 
 const rows = async (table: string, column: string, prefix: string) =>
   (await env.DB.prepare(`SELECT * FROM ${table} WHERE ${column} LIKE ? ORDER BY tenant_id, ${column}`).bind(`${prefix}%`).all()).results
 
 const rebuild = async (projection: string) => {
-  const started = await request("/v1/batches", { method: "POST", token: tokenA, body: JSON.stringify({ operation: "rebuild", projection }) })
+  const started = await request("/v1/batches", { method: "POST", token: tokenPlatform, body: JSON.stringify({ operation: "rebuild", projection }) })
   expect(started.status).toBe(202)
   const { batch_id } = await started.json<any>()
   return eventually(async () => {
-    const status = await (await request(`/v1/batches/${batch_id}`, { token: tokenA })).json<any>()
+    const status = await (await request(`/v1/batches/${batch_id}`, { token: tokenPlatform })).json<any>()
     return status.status === "completed" ? status : undefined
   }, 90_000, `the ${projection} rebuild`)
 }
@@ -62,11 +62,86 @@ describe("rebuilding a projection from the ledger", () => {
     }, 30_000, "a live fact after the swap")
   }, 240_000)
 
-  it("refuses unknown projections, other operations and non-admin tokens", async () => {
-    const post = (body: unknown, token = tokenA) => request("/v1/batches", { method: "POST", token, body: JSON.stringify(body) })
+  it("refuses unknown projections, other operations and tokens without the platform scope", async () => {
+    const post = (body: unknown, token = tokenPlatform) => request("/v1/batches", { method: "POST", token, body: JSON.stringify(body) })
     expect((await post({ operation: "rebuild", projection: "nope" })).status).toBe(404)
     expect((await post({ operation: "import", projection: "calls" })).status).toBe(400)
     expect((await post({ operation: "rebuild", projection: "calls" }, tokenAReadOnly)).status).toBe(403)
     expect((await request("/v1/batches/rb_missing", { token: tokenA })).status).toBe(404)
+  })
+})
+
+describe("batches are tenant-scoped", () => {
+  const running = () => env.DB.prepare("SELECT id FROM projection_rebuilds WHERE projection = 'buyer_budgets' AND status = 'running'").all()
+  /**
+   * A rebuild record of the test-only `fragile` projection, marked running: it maps nothing live, so the
+   * live consumer never writes its missing shadow. (Never really rebuild `fragile`: it shares buyer_budgets.)
+   */
+  const runningRecord = async (tenant_id: string) => {
+    const id = unique("rb_other")
+    await env.DB.prepare(
+      `INSERT INTO projection_rebuilds (id, tenant_id, projection, shadow_table, status, shards_total, shards_done, facts_replayed, started_at)
+       VALUES (?, ?, 'fragile', ?, 'running', 0, 0, 0, ?)`
+    ).bind(id, tenant_id, `buyer_budgets__${id}`, new Date().toISOString()).run()
+    return id
+  }
+  const stop = (id: string) => env.DB.prepare("UPDATE projection_rebuilds SET status = 'failed' WHERE id = ?").bind(id).run()
+
+  it("a tenant's admin token cannot start a rebuild: it replays every tenant's facts, so it takes the platform scope", async () => {
+    const response = await request("/v1/batches", { method: "POST", token: tokenA, body: JSON.stringify({ operation: "rebuild", projection: "buyer_budgets" }) })
+    expect(response.status).toBe(403)
+    expect((await response.json<any>()).error).toMatchObject({ code: "forbidden" })
+    expect((await running()).results).toEqual([])
+  })
+
+  it("a batch record carries the starting token's tenant; another tenant's id is the same 404 as a missing one, with nothing of the batch in it", async () => {
+    const started = await request("/v1/batches", { method: "POST", token: tokenPlatform, body: JSON.stringify({ operation: "rebuild", projection: "buyer_budgets" }) })
+    expect(started.status).toBe(202)
+    const { batch_id } = await started.json<any>()
+    expect(await env.DB.prepare("SELECT tenant_id FROM projection_rebuilds WHERE id = ?").bind(batch_id).first()).toEqual({ tenant_id: "factline" })
+    expect((await request(`/v1/batches/${batch_id}`, { token: tokenPlatform })).status).toBe(200)
+
+    // A tenant's own batch (records of tenant-a) is read by tenant-a only.
+    const own = await runningRecord("tenant-a")
+    await stop(own)
+    const ownRead = await request(`/v1/batches/${own}`, { token: tokenA })
+    expect(ownRead.status).toBe(200)
+    expect(await ownRead.json<any>()).toMatchObject({ batch_id: own, tenant_id: "tenant-a", projection: "fragile" })
+
+    for (const [id, token] of [[own, tokenB], [own, tokenPlatform], [batch_id, tokenA]] as const) {
+      const response = await request(`/v1/batches/${id}`, { token })
+      expect(response.status).toBe(404)
+      const body = await response.json<any>()
+      const missing = await (await request(`/v1/batches/${id.replace(/^rb_/, "rb_x")}`, { token })).json<any>()
+      expect(JSON.stringify(body).replace(id, "ID")).toBe(JSON.stringify(missing).replace(id.replace(/^rb_/, "rb_x"), "ID"))
+      expect(JSON.stringify(body)).not.toMatch(/fragile|buyer_budgets|running|completed|shadow|tenant-a|factline/)
+    }
+    await eventually(async () => {
+      const status = await (await request(`/v1/batches/${batch_id}`, { token: tokenPlatform })).json<any>()
+      return status.status === "completed" ? true : undefined
+    }, 90_000, "the buyer_budgets rebuild")
+  })
+
+  it("a 409 for a running rebuild names its batch only to the tenant that can read it", async () => {
+    const start = () => request("/v1/batches", { method: "POST", token: tokenPlatform, body: JSON.stringify({ operation: "rebuild", projection: "fragile" }) })
+    const foreign = await runningRecord("tenant-b")
+    try {
+      const refused = await start()
+      expect(refused.status).toBe(409)
+      const text = await refused.text()
+      expect(JSON.parse(text).error.code).toBe("conflict")
+      expect(text).not.toContain(foreign)
+      expect(text).not.toContain("rb_")
+    } finally {
+      await stop(foreign)
+    }
+    const mine = await runningRecord("factline")
+    try {
+      const refused = await start()
+      expect(refused.status).toBe(409)
+      expect((await refused.json<any>()).error.message).toContain(mine)
+    } finally {
+      await stop(mine)
+    }
   })
 })

@@ -8,7 +8,10 @@
  * one per fact. If that transaction fails, each fact is written on its own. No inbox: every write is idempotent by construction
  * (row guards, applied sets, `ON CONFLICT DO NOTHING`), so a redelivered
  * fact changes nothing and costs no bookkeeping rows. A mapping that throws
- * is a permanent failure of that fact only.
+ * fails that fact for that projection only: the fact is still written to the
+ * `facts` copy and every other projection, then dead-lettered (permanent)
+ * naming the projection — replaying it after the fix is safe for the same
+ * reason redelivery is.
  */
 import { Effect } from "effect"
 import type { Fact, FactPayload } from "@factline/schemas"
@@ -29,20 +32,68 @@ export const activeRebuilds: Projection.Sql = {
   params: []
 }
 
+/** A projection whose mapping threw for a fact: that fact is left out of that projection only. */
+export interface MappingFailure {
+  readonly projection: string
+  readonly error: string
+}
+
+export interface Plan {
+  readonly statements: ReadonlyArray<Projection.Sql>
+  /** By the fact's position in the input: the projections that could not map it (absent when all could). */
+  readonly failures: ReadonlyMap<number, ReadonlyArray<MappingFailure>>
+}
+
+const reason = (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : String(error))
+
 /**
  * The statements that apply these facts to the `facts` projection and to
  * every registered projection (and running rebuilds' shadows): a few per
- * projection whatever the number of facts. Throws if a mapping throws.
+ * projection whatever the number of facts. Projections are isolated from each
+ * other: when a projection's mapping throws, the facts it threw for (found one
+ * by one, in memory) are left out of that projection alone — the `facts` copy
+ * and every other projection still get them.
  */
-export const statementsFor = (router: Router, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>): ReadonlyArray<Projection.Sql> => [
-  ...Projection.factsStatements(facts),
-  ...router.projections.flatMap((p) => [
-    ...Projection.batchStatements(p, facts),
-    ...rebuilds.filter((r) => r.projection === p.name).flatMap((r) => Projection.batchStatements(p, facts, Projection.shadowTarget(p, r.shadow_table)))
-  ])
-]
+export const plan = (router: Router, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>): Plan => {
+  const failures = new Map<number, Array<MappingFailure>>()
+  const statements = [...Projection.factsStatements(facts)]
+  for (const p of router.projections) {
+    const targets = [Projection.liveTarget(p), ...rebuilds.filter((r) => r.projection === p.name).map((r) => Projection.shadowTarget(p, r.shadow_table))]
+    const forTargets = (some: ReadonlyArray<Fact>) => targets.flatMap((target) => Projection.batchStatements(p, some, target))
+    try {
+      statements.push(...forTargets(facts))
+    } catch {
+      const mappable = facts.filter((fact, index) => {
+        try {
+          Projection.batchStatements(p, [fact])
+          return true
+        } catch (error) {
+          failures.set(index, [...(failures.get(index) ?? []), { projection: p.name, error: reason(error) }])
+          return false
+        }
+      })
+      statements.push(...forTargets(mappable))
+    }
+  }
+  return { statements, failures }
+}
 
-const reason = (error: unknown) => (error instanceof Error ? error.message : String(error))
+/** The statements of `plan`, for callers that only write. */
+export const statementsFor = (router: Router, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>): ReadonlyArray<Projection.Sql> =>
+  plan(router, facts, rebuilds).statements
+
+/**
+ * A fact some projection could not map, once everything else was written: a
+ * permanent failure naming the projection(s), so the dead letter tells an
+ * operator what to fix. Replaying it after the fix re-applies the fact to
+ * every projection; the ones that already have it change nothing.
+ */
+const mappingFailed = (fact: Fact, failures: ReadonlyArray<MappingFailure>): Consumer.Outcome =>
+  Consumer.permanent(
+    "permanent_failure",
+    `${failures.map((f) => `projection "${f.projection}" failed to map ${fact.type} fact ${fact.fact_id}: ${f.error}`).join("; ")}` +
+      ` (the fact was applied to the facts copy and every other projection; fix ${failures.map((f) => f.projection).join(", ")}, then replay this dead letter)`
+  )
 
 export const process = (router: Router) => (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
   Effect.gen(function*() {
@@ -53,28 +104,20 @@ export const process = (router: Router) => (items: ReadonlyArray<{ readonly key:
       for (const item of items) outcomes.set(item.key, Consumer.transient("could not read running rebuilds"))
       return outcomes
     }
-    let good = items
-    let statements: ReadonlyArray<Projection.Sql>
-    try {
-      statements = statementsFor(router, items.map((i) => i.value.fact), rebuilds)
-    } catch {
-      // A mapping threw: find the facts it threw for (pure, in memory) and write the others.
-      good = items.filter(({ key, value }) => {
-        try {
-          statementsFor(router, [value.fact], rebuilds)
-          return true
-        } catch (error) {
-          outcomes.set(key, Consumer.permanent("permanent_failure", reason(error)))
-          return false
-        }
-      })
-      statements = statementsFor(router, good.map((i) => i.value.fact), rebuilds)
-    }
-    const failed = yield* store.write(statements, () => good.map(({ key, value }) => ({ key, statements: statementsFor(router, [value.fact], rebuilds) })))
-    for (const { key } of good) {
+    const { statements, failures } = plan(router, items.map((i) => i.value.fact), rebuilds)
+    const failed = yield* store.write(statements, () => items.map(({ key, value }) => ({ key, statements: statementsFor(router, [value.fact], rebuilds) })))
+    items.forEach(({ key, value }, index) => {
       const error = failed.get(key)
-      outcomes.set(key, error === undefined ? Consumer.done : Consumer.transient(`projection write failed: ${error}`))
-    }
+      const unmapped = failures.get(index)
+      outcomes.set(
+        key,
+        error !== undefined
+          ? Consumer.transient(`projection write failed: ${error}`)
+          : unmapped !== undefined
+          ? mappingFailed(value.fact, unmapped)
+          : Consumer.done
+      )
+    })
     return outcomes as ReadonlyMap<string, Consumer.Outcome>
   })
 

@@ -14,6 +14,11 @@
  *
  * Every write is idempotent (row guards, applied sets), so a step that runs
  * twice, or overlaps with live writes, changes nothing.
+ *
+ * A rebuild replays every tenant's facts, so only a platform operator may start
+ * one (the HTTP edge checks the `platform` scope). Its record carries the
+ * tenant of the token that started it and is read only by that tenant (`get`);
+ * a refusal never names a batch its caller could not read.
  */
 import { Effect, Schema } from "effect"
 import type { BatchPayload } from "@factline/schemas"
@@ -35,6 +40,8 @@ export class RebuildRefused extends Schema.TaggedError<RebuildRefused>()("Rebuil
 
 export interface RebuildRecord {
   readonly id: string
+  /** The tenant of the token that started the rebuild: the only one that reads this record. */
+  readonly tenant_id: string
   readonly projection: string
   readonly shadow_table: string
   readonly status: "running" | "completed" | "failed"
@@ -64,21 +71,40 @@ const ddl = (table: string) =>
     return { table: rows.find((r) => r.type === "table")?.sql, indexes: rows.filter((r) => r.type === "index").map((r) => r.sql) }
   })
 
-export const get = (id: string) =>
+/** The record by id, whoever started it: for the batch consumer only, never for a caller. */
+const find = (id: string) =>
   Effect.gen(function*() {
     const store = yield* ProjectionStore
     const rows = yield* store.query<RebuildRecord>({ sql: "SELECT * FROM projection_rebuilds WHERE id = ?", params: [id] })
     return rows[0]
   })
 
-/** Creates the shadow table and the rebuild record; returns the record and the first slice to enqueue. */
-export const start = (router: Router, projectionName: string) =>
+/** The record, if it exists and `tenantId` started it: another tenant's batch reads as missing. */
+export const get = (tenantId: string, id: string) =>
+  Effect.gen(function*() {
+    const store = yield* ProjectionStore
+    const rows = yield* store.query<RebuildRecord>({ sql: "SELECT * FROM projection_rebuilds WHERE id = ? AND tenant_id = ?", params: [id, tenantId] })
+    return rows[0]
+  })
+
+/**
+ * Creates the shadow table and the rebuild record, owned by `tenantId` (the
+ * caller's tenant); returns the record and the first slice to enqueue.
+ */
+export const start = (router: Router, projectionName: string, tenantId: string) =>
   Effect.gen(function*() {
     const store = yield* ProjectionStore
     const p = router.projection(projectionName)
     if (!p) return yield* new RebuildRefused({ code: "not_found", message: `no projection "${projectionName}"` })
-    const running = yield* store.query({ sql: "SELECT id FROM projection_rebuilds WHERE projection = ? AND status = 'running'", params: [p.name] })
-    if (running.length > 0) return yield* new RebuildRefused({ code: "conflict", message: `a rebuild of ${p.name} is already running (${running[0]!.id})` })
+    const [running] = yield* store.query<{ id: string; tenant_id: string }>({
+      sql: "SELECT id, tenant_id FROM projection_rebuilds WHERE projection = ? AND status = 'running'",
+      params: [p.name]
+    })
+    if (running) {
+      // The id only to the tenant that may read the record.
+      const which = running.tenant_id === tenantId ? ` (${running.id})` : ""
+      return yield* new RebuildRefused({ code: "conflict", message: `a rebuild of ${p.name} is already running${which}` })
+    }
     const live = Projection.tableName(p)
     const { table } = yield* ddl(live)
     if (!table) return yield* new RebuildRefused({ code: "not_found", message: `table ${live} does not exist; apply the migrations` })
@@ -91,13 +117,13 @@ export const start = (router: Router, projectionName: string) =>
       { sql: createShadow, params: [] },
       { sql: "DELETE FROM projection_applied WHERE projection = ?", params: [Projection.shadowTarget(p, shadow).appliedAs] },
       {
-        sql: `INSERT INTO projection_rebuilds (id, projection, shadow_table, status, shards_total, shards_done, facts_replayed, started_at)
-              VALUES (?, ?, ?, 'running', ?, 0, 0, ?)`,
-        params: [id, p.name, shadow, total, now]
+        sql: `INSERT INTO projection_rebuilds (id, tenant_id, projection, shadow_table, status, shards_total, shards_done, facts_replayed, started_at)
+              VALUES (?, ?, ?, ?, 'running', ?, 0, 0, ?)`,
+        params: [id, tenantId, p.name, shadow, total, now]
       }
     ])
     const first: BatchPayload = { batch_id: id, operation: "rebuild", items: [{ projection: p.name, after: "" } satisfies SliceItem], offset: 0, total }
-    return { record: (yield* get(id))!, first }
+    return { record: (yield* find(id))!, first }
   })
 
 /** Replays one slice of shards into the shadow; returns the next slice, or undefined once swapped. */
@@ -105,7 +131,7 @@ export const step = (router: Router, payload: BatchPayload) =>
   Effect.gen(function*() {
     const store = yield* ProjectionStore
     const ledger = yield* Ledger
-    const record = yield* get(payload.batch_id)
+    const record = yield* find(payload.batch_id)
     if (!record || record.status !== "running") return undefined
     const p = router.projection(record.projection)
     if (!p) return yield* Effect.die(new Error(`projection ${record.projection} is no longer registered`))

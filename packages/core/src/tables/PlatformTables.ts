@@ -85,11 +85,17 @@ export const projectionApplied = sqliteTable(
   (t) => [primaryKey({ columns: [t.projection, t.factId] })]
 )
 
-/** Projection rebuilds: a shadow table is filled from the ledger, then swapped in. */
+/**
+ * Projection rebuilds: a shadow table is filled from the ledger, then swapped in.
+ * `tenant_id` is the tenant of the token that started it; only that tenant reads
+ * the record. Records from before the column existed belong to the platform
+ * (`factline`, `Rebuild.platformTenant`), never to a customer tenant.
+ */
 export const projectionRebuilds = sqliteTable(
   "projection_rebuilds",
   {
     id: text("id").primaryKey(),
+    tenantId: text("tenant_id").notNull().default("factline"),
     projection: text("projection").notNull(),
     shadowTable: text("shadow_table").notNull(),
     status: text("status", { enum: ["running", "completed", "failed"] }).notNull(),

@@ -2,7 +2,9 @@
  * The HTTP API (DESIGN.md "HTTP API"): ingest events, read ledger streams.
  *
  * Every route authenticates (Auth.ts) and is scoped to the token's tenant: a
- * tenant can neither write into nor read from another tenant's data. Bad input
+ * tenant can neither write into nor read from another tenant's data (batch
+ * records included). Starting a rebuild, which replays every tenant's facts,
+ * takes the `platform` scope, never a tenant's `admin`. Bad input
  * is a 4xx with a JSON error naming every problem; anything unexpected is a
  * 500 with a generic message — never a stack, SQL text or a secret.
  */
@@ -15,6 +17,7 @@ import { type AuthVariables, requireScope } from "./Auth.js"
 import * as CloudEvents from "./CloudEvents.js"
 import { errorResponse } from "./Errors.js"
 import * as JsonBody from "./JsonBody.js"
+import { strictQuery } from "./StrictQuery.js"
 import { Issues } from "@factline/schemas"
 
 export const maxBodyBytes = 5 * 1024 * 1024
@@ -26,6 +29,10 @@ const unavailable = (c: Parameters<typeof errorResponse>[0], what: string) => {
   console.error(`${what} is unavailable`)
   return errorResponse(c, 503, "unavailable", `${what} is unavailable, retry later`, undefined, { "retry-after": "5" })
 }
+
+/** What a JSON route reads; `POST /v1/events` also takes the CloudEvents types. */
+const jsonContentTypes = ["application/json"]
+const eventContentTypes = ["application/json", "application/cloudevents+json", "application/cloudevents-batch+json"]
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 
@@ -45,8 +52,23 @@ export const make = (router: Router.Router) => {
   const query = (env: PlatformEnv, page: ProjectionQuery.Page) =>
     run(env, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) => store.query<Record<string, unknown>>(page.sql)))
 
-  /** Reads a JSON body within `maxBodyBytes` (counted while streaming), or the error response. */
-  const readBody = async (c: Parameters<typeof errorResponse>[0]) => {
+  /**
+   * Reads a JSON body within `maxBodyBytes` (counted while streaming), or the error response.
+   * A body of another content type (`text/plain`, a form, none) is a 415, before anything is read.
+   */
+  const readBody = async (c: Parameters<typeof errorResponse>[0], contentTypes: ReadonlyArray<string> = jsonContentTypes) => {
+    const contentType = (c.req.header("content-type") ?? "").split(";")[0]!.trim().toLowerCase()
+    if (!contentTypes.includes(contentType)) {
+      return {
+        ok: false as const,
+        response: errorResponse(
+          c,
+          415,
+          "unsupported_media_type",
+          `content-type must be ${contentTypes.join(" or ")}; got ${contentType === "" ? "none" : JSON.stringify(contentType.slice(0, 100))}`
+        )
+      }
+    }
     const read = await JsonBody.read(c.req.raw, maxBodyBytes)
     if (read._tag === "Ok") return { ok: true as const, body: read.value }
     const { status, code, message, details } = read.refusal
@@ -55,7 +77,7 @@ export const make = (router: Router.Router) => {
 
   app.post("/v1/events", requireScope("events:write"), async (c) => {
     const principal = c.get("principal")
-    const read = await readBody(c)
+    const read = await readBody(c, eventContentTypes)
     if (!read.ok) return read.response
     const body = read.body
     const cloudEvents = CloudEvents.mode(c.req.header("content-type"), c.req.raw.headers)
@@ -136,7 +158,7 @@ export const make = (router: Router.Router) => {
     }
   })
 
-  app.get("/v1/streams/:subject/facts", requireScope("read"), async (c) => {
+  app.get("/v1/streams/:subject/facts", requireScope("read"), strictQuery(["after", "limit"]), async (c) => {
     const principal = c.get("principal")
     const subject = c.req.param("subject")
     const after = intParam(c.req.query("after"), "after", 0, Number.MAX_SAFE_INTEGER, 0)
@@ -163,7 +185,7 @@ export const make = (router: Router.Router) => {
     })
   })
 
-  app.get("/v1/facts", requireScope("read"), async (c) => {
+  app.get("/v1/facts", requireScope("read"), strictQuery(), async (c) => {
     const page = ProjectionQuery.facts(c.get("principal").tenantId, c.req.query())
     if (page._tag === "Failure") return errorResponse(c, 400, "invalid_query", Issues.render(page.failure), { problems: page.failure })
     const result = await query(c.env, page.success)
@@ -175,7 +197,7 @@ export const make = (router: Router.Router) => {
     })
   })
 
-  app.get("/v1/projections/:name", requireScope("read"), async (c) => {
+  app.get("/v1/projections/:name", requireScope("read"), strictQuery(), async (c) => {
     const projection = router.projection(c.req.param("name"))
     if (!projection) {
       return errorResponse(c, 404, "not_found", `no projection "${c.req.param("name")}" (known: ${router.projections.map((p) => p.name).join(", ")})`)
@@ -197,7 +219,8 @@ export const make = (router: Router.Router) => {
     })
   })
 
-  app.post("/v1/batches", requireScope("admin"), async (c) => {
+  // A rebuild replays every tenant's facts: the platform scope, never a tenant's admin.
+  app.post("/v1/batches", requireScope("platform"), async (c) => {
     const read = await readBody(c)
     if (!read.ok) return read.response
     const body = read.body
@@ -205,7 +228,7 @@ export const make = (router: Router.Router) => {
       return errorResponse(c, 400, "invalid_request", 'send { "operation": "rebuild", "projection": "<name>" } (import, export and reconcile are not supported yet)')
     }
     const projection = body.projection
-    const started = await run(c.env, Rebuild.start(router, projection))
+    const started = await run(c.env, Rebuild.start(router, projection, c.get("principal").tenantId))
     if (started._tag === "Failure") {
       const error = started.failure
       if (error._tag === "RebuildRefused") return errorResponse(c, error.code === "conflict" ? 409 : 404, error.code, error.message)
@@ -219,8 +242,9 @@ export const make = (router: Router.Router) => {
     return c.json({ batch_id: started.success.record.id, operation: "rebuild", ...started.success.record }, 202)
   })
 
-  app.get("/v1/batches/:id", requireScope("admin"), async (c) => {
-    const result = await run(c.env, Rebuild.get(c.req.param("id")))
+  // Only the tenant that started a batch reads it; another tenant's id is the same 404 as a missing one.
+  app.get("/v1/batches/:id", requireScope("admin", "platform"), strictQuery([]), async (c) => {
+    const result = await run(c.env, Rebuild.get(c.get("principal").tenantId, c.req.param("id")))
     if (result._tag === "Failure") return unavailable(c, "the projection store")
     if (!result.success) return errorResponse(c, 404, "not_found", `no batch "${c.req.param("id")}"`)
     return c.json({ batch_id: result.success.id, operation: "rebuild", ...result.success })

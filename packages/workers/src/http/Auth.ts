@@ -3,7 +3,9 @@
  *
  * Only SHA-256 hashes of tokens are configured (`FACTLINE_TOKENS`), never the
  * tokens themselves, and a token is never logged or echoed back. No token or an
- * unknown one is 401; a token without the scope a route needs is 403.
+ * unknown one is 401; a token without the scope a route needs is 403. Every
+ * response of an authenticated route, errors included, carries
+ * `cache-control: no-store`: no shared or browser cache may keep tenant data.
  */
 import { Schema } from "effect"
 import type { MiddlewareHandler } from "hono"
@@ -11,7 +13,12 @@ import { Issues } from "@factline/schemas"
 import { TenantId } from "@factline/schemas"
 import { errorResponse } from "./Errors.js"
 
-export const Scope = Schema.Literals(["events:write", "read", "admin"])
+/**
+ * `events:write`, `read` and `admin` act within the token's tenant; `platform`
+ * is for operations across every tenant (a projection rebuild replays all
+ * tenants' facts), for the platform's operators only — never give it to a tenant.
+ */
+export const Scope = Schema.Literals(["events:write", "read", "admin", "platform"])
 export type Scope = typeof Scope.Type
 
 export const TokenEntry = Schema.Struct({
@@ -58,9 +65,10 @@ export const sha256Hex = async (text: string): Promise<string> => {
 
 export type AuthVariables = { principal: Principal }
 
-/** Authenticates every request; `scope` is what the route needs. */
-export const requireScope = (scope: Scope): MiddlewareHandler<{ Bindings: { FACTLINE_TOKENS?: string }; Variables: AuthVariables }> =>
+/** Authenticates every request; the token needs one of `scopes` (what the route accepts). */
+export const requireScope = (...scopes: [Scope, ...Array<Scope>]): MiddlewareHandler<{ Bindings: { FACTLINE_TOKENS?: string }; Variables: AuthVariables }> =>
   async function authenticate(c, next) {
+    c.header("cache-control", "no-store")
     const header = c.req.header("authorization") ?? ""
     const match = /^Bearer\s+(\S+)$/i.exec(header)
     if (!match) {
@@ -68,7 +76,11 @@ export const requireScope = (scope: Scope): MiddlewareHandler<{ Bindings: { FACT
     }
     const principal = principals(c.env.FACTLINE_TOKENS).get(await sha256Hex(match[1]!))
     if (!principal) return errorResponse(c, 401, "unauthorized", "invalid bearer token", undefined, { "www-authenticate": "Bearer" })
-    if (!principal.scopes.includes(scope)) return errorResponse(c, 403, "forbidden", `this token lacks the "${scope}" scope`)
+    if (!scopes.some((scope) => principal.scopes.includes(scope))) {
+      return errorResponse(c, 403, "forbidden", `this token lacks the ${scopes.map((s) => JSON.stringify(s)).join(" or ")} scope`)
+    }
     c.set("principal", principal)
     await next()
+    // A handler may return a Response it built itself; the header must be on it too.
+    if (!c.res.headers.has("cache-control")) c.res.headers.set("cache-control", "no-store")
   }

@@ -1,0 +1,1 @@
+ALTER TABLE `projection_rebuilds` ADD `tenant_id` text DEFAULT 'factline' NOT NULL;

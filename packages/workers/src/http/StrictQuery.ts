@@ -1,0 +1,28 @@
+/**
+ * Query strings read strictly: a parameter given twice is refused (400 naming
+ * it) instead of silently taking the first value, and, where a route lists the
+ * parameters it knows, an unknown one is refused too — a misspelt `limt=10`
+ * must not quietly return the default page.
+ *
+ * It does not check values: each route validates what it reads.
+ */
+import type { MiddlewareHandler } from "hono"
+import { errorResponse } from "./Errors.js"
+
+/** `known` lists the accepted parameters; omit it for routes whose own validation names unknown ones. */
+export const strictQuery = (known?: ReadonlyArray<string>): MiddlewareHandler =>
+  async function checkQuery(c, next) {
+    const counts = new Map<string, number>()
+    for (const [name] of new URL(c.req.url).searchParams) counts.set(name, (counts.get(name) ?? 0) + 1)
+    const problems: Array<{ path: string; message: string }> = []
+    for (const [name, count] of counts) {
+      if (count > 1) problems.push({ path: name, message: `given ${count} times; give it once` })
+      else if (known !== undefined && !known.includes(name)) {
+        problems.push({ path: name, message: `unknown query parameter (known: ${known.join(", ")})` })
+      }
+    }
+    if (problems.length > 0) {
+      return errorResponse(c, 400, "invalid_query", problems.map((p) => `${JSON.stringify(p.path)}: ${p.message}`).join("; "), { problems })
+    }
+    await next()
+  }
