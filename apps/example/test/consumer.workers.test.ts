@@ -184,6 +184,26 @@ describe("consumer runtime", () => {
     expect(JSON.parse(rows[0]!.original_message)).toEqual(body)
   })
 
+  it("a message whose payload cannot be loaded (R2 down) is retried, and on its last attempt dead-lettered with the error, not left to the platform", async () => {
+    const event = envelope("test.blob.stored", {})
+    const { payload: _, ...withoutPayload } = event
+    const ref = { ...withoutPayload, payload_ref: `r2://factline-payloads/tenant-a/${unique("blob")}` }
+    const r2Down = { ...testEnv, PAYLOADS: { get: async () => { throw new Error("R2 unavailable") }, put: async () => { throw new Error("R2 unavailable") } } } as unknown as PlatformEnv
+    const early = await deliver([ref], { attempts: 1, env: r2Down })
+    expect(early.result.retryMessages).toHaveLength(1)
+    expect(await deadMessages(ref.idempotency_key)).toEqual([])
+    const last = await deliver([ref], { attempts: RetryPolicy.events.maxRetries + 1, env: r2Down })
+    expect(last.result.retryMessages).toEqual([])
+    expect(last.result.explicitAcks).toHaveLength(1)
+    const rows = await eventually(async () => {
+      const r = await deadMessages(ref.idempotency_key)
+      return r.length > 0 ? r : undefined
+    })
+    expect(rows).toHaveLength(1)
+    expect(rows[0]).toMatchObject({ reason: "retries_exhausted", attempts: RetryPolicy.events.maxRetries + 1, queue: "factline-events" })
+    expect(rows[0]!.last_error).toMatch(/R2 unavailable/)
+  })
+
   it("a payload_ref whose object is missing is dead-lettered as payload_missing", async () => {
     const event = envelope("test.blob.stored", {})
     const { payload: _, ...withoutPayload } = event

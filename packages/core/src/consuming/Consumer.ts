@@ -99,6 +99,15 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
     const messages = batch.messages
     const verdicts = new Array<Verdict>(messages.length)
     const enqueuedAt = (m: Message) => new Date(m.timestamp).toISOString()
+    /**
+     * A failure outside the message's own processing (loading, the inbox): retried, but on the last
+     * allowed attempt dead-lettered here with its error — left to the platform, it would reach the DLQ
+     * without any failure context.
+     */
+    const retryOrExhausted = (m: Message, error: string, firstAttemptedAt = enqueuedAt(m)): Verdict =>
+      RetryPolicy.isLastAttempt(spec.policy, m.attempts)
+        ? { _tag: "DeadLetter", records: [{ body: m.body, reason: "retries_exhausted", error, firstAttemptedAt }] }
+        : { _tag: "Retry", error }
 
     // 1. decode every message on its own; a bad one never stops the others.
     // A decoder that throws is a bug or an outage, not a verdict on the message: retry it.
@@ -116,7 +125,7 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
         itemsOf[i] = r.success
         for (const item of r.success) if (!values.has(item.key)) values.set(item.key, item.value)
       } else if (r.failure.transient) {
-        verdicts[i] = { _tag: "Retry", error: r.failure.error }
+        verdicts[i] = retryOrExhausted(m, r.failure.error)
       } else {
         verdicts[i] = { _tag: "DeadLetter", records: [{ body: m.body, reason: r.failure.reason, error: r.failure.error, firstAttemptedAt: enqueuedAt(m) }] }
       }
@@ -128,7 +137,7 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       : yield* Effect.result(inbox.begin(queue, [...values.keys()], now))
     if (Result.isFailure(entries)) {
       yield* Effect.logWarning(`inbox unavailable on ${queue}: ${entries.failure.message}`)
-      itemsOf.forEach((items, i) => items !== undefined && (verdicts[i] = { _tag: "Retry", error: entries.failure.message }))
+      itemsOf.forEach((items, i) => items !== undefined && (verdicts[i] = retryOrExhausted(messages[i]!, entries.failure.message)))
     } else {
       const todo = [...values].filter(([key]) => entries.success.get(key)?.status !== "succeeded").map(([key, value]) => ({ key, value }))
 
@@ -157,7 +166,7 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       itemsOf.forEach((items, i) => {
         if (items === undefined) return
         const m = messages[i]!
-        if (Result.isFailure(finished)) return void (verdicts[i] = { _tag: "Retry", error: finished.failure.message })
+        if (Result.isFailure(finished)) return void (verdicts[i] = retryOrExhausted(m, finished.failure.message))
         const failed = items.flatMap((item) => {
           const outcome = outcomeOf(item.key)
           return outcome._tag === "Failed" ? [{ item, outcome }] : []
@@ -197,7 +206,9 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       })))
     const sent = yield* Effect.result(deadLetters.send(queue, deadRecords))
     if (Result.isFailure(sent)) {
-      yield* Effect.logError(`dead-letter send failed on ${queue}: ${sent.failure.message}`)
+      // Nothing better than a retry is possible; on the last attempt the platform dead-letters the raw message,
+      // so the context goes to the log at least.
+      yield* Effect.logError(`dead-letter send failed on ${queue}: ${sent.failure.message}`, deadRecords.map((r) => r.failure))
       for (const { i } of dead) verdicts[i] = { _tag: "Retry", error: sent.failure.message }
     }
 
