@@ -9,7 +9,7 @@ import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
 import fc from "fast-check"
 import type { PlatformEnv } from "@factline/workers"
-import { callCompleted, eventually, unique } from "./helpers.js"
+import { callCompleted, eventually, shuffle, unique } from "./helpers.js"
 import { platform } from "./worker.js"
 
 const testEnv = env as unknown as PlatformEnv
@@ -45,15 +45,10 @@ const deliverAll = async (bodies: ReadonlyArray<unknown>, size: number, runEnv: 
   }
 }
 
-const shuffle = <T>(items: ReadonlyArray<T>, seed: number): Array<T> => {
-  const out = [...items]
+/** A reproducible random sequence in [0, 1) from a seed (the property's shrinking needs the same order again). */
+const seeded = (seed: number) => {
   let s = seed >>> 0 || 1
-  for (let i = out.length - 1; i > 0; i--) {
-    s = (Math.imul(s, 1103515245) + 12345) >>> 0
-    const j = s % (i + 1)
-    ;[out[i], out[j]] = [out[j]!, out[i]!]
-  }
-  return out
+  return () => (s = (Math.imul(s, 1103515245) + 12345) >>> 0) / 2 ** 32
 }
 
 const budgets = async (buyers: ReadonlyArray<string>) => {
@@ -86,7 +81,7 @@ describe("exactness under any delivery schedule", () => {
             event: callCompleted({}, { call_id: `${run}_c${i}`, buyer_id: buyers[c.buyer]!, duration_s: c.duration_s, price_cents: c.price_cents, currency: "USD" }),
             copies: c.copies
           }))
-          const deliveries = shuffle(events.flatMap(({ event, copies }) => Array.from({ length: copies }, () => ({ ...event, message_id: unique("msg") }))), seed)
+          const deliveries = shuffle(events.flatMap(({ event, copies }) => Array.from({ length: copies }, () => ({ ...event, message_id: unique("msg") }))), seeded(seed))
           const runEnv = refuseSends
             ? { ...testEnv, PROJECTIONS_QUEUE: flaky(testEnv.PROJECTIONS_QUEUE as Queue), FACT_PROCESSING_QUEUE: flaky(testEnv.FACT_PROCESSING_QUEUE as Queue) }
             : testEnv

@@ -2,7 +2,8 @@
 import { exports } from "cloudflare:workers"
 import { env } from "cloudflare:workers"
 import { Effect } from "effect"
-import { Ledger, LedgerTopology, Shards, type LedgerProtocol } from "@factline/core"
+import { FactId, Ledger, LedgerTopology, Shards, type LedgerProtocol } from "@factline/core"
+import type { Fact } from "@factline/schemas"
 
 export const tokenA = "dev-token-tenant-a"
 export const tokenB = "dev-token-tenant-b"
@@ -69,3 +70,27 @@ export const eventually = async <T>(check: () => Promise<T | undefined>, timeout
 
 export const deadMessages = async (idempotencyKey: string) =>
   (await env.DB.prepare("SELECT * FROM dead_messages WHERE idempotency_key = ? ORDER BY received_at").bind(idempotencyKey).all<Record<string, any>>()).results
+
+/** A fact as the ledger would store it, for feeding the fact consumers directly (created_at follows the sequence). */
+export const storedFact = async (stream: string, sequence: number, type: string, data: Record<string, unknown>, tenant_id = "tenant-a"): Promise<Fact> => ({
+  fact_id: await FactId.make({ tenantId: tenant_id, cause: `${stream}:${sequence}:${type}`, decidedBy: "test", position: 0 }),
+  tenant_id,
+  stream,
+  sequence,
+  type,
+  data,
+  causation_id: `${stream}:${sequence}`,
+  correlation_id: stream,
+  caused_by: "test",
+  created_at: new Date(Date.UTC(2026, 10, 22, 0, 0, sequence)).toISOString()
+})
+
+/** A shuffled copy (Fisher–Yates); pass `random` for a reproducible order. */
+export const shuffle = <T>(items: ReadonlyArray<T>, random: () => number = Math.random): Array<T> => {
+  const out = [...items]
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1))
+    ;[out[i], out[j]] = [out[j]!, out[i]!]
+  }
+  return out
+}

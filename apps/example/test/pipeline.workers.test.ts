@@ -1,11 +1,11 @@
 import { createExecutionContext, createMessageBatch, getQueueResult, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { FactId, FactMessage } from "@factline/core"
+import { FactMessage } from "@factline/core"
 import * as CountingBindings from "@factline/core/testing"
 import type { Fact } from "@factline/schemas"
 import type { LedgerShard, PlatformEnv } from "@factline/workers"
-import { callCompleted, eventually, postEvents, readStream, request, shardKeyOf, tokenA, unique } from "./helpers.js"
+import { callCompleted, eventually, postEvents, readStream, request, shardKeyOf, shuffle, storedFact, tokenA, unique } from "./helpers.js"
 import { countingD1, countingNamespace, newCounts } from "./instrument.js"
 import { fragileBuyers } from "./TestModule.js"
 import { platform } from "./worker.js"
@@ -19,35 +19,12 @@ const deliver = async (queue: string, bodies: ReadonlyArray<unknown>, runEnv: Pl
   return getQueueResult(batch, ctx)
 }
 
-const shuffle = <T>(items: ReadonlyArray<T>): Array<T> => {
-  const out = [...items]
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1))
-    ;[out[i], out[j]] = [out[j]!, out[i]!]
-  }
-  return out
-}
-
 const budget = (tenant: string, buyer: string) =>
   env.DB.prepare("SELECT spent_cents, charges, refunds FROM buyer_budgets WHERE tenant_id = ? AND buyer_id = ?").bind(tenant, buyer).first<Record<string, number>>()
 
 const callRow = (tenant: string, callId: string) =>
   env.DB.prepare("SELECT call_id, buyer_id, duration_s, currency, qualified, charged_cents, refunded_cents FROM calls WHERE tenant_id = ? AND call_id = ?")
     .bind(tenant, callId).first<Record<string, unknown>>()
-
-/** A fact as the ledger would store it, for feeding consumers directly. */
-const fact = async (stream: string, sequence: number, type: string, data: Record<string, unknown>, tenant_id = "tenant-a"): Promise<Fact> => ({
-  fact_id: await FactId.make({ tenantId: tenant_id, cause: `${stream}:${sequence}`, decidedBy: "test", position: 0 }),
-  tenant_id,
-  stream,
-  sequence,
-  type,
-  data,
-  causation_id: `${stream}:${sequence}`,
-  correlation_id: stream,
-  caused_by: "test",
-  created_at: new Date(Date.UTC(2026, 10, 22, 0, 0, sequence)).toISOString()
-})
 
 describe("facts in motion", () => {
   it("200 calls, each delivered 3 times in shuffled order across batches, give exact budgets and one correct row per call", async () => {
@@ -160,8 +137,8 @@ describe("facts in motion", () => {
   })
 
   it("a fact message carries a whole batch's facts; a fact that fails permanently inside it is dead-lettered alone", async () => {
-    const good = await Promise.all([1, 2, 3].map(() => fact(unique("probe"), 1, "probe", { refuse: false })))
-    const bad = await fact(unique("probe"), 1, "probe", { refuse: true })
+    const good = await Promise.all([1, 2, 3].map(() => storedFact(unique("probe"), 1, "probe", { refuse: false })))
+    const bad = await storedFact(unique("probe"), 1, "probe", { refuse: true })
     const message = FactMessage.make([good[0]!, bad, ...good.slice(1)])
     const result = await deliver("factline-fact-processing", [message])
     expect(result.explicitAcks).toHaveLength(1)
@@ -181,8 +158,8 @@ describe("facts in motion", () => {
   it("a fact one projection cannot map is dead-lettered naming that projection, after reaching the facts copy and every other one; replayed after the fix it changes nothing", async () => {
     const buyer = unique("buyer")
     const call_id = unique("call")
-    const outcome = await fact(call_id, 1, "outcome", { call_id, buyer_id: buyer, duration_s: 90, price_cents: 700, currency: "EUR" })
-    const charge = await fact(call_id, 3, "charge", { call_id, buyer_id: buyer, amount_cents: 700, currency: "EUR" })
+    const outcome = await storedFact(call_id, 1, "outcome", { call_id, buyer_id: buyer, duration_s: 90, price_cents: 700, currency: "EUR" })
+    const charge = await storedFact(call_id, 3, "charge", { call_id, buyer_id: buyer, amount_cents: 700, currency: "EUR" })
     fragileBuyers.add(buyer)
     const result = await deliver("factline-projections", [FactMessage.make([outcome, charge])])
     expect(result.retryMessages).toHaveLength(0)
@@ -211,10 +188,10 @@ describe("facts in motion", () => {
 
   it("a stream's facts applied in reverse order give the same rows as in order", async () => {
     const build = async (call_id: string, buyer: string) => [
-      await fact(call_id, 1, "outcome", { call_id, buyer_id: buyer, duration_s: 90, price_cents: 500, currency: "EUR" }),
-      await fact(call_id, 2, "qualification", { call_id, qualified: true }),
-      await fact(call_id, 3, "charge", { call_id, buyer_id: buyer, amount_cents: 500, currency: "EUR" }),
-      await fact(call_id, 4, "refund", { call_id, buyer_id: buyer, amount_cents: 500, currency: "EUR" })
+      await storedFact(call_id, 1, "outcome", { call_id, buyer_id: buyer, duration_s: 90, price_cents: 500, currency: "EUR" }),
+      await storedFact(call_id, 2, "qualification", { call_id, qualified: true }),
+      await storedFact(call_id, 3, "charge", { call_id, buyer_id: buyer, amount_cents: 500, currency: "EUR" }),
+      await storedFact(call_id, 4, "refund", { call_id, buyer_id: buyer, amount_cents: 500, currency: "EUR" })
     ]
     const inOrder = { call: unique("call"), buyer: unique("buyer") }
     const reversed = { call: unique("call"), buyer: unique("buyer") }
@@ -233,7 +210,7 @@ describe("facts in motion", () => {
 
   it("a fact re-delivered to the processor appends nothing new", async () => {
     const call_id = unique("call")
-    const outcome = await fact(call_id, 1, "outcome", { call_id, buyer_id: "b", duration_s: 61, price_cents: 10, currency: "USD" })
+    const outcome = await storedFact(call_id, 1, "outcome", { call_id, buyer_id: "b", duration_s: 61, price_cents: 10, currency: "USD" })
     await deliver("factline-fact-processing", [FactMessage.make(outcome)])
     // No inbox on this queue: the ledger's deterministic fact ids are what refuse the duplicates.
     await deliver("factline-fact-processing", [FactMessage.make(outcome)])
@@ -249,7 +226,7 @@ describe("facts in motion", () => {
 
   it("replayed facts are never processed", async () => {
     const call_id = unique("call")
-    const outcome = await fact(call_id, 1, "outcome", { call_id, buyer_id: "b", duration_s: 600, price_cents: 10, currency: "USD" })
+    const outcome = await storedFact(call_id, 1, "outcome", { call_id, buyer_id: "b", duration_s: 600, price_cents: 10, currency: "USD" })
     const result = await deliver("factline-fact-processing", [FactMessage.make(outcome, { replayed: true })])
     expect(result.explicitAcks).toHaveLength(1)
     expect((await readStream("tenant-a", call_id)).version).toBe(0)
@@ -293,7 +270,7 @@ describe("facts in motion", () => {
       const instrumented = { ...testEnv, DB: countingD1(testEnv.DB, counts), LEDGER: countingNamespace(testEnv.LEDGER, counts) }
       const facts = await Promise.all(Array.from({ length: size }, (_, i) => {
         const call_id = unique("call")
-        return fact(call_id, 3, "charge", { call_id, buyer_id: `rt_${size}`, amount_cents: 1, currency: "USD" })
+        return storedFact(call_id, 3, "charge", { call_id, buyer_id: `rt_${size}`, amount_cents: 1, currency: "USD" })
       }))
       const result = await deliver("factline-projections", facts.map((f) => FactMessage.make(f)), instrumented)
       expect(result.explicitAcks).toHaveLength(size)
@@ -313,7 +290,7 @@ describe("facts in motion", () => {
       const instrumented = CountingBindings.env(testEnv, counts)
       const subjects = Array.from({ length: streams }, () => unique("call"))
       const facts = await Promise.all(Array.from({ length: size }, (_, i) =>
-        fact(subjects[i % streams]!, Math.floor(i / streams) + 1, "outcome", { call_id: subjects[i % streams], buyer_id: "b", duration_s: 90, price_cents: 1, currency: "USD" })))
+        storedFact(subjects[i % streams]!, Math.floor(i / streams) + 1, "outcome", { call_id: subjects[i % streams], buyer_id: "b", duration_s: 90, price_cents: 1, currency: "USD" })))
       const result = await deliver("factline-fact-processing", [FactMessage.make(facts)], instrumented)
       expect(result.explicitAcks).toHaveLength(1)
       const derived = await Promise.all(subjects.map((s) => readStream("tenant-a", s)))

@@ -7,26 +7,12 @@
 import { env } from "cloudflare:workers"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import { FactId, ProjectionConsumer, ProjectionQuery, ProjectionStore } from "@factline/core"
+import { ProjectionConsumer, ProjectionQuery, ProjectionStore } from "@factline/core"
 import type { Fact } from "@factline/schemas"
-import { unique } from "./helpers.js"
+import { storedFact, unique } from "./helpers.js"
 import { countingD1, newCounts } from "./instrument.js"
 import { fragileBuyers } from "./TestModule.js"
 import { platform } from "./worker.js"
-
-/** A fact as the ledger would store it. */
-const fact = async (stream: string, sequence: number, type: string, data: Record<string, unknown>): Promise<Fact> => ({
-  fact_id: await FactId.make({ tenantId: "tenant-a", cause: `${stream}:${sequence}:${type}`, decidedBy: "test", position: 0 }),
-  tenant_id: "tenant-a",
-  stream,
-  sequence,
-  type,
-  data,
-  causation_id: `${stream}:${sequence}`,
-  correlation_id: stream,
-  caused_by: "test",
-  created_at: new Date(Date.UTC(2026, 10, 22, 0, 0, sequence)).toISOString()
-})
 
 /** One queue batch, as the projections consumer processes it; returns the outcome per fact (by position). */
 const apply = async (facts: ReadonlyArray<Fact>, db: D1Database = env.DB) => {
@@ -45,10 +31,10 @@ const copies = async (stream: string) =>
 
 /** A call's whole life: outcome, qualification, charge, refund. */
 const life = async (call_id: string, buyer_id: string, price_cents = 500) => [
-  await fact(call_id, 1, "outcome", { call_id, buyer_id, duration_s: 90, price_cents, currency: "EUR" }),
-  await fact(call_id, 2, "qualification", { call_id, qualified: true }),
-  await fact(call_id, 3, "charge", { call_id, buyer_id, amount_cents: price_cents, currency: "EUR" }),
-  await fact(call_id, 4, "refund", { call_id, buyer_id, amount_cents: price_cents, currency: "EUR" })
+  await storedFact(call_id, 1, "outcome", { call_id, buyer_id, duration_s: 90, price_cents, currency: "EUR" }),
+  await storedFact(call_id, 2, "qualification", { call_id, qualified: true }),
+  await storedFact(call_id, 3, "charge", { call_id, buyer_id, amount_cents: price_cents, currency: "EUR" }),
+  await storedFact(call_id, 4, "refund", { call_id, buyer_id, amount_cents: price_cents, currency: "EUR" })
 ]
 
 const done = { _tag: "Done" }
@@ -83,7 +69,7 @@ describe("set-based projection writes", () => {
   it("the same fact twice in one batch counts once", async () => {
     const buyer = unique("buyer")
     const call_id = unique("call")
-    const charge = await fact(call_id, 3, "charge", { call_id, buyer_id: buyer, amount_cents: 250, currency: "USD" })
+    const charge = await storedFact(call_id, 3, "charge", { call_id, buyer_id: buyer, amount_cents: 250, currency: "USD" })
     expect(await apply([charge, charge, charge])).toEqual([done, done, done])
     expect(await budget(buyer)).toEqual({ spent_cents: 250, charges: 1, refunds: 0 })
     expect(await copies(call_id)).toBe(1)
@@ -93,13 +79,13 @@ describe("set-based projection writes", () => {
     const buyer = unique("buyer")
     const [a, b] = [unique("call"), unique("call")]
     const charges = [
-      await fact(a, 3, "charge", { call_id: a, buyer_id: buyer, amount_cents: 100, currency: "USD" }),
-      await fact(b, 3, "charge", { call_id: b, buyer_id: buyer, amount_cents: 40, currency: "USD" })
+      await storedFact(a, 3, "charge", { call_id: a, buyer_id: buyer, amount_cents: 100, currency: "USD" }),
+      await storedFact(b, 3, "charge", { call_id: b, buyer_id: buyer, amount_cents: 40, currency: "USD" })
     ]
     // A corrected outcome (sequence 5) and the original (sequence 1) of the same call, later one first.
     const outcomes = [
-      await fact(a, 5, "outcome", { call_id: a, buyer_id: buyer, duration_s: 75, price_cents: 100, currency: "EUR" }),
-      await fact(a, 1, "outcome", { call_id: a, buyer_id: "someone-else", duration_s: 10, price_cents: 100, currency: "USD" })
+      await storedFact(a, 5, "outcome", { call_id: a, buyer_id: buyer, duration_s: 75, price_cents: 100, currency: "EUR" }),
+      await storedFact(a, 1, "outcome", { call_id: a, buyer_id: "someone-else", duration_s: 10, price_cents: 100, currency: "USD" })
     ]
     await apply([...outcomes, ...charges])
     expect(await budget(buyer)).toEqual({ spent_cents: 140, charges: 2, refunds: 0 })
@@ -134,17 +120,17 @@ describe("set-based projection writes", () => {
       return counts.d1RowsWritten / facts.length
     }
     // A fact type no projection reads: only the facts copy writes.
-    const copyOnly = await written(await Promise.all(Array.from({ length: n }, (_, i) => fact(unique("call"), 1, "dispute_rejected", { call_id: "c", why: "x", i }))))
+    const copyOnly = await written(await Promise.all(Array.from({ length: n }, (_, i) => storedFact(unique("call"), 1, "dispute_rejected", { call_id: "c", why: "x", i }))))
     // Outcomes: the facts copy + one new `calls` row each.
     const outcomes = await written(await Promise.all(Array.from({ length: n }, () => {
       const call_id = unique("call")
-      return fact(call_id, 1, "outcome", { call_id, buyer_id: "b", duration_s: 90, price_cents: 1, currency: "EUR" })
+      return storedFact(call_id, 1, "outcome", { call_id, buyer_id: "b", duration_s: 90, price_cents: 1, currency: "EUR" })
     })))
     // Charges to one buyer: the facts copy, a `calls` row, one budget row for all, an applied-set row each.
     const buyer = unique("buyer")
     const chargesToOneBuyer = await written(await Promise.all(Array.from({ length: n }, () => {
       const call_id = unique("call")
-      return fact(call_id, 3, "charge", { call_id, buyer_id: buyer, amount_cents: 1, currency: "EUR" })
+      return storedFact(call_id, 3, "charge", { call_id, buyer_id: buyer, amount_cents: 1, currency: "EUR" })
     })))
     console.log(`D1 rows written per fact: facts copy ${copyOnly}; outcome (copy + calls) ${outcomes}; charge (copy + calls + budgets) ${chargesToOneBuyer}`)
     // The row (a WITHOUT ROWID table is its primary key) and the by-subject index.
@@ -171,7 +157,7 @@ describe("set-based projection writes", () => {
   it("a mapping that throws fails its fact permanently; the batch's other facts are written", async () => {
     const buyer = unique("buyer")
     const good = await life(unique("call"), buyer)
-    const broken = { ...await fact(unique("call"), 1, "outcome", {}), data: null as unknown as Record<string, unknown> }
+    const broken = { ...await storedFact(unique("call"), 1, "outcome", {}), data: null as unknown as Record<string, unknown> }
     const outcomes = await apply([good[0]!, broken, ...good.slice(1)])
     expect(outcomes[1]).toMatchObject({ _tag: "Failed", transient: false, reason: "permanent_failure" })
     expect(outcomes.filter((o) => o?._tag === "Done")).toHaveLength(4)
@@ -204,7 +190,7 @@ describe("set-based projection writes", () => {
     const buyer = unique("buyer")
     const good = await life(unique("call"), buyer)
     // A charge without buyer or amount: its budget row has no key, so D1 refuses the whole transaction.
-    const refused = await fact(unique("call"), 3, "charge", { call_id: "x" })
+    const refused = await storedFact(unique("call"), 3, "charge", { call_id: "x" })
     const outcomes = await apply([...good, refused])
     expect(outcomes.slice(0, 4)).toEqual([done, done, done, done])
     expect(outcomes[4]).toMatchObject({ _tag: "Failed", transient: true })

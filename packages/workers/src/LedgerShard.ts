@@ -14,9 +14,10 @@
  */
 import { DurableObject } from "cloudflare:workers"
 import { Effect } from "effect"
-import { type LedgerProtocol, LedgerStorage, OutboxRelay, PayloadStore, RetryPolicy } from "@factline/core"
+import { type LedgerProtocol, LedgerStorage, OutboxRelay, PayloadStore } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import type { PlatformEnv } from "./Env.js"
+import { queueBinding } from "./Services.js"
 
 export const relayBackoffMs = (failures: number) => Math.min(1_000 * 2 ** Math.max(0, failures - 1), 5 * 60_000)
 /** How soon the alarm first tries to relay facts handed over after a failed send. */
@@ -120,10 +121,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     const env = this.env
     const payloads = PayloadStore.make(env.PAYLOADS, env.FACTLINE_PAYLOAD_BUCKET ?? PayloadStore.defaultBucketName)
     return {
-      queue: (destination) => {
-        const policy = RetryPolicy.forQueue(destination)
-        return policy ? (env[policy.binding] as Queue | undefined) : undefined
-      },
+      queue: queueBinding(env),
       offload: (tenantId, name, payload) => Effect.runPromise(payloads.put(tenantId, name, payload))
     }
   }

@@ -11,7 +11,8 @@ const deadLetterQueue = (env: PlatformEnv) => (queue: string) => {
   return policy ? (env[policy.deadLetterBinding] as Queue | undefined) : undefined
 }
 
-const queueBinding = (env: PlatformEnv) => (queue: string) => {
+/** A platform queue's producer binding by queue name (undefined for an unknown queue or a missing binding). */
+export const queueBinding = (env: PlatformEnv) => (queue: string) => {
   const policy = RetryPolicy.forQueue(queue)
   return policy && policy.queue === queue ? (env[policy.binding] as Queue | undefined) : undefined
 }

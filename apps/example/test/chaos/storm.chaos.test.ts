@@ -8,7 +8,7 @@ import { createExecutionContext, createMessageBatch, getQueueResult } from "clou
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
 import type { PlatformEnv } from "@factline/workers"
-import { callCompleted, eventually, unique } from "../helpers.js"
+import { callCompleted, eventually, shuffle, unique } from "../helpers.js"
 import { platform } from "../worker.js"
 
 const testEnv = env as unknown as PlatformEnv
@@ -22,15 +22,6 @@ const deliverBatch = async (bodies: ReadonlyArray<unknown>, attempts = 1) => {
   const result = await getQueueResult(batch, ctx)
   const retried = new Set(result.retryMessages.map((r) => r.msgId))
   return batch.messages.flatMap((m, i) => (retried.has(m.id) ? [bodies[i]] : []))
-}
-
-const shuffle = <T>(items: ReadonlyArray<T>): Array<T> => {
-  const out = [...items]
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1))
-    ;[out[i], out[j]] = [out[j]!, out[i]!]
-  }
-  return out
 }
 
 /** Facts per type for a run's streams, in the `facts` copy (D1), and how many distinct fact ids. */

@@ -178,12 +178,12 @@ export const make = (storage: DurableObjectStorage): LedgerStorage => {
     return storage.transactionSync(() => {
       let written = 0
       for (const entry of entries) {
-        const row = sql.exec<{ created_at: string }>("SELECT created_at FROM facts WHERE fact_id = ?", entry.fact_id).toArray()[0]
-        if (!row) continue
         for (const destination of entry.destinations) {
+          // Only for a stored fact (the SELECT finds nothing otherwise), once per destination.
           written += sql.exec(
-            "INSERT INTO outbox (fact_id, destination, created_at) VALUES (?, ?, ?) ON CONFLICT (fact_id, destination) DO NOTHING RETURNING id",
-            entry.fact_id, destination, row.created_at
+            `INSERT INTO outbox (fact_id, destination, created_at) SELECT fact_id, ?, created_at FROM facts WHERE fact_id = ?
+             ON CONFLICT (fact_id, destination) DO NOTHING RETURNING id`,
+            destination, entry.fact_id
           ).toArray().length
         }
       }

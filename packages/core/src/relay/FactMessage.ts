@@ -58,7 +58,11 @@ export const pack = async (
 ): Promise<Array<{ readonly body: Envelope; readonly facts: ReadonlyArray<Fact> }>> => {
   const out: Array<{ body: Envelope; facts: ReadonlyArray<Fact> }> = []
   const byTenant = new Map<string, Array<Fact>>()
-  for (const fact of facts) byTenant.set(fact.tenant_id, [...(byTenant.get(fact.tenant_id) ?? []), fact])
+  for (const fact of facts) {
+    const list = byTenant.get(fact.tenant_id)
+    if (list) list.push(fact)
+    else byTenant.set(fact.tenant_id, [fact])
+  }
   const overhead = SendBatches.sizeOf(make([facts[0]!, facts[0]!], options)) - 2 * SendBatches.sizeOf(facts[0])
   for (const list of byTenant.values()) {
     let current: Array<Fact> = []

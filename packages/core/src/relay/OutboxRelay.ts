@@ -31,7 +31,11 @@ export interface RelayResult {
 export const relay = async (ledger: LedgerStorage, targets: RelayTargets, limit: number = rowsPerRun): Promise<RelayResult> => {
   const entries = ledger.pendingOutbox(limit)
   const byDestination = new Map<string, Array<(typeof entries)[number]>>()
-  for (const entry of entries) byDestination.set(entry.destination, [...(byDestination.get(entry.destination) ?? []), entry])
+  for (const entry of entries) {
+    const rows = byDestination.get(entry.destination)
+    if (rows) rows.push(entry)
+    else byDestination.set(entry.destination, [entry])
+  }
   let sent = 0
   for (const [destination, rows] of byDestination) {
     const queue = targets.queue(destination)

@@ -91,7 +91,9 @@ const decideWithState = (items: ReadonlyArray<Item>, states: ReadonlyMap<string,
     const byStream = new Map<string, Array<Item>>()
     for (const item of items) {
       const stream = Shards.streamKey(streamOf(item.value))
-      byStream.set(stream, [...(byStream.get(stream) ?? []), item])
+      const list = byStream.get(stream)
+      if (list) list.push(item)
+      else byStream.set(stream, [item])
     }
     for (const [stream, streamItems] of byStream) {
       const state = states.get(stream)!
@@ -102,7 +104,7 @@ const decideWithState = (items: ReadonlyArray<Item>, states: ReadonlyMap<string,
         const decidedBefore = known.filter((f) => f.causation_id === value.message.idempotencyKey && f.caused_by === decider.name)
         if (decidedBefore.length > 0) {
           // Decided by an earlier delivery: relay those facts again (that delivery may have died before sending).
-          progress.relay(key, decidedBefore.filter((f) => f.sequence <= state.version))
+          progress.relay(key, decidedBefore)
           continue
         }
         const exit = yield* Effect.exit(Effect.flatMap(Effect.sync(() => known.reduce(decider.evolve, decider.initialState)), (folded) => runDecision(value, folded)))
