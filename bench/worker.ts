@@ -19,12 +19,12 @@
 import { makePlatform, type PlatformEnv } from "@factline/workers"
 import { FactId, FactMessage, Shards } from "@factline/core"
 import type { Fact } from "@factline/schemas"
-import { calls } from "../apps/example/src/calls/Calls.js"
+import { modules } from "../apps/example/src/modules.js"
 import * as CountingBindings from "@factline/core/testing"
 
 export { LedgerShard } from "@factline/workers"
 
-const platform = makePlatform([calls])
+const platform = makePlatform(modules)
 
 interface BenchEnv extends PlatformEnv {
   readonly BENCH_BARE: Queue

@@ -1,7 +1,7 @@
-/** The example platform Worker: the calls module on factline. */
+/** The example platform Worker: its modules on factline. */
 import { makePlatform } from "@factline/workers"
-import { calls } from "./calls/Calls.js"
+import { modules } from "./modules.js"
 
 export { LedgerShard } from "@factline/workers"
 
-export default makePlatform([calls])
+export default makePlatform(modules)

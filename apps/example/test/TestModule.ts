@@ -7,15 +7,17 @@
  */
 import { Effect, Schema } from "effect"
 import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, Projection, TransientError } from "@factline/core"
-import * as Tables from "../src/calls/Tables.js"
+import { integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core"
+import { Charge } from "../src/calls/Calls.js"
 
 export const Bump = MessageDefinition.command("test.counter.bump").version(1, Schema.Struct({ by: Schema.String }))
 export const Bumped = FactDefinition.make("bumped", Schema.Struct({ n: Schema.Int, by: Schema.String }))
 
 export const bumpCounter = Handler.decider(Bump, {
   name: "bump-counter",
+  emits: [Bumped],
   initialState: 0,
-  evolve: (n: number, fact) => (Bumped.is(fact) ? fact.data.n : n),
+  evolve: (_n: number, fact) => fact.data.n,
   decide: (m, n) => Effect.succeed([Bumped.make({ n: n + 1, by: m.payload.by })])
 })
 
@@ -23,41 +25,48 @@ export const bumpCounter = Handler.decider(Bump, {
 export const flakyFailures = new Map<string, number>()
 
 export const Flaky = MessageDefinition.event("test.flaky.happened").version(1, Schema.Struct({ fail_times: Schema.Int }))
+export const FlakyDone = FactDefinition.make("flaky_done", Schema.Struct({ after_failures: Schema.Int }))
 export const flaky = Handler.handler(Flaky, {
   name: "flaky",
+  emits: [FlakyDone],
   handle: (m) => {
     const seen = flakyFailures.get(m.idempotencyKey) ?? 0
     if (seen < m.payload.fail_times) {
       flakyFailures.set(m.idempotencyKey, seen + 1)
       return Effect.fail(new TransientError({ message: `downstream timeout #${seen + 1}` }))
     }
-    return Effect.succeed([{ type: "flaky_done", data: { after_failures: seen } }])
+    return Effect.succeed([FlakyDone.make({ after_failures: seen })])
   }
 })
 
 export const Broken = MessageDefinition.event("test.broken.happened").version(1, Schema.Struct({}))
 export const broken = Handler.handler(Broken, {
   name: "broken",
+  emits: [],
   handle: () => Effect.fail(new TransientError({ message: "dependency is down" }))
 })
 
 export const Refused = MessageDefinition.event("test.refused.happened").version(1, Schema.Struct({}))
 export const refused = Handler.handler(Refused, {
   name: "refused",
+  emits: [],
   handle: () => Effect.fail(new PermanentError({ message: "this can never succeed" }))
 })
 
 
 export const Blob = MessageDefinition.event("test.blob.stored").version(1, Schema.Struct({ blob: Schema.String }))
+export const BlobStored = FactDefinition.make("blob_stored", Schema.Struct({ blob: Schema.String }))
 export const blobStored = Handler.handler(Blob, {
   name: "blob-stored",
-  handle: (m) => Effect.succeed([{ type: "blob_stored", data: { blob: m.payload.blob } }])
+  emits: [BlobStored],
+  handle: (m) => Effect.succeed([BlobStored.make({ blob: m.payload.blob })])
 })
 
 export const Thrower = MessageDefinition.event("test.thrower.happened").version(1, Schema.Struct({}))
 /** Product code that throws instead of failing with a typed error. */
 export const thrower = Handler.handler(Thrower, {
   name: "thrower",
+  emits: [],
   handle: () => {
     throw new TypeError("cannot read properties of undefined")
   }
@@ -65,35 +74,59 @@ export const thrower = Handler.handler(Thrower, {
 
 /** A fact whose processor refuses it permanently when `refuse` is set: for per-fact dead-lettering. */
 export const Probe = FactDefinition.make("probe", Schema.Struct({ refuse: Schema.Boolean }))
+export const Probed = FactDefinition.make("probed", Schema.Struct({ of: Schema.String }))
 export const probeProcessor = Processor.make(Probe, {
   name: "probe",
+  emits: [Probed],
   process: (fact) =>
-    fact.data.refuse ? Effect.fail(new PermanentError({ message: `probe ${fact.fact_id} refused` })) : Effect.succeed([{ type: "probed", data: { of: fact.fact_id } }])
+    fact.data.refuse ? Effect.fail(new PermanentError({ message: `probe ${fact.fact_id} refused` })) : Effect.succeed([Probed.make({ of: fact.fact_id })])
+})
+/** The emitter of `probe` facts (tests mostly feed them to fact-processing directly). */
+export const ProbeRequested = MessageDefinition.event("test.probe.requested").version(1, Schema.Struct({ refuse: Schema.Boolean }))
+export const requestProbe = Handler.handler(ProbeRequested, {
+  name: "request-probe",
+  emits: [Probe],
+  handle: (m) => Effect.succeed([Probe.make({ refuse: m.payload.refuse })])
+})
+
+/** A handler with a bug: it returns a `bumped` fact whose data does not match the schema (validated before the ledger). */
+export const Sloppy = MessageDefinition.event("test.sloppy.happened").version(1, Schema.Struct({}))
+export const SloppyDone = FactDefinition.make("sloppy_done", Schema.Struct({ count: Schema.Int }))
+export const sloppy = Handler.handler(Sloppy, {
+  name: "sloppy",
+  emits: [SloppyDone],
+  handle: () => Effect.succeed([{ type: "sloppy_done", data: { count: "three" } } as never])
 })
 
 /** Buyers whose charges the `fragile` projection's mapping throws for, until a test "fixes" it by removing them. */
 export const fragileBuyers = new Set<string>()
 
+/** The `fragile` projection's table: declared, never created in D1 — the projection never writes to it. */
+const fragileTable = sqliteTable(
+  "test_fragile",
+  { tenant_id: text("tenant_id").notNull(), buyer_id: text("buyer_id").notNull(), charges: integer("charges").notNull().default(0) },
+  (t) => [primaryKey({ columns: [t.tenant_id, t.buyer_id] })]
+)
+
 /**
  * A projection with a bug: its mapping of `charge` throws for the buyers in `fragileBuyers`, and maps nothing
- * otherwise. It borrows the `buyer_budgets` table (a projection needs one; it never writes to it), so it must
- * never be rebuilt: the swap would replace buyer_budgets with its empty shadow.
+ * otherwise, so it never writes (its table exists only in Drizzle; never rebuild it).
  */
 export const fragileProjection = Projection.additive({
   name: "fragile",
-  table: Tables.buyerBudgets,
+  table: fragileTable,
   key: ["buyer_id"],
   queryable: [],
-  on: {
-    charge: (fact) => {
-      if (fragileBuyers.has(String(fact.data.buyer_id))) throw new TypeError("cannot read properties of undefined (reading 'plan')")
+  on: [
+    Projection.on(Charge, (data) => {
+      if (fragileBuyers.has(data.buyer_id)) throw new TypeError("cannot read properties of undefined (reading 'plan')")
       return undefined
-    }
-  }
+    })
+  ]
 })
 
 export const testModule = Module.make("test", {
-  handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower],
+  handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower, requestProbe, sloppy],
   processors: [probeProcessor],
   projections: [fragileProjection]
 })

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers"
 import { and, desc, eq } from "drizzle-orm"
 import { drizzle } from "drizzle-orm/d1"
-import * as schema from "../src/schema.js"
+import { schema } from "../src/schema.js"
 import { describe, expect, it } from "vitest"
 import { callCompleted, eventually, postEvents, request, tokenA, tokenB, unique } from "./helpers.js"
 

@@ -2,7 +2,7 @@ import { createExecutionContext, createMessageBatch, getQueueResult } from "clou
 import { env } from "cloudflare:workers"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Result } from "effect"
-import { Dispatch, Ledger, LedgerTopology, PayloadStore, QueueProducer, RetryPolicy } from "@factline/core"
+import { Dispatch, Ledger, LedgerTopology, PayloadStore, QueueProducer, Registry, RetryPolicy } from "@factline/core"
 import type { PlatformEnv } from "@factline/workers"
 import { ledger, readStream, shardKeyOf, unique } from "./helpers.js"
 import { platform } from "./worker.js"
@@ -67,14 +67,15 @@ describe("deciders", () => {
             }))
       }
       const route = (body: ReturnType<typeof bump>) => {
-        const routed = platform.router.route(body as never, body.payload)
+        const routed = platform.registry.route(body as never, body.payload)
         assert.isTrue(Result.isSuccess(routed))
         return { key: body.idempotency_key, value: Result.getOrThrow(routed) }
       }
       const a = route(bump(subject, "alice"))
       const b = route(bump(subject, "bob"))
-      const [outA, outB] = yield* Effect.all([Dispatch.dispatch(platform.router)([a]), Dispatch.dispatch(platform.router)([b])], { concurrency: 2 }).pipe(
+      const [outA, outB] = yield* Effect.all([Dispatch.dispatch([a]), Dispatch.dispatch([b])], { concurrency: 2 }).pipe(
         Effect.provide(Layer.mergeAll(
+          Layer.succeed(Registry.Registry, platform.registry),
           Layer.succeed(Ledger.Ledger, racing),
           QueueProducer.QueueProducer.layer((queue) => (env as any)[RetryPolicy.forQueue(queue)!.binding] as Queue),
           PayloadStore.PayloadStore.layer(env.PAYLOADS)

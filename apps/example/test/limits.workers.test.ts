@@ -26,7 +26,7 @@ const run = <A, E>(program: (p: Producer.Producer["Service"]) => Effect.Effect<A
   Effect.runPromise(
     Effect.flatMap(Effect.service(Producer.Producer), program).pipe(
       Effect.provide(
-        Producer.Producer.layer({ queue, definitions: platform.router.definitions, defaultSource: "limits" }).pipe(
+        Producer.Producer.layer({ queue, definitions: platform.registry.definitions, defaultSource: "limits" }).pipe(
           Layer.provide(PayloadStore.PayloadStore.layer(env.PAYLOADS))
         )
       )

@@ -25,7 +25,7 @@ const run = <A, E>(queue: Queue, program: (p: Producer.Producer["Service"]) => E
   Effect.runPromise(
     Effect.flatMap(Effect.service(Producer.Producer), program).pipe(
       Effect.provide(
-        Producer.Producer.layer({ queue, definitions: platform.router.definitions, defaultSource: "billing-service" }).pipe(
+        Producer.Producer.layer({ queue, definitions: platform.registry.definitions, defaultSource: "billing-service" }).pipe(
           Layer.provide(PayloadStore.PayloadStore.layer(env.PAYLOADS))
         )
       )

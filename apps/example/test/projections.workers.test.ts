@@ -5,9 +5,9 @@
  * the stored rows.
  */
 import { env } from "cloudflare:workers"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { describe, expect, it } from "vitest"
-import { ProjectionConsumer, ProjectionQuery, ProjectionStore } from "@factline/core"
+import { ProjectionConsumer, ProjectionQuery, ProjectionStore, Registry } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import { storedFact, unique } from "./helpers.js"
 import { countingD1, newCounts } from "./instrument.js"
@@ -17,7 +17,9 @@ import { platform } from "./worker.js"
 /** One queue batch, as the projections consumer processes it; returns the outcome per fact (by position). */
 const apply = async (facts: ReadonlyArray<Fact>, db: D1Database = env.DB) => {
   const items = facts.map((f, i) => ({ key: `${i}`, value: { fact: f } }))
-  const outcomes = await Effect.runPromise(ProjectionConsumer.process(platform.router)(items).pipe(Effect.provide(ProjectionStore.ProjectionStore.layer(db))))
+  const outcomes = await Effect.runPromise(ProjectionConsumer.process(items).pipe(
+    Effect.provide(Layer.mergeAll(ProjectionStore.ProjectionStore.layer(db), Layer.succeed(Registry.Registry, platform.registry)))
+  ))
   return items.map(({ key }) => outcomes.get(key))
 }
 

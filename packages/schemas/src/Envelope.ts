@@ -10,10 +10,14 @@ import { Schema } from "effect"
 
 const NonEmpty = (max: number) => Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(max))
 
-/** Dotted lower-case routing key: `call.completed`, `payment.capture`. */
+/**
+ * Namespaced lower-case routing key: `call.completed`, `payment.capture` — the registry's naming rule
+ * (core's `Naming`: lower-case words joined by `_`, `-` or `.`, at most 64 characters) with at least one dot.
+ */
 export const MessageType = Schema.String.check(
-  Schema.isPattern(/^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/, {
-    message: "must be dotted lower-case words, e.g. call.completed"
+  Schema.isMaxLength(64),
+  Schema.isPattern(/^(?=[^.]*\.)[a-z][a-z0-9]*(?:[._-][a-z0-9]+)*$/, {
+    message: "must be lower-case words joined by '_', '-' or '.', with at least one dot, e.g. call.completed"
   })
 )
 

@@ -8,8 +8,10 @@
 import { Schema } from "effect"
 import { IsoDateTime, TenantId } from "./Envelope.js"
 
+/** The registry's naming rule (core's `Naming`): lower-case words joined by `_`, `-` or `.`, at most 64 characters. */
 export const FactType = Schema.String.check(
-  Schema.isPattern(/^[a-z][a-z0-9_]*$/, { message: "must be a lower-case word, e.g. outcome" })
+  Schema.isMaxLength(64),
+  Schema.isPattern(/^[a-z][a-z0-9]*(?:[._-][a-z0-9]+)*$/, { message: "must be lower-case words joined by '_', '-' or '.', e.g. dispute_rejected" })
 )
 
 export const Fact = Schema.Struct({

@@ -14,11 +14,11 @@ import {
   DeadLetterConsumer,
   EventsConsumer,
   type LedgerProtocol,
+  type Module,
   ProcessingConsumer,
   ProjectionConsumer,
-  RetryPolicy,
-  Router,
-  type Module
+  Registry,
+  RetryPolicy
 } from "@factline/core"
 import type { PlatformEnv } from "./Env.js"
 import * as Api from "./http/Api.js"
@@ -31,7 +31,10 @@ export const staleRelayMinutes = 5
 export const shardsPerSweep = 200
 
 export interface Platform {
-  readonly router: Router.Router
+  /** The registry built from the modules (checked at module load). */
+  readonly registry: Registry.Shape
+  /** The runtime of these bindings: one per isolate, shared by every request and batch. */
+  readonly runtime: (env: PlatformEnv) => Services.PlatformRuntime
   readonly fetch: (request: Request, env: PlatformEnv, ctx: ExecutionContext) => Promise<Response>
   readonly queue: (batch: MessageBatch<unknown>, env: PlatformEnv, ctx: ExecutionContext) => Promise<void>
   readonly scheduled: (controller: ScheduledController, env: PlatformEnv, ctx: ExecutionContext) => Promise<void>
@@ -59,11 +62,13 @@ const notYetConsumed = (policy: RetryPolicy.RetryPolicy, batch: MessageBatch<unk
   )
 
 export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform => {
-  const router = Router.make(modules)
-  const api = Api.make(router)
+  const registry = Registry.make(modules)
+  const runtime = Services.runtimes(registry)
+  const api = Api.make(registry, runtime)
 
   return {
-    router,
+    registry,
+    runtime,
     fetch: (request, env, ctx) => Promise.resolve(api.fetch(request, env, ctx)),
     queue: async (batch, env) => {
       const queue = batch.queue
@@ -78,16 +83,16 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform =>
         return
       }
       const options = { delayScale: delayScale(env) }
-      const program: Effect.Effect<unknown, never, Services.ConsumerServices> = policy === RetryPolicy.events
-        ? EventsConsumer.consume(router, batch, options)
+      const program: Effect.Effect<unknown, never, Services.PlatformServices> = policy === RetryPolicy.events
+        ? EventsConsumer.consume(batch, options)
         : policy === RetryPolicy.projections
-          ? ProjectionConsumer.consume(router, batch, options)
+          ? ProjectionConsumer.consume(batch, options)
           : policy === RetryPolicy.factProcessing
-            ? ProcessingConsumer.consume(router, batch, options)
+            ? ProcessingConsumer.consume(batch, options)
             : policy === RetryPolicy.batch
-              ? BatchConsumer.consume(router, batch, async (next) => void (await env.BATCH_QUEUE.send(next, { contentType: "json" })), options)
+              ? BatchConsumer.consume(batch, async (next) => void (await env.BATCH_QUEUE.send(next, { contentType: "json" })), options)
               : notYetConsumed(policy, batch)
-      await Effect.runPromise(program.pipe(Effect.provide(Services.consumerLayer(env))))
+      await runtime(env).runPromise(program)
     },
     scheduled: async (_controller, env) => {
       await sweepStaleRelays(env)

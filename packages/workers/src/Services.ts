@@ -1,9 +1,10 @@
 /**
- * The live layers of core's services, built from a Worker's bindings.
- * This is the only place where bindings meet the framework.
+ * The live layers of core's services, built from a Worker's bindings, and
+ * the one `ManagedRuntime` per isolate that every request and queue batch
+ * runs on. This is the only place where bindings meet the framework.
  */
-import { Layer } from "effect"
-import { AcceptedKeys, DeadLetters, Inbox, Ledger, PayloadStore, Producer, ProjectionStore, QueueProducer, RetryPolicy, Shards, type MessageDefinition } from "@factline/core"
+import { Layer, ManagedRuntime } from "effect"
+import { AcceptedKeys, DeadLetters, Inbox, Ledger, PayloadStore, Producer, ProjectionStore, QueueProducer, Registry, RetryPolicy, Shards } from "@factline/core"
 import type { PlatformEnv } from "./Env.js"
 
 const deadLetterQueue = (env: PlatformEnv) => (queue: string) => {
@@ -25,31 +26,49 @@ export const shardsPerTenant = (env: PlatformEnv): number => {
 
 const ledgerLayer = (env: PlatformEnv) => Ledger.Ledger.layer(env.LEDGER, env.DB, shardsPerTenant(env))
 
-export type ConsumerServices =
+/** Every service the platform's programs use: the registry and one live layer per binding. */
+export type PlatformServices =
+  | Registry.Registry
   | Ledger.Ledger
   | Inbox.Inbox
   | ProjectionStore.ProjectionStore
   | DeadLetters.DeadLetters
   | PayloadStore.PayloadStore
   | QueueProducer.QueueProducer
+  | AcceptedKeys.AcceptedKeys
+  | Producer.Producer
 
-export const consumerLayer = (env: PlatformEnv): Layer.Layer<ConsumerServices> =>
-  Layer.mergeAll(
+export const platformLayer = (env: PlatformEnv, registry: Registry.Shape): Layer.Layer<PlatformServices> => {
+  const payloads = PayloadStore.PayloadStore.layer(env.PAYLOADS, env.FACTLINE_PAYLOAD_BUCKET)
+  return Layer.mergeAll(
+    Layer.succeed(Registry.Registry, registry),
     ledgerLayer(env),
     QueueProducer.QueueProducer.layer(queueBinding(env)),
     Inbox.Inbox.layer(env.DB),
     ProjectionStore.ProjectionStore.layer(env.DB),
     DeadLetters.DeadLetters.layer(deadLetterQueue(env)),
-    PayloadStore.PayloadStore.layer(env.PAYLOADS, env.FACTLINE_PAYLOAD_BUCKET)
-  )
-
-export const apiLayer = (env: PlatformEnv, definitions: ReadonlyMap<string, MessageDefinition.MessageDefinition>) => {
-  const payloads = PayloadStore.PayloadStore.layer(env.PAYLOADS, env.FACTLINE_PAYLOAD_BUCKET)
-  return Layer.mergeAll(
-    ledgerLayer(env),
-    ProjectionStore.ProjectionStore.layer(env.DB),
     AcceptedKeys.AcceptedKeys.layer(env.DB),
     payloads,
-    Producer.Producer.layer({ queue: env.EVENTS_QUEUE, definitions, defaultSource: "http" }).pipe(Layer.provide(payloads))
+    Producer.Producer.layer({ queue: env.EVENTS_QUEUE, definitions: registry.definitions, defaultSource: "http" }).pipe(Layer.provide(payloads))
   )
+}
+
+export type PlatformRuntime = ManagedRuntime.ManagedRuntime<PlatformServices, never>
+
+/**
+ * One runtime per isolate and bindings object, built on first use and shared
+ * by every request and batch after it: layers are not rebuilt per request.
+ * (A Worker's `env` is the same object for the isolate's lifetime; a test
+ * that passes other bindings gets its own runtime.)
+ */
+export const runtimes = (registry: Registry.Shape) => {
+  const cache = new WeakMap<object, PlatformRuntime>()
+  return (env: PlatformEnv): PlatformRuntime => {
+    let runtime = cache.get(env)
+    if (runtime === undefined) {
+      runtime = ManagedRuntime.make(platformLayer(env, registry))
+      cache.set(env, runtime)
+    }
+    return runtime
+  }
 }

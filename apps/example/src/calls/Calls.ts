@@ -45,6 +45,7 @@ const sameCall = (m: Handler.Message<{ readonly call_id: string }>) =>
 
 export const recordOutcome = Handler.handler(CallCompleted, {
   name: "record-outcome",
+  emits: [Outcome],
   handle: (m) => Effect.as(sameCall(m), [Outcome.make(m.payload)])
 })
 
@@ -53,11 +54,15 @@ interface CallState {
   readonly refunded: boolean
 }
 
+/** Decides a dispute from the call's charge and refund: refund once, or say why not. */
 export const decideDispute = Handler.decider(CallDispute, {
   name: "decide-dispute",
+  emits: [Refund, DisputeRejected],
+  reads: [Charge],
   initialState: { charge: undefined, refunded: false } as CallState,
+  // Only the declared facts are folded (charge, refund, dispute_rejected), as a union on `type`.
   evolve: (state, fact) =>
-    Charge.is(fact) ? { ...state, charge: fact.data } : Refund.is(fact) ? { ...state, refunded: true } : state,
+    fact.type === "charge" ? { ...state, charge: fact.data } : fact.type === "refund" ? { ...state, refunded: true } : state,
   decide: (m, state) =>
     Effect.as(
       sameCall(m),
@@ -74,6 +79,7 @@ export const minimumQualifyingSeconds = 60
 
 export const qualifyCall = Processor.make(Outcome, {
   name: "qualify-call",
+  emits: [Qualification, Charge],
   process: ({ data }) => {
     const qualified = data.duration_s >= minimumQualifyingSeconds
     return Effect.succeed([
@@ -88,15 +94,12 @@ export const callsProjection = Projection.rows({
   table: Tables.calls,
   key: ["call_id"],
   queryable: ["call_id", "buyer_id"],
-  on: {
-    outcome: (fact) => {
-      const { call_id, buyer_id, duration_s, currency } = Outcome.data(fact)
-      return { call_id, buyer_id, duration_s, currency }
-    },
-    qualification: (fact) => ({ call_id: Qualification.data(fact).call_id, qualified: Qualification.data(fact).qualified }),
-    charge: (fact) => ({ call_id: Charge.data(fact).call_id, charged_cents: Charge.data(fact).amount_cents }),
-    refund: (fact) => ({ call_id: Refund.data(fact).call_id, refunded_cents: Refund.data(fact).amount_cents })
-  }
+  on: [
+    Projection.on(Outcome, ({ call_id, buyer_id, duration_s, currency }) => ({ call_id, buyer_id, duration_s, currency })),
+    Projection.on(Qualification, ({ call_id, qualified }) => ({ call_id, qualified })),
+    Projection.on(Charge, ({ call_id, amount_cents }) => ({ call_id, charged_cents: amount_cents })),
+    Projection.on(Refund, ({ call_id, amount_cents }) => ({ call_id, refunded_cents: amount_cents }))
+  ]
 })
 
 export const buyerBudgetsProjection = Projection.additive({
@@ -104,13 +107,14 @@ export const buyerBudgetsProjection = Projection.additive({
   table: Tables.buyerBudgets,
   key: ["buyer_id"],
   queryable: ["buyer_id"],
-  on: {
-    charge: (fact) => ({ key: { buyer_id: Charge.data(fact).buyer_id }, add: { spent_cents: Charge.data(fact).amount_cents, charges: 1 } }),
-    refund: (fact) => ({ key: { buyer_id: Refund.data(fact).buyer_id }, add: { spent_cents: -Refund.data(fact).amount_cents, refunds: 1 } })
-  }
+  on: [
+    Projection.on(Charge, ({ buyer_id, amount_cents }) => ({ key: { buyer_id }, add: { spent_cents: amount_cents, charges: 1 } })),
+    Projection.on(Refund, ({ buyer_id, amount_cents }) => ({ key: { buyer_id }, add: { spent_cents: -amount_cents, refunds: 1 } }))
+  ]
 })
 
 export const calls = Module.make("calls", {
+  tables: Tables,
   handlers: [recordOutcome, decideDispute],
   processors: [qualifyCall],
   projections: [callsProjection, buyerBudgetsProjection]

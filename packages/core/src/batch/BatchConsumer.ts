@@ -12,7 +12,6 @@ import { type BatchPayload, BatchPayload as BatchPayloadSchema, Envelope, Issues
 import * as Consumer from "../consuming/Consumer.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as Rebuild from "../projections/Rebuild.js"
-import type { Router } from "../routing/Router.js"
 
 export const make = (payload: BatchPayload): Envelope => ({
   schema_version: 1,
@@ -38,7 +37,7 @@ export const decode = (body: unknown) => {
   return Effect.succeed([{ key: `${envelope.success.tenant_id}/${envelope.success.idempotency_key}`, value: payload.success }])
 }
 
-export const process = (router: Router, enqueue: (next: Envelope) => Promise<void>) =>
+export const process = (enqueue: (next: Envelope) => Promise<void>) =>
   (items: ReadonlyArray<{ readonly key: string; readonly value: BatchPayload }>) =>
     Effect.gen(function*() {
       const outcomes = new Map<string, Consumer.Outcome>()
@@ -48,7 +47,7 @@ export const process = (router: Router, enqueue: (next: Envelope) => Promise<voi
           continue
         }
         const exit = yield* Effect.exit(
-          Effect.flatMap(Rebuild.step(router, value), (next) => (next ? Effect.promise(() => enqueue(make(next))) : Effect.void))
+          Effect.flatMap(Rebuild.step(value), (next) => (next ? Effect.promise(() => enqueue(make(next))) : Effect.void))
         )
         if (Exit.isSuccess(exit)) outcomes.set(key, Consumer.done)
         else {
@@ -60,8 +59,7 @@ export const process = (router: Router, enqueue: (next: Envelope) => Promise<voi
     })
 
 export const consume = (
-  router: Router,
   batch: MessageBatch<unknown>,
   enqueue: (next: Envelope) => Promise<void>,
   options: { readonly delayScale?: number } = {}
-) => Consumer.run({ policy: RetryPolicy.batch, decode, process: process(router, enqueue), delayScale: options.delayScale, inbox: true }, batch)
+) => Consumer.run({ policy: RetryPolicy.batch, decode, process: process(enqueue), delayScale: options.delayScale, inbox: true }, batch)

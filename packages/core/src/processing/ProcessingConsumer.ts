@@ -16,12 +16,14 @@ import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as FactId from "../ledger/FactId.js"
 import { Ledger } from "../ledger/Ledger.js"
 import type { AppendGroup, FactDraft } from "../ledger/LedgerProtocol.js"
+import { PermanentError } from "../definitions/HandlerError.js"
 import * as FactMessage from "../relay/FactMessage.js"
-import { relayFor } from "../routing/Dispatch.js"
-import type { Router } from "../routing/Router.js"
+import { relayFor } from "../relay/FactRelay.js"
+import { Registry, validateDrafts } from "../registry/Registry.js"
 
-export const process = (router: Router) => (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
+export const process = (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
   Effect.gen(function*() {
+    const router = yield* Registry
     const ledger = yield* Ledger
     const outcomes = new Map<string, Consumer.Outcome>()
     const groups: Array<{ key: string; group: AppendGroup }> = []
@@ -32,7 +34,11 @@ export const process = (router: Router) => (items: ReadonlyArray<{ readonly key:
         const processors = replayed ? [] : router.processorsFor(fact.type)
         const drafts: Array<FactDraft> = []
         for (const processor of processors) {
-          const exit = yield* Effect.exit(Effect.suspend(() => processor.process(fact)))
+          // A throw is a defect of this fact only; an undeclared or invalid derived fact fails it permanently.
+          const exit = yield* Effect.exit(Effect.flatMap(Effect.suspend(() => processor.process(fact)), (derived) => {
+            const valid = validateDrafts(processor, derived)
+            return Result.isFailure(valid) ? Effect.fail(new PermanentError({ message: valid.failure })) : Effect.succeed(derived)
+          }))
           if (Exit.isFailure(exit)) return void outcomes.set(key, Consumer.fromCause(exit.cause))
           const derived = yield* Effect.promise(() =>
             Promise.all(exit.value.map(async (d, position): Promise<FactDraft> => ({
@@ -63,15 +69,15 @@ export const process = (router: Router) => (items: ReadonlyArray<{ readonly key:
         toRelay.set(key, result.facts)
       })
     }
-    yield* relayFor(router, toRelay, outcomes)
+    yield* relayFor(toRelay, outcomes)
     return outcomes as ReadonlyMap<string, Consumer.Outcome>
   })
 
-export const consume = (router: Router, batch: MessageBatch<unknown>, options: { readonly delayScale?: number } = {}) =>
+export const consume = (batch: MessageBatch<unknown>, options: { readonly delayScale?: number } = {}) =>
   Consumer.run({
     policy: RetryPolicy.factProcessing,
     decode: FactMessage.decode,
     isolate: FactMessage.isolate,
-    process: process(router),
+    process,
     delayScale: options.delayScale
   }, batch)

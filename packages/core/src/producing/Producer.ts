@@ -26,7 +26,7 @@
  */
 import { Context, Effect, Layer, Result, Schema } from "effect"
 import { type Envelope, EnvelopeInput, Issues } from "@factline/schemas"
-import type { MessageDefinition } from "../routing/MessageDefinition.js"
+import type { MessageDefinition } from "../definitions/MessageDefinition.js"
 import * as StableJson from "../ledger/StableJson.js"
 import { AcceptedKeys, type AcceptedKeysUnavailable, payloadHash } from "./AcceptedKeys.js"
 import { PayloadStore, type PayloadStoreUnavailable, offloadThresholdBytes } from "./PayloadStore.js"

@@ -18,8 +18,8 @@ import type { Fact, FactPayload } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as FactMessage from "../relay/FactMessage.js"
-import type { Router } from "../routing/Router.js"
-import * as Projection from "./Projection.js"
+import * as Projection from "../definitions/Projection.js"
+import { Registry, type Shape as RegistryShape } from "../registry/Registry.js"
 import { ProjectionStore } from "./ProjectionStore.js"
 
 export interface ActiveRebuild {
@@ -54,7 +54,7 @@ const reason = (error: unknown) => (error instanceof Error ? `${error.name}: ${e
  * by one, in memory) are left out of that projection alone — the `facts` copy
  * and every other projection still get them.
  */
-export const plan = (router: Router, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>): Plan => {
+export const plan = (router: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>): Plan => {
   const failures = new Map<number, Array<MappingFailure>>()
   const statements = [...Projection.factsStatements(facts)]
   for (const p of router.projections) {
@@ -79,7 +79,7 @@ export const plan = (router: Router, facts: ReadonlyArray<Fact>, rebuilds: Reado
 }
 
 /** The statements of `plan`, for callers that only write. */
-export const statementsFor = (router: Router, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>): ReadonlyArray<Projection.Sql> =>
+export const statementsFor = (router: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>): ReadonlyArray<Projection.Sql> =>
   plan(router, facts, rebuilds).statements
 
 /**
@@ -95,8 +95,9 @@ const mappingFailed = (fact: Fact, failures: ReadonlyArray<MappingFailure>): Con
       ` (the fact was applied to the facts copy and every other projection; fix ${failures.map((f) => f.projection).join(", ")}, then replay this dead letter)`
   )
 
-export const process = (router: Router) => (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
+export const process = (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
   Effect.gen(function*() {
+    const router = yield* Registry
     const store = yield* ProjectionStore
     const outcomes = new Map<string, Consumer.Outcome>()
     const rebuilds = yield* Effect.orElseSucceed(store.query<ActiveRebuild>(activeRebuilds), () => null)
@@ -109,6 +110,15 @@ export const process = (router: Router) => (items: ReadonlyArray<{ readonly key:
     items.forEach(({ key, value }, index) => {
       const error = failed.get(key)
       const unmapped = failures.get(index)
+      // The error text in the log (Workers Logs indexes JSON lines), not only in the dead letter.
+      if (unmapped !== undefined) {
+        for (const f of unmapped) {
+          console.error(JSON.stringify({ level: "error", message: "projection mapping failed", projection: f.projection, fact_type: value.fact.type, fact_id: value.fact.fact_id, error: f.error }))
+        }
+      }
+      if (error !== undefined) {
+        console.error(JSON.stringify({ level: "error", message: "projection write failed", fact_type: value.fact.type, fact_id: value.fact.fact_id, error }))
+      }
       outcomes.set(
         key,
         error !== undefined
@@ -121,8 +131,8 @@ export const process = (router: Router) => (items: ReadonlyArray<{ readonly key:
     return outcomes as ReadonlyMap<string, Consumer.Outcome>
   })
 
-export const consume = (router: Router, batch: MessageBatch<unknown>, options: { readonly delayScale?: number } = {}) =>
+export const consume = (batch: MessageBatch<unknown>, options: { readonly delayScale?: number } = {}) =>
   Consumer.run(
-    { policy: RetryPolicy.projections, decode: FactMessage.decode, isolate: FactMessage.isolate, process: process(router), delayScale: options.delayScale },
+    { policy: RetryPolicy.projections, decode: FactMessage.decode, isolate: FactMessage.isolate, process, delayScale: options.delayScale },
     batch
   )

@@ -9,7 +9,7 @@
  */
 import { Result } from "effect"
 import type { Issues } from "@factline/schemas"
-import * as Projection from "./Projection.js"
+import * as Projection from "../definitions/Projection.js"
 
 export const defaultLimit = 50
 export const maxLimit = 500

@@ -8,7 +8,7 @@
  * runs on failure). `query` runs one read.
  */
 import { Context, Effect, Layer, Schema } from "effect"
-import type { Sql, Value } from "./Projection.js"
+import type { Sql, Value } from "../definitions/Projection.js"
 
 export class ProjectionStoreUnavailable extends Schema.TaggedError<ProjectionStoreUnavailable>()("ProjectionStoreUnavailable", {
   message: Schema.String

@@ -23,8 +23,8 @@
 import { Effect, Schema } from "effect"
 import type { BatchPayload } from "@factline/schemas"
 import { Ledger } from "../ledger/Ledger.js"
-import type { Router } from "../routing/Router.js"
-import * as Projection from "./Projection.js"
+import * as Projection from "../definitions/Projection.js"
+import { Registry } from "../registry/Registry.js"
 import { ProjectionStore } from "./ProjectionStore.js"
 
 export const shardsPerSlice = 25
@@ -91,8 +91,9 @@ export const get = (tenantId: string, id: string) =>
  * Creates the shadow table and the rebuild record, owned by `tenantId` (the
  * caller's tenant); returns the record and the first slice to enqueue.
  */
-export const start = (router: Router, projectionName: string, tenantId: string) =>
+export const start = (projectionName: string, tenantId: string) =>
   Effect.gen(function*() {
+    const router = yield* Registry
     const store = yield* ProjectionStore
     const p = router.projection(projectionName)
     if (!p) return yield* new RebuildRefused({ code: "not_found", message: `no projection "${projectionName}"` })
@@ -127,8 +128,9 @@ export const start = (router: Router, projectionName: string, tenantId: string) 
   })
 
 /** Replays one slice of shards into the shadow; returns the next slice, or undefined once swapped. */
-export const step = (router: Router, payload: BatchPayload) =>
+export const step = (payload: BatchPayload) =>
   Effect.gen(function*() {
+    const router = yield* Registry
     const store = yield* ProjectionStore
     const ledger = yield* Ledger
     const record = yield* find(payload.batch_id)

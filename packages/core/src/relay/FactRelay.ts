@@ -18,6 +18,8 @@ import * as Shards from "../ledger/Shards.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
 import { QueueProducer } from "../producing/QueueProducer.js"
 import * as SendBatches from "../producing/SendBatches.js"
+import { Registry } from "../registry/Registry.js"
+import * as Consumer from "../consuming/Consumer.js"
 import * as FactMessage from "./FactMessage.js"
 
 export interface Relayable {
@@ -98,4 +100,20 @@ export const relay = (items: ReadonlyArray<Relayable>) =>
     }
     yield* Effect.logWarning(`relay failed, ${entries.size} fact(s) handed to their shards' outbox: ${error}`)
     return { sends, handedOver: entries.size, unrelayed: new Set<string>(), error } satisfies RelayReport
+  })
+
+/**
+ * Relays every message's facts once for the batch, to the destinations the
+ * registry gives their types; a message whose facts could not be relayed
+ * (neither sent nor handed over) gets a transient outcome: it is retried.
+ */
+export const relayFor = (toRelay: ReadonlyMap<string, ReadonlyArray<Fact>>, outcomes: Map<string, Consumer.Outcome>) =>
+  Effect.gen(function*() {
+    if (toRelay.size === 0) return
+    const registry = yield* Registry
+    const report = yield* relay([...toRelay.values()].flatMap((facts) => facts.map((fact) => ({ fact, destinations: registry.destinationsFor(fact.type) }))))
+    if (report.unrelayed.size === 0) return
+    for (const [key, facts] of toRelay) {
+      if (facts.some((f) => report.unrelayed.has(f.fact_id))) outcomes.set(key, Consumer.transient(`facts could not be relayed: ${report.error ?? "unknown error"}`))
+    }
   })

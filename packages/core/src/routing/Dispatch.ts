@@ -14,22 +14,23 @@
  * by their shard's outbox. Stream identity is `tenant/subject`, never the shard.
  */
 import { Effect, Exit, Result } from "effect"
+import { type HandlerError, PermanentError } from "../definitions/HandlerError.js"
 import type { Fact } from "@factline/schemas"
 import * as FactId from "../ledger/FactId.js"
-import type { NewFact } from "../ledger/FactDefinition.js"
+import type { NewFact } from "../definitions/FactDefinition.js"
 import { Ledger } from "../ledger/Ledger.js"
 import type { AppendGroup, AppendResult, FactDraft, StreamState } from "../ledger/LedgerProtocol.js"
 import * as Shards from "../ledger/Shards.js"
 import * as Consumer from "../consuming/Consumer.js"
 import * as FactRelay from "../relay/FactRelay.js"
-import type * as Handler from "./Handler.js"
-import type { Routed, Router } from "./Router.js"
+import type * as Handler from "../definitions/Handler.js"
+import { type Routed, validateDrafts } from "../registry/Registry.js"
 
 export const maxDecideRounds = 5
 
 type Item = Consumer.Item<Routed>
 
-const drafts = (routed: Routed, facts: ReadonlyArray<NewFact>, now: string): Promise<Array<FactDraft>> =>
+const drafts = (routed: Routed, facts: ReadonlyArray<NewFact<string, unknown>>, now: string): Promise<Array<FactDraft>> =>
   Promise.all(
     facts.map(async (fact, position): Promise<FactDraft> => ({
       fact_id: await FactId.make({ tenantId: routed.message.tenantId, cause: routed.message.idempotencyKey, decidedBy: routed.handler.name, position }),
@@ -44,13 +45,28 @@ const drafts = (routed: Routed, facts: ReadonlyArray<NewFact>, now: string): Pro
 
 const streamOf = (routed: Routed) => ({ tenant_id: routed.message.tenantId, stream: routed.message.subject })
 
-/** Product code may throw instead of failing: suspend it so a throw becomes a (transient) defect of this message only. */
+/**
+ * Product code may throw instead of failing: suspend it so a throw becomes a
+ * (transient) defect of this message only. The facts it returns are checked
+ * against what it declares: an undeclared or invalid fact fails the message
+ * permanently (a bug: retrying cannot fix it) and nothing is appended.
+ */
 const runDecision = (routed: Routed, state: unknown) =>
-  Effect.suspend(() =>
-    routed.handler._tag === "Handler"
-      ? routed.handler.handle(routed.message)
-      : routed.handler.decide(routed.message, state)
+  Effect.flatMap(
+    Effect.suspend((): Effect.Effect<ReadonlyArray<NewFact<string, unknown>>, HandlerError> =>
+      routed.handler._tag === "Handler"
+        ? routed.handler.handle(routed.message)
+        : routed.handler.decide(routed.message, state)
+    ),
+    (facts) => {
+      const valid = validateDrafts(routed.handler, facts)
+      return Result.isFailure(valid) ? Effect.fail(new PermanentError({ message: valid.failure })) : Effect.succeed(facts)
+    }
   )
+
+/** A decider folds only the fact types it declares (`emits` and `reads`). */
+const fold = (decider: Handler.Decider, facts: ReadonlyArray<Fact>) =>
+  facts.reduce((state, fact) => (decider.folds.has(fact.type) ? decider.evolve(state, fact as never) : state), decider.initialState)
 
 /** What one batch has decided so far: outcomes, and the facts each message must relay before it is done. */
 class Progress {
@@ -107,7 +123,7 @@ const decideWithState = (items: ReadonlyArray<Item>, states: ReadonlyMap<string,
           progress.relay(key, decidedBefore)
           continue
         }
-        const exit = yield* Effect.exit(Effect.flatMap(Effect.sync(() => known.reduce(decider.evolve, decider.initialState)), (folded) => runDecision(value, folded)))
+        const exit = yield* Effect.exit(Effect.flatMap(Effect.sync(() => fold(decider, known)), (folded) => runDecision(value, folded)))
         if (Exit.isFailure(exit)) {
           progress.settle(key, Consumer.fromCause(exit.cause))
           continue
@@ -177,23 +193,12 @@ const appendAll = (
     }
   })
 
-/** Sends every message's facts once for the batch; a message whose facts could not be relayed is retried. */
-export const relayFor = (router: Router, toRelay: ReadonlyMap<string, ReadonlyArray<Fact>>, outcomes: Map<string, Consumer.Outcome>) =>
-  Effect.gen(function*() {
-    if (toRelay.size === 0) return
-    const report = yield* FactRelay.relay([...toRelay.values()].flatMap((facts) => facts.map((fact) => ({ fact, destinations: router.destinationsFor(fact.type) }))))
-    if (report.unrelayed.size === 0) return
-    for (const [key, facts] of toRelay) {
-      if (facts.some((f) => report.unrelayed.has(f.fact_id))) outcomes.set(key, Consumer.transient(`facts could not be relayed: ${report.error ?? "unknown error"}`))
-    }
-  })
-
-export const dispatch = (router: Router) => (items: ReadonlyArray<Item>) =>
+export const dispatch = (items: ReadonlyArray<Item>) =>
   Effect.gen(function*() {
     const progress = new Progress()
     const now = new Date().toISOString()
     const plainGroups = yield* decidePlain(items.filter((i) => i.value.handler._tag === "Handler"), progress, now)
     yield* appendAll(plainGroups, items.filter((i) => i.value.handler._tag === "Decider"), progress, now)
-    yield* relayFor(router, progress.toRelay, progress.outcomes)
+    yield* FactRelay.relayFor(progress.toRelay, progress.outcomes)
     return progress.outcomes as ReadonlyMap<string, Consumer.Outcome>
   })

@@ -15,14 +15,15 @@ import * as Consumer from "../consuming/Consumer.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
 import { dispatch } from "./Dispatch.js"
-import type { Routed, Router } from "./Router.js"
+import { Registry, type Routed } from "../registry/Registry.js"
 
 const decodeEnvelope = Issues.decodeStrict(Envelope)
 
 export const itemKey = (tenantId: string, idempotencyKey: string) => `${tenantId}/${idempotencyKey}`
 
-export const decode = (router: Router) => (body: unknown) =>
+export const decode = (body: unknown) =>
   Effect.gen(function*() {
+    const router = yield* Registry
     const envelope = decodeEnvelope(body)
     if (Result.isFailure(envelope)) {
       return yield* Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: Issues.render(envelope.failure) })
@@ -50,10 +51,10 @@ export const decode = (router: Router) => (body: unknown) =>
     return [{ key: itemKey(e.tenant_id, e.idempotency_key), value: routed.success as Routed }]
   })
 
-export const consume = (router: Router, batch: MessageBatch<unknown>, options: { readonly delayScale?: number } = {}) =>
+export const consume = (batch: MessageBatch<unknown>, options: { readonly delayScale?: number } = {}) =>
   Consumer.run({
     policy: RetryPolicy.events,
-    decode: decode(router),
-    process: dispatch(router),
+    decode,
+    process: dispatch,
     delayScale: options.delayScale
   }, batch)

@@ -8,11 +8,11 @@
  * is a 4xx with a JSON error naming every problem; anything unexpected is a
  * 500 with a generic message — never a stack, SQL text or a secret.
  */
-import { Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { Hono } from "hono"
-import { type AcceptedKeys, BatchConsumer, Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, Rebuild, type Router } from "@factline/core"
+import { BatchConsumer, Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, Rebuild, type Registry } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
-import { apiLayer } from "../Services.js"
+import type { PlatformRuntime, PlatformServices } from "../Services.js"
 import { type AuthVariables, requireScope } from "./Auth.js"
 import * as CloudEvents from "./CloudEvents.js"
 import { errorResponse } from "./Errors.js"
@@ -43,11 +43,9 @@ const intParam = (value: string | undefined, name: string, min: number, max: num
   return n < min || n > max ? `${name} must be between ${min} and ${max}` : n
 }
 
-export const make = (router: Router.Router) => {
+export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => PlatformRuntime) => {
   const app = new Hono<AppEnv>()
-  type Services = Ledger.Ledger | Producer.Producer | ProjectionStore.ProjectionStore | AcceptedKeys.AcceptedKeys
-  const run = <A, E>(env: PlatformEnv, program: Effect.Effect<A, E, Services>) =>
-    Effect.runPromise(Effect.result(program.pipe(Effect.provide(apiLayer(env, router.definitions) as Layer.Layer<Services>))))
+  const run = <A, E>(env: PlatformEnv, program: Effect.Effect<A, E, PlatformServices>) => runtime(env).runPromise(Effect.result(program))
 
   const query = (env: PlatformEnv, page: ProjectionQuery.Page) =>
     run(env, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) => store.query<Record<string, unknown>>(page.sql)))
@@ -228,7 +226,7 @@ export const make = (router: Router.Router) => {
       return errorResponse(c, 400, "invalid_request", 'send { "operation": "rebuild", "projection": "<name>" } (import, export and reconcile are not supported yet)')
     }
     const projection = body.projection
-    const started = await run(c.env, Rebuild.start(router, projection, c.get("principal").tenantId))
+    const started = await run(c.env, Rebuild.start(projection, c.get("principal").tenantId))
     if (started._tag === "Failure") {
       const error = started.failure
       if (error._tag === "RebuildRefused") return errorResponse(c, error.code === "conflict" ? 409 : 404, error.code, error.message)

@@ -11,6 +11,10 @@
  *   fact ids are recorded in `projection_applied` in the same D1 transaction
  *   and an increment only happens if its fact id was not applied yet.
  *
+ * A projection maps fact definitions, never raw type strings:
+ * `on: [Projection.on(Charge, (data) => ({ … }))]` gives the mapping typed
+ * `data`, and a misspelled fact is a compile error.
+ *
  * Every projection table has a `tenant_id` column and its key starts with it;
  * queries are always scoped by it. This module defines projections and turns
  * a batch of facts into a few set-based statements (rows as one bound JSON
@@ -19,6 +23,8 @@
  */
 import { getTableConfig, integer, type SQLiteTable } from "drizzle-orm/sqlite-core"
 import type { Fact } from "@factline/schemas"
+import type * as FactDefinition from "./FactDefinition.js"
+import * as Naming from "./Naming.js"
 
 export type Value = string | number | boolean | null
 export type Row = Readonly<Record<string, Value>>
@@ -38,9 +44,23 @@ interface Common {
   readonly queryable: ReadonlyArray<string>
 }
 
+/** How one fact type changes a projection: `Projection.on(Charge, (data, fact) => …)`. */
+export interface Mapping<R> {
+  readonly fact: FactDefinition.Any
+  readonly map: (data: any, fact: Fact) => R | undefined
+}
+
+/** A typed mapping of one fact type; return `undefined` to leave the projection unchanged for that fact. */
+export const on = <T extends string, D, R extends object | undefined>(
+  fact: FactDefinition.FactDefinition<T, D>,
+  map: (data: D, fact: FactDefinition.StoredFact<T, D>) => R
+): Mapping<Exclude<R, undefined>> => ({ fact, map: map as Mapping<Exclude<R, undefined>>["map"] })
+
 export interface RowsProjection extends Common {
   readonly kind: "rows"
-  readonly on: Readonly<Record<string, (fact: Fact) => Row | undefined>>
+  readonly on: ReadonlyArray<Mapping<Row>>
+  /** The mapping of each fact type, by type. */
+  readonly byType: ReadonlyMap<string, (fact: Fact) => Row | undefined>
 }
 
 export interface AdditiveChange {
@@ -52,7 +72,8 @@ export interface AdditiveChange {
 
 export interface AdditiveProjection extends Common {
   readonly kind: "additive"
-  readonly on: Readonly<Record<string, (fact: Fact) => AdditiveChange | undefined>>
+  readonly on: ReadonlyArray<Mapping<AdditiveChange>>
+  readonly byType: ReadonlyMap<string, (fact: Fact) => AdditiveChange | undefined>
 }
 
 export type Projection = RowsProjection | AdditiveProjection
@@ -61,9 +82,16 @@ export class ProjectionConfigError extends Error {
   override readonly name = "ProjectionConfigError"
 }
 
-/** The `<type>_seq` columns a rows projection needs, to spread into its `sqliteTable` definition. */
-export const sequenceColumns = <const T extends ReadonlyArray<string>>(factTypes: T) =>
-  Object.fromEntries(factTypes.map((t) => [`${t}_seq`, integer(`${t}_seq`)])) as { [K in T[number] as `${K}_seq`]: ReturnType<typeof integer> }
+type TypeName<F> = F extends string ? F : F extends FactDefinition.FactDefinition<infer T, any> ? T : never
+
+/**
+ * The `<type>_seq` columns a rows projection needs, to spread into its `sqliteTable` definition:
+ * `...Projection.sequenceColumns([Outcome, Charge])` (fact definitions, or their type names).
+ */
+export const sequenceColumns = <const F extends ReadonlyArray<string | FactDefinition.Any>>(facts: F) =>
+  Object.fromEntries(facts.map((f) => typeof f === "string" ? f : f.type).map((t) => [`${t}_seq`, integer(`${t}_seq`)])) as {
+    [K in F[number] as `${TypeName<K>}_seq`]: ReturnType<typeof integer>
+  }
 
 /** What a projection's statements need from its Drizzle table, computed once per table. */
 interface TableInfo {
@@ -95,13 +123,17 @@ export const tableName = (p: Projection): string => info(p).name
 export const columnNames = (p: Projection): ReadonlyArray<string> => info(p).columns
 /** The columns shown to readers: everything but the bookkeeping `<type>_seq` columns. */
 export const visibleColumns = (p: Projection): ReadonlyArray<string> =>
-  p.kind === "rows" ? columnNames(p).filter((c) => !Object.keys(p.on).some((t) => c === `${t}_seq`)) : columnNames(p)
+  p.kind === "rows" ? columnNames(p).filter((c) => ![...p.byType.keys()].some((t) => c === `${t}_seq`)) : columnNames(p)
 /** Columns Drizzle declares `{ mode: "boolean" }`: stored 0/1, read back as booleans. */
 export const booleanColumns = (p: Projection): ReadonlyArray<string> => info(p).booleans
 export const isIntegerColumn = (p: Projection, column: string): boolean => info(p).integers.has(column)
 
 const check = (p: Projection) => {
-  if (!/^[a-z][a-z0-9_]*$/.test(p.name)) throw new ProjectionConfigError(`projection name "${p.name}" must be a lower-case word`)
+  try {
+    Naming.check("projection", p.name)
+  } catch (error) {
+    throw new ProjectionConfigError((error as Error).message)
+  }
   const columns = new Set(columnNames(p))
   const missing = (names: ReadonlyArray<string>, what: string) => {
     const absent = names.filter((n) => !columns.has(n))
@@ -110,13 +142,30 @@ const check = (p: Projection) => {
   missing(["tenant_id"], "column")
   missing(p.key, "key column(s)")
   missing(p.queryable, "queryable column(s)")
-  if (p.kind === "rows") missing(Object.keys(p.on).map((t) => `${t}_seq`), "sequence column(s) (use Projection.sequenceColumns)")
+  if (p.kind === "rows") missing([...p.byType.keys()].map((t) => `${t}_seq`), "sequence column(s) (use Projection.sequenceColumns)")
   return p
 }
 
-export const rows = (definition: Omit<RowsProjection, "kind">): RowsProjection => check({ kind: "rows", ...definition }) as RowsProjection
-export const additive = (definition: Omit<AdditiveProjection, "kind">): AdditiveProjection =>
-  check({ kind: "additive", ...definition }) as AdditiveProjection
+const byType = <R>(name: string, mappings: ReadonlyArray<Mapping<R>>): ReadonlyMap<string, (fact: Fact) => R | undefined> => {
+  const map = new Map<string, (fact: Fact) => R | undefined>()
+  for (const mapping of mappings) {
+    if (map.has(mapping.fact.type)) throw new ProjectionConfigError(`projection ${name} maps fact type "${mapping.fact.type}" twice; one Projection.on per fact type`)
+    map.set(mapping.fact.type, (fact) => mapping.map(fact.data, fact))
+  }
+  return map
+}
+
+export interface Definition<R> extends Common {
+  readonly on: ReadonlyArray<Mapping<R>>
+}
+
+export const rows = (definition: Definition<Row>): RowsProjection =>
+  check({ kind: "rows", ...definition, byType: byType(definition.name, definition.on) }) as RowsProjection
+export const additive = (definition: Definition<AdditiveChange>): AdditiveProjection =>
+  check({ kind: "additive", ...definition, byType: byType(definition.name, definition.on) }) as AdditiveProjection
+
+/** The fact types a projection listens to. */
+export const factTypes = (p: Projection): ReadonlyArray<string> => [...p.byType.keys()]
 
 const q = (identifier: string) => `"${identifier.replace(/"/g, '""')}"`
 
@@ -191,7 +240,7 @@ const groupBy = (groups: Map<string, Group & { readonly type: string }>, type: s
 const rowsStatements = (p: RowsProjection, facts: ReadonlyArray<Fact>, target: Target): Array<Sql> => {
   const groups = new Map<string, Group & { readonly type: string }>()
   for (const fact of facts) {
-    const row = p.on[fact.type]?.(fact)
+    const row = p.byType.get(fact.type)?.(fact)
     if (!row) continue
     const columns = Object.keys(row).sort()
     unknownColumns(p, fact, columns)
@@ -222,7 +271,7 @@ const additiveStatements = (p: AdditiveProjection, facts: ReadonlyArray<Fact>, t
   const applied = new Set<string>()
   for (const fact of facts) {
     if (applied.has(fact.fact_id)) continue
-    const change = p.on[fact.type]?.(fact)
+    const change = p.byType.get(fact.type)?.(fact)
     if (!change) continue
     const adds = Object.keys(change.add).sort()
     unknownColumns(p, fact, [...Object.keys(change.key), ...adds])

@@ -1,7 +1,15 @@
 import { integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core"
+import { Schema } from "effect"
 import type { Fact } from "@factline/schemas"
 import { describe, expect, it } from "vitest"
+import * as FactDefinition from "./FactDefinition.js"
 import * as Projection from "./Projection.js"
+
+const Outcome = FactDefinition.make("outcome", Schema.Struct({ call_id: Schema.optional(Schema.String), buyer_id: Schema.optional(Schema.String) }))
+const Qualification = FactDefinition.make("qualification", Schema.Struct({ call_id: Schema.String, qualified: Schema.Boolean }))
+const Money = Schema.Struct({ call_id: Schema.optional(Schema.String), buyer_id: Schema.optional(Schema.String), amount_cents: Schema.optional(Schema.Number) })
+const Charge = FactDefinition.make("charge", Money)
+const Refund = FactDefinition.make("refund", Money)
 
 const callsTable = sqliteTable(
   "calls",
@@ -11,7 +19,7 @@ const callsTable = sqliteTable(
     buyer_id: text("buyer_id"),
     qualified: integer("qualified", { mode: "boolean" }),
     charged_cents: integer("charged_cents").notNull().default(0),
-    ...Projection.sequenceColumns(["outcome", "qualification", "charge"])
+    ...Projection.sequenceColumns([Outcome, Qualification, "charge"])
   },
   (t) => [primaryKey({ columns: [t.tenant_id, t.call_id] })]
 )
@@ -33,11 +41,11 @@ const calls = Projection.rows({
   table: callsTable,
   key: ["call_id"],
   queryable: ["call_id"],
-  on: {
-    outcome: (f) => ({ call_id: f.data.call_id as string, buyer_id: f.data.buyer_id as string }),
-    qualification: (f) => ({ call_id: f.data.call_id as string, qualified: f.data.qualified as boolean }),
-    charge: (f) => ({ call_id: f.data.call_id as string, charged_cents: f.data.amount_cents as number })
-  }
+  on: [
+    Projection.on(Outcome, (d) => ({ call_id: d.call_id as string, buyer_id: d.buyer_id as string })),
+    Projection.on(Qualification, (d) => ({ call_id: d.call_id, qualified: d.qualified })),
+    Projection.on(Charge, (d) => ({ call_id: d.call_id as string, charged_cents: d.amount_cents as number }))
+  ]
 })
 
 const budgets = Projection.additive({
@@ -45,10 +53,10 @@ const budgets = Projection.additive({
   table: budgetsTable,
   key: ["buyer_id"],
   queryable: ["buyer_id"],
-  on: {
-    charge: (f) => ({ key: { buyer_id: f.data.buyer_id as string }, add: { spent_cents: f.data.amount_cents as number, charges: 1 } }),
-    refund: (f) => ({ key: { buyer_id: f.data.buyer_id as string }, add: { spent_cents: -(f.data.amount_cents as number), refunds: 1 } })
-  }
+  on: [
+    Projection.on(Charge, (d) => ({ key: { buyer_id: d.buyer_id as string }, add: { spent_cents: d.amount_cents as number, charges: 1 } })),
+    Projection.on(Refund, (d) => ({ key: { buyer_id: d.buyer_id as string }, add: { spent_cents: -(d.amount_cents as number), refunds: 1 } }))
+  ]
 })
 
 let counter = 0
@@ -92,7 +100,7 @@ describe("Projection.batchStatements", () => {
   it("facts of one type that set different columns get a statement each", () => {
     const p = Projection.rows({
       ...calls,
-      on: { outcome: (f): Projection.Row => (f.data.buyer_id === undefined ? { call_id: "c" } : { call_id: "c", buyer_id: f.data.buyer_id as string }) }
+      on: [Projection.on(Outcome, (d): Projection.Row => (d.buyer_id === undefined ? { call_id: "c" } : { call_id: "c", buyer_id: d.buyer_id }))]
     })
     const statements = Projection.batchStatements(p, [fact("outcome", {}), fact("outcome", { buyer_id: "b" }), fact("outcome", { buyer_id: "b2" })])
     expect(statements.map(rowsOf)).toEqual([[["t", "c", 1]], [["t", "b", "c", 1], ["t", "b2", "c", 1]]])
@@ -142,10 +150,18 @@ describe("Projection.batchStatements", () => {
   })
 
   it("a mapping to unknown columns or without its key columns is a ProjectionConfigError", () => {
-    const unknown = Projection.rows({ ...calls, on: { outcome: () => ({ call_id: "c", nope: 1 }) } })
+    const unknown = Projection.rows({ ...calls, on: [Projection.on(Outcome, () => ({ call_id: "c", nope: 1 }))] })
     expect(() => Projection.batchStatements(unknown, [fact("outcome", {})])).toThrow(Projection.ProjectionConfigError)
     expect(() => Projection.batchStatements(unknown, [fact("outcome", {})])).toThrow("projection calls mapped outcome to unknown column(s) nope")
-    const keyless = Projection.additive({ ...budgets, on: { charge: () => ({ key: {}, add: { charges: 1 } }) } })
+    const keyless = Projection.additive({ ...budgets, on: [Projection.on(Charge, () => ({ key: {}, add: { charges: 1 } }))] })
     expect(() => Projection.batchStatements(keyless, [fact("charge", {})])).toThrow("projection budgets mapped charge without key column(s) buyer_id")
+  })
+
+  it("maps each fact type once, and names follow the registry's naming rule", () => {
+    expect(() => Projection.rows({ ...calls, on: [Projection.on(Outcome, () => undefined), Projection.on(Outcome, () => undefined)] })).toThrow(
+      'projection calls maps fact type "outcome" twice'
+    )
+    expect(() => Projection.rows({ ...calls, name: "Calls" })).toThrow(/projection name "Calls" is not valid: use lower-case letters and digits/)
+    expect(Projection.factTypes(calls)).toEqual(["outcome", "qualification", "charge"])
   })
 })

@@ -13,6 +13,7 @@
  */
 import { Result, Schema } from "effect"
 import { Issues } from "@factline/schemas"
+import * as Naming from "./Naming.js"
 
 export type Kind = "event" | "command"
 
@@ -88,9 +89,7 @@ export class MessageDefinition<Name extends string = string, A = unknown> {
 }
 
 const make = (kind: Kind) => <Name extends string>(messageType: Name): MessageDefinition<Name, never> => {
-  if (!/^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$/.test(messageType)) {
-    throw new Error(`message type "${messageType}" must be dotted lower-case words, e.g. call.completed`)
-  }
+  Naming.check("message type", messageType)
   return new MessageDefinition<Name, never>(kind, messageType, [])
 }
 

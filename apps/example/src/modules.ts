@@ -1,0 +1,8 @@
+/**
+ * The example platform's modules: the one list the Worker entry (`index.ts`),
+ * the Drizzle schema (`schema.ts`) and the tests read. Register a new module
+ * here (`npm run new:module -- <name>` does it for you).
+ */
+import { calls } from "./calls/Calls.js"
+
+export const modules = [calls] as const

@@ -1,0 +1,103 @@
+/**
+ * What a product team writes: a handler or a decider for one message type.
+ *
+ * A **handler** maps a message to the facts to append. A **decider** also sees
+ * the state of its stream: the runtime folds the stream's facts of the types
+ * it declares (`emits` and `reads`) with `evolve` from `initialState`, calls
+ * `decide(message, state)`, and appends with the stream version it read; if
+ * another writer got there first it re-reads and decides again. Both are pure
+ * Effects: their failures are typed (`TransientError` | `PermanentError`),
+ * side effects belong to the runtime.
+ *
+ * Both declare the facts they may emit (`emits: [Refund, DisputeRejected]`):
+ * returning any other fact does not compile, and the registry validates every
+ * returned fact against its definition before it is appended.
+ */
+import type { Effect } from "effect"
+import type * as FactDefinition from "./FactDefinition.js"
+import type { HandlerError } from "./HandlerError.js"
+import type { MessageDefinition } from "./MessageDefinition.js"
+import * as Naming from "./Naming.js"
+
+/** A decoded, upcast message as a handler sees it. */
+export interface Message<A> {
+  readonly payload: A
+  readonly messageType: string
+  /** The version the producer sent; the payload is always the latest version. */
+  readonly receivedSchemaVersion: number
+  readonly messageId: string
+  readonly idempotencyKey: string
+  readonly correlationId: string
+  readonly causationId: string | undefined
+  readonly tenantId: string
+  readonly subject: string
+  readonly source: string
+  readonly createdAt: string
+}
+
+type Defs = ReadonlyArray<FactDefinition.Any>
+
+/** The facts a handler or decider declaring `E` returns. */
+export type Decision<E extends Defs = Defs> = ReadonlyArray<FactDefinition.DraftOf<E>>
+
+export interface Handler<A = any, E extends Defs = Defs> {
+  readonly _tag: "Handler"
+  readonly name: string
+  readonly message: MessageDefinition<string, A>
+  readonly emits: E
+  readonly handle: (message: Message<A>) => Effect.Effect<Decision<E>, HandlerError>
+}
+
+export interface Decider<A = any, S = any, E extends Defs = Defs, R extends Defs = Defs> {
+  readonly _tag: "Decider"
+  readonly name: string
+  readonly message: MessageDefinition<string, A>
+  readonly emits: E
+  /** Facts of other handlers or processors the state is folded from (its own `emits` are folded too). */
+  readonly reads: R
+  /** The fact types `evolve` sees: `emits` and `reads`; the stream's other facts are skipped. */
+  readonly folds: ReadonlySet<string>
+  readonly initialState: S
+  readonly evolve: (state: S, fact: FactDefinition.FactOf<[...E, ...R]>) => S
+  readonly decide: (message: Message<A>, state: S) => Effect.Effect<Decision<E>, HandlerError>
+}
+
+export type Any = Handler<any, any> | Decider<any, any, any, any>
+
+export const handler = <A, const E extends Defs>(
+  message: MessageDefinition<string, A>,
+  options: {
+    readonly name: string
+    readonly emits: E
+    readonly handle: (message: Message<A>) => Effect.Effect<Decision<E>, HandlerError>
+  }
+): Handler<A, E> => {
+  Naming.check("handler", options.name)
+  return { _tag: "Handler", message, name: options.name, emits: options.emits, handle: options.handle }
+}
+
+export const decider = <A, S, const E extends Defs, const R extends Defs = []>(
+  message: MessageDefinition<string, A>,
+  options: {
+    readonly name: string
+    readonly emits: E
+    readonly reads?: R
+    readonly initialState: S
+    readonly evolve: (state: S, fact: FactDefinition.FactOf<[...E, ...R]>) => S
+    readonly decide: (message: Message<A>, state: S) => Effect.Effect<Decision<E>, HandlerError>
+  }
+): Decider<A, S, E, R> => {
+  Naming.check("decider", options.name)
+  const reads = (options.reads ?? []) as R
+  return {
+    _tag: "Decider",
+    message,
+    name: options.name,
+    emits: options.emits,
+    reads,
+    folds: new Set([...options.emits, ...reads].map((f) => f.type)),
+    initialState: options.initialState,
+    evolve: options.evolve,
+    decide: options.decide
+  }
+}

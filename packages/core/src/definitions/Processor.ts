@@ -1,0 +1,41 @@
+/**
+ * Fact processors: registered per fact type, they derive new facts from a
+ * fact ("outcome → qualification → charge").
+ *
+ * Derived facts go back into the same stream of the ledger with deterministic
+ * ids (parent fact id + processor + position) and carry the parent's id as
+ * `causation_id` and its `correlation_id`, so a re-delivered fact derives
+ * nothing new. A processor is a pure Effect over the typed fact; it declares
+ * what it emits like a handler does; failures are typed like handlers'
+ * (`TransientError` | `PermanentError`).
+ */
+import type { Effect } from "effect"
+import type * as FactDefinition from "./FactDefinition.js"
+import type { HandlerError } from "./HandlerError.js"
+import * as Naming from "./Naming.js"
+
+type Defs = ReadonlyArray<FactDefinition.Any>
+
+export interface Processor<T extends string = string, D = any, E extends Defs = Defs> {
+  readonly _tag: "Processor"
+  readonly name: string
+  /** The fact type it listens to. */
+  readonly factType: T
+  readonly fact: FactDefinition.FactDefinition<T, D>
+  readonly emits: E
+  readonly process: (fact: FactDefinition.StoredFact<T, D>) => Effect.Effect<ReadonlyArray<FactDefinition.DraftOf<E>>, HandlerError>
+}
+
+export type Any = Processor<any, any, any>
+
+export const make = <T extends string, D, const E extends Defs>(
+  fact: FactDefinition.FactDefinition<T, D>,
+  options: {
+    readonly name: string
+    readonly emits: E
+    readonly process: (fact: FactDefinition.StoredFact<T, D>) => Effect.Effect<ReadonlyArray<FactDefinition.DraftOf<E>>, HandlerError>
+  }
+): Processor<T, D, E> => {
+  Naming.check("processor", options.name)
+  return { _tag: "Processor", name: options.name, factType: fact.type, fact, emits: options.emits, process: options.process }
+}
