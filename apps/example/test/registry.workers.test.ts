@@ -1,0 +1,61 @@
+/**
+ * The registry at the edges of the running Worker: a fact a handler returns is validated against its
+ * definition before it reaches the ledger, and a misconfigured module list fails `makePlatform` (the
+ * Worker's startup), naming both sides.
+ */
+import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
+import { env } from "cloudflare:workers"
+import { Effect, Schema } from "effect"
+import { describe, expect, it } from "vitest"
+import { FactDefinition, Handler, MessageDefinition, Module, Processor } from "@factline/core"
+import { makePlatform, type PlatformEnv } from "@factline/workers"
+import { modules } from "../src/modules.js"
+import { Outcome } from "../src/calls/Calls.js"
+import { deadMessages, eventually, readStream, unique } from "./helpers.js"
+import { platform } from "./worker.js"
+
+const envelope = (message_type: string, payload: Record<string, unknown>) => {
+  const subject = unique("subject")
+  return {
+    schema_version: 1, message_type, message_id: unique("msg"), idempotency_key: unique("key"), correlation_id: unique("corr"),
+    tenant_id: "tenant-a", subject, source: "test", created_at: new Date().toISOString(), payload
+  }
+}
+
+describe("registry", () => {
+  it("a handler returning a wrongly shaped fact is dead-lettered at once naming the field; nothing reaches the ledger", async () => {
+    const event = envelope("test.sloppy.happened", {})
+    const batch = createMessageBatch("factline-events", [{ id: unique("qm"), timestamp: new Date(), attempts: 1, body: event }])
+    const ctx = createExecutionContext()
+    await platform.queue(batch, env as unknown as PlatformEnv, ctx)
+    const result = await getQueueResult(batch, ctx)
+    expect(result.retryMessages).toEqual([])
+    const rows = await eventually(async () => {
+      const r = await deadMessages(event.idempotency_key)
+      return r.length > 0 ? r : undefined
+    })
+    expect(rows[0]).toMatchObject({ reason: "permanent_failure", attempts: 1 })
+    expect(rows[0]!.last_error).toMatch(/^sloppy returned an invalid sloppy_done fact \(position 0\): data\.count: /)
+    expect((await readStream("tenant-a", event.subject)).facts).toEqual([])
+  })
+
+  it("makePlatform fails at startup when a projection or processor listens to a fact nobody emits, naming both", () => {
+    const Scored = FactDefinition.make("lead_scored", Schema.Struct({ lead_id: Schema.String }))
+    const scoreLead = Processor.make(Scored, { name: "route-lead", emits: [], process: () => Effect.succeed([]) })
+    expect(() => makePlatform([...modules, Module.make("leads", { processors: [scoreLead] })])).toThrow(
+      'processor "route-lead" (module leads) listens to fact type "lead_scored", which no handler or processor emits'
+    )
+  })
+
+  it("makePlatform fails at startup when a second module emits a fact type another module owns", () => {
+    const Captured = MessageDefinition.event("lead.captured").version(1, Schema.Struct({ lead_id: Schema.String }))
+    const MyOutcome = FactDefinition.make("outcome", Schema.Struct({ lead_id: Schema.String }))
+    const capture = Handler.handler(Captured, { name: "capture-lead", emits: [MyOutcome], handle: (m) => Effect.succeed([MyOutcome.make(m.payload)]) })
+    expect(() => makePlatform([...modules, Module.make("leads", { handlers: [capture] })])).toThrow(
+      'fact type "outcome" is emitted by handler "record-outcome" (module calls) and by handler "capture-lead" (module leads)'
+    )
+    // Listening to another module's fact with its definition is how modules compose.
+    const onOutcome = Processor.make(Outcome, { name: "count-outcomes", emits: [], process: () => Effect.succeed([]) })
+    expect(() => makePlatform([...modules, Module.make("stats", { processors: [onOutcome] })])).not.toThrow()
+  })
+})

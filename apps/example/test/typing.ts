@@ -1,0 +1,83 @@
+/**
+ * Type tests, checked by `tsc` in `npm run typecheck` (part of `npm test`): each `@ts-expect-error`
+ * line must fail to compile — if a mistake below ever compiles, the directive itself becomes an error.
+ * Nothing here runs; it only proves that the typed API refuses these mistakes.
+ */
+import { Effect, Schema } from "effect"
+import { FactDefinition, Handler, MessageDefinition, Processor, Projection } from "@factline/core"
+import { CallCompleted, CallDispute, Charge, DisputeRejected, Outcome, Qualification, Refund } from "../src/calls/Calls.js"
+import * as Tables from "../src/calls/Tables.js"
+
+// 1. A misspelled fact in a projection does not compile: projections map fact definitions, not strings.
+export const misspelledFact = Projection.additive({
+  name: "typing_budgets",
+  table: Tables.buyerBudgets,
+  key: ["buyer_id"],
+  queryable: [],
+  on: [
+    // @ts-expect-error — there is no `Chrage`: a typo is an unknown identifier, not a mapping that never fires
+    Projection.on(Chrage, (data) => ({ key: { buyer_id: data.buyer_id }, add: { spent_cents: data.amount_cents } })),
+    // @ts-expect-error — the mapping's data is typed: a charge has `amount_cents`, not `amount`
+    Projection.on(Charge, (data) => ({ key: { buyer_id: data.buyer_id }, add: { spent_cents: data.amount } }))
+  ]
+})
+// @ts-expect-error — the old untyped form (a record keyed by raw type strings) is gone
+export const rawStrings = Projection.rows({ name: "typing_calls", table: Tables.calls, key: ["call_id"], queryable: [], on: { chrage: () => ({}) } })
+
+// 2. A wrong payload field in a handler does not compile: the message payload and the fact data are typed.
+export const wrongPayloadField = Handler.handler(CallCompleted, {
+  name: "typing-wrong-field",
+  emits: [Outcome],
+  // @ts-expect-error — call.completed v2 has `duration_s`, not `duration`
+  handle: (m) => Effect.succeed([Outcome.make({ ...m.payload, duration_s: m.payload.duration })])
+})
+export const wrongFactData = Handler.handler(CallCompleted, {
+  name: "typing-wrong-data",
+  emits: [Qualification],
+  // @ts-expect-error — a qualification's `qualified` is a boolean
+  handle: (m) => Effect.succeed([Qualification.make({ call_id: m.payload.call_id, qualified: "yes" })])
+})
+
+// 3. An undeclared emitted fact does not compile, for handlers, deciders and processors.
+export const undeclaredInHandler = Handler.handler(CallCompleted, {
+  name: "typing-undeclared",
+  emits: [Outcome],
+  // @ts-expect-error — `refund` is not in this handler's emits
+  handle: (m) => Effect.succeed([Refund.make({ call_id: m.payload.call_id, buyer_id: m.payload.buyer_id, amount_cents: 1, currency: "EUR" })])
+})
+export const undeclaredInDecider = Handler.decider(CallDispute, {
+  name: "typing-undeclared-decider",
+  emits: [DisputeRejected],
+  initialState: 0,
+  evolve: (n) => n,
+  // @ts-expect-error — `charge` is not in this decider's emits
+  decide: (m) => Effect.succeed([Charge.make({ call_id: m.payload.call_id, buyer_id: "b", amount_cents: 1, currency: "EUR" })])
+})
+export const undeclaredInProcessor = Processor.make(Outcome, {
+  name: "typing-undeclared-processor",
+  emits: [Qualification],
+  // @ts-expect-error — `charge` is not in this processor's emits
+  process: (fact) => Effect.succeed([Charge.make({ call_id: fact.data.call_id, buyer_id: fact.data.buyer_id, amount_cents: 1, currency: "EUR" })])
+})
+
+// 4. A decider's evolve gets the union of the facts it declares, discriminated by `type`.
+export const typedEvolve = Handler.decider(CallDispute, {
+  name: "typing-evolve",
+  emits: [Refund],
+  reads: [Charge],
+  initialState: 0,
+  evolve: (total, fact) => {
+    if (fact.type === "charge") return total + fact.data.amount_cents
+    if (fact.type === "refund") return total - fact.data.amount_cents
+    // @ts-expect-error — an outcome is neither emitted nor read by this decider, so it is not in the union
+    if (fact.type === "outcome") return 0
+    return total
+  },
+  decide: () => Effect.succeed([])
+})
+
+// 5. Fact definitions type their data both ways.
+const Note = FactDefinition.make("typing_note", Schema.Struct({ text: Schema.String }))
+// @ts-expect-error — `text` is a string
+Note.make({ text: 1 })
+void MessageDefinition
