@@ -20,7 +20,7 @@ import { makePlatform, type PlatformEnv } from "@factline/workers"
 import { FactId, FactMessage, Shards } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import { modules } from "../apps/example/src/modules.js"
-import * as CountingBindings from "@factline/core/testing"
+import * as CountingBindings from "@factline/core/testing/bindings"
 
 export { LedgerShard } from "@factline/workers"
 

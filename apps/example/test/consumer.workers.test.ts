@@ -5,7 +5,7 @@ import { RetryPolicy } from "@factline/core"
 import type { PlatformEnv } from "@factline/workers"
 import { callCompleted, deadMessages, eventually, readStream, shardKeyOf, unique } from "./helpers.js"
 import { newCounts, recordingBatch } from "./instrument.js"
-import * as CountingBindings from "@factline/core/testing"
+import * as CountingBindings from "@factline/core/testing/bindings"
 import { platform } from "./worker.js"
 
 const testEnv = env as unknown as PlatformEnv

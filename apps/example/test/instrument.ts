@@ -2,7 +2,7 @@
  * Test instrumentation: counting wrappers (shared with the benchmark, from
  * `@factline/core/testing`) and a MessageBatch wrapper that records retry delays.
  */
-import * as CountingBindings from "@factline/core/testing"
+import * as CountingBindings from "@factline/core/testing/bindings"
 
 export type Counts = CountingBindings.Counts
 export const countingD1 = CountingBindings.d1

@@ -2,7 +2,7 @@ import { createExecutionContext, createMessageBatch, getQueueResult, runDurableO
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
 import { FactMessage } from "@factline/core"
-import * as CountingBindings from "@factline/core/testing"
+import * as CountingBindings from "@factline/core/testing/bindings"
 import type { Fact } from "@factline/schemas"
 import type { LedgerShard, PlatformEnv } from "@factline/workers"
 import { callCompleted, eventually, postEvents, readStream, request, shardKeyOf, shuffle, storedFact, tokenA, unique } from "./helpers.js"

@@ -9,7 +9,7 @@
  * holds. Replayed facts (from a rebuild) are acknowledged without running
  * anything: a rebuild never re-triggers processors.
  */
-import { Effect, Exit, Result } from "effect"
+import { Clock, Effect, Exit, Result } from "effect"
 import type { Fact, FactPayload } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
@@ -27,7 +27,7 @@ export const process = (items: ReadonlyArray<{ readonly key: string; readonly va
     const ledger = yield* Ledger
     const outcomes = new Map<string, Consumer.Outcome>()
     const groups: Array<{ key: string; group: AppendGroup }> = []
-    const now = new Date().toISOString()
+    const now = new Date(yield* Clock.currentTimeMillis).toISOString()
     yield* Effect.forEach(items, ({ key, value }) =>
       Effect.gen(function*() {
         const { fact, replayed } = value

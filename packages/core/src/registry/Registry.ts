@@ -93,7 +93,16 @@ export const validateDrafts = (by: DecidedBy, drafts: ReadonlyArray<FactDefiniti
 const projectionsOnly: ReadonlyArray<string> = ["factline-projections"]
 const withProcessing: ReadonlyArray<string> = ["factline-projections", "factline-fact-processing"]
 
-export const make = (modules: ReadonlyArray<Module>): Shape => {
+export interface Options {
+  /**
+   * Refuse listeners (projections, processors) of fact types no registered handler or processor
+   * emits. On by default; the test kit turns it off to test one processor or projection alone.
+   */
+  readonly requireEmitters?: boolean
+}
+
+export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Shape => {
+  const requireEmitters = options.requireEmitters ?? true
   const fail = (message: string): never => {
     throw new RegistryConfigError(message)
   }
@@ -147,6 +156,7 @@ export const make = (modules: ReadonlyArray<Module>): Shape => {
   const listens = (listener: string, module: string, definition: FactDefinition.Any) => {
     const owner = facts.get(definition.type)
     if (owner === undefined) {
+      if (!requireEmitters) return
       fail(`${listener} (module ${module}) listens to fact type "${definition.type}", which no handler or processor emits; add it to the emits of the handler or processor that appends it`)
     } else if (owner.definition !== definition) {
       fail(`${listener} (module ${module}) uses its own definition of fact type "${definition.type}", which ${owner.by} (module ${owner.module}) defines; import that definition instead`)

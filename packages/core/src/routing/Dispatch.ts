@@ -13,7 +13,7 @@
  * batch (FactRelay); a message is only done once its facts are sent or owned
  * by their shard's outbox. Stream identity is `tenant/subject`, never the shard.
  */
-import { Effect, Exit, Result } from "effect"
+import { Clock, Effect, Exit, Result } from "effect"
 import { type HandlerError, PermanentError } from "../definitions/HandlerError.js"
 import type { Fact } from "@factline/schemas"
 import * as FactId from "../ledger/FactId.js"
@@ -196,7 +196,7 @@ const appendAll = (
 export const dispatch = (items: ReadonlyArray<Item>) =>
   Effect.gen(function*() {
     const progress = new Progress()
-    const now = new Date().toISOString()
+    const now = new Date(yield* Clock.currentTimeMillis).toISOString()
     const plainGroups = yield* decidePlain(items.filter((i) => i.value.handler._tag === "Handler"), progress, now)
     yield* appendAll(plainGroups, items.filter((i) => i.value.handler._tag === "Decider"), progress, now)
     yield* FactRelay.relayFor(progress.toRelay, progress.outcomes)

@@ -1,0 +1,7 @@
+// The example's specs in plain Node (`test/**/*.spec.ts`): pure logic on the in-memory platform of
+// @factline/core/testing. The workerd integration tests have their own config (vitest.config.ts).
+import { defineConfig } from "vitest/config"
+
+export default defineConfig({
+  test: { include: ["test/**/*.spec.ts"], environment: "node" }
+})

@@ -1,0 +1,79 @@
+import { Effect, Schema } from "effect"
+import { integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core"
+import { describe, expect, it } from "vitest"
+import * as FactDefinition from "../definitions/FactDefinition.js"
+import * as Handler from "../definitions/Handler.js"
+import { PermanentError } from "../definitions/HandlerError.js"
+import * as MessageDefinition from "../definitions/MessageDefinition.js"
+import * as Projection from "../definitions/Projection.js"
+import { fact, message } from "./Builders.js"
+import { DeciderSpec, HandlerSpec, ProjectionSpec, SpecError } from "./Specs.js"
+
+const Deposit = MessageDefinition.command("account.deposit").version(1, Schema.Struct({ cents: Schema.Int }))
+const Deposited = FactDefinition.make("deposited", Schema.Struct({ cents: Schema.Int, balance: Schema.Int }))
+const deposit = Handler.decider(Deposit, {
+  name: "deposit",
+  emits: [Deposited],
+  initialState: 0,
+  evolve: (_balance, f) => f.data.balance,
+  decide: (m, balance) => Effect.succeed([Deposited.make({ cents: m.payload.cents, balance: balance + m.payload.cents })])
+})
+const when = (cents: number) => message(Deposit, { cents }, { subject: "acct-1" })
+
+const balances = sqliteTable("balances", { tenant_id: text("tenant_id").notNull(), account: text("account").notNull(), total: integer("total").notNull().default(0) }, (t) => [
+  primaryKey({ columns: [t.tenant_id, t.account] })
+])
+
+describe("test kit specs", () => {
+  it("a decider spec folds the given facts and compares what was decided", async () => {
+    await DeciderSpec.for(deposit).given([Deposited.make({ cents: 5, balance: 5 })]).when(when(3)).then([Deposited.make({ cents: 3, balance: 8 })])
+    const wrong = DeciderSpec.for(deposit).given([]).when(when(3)).then([Deposited.make({ cents: 3, balance: 99 })])
+    await expect(wrong).rejects.toBeInstanceOf(SpecError)
+    await expect(wrong).rejects.toMatchObject({ actual: [{ type: "deposited", data: { balance: 3, cents: 3 } }], expected: [{ type: "deposited", data: { balance: 99, cents: 3 } }] })
+  })
+
+  it("result() gives the outcome and the stored facts", async () => {
+    const { outcome, facts } = await DeciderSpec.for(deposit).when(when(4)).result()
+    expect(outcome._tag).toBe("Done")
+    expect(facts.map((f) => [f.type, f.sequence, f.data])).toEqual([["deposited", 1, { cents: 4, balance: 4 }]])
+  })
+
+  it("thenFails passes on the expected failure, and fails when the handler succeeds", async () => {
+    const Refuse = MessageDefinition.event("x.refused").version(1, Schema.Struct({}))
+    const refuse = Handler.handler(Refuse, { name: "refuse", emits: [], handle: () => Effect.fail(new PermanentError({ message: "no way" })) })
+    await HandlerSpec.for(refuse).when(message(Refuse, {}, { subject: "s" })).thenFails("no way", { permanent: true })
+    await expect(DeciderSpec.for(deposit).when(when(1)).thenFails()).rejects.toThrow("expected decider deposit to fail, but it succeeded")
+  })
+
+  it("an invalid returned fact is a permanent failure naming the field", async () => {
+    const sloppy = Handler.handler(Deposit, { name: "sloppy", emits: [Deposited], handle: () => Effect.succeed([{ type: "deposited", data: { cents: "1" } } as never]) })
+    await HandlerSpec.for(sloppy).when(when(1)).thenFails(/sloppy returned an invalid deposited fact \(position 0\): data\.cents/, { permanent: true })
+  })
+
+  it("flags a handler that is not idempotent (a second delivery decides something else)", async () => {
+    let n = 0
+    const drifting = Handler.handler(Deposit, { name: "drifting", emits: [Deposited], handle: (m) => Effect.sync(() => [Deposited.make({ cents: m.payload.cents, balance: ++n })]) })
+    await expect(HandlerSpec.for(drifting).when(when(1)).then([Deposited.make({ cents: 1, balance: 1 })])).rejects.toThrow(/drifting is not idempotent/)
+  })
+
+  it("a projection spec applies in order, twice and in reverse; a throwing mapping fails it", async () => {
+    const totals = Projection.additive({
+      name: "balances",
+      table: balances,
+      key: ["account"],
+      queryable: [],
+      on: [Projection.on(Deposited, (d, f) => ({ key: { account: f.stream }, add: { total: d.cents } }))]
+    })
+    const facts = [fact(Deposited, { cents: 5, balance: 5 }, { stream: "a" }), fact(Deposited, { cents: 7, balance: 12 }, { stream: "a" }), fact(Deposited, { cents: 1, balance: 1 }, { stream: "b" })]
+    await ProjectionSpec.for(totals).given(facts).then([{ account: "a", total: 12 }, { account: "b", total: 1 }])
+    await expect(ProjectionSpec.for(totals).given(facts).then([{ account: "a", total: 5 }, { account: "b", total: 1 }])).rejects.toThrow(/gave other rows than expected \(in order, in one batch\)/)
+    const broken = Projection.additive({ ...totals, on: [Projection.on(Deposited, () => { throw new TypeError("boom") })] })
+    await ProjectionSpec.for(broken).given(facts).thenFails("boom")
+    await expect(ProjectionSpec.for(broken).given(facts).then([])).rejects.toThrow(/projection balances failed/)
+  })
+
+  it("builders validate what they build, naming the field", () => {
+    expect(() => message(Deposit, { cents: "1" } as never, { subject: "s" })).toThrow(/message\(account.deposit\): payload\.cents/)
+    expect(() => fact(Deposited, { cents: 1 } as never)).toThrow(/fact\(deposited\): data\.balance/)
+  })
+})

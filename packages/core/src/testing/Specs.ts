@@ -1,0 +1,259 @@
+/**
+ * Specifications for product code, in plain Node on the in-memory platform
+ * (TestPlatform): the same registry checks, dispatch, ledger SQL and
+ * projection SQL as the Worker, in milliseconds.
+ *
+ * ```ts
+ * await DeciderSpec.for(decideDispute).given([charge]).when(dispute).then([Refund.make({ … })])
+ * await HandlerSpec.for(recordOutcome).when(completed).thenFails(/subject/)
+ * await ProcessorSpec.for(qualifyCall).when(outcome).then([Qualification.make({ … }), Charge.make({ … })])
+ * await ProjectionSpec.for(buyerBudgets).given([charge, refund]).then([{ buyer_id: "b1", spent_cents: 0, … }])
+ * ```
+ *
+ * Every spec also checks what the runtime promises: a handler's or
+ * processor's message delivered a second time appends nothing more, and a
+ * projection gives the same rows when every fact is applied twice and when
+ * the facts arrive in reverse order.
+ */
+import { Effect, Result } from "effect"
+import type { Envelope, Fact } from "@factline/schemas"
+import * as Consumer from "../consuming/Consumer.js"
+import type { NewFact } from "../definitions/FactDefinition.js"
+import type * as Handler from "../definitions/Handler.js"
+import * as Module from "../definitions/Module.js"
+import type * as Processor from "../definitions/Processor.js"
+import * as Projection from "../definitions/Projection.js"
+import * as FactId from "../ledger/FactId.js"
+import * as StableJson from "../ledger/StableJson.js"
+import { Ledger } from "../ledger/Ledger.js"
+import type { FactDraft } from "../ledger/LedgerProtocol.js"
+import * as ProcessingConsumer from "../processing/ProcessingConsumer.js"
+import * as ProjectionConsumer from "../projections/ProjectionConsumer.js"
+import { dispatch } from "../routing/Dispatch.js"
+import * as TestPlatform from "./TestPlatform.js"
+
+/** A failed expectation, with `actual` and `expected` so test runners show a diff. */
+export class SpecError extends Error {
+  override readonly name = "SpecError"
+  readonly showDiff: boolean
+  constructor(message: string, readonly actual?: unknown, readonly expected?: unknown) {
+    super(message)
+    this.showDiff = actual !== undefined || expected !== undefined
+  }
+}
+
+/** A JSON copy with object keys sorted: stored data comes back from SQLite with its keys in another order. */
+const json = <T>(value: T): T => JSON.parse(StableJson.stringify(JSON.parse(JSON.stringify(value)))) as T
+const same = (a: unknown, b: unknown) => StableJson.stringify(json(a)) === StableJson.stringify(json(b))
+const drafts = (facts: ReadonlyArray<{ readonly type: string; readonly data: unknown }>) => json(facts.map(({ type, data }) => ({ type, data })))
+const errorOf = (outcome: Consumer.Outcome | undefined) => (outcome?._tag === "Failed" ? outcome.error : undefined)
+
+const matches = (error: string, match: string | RegExp | undefined) =>
+  match === undefined || (typeof match === "string" ? error.includes(match) : match.test(error))
+
+export interface Result_ {
+  readonly outcome: Consumer.Outcome
+  /** The facts the message or fact caused, as stored. */
+  readonly facts: ReadonlyArray<Fact>
+}
+
+/** A spec run: `then(facts)` or `thenFails(match?)`; `result()` for custom assertions. */
+abstract class Run {
+  private outcome: Promise<Result_> | undefined
+  protected abstract execute(): Promise<Result_>
+  protected abstract readonly what: string
+  /** The outcome and the facts the message or fact caused, for assertions of your own. */
+  result(): Promise<Result_> {
+    return (this.outcome ??= this.execute())
+  }
+
+  /** Expects exactly these facts (type and data, in order) to be appended, and the message to succeed. */
+  then(expected: ReadonlyArray<NewFact<string, unknown>>): Promise<void> {
+    if (typeof expected === "function") {
+      // Awaited by mistake as a promise (`await spec.when(m)`): behave like `result()`.
+      return this.result().then(expected as never, arguments[1] as never)
+    }
+    return this.result().then(({ outcome, facts }) => {
+      if (outcome._tag === "Failed") {
+        throw new SpecError(`expected ${this.what} to append facts, but it failed (${outcome.transient ? "transient" : `permanent, ${outcome.reason}`}): ${outcome.error}`)
+      }
+      const actual = drafts(facts)
+      const wanted = drafts(expected)
+      if (!same(actual, wanted)) throw new SpecError(`${this.what} appended other facts than expected`, actual, wanted)
+    })
+  }
+
+  /**
+   * Expects the message (or fact) to fail with nothing appended; `match` is
+   * checked against the error text; `{ permanent: true }` requires a
+   * permanent failure (dead-lettered at once), `false` a transient one (retried).
+   */
+  thenFails(match?: string | RegExp, options: { readonly permanent?: boolean } = {}): Promise<void> {
+    return this.result().then(({ outcome, facts }) => {
+      if (outcome._tag !== "Failed") throw new SpecError(`expected ${this.what} to fail, but it succeeded`, drafts(facts), "a failure")
+      if (!matches(outcome.error, match)) throw new SpecError(`${this.what} failed with another error than expected`, outcome.error, String(match))
+      if (options.permanent !== undefined && options.permanent === outcome.transient) {
+        throw new SpecError(`expected a ${options.permanent ? "permanent" : "transient"} failure of ${this.what}, got a ${outcome.transient ? "transient" : "permanent"} one: ${outcome.error}`)
+      }
+      if (facts.length > 0) throw new SpecError(`${this.what} failed but appended facts`, drafts(facts), [])
+    })
+  }
+}
+
+type Given = ReadonlyArray<NewFact<string, unknown> | Fact>
+const isStored = (f: NewFact<string, unknown> | Fact): f is Fact => "fact_id" in f
+
+/** Appends given facts to a stream as another writer would have (ids from their position). */
+const appendGiven = (platform: TestPlatform.TestPlatform, tenant_id: string, stream: string, given: Given) =>
+  given.length === 0
+    ? Promise.resolve()
+    : platform.run(Effect.gen(function*() {
+      const facts = yield* Effect.promise(() =>
+        Promise.all(given.map(async (f, position): Promise<FactDraft> => ({
+          fact_id: isStored(f) ? f.fact_id : await FactId.make({ tenantId: tenant_id, cause: `given:${stream}`, decidedBy: "given", position }),
+          type: f.type,
+          data: f.data as Record<string, unknown>,
+          causation_id: isStored(f) ? f.causation_id : `given:${position}`,
+          correlation_id: isStored(f) ? f.correlation_id : "given",
+          caused_by: isStored(f) ? f.caused_by : "given",
+          created_at: isStored(f) ? f.created_at : new Date(Date.UTC(2026, 0, 1)).toISOString()
+        })))
+      )
+      const ledger = yield* Ledger
+      const [result] = yield* ledger.append([{ tenant_id, stream, facts }])
+      if (result?.status !== "appended" && result?.status !== "duplicate") throw new SpecError(`the given facts could not be appended: ${JSON.stringify(result)}`)
+    }))
+
+const readStream = (platform: TestPlatform.TestPlatform, tenant_id: string, stream: string) =>
+  platform.run(Effect.flatMap(Effect.service(Ledger), (ledger) => ledger.read({ tenant_id, stream })))
+
+class HandlerRun extends Run {
+  protected readonly what: string
+  constructor(private readonly handler: Handler.Any, private readonly given: Given, private readonly message: Envelope) {
+    super()
+    this.what = `${handler._tag === "Decider" ? "decider" : "handler"} ${handler.name}`
+  }
+  protected async execute(): Promise<Result_> {
+    const { handler, message } = this
+    const platform = TestPlatform.make([Module.make("spec", { handlers: [handler] })], { requireEmitters: false })
+    await appendGiven(platform, message.tenant_id, message.subject, this.given)
+    const routed = platform.registry.route(message, message.payload)
+    if (Result.isFailure(routed)) return { outcome: Consumer.permanent(routed.failure.reason, `${routed.failure.message}: ${JSON.stringify(routed.failure.problems)}`), facts: [] }
+    const deliver = () => platform.run(dispatch([{ key: "message", value: routed.success }])).then((o) => o.get("message") ?? Consumer.done)
+    const outcome = await deliver()
+    const caused = (facts: ReadonlyArray<Fact>) => facts.filter((f) => f.causation_id === message.idempotency_key && f.caused_by === handler.name)
+    const first = await readStream(platform, message.tenant_id, message.subject)
+    if (outcome._tag === "Done") {
+      const again = await deliver()
+      const second = await readStream(platform, message.tenant_id, message.subject)
+      if (again._tag !== "Done" || second.version !== first.version) {
+        throw new SpecError(`${this.what} is not idempotent: delivering the same message again ${again._tag === "Done" ? "appended more facts" : `failed: ${errorOf(again)}`}`, second.version, first.version)
+      }
+    }
+    return { outcome, facts: caused(first.facts) }
+  }
+}
+
+class Scenario {
+  constructor(private readonly handler: Handler.Any, private readonly facts: Given = []) {}
+  /** Facts already in the message's stream (`Charge.make(…)` or built with `fact(…)`), in order. */
+  given(facts: Given): Scenario {
+    return new Scenario(this.handler, [...this.facts, ...facts])
+  }
+  /** The message (`message(Definition, payload, { subject })`). */
+  when(message: Envelope): Run {
+    return new HandlerRun(this.handler, this.facts, message)
+  }
+}
+
+export const HandlerSpec = { for: (handler: Handler.Any) => new Scenario(handler) }
+export const DeciderSpec = { for: (decider: Handler.Decider<any, any, any, any>) => new Scenario(decider) }
+
+class ProcessorRun extends Run {
+  protected readonly what: string
+  constructor(private readonly processor: Processor.Any, private readonly parent: Fact) {
+    super()
+    this.what = `processor ${processor.name}`
+  }
+  protected async execute(): Promise<Result_> {
+    const { processor, parent } = this
+    const platform = TestPlatform.make([Module.make("spec", { processors: [processor] })], { requireEmitters: false })
+    await appendGiven(platform, parent.tenant_id, parent.stream, [parent])
+    const deliver = () =>
+      platform.run(ProcessingConsumer.process([{ key: "fact", value: { fact: parent } }])).then((o) => o.get("fact") ?? Consumer.done)
+    const outcome = await deliver()
+    const first = await readStream(platform, parent.tenant_id, parent.stream)
+    if (outcome._tag === "Done") {
+      const again = await deliver()
+      const second = await readStream(platform, parent.tenant_id, parent.stream)
+      if (again._tag !== "Done" || second.version !== first.version) {
+        throw new SpecError(`${this.what} is not idempotent: delivering the same fact again ${again._tag === "Done" ? "appended more facts" : `failed: ${errorOf(again)}`}`, second.version, first.version)
+      }
+    }
+    return { outcome, facts: first.facts.filter((f) => f.causation_id === parent.fact_id && f.caused_by === processor.name) }
+  }
+}
+
+export const ProcessorSpec = {
+  for: (processor: Processor.Any) => ({
+    /** The fact the processor receives (`fact(Outcome, data, { stream })`). */
+    when: (fact: Fact): Run => new ProcessorRun(processor, fact)
+  })
+}
+
+type Rows = ReadonlyArray<Record<string, unknown>>
+
+class ProjectionRun {
+  constructor(private readonly projection: Projection.Projection, private readonly facts: ReadonlyArray<Fact>) {}
+
+  /** Applies facts in batches on a fresh in-memory platform; returns the rows (visible columns, booleans read back) and failures. */
+  private async apply(batches: ReadonlyArray<ReadonlyArray<Fact>>): Promise<{ rows: Rows; failures: ReadonlyArray<string> }> {
+    const p = this.projection
+    const platform = TestPlatform.make([Module.make("spec", { projections: [p] })], { requireEmitters: false })
+    const failures: Array<string> = []
+    for (const batch of batches) {
+      const outcomes = await platform.run(ProjectionConsumer.process(batch.map((fact, i) => ({ key: `${i}`, value: { fact } }))))
+      for (const outcome of outcomes.values()) if (outcome._tag === "Failed") failures.push(outcome.error)
+    }
+    const columns = Projection.visibleColumns(p).filter((c) => c !== "tenant_id")
+    const booleans = new Set(Projection.booleanColumns(p))
+    const order = ["tenant_id", ...p.key].map((c) => `"${c}"`).join(", ")
+    const { results } = await platform.db.prepare(`SELECT * FROM "${Projection.tableName(p)}" ORDER BY ${order}`).all<Record<string, unknown>>()
+    const rows = results.map((row) => Object.fromEntries(columns.map((c) => [c, booleans.has(c) && row[c] !== null ? row[c] === 1 : row[c]])))
+    return { rows, failures }
+  }
+
+  /**
+   * Expects exactly these rows (every visible column but `tenant_id`, in key
+   * order) after the facts are applied in order — and the same rows when
+   * every fact is applied twice, and when they arrive in reverse order one
+   * by one.
+   */
+  async then(expected: Rows): Promise<void> {
+    const scenarios: Array<[string, ReadonlyArray<ReadonlyArray<Fact>>]> = [
+      ["in order, in one batch", [this.facts]],
+      ["every fact applied twice", [this.facts, this.facts]],
+      ["in reverse order, one fact per batch", [...this.facts].reverse().map((f) => [f])]
+    ]
+    const wanted = json(expected)
+    for (const [name, batches] of scenarios) {
+      const { rows, failures } = await this.apply(batches)
+      if (failures.length > 0) throw new SpecError(`projection ${this.projection.name} failed (${name}): ${failures[0]}`)
+      if (!same(json(rows), wanted)) throw new SpecError(`projection ${this.projection.name} gave other rows than expected (${name})`, json(rows), wanted)
+    }
+  }
+
+  /** Expects applying the facts to fail (a mapping that throws, a column the table lacks); `match` is checked against the error. */
+  async thenFails(match?: string | RegExp): Promise<void> {
+    const { failures } = await this.apply([this.facts])
+    if (failures.length === 0) throw new SpecError(`expected projection ${this.projection.name} to fail, but it applied every fact`)
+    if (!failures.some((f) => matches(f, match))) throw new SpecError(`projection ${this.projection.name} failed with another error than expected`, failures[0], String(match))
+  }
+}
+
+export const ProjectionSpec = {
+  for: (projection: Projection.Projection) => ({
+    /** The facts, in stream order (build them with `fact(…)`). */
+    given: (facts: ReadonlyArray<Fact>) => new ProjectionRun(projection, facts)
+  })
+}
