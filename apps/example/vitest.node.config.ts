@@ -3,5 +3,5 @@
 import { defineConfig } from "vitest/config"
 
 export default defineConfig({
-  test: { include: ["test/**/*.spec.ts", "test/**/*.spec.mjs"], environment: "node" }
+  test: { include: ["test/**/*.spec.ts", "test/**/*.node.test.mjs"], environment: "node" }
 })
