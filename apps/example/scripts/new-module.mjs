@@ -60,7 +60,7 @@ if (migrate) {
 console.log(`
 next:
   edit src/${name}/${pascal}.ts (payload schema, facts, handler, processor, projection)
-  npm run test:specs -w @factline/example      # the module's specs, in Node, in about a second
+  npm run test:specs                           # the specs, in Node, in about a second
   npm run dev                                  # then POST a ${name}.received event and query /v1/projections/${name}`)
 
 function moduleSource() {
@@ -144,7 +144,7 @@ export const ${camel} = sqliteTable(
 }
 
 function specSource() {
-  return `/** The ${name} module's specs, in plain Node with the test kit (\`npm run test:specs -w @factline/example\`). */
+  return `/** The ${name} module's specs, in plain Node with the test kit (\`npm run test:specs\`). */
 import { describe, it } from "vitest"
 import { HandlerSpec, ProcessorSpec, ProjectionSpec, fact, message } from "@factline/core/testing"
 import { ${camel}Projection, ${pascal}Received, Qualified, qualify${pascal}, Received, record${pascal} } from "../src/${name}/${pascal}.js"
