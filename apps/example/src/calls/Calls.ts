@@ -93,7 +93,7 @@ export const callsProjection = Projection.rows({
   name: "calls",
   table: Tables.calls,
   key: ["call_id"],
-  queryable: ["call_id", "buyer_id"],
+  queryable: ["call_id", "buyer_id", "qualified"],
   on: [
     Projection.on(Outcome, ({ call_id, buyer_id, duration_s, currency }) => ({ call_id, buyer_id, duration_s, currency })),
     Projection.on(Qualification, ({ call_id, qualified }) => ({ call_id, qualified })),

@@ -93,7 +93,15 @@ export const rows = (
       problems.push({ path: name, message: `not a queryable column of ${p.name} (queryable: ${p.queryable.join(", ")})` })
       continue
     }
-    if (Projection.isIntegerColumn(p, name)) {
+    if (Projection.booleanColumns(p).includes(name)) {
+      // Stored 0/1 (Drizzle's boolean mode), read back as booleans: filtered as booleans.
+      if (!/^(true|false|1|0)$/.test(value)) {
+        problems.push({ path: name, message: "must be true or false" })
+        continue
+      }
+      where.push(`"${name}" = ?`)
+      params.push(value === "true" || value === "1" ? 1 : 0)
+    } else if (Projection.isIntegerColumn(p, name)) {
       if (!/^-?\d+$/.test(value)) {
         problems.push({ path: name, message: "must be a whole number" })
         continue
