@@ -5,6 +5,32 @@ import { defineConfig } from "vitest/config"
 const migrations = await readD1Migrations("../../migrations")
 const tokens = readFileSync("./test/dev-tokens.json", "utf8").trim()
 
+interface WranglerQueues {
+  readonly producers: ReadonlyArray<{ readonly queue: string; readonly binding: string }>
+  readonly consumers: ReadonlyArray<{
+    readonly queue: string
+    readonly max_batch_size: number
+    readonly max_batch_timeout: number
+    readonly max_retries: number
+    readonly dead_letter_queue?: string
+  }>
+}
+const { queues } = JSON.parse(readFileSync("./wrangler.jsonc", "utf8").replace(/^\s*\/\/.*$/gm, "")) as { queues: WranglerQueues }
+
+/**
+ * Test-only batch timeout (seconds). wrangler.jsonc waits up to 1 s (5-10 s on webhooks, batch and the DLQs)
+ * for a batch to fill; locally that is pure waiting at every hop. The broker still gathers whatever arrives
+ * within 50 ms into one batch, up to the queue's own max_batch_size.
+ */
+const testBatchTimeoutSeconds = 0.05
+/** Every consumer of wrangler.jsonc as the local broker runs it in tests: its own size, retries and DLQ, the short timeout. */
+const queueConsumers = Object.fromEntries(queues.consumers.map((c) => [c.queue, {
+  maxBatchSize: c.max_batch_size,
+  maxBatchTimeout: testBatchTimeoutSeconds,
+  maxRetries: c.max_retries,
+  ...(c.dead_letter_queue === undefined ? {} : { deadLetterQueue: c.dead_letter_queue })
+}]))
+
 export default defineConfig({
   plugins: [
     cloudflareTest({
@@ -16,8 +42,14 @@ export default defineConfig({
           TEST_MIGRATIONS: migrations,
           FACTLINE_TOKENS: tokens,
           // Retries come back at once in tests; the policy itself is unchanged (configuration, not code).
-          FACTLINE_RETRY_DELAY_SCALE: "0"
-        }
+          FACTLINE_RETRY_DELAY_SCALE: "0",
+          // What test/Drain.ts needs to count messages in flight: which binding sends to which queue, and
+          // how the broker retries and dead-letters on each.
+          TEST_QUEUE_PRODUCERS: Object.fromEntries(queues.producers.map((p) => [p.binding, p.queue])),
+          TEST_QUEUE_CONSUMERS: queueConsumers
+        },
+        // Replaces wrangler.jsonc's consumers queue by queue (miniflare merges per queue name).
+        queueConsumers
       }
     })
   ],

@@ -11,6 +11,10 @@ declare global {
       FACTLINE_TOKENS: string
       FACTLINE_RETRY_DELAY_SCALE: string
       TEST_MIGRATIONS: D1Migration[]
+      /** Queue producer binding name → queue name (from wrangler.jsonc, for test/Drain.ts). */
+      TEST_QUEUE_PRODUCERS: Record<string, string>
+      /** Queue name → the consumer settings the local broker runs with in tests (for test/Drain.ts). */
+      TEST_QUEUE_CONSUMERS: Record<string, { maxBatchSize: number; maxBatchTimeout: number; maxRetries: number; deadLetterQueue?: string }>
       [binding: string]: unknown
     }
   }
