@@ -4,6 +4,8 @@ import { env } from "cloudflare:workers"
 import { Effect } from "effect"
 import { FactId, Ledger, LedgerTopology, Shards, type LedgerProtocol } from "@factline/core"
 import type { Fact } from "@factline/schemas"
+import type { LedgerShard } from "@factline/workers"
+import { drain } from "./Drain.js"
 
 export const tokenA = "dev-token-tenant-a"
 export const tokenB = "dev-token-tenant-b"
@@ -66,6 +68,21 @@ export const eventually = async <T>(check: () => Promise<T | undefined>, timeout
     if (Date.now() - start > timeoutMs) throw new Error(`timed out waiting for ${label}`)
     await new Promise((r) => setTimeout(r, 100))
   }
+}
+
+/**
+ * `drain()` until the tenant's shard outboxes are empty too. Facts handed over to a shard after a refused
+ * relay leave on the shard's alarm, which is not a queue message: `drain()` alone does not wait for it.
+ * Queues idle and every outbox empty: nothing is left to deliver.
+ */
+export const drainWithOutboxes = async (tenant_id: string, timeoutMs = 30_000) => {
+  const shards = (await Effect.runPromise(LedgerTopology.make(env.DB).lookup(tenant_id))) ?? 0
+  const stubs = Array.from({ length: shards }, (_, i) => env.LEDGER.get(env.LEDGER.idFromName(Shards.shardKey(tenant_id, i))) as DurableObjectStub<LedgerShard>)
+  await eventually(async () => {
+    await drain({ timeoutMs })
+    const sizes = await Promise.all(stubs.map((stub) => stub.outboxSize()))
+    return sizes.every((n) => n === 0) ? true : undefined
+  }, timeoutMs, `the outboxes of ${tenant_id} to be relayed`)
 }
 
 export const deadMessages = async (idempotencyKey: string) =>
