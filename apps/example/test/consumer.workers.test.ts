@@ -3,7 +3,8 @@ import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
 import { RetryPolicy } from "@factline/core"
 import type { PlatformEnv } from "@factline/workers"
-import { callCompleted, deadMessages, eventually, readStream, shardKeyOf, unique } from "./helpers.js"
+import { drain } from "./Drain.js"
+import { callCompleted, deadMessages, readStream, shardKeyOf, unique } from "./helpers.js"
 import { newCounts, recordingBatch } from "./instrument.js"
 import * as CountingBindings from "@factline/core/testing/bindings"
 import { platform } from "./worker.js"
@@ -89,11 +90,9 @@ describe("consumer runtime", () => {
       [tooNew.idempotency_key, "unsupported_version", /schema_version 3 is not supported/],
       [badPayload.idempotency_key, "decode_error", /payload\.duration_s/]
     ]
+    await drain()
     for (const [key, reason, error] of expectations) {
-      const rows = await eventually(async () => {
-        const r = await deadMessages(key)
-        return r.length > 0 ? r : undefined
-      }, 20_000, `dead letter ${reason}`)
+      const rows = await deadMessages(key)
       expect(rows).toHaveLength(1)
       expect(rows[0]).toMatchObject({ reason, attempts: 1, queue: "factline-events", status: "pending" })
       expect(rows[0]!.last_error).toMatch(error)
@@ -134,10 +133,9 @@ describe("consumer runtime", () => {
     const last = await deliver([event], { attempts: RetryPolicy.events.maxRetries + 1, env: withPolicyDelays })
     expect(last.result.retryMessages).toEqual([])
     expect(last.result.explicitAcks).toHaveLength(1)
-    const rows = await eventually(async () => {
-      const r = await deadMessages(event.idempotency_key)
-      return r.length > 0 ? r : undefined
-    })
+    await drain()
+    const rows = await deadMessages(event.idempotency_key)
+    expect(rows).toHaveLength(1)
     expect(rows[0]).toMatchObject({
       reason: "retries_exhausted",
       attempts: 6,
@@ -154,10 +152,9 @@ describe("consumer runtime", () => {
     const event = envelope("test.refused.happened", {})
     const { result } = await deliver([event])
     expect(result.retryMessages).toEqual([])
-    const rows = await eventually(async () => {
-      const r = await deadMessages(event.idempotency_key)
-      return r.length > 0 ? r : undefined
-    })
+    await drain()
+    const rows = await deadMessages(event.idempotency_key)
+    expect(rows).toHaveLength(1)
     expect(rows[0]).toMatchObject({ reason: "permanent_failure", attempts: 1, last_error: "this can never succeed" })
   })
 
@@ -176,10 +173,9 @@ describe("consumer runtime", () => {
     const body = { ...envelope("fact.charge", { webhook_config_id: "w", webhook_config_version: 1, fact_id: "f", fact_type: "charge", payload: {} }), idempotency_key: key }
     const { result } = await deliver([body], { queue: "factline-webhooks" })
     expect(result.explicitAcks).toHaveLength(1)
-    const rows = await eventually(async () => {
-      const r = await deadMessages(key)
-      return r.length > 0 ? r : undefined
-    })
+    await drain()
+    const rows = await deadMessages(key)
+    expect(rows).toHaveLength(1)
     expect(rows[0]).toMatchObject({ queue: "factline-webhooks", reason: "permanent_failure" })
     expect(JSON.parse(rows[0]!.original_message)).toEqual(body)
   })
@@ -195,10 +191,8 @@ describe("consumer runtime", () => {
     const last = await deliver([ref], { attempts: RetryPolicy.events.maxRetries + 1, env: r2Down })
     expect(last.result.retryMessages).toEqual([])
     expect(last.result.explicitAcks).toHaveLength(1)
-    const rows = await eventually(async () => {
-      const r = await deadMessages(ref.idempotency_key)
-      return r.length > 0 ? r : undefined
-    })
+    await drain()
+    const rows = await deadMessages(ref.idempotency_key)
     expect(rows).toHaveLength(1)
     expect(rows[0]).toMatchObject({ reason: "retries_exhausted", attempts: RetryPolicy.events.maxRetries + 1, queue: "factline-events" })
     expect(rows[0]!.last_error).toMatch(/R2 unavailable/)
@@ -211,11 +205,10 @@ describe("consumer runtime", () => {
     const foreign = { ...withoutPayload, idempotency_key: unique("foreign"), payload_ref: `r2://factline-payloads/tenant-b/x` }
     const { result } = await deliver([ref, foreign])
     expect(result.retryMessages).toEqual([])
+    await drain()
     for (const key of [ref.idempotency_key, foreign.idempotency_key]) {
-      const rows = await eventually(async () => {
-        const r = await deadMessages(key)
-        return r.length > 0 ? r : undefined
-      })
+      const rows = await deadMessages(key)
+      expect(rows).toHaveLength(1)
       expect(rows[0]!.reason).toBe("payload_missing")
     }
   })
