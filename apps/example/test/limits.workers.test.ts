@@ -9,7 +9,8 @@ import { describe, expect, it } from "vitest"
 import { PayloadStore, Producer } from "@factline/core"
 import { CallCompleted } from "../src/calls/Calls.js"
 import { Blob } from "./TestModule.js"
-import { eventually, readStream, unique } from "./helpers.js"
+import { drain } from "./Drain.js"
+import { readStream, unique } from "./helpers.js"
 import { platform } from "./worker.js"
 
 const sends: Array<number> = []
@@ -41,14 +42,12 @@ describe("limits", () => {
     const subject = unique("blob")
     const blob = "x".repeat(kib * 1024 - 40) + unique("end")
     await run((p) => p.emit(Blob, { blob }, { tenant_id: "tenant-a", subject, idempotency_key: unique("blob") }))
-    const stream = await eventually(async () => {
-      const s = await readStream("tenant-a", subject)
-      return s.facts.length > 0 ? s : undefined
-    }, 30_000, `the ${kib} KiB fact`)
+    await drain()
+    const stream = await readStream("tenant-a", subject)
     expect(stream.facts.map((f) => [f.type, f.data.blob === blob])).toEqual([["blob_stored", true]])
     // The relay packs it with others, or sends it alone through R2 when it cannot share a message.
-    const row = await eventually(() => copied(stream.facts[0]!.fact_id).then((r) => r ?? undefined), 30_000, "the facts copy")
-    expect(row.bytes).toBe(JSON.stringify({ blob }).length)
+    const row = await copied(stream.facts[0]!.fact_id)
+    expect(row?.bytes).toBe(JSON.stringify({ blob }).length)
   }, 60_000)
 
   it.each([101, 1_000])("emitBatch of %i events is split into sendBatch calls of at most 100, and every event arrives", async (n) => {
@@ -62,10 +61,9 @@ describe("limits", () => {
       }))))
     expect(sends.every((size) => size <= 100)).toBe(true)
     expect(sends.reduce((a, b) => a + b, 0)).toBe(n)
-    await eventually(async () => {
-      const { results } = await env.DB.prepare("SELECT COUNT(*) AS n FROM facts WHERE tenant_id = 'tenant-a' AND type = 'outcome' AND stream IN (SELECT value FROM json_each(?))")
-        .bind(JSON.stringify(ids)).all<{ n: number }>()
-      return results[0]!.n === n ? true : undefined
-    }, 60_000, `${n} outcomes in the facts copy`)
+    await drain({ timeoutMs: 60_000 })
+    const { results } = await env.DB.prepare("SELECT COUNT(*) AS n FROM facts WHERE tenant_id = 'tenant-a' AND type = 'outcome' AND stream IN (SELECT value FROM json_each(?))")
+      .bind(JSON.stringify(ids)).all<{ n: number }>()
+    expect(results[0]!.n).toBe(n)
   }, 90_000)
 })
