@@ -4,7 +4,8 @@ import { describe, expect, it } from "vitest"
 import { Effect } from "effect"
 import { FactId, Ledger, LedgerTopology, Shards, type LedgerProtocol } from "@factline/core"
 import { type LedgerShard, type PlatformEnv, sweepStaleRelays } from "@factline/workers"
-import { eventually, ledger, unique } from "./helpers.js"
+import { drain } from "./Drain.js"
+import { ledger, unique } from "./helpers.js"
 
 const draft = async (cause: string, position: number, data: Record<string, unknown>, tenantId = "tenant-a"): Promise<LedgerProtocol.FactDraft> => ({
   fact_id: await FactId.make({ tenantId, cause, decidedBy: "test", position }),
@@ -134,9 +135,8 @@ describe("LedgerShard", () => {
     expect((await storage(stub)).outbox).toEqual([])
     const cleared = await env.DB.prepare("SELECT relay_pending_since FROM ledger_shards WHERE shard_key = ?").bind(key).first<{ relay_pending_since: string | null }>()
     expect(cleared?.relay_pending_since).toBe(null)
-    await eventually(() =>
-      env.DB.prepare("SELECT 1 AS ok FROM facts WHERE tenant_id = 'tenant-a' AND fact_id = ?").bind(fact.fact_id).first().then((r) => r ?? undefined)
-    )
+    await drain()
+    expect(await env.DB.prepare("SELECT 1 AS ok FROM facts WHERE tenant_id = 'tenant-a' AND fact_id = ?").bind(fact.fact_id).first()).toEqual({ ok: 1 })
   })
 })
 
