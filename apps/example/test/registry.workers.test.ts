@@ -11,7 +11,8 @@ import { FactDefinition, Handler, MessageDefinition, Module, Processor } from "@
 import { makePlatform, type PlatformEnv } from "@factline/workers"
 import { modules } from "../src/modules.js"
 import { Outcome } from "../src/calls/Calls.js"
-import { deadMessages, eventually, readStream, unique } from "./helpers.js"
+import { drain } from "./Drain.js"
+import { deadMessages, readStream, unique } from "./helpers.js"
 import { platform } from "./worker.js"
 
 const envelope = (message_type: string, payload: Record<string, unknown>) => {
@@ -30,10 +31,9 @@ describe("registry", () => {
     await platform.queue(batch, env as unknown as PlatformEnv, ctx)
     const result = await getQueueResult(batch, ctx)
     expect(result.retryMessages).toEqual([])
-    const rows = await eventually(async () => {
-      const r = await deadMessages(event.idempotency_key)
-      return r.length > 0 ? r : undefined
-    })
+    await drain()
+    const rows = await deadMessages(event.idempotency_key)
+    expect(rows).toHaveLength(1)
     expect(rows[0]).toMatchObject({ reason: "permanent_failure", attempts: 1 })
     expect(rows[0]!.last_error).toMatch(/^sloppy returned an invalid sloppy_done fact \(position 0\): data\.count: /)
     expect((await readStream("tenant-a", event.subject)).facts).toEqual([])
