@@ -168,7 +168,7 @@ describe("consumer runtime", () => {
     expect((await readStream("tenant-a", good.subject)).facts[0]!.type).toBe("outcome")
   })
 
-  it("a message on a queue whose consumer is not built yet is dead-lettered, never silently acked", async () => {
+  it("a message the webhooks consumer cannot decode is dead-lettered at once with decode_error, never silently acked", async () => {
     const key = unique("webhook")
     const body = { ...envelope("fact.charge", { webhook_config_id: "w", webhook_config_version: 1, fact_id: "f", fact_type: "charge", payload: {} }), idempotency_key: key }
     const { result } = await deliver([body], { queue: "factline-webhooks" })
@@ -176,7 +176,7 @@ describe("consumer runtime", () => {
     await drain()
     const rows = await deadMessages(key)
     expect(rows).toHaveLength(1)
-    expect(rows[0]).toMatchObject({ queue: "factline-webhooks", reason: "permanent_failure" })
+    expect(rows[0]).toMatchObject({ queue: "factline-webhooks", reason: "decode_error" })
     expect(JSON.parse(rows[0]!.original_message)).toEqual(body)
   })
 

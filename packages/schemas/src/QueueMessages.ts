@@ -46,13 +46,25 @@ export const FactBatchPayload = Schema.Struct({
 })
 export type FactBatchPayload = typeof FactBatchPayload.Type
 
-/** `factline-webhooks`: one delivery of one fact to one endpoint version. */
+/**
+ * `factline-webhooks`: one delivery of one fact to one endpoint (message type
+ * `webhook.delivery`, idempotency key = `delivery_id`). Seed 001's fields
+ * (`webhook_config_id`, `webhook_config_version`, `fact_id`, `fact_type`,
+ * the pre-computed `payload`, `first_attempted_at`) plus what delivery needs:
+ * the deterministic `delivery_id` (the `webhook-id` header on every attempt),
+ * the catalog `event_type`, the triggering fact's stream and time. Facts of
+ * published types also reach this queue as fact messages, to be fanned out.
+ */
 export const WebhookPayload = Schema.Struct({
+  delivery_id: Schema.String,
   webhook_config_id: Schema.String,
   webhook_config_version: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
   fact_id: Schema.String,
   fact_type: FactType,
-  payload: Schema.Record(Schema.String, Schema.Unknown),
+  fact_stream: Schema.String,
+  event_type: Schema.String,
+  occurred_at: IsoDateTime,
+  payload: Schema.Unknown,
   first_attempted_at: Schema.optional(IsoDateTime)
 })
 export type WebhookPayload = typeof WebhookPayload.Type

@@ -26,4 +26,18 @@ export interface PlatformEnv {
   readonly FACTLINE_LEDGER_SHARDS?: string
   /** The R2 bucket name used in `payload_ref` (defaults to `factline-payloads`). */
   readonly FACTLINE_PAYLOAD_BUCKET?: string
+  /**
+   * Base64 of 32 random bytes: the AES-GCM key webhook signing secrets are sealed with.
+   * A secret in production (`wrangler secret put FACTLINE_SECRETS_KEY`); `.dev.vars` locally.
+   */
+  readonly FACTLINE_SECRETS_KEY?: string
+  /**
+   * `"true"` only for local development (`npm run dev`, the tests): webhook endpoints may then use
+   * plain http and loopback addresses. Never set it in production.
+   */
+  readonly FACTLINE_LOCAL_DEVELOPMENT?: string
+  /** Hours an endpoint may fail every delivery before it is disabled (default 120 = 5 days). */
+  readonly FACTLINE_WEBHOOK_DISABLE_AFTER_HOURS?: string
+  /** Seconds endpoint configs are cached per isolate (default 10). */
+  readonly FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS?: string
 }

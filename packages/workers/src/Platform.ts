@@ -18,7 +18,8 @@ import {
   ProcessingConsumer,
   ProjectionConsumer,
   Registry,
-  RetryPolicy
+  RetryPolicy,
+  WebhookConsumer
 } from "@factline/core"
 import type { PlatformEnv } from "./Env.js"
 import * as Api from "./http/Api.js"
@@ -91,7 +92,9 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform =>
             ? ProcessingConsumer.consume(batch, options)
             : policy === RetryPolicy.batch
               ? BatchConsumer.consume(batch, async (next) => void (await env.BATCH_QUEUE.send(next, { contentType: "json" })), options)
-              : notYetConsumed(policy, batch)
+              : policy === RetryPolicy.webhooks
+                ? WebhookConsumer.consume(batch, { ...options, disableAfterMs: Services.webhookDisableAfterMs(env) })
+                : notYetConsumed(policy, batch)
       await runtime(env).runPromise(program)
     },
     scheduled: async (_controller, env) => {

@@ -4,7 +4,9 @@
  * runs on. This is the only place where bindings meet the framework.
  */
 import { Layer, ManagedRuntime } from "effect"
-import { AcceptedKeys, DeadLetters, Inbox, Ledger, PayloadStore, Producer, ProjectionStore, QueueProducer, Registry, RetryPolicy, Shards } from "@factline/core"
+import {
+  AcceptedKeys, DeadLetters, Inbox, Ledger, PayloadStore, Producer, ProjectionStore, QueueProducer, Registry, RetryPolicy, Shards, WebhookStore, WebhookTransport
+} from "@factline/core"
 import type { PlatformEnv } from "./Env.js"
 
 const deadLetterQueue = (env: PlatformEnv) => (queue: string) => {
@@ -37,6 +39,22 @@ export type PlatformServices =
   | QueueProducer.QueueProducer
   | AcceptedKeys.AcceptedKeys
   | Producer.Producer
+  | WebhookStore.WebhookStore
+  | WebhookTransport.WebhookTransport
+
+const number = (raw: string | undefined, fallback: number) => {
+  const n = raw === undefined || raw === "" ? NaN : Number(raw)
+  return Number.isFinite(n) && n >= 0 ? n : fallback
+}
+
+/** `FACTLINE_LOCAL_DEVELOPMENT=true`: http and loopback webhook endpoints allowed (never in production). */
+export const localDevelopment = (env: PlatformEnv) => env.FACTLINE_LOCAL_DEVELOPMENT === "true"
+export const webhookDisableAfterMs = (env: PlatformEnv) => number(env.FACTLINE_WEBHOOK_DISABLE_AFTER_HOURS, 120) * 3600 * 1000
+
+const webhookCatalog = (registry: Registry.Shape): WebhookStore.Catalog => ({
+  eventTypes: new Set(registry.webhookEvents.keys()),
+  eventTypesOfFact: (factType) => registry.webhooksFor(factType).map((e) => e.type)
+})
 
 export const platformLayer = (env: PlatformEnv, registry: Registry.Shape): Layer.Layer<PlatformServices> => {
   const payloads = PayloadStore.PayloadStore.layer(env.PAYLOADS, env.FACTLINE_PAYLOAD_BUCKET)
@@ -49,7 +67,13 @@ export const platformLayer = (env: PlatformEnv, registry: Registry.Shape): Layer
     DeadLetters.DeadLetters.layer(deadLetterQueue(env)),
     AcceptedKeys.AcceptedKeys.layer(env.DB),
     payloads,
-    Producer.Producer.layer({ queue: env.EVENTS_QUEUE, definitions: registry.definitions, defaultSource: "http" }).pipe(Layer.provide(payloads))
+    Producer.Producer.layer({ queue: env.EVENTS_QUEUE, definitions: registry.definitions, defaultSource: "http" }).pipe(Layer.provide(payloads)),
+    WebhookStore.WebhookStore.layer(env.DB, {
+      secretsKey: env.FACTLINE_SECRETS_KEY,
+      localDevelopment: localDevelopment(env),
+      configTtlMs: number(env.FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS, 10) * 1000
+    }, webhookCatalog(registry)),
+    WebhookTransport.WebhookTransport.layer
   )
 }
 

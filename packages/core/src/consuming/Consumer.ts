@@ -36,10 +36,20 @@ export interface Rejection {
 
 export type Outcome =
   | { readonly _tag: "Done" }
-  | { readonly _tag: "Failed"; readonly transient: boolean; readonly reason: FailureReason; readonly error: string }
+  | {
+    readonly _tag: "Failed"
+    readonly transient: boolean
+    readonly reason: FailureReason
+    readonly error: string
+    /** The least delay before the next attempt (a receiver's `Retry-After`), capped at the policy's maximum. */
+    readonly retryAfterSeconds?: number
+  }
 
 export const done: Outcome = { _tag: "Done" }
-export const transient = (error: string): Outcome => ({ _tag: "Failed", transient: true, reason: "retries_exhausted", error })
+export const transient = (error: string, retryAfterSeconds?: number): Outcome =>
+  retryAfterSeconds === undefined
+    ? { _tag: "Failed", transient: true, reason: "retries_exhausted", error }
+    : { _tag: "Failed", transient: true, reason: "retries_exhausted", error, retryAfterSeconds }
 export const permanent = (reason: FailureReason, error: string): Outcome => ({ _tag: "Failed", transient: false, reason, error })
 
 /**
@@ -57,6 +67,15 @@ export const fromCause = (cause: Cause.Cause<unknown>): Outcome => {
   return transient(error instanceof Error ? `${error.name}: ${error.message}` : String(error))
 }
 
+/** The queue's view of a message being decoded. */
+export interface Delivery {
+  readonly id: string
+  /** 1 on the first delivery. */
+  readonly attempts: number
+  /** Whether the policy allows no further retry after this attempt. */
+  readonly last: boolean
+}
+
 export interface Item<T> {
   readonly key: string
   readonly value: T
@@ -64,8 +83,8 @@ export interface Item<T> {
 
 export interface Spec<T, R, P = R> {
   readonly policy: RetryPolicy.RetryPolicy
-  /** Decodes (and loads) one body into its items, each keyed by its idempotency key. */
-  readonly decode: (body: unknown) => Effect.Effect<ReadonlyArray<Item<T>>, Rejection, R>
+  /** Decodes (and loads) one body into its items, each keyed by its idempotency key; `delivery` says which attempt this is. */
+  readonly decode: (body: unknown, delivery: Delivery) => Effect.Effect<ReadonlyArray<Item<T>>, Rejection, R>
   /** Processes the items that still need work (one per key); returns an outcome per key. */
   readonly process: (items: ReadonlyArray<Item<T>>) => Effect.Effect<ReadonlyMap<string, Outcome>, never, P>
   /** Multiplies every retry delay (tests use 0). Defaults to 1. */
@@ -85,7 +104,7 @@ interface DeadRecord {
 
 type Verdict =
   | { readonly _tag: "Ack" }
-  | { readonly _tag: "Retry"; readonly error: string }
+  | { readonly _tag: "Retry"; readonly error: string; readonly atLeastSeconds?: number }
   | { readonly _tag: "DeadLetter"; readonly records: ReadonlyArray<DeadRecord> }
 
 const truncate = (s: string) => (s.length > maxErrorLength ? `${s.slice(0, maxErrorLength)}…` : s)
@@ -113,7 +132,7 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
     // A decoder that throws is a bug or an outage, not a verdict on the message: retry it.
     const decoded = yield* Effect.forEach(
       messages,
-      (m) => Effect.result(Effect.catchDefect(Effect.suspend(() => spec.decode(m.body)), (defect) =>
+      (m) => Effect.result(Effect.catchDefect(Effect.suspend(() => spec.decode(m.body, { id: m.id, attempts: m.attempts, last: RetryPolicy.isLastAttempt(spec.policy, m.attempts) })), (defect) =>
         Effect.fail<Rejection>({ reason: "decode_error", error: `decoder failed: ${String(defect)}`, transient: true }))),
       { concurrency: 16 }
     )
@@ -175,7 +194,10 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
         const last = RetryPolicy.isLastAttempt(spec.policy, m.attempts)
         const retrying = failed.find((f) => f.outcome.transient)
         // A transient failure retries the whole message; its permanent siblings are dead-lettered when it settles.
-        if (retrying && !last) return void (verdicts[i] = { _tag: "Retry", error: retrying.outcome.error })
+        if (retrying && !last) {
+          const atLeast = Math.max(0, ...failed.map((f) => (f.outcome._tag === "Failed" ? f.outcome.retryAfterSeconds ?? 0 : 0)))
+          return void (verdicts[i] = atLeast > 0 ? { _tag: "Retry", error: retrying.outcome.error, atLeastSeconds: atLeast } : { _tag: "Retry", error: retrying.outcome.error })
+        }
         const firstAttemptedAt = entries.success.get(failed[0]!.item.key)?.first_seen_at ?? enqueuedAt(m)
         const alone = items.length === 1 || spec.isolate === undefined
         verdicts[i] = {
@@ -216,7 +238,12 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
     const scale = spec.delayScale ?? 1
     verdicts.forEach((v, i) => {
       const m = messages[i]!
-      if (v._tag === "Retry") m.retry({ delaySeconds: Math.round(RetryPolicy.delay(spec.policy, m.attempts) * scale) })
+      if (v._tag === "Retry") {
+        const policyDelay = Math.round(RetryPolicy.delay(spec.policy, m.attempts) * scale)
+        // A receiver's Retry-After is honoured as given (never scaled), up to the policy's maximum delay.
+        const atLeast = Math.min(v.atLeastSeconds ?? 0, spec.policy.maxDelaySeconds)
+        m.retry({ delaySeconds: Math.max(policyDelay, Math.ceil(atLeast)) })
+      }
       else m.ack()
     })
     const counts = { acked: 0, retried: 0, deadLettered: 0 }

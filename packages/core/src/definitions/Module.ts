@@ -8,12 +8,15 @@ import type * as Handler from "./Handler.js"
 import * as Naming from "./Naming.js"
 import type * as Processor from "./Processor.js"
 import type { Projection } from "./Projection.js"
+import type * as Webhook from "./Webhook.js"
 
 export interface Module<Tables extends object = object> {
   readonly name: string
   readonly handlers: ReadonlyArray<Handler.Any>
   readonly processors: ReadonlyArray<Processor.Any>
   readonly projections: ReadonlyArray<Projection>
+  /** The webhook events this module publishes (its part of the catalog). */
+  readonly webhooks: ReadonlyArray<Webhook.Any>
   /** The module's Drizzle tables (its projections' tables), for the app's Drizzle schema. */
   readonly tables: Tables
 }
@@ -24,6 +27,7 @@ export const make = <Tables extends object = object>(
     readonly handlers?: ReadonlyArray<Handler.Any>
     readonly processors?: ReadonlyArray<Processor.Any>
     readonly projections?: ReadonlyArray<Projection>
+    readonly webhooks?: ReadonlyArray<Webhook.Any>
     /** Its Drizzle tables module (`import * as Tables from "./Tables.js"`): typed in the app's schema. */
     readonly tables?: Tables
   }
@@ -32,6 +36,7 @@ export const make = <Tables extends object = object>(
   handlers: parts.handlers ?? [],
   processors: parts.processors ?? [],
   projections: parts.projections ?? [],
+  webhooks: parts.webhooks ?? [],
   tables: parts.tables ?? ({} as Tables)
 })
 

@@ -20,7 +20,9 @@ import type * as Handler from "../definitions/Handler.js"
 import type { MessageDefinition } from "../definitions/MessageDefinition.js"
 import type { Module } from "../definitions/Module.js"
 import type * as Processor from "../definitions/Processor.js"
+import * as PlatformFacts from "../definitions/PlatformFacts.js"
 import * as Projection from "../definitions/Projection.js"
+import type * as Webhook from "../definitions/Webhook.js"
 
 export class RegistryConfigError extends Error {
   override readonly name = "RegistryConfigError"
@@ -54,6 +56,10 @@ export interface Shape {
   readonly processorsFor: (factType: string) => ReadonlyArray<Processor.Any>
   readonly projections: ReadonlyArray<Projection.Projection>
   readonly projection: (name: string) => Projection.Projection | undefined
+  /** The webhook event catalog, by event type. */
+  readonly webhookEvents: ReadonlyMap<string, Webhook.Any>
+  /** The catalog events published for a fact type. */
+  readonly webhooksFor: (factType: string) => ReadonlyArray<Webhook.Any>
   /**
    * Where a fact of this type is relayed: always to projections (the `facts`
    * projection copies every fact), to fact-processing only if a processor listens.
@@ -89,9 +95,6 @@ export const validateDrafts = (by: DecidedBy, drafts: ReadonlyArray<FactDefiniti
   }
   return Result.succeed(undefined)
 }
-
-const projectionsOnly: ReadonlyArray<string> = ["factline-projections"]
-const withProcessing: ReadonlyArray<string> = ["factline-projections", "factline-fact-processing"]
 
 export interface Options {
   /**
@@ -133,8 +136,10 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Sha
     for (const processor of module.processors) claim("processor", processor.name, module.name)
   }
 
-  // Fact types: owned by the one module whose handlers and processors emit them.
-  const facts = new Map<string, { definition: FactDefinition.Any; module: string; by: string }>()
+  // Fact types: owned by the one module whose handlers and processors emit them; the platform's own are reserved.
+  const facts = new Map<string, { definition: FactDefinition.Any; module: string; by: string }>(
+    PlatformFacts.all.map((definition) => [definition.type, { definition, module: PlatformFacts.moduleName, by: "the platform" }])
+  )
   for (const module of modules) {
     const emitters: Array<{ by: string; emits: ReadonlyArray<FactDefinition.Any> }> = [
       ...module.handlers.map((h) => ({ by: `${h._tag === "Decider" ? "decider" : "handler"} "${h.name}"`, emits: h.emits })),
@@ -144,7 +149,9 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Sha
       for (const definition of emits) {
         const owner = facts.get(definition.type)
         if (owner === undefined) facts.set(definition.type, { definition, module: module.name, by })
-        else if (owner.module !== module.name) {
+        else if (owner.module === PlatformFacts.moduleName) {
+          fail(`fact type "${definition.type}" is reserved: the platform appends it (${by}, module ${module.name}, may not emit it)`)
+        } else if (owner.module !== module.name) {
           fail(`fact type "${definition.type}" is emitted by ${owner.by} (module ${owner.module}) and by ${by} (module ${module.name}); a fact type belongs to one module`)
         } else if (owner.definition !== definition) {
           fail(`fact type "${definition.type}" has two definitions in module ${module.name} (${owner.by} and ${by}); define it once and share it`)
@@ -187,7 +194,24 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Sha
       tables.set(table, projection.name)
     }
   }
+  const webhookEvents = new Map<string, { event: Webhook.Any; module: string }>()
+  const webhooksByFact = new Map<string, Array<Webhook.Any>>()
+  for (const module of modules) {
+    for (const event of module.webhooks) {
+      const existing = webhookEvents.get(event.type)
+      if (existing) fail(`webhook event type "${event.type}" is published twice (modules ${existing.module} and ${module.name})`)
+      listens(`webhook event "${event.type}"`, module.name, event.fact)
+      webhookEvents.set(event.type, { event, module: module.name })
+      webhooksByFact.set(event.fact.type, [...(webhooksByFact.get(event.fact.type) ?? []), event])
+    }
+  }
   const definitions = new Map<string, MessageDefinition>([...handlers].map(([type, h]) => [type, h.handler.message]))
+  const destinations = (t: string): ReadonlyArray<string> => [
+    "factline-projections",
+    ...(processors.has(t) ? ["factline-fact-processing"] : []),
+    ...(webhooksByFact.has(t) ? ["factline-webhooks"] : [])
+  ]
+  const destinationCache = new Map<string, ReadonlyArray<string>>()
 
   const route = (envelope: Envelope, payload: unknown): Result.Result<Routed, RouteFailure> => {
     const entry = handlers.get(envelope.message_type)
@@ -233,7 +257,13 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Sha
     processorsFor: (t) => processors.get(t) ?? [],
     projections: [...projections.values()],
     projection: (name) => projections.get(name),
-    destinationsFor: (t) => (processors.has(t) ? withProcessing : projectionsOnly),
+    webhookEvents: new Map([...webhookEvents].map(([type, e]) => [type, e.event])),
+    webhooksFor: (t) => webhooksByFact.get(t) ?? [],
+    destinationsFor: (t) => {
+      let known = destinationCache.get(t)
+      if (known === undefined) destinationCache.set(t, (known = destinations(t)))
+      return known
+    },
     route
   }
 }

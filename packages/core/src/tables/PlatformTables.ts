@@ -158,3 +158,75 @@ export const acceptedKeys = sqliteTable(
   },
   (t) => [primaryKey({ columns: [t.tenantId, t.idempotencyKey] }), index("accepted_keys_by_accepted_at").on(t.acceptedAt)]
 )
+
+/**
+ * Tenants' webhook endpoints (admin API). `version` increases with every
+ * change (url, types, enabled, secret) and travels in each delivery as
+ * `webhook_config_version`. Secrets are stored sealed (AES-GCM, see
+ * webhooks/Secrets.ts), never in clear; the previous secret keeps signing
+ * until `previous_secret_expires_at` after a rotation. `failing_since` is the
+ * first failed attempt since the last success: an endpoint failing for longer
+ * than the disable period is disabled.
+ */
+export const webhookEndpoints = sqliteTable(
+  "webhook_endpoints",
+  {
+    tenantId: text("tenant_id").notNull(),
+    id: text("id").notNull(),
+    url: text("url").notNull(),
+    description: text("description"),
+    eventTypes: text("event_types").notNull(),
+    enabled: integer("enabled", { mode: "boolean" }).notNull().default(true),
+    version: integer("version").notNull().default(1),
+    secretSealed: text("secret_sealed").notNull(),
+    previousSecretSealed: text("previous_secret_sealed"),
+    previousSecretExpiresAt: text("previous_secret_expires_at"),
+    disabledReason: text("disabled_reason"),
+    failingSince: text("failing_since"),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull()
+  },
+  (t) => [primaryKey({ columns: [t.tenantId, t.id] })]
+)
+
+/**
+ * One row per delivery (fact × endpoint; `delivery_id` is the `webhook-id`):
+ * its state across attempts, and the delivery message itself so a failed
+ * delivery can be recovered (re-sent) later.
+ */
+export const webhookDeliveries = sqliteTable(
+  "webhook_deliveries",
+  {
+    tenantId: text("tenant_id").notNull(),
+    deliveryId: text("delivery_id").notNull(),
+    endpointId: text("endpoint_id").notNull(),
+    factId: text("fact_id").notNull(),
+    eventType: text("event_type").notNull(),
+    status: text("status", { enum: ["pending", "succeeded", "failing", "failed", "skipped"] }).notNull(),
+    attempts: integer("attempts").notNull().default(0),
+    lastStatusCode: integer("last_status_code"),
+    lastAttemptedAt: text("last_attempted_at"),
+    message: text("message").notNull()
+  },
+  (t) => [primaryKey({ columns: [t.tenantId, t.deliveryId] }), index("webhook_deliveries_by_endpoint").on(t.tenantId, t.endpointId, t.status, t.lastAttemptedAt)]
+)
+
+/** The delivery log: one row per attempt (what `GET /v1/webhooks/endpoints/:id/attempts` lists, newest first). */
+export const webhookAttempts = sqliteTable(
+  "webhook_attempts",
+  {
+    tenantId: text("tenant_id").notNull(),
+    endpointId: text("endpoint_id").notNull(),
+    attemptedAt: text("attempted_at").notNull(),
+    deliveryId: text("delivery_id").notNull(),
+    attempt: integer("attempt").notNull(),
+    eventType: text("event_type").notNull(),
+    factId: text("fact_id").notNull(),
+    succeeded: integer("succeeded", { mode: "boolean" }).notNull(),
+    statusCode: integer("status_code"),
+    durationMs: integer("duration_ms").notNull(),
+    responseSnippet: text("response_snippet"),
+    error: text("error")
+  },
+  (t) => [primaryKey({ columns: [t.tenantId, t.endpointId, t.attemptedAt, t.deliveryId, t.attempt] })]
+)

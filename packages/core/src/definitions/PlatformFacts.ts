@@ -1,0 +1,34 @@
+/**
+ * Facts the platform itself appends (module `factline`): webhook delivery
+ * outcomes and endpoint changes. Their types are reserved — no product module
+ * may emit them — and product modules may listen to them (a projection of
+ * deliveries, a processor that alerts on `webhook_endpoint_disabled`).
+ */
+import { Schema } from "effect"
+import * as FactDefinition from "./FactDefinition.js"
+
+export const moduleName = "factline"
+
+const Delivery = {
+  delivery_id: Schema.String,
+  endpoint_id: Schema.String,
+  event_type: Schema.String,
+  attempt: Schema.Int
+}
+
+/** A delivery an endpoint accepted (2xx). `causation_id` is the fact that triggered it. */
+export const WebhookSent = FactDefinition.make("webhook_sent", Schema.Struct({ ...Delivery, status_code: Schema.Int, duration_ms: Schema.Int }))
+
+/** A delivery that will not be retried any more (retries exhausted, or the endpoint gone). */
+export const WebhookFailed = FactDefinition.make(
+  "webhook_failed",
+  Schema.Struct({ ...Delivery, status_code: Schema.NullOr(Schema.Int), error: Schema.String })
+)
+
+/** An endpoint the platform disabled: `410 Gone`, or failing every delivery for too long. */
+export const WebhookEndpointDisabled = FactDefinition.make(
+  "webhook_endpoint_disabled",
+  Schema.Struct({ endpoint_id: Schema.String, reason: Schema.String, url_host: Schema.String })
+)
+
+export const all: ReadonlyArray<FactDefinition.Any> = [WebhookSent, WebhookFailed, WebhookEndpointDisabled]

@@ -1,0 +1,302 @@
+/**
+ * The consumer of `factline-webhooks`: facts of published types in, signed
+ * deliveries out. Two kinds of messages share the queue (and its policy):
+ *
+ * - **fact messages** (relayed like to the other fact queues): each fact of a
+ *   catalog type is matched against its tenant's enabled endpoints (configs
+ *   cached per isolate: no D1 round trip per fact) and fanned out into one
+ *   `webhook.delivery` message per (fact, endpoint), sent back to this queue.
+ *   The delivery id is deterministic (fact id + endpoint id): the
+ *   `webhook-id` of every attempt and the idempotency key.
+ * - **delivery messages**: POSTed per Standard Webhooks (signed with the
+ *   endpoint's secret, and the previous one during a rotation), 15 s timeout,
+ *   no redirects; 2xx succeeds. Any other answer is retried with the queue's
+ *   policy (a `Retry-After` on 429/503 waits at least that long, up to the
+ *   policy's maximum); `410 Gone` disables the endpoint at once; an endpoint
+ *   failing every delivery for the disable period is disabled. A delivery
+ *   already recorded as succeeded is not sent again (a redelivery).
+ *
+ * Per batch: one read of the delivery states, one transaction recording every
+ * attempt (log, delivery state, endpoint health), one ledger append of the
+ * outcome facts (`webhook_sent`, `webhook_failed`, `webhook_endpoint_disabled`,
+ * caused by the triggering fact) and their relay — constant in batch size.
+ */
+import { Clock, Effect, Result } from "effect"
+import { Envelope, type Fact, Issues, type WebhookPayload, WebhookPayload as WebhookPayloadSchema } from "@factline/schemas"
+import * as Consumer from "../consuming/Consumer.js"
+import * as RetryPolicy from "../consuming/RetryPolicy.js"
+import type * as FactDefinition from "../definitions/FactDefinition.js"
+import * as PlatformFacts from "../definitions/PlatformFacts.js"
+import * as FactId from "../ledger/FactId.js"
+import { Ledger } from "../ledger/Ledger.js"
+import type { AppendGroup, FactDraft } from "../ledger/LedgerProtocol.js"
+import { QueueProducer } from "../producing/QueueProducer.js"
+import * as SendBatches from "../producing/SendBatches.js"
+import * as FactMessage from "../relay/FactMessage.js"
+import { relayFor } from "../relay/FactRelay.js"
+import { Registry } from "../registry/Registry.js"
+import * as Signing from "./Signing.js"
+import { type EndpointConfig, type RecordBatch, WebhookStore } from "./WebhookStore.js"
+import { WebhookTransport } from "./WebhookTransport.js"
+
+export const deliveryMessageType = "webhook.delivery"
+export const source = "factline-webhooks"
+/** An endpoint failing every delivery for this long is disabled (Svix: 5 days). */
+export const defaultDisableAfterMs = 5 * 24 * 3600 * 1000
+/** A delivery message must fit a queue message with room to spare. */
+export const maxDeliveryBytes = 100 * 1024
+
+export interface Options {
+  readonly delayScale?: number
+  readonly disableAfterMs?: number
+}
+
+type Item =
+  | { readonly kind: "fact"; readonly fact: Fact; readonly replayed: boolean }
+  | { readonly kind: "delivery"; readonly envelope: Envelope; readonly payload: WebhookPayload; readonly attempts: number; readonly last: boolean }
+
+const decodeEnvelope = Issues.decodeStrict(Envelope)
+const decodePayload = Issues.decodeStrict(WebhookPayloadSchema)
+
+const isDelivery = (body: unknown) =>
+  typeof body === "object" && body !== null && (body as { message_type?: unknown }).message_type === deliveryMessageType
+
+export const decode = (body: unknown, delivery: Consumer.Delivery) => {
+  if (!isDelivery(body)) {
+    return Effect.map(FactMessage.decode(body), (items) =>
+      items.map(({ key, value }) => ({ key, value: { kind: "fact", fact: value.fact, replayed: value.replayed === true } as Item })))
+  }
+  const envelope = decodeEnvelope(body)
+  if (Result.isFailure(envelope)) return Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: Issues.render(envelope.failure) })
+  const payload = decodePayload(envelope.success.payload, ["payload"])
+  if (Result.isFailure(payload)) return Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: Issues.render(payload.failure) })
+  return Effect.succeed([{
+    key: `${envelope.success.tenant_id}/${payload.success.delivery_id}`,
+    value: { kind: "delivery", envelope: envelope.success, payload: payload.success, attempts: delivery.attempts, last: delivery.last } as Item
+  }])
+}
+
+const hex = (bytes: ArrayBuffer) => [...new Uint8Array(bytes)].map((b) => b.toString(16).padStart(2, "0")).join("")
+
+/** The delivery id of a fact to an endpoint: deterministic, so every attempt and every fan-out agree. */
+export const deliveryId = async (factId: string, endpointId: string) =>
+  `wd_${hex(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`${factId}\u0000${endpointId}`))).slice(0, 32)}`
+
+/** The body every attempt of a delivery sends (fixed: the fact's time, not the attempt's). */
+export const body = (payload: WebhookPayload) => JSON.stringify({ type: payload.event_type, timestamp: payload.occurred_at, data: payload.payload })
+
+const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind: "fact" }> }>, configs: ReadonlyMap<string, ReadonlyArray<EndpointConfig>>, outcomes: Map<string, Consumer.Outcome>, now: string) =>
+  Effect.gen(function*() {
+    const registry = yield* Registry
+    const queue = yield* QueueProducer
+    const out: Array<{ key: string; body: Envelope }> = []
+    for (const { key, value } of items) {
+      const { fact } = value
+      const events = value.replayed ? [] : registry.webhooksFor(fact.type)
+      const endpoints = (configs.get(fact.tenant_id) ?? []).filter((e) => e.enabled)
+      let failed: string | undefined
+      for (const event of events) {
+        const subscribed = endpoints.filter((e) => e.event_types.includes(event.type))
+        if (subscribed.length === 0) continue
+        let data: unknown
+        try {
+          data = event.payload(fact.data, fact as FactDefinition.StoredFact)
+        } catch (error) {
+          failed = `webhook event ${event.type} failed to build its payload from fact ${fact.fact_id}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`
+          break
+        }
+        for (const endpoint of subscribed) {
+          const id = yield* Effect.promise(() => deliveryId(fact.fact_id, endpoint.id))
+          const payload: WebhookPayload = {
+            delivery_id: id,
+            webhook_config_id: endpoint.id,
+            webhook_config_version: endpoint.version,
+            fact_id: fact.fact_id,
+            fact_type: fact.type,
+            fact_stream: fact.stream,
+            event_type: event.type,
+            occurred_at: fact.created_at,
+            payload: data
+          }
+          const envelope: Envelope = {
+            schema_version: 1,
+            message_type: deliveryMessageType,
+            message_id: `msg_${id}`,
+            idempotency_key: id,
+            correlation_id: fact.correlation_id,
+            causation_id: fact.fact_id,
+            tenant_id: fact.tenant_id,
+            subject: endpoint.id,
+            source,
+            created_at: now,
+            payload: payload as unknown as Record<string, unknown>
+          }
+          if (SendBatches.sizeOf(envelope) > maxDeliveryBytes) {
+            failed = `webhook event ${event.type} of fact ${fact.fact_id} is over ${maxDeliveryBytes / 1024} KiB; publish a smaller payload`
+            break
+          }
+          out.push({ key, body: envelope })
+        }
+        if (failed) break
+      }
+      outcomes.set(key, failed ? Consumer.permanent("permanent_failure", failed) : Consumer.done)
+    }
+    for (const chunk of SendBatches.split(out, (o) => o.body)) {
+      const sent = yield* Effect.result(queue.sendBatch(RetryPolicy.webhooks.queue, chunk.map((o) => o.body)))
+      if (Result.isFailure(sent)) for (const o of chunk) outcomes.set(o.key, Consumer.transient(`could not enqueue deliveries: ${sent.failure.message}`))
+    }
+  })
+
+interface Attempted {
+  readonly key: string
+  readonly item: Extract<Item, { kind: "delivery" }>
+  readonly endpoint: EndpointConfig
+  readonly attempt: number
+  readonly status: number | null
+  readonly retryAfterSeconds: number | undefined
+  readonly snippet: string
+  readonly durationMs: number
+  readonly attemptedAt: string
+}
+
+const truncate = (s: string, n: number) => (s.length > n ? `${s.slice(0, n)}…` : s)
+
+const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind: "delivery" }> }>, configs: ReadonlyMap<string, ReadonlyArray<EndpointConfig>>, outcomes: Map<string, Consumer.Outcome>, options: Options) =>
+  Effect.gen(function*() {
+    if (items.length === 0) return
+    const store = yield* WebhookStore
+    const transport = yield* WebhookTransport
+    const ledger = yield* Ledger
+    const states = yield* Effect.result(store.deliveryStates(items.map(({ value }) => ({ tenant_id: value.envelope.tenant_id, delivery_id: value.payload.delivery_id }))))
+    if (Result.isFailure(states)) {
+      for (const { key } of items) outcomes.set(key, Consumer.transient(`delivery states unavailable: ${states.failure.message}`))
+      return
+    }
+    const nowMs = yield* Clock.currentTimeMillis
+    const record: { -readonly [K in keyof RecordBatch]: RecordBatch[K] extends ReadonlyArray<infer T> ? Array<T> : RecordBatch[K] } = { attempts: [], deliveries: [], endpoints: [], now: new Date(nowMs).toISOString() }
+    const attempted: Array<Attempted> = []
+    yield* Effect.forEach(items, ({ key, value }) =>
+      Effect.gen(function*() {
+        const { payload, envelope } = value
+        const tenant = envelope.tenant_id
+        const state = states.success.get(`${tenant}/${payload.delivery_id}`)
+        if (state?.status === "succeeded") return void outcomes.set(key, Consumer.done)
+        const endpoint = (configs.get(tenant) ?? []).find((e) => e.id === payload.webhook_config_id)
+        if (endpoint === undefined || !endpoint.enabled) {
+          // Deleted or disabled since the fan-out: nothing is sent; the delivery is kept as skipped (recoverable once enabled).
+          record.deliveries.push({
+            tenant_id: tenant, delivery_id: payload.delivery_id, endpoint_id: payload.webhook_config_id, fact_id: payload.fact_id, event_type: payload.event_type,
+            status: endpoint === undefined ? "skipped" : "failed", attempts: state?.attempts ?? 0, last_status_code: null, last_attempted_at: record.now, message: envelope
+          })
+          return void outcomes.set(key, Consumer.done)
+        }
+        const text = body(payload)
+        const timestamp = Math.floor(Date.now() / 1000)
+        const headers = yield* Effect.promise(() => Signing.headers(endpoint.secrets, payload.delivery_id, timestamp, text))
+        const response = yield* transport.post(endpoint.url, headers, text)
+        attempted.push({ key, item: value, endpoint, attempt: (state?.attempts ?? 0) + 1, ...response, attemptedAt: new Date().toISOString() })
+      }), { concurrency: "unbounded", discard: true })
+
+    const disableAfter = options.disableAfterMs ?? defaultDisableAfterMs
+    const health = new Map<string, { tenant_id: string; endpoint_id: string; succeeded: boolean; disable?: string }>()
+    const newFacts: Array<{ tenant_id: string; stream: string; draft: Promise<FactDraft> }> = []
+    const outcomeFact = (a: Attempted, definition: FactDefinition.Any, data: Record<string, unknown>, suffix: string) => {
+      const { payload, envelope } = a.item
+      newFacts.push({
+        tenant_id: envelope.tenant_id,
+        stream: payload.fact_stream,
+        draft: FactId.make({ tenantId: envelope.tenant_id, cause: `${payload.delivery_id}:${suffix}`, decidedBy: source, position: 0 }).then((fact_id) => ({
+          fact_id, type: definition.type, data, causation_id: payload.fact_id, correlation_id: envelope.correlation_id, caused_by: source, created_at: a.attemptedAt
+        }))
+      })
+    }
+    for (const a of attempted) {
+      const { payload, envelope } = a.item
+      const tenant = envelope.tenant_id
+      const ok = a.status !== null && a.status >= 200 && a.status < 300
+      const gone = a.status === 410
+      const last = a.item.last || gone
+      const describe = a.status === null ? a.snippet : `HTTP ${a.status}${a.status >= 300 && a.status < 400 ? " (redirects are not followed)" : ""}: ${truncate(a.snippet, 200)}`
+      record.attempts.push({
+        tenant_id: tenant, endpoint_id: a.endpoint.id, attempted_at: a.attemptedAt, delivery_id: payload.delivery_id, attempt: a.attempt, event_type: payload.event_type,
+        fact_id: payload.fact_id, succeeded: ok, status_code: a.status, duration_ms: a.durationMs, response_snippet: a.status === null ? null : a.snippet, error: ok ? null : describe
+      })
+      record.deliveries.push({
+        tenant_id: tenant, delivery_id: payload.delivery_id, endpoint_id: a.endpoint.id, fact_id: payload.fact_id, event_type: payload.event_type,
+        status: ok ? "succeeded" : last ? "failed" : "failing", attempts: a.attempt, last_status_code: a.status, last_attempted_at: a.attemptedAt, message: envelope
+      })
+      const endpointKey = `${tenant}/${a.endpoint.id}`
+      const h = health.get(endpointKey) ?? { tenant_id: tenant, endpoint_id: a.endpoint.id, succeeded: false }
+      if (ok) h.succeeded = true
+      else if (gone) h.disable = "the endpoint answered 410 Gone"
+      else if (!h.succeeded && a.endpoint.failing_since !== null && nowMs - Date.parse(a.endpoint.failing_since) >= disableAfter) {
+        h.disable = `every delivery failed since ${a.endpoint.failing_since}`
+      }
+      health.set(endpointKey, h)
+      const delivery = { delivery_id: payload.delivery_id, endpoint_id: a.endpoint.id, event_type: payload.event_type, attempt: a.attempt }
+      if (ok) {
+        outcomeFact(a, PlatformFacts.WebhookSent, { ...delivery, status_code: a.status!, duration_ms: a.durationMs }, `sent:${a.attempt}`)
+        outcomes.set(a.key, Consumer.done)
+      } else {
+        if (last) outcomeFact(a, PlatformFacts.WebhookFailed, { ...delivery, status_code: a.status, error: describe }, `failed:${a.attempt}`)
+        outcomes.set(
+          a.key,
+          gone
+            ? Consumer.permanent("permanent_failure", `${describe} — endpoint ${a.endpoint.id} disabled, nothing more is sent to it`)
+            : Consumer.transient(`delivery attempt ${a.attempt} to endpoint ${a.endpoint.id} failed: ${describe}`, a.status === 429 || a.status === 503 ? a.retryAfterSeconds : undefined)
+        )
+      }
+    }
+    record.endpoints.push(...health.values())
+    const disabled = yield* Effect.orElseSucceed(
+      Effect.tapError(store.record(record), (e) => Effect.logError(`webhook attempts could not be recorded: ${e.message}`)),
+      () => new Set<string>()
+    )
+    for (const h of health.values()) {
+      if (!disabled.has(`${h.tenant_id}/${h.endpoint_id}`)) continue
+      const endpoint = attempted.find((a) => a.endpoint.id === h.endpoint_id && a.item.envelope.tenant_id === h.tenant_id)!
+      newFacts.push({
+        tenant_id: h.tenant_id,
+        stream: h.endpoint_id,
+        draft: FactId.make({ tenantId: h.tenant_id, cause: `${h.endpoint_id}:disabled:${endpoint.endpoint.version}`, decidedBy: source, position: 0 }).then((fact_id) => ({
+          fact_id, type: PlatformFacts.WebhookEndpointDisabled.type,
+          data: { endpoint_id: h.endpoint_id, reason: h.disable!, url_host: new URL(endpoint.endpoint.url).host },
+          causation_id: endpoint.item.payload.fact_id, correlation_id: endpoint.item.envelope.correlation_id, caused_by: source, created_at: record.now
+        }))
+      })
+    }
+    if (newFacts.length === 0) return
+    // Outcome facts: one append (one RPC per shard), then relayed; failures are logged — the attempt itself is recorded above.
+    const drafts = yield* Effect.promise(() => Promise.all(newFacts.map((f) => f.draft)))
+    const groups: Array<AppendGroup> = newFacts.map((f, i) => ({ tenant_id: f.tenant_id, stream: f.stream, facts: [drafts[i]!] }))
+    const appended = yield* Effect.result(ledger.append(groups))
+    if (Result.isFailure(appended)) return yield* Effect.logError(`webhook outcome facts could not be appended: ${appended.failure.message}`)
+    const toRelay = new Map<string, ReadonlyArray<Fact>>()
+    appended.success.forEach((r, i) => (r.status === "appended" || r.status === "duplicate") && toRelay.set(`outcome-${i}`, r.facts))
+    const relayOutcomes = new Map<string, Consumer.Outcome>()
+    yield* relayFor(toRelay, relayOutcomes)
+    if (relayOutcomes.size > 0) yield* Effect.logError("webhook outcome facts could not be relayed")
+  })
+
+export const process = (options: Options) => (items: ReadonlyArray<{ readonly key: string; readonly value: Item }>) =>
+  Effect.gen(function*() {
+    const store = yield* WebhookStore
+    const outcomes = new Map<string, Consumer.Outcome>()
+    const tenants = [...new Set(items.map(({ value }) => (value.kind === "fact" ? value.fact.tenant_id : value.envelope.tenant_id)))]
+    const configs = yield* Effect.result(store.configsFor(tenants))
+    if (Result.isFailure(configs)) {
+      for (const { key } of items) outcomes.set(key, Consumer.transient(`webhook endpoints unavailable: ${configs.failure.message}`))
+      return outcomes as ReadonlyMap<string, Consumer.Outcome>
+    }
+    const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+    yield* fanOut(items.flatMap((i) => (i.value.kind === "fact" ? [{ key: i.key, value: i.value }] : [])), configs.success, outcomes, now)
+    yield* deliver(items.flatMap((i) => (i.value.kind === "delivery" ? [{ key: i.key, value: i.value }] : [])), configs.success, outcomes, options)
+    return outcomes as ReadonlyMap<string, Consumer.Outcome>
+  })
+
+/** A delivery's own message, for dead-lettering it alone; a fact of a fact message likewise. */
+const isolate = (item: { readonly key: string; readonly value: Item }): unknown =>
+  item.value.kind === "fact" ? FactMessage.isolate({ key: item.key, value: { fact: item.value.fact } }) : item.value.envelope
+
+export const consume = (batch: MessageBatch<unknown>, options: Options = {}) =>
+  Consumer.run({ policy: RetryPolicy.webhooks, decode, isolate, process: process(options), delayScale: options.delayScale }, batch)

@@ -1,0 +1,431 @@
+/**
+ * Webhook endpoints and deliveries in D1: the admin API's reads and writes
+ * (tenant-scoped, every statement bound to the caller's tenant), the
+ * consumer's config lookup (one query per batch for the tenants it has not
+ * cached; configs are cached per isolate for `configTtlMs`, and a change made
+ * through this isolate drops its tenant's entry at once), and the delivery
+ * log. Secrets are sealed with AES-GCM before they are written and opened
+ * only to sign; no method returns a stored secret except right after
+ * creating or rotating it.
+ */
+import { Context, Effect, Layer, Schema } from "effect"
+import type { Issues } from "@factline/schemas"
+import * as Secrets from "./Secrets.js"
+import * as UrlGuard from "./UrlGuard.js"
+
+export class WebhookInputError extends Schema.TaggedError<WebhookInputError>()("WebhookInputError", {
+  message: Schema.String,
+  problems: Schema.Array(Schema.Struct({ path: Schema.String, message: Schema.String }))
+}) {}
+export class WebhookNotFound extends Schema.TaggedError<WebhookNotFound>()("WebhookNotFound", { message: Schema.String }) {}
+export class WebhookConflict extends Schema.TaggedError<WebhookConflict>()("WebhookConflict", { message: Schema.String }) {}
+export class WebhookStoreUnavailable extends Schema.TaggedError<WebhookStoreUnavailable>()("WebhookStoreUnavailable", { message: Schema.String }) {}
+
+/** An endpoint as the API shows it: never its secret. */
+export interface Endpoint {
+  readonly id: string
+  readonly url: string
+  readonly description: string | null
+  readonly event_types: ReadonlyArray<string>
+  readonly enabled: boolean
+  readonly version: number
+  readonly disabled_reason: string | null
+  readonly failing_since: string | null
+  /** While a rotated-out secret still signs beside the new one. */
+  readonly previous_secret_expires_at: string | null
+  readonly created_at: string
+  readonly updated_at: string
+}
+
+/** What the delivery consumer needs of an endpoint: its config and the secrets that sign (current first). */
+export interface EndpointConfig extends Endpoint {
+  readonly tenant_id: string
+  readonly secrets: ReadonlyArray<string>
+}
+
+export interface Settings {
+  /** `FACTLINE_SECRETS_KEY`: base64 of 32 bytes. */
+  readonly secretsKey: string | undefined
+  /** Allows http and loopback endpoint URLs (never in production). */
+  readonly localDevelopment: boolean
+  readonly configTtlMs?: number
+  /** How long a rotated-out secret keeps signing. */
+  readonly rotationOverlapMs?: number
+}
+
+export interface Input {
+  readonly url?: unknown
+  readonly event_types?: unknown
+  readonly description?: unknown
+  readonly enabled?: unknown
+}
+
+type Failure = WebhookInputError | WebhookNotFound | WebhookConflict | WebhookStoreUnavailable | Secrets.SecretsKeyError
+
+export interface AttemptRow {
+  readonly attempted_at: string
+  readonly delivery_id: string
+  readonly attempt: number
+  readonly event_type: string
+  readonly fact_id: string
+  readonly succeeded: boolean
+  readonly status_code: number | null
+  readonly duration_ms: number
+  readonly response_snippet: string | null
+  readonly error: string | null
+}
+
+export class WebhookStore extends Context.Service<WebhookStore, {
+  readonly create: (tenantId: string, input: Input) => Effect.Effect<{ readonly endpoint: Endpoint; readonly secret: string }, Failure>
+  readonly list: (tenantId: string) => Effect.Effect<ReadonlyArray<Endpoint>, Failure>
+  readonly get: (tenantId: string, id: string) => Effect.Effect<Endpoint, Failure>
+  readonly update: (tenantId: string, id: string, input: Input) => Effect.Effect<Endpoint, Failure>
+  readonly remove: (tenantId: string, id: string) => Effect.Effect<void, Failure>
+  readonly rotate: (tenantId: string, id: string) => Effect.Effect<{ readonly endpoint: Endpoint; readonly secret: string }, Failure>
+  readonly attempts: (tenantId: string, id: string, page: { readonly before?: string; readonly limit: number }) => Effect.Effect<{ readonly data: ReadonlyArray<AttemptRow>; readonly next_cursor: string | null }, Failure>
+  /** The stored delivery messages of the endpoint's failed deliveries since `since`, marked pending again. */
+  readonly recover: (tenantId: string, id: string, since: string) => Effect.Effect<ReadonlyArray<unknown>, Failure>
+  /** Enabled and disabled endpoints of these tenants, with their signing secrets (cached per isolate). */
+  readonly configsFor: (tenantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, ReadonlyArray<EndpointConfig>>, WebhookStoreUnavailable | Secrets.SecretsKeyError>
+  readonly invalidate: (tenantId: string) => void
+  /** The recorded state of these deliveries (one query), by `tenant/delivery_id`. */
+  readonly deliveryStates: (keys: ReadonlyArray<{ readonly tenant_id: string; readonly delivery_id: string }>) => Effect.Effect<ReadonlyMap<string, DeliveryState>, WebhookStoreUnavailable>
+  /** Records a batch of attempts in ONE transaction; returns the endpoints it disabled (`tenant/id`). */
+  readonly record: (batch: RecordBatch) => Effect.Effect<ReadonlySet<string>, WebhookStoreUnavailable>
+  /** Resolves `event_types` / `fact_types` against the catalog (the API passes the registry's). */
+  readonly settings: Settings
+}>()("@factline/core/WebhookStore") {
+  static readonly layer = (db: D1Database, settings: Settings, catalog: Catalog) => Layer.succeed(WebhookStore, make(db, settings, catalog))
+}
+
+export interface DeliveryState {
+  readonly status: "pending" | "succeeded" | "failing" | "failed" | "skipped"
+  readonly attempts: number
+}
+
+export interface RecordBatch {
+  readonly attempts: ReadonlyArray<{ readonly tenant_id: string; readonly endpoint_id: string } & AttemptRow>
+  readonly deliveries: ReadonlyArray<{
+    readonly tenant_id: string
+    readonly delivery_id: string
+    readonly endpoint_id: string
+    readonly fact_id: string
+    readonly event_type: string
+    readonly status: DeliveryState["status"]
+    readonly attempts: number
+    readonly last_status_code: number | null
+    readonly last_attempted_at: string
+    readonly message: unknown
+  }>
+  /** Per endpoint touched: whether any attempt succeeded, and a reason to disable it now (if any). */
+  readonly endpoints: ReadonlyArray<{ readonly tenant_id: string; readonly endpoint_id: string; readonly succeeded: boolean; readonly disable?: string }>
+  readonly now: string
+}
+
+/** The catalog as the store needs it: event types, and the event types published for a fact type. */
+export interface Catalog {
+  readonly eventTypes: ReadonlySet<string>
+  readonly eventTypesOfFact: (factType: string) => ReadonlyArray<string>
+}
+
+const maxTypes = 100
+const maxDescription = 1_000
+
+interface Row {
+  tenant_id: string
+  id: string
+  url: string
+  description: string | null
+  event_types: string
+  enabled: number
+  version: number
+  secret_sealed: string
+  previous_secret_sealed: string | null
+  previous_secret_expires_at: string | null
+  disabled_reason: string | null
+  failing_since: string | null
+  created_at: string
+  updated_at: string
+}
+
+const toEndpoint = (row: Row): Endpoint => ({
+  id: row.id,
+  url: row.url,
+  description: row.description,
+  event_types: JSON.parse(row.event_types) as Array<string>,
+  enabled: row.enabled === 1,
+  version: row.version,
+  disabled_reason: row.disabled_reason,
+  failing_since: row.failing_since,
+  previous_secret_expires_at: row.previous_secret_expires_at,
+  created_at: row.created_at,
+  updated_at: row.updated_at
+})
+
+const unavailable = (cause: unknown) => new WebhookStoreUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
+
+export const make = (db: D1Database, settings: Settings, catalog: Catalog): WebhookStore["Service"] => {
+  const ttl = settings.configTtlMs ?? 10_000
+  const overlap = settings.rotationOverlapMs ?? 24 * 3600 * 1000
+  const cache = new Map<string, { at: number; configs: ReadonlyArray<EndpointConfig> }>()
+  const key = () => Effect.tryPromise({ try: () => Secrets.importKey(settings.secretsKey), catch: (e) => e as Secrets.SecretsKeyError })
+  const query = <T>(sql: string, ...params: Array<unknown>) =>
+    Effect.tryPromise({ try: async () => (await db.prepare(sql).bind(...params).all<T>()).results, catch: unavailable })
+  const run = (statements: ReadonlyArray<D1PreparedStatement>) => Effect.tryPromise({ try: () => db.batch([...statements]), catch: unavailable })
+
+  const row = (tenantId: string, id: string) =>
+    Effect.flatMap(query<Row>("SELECT * FROM webhook_endpoints WHERE tenant_id = ? AND id = ?", tenantId, id), (rows) =>
+      rows[0] ? Effect.succeed(rows[0]) : Effect.fail(new WebhookNotFound({ message: `no webhook endpoint ${JSON.stringify(id.slice(0, 100))}` })))
+
+  /** Validates the fields given (all required on create); problems name the field and the rule. */
+  const validate = (input: Input, creating: boolean) => {
+    const problems: Array<Issues.Problem> = []
+    const out: { url?: string; event_types?: Array<string>; description?: string | null; enabled?: boolean } = {}
+    const known = new Set(["url", "event_types", "fact_types", "description", "enabled"])
+    for (const field of Object.keys(input)) if (!known.has(field)) problems.push({ path: field, message: "is not a known field (url, event_types, fact_types, description, enabled)" })
+    if (input.url !== undefined || creating) {
+      if (typeof input.url !== "string") problems.push({ path: "url", message: "is required: the endpoint's https URL" })
+      else {
+        const checked = UrlGuard.check(input.url, { localDevelopment: settings.localDevelopment })
+        if (checked.ok) out.url = checked.url.toString()
+        else problems.push({ path: "url", message: checked.rule })
+      }
+    }
+    const factTypes = (input as { fact_types?: unknown }).fact_types
+    if (input.event_types !== undefined || factTypes !== undefined || creating) {
+      const types: Array<string> = []
+      const list = (value: unknown, path: string) => {
+        if (value === undefined) return []
+        if (!Array.isArray(value) || value.length === 0 || value.length > maxTypes || !value.every((v) => typeof v === "string")) {
+          problems.push({ path, message: `must be a non-empty array of at most ${maxTypes} strings` })
+          return []
+        }
+        return value as Array<string>
+      }
+      for (const t of list(input.event_types, "event_types")) {
+        if (catalog.eventTypes.has(t)) types.push(t)
+        else problems.push({ path: "event_types", message: `${JSON.stringify(t.slice(0, 100))} is not in the webhook event catalog (known: ${[...catalog.eventTypes].join(", ") || "none"})` })
+      }
+      for (const f of list(factTypes, "fact_types")) {
+        const events = catalog.eventTypesOfFact(f)
+        if (events.length > 0) types.push(...events)
+        else problems.push({ path: "fact_types", message: `${JSON.stringify(f.slice(0, 100))} is not published as a webhook event` })
+      }
+      if (input.event_types === undefined && factTypes === undefined) problems.push({ path: "event_types", message: "is required: the catalog event types (or fact_types) to subscribe to" })
+      out.event_types = [...new Set(types)].sort()
+    }
+    if (input.description !== undefined) {
+      if (input.description !== null && (typeof input.description !== "string" || input.description.length > maxDescription)) {
+        problems.push({ path: "description", message: `must be a string of at most ${maxDescription} characters` })
+      } else out.description = input.description as string | null
+    }
+    if (input.enabled !== undefined) {
+      if (typeof input.enabled !== "boolean") problems.push({ path: "enabled", message: "must be true or false" })
+      else out.enabled = input.enabled
+    }
+    return problems.length > 0
+      ? Effect.fail(new WebhookInputError({ message: `${problems.length} problem(s) in the endpoint`, problems }))
+      : Effect.succeed(out)
+  }
+
+  const service: WebhookStore["Service"] = {
+    settings,
+    invalidate: (tenantId) => void cache.delete(tenantId),
+    create: (tenantId, input) =>
+      Effect.gen(function*() {
+        const valid = yield* validate(input, true)
+        const secret = Secrets.generateSigningSecret()
+        const sealed = yield* Effect.flatMap(key(), (k) => Effect.promise(() => Secrets.seal(k, secret)))
+        const id = `we_${crypto.randomUUID().replace(/-/g, "").slice(0, 24)}`
+        const now = new Date().toISOString()
+        yield* run([
+          db.prepare(
+            `INSERT INTO webhook_endpoints (tenant_id, id, url, description, event_types, enabled, version, secret_sealed, created_at, updated_at)
+             VALUES (?, ?, ?, ?, ?, 1, 1, ?, ?, ?)`
+          ).bind(tenantId, id, valid.url!, valid.description ?? null, JSON.stringify(valid.event_types), sealed, now, now)
+        ])
+        cache.delete(tenantId)
+        return { endpoint: toEndpoint(yield* row(tenantId, id)), secret }
+      }),
+    list: (tenantId) => Effect.map(query<Row>("SELECT * FROM webhook_endpoints WHERE tenant_id = ? ORDER BY created_at, id", tenantId), (rows) => rows.map(toEndpoint)),
+    get: (tenantId, id) => Effect.map(row(tenantId, id), toEndpoint),
+    update: (tenantId, id, input) =>
+      Effect.gen(function*() {
+        const valid = yield* validate(input, false)
+        yield* row(tenantId, id)
+        const sets: Array<string> = []
+        const params: Array<unknown> = []
+        if (valid.url !== undefined) sets.push("url = ?"), params.push(valid.url)
+        if (valid.event_types !== undefined) sets.push("event_types = ?"), params.push(JSON.stringify(valid.event_types))
+        if (valid.description !== undefined) sets.push("description = ?"), params.push(valid.description)
+        if (valid.enabled !== undefined) {
+          sets.push("enabled = ?"), params.push(valid.enabled ? 1 : 0)
+          // Enabling again starts a clean slate; disabling by hand says so.
+          sets.push("disabled_reason = ?", "failing_since = NULL"), params.push(valid.enabled ? null : "disabled by an admin")
+        }
+        if (sets.length > 0) {
+          yield* run([
+            db.prepare(`UPDATE webhook_endpoints SET ${sets.join(", ")}, version = version + 1, updated_at = ? WHERE tenant_id = ? AND id = ?`)
+              .bind(...params, new Date().toISOString(), tenantId, id)
+          ])
+        }
+        cache.delete(tenantId)
+        return toEndpoint(yield* row(tenantId, id))
+      }),
+    remove: (tenantId, id) =>
+      Effect.gen(function*() {
+        yield* row(tenantId, id)
+        yield* run([db.prepare("DELETE FROM webhook_endpoints WHERE tenant_id = ? AND id = ?").bind(tenantId, id)])
+        cache.delete(tenantId)
+      }),
+    rotate: (tenantId, id) =>
+      Effect.gen(function*() {
+        const current = yield* row(tenantId, id)
+        const secret = Secrets.generateSigningSecret()
+        const sealed = yield* Effect.flatMap(key(), (k) => Effect.promise(() => Secrets.seal(k, secret)))
+        const now = Date.now()
+        yield* run([
+          db.prepare(
+            `UPDATE webhook_endpoints SET secret_sealed = ?, previous_secret_sealed = ?, previous_secret_expires_at = ?, version = version + 1, updated_at = ?
+             WHERE tenant_id = ? AND id = ?`
+          ).bind(sealed, current.secret_sealed, new Date(now + overlap).toISOString(), new Date(now).toISOString(), tenantId, id)
+        ])
+        cache.delete(tenantId)
+        return { endpoint: toEndpoint(yield* row(tenantId, id)), secret }
+      }),
+    attempts: (tenantId, id, page) =>
+      Effect.gen(function*() {
+        yield* row(tenantId, id)
+        let before: [string, string, number] | undefined
+        if (page.before !== undefined) {
+          try {
+            const parsed = JSON.parse(atob(page.before.replace(/-/g, "+").replace(/_/g, "/"))) as unknown
+            if (Array.isArray(parsed) && parsed.length === 3 && typeof parsed[0] === "string" && typeof parsed[1] === "string" && Number.isInteger(parsed[2])) {
+              before = parsed as [string, string, number]
+            }
+          } catch {
+            // reported below
+          }
+          if (!before) return yield* new WebhookInputError({ message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
+        }
+        const rows = yield* query<Record<string, unknown>>(
+          `SELECT attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error
+           FROM webhook_attempts WHERE tenant_id = ? AND endpoint_id = ?
+           ${before ? "AND (attempted_at, delivery_id, attempt) < (?, ?, ?)" : ""}
+           ORDER BY attempted_at DESC, delivery_id DESC, attempt DESC LIMIT ?`,
+          tenantId, id, ...(before ?? []), page.limit + 1
+        )
+        const data = rows.slice(0, page.limit).map((r): AttemptRow => ({ ...(r as unknown as AttemptRow), succeeded: r.succeeded === 1 }))
+        const last = data.at(-1)
+        const next = rows.length > page.limit && last
+          ? btoa(JSON.stringify([last.attempted_at, last.delivery_id, last.attempt])).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
+          : null
+        return { data, next_cursor: next }
+      }),
+    recover: (tenantId, id, since) =>
+      Effect.gen(function*() {
+        const endpoint = yield* row(tenantId, id)
+        if (endpoint.enabled !== 1) return yield* new WebhookConflict({ message: `endpoint ${id} is disabled (${endpoint.disabled_reason ?? "by an admin"}); enable it before recovering` })
+        const rows = yield* query<{ delivery_id: string; message: string }>(
+          `SELECT delivery_id, message FROM webhook_deliveries
+           WHERE tenant_id = ? AND endpoint_id = ? AND status = 'failed' AND last_attempted_at >= ? ORDER BY last_attempted_at LIMIT 10000`,
+          tenantId, id, since
+        )
+        if (rows.length > 0) {
+          yield* run([
+            db.prepare(
+              `UPDATE webhook_deliveries SET status = 'pending' WHERE tenant_id = ? AND delivery_id IN (SELECT value FROM json_each(?))`
+            ).bind(tenantId, JSON.stringify(rows.map((r) => r.delivery_id)))
+          ])
+        }
+        return rows.map((r) => JSON.parse(r.message) as unknown)
+      }),
+    deliveryStates: (keys) =>
+      keys.length === 0
+        ? Effect.succeed(new Map())
+        : Effect.map(
+          // json_each first (CROSS JOIN keeps that order), then the primary key per pair: no scan.
+          query<{ tenant_id: string; delivery_id: string; status: DeliveryState["status"]; attempts: number }>(
+            `SELECT d.tenant_id, d.delivery_id, d.status, d.attempts FROM json_each(?) AS k
+             CROSS JOIN webhook_deliveries AS d ON d.tenant_id = json_extract(k.value, '$[0]') AND d.delivery_id = json_extract(k.value, '$[1]')`,
+            JSON.stringify(keys.map((k) => [k.tenant_id, k.delivery_id]))
+          ),
+          (rows) => new Map(rows.map((r) => [`${r.tenant_id}/${r.delivery_id}`, { status: r.status, attempts: r.attempts }] as const))
+        ),
+    record: (batch) =>
+      Effect.gen(function*() {
+        const statements: Array<D1PreparedStatement> = []
+        if (batch.attempts.length > 0) {
+          statements.push(db.prepare(
+            `INSERT INTO webhook_attempts (tenant_id, endpoint_id, attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error)
+             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
+                    json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]'),
+                    json_extract(value, '$[10]'), json_extract(value, '$[11]')
+             FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`
+          ).bind(JSON.stringify(batch.attempts.map((a) => [
+            a.tenant_id, a.endpoint_id, a.attempted_at, a.delivery_id, a.attempt, a.event_type, a.fact_id, a.succeeded ? 1 : 0, a.status_code, a.duration_ms, a.response_snippet, a.error
+          ]))))
+        }
+        if (batch.deliveries.length > 0) {
+          statements.push(db.prepare(
+            `INSERT INTO webhook_deliveries (tenant_id, delivery_id, endpoint_id, fact_id, event_type, status, attempts, last_status_code, last_attempted_at, message)
+             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
+                    json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]')
+             FROM json_each(?) WHERE true
+             ON CONFLICT (tenant_id, delivery_id) DO UPDATE SET status = excluded.status, attempts = MAX(webhook_deliveries.attempts, excluded.attempts),
+               last_status_code = excluded.last_status_code, last_attempted_at = excluded.last_attempted_at, message = excluded.message`
+          ).bind(JSON.stringify(batch.deliveries.map((d) => [
+            d.tenant_id, d.delivery_id, d.endpoint_id, d.fact_id, d.event_type, d.status, d.attempts, d.last_status_code, d.last_attempted_at, JSON.stringify(d.message)
+          ]))))
+        }
+        const disabling: Array<string> = []
+        for (const e of batch.endpoints) {
+          if (e.disable !== undefined) {
+            disabling.push(`${e.tenant_id}/${e.endpoint_id}`)
+            statements.push(db.prepare(
+              `UPDATE webhook_endpoints SET enabled = 0, disabled_reason = ?, version = version + 1, updated_at = ?
+               WHERE tenant_id = ? AND id = ? AND enabled = 1 RETURNING id`
+            ).bind(e.disable, batch.now, e.tenant_id, e.endpoint_id))
+          } else if (e.succeeded) {
+            statements.push(db.prepare("UPDATE webhook_endpoints SET failing_since = NULL WHERE tenant_id = ? AND id = ? AND failing_since IS NOT NULL")
+              .bind(e.tenant_id, e.endpoint_id))
+          } else {
+            statements.push(db.prepare("UPDATE webhook_endpoints SET failing_since = COALESCE(failing_since, ?) WHERE tenant_id = ? AND id = ?")
+              .bind(batch.now, e.tenant_id, e.endpoint_id))
+          }
+        }
+        if (statements.length === 0) return new Set<string>()
+        const results = yield* run(statements)
+        const offset = statements.length - batch.endpoints.length
+        const disabled = new Set<string>()
+        batch.endpoints.forEach((e, i) => {
+          if (e.disable !== undefined && (results[offset + i]?.results?.length ?? 0) > 0) disabled.add(`${e.tenant_id}/${e.endpoint_id}`)
+        })
+        for (const e of batch.endpoints) cache.delete(e.tenant_id)
+        return disabled
+      }),
+    configsFor: (tenantIds) =>
+      Effect.gen(function*() {
+        const now = Date.now()
+        const missing = [...new Set(tenantIds)].filter((t) => (cache.get(t)?.at ?? -Infinity) + ttl <= now)
+        if (missing.length > 0) {
+          const rows = yield* query<Row>("SELECT * FROM webhook_endpoints WHERE tenant_id IN (SELECT value FROM json_each(?))", JSON.stringify(missing))
+          const k = rows.length > 0 ? yield* key() : undefined
+          const configs = yield* Effect.forEach(rows, (r) =>
+            Effect.tryPromise({
+              try: async (): Promise<EndpointConfig> => {
+                const secrets = [await Secrets.open(k!, r.secret_sealed)]
+                if (r.previous_secret_sealed && r.previous_secret_expires_at && Date.parse(r.previous_secret_expires_at) > now) {
+                  secrets.push(await Secrets.open(k!, r.previous_secret_sealed))
+                }
+                return { ...toEndpoint(r), tenant_id: r.tenant_id, secrets }
+              },
+              catch: (e) => (e instanceof Secrets.SecretsKeyError ? e : new Secrets.SecretsKeyError(String(e)))
+            }))
+          for (const t of missing) cache.set(t, { at: now, configs: configs.filter((c) => c.tenant_id === t) })
+        }
+        return new Map(tenantIds.map((t) => [t, cache.get(t)?.configs ?? []] as const))
+      })
+  }
+  return service
+}
