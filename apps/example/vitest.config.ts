@@ -2,7 +2,11 @@ import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin"
 import { readFileSync } from "node:fs"
 import { defineConfig } from "vitest/config"
 
+import * as Receiver from "./scripts/Receiver.mjs" // the webhook receiver the tests deliver to (plain .mjs)
+
 const migrations = await readD1Migrations("../../migrations")
+/** A real HTTP receiver for webhook deliveries, listening for as long as the test run. */
+const receiver = await Receiver.start()
 const tokens = readFileSync("./test/dev-tokens.json", "utf8").trim()
 
 interface WranglerQueues {
@@ -46,7 +50,11 @@ export default defineConfig({
           // What test/Drain.ts needs to count messages in flight: which binding sends to which queue, and
           // how the broker retries and dead-letters on each.
           TEST_QUEUE_PRODUCERS: Object.fromEntries(queues.producers.map((p) => [p.binding, p.queue])),
-          TEST_QUEUE_CONSUMERS: queueConsumers
+          TEST_QUEUE_CONSUMERS: queueConsumers,
+          TEST_RECEIVER_URL: receiver.url,
+          // Local development only: webhook endpoints may be http and loopback (the receiver above).
+          FACTLINE_LOCAL_DEVELOPMENT: "true",
+          FACTLINE_SECRETS_KEY: "kL8hXw6QkGfCq0e3m1Vn2m4Qb7yT9uR5sD3aF1gH2jM="
         },
         // Replaces wrangler.jsonc's consumers queue by queue (miniflare merges per queue name).
         queueConsumers

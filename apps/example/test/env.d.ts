@@ -15,6 +15,8 @@ declare global {
       TEST_QUEUE_PRODUCERS: Record<string, string>
       /** Queue name → the consumer settings the local broker runs with in tests (for test/Drain.ts). */
       TEST_QUEUE_CONSUMERS: Record<string, { maxBatchSize: number; maxBatchTimeout: number; maxRetries: number; deadLetterQueue?: string }>
+      /** The tests' real webhook receiver (scripts/Receiver.mjs), started by vitest.config.ts. */
+      TEST_RECEIVER_URL: string
       [binding: string]: unknown
     }
   }

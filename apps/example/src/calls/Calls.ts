@@ -4,7 +4,7 @@
  * the call's stream. Subject = `call_id`.
  */
 import { Effect, Schema } from "effect"
-import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, Projection } from "@factline/core"
+import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, Projection, Webhook } from "@factline/core"
 import * as Tables from "./Tables.js"
 
 const Id = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128))
@@ -113,9 +113,13 @@ export const buyerBudgetsProjection = Projection.additive({
   ]
 })
 
+/** Published to tenants' webhook endpoints: `charge.created`, the charge's data as the payload. */
+export const chargeCreated = Webhook.event(Charge, { type: "charge.created", description: "A qualified call was charged to its buyer." })
+
 export const calls = Module.make("calls", {
   tables: Tables,
   handlers: [recordOutcome, decideDispute],
   processors: [qualifyCall],
-  projections: [callsProjection, buyerBudgetsProjection]
+  projections: [callsProjection, buyerBudgetsProjection],
+  webhooks: [chargeCreated]
 })

@@ -1,0 +1,248 @@
+/**
+ * Webhooks end to end against a real HTTP receiver (scripts/Receiver.mjs, a Node server started by
+ * vitest.config.ts): endpoints over the admin API, charges fanned out to subscribed endpoints, deliveries
+ * signed per Standard Webhooks and verified with the `standardwebhooks` package, retries, Retry-After, 410,
+ * the dead-letter queue, rotation, the SSRF guard and tenant isolation.
+ */
+import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
+import { env } from "cloudflare:workers"
+import { Webhook } from "standardwebhooks"
+import { afterEach, describe, expect, it } from "vitest"
+import type { PlatformEnv } from "@factline/workers"
+import { drain } from "./Drain.js"
+import { callCompleted, deadMessages, postEvents, readStream, request, tokenA, tokenAReadOnly, tokenB, unique } from "./helpers.js"
+import { recordingBatch } from "./instrument.js"
+import { platform } from "./worker.js"
+
+interface Received {
+  readonly at: string
+  readonly headers: Record<string, string>
+  readonly body: string
+  readonly status: number
+}
+
+const hookPath = (kind: string) => `/hooks/${kind}-${unique("ep")}`
+const received = async (path: string): Promise<Array<Received>> => (await fetch(`${env.TEST_RECEIVER_URL}/received?path=${encodeURIComponent(path)}`)).json()
+const api = async (method: string, path: string, body?: unknown, token = tokenA) => {
+  const response = await request(path, { method, token, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
+  return { status: response.status, body: response.status === 204 ? null : await response.json<any>() }
+}
+const created: Array<{ id: string; token: string }> = []
+const createEndpoint = async (path: string, extra: Record<string, unknown> = {}, token = tokenA) => {
+  const { status, body } = await api("POST", "/v1/webhooks/endpoints", { url: `${env.TEST_RECEIVER_URL}${path}`, event_types: ["charge.created"], ...extra }, token)
+  expect(status, JSON.stringify(body)).toBe(201)
+  created.push({ id: body.id, token })
+  return body as { id: string; secret: string; version: number; url: string }
+}
+// Endpoints are tenant-wide: remove each test's, so later tests' charges do not reach them.
+afterEach(async () => {
+  for (const { id, token } of created.splice(0)) await api("DELETE", `/v1/webhooks/endpoints/${id}`, undefined, token)
+})
+
+/** Posts calls (qualifying ones become charges) and waits until every queue is idle. */
+const charge = async (count: number, token = tokenA, tenant = "tenant-a") => {
+  const calls = Array.from({ length: count }, () => callCompleted({ tenant_id: tenant }, { duration_s: 90, price_cents: 300 + count }))
+  expect((await postEvents({ events: calls }, token)).status).toBe(202)
+  await drain()
+  return calls
+}
+
+const verify = (secret: string, r: Received) => new Webhook(secret).verify(r.body, r.headers) as { type: string; timestamp: string; data: Record<string, unknown> }
+
+describe("webhooks", () => {
+  it("lists the event catalog with a JSON Schema of each payload", async () => {
+    const { status, body } = await api("GET", "/v1/webhooks/event-types", undefined, tokenAReadOnly)
+    expect(status).toBe(200)
+    expect(body.data).toEqual([{
+      type: "charge.created",
+      fact_type: "charge",
+      description: "A qualified call was charged to its buyer.",
+      schema: expect.objectContaining({ type: "object", required: ["call_id", "buyer_id", "amount_cents", "currency"] })
+    }])
+  })
+
+  it("delivers each charge once to the subscribed endpoint, signed: every signature verifies with standardwebhooks", async () => {
+    const path = hookPath("ok")
+    const endpoint = await createEndpoint(path)
+    expect(endpoint.secret).toMatch(/^whsec_/)
+    const listed = await api("GET", `/v1/webhooks/endpoints/${endpoint.id}`)
+    expect(listed.body).toMatchObject({ id: endpoint.id, enabled: true, event_types: ["charge.created"], version: 1 })
+    expect(JSON.stringify(listed.body)).not.toContain(endpoint.secret.slice(6))
+
+    const calls = await charge(3)
+    const deliveries = await received(path)
+    expect(deliveries).toHaveLength(3)
+    const bodies = deliveries.map((d) => verify(endpoint.secret, d))
+    expect(bodies.map((b) => b.type)).toEqual(["charge.created", "charge.created", "charge.created"])
+    expect(bodies.map((b) => b.data.call_id).sort()).toEqual(calls.map((c) => c.subject).sort())
+    expect(new Set(deliveries.map((d) => d.headers["webhook-id"])).size).toBe(3)
+    expect(deliveries.every((d) => /^wd_[0-9a-f]{32}$/.test(d.headers["webhook-id"]!))).toBe(true)
+
+    // The chain fact → delivery is in the ledger: webhook_sent caused by the charge.
+    const stream = await readStream("tenant-a", calls[0]!.subject)
+    const chargeFact = stream.facts.find((f) => f.type === "charge")!
+    const sent = stream.facts.filter((f) => f.type === "webhook_sent")
+    expect(sent).toHaveLength(1)
+    expect(sent[0]).toMatchObject({ causation_id: chargeFact.fact_id, data: { endpoint_id: endpoint.id, event_type: "charge.created", status_code: 200, attempt: 1 } })
+
+    const attempts = await api("GET", `/v1/webhooks/endpoints/${endpoint.id}/attempts`)
+    expect(attempts.body.data).toHaveLength(3)
+    expect(attempts.body.data[0]).toMatchObject({ succeeded: true, status_code: 200, event_type: "charge.created", response_snippet: "ok", attempt: 1 })
+  })
+
+  it("a receiver failing the first two attempts sees one webhook-id three times; one webhook_sent is recorded", async () => {
+    const path = hookPath("fail2")
+    const endpoint = await createEndpoint(path)
+    const [call] = await charge(1)
+    const deliveries = await received(path)
+    expect(deliveries.map((d) => d.status)).toEqual([500, 500, 200])
+    expect(new Set(deliveries.map((d) => d.headers["webhook-id"])).size).toBe(1)
+    for (const d of deliveries) verify(endpoint.secret, d)
+    expect(deliveries.map((d) => d.body)).toEqual([deliveries[0]!.body, deliveries[0]!.body, deliveries[0]!.body])
+    const stream = await readStream("tenant-a", call!.subject)
+    expect(stream.facts.filter((f) => f.type === "webhook_sent").map((f) => f.data)).toEqual([expect.objectContaining({ attempt: 3, status_code: 200 })])
+    const attempts = await api("GET", `/v1/webhooks/endpoints/${endpoint.id}/attempts`)
+    expect(attempts.body.data.map((a: any) => [a.attempt, a.status_code, a.succeeded])).toEqual([[3, 200, true], [2, 500, false], [1, 500, false]])
+  })
+
+  it("Retry-After: 30 on a 429 delays the next attempt by at least 30 s (not scaled down like the policy's delays)", async () => {
+    const path = hookPath("retry30")
+    const endpoint = await createEndpoint(path)
+    const delivery = {
+      schema_version: 1, message_type: "webhook.delivery", message_id: unique("msg"), idempotency_key: `wd_${unique("d")}`, correlation_id: "c",
+      tenant_id: "tenant-a", subject: endpoint.id, source: "test", created_at: new Date().toISOString(),
+      payload: {
+        delivery_id: `wd_${unique("d")}`, webhook_config_id: endpoint.id, webhook_config_version: 1, fact_id: unique("f"), fact_type: "charge",
+        fact_stream: unique("s"), event_type: "charge.created", occurred_at: new Date().toISOString(), payload: { call_id: "c1" }
+      }
+    }
+    const batch = createMessageBatch("factline-webhooks", [{ id: unique("qm"), timestamp: new Date(), attempts: 1, body: delivery }])
+    const ctx = createExecutionContext()
+    const recording = recordingBatch(batch)
+    await platform.queue(recording.batch, env as unknown as PlatformEnv, ctx)
+    const result = await getQueueResult(batch, ctx)
+    expect(result.retryMessages).toHaveLength(1)
+    // The test config scales the policy's delays to 0: only the receiver's Retry-After sets this one.
+    expect(recording.retries.get(batch.messages[0]!.id)?.delaySeconds).toBe(30)
+    const deliveries = await received(path)
+    expect(deliveries.map((d) => d.status)).toEqual([429])
+    verify(endpoint.secret, deliveries[0]!)
+  })
+
+  it("410 Gone disables the endpoint at once and nothing more is sent to it", async () => {
+    const path = hookPath("gone")
+    const endpoint = await createEndpoint(path)
+    const [first] = await charge(1)
+    expect((await received(path)).map((d) => d.status)).toEqual([410])
+    const after = await api("GET", `/v1/webhooks/endpoints/${endpoint.id}`)
+    expect(after.body).toMatchObject({ enabled: false, disabled_reason: "the endpoint answered 410 Gone", version: 2 })
+    const disabledFacts = (await readStream("tenant-a", endpoint.id)).facts
+    expect(disabledFacts.map((f) => [f.type, f.data.reason])).toEqual([["webhook_endpoint_disabled", "the endpoint answered 410 Gone"]])
+    expect((await readStream("tenant-a", first!.subject)).facts.filter((f) => f.type === "webhook_failed")).toHaveLength(1)
+    await charge(2)
+    expect(await received(path)).toHaveLength(1)
+  })
+
+  it("a receiver that always fails: retried per the policy, then the webhooks DLQ with status code and attempts", async () => {
+    const path = hookPath("fail")
+    await createEndpoint(path)
+    const [call] = await charge(1)
+    const deliveries = await received(path)
+    expect(deliveries).toHaveLength(6)                                   // 1 + max_retries 5
+    const id = deliveries[0]!.headers["webhook-id"]!
+    const dead = await deadMessages(id)
+    expect(dead).toHaveLength(1)
+    expect(dead[0]).toMatchObject({ queue: "factline-webhooks", reason: "retries_exhausted", attempts: 6 })
+    expect(dead[0]!.last_error).toMatch(/delivery attempt 6 to endpoint we_\w+ failed: HTTP 500: internal error x+…/)
+    const failed = (await readStream("tenant-a", call!.subject)).facts.filter((f) => f.type === "webhook_failed")
+    expect(failed.map((f) => f.data)).toEqual([expect.objectContaining({ attempt: 6, status_code: 500, error: expect.stringMatching(/^HTTP 500: /) })])
+  })
+
+  it("during a rotation both the new and the old secret verify", async () => {
+    const path = hookPath("ok")
+    const endpoint = await createEndpoint(path)
+    const rotated = await api("POST", `/v1/webhooks/endpoints/${endpoint.id}/rotate-secret`)
+    expect(rotated.status).toBe(200)
+    expect(rotated.body.secret).toMatch(/^whsec_/)
+    expect(rotated.body.secret).not.toBe(endpoint.secret)
+    expect(Date.parse(rotated.body.previous_secret_expires_at) - Date.now()).toBeGreaterThan(23 * 3600 * 1000)
+    await charge(1)
+    const [delivery] = await received(path)
+    expect(delivery!.headers["webhook-signature"]!.split(" ")).toHaveLength(2)
+    expect(verify(rotated.body.secret, delivery!).type).toBe("charge.created")
+    expect(verify(endpoint.secret, delivery!).type).toBe("charge.created")
+  })
+
+  it("refuses private, loopback and metadata URLs with 400 naming the rule outside local development", async () => {
+    const production = { ...(env as unknown as PlatformEnv), FACTLINE_LOCAL_DEVELOPMENT: "false" } as PlatformEnv
+    const post = async (url: string) => {
+      const response = await platform.fetch(new Request("http://factline.test/v1/webhooks/endpoints", {
+        method: "POST",
+        headers: { authorization: `Bearer ${tokenA}`, "content-type": "application/json" },
+        body: JSON.stringify({ url, event_types: ["charge.created"] })
+      }), production, createExecutionContext())
+      return { status: response.status, body: await response.json<any>() }
+    }
+    for (const [url, rule] of [
+      ["https://169.254.169.254/latest/meta-data", /metadata/],
+      ["https://10.0.0.7/hook", /private addresses/],
+      ["https://[fd00::1]/hook", /unique-local/],
+      ["http://127.0.0.1:8080/hook", /must use https/],
+      ["https://localhost/hook", /loopback/],
+      [`${env.TEST_RECEIVER_URL}/hooks/ok-x`, /must use https/]
+    ] as const) {
+      const { status, body } = await post(url)
+      expect(status, url).toBe(400)
+      expect(body.error.details.problems[0].path).toBe("url")
+      expect(body.error.details.problems[0].message).toMatch(rule)
+    }
+    const unknownType = await api("POST", "/v1/webhooks/endpoints", { url: "https://hooks.example.com/x", event_types: ["charge.deleted"] })
+    expect(unknownType.status).toBe(400)
+    expect(unknownType.body.error.details.problems[0].message).toMatch(/not in the webhook event catalog \(known: charge.created\)/)
+    const byFact = await api("POST", "/v1/webhooks/endpoints", { url: "https://hooks.example.com/x", fact_types: ["charge"] })
+    expect(byFact.status).toBe(201)
+    created.push({ id: byFact.body.id, token: tokenA })
+    expect(byFact.body.event_types).toEqual(["charge.created"])
+  })
+
+  it("tenant B can neither read, change nor receive tenant A's endpoints and deliveries", async () => {
+    const path = hookPath("ok")
+    const endpoint = await createEndpoint(path)
+    const id = endpoint.id
+    for (const [method, p, body] of [
+      ["GET", `/v1/webhooks/endpoints/${id}`],
+      ["PATCH", `/v1/webhooks/endpoints/${id}`, { enabled: false }],
+      ["DELETE", `/v1/webhooks/endpoints/${id}`],
+      ["POST", `/v1/webhooks/endpoints/${id}/rotate-secret`],
+      ["GET", `/v1/webhooks/endpoints/${id}/attempts`],
+      ["POST", `/v1/webhooks/endpoints/${id}/recover`, { since: "2026-01-01T00:00:00Z" }]
+    ] as const) {
+      const r = await api(method, p, body, tokenB)
+      expect(r.status, `${method} ${p}`).toBe(404)
+      expect(JSON.stringify(r.body)).not.toContain(path)
+    }
+    expect((await api("GET", "/v1/webhooks/endpoints", undefined, tokenB)).body.data.map((e: any) => e.id)).not.toContain(id)
+    expect((await api("GET", "/v1/webhooks/endpoints", undefined, tokenAReadOnly)).status).toBe(403)
+    await charge(2, tokenB, "tenant-b")
+    expect(await received(path)).toEqual([])
+    expect((await api("GET", `/v1/webhooks/endpoints/${id}`)).body).toMatchObject({ enabled: true, version: 1 })
+  })
+
+  it("recover re-sends the failed deliveries since a time, once the endpoint works again", async () => {
+    const failing = hookPath("fail")
+    const endpoint = await createEndpoint(failing)
+    await charge(1)
+    expect(await received(failing)).toHaveLength(6)
+    const working = hookPath("ok")
+    const patched = await api("PATCH", `/v1/webhooks/endpoints/${endpoint.id}`, { url: `${env.TEST_RECEIVER_URL}${working}` })
+    expect(patched.body).toMatchObject({ version: 2 })
+    const recovered = await api("POST", `/v1/webhooks/endpoints/${endpoint.id}/recover`, { since: new Date(Date.now() - 3600_000).toISOString() })
+    expect(recovered).toMatchObject({ status: 202, body: { recovered: 1 } })
+    await drain()
+    const [delivery] = await received(working)
+    expect(delivery!.headers["webhook-id"]).toBe((await received(failing))[0]!.headers["webhook-id"])
+    verify(endpoint.secret, delivery!)
+    const again = await api("POST", `/v1/webhooks/endpoints/${endpoint.id}/recover`, { since: new Date(Date.now() - 3600_000).toISOString() })
+    expect(again.body.recovered).toBe(0)
+  })
+})
