@@ -290,9 +290,10 @@ describe("facts in motion", () => {
     const hundred = await measure(100, 5)
     expect(hundred.counts.d1RoundTrips).toBe(ten.counts.d1RoundTrips)
     expect(hundred.counts.d1RoundTrips).toBeLessThanOrEqual(3)
-    // One ledger RPC per shard touched, and one send to projections (qualification and charge have no processor).
+    // One ledger RPC per shard touched; one send per destination: projections, and webhooks (charge is published
+    // as charge.created; qualification and charge have no processor, so nothing goes to fact-processing).
     expect(ten.counts.doRpcs).toBe(ten.shards)
     expect(hundred.counts.doRpcs).toBe(hundred.shards)
-    expect([ten.counts.queueSends, hundred.counts.queueSends]).toEqual([1, 1])
+    expect([ten.counts.queueSends, hundred.counts.queueSends]).toEqual([2, 2])
   })
 })
