@@ -13,6 +13,8 @@ import { drain } from "./Drain.js"
 import { callCompleted, deadMessages, postEvents, readStream, request, tokenA, tokenAReadOnly, tokenB, unique } from "./helpers.js"
 import { recordingBatch } from "./instrument.js"
 import { platform } from "./worker.js"
+import * as CountingBindings from "@factline/core/testing/bindings"
+import { newCounts } from "./instrument.js"
 
 interface Received {
   readonly at: string
@@ -127,6 +129,36 @@ describe("webhooks", () => {
     const deliveries = await received(path)
     expect(deliveries.map((d) => d.status)).toEqual([429])
     verify(endpoint.secret, deliveries[0]!)
+  })
+
+  it("a delivery batch costs the same D1 round trips and ledger RPCs for 2 deliveries as for 10", async () => {
+    const path = hookPath("ok")
+    const endpoint = await createEndpoint(path)
+    const measure = async (n: number) => {
+      const counts = newCounts()
+      const instrumented = CountingBindings.env(env as unknown as PlatformEnv, counts)
+      const stream = unique("s")
+      const bodies = Array.from({ length: n }, (_, i) => ({
+        schema_version: 1, message_type: "webhook.delivery", message_id: unique("msg"), idempotency_key: `wd_${unique("d")}`, correlation_id: "c",
+        tenant_id: "tenant-a", subject: endpoint.id, source: "test", created_at: new Date().toISOString(),
+        payload: {
+          delivery_id: `wd_${unique("d")}`, webhook_config_id: endpoint.id, webhook_config_version: 1, fact_id: unique("f"), fact_type: "charge",
+          fact_stream: stream, event_type: "charge.created", occurred_at: new Date().toISOString(), payload: { i }
+        }
+      }))
+      const batch = createMessageBatch("factline-webhooks", bodies.map((body) => ({ id: unique("qm"), timestamp: new Date(), attempts: 1, body })))
+      const ctx = createExecutionContext()
+      await platform.queue(batch, instrumented, ctx)
+      expect((await getQueueResult(batch, ctx)).explicitAcks).toHaveLength(n)
+      return counts
+    }
+    const two = await measure(2)
+    const ten = await measure(10)
+    // Endpoint configs (a fresh runtime per bindings object, so not cached here), delivery states, one recording transaction.
+    expect([two.d1RoundTrips, ten.d1RoundTrips]).toEqual([3, 3])
+    // The webhook_sent facts: one append to the stream's shard.
+    expect([two.doRpcs, ten.doRpcs]).toEqual([1, 1])
+    expect(await received(path)).toHaveLength(12)
   })
 
   it("410 Gone disables the endpoint at once and nothing more is sent to it", async () => {
