@@ -7,12 +7,15 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { Webhook } from "standardwebhooks"
 import * as LocalStack from "./LocalStack.mjs"
+import * as Receiver from "./Receiver.mjs"
 
 const app = join(dirname(fileURLToPath(import.meta.url)), "..")
 const state = mkdtempSync(join(tmpdir(), "factline-smoke-"))
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 let stack
+let receiver
 
 let passed = 0
 let failed = 0
@@ -40,6 +43,12 @@ try {
     schema_version: i === 0 ? 1 : 2, message_type: "call.completed", idempotency_key: `call.completed:${payload.call_id}`, subject: payload.call_id,
     payload: i === 0 ? { call_id: payload.call_id, buyer_id: buyer, duration_s: payload.duration_s, price_cents: payload.price_cents } : payload
   }))
+  // A webhook endpoint on a local receiver (http and loopback: `npm run dev` runs with FACTLINE_LOCAL_DEVELOPMENT).
+  receiver = await Receiver.start()
+  const hookPath = `/hooks/ok-smoke-${run}`
+  const endpoint = await request("/v1/webhooks/endpoints", { method: "POST", body: JSON.stringify({ url: `${receiver.url}${hookPath}`, event_types: ["charge.created"] }) })
+  check("POST /v1/webhooks/endpoints creates an endpoint and shows its secret once (201)", endpoint.status === 201 && /^whsec_/.test(endpoint.body.secret ?? ""), JSON.stringify(endpoint.status))
+
   const posted = await request("/v1/events", { method: "POST", body: JSON.stringify({ events }) })
   check("POST /v1/events accepts a batch (202)", posted.status === 202 && posted.body.accepted === 5, JSON.stringify(posted))
   const again = await request("/v1/events", { method: "POST", body: JSON.stringify({ events }) })
@@ -67,6 +76,24 @@ try {
   check("a filter on an undeclared column is a 400 JSON error", undeclared.status === 400 && undeclared.body.error?.code === "invalid_query", JSON.stringify(undeclared))
   const cursor = await request("/v1/projections/calls?cursor=%27%3B%20DROP%20TABLE%20calls")
   check("a malformed cursor is a 400 JSON error without SQL text", cursor.status === 400 && !/sqlite|syntax/i.test(JSON.stringify(cursor.body)), JSON.stringify(cursor))
+  let deliveries = []
+  for (let i = 0; i < 600; i++) {
+    deliveries = await (await fetch(`${receiver.url}/received?path=${encodeURIComponent(hookPath)}`)).json()
+    if (new Set(deliveries.map((d) => d.headers["webhook-id"])).size >= 3) break
+    await sleep(100)
+  }
+  let verified = 0
+  for (const d of deliveries) {
+    try {
+      const event = new Webhook(endpoint.body.secret).verify(d.body, d.headers)
+      if (event.type === "charge.created" && event.data.buyer_id === buyer) verified++
+    } catch {
+      // counted as not verified
+    }
+  }
+  const ids = new Set(deliveries.map((d) => d.headers["webhook-id"]))
+  check("each of the 3 charges is delivered as a signed charge.created that verifies with standardwebhooks", ids.size === 3 && verified === deliveries.length,
+    `${ids.size} webhook-ids, ${verified}/${deliveries.length} verified`)
   const anonymous = await request("/v1/facts", { token: null })
   check("no token is a 401", anonymous.status === 401, JSON.stringify(anonymous))
 } catch (error) {
@@ -74,6 +101,7 @@ try {
   console.log(`✗ smoke run failed: ${error instanceof Error ? error.message : String(error)}`)
 } finally {
   stack?.stop()
+  await receiver?.close()
   rmSync(state, { recursive: true, force: true })
 }
 console.log(`smoke: ${passed} passed, ${failed} failed`)
