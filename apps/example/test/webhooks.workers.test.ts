@@ -190,6 +190,39 @@ describe("webhooks", () => {
     expect(failed.map((f) => f.data)).toEqual([expect.objectContaining({ attempt: 6, status_code: 500, error: expect.stringMatching(/^HTTP 500: /) })])
   })
 
+  it("an endpoint failing every delivery for the disable period is disabled, and a webhook_endpoint_disabled fact says why", async () => {
+    const path = hookPath("fail")
+    const endpoint = await createEndpoint(path)
+    // A disable period of 0 hours: the second failed attempt (after the first set failing_since) disables it.
+    const impatient = { ...(env as unknown as PlatformEnv), FACTLINE_WEBHOOK_DISABLE_AFTER_HOURS: "0" } as PlatformEnv
+    const attempt = async () => {
+      const body = {
+        schema_version: 1, message_type: "webhook.delivery", message_id: unique("msg"), idempotency_key: `wd_${unique("d")}`, correlation_id: "c",
+        tenant_id: "tenant-a", subject: endpoint.id, source: "test", created_at: new Date().toISOString(),
+        payload: {
+          delivery_id: `wd_${unique("d")}`, webhook_config_id: endpoint.id, webhook_config_version: 1, fact_id: unique("f"), fact_type: "charge",
+          fact_stream: unique("s"), event_type: "charge.created", occurred_at: new Date().toISOString(), payload: {}
+        }
+      }
+      const batch = createMessageBatch("factline-webhooks", [{ id: unique("qm"), timestamp: new Date(), attempts: 1, body }])
+      const ctx = createExecutionContext()
+      await platform.queue(batch, impatient, ctx)
+      return getQueueResult(batch, ctx)
+    }
+    expect((await attempt()).retryMessages).toHaveLength(1)
+    expect((await api("GET", `/v1/webhooks/endpoints/${endpoint.id}`)).body).toMatchObject({ enabled: true, failing_since: expect.any(String) })
+    await attempt()
+    const after = (await api("GET", `/v1/webhooks/endpoints/${endpoint.id}`)).body
+    expect(after).toMatchObject({ enabled: false, disabled_reason: expect.stringMatching(/^every delivery failed since 20/) })
+    const facts = (await readStream("tenant-a", endpoint.id)).facts
+    expect(facts.map((f) => f.type)).toEqual(["webhook_endpoint_disabled"])
+    expect(facts[0]!.data).toMatchObject({ endpoint_id: endpoint.id, reason: after.disabled_reason, url_host: new URL(env.TEST_RECEIVER_URL).host })
+    // Disabled: a third delivery is not sent; enabling it again starts a clean slate.
+    await attempt()
+    expect(await received(path)).toHaveLength(2)
+    expect((await api("PATCH", `/v1/webhooks/endpoints/${endpoint.id}`, { enabled: true })).body).toMatchObject({ enabled: true, disabled_reason: null, failing_since: null })
+  })
+
   it("during a rotation both the new and the old secret verify", async () => {
     const path = hookPath("ok")
     const endpoint = await createEndpoint(path)
