@@ -143,3 +143,27 @@ describe("Registry startup checks", () => {
     expect(Result.isFailure(undeclared) && undeclared.failure).toBe('h returned a fact of type "refund" (position 1), which it does not declare; it declares emits: [outcome]')
   })
 })
+
+describe("Registry: the webhook catalog", () => {
+  it("publishes catalog events for emitted facts, routes their facts to the webhooks queue, and refuses conflicts", async () => {
+    const Webhook = await import("../definitions/Webhook.js")
+    const PlatformFacts = await import("../definitions/PlatformFacts.js")
+    const outcomeRecorded = Webhook.event(Outcome, { type: "call.recorded" })
+    const registry = Router.make([Module.make("calls", { handlers: [handler("h")], webhooks: [outcomeRecorded] })])
+    expect([...registry.webhookEvents.keys()]).toEqual(["call.recorded"])
+    expect(registry.webhooksFor("outcome")).toEqual([outcomeRecorded])
+    expect(registry.destinationsFor("outcome")).toEqual(["factline-projections", "factline-webhooks"])
+    expect(() => Router.make([Module.make("calls", { handlers: [handler("h")], webhooks: [outcomeRecorded, Webhook.event(Outcome, { type: "call.recorded" })] })])).toThrow(
+      'webhook event type "call.recorded" is published twice'
+    )
+    expect(() => Router.make([Module.make("billing", { webhooks: [Webhook.event(Charged, { type: "charge.created" })] })])).toThrow(
+      'webhook event "charge.created" (module billing) listens to fact type "charged", which no handler or processor emits'
+    )
+    const Other = MessageDefinition.event("x.sent").version(1, Schema.Struct({}))
+    const impostor = Handler.handler(Other, { name: "impostor", emits: [PlatformFacts.WebhookSent], handle: () => Effect.succeed([]) })
+    expect(() => Router.make([Module.make("x", { handlers: [impostor] })])).toThrow('fact type "webhook_sent" is reserved: the platform appends it')
+    // Listening to the platform's facts (with their definitions) is allowed.
+    const onSent = Processor.make(PlatformFacts.WebhookSent, { name: "count-sent", emits: [], process: () => Effect.succeed([]) })
+    expect(() => Router.make([Module.make("x", { processors: [onSent] })])).not.toThrow()
+  })
+})
