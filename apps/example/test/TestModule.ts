@@ -125,8 +125,21 @@ export const fragileProjection = Projection.additive({
   ]
 })
 
+/** Keys the `fixable` handler refuses (permanently) until a test "deploys the fix" by removing them. */
+export const brokenKeys = new Set<string>()
+export const Fixable = MessageDefinition.event("test.fixable.happened").version(1, Schema.Struct({ n: Schema.Int }))
+export const FixableDone = FactDefinition.make("fixable_done", Schema.Struct({ n: Schema.Int }))
+export const fixable = Handler.handler(Fixable, {
+  name: "fixable",
+  emits: [FixableDone],
+  handle: (m) =>
+    brokenKeys.has(m.idempotencyKey)
+      ? Effect.fail(new PermanentError({ message: `bug #42: cannot handle ${m.idempotencyKey}` }))
+      : Effect.succeed([FixableDone.make({ n: m.payload.n })])
+})
+
 export const testModule = Module.make("test", {
-  handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower, requestProbe, sloppy],
+  handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower, requestProbe, sloppy, fixable],
   processors: [probeProcessor],
   projections: [fragileProjection]
 })

@@ -40,4 +40,8 @@ export interface PlatformEnv {
   readonly FACTLINE_WEBHOOK_DISABLE_AFTER_HOURS?: string
   /** Seconds endpoint configs are cached per isolate (default 10). */
   readonly FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS?: string
+  /** The structured log line per processing attempt: `all` (default), `failures`, or `none`. */
+  readonly FACTLINE_LOG_ATTEMPTS?: string
+  /** Optional Workers Analytics Engine dataset binding: one data point per consumer batch (seed 001's metrics). */
+  readonly METRICS?: AnalyticsEngineDataset
 }

@@ -17,6 +17,7 @@ import {
   type Module,
   ProcessingConsumer,
   ProjectionConsumer,
+  Metrics,
   Registry,
   RetryPolicy,
   WebhookConsumer
@@ -27,6 +28,12 @@ import * as Services from "./Services.js"
 
 /** Inbox rows (batch queue) older than this are pruned by the scheduled handler (DESIGN: ≥ 30 days). */
 export const inboxRetentionDays = 30
+/** Resolved dead letters (replayed, skipped, escalated) are kept this long; open ones never expire. */
+export const deadLetterRetentionDays = 30
+/** The per-minute metrics rollup is kept this long. */
+export const metricsRetentionDays = 14
+/** Rows each retention pass deletes per table and run, so one cron run stays short. */
+export const retentionChunk = 5_000
 /** A shard whose relay has been failing for this long is re-armed by the sweep. */
 export const staleRelayMinutes = 5
 export const shardsPerSweep = 200
@@ -83,7 +90,9 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform =>
         for (const m of batch.messages) m.retry({ delaySeconds: 60 })
         return
       }
-      const options = { delayScale: delayScale(env) }
+      const log = env.FACTLINE_LOG_ATTEMPTS === "failures" || env.FACTLINE_LOG_ATTEMPTS === "none" ? env.FACTLINE_LOG_ATTEMPTS : "all"
+      const options = { delayScale: delayScale(env), log } as const
+      const started = Date.now()
       const program: Effect.Effect<unknown, never, Services.PlatformServices> = policy === RetryPolicy.events
         ? EventsConsumer.consume(batch, options)
         : policy === RetryPolicy.projections
@@ -95,14 +104,67 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform =>
               : policy === RetryPolicy.webhooks
                 ? WebhookConsumer.consume(batch, { ...options, disableAfterMs: Services.webhookDisableAfterMs(env) })
                 : notYetConsumed(policy, batch)
-      await runtime(env).runPromise(program)
+      const counts = (await runtime(env).runPromise(program)) as { acked?: number; retried?: number; deadLettered?: number } | undefined
+      await recordMetrics(env, batch, counts, Date.now() - started)
     },
     scheduled: async (_controller, env) => {
       await sweepStaleRelays(env)
       const cutoff = new Date(Date.now() - inboxRetentionDays * 24 * 3600 * 1000).toISOString()
-      await env.DB.prepare("DELETE FROM inbox WHERE status = 'succeeded' AND updated_at < ?").bind(cutoff).run()
+      await env.DB.prepare(
+        "DELETE FROM inbox WHERE rowid IN (SELECT rowid FROM inbox WHERE status = 'succeeded' AND updated_at < ? ORDER BY updated_at LIMIT ?)"
+      ).bind(cutoff, retentionChunk).run()
+      await pruneOperations(env)
     }
   }
+}
+
+/**
+ * One metrics sample per consumer batch: one upsert of the D1 rollup (and one Analytics Engine data point
+ * when the `METRICS` binding is configured). A failure to record is logged, never fails the batch.
+ */
+export const recordMetrics = async (
+  env: PlatformEnv,
+  batch: MessageBatch<unknown>,
+  counts: { acked?: number; retried?: number; deadLettered?: number } | undefined,
+  durationMs: number
+) => {
+  const now = Date.now()
+  const lagsMs = batch.messages.map((m) => {
+    const created = typeof m.body === "object" && m.body !== null ? (m.body as { created_at?: unknown }).created_at : undefined
+    const at = typeof created === "string" ? Date.parse(created) : NaN
+    return Math.max(0, now - (Number.isNaN(at) ? new Date(m.timestamp).getTime() : at))
+  })
+  const sample: Metrics.Sample = {
+    queue: batch.queue,
+    received: batch.messages.length,
+    acked: counts?.acked ?? 0,
+    retried: counts?.retried ?? 0,
+    deadLettered: counts?.deadLettered ?? 0,
+    durationMs,
+    lagsMs
+  }
+  try {
+    const { sql, params } = Metrics.upsert(sample, new Date(now))
+    await env.DB.prepare(sql).bind(...params).run()
+    env.METRICS?.writeDataPoint(Metrics.dataPoint(sample))
+  } catch (error) {
+    console.error(JSON.stringify({ level: "error", message: "queue metrics could not be recorded", queue: batch.queue, error: error instanceof Error ? error.message : String(error) }))
+  }
+}
+
+/** Deletes at most `retentionChunk` rows per table: resolved dead letters, old rollups. Returns what it deleted. */
+export const pruneOperations = async (env: PlatformEnv, now = Date.now()) => {
+  const days = (n: number) => new Date(now - n * 24 * 3600 * 1000).toISOString()
+  const [dead, metrics] = await env.DB.batch([
+    env.DB.prepare(
+      `DELETE FROM dead_messages WHERE id IN (SELECT id FROM dead_messages
+         WHERE status IN ('replayed', 'skipped', 'escalated') AND resolved_at < ? ORDER BY resolved_at LIMIT ?)`
+    ).bind(days(deadLetterRetentionDays), retentionChunk),
+    env.DB.prepare(
+      "DELETE FROM queue_metrics WHERE rowid IN (SELECT rowid FROM queue_metrics WHERE minute < ? ORDER BY minute LIMIT ?)"
+    ).bind(days(metricsRetentionDays), retentionChunk)
+  ])
+  return { deadLetters: dead?.meta.changes ?? 0, metrics: metrics?.meta.changes ?? 0 }
 }
 
 /** Re-arms the relay of every shard whose outbox has been pending too long. Returns how many were re-armed. */

@@ -5,7 +5,7 @@
  */
 import { Layer, ManagedRuntime } from "effect"
 import {
-  AcceptedKeys, DeadLetters, Inbox, Ledger, PayloadStore, Producer, ProjectionStore, QueueProducer, Registry, RetryPolicy, Shards, WebhookStore, WebhookTransport
+  AcceptedKeys, DeadLetters, DeadLetterStore, Inbox, Ledger, PayloadStore, Producer, ProjectionStore, QueueProducer, Registry, RetryPolicy, Shards, WebhookStore, WebhookTransport
 } from "@factline/core"
 import type { PlatformEnv } from "./Env.js"
 
@@ -41,6 +41,7 @@ export type PlatformServices =
   | Producer.Producer
   | WebhookStore.WebhookStore
   | WebhookTransport.WebhookTransport
+  | DeadLetterStore.DeadLetterStore
 
 const number = (raw: string | undefined, fallback: number) => {
   const n = raw === undefined || raw === "" ? NaN : Number(raw)
@@ -73,7 +74,8 @@ export const platformLayer = (env: PlatformEnv, registry: Registry.Shape): Layer
       localDevelopment: localDevelopment(env),
       configTtlMs: number(env.FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS, 10) * 1000
     }, webhookCatalog(registry)),
-    WebhookTransport.WebhookTransport.layer
+    WebhookTransport.WebhookTransport.layer,
+    DeadLetterStore.DeadLetterStore.layer(env.DB)
   )
 }
 

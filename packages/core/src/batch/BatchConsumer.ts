@@ -61,5 +61,5 @@ export const process = (enqueue: (next: Envelope) => Promise<void>) =>
 export const consume = (
   batch: MessageBatch<unknown>,
   enqueue: (next: Envelope) => Promise<void>,
-  options: { readonly delayScale?: number } = {}
-) => Consumer.run({ policy: RetryPolicy.batch, decode, process: process(enqueue), delayScale: options.delayScale, inbox: true }, batch)
+  options: { readonly delayScale?: number; readonly log?: Consumer.LogLevel } = {}
+) => Consumer.run({ policy: RetryPolicy.batch, decode, process: process(enqueue), delayScale: options.delayScale, log: options.log, inbox: true }, batch)

@@ -67,6 +67,35 @@ export const fromCause = (cause: Cause.Cause<unknown>): Outcome => {
   return transient(error instanceof Error ? `${error.name}: ${error.message}` : String(error))
 }
 
+export type LogLevel = "all" | "failures" | "none"
+
+const text = (body: unknown, field: string): string | undefined => {
+  if (typeof body !== "object" || body === null) return undefined
+  const value = (body as Record<string, unknown>)[field]
+  return typeof value === "string" ? value.slice(0, 256) : undefined
+}
+
+/**
+ * The structured log line of one processing attempt (Pattern 002's fields), as JSON that Workers Logs
+ * indexes. Never the payload: ids, type, subject, outcome and the error's class and first line.
+ */
+export const attemptLine = (queue: string, m: { readonly id: string; readonly attempts: number; readonly body: unknown }, outcome: "acked" | "retried" | "dead_lettered", errorClass?: string, error?: string) =>
+  JSON.stringify({
+    level: outcome === "acked" ? "info" : outcome === "retried" ? "warn" : "error",
+    message: "queue message processed",
+    queue,
+    message_id: m.id,
+    attempt: m.attempts,
+    outcome,
+    correlation_id: text(m.body, "correlation_id"),
+    idempotency_key: text(m.body, "idempotency_key"),
+    type: text(m.body, "message_type"),
+    subject: text(m.body, "subject"),
+    tenant_id: text(m.body, "tenant_id"),
+    ...(errorClass === undefined ? {} : { error_class: errorClass }),
+    ...(error === undefined ? {} : { error: error.split("\n")[0]!.slice(0, 500) })
+  })
+
 /** The queue's view of a message being decoded. */
 export interface Delivery {
   readonly id: string
@@ -89,6 +118,8 @@ export interface Spec<T, R, P = R> {
   readonly process: (items: ReadonlyArray<Item<T>>) => Effect.Effect<ReadonlyMap<string, Outcome>, never, P>
   /** Multiplies every retry delay (tests use 0). Defaults to 1. */
   readonly delayScale?: number
+  /** One JSON log line per processing attempt: for every message (default), only for failures, or none. */
+  readonly log?: LogLevel
   /** `true` for a queue that records each key's outcome in the D1 inbox (two round trips per batch). */
   readonly inbox?: boolean
   /** The message to dead-letter for one failed item of a message of several (default: the whole body). */
@@ -246,6 +277,16 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       }
       else m.ack()
     })
+    const log = spec.log ?? "all"
+    if (log !== "none") {
+      verdicts.forEach((v, i) => {
+        const m = messages[i]!
+        if (v._tag === "Ack") {
+          if (log === "all") console.log(attemptLine(queue, m, "acked"))
+        } else if (v._tag === "Retry") console.warn(attemptLine(queue, m, "retried", "transient", v.error))
+        else console.error(attemptLine(queue, m, "dead_lettered", v.records[0]?.reason, v.records[0]?.error))
+      })
+    }
     const counts = { acked: 0, retried: 0, deadLettered: 0 }
     for (const v of verdicts) v._tag === "Retry" ? counts.retried++ : v._tag === "DeadLetter" ? counts.deadLettered++ : counts.acked++
     return counts

@@ -13,7 +13,7 @@ import { DeadLetterRecord, Issues } from "@factline/schemas"
 import * as Predicate from "effect/Predicate"
 
 const decodeRecord = Issues.decodeStrict(DeadLetterRecord)
-const columns = 13
+const columns = 14
 const rowsPerStatement = Math.floor(100 / columns)
 
 const field = (message: unknown, name: string): string | null =>
@@ -48,8 +48,9 @@ export const toRow = (queue: string, m: Message<unknown>, now: string): Array<st
     field(original, "tenant_id"),
     field(original, "message_type"),
     field(original, "idempotency_key"),
+    field(original, "subject"),
     JSON.stringify(original) ?? "null",
-    "pending",
+    "open",
     now
   ]
 }
@@ -64,7 +65,7 @@ export const consume = (db: D1Database, batch: MessageBatch<unknown>) =>
       statements.push(
         db.prepare(
           `INSERT INTO dead_messages (id, queue, reason, last_error, attempts, first_attempted_at, last_attempted_at,
-             tenant_id, message_type, idempotency_key, original_message, status, received_at)
+             tenant_id, message_type, idempotency_key, subject, original_message, status, received_at)
            VALUES ${chunk.map(() => `(${new Array(columns).fill("?").join(", ")})`).join(", ")}
            ON CONFLICT (id) DO NOTHING`
         ).bind(...chunk.flat())

@@ -31,4 +31,22 @@ export const WebhookEndpointDisabled = FactDefinition.make(
   Schema.Struct({ endpoint_id: Schema.String, reason: Schema.String, url_host: Schema.String })
 )
 
-export const all: ReadonlyArray<FactDefinition.Any> = [WebhookSent, WebhookFailed, WebhookEndpointDisabled]
+/**
+ * An operator's decision about a dead letter that will not be replayed (`POST /v1/dlq/:id/skip`): what was
+ * given up, why, and by whom — so the ledger, not only the DLQ table, says the work was dropped on purpose.
+ */
+export const Reconciliation = FactDefinition.make(
+  "reconciliation",
+  Schema.Struct({
+    action: Schema.Literal("dead_letter_skipped"),
+    dead_letter_id: Schema.String,
+    queue: Schema.String,
+    failure_reason: Schema.String,
+    idempotency_key: Schema.NullOr(Schema.String),
+    message_type: Schema.NullOr(Schema.String),
+    note: Schema.String,
+    by: Schema.String
+  })
+)
+
+export const all: ReadonlyArray<FactDefinition.Any> = [WebhookSent, WebhookFailed, WebhookEndpointDisabled, Reconciliation]

@@ -73,11 +73,11 @@ export const process = (items: ReadonlyArray<{ readonly key: string; readonly va
     return outcomes as ReadonlyMap<string, Consumer.Outcome>
   })
 
-export const consume = (batch: MessageBatch<unknown>, options: { readonly delayScale?: number } = {}) =>
+export const consume = (batch: MessageBatch<unknown>, options: { readonly delayScale?: number; readonly log?: Consumer.LogLevel } = {}) =>
   Consumer.run({
     policy: RetryPolicy.factProcessing,
     decode: FactMessage.decode,
     isolate: FactMessage.isolate,
     process,
-    delayScale: options.delayScale
+    delayScale: options.delayScale, log: options.log
   }, batch)

@@ -13,21 +13,21 @@ export class QueueSendFailed extends Schema.TaggedError<QueueSendFailed>()("Queu
 }) {}
 
 export class QueueProducer extends Context.Service<QueueProducer, {
-  readonly sendBatch: (queue: string, bodies: ReadonlyArray<unknown>) => Effect.Effect<void, QueueSendFailed>
+  readonly sendBatch: (queue: string, bodies: ReadonlyArray<unknown>, options?: { readonly delaySeconds?: number }) => Effect.Effect<void, QueueSendFailed>
 }>()("@factline/core/QueueProducer") {
   /** `binding` maps a queue name to its producer binding (undefined: not bound in this Worker). */
   static readonly layer = (binding: (queue: string) => Queue | undefined) => Layer.succeed(QueueProducer, make(binding))
 }
 
 export const make = (binding: (queue: string) => Queue | undefined): QueueProducer["Service"] => ({
-  sendBatch: (queue, bodies) =>
+  sendBatch: (queue, bodies, options) =>
     bodies.length === 0
       ? Effect.void
       : Effect.tryPromise({
         try: async () => {
           const q = binding(queue)
           if (!q) throw new Error(`no producer binding for queue ${queue}`)
-          await q.sendBatch(bodies.map((body) => ({ body, contentType: "json" as const })))
+          await q.sendBatch(bodies.map((body) => ({ body, contentType: "json" as const })), options?.delaySeconds ? { delaySeconds: options.delaySeconds } : undefined)
         },
         catch: (cause) => new QueueSendFailed({ queue, message: cause instanceof Error ? cause.message : String(cause) })
       })

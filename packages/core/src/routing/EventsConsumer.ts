@@ -51,10 +51,10 @@ export const decode = (body: unknown) =>
     return [{ key: itemKey(e.tenant_id, e.idempotency_key), value: routed.success as Routed }]
   })
 
-export const consume = (batch: MessageBatch<unknown>, options: { readonly delayScale?: number } = {}) =>
+export const consume = (batch: MessageBatch<unknown>, options: { readonly delayScale?: number; readonly log?: Consumer.LogLevel } = {}) =>
   Consumer.run({
     policy: RetryPolicy.events,
     decode,
     process: dispatch,
-    delayScale: options.delayScale
+    delayScale: options.delayScale, log: options.log
   }, batch)

@@ -20,7 +20,14 @@ export const inbox = sqliteTable(
   (t) => [primaryKey({ columns: [t.queue, t.idempotencyKey] }), index("inbox_by_updated_at").on(t.updatedAt)]
 )
 
-/** Dead-lettered messages with their failure context, as persisted by the DLQ consumers. */
+/**
+ * Dead-lettered messages with their failure context, as persisted by the DLQ
+ * consumers, and what operators did about them: `status` goes
+ * `open → replaying → replayed`, or `open → skipped | escalated`, with who
+ * (`resolved_by`, the token's name) and when; `history` keeps every action
+ * (JSON array). `subject` is the original message's, for the reconciliation
+ * fact a skip appends.
+ */
 export const deadMessages = sqliteTable(
   "dead_messages",
   {
@@ -34,11 +41,46 @@ export const deadMessages = sqliteTable(
     tenantId: text("tenant_id"),
     messageType: text("message_type"),
     idempotencyKey: text("idempotency_key"),
+    subject: text("subject"),
     originalMessage: text("original_message").notNull(),
-    status: text("status", { enum: ["pending", "replayed", "skipped"] }).notNull().default("pending"),
-    receivedAt: text("received_at").notNull()
+    status: text("status", { enum: ["open", "replaying", "replayed", "skipped", "escalated"] }).notNull().default("open"),
+    receivedAt: text("received_at").notNull(),
+    resolvedBy: text("resolved_by"),
+    resolvedAt: text("resolved_at"),
+    replayOperationId: text("replay_operation_id"),
+    history: text("history").notNull().default("[]")
   },
-  (t) => [index("dead_messages_by_queue_status").on(t.queue, t.status, t.receivedAt), index("dead_messages_by_tenant").on(t.tenantId)]
+  (t) => [
+    index("dead_messages_by_queue_status").on(t.queue, t.status, t.receivedAt),
+    index("dead_messages_by_tenant").on(t.tenantId, t.status, t.receivedAt),
+    index("dead_messages_by_resolved_at").on(t.resolvedAt)
+  ]
+)
+
+/**
+ * The queue metrics rollup: per queue per minute, one upsert per consumer
+ * batch (never a write per message). Lag (now − the message's `created_at`)
+ * is kept as a histogram with fixed bounds (`lag_le_*` in ms) from which the
+ * health endpoint estimates p50/p99; processing time per batch likewise.
+ * Pruned after 14 days.
+ */
+export const queueMetrics = sqliteTable(
+  "queue_metrics",
+  {
+    queue: text("queue").notNull(),
+    minute: text("minute").notNull(),
+    batches: integer("batches").notNull().default(0),
+    received: integer("received").notNull().default(0),
+    acked: integer("acked").notNull().default(0),
+    retried: integer("retried").notNull().default(0),
+    deadLettered: integer("dead_lettered").notNull().default(0),
+    durationMsSum: integer("duration_ms_sum").notNull().default(0),
+    durationMsMax: integer("duration_ms_max").notNull().default(0),
+    batchSizeMax: integer("batch_size_max").notNull().default(0),
+    lagHistogram: text("lag_histogram").notNull().default("[]"),
+    durationHistogram: text("duration_histogram").notNull().default("[]")
+  },
+  (t) => [primaryKey({ columns: [t.queue, t.minute] }), index("queue_metrics_by_minute").on(t.minute)]
 )
 
 /**

@@ -48,6 +48,7 @@ export const maxDeliveryBytes = 100 * 1024
 
 export interface Options {
   readonly delayScale?: number
+  readonly log?: Consumer.LogLevel
   readonly disableAfterMs?: number
 }
 
@@ -299,4 +300,4 @@ const isolate = (item: { readonly key: string; readonly value: Item }): unknown 
   item.value.kind === "fact" ? FactMessage.isolate({ key: item.key, value: { fact: item.value.fact } }) : item.value.envelope
 
 export const consume = (batch: MessageBatch<unknown>, options: Options = {}) =>
-  Consumer.run({ policy: RetryPolicy.webhooks, decode, isolate, process: process(options), delayScale: options.delayScale }, batch)
+  Consumer.run({ policy: RetryPolicy.webhooks, decode, isolate, process: process(options), delayScale: options.delayScale, log: options.log }, batch)

@@ -17,6 +17,7 @@ import { type AuthVariables, requireScope } from "./Auth.js"
 import * as CloudEvents from "./CloudEvents.js"
 import { errorResponse } from "./Errors.js"
 import * as JsonBody from "./JsonBody.js"
+import * as Operations from "./Operations.js"
 import * as Webhooks from "./Webhooks.js"
 import { strictQuery } from "./StrictQuery.js"
 import { Issues } from "@factline/schemas"
@@ -250,6 +251,7 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
   })
 
   Webhooks.mount(app, { registry: router, run, readBody: (c) => readBody(c) })
+  Operations.mount(app, { run, readBody: (c) => readBody(c) })
 
   app.notFound((c) => errorResponse(c, 404, "not_found", `no route for ${c.req.method} ${new URL(c.req.url).pathname}`))
   app.onError((error, c) => {

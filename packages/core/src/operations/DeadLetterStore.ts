@@ -1,0 +1,244 @@
+/**
+ * The dead-letter workflow over D1 `dead_messages`: list and read records
+ * (tenant-scoped; the platform scope sees every tenant's), replay them to
+ * their source queue with the SAME body — hence the same idempotency key:
+ * work that succeeded meanwhile is a no-op, work that failed runs again —
+ * skip them (with a `reconciliation` fact in the ledger) or escalate them.
+ *
+ * A replay claims the record first (`open → replaying`, one conditional
+ * UPDATE), then sends, then marks it `replayed`: two replays of one record
+ * send it once; a failed send puts it back to `open`; a claim left by a
+ * crashed request is taken over after `staleClaimMs`. Bulk replay claims up
+ * to `maxBulk` matching records and sends them in waves of 100 with
+ * staggered delays (`waveDelaySeconds` apart), under one operation id.
+ */
+import { Context, Effect, Layer, Schema } from "effect"
+import type { Issues } from "@factline/schemas"
+import { QueueProducer, type QueueSendFailed } from "../producing/QueueProducer.js"
+import * as SendBatches from "../producing/SendBatches.js"
+import * as RetryPolicy from "../consuming/RetryPolicy.js"
+
+export class DeadLetterInputError extends Schema.TaggedError<DeadLetterInputError>()("DeadLetterInputError", {
+  message: Schema.String,
+  problems: Schema.Array(Schema.Struct({ path: Schema.String, message: Schema.String }))
+}) {}
+export class DeadLetterNotFound extends Schema.TaggedError<DeadLetterNotFound>()("DeadLetterNotFound", { message: Schema.String }) {}
+export class DeadLetterConflict extends Schema.TaggedError<DeadLetterConflict>()("DeadLetterConflict", { message: Schema.String }) {}
+export class DeadLetterStoreUnavailable extends Schema.TaggedError<DeadLetterStoreUnavailable>()("DeadLetterStoreUnavailable", { message: Schema.String }) {}
+
+export type Status = "open" | "replaying" | "replayed" | "skipped" | "escalated"
+export const statuses: ReadonlyArray<Status> = ["open", "replaying", "replayed", "skipped", "escalated"]
+
+/** Who may see what: a tenant's own records, or (`null`) every tenant's (the platform scope). */
+export type Scope = { readonly tenantId: string | null; readonly actor: string }
+
+export interface Summary {
+  readonly id: string
+  readonly queue: string
+  readonly status: Status
+  readonly reason: string
+  readonly last_error: string
+  readonly attempts: number
+  readonly tenant_id: string | null
+  readonly message_type: string | null
+  readonly idempotency_key: string | null
+  readonly subject: string | null
+  readonly first_attempted_at: string
+  readonly last_attempted_at: string
+  readonly received_at: string
+  readonly resolved_by: string | null
+  readonly resolved_at: string | null
+  readonly replay_operation_id: string | null
+}
+
+export interface Detail extends Summary {
+  readonly original_message: unknown
+  readonly history: ReadonlyArray<{ readonly at: string; readonly action: string; readonly by: string; readonly note?: string; readonly operation_id?: string }>
+}
+
+export interface Filters {
+  readonly queue?: string
+  readonly status?: string
+  readonly type?: string
+  readonly reason?: string
+}
+
+type Failure = DeadLetterInputError | DeadLetterNotFound | DeadLetterConflict | DeadLetterStoreUnavailable
+
+export const maxBulk = 1_000
+export const waveSize = 100
+export const waveDelaySeconds = 2
+export const staleClaimMs = 5 * 60_000
+
+const unavailable = (cause: unknown) => new DeadLetterStoreUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
+const summaryColumns = `id, queue, status, reason, last_error, attempts, tenant_id, message_type, idempotency_key, subject, first_attempted_at,
+  last_attempted_at, received_at, resolved_by, resolved_at, replay_operation_id`
+
+/** Checks the list filters (and status defaults); problems name the parameter. */
+export const validateFilters = (filters: Filters, defaultStatus?: Status): { readonly ok: true; readonly filters: Filters } | { readonly ok: false; readonly problems: ReadonlyArray<Issues.Problem> } => {
+  const problems: Array<Issues.Problem> = []
+  const queues = RetryPolicy.all.map((p) => p.queue)
+  if (filters.queue !== undefined && !queues.includes(filters.queue)) problems.push({ path: "queue", message: `must be one of ${queues.join(", ")}` })
+  if (filters.status !== undefined && !statuses.includes(filters.status as Status)) problems.push({ path: "status", message: `must be one of ${statuses.join(", ")}` })
+  for (const key of ["type", "reason"] as const) {
+    const v = filters[key]
+    if (v !== undefined && (v.length === 0 || v.length > 200)) problems.push({ path: key, message: "must be 1 to 200 characters" })
+  }
+  return problems.length > 0 ? { ok: false, problems } : { ok: true, filters: { ...filters, status: filters.status ?? defaultStatus } }
+}
+
+const where = (scope: Scope, filters: Filters) => {
+  const clauses: Array<string> = []
+  const params: Array<unknown> = []
+  if (scope.tenantId !== null) clauses.push("tenant_id = ?"), params.push(scope.tenantId)
+  if (filters.queue !== undefined) clauses.push("queue = ?"), params.push(filters.queue)
+  if (filters.status !== undefined) clauses.push("status = ?"), params.push(filters.status)
+  if (filters.type !== undefined) clauses.push("message_type = ?"), params.push(filters.type)
+  if (filters.reason !== undefined) clauses.push("reason = ?"), params.push(filters.reason)
+  return { sql: clauses.length > 0 ? `WHERE ${clauses.join(" AND ")}` : "", params }
+}
+
+const encodeCursor = (receivedAt: string, id: string) => btoa(JSON.stringify([receivedAt, id])).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
+const decodeCursor = (cursor: string): [string, string] | undefined => {
+  try {
+    const value = JSON.parse(atob(cursor.replace(/-/g, "+").replace(/_/g, "/"))) as unknown
+    return Array.isArray(value) && value.length === 2 && value.every((v) => typeof v === "string") ? (value as [string, string]) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+export class DeadLetterStore extends Context.Service<DeadLetterStore, {
+  readonly list: (scope: Scope, filters: Filters, page: { readonly cursor?: string; readonly limit: number }) => Effect.Effect<{ readonly data: ReadonlyArray<Summary>; readonly next_cursor: string | null }, Failure>
+  readonly get: (scope: Scope, id: string) => Effect.Effect<Detail, Failure>
+  readonly replay: (scope: Scope, id: string) => Effect.Effect<Detail, Failure | QueueSendFailed, QueueProducer>
+  readonly replayMatching: (scope: Scope, filters: Filters) => Effect.Effect<{ readonly operation_id: string; readonly count: number; readonly waves: number }, Failure | QueueSendFailed, QueueProducer>
+  /** Marks the record `skipped` (or `escalated`) if it is open; returns it. */
+  readonly resolve: (scope: Scope, id: string, action: "skipped" | "escalated", note: string) => Effect.Effect<Detail, Failure>
+}>()("@factline/core/DeadLetterStore") {
+  static readonly layer = (db: D1Database) => Layer.succeed(DeadLetterStore, make(db))
+}
+
+export const make = (db: D1Database): DeadLetterStore["Service"] => {
+  const query = <T>(sql: string, ...params: Array<unknown>) =>
+    Effect.tryPromise({ try: async () => (await db.prepare(sql).bind(...params).all<T>()).results, catch: unavailable })
+
+  const get = (scope: Scope, id: string) =>
+    Effect.gen(function*() {
+      const rows = yield* query<Record<string, unknown>>(
+        `SELECT ${summaryColumns}, original_message, history FROM dead_messages WHERE id = ?${scope.tenantId !== null ? " AND tenant_id = ?" : ""}`,
+        id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
+      )
+      const row = rows[0]
+      if (!row) return yield* new DeadLetterNotFound({ message: `no dead letter ${JSON.stringify(id.slice(0, 100))}` })
+      const { original_message, history, ...summary } = row
+      return { ...(summary as unknown as Summary), original_message: JSON.parse(String(original_message)) as unknown, history: JSON.parse(String(history)) } as Detail
+    })
+
+  const historyEntry = (action: string, by: string, extra: Record<string, string> = {}) => JSON.stringify({ at: new Date().toISOString(), action, by, ...extra })
+
+  /** Claims open records (or stale claims) for a replay; returns the claimed rows. */
+  const claim = (scope: Scope, ids: ReadonlyArray<string>, operationId: string) =>
+    query<{ id: string; queue: string; original_message: string }>(
+      `UPDATE dead_messages SET status = 'replaying', resolved_by = ?, resolved_at = ?, replay_operation_id = ?
+       WHERE id IN (SELECT value FROM json_each(?))${scope.tenantId !== null ? " AND tenant_id = ?" : ""}
+         AND (status = 'open' OR (status = 'replaying' AND resolved_at < ?))
+       RETURNING id, queue, original_message`,
+      scope.actor, new Date().toISOString(), operationId, JSON.stringify(ids), ...(scope.tenantId !== null ? [scope.tenantId] : []),
+      new Date(Date.now() - staleClaimMs).toISOString()
+    )
+
+  const settle = (ids: ReadonlyArray<string>, status: "replayed" | "open", by: string, operationId: string) =>
+    Effect.tryPromise({
+      try: () =>
+        db.prepare(
+          `UPDATE dead_messages SET status = ?, resolved_at = ?, resolved_by = CASE WHEN ? = 'open' THEN NULL ELSE resolved_by END,
+             history = json_insert(history, '$[#]', json(?))
+           WHERE id IN (SELECT value FROM json_each(?)) AND status = 'replaying'`
+        ).bind(status, status === "open" ? null : new Date().toISOString(), status, historyEntry(status === "open" ? "replay_failed" : "replayed", by, { operation_id: operationId }), JSON.stringify(ids)).run(),
+      catch: unavailable
+    })
+
+  /** Sends claimed records back to their queues in waves; settles each wave as replayed, or back to open if its send failed. */
+  const send = (claimed: ReadonlyArray<{ id: string; queue: string; original_message: string }>, by: string, operationId: string) =>
+    Effect.gen(function*() {
+      const queue = yield* QueueProducer
+      const byQueue = new Map<string, Array<{ id: string; body: unknown }>>()
+      for (const c of claimed) byQueue.set(c.queue, [...(byQueue.get(c.queue) ?? []), { id: c.id, body: JSON.parse(c.original_message) as unknown }])
+      let wave = 0
+      let failure: QueueSendFailed | undefined
+      for (const [name, items] of byQueue) {
+        for (let i = 0; i < items.length; i += waveSize) {
+          const chunkItems = items.slice(i, i + waveSize)
+          const delaySeconds = wave * waveDelaySeconds
+          wave++
+          const ids: Array<string> = []
+          for (const chunk of SendBatches.split(chunkItems, (x) => x.body)) {
+            const sent = yield* Effect.result(queue.sendBatch(name, chunk.map((x) => x.body), { delaySeconds }))
+            if (sent._tag === "Failure") {
+              failure = sent.failure
+              yield* settle(chunk.map((x) => x.id), "open", by, operationId)
+            } else ids.push(...chunk.map((x) => x.id))
+          }
+          if (ids.length > 0) yield* settle(ids, "replayed", by, operationId)
+        }
+      }
+      return { waves: wave, failure }
+    })
+
+  return {
+    get,
+    list: (scope, filters, page) =>
+      Effect.gen(function*() {
+        const w = where(scope, filters)
+        const cursor = page.cursor === undefined ? undefined : decodeCursor(page.cursor)
+        if (page.cursor !== undefined && cursor === undefined) {
+          return yield* new DeadLetterInputError({ message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
+        }
+        const clauses = [w.sql, cursor ? `${w.sql ? "AND" : "WHERE"} (received_at, id) < (?, ?)` : ""].join(" ")
+        const rows = yield* query<Summary>(
+          `SELECT ${summaryColumns} FROM dead_messages ${clauses} ORDER BY received_at DESC, id DESC LIMIT ?`,
+          ...w.params, ...(cursor ?? []), page.limit + 1
+        )
+        const data = rows.slice(0, page.limit)
+        const last = data.at(-1)
+        return { data, next_cursor: rows.length > page.limit && last ? encodeCursor(last.received_at, last.id) : null }
+      }),
+    replay: (scope, id) =>
+      Effect.gen(function*() {
+        const current = yield* get(scope, id)
+        const operationId = `rp_${crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
+        const claimed = yield* claim(scope, [id], operationId)
+        if (claimed.length === 0) {
+          return yield* new DeadLetterConflict({ message: `dead letter ${id} is ${current.status}${current.resolved_by ? ` (by ${current.resolved_by} at ${current.resolved_at})` : ""}; only an open one can be replayed` })
+        }
+        const { failure } = yield* send(claimed, scope.actor, operationId)
+        if (failure) return yield* failure
+        return yield* get(scope, id)
+      }),
+    replayMatching: (scope, filters) =>
+      Effect.gen(function*() {
+        const w = where(scope, { ...filters, status: "open" })
+        const rows = yield* query<{ id: string }>(`SELECT id FROM dead_messages ${w.sql} ORDER BY received_at LIMIT ?`, ...w.params, maxBulk)
+        const operationId = `rp_${crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
+        if (rows.length === 0) return { operation_id: operationId, count: 0, waves: 0 }
+        const claimed = yield* claim(scope, rows.map((r) => r.id), operationId)
+        const { waves, failure } = yield* send(claimed, scope.actor, operationId)
+        if (failure) return yield* failure
+        return { operation_id: operationId, count: claimed.length, waves }
+      }),
+    resolve: (scope, id, action, note) =>
+      Effect.gen(function*() {
+        const current = yield* get(scope, id)
+        const changed = yield* query<{ id: string }>(
+          `UPDATE dead_messages SET status = ?, resolved_by = ?, resolved_at = ?, history = json_insert(history, '$[#]', json(?))
+           WHERE id = ? AND status = 'open'${scope.tenantId !== null ? " AND tenant_id = ?" : ""} RETURNING id`,
+          action, scope.actor, new Date().toISOString(), historyEntry(action, scope.actor, { note }), id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
+        )
+        if (changed.length === 0) {
+          return yield* new DeadLetterConflict({ message: `dead letter ${id} is ${current.status}${current.resolved_by ? ` (by ${current.resolved_by} at ${current.resolved_at})` : ""}; only an open one can be ${action}` })
+        }
+        return yield* get(scope, id)
+      })
+  }
+}

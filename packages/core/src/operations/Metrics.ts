@@ -1,0 +1,178 @@
+/**
+ * Queue metrics with seed 001's names, recorded once per consumer batch —
+ * never a write per message — and the health view computed from them.
+ *
+ * A batch's sample (received, acked, retried, dead-lettered, processing time,
+ * batch size, lag = now − each message's `created_at`) becomes ONE upsert of
+ * the D1 rollup `queue_metrics` (per queue per minute; histograms merged in
+ * SQL) and, when the Worker has an Analytics Engine binding, one data point
+ * there (the production path, queryable with its SQL API). Health reads the
+ * rollup over a window and grades each queue against seed 001's thresholds.
+ */
+import type * as RetryPolicy from "../consuming/RetryPolicy.js"
+
+/** Histogram upper bounds in ms (the last is +∞, serialized as null). */
+export const lagBoundsMs: ReadonlyArray<number> = [100, 500, 1_000, 5_000, 10_000, 30_000, 60_000, 300_000, Infinity]
+export const durationBoundsMs: ReadonlyArray<number> = [10, 50, 100, 500, 1_000, 5_000, 10_000, 60_000, Infinity]
+
+export interface Sample {
+  readonly queue: string
+  readonly received: number
+  readonly acked: number
+  readonly retried: number
+  readonly deadLettered: number
+  readonly durationMs: number
+  readonly lagsMs: ReadonlyArray<number>
+}
+
+export const histogram = (values: ReadonlyArray<number>, bounds: ReadonlyArray<number>): Array<number> => {
+  const counts = bounds.map(() => 0)
+  for (const v of values) counts[bounds.findIndex((b) => v <= b)]! += 1
+  return counts
+}
+
+/** The one statement that adds a batch's sample to its minute's row. */
+export const upsert = (sample: Sample, at: Date): { readonly sql: string; readonly params: ReadonlyArray<string | number> } => {
+  const minute = new Date(Math.floor(at.getTime() / 60_000) * 60_000).toISOString()
+  const merge = (column: string) =>
+    `(SELECT json_group_array(COALESCE(json_extract(queue_metrics.${column}, '$[' || key || ']'), 0) + value) FROM json_each(excluded.${column}))`
+  return {
+    sql: `INSERT INTO queue_metrics (queue, minute, batches, received, acked, retried, dead_lettered, duration_ms_sum, duration_ms_max, batch_size_max, lag_histogram, duration_histogram)
+          VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+          ON CONFLICT (queue, minute) DO UPDATE SET
+            batches = queue_metrics.batches + 1, received = queue_metrics.received + excluded.received, acked = queue_metrics.acked + excluded.acked,
+            retried = queue_metrics.retried + excluded.retried, dead_lettered = queue_metrics.dead_lettered + excluded.dead_lettered,
+            duration_ms_sum = queue_metrics.duration_ms_sum + excluded.duration_ms_sum, duration_ms_max = MAX(queue_metrics.duration_ms_max, excluded.duration_ms_max),
+            batch_size_max = MAX(queue_metrics.batch_size_max, excluded.batch_size_max),
+            lag_histogram = ${merge("lag_histogram")}, duration_histogram = ${merge("duration_histogram")}`,
+    params: [
+      sample.queue, minute, sample.received, sample.acked, sample.retried, sample.deadLettered, Math.round(sample.durationMs), Math.round(sample.durationMs),
+      sample.received, JSON.stringify(histogram(sample.lagsMs, lagBoundsMs)), JSON.stringify(histogram([sample.durationMs], durationBoundsMs))
+    ]
+  }
+}
+
+/** The Analytics Engine data point of a sample: blobs [queue], doubles in seed 001's metric order. */
+export const dataPoint = (sample: Sample) => ({
+  indexes: [sample.queue],
+  blobs: [sample.queue],
+  doubles: [sample.received, sample.acked, sample.retried, sample.deadLettered, sample.durationMs, sample.received,
+    sample.lagsMs.length > 0 ? Math.max(...sample.lagsMs) : 0]
+})
+/** Column names of `dataPoint`'s doubles, for querying Analytics Engine (`double1` … `double7`). */
+export const dataPointDoubles = [
+  "queue_messages_received_total", "queue_messages_acked_total", "queue_messages_retried_total", "queue_dlq_total",
+  "queue_processing_duration_ms", "queue_batch_size", "queue_lag_max_ms"
+] as const
+
+export type Level = "ok" | "warning" | "critical"
+
+/** Seed 001's thresholds: warning / critical. */
+export const thresholds = {
+  dlq_open: { warning: 0, critical: 100 },
+  depth: { warning: 10_000, critical: 100_000 },
+  processing_p99_ms: { warning: 10_000, critical: 60_000 },
+  retry_rate: { warning: 0.05, critical: 0.2 }
+} as const
+
+const grade = (value: number | null, t: { readonly warning: number; readonly critical: number }): Level =>
+  value === null ? "ok" : value > t.critical ? "critical" : value > t.warning ? "warning" : "ok"
+
+const worst = (levels: ReadonlyArray<Level>): Level => (levels.includes("critical") ? "critical" : levels.includes("warning") ? "warning" : "ok")
+
+/** The p-quantile of a histogram, as its bucket's upper bound (null when empty; the open bucket reports the last finite bound). */
+export const quantile = (counts: ReadonlyArray<number>, bounds: ReadonlyArray<number>, p: number): number | null => {
+  const total = counts.reduce((a, b) => a + b, 0)
+  if (total === 0) return null
+  let seen = 0
+  for (let i = 0; i < counts.length; i++) {
+    seen += counts[i]!
+    if (seen >= p * total) return Number.isFinite(bounds[i]!) ? bounds[i]! : bounds[bounds.length - 2]!
+  }
+  return null
+}
+
+export interface RollupRow {
+  readonly queue: string
+  readonly batches: number
+  readonly received: number
+  readonly acked: number
+  readonly retried: number
+  readonly dead_lettered: number
+  readonly duration_ms_sum: number
+  readonly duration_ms_max: number
+  readonly batch_size_max: number
+  readonly lag_histogram: string
+  readonly duration_histogram: string
+  readonly minute: string
+}
+
+export interface QueueHealth {
+  readonly queue: string
+  readonly status: Level
+  readonly received: number
+  readonly acked: number
+  readonly retried: number
+  readonly dead_lettered: number
+  readonly retry_rate: number
+  readonly dlq_open: number
+  readonly dlq_by_reason: Readonly<Record<string, number>>
+  readonly depth: number | null
+  readonly lag_p50_ms: number | null
+  readonly lag_p99_ms: number | null
+  readonly processing_p99_ms: number | null
+  readonly batches: number
+  readonly checks: Readonly<Record<"dlq_open" | "depth" | "processing_p99_ms" | "retry_rate", Level>>
+  /** Per minute, oldest first: received and lag p99, for charts. */
+  readonly series: ReadonlyArray<{ readonly minute: string; readonly received: number; readonly lag_p99_ms: number | null }>
+}
+
+const sum = (a: Array<number>, b: ReadonlyArray<number>) => b.forEach((v, i) => (a[i] = (a[i] ?? 0) + v))
+
+export const health = (
+  policies: ReadonlyArray<RetryPolicy.RetryPolicy>,
+  rows: ReadonlyArray<RollupRow>,
+  dlqOpen: ReadonlyMap<string, number>,
+  dlqByReason: ReadonlyMap<string, Record<string, number>>,
+  depths: ReadonlyMap<string, number | null>
+): ReadonlyArray<QueueHealth> =>
+  policies.map(({ queue }) => {
+    const mine = rows.filter((r) => r.queue === queue).sort((a, b) => a.minute.localeCompare(b.minute))
+    const total = (f: keyof Pick<RollupRow, "received" | "acked" | "retried" | "dead_lettered" | "batches">) => mine.reduce((n, r) => n + r[f], 0)
+    const lag: Array<number> = []
+    const duration: Array<number> = []
+    for (const r of mine) {
+      sum(lag, JSON.parse(r.lag_histogram) as Array<number>)
+      sum(duration, JSON.parse(r.duration_histogram) as Array<number>)
+    }
+    const received = total("received")
+    const retried = total("retried")
+    const retryRate = received === 0 ? 0 : retried / received
+    const processingP99 = quantile(duration, durationBoundsMs, 0.99)
+    const depth = depths.get(queue) ?? null
+    const open = dlqOpen.get(queue) ?? 0
+    const checks = {
+      dlq_open: grade(open, thresholds.dlq_open),
+      depth: grade(depth, thresholds.depth),
+      processing_p99_ms: grade(processingP99, thresholds.processing_p99_ms),
+      retry_rate: grade(retryRate, thresholds.retry_rate)
+    }
+    return {
+      queue,
+      status: worst(Object.values(checks)),
+      received,
+      acked: total("acked"),
+      retried,
+      dead_lettered: total("dead_lettered"),
+      retry_rate: Math.round(retryRate * 10_000) / 10_000,
+      dlq_open: open,
+      dlq_by_reason: dlqByReason.get(queue) ?? {},
+      depth,
+      lag_p50_ms: quantile(lag, lagBoundsMs, 0.5),
+      lag_p99_ms: quantile(lag, lagBoundsMs, 0.99),
+      processing_p99_ms: processingP99,
+      batches: total("batches"),
+      checks,
+      series: mine.map((r) => ({ minute: r.minute, received: r.received, lag_p99_ms: quantile(JSON.parse(r.lag_histogram) as Array<number>, lagBoundsMs, 0.99) }))
+    }
+  })
