@@ -154,8 +154,9 @@ describe("webhooks", () => {
     }
     const two = await measure(2)
     const ten = await measure(10)
-    // Endpoint configs (a fresh runtime per bindings object, so not cached here), delivery states, one recording transaction.
-    expect([two.d1RoundTrips, ten.d1RoundTrips]).toEqual([3, 3])
+    // Endpoint configs (a fresh runtime per bindings object, so not cached here), delivery states, one recording
+    // transaction, and the batch's metrics rollup (one upsert).
+    expect([two.d1RoundTrips, ten.d1RoundTrips]).toEqual([4, 4])
     // The webhook_sent facts: one append to the stream's shard.
     expect([two.doRpcs, ten.doRpcs]).toEqual([1, 1])
     expect(await received(path)).toHaveLength(12)
