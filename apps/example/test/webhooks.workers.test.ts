@@ -162,6 +162,45 @@ describe("webhooks", () => {
     expect(await received(path)).toHaveLength(12)
   })
 
+  it("a running consumer keeps its endpoint configs cached: no config read per delivery batch, re-read only after an endpoint's health changed", async () => {
+    const ok = hookPath("ok")
+    const failing = hookPath("fail")
+    const good = await createEndpoint(ok)
+    const bad = await createEndpoint(failing)
+    // One bindings object for every batch: one runtime, as a running isolate has.
+    const counts = newCounts()
+    const instrumented = CountingBindings.env(env as unknown as PlatformEnv, counts)
+    const deliver = async (endpoint: { id: string }, n: number) => {
+      for (const k of ["d1RoundTrips", "d1Statements", "d1RowsRead", "d1RowsWritten", "doRpcs", "queueSends", "queueMessages", "queueUnits"] as const) counts[k] = 0
+      const bodies = Array.from({ length: n }, (_, i) => ({
+        schema_version: 1, message_type: "webhook.delivery", message_id: unique("msg"), idempotency_key: `wd_${unique("d")}`, correlation_id: "c",
+        tenant_id: "tenant-a", subject: endpoint.id, source: "test", created_at: new Date().toISOString(),
+        payload: {
+          delivery_id: `wd_${unique("d")}`, webhook_config_id: endpoint.id, webhook_config_version: 1, fact_id: unique("f"), fact_type: "charge",
+          fact_stream: unique("s"), event_type: "charge.created", occurred_at: new Date().toISOString(), payload: { i }
+        }
+      }))
+      const batch = createMessageBatch("factline-webhooks", bodies.map((body) => ({ id: unique("qm"), timestamp: new Date(), attempts: 1, body })))
+      const ctx = createExecutionContext()
+      await platform.queue(batch, instrumented, ctx)
+      const result = await getQueueResult(batch, ctx)
+      return { d1: counts.d1RoundTrips, acked: result.explicitAcks.length, retried: result.retryMessages.length }
+    }
+    // The first batch reads the configs (and the tenant's shard count, if this isolate has not appended for it yet).
+    expect((await deliver(good, 1)).acked).toBe(1)
+    // Then they are cached: delivery states, one recording transaction and the batch's metrics rollup per batch.
+    expect(await deliver(good, 10)).toEqual({ d1: 3, acked: 10, retried: 0 })
+    expect(await deliver(good, 10)).toEqual({ d1: 3, acked: 10, retried: 0 })
+    expect(await deliver(good, 2)).toEqual({ d1: 3, acked: 2, retried: 0 })
+    // A failing attempt starts the endpoint's failing period: the configs are read again by the next batch.
+    expect(await deliver(bad, 1)).toEqual({ d1: 3, acked: 0, retried: 1 })
+    expect((await api("GET", `/v1/webhooks/endpoints/${bad.id}`)).body.failing_since).not.toBeNull()
+    expect(await deliver(good, 10)).toEqual({ d1: 4, acked: 10, retried: 0 })
+    expect(await deliver(good, 10)).toEqual({ d1: 3, acked: 10, retried: 0 })
+    expect(await received(ok)).toHaveLength(43)
+    expect(await received(failing)).toHaveLength(1)
+  })
+
   it("410 Gone disables the endpoint at once and nothing more is sent to it", async () => {
     const path = hookPath("gone")
     const endpoint = await createEndpoint(path)

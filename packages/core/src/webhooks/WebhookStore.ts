@@ -387,10 +387,10 @@ export const make = (db: D1Database, settings: Settings, catalog: Catalog): Webh
                WHERE tenant_id = ? AND id = ? AND enabled = 1 RETURNING id`
             ).bind(e.disable, batch.now, e.tenant_id, e.endpoint_id))
           } else if (e.succeeded) {
-            statements.push(db.prepare("UPDATE webhook_endpoints SET failing_since = NULL WHERE tenant_id = ? AND id = ? AND failing_since IS NOT NULL")
+            statements.push(db.prepare("UPDATE webhook_endpoints SET failing_since = NULL WHERE tenant_id = ? AND id = ? AND failing_since IS NOT NULL RETURNING id")
               .bind(e.tenant_id, e.endpoint_id))
           } else {
-            statements.push(db.prepare("UPDATE webhook_endpoints SET failing_since = COALESCE(failing_since, ?) WHERE tenant_id = ? AND id = ?")
+            statements.push(db.prepare("UPDATE webhook_endpoints SET failing_since = ? WHERE tenant_id = ? AND id = ? AND failing_since IS NULL RETURNING id")
               .bind(batch.now, e.tenant_id, e.endpoint_id))
           }
         }
@@ -399,9 +399,16 @@ export const make = (db: D1Database, settings: Settings, catalog: Catalog): Webh
         const offset = statements.length - batch.endpoints.length
         const disabled = new Set<string>()
         batch.endpoints.forEach((e, i) => {
-          if (e.disable !== undefined && (results[offset + i]?.results?.length ?? 0) > 0) disabled.add(`${e.tenant_id}/${e.endpoint_id}`)
+          // Each endpoint statement returns a row only if it changed the endpoint (disabled it, or started or ended
+          // its failing period). The tenant's cached configs are dropped when the endpoint changed, or when the
+          // cached view disagrees with the state just written (changed elsewhere); a batch of deliveries that
+          // changes nothing — the steady state — keeps them, so the next batch reads no configs.
+          const changed = (results[offset + i]?.results?.length ?? 0) > 0
+          if (e.disable !== undefined && changed) disabled.add(`${e.tenant_id}/${e.endpoint_id}`)
+          const cached = cache.get(e.tenant_id)?.configs.find((c) => c.id === e.endpoint_id)
+          const current = e.disable === undefined && cached !== undefined && cached.enabled && (e.succeeded ? cached.failing_since === null : cached.failing_since !== null)
+          if (changed || !current) cache.delete(e.tenant_id)
         })
-        for (const e of batch.endpoints) cache.delete(e.tenant_id)
         return disabled
       }),
     configsFor: (tenantIds) =>
