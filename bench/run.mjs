@@ -5,21 +5,32 @@
 //
 //   BENCH_N=10000 npm run bench       (default 10000; the scale run does N, 2N and 4N)
 //   BENCH_SCALE=1 npm run bench       (only the 1× end-to-end run; the linearity target then reads as met trivially)
+//   BENCH_WEBHOOKS_N=1000 npm run bench  (deliveries per webhooks run; default 1000; at least 1000, so the
+//                                     fan-out run's fact messages of 100 charges fill a batch of 10 and
+//                                     do not wait out the 5 s batch timeout)
+//   BENCH_ONLY=webhooks npm run bench (only the webhooks runs and their round trips → bench/results-webhooks.json)
+//   BENCH_RESULTS=file.json           (write the results to bench/file.json instead)
 import { execFileSync } from "node:child_process"
-import { cpus } from "node:os"
+import { cpus, loadavg } from "node:os"
 import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, copyFileSync } from "node:fs"
 import { dirname, join, relative } from "node:path"
 import { fileURLToPath } from "node:url"
 import { gzipSync } from "node:zlib"
 import * as LocalStack from "../apps/example/scripts/LocalStack.mjs"
+import * as Receiver from "./CountingReceiver.mjs"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
 const out = join(root, "bench", "out")
 const N = Number(process.env.BENCH_N ?? "10000")
+const webhooksN = Number(process.env.BENCH_WEBHOOKS_N ?? "1000")
+const only = process.env.BENCH_ONLY ?? ""
+if (only !== "" && only !== "webhooks") throw new Error(`BENCH_ONLY must be "webhooks" (or unset), not ${JSON.stringify(only)}`)
 const port = Number(process.env.BENCH_PORT ?? "8799")
 const base = `http://127.0.0.1:${port}`
 const wrangler = LocalStack.wrangler
 const token = "dev-token-tenant-a"
+// The webhooks runs use tenant-b (its admin token), so the other runs' charges (tenant-a) reach no endpoint.
+const webhooksToken = "dev-token-tenant-b"
 const maxEventsBacklog = 3_000 // events posted but not yet projected: keeps in-flight messages well under the local broker's ~10,000
 
 const log = (...args) => console.error("[bench]", ...args)
@@ -35,6 +46,9 @@ const eventsPolicy = example.queues.consumers.find((c) => c.queue === "factline-
 // Every compared consumer runs with factline-events' settings (batch size and timeout), except the
 // seed-003 reference run, which keeps the seed's own 10 / 5 s.
 const same = { max_batch_size: eventsPolicy.max_batch_size, max_batch_timeout: eventsPolicy.max_batch_timeout, max_retries: 3 }
+// The webhooks floor runs at factline-webhooks' own settings (production config: 10 / 5 s).
+const webhooksPolicy = example.queues.consumers.find((c) => c.queue === "factline-webhooks")
+const sameAsWebhooks = { max_batch_size: webhooksPolicy.max_batch_size, max_batch_timeout: webhooksPolicy.max_batch_timeout, max_retries: 3 }
 const benchQueues = [
   ["bench-bare", "BENCH_BARE", same],
   ["bench-naive", "BENCH_NAIVE", same],
@@ -42,7 +56,8 @@ const benchQueues = [
   ["bench-events", "BENCH_EVENTS", same],
   ["bench-sink", "BENCH_SINK", same],
   ["bench-hand-events", "BENCH_HAND_EVENTS", same],
-  ["bench-hand-facts", "BENCH_HAND_FACTS", same]
+  ["bench-hand-facts", "BENCH_HAND_FACTS", same],
+  ["bench-hooks-bare", "BENCH_HOOKS_BARE", sameAsWebhooks]
 ]
 const config = {
   ...example,
@@ -71,28 +86,46 @@ const state = join(out, "state")
 const env = LocalStack.env
 
 // ---- bundle size (the example platform Worker, as it would deploy) -------------------------------
-log("bundling the example Worker (wrangler deploy --dry-run)…")
-const bundleDir = join(out, "bundle")
-execFileSync(process.execPath, [wrangler, "deploy", "--dry-run", "--outdir", bundleDir, "--config", join(exampleDir, "wrangler.jsonc")], { cwd: exampleDir, env, stdio: "ignore" })
-const bundleFiles = readdirSync(bundleDir).filter((f) => f.endsWith(".js"))
-const bundleRaw = bundleFiles.reduce((n, f) => n + statSync(join(bundleDir, f)).size, 0)
-const bundleGzip = bundleFiles.reduce((n, f) => n + gzipSync(readFileSync(join(bundleDir, f))).length, 0)
+const bundle = () => {
+  log("bundling the example Worker (wrangler deploy --dry-run)…")
+  const bundleDir = join(out, "bundle")
+  execFileSync(process.execPath, [wrangler, "deploy", "--dry-run", "--outdir", bundleDir, "--config", join(exampleDir, "wrangler.jsonc")], { cwd: exampleDir, env, stdio: "ignore" })
+  const files = readdirSync(bundleDir).filter((f) => f.endsWith(".js"))
+  const raw = files.reduce((n, f) => n + statSync(join(bundleDir, f)).size, 0)
+  const gzip = files.reduce((n, f) => n + gzipSync(readFileSync(join(bundleDir, f))).length, 0)
+  return { files, raw, gzip }
+}
+const { files: bundleFiles, raw: bundleRaw, gzip: bundleGzip } = only === "webhooks" ? {} : bundle()
 
 // ---- start the local stack ------------------------------------------------------------------------
 log("applying migrations and starting wrangler dev…")
 const stack = await LocalStack.start({ cwd: out, state, port, config: join(out, "wrangler.jsonc") })
-const stop = stack.stop
-process.on("exit", stop)
+const receiver = await Receiver.start()
+const stop = () => {
+  stack.stop()
+  receiver.close()
+  // wrangler dev's log (every queue batch with its duration), for looking into a figure afterwards.
+  writeFileSync(join(out, "wrangler.log"), stack.output())
+}
+process.on("exit", stack.stop)
 process.on("SIGINT", () => process.exit(130))
 
 const call = async (path, init = {}) => {
-  const response = await fetch(`${base}${path}`, { ...init, headers: { authorization: `Bearer ${token}`, "content-type": "application/json", ...init.headers } })
+  const response = await fetch(`${base}${path}`, { ...init, headers: { authorization: `Bearer ${init.token ?? token}`, "content-type": "application/json", ...init.headers } })
   const body = await response.json()
   if (!response.ok) throw new Error(`${path} → ${response.status} ${JSON.stringify(body)}`)
   return body
 }
 
 const setup = await call("/bench/setup", { method: "POST" })
+
+// The webhooks runs' one endpoint (tenant-b), created over the platform's HTTP API like a tenant would,
+// on the bench's receiver, which then verifies every delivery's signature with its secret.
+const hookPath = "/hooks/ok-bench"
+const endpoint = await call("/v1/webhooks/endpoints", {
+  method: "POST", token: webhooksToken, body: JSON.stringify({ url: `${receiver.url}${hookPath}`, event_types: ["charge.created"], description: "npm run bench" })
+})
+receiver.verify(hookPath, endpoint.secret)
 
 // ---- helpers ------------------------------------------------------------------------------------
 const expected = (n) => {
@@ -166,8 +199,147 @@ const stage = async (queue, n, processed, done) => {
 }
 
 // ---- the runs -------------------------------------------------------------------------------------
-log(`round trips per 100 events…`)
-const roundTrips = await call(`/bench/roundtrips?run=${runId("rt")}`, { method: "POST" })
+log(only === "webhooks" ? "round trips per webhooks batch…" : `round trips per 100 events and per webhooks batch…`)
+const roundTripRows = await call(`/bench/roundtrips?run=${runId("rt")}&webhook_endpoint=${endpoint.id}&webhook_version=${endpoint.version}${only ? `&only=${only}` : ""}`, { method: "POST" })
+const roundTrips = roundTripRows.filter((r) => !r.stage.startsWith("webhooks"))
+const webhookRoundTrips = roundTripRows.filter((r) => r.stage.startsWith("webhooks"))
+
+/**
+ * One webhooks run: send n messages (`queue`: webhook.delivery messages, fact messages of charges, or
+ * the bare floor's), time until the receiver has n distinct webhook-ids of this run. Sends are
+ * throttled on what the receiver has, so the local broker never holds more than `maxStageBacklog`.
+ */
+const webhooksRun = async (queue, n, params = "") => {
+  const run = runId(`wh${queue.replace(/[^a-z]/g, "")}`)
+  const started = performance.now()
+  for (let from = 0; from < n; from += 1_000) {
+    while (from > 0 && from - receiver.stats(run).distinct >= maxStageBacklog) await sleep(100)
+    await call(`/bench/send?queue=${queue}&run=${run}&from=${from}&n=${Math.min(1_000, n - from)}${params}`, { method: "POST" })
+  }
+  const last = await receiver.waitFor(run, n, timeoutFor(n))
+  const seconds = (last - started) / 1000
+  const { distinct, requests, firstAt, arrivals } = receiver.stats(run)
+  // The rate between the 10th and the 90th percentile of arrivals: without the start and the tail.
+  const [p10, p90] = [arrivals[Math.floor(n * 0.1)], arrivals[Math.floor(n * 0.9)]]
+  const longestGap = arrivals.reduce((max, at, i) => (i === 0 ? max : Math.max(max, at - arrivals[i - 1])), 0)
+  return {
+    deliveries: n, seconds: round(seconds), deliveries_per_second: round(n / seconds, 0),
+    steady_deliveries_per_second: round((Math.floor(n * 0.9) - Math.floor(n * 0.1)) / ((p90 - p10) / 1000), 0),
+    longest_gap_ms: round(longestGap, 0),
+    // From the first send to the first delivery: the queue hop (and the fan-out), before the steady state.
+    first_delivery_seconds: round((firstAt - started) / 1000), redeliveries: requests - distinct
+  }
+}
+/** The median duration of the full batches of a queue, from wrangler dev's log since `offset`. */
+const medianBatchMs = (queue, offset) => {
+  const pattern = new RegExp(`QUEUE ${queue} (\\d+)/(\\d+)\\S* \\S*\\((\\d+)ms\\)`)
+  const ms = stack.output().slice(offset).replace(/\x1b\[[0-9;]*m/g, "").split("\n").map((l) => l.match(pattern))
+    .filter((m) => m && m[1] === m[2] && Number(m[2]) === webhooksPolicy.max_batch_size).map((m) => Number(m[3])).sort((a, b) => a - b)
+  return ms.length === 0 ? null : ms[Math.floor(ms.length / 2)]
+}
+/**
+ * Waits until no queue has logged a batch for `ms` (at most `maxMs`): the previous runs' tails done. Longer
+ * than factline-webhooks' batch timeout, so a partial batch still waiting in that queue (say the last charges
+ * of the end-to-end runs) is flushed first: left in, it would shift the run's batches and leave its last few
+ * deliveries waiting out the 5 s timeout.
+ */
+const quiet = async (ms = (webhooksPolicy.max_batch_timeout + 1) * 1_000, maxMs = 90_000) => {
+  const started = Date.now()
+  for (;;) {
+    const length = stack.output().length
+    await sleep(ms)
+    if (stack.output().length === length || Date.now() - started > maxMs) return
+  }
+}
+const webhooksStage = async () => {
+  await quiet()
+  const logOffset = stack.output().length
+  const loadBefore = loadavg()[0]
+  log(`webhooks: ${webhooksN} webhook.delivery messages (${settingsOf("factline-webhooks")}), signed POSTs to the local receiver…`)
+  const delivery = await webhooksRun("webhooks", webhooksN, `&endpoint=${endpoint.id}&version=${endpoint.version}`)
+  await quiet()
+  log(`webhooks: ${webhooksN} charges in fact messages of 100 → fan-out → delivery (${settingsOf("factline-webhooks")})…`)
+  const fanOut = await webhooksRun("webhooks-facts", webhooksN)
+  await quiet()
+  log(`webhooks floor: ${webhooksN} bare POSTs at the same settings (${settingsOf("bench-hooks-bare")})…`)
+  const bare = await webhooksRun("hooks-bare", webhooksN, `&url=${encodeURIComponent(`${receiver.url}/hooks/bare`)}`)
+  if (receiver.signatures.invalid > 0) throw new Error(`${receiver.signatures.invalid} deliveries did not verify`)
+  const rt = (stage, deliveries) => webhookRoundTrips.find((r) => r.stage === stage && r.deliveries === deliveries)
+  const [two, ten, one, cold, fan] = [
+    rt("webhooks delivery", 2), rt("webhooks delivery", 10), rt("webhooks delivery, one stream", 10), rt("webhooks delivery, cold isolate", 10), rt("webhooks fan-out", 10)
+  ]
+  return {
+    date: new Date().toISOString(),
+    // Other work shares this machine: the 1-minute load average before and after the webhooks runs.
+    machine: { cores: cpus().length, cpu: cpus()[0]?.model, node: process.version, load_average: [round(loadBefore), round(loadavg()[0])] },
+    n: webhooksN,
+    tenant: "tenant-b",
+    settings: {
+      "factline-webhooks": settingsOf("factline-webhooks"),
+      bare_post: settingsOf("bench-hooks-bare"),
+      endpoint_config_ttl_seconds: Number(config.vars?.FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS ?? 10),
+      fact_message: "100 charges per fact message"
+    },
+    receiver: "bench/CountingReceiver.mjs: Node HTTP server in the bench process on 127.0.0.1, 200 to every POST; counts distinct webhook-ids; verifies every signature with standardwebhooks",
+    delivery: delivery,
+    fan_out_and_delivery: fanOut,
+    bare_post_same_settings: bare,
+    ratios: {
+      delivery_share_of_bare_post: round(delivery.deliveries_per_second / bare.deliveries_per_second),
+      fan_out_and_delivery_share_of_delivery: round(fanOut.deliveries_per_second / delivery.deliveries_per_second)
+    },
+    signatures: { ...receiver.signatures },
+    // Batches of 10 run one at a time per queue locally (the local broker dispatches the next when one returns).
+    median_full_batch_ms: { "factline-webhooks": medianBatchMs("factline-webhooks", logOffset), "bench-hooks-bare": medianBatchMs("bench-hooks-bare", logOffset) },
+    round_trips_per_batch: webhookRoundTrips,
+    targets: {
+      d1_round_trips_per_delivery_batch_constant: two.d1RoundTrips === ten.d1RoundTrips && one.d1RoundTrips === ten.d1RoundTrips,
+      // Delivery states, the recording transaction, the batch's metrics rollup; a cold isolate reads the configs too.
+      d1_round_trips_per_delivery_batch_at_most_3: [two, ten, one].every((r) => r.d1RoundTrips <= 3),
+      cold_isolate_adds_one_config_read: cold.d1RoundTrips === ten.d1RoundTrips + 1,
+      one_relay_send_per_delivery_batch: [two, ten, one, cold].every((r) => r.queueSends === 1),
+      do_rpcs_at_most_shards_touched: [two, ten, one, cold].every((r) => r.doRpcs <= r.shardsTouched) && one.doRpcs === 1,
+      // With the configs cached the fan-out's only D1 round trip is the batch's metrics rollup.
+      fan_out_one_send_no_config_read: fan.queueSends === 1 && fan.d1RoundTrips <= 1,
+      every_signature_verified: receiver.signatures.invalid === 0 && receiver.signatures.verified >= 2 * webhooksN
+    }
+  }
+}
+
+const line = (cells, widths) => cells.map((c, i) => String(c).padEnd(widths[i])).join("  ")
+const w2 = [34, 9, 8, 10, 11, 8, 7, 7, 9, 7]
+const roundTripLine = (r) =>
+  line([r.stage, r.messages, r.d1RoundTrips, r.d1Statements, `${r.d1RowsRead}/${r.d1RowsWritten}`, r.doRpcs, r.shardsTouched, r.queueSends, r.queueMessages, r.queueUnits], w2)
+const printWebhooks = (hooks) => {
+  console.log(`\nwebhooks (tenant-b, one endpoint on a local receiver; N = ${hooks.n}; consumer settings ${JSON.stringify(hooks.settings)}):`)
+  const w = [74, 12, 10, 14, 18]
+  const row = (name, settings, r) => console.log(line([name, settings, r.seconds, r.deliveries_per_second, `${r.steady_deliveries_per_second} (gap ${r.longest_gap_ms} ms)`], w))
+  console.log(line(["run", "settings", "seconds", "deliveries/s", "p10–p90 /s"], w))
+  row(`webhooks delivery (webhook.delivery messages → signed POSTs → recorded)`, hooks.settings["factline-webhooks"], hooks.delivery)
+  row(`webhooks fan-out + delivery (charges, 100 to a fact message)`, hooks.settings["factline-webhooks"], hooks.fan_out_and_delivery)
+  row(`bare POST (queue → POST each body, nothing else)`, hooks.settings.bare_post, hooks.bare_post_same_settings)
+  console.log(`machine load average (1 min) before / after: ${hooks.machine.load_average.join(" / ")}`)
+  console.log(`median full batch: ${JSON.stringify(hooks.median_full_batch_ms)} ms`)
+  console.log(`ratios: ${JSON.stringify(hooks.ratios)}; signatures: ${JSON.stringify(hooks.signatures)}; redeliveries: ${hooks.delivery.redeliveries}/${hooks.fan_out_and_delivery.redeliveries}`)
+  console.log(`webhooks targets: ${JSON.stringify(hooks.targets, null, 1)}`)
+}
+const printRoundTrips = (rows) => {
+  console.log(line(["stage", "messages", "D1 trips", "D1 stmts", "D1 rows r/w", "DO RPCs", "shards", "sends", "messages", "64KB"], w2))
+  for (const r of rows) console.log(roundTripLine(r.deliveries ? { ...r, stage: `${r.stage} (${r.deliveries})` } : r))
+}
+
+if (only === "webhooks") {
+  const webhooks = await webhooksStage()
+  stop()
+  const resultsFile = process.env.BENCH_RESULTS ?? "results-webhooks.json"
+  writeFileSync(join(root, "bench", resultsFile), JSON.stringify({ webhooks }, null, 2) + "\n")
+  console.log(`\nfactline benchmark, webhooks only — ${webhooks.date} — ${webhooks.machine.cores} cores (${webhooks.machine.cpu})`)
+  printWebhooks(webhooks)
+  console.log(`\ncounted per webhooks batch (deliveries in parentheses):`)
+  printRoundTrips(webhookRoundTrips)
+  console.log(`\nwritten: bench/${resultsFile}`)
+  process.exit(0)
+}
 
 log(`bare hop: ${N} messages, one multi-row insert per batch (${settingsOf("bench-bare")})…`)
 const bare = await stage("bare", N, (p) => p.bare, (p) => p.bare >= N)
@@ -188,6 +360,7 @@ for (const multiple of (process.env.BENCH_SCALE ?? "1,2,4").split(",").map(Numbe
   log(`factline end to end over HTTP: ${multiple * N} events…`)
   scale.push({ multiple, ...(await endToEnd(multiple * N)) })
 }
+const webhooks = await webhooksStage()
 stop()
 
 // ---- figures ------------------------------------------------------------------------------------
@@ -224,8 +397,10 @@ const prices = {
 const monthly = 10_000_000
 const billable = (units, included, perMillion) => (Math.max(0, units - included) / 1_000_000) * perMillion
 // Full batches: one invocation per 100 events on events, and per batch of fact messages downstream
-// (a fact message carries a whole upstream batch, so about one invocation each per 100 events).
-const consumerInvocations = monthly * (3 / 100)
+// (a fact message carries a whole upstream batch, so about one invocation each per 100 events) — on
+// fact-processing, projections and webhooks (charges are published, so fact-processing's relay sends them
+// to factline-webhooks too, whether or not an endpoint subscribes; deliveries are not modelled).
+const consumerInvocations = monthly * (4 / 100)
 const cost = {
   queues: billable(monthly * queueOpsPerEvent, prices.queues_included_ops, prices.queues_per_million_ops),
   d1_reads: billable(monthly * d1RowsReadPerEvent, prices.d1_rows_read_included, prices.d1_rows_read_per_million),
@@ -269,7 +444,7 @@ const results = {
     assumptions: {
       events_per_month: monthly, facts_per_event: round(factsPerEvent), qualified_share: round(qualifiedShare),
       queue_messages_per_event: round(queueMessagesPerEvent),
-      note: "events over HTTP (the edge's accepted-keys check included); full batches; no retries; prices net of the monthly allowances of the Workers Paid plan; DO duration not modelled"
+      note: "events over HTTP (the edge's accepted-keys check included); full batches; no retries; prices net of the monthly allowances of the Workers Paid plan; DO duration not modelled; webhook deliveries not modelled (charges reach factline-webhooks as fact messages)"
     },
     per_event: {
       queue_operations: round(queueOpsPerEvent), d1_rows_read: round(d1RowsReadPerEvent), d1_rows_written: round(d1RowsWrittenPerEvent),
@@ -281,12 +456,14 @@ const results = {
   },
   bundle: { files: bundleFiles, raw_bytes: bundleRaw, gzip_bytes: bundleGzip, raw_kib: round(bundleRaw / 1024, 1), gzip_kib: round(bundleGzip / 1024, 1) },
   scale: scale.map((s) => ({ ...s, seconds_per_1000_events: round((s.seconds / s.events) * 1000) })),
+  webhooks,
   targets: {
     end_to_end_at_least_25_percent_of_bare: e2e.events_per_second >= 0.25 * bare.messages_per_second,
     events_stage_at_least_5x_naive: factlineStage.messages_per_second >= 5 * naive.messages_per_second,
     events_stage_at_least_half_of_hand_written: factlineStage.messages_per_second >= 0.5 * handStage.messages_per_second,
     do_rpcs_at_most_shards_touched: pipeline.every((s) => byStage[s].doRpcs <= byStage[s].shardsTouched),
-    queue_sends_at_most_one_per_destination: byStage.events.queueSends <= 2 && byStage["fact-processing"].queueSends <= 1 && byStage.projections.queueSends === 0,
+    // events → projections + fact-processing; fact-processing → projections + webhooks (charge is published); projections → none.
+    queue_sends_at_most_one_per_destination: byStage.events.queueSends <= 2 && byStage["fact-processing"].queueSends <= 2 && byStage.projections.queueSends === 0,
     d1_round_trips_per_consumer_batch_at_most_3: pipeline.every((s) => byStage[s].d1RoundTrips <= 3),
     cost_at_most_150_usd: totalCost <= 150,
     queue_operations_per_event_at_most_4: queueOpsPerEvent <= 4,
@@ -296,11 +473,10 @@ const results = {
     gzip_bundle_at_most_300_kib: bundleGzip <= 300 * 1024
   }
 }
-const resultsFile = process.env.BENCH_SHARDS ? `results-shards-${process.env.BENCH_SHARDS}.json` : "results.json"
+const resultsFile = process.env.BENCH_RESULTS ?? (process.env.BENCH_SHARDS ? `results-shards-${process.env.BENCH_SHARDS}.json` : "results.json")
 writeFileSync(join(root, "bench", resultsFile), JSON.stringify(results, null, 2) + "\n")
 
 // ---- the table ----------------------------------------------------------------------------------
-const line = (cells, widths) => cells.map((c, i) => String(c).padEnd(widths[i])).join("  ")
 console.log(`\nfactline benchmark — ${results.date} — ${results.machine.cores} cores (${results.machine.cpu}) — N = ${N}`)
 console.log(`shards per tenant: ${results.settings.shards_per_tenant}; consumer settings (max_batch_size / max_batch_timeout): ${JSON.stringify(results.settings)}\n`)
 const w = [74, 12, 10, 12]
@@ -313,12 +489,9 @@ console.log(line([`hand-written events stage, isolated`, settingsOf("bench-hand-
 console.log(line([`naive consumer (seed 003), same settings`, settingsOf("bench-naive"), naive.seconds, naive.messages_per_second], w))
 console.log(line([`naive consumer (seed 003), the seed's settings`, settingsOf("bench-naive-seed"), naiveSeed.seconds, naiveSeed.messages_per_second], w))
 console.log(`\nratios: ${JSON.stringify(results.ratios)}`)
-console.log(`\ncounted per 100 events:`)
-const w2 = [18, 9, 8, 10, 11, 8, 7, 7, 9, 7]
-console.log(line(["stage", "messages", "D1 trips", "D1 stmts", "D1 rows r/w", "DO RPCs", "shards", "sends", "messages", "64KB"], w2))
-for (const r of roundTrips) {
-  console.log(line([r.stage, r.messages, r.d1RoundTrips, r.d1Statements, `${r.d1RowsRead}/${r.d1RowsWritten}`, r.doRpcs, r.shardsTouched, r.queueSends, r.queueMessages, r.queueUnits], w2))
-}
+printWebhooks(webhooks)
+console.log(`\ncounted per batch — the pipeline's per 100 events, the webhooks consumer's per batch (deliveries in parentheses):`)
+printRoundTrips(roundTripRows)
 console.log(`\ncost model at 10 M events/month: ${JSON.stringify(results.cost_model.per_event)} per event → $${results.cost_model.monthly_total_usd}/month ${JSON.stringify(results.cost_model.monthly_usd)}`)
 console.log(`bundle: ${results.bundle.raw_kib} KiB raw, ${results.bundle.gzip_kib} KiB gzip`)
 console.log(`\nscale:`)

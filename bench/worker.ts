@@ -12,12 +12,16 @@
  *   a D1 facts table (multi-row INSERT) → one fact message per batch (`sendBatch`) → derived
  *   facts and the budget table (multi-row, applied set) — with no framework, isolated (to the
  *   sink) or end to end.
+ * - `factline-webhooks` (the platform's own queue and consumer, at its production settings) is fed
+ *   `webhook.delivery` messages or fact messages of charges (fan-out included) for tenant-b, whose
+ *   endpoint points at the bench's local receiver; `bench-hooks-bare` is its floor at the same
+ *   settings — POST each message's body to the receiver, nothing else (no signing, no D1, no ledger).
  * `/bench/*` routes drive the runs and read progress; `/bench/roundtrips` pushes synthetic
  * batches through each stage with counting wrappers around the real bindings. Used only by
  * `npm run bench`.
  */
 import { makePlatform, type PlatformEnv } from "@factline/workers"
-import { FactId, FactMessage, Shards } from "@factline/core"
+import { FactId, FactMessage, Shards, WebhookConsumer } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import { modules } from "../apps/example/src/modules.js"
 import * as CountingBindings from "@factline/core/testing/bindings"
@@ -34,6 +38,8 @@ interface BenchEnv extends PlatformEnv {
   readonly BENCH_SINK: Queue
   readonly BENCH_HAND_EVENTS: Queue
   readonly BENCH_HAND_FACTS: Queue
+  readonly BENCH_HOOKS_BARE: Queue
+  readonly WEBHOOKS_QUEUE: Queue
 }
 
 const tables = [
@@ -149,6 +155,56 @@ const handFacts = async (batch: MessageBatch<{ facts: ReadonlyArray<{ fact_id: s
   batch.ackAll()
 }
 
+// ---- webhooks ---------------------------------------------------------------------------------
+
+/** The webhooks runs use their own tenant, so the other runs' charges (tenant-a) reach no endpoint. */
+const webhookTenant = "tenant-b"
+
+interface BenchEndpoint {
+  readonly id: string
+  readonly version: number
+}
+
+/** A charge of the webhooks tenant as the ledger stores it: a fact of a published type (`charge.created`). */
+const chargeFact = async (run: string, i: number): Promise<Fact> => {
+  const call_id = `${run}_c${i}`
+  const cause = `call.completed:${call_id}`
+  return {
+    fact_id: await FactId.make({ tenantId: webhookTenant, cause, decidedBy: "bench", position: 3 }),
+    tenant_id: webhookTenant, stream: call_id, sequence: 3, type: "charge",
+    data: { call_id, buyer_id: `${run}_b${i % 50}`, amount_cents: 100 + ((i * 53) % 900), currency: "USD" },
+    causation_id: cause, correlation_id: call_id, caused_by: "bench", created_at: new Date().toISOString()
+  }
+}
+
+/** The `webhook.delivery` message the consumer's fan-out makes of this fact for this endpoint, field for field. */
+const deliveryOf = async (fact: Fact, endpoint: BenchEndpoint) => {
+  const id = await WebhookConsumer.deliveryId(fact.fact_id, endpoint.id)
+  return {
+    schema_version: 1, message_type: WebhookConsumer.deliveryMessageType, message_id: `msg_${id}`, idempotency_key: id,
+    correlation_id: fact.correlation_id, causation_id: fact.fact_id, tenant_id: fact.tenant_id, subject: endpoint.id,
+    source: WebhookConsumer.source, created_at: new Date().toISOString(),
+    payload: {
+      delivery_id: id, webhook_config_id: endpoint.id, webhook_config_version: endpoint.version, fact_id: fact.fact_id, fact_type: fact.type,
+      fact_stream: fact.stream, event_type: "charge.created", occurred_at: fact.created_at, payload: fact.data
+    }
+  }
+}
+
+/** The floor of a webhook hop at the webhooks queue's settings: POST each body, all at once, ack. No signing, D1 or ledger. */
+const hooksBare = async (batch: MessageBatch<{ url: string; id: string; body: string }>) => {
+  await Promise.all(batch.messages.map(async (m) => {
+    const response = await fetch(m.body.url, { method: "POST", headers: { "webhook-id": m.body.id, "content-type": "application/json" }, body: m.body.body })
+    await response.arrayBuffer()
+  }))
+  batch.ackAll()
+}
+
+const hooksBareMessage = (run: string, i: number, url: string) => {
+  const call_id = `${run}_c${i}`
+  return { url, id: `bare_${call_id}`, body: JSON.stringify({ type: "charge.created", timestamp: new Date().toISOString(), data: { call_id, buyer_id: `${run}_b${i % 50}`, amount_cents: 100 + ((i * 53) % 900), currency: "USD" } }) }
+}
+
 // ---- factline's events stage, isolated ----------------------------------------------------------
 
 /** The env the isolated events stage runs with: both relay destinations point at the sink. */
@@ -222,7 +278,59 @@ const factsOf = async (events: ReadonlyArray<ReturnType<typeof callEvent>>) => {
  * the events consumer (100 messages), fact-processing (their 100 outcome facts, as the relay sends
  * them: one message), projections (all their facts, as relayed: two messages), naive and bare.
  */
-const roundTrips = async (env: BenchEnv, run: string) => {
+const roundTrips = async (env: BenchEnv, run: string, endpoint: BenchEndpoint | undefined, only: string | null) => {
+  const hooks = endpoint ? await webhookRoundTrips(env, run, endpoint) : []
+  if (only === "webhooks") return hooks
+  return [...(await pipelineRoundTrips(env, run)), ...hooks]
+}
+
+/** A counts object zeroed in place (the counting bindings hold a reference to it). */
+const reset = (counts: CountingBindings.Counts) => {
+  counts.d1RoundTrips = counts.d1Statements = counts.d1RowsRead = counts.d1RowsWritten = 0
+  counts.doRpcs = counts.queueSends = counts.queueMessages = counts.queueUnits = 0
+  counts.shards.clear()
+}
+
+/**
+ * Counted costs of one batch of the webhooks consumer (tenant-b, one endpoint on the bench's receiver;
+ * every delivery is POSTed for real): a fact message of 10 charges (fan-out: 10 delivery messages), a
+ * delivery batch of 2 and of 10 — in a warm isolate (endpoint configs cached, as a running consumer has
+ * them for their TTL) — and a delivery batch of 10 in a cold one (the configs read first). The deliveries
+ * are of different charges, so their outcome facts (`webhook_sent`, appended to the charge's stream) go
+ * to as many streams' shards (at most the tenant's 16); one more row puts all 10 charges in one stream.
+ */
+const webhookRoundTrips = async (env: BenchEnv, run: string, endpoint: BenchEndpoint) => {
+  const facts = (name: string, n: number) => Promise.all(Array.from({ length: n }, (_, i) => chargeFact(`${run}${name}`, i)))
+  const deliveries = async (name: string, n: number) => Promise.all((await facts(name, n)).map((f) => deliveryOf(f, endpoint)))
+  const consume = async (e: BenchEnv, bodies: ReadonlyArray<unknown>) => {
+    const { batch, outcome } = syntheticBatch("factline-webhooks", bodies)
+    await platform.queue(batch, e, undefined as never)
+    return outcome
+  }
+  const row = async (counts: CountingBindings.Counts, e: BenchEnv, name: string, delivered: number, bodies: ReadonlyArray<unknown>) => {
+    reset(counts)
+    const started = Date.now()
+    const outcome = await consume(e, bodies)
+    const { shards, ...figures } = counts
+    return { stage: name, deliveries: delivered, messages: bodies.length, ...figures, shardsTouched: shards.size, ...outcome, ms: Date.now() - started }
+  }
+  const counts = CountingBindings.make()
+  const warm = CountingBindings.env(env, counts)
+  // Warm this runtime's endpoint configs and the tenant's shard map, as a running consumer has them.
+  await consume(warm, await deliveries("whwarm", 1))
+  const rows = []
+  rows.push(await row(counts, warm, "webhooks fan-out", 10, [FactMessage.make(await facts("whfan", 10))]))
+  rows.push(await row(counts, warm, "webhooks delivery", 2, await deliveries("whd2x", 2)))
+  rows.push(await row(counts, warm, "webhooks delivery", 10, await deliveries("whd10x", 10)))
+  // The same batch with every triggering fact in one stream (as the tests measure it): one shard, one RPC.
+  const oneStream = (await facts("whone", 10)).map((f) => ({ ...f, stream: `${run}whone_c0` }))
+  rows.push(await row(counts, warm, "webhooks delivery, one stream", 10, await Promise.all(oneStream.map((f) => deliveryOf(f, endpoint)))))
+  const coldCounts = CountingBindings.make()
+  rows.push(await row(coldCounts, CountingBindings.env(env, coldCounts), "webhooks delivery, cold isolate", 10, await deliveries("whcold", 10)))
+  return rows
+}
+
+const pipelineRoundTrips = async (env: BenchEnv, run: string) => {
   const stage = async (name: string, messages: number, call: (env: BenchEnv) => Promise<{ acked: number; retried: number }>) => {
     const counts = CountingBindings.make()
     const started = Date.now()
@@ -284,10 +392,23 @@ export default {
           "naive-seed": [env.BENCH_NAIVE_SEED, (i) => benchMessage(run, i)],
           events: [env.BENCH_EVENTS, (i) => callEvent(run, i)],
           "hand-isolated": [env.BENCH_HAND_EVENTS, (i) => benchMessage(run, i, true)],
-          hand: [env.BENCH_HAND_EVENTS, (i) => benchMessage(run, i)]
+          hand: [env.BENCH_HAND_EVENTS, (i) => benchMessage(run, i)],
+          "hooks-bare": [env.BENCH_HOOKS_BARE, (i) => hooksBareMessage(run, i, url.searchParams.get("url") ?? "")]
+        }
+        if (target === "webhooks") {
+          // Delivery messages, as the fan-out makes them: one per charge, to the given endpoint.
+          const endpoint = { id: url.searchParams.get("endpoint") ?? "", version: Number(url.searchParams.get("version") ?? "1") }
+          await sendAll(env.WEBHOOKS_QUEUE, await Promise.all(ids.map(async (i) => deliveryOf(await chargeFact(run, i), endpoint))))
+          return json({ sent: n })
+        }
+        if (target === "webhooks-facts") {
+          // Charges as the relay sends them to factline-webhooks: several facts to a message (here 100).
+          const facts = await Promise.all(ids.map((i) => chargeFact(run, i)))
+          for (let i = 0; i < facts.length; i += 100) await env.WEBHOOKS_QUEUE.send(FactMessage.make(facts.slice(i, i + 100)), { contentType: "json" })
+          return json({ sent: n, messages: Math.ceil(n / 100) })
         }
         const entry = target ? queues[target] : undefined
-        if (!entry) return json({ error: `queue must be one of ${Object.keys(queues).join(", ")}` }, 400)
+        if (!entry) return json({ error: `queue must be one of ${[...Object.keys(queues), "webhooks", "webhooks-facts"].join(", ")}` }, 400)
         await sendAll(entry[0], ids.map(entry[1]))
         return json({ sent: n })
       }
@@ -312,8 +433,11 @@ export default {
           hand_spent_cents: hand?.spent ?? 0, hand_charges: hand?.charges ?? 0
         })
       }
-      case "/bench/roundtrips":
-        return json(await roundTrips(env, run))
+      case "/bench/roundtrips": {
+        const endpoint = url.searchParams.get("webhook_endpoint")
+        const version = Number(url.searchParams.get("webhook_version") ?? "1")
+        return json(await roundTrips(env, run, endpoint ? { id: endpoint, version } : undefined, url.searchParams.get("only")))
+      }
       default:
         return json({ error: "unknown bench route" }, 404)
     }
@@ -327,6 +451,7 @@ export default {
       case "bench-events": return platform.queue(asEventsBatch(batch), sinkEnv(env), ctx)
       case "bench-hand-events": return handEvents(batch as MessageBatch<BenchMessage>, env)
       case "bench-hand-facts": return handFacts(batch as MessageBatch<any>, env)
+      case "bench-hooks-bare": return hooksBare(batch as MessageBatch<any>)
       default: return platform.queue(batch, env, ctx)
     }
   },
