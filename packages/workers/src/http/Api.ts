@@ -14,7 +14,9 @@ import { BatchConsumer, Ledger, Producer, Projection, ProjectionQuery, Projectio
 import type { PlatformEnv } from "../Env.js"
 import type { PlatformRuntime, PlatformServices } from "../Services.js"
 import { type AuthVariables, requireScope } from "./Auth.js"
+import * as Batches from "./Batches.js"
 import * as CloudEvents from "./CloudEvents.js"
+import * as Dashboard from "./Dashboard.js"
 import { errorResponse } from "./Errors.js"
 import * as JsonBody from "./JsonBody.js"
 import * as Operations from "./Operations.js"
@@ -252,6 +254,8 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
 
   Webhooks.mount(app, { registry: router, run, readBody: (c) => readBody(c) })
   Operations.mount(app, { run, readBody: (c) => readBody(c) })
+  Batches.mount(app, { run })
+  Dashboard.mount(app)
 
   app.notFound((c) => errorResponse(c, 404, "not_found", `no route for ${c.req.method} ${new URL(c.req.url).pathname}`))
   app.onError((error, c) => {
