@@ -1,0 +1,302 @@
+#!/usr/bin/env node
+// factline — the operators' command line, against any deployment's HTTP API.
+//
+//   npm run -s factline -- health [--window 15m|1h|6h|24h]
+//   npm run -s factline -- dlq list [--queue Q] [--status S] [--type T] [--reason R] [--limit N] [--cursor C]
+//   npm run -s factline -- dlq show ID
+//   npm run -s factline -- dlq replay ID
+//   npm run -s factline -- dlq replay --all-matching [--queue Q] [--type T] [--reason R]
+//   npm run -s factline -- dlq skip ID --reason "why"
+//   npm run -s factline -- dlq escalate ID [--note "…"]
+//   npm run -s factline -- batches [--status running|completed|failed] [--limit N]
+//
+// --url (or FACTLINE_URL, default http://localhost:8787), --token (or FACTLINE_TOKEN), --json for the API's
+// JSON as is. Exit codes: 0 done, 1 the API refused or could not be reached (its error message is printed),
+// 2 a usage error. Plain Node ESM, no dependencies.
+
+const usage = `usage: factline <command> [options]
+
+commands:
+  health [--window 15m|1h|6h|24h]           every queue's health (scope platform)
+  dlq list [filters] [--limit N] [--cursor C]
+                                            dead letters, newest first (filters: --queue --status --type --reason)
+  dlq show ID                               one dead letter: failure context, history, original message
+  dlq replay ID                             send it back to its queue with the same idempotency key
+  dlq replay --all-matching [filters]       replay every open one matching --queue --type --reason (in waves)
+  dlq skip ID --reason "…"                  give its work up (recorded as a reconciliation fact)
+  dlq escalate ID [--note "…"]              mark it escalated
+  batches [--status S] [--limit N]          batch jobs (rebuilds) started by this token's tenant
+
+options:
+  --url URL       the deployment (default: $FACTLINE_URL or http://localhost:8787)
+  --token TOKEN   an API token (default: $FACTLINE_TOKEN); scope admin (own tenant) or platform
+  --json          print the API's JSON response
+  -h, --help      this help`
+
+class UsageError extends Error {}
+class ApiError extends Error {
+  constructor(status, body, message) {
+    super(message)
+    this.status = status
+    this.body = body
+  }
+}
+
+const valueFlags = new Set(["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note"])
+const boolFlags = new Set(["json", "all-matching", "help"])
+
+export const parse = (argv) => {
+  const positional = []
+  const flags = {}
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]
+    if (arg === "-h") { flags.help = true; continue }
+    if (arg === "--") { positional.push(...argv.slice(i + 1)); break }
+    if (!arg.startsWith("--")) { positional.push(arg); continue }
+    const eq = arg.indexOf("=")
+    const name = arg.slice(2, eq === -1 ? undefined : eq)
+    if (boolFlags.has(name)) {
+      if (eq !== -1) throw new UsageError(`--${name} takes no value`)
+      flags[name] = true
+    } else if (valueFlags.has(name)) {
+      const value = eq !== -1 ? arg.slice(eq + 1) : argv[++i]
+      if (value === undefined || (eq === -1 && value.startsWith("--"))) throw new UsageError(`--${name} needs a value`)
+      flags[name] = value
+    } else throw new UsageError(`unknown option --${name}`)
+  }
+  return { positional, flags }
+}
+
+// Output: data from the API may hold anything; control characters never reach the terminal.
+const clean = (value) => String(value ?? "").replace(/[\u0000-\u001f\u007f-\u009f]/g, " ")
+const colors = process.stdout.isTTY && !process.env.NO_COLOR
+const paint = (code, text) => (colors ? `\u001b[${code}m${text}\u001b[0m` : text)
+const statusColor = { ok: 32, replayed: 32, completed: 32, warning: 33, replaying: 33, running: 33, critical: 31, open: 31, failed: 31, skipped: 90, escalated: 35 }
+const colored = (status) => paint(statusColor[status] ?? 0, status)
+const dim = (text) => paint(90, text)
+
+const truncate = (text, max) => (text.length > max ? `${text.slice(0, max - 1)}…` : text)
+/** A plain text table; `columns` are `{ title, get, align?, max?, color? }`. */
+const table = (columns, rows) => {
+  const cells = rows.map((row) => columns.map((c) => truncate(clean(c.get(row)), c.max ?? 60)))
+  const widths = columns.map((c, i) => Math.max(c.title.length, ...cells.map((r) => r[i].length)))
+  const pad = (text, i) => (columns[i].align === "right" ? text.padStart(widths[i]) : text.padEnd(widths[i]))
+  const lines = [columns.map((c, i) => dim(pad(c.title, i))).join("  ").trimEnd()]
+  for (const r of cells) lines.push(r.map((text, i) => (columns[i].color ? columns[i].color(pad(text, i), text) : pad(text, i))).join("  ").trimEnd())
+  return lines.join("\n")
+}
+
+const num = (v) => (v === null || v === undefined ? "—" : Number(v).toLocaleString("en-US"))
+const ms = (v) => (v === null || v === undefined ? "—" : v < 1_000 ? `≤${v}ms` : v < 60_000 ? `≤${v / 1_000}s` : `≤${v / 60_000}min`)
+const ago = (iso) => {
+  if (!iso) return "—"
+  const s = (Date.now() - Date.parse(iso)) / 1_000
+  if (!Number.isFinite(s)) return clean(iso)
+  return s < 60 ? `${Math.max(0, Math.round(s))}s ago` : s < 3_600 ? `${Math.round(s / 60)}m ago` : s < 86_400 ? `${Math.round(s / 3_600)}h ago` : `${Math.round(s / 86_400)}d ago`
+}
+
+const client = ({ url, token }) => async (method, path, body) => {
+  const headers = { authorization: `Bearer ${token}`, accept: "application/json" }
+  if (body !== undefined) headers["content-type"] = "application/json"
+  let response
+  try {
+    response = await fetch(new URL(path, url), { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(30_000) })
+  } catch (error) {
+    const cause = error?.cause?.code ?? error?.cause?.message ?? error?.message ?? String(error)
+    throw new ApiError(0, undefined, `cannot reach ${url} (${cause})`)
+  }
+  const text = await response.text()
+  let json
+  try {
+    json = text === "" ? null : JSON.parse(text)
+  } catch {
+    json = undefined
+  }
+  if (!response.ok) {
+    const error = json?.error
+    const message = error ? `${response.status} ${error.code}: ${error.message}` : `${response.status} ${response.statusText}${text ? `: ${truncate(clean(text), 200)}` : ""}`
+    // Problems the message does not already spell out, one a line.
+    const problems = (error?.details?.problems ?? []).filter((p) => !message.includes(String(p.message))).map((p) => `  ${clean(p.path)}: ${clean(p.message)}`)
+    throw new ApiError(response.status, json, [message, ...problems].join("\n"))
+  }
+  if (json === undefined) throw new ApiError(response.status, undefined, `${response.status}: the response is not JSON (is ${url} a factline deployment?)`)
+  return json
+}
+
+const query = (flags, names) => {
+  const params = new URLSearchParams()
+  for (const name of names) if (flags[name] !== undefined) params.set(name, flags[name])
+  const s = params.toString()
+  return s ? `?${s}` : ""
+}
+
+const needId = (positional, command) => {
+  const id = positional[2]
+  if (!id) throw new UsageError(`dlq ${command} needs a dead-letter ID`)
+  if (positional.length > 3) throw new UsageError(`unexpected argument ${positional[3]}`)
+  return id
+}
+
+const showRecord = (r) => {
+  const rows = [
+    ["id", r.id], ["status", r.status], ["queue", r.queue], ["reason", r.reason], ["last error", r.last_error], ["attempts", r.attempts],
+    ["tenant", r.tenant_id], ["message type", r.message_type], ["idempotency key", r.idempotency_key], ["subject", r.subject],
+    ["first attempted", r.first_attempted_at], ["last attempted", r.last_attempted_at], ["received", r.received_at],
+    ["resolved by", r.resolved_by], ["resolved at", r.resolved_at], ["replay operation", r.replay_operation_id],
+    ["reconciliation fact", r.reconciliation_fact_id]
+  ].filter(([, v]) => v !== null && v !== undefined && v !== "")
+  const width = Math.max(...rows.map(([k]) => k.length))
+  const lines = rows.map(([k, v]) => `${dim(k.padEnd(width))}  ${k === "status" ? colored(clean(v)) : clean(v)}`)
+  if (r.history !== undefined) {
+    lines.push("", dim("history"))
+    if (r.history.length === 0) lines.push("  (no actions yet)")
+    for (const e of r.history) lines.push(`  ${clean(e.at)}  ${clean(e.action)} by ${clean(e.by)}${e.note ? ` — ${clean(e.note)}` : ""}${e.operation_id ? ` (${clean(e.operation_id)})` : ""}`)
+  }
+  if (r.original_message !== undefined) {
+    lines.push("", dim("original message"))
+    // JSON.stringify escapes control characters in strings; keys and values print as JSON.
+    lines.push(JSON.stringify(r.original_message, null, 2))
+  }
+  return lines.join("\n")
+}
+
+const commands = {
+  async health(api, { flags, positional }) {
+    if (positional.length > 1) throw new UsageError(`unexpected argument ${positional[1]}`)
+    const h = await api("GET", `/v1/queues/health${query(flags, ["window"])}`)
+    if (flags.json) return h
+    const lines = [
+      `${dim("window")} ${clean(h.window)} ${dim("since")} ${clean(h.since)}   ${dim("overall")} ${colored(clean(h.status))}   ${dim("ledger shards with relay pending")} ${num(h.ledger?.relay_pending_shards)}`,
+      "",
+      table([
+        { title: "QUEUE", get: (q) => q.queue, max: 40 },
+        { title: "STATUS", get: (q) => q.status, color: (padded, raw) => colored(raw) + padded.slice(raw.length) },
+        { title: "RECEIVED", get: (q) => num(q.received), align: "right" },
+        { title: "ACKED", get: (q) => num(q.acked), align: "right" },
+        { title: "RETRIED", get: (q) => num(q.retried), align: "right" },
+        { title: "DLQ'D", get: (q) => num(q.dead_lettered), align: "right" },
+        { title: "RETRY%", get: (q) => `${Math.round(q.retry_rate * 1_000) / 10}%`, align: "right" },
+        { title: "DLQ OPEN", get: (q) => num(q.dlq_open), align: "right" },
+        { title: "DEPTH", get: (q) => (q.depth === null ? "n/a" : num(q.depth)), align: "right" },
+        { title: "LAG P50", get: (q) => ms(q.lag_p50_ms), align: "right" },
+        { title: "LAG P99", get: (q) => ms(q.lag_p99_ms), align: "right" },
+        { title: "PROC P99", get: (q) => ms(q.processing_p99_ms), align: "right" }
+      ], h.queues)
+    ]
+    const failing = h.queues.flatMap((q) => Object.entries(q.checks).filter(([, level]) => level !== "ok").map(([check, level]) => `  ${clean(q.queue)}: ${check} ${colored(level)} (${num(q[check])}; warning above ${num(h.thresholds?.[check]?.warning)}, critical above ${num(h.thresholds?.[check]?.critical)})`))
+    if (failing.length > 0) lines.push("", dim("checks not ok"), ...failing)
+    return lines.join("\n")
+  },
+
+  async dlq(api, { flags, positional }) {
+    const sub = positional[1]
+    switch (sub) {
+      case "list": {
+        if (positional.length > 2) throw new UsageError(`unexpected argument ${positional[2]}`)
+        const page = await api("GET", `/v1/dlq${query(flags, ["queue", "status", "type", "reason", "cursor", "limit"])}`)
+        if (flags.json) return page
+        if (page.data.length === 0) return dim("no dead letters match")
+        const out = [table([
+          { title: "ID", get: (r) => r.id, max: 40 },
+          { title: "RECEIVED", get: (r) => ago(r.received_at) },
+          { title: "QUEUE", get: (r) => r.queue },
+          { title: "STATUS", get: (r) => r.status, color: (padded, raw) => colored(raw) + padded.slice(raw.length) },
+          { title: "TENANT", get: (r) => r.tenant_id ?? "—", max: 24 },
+          { title: "TYPE", get: (r) => r.message_type ?? "—", max: 32 },
+          { title: "SUBJECT", get: (r) => r.subject ?? "—", max: 32 },
+          { title: "REASON", get: (r) => r.reason },
+          { title: "ATT", get: (r) => r.attempts, align: "right" },
+          { title: "LAST ERROR", get: (r) => r.last_error, max: 60 }
+        ], page.data)]
+        out.push("", dim(`${page.data.length} shown${page.next_cursor ? `; more with --cursor ${page.next_cursor}` : ""}`))
+        return out.join("\n")
+      }
+      case "show": {
+        const record = await api("GET", `/v1/dlq/${encodeURIComponent(needId(positional, "show"))}`)
+        return flags.json ? record : showRecord(record)
+      }
+      case "replay": {
+        if (flags["all-matching"]) {
+          if (positional.length > 2) throw new UsageError("give either an ID or --all-matching, not both")
+          if (flags.status !== undefined) throw new UsageError("--all-matching replays open dead letters only; drop --status")
+          const result = await api("POST", `/v1/dlq/replay${query(flags, ["queue", "type", "reason"])}`)
+          if (flags.json) return result
+          return result.count === 0
+            ? "no open dead letters match; nothing replayed"
+            : `replaying ${num(result.count)} dead letter(s) in ${num(result.waves)} wave(s) of up to ${num(result.wave_size)}, ${result.wave_delay_seconds} s apart — operation ${clean(result.operation_id)}`
+        }
+        const record = await api("POST", `/v1/dlq/${encodeURIComponent(needId(positional, "replay"))}/replay`)
+        if (flags.json) return record
+        return `replayed ${clean(record.id)} to ${clean(record.queue)} (operation ${clean(record.replay_operation_id)}); status ${colored(record.status)}`
+      }
+      case "skip": {
+        const id = needId(positional, "skip")
+        if (flags.reason === undefined || flags.reason.trim() === "") throw new UsageError('dlq skip needs --reason "why this work is given up"')
+        const record = await api("POST", `/v1/dlq/${encodeURIComponent(id)}/skip`, { reason: flags.reason })
+        if (flags.json) return record
+        return `skipped ${clean(record.id)}; reconciliation fact ${clean(record.reconciliation_fact_id)} appended to stream ${clean(record.subject ?? `dead-letters/${record.id}`)}`
+      }
+      case "escalate": {
+        const id = needId(positional, "escalate")
+        const record = await api("POST", `/v1/dlq/${encodeURIComponent(id)}/escalate`, flags.note === undefined ? {} : { note: flags.note })
+        return flags.json ? record : `escalated ${clean(record.id)}`
+      }
+      default:
+        throw new UsageError(sub === undefined ? "dlq needs a subcommand: list, show, replay, skip or escalate" : `unknown dlq subcommand ${sub}`)
+    }
+  },
+
+  async batches(api, { flags, positional }) {
+    if (positional.length > 1) throw new UsageError(`unexpected argument ${positional[1]}`)
+    const page = await api("GET", `/v1/batches${query(flags, ["status", "limit", "cursor"])}`)
+    if (flags.json) return page
+    if (page.data.length === 0) return dim("no batch jobs")
+    return table([
+      { title: "BATCH", get: (b) => b.batch_id, max: 40 },
+      { title: "OPERATION", get: (b) => `${b.operation} ${b.projection}` },
+      { title: "STATUS", get: (b) => b.status, color: (padded, raw) => colored(raw) + padded.slice(raw.length) },
+      { title: "SHARDS", get: (b) => `${b.shards_done}/${b.shards_total}`, align: "right" },
+      { title: "FACTS", get: (b) => num(b.facts_replayed), align: "right" },
+      { title: "STARTED", get: (b) => ago(b.started_at) },
+      { title: "FINISHED", get: (b) => (b.finished_at ? ago(b.finished_at) : "—") },
+      { title: "ERROR", get: (b) => b.error ?? "" }
+    ], page.data)
+  }
+}
+
+const main = async (argv) => {
+  const args = parse(argv)
+  if (args.flags.help || args.positional.length === 0) {
+    console.log(usage)
+    return args.flags.help ? 0 : 2
+  }
+  const command = commands[args.positional[0]]
+  if (!command) throw new UsageError(`unknown command ${args.positional[0]}`)
+  const url = args.flags.url ?? process.env.FACTLINE_URL ?? "http://localhost:8787"
+  try {
+    new URL(url)
+  } catch {
+    throw new UsageError(`--url ${url} is not a URL`)
+  }
+  const token = args.flags.token ?? process.env.FACTLINE_TOKEN
+  if (!token) throw new UsageError("no token: pass --token or set FACTLINE_TOKEN")
+  const out = await command(client({ url, token }), args)
+  console.log(typeof out === "string" ? out : JSON.stringify(out, null, 2))
+  return 0
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2))
+} catch (error) {
+  if (error instanceof UsageError) {
+    console.error(`factline: ${error.message}\n(factline --help for usage)`)
+    process.exitCode = 2
+  } else if (error instanceof ApiError) {
+    if (process.argv.includes("--json") && error.body) console.error(JSON.stringify(error.body, null, 2))
+    else console.error(`factline: ${error.message}`)
+    process.exitCode = 1
+  } else {
+    console.error(`factline: ${error instanceof Error ? error.stack : String(error)}`)
+    process.exitCode = 1
+  }
+}
