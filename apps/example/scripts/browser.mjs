@@ -1,0 +1,246 @@
+#!/usr/bin/env node
+// The operators' tools against the real local stack that `npm run dev` runs (wrangler dev on a fresh state
+// directory and a free port, as the smoke run starts it): produces dead letters and a batch job, then
+//   - drives the dashboard (GET /dashboard) in headless Chromium (playwright-core, with the browser that
+//     @sparticuz/chromium ships through npm install): signs in, sees the health table and charts, finds a
+//     dead letter (whose subject is an HTML payload: it must render as text), replays it and sees it
+//     resolved, skips one through the reason dialog, sees the batch job; a tenant's token sees only its
+//     tenant; screenshots go to apps/example/.artifacts/ (git-ignored);
+//   - runs the CLI (scripts/factline.mjs) against it: health, dlq list/show/replay/skip, bulk replay, errors.
+// Waits on selectors and on the API's state, never on fixed sleeps. Stops every process it starts.
+// Prints `cli: N passed, M failed` and `browser: N passed, M failed`; exits non-zero on any failure. Part of `npm test`.
+import chromium from "@sparticuz/chromium"
+import { chromium as playwright } from "playwright-core"
+import { execFile } from "node:child_process"
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import * as LocalStack from "./LocalStack.mjs"
+
+const app = join(dirname(fileURLToPath(import.meta.url)), "..")
+const cliPath = join(app, "..", "..", "scripts", "factline.mjs")
+const artifacts = join(app, ".artifacts")
+const state = mkdtempSync(join(tmpdir(), "factline-browser-"))
+const started = Date.now()
+const platformToken = "dev-token-platform"
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+const tally = { cli: { passed: 0, failed: 0 }, browser: { passed: 0, failed: 0 } }
+const check = (suite, name, ok, detail) => {
+  tally[suite][ok ? "passed" : "failed"]++
+  console.log(`${ok ? "✓" : "✗"} ${suite}: ${name}${ok ? "" : ` — ${String(detail).slice(0, 2_000)}`}`)
+  return ok
+}
+
+let stack
+let browser
+try {
+  stack = await LocalStack.start({ cwd: app, state, port: await LocalStack.freePort() })
+  const base = stack.base
+  console.log(`stack ready in ${((Date.now() - started) / 1_000).toFixed(1)} s at ${base}`)
+  const api = async (method, path, { token = platformToken, body } = {}) => {
+    const headers = { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) }
+    const response = await fetch(`${base}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
+    return { status: response.status, body: await response.json() }
+  }
+  /** Polls `read` until `done(value)` (bounded); returns the last value. */
+  const until = async (read, done, { timeoutMs = 60_000, what = "condition" } = {}) => {
+    const deadline = Date.now() + timeoutMs
+    let value
+    for (;;) {
+      value = await read()
+      if (done(value)) return value
+      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}: ${JSON.stringify(value).slice(0, 500)}`)
+      await sleep(200)
+    }
+  }
+
+  // Traffic: calls that succeed (throughput), and calls whose subject differs from their call_id — the
+  // calls module fails them permanently, so each becomes one dead letter on factline-events.
+  const run = Date.now().toString(36)
+  const call = (call_id, subject = call_id) => ({
+    schema_version: 2, message_type: "call.completed", idempotency_key: `call.completed:${call_id}`, subject,
+    payload: { call_id, buyer_id: `buyer_${run}`, duration_s: 90, price_cents: 300, currency: "USD" }
+  })
+  const good = Array.from({ length: 8 }, (_, i) => call(`ok_${run}_${i}`))
+  const xss = `<img src=x onerror="window.__xss=1">${run}`
+  const bad = {
+    replayInBrowser: call(`bad_${run}_a`, xss),
+    skipInBrowser: call(`bad_${run}_b`, `wrong_${run}_b`),
+    cliReplay: call(`bad_${run}_c`, `wrong_${run}_c`),
+    cliSkip: call(`bad_${run}_d`, `wrong_${run}_d`),
+    cliBulk: call(`bad_${run}_e`, `wrong_${run}_e`)
+  }
+  const posted = await api("POST", "/v1/events", { token: "dev-token-tenant-a", body: { events: [...good, ...Object.values(bad)] } })
+  if (posted.status !== 202) throw new Error(`POST /v1/events: ${JSON.stringify(posted)}`)
+  // Wait until the tenant's first facts exist (its ledger shards are registered), so the rebuild has shards to walk.
+  await until(() => api("GET", `/v1/projections/calls?buyer_id=buyer_${run}`, { token: "dev-token-tenant-a" }), (r) => r.body.data?.length === good.length, { what: "the good calls' projection rows" })
+  const rebuild = await api("POST", "/v1/batches", { body: { operation: "rebuild", projection: "calls" } })
+  if (rebuild.status !== 202) throw new Error(`POST /v1/batches: ${JSON.stringify(rebuild)}`)
+  const batchId = rebuild.body.batch_id
+
+  const keyOf = Object.fromEntries(Object.entries(bad).map(([k, e]) => [k, e.idempotency_key]))
+  const open = await until(
+    () => api("GET", "/v1/dlq?status=open&limit=200"),
+    (r) => Object.values(keyOf).every((key) => r.body.data?.some((d) => d.idempotency_key === key)),
+    { what: "five open dead letters" }
+  )
+  const idOf = Object.fromEntries(Object.entries(keyOf).map(([k, key]) => [k, open.body.data.find((d) => d.idempotency_key === key).id]))
+  console.log(`5 dead letters open after ${((Date.now() - started) / 1_000).toFixed(1)} s`)
+
+  // ---------------------------------------------------------------- browser
+  const browserStarted = Date.now()
+  mkdirSync(artifacts, { recursive: true })
+  // The package's flags minus the two that would weaken the page's own security (same-origin, mixed content).
+  const args = chromium.args.filter((a) => !/^--(disable-web-security|allow-running-insecure-content)/.test(a))
+  browser = await playwright.launch({ executablePath: await chromium.executablePath(), args, headless: true })
+  const context = await browser.newContext({ viewport: { width: 1440, height: 1000 } })
+  const page = await context.newPage()
+  page.setDefaultTimeout(30_000)
+  const problems = []
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`))
+  page.on("console", (m) => {
+    if (/Content Security Policy|Refused to/i.test(m.text())) problems.push(`console: ${m.text()}`)
+  })
+
+  const response = await page.goto(`${base}/dashboard`)
+  const headers = response.headers()
+  const csp = headers["content-security-policy"] ?? ""
+  check("browser", "GET /dashboard is HTML with a nonce-only CSP, x-frame-options DENY, no-store",
+    response.status() === 200 && /^text\/html/.test(headers["content-type"]) && /script-src 'nonce-[\w-]+'(;|$)/.test(csp) &&
+      !/unsafe-inline|unsafe-eval|https?:/.test(csp) && /frame-ancestors 'none'/.test(csp) && headers["x-frame-options"] === "DENY" && headers["cache-control"] === "no-store",
+    JSON.stringify(headers))
+
+  // A wrong token is refused with the API's message, and the sign-in form stays.
+  await page.fill("#token", "not-a-token")
+  await page.press("#token", "Enter")
+  await page.locator("#login-error", { hasText: "invalid bearer token" }).waitFor()
+  check("browser", "a wrong token is refused with the API's message", await page.locator("#login").isVisible(), "sign-in form hidden")
+
+  await page.fill("#token", platformToken)
+  await page.press("#token", "Enter")
+  await page.locator('#health-table tbody tr[data-queue="factline-events"]').waitFor()
+  const healthRows = await page.locator("#health-table tbody tr").evaluateAll((rows) => rows.map((r) => [r.dataset.queue, r.dataset.status, r.querySelector(".badge")?.textContent]))
+  check("browser", "the health table shows the five queues with a status each",
+    healthRows.length === 5 && healthRows.every(([, status, text]) => ["ok", "warning", "critical"].includes(status) && text === status), JSON.stringify(healthRows))
+  const eventsStatus = healthRows.find(([q]) => q === "factline-events")?.[1]
+  const colour = await page.locator('#health-table tr[data-queue="factline-events"] .badge').evaluate((el) => getComputedStyle(el).backgroundColor)
+  check("browser", "factline-events is warning (open dead letters), coloured amber", eventsStatus === "warning" && colour === "rgb(254, 249, 195)", `${eventsStatus} ${colour}`)
+  const charts = await page.locator("#health svg path.line").count()
+  check("browser", "throughput and lag charts are drawn from the series", charts >= 2 && (await page.locator("#health svg.spark").count()) === 10, `${charts} lines`)
+  check("browser", "the session keeps the token (sessionStorage), not localStorage",
+    (await page.evaluate(() => [sessionStorage.getItem("factline.dashboard.token"), localStorage.length])).join() === `${platformToken},0`, "storage")
+
+  const rowA = page.locator(`#dlq-rows tr[data-id="${idOf.replayInBrowser}"]`)
+  await rowA.waitFor()
+  const subjectText = await rowA.locator("td.subject").textContent()
+  check("browser", "a dead letter's HTML-looking subject renders as text, never as markup",
+    subjectText.includes("<img src=x") && (await page.locator("#dlq img, #app img").count()) === 0 && (await page.evaluate(() => window.__xss)) === undefined, subjectText)
+  await page.screenshot({ path: join(artifacts, "dashboard.png"), fullPage: true })
+
+  // Details: the original message and the failure context.
+  await rowA.locator('button[data-action="details"]').click()
+  const detail = page.locator(`#dlq-rows tr[data-detail="${idOf.replayInBrowser}"] pre`)
+  await detail.waitFor()
+  check("browser", "Details shows the original message", (await detail.textContent()).includes(keyOf.replayInBrowser), await detail.textContent())
+
+  // Replay: the row turns replayed, and the API agrees.
+  await rowA.locator('button[data-action="replay"]').click()
+  await rowA.locator(".dl-status .badge", { hasText: "replayed" }).waitFor()
+  const replayed = await api("GET", `/v1/dlq/${idOf.replayInBrowser}`)
+  check("browser", "clicking Replay resolves the dead letter (replayed, by the platform token)",
+    replayed.body.status === "replayed" && replayed.body.resolved_by === "dev-platform" && (await rowA.locator('button[data-action="replay"]').count()) === 0, JSON.stringify(replayed.body))
+
+  // Skip: the dialog requires a reason; the record is skipped with a reconciliation fact.
+  const rowB = page.locator(`#dlq-rows tr[data-id="${idOf.skipInBrowser}"]`)
+  await rowB.locator('button[data-action="skip"]').click()
+  await page.locator("#dialog[open]").waitFor()
+  await page.click("#dialog-ok")
+  await page.locator("#dialog-error", { hasText: "reason is required" }).waitFor()
+  await page.fill("#dialog-input", "duplicate call from a test run")
+  await page.click("#dialog-ok")
+  await rowB.locator(".dl-status .badge", { hasText: "skipped" }).waitFor()
+  const skipped = await api("GET", `/v1/dlq/${idOf.skipInBrowser}`)
+  const stream = await api("GET", `/v1/streams/${encodeURIComponent(bad.skipInBrowser.subject)}/facts`, { token: "dev-token-tenant-a" })
+  check("browser", "Skip asks for a reason, then the record is skipped and a reconciliation fact is in the ledger",
+    skipped.body.status === "skipped" && skipped.body.history.at(-1)?.note === "duplicate call from a test run" &&
+      stream.body.facts?.some((f) => f.type === "reconciliation" && f.data.dead_letter_id === idOf.skipInBrowser), JSON.stringify([skipped.body.status, stream.body]))
+
+  // The batch job, with its progress bar.
+  const batchRow = page.locator(`#batches tr[data-batch="${batchId}"]`)
+  await page.click("#refresh")
+  await batchRow.waitFor()
+  const batch = await batchRow.evaluate((tr) => ({ status: tr.dataset.status, bar: tr.querySelector('[role="progressbar"]')?.getAttribute("aria-valuemax"), text: tr.textContent }))
+  check("browser", "the rebuild shows under batch jobs with a progress bar", ["running", "completed"].includes(batch.status) && Number(batch.bar) > 0, JSON.stringify(batch))
+  await page.screenshot({ path: join(artifacts, "dashboard-after-replay.png"), fullPage: true, style: "#toast { display: none }" })
+
+  check("browser", "no CSP violation or script error on the page", problems.length === 0, problems.join("; "))
+
+  // Sign out clears the token; a tenant's admin token sees its own tenant only, and no queue health.
+  await page.click("#signout")
+  await page.locator("#login").waitFor()
+  check("browser", "Sign out clears the token", (await page.evaluate(() => sessionStorage.getItem("factline.dashboard.token"))) === null, "token kept")
+  await page.fill("#token", "dev-token-tenant-b")
+  await page.press("#token", "Enter")
+  await page.locator("#health-forbidden").waitFor()
+  await page.locator("#dlq-empty:not([hidden])").waitFor()
+  check("browser", "tenant B's admin token: no queue health (platform scope), none of tenant A's dead letters",
+    (await page.locator("#dlq-rows tr").count()) === 0 && (await page.locator("#batches-empty").count()) === 1, await page.locator("#app").textContent())
+  await context.close()
+  console.log(`browser part took ${((Date.now() - browserStarted) / 1_000).toFixed(1)} s`)
+
+  // ---------------------------------------------------------------- CLI
+  const cli = (args, env = {}) =>
+    new Promise((resolve) => {
+      execFile(process.execPath, [cliPath, ...args], { env: { ...process.env, NO_COLOR: "1", FACTLINE_URL: "", FACTLINE_TOKEN: "", ...env }, timeout: 60_000 }, (error, stdout, stderr) =>
+        resolve({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr }))
+    })
+  const as = ["--url", base, "--token", platformToken]
+  const show = (r) => JSON.stringify(r).slice(0, 1_500)
+
+  let r = await cli(["health", ...as])
+  check("cli", "health prints a table of the five queues with their status", r.code === 0 && /^factline-events\s+warning\s/m.test(r.stdout) &&
+    ["factline-projections", "factline-fact-processing", "factline-webhooks", "factline-batch"].every((q) => r.stdout.includes(q)), show(r))
+  r = await cli(["health", "--json", "--window", "15m"], { FACTLINE_URL: base, FACTLINE_TOKEN: platformToken })
+  check("cli", "health --json (URL and token from FACTLINE_URL, FACTLINE_TOKEN)", r.code === 0 && JSON.parse(r.stdout).queues.length === 5 && JSON.parse(r.stdout).window === "15m", show(r))
+  r = await cli(["dlq", "list", "--queue", "factline-events", "--status", "open", ...as])
+  check("cli", "dlq list shows the open dead letters", r.code === 0 && r.stdout.includes(idOf.cliReplay) && r.stdout.includes(idOf.cliSkip) && !r.stdout.includes(idOf.replayInBrowser), show(r))
+  r = await cli(["dlq", "list", "--status", "replayed", "--json", ...as])
+  check("cli", "dlq list --status replayed --json", r.code === 0 && JSON.parse(r.stdout).data.some((d) => d.id === idOf.replayInBrowser), show(r))
+  r = await cli(["dlq", "show", idOf.cliReplay, ...as])
+  check("cli", "dlq show prints the failure context and the original message", r.code === 0 && r.stdout.includes("permanent_failure") && r.stdout.includes(keyOf.cliReplay) && r.stdout.includes('"payload"'), show(r))
+  r = await cli(["dlq", "replay", idOf.cliReplay, ...as])
+  check("cli", "dlq replay ID", r.code === 0 && /^replayed \S+ to factline-events \(operation rp_\w+\); status replayed$/.test(r.stdout.trim()), show(r))
+  r = await cli(["dlq", "replay", idOf.cliReplay, ...as])
+  check("cli", "replaying it again fails (exit 1) with the API's message", r.code === 1 && r.stderr.includes("409 conflict") && r.stderr.includes("only an open one can be replayed"), show(r))
+  r = await cli(["dlq", "skip", idOf.cliSkip, ...as])
+  check("cli", "dlq skip without --reason is a usage error (exit 2)", r.code === 2 && r.stderr.includes("--reason"), show(r))
+  r = await cli(["dlq", "skip", idOf.cliSkip, "--reason", "given up in the test", ...as])
+  const skippedByCli = await api("GET", `/v1/dlq/${idOf.cliSkip}`)
+  check("cli", "dlq skip ID --reason", r.code === 0 && r.stdout.startsWith(`skipped ${idOf.cliSkip}; reconciliation fact f_`) && skippedByCli.body.status === "skipped", show([r, skippedByCli.body.status]))
+  r = await cli(["dlq", "list", "--status", "bogus", ...as])
+  check("cli", "a bad filter fails (exit 1) with the API's message", r.code === 1 && r.stderr.includes("400 invalid_query: status: must be one of"), show(r))
+  r = await cli(["dlq", "list", "--url", base, "--token", "nope"])
+  check("cli", "a wrong token fails (exit 1): 401", r.code === 1 && r.stderr.includes("401 unauthorized: invalid bearer token"), show(r))
+  r = await cli(["health", "--url", base, "--token", "dev-token-tenant-a"])
+  check("cli", "health with a tenant token fails (exit 1): 403 names the platform scope", r.code === 1 && r.stderr.includes('403 forbidden: this token lacks the "platform" scope'), show(r))
+  r = await cli(["dlq", "replay", "--all-matching", "--queue", "factline-events", "--type", "call.completed", ...as])
+  const bulk = /^replaying (\d+) dead letter\(s\) in (\d+) wave\(s\) of up to 100, 2 s apart — operation (rp_\w+)$/.exec(r.stdout.trim())
+  const bulkRecord = await api("GET", `/v1/dlq/${idOf.cliBulk}`)
+  check("cli", "dlq replay --all-matching replays every open match under one operation id",
+    r.code === 0 && bulk !== null && Number(bulk[1]) >= 1 && bulkRecord.body.status === "replayed" && bulkRecord.body.replay_operation_id === bulk[3], show([r, bulkRecord.body]))
+  r = await cli(["batches", ...as])
+  check("cli", "batches lists the rebuild", r.code === 0 && r.stdout.includes(batchId), show(r))
+} catch (error) {
+  tally.browser.failed++
+  console.log(`✗ run failed: ${error instanceof Error ? error.stack : String(error)}`)
+} finally {
+  await browser?.close().catch(() => {})
+  stack?.stop()
+  rmSync(state, { recursive: true, force: true })
+}
+console.log(`operations run took ${((Date.now() - started) / 1_000).toFixed(1)} s; screenshots in apps/example/.artifacts/`)
+console.log(`cli: ${tally.cli.passed} passed, ${tally.cli.failed} failed`)
+console.log(`browser: ${tally.browser.passed} passed, ${tally.browser.failed} failed`)
+process.exit(tally.cli.failed + tally.browser.failed === 0 ? 0 : 1)
