@@ -173,7 +173,11 @@ try {
   await batchRow.waitFor()
   const batch = await batchRow.evaluate((tr) => ({ status: tr.dataset.status, bar: tr.querySelector('[role="progressbar"]')?.getAttribute("aria-valuemax"), text: tr.textContent }))
   check("browser", "the rebuild shows under batch jobs with a progress bar", ["running", "completed"].includes(batch.status) && Number(batch.bar) > 0, JSON.stringify(batch))
-  await page.screenshot({ path: join(artifacts, "dashboard-after-replay.png"), fullPage: true, style: "#toast { display: none }" })
+  // The toasts would float over the middle of a full-page picture: hidden for it (the screenshot's own `style`
+  // option would inject a <style> element, which the page's CSP rightly refuses).
+  await page.locator("#toast").evaluate((el) => { el.hidden = true })
+  await page.screenshot({ path: join(artifacts, "dashboard-after-replay.png"), fullPage: true })
+  await page.locator("#toast").evaluate((el) => { el.hidden = false })
 
   check("browser", "no CSP violation or script error on the page", problems.length === 0, problems.join("; "))
 
