@@ -5,7 +5,7 @@
 import { env, exports } from "cloudflare:workers"
 import { describe, expect, it, vi } from "vitest"
 
-const request = (path: string, init: RequestInit = {}, token: string | undefined = env.TEST_TOKEN) =>
+const request = (path: string, init: RequestInit = {}, token: string | null = env.TEST_TOKEN) =>
   exports.default.fetch(new Request(`http://app.test${path}`, {
     ...init,
     headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), "content-type": "application/json", ...init.headers }
@@ -35,7 +35,8 @@ describe("the orders app", () => {
   })
 
   it("refuses a request without a token (401) and an undeclared event type (400)", async () => {
-    expect((await request("/v1/projections/orders", {}, undefined)).status).toBe(401)
+    expect((await request("/v1/projections/orders", {}, null)).status).toBe(401)
+    expect((await request("/v1/projections/orders", {}, "fl_not-a-token")).status).toBe(401)
     const unknown = await request("/v1/events", {
       method: "POST",
       body: JSON.stringify({ schema_version: 1, message_type: "order.lost", idempotency_key: "k", subject: "o1", payload: {} })
