@@ -62,6 +62,7 @@ const benchQueues = [
 const config = {
   ...example,
   $schema: undefined,
+  env: undefined, // the deployed environments (staging, production) are not benchmarked
   name: "factline-bench",
   main: relative(out, join(root, "bench", "worker.ts")),
   triggers: { crons: [] },

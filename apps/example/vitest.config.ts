@@ -2,6 +2,7 @@ import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin"
 import { readFileSync } from "node:fs"
 import { defineConfig } from "vitest/config"
 
+import { workspaceSources } from "../../scripts/WorkspaceSources.mjs"
 import * as Receiver from "./scripts/Receiver.mjs" // the webhook receiver the tests deliver to (plain .mjs)
 
 const migrations = await readD1Migrations("../../migrations")
@@ -37,6 +38,8 @@ const queueConsumers = Object.fromEntries(queues.consumers.map((c) => [c.queue, 
 
 export default defineConfig({
   plugins: [
+    // @factline/* resolve to their TypeScript sources, not dist/ (see scripts/WorkspaceSources.mjs).
+    workspaceSources(),
     cloudflareTest({
       // The example's own wrangler.jsonc (every queue, D1, R2, DO) with a test entry that adds test-only handlers.
       main: "./test/worker.ts",

@@ -1,2 +1,8 @@
 import { defineConfig } from "vitest/config"
-export default defineConfig({ test: { include: ["src/**/*.test.ts"] } })
+import { workspaceSources } from "../../scripts/WorkspaceSources.mjs"
+
+export default defineConfig({
+  // @factline/* resolve to their TypeScript sources, not dist/ (see scripts/WorkspaceSources.mjs).
+  plugins: [workspaceSources()],
+  test: { include: ["src/**/*.test.ts"] }
+})

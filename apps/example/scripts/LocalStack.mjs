@@ -9,8 +9,11 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 
 export const wrangler = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "node_modules", "wrangler", "bin", "wrangler.js")
-/** Non-interactive (no migration prompt), no telemetry. */
-export const env = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" }
+/**
+ * Non-interactive (no migration prompt), no telemetry; @factline/* bundled from their TypeScript sources
+ * (the exports maps' `@factline/source` condition: the workspace has no dist/ to build first).
+ */
+export const env = { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false", WRANGLER_BUILD_CONDITIONS: "@factline/source,workerd,worker,browser" }
 
 export const freePort = () =>
   new Promise((resolve) => {

@@ -52,7 +52,7 @@ console.log(`registered ${camel} in ${relative(root, modulesPath)}`)
 
 if (migrate) {
   const drizzle = join(root, "node_modules", "drizzle-kit", "bin.cjs")
-  const run = spawnSync(process.execPath, [drizzle, "generate", "--name", name], { cwd: root, encoding: "utf8" })
+  const run = spawnSync(process.execPath, ["--conditions=@factline/source", drizzle, "generate", "--name", name], { cwd: root, encoding: "utf8" })
   if (run.status !== 0) fail(`drizzle-kit generate failed:\n${run.stdout}\n${run.stderr}`)
   const created = run.stdout.split("\n").find((l) => /migrations\/.*\.sql/.test(l))
   console.log(created ? `generated ${created.replace(/.*?(migrations\/\S+\.sql).*/, "$1")}` : run.stdout.trim().split("\n").at(-1))

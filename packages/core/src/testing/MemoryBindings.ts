@@ -1,4 +1,4 @@
-/// <reference path="./node-sqlite.d.ts" />
+/// <reference path="./node-sqlite.d.ts" preserve="true" />
 /**
  * In-memory stand-ins for the Cloudflare bindings factline reaches through its
  * services, for tests in plain Node (Node ≥ 22.13, for `node:sqlite`):

@@ -10,7 +10,7 @@
 import { Schema } from "effect"
 import type { MiddlewareHandler } from "hono"
 import { Issues } from "@factline/schemas"
-import { TenantId } from "@factline/schemas"
+import { IsoDateTime, TenantId } from "@factline/schemas"
 import { errorResponse } from "./Errors.js"
 
 /**
@@ -25,7 +25,9 @@ export const TokenEntry = Schema.Struct({
   sha256: Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/)),
   tenant_id: TenantId,
   scopes: Schema.Array(Scope),
-  name: Schema.optional(Schema.String)
+  name: Schema.optional(Schema.String),
+  /** When the token was created (`factline tokens create` records it; informational). */
+  created_at: Schema.optional(IsoDateTime)
 })
 export const TokenConfig = Schema.Array(TokenEntry)
 

@@ -1,0 +1,33 @@
+/**
+ * The platform's queues, bindings and consumer settings as plain data, for the CLI (init writes them into
+ * wrangler.jsonc, deploy checks a config against them and creates every queue). The source of truth is
+ * `@factline/core`'s RetryPolicy table; the CLI runs without a build, so it keeps this copy and
+ * `Policies.test.ts` fails when the two differ.
+ */
+
+/** One entry per platform queue: its producer binding, its dead-letter queue and the consumer settings. */
+export const queues = [
+  { queue: "factline-events", binding: "EVENTS_QUEUE", deadLetterQueue: "factline-events-dlq", deadLetterBinding: "EVENTS_DLQ", maxRetries: 5, maxBatchSize: 100, maxBatchTimeoutSeconds: 1 },
+  { queue: "factline-projections", binding: "PROJECTIONS_QUEUE", deadLetterQueue: "factline-projections-dlq", deadLetterBinding: "PROJECTIONS_DLQ", maxRetries: 10, maxBatchSize: 100, maxBatchTimeoutSeconds: 1 },
+  { queue: "factline-fact-processing", binding: "FACT_PROCESSING_QUEUE", deadLetterQueue: "factline-fact-processing-dlq", deadLetterBinding: "FACT_PROCESSING_DLQ", maxRetries: 5, maxBatchSize: 100, maxBatchTimeoutSeconds: 1 },
+  { queue: "factline-webhooks", binding: "WEBHOOKS_QUEUE", deadLetterQueue: "factline-webhooks-dlq", deadLetterBinding: "WEBHOOKS_DLQ", maxRetries: 5, maxBatchSize: 10, maxBatchTimeoutSeconds: 5 },
+  { queue: "factline-batch", binding: "BATCH_QUEUE", deadLetterQueue: "factline-batch-dlq", deadLetterBinding: "BATCH_DLQ", maxRetries: 3, maxBatchSize: 10, maxBatchTimeoutSeconds: 10 }
+]
+
+/** Each DLQ is consumed too: its messages are stored in D1 `dead_messages` for the operators. */
+export const deadLetterConsumer = { maxBatchSize: 100, maxBatchTimeoutSeconds: 5, maxRetries: 10 }
+
+/** Every other binding the platform's Worker reads (see PlatformEnv in @factline/workers). */
+export const bindings = {
+  database: "DB",
+  payloads: "PAYLOADS",
+  ledger: { binding: "LEDGER", className: "LedgerShard" },
+  /** The cron that sweeps stale relays and prunes retained rows. */
+  crons: ["*/5 * * * *"]
+}
+
+/** Secrets a deployed platform refuses to run without (every request is refused / endpoints cannot be created). */
+export const requiredSecrets = ["FACTLINE_TOKENS", "FACTLINE_SECRETS_KEY"]
+
+/** Settings that must never reach a deployed environment. */
+export const localOnlyVars = ["FACTLINE_LOCAL_DEVELOPMENT"]

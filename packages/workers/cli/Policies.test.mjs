@@ -1,0 +1,35 @@
+/** The CLI's copy of the queue table is RetryPolicy's, and the example's wrangler.jsonc passes its checks. */
+import { readFileSync } from "node:fs"
+import { describe, expect, it } from "vitest"
+import { RetryPolicy } from "@factline/core"
+import * as Policies from "./Policies.mjs"
+import * as WranglerConfig from "./WranglerConfig.mjs"
+
+describe("the CLI's queue table", () => {
+  it("is RetryPolicy.all, queue by queue", () => {
+    expect(Policies.queues).toEqual(RetryPolicy.all.map((p) => ({
+      queue: p.queue, binding: p.binding, deadLetterQueue: p.deadLetterQueue, deadLetterBinding: p.deadLetterBinding,
+      maxRetries: p.maxRetries, maxBatchSize: p.maxBatchSize, maxBatchTimeoutSeconds: p.maxBatchTimeoutSeconds
+    })))
+  })
+
+  it("generates bindings that pass the checks, and the checks name what is missing or wrong", () => {
+    const config = { name: "app", triggers: { crons: Policies.bindings.crons }, migrations: [{ tag: "v1", new_sqlite_classes: ["LedgerShard"] }], ...WranglerConfig.platformBindings({ databaseName: "db", bucketName: "b" }) }
+    expect(WranglerConfig.check(config)).toEqual([])
+    const broken = structuredClone(config)
+    broken.queues.consumers[0].max_retries = 3
+    broken.queues.producers = broken.queues.producers.filter((p) => p.queue !== "factline-webhooks-dlq")
+    broken.vars = { FACTLINE_LOCAL_DEVELOPMENT: "true" }
+    expect(WranglerConfig.check(broken, { deployed: true })).toEqual([
+      'queues.consumers[factline-events].max_retries is 3, the policy says 5',
+      'queues.producers: missing { queue: "factline-webhooks-dlq", binding: "WEBHOOKS_DLQ" }',
+      "vars.FACTLINE_LOCAL_DEVELOPMENT is set: local development only, never in a deployed environment"
+    ])
+  })
+
+  it("passes the example's wrangler.jsonc, top level and every environment", () => {
+    const config = WranglerConfig.parseJsonc(readFileSync(new URL("../../../apps/example/wrangler.jsonc", import.meta.url), "utf8"))
+    expect(WranglerConfig.check(WranglerConfig.forEnv(config))).toEqual([])
+    for (const env of Object.keys(config.env ?? {})) expect(WranglerConfig.check(WranglerConfig.forEnv(config, env), { deployed: true }), env).toEqual([])
+  })
+})

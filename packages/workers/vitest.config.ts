@@ -1,0 +1,9 @@
+import { defineConfig } from "vitest/config"
+import { workspaceSources } from "../../scripts/WorkspaceSources.mjs"
+
+export default defineConfig({
+  // @factline/* resolve to their TypeScript sources, not dist/ (see scripts/WorkspaceSources.mjs).
+  plugins: [workspaceSources()],
+  // Node: the HTTP auth table and the CLI (init, tokens, deploy's plan and checks).
+  test: { include: ["src/**/*.test.ts", "cli/**/*.test.mjs"], environment: "node", testTimeout: 60_000 }
+})
