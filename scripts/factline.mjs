@@ -26,6 +26,9 @@ commands:
   dlq skip ID --reason "…"                  give its work up (recorded as a reconciliation fact)
   dlq escalate ID [--note "…"]              mark it escalated
   batches [--status S] [--limit N]          batch jobs (rebuilds) started by this token's tenant
+  tokens create|list|revoke …               API tokens (local: no --url/--token; see factline tokens --help)
+  deploy [--env staging|production] [--dry-run]
+                                            provision and deploy the example app (see factline deploy --help)
 
 options:
   --url URL       the deployment (default: $FACTLINE_URL or http://localhost:8787)
@@ -264,7 +267,14 @@ const commands = {
   }
 }
 
+/** Local commands that need no deployment URL or token: delegated to their own modules. */
+const local = {
+  tokens: () => import("./cli/tokens.mjs"),
+  deploy: () => import("./cli/deploy.mjs")
+}
+
 const main = async (argv) => {
+  if (argv[0] !== undefined && argv[0] in local) return (await local[argv[0]]()).run(argv.slice(1))
   const args = parse(argv)
   if (args.flags.help || args.positional.length === 0) {
     console.log(usage)
