@@ -26,6 +26,7 @@ export const shardsPerTenant = (env: PlatformEnv): number => {
 const ledgerLayer = (env: PlatformEnv) => Ledger.Ledger.layer(env.LEDGER, env.DB, shardsPerTenant(env))
 
 export type ConsumerServices =
+  | AcceptedKeys.AcceptedKeys
   | Ledger.Ledger
   | Inbox.Inbox
   | ProjectionStore.ProjectionStore
@@ -36,6 +37,7 @@ export type ConsumerServices =
 export const consumerLayer = (env: PlatformEnv): Layer.Layer<ConsumerServices> =>
   Layer.mergeAll(
     ledgerLayer(env),
+    AcceptedKeys.AcceptedKeys.layer(env.DB),
     QueueProducer.QueueProducer.layer(queueBinding(env)),
     Inbox.Inbox.layer(env.DB),
     ProjectionStore.ProjectionStore.layer(env.DB),
