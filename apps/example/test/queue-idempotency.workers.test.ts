@@ -134,4 +134,14 @@ describe("queue path: one idempotency key, one payload", () => {
     expect(dlqSends).toHaveLength(1)
     expect(dlqSends[0]).toMatchObject({ failure: { reason: "idempotency_conflict" } })
   })
+
+  it("binding a batch's keys searches the primary key per key, never scans the tenants' keys", async () => {
+    const rows = JSON.stringify(Array.from({ length: 50 }, (_, i) => ["tenant-a", unique(`k${i}`), "h", "t", "s"]))
+    const plan = async (sql: string, params: Array<unknown>) =>
+      (await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`).bind(...params).all<{ detail: string }>()).results.map((r) => r.detail)
+    const details = [...(await plan(AcceptedKeys.claimUnseen, [rows, new Date().toISOString()])), ...(await plan(AcceptedKeys.selectBound, [rows]))]
+    // The request's rows (json_each) are the outer loop; the table is only ever searched by its primary key.
+    expect(details.filter((d) => /^SEARCH/.test(d))).toEqual(["SEARCH k USING PRIMARY KEY (tenant_id=? AND idempotency_key=?)"])
+    for (const detail of details) expect(detail).toMatch(/^SCAN j VIRTUAL TABLE|^SEARCH k USING PRIMARY KEY \(tenant_id=\? AND idempotency_key=\?\)$/)
+  })
 })
