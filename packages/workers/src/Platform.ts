@@ -9,6 +9,7 @@
  */
 import { Effect } from "effect"
 import {
+  AcceptedKeys,
   BatchConsumer,
   Consumer,
   DeadLetterConsumer,
@@ -26,6 +27,13 @@ import * as Services from "./Services.js"
 
 /** Inbox rows (batch queue) older than this are pruned by the scheduled handler (DESIGN: ≥ 30 days). */
 export const inboxRetentionDays = 30
+/**
+ * Accepted idempotency keys (`accepted_keys`) are forgotten after as long as the inbox keeps its rows:
+ * within it, a key stays bound to its payload (a retry with another payload is a conflict).
+ */
+export const acceptedKeysRetentionDays = 30
+/** Keys pruned per scheduled run at most (oldest first); a backlog is worked off over the next runs. */
+export const acceptedKeysPrunedPerRun = 5_000
 /** A shard whose relay has been failing for this long is re-armed by the sweep. */
 export const staleRelayMinutes = 5
 export const shardsPerSweep = 200
@@ -93,8 +101,15 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform =>
       await sweepStaleRelays(env)
       const cutoff = new Date(Date.now() - inboxRetentionDays * 24 * 3600 * 1000).toISOString()
       await env.DB.prepare("DELETE FROM inbox WHERE status = 'succeeded' AND updated_at < ?").bind(cutoff).run()
+      await pruneAcceptedKeys(env)
     }
   }
+}
+
+/** Forgets accepted idempotency keys past their retention, oldest first, at most `limit`; returns how many. */
+export const pruneAcceptedKeys = (env: PlatformEnv, options: { readonly now?: Date; readonly limit?: number } = {}): Promise<number> => {
+  const cutoff = new Date((options.now ?? new Date()).getTime() - acceptedKeysRetentionDays * 24 * 3600 * 1000).toISOString()
+  return Effect.runPromise(AcceptedKeys.make(env.DB).prune(cutoff, options.limit ?? acceptedKeysPrunedPerRun))
 }
 
 /** Re-arms the relay of every shard whose outbox has been pending too long. Returns how many were re-armed. */

@@ -1,5 +1,13 @@
 /** @factline/workers — Cloudflare entrypoints: `makePlatform(modules)` and the LedgerShard Durable Object. */
-export { makePlatform, type Platform, inboxRetentionDays, sweepStaleRelays } from "./Platform.js"
+export {
+  acceptedKeysPrunedPerRun,
+  acceptedKeysRetentionDays,
+  inboxRetentionDays,
+  makePlatform,
+  type Platform,
+  pruneAcceptedKeys,
+  sweepStaleRelays
+} from "./Platform.js"
 export { LedgerShard } from "./LedgerShard.js"
 export type { PlatformEnv } from "./Env.js"
 export * as Auth from "./http/Auth.js"

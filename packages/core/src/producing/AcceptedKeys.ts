@@ -67,6 +67,11 @@ export class AcceptedKeys extends Context.Service<AcceptedKeys, {
    * key is bound to now, by `claimKey(tenant, key)`.
    */
   readonly claim: (entries: ReadonlyArray<Claim>, now: string) => Effect.Effect<ReadonlyMap<string, Bound>, AcceptedKeysUnavailable>
+  /**
+   * Forgets keys accepted before `before` (ISO-8601), oldest first, at most `limit` of them; returns
+   * how many were deleted. A forgotten key may be bound to a new payload afterwards.
+   */
+  readonly prune: (before: string, limit: number) => Effect.Effect<number, AcceptedKeysUnavailable>
 }>()("@factline/core/AcceptedKeys") {
   static readonly layer = (db: D1Database) => Layer.succeed(AcceptedKeys, make(db))
   /** In memory, for tests of code above the edge. */
@@ -138,7 +143,17 @@ export const claimUnseen = `INSERT INTO ${table} (${column.tenant}, ${column.key
 export const selectBound = `SELECT k.${column.tenant} AS tenant_id, k.${column.key} AS idempotency_key, k.${column.hash} AS payload_hash, k.${column.at} AS accepted_at
   FROM json_each(?1) j CROSS JOIN ${table} k ON k.${column.tenant} = json_extract(j.value, '$[0]') AND k.${column.key} = json_extract(j.value, '$[1]')`
 
+// Oldest first through the accepted_at index, bounded: one scheduled run never holds D1 for long.
+export const deleteOlderThan = `DELETE FROM ${table} WHERE (${column.tenant}, ${column.key}) IN (
+    SELECT ${column.tenant}, ${column.key} FROM ${table} WHERE ${column.at} < ?1 ORDER BY ${column.at} LIMIT ?2
+  )`
+
 export const make = (db: D1Database): AcceptedKeys["Service"] => ({
+  prune: (before, limit) =>
+    Effect.tryPromise({
+      try: async () => (await db.prepare(deleteOlderThan).bind(before, limit).run()).meta.changes,
+      catch: (cause) => new AcceptedKeysUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
+    }),
   claim: (entries, now) =>
     entries.length === 0
       ? Effect.succeed(new Map())
@@ -188,6 +203,12 @@ export const memory = (): AcceptedKeys["Service"] => {
   const rows = new Map<string, string>()
   const at = new Map<string, string>()
   return {
+    prune: (before, limit) =>
+      Effect.sync(() => {
+        const old = [...at].filter(([, when]) => when < before).sort((a, b) => a[1].localeCompare(b[1])).slice(0, limit)
+        for (const [key] of old) (rows.delete(key), at.delete(key))
+        return old.length
+      }),
     claim: (entries, now) =>
       Effect.sync(() => {
         const bound = new Map<string, Bound>()
@@ -198,7 +219,7 @@ export const memory = (): AcceptedKeys["Service"] => {
         }
         return bound
       }),
-    record: (tenantId, entries) =>
+    record: (tenantId, entries, now) =>
       Effect.sync(() => {
         const stored = new Map<string, string>()
         for (const e of entries) {
@@ -206,7 +227,11 @@ export const memory = (): AcceptedKeys["Service"] => {
           if (hash !== undefined) stored.set(e.idempotency_key, hash)
         }
         const conflict = entries.some((e) => stored.has(e.idempotency_key) && stored.get(e.idempotency_key) !== e.payload_hash)
-        if (!conflict) for (const e of entries) if (!stored.has(e.idempotency_key)) rows.set(claimKey(tenantId, e.idempotency_key), e.payload_hash)
+        if (!conflict) {
+          for (const e of entries) {
+            if (!stored.has(e.idempotency_key)) (rows.set(claimKey(tenantId, e.idempotency_key), e.payload_hash), at.set(claimKey(tenantId, e.idempotency_key), now))
+          }
+        }
         return stored
       })
   }
