@@ -11,3 +11,4 @@ export {
 export { LedgerShard } from "./LedgerShard.js"
 export type { PlatformEnv } from "./Env.js"
 export * as Auth from "./http/Auth.js"
+export * as Api from "./http/Api.js"
