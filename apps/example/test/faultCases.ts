@@ -2,7 +2,8 @@
  * Fault cases shared by the fast tests (`*.workers.test.ts`, small sizes) and
  * `npm run chaos` (test/chaos, large sizes): each runs against the real local
  * bindings, asserts nothing itself, and returns a scorecard of what it found in
- * stored state — the callers assert `passed` and print the scorecard.
+ * stored state — the callers assert `passed`; only the chaos cases print it
+ * (the chaos run also runs the fast tests, whose lines would mix in).
  */
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
 import { env } from "cloudflare:workers"
