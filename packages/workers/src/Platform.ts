@@ -9,6 +9,7 @@
  */
 import { Effect } from "effect"
 import {
+  AcceptedKeys,
   BatchConsumer,
   Consumer,
   DeadLetterConsumer,
@@ -34,6 +35,13 @@ export const deadLetterRetentionDays = 30
 export const metricsRetentionDays = 14
 /** Rows each retention pass deletes per table and run, so one cron run stays short. */
 export const retentionChunk = 5_000
+/**
+ * Accepted idempotency keys (`accepted_keys`) are forgotten after as long as the inbox keeps its rows:
+ * within it, a key stays bound to its payload (a retry with another payload is a conflict).
+ */
+export const acceptedKeysRetentionDays = 30
+/** Keys pruned per scheduled run at most (oldest first); a backlog is worked off over the next runs. */
+export const acceptedKeysPrunedPerRun = 5_000
 /** A shard whose relay has been failing for this long is re-armed by the sweep. */
 export const staleRelayMinutes = 5
 export const shardsPerSweep = 200
@@ -113,6 +121,7 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform =>
       await env.DB.prepare(
         "DELETE FROM inbox WHERE rowid IN (SELECT rowid FROM inbox WHERE status = 'succeeded' AND updated_at < ? ORDER BY updated_at LIMIT ?)"
       ).bind(cutoff, retentionChunk).run()
+      await pruneAcceptedKeys(env)
       await pruneOperations(env)
     }
   }
@@ -165,6 +174,12 @@ export const pruneOperations = async (env: PlatformEnv, now = Date.now()) => {
     ).bind(days(metricsRetentionDays), retentionChunk)
   ])
   return { deadLetters: dead?.meta.changes ?? 0, metrics: metrics?.meta.changes ?? 0 }
+}
+
+/** Forgets accepted idempotency keys past their retention, oldest first, at most `limit`; returns how many. */
+export const pruneAcceptedKeys = (env: PlatformEnv, options: { readonly now?: Date; readonly limit?: number } = {}): Promise<number> => {
+  const cutoff = new Date((options.now ?? new Date()).getTime() - acceptedKeysRetentionDays * 24 * 3600 * 1000).toISOString()
+  return Effect.runPromise(AcceptedKeys.make(env.DB).prune(cutoff, options.limit ?? acceptedKeysPrunedPerRun))
 }
 
 /** Re-arms the relay of every shard whose outbox has been pending too long. Returns how many were re-armed. */

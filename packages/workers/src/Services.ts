@@ -62,6 +62,7 @@ export const platformLayer = (env: PlatformEnv, registry: Registry.Shape): Layer
   return Layer.mergeAll(
     Layer.succeed(Registry.Registry, registry),
     ledgerLayer(env),
+    AcceptedKeys.AcceptedKeys.layer(env.DB),
     QueueProducer.QueueProducer.layer(queueBinding(env)),
     Inbox.Inbox.layer(env.DB),
     ProjectionStore.ProjectionStore.layer(env.DB),

@@ -8,7 +8,11 @@ import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Pro
 import * as Tables from "./Tables.js"
 
 const Id = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128))
-const Cents = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+/** Whole cents up to 2^53 − 1: what JSON and JavaScript carry exactly (sums beyond it are still exact in D1 and the API). */
+const Cents = Schema.Number.check(
+  Schema.isInt({ message: `must be a whole number of cents from 0 to ${Number.MAX_SAFE_INTEGER} (2^53 - 1); larger amounts lose precision` }),
+  Schema.isGreaterThanOrEqualTo(0)
+)
 const Currency = Schema.String.check(Schema.isPattern(/^[A-Z]{3}$/, { message: "must be an ISO-4217 code, e.g. USD" }))
 
 export const CallCompletedV1 = Schema.Struct({

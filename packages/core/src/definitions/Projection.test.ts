@@ -4,6 +4,7 @@ import type { Fact } from "@factline/schemas"
 import { describe, expect, it } from "vitest"
 import * as FactDefinition from "./FactDefinition.js"
 import * as Projection from "./Projection.js"
+import * as ProjectionQuery from "../projections/ProjectionQuery.js"
 
 const Outcome = FactDefinition.make("outcome", Schema.Struct({ call_id: Schema.optional(Schema.String), buyer_id: Schema.optional(Schema.String) }))
 const Qualification = FactDefinition.make("qualification", Schema.Struct({ call_id: Schema.String, qualified: Schema.Boolean }))
@@ -163,5 +164,34 @@ describe("Projection.batchStatements", () => {
     )
     expect(() => Projection.rows({ ...calls, name: "Calls" })).toThrow(/projection name "Calls" is not valid: use lower-case letters and digits/)
     expect(Projection.factTypes(calls)).toEqual(["outcome", "qualification", "charge"])
+  })
+
+  it("an increment or integer value that is not a safe integer is an UnsafeInteger error, never a rounded write", () => {
+    const at = (amount_cents: number) => [fact("charge", { call_id: "c", buyer_id: "b", amount_cents }, 3)]
+    expect(() => Projection.batchStatements(budgets, at(Number.MAX_SAFE_INTEGER))).not.toThrow()
+    expect(() => Projection.batchStatements(budgets, at(-Number.MAX_SAFE_INTEGER))).not.toThrow()
+    for (const amount of [2 ** 53, 2 ** 53 + 2, 1e20, 0.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => Projection.batchStatements(budgets, at(amount))).toThrow(Projection.UnsafeInteger)
+      expect(() => Projection.batchStatements(calls, at(amount))).toThrow(Projection.UnsafeInteger)
+    }
+    expect(() => Projection.batchStatements(budgets, at(2 ** 53 + 2))).toThrow(
+      /projection budgets mapped charge fact f_\d+ to the increment 9007199254740994 for spent_cents, which is not a safe integer/
+    )
+    expect(() => Projection.batchStatements(calls, at(1e20))).toThrow(/to the value 100000000000000000000 for charged_cents/)
+  })
+})
+
+describe("ProjectionQuery (integers beyond 2^53)", () => {
+  it("selects integer columns as text beyond ±(2^53 − 1) and binds integer filters as the caller's digits", () => {
+    const page = ProjectionQuery.rows(budgets, "t", { buyer_id: "b" })
+    if (page._tag !== "Success") throw new Error("expected a page")
+    expect(page.success.sql.sql).toContain(
+      `CASE WHEN "spent_cents" BETWEEN -9007199254740991 AND 9007199254740991 THEN "spent_cents" ELSE CAST("spent_cents" AS TEXT) END AS "spent_cents"`
+    )
+    expect(page.success.sql.sql).toContain(`"buyer_id",`)
+    const byCharges = ProjectionQuery.rows({ ...budgets, queryable: ["charges"] }, "t", { charges: "9007199254740993" })
+    if (byCharges._tag !== "Success") throw new Error("expected a page")
+    expect(byCharges.success.sql.params).toContain("9007199254740993")
+    expect(byCharges.success.sql.sql).toContain(`"charges" = ?`)
   })
 })

@@ -82,6 +82,19 @@ export class ProjectionConfigError extends Error {
   override readonly name = "ProjectionConfigError"
 }
 
+/**
+ * A mapping gave an integer column (or an additive increment) a number that is
+ * not a safe integer (beyond ±(2^53 − 1), or not whole): JavaScript cannot
+ * carry it exactly, so writing it would store a silently rounded amount. A bug
+ * in the mapping (or data past the ingest bounds), so permanent.
+ */
+export class UnsafeInteger extends Error {
+  override readonly name = "UnsafeInteger"
+}
+
+/** The largest integer JavaScript, JSON parsers using doubles and the API carry exactly: 2^53 − 1. */
+export const maxSafeInteger = Number.MAX_SAFE_INTEGER
+
 type TypeName<F> = F extends string ? F : F extends FactDefinition.FactDefinition<infer T, any> ? T : never
 
 /**
@@ -219,6 +232,20 @@ const unknownColumns = (p: Projection, fact: Fact, names: ReadonlyArray<string>)
   if (bad.length > 0) throw new ProjectionConfigError(`projection ${p.name} mapped ${fact.type} to unknown column(s) ${bad.join(", ")}`)
 }
 
+/** Numbers bound for integer columns must be safe integers; an increment must be a finite number whatever its column. */
+const unsafeNumbers = (p: Projection, fact: Fact, values: Readonly<Record<string, Value>>, what: "value" | "increment") => {
+  const integers = info(p).integers
+  for (const [column, value] of Object.entries(values)) {
+    if (typeof value !== "number") continue
+    if (integers.has(column) ? !Number.isSafeInteger(value) : what === "increment" && !Number.isFinite(value)) {
+      throw new UnsafeInteger(
+        `projection ${p.name} mapped ${fact.type} fact ${fact.fact_id} to the ${what} ${value} for ${column}, which is not a safe integer ` +
+          `(a whole number within ±${maxSafeInteger}): it would be stored rounded`
+      )
+    }
+  }
+}
+
 const missingKey = (p: Projection, fact: Fact, present: object) => {
   const absent = p.key.filter((k) => !(k in present))
   if (absent.length > 0) throw new ProjectionConfigError(`projection ${p.name} mapped ${fact.type} without key column(s) ${absent.join(", ")}`)
@@ -245,6 +272,7 @@ const rowsStatements = (p: RowsProjection, facts: ReadonlyArray<Fact>, target: T
     const columns = Object.keys(row).sort()
     unknownColumns(p, fact, columns)
     missingKey(p, fact, row)
+    unsafeNumbers(p, fact, row, "value")
     groupBy(groups, fact.type, columns, [fact.tenant_id, ...columns.map((c) => bindable(row[c]!)), fact.sequence])
   }
   const table = q(target.table)
@@ -276,6 +304,8 @@ const additiveStatements = (p: AdditiveProjection, facts: ReadonlyArray<Fact>, t
     const adds = Object.keys(change.add).sort()
     unknownColumns(p, fact, [...Object.keys(change.key), ...adds])
     missingKey(p, fact, change.key)
+    unsafeNumbers(p, fact, change.key, "value")
+    unsafeNumbers(p, fact, change.add, "increment")
     applied.add(fact.fact_id)
     groupBy(groups, "", adds, [fact.fact_id, fact.tenant_id, ...p.key.map((k) => bindable(change.key[k]!)), ...adds.map((c) => change.add[c]!)])
   }

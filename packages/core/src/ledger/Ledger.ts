@@ -4,7 +4,10 @@
  *
  * Streams are placed on shards by LedgerTopology + Shards (`tenant/#(hash(subject)
  * mod N)`); every call groups its items by shard and makes exactly one RPC per
- * shard, all shards in parallel, results in input order. Appending registers
+ * shard, all shards in parallel, results in input order. Appends and handovers
+ * are settled per shard: a shard that cannot be reached fails only its own
+ * groups (`unavailable`), so one sick Durable Object never holds back the
+ * streams of the other shards — their messages are not retried with it. Appending registers
  * a tenant the first time it is seen; reading never does, and reading a
  * stream of an unknown tenant answers an empty stream without touching a
  * Durable Object. Stream reads are complete: a stream longer than one page is
@@ -24,18 +27,31 @@ export class LedgerUnavailable extends Schema.TaggedError<LedgerUnavailable>()("
   message: Schema.String
 }) {}
 
+/** The groups of a shard that could not be reached (or threw): transient, those messages are retried. */
+export interface ShardUnavailable {
+  readonly status: "unavailable"
+  readonly message: string
+}
+
+/** An append's result per group: the shard's answer, or `unavailable` when its shard could not be reached. */
+export type AppendOutcome = AppendResult | ShardUnavailable
+
 /** Facts a caller could not relay, for one stream: handed to the stream's shard. */
 export interface StreamHandover extends StreamKey {
   readonly entries: ReadonlyArray<Handover>
 }
 
 export class Ledger extends Context.Service<Ledger, {
-  readonly append: (groups: ReadonlyArray<AppendGroup>) => Effect.Effect<ReadonlyArray<AppendResult>, LedgerUnavailable>
+  /** One result per group, in order; fails as a whole only when the topology cannot be read. */
+  readonly append: (groups: ReadonlyArray<AppendGroup>) => Effect.Effect<ReadonlyArray<AppendOutcome>, LedgerUnavailable>
   /** The complete state (every fact) of each stream. */
   readonly readStreams: (keys: ReadonlyArray<StreamKey>) => Effect.Effect<ReadonlyArray<StreamState>, LedgerUnavailable>
   readonly read: (key: StreamKey, options?: ReadOptions) => Effect.Effect<StreamState, LedgerUnavailable>
-  /** Gives stored facts to their shards' outbox relay (one RPC per shard). */
-  readonly handover: (items: ReadonlyArray<StreamHandover>) => Effect.Effect<void, LedgerUnavailable>
+  /**
+   * Gives stored facts to their shards' outbox relay (one RPC per shard). Returns the streams
+   * (`Shards.streamKey`) whose shard could not take them; the others were handed over.
+   */
+  readonly handover: (items: ReadonlyArray<StreamHandover>) => Effect.Effect<ReadonlySet<string>, LedgerUnavailable>
   /** Every fact of one shard (by shard key), all pages, in (stream, sequence) order. */
   readonly readShard: (shardKey: string) => Effect.Effect<ReadonlyArray<Fact>, LedgerUnavailable>
 }>()("@factline/core/Ledger") {
@@ -72,6 +88,34 @@ export const make = (namespace: DurableObjectNamespace, topology: LedgerTopology
         return out
       },
       catch: unavailable
+    })
+
+  /** Like `perShard`, but settled per shard: a shard's failure becomes `failed(message)` for its own items only. */
+  const perShardSettled = <T extends StreamKey, R, F>(
+    items: ReadonlyArray<T>,
+    shards: ReadonlyMap<string, number>,
+    call: (shard: LedgerShardRpc, items: Array<T>, shardKey: string) => Promise<ReadonlyArray<R>>,
+    failed: (message: string) => F
+  ): Effect.Effect<Array<R | F>> =>
+    Effect.promise(async () => {
+      const groups = new Map<string, Array<{ item: T; index: number }>>()
+      items.forEach((item, index) => {
+        const key = Shards.shardOf(item, shards.get(item.tenant_id)!)
+        const list = groups.get(key)
+        if (list) list.push({ item, index })
+        else groups.set(key, [{ item, index }])
+      })
+      const out = new Array<R | F>(items.length)
+      await Promise.all([...groups].map(async ([key, entries]) => {
+        try {
+          const results = await call(stub(key), entries.map((e) => e.item), key)
+          entries.forEach((e, i) => (out[e.index] = results[i]!))
+        } catch (cause) {
+          const outcome = failed(`ledger shard ${key}: ${message(cause)}`)
+          for (const e of entries) out[e.index] = outcome
+        }
+      }))
+      return out
     })
 
   const register = (items: ReadonlyArray<StreamKey>) =>
@@ -114,7 +158,8 @@ export const make = (namespace: DurableObjectNamespace, topology: LedgerTopology
     append: (groups) =>
       groups.length === 0
         ? Effect.succeed([])
-        : Effect.flatMap(register(groups), (shards) => perShard(groups, shards, (shard, items) => shard.append(items))),
+        : Effect.flatMap(register(groups), (shards) =>
+          perShardSettled(groups, shards, (shard, items) => shard.append(items), (message): AppendOutcome => ({ status: "unavailable", message }))),
     readStreams: (keys) =>
       Effect.gen(function*() {
         const shards = yield* known(keys)
@@ -129,12 +174,15 @@ export const make = (namespace: DurableObjectNamespace, topology: LedgerTopology
     read,
     handover: (items) =>
       items.length === 0
-        ? Effect.void
+        ? Effect.succeed(new Set<string>())
         : Effect.flatMap(register(items), (shards) =>
-          Effect.asVoid(perShard(items, shards, async (shard, list, shardKey) => {
-            await shard.handover(list.flatMap((i) => i.entries), shardKey)
-            return list.map(() => undefined)
-          }))),
+          Effect.map(
+            perShardSettled(items, shards, async (shard, list, shardKey) => {
+              await shard.handover(list.flatMap((i) => i.entries), shardKey)
+              return list.map(() => true)
+            }, () => false),
+            (handed) => new Set(items.filter((_, i) => !handed[i]).map(Shards.streamKey)) as ReadonlySet<string>
+          )),
     readShard: (key) =>
       Effect.tryPromise({
         try: async () => {

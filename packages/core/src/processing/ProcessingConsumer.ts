@@ -63,6 +63,7 @@ export const process = (items: ReadonlyArray<{ readonly key: string; readonly va
       groups.forEach(({ key }, i) => {
         if (Result.isFailure(appended)) return void outcomes.set(key, Consumer.transient(appended.failure.message))
         const result = appended.success[i]!
+        if (result.status === "unavailable") return void outcomes.set(key, Consumer.transient(result.message))
         if (result.status === "idempotency_conflict") return void outcomes.set(key, Consumer.permanent("idempotency_conflict", result.message))
         if (result.status === "version_conflict") return void outcomes.set(key, Consumer.transient("unexpected version conflict"))
         outcomes.set(key, Consumer.done)

@@ -13,6 +13,13 @@
  * another hash (a refused request records nothing). It does not dedupe the
  * queue: downstream consumers dedupe by key (the ledger), which is why a replay
  * can be sent again safely.
+ *
+ * `claim` is the same binding for the events consumer (producers that hold the
+ * queue binding never pass the HTTP edge): per key, the first hash seen — over
+ * HTTP or through the queue — is the one the key is bound to. Each key is
+ * claimed on its own (no all-or-nothing: messages are settled one by one), in
+ * one round trip per batch, and the stored hash is returned for every key, so
+ * the caller refuses those bound to another payload.
  */
 import { Context, Effect, Layer, Schema } from "effect"
 import { getTableName } from "drizzle-orm"
@@ -25,6 +32,18 @@ export interface Entry {
   readonly message_type: string
   readonly subject: string
 }
+
+export interface Claim extends Entry {
+  readonly tenant_id: string
+}
+
+/** What a key is bound to: the payload hash it was first accepted with, and when. */
+export interface Bound {
+  readonly payload_hash: string
+  readonly accepted_at: string
+}
+
+export const claimKey = (tenantId: string, idempotencyKey: string) => `${tenantId}\u0000${idempotencyKey}`
 
 /** D1 could not be reached: transient, nothing was sent; the client retries. */
 export class AcceptedKeysUnavailable extends Schema.TaggedError<AcceptedKeysUnavailable>()("AcceptedKeysUnavailable", {
@@ -42,6 +61,17 @@ export class AcceptedKeys extends Context.Service<AcceptedKeys, {
     entries: ReadonlyArray<Entry>,
     now: string
   ) => Effect.Effect<ReadonlyMap<string, string>, AcceptedKeysUnavailable>
+  /**
+   * Binds each `(tenant, key)` of `entries` not seen before to its hash (the first
+   * entry of a key wins when one batch carries two), and returns the hash every
+   * key is bound to now, by `claimKey(tenant, key)`.
+   */
+  readonly claim: (entries: ReadonlyArray<Claim>, now: string) => Effect.Effect<ReadonlyMap<string, Bound>, AcceptedKeysUnavailable>
+  /**
+   * Forgets keys accepted before `before` (ISO-8601), oldest first, at most `limit` of them; returns
+   * how many were deleted. A forgotten key may be bound to a new payload afterwards.
+   */
+  readonly prune: (before: string, limit: number) => Effect.Effect<number, AcceptedKeysUnavailable>
 }>()("@factline/core/AcceptedKeys") {
   static readonly layer = (db: D1Database) => Layer.succeed(AcceptedKeys, make(db))
   /** In memory, for tests of code above the edge. */
@@ -104,7 +134,47 @@ export const insertUnlessConflict = `INSERT INTO ${table} (${column.tenant}, ${c
   )
   ON CONFLICT (${column.tenant}, ${column.key}) DO NOTHING`
 
+// Rows are [tenant, key, hash, type, subject]; in JSON order, so the first of two rows for one key is the one bound.
+export const claimUnseen = `INSERT INTO ${table} (${column.tenant}, ${column.key}, ${column.hash}, ${column.type}, ${column.subject}, ${column.at})
+  SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]'), json_extract(j.value, '$[4]'), ?2
+  FROM json_each(?1) j WHERE true
+  ON CONFLICT (${column.tenant}, ${column.key}) DO NOTHING`
+
+export const selectBound = `SELECT k.${column.tenant} AS tenant_id, k.${column.key} AS idempotency_key, k.${column.hash} AS payload_hash, k.${column.at} AS accepted_at
+  FROM json_each(?1) j CROSS JOIN ${table} k ON k.${column.tenant} = json_extract(j.value, '$[0]') AND k.${column.key} = json_extract(j.value, '$[1]')`
+
+// Oldest first through the accepted_at index, bounded: one scheduled run never holds D1 for long.
+export const deleteOlderThan = `DELETE FROM ${table} WHERE (${column.tenant}, ${column.key}) IN (
+    SELECT ${column.tenant}, ${column.key} FROM ${table} WHERE ${column.at} < ?1 ORDER BY ${column.at} LIMIT ?2
+  )`
+
 export const make = (db: D1Database): AcceptedKeys["Service"] => ({
+  prune: (before, limit) =>
+    Effect.tryPromise({
+      try: async () => (await db.prepare(deleteOlderThan).bind(before, limit).run()).meta.changes,
+      catch: (cause) => new AcceptedKeysUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
+    }),
+  claim: (entries, now) =>
+    entries.length === 0
+      ? Effect.succeed(new Map())
+      : Effect.tryPromise({
+        try: async () => {
+          const chunks = chunk(entries, rowsPerStatement).map((rows) =>
+            JSON.stringify(rows.map((e) => [e.tenant_id, e.idempotency_key, e.payload_hash, e.message_type, e.subject]))
+          )
+          // One batch (one round trip, one transaction): every claim first, then what each key is bound to.
+          const results = await db.batch<{ tenant_id: string; idempotency_key: string; payload_hash: string; accepted_at: string }>([
+            ...chunks.map((rows) => db.prepare(claimUnseen).bind(rows, now)),
+            ...chunks.map((rows) => db.prepare(selectBound).bind(rows))
+          ])
+          const bound = new Map<string, Bound>()
+          for (const result of results.slice(chunks.length)) {
+            for (const row of result.results) bound.set(claimKey(row.tenant_id, row.idempotency_key), { payload_hash: row.payload_hash, accepted_at: row.accepted_at })
+          }
+          return bound as ReadonlyMap<string, Bound>
+        },
+        catch: (cause) => new AcceptedKeysUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
+      }),
   record: (tenantId, entries, now) =>
     entries.length === 0
       ? Effect.succeed(new Map())
@@ -131,16 +201,37 @@ export const make = (db: D1Database): AcceptedKeys["Service"] => ({
 
 export const memory = (): AcceptedKeys["Service"] => {
   const rows = new Map<string, string>()
+  const at = new Map<string, string>()
   return {
-    record: (tenantId, entries) =>
+    prune: (before, limit) =>
+      Effect.sync(() => {
+        const old = [...at].filter(([, when]) => when < before).sort((a, b) => a[1].localeCompare(b[1])).slice(0, limit)
+        for (const [key] of old) (rows.delete(key), at.delete(key))
+        return old.length
+      }),
+    claim: (entries, now) =>
+      Effect.sync(() => {
+        const bound = new Map<string, Bound>()
+        for (const e of entries) {
+          const key = claimKey(e.tenant_id, e.idempotency_key)
+          if (!rows.has(key)) (rows.set(key, e.payload_hash), at.set(key, now))
+          bound.set(key, { payload_hash: rows.get(key)!, accepted_at: at.get(key) ?? now })
+        }
+        return bound
+      }),
+    record: (tenantId, entries, now) =>
       Effect.sync(() => {
         const stored = new Map<string, string>()
         for (const e of entries) {
-          const hash = rows.get(`${tenantId}\u0000${e.idempotency_key}`)
+          const hash = rows.get(claimKey(tenantId, e.idempotency_key))
           if (hash !== undefined) stored.set(e.idempotency_key, hash)
         }
         const conflict = entries.some((e) => stored.has(e.idempotency_key) && stored.get(e.idempotency_key) !== e.payload_hash)
-        if (!conflict) for (const e of entries) if (!stored.has(e.idempotency_key)) rows.set(`${tenantId}\u0000${e.idempotency_key}`, e.payload_hash)
+        if (!conflict) {
+          for (const e of entries) {
+            if (!stored.has(e.idempotency_key)) (rows.set(claimKey(tenantId, e.idempotency_key), e.payload_hash), at.set(claimKey(tenantId, e.idempotency_key), now))
+          }
+        }
         return stored
       })
   }

@@ -47,6 +47,26 @@ export interface Plan {
 const reason = (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : String(error))
 
 /**
+ * The facts `p` can map, and the ones its mapping throws for (by position in
+ * `facts`, with the error), found one by one in memory: for when the mapping
+ * of a whole batch threw. Live traffic and rebuild replays both use it, so one
+ * bad fact never holds back the others.
+ */
+export const partitionMappable = (p: Projection.Projection, facts: ReadonlyArray<Fact>) => {
+  const failed: Array<{ readonly index: number; readonly fact: Fact; readonly error: string }> = []
+  const mappable = facts.filter((fact, index) => {
+    try {
+      Projection.batchStatements(p, [fact])
+      return true
+    } catch (error) {
+      failed.push({ index, fact, error: reason(error) })
+      return false
+    }
+  })
+  return { mappable, failed }
+}
+
+/**
  * The statements that apply these facts to the `facts` projection and to
  * every registered projection (and running rebuilds' shadows): a few per
  * projection whatever the number of facts. Projections are isolated from each
@@ -63,15 +83,8 @@ export const plan = (router: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds
     try {
       statements.push(...forTargets(facts))
     } catch {
-      const mappable = facts.filter((fact, index) => {
-        try {
-          Projection.batchStatements(p, [fact])
-          return true
-        } catch (error) {
-          failures.set(index, [...(failures.get(index) ?? []), { projection: p.name, error: reason(error) }])
-          return false
-        }
-      })
+      const { mappable, failed } = partitionMappable(p, facts)
+      for (const { index, error } of failed) failures.set(index, [...(failures.get(index) ?? []), { projection: p.name, error }])
       statements.push(...forTargets(mappable))
     }
   }

@@ -6,12 +6,23 @@
  *
  * Cursors are opaque (base64url JSON of the last row's key) and are checked
  * on the way in: a malformed one is a problem, not an error from D1.
+ *
+ * Integers are never rounded on the way out: D1 stores 64-bit integers but
+ * hands them to JavaScript as doubles, so an integer column is read as a
+ * decimal string when its value is beyond ±(2^53 − 1) (a budget summed past
+ * 2^53 cents), and as a number otherwise. Integer filters are bound as the
+ * caller's digits (the column's affinity compares them as integers), never
+ * through a double.
  */
 import { Result } from "effect"
 import type { Issues } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
 
 export const defaultLimit = 50
+
+/** An integer column as it is selected: itself within the safe range, its exact decimal text beyond it. */
+export const exactInteger = (column: string) =>
+  `CASE WHEN "${column}" BETWEEN -${Projection.maxSafeInteger} AND ${Projection.maxSafeInteger} THEN "${column}" ELSE CAST("${column}" AS TEXT) END AS "${column}"`
 export const maxLimit = 500
 
 const encodeCursor = (values: ReadonlyArray<Projection.Value>) =>
@@ -106,8 +117,9 @@ export const rows = (
         problems.push({ path: name, message: "must be a whole number" })
         continue
       }
+      // The digits as text: INTEGER affinity converts them exactly; Number() would round past 2^53.
       where.push(`"${name}" = ?`)
-      params.push(Number(value))
+      params.push(value)
     } else {
       where.push(`"${name}" = ?`)
       params.push(value)
@@ -120,7 +132,7 @@ export const rows = (
   }
   const columns = Projection.visibleColumns(p).filter((c) => c !== "tenant_id")
   return Result.succeed(page(limit, p.key, {
-    sql: `SELECT ${columns.map((c) => `"${c}"`).join(", ")} FROM "${Projection.tableName(p)}"
+    sql: `SELECT ${columns.map((c) => (Projection.isIntegerColumn(p, c) ? exactInteger(c) : `"${c}"`)).join(", ")} FROM "${Projection.tableName(p)}"
           WHERE ${where.join(" AND ")} ORDER BY ${p.key.map((k) => `"${k}"`).join(", ")} LIMIT ?`,
     params: [...params, limit + 1]
   }))

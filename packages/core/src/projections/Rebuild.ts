@@ -15,6 +15,12 @@
  * Every write is idempotent (row guards, applied sets), so a step that runs
  * twice, or overlaps with live writes, changes nothing.
  *
+ * A fact the projection's mapping throws for is left out of the shadow, as
+ * live traffic leaves it out of the live table (ProjectionConsumer), and the
+ * replay goes on: the record counts such facts (`facts_failed`) and keeps the
+ * first one's error (`first_failure`), so one bad fact neither stops the
+ * rebuild nor leaves it running forever.
+ *
  * A rebuild replays every tenant's facts, so only a platform operator may start
  * one (the HTTP edge checks the `platform` scope). Its record carries the
  * tenant of the token that started it and is read only by that tenant (`get`);
@@ -23,8 +29,10 @@
 import { Effect, Schema } from "effect"
 import type { BatchPayload } from "@factline/schemas"
 import { Ledger } from "../ledger/Ledger.js"
+import type { Fact } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
 import { Registry } from "../registry/Registry.js"
+import { partitionMappable } from "./ProjectionConsumer.js"
 import { ProjectionStore } from "./ProjectionStore.js"
 
 export const shardsPerSlice = 25
@@ -48,6 +56,10 @@ export interface RebuildRecord {
   readonly shards_total: number
   readonly shards_done: number
   readonly facts_replayed: number
+  /** Replayed facts the mapping threw for, left out of the rebuilt table. */
+  readonly facts_failed: number
+  /** The first of them (fact id, type, stream) and the mapping's error. */
+  readonly first_failure: string | null
   readonly error: string | null
   readonly started_at: string
   readonly finished_at: string | null
@@ -144,14 +156,18 @@ export const step = (payload: BatchPayload) =>
     })
     const target = Projection.shadowTarget(p, record.shadow_table)
     const facts = (yield* Effect.forEach(shards, (s) => ledger.readShard(s.shard_key), { concurrency: 8 })).flat()
-    for (let i = 0; i < facts.length; i += factsPerWrite) yield* store.execute(Projection.batchStatements(p, facts.slice(i, i + factsPerWrite), target))
+    const failures: Array<string> = []
+    for (let i = 0; i < facts.length; i += factsPerWrite) yield* store.execute(replayStatements(p, facts.slice(i, i + factsPerWrite), target, failures))
+    if (failures.length > 0) yield* Effect.logWarning(`rebuild ${record.id} of ${p.name}: ${failures.length} fact(s) could not be mapped; first: ${failures[0]}`)
     const last = shards.at(-1)?.shard_key ?? item.after
     yield* store.execute([{
       sql: `UPDATE projection_rebuilds SET
               shards_done = (SELECT COUNT(*) FROM ledger_shards WHERE shard_key <= ?),
-              facts_replayed = facts_replayed + ?
+              facts_replayed = facts_replayed + ?,
+              facts_failed = facts_failed + ?,
+              first_failure = COALESCE(first_failure, ?)
             WHERE id = ?`,
-      params: [last, facts.length, record.id]
+      params: [last, facts.length, failures.length, failures[0] ?? null, record.id]
     }])
     if (shards.length === shardsPerSlice) {
       return { ...payload, items: [{ projection: p.name, after: last } satisfies SliceItem], offset: payload.offset + shards.length } satisfies BatchPayload
@@ -159,6 +175,20 @@ export const step = (payload: BatchPayload) =>
     yield* swap(p, record)
     return undefined
   })
+
+/**
+ * The statements that replay `facts` into `target`; facts the mapping throws for are left out and
+ * described in `failures` (the whole chunk is only split when its mapping threw).
+ */
+const replayStatements = (p: Projection.Projection, facts: ReadonlyArray<Fact>, target: Projection.Target, failures: Array<string>) => {
+  try {
+    return Projection.batchStatements(p, facts, target)
+  } catch {
+    const { mappable, failed } = partitionMappable(p, facts)
+    for (const { fact, error } of failed) failures.push(`fact ${fact.fact_id} (${fact.type} in ${fact.tenant_id}/${fact.stream}): ${error}`)
+    return Projection.batchStatements(p, mappable, target)
+  }
+}
 
 /** Replaces the live table with the shadow, in one transaction. */
 export const swap = (p: Projection.Projection, record: RebuildRecord) =>

@@ -98,8 +98,15 @@ export const relay = (items: ReadonlyArray<Relayable>) =>
       yield* Effect.logWarning(`relay failed and the shards could not take the facts over: ${error}; ${handed.failure.message}`)
       return { sends, handedOver: 0, unrelayed: new Set(entries.keys()), error: `${error}; handover failed: ${handed.failure.message}` } satisfies RelayReport
     }
-    yield* Effect.logWarning(`relay failed, ${entries.size} fact(s) handed to their shards' outbox: ${error}`)
-    return { sends, handedOver: entries.size, unrelayed: new Set<string>(), error } satisfies RelayReport
+    // A shard that could not take its facts leaves only those unrelayed.
+    const unrelayed = new Set([...entries.values()].filter(({ fact }) => handed.success.has(Shards.streamKey(fact))).map(({ fact }) => fact.fact_id))
+    yield* Effect.logWarning(`relay failed, ${entries.size - unrelayed.size} fact(s) handed to their shards' outbox, ${unrelayed.size} left unrelayed: ${error}`)
+    return {
+      sends,
+      handedOver: entries.size - unrelayed.size,
+      unrelayed,
+      error: unrelayed.size === 0 ? error : `${error}; ${handed.success.size} stream(s) could not be handed to their shard`
+    } satisfies RelayReport
   })
 
 /**

@@ -18,8 +18,8 @@ import { type HandlerError, PermanentError } from "../definitions/HandlerError.j
 import type { Fact } from "@factline/schemas"
 import * as FactId from "../ledger/FactId.js"
 import type { NewFact } from "../definitions/FactDefinition.js"
-import { Ledger } from "../ledger/Ledger.js"
-import type { AppendGroup, AppendResult, FactDraft, StreamState } from "../ledger/LedgerProtocol.js"
+import { type AppendOutcome, Ledger } from "../ledger/Ledger.js"
+import type { AppendGroup, FactDraft, StreamState } from "../ledger/LedgerProtocol.js"
 import * as Shards from "../ledger/Shards.js"
 import * as Consumer from "../consuming/Consumer.js"
 import * as FactRelay from "../relay/FactRelay.js"
@@ -171,7 +171,7 @@ const appendAll = (
       const appended = yield* Effect.result(ledger.append(groups.map((g) => g.group)))
       if (Result.isFailure(appended)) return progress.fail(groups.map((g) => g.key), appended.failure.message)
       const conflicted = new Set<string>()
-      appended.success.forEach((result: AppendResult, i) => {
+      appended.success.forEach((result: AppendOutcome, i) => {
         const key = groups[i]!.key
         switch (result.status) {
           case "appended":
@@ -179,6 +179,9 @@ const appendAll = (
             return progress.relay(key, result.facts)
           case "idempotency_conflict":
             return progress.settle(key, Consumer.permanent("idempotency_conflict", result.message))
+          case "unavailable":
+            // Its shard only: the groups on other shards are settled on their own.
+            return progress.fail([key], result.message)
           case "version_conflict":
             return void conflicted.add(key)
         }

@@ -8,11 +8,23 @@
  * two tenants may use the same key. No inbox: a redelivered message re-decides
  * the same facts, whose deterministic ids the ledger already holds, so it
  * appends nothing (and its stored facts are relayed again, harmlessly).
+ *
+ * One key, one payload (Stripe's semantics, as at the HTTP edge): before
+ * anything is decided, each key is bound to the hash of what its message says
+ * (`AcceptedKeys`, the same `accepted_keys` rows the HTTP edge writes, one D1
+ * round trip per batch). A message whose key is bound to another payload —
+ * sent earlier over HTTP or through the queue, or by another message of this
+ * batch — is dead-lettered as `idempotency_conflict` with both hashes, and
+ * decides nothing: a redelivery or replay of the same payload is no conflict,
+ * while the ledger alone could not tell a changed payload from a redelivery
+ * when the facts come out the same, nor see a key reused on a subject that
+ * lives on another shard.
  */
 import { Effect, Result } from "effect"
 import { Envelope, Issues } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
+import { AcceptedKeys, type Claim, claimKey, payloadHash } from "../producing/AcceptedKeys.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
 import { dispatch } from "./Dispatch.js"
 import { Registry, type Routed } from "../registry/Registry.js"
@@ -20,6 +32,12 @@ import { Registry, type Routed } from "../registry/Registry.js"
 const decodeEnvelope = Issues.decodeStrict(Envelope)
 
 export const itemKey = (tenantId: string, idempotencyKey: string) => `${tenantId}/${idempotencyKey}`
+
+/** A routed message and what its key must be bound to (read from the envelope as sent). */
+export interface Keyed {
+  readonly routed: Routed
+  readonly claim: Claim
+}
 
 export const decode = (body: unknown) =>
   Effect.gen(function*() {
@@ -48,13 +66,45 @@ export const decode = (body: unknown) =>
       const f = routed.failure
       return yield* Effect.fail<Consumer.Rejection>({ reason: f.reason, error: `${f.message}: ${Issues.render(f.problems)}` })
     }
-    return [{ key: itemKey(e.tenant_id, e.idempotency_key), value: routed.success as Routed }]
+    const hash = yield* Effect.promise(() => payloadHash({ message_type: e.message_type, schema_version: e.schema_version, subject: e.subject, payload }))
+    // The hash is part of the item key: copies of one payload are one item, another payload under the key is another.
+    const claim: Claim = { tenant_id: e.tenant_id, idempotency_key: e.idempotency_key, payload_hash: hash, message_type: e.message_type, subject: e.subject }
+    return [{ key: `${itemKey(e.tenant_id, e.idempotency_key)}#${hash}`, value: { routed: routed.success as Routed, claim } }]
+  })
+
+const conflict = (idempotencyKey: string, bound: { readonly payload_hash: string; readonly accepted_at: string }, hash: string): Consumer.Outcome =>
+  Consumer.permanent(
+    "idempotency_conflict",
+    `idempotency key ${JSON.stringify(idempotencyKey)} is bound to another payload: accepted payload_hash ${bound.payload_hash} (first accepted ${bound.accepted_at}); ` +
+      `this message's payload_hash ${hash}. Nothing was decided for it; send new work under a new idempotency key`
+  )
+
+/** Binds every key to its payload (one D1 round trip), then decides the messages whose key is bound to theirs. */
+export const process = (items: ReadonlyArray<Consumer.Item<Keyed>>) =>
+  Effect.gen(function*() {
+    const keys = yield* AcceptedKeys
+    const outcomes = new Map<string, Consumer.Outcome>()
+    const claimed = yield* Effect.result(keys.claim(items.map((item) => item.value.claim), new Date().toISOString()))
+    if (Result.isFailure(claimed)) {
+      for (const { key } of items) outcomes.set(key, Consumer.transient(`idempotency keys could not be checked: ${claimed.failure.message}`))
+      return outcomes as ReadonlyMap<string, Consumer.Outcome>
+    }
+    const decide: Array<Consumer.Item<Routed>> = []
+    for (const { key, value } of items) {
+      const { tenant_id, idempotency_key, payload_hash } = value.claim
+      const bound = claimed.success.get(claimKey(tenant_id, idempotency_key))
+      if (bound === undefined) outcomes.set(key, Consumer.transient("the idempotency key was not recorded"))
+      else if (bound.payload_hash !== payload_hash) outcomes.set(key, conflict(idempotency_key, bound, payload_hash))
+      else decide.push({ key, value: value.routed })
+    }
+    if (decide.length > 0) for (const [key, outcome] of yield* dispatch(decide)) outcomes.set(key, outcome)
+    return outcomes as ReadonlyMap<string, Consumer.Outcome>
   })
 
 export const consume = (batch: MessageBatch<unknown>, options: { readonly delayScale?: number; readonly log?: Consumer.LogLevel } = {}) =>
   Consumer.run({
     policy: RetryPolicy.events,
     decode,
-    process: dispatch,
+    process,
     delayScale: options.delayScale, log: options.log
   }, batch)

@@ -144,6 +144,10 @@ export const projectionRebuilds = sqliteTable(
     shardsTotal: integer("shards_total").notNull(),
     shardsDone: integer("shards_done").notNull().default(0),
     factsReplayed: integer("facts_replayed").notNull().default(0),
+    /** Replayed facts the projection's mapping threw for: left out of the rebuilt table (as live traffic leaves them out). */
+    factsFailed: integer("facts_failed").notNull().default(0),
+    /** The first of them: which fact and the mapping's error. */
+    firstFailure: text("first_failure"),
     error: text("error"),
     startedAt: text("started_at").notNull(),
     finishedAt: text("finished_at")

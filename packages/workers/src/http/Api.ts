@@ -13,7 +13,7 @@ import { Hono } from "hono"
 import { BatchConsumer, Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, Rebuild, type Registry } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import type { PlatformRuntime, PlatformServices } from "../Services.js"
-import { type AuthVariables, requireScope } from "./Auth.js"
+import { type AuthVariables, requireScope, type Scope } from "./Auth.js"
 import * as Batches from "./Batches.js"
 import * as CloudEvents from "./CloudEvents.js"
 import * as Dashboard from "./Dashboard.js"
@@ -26,6 +26,60 @@ import { Issues } from "@factline/schemas"
 
 export const maxBodyBytes = 5 * 1024 * 1024
 export const maxEventsPerRequest = 1_000
+
+export interface Route {
+  readonly method: "GET" | "POST" | "PATCH" | "DELETE"
+  /** Hono's pattern, `:name` for a path parameter. */
+  readonly path: string
+  /** A token needs one of these. */
+  readonly scopes: readonly [Scope, ...Array<Scope>]
+}
+
+/**
+ * Every route of the API and the scopes that may call it: the routes below take
+ * their scopes from here, and a test checks this table equals the routes the app
+ * registers, then generates the auth and tenancy sweep from it — a new route
+ * cannot be added without being swept.
+ */
+export const routes = [
+  { method: "POST", path: "/v1/events", scopes: ["events:write"] },
+  { method: "GET", path: "/v1/streams/:subject/facts", scopes: ["read"] },
+  { method: "GET", path: "/v1/facts", scopes: ["read"] },
+  { method: "GET", path: "/v1/projections/:name", scopes: ["read"] },
+  // A rebuild replays every tenant's facts: the platform scope, never a tenant's admin.
+  { method: "POST", path: "/v1/batches", scopes: ["platform"] },
+  { method: "GET", path: "/v1/batches/:id", scopes: ["admin", "platform"] },
+  { method: "GET", path: "/v1/batches", scopes: ["admin", "platform"] },
+  // Webhooks (Webhooks.ts): the catalog for any reader; endpoints are a tenant admin's.
+  { method: "GET", path: "/v1/webhooks/event-types", scopes: ["read", "admin"] },
+  { method: "POST", path: "/v1/webhooks/endpoints", scopes: ["admin"] },
+  { method: "GET", path: "/v1/webhooks/endpoints", scopes: ["admin"] },
+  { method: "GET", path: "/v1/webhooks/endpoints/:id", scopes: ["admin"] },
+  { method: "PATCH", path: "/v1/webhooks/endpoints/:id", scopes: ["admin"] },
+  { method: "POST", path: "/v1/webhooks/endpoints/:id/rotate-secret", scopes: ["admin"] },
+  { method: "GET", path: "/v1/webhooks/endpoints/:id/attempts", scopes: ["admin"] },
+  { method: "POST", path: "/v1/webhooks/endpoints/:id/recover", scopes: ["admin"] },
+  { method: "DELETE", path: "/v1/webhooks/endpoints/:id", scopes: ["admin"] },
+  // Operations (Operations.ts): a tenant's own dead letters, or every tenant's with the platform scope; health is platform-wide.
+  { method: "GET", path: "/v1/dlq", scopes: ["admin", "platform"] },
+  { method: "POST", path: "/v1/dlq/replay", scopes: ["admin", "platform"] },
+  { method: "GET", path: "/v1/dlq/:id", scopes: ["admin", "platform"] },
+  { method: "POST", path: "/v1/dlq/:id/replay", scopes: ["admin", "platform"] },
+  { method: "POST", path: "/v1/dlq/:id/skip", scopes: ["admin", "platform"] },
+  { method: "POST", path: "/v1/dlq/:id/escalate", scopes: ["admin", "platform"] },
+  { method: "GET", path: "/v1/queues/health", scopes: ["platform"] }
+] as const satisfies ReadonlyArray<Route>
+
+/** Routes without a token: the dashboard page (it holds no data; every call it makes authenticates). */
+export const publicRoutes = [{ method: "GET", path: "/dashboard" }] as const
+
+type RouteKey = `${(typeof routes)[number]["method"]} ${(typeof routes)[number]["path"]}`
+
+/** The authentication middleware of a route of the table. */
+const authenticate = (key: RouteKey) => {
+  const route: Route = routes.find((r) => `${r.method} ${r.path}` === key)!
+  return requireScope(...route.scopes)
+}
 
 type AppEnv = { Bindings: PlatformEnv; Variables: AuthVariables }
 
@@ -77,7 +131,7 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
     return { ok: false as const, response: errorResponse(c, status, code, message, details) }
   }
 
-  app.post("/v1/events", requireScope("events:write"), async (c) => {
+  app.post("/v1/events", authenticate("POST /v1/events"), async (c) => {
     const principal = c.get("principal")
     const read = await readBody(c, eventContentTypes)
     if (!read.ok) return read.response
@@ -160,7 +214,7 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
     }
   })
 
-  app.get("/v1/streams/:subject/facts", requireScope("read"), strictQuery(["after", "limit"]), async (c) => {
+  app.get("/v1/streams/:subject/facts", authenticate("GET /v1/streams/:subject/facts"), strictQuery(["after", "limit"]), async (c) => {
     const principal = c.get("principal")
     const subject = c.req.param("subject")
     const after = intParam(c.req.query("after"), "after", 0, Number.MAX_SAFE_INTEGER, 0)
@@ -187,7 +241,7 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
     })
   })
 
-  app.get("/v1/facts", requireScope("read"), strictQuery(), async (c) => {
+  app.get("/v1/facts", authenticate("GET /v1/facts"), strictQuery(), async (c) => {
     const page = ProjectionQuery.facts(c.get("principal").tenantId, c.req.query())
     if (page._tag === "Failure") return errorResponse(c, 400, "invalid_query", Issues.render(page.failure), { problems: page.failure })
     const result = await query(c.env, page.success)
@@ -199,7 +253,7 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
     })
   })
 
-  app.get("/v1/projections/:name", requireScope("read"), strictQuery(), async (c) => {
+  app.get("/v1/projections/:name", authenticate("GET /v1/projections/:name"), strictQuery(), async (c) => {
     const projection = router.projection(c.req.param("name"))
     if (!projection) {
       return errorResponse(c, 404, "not_found", `no projection "${c.req.param("name")}" (known: ${router.projections.map((p) => p.name).join(", ")})`)
@@ -221,8 +275,8 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
     })
   })
 
-  // A rebuild replays every tenant's facts: the platform scope, never a tenant's admin.
-  app.post("/v1/batches", requireScope("platform"), async (c) => {
+  // A rebuild replays every tenant's facts: the platform scope, never a tenant's admin (see `routes`).
+  app.post("/v1/batches", authenticate("POST /v1/batches"), async (c) => {
     const read = await readBody(c)
     if (!read.ok) return read.response
     const body = read.body
@@ -245,7 +299,7 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
   })
 
   // Only the tenant that started a batch reads it; another tenant's id is the same 404 as a missing one.
-  app.get("/v1/batches/:id", requireScope("admin", "platform"), strictQuery([]), async (c) => {
+  app.get("/v1/batches/:id", authenticate("GET /v1/batches/:id"), strictQuery([]), async (c) => {
     const result = await run(c.env, Rebuild.get(c.get("principal").tenantId, c.req.param("id")))
     if (result._tag === "Failure") return unavailable(c, "the projection store")
     if (!result.success) return errorResponse(c, 404, "not_found", `no batch "${c.req.param("id")}"`)

@@ -3,13 +3,19 @@
  * (whatever `content-length` or `transfer-encoding` say) and reading stops at
  * the limit; the bytes must be valid UTF-8 and no string (key or value) may
  * hold a lone surrogate (`"\ud800"`), which would otherwise be mangled into
- * U+FFFD on the way to storage and make two keys or subjects collide.
+ * U+FFFD on the way to storage and make two keys or subjects collide. Arrays
+ * and objects may nest at most `maxDepth` levels: checked on the text before it
+ * is parsed, since walking (or hashing, or cloning onto a queue) a value nested
+ * thousands of levels deep exhausts the stack — a 400, not a 500.
  *
  * It does not interpret the JSON: the routes validate what they read.
  */
+/** Levels of arrays and objects a body may nest (an envelope uses 3 or 4; a payload gets the rest). */
+export const maxDepth = 64
+
 export interface Refusal {
   readonly status: 400 | 413
-  readonly code: "payload_too_large" | "invalid_utf8" | "invalid_json" | "invalid_string"
+  readonly code: "payload_too_large" | "invalid_utf8" | "invalid_json" | "invalid_string" | "too_deep"
   readonly message: string
   readonly details?: { readonly problems: ReadonlyArray<{ path: string; message: string }> }
 }
@@ -63,7 +69,9 @@ const invalidUtf8Fields = (bytes: Uint8Array): Array<{ path: string; message: st
   }
   let value: unknown
   try {
-    value = JSON.parse(new TextDecoder("utf-8", { fatal: false, ignoreBOM: false }).decode(bytes))
+    const lenient = new TextDecoder("utf-8", { fatal: false, ignoreBOM: false }).decode(bytes)
+    if (depthOf(lenient, maxDepth) > maxDepth) return [{ path: "", message }]
+    value = JSON.parse(lenient)
   } catch {
     return [{ path: "", message }]
   }
@@ -99,6 +107,24 @@ const surrogates = (value: unknown, path: Array<string | number>, out: Array<{ p
   }
 }
 
+/** The deepest nesting of arrays and objects in JSON text (strings skipped), stopping past `limit`. */
+export const depthOf = (text: string, limit: number): number => {
+  let depth = 0
+  let deepest = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 0x5c) i++ // backslash: skip the escaped character
+      else if (c === 0x22) inString = false
+    } else if (c === 0x22) inString = true
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > deepest && (deepest = depth) > limit) return deepest
+    } else if (c === 0x5d || c === 0x7d) depth--
+  }
+  return deepest
+}
+
 export const read = async (request: Request, maxBytes: number): Promise<Read> => {
   const bytes = await readBytes(request, maxBytes)
   if (bytes === undefined) return tooLarge(maxBytes)
@@ -107,6 +133,12 @@ export const read = async (request: Request, maxBytes: number): Promise<Read> =>
     text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes)
   } catch {
     return { _tag: "Refused", refusal: { status: 400, code: "invalid_utf8", message: "the request body is not valid UTF-8; nothing was accepted", details: { problems: invalidUtf8Fields(bytes) } } }
+  }
+  if (depthOf(text, maxDepth) > maxDepth) {
+    return {
+      _tag: "Refused",
+      refusal: { status: 400, code: "too_deep", message: `the request body nests arrays and objects more than ${maxDepth} levels deep; nothing was accepted` }
+    }
   }
   let value: unknown
   try {

@@ -92,6 +92,8 @@ CREATE TABLE `projection_rebuilds` (
 	`shards_total` integer NOT NULL,
 	`shards_done` integer DEFAULT 0 NOT NULL,
 	`facts_replayed` integer DEFAULT 0 NOT NULL,
+	`facts_failed` integer DEFAULT 0 NOT NULL,
+	`first_failure` text,
 	`error` text,
 	`started_at` text NOT NULL,
 	`finished_at` text

@@ -1,0 +1,191 @@
+/**
+ * Hostile input (issue 8, fault suite): SQL-ish and odd values in every path
+ * parameter, filter, cursor and paging parameter of every GET route of the
+ * route table, and deeply nested JSON bodies on every POST route. Never a 5xx;
+ * the body is always the JSON error shape (or a page) and never carries SQL
+ * text, a stack trace or internal names — the caller's own value echoed back
+ * in a message is allowed, anything else is not.
+ */
+import { describe, expect, it } from "vitest"
+import { Api } from "@factline/workers"
+import { callCompleted, request, tokenA, tokenPlatform, unique } from "./helpers.js"
+import { platform } from "./worker.js"
+
+const hostile = [
+  "' OR 1=1 --",
+  "\"; DROP TABLE facts; --",
+  "%",
+  "_",
+  "\\",
+  "\u0000",
+  "a\u0000b",
+  "') UNION SELECT * FROM accepted_keys --",
+  "../../../etc/passwd",
+  "-1",
+  "99999999999999999999999999",
+  "1e400",
+  "NaN",
+  "[]",
+  "{\"$gt\":\"\"}",
+  "😀\u202e",
+  "x".repeat(10_000),
+  "' OR '1'='1".repeat(2_000)
+]
+
+/** What must never appear in a response body (after removing the caller's own value). */
+const leaks = [
+  /sqlite/i, /D1_/, /SQL/, /syntax error/i, /no such (table|column)/i, /\bSELECT\b/i, /\bINSERT\b/i, /\bUPDATE\b/, /\bDELETE\b/, /\bDROP\b/i,
+  /json_each|json_extract/, /\bat [\w.<>]+ \(/, /\.(ts|js):\d+/, /\b(TypeError|RangeError|ReferenceError|SyntaxError)\b/, /stack/i,
+  /projection_rebuilds|projection_applied|accepted_keys|ledger_shards|ledger_tenants|dead_messages/, /LedgerShard|FiberFailure|Effect\./, /undefined|\[object Object\]/
+]
+
+const check = async (response: Response, what: string, sent: ReadonlyArray<string>) => {
+  const text = await response.text()
+  expect(response.status, `${what}: ${response.status} ${text.slice(0, 300)}`).toBeLessThan(500)
+  let body: any
+  expect(() => (body = JSON.parse(text)), `${what}: a JSON body`).not.toThrow()
+  if (response.status >= 400) expect(typeof body.error?.code, `${what}: the error shape`).toBe("string")
+  let rest = text
+  for (const value of sent) {
+    for (const form of [JSON.stringify(value).slice(1, -1), value]) if (form.length > 0) rest = rest.split(form).join("")
+  }
+  for (const pattern of leaks) expect(rest, `${what} leaks ${pattern}`).not.toMatch(pattern)
+  return { status: response.status, body }
+}
+
+/** Query parameters each GET route reads (a route missing here fails the sweep). */
+const queryOf: Record<string, ReadonlyArray<string>> = {
+  "GET /v1/streams/:subject/facts": ["after", "limit"],
+  "GET /v1/facts": ["subject", "type", "cursor", "limit"],
+  "GET /v1/projections/:name": ["call_id", "buyer_id", "duration_s", "cursor", "limit"],
+  "GET /v1/batches/:id": []
+}
+/** A valid value per path parameter, used while another parameter carries the hostile one. */
+const validParam: Record<string, string> = { subject: "call_1", name: "calls", id: "rb_x" }
+
+const tokenFor = (route: Api.Route) => ((route.scopes as ReadonlyArray<string>).includes("platform") && !(route.scopes as ReadonlyArray<string>).includes("read") && !(route.scopes as ReadonlyArray<string>).includes("admin") ? tokenPlatform : tokenA)
+
+describe("hostile input on every GET route", () => {
+  const gets = Api.routes.filter((r) => r.method === "GET")
+
+  it("every GET route of the table has its query parameters listed here", () => {
+    expect(gets.map((r) => `${r.method} ${r.path}`).sort()).toEqual(Object.keys(queryOf).sort())
+  })
+
+  it("SQL-ish, NUL, wildcard, huge and malformed values in every path parameter: never a 5xx, never SQL or internals", async () => {
+    for (const route of gets) {
+      const names = [...route.path.matchAll(/:(\w+)/g)].map((m) => m[1]!)
+      for (const name of names) {
+        for (const value of hostile) {
+          const path = route.path.replace(/:(\w+)/g, (_, n: string) => encodeURIComponent(n === name ? value : validParam[n]!))
+          await check(await request(path, { token: tokenFor(route) }), `${route.path} with ${name}=${JSON.stringify(value.slice(0, 40))}`, [value])
+        }
+      }
+    }
+  })
+
+  it("the same values in every filter, cursor and paging parameter (and as parameter names): never a 5xx, never SQL or internals", async () => {
+    for (const route of gets) {
+      const base = route.path.replace(/:(\w+)/g, (_, n: string) => encodeURIComponent(validParam[n]!))
+      for (const name of queryOf[`${route.method} ${route.path}`]!) {
+        for (const value of hostile) {
+          await check(await request(`${base}?${name}=${encodeURIComponent(value)}`, { token: tokenFor(route) }), `${base} with ${name}=${JSON.stringify(value.slice(0, 40))}`, [value])
+        }
+      }
+      for (const value of hostile.slice(0, 6)) {
+        await check(await request(`${base}?${encodeURIComponent(value)}=1`, { token: tokenFor(route) }), `${base} with the parameter name ${JSON.stringify(value)}`, [value])
+      }
+      if (route.path === "/v1/projections/:name") {
+        for (const projection of platform.registry.projections.map((p) => p.name)) {
+          for (const value of hostile) {
+            await check(await request(`/v1/projections/${projection}?cursor=${encodeURIComponent(value)}&limit=2`, { token: tokenA }), `${projection} cursor ${JSON.stringify(value.slice(0, 40))}`, [value])
+          }
+        }
+      }
+    }
+  })
+
+  it("a hostile filter value matches nothing and changes nothing: it is a value, not SQL", async () => {
+    const { body } = await check(await request(`/v1/projections/calls?buyer_id=${encodeURIComponent("' OR 1=1 --")}`, { token: tokenA }), "calls filtered by ' OR 1=1 --", ["' OR 1=1 --"])
+    expect(body.data).toEqual([])
+    const facts = await check(await request(`/v1/facts?type=${encodeURIComponent("%")}`, { token: tokenA }), "facts of type %", ["%"])
+    expect(facts.body.data).toEqual([])
+  })
+})
+
+/** `depth` levels of nesting: arrays, objects, or both alternating. */
+const nested = (depth: number, kind: "array" | "object" | "mixed") => {
+  let open = ""
+  let close = ""
+  for (let i = 0; i < depth; i++) {
+    const array = kind === "array" || (kind === "mixed" && i % 2 === 0)
+    open += array ? "[" : "{\"a\":"
+    close = (array ? "]" : "}") + close
+  }
+  return `${open}1${close}`
+}
+
+describe("deeply nested JSON bodies on every POST route", () => {
+  const posts = Api.routes.filter((r) => r.method === "POST")
+
+  it("10,000 and 100,000 levels, as the body and inside every field an event carries: a 4xx, never a 5xx or internals", async () => {
+    for (const depth of [10_000, 100_000]) {
+      for (const kind of ["array", "object", "mixed"] as const) {
+        const deep = nested(depth, kind)
+        const event = callCompleted()
+        const bodies = [
+          deep,
+          `{"events":${deep}}`,
+          `{"events":[${deep}]}`,
+          JSON.stringify(event).replace(/"payload":\{/, `"payload":{"deep":${deep},`),
+          JSON.stringify(event).replace(/"payload":\{.*\}\}$/, `"payload":${deep}}`),
+          JSON.stringify(event).replace(/"subject":"[^"]*"/, `"subject":${deep}`),
+          JSON.stringify({ operation: "rebuild", projection: "x" }).replace(/"x"/, deep)
+        ]
+        for (const route of posts) {
+          for (const body of bodies) {
+            const response = await request(route.path, { method: "POST", token: route.path === "/v1/batches" ? tokenPlatform : tokenA, body })
+            const { status } = await check(response, `POST ${route.path} with ${kind} nesting ${depth} deep (${body.slice(0, 30)}…)`, [])
+            expect(status).toBeGreaterThanOrEqual(400)
+          }
+        }
+      }
+    }
+  }, 120_000)
+
+  it("nesting is refused past 64 levels with a 400 naming the limit, checked before parsing; 64 levels are read", async () => {
+    const post = (body: string) => request("/v1/batches", { method: "POST", token: tokenPlatform, body })
+    const at = (depth: number) => `{"operation":"rebuild","projection":${nested(depth - 1, "array")}}`
+    const within = await check(await post(at(64)), "64 levels", [])
+    expect(within.body.error.code).toBe("invalid_request")
+    const past = await check(await post(at(65)), "65 levels", [])
+    expect(past.status).toBe(400)
+    expect(past.body.error).toMatchObject({ code: "too_deep", message: expect.stringContaining("64") })
+    // Brackets inside strings are text, not nesting.
+    expect((await check(await post(`{"operation":"rebuild","projection":"${"[{".repeat(5_000)}"}`), "brackets in a string", ["[{".repeat(5_000)])).body.error.code).toBe("not_found")
+    // A deep body that is not valid UTF-8 either: still a 400, not a 500 while naming the fields.
+    const bytes = new TextEncoder().encode(nested(100_000, "object").replace("1", "\"x\""))
+    const invalid = new Uint8Array(bytes.length + 1)
+    invalid.set(bytes.subarray(0, 10)), invalid.set([0xff], 10), invalid.set(bytes.subarray(10), 11)
+    const response = await request("/v1/events", { method: "POST", token: tokenA, body: invalid, headers: { "content-type": "application/json" } })
+    expect((await check(response, "deep and not UTF-8", [])).status).toBe(400)
+  })
+
+  it("a CloudEvent whose data is nested 10,000 levels deep: a 4xx", async () => {
+    const body = `{"specversion":"1.0","type":"call.completed","id":"${unique("ce")}","source":"/x","subject":"s","data":${nested(10_000, "object")}}`
+    const response = await request("/v1/events", { method: "POST", token: tokenA, body, headers: { "content-type": "application/cloudevents+json" } })
+    const { status } = await check(response, "a deep CloudEvent", [])
+    expect(status).toBeGreaterThanOrEqual(400)
+  })
+
+  it("hostile strings in every field of an event: validated as values (a 400 or a 202), never a 5xx", async () => {
+    for (const value of hostile) {
+      for (const field of ["idempotency_key", "subject", "message_type", "message_id", "source", "correlation_id", "created_at"]) {
+        const event = { ...callCompleted(), [field]: value }
+        await check(await request("/v1/events", { method: "POST", token: tokenA, body: JSON.stringify(event) }), `an event with ${field}=${JSON.stringify(value.slice(0, 40))}`, [value])
+      }
+      const withPayload = callCompleted({}, { call_id: value, buyer_id: value })
+      await check(await request("/v1/events", { method: "POST", token: tokenA, body: JSON.stringify({ ...withPayload, subject: value }) }), `a payload of ${JSON.stringify(value.slice(0, 40))}`, [value])
+    }
+  }, 120_000)
+})

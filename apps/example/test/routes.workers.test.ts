@@ -1,0 +1,184 @@
+/**
+ * The auth and tenancy sweep (issue 8, fault suite), generated from the API's
+ * route table (`Api.routes`): the table must equal the routes the Hono app
+ * registers — so a new route cannot be left out — and then, for every route:
+ * no token or an invalid one → 401; a token lacking the route's scope → 403;
+ * tenant B's token on tenant A's resources → 403 / 404 (or, for a listing, an
+ * empty page) with nothing of A's in the body, while A's own token reads them.
+ */
+import { env } from "cloudflare:workers"
+import { beforeAll, describe, expect, it } from "vitest"
+import { Api, Auth } from "@factline/workers"
+import { callCompleted, eventually, postEvents, readStream, request, tokenA, tokenAReadOnly, tokenB, tokenPlatform, unique } from "./helpers.js"
+import { platform } from "./worker.js"
+
+const keyOf = (route: { readonly method: string; readonly path: string }) => `${route.method} ${route.path}`
+
+/** The dev tokens with their tenant and scopes, as FACTLINE_TOKENS configures them (by hash). */
+const devTokens = async () => {
+  const table = Auth.principals(env.FACTLINE_TOKENS as string)
+  return Promise.all([tokenA, tokenB, tokenAReadOnly, tokenPlatform].map(async (token) => ({ token, ...table.get(await Auth.sha256Hex(token))! })))
+}
+
+/** A request to a route with its path parameters filled in. */
+const call = (route: Api.Route, params: Record<string, string>, init: { token?: string; body?: unknown; query?: string } = {}) => {
+  const path = route.path.replace(/:(\w+)/g, (_, name: string) => encodeURIComponent(params[name] ?? "x")) + (init.query ?? "")
+  return request(path, {
+    method: route.method,
+    token: init.token,
+    ...(route.method === "GET" ? {} : { body: JSON.stringify(init.body ?? {}) })
+  })
+}
+
+describe("the route table", () => {
+  it("equals the routes the app registers (method and path), one entry each", () => {
+    const app = Api.make(platform.registry, platform.runtime)
+    const registered = new Set(app.routes.map(keyOf))
+    expect([...registered].sort()).toEqual([...Api.routes, ...Api.publicRoutes].map(keyOf).sort())
+    expect(new Set(Api.routes.map(keyOf)).size).toBe(Api.routes.length)
+  })
+})
+
+describe("auth sweep, every route of the table", () => {
+  it("without a token, or with an unknown one: 401 with a JSON error and a Bearer challenge", async () => {
+    for (const route of Api.routes) {
+      for (const token of [undefined, "not-a-real-token"]) {
+        const response = await call(route, {}, { token })
+        expect(response.status, `${keyOf(route)} with ${token ?? "no token"}`).toBe(401)
+        expect(response.headers.get("www-authenticate")).toBe("Bearer")
+        expect(response.headers.get("cache-control")).toBe("no-store")
+        const text = await response.text()
+        expect(JSON.parse(text).error.code).toBe("unauthorized")
+        if (token) expect(text).not.toContain(token)
+      }
+    }
+  })
+
+  it("with a token lacking the route's scope: 403; with one holding it: past authorization", async () => {
+    const tokens = await devTokens()
+    for (const route of Api.routes) {
+      const lacking = tokens.filter((t) => !t.scopes.some((s) => (route.scopes as ReadonlyArray<string>).includes(s)))
+      expect(lacking.length, `a dev token lacks ${route.scopes.join("/")} for ${keyOf(route)}`).toBeGreaterThan(0)
+      for (const { token } of lacking) {
+        const response = await call(route, {}, { token })
+        expect(response.status, `${keyOf(route)} with a token lacking ${route.scopes.join("/")}`).toBe(403)
+        expect((await response.json<any>()).error.code).toBe("forbidden")
+      }
+      // A holder of the scope is not refused by authorization (the request itself may still be a 4xx).
+      const holder = tokens.find((t) => t.scopes.some((s) => (route.scopes as ReadonlyArray<string>).includes(s)))!
+      const response = await call(route, {}, { token: holder.token, body: route.method === "POST" ? { nothing: true } : undefined })
+      expect([401, 403], `${keyOf(route)} with a token holding ${route.scopes.join("/")}`).not.toContain(response.status)
+      expect(response.status).toBeLessThan(500)
+    }
+  })
+})
+
+describe("tenancy sweep, every route of the table", () => {
+  /** Tenant A's resources, and the strings that would betray them. */
+  const a = {
+    subject: "",
+    buyer: unique("secret_buyer"),
+    price: 7_319,
+    factIds: [] as Array<string>,
+    batch: unique("rb_tenant_a"),
+    endpoint: "",
+    hookPath: `/hooks/${unique("secret_hook")}`,
+    deadLetter: unique("dlq_tenant_a")
+  }
+
+  beforeAll(async () => {
+    const event = callCompleted({}, { buyer_id: a.buyer, duration_s: 95, price_cents: a.price })
+    a.subject = event.subject
+    expect((await postEvents(event, tokenA)).status).toBe(202)
+    await eventually(async () => {
+      const body = await (await request(`/v1/projections/buyer_budgets?buyer_id=${a.buyer}`, { token: tokenA })).json<any>()
+      return body.data?.length === 1 ? true : undefined
+    }, 40_000, "tenant A's budget")
+    await eventually(async () => ((await readStream("tenant-a", a.subject)).facts.length === 3 ? true : undefined), 40_000, "tenant A's facts")
+    a.factIds = (await readStream("tenant-a", a.subject)).facts.map((f) => f.fact_id)
+    await env.DB.prepare(
+      `INSERT INTO projection_rebuilds (id, tenant_id, projection, shadow_table, status, shards_total, shards_done, facts_replayed, started_at)
+       VALUES (?, 'tenant-a', 'calls', ?, 'failed', 0, 0, 0, ?)`
+    ).bind(a.batch, `calls__${a.batch}`, new Date().toISOString()).run()
+    const endpoint = await (await request("/v1/webhooks/endpoints", {
+      method: "POST", token: tokenA, body: JSON.stringify({ url: `https://hooks.example.com${a.hookPath}`, event_types: ["charge.created"] })
+    })).json<any>()
+    a.endpoint = endpoint.id
+    await env.DB.prepare(
+      `INSERT INTO dead_messages (id, queue, reason, last_error, attempts, first_attempted_at, last_attempted_at, tenant_id, message_type, idempotency_key, subject, original_message, status, received_at)
+       VALUES (?, 'factline-events', 'permanent_failure', ?, 1, ?, ?, 'tenant-a', 'call.completed', ?, ?, '{}', 'open', ?)`
+    ).bind(a.deadLetter, `bug for ${a.buyer}`, new Date().toISOString(), new Date().toISOString(), `call.completed:${a.subject}`, a.subject, new Date().toISOString()).run()
+  }, 60_000)
+
+  interface Probe {
+    readonly params?: Record<string, string>
+    readonly query?: string
+    readonly body?: unknown
+    /** A's own token gets this status on the same request (the probe targets a real resource); undefined when A cannot call the route. */
+    readonly ownerStatus: number | undefined
+    /** What A's 200 shows of A's resource (default: A's subject, buyer or batch). */
+    readonly ownMarkers?: ReadonlyArray<string>
+    /** B may get a 2xx here: the route answers with B's own data or shared data (the catalog) — never A's. */
+    readonly answersB?: boolean
+  }
+
+  /** One probe per route of the table, aimed at tenant A's resources; a route without one fails the sweep. */
+  const probes = (): Record<string, Probe> => ({
+    "POST /v1/events": { body: callCompleted({ tenant_id: "tenant-a" }, { buyer_id: a.buyer }), ownerStatus: 202 },
+    "GET /v1/streams/:subject/facts": { params: { subject: a.subject }, ownerStatus: 200 },
+    "GET /v1/facts": { query: `?subject=${encodeURIComponent(a.subject)}`, ownerStatus: 200 },
+    "GET /v1/projections/:name": { params: { name: "buyer_budgets" }, query: `?buyer_id=${encodeURIComponent(a.buyer)}`, ownerStatus: 200 },
+    // No tenant's token may start a rebuild (it spans every tenant): nothing of A's to reach.
+    "POST /v1/batches": { body: { operation: "rebuild", projection: "calls" }, ownerStatus: undefined },
+    "GET /v1/batches/:id": { params: { id: a.batch }, ownerStatus: 200 },
+    "GET /v1/batches": { ownerStatus: 200, answersB: true },
+    "GET /v1/webhooks/event-types": { ownerStatus: 200, ownMarkers: ["charge.created"], answersB: true },
+    // B creates its own endpoint: nothing of A's in the answer.
+    "POST /v1/webhooks/endpoints": { body: { url: "https://hooks.example.com/b", event_types: ["charge.created"] }, ownerStatus: undefined, answersB: true },
+    "GET /v1/webhooks/endpoints": { ownerStatus: 200, ownMarkers: [a.endpoint], answersB: true },
+    "GET /v1/webhooks/endpoints/:id": { params: { id: a.endpoint }, ownerStatus: 200, ownMarkers: [a.hookPath] },
+    "PATCH /v1/webhooks/endpoints/:id": { params: { id: a.endpoint }, body: { description: "changed by its owner" }, ownerStatus: 200, ownMarkers: [a.hookPath] },
+    "POST /v1/webhooks/endpoints/:id/rotate-secret": { params: { id: a.endpoint }, ownerStatus: 200, ownMarkers: [a.hookPath] },
+    "GET /v1/webhooks/endpoints/:id/attempts": { params: { id: a.endpoint }, ownerStatus: 200, ownMarkers: ['"data"'] },
+    "POST /v1/webhooks/endpoints/:id/recover": { params: { id: a.endpoint }, body: { since: "2026-01-01T00:00:00Z" }, ownerStatus: 202, ownMarkers: ['"recovered"'] },
+    // A's own DELETE is not sent: it would remove the endpoint the other probes read.
+    "DELETE /v1/webhooks/endpoints/:id": { params: { id: a.endpoint }, ownerStatus: undefined },
+    "GET /v1/dlq": { ownerStatus: 200, ownMarkers: [a.deadLetter], answersB: true },
+    // B's bulk replay only finds B's records (none); A's would replay A's record, which later probes read.
+    "POST /v1/dlq/replay": { ownerStatus: undefined, answersB: true },
+    "GET /v1/dlq/:id": { params: { id: a.deadLetter }, ownerStatus: 200, ownMarkers: [a.deadLetter] },
+    "POST /v1/dlq/:id/replay": { params: { id: a.deadLetter }, ownerStatus: undefined },
+    "POST /v1/dlq/:id/skip": { params: { id: a.deadLetter }, body: { reason: "probe" }, ownerStatus: undefined },
+    "POST /v1/dlq/:id/escalate": { params: { id: a.deadLetter }, body: { note: "probe" }, ownerStatus: undefined },
+    "GET /v1/queues/health": { ownerStatus: undefined }
+  })
+
+  it("tenant B's token on tenant A's resources: 403 or 404 (an empty page for a listing), nothing of A's in the body", async () => {
+    const all = probes()
+    for (const route of Api.routes) {
+      const probe = all[keyOf(route)]
+      expect(probe, `a tenancy probe for ${keyOf(route)}`).toBeDefined()
+      const asB = await call(route, probe!.params ?? {}, { token: tokenB, query: probe!.query, body: probe!.body })
+      const text = await asB.text()
+      const body = JSON.parse(text)
+      const emptyPage = asB.status === 200 && Array.isArray(body.data) && body.data.length === 0
+      const ownAnswer = probe!.answersB === true && asB.status >= 200 && asB.status < 300
+      expect(asB.status === 403 || asB.status === 404 || emptyPage || ownAnswer, `${keyOf(route)} as tenant B: ${asB.status} ${text.slice(0, 200)}`).toBe(true)
+      // Nothing of A's: strip what B itself sent (echoed names), then look for A's data.
+      const sent = [...Object.values(probe!.params ?? {}), ...(probe!.query ? [decodeURIComponent(probe!.query.split("=")[1]!)] : []), ...(probe!.body ? [JSON.stringify(probe!.body)] : [])]
+      let rest = text
+      for (const s of sent) rest = rest.split(s).join("")
+      for (const secret of ["tenant-a", a.buyer, a.subject, String(a.price), a.batch, a.endpoint, a.hookPath, a.deadLetter, ...a.factIds]) {
+        expect(rest, `${keyOf(route)} as tenant B leaks ${secret}`).not.toContain(secret)
+      }
+      if (probe!.ownerStatus !== undefined) {
+        const asA = await call(route, probe!.params ?? {}, { token: tokenA, query: probe!.query, body: probe!.body })
+        expect(asA.status, `${keyOf(route)} as tenant A`).toBe(probe!.ownerStatus)
+        if (asA.status === 200) {
+          const own = await asA.text()
+          expect((probe!.ownMarkers ?? [a.subject, a.buyer, a.batch]).some((s) => own.includes(s)), `${keyOf(route)} as tenant A shows A's resource`).toBe(true)
+        }
+      }
+    }
+  })
+})
