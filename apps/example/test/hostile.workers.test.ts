@@ -58,7 +58,15 @@ const queryOf: Record<string, ReadonlyArray<string>> = {
   "GET /v1/streams/:subject/facts": ["after", "limit"],
   "GET /v1/facts": ["subject", "type", "cursor", "limit"],
   "GET /v1/projections/:name": ["call_id", "buyer_id", "duration_s", "cursor", "limit"],
-  "GET /v1/batches/:id": []
+  "GET /v1/batches/:id": [],
+  "GET /v1/batches": ["status", "cursor", "limit"],
+  "GET /v1/webhooks/event-types": [],
+  "GET /v1/webhooks/endpoints": [],
+  "GET /v1/webhooks/endpoints/:id": [],
+  "GET /v1/webhooks/endpoints/:id/attempts": ["limit", "cursor"],
+  "GET /v1/dlq": ["queue", "status", "type", "reason", "cursor", "limit"],
+  "GET /v1/dlq/:id": [],
+  "GET /v1/queues/health": ["window"]
 }
 /** A valid value per path parameter, used while another parameter carries the hostile one. */
 const validParam: Record<string, string> = { subject: "call_1", name: "calls", id: "rb_x" }
@@ -127,6 +135,8 @@ const nested = (depth: number, kind: "array" | "object" | "mixed") => {
 
 describe("deeply nested JSON bodies on every POST route", () => {
   const posts = Api.routes.filter((r) => r.method === "POST")
+  /** POST routes that read no body (their input is the path and query): a body is ignored, never a 5xx. */
+  const ignoresBody = new Set(["/v1/dlq/replay"])
 
   it("10,000 and 100,000 levels, as the body and inside every field an event carries: a 4xx, never a 5xx or internals", async () => {
     for (const depth of [10_000, 100_000]) {
@@ -146,7 +156,8 @@ describe("deeply nested JSON bodies on every POST route", () => {
           for (const body of bodies) {
             const response = await request(route.path, { method: "POST", token: route.path === "/v1/batches" ? tokenPlatform : tokenA, body })
             const { status } = await check(response, `POST ${route.path} with ${kind} nesting ${depth} deep (${body.slice(0, 30)}…)`, [])
-            expect(status).toBeGreaterThanOrEqual(400)
+            if (ignoresBody.has(route.path)) expect(status).toBeLessThan(500)
+            else expect(status).toBeGreaterThanOrEqual(400)
           }
         }
       }
