@@ -233,6 +233,14 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
     const state = result.success
     if (state.version === 0) return errorResponse(c, 404, "not_found", `no stream "${subject}" for this tenant`)
     const last = state.facts.at(-1)?.sequence
+    if (CloudEvents.wantsBatch(c.req.header("accept"))) {
+      // CloudEvents batch mode: a JSON array of events; the next page (if any) in a Link header.
+      const next = last !== undefined && last < state.version ? `<${new URL(c.req.url).pathname}?after=${last}&limit=${limit}>; rel="next"` : undefined
+      return c.body(JSON.stringify(state.facts.map(CloudEvents.fromFact)), 200, {
+        "content-type": CloudEvents.batchContentType,
+        ...(next ? { link: next } : {})
+      })
+    }
     return c.json({
       subject,
       version: state.version,
@@ -247,10 +255,17 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
     const result = await query(c.env, page.success)
     if (result._tag === "Failure") return unavailable(c, "the facts store")
     const rows = result.success
-    return c.json({
-      data: rows.slice(0, page.success.limit).map(({ body, ...fact }) => ({ ...fact, data: JSON.parse(String(body)) })),
-      next_cursor: page.success.nextCursor(rows)
-    })
+    const data = rows.slice(0, page.success.limit).map(({ body, ...fact }) => ({ ...fact, data: JSON.parse(String(body)) }))
+    const nextCursor = page.success.nextCursor(rows)
+    if (CloudEvents.wantsBatch(c.req.header("accept"))) {
+      const url = new URL(c.req.url)
+      if (nextCursor !== null) url.searchParams.set("cursor", nextCursor)
+      return c.body(JSON.stringify(data.map((f) => CloudEvents.fromFact(f as Parameters<typeof CloudEvents.fromFact>[0]))), 200, {
+        "content-type": CloudEvents.batchContentType,
+        ...(nextCursor !== null ? { link: `<${url.pathname}${url.search}>; rel="next"` } : {})
+      })
+    }
+    return c.json({ data, next_cursor: nextCursor })
   })
 
   app.get("/v1/projections/:name", authenticate("GET /v1/projections/:name"), strictQuery(), async (c) => {

@@ -72,3 +72,44 @@ export const fromBinary = (headers: Headers, data: unknown): Record<string, unkn
   })
   return event
 }
+
+/** Whether a reader asked for CloudEvents (`Accept: application/cloudevents-batch+json`) rather than factline's JSON. */
+export const wantsBatch = (accept: string | undefined): boolean =>
+  (accept ?? "").split(",").some((part) => part.split(";")[0]!.trim().toLowerCase() === "application/cloudevents-batch+json")
+
+export const batchContentType = "application/cloudevents-batch+json"
+
+/**
+ * A fact as a CloudEvent 1.0 (structured JSON): `id` = `fact_id` (unique and
+ * stable), `source` = `/factline/tenants/<tenant>/streams/<stream>` (each part
+ * percent-encoded), `type` = the fact type, `subject` = the stream, `time` =
+ * `created_at`, `data` = the fact's data (`datacontenttype: application/json`);
+ * the ledger's own fields as extension attributes: `sequence` (the position in
+ * the stream), `causationid`, `correlationid`, `causedby`, `tenantid`.
+ */
+export const fromFact = (fact: {
+  readonly fact_id: string
+  readonly tenant_id: string
+  readonly stream: string
+  readonly sequence: number
+  readonly type: string
+  readonly data: unknown
+  readonly causation_id: string
+  readonly correlation_id: string
+  readonly caused_by: string
+  readonly created_at: string
+}) => ({
+  specversion: "1.0",
+  id: fact.fact_id,
+  source: `/factline/tenants/${encodeURIComponent(fact.tenant_id)}/streams/${encodeURIComponent(fact.stream)}`,
+  type: fact.type,
+  subject: fact.stream,
+  time: fact.created_at,
+  datacontenttype: "application/json",
+  data: fact.data,
+  sequence: fact.sequence,
+  causationid: fact.causation_id,
+  correlationid: fact.correlation_id,
+  causedby: fact.caused_by,
+  tenantid: fact.tenant_id
+})

@@ -1,0 +1,55 @@
+/** CloudEvents out: the fact reads answer `application/cloudevents-batch+json` when asked (Accept), one CloudEvent 1.0 per fact. */
+import { describe, expect, it } from "vitest"
+import { drain } from "./Drain.js"
+import { callCompleted, postEvents, readStream, request, tokenA, tokenB } from "./helpers.js"
+
+const asCloudEvents = (path: string, token = tokenA) => request(path, { token, headers: { accept: "application/cloudevents-batch+json" } })
+
+describe("CloudEvents out", () => {
+  it("a stream's facts as a CloudEvents batch: attributes mapped, extensions carry the ledger's fields, paged with a Link", async () => {
+    const call = callCompleted()
+    expect((await postEvents(call)).status).toBe(202)
+    await drain()
+    const stored = (await readStream("tenant-a", call.subject)).facts
+    expect(stored.map((f) => f.type)).toEqual(["outcome", "qualification", "charge"])
+
+    const response = await asCloudEvents(`/v1/streams/${call.subject}/facts`)
+    expect(response.status).toBe(200)
+    expect(response.headers.get("content-type")).toBe("application/cloudevents-batch+json")
+    expect(response.headers.get("cache-control")).toBe("no-store")
+    const events = await response.json<Array<Record<string, unknown>>>()
+    expect(events).toHaveLength(3)
+    expect(events[2]).toEqual({
+      specversion: "1.0",
+      id: stored[2]!.fact_id,
+      source: `/factline/tenants/tenant-a/streams/${call.subject}`,
+      type: "charge",
+      subject: call.subject,
+      time: stored[2]!.created_at,
+      datacontenttype: "application/json",
+      data: stored[2]!.data,
+      sequence: 3,
+      causationid: stored[2]!.causation_id,
+      correlationid: stored[2]!.correlation_id,
+      causedby: "qualify-call",
+      tenantid: "tenant-a"
+    })
+
+    const page = await asCloudEvents(`/v1/streams/${call.subject}/facts?limit=2`)
+    expect((await page.json<Array<unknown>>()).length).toBe(2)
+    expect(page.headers.get("link")).toBe(`</v1/streams/${call.subject}/facts?after=2&limit=2>; rel="next"`)
+
+    const facts = await asCloudEvents(`/v1/facts?subject=${call.subject}&limit=2`)
+    expect(facts.headers.get("content-type")).toBe("application/cloudevents-batch+json")
+    const listed = await facts.json<Array<Record<string, unknown>>>()
+    expect(listed.map((e) => [e.type, e.id, e.specversion])).toEqual(stored.slice(0, 2).map((f) => [f.type, f.fact_id, "1.0"]))
+    expect(facts.headers.get("link")).toMatch(/^<\/v1\/facts\?subject=.*&limit=2&cursor=[^>]+>; rel="next"$/)
+    const next = await asCloudEvents(facts.headers.get("link")!.slice(1, facts.headers.get("link")!.indexOf(">")))
+    expect((await next.json<Array<Record<string, unknown>>>()).map((e) => e.type)).toEqual(["charge"])
+
+    // Without the Accept header: factline's JSON, unchanged; another tenant: nothing.
+    const plain = await request(`/v1/streams/${call.subject}/facts`, { token: tokenA })
+    expect(plain.headers.get("content-type")).toMatch(/^application\/json/)
+    expect((await asCloudEvents(`/v1/facts?subject=${call.subject}`, tokenB).then((r) => r.json<Array<unknown>>()))).toEqual([])
+  })
+})
