@@ -10,7 +10,7 @@
  */
 import { Effect } from "effect"
 import { Hono } from "hono"
-import { BatchConsumer, Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, Rebuild, type Registry } from "@factline/core"
+import { AsyncApi, BatchConsumer, Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, Rebuild, type Registry } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import type { PlatformRuntime, PlatformServices } from "../Services.js"
 import { type AuthVariables, requireScope, type Scope } from "./Auth.js"
@@ -71,7 +71,7 @@ export const routes = [
 ] as const satisfies ReadonlyArray<Route>
 
 /** Routes without a token: the dashboard page (it holds no data; every call it makes authenticates). */
-export const publicRoutes = [{ method: "GET", path: "/dashboard" }] as const
+export const publicRoutes = [{ method: "GET", path: "/dashboard" }, { method: "GET", path: "/asyncapi.json" }] as const
 
 type RouteKey = `${(typeof routes)[number]["method"]} ${(typeof routes)[number]["path"]}`
 
@@ -320,6 +320,10 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
     if (!result.success) return errorResponse(c, 404, "not_found", `no batch "${c.req.param("id")}"`)
     return c.json({ batch_id: result.success.id, operation: "rebuild", ...result.success })
   })
+
+  // The AsyncAPI document of this platform's queues, messages and facts (public, like any API description).
+  const asyncApi = JSON.stringify(AsyncApi.generate(router))
+  app.get("/asyncapi.json", (c) => c.body(asyncApi, 200, { "content-type": "application/json", "cache-control": "public, max-age=300" }))
 
   Webhooks.mount(app, { registry: router, run, readBody: (c) => readBody(c) })
   Operations.mount(app, { run, readBody: (c) => readBody(c) })

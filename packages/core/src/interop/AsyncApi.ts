@@ -1,0 +1,154 @@
+/**
+ * The AsyncAPI 3 document of a platform, generated from the code: the five
+ * queues and their dead-letter queues with their retry policies (the policy
+ * table), every registered message type with a JSON Schema per
+ * `schema_version` (the message definitions), every fact type (the fact
+ * definitions, the platform's own included), and the webhook event catalog.
+ * Served at `GET /asyncapi.json`; `npm run asyncapi` writes it to a file.
+ */
+import { Schema } from "effect"
+import { BatchPayload, DeadLetterRecord, Envelope, FactBatchPayload, FactPayload, WebhookPayload } from "@factline/schemas"
+import * as RetryPolicy from "../consuming/RetryPolicy.js"
+import * as Webhook from "../definitions/Webhook.js"
+import type { Shape as Registry } from "../registry/Registry.js"
+
+/** A JSON Schema (draft 2020-12) of an `effect/Schema`, with its definitions inlined under `$defs`. */
+export const jsonSchema = (schema: Schema.Top): Record<string, unknown> => {
+  const document = Schema.toJsonSchemaDocument(schema as never)
+  const defs = document.definitions ?? {}
+  return { ...(document.schema as Record<string, unknown>), ...(Object.keys(defs).length > 0 ? { $defs: defs } : {}) }
+}
+
+const ref = (path: string) => ({ $ref: path })
+const key = (text: string) => text.replace(/[^A-Za-z0-9._-]/g, "_")
+
+export interface Info {
+  readonly title?: string
+  readonly version?: string
+  readonly description?: string
+}
+
+export const generate = (registry: Registry, info: Info = {}) => {
+  const schemas: Record<string, unknown> = {
+    Envelope: jsonSchema(Envelope),
+    FactBatchPayload: jsonSchema(FactBatchPayload),
+    FactPayload: jsonSchema(FactPayload),
+    WebhookPayload: jsonSchema(WebhookPayload),
+    BatchPayload: jsonSchema(BatchPayload),
+    DeadLetterRecord: jsonSchema(DeadLetterRecord)
+  }
+  const messages: Record<string, unknown> = {}
+  const envelopeOf = (name: string, title: string, payload: unknown, fixed: Record<string, unknown>, description?: string) => {
+    messages[name] = {
+      name,
+      title,
+      ...(description ? { description } : {}),
+      contentType: "application/json",
+      payload: { allOf: [ref("#/components/schemas/Envelope"), { type: "object", properties: { ...fixed, payload } }] }
+    }
+    return ref(`#/components/messages/${name}`)
+  }
+
+  // Every message type, one message per schema_version (older versions are upcast before the handler).
+  const eventMessages = [...registry.definitions.values()].flatMap((definition) =>
+    definition.versions.map((v) => {
+      const id = key(`${definition.messageType}.v${v.version}`)
+      schemas[`payload.${id}`] = jsonSchema(v.schema)
+      return envelopeOf(
+        id,
+        `${definition.messageType} (schema_version ${v.version})`,
+        ref(`#/components/schemas/payload.${id}`),
+        { message_type: { const: definition.messageType }, schema_version: { const: v.version } },
+        `${definition.kind === "command" ? "A command" : "An event"}${v.version < definition.latestVersion ? `; upcast to version ${definition.latestVersion} before its handler runs` : ""}.`
+      )
+    }))
+
+  // Every fact type (module-owned and the platform's), as the data schema of facts of that type.
+  const factTypes = [...registry.facts.entries()].sort(([a], [b]) => a.localeCompare(b))
+  for (const [type, owner] of factTypes) {
+    schemas[`fact.${key(type)}`] = { ...jsonSchema(owner.definition.schema), description: `data of a ${type} fact (module ${owner.module})` }
+  }
+  const factMessage = envelopeOf(
+    "facts",
+    "Facts relayed from the ledger",
+    { oneOf: [ref("#/components/schemas/FactBatchPayload"), ref("#/components/schemas/FactPayload")] },
+    { message_type: { enum: ["facts.batch", "fact"] } },
+    `Facts of any type; each fact's data follows its type's schema: ${factTypes.map(([t]) => `#/components/schemas/fact.${key(t)}`).join(", ")}.`
+  )
+  const deliveryMessage = envelopeOf("webhook.delivery", "One webhook delivery (fact × endpoint)", ref("#/components/schemas/WebhookPayload"), { message_type: { const: "webhook.delivery" } })
+  const batchMessage = envelopeOf("batch", "One slice of a bulk operation", ref("#/components/schemas/BatchPayload"), { message_type: { pattern: "^batch\\." } })
+  messages["deadLetter"] = { name: "deadLetter", title: "A dead-letter record", contentType: "application/json", payload: ref("#/components/schemas/DeadLetterRecord") }
+
+  // The webhook event catalog: what tenants' endpoints receive.
+  const webhookEvents = [...registry.webhookEvents.values()].map((event) => {
+    schemas[`webhook.${key(event.type)}`] = Webhook.jsonSchema(event)
+    return {
+      type: event.type,
+      fact_type: event.fact.type,
+      description: event.description ?? null,
+      body: { type: "object", properties: { type: { const: event.type }, timestamp: { type: "string", format: "date-time" }, data: ref(`#/components/schemas/webhook.${key(event.type)}`) } }
+    }
+  })
+
+  const carried: Record<string, ReadonlyArray<{ $ref: string }>> = {
+    [RetryPolicy.events.queue]: eventMessages,
+    [RetryPolicy.projections.queue]: [factMessage],
+    [RetryPolicy.factProcessing.queue]: [factMessage],
+    [RetryPolicy.webhooks.queue]: [factMessage, deliveryMessage],
+    [RetryPolicy.batch.queue]: [batchMessage]
+  }
+  const channels: Record<string, unknown> = {}
+  const operations: Record<string, unknown> = {}
+  for (const policy of RetryPolicy.all) {
+    const list = carried[policy.queue] ?? []
+    channels[policy.queue] = {
+      address: policy.queue,
+      title: policy.queue,
+      messages: Object.fromEntries(list.map((r) => [r.$ref.split("/").at(-1)!, r])),
+      "x-factline-policy": {
+        max_retries: policy.maxRetries,
+        initial_delay_seconds: policy.initialDelaySeconds,
+        max_delay_seconds: policy.maxDelaySeconds,
+        max_batch_size: policy.maxBatchSize,
+        max_batch_timeout_seconds: policy.maxBatchTimeoutSeconds,
+        dead_letter_queue: policy.deadLetterQueue,
+        producer_binding: policy.binding
+      }
+    }
+    channels[policy.deadLetterQueue] = {
+      address: policy.deadLetterQueue,
+      title: `${policy.queue}'s dead letters`,
+      messages: { deadLetter: ref("#/components/messages/deadLetter") }
+    }
+    operations[`consume-${policy.queue}`] = {
+      action: "receive",
+      channel: ref(`#/channels/${policy.queue}`),
+      messages: list.map((r) => ref(`#/channels/${policy.queue}/messages/${r.$ref.split("/").at(-1)}`))
+    }
+    operations[`consume-${policy.deadLetterQueue}`] = {
+      action: "receive",
+      channel: ref(`#/channels/${policy.deadLetterQueue}`),
+      messages: [ref(`#/channels/${policy.deadLetterQueue}/messages/deadLetter`)]
+    }
+  }
+  operations["send-factline-events"] = {
+    action: "send",
+    channel: ref(`#/channels/${RetryPolicy.events.queue}`),
+    summary: "Services emit events and commands (the producer, or POST /v1/events)",
+    messages: eventMessages.map((r) => ref(`#/channels/${RetryPolicy.events.queue}/messages/${r.$ref.split("/").at(-1)}`))
+  }
+
+  return {
+    asyncapi: "3.0.0",
+    info: {
+      title: info.title ?? "factline platform",
+      version: info.version ?? "0.1.0",
+      description: info.description ?? "The queues of a factline platform on Cloudflare Queues, generated from its registry and policy table."
+    },
+    defaultContentType: "application/json",
+    channels,
+    operations,
+    components: { schemas, messages },
+    "x-factline-webhook-events": webhookEvents
+  }
+}
