@@ -50,6 +50,8 @@ export default defineConfig({
           FACTLINE_TOKENS: tokens,
           // Retries come back at once in tests; the policy itself is unchanged (configuration, not code).
           FACTLINE_RETRY_DELAY_SCALE: "0",
+          // One log line per processing attempt would print thousands of lines per run: only retries and dead letters.
+          FACTLINE_LOG_ATTEMPTS: "failures",
           // What test/Drain.ts needs to count messages in flight: which binding sends to which queue, and
           // how the broker retries and dead-letters on each.
           TEST_QUEUE_PRODUCERS: Object.fromEntries(queues.producers.map((p) => [p.binding, p.queue])),
