@@ -117,7 +117,10 @@ const script = String.raw`
     window: "1h",
     filters: { status: "open", queue: "", type: "", reason: "" },
     rows: [], next: null, resolved: new Map(), expanded: new Map(),
-    auto: true, timer: null, loading: false, updated: null
+    auto: true, timer: null, loading: false, updated: null,
+    // Bumped at every sign-in and sign-out: a response that belongs to an earlier session is dropped, never
+    // rendered and never allowed to sign the new session out (a slow 401 of a wrong token did exactly that).
+    session: 0
   };
 
   function $(id) { return document.getElementById(id); }
@@ -144,11 +147,16 @@ const script = String.raw`
   function s(tag, attrs) { var el = document.createElementNS(SVG, tag); for (var k in attrs) el.setAttribute(k, String(attrs[k])); return el; }
 
   function ApiError(status, code, message) { this.status = status; this.code = code; this.message = message; }
+  /** A promise that never settles: what a response of an earlier session becomes. */
+  function stale() { return new Promise(function () {}); }
   function api(method, path, body) {
+    var session = state.session;
     var init = { method: method, headers: { authorization: "Bearer " + state.token, accept: "application/json" }, cache: "no-store" };
     if (body !== undefined) { init.headers["content-type"] = "application/json"; init.body = JSON.stringify(body); }
     return fetch(path, init).then(function (res) {
+      if (session !== state.session) return stale();
       return res.text().then(function (text) {
+        if (session !== state.session) return stale();
         var json = null;
         try { json = text ? JSON.parse(text) : null; } catch (e) { json = null; }
         if (!res.ok) {
@@ -158,7 +166,10 @@ const script = String.raw`
         }
         return json;
       });
-    }, function (e) { throw new ApiError(0, "network", "cannot reach the API (" + (e && e.message ? e.message : "network error") + ")"); });
+    }, function (e) {
+      if (session !== state.session) return stale();
+      throw new ApiError(0, "network", "cannot reach the API (" + (e && e.message ? e.message : "network error") + ")");
+    });
   }
   function errorText(e) { return e instanceof ApiError ? (e.status ? e.status + " " + e.code + ": " : "") + e.message : String(e); }
 
@@ -192,7 +203,13 @@ const script = String.raw`
   }
 
   // Sign-in
+  function newSession() {
+    state.session++;
+    state.loading = false;
+    $("refresh").disabled = false;
+  }
   function signOut(message) {
+    newSession();
     state.token = null;
     sessionStorage.removeItem(TOKEN_KEY);
     stopTimer();
@@ -209,6 +226,7 @@ const script = String.raw`
     $("token").focus();
   }
   function signIn(token) {
+    newSession();
     state.token = token;
     sessionStorage.setItem(TOKEN_KEY, token);
     $("login").hidden = true;
@@ -547,13 +565,18 @@ const script = String.raw`
   // Refresh
   function refresh() {
     if (!state.token || state.loading) return Promise.resolve();
+    var session = state.session;
     state.loading = true;
     $("refresh").disabled = true;
+    function done() {
+      if (session !== state.session) return;
+      state.loading = false; $("refresh").disabled = false; schedule();
+    }
     return Promise.all([loadHealth(), loadDlq(false), loadBatches()]).then(function () {
+      if (session !== state.session) return;
       state.updated = new Date();
       $("updated").textContent = "updated " + state.updated.toLocaleTimeString();
-    }).then(function () { state.loading = false; $("refresh").disabled = false; schedule(); },
-      function () { state.loading = false; $("refresh").disabled = false; schedule(); });
+    }).then(done, done);
   }
   function stopTimer() { if (state.timer) clearTimeout(state.timer); state.timer = null; }
   function schedule() {
