@@ -209,3 +209,22 @@ export const swap = (p: Projection.Projection, record: RebuildRecord) =>
       }
     ])
   })
+
+/**
+ * The rebuild cannot finish (a step exhausted its retries): it ends `failed`
+ * with the error and its shadow table is dropped, so a new rebuild of the
+ * projection can start. Live writes stop going to the shadow with the status.
+ */
+export const fail = (id: string, error: string, now: string) =>
+  Effect.gen(function*() {
+    const store = yield* ProjectionStore
+    const record = yield* find(id)
+    if (!record || record.status !== "running") return
+    yield* store.execute([
+      {
+        sql: "UPDATE projection_rebuilds SET status = 'failed', error = ?, finished_at = ? WHERE id = ? AND status = 'running'",
+        params: [error.slice(0, 2_000), now, id]
+      },
+      { sql: `DROP TABLE IF EXISTS ${q(record.shadow_table)}`, params: [] }
+    ])
+  })

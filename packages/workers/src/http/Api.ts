@@ -10,7 +10,7 @@
  */
 import { Effect } from "effect"
 import { Hono } from "hono"
-import { BatchConsumer, Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, Rebuild, type Registry } from "@factline/core"
+import { BatchConsumer, BatchFiles, BatchJobs, Import, Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, Rebuild, type Registry } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import type { PlatformRuntime, PlatformServices } from "../Services.js"
 import { type AuthVariables, requireScope, type Scope } from "./Auth.js"
@@ -46,10 +46,12 @@ export const routes = [
   { method: "GET", path: "/v1/streams/:subject/facts", scopes: ["read"] },
   { method: "GET", path: "/v1/facts", scopes: ["read"] },
   { method: "GET", path: "/v1/projections/:name", scopes: ["read"] },
-  // A rebuild replays every tenant's facts: the platform scope, never a tenant's admin.
-  { method: "POST", path: "/v1/batches", scopes: ["platform"] },
+  // Batch jobs: import, export and reconcile work on the caller's tenant (`admin`); a rebuild replays
+  // every tenant's facts, so it takes the `platform` scope (checked per operation in the route).
+  { method: "POST", path: "/v1/batches", scopes: ["admin", "platform"] },
   { method: "GET", path: "/v1/batches/:id", scopes: ["admin", "platform"] },
   { method: "GET", path: "/v1/batches", scopes: ["admin", "platform"] },
+  { method: "POST", path: "/v1/batches/:id/cancel", scopes: ["admin", "platform"] },
   // Webhooks (Webhooks.ts): the catalog for any reader; endpoints are a tenant admin's.
   { method: "GET", path: "/v1/webhooks/event-types", scopes: ["read", "admin"] },
   { method: "POST", path: "/v1/webhooks/endpoints", scopes: ["admin"] },
@@ -275,15 +277,31 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
     })
   })
 
-  // A rebuild replays every tenant's facts: the platform scope, never a tenant's admin (see `routes`).
+  /**
+   * `POST /v1/batches`: starts a batch job. `rebuild` (scope `platform`: it replays every tenant's facts);
+   * `import` (scope `admin`: into the caller's tenant) of up to 1,000 inline envelopes, written to R2 as
+   * NDJSON under the tenant's prefix and run in chunks on `factline-batch`.
+   */
   app.post("/v1/batches", authenticate("POST /v1/batches"), async (c) => {
+    const principal = c.get("principal")
     const read = await readBody(c)
     if (!read.ok) return read.response
     const body = read.body
-    if (!isObject(body) || body.operation !== "rebuild" || typeof body.projection !== "string") {
-      return errorResponse(c, 400, "invalid_request", 'send { "operation": "rebuild", "projection": "<name>" } (import, export and reconcile are not supported yet)')
+    const usage = 'send { "operation": "rebuild", "projection": "<name>" } or { "operation": "import", "events": [...] } (export and reconcile are not supported yet)'
+    if (!isObject(body)) return errorResponse(c, 400, "invalid_request", usage)
+    if (body.operation === "rebuild") {
+      if (!principal.scopes.includes("platform")) return errorResponse(c, 403, "forbidden", 'a rebuild replays every tenant\'s facts: it takes the "platform" scope')
+      if (typeof body.projection !== "string") return errorResponse(c, 400, "invalid_request", usage)
+      return startRebuild(c, body.projection)
     }
-    const projection = body.projection
+    if (body.operation === "import") {
+      if (!principal.scopes.includes("admin")) return errorResponse(c, 403, "forbidden", 'an import writes into the token\'s tenant: it takes the "admin" scope')
+      return startImport(c, body)
+    }
+    return errorResponse(c, 400, "invalid_request", usage)
+  })
+
+  const startRebuild = async (c: Parameters<typeof errorResponse>[0], projection: string) => {
     const started = await run(c.env, Rebuild.start(projection, c.get("principal").tenantId))
     if (started._tag === "Failure") {
       const error = started.failure
@@ -296,15 +314,36 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
       return unavailable(c, "the batch queue")
     }
     return c.json({ batch_id: started.success.record.id, operation: "rebuild", ...started.success.record }, 202)
-  })
+  }
 
-  // Only the tenant that started a batch reads it; another tenant's id is the same 404 as a missing one.
-  app.get("/v1/batches/:id", authenticate("GET /v1/batches/:id"), strictQuery([]), async (c) => {
-    const result = await run(c.env, Rebuild.get(c.get("principal").tenantId, c.req.param("id")))
-    if (result._tag === "Failure") return unavailable(c, "the projection store")
-    if (!result.success) return errorResponse(c, 404, "not_found", `no batch "${c.req.param("id")}"`)
-    return c.json({ batch_id: result.success.id, operation: "rebuild", ...result.success })
-  })
+  const startImport = async (c: Parameters<typeof errorResponse>[0], body: Record<string, unknown>) => {
+    const tenantId = c.get("principal").tenantId
+    const events = body.events
+    const extra = Object.keys(body).filter((k) => k !== "operation" && k !== "events")
+    if (extra.length > 0) return errorResponse(c, 400, "invalid_request", `unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}; send { "operation": "import", "events": [...] }`)
+    if (!Array.isArray(events) || events.length === 0) return errorResponse(c, 400, "invalid_request", '"events" must be a non-empty array of envelopes')
+    if (events.length > Import.maxInlineEvents) {
+      return errorResponse(c, 400, "too_many_events", `at most ${Import.maxInlineEvents} events per inline import; got ${events.length}`)
+    }
+    // One line per event, whatever it is: lines that are not envelopes are reported by the job with their number.
+    const ndjson = events.map((event) => JSON.stringify(event)).join("\n") + "\n"
+    const id = BatchJobs.newId()
+    const key = BatchJobs.inputKey(tenantId, id)
+    const now = new Date().toISOString()
+    const created = await run(c.env, Effect.gen(function*() {
+      const files = yield* BatchFiles.BatchFiles
+      yield* files.put(key, ndjson)
+      return yield* BatchJobs.create({ id, tenantId, operation: "import", params: { source: "inline" }, inputKey: key, total: events.length, now })
+    }))
+    if (created._tag === "Failure") return unavailable(c, created.failure._tag === "BatchFilesUnavailable" ? "the payload store" : "the batch store")
+    try {
+      await c.env.BATCH_QUEUE.send(BatchConsumer.make({ batch_id: id, operation: "import", offset: 0, total: events.length }, tenantId), { contentType: "json" })
+    } catch {
+      await run(c.env, BatchJobs.fail(id, "the batch queue was unavailable when the job was started", new Date().toISOString()))
+      return unavailable(c, "the batch queue")
+    }
+    return c.json(BatchJobs.view(created.success), 202)
+  }
 
   Webhooks.mount(app, { registry: router, run, readBody: (c) => readBody(c) })
   Operations.mount(app, { run, readBody: (c) => readBody(c) })

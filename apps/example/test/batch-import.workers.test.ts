@@ -1,0 +1,183 @@
+/**
+ * Batch jobs (issue 12): inline imports run in chunks on `factline-batch`
+ * through the events path, with progress, line-numbered errors, retries of a
+ * failing chunk, re-runs that append nothing, cancel, and tenancy; a rebuild
+ * whose step keeps failing ends `failed` and no longer blocks the next one.
+ * Assertions are on stored state: the ledger, `buyer_budgets`, `batch_jobs`.
+ */
+import { env } from "cloudflare:workers"
+import { describe, expect, it } from "vitest"
+import { drain } from "./Drain.js"
+import { callCompleted, readStream, request, tokenA, tokenAReadOnly, tokenB, tokenPlatform, unique } from "./helpers.js"
+
+const startImport = async (events: ReadonlyArray<unknown>, token = tokenA) => {
+  const response = await request("/v1/batches", { method: "POST", token, body: JSON.stringify({ operation: "import", events }) })
+  expect(response.status, await response.clone().text()).toBe(202)
+  return (await response.json<any>()).batch_id as string
+}
+
+const job = async (id: string, token = tokenA) => {
+  const response = await request(`/v1/batches/${id}`, { token })
+  expect(response.status).toBe(200)
+  return response.json<any>()
+}
+
+const budget = (buyer: string, tenant = "tenant-a") =>
+  env.DB.prepare("SELECT spent_cents, charges FROM buyer_budgets WHERE tenant_id = ? AND buyer_id = ?").bind(tenant, buyer).first<{ spent_cents: number; charges: number }>()
+
+/** `n` qualifying calls of one buyer (75 s, 100 + i cents each). */
+const calls = (run: string, n: number) =>
+  Array.from({ length: n }, (_, i) => callCompleted({}, { call_id: `${run}_call_${i}`, buyer_id: `${run}_buyer`, duration_s: 75, price_cents: 100 + i }))
+const expectedCents = (n: number) => Array.from({ length: n }, (_, i) => 100 + i).reduce((a, b) => a + b, 0)
+
+describe("import (inline envelopes, run in chunks on factline-batch)", () => {
+  it("appends every valid line through the events path, reports each invalid line by its number, and a re-run appends nothing", async () => {
+    const run = unique("imp")
+    const events: Array<unknown> = calls(run, 150)
+    // Invalid lines at known positions (1-based lines of the job's input).
+    const bad = new Map<number, unknown>([
+      [3, "not an envelope"],
+      [50, { ...callCompleted({}, { buyer_id: `${run}_buyer` }), message_type: "call.unknown" }],
+      [101, { ...callCompleted({}, { buyer_id: `${run}_buyer` }), tenant_id: "tenant-b" }],
+      [120, { ...callCompleted({}, { buyer_id: `${run}_buyer` }), payload: { call_id: "x" } }]
+    ])
+    for (const [line, value] of [...bad].sort((a, b) => a[0] - b[0])) events.splice(line - 1, 0, value)
+    const id = await startImport(events)
+    expect(id).toMatch(/^bt_/)
+    expect((await job(id)).status).toMatch(/queued|running/)
+
+    await drain({ timeoutMs: 60_000 })
+    const done = await job(id)
+    expect(done).toMatchObject({ batch_id: id, operation: "import", status: "succeeded", offset: 154, total: 154, succeeded: 150, failed: 4, error: null })
+    expect(done.errors.map((e: any) => e.line)).toEqual([3, 50, 101, 120])
+    expect(done.errors[0].error).toContain("not an envelope")
+    expect(done.errors[1].error).toContain("unknown_message_type")
+    expect(done.errors[2].error).toContain("another tenant")
+    expect(done.finished_at).not.toBeNull()
+    // Every valid call decided once: outcome, qualification, charge; the budget exact to the cent.
+    const first = await readStream("tenant-a", `${run}_call_0`)
+    expect(first.facts.map((f) => f.type)).toEqual(["outcome", "qualification", "charge"])
+    expect(await budget(`${run}_buyer`)).toEqual({ spent_cents: expectedCents(150), charges: 150 })
+    // Nothing of the invalid lines reached the ledger or tenant B.
+    const wrongTenant = bad.get(101) as { subject: string }
+    expect((await readStream("tenant-b", wrongTenant.subject)).version).toBe(0)
+    expect((await readStream("tenant-a", wrongTenant.subject)).version).toBe(0)
+
+    // The same import again: the ledger already holds every fact; nothing is appended, the budget unchanged.
+    const versions = await Promise.all([0, 75, 149].map(async (i) => (await readStream("tenant-a", `${run}_call_${i}`)).version))
+    const again = await startImport(events)
+    await drain({ timeoutMs: 60_000 })
+    expect(await job(again)).toMatchObject({ status: "succeeded", succeeded: 150, failed: 4 })
+    expect(await Promise.all([0, 75, 149].map(async (i) => (await readStream("tenant-a", `${run}_call_${i}`)).version))).toEqual(versions)
+    expect(await budget(`${run}_buyer`)).toEqual({ spent_cents: expectedCents(150), charges: 150 })
+  }, 120_000)
+
+  it("a chunk that fails midway is retried and redoes nothing: exact counts and budget", async () => {
+    const run = unique("impf")
+    const id = await startImport(calls(run, 250))
+    // The second chunk's first read of the input fails (R2 is shared by the Worker and the test).
+    const bucket = env.PAYLOADS as R2Bucket & { get: R2Bucket["get"] }
+    const original = bucket.get.bind(bucket)
+    let refused = 0
+    bucket.get = (async (key: string, options?: R2GetOptions) => {
+      const range = options?.range as { offset?: number } | undefined
+      if (key.includes(id) && (range?.offset ?? 0) > 0 && refused === 0) {
+        refused++
+        throw new Error("injected: R2 read refused")
+      }
+      return original(key, options as never)
+    }) as never
+    try {
+      await drain({ timeoutMs: 60_000 })
+    } finally {
+      bucket.get = original as never
+    }
+    expect(refused).toBe(1)
+    expect(await job(id)).toMatchObject({ status: "succeeded", offset: 250, succeeded: 250, failed: 0, errors: [] })
+    expect(await budget(`${run}_buyer`)).toEqual({ spent_cents: expectedCents(250), charges: 250 })
+    // Chunks 0, 1 (retried) and 2: three inbox keys, chunk 1 attempted twice.
+    const inbox = await env.DB.prepare("SELECT idempotency_key, status, attempts FROM inbox WHERE queue = 'factline-batch' AND idempotency_key LIKE ? ORDER BY idempotency_key")
+      .bind(`tenant-a/${id}:%`).all<any>()
+    expect(inbox.results).toEqual([
+      { idempotency_key: `tenant-a/${id}:0`, status: "succeeded", attempts: 1 },
+      { idempotency_key: `tenant-a/${id}:1`, status: "succeeded", attempts: 2 },
+      { idempotency_key: `tenant-a/${id}:2`, status: "succeeded", attempts: 1 }
+    ])
+  }, 120_000)
+
+  it("cancel stops further chunks; a finished job cannot be cancelled", async () => {
+    const run = unique("impc")
+    const id = await startImport(calls(run, 1_000))
+    const cancelled = await request(`/v1/batches/${id}/cancel`, { method: "POST", token: tokenA })
+    expect(cancelled.status).toBe(200)
+    expect(await cancelled.json<any>()).toMatchObject({ batch_id: id, status: "cancelled" })
+    await drain({ timeoutMs: 60_000 })
+    const after = await job(id)
+    expect(after.status).toBe("cancelled")
+    // At most the chunk that was already running when it was cancelled.
+    expect(after.offset).toBeLessThanOrEqual(100)
+    const charges = (await budget(`${run}_buyer`))?.charges ?? 0
+    expect(charges).toBe(after.succeeded)
+    expect((await readStream("tenant-a", `${run}_call_999`)).version).toBe(0)
+    const again = await request(`/v1/batches/${id}/cancel`, { method: "POST", token: tokenA })
+    expect(again.status).toBe(409)
+  }, 120_000)
+
+  it("is tenant-scoped: tenant B can neither read, list nor cancel tenant A's job; scopes are per operation", async () => {
+    const run = unique("impt")
+    const id = await startImport(calls(run, 2))
+    for (const path of [`/v1/batches/${id}`]) {
+      const response = await request(path, { token: tokenB })
+      expect(response.status).toBe(404)
+      expect(await response.text()).not.toContain("tenant-a")
+    }
+    expect((await request(`/v1/batches/${id}/cancel`, { method: "POST", token: tokenB })).status).toBe(404)
+    const listB = await (await request("/v1/batches?limit=100", { token: tokenB })).json<any>()
+    expect(JSON.stringify(listB)).not.toContain(id)
+    const listA = await (await request("/v1/batches?status=queued&limit=100", { token: tokenA })).json<any>()
+    const listedA = await (await request("/v1/batches?limit=100", { token: tokenA })).json<any>()
+    expect([...listA.data, ...listedA.data].map((j: any) => j.batch_id)).toContain(id)
+    await drain({ timeoutMs: 60_000 })
+    expect(await job(id)).toMatchObject({ status: "succeeded", succeeded: 2 })
+    // An import takes `admin`; a rebuild takes `platform` (a tenant admin cannot start one); read-only tokens neither.
+    const post = (body: unknown, token: string) => request("/v1/batches", { method: "POST", token, body: JSON.stringify(body) })
+    expect((await post({ operation: "import", events: [callCompleted()] }, tokenAReadOnly)).status).toBe(403)
+    expect((await post({ operation: "import", events: [callCompleted()] }, tokenPlatform)).status).toBe(403)
+    expect((await post({ operation: "rebuild", projection: "calls" }, tokenA)).status).toBe(403)
+    expect((await post({ operation: "import", events: [] }, tokenA)).status).toBe(400)
+    expect((await post({ operation: "import", events: Array.from({ length: 1_001 }, () => ({})) }, tokenA)).status).toBe(400)
+  }, 120_000)
+})
+
+describe("a job that cannot finish ends failed", () => {
+  it("a rebuild whose step exhausts its retries ends failed with its error, its shadow dropped, and a new rebuild can start", async () => {
+    const start = () => request("/v1/batches", { method: "POST", token: tokenPlatform, body: JSON.stringify({ operation: "rebuild", projection: "buyer_budgets" }) })
+    // Every LedgerShard RPC fails while the rebuild runs (the namespace is shared by the Worker and the test).
+    const namespace = env.LEDGER as DurableObjectNamespace & { get: DurableObjectNamespace["get"] }
+    const original = namespace.get.bind(namespace)
+    namespace.get = (() => {
+      throw new Error("injected: the ledger is unavailable")
+    }) as never
+    let id: string
+    try {
+      const started = await start()
+      expect(started.status).toBe(202)
+      id = (await started.json<any>()).batch_id
+      await drain({ timeoutMs: 60_000 })
+    } finally {
+      namespace.get = original as never
+    }
+    const failed = await (await request(`/v1/batches/${id!}`, { token: tokenPlatform })).json<any>()
+    expect(failed).toMatchObject({ batch_id: id!, status: "failed" })
+    expect(failed.error).toContain("the ledger is unavailable")
+    expect(failed.finished_at).not.toBeNull()
+    const shadow = await env.DB.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?").bind(failed.shadow_table).first()
+    expect(shadow).toBeNull()
+    // No longer running: a new rebuild is accepted (not a 409) and completes.
+    const next = await start()
+    expect(next.status).toBe(202)
+    const nextId = (await next.json<any>()).batch_id
+    await drain({ timeoutMs: 90_000 })
+    expect(await (await request(`/v1/batches/${nextId}`, { token: tokenPlatform })).json<any>()).toMatchObject({ status: "completed" })
+  }, 180_000)
+})
