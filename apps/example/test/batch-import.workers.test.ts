@@ -181,3 +181,78 @@ describe("a job that cannot finish ends failed", () => {
     expect(await (await request(`/v1/batches/${nextId}`, { token: tokenPlatform })).json<any>()).toMatchObject({ status: "completed" })
   }, 180_000)
 })
+
+describe("export (facts or a projection, NDJSON or CSV, to R2)", () => {
+  const startExport = async (body: Record<string, unknown>, token = tokenA) => {
+    const response = await request("/v1/batches", { method: "POST", token, body: JSON.stringify({ operation: "export", ...body }) })
+    expect(response.status, await response.clone().text()).toBe(202)
+    return (await response.json<any>()).batch_id as string
+  }
+  /** Every row the analysts' API returns for the projection, page by page. */
+  const queryAll = async (projection: string, token = tokenA) => {
+    const rows: Array<unknown> = []
+    let cursor: string | null = null
+    do {
+      const page: any = await (await request(`/v1/projections/${projection}?limit=500${cursor ? `&cursor=${cursor}` : ""}`, { token })).json()
+      rows.push(...page.data)
+      cursor = page.next_cursor
+    } while (cursor)
+    return rows
+  }
+
+  it("a projection's export holds the same rows as the query API, across several chunks; CSV too; the download is the tenant's only", async () => {
+    const run = unique("exp")
+    // 520 buyers: more than one export chunk (500 rows) of buyer_budgets.
+    const events = Array.from({ length: 520 }, (_, i) => callCompleted({}, { call_id: `${run}_call_${i}`, buyer_id: `${run}_buyer_${String(i).padStart(3, "0")}`, duration_s: 75, price_cents: 10 + i }))
+    await startImport(events)
+    await drain({ timeoutMs: 60_000 })
+    const expected = await queryAll("buyer_budgets")
+    expect(expected.length).toBeGreaterThanOrEqual(520)
+
+    const id = await startExport({ projection: "buyer_budgets" })
+    expect((await request(`/v1/batches/${id}/output`, { token: tokenA })).status).toBe(409)
+    await drain({ timeoutMs: 60_000 })
+    const done = await job(id)
+    expect(done).toMatchObject({ operation: "export", status: "succeeded", offset: expected.length, total: expected.length, succeeded: expected.length, output: `/v1/batches/${id}/output` })
+    const parts = await env.PAYLOADS.list({ prefix: `tenant-a/batches/${id}/output/` })
+    expect(parts.objects.length).toBe(Math.ceil(expected.length / 500))
+    const download = await request(`/v1/batches/${id}/output`, { token: tokenA })
+    expect(download.status).toBe(200)
+    expect(download.headers.get("content-type")).toBe("application/x-ndjson")
+    const lines = (await download.text()).trimEnd().split("\n").map((line) => JSON.parse(line))
+    expect(lines).toEqual(expected)
+
+    const csvId = await startExport({ projection: "buyer_budgets", format: "csv" })
+    await drain({ timeoutMs: 60_000 })
+    const csv = (await (await request(`/v1/batches/${csvId}/output`, { token: tokenA })).text()).trimEnd().split("\n")
+    expect(csv[0]).toBe("buyer_id,spent_cents,charges,refunds")
+    expect(csv).toHaveLength(expected.length + 1)
+    expect(csv).toContain(`${run}_buyer_007,17,1,0`)
+
+    // Tenant B: the same 404 as an unknown job, nothing of A's.
+    const asB = await request(`/v1/batches/${id}/output`, { token: tokenB })
+    expect(asB.status).toBe(404)
+    expect(await asB.text()).not.toContain(run)
+  }, 180_000)
+
+  it("the tenant's facts as NDJSON: every fact of the tenant, none of another's", async () => {
+    const run = unique("expf")
+    await startImport(calls(run, 3))
+    const other = callCompleted({ tenant_id: "tenant-b" }, { call_id: `${run}_other`, buyer_id: `${run}_other_buyer` })
+    expect((await request("/v1/batches", { method: "POST", token: tokenB, body: JSON.stringify({ operation: "import", events: [other] }) })).status).toBe(202)
+    await drain({ timeoutMs: 60_000 })
+    const id = await startExport({})
+    await drain({ timeoutMs: 60_000 })
+    const facts = (await (await request(`/v1/batches/${id}/output`, { token: tokenA })).text()).trimEnd().split("\n").map((line) => JSON.parse(line))
+    const stored = (await env.DB.prepare("SELECT COUNT(*) AS n FROM facts WHERE tenant_id = 'tenant-a'").first<{ n: number }>())!.n
+    expect(facts).toHaveLength(stored)
+    expect(await job(id)).toMatchObject({ status: "succeeded", succeeded: stored })
+    expect(facts.filter((f: any) => f.subject.startsWith(run)).map((f: any) => f.type).sort()).toEqual(["charge", "charge", "charge", "outcome", "outcome", "outcome", "qualification", "qualification", "qualification"])
+    // The rows of GET /v1/facts: no tenant column (the caller's tenant), data as JSON.
+    expect(facts.every((f: any) => f.tenant_id === undefined && typeof f.data === "object")).toBe(true)
+    expect(JSON.stringify(facts)).not.toContain(`${run}_other`)
+    expect((await env.DB.prepare("SELECT COUNT(*) AS n FROM facts WHERE tenant_id = 'tenant-b' AND stream = ?").bind(`${run}_other`).first<{ n: number }>())!.n).toBe(3)
+    expect((await request("/v1/batches", { method: "POST", token: tokenA, body: JSON.stringify({ operation: "export", format: "csv" }) })).status).toBe(400)
+    expect((await request("/v1/batches", { method: "POST", token: tokenA, body: JSON.stringify({ operation: "export", projection: "nope" }) })).status).toBe(404)
+  }, 120_000)
+})

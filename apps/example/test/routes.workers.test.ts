@@ -138,6 +138,8 @@ describe("tenancy sweep, every route of the table", () => {
     "GET /v1/batches": { ownerStatus: 200, answersB: true },
     // A's job is finished (failed): A's own cancel is a 409, B's the 404 of an unknown id.
     "POST /v1/batches/:id/cancel": { params: { id: a.job }, ownerStatus: 409, ownMarkers: [a.job] },
+    // A's job has no output (it failed): A's read is a 409, B's the 404 of an unknown id.
+    "GET /v1/batches/:id/output": { params: { id: a.job }, ownerStatus: 409, ownMarkers: [a.job] },
     "GET /v1/webhooks/event-types": { ownerStatus: 200, ownMarkers: ["charge.created"], answersB: true },
     // B creates its own endpoint: nothing of A's in the answer.
     "POST /v1/webhooks/endpoints": { body: { url: "https://hooks.example.com/b", event_types: ["charge.created"] }, ownerStatus: undefined, answersB: true },

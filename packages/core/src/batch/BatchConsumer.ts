@@ -5,8 +5,8 @@
  * operation is resumable from its last acked chunk; chunks are idempotent (the
  * inbox key is `batch_id:offset`, the chunk's number for an import), so a
  * redelivered chunk redoes nothing visible. Operations: `rebuild`
- * (Rebuild.ts) and `import` (Import.ts); export and reconcile are refused as
- * unsupported (dead-lettered with the reason), not silently dropped.
+ * (Rebuild.ts), `import` (Import.ts) and `export` (Export.ts); reconcile is
+ * refused as unsupported (dead-lettered with the reason), not silently dropped.
  *
  * A chunk that fails on its last allowed attempt ends its job `failed` with
  * the error (and a rebuild's shadow table dropped) before it is dead-lettered:
@@ -18,6 +18,7 @@ import * as Consumer from "../consuming/Consumer.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as Rebuild from "../projections/Rebuild.js"
 import * as BatchJobs from "./BatchJobs.js"
+import * as Export from "./Export.js"
 import * as Import from "./Import.js"
 
 /** The chunk message; `tenantId` is the job's (a rebuild's is the platform's). */
@@ -67,7 +68,11 @@ const failJob = (chunk: Chunk, error: string) => {
 /** Runs one chunk of a rebuild or an import; returns the next chunk, if any. */
 const stepOf = (payload: BatchPayload) =>
   Effect.gen(function*() {
-    const next: BatchPayload | undefined = payload.operation === "rebuild" ? yield* Rebuild.step(payload) : yield* Import.step(payload)
+    const next: BatchPayload | undefined = payload.operation === "rebuild"
+      ? yield* Rebuild.step(payload)
+      : payload.operation === "export"
+      ? yield* Export.step(payload)
+      : yield* Import.step(payload)
     return next
   })
 
@@ -77,7 +82,7 @@ export const process = (enqueue: (next: Envelope) => Promise<void>) =>
       const outcomes = new Map<string, Consumer.Outcome>()
       for (const { key, value } of items) {
         const { payload } = value
-        if (payload.operation !== "rebuild" && payload.operation !== "import") {
+        if (payload.operation === "reconcile") {
           outcomes.set(key, Consumer.permanent("permanent_failure", `batch operation "${payload.operation}" is not supported yet`))
           continue
         }
@@ -89,7 +94,8 @@ export const process = (enqueue: (next: Envelope) => Promise<void>) =>
           continue
         }
         const error = `${payload.operation} chunk ${payload.offset} failed: ${messageOf(exit.cause)}`
-        const permanent = Cause.squash(exit.cause) instanceof Import.ImportChunkFailed && (Cause.squash(exit.cause) as Import.ImportChunkFailed).permanent
+        const squashed = Cause.squash(exit.cause)
+        const permanent = (squashed instanceof Import.ImportChunkFailed || squashed instanceof Export.ExportChunkFailed) && squashed.permanent
         if (permanent || value.last) {
           // Recorded before the message settles; if even that fails, the chunk is retried (or dead-lettered with the error).
           const failed = yield* Effect.exit(failJob(value, error))

@@ -181,6 +181,8 @@ export interface ChunkProgress {
   readonly errors: ReadonlyArray<ItemError>
   /** The input is exhausted: the job succeeds (unless cancelled meanwhile). */
   readonly last: boolean
+  /** Where the job's output is (R2 key or prefix), recorded with the last chunk. */
+  readonly outputKey?: string
 }
 
 /**
@@ -199,13 +201,14 @@ export const recordChunk = (row: Row, progress: ChunkProgress, now: string) =>
               total = CASE WHEN ? THEN "offset" + ? ELSE total END,
               status = CASE WHEN status = 'cancelled' THEN 'cancelled' WHEN ? THEN 'succeeded' ELSE 'running' END,
               finished_at = CASE WHEN status = 'cancelled' THEN finished_at WHEN ? THEN ? ELSE NULL END,
+              output_key = CASE WHEN status = 'cancelled' THEN output_key ELSE COALESCE(?, output_key) END,
               updated_at = ?
             WHERE id = ? AND chunks_done = ? AND status IN ('running', 'cancelled')
             RETURNING status`,
       params: [
         progress.lines, progress.bytes, progress.succeeded, progress.errors.length, JSON.stringify(kept),
         progress.last ? 1 : 0, progress.lines,
-        progress.last ? 1 : 0, progress.last ? 1 : 0, now, now,
+        progress.last ? 1 : 0, progress.last ? 1 : 0, now, progress.last ? progress.outputKey ?? null : null, now,
         row.id, progress.chunk
       ]
     })

@@ -10,7 +10,7 @@
  */
 import { Effect } from "effect"
 import { Hono } from "hono"
-import { BatchConsumer, BatchFiles, BatchJobs, Import, Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, Rebuild, type Registry } from "@factline/core"
+import { BatchConsumer, BatchFiles, BatchJobs, Export, Import, Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, Rebuild, type Registry } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import type { PlatformRuntime, PlatformServices } from "../Services.js"
 import { type AuthVariables, requireScope, type Scope } from "./Auth.js"
@@ -52,6 +52,7 @@ export const routes = [
   { method: "GET", path: "/v1/batches/:id", scopes: ["admin", "platform"] },
   { method: "GET", path: "/v1/batches", scopes: ["admin", "platform"] },
   { method: "POST", path: "/v1/batches/:id/cancel", scopes: ["admin", "platform"] },
+  { method: "GET", path: "/v1/batches/:id/output", scopes: ["admin", "platform"] },
   // Webhooks (Webhooks.ts): the catalog for any reader; endpoints are a tenant admin's.
   { method: "GET", path: "/v1/webhooks/event-types", scopes: ["read", "admin"] },
   { method: "POST", path: "/v1/webhooks/endpoints", scopes: ["admin"] },
@@ -287,16 +288,16 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
     const read = await readBody(c)
     if (!read.ok) return read.response
     const body = read.body
-    const usage = 'send { "operation": "rebuild", "projection": "<name>" } or { "operation": "import", "events": [...] } (export and reconcile are not supported yet)'
+    const usage = 'send { "operation": "rebuild", "projection": "<name>" }, { "operation": "import", "events": [...] } or { "operation": "export", "projection"?: "<name>", "format"?: "ndjson" | "csv" } (reconcile is not supported yet)'
     if (!isObject(body)) return errorResponse(c, 400, "invalid_request", usage)
     if (body.operation === "rebuild") {
       if (!principal.scopes.includes("platform")) return errorResponse(c, 403, "forbidden", 'a rebuild replays every tenant\'s facts: it takes the "platform" scope')
       if (typeof body.projection !== "string") return errorResponse(c, 400, "invalid_request", usage)
       return startRebuild(c, body.projection)
     }
-    if (body.operation === "import") {
-      if (!principal.scopes.includes("admin")) return errorResponse(c, 403, "forbidden", 'an import writes into the token\'s tenant: it takes the "admin" scope')
-      return startImport(c, body)
+    if (body.operation === "import" || body.operation === "export") {
+      if (!principal.scopes.includes("admin")) return errorResponse(c, 403, "forbidden", `an ${body.operation} works on the token's tenant: it takes the "admin" scope`)
+      return body.operation === "import" ? startImport(c, body) : startExport(c, body)
     }
     return errorResponse(c, 400, "invalid_request", usage)
   })
@@ -314,6 +315,36 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
       return unavailable(c, "the batch queue")
     }
     return c.json({ batch_id: started.success.record.id, operation: "rebuild", ...started.success.record }, 202)
+  }
+
+  /** Queues a created job's first chunk; a send that fails ends the job `failed` (it would never run). */
+  const enqueueFirst = async (c: Parameters<typeof errorResponse>[0], job: BatchJobs.Row, total: number) => {
+    try {
+      await c.env.BATCH_QUEUE.send(BatchConsumer.make({ batch_id: job.id, operation: job.operation, offset: 0, total }, job.tenant_id), { contentType: "json" })
+    } catch {
+      await run(c.env, BatchJobs.fail(job.id, "the batch queue was unavailable when the job was started", new Date().toISOString()))
+      return unavailable(c, "the batch queue")
+    }
+    return c.json(BatchJobs.view(job), 202)
+  }
+
+  const startExport = async (c: Parameters<typeof errorResponse>[0], body: Record<string, unknown>) => {
+    const extra = Object.keys(body).filter((k) => !["operation", "projection", "format"].includes(k))
+    if (extra.length > 0) return errorResponse(c, 400, "invalid_request", `unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}`)
+    const format = body.format ?? "ndjson"
+    if (format !== "ndjson" && format !== "csv") return errorResponse(c, 400, "invalid_request", '"format" must be "ndjson" or "csv"')
+    if (body.projection !== undefined && typeof body.projection !== "string") return errorResponse(c, 400, "invalid_request", '"projection" must be a projection\'s name')
+    const projection = body.projection === undefined ? undefined : router.projection(body.projection)
+    if (body.projection !== undefined && !projection) {
+      return errorResponse(c, 404, "not_found", `no projection "${String(body.projection).slice(0, 100)}" (known: ${router.projections.map((p) => p.name).join(", ")})`)
+    }
+    if (projection === undefined && format === "csv") return errorResponse(c, 400, "invalid_request", "facts export as NDJSON only (their data is nested); CSV is for a projection")
+    const params: Export.Params = { ...(projection ? { projection: projection.name } : {}), format }
+    const created = await run(c.env, BatchJobs.create({
+      id: BatchJobs.newId(), tenantId: c.get("principal").tenantId, operation: "export", params, inputKey: null, total: null, now: new Date().toISOString()
+    }))
+    if (created._tag === "Failure") return unavailable(c, "the batch store")
+    return enqueueFirst(c, created.success, 0)
   }
 
   const startImport = async (c: Parameters<typeof errorResponse>[0], body: Record<string, unknown>) => {
@@ -336,13 +367,7 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
       return yield* BatchJobs.create({ id, tenantId, operation: "import", params: { source: "inline" }, inputKey: key, total: events.length, now })
     }))
     if (created._tag === "Failure") return unavailable(c, created.failure._tag === "BatchFilesUnavailable" ? "the payload store" : "the batch store")
-    try {
-      await c.env.BATCH_QUEUE.send(BatchConsumer.make({ batch_id: id, operation: "import", offset: 0, total: events.length }, tenantId), { contentType: "json" })
-    } catch {
-      await run(c.env, BatchJobs.fail(id, "the batch queue was unavailable when the job was started", new Date().toISOString()))
-      return unavailable(c, "the batch queue")
-    }
-    return c.json(BatchJobs.view(created.success), 202)
+    return enqueueFirst(c, created.success, events.length)
   }
 
   Webhooks.mount(app, { registry: router, run, readBody: (c) => readBody(c) })

@@ -4,7 +4,8 @@
  *   exports, reconciles (`batch_jobs`) and rebuilds (`projection_rebuilds`) —
  *   newest first;
  * - `GET /v1/batches/:id`: one job with its progress and first errors;
- * - `POST /v1/batches/:id/cancel`: stops further chunks of a queued or running job.
+ * - `POST /v1/batches/:id/cancel`: stops further chunks of a queued or running job;
+ * - `GET /v1/batches/:id/output`: a succeeded export's file, streamed from R2 part by part.
  * All scope `admin` or `platform` and tenant-scoped: a record is shown or
  * cancelled only for the tenant of the token that started it (the platform's
  * rebuilds for the platform's tokens); another tenant's id is the same 404 as
@@ -12,7 +13,7 @@
  */
 import { Effect } from "effect"
 import type { Hono } from "hono"
-import { BatchJobs, ProjectionStore, Rebuild } from "@factline/core"
+import { BatchJobs, Export, ProjectionStore, Rebuild } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import type { PlatformServices } from "../Services.js"
 import { type AuthVariables, requireScope } from "./Auth.js"
@@ -112,5 +113,46 @@ export const mount = (app: Hono<AppEnv>, { run }: Deps) => {
       if (rebuild._tag === "Success" && rebuild.success) return errorResponse(c, 409, "conflict", "a rebuild cannot be cancelled; it ends when every shard is replayed")
     }
     return errorResponse(c, error.code === "conflict" ? 409 : 404, error.code, error.message)
+  })
+
+  app.get("/v1/batches/:id/output", requireScope("admin", "platform"), strictQuery([]), async (c) => {
+    const tenantId = c.get("principal").tenantId
+    const id = c.req.param("id")
+    const result = await run(c.env, BatchJobs.get(tenantId, id))
+    if (result._tag === "Failure") return unavailable(c)
+    const job = result.success
+    if (!job) return errorResponse(c, 404, "not_found", `no batch "${id}"`)
+    if (job.output_key === null || job.status !== "succeeded") {
+      return errorResponse(c, 409, "conflict", `batch ${id} has no output${job.status === "succeeded" ? "" : ` (it is ${job.status})`}`)
+    }
+    // The job's own prefix under its own tenant: never built from the request.
+    const prefix = Export.outputPrefix(job.tenant_id, job.id)
+    const bucket = c.env.PAYLOADS
+    const keys: Array<string> = []
+    let cursor: string | undefined
+    do {
+      const listed = await bucket.list({ prefix, cursor })
+      keys.push(...listed.objects.map((o) => o.key))
+      cursor = listed.truncated ? listed.cursor : undefined
+    } while (cursor !== undefined)
+    keys.sort()
+    const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>()
+    const pipe = async () => {
+      for (const key of keys) {
+        const object = await bucket.get(key)
+        if (object === null) throw new Error(`output part ${key} is missing`)
+        await object.body.pipeTo(writable, { preventClose: true })
+      }
+      await writable.close()
+    }
+    c.executionCtx.waitUntil(pipe().catch((error) => writable.abort(error)))
+    const format = (JSON.parse(job.params) as Export.Params).format
+    return new Response(readable, {
+      headers: {
+        "content-type": format === "csv" ? "text/csv; charset=utf-8" : "application/x-ndjson",
+        "content-disposition": `attachment; filename="${job.id}.${format}"`,
+        "cache-control": "no-store"
+      }
+    })
   })
 }
