@@ -256,3 +256,93 @@ describe("export (facts or a projection, NDJSON or CSV, to R2)", () => {
     expect((await request("/v1/batches", { method: "POST", token: tokenA, body: JSON.stringify({ operation: "export", projection: "nope" }) })).status).toBe(404)
   }, 120_000)
 })
+
+describe("import from an uploaded manifest (NDJSON in R2, read by byte range)", () => {
+  /** `n` call.completed lines over 10 buyers (75 s, 100 + i % 50 cents), with invalid lines at `invalidAt` (1-based). */
+  const ndjson = (run: string, n: number, invalidAt: ReadonlyArray<number>) => {
+    const lines: Array<string> = []
+    let call = 0
+    for (let line = 1; lines.length < n + invalidAt.length; line++) {
+      if (invalidAt.includes(line)) {
+        lines.push(line % 2 === 0 ? `{"truncated": ` : JSON.stringify({ ...callCompleted({}, { call_id: `${run}_bad_${line}` }), schema_version: "two" }))
+        continue
+      }
+      const i = call++
+      lines.push(JSON.stringify(callCompleted({}, { call_id: `${run}_call_${i}`, buyer_id: `${run}_buyer_${i % 10}`, duration_s: 75, price_cents: 100 + (i % 50) })))
+    }
+    return `${lines.join("\n")}\n`
+  }
+  const upload = (name: string, body: string, token = tokenA) =>
+    request(`/v1/batches/uploads/${name}`, { method: "PUT", token, body, headers: { "content-type": "application/x-ndjson", "content-length": String(new TextEncoder().encode(body).length) } })
+
+  it("10,000 events: exactly 10,000 outcome facts and exact budgets, the 7 invalid lines reported by number, a chunk failing midway retried; importing the file again adds nothing", async () => {
+    const run = unique("man")
+    const invalidAt = [1, 2, 500, 4_321, 7_777, 9_999, 10_007]
+    const file = ndjson(run, 10_000, invalidAt)
+    const name = `${run}.ndjson`
+    const uploaded = await upload(name, file)
+    expect(uploaded.status, await uploaded.clone().text()).toBe(201)
+    expect(await uploaded.json<any>()).toEqual({ manifest: name, size: new TextEncoder().encode(file).length })
+    expect((await env.PAYLOADS.head(`tenant-a/uploads/${name}`))?.size).toBe(new TextEncoder().encode(file).length)
+
+    const start = async () => {
+      const response = await request("/v1/batches", { method: "POST", token: tokenA, body: JSON.stringify({ operation: "import", manifest: name }) })
+      expect(response.status, await response.clone().text()).toBe(202)
+      return (await response.json<any>()).batch_id as string
+    }
+    // Chunk 40's first read of the file fails; every read is a range of at most 1 MiB, never the whole file.
+    const bucket = env.PAYLOADS as R2Bucket & { get: R2Bucket["get"] }
+    const original = bucket.get.bind(bucket)
+    let reads = 0
+    let refused = 0
+    let whole = 0
+    bucket.get = (async (key: string, options?: R2GetOptions) => {
+      if (key === `tenant-a/uploads/${name}`) {
+        reads++
+        const range = options?.range as { offset?: number; length?: number } | undefined
+        if (range?.length === undefined || range.length > 1024 * 1024) whole++
+        if (reads === 40 && refused === 0) {
+          refused++
+          throw new Error("injected: R2 read refused")
+        }
+      }
+      return original(key, options as never)
+    }) as never
+    let id: string
+    try {
+      id = await start()
+      await drain({ timeoutMs: 300_000 })
+    } finally {
+      bucket.get = original as never
+    }
+    expect(refused).toBe(1)
+    expect(whole).toBe(0)
+    const done = await job(id!)
+    expect(done).toMatchObject({ status: "succeeded", offset: 10_007, total: 10_007, succeeded: 10_000, failed: 7 })
+    expect(done.errors.map((e: any) => e.line)).toEqual(invalidAt)
+    const outcomes = await env.DB.prepare("SELECT COUNT(DISTINCT stream) AS streams, COUNT(*) AS n FROM facts WHERE tenant_id = 'tenant-a' AND type = 'outcome' AND stream LIKE ?").bind(`${run}_%`).first<any>()
+    expect(outcomes).toEqual({ streams: 10_000, n: 10_000 })
+    const budgets = await env.DB.prepare("SELECT buyer_id, spent_cents, charges FROM buyer_budgets WHERE tenant_id = 'tenant-a' AND buyer_id LIKE ? ORDER BY buyer_id").bind(`${run}_buyer_%`).all<any>()
+    const expected = Array.from({ length: 10 }, (_, b) => {
+      let cents = 0
+      for (let i = b; i < 10_000; i += 10) cents += 100 + (i % 50)
+      return { buyer_id: `${run}_buyer_${b}`, spent_cents: cents, charges: 1_000 }
+    })
+    expect(budgets.results).toEqual(expected)
+
+    const again = await start()
+    await drain({ timeoutMs: 300_000 })
+    expect(await job(again)).toMatchObject({ status: "succeeded", succeeded: 10_000, failed: 7 })
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM facts WHERE tenant_id = 'tenant-a' AND stream LIKE ?").bind(`${run}_%`).first<any>()).toEqual({ n: 30_000 })
+    expect((await env.DB.prepare("SELECT buyer_id, spent_cents, charges FROM buyer_budgets WHERE tenant_id = 'tenant-a' AND buyer_id LIKE ? ORDER BY buyer_id").bind(`${run}_buyer_%`).all<any>()).results).toEqual(expected)
+  }, 600_000)
+
+  it("uploads are the tenant's own: another tenant's import of the same name finds nothing; names are file names; content-length is required", async () => {
+    const name = `${unique("own")}.ndjson`
+    expect((await upload(name, `${JSON.stringify(callCompleted())}\n`)).status).toBe(201)
+    const asB = await request("/v1/batches", { method: "POST", token: tokenB, body: JSON.stringify({ operation: "import", manifest: name }) })
+    expect(asB.status).toBe(404)
+    expect((await request("/v1/batches/uploads/..%2Fx", { method: "PUT", token: tokenA, body: "x", headers: { "content-length": "1" } })).status).toBe(400)
+    expect((await upload(name, "x", tokenAReadOnly)).status).toBe(403)
+  })
+})

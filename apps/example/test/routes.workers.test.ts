@@ -140,6 +140,8 @@ describe("tenancy sweep, every route of the table", () => {
     "POST /v1/batches/:id/cancel": { params: { id: a.job }, ownerStatus: 409, ownMarkers: [a.job] },
     // A's job has no output (it failed): A's read is a 409, B's the 404 of an unknown id.
     "GET /v1/batches/:id/output": { params: { id: a.job }, ownerStatus: 409, ownMarkers: [a.job] },
+    // B uploads under its own tenant's prefix: nothing of A's in the answer (A's own upload is not sent: it changes nothing A reads).
+    "PUT /v1/batches/uploads/:name": { params: { name: "probe.ndjson" }, body: { probe: true }, ownerStatus: undefined, answersB: true },
     "GET /v1/webhooks/event-types": { ownerStatus: 200, ownMarkers: ["charge.created"], answersB: true },
     // B creates its own endpoint: nothing of A's in the answer.
     "POST /v1/webhooks/endpoints": { body: { url: "https://hooks.example.com/b", event_types: ["charge.created"] }, ownerStatus: undefined, answersB: true },

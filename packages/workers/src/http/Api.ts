@@ -28,7 +28,7 @@ export const maxBodyBytes = 5 * 1024 * 1024
 export const maxEventsPerRequest = 1_000
 
 export interface Route {
-  readonly method: "GET" | "POST" | "PATCH" | "DELETE"
+  readonly method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
   /** Hono's pattern, `:name` for a path parameter. */
   readonly path: string
   /** A token needs one of these. */
@@ -53,6 +53,8 @@ export const routes = [
   { method: "GET", path: "/v1/batches", scopes: ["admin", "platform"] },
   { method: "POST", path: "/v1/batches/:id/cancel", scopes: ["admin", "platform"] },
   { method: "GET", path: "/v1/batches/:id/output", scopes: ["admin", "platform"] },
+  // An import's NDJSON file, streamed to R2 under the caller's tenant (then `{ "operation": "import", "manifest": "<name>" }`).
+  { method: "PUT", path: "/v1/batches/uploads/:name", scopes: ["admin"] },
   // Webhooks (Webhooks.ts): the catalog for any reader; endpoints are a tenant admin's.
   { method: "GET", path: "/v1/webhooks/event-types", scopes: ["read", "admin"] },
   { method: "POST", path: "/v1/webhooks/endpoints", scopes: ["admin"] },
@@ -288,7 +290,7 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
     const read = await readBody(c)
     if (!read.ok) return read.response
     const body = read.body
-    const usage = 'send { "operation": "rebuild", "projection": "<name>" }, { "operation": "import", "events": [...] } or { "operation": "export", "projection"?: "<name>", "format"?: "ndjson" | "csv" } (reconcile is not supported yet)'
+    const usage = 'send { "operation": "rebuild", "projection": "<name>" }, { "operation": "import", "events": [...] | "manifest": "<uploaded name>" }, { "operation": "export", "projection"?: "<name>", "format"?: "ndjson" | "csv" } (reconcile is not supported yet)'
     if (!isObject(body)) return errorResponse(c, 400, "invalid_request", usage)
     if (body.operation === "rebuild") {
       if (!principal.scopes.includes("platform")) return errorResponse(c, 403, "forbidden", 'a rebuild replays every tenant\'s facts: it takes the "platform" scope')
@@ -347,11 +349,34 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
     return enqueueFirst(c, created.success, 0)
   }
 
+  const startManifestImport = async (c: Parameters<typeof errorResponse>[0], manifest: unknown) => {
+    const tenantId = c.get("principal").tenantId
+    if (typeof manifest !== "string" || !Batches.uploadName.test(manifest)) {
+      return errorResponse(c, 400, "invalid_request", '"manifest" must be the name of a file uploaded with PUT /v1/batches/uploads/:name')
+    }
+    const key = Batches.uploadKey(tenantId, manifest)
+    let exists: boolean
+    try {
+      exists = (await c.env.PAYLOADS.head(key)) !== null
+    } catch {
+      return unavailable(c, "the payload store")
+    }
+    if (!exists) return errorResponse(c, 404, "not_found", `no uploaded file "${manifest}"; upload it with PUT /v1/batches/uploads/${manifest}`)
+    const created = await run(c.env, BatchJobs.create({
+      id: BatchJobs.newId(), tenantId, operation: "import", params: { source: "manifest", manifest }, inputKey: key, total: null, now: new Date().toISOString()
+    }))
+    if (created._tag === "Failure") return unavailable(c, "the batch store")
+    return enqueueFirst(c, created.success, 0)
+  }
+
   const startImport = async (c: Parameters<typeof errorResponse>[0], body: Record<string, unknown>) => {
     const tenantId = c.get("principal").tenantId
     const events = body.events
-    const extra = Object.keys(body).filter((k) => k !== "operation" && k !== "events")
-    if (extra.length > 0) return errorResponse(c, 400, "invalid_request", `unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}; send { "operation": "import", "events": [...] }`)
+    const extra = Object.keys(body).filter((k) => k !== "operation" && k !== "events" && k !== "manifest")
+    if (extra.length > 0 || ("events" in body && "manifest" in body)) {
+      return errorResponse(c, 400, "invalid_request", `send { "operation": "import", "events": [...] } or { "operation": "import", "manifest": "<uploaded name>" }${extra.length > 0 ? `; unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}` : ""}`)
+    }
+    if ("manifest" in body) return startManifestImport(c, body.manifest)
     if (!Array.isArray(events) || events.length === 0) return errorResponse(c, 400, "invalid_request", '"events" must be a non-empty array of envelopes')
     if (events.length > Import.maxInlineEvents) {
       return errorResponse(c, 400, "too_many_events", `at most ${Import.maxInlineEvents} events per inline import; got ${events.length}`)
@@ -373,6 +398,7 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
   Webhooks.mount(app, { registry: router, run, readBody: (c) => readBody(c) })
   Operations.mount(app, { run, readBody: (c) => readBody(c) })
   Batches.mount(app, { run })
+  Batches.mountUploads(app)
   Dashboard.mount(app)
 
   app.notFound((c) => errorResponse(c, 404, "not_found", `no route for ${c.req.method} ${new URL(c.req.url).pathname}`))

@@ -5,7 +5,10 @@
  *   newest first;
  * - `GET /v1/batches/:id`: one job with its progress and first errors;
  * - `POST /v1/batches/:id/cancel`: stops further chunks of a queued or running job;
- * - `GET /v1/batches/:id/output`: a succeeded export's file, streamed from R2 part by part.
+ * - `GET /v1/batches/:id/output`: a succeeded export's file, streamed from R2 part by part;
+ * - `PUT /v1/batches/uploads/:name` (scope `admin`): an import's NDJSON file, streamed to R2 under the
+ *   caller's tenant (`<tenant>/uploads/<name>`, at most 1 GiB, `content-length` required), read by the
+ *   import job by byte range.
  * All scope `admin` or `platform` and tenant-scoped: a record is shown or
  * cancelled only for the tenant of the token that started it (the platform's
  * rebuilds for the platform's tokens); another tenant's id is the same 404 as
@@ -154,5 +157,33 @@ export const mount = (app: Hono<AppEnv>, { run }: Deps) => {
         "cache-control": "no-store"
       }
     })
+  })
+}
+
+/** Upload names: a file name, never a path (the tenant prefix is the platform's, never the caller's). */
+export const uploadName = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
+export const maxUploadBytes = 1024 * 1024 * 1024
+export const uploadKey = (tenantId: string, name: string) => `${tenantId}/uploads/${name}`
+
+export const mountUploads = (app: Hono<AppEnv>) => {
+  app.put("/v1/batches/uploads/:name", requireScope("admin"), strictQuery([]), async (c) => {
+    const name = c.req.param("name")
+    if (!uploadName.test(name)) return errorResponse(c, 400, "invalid_request", "the name must be 1–128 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    const rawLength = c.req.header("content-length")
+    if (rawLength === undefined || !/^\d+$/.test(rawLength)) return errorResponse(c, 411, "length_required", "send the file with a content-length header")
+    const length = Number(rawLength)
+    if (length > maxUploadBytes) return errorResponse(c, 413, "payload_too_large", `an upload is at most ${maxUploadBytes} bytes (1 GiB); got ${length}`)
+    const body = c.req.raw.body
+    if (body === null || length === 0) return errorResponse(c, 400, "invalid_request", "the file is empty")
+    const key = uploadKey(c.get("principal").tenantId, name)
+    try {
+      // Streamed: R2 takes the body with its declared length, never buffered here.
+      const stream = body.pipeThrough(new FixedLengthStream(length))
+      const object = await c.env.PAYLOADS.put(key, stream, { httpMetadata: { contentType: "application/x-ndjson" } })
+      return c.json({ manifest: name, size: object?.size ?? length }, 201)
+    } catch {
+      console.error("upload failed: the payload store is unavailable or the body did not match its content-length")
+      return errorResponse(c, 400, "upload_failed", "the upload did not complete (the body must match its content-length); send it again")
+    }
   })
 }
