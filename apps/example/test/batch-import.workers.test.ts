@@ -346,3 +346,46 @@ describe("import from an uploaded manifest (NDJSON in R2, read by byte range)", 
     expect((await upload(name, "x", tokenAReadOnly)).status).toBe(403)
   })
 })
+
+describe("reconcile (a projection against the ledger)", () => {
+  const reconcile = async (body: Record<string, unknown>) => {
+    const response = await request("/v1/batches", { method: "POST", token: tokenA, body: JSON.stringify({ operation: "reconcile", projection: "buyer_budgets", ...body }) })
+    expect(response.status, await response.clone().text()).toBe(202)
+    const id = (await response.json<any>()).batch_id as string
+    await drain({ timeoutMs: 60_000 })
+    return job(id)
+  }
+
+  it("reports exactly the corrupted and the stray row; with repair fixes exactly those, and a second reconcile finds no drift", async () => {
+    const run = unique("rec")
+    await startImport(calls(run, 30).map((e, i) => ({ ...e, payload: { ...(e.payload as object), buyer_id: `${run}_buyer_${i % 3}` } })))
+    await drain({ timeoutMs: 60_000 })
+    const all = async () => (await env.DB.prepare("SELECT * FROM buyer_budgets WHERE tenant_id = 'tenant-a' ORDER BY buyer_id").all<any>()).results
+    const before = await all()
+    const clean = await reconcile({})
+    expect(clean).toMatchObject({ status: "succeeded", failed: 0, errors: [] })
+
+    // Corrupt one row, add one no fact implies; tenant B's rows are not the job's business.
+    await env.DB.batch([
+      env.DB.prepare("UPDATE buyer_budgets SET spent_cents = spent_cents + 1 WHERE tenant_id = 'tenant-a' AND buyer_id = ?").bind(`${run}_buyer_1`),
+      env.DB.prepare("INSERT INTO buyer_budgets (tenant_id, buyer_id, spent_cents, charges, refunds) VALUES ('tenant-a', ?, 5, 1, 0)").bind(`${run}_stray`),
+      env.DB.prepare("INSERT INTO buyer_budgets (tenant_id, buyer_id, spent_cents, charges, refunds) VALUES ('tenant-b', ?, 5, 1, 0)").bind(`${run}_b_stray`)
+    ])
+    const corrupted = await all()
+    const report = await reconcile({})
+    expect(report).toMatchObject({ operation: "reconcile", status: "succeeded", failed: 2, succeeded: 0 })
+    expect(report.errors.map((e: any) => e.error.split(": ")[0])).toEqual([`{"buyer_id":"${run}_buyer_1"}`, `{"buyer_id":"${run}_stray"}`])
+    expect(report.errors[0].error).toContain("differs")
+    expect(report.errors[1].error).toContain("not implied by the ledger")
+    expect(await all()).toEqual(corrupted)
+
+    const repaired = await reconcile({ repair: true })
+    expect(repaired).toMatchObject({ status: "succeeded", failed: 2, succeeded: 2 })
+    expect(await all()).toEqual(before)
+    expect(await env.DB.prepare("SELECT COUNT(*) AS n FROM buyer_budgets WHERE tenant_id = 'tenant-b' AND buyer_id = ?").bind(`${run}_b_stray`).first()).toEqual({ n: 1 })
+    expect(await reconcile({})).toMatchObject({ failed: 0 })
+    // The shadow tables are gone.
+    const shadows = await env.DB.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'buyer_budgets__bt_%'").all()
+    expect(shadows.results).toEqual([])
+  }, 180_000)
+})

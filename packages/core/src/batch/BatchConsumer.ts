@@ -5,8 +5,8 @@
  * operation is resumable from its last acked chunk; chunks are idempotent (the
  * inbox key is `batch_id:offset`, the chunk's number for an import), so a
  * redelivered chunk redoes nothing visible. Operations: `rebuild`
- * (Rebuild.ts), `import` (Import.ts) and `export` (Export.ts); reconcile is
- * refused as unsupported (dead-lettered with the reason), not silently dropped.
+ * (Rebuild.ts), `import` (Import.ts), `export` (Export.ts) and `reconcile`
+ * (Reconcile.ts).
  *
  * A chunk that fails on its last allowed attempt ends its job `failed` with
  * the error (and a rebuild's shadow table dropped) before it is dead-lettered:
@@ -20,6 +20,7 @@ import * as Rebuild from "../projections/Rebuild.js"
 import * as BatchJobs from "./BatchJobs.js"
 import * as Export from "./Export.js"
 import * as Import from "./Import.js"
+import * as Reconcile from "./Reconcile.js"
 
 /** The chunk message; `tenantId` is the job's (a rebuild's is the platform's). */
 export const make = (payload: BatchPayload, tenantId: string = Rebuild.platformTenant): Envelope => ({
@@ -72,6 +73,8 @@ const stepOf = (payload: BatchPayload) =>
       ? yield* Rebuild.step(payload)
       : payload.operation === "export"
       ? yield* Export.step(payload)
+      : payload.operation === "reconcile"
+      ? yield* Reconcile.step(payload)
       : yield* Import.step(payload)
     return next
   })
@@ -82,10 +85,6 @@ export const process = (enqueue: (next: Envelope) => Promise<void>) =>
       const outcomes = new Map<string, Consumer.Outcome>()
       for (const { key, value } of items) {
         const { payload } = value
-        if (payload.operation === "reconcile") {
-          outcomes.set(key, Consumer.permanent("permanent_failure", `batch operation "${payload.operation}" is not supported yet`))
-          continue
-        }
         const exit = yield* Effect.exit(
           Effect.flatMap(stepOf(payload), (next) => (next ? Effect.promise(() => enqueue(make(next, value.tenantId))) : Effect.void))
         )
@@ -95,7 +94,7 @@ export const process = (enqueue: (next: Envelope) => Promise<void>) =>
         }
         const error = `${payload.operation} chunk ${payload.offset} failed: ${messageOf(exit.cause)}`
         const squashed = Cause.squash(exit.cause)
-        const permanent = (squashed instanceof Import.ImportChunkFailed || squashed instanceof Export.ExportChunkFailed) && squashed.permanent
+        const permanent = (squashed instanceof Import.ImportChunkFailed || squashed instanceof Export.ExportChunkFailed || squashed instanceof Reconcile.ReconcileChunkFailed) && squashed.permanent
         if (permanent || value.last) {
           // Recorded before the message settles; if even that fails, the chunk is retried (or dead-lettered with the error).
           const failed = yield* Effect.exit(failJob(value, error))

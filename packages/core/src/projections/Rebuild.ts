@@ -83,6 +83,11 @@ const ddl = (table: string) =>
     return { table: rows.find((r) => r.type === "table")?.sql, indexes: rows.filter((r) => r.type === "index").map((r) => r.sql) }
   })
 
+/** The CREATE TABLE of `shadow`, a copy of the live table's DDL (undefined when the table does not exist). */
+export const shadowStatement = (live: string, shadow: string) =>
+  Effect.map(ddl(live), ({ table }) =>
+    table === undefined ? undefined : { sql: table.replace(/^CREATE TABLE\s+(["`]?)[^"`\s(]+\1/i, `CREATE TABLE ${q(shadow)}`), params: [] })
+
 /** The record by id, whoever started it: for the batch consumer only, never for a caller. */
 const find = (id: string) =>
   Effect.gen(function*() {
@@ -180,7 +185,7 @@ export const step = (payload: BatchPayload) =>
  * The statements that replay `facts` into `target`; facts the mapping throws for are left out and
  * described in `failures` (the whole chunk is only split when its mapping threw).
  */
-const replayStatements = (p: Projection.Projection, facts: ReadonlyArray<Fact>, target: Projection.Target, failures: Array<string>) => {
+export const replayStatements = (p: Projection.Projection, facts: ReadonlyArray<Fact>, target: Projection.Target, failures: Array<string>) => {
   try {
     return Projection.batchStatements(p, facts, target)
   } catch {

@@ -10,7 +10,7 @@
  */
 import { Effect } from "effect"
 import { Hono } from "hono"
-import { BatchConsumer, BatchFiles, BatchJobs, Export, Import, Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, Rebuild, type Registry } from "@factline/core"
+import { BatchConsumer, BatchFiles, BatchJobs, Export, Import, Reconcile, Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, Rebuild, type Registry } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import type { PlatformRuntime, PlatformServices } from "../Services.js"
 import { type AuthVariables, requireScope, type Scope } from "./Auth.js"
@@ -297,9 +297,9 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
       if (typeof body.projection !== "string") return errorResponse(c, 400, "invalid_request", usage)
       return startRebuild(c, body.projection)
     }
-    if (body.operation === "import" || body.operation === "export") {
-      if (!principal.scopes.includes("admin")) return errorResponse(c, 403, "forbidden", `an ${body.operation} works on the token's tenant: it takes the "admin" scope`)
-      return body.operation === "import" ? startImport(c, body) : startExport(c, body)
+    if (body.operation === "import" || body.operation === "export" || body.operation === "reconcile") {
+      if (!principal.scopes.includes("admin")) return errorResponse(c, 403, "forbidden", `${body.operation} works on the token's tenant: it takes the "admin" scope`)
+      return body.operation === "import" ? startImport(c, body) : body.operation === "export" ? startExport(c, body) : startReconcile(c, body)
     }
     return errorResponse(c, 400, "invalid_request", usage)
   })
@@ -328,6 +328,21 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
       return unavailable(c, "the batch queue")
     }
     return c.json(BatchJobs.view(job), 202)
+  }
+
+  const startReconcile = async (c: Parameters<typeof errorResponse>[0], body: Record<string, unknown>) => {
+    const extra = Object.keys(body).filter((k) => !["operation", "projection", "repair"].includes(k))
+    if (extra.length > 0) return errorResponse(c, 400, "invalid_request", `unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}`)
+    if (body.repair !== undefined && typeof body.repair !== "boolean") return errorResponse(c, 400, "invalid_request", '"repair" must be true or false')
+    if (typeof body.projection !== "string") return errorResponse(c, 400, "invalid_request", '"projection" must be a projection\'s name')
+    const projection = router.projection(body.projection)
+    if (!projection) return errorResponse(c, 404, "not_found", `no projection "${body.projection.slice(0, 100)}" (known: ${router.projections.map((p) => p.name).join(", ")})`)
+    const params: Reconcile.Params = { projection: projection.name, repair: body.repair === true }
+    const created = await run(c.env, BatchJobs.create({
+      id: BatchJobs.newId(), tenantId: c.get("principal").tenantId, operation: "reconcile", params, inputKey: null, total: null, now: new Date().toISOString()
+    }))
+    if (created._tag === "Failure") return unavailable(c, "the batch store")
+    return enqueueFirst(c, created.success, 0)
   }
 
   const startExport = async (c: Parameters<typeof errorResponse>[0], body: Record<string, unknown>) => {
