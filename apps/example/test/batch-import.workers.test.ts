@@ -5,10 +5,16 @@
  * whose step keeps failing ends `failed` and no longer blocks the next one.
  * Assertions are on stored state: the ledger, `buyer_budgets`, `batch_jobs`.
  */
+import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
+import { BatchConsumer } from "@factline/core"
+import * as CountingBindings from "@factline/core/testing/bindings"
+import type { PlatformEnv } from "@factline/workers"
 import { drain } from "./Drain.js"
-import { callCompleted, readStream, request, tokenA, tokenAReadOnly, tokenB, tokenPlatform, unique } from "./helpers.js"
+import { callCompleted, readStream, request, shardKeyOf, tokenA, tokenAReadOnly, tokenB, tokenPlatform, unique } from "./helpers.js"
+import { newCounts } from "./instrument.js"
+import { platform } from "./worker.js"
 
 const startImport = async (events: ReadonlyArray<unknown>, token = tokenA) => {
   const response = await request("/v1/batches", { method: "POST", token, body: JSON.stringify({ operation: "import", events }) })
@@ -388,4 +394,38 @@ describe("reconcile (a projection against the ledger)", () => {
     const shadows = await env.DB.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'buyer_budgets__bt_%'").all()
     expect(shadows.results).toEqual([])
   }, 180_000)
+})
+
+describe("an import chunk's cost", () => {
+  it("D1 round trips per chunk are the same for 10 and 100 lines; one ledger RPC per shard touched", async () => {
+    const testEnv = env as unknown as PlatformEnv
+    const measure = async (size: number) => {
+      const run = unique("cost")
+      const id = `bt_${run}`
+      const events = calls(run, size)
+      const key = `tenant-a/batches/${id}/input.ndjson`
+      await env.PAYLOADS.put(key, `${events.map((e) => JSON.stringify(e)).join("\n")}\n`)
+      const now = new Date().toISOString()
+      await env.DB.prepare(
+        "INSERT INTO batch_jobs (id, tenant_id, operation, status, params, input_key, total, created_at, updated_at) VALUES (?, 'tenant-a', 'import', 'queued', '{}', ?, ?, ?, ?)"
+      ).bind(id, key, size, now, now).run()
+      const counts = newCounts()
+      const batch = createMessageBatch("factline-batch", [{ id: unique("qm"), timestamp: new Date(), attempts: 1, body: BatchConsumer.make({ batch_id: id, operation: "import", offset: 0, total: size }, "tenant-a") }])
+      const ctx = createExecutionContext()
+      await platform.queue(batch, CountingBindings.env(testEnv, counts), ctx)
+      expect((await getQueueResult(batch, ctx)).explicitAcks).toHaveLength(1)
+      expect(await job(id)).toMatchObject({ status: "succeeded", succeeded: size })
+      const shards = new Set(await Promise.all(events.map((e) => shardKeyOf("tenant-a", e.subject)))).size
+      return { counts, shards }
+    }
+    await measure(10) // warms the per-isolate caches (the tenant's shard count)
+    const ten = await measure(10)
+    const hundred = await measure(100)
+    await drain({ timeoutMs: 60_000 })
+    expect(hundred.counts.d1RoundTrips).toBe(ten.counts.d1RoundTrips)
+    // inbox begin and finish, the job read, queued → running, the keys claim, the progress write, the metrics sample.
+    expect(hundred.counts.d1RoundTrips).toBeLessThanOrEqual(7)
+    expect(ten.counts.doRpcs).toBe(ten.shards)
+    expect(hundred.counts.doRpcs).toBe(hundred.shards)
+  }, 120_000)
 })
