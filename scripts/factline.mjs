@@ -8,7 +8,7 @@
 //   npm run -s factline -- dlq replay --all-matching [--queue Q] [--type T] [--reason R]
 //   npm run -s factline -- dlq skip ID --reason "why"
 //   npm run -s factline -- dlq escalate ID [--note "…"]
-//   npm run -s factline -- batches [--status running|completed|failed] [--limit N]
+//   npm run -s factline -- batches [--status queued|running|succeeded|failed|cancelled|completed] [--limit N]
 //
 // --url (or FACTLINE_URL, default http://localhost:8787), --token (or FACTLINE_TOKEN), --json for the API's
 // JSON as is. Exit codes: 0 done, 1 the API refused or could not be reached (its error message is printed),
@@ -25,7 +25,7 @@ commands:
   dlq replay --all-matching [filters]       replay every open one matching --queue --type --reason (in waves)
   dlq skip ID --reason "…"                  give its work up (recorded as a reconciliation fact)
   dlq escalate ID [--note "…"]              mark it escalated
-  batches [--status S] [--limit N]          batch jobs (rebuilds) started by this token's tenant
+  batches [--status S] [--limit N]          batch jobs (imports, exports, reconciles, rebuilds) of this token's tenant
   tokens create|list|revoke …               API tokens (local: no --url/--token; see factline tokens --help)
   deploy [--env staging|production] [--dry-run]
                                             provision and deploy the example app (see factline deploy --help)
@@ -74,7 +74,7 @@ export const parse = (argv) => {
 const clean = (value) => String(value ?? "").replace(/[\u0000-\u001f\u007f-\u009f]/g, " ")
 const colors = process.stdout.isTTY && !process.env.NO_COLOR
 const paint = (code, text) => (colors ? `\u001b[${code}m${text}\u001b[0m` : text)
-const statusColor = { ok: 32, replayed: 32, completed: 32, warning: 33, replaying: 33, running: 33, critical: 31, open: 31, failed: 31, skipped: 90, escalated: 35 }
+const statusColor = { ok: 32, replayed: 32, completed: 32, succeeded: 32, queued: 90, cancelled: 90, warning: 33, replaying: 33, running: 33, critical: 31, open: 31, failed: 31, skipped: 90, escalated: 35 }
 const colored = (status) => paint(statusColor[status] ?? 0, status)
 const dim = (text) => paint(90, text)
 
@@ -256,11 +256,12 @@ const commands = {
     if (page.data.length === 0) return dim("no batch jobs")
     return table([
       { title: "BATCH", get: (b) => b.batch_id, max: 40 },
-      { title: "OPERATION", get: (b) => `${b.operation} ${b.projection}` },
+      { title: "OPERATION", get: (b) => `${b.operation} ${b.projection ?? b.params?.projection ?? b.params?.manifest ?? ""}`.trim() },
       { title: "STATUS", get: (b) => b.status, color: (padded, raw) => colored(raw) + padded.slice(raw.length) },
-      { title: "SHARDS", get: (b) => `${b.shards_done}/${b.shards_total}`, align: "right" },
-      { title: "FACTS", get: (b) => num(b.facts_replayed), align: "right" },
-      { title: "STARTED", get: (b) => ago(b.started_at) },
+      { title: "PROGRESS", get: (b) => `${b.offset}/${b.total ?? "?"}${b.operation === "rebuild" ? " shards" : ""}`, align: "right" },
+      { title: "DONE", get: (b) => num(b.succeeded), align: "right" },
+      { title: "FAILED", get: (b) => num(b.failed), align: "right" },
+      { title: "STARTED", get: (b) => ago(b.started_at ?? b.created_at) },
       { title: "FINISHED", get: (b) => (b.finished_at ? ago(b.finished_at) : "—") },
       { title: "ERROR", get: (b) => b.error ?? "" }
     ], page.data)
