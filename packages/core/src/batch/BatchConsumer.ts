@@ -79,6 +79,27 @@ const stepOf = (payload: BatchPayload) =>
     return next
   })
 
+/**
+ * Chunks one message runs in a row before it enqueues the next: every hop through the queue waits for
+ * its batch (up to `max_batch_timeout`, 10 s for factline-batch), so one chunk per message would make an
+ * import of 10,000 lines wait 100 batch timeouts. A count, not a time budget: a redelivered message
+ * stops at the same chunk, so its next message has the same key (`batch_id:chunk`) and the inbox
+ * dedupes it. Chunks already recorded are skipped cheaply (one read each). A rebuild keeps one slice
+ * per message (25 shards, each possibly large).
+ */
+export const chunksPerMessage = 10
+
+const runMessage = (first: BatchPayload) =>
+  Effect.gen(function*() {
+    const limit = first.operation === "rebuild" ? 1 : chunksPerMessage
+    let payload = first
+    for (let ran = 1; ; ran++) {
+      const next = yield* stepOf(payload)
+      if (next === undefined || ran >= limit) return next
+      payload = next
+    }
+  })
+
 export const process = (enqueue: (next: Envelope) => Promise<void>) =>
   (items: ReadonlyArray<{ readonly key: string; readonly value: Chunk }>) =>
     Effect.gen(function*() {
@@ -86,7 +107,7 @@ export const process = (enqueue: (next: Envelope) => Promise<void>) =>
       for (const { key, value } of items) {
         const { payload } = value
         const exit = yield* Effect.exit(
-          Effect.flatMap(stepOf(payload), (next) => (next ? Effect.promise(() => enqueue(make(next, value.tenantId))) : Effect.void))
+          Effect.flatMap(runMessage(payload), (next) => (next ? Effect.promise(() => enqueue(make(next, value.tenantId))) : Effect.void))
         )
         if (Exit.isSuccess(exit)) {
           outcomes.set(key, Consumer.done)
