@@ -5,7 +5,7 @@
  * whose step keeps failing ends `failed` and no longer blocks the next one.
  * Assertions are on stored state: the ledger, `buyer_budgets`, `batch_jobs`.
  */
-import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
+import { createExecutionContext, createMessageBatch, createScheduledController, getQueueResult, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
 import { BatchConsumer } from "@factline/core"
@@ -427,4 +427,25 @@ describe("an import chunk's cost", () => {
     expect(ten.counts.doRpcs).toBe(ten.shards)
     expect(hundred.counts.doRpcs).toBe(hundred.shards)
   }, 120_000)
+})
+
+describe("a job whose chunk message is lost", () => {
+  it("ends failed at the next scheduled run once it has made no progress for an hour; a recent or finished job is left alone", async () => {
+    const insert = async (status: string, updatedAt: string) => {
+      const id = `bt_${unique("stale")}`
+      await env.DB.prepare("INSERT INTO batch_jobs (id, tenant_id, operation, status, params, created_at, updated_at) VALUES (?, 'tenant-a', 'import', ?, '{}', ?, ?)")
+        .bind(id, status, updatedAt, updatedAt).run()
+      return id
+    }
+    const old = new Date(Date.now() - 2 * 3600_000).toISOString()
+    const lost = await insert("running", old)
+    const recent = await insert("running", new Date().toISOString())
+    const finished = await insert("succeeded", old)
+    const ctx = createExecutionContext()
+    await platform.scheduled(createScheduledController({ scheduledTime: new Date(), cron: "*/5 * * * *" }), env as unknown as PlatformEnv, ctx)
+    await waitOnExecutionContext(ctx)
+    expect(await job(lost)).toMatchObject({ status: "failed", error: expect.stringContaining("no progress since") })
+    expect((await job(recent)).status).toBe("running")
+    expect((await job(finished)).status).toBe("succeeded")
+  })
 })

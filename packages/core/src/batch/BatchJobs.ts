@@ -214,3 +214,22 @@ export const recordChunk = (row: Row, progress: ChunkProgress, now: string) =>
     })
     return after?.status
   })
+
+/** A queued or running job without progress for this long has lost its chunk message (retries take < 30 min): it fails. */
+export const staleAfterMs = 60 * 60 * 1000
+
+/**
+ * Ends `failed` every queued or running job whose record has not changed since `cutoff`: its chunk
+ * message is gone (a local queue restarted, a message dropped), so nothing would ever finish it.
+ * Returns how many. Run by the scheduled maintenance.
+ */
+export const failStale = (cutoff: string, now: string) =>
+  Effect.map(
+    Effect.flatMap(Effect.service(ProjectionStore), (store) =>
+      store.query<{ id: string }>({
+        sql: `UPDATE batch_jobs SET status = 'failed', error = 'no progress since ' || updated_at || '; its chunk message was lost', finished_at = ?, updated_at = ?
+              WHERE status IN ('queued', 'running') AND updated_at < ? RETURNING id`,
+        params: [now, now, cutoff]
+      })),
+    (rows) => rows.length
+  )
