@@ -395,6 +395,28 @@ describe("reconcile (a projection against the ledger)", () => {
   }, 180_000)
 })
 
+describe("a reconcile that cannot finish", () => {
+  it("ends failed with its error and leaves no shadow table behind", async () => {
+    const namespace = env.LEDGER as DurableObjectNamespace & { get: DurableObjectNamespace["get"] }
+    const original = namespace.get.bind(namespace)
+    namespace.get = (() => {
+      throw new Error("injected: the ledger is unavailable")
+    }) as never
+    let id: string
+    try {
+      const started = await request("/v1/batches", { method: "POST", token: tokenA, body: JSON.stringify({ operation: "reconcile", projection: "buyer_budgets", repair: true }) })
+      expect(started.status).toBe(202)
+      id = (await started.json<any>()).batch_id
+      await drain({ timeoutMs: 60_000 })
+    } finally {
+      namespace.get = original as never
+    }
+    expect(await job(id!)).toMatchObject({ status: "failed", error: expect.stringContaining("the ledger is unavailable") })
+    const shadows = await env.DB.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?").bind(`buyer_budgets__${id!}`).all()
+    expect(shadows.results).toEqual([])
+  }, 120_000)
+})
+
 describe("an import chunk's cost", () => {
   it("D1 round trips per chunk are the same for 10 and 100 lines; one ledger RPC per shard touched", async () => {
     const testEnv = env as unknown as PlatformEnv

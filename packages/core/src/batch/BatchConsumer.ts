@@ -60,11 +60,15 @@ const messageOf = (cause: Cause.Cause<unknown>) => {
   return error?.message ?? String(error)
 }
 
-/** Ends the chunk's job `failed` with `error`: its chunk will not be retried again. */
-const failJob = (chunk: Chunk, error: string) => {
-  const now = new Date().toISOString()
-  return chunk.payload.operation === "rebuild" ? Rebuild.fail(chunk.payload.batch_id, error, now) : BatchJobs.fail(chunk.payload.batch_id, error, now)
-}
+/** Ends the chunk's job `failed` with `error`: its chunk will not be retried again (a reconcile's shadow is dropped). */
+const failJob = (chunk: Chunk, error: string) =>
+  Effect.gen(function*() {
+    const now = new Date().toISOString()
+    if (chunk.payload.operation === "rebuild") return yield* Rebuild.fail(chunk.payload.batch_id, error, now)
+    yield* BatchJobs.fail(chunk.payload.batch_id, error, now)
+    const job = yield* BatchJobs.find(chunk.payload.batch_id)
+    if (job?.operation === "reconcile") yield* Reconcile.dropShadow(job)
+  })
 
 /** Runs one chunk of a rebuild or an import; returns the next chunk, if any. */
 const stepOf = (payload: BatchPayload) =>

@@ -44,6 +44,19 @@ export class ReconcileChunkFailed extends Schema.TaggedError<ReconcileChunkFaile
 
 const q = (identifier: string) => `"${identifier.replace(/"/g, '""')}"`
 
+/** Drops a reconcile job's shadow and its applied set (idempotent): when it ends, fails or is cancelled. */
+export const dropShadow = (job: BatchJobs.Row) =>
+  Effect.gen(function*() {
+    const store = yield* ProjectionStore
+    const registry = yield* Registry
+    const p = registry.projection((JSON.parse(job.params) as Params).projection)
+    if (!p) return
+    yield* store.execute([
+      { sql: `DROP TABLE IF EXISTS ${q(`${Projection.tableName(p)}__${job.id}`)}`, params: [] },
+      { sql: "DELETE FROM projection_applied WHERE projection = ?", params: [`${p.name}__${job.id}`] }
+    ])
+  })
+
 /** Runs one chunk; returns the next chunk's message payload, or undefined when done (or stopped). */
 export const step = (payload: BatchPayload) =>
   Effect.gen(function*() {
@@ -51,7 +64,12 @@ export const step = (payload: BatchPayload) =>
     const registry = yield* Registry
     const ledger = yield* Ledger
     const job = yield* BatchJobs.find(payload.batch_id)
-    if (!job || BatchJobs.isFinished(job.status)) return undefined
+    if (!job) return undefined
+    if (BatchJobs.isFinished(job.status)) {
+      // Cancelled (or failed) between chunks: nothing else will drop the shadow.
+      yield* dropShadow(job)
+      return undefined
+    }
     const chunk = payload.offset
     if (job.chunks_done < chunk) return yield* new ReconcileChunkFailed({ message: `chunk ${chunk} arrived before chunk ${job.chunks_done} was recorded`, permanent: false })
     const next: BatchPayload = { ...payload, offset: chunk + 1 }
@@ -83,7 +101,9 @@ export const step = (payload: BatchPayload) =>
     }
     if (shards.length === shardsPerChunk) {
       const status = yield* BatchJobs.recordChunk(job, { chunk, lines: shards.length, bytes: 0, succeeded: 0, errors: [], last: false }, now)
-      return status === "running" ? { ...next, items: [shards.at(-1)!.shard_key] } : undefined
+      if (status === "running") return { ...next, items: [shards.at(-1)!.shard_key] }
+      if (status !== undefined) yield* dropShadow(job)
+      return undefined
     }
 
     // Every shard replayed: compare, repair if asked, drop the shadow.
