@@ -8,7 +8,12 @@
 //   npm run -s factline -- dlq replay --all-matching [--queue Q] [--type T] [--reason R]
 //   npm run -s factline -- dlq skip ID --reason "why"
 //   npm run -s factline -- dlq escalate ID [--note "…"]
-//   npm run -s factline -- batches [--status running|completed|failed] [--limit N]
+//   npm run -s factline -- batches [--status queued|running|succeeded|failed|cancelled|completed] [--limit N]
+//   npm run -s factline -- import events.ndjson [--name NAME] [--no-wait]
+//   npm run -s factline -- export [--projection P] [--format ndjson|csv] [--out FILE]
+//   npm run -s factline -- reconcile PROJECTION [--repair]
+//   npm run -s factline -- rebuild PROJECTION
+//   npm run -s factline -- batch show|cancel ID
 //
 // --url (or FACTLINE_URL, default http://localhost:8787), --token (or FACTLINE_TOKEN), --json for the API's
 // JSON as is. Exit codes: 0 done, 1 the API refused or could not be reached (its error message is printed),
@@ -25,7 +30,13 @@ commands:
   dlq replay --all-matching [filters]       replay every open one matching --queue --type --reason (in waves)
   dlq skip ID --reason "…"                  give its work up (recorded as a reconciliation fact)
   dlq escalate ID [--note "…"]              mark it escalated
-  batches [--status S] [--limit N]          batch jobs (rebuilds) started by this token's tenant
+  batches [--status S] [--limit N]          batch jobs (imports, exports, reconciles, rebuilds) of this token's tenant
+  import FILE [--name NAME] [--no-wait]     upload an NDJSON file of envelopes, import it, show progress until done (scope admin)
+  export [--projection P] [--format F] [--out FILE]
+                                            the tenant's facts (or a projection's rows, ndjson|csv) to FILE or stdout
+  reconcile PROJECTION [--repair]           compare a projection with the ledger; --repair fixes the drifted rows
+  rebuild PROJECTION                        rebuild a projection from the ledger (scope platform)
+  batch show|cancel ID                      one batch job, or stop its further chunks
   tokens create|list|revoke …               API tokens (local: no --url/--token; see factline tokens --help)
   deploy [--env staging|production] [--dry-run]
                                             provision and deploy the example app (see factline deploy --help)
@@ -45,8 +56,8 @@ class ApiError extends Error {
   }
 }
 
-const valueFlags = new Set(["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note"])
-const boolFlags = new Set(["json", "all-matching", "help"])
+const valueFlags = new Set(["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out"])
+const boolFlags = new Set(["json", "all-matching", "help", "repair", "no-wait"])
 
 export const parse = (argv) => {
   const positional = []
@@ -74,7 +85,7 @@ export const parse = (argv) => {
 const clean = (value) => String(value ?? "").replace(/[\u0000-\u001f\u007f-\u009f]/g, " ")
 const colors = process.stdout.isTTY && !process.env.NO_COLOR
 const paint = (code, text) => (colors ? `\u001b[${code}m${text}\u001b[0m` : text)
-const statusColor = { ok: 32, replayed: 32, completed: 32, warning: 33, replaying: 33, running: 33, critical: 31, open: 31, failed: 31, skipped: 90, escalated: 35 }
+const statusColor = { ok: 32, replayed: 32, completed: 32, succeeded: 32, queued: 90, cancelled: 90, warning: 33, replaying: 33, running: 33, critical: 31, open: 31, failed: 31, skipped: 90, escalated: 35 }
 const colored = (status) => paint(statusColor[status] ?? 0, status)
 const dim = (text) => paint(90, text)
 
@@ -256,16 +267,134 @@ const commands = {
     if (page.data.length === 0) return dim("no batch jobs")
     return table([
       { title: "BATCH", get: (b) => b.batch_id, max: 40 },
-      { title: "OPERATION", get: (b) => `${b.operation} ${b.projection}` },
+      { title: "OPERATION", get: (b) => `${b.operation} ${b.projection ?? b.params?.projection ?? b.params?.manifest ?? ""}`.trim() },
       { title: "STATUS", get: (b) => b.status, color: (padded, raw) => colored(raw) + padded.slice(raw.length) },
-      { title: "SHARDS", get: (b) => `${b.shards_done}/${b.shards_total}`, align: "right" },
-      { title: "FACTS", get: (b) => num(b.facts_replayed), align: "right" },
-      { title: "STARTED", get: (b) => ago(b.started_at) },
+      { title: "PROGRESS", get: (b) => `${b.offset}/${b.total ?? "?"}${b.operation === "rebuild" ? " shards" : ""}`, align: "right" },
+      { title: "DONE", get: (b) => num(b.succeeded), align: "right" },
+      { title: "FAILED", get: (b) => num(b.failed), align: "right" },
+      { title: "STARTED", get: (b) => ago(b.started_at ?? b.created_at) },
       { title: "FINISHED", get: (b) => (b.finished_at ? ago(b.finished_at) : "—") },
       { title: "ERROR", get: (b) => b.error ?? "" }
     ], page.data)
   }
 }
+
+/** Polls a batch job every second, drawing a progress line on stderr, until it is finished; returns the job. */
+const follow = async (api, id) => {
+  const tty = process.stderr.isTTY
+  for (;;) {
+    const job = await api("GET", `/v1/batches/${encodeURIComponent(id)}`)
+    const total = job.total ?? job.expected_total
+    const fraction = total ? Math.min(1, job.offset / total) : ["succeeded", "completed"].includes(job.status) ? 1 : 0
+    const width = 30
+    const bar = "█".repeat(Math.round(fraction * width)) + "░".repeat(width - Math.round(fraction * width))
+    const line = `${bar} ${num(job.offset)}/${total ? num(total) : "?"}  ${clean(job.status)}  done ${num(job.succeeded)}  failed ${num(job.failed)}`
+    process.stderr.write(tty ? `\r${line}\u001b[K` : `${line}\n`)
+    if (["succeeded", "completed", "failed", "cancelled"].includes(job.status)) {
+      if (tty) process.stderr.write("\n")
+      return job
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1_000))
+  }
+}
+
+const summary = (job) => [
+  `batch ${clean(job.batch_id)}  ${clean(job.operation)}  ${clean(job.status)}  offset ${num(job.offset)}/${job.total === null ? "?" : num(job.total)}  succeeded ${num(job.succeeded)}  failed ${num(job.failed)}`,
+  ...(job.error ? [`error: ${clean(job.error)}`] : []),
+  ...(job.errors ?? []).slice(0, 20).map((e) => `  line ${e.line}: ${clean(e.error)}`),
+  ...((job.errors ?? []).length > 20 ? [`  … ${job.errors.length - 20} more (factline batch show ${clean(job.batch_id)} --json)`] : []),
+  ...(job.output ? [`output: ${clean(job.output)}`] : [])
+].join("\n")
+
+const startAndFollow = async (api, flags, body) => {
+  const started = await api("POST", "/v1/batches", body)
+  if (flags["no-wait"]) return flags.json ? started : `started batch ${clean(started.batch_id)}`
+  const job = await follow(api, started.batch_id)
+  return flags.json ? job : summary(job)
+}
+
+Object.assign(commands, {
+  async import(api, { flags, positional }, { url, token }) {
+    const file = positional[1]
+    if (!file || positional.length > 2) throw new UsageError("import needs one NDJSON file")
+    const { stat } = await import("node:fs/promises")
+    const { createReadStream } = await import("node:fs")
+    const { Readable } = await import("node:stream")
+    const { basename } = await import("node:path")
+    const size = (await stat(file)).size
+    // Lines, counted while streaming (never loaded whole): the progress bar's total.
+    let lines = 0
+    let last = 10
+    for await (const chunk of createReadStream(file)) {
+      for (const byte of chunk) if (byte === 10) lines++
+      last = chunk.at(-1)
+    }
+    if (size > 0 && last !== 10) lines++
+    const name = flags.name ?? `${basename(file).replace(/[^A-Za-z0-9._-]/g, "_").replace(/^[^A-Za-z0-9]+/, "") || "upload"}`
+    process.stderr.write(`uploading ${clean(file)} (${num(size)} bytes, ${num(lines)} lines) as ${clean(name)}\n`)
+    let response
+    try {
+      response = await fetch(new URL(`/v1/batches/uploads/${encodeURIComponent(name)}`, url), {
+        method: "PUT",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/x-ndjson", "content-length": String(size) },
+        body: Readable.toWeb(createReadStream(file)),
+        duplex: "half"
+      })
+    } catch (error) {
+      throw new ApiError(0, undefined, `cannot reach ${url} (${error?.cause?.code ?? error?.message ?? String(error)})`)
+    }
+    if (!response.ok) {
+      const body = await response.json().catch(() => undefined)
+      throw new ApiError(response.status, body, body?.error ? `${response.status} ${body.error.code}: ${body.error.message}` : `${response.status} ${response.statusText}`)
+    }
+    const started = await api("POST", "/v1/batches", { operation: "import", manifest: name })
+    if (flags["no-wait"]) return flags.json ? started : `started batch ${clean(started.batch_id)}`
+    const job = await follow((method, path) => api(method, path).then((j) => ({ ...j, expected_total: lines })), started.batch_id)
+    return flags.json ? job : summary(job)
+  },
+
+  async export(api, { flags, positional }, { url, token }) {
+    if (positional.length > 1) throw new UsageError(`unexpected argument ${positional[1]}`)
+    const started = await api("POST", "/v1/batches", { operation: "export", ...(flags.projection ? { projection: flags.projection } : {}), ...(flags.format ? { format: flags.format } : {}) })
+    const job = await follow(api, started.batch_id)
+    if (job.status !== "succeeded") return flags.json ? job : summary(job)
+    const response = await fetch(new URL(job.output, url), { headers: { authorization: `Bearer ${token}` } })
+    if (!response.ok) throw new ApiError(response.status, undefined, `${response.status}: the output could not be downloaded`)
+    const { Readable } = await import("node:stream")
+    const { pipeline } = await import("node:stream/promises")
+    if (!flags.out) {
+      await pipeline(Readable.fromWeb(response.body), process.stdout)
+      return ""
+    }
+    const { createWriteStream } = await import("node:fs")
+    await pipeline(Readable.fromWeb(response.body), createWriteStream(flags.out))
+    return flags.json ? job : `${summary(job)}\nwritten to ${clean(flags.out)}`
+  },
+
+  async reconcile(api, { flags, positional }) {
+    if (!positional[1] || positional.length > 2) throw new UsageError("reconcile needs one projection name")
+    return startAndFollow(api, flags, { operation: "reconcile", projection: positional[1], ...(flags.repair ? { repair: true } : {}) })
+  },
+
+  async rebuild(api, { flags, positional }) {
+    if (!positional[1] || positional.length > 2) throw new UsageError("rebuild needs one projection name")
+    return startAndFollow(api, flags, { operation: "rebuild", projection: positional[1] })
+  },
+
+  async batch(api, { flags, positional }) {
+    const [, sub, id] = positional
+    if (!id || positional.length > 3) throw new UsageError("batch show|cancel needs a batch ID")
+    if (sub === "show") {
+      const job = await api("GET", `/v1/batches/${encodeURIComponent(id)}`)
+      return flags.json ? job : summary(job)
+    }
+    if (sub === "cancel") {
+      const job = await api("POST", `/v1/batches/${encodeURIComponent(id)}/cancel`)
+      return flags.json ? job : summary(job)
+    }
+    throw new UsageError(`unknown batch subcommand ${sub}`)
+  }
+})
 
 /** Local commands that need no deployment URL or token: delegated to their own modules. */
 const local = {
@@ -290,7 +419,7 @@ const main = async (argv) => {
   }
   const token = args.flags.token ?? process.env.FACTLINE_TOKEN
   if (!token) throw new UsageError("no token: pass --token or set FACTLINE_TOKEN")
-  const out = await command(client({ url, token }), args)
+  const out = await command(client({ url, token }), args, { url, token })
   console.log(typeof out === "string" ? out : JSON.stringify(out, null, 2))
   return 0
 }

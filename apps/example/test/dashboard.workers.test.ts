@@ -93,7 +93,7 @@ describe("GET /v1/batches", () => {
   })
 
   it("refuses bad parameters, and tokens without the admin or platform scope", async () => {
-    expect((await list("?status=done")).body.error).toMatchObject({ code: "invalid_query", message: "status: must be one of running, completed, failed" })
+    expect((await list("?status=done")).body.error).toMatchObject({ code: "invalid_query", message: "status: must be one of queued, running, succeeded, failed, cancelled, completed" })
     expect((await list("?limit=0")).status).toBe(400)
     expect((await list("?limit=101")).status).toBe(400)
     expect((await list("?cursor=nope")).body.error.code).toBe("invalid_query")

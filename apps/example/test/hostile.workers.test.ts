@@ -59,6 +59,7 @@ const queryOf: Record<string, ReadonlyArray<string>> = {
   "GET /v1/facts": ["subject", "type", "cursor", "limit"],
   "GET /v1/projections/:name": ["call_id", "buyer_id", "duration_s", "cursor", "limit"],
   "GET /v1/batches/:id": [],
+  "GET /v1/batches/:id/output": [],
   "GET /v1/batches": ["status", "cursor", "limit"],
   "GET /v1/webhooks/event-types": [],
   "GET /v1/webhooks/endpoints": [],

@@ -64,7 +64,10 @@ describe("rebuilding a projection from the ledger", () => {
   it("refuses unknown projections, other operations and tokens without the platform scope", async () => {
     const post = (body: unknown, token = tokenPlatform) => request("/v1/batches", { method: "POST", token, body: JSON.stringify(body) })
     expect((await post({ operation: "rebuild", projection: "nope" })).status).toBe(404)
-    expect((await post({ operation: "import", projection: "calls" })).status).toBe(400)
+    expect((await post({ operation: "import", projection: "calls" })).status).toBe(403)
+    expect((await post({ operation: "import", projection: "calls" }, tokenA)).status).toBe(400)
+    expect((await post({ operation: "export", projection: "calls" })).status).toBe(403)
+    expect((await post({ operation: "reconcile" }, tokenA)).status).toBe(400)
     expect((await post({ operation: "rebuild", projection: "calls" }, tokenAReadOnly)).status).toBe(403)
     expect((await request("/v1/batches/rb_missing", { token: tokenA })).status).toBe(404)
   })

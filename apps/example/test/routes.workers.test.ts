@@ -81,6 +81,7 @@ describe("tenancy sweep, every route of the table", () => {
     price: 7_319,
     factIds: [] as Array<string>,
     batch: unique("rb_tenant_a"),
+    job: unique("bt_tenant_a"),
     endpoint: "",
     hookPath: `/hooks/${unique("secret_hook")}`,
     deadLetter: unique("dlq_tenant_a")
@@ -100,6 +101,9 @@ describe("tenancy sweep, every route of the table", () => {
       `INSERT INTO projection_rebuilds (id, tenant_id, projection, shadow_table, status, shards_total, shards_done, facts_replayed, started_at)
        VALUES (?, 'tenant-a', 'calls', ?, 'failed', 0, 0, 0, ?)`
     ).bind(a.batch, `calls__${a.batch}`, new Date().toISOString()).run()
+    await env.DB.prepare(
+      `INSERT INTO batch_jobs (id, tenant_id, operation, status, params, created_at, updated_at) VALUES (?, 'tenant-a', 'import', 'failed', '{}', ?, ?)`
+    ).bind(a.job, new Date().toISOString(), new Date().toISOString()).run()
     const endpoint = await (await request("/v1/webhooks/endpoints", {
       method: "POST", token: tokenA, body: JSON.stringify({ url: `https://hooks.example.com${a.hookPath}`, event_types: ["charge.created"] })
     })).json<any>()
@@ -132,6 +136,12 @@ describe("tenancy sweep, every route of the table", () => {
     "POST /v1/batches": { body: { operation: "rebuild", projection: "calls" }, ownerStatus: undefined },
     "GET /v1/batches/:id": { params: { id: a.batch }, ownerStatus: 200 },
     "GET /v1/batches": { ownerStatus: 200, answersB: true },
+    // A's job is finished (failed): A's own cancel is a 409, B's the 404 of an unknown id.
+    "POST /v1/batches/:id/cancel": { params: { id: a.job }, ownerStatus: 409, ownMarkers: [a.job] },
+    // A's job has no output (it failed): A's read is a 409, B's the 404 of an unknown id.
+    "GET /v1/batches/:id/output": { params: { id: a.job }, ownerStatus: 409, ownMarkers: [a.job] },
+    // B uploads under its own tenant's prefix: nothing of A's in the answer (A's own upload is not sent: it changes nothing A reads).
+    "PUT /v1/batches/uploads/:name": { params: { name: "probe.ndjson" }, body: { probe: true }, ownerStatus: undefined, answersB: true },
     "GET /v1/webhooks/event-types": { ownerStatus: 200, ownMarkers: ["charge.created"], answersB: true },
     // B creates its own endpoint: nothing of A's in the answer.
     "POST /v1/webhooks/endpoints": { body: { url: "https://hooks.example.com/b", event_types: ["charge.created"] }, ownerStatus: undefined, answersB: true },
@@ -168,7 +178,7 @@ describe("tenancy sweep, every route of the table", () => {
       const sent = [...Object.values(probe!.params ?? {}), ...(probe!.query ? [decodeURIComponent(probe!.query.split("=")[1]!)] : []), ...(probe!.body ? [JSON.stringify(probe!.body)] : [])]
       let rest = text
       for (const s of sent) rest = rest.split(s).join("")
-      for (const secret of ["tenant-a", a.buyer, a.subject, String(a.price), a.batch, a.endpoint, a.hookPath, a.deadLetter, ...a.factIds]) {
+      for (const secret of ["tenant-a", a.buyer, a.subject, String(a.price), a.batch, a.job, a.endpoint, a.hookPath, a.deadLetter, ...a.factIds]) {
         expect(rest, `${keyOf(route)} as tenant B leaks ${secret}`).not.toContain(secret)
       }
       if (probe!.ownerStatus !== undefined) {

@@ -11,6 +11,7 @@ import { Effect } from "effect"
 import {
   AcceptedKeys,
   BatchConsumer,
+  BatchJobs,
   Consumer,
   DeadLetterConsumer,
   EventsConsumer,
@@ -19,6 +20,7 @@ import {
   ProcessingConsumer,
   ProjectionConsumer,
   Metrics,
+  ProjectionStore,
   Registry,
   RetryPolicy,
   WebhookConsumer
@@ -123,6 +125,7 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform =>
       ).bind(cutoff, retentionChunk).run()
       await pruneAcceptedKeys(env)
       await pruneOperations(env)
+      await failStaleBatchJobs(env)
     }
   }
 }
@@ -160,6 +163,13 @@ export const recordMetrics = async (
     console.error(JSON.stringify({ level: "error", message: "queue metrics could not be recorded", queue: batch.queue, error: error instanceof Error ? error.message : String(error) }))
   }
 }
+
+/** Fails batch jobs without progress for `BatchJobs.staleAfterMs` (their chunk message is lost); returns how many. */
+export const failStaleBatchJobs = (env: PlatformEnv, now = Date.now()): Promise<number> =>
+  Effect.runPromise(BatchJobs.failStale(new Date(now - BatchJobs.staleAfterMs).toISOString(), new Date(now).toISOString()).pipe(
+    Effect.provide(ProjectionStore.ProjectionStore.layer(env.DB)),
+    Effect.catch((error) => Effect.as(Effect.logError(`stale batch jobs could not be failed: ${error.message}`), 0))
+  ))
 
 /** Deletes at most `retentionChunk` rows per table: resolved dead letters, old rollups. Returns what it deleted. */
 export const pruneOperations = async (env: PlatformEnv, now = Date.now()) => {

@@ -5,7 +5,7 @@
  */
 import { Layer, ManagedRuntime } from "effect"
 import {
-  AcceptedKeys, DeadLetters, DeadLetterStore, Inbox, Ledger, PayloadStore, Producer, ProjectionStore, QueueProducer, Registry, RetryPolicy, Shards, WebhookStore, WebhookTransport
+  AcceptedKeys, BatchFiles, DeadLetters, DeadLetterStore, Inbox, Ledger, PayloadStore, Producer, ProjectionStore, QueueProducer, Registry, RetryPolicy, Shards, WebhookStore, WebhookTransport
 } from "@factline/core"
 import type { PlatformEnv } from "./Env.js"
 
@@ -42,6 +42,7 @@ export type PlatformServices =
   | WebhookStore.WebhookStore
   | WebhookTransport.WebhookTransport
   | DeadLetterStore.DeadLetterStore
+  | BatchFiles.BatchFiles
 
 const number = (raw: string | undefined, fallback: number) => {
   const n = raw === undefined || raw === "" ? NaN : Number(raw)
@@ -76,7 +77,8 @@ export const platformLayer = (env: PlatformEnv, registry: Registry.Shape): Layer
       configTtlMs: number(env.FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS, 10) * 1000
     }, webhookCatalog(registry)),
     WebhookTransport.WebhookTransport.layer,
-    DeadLetterStore.DeadLetterStore.layer(env.DB)
+    DeadLetterStore.DeadLetterStore.layer(env.DB),
+    BatchFiles.BatchFiles.layer(env.PAYLOADS)
   )
 }
 

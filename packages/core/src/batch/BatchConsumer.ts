@@ -1,25 +1,35 @@
 /**
- * The consumer of `factline-batch`: bulk operations, one slice per message.
+ * The consumer of `factline-batch`: bulk operations, one chunk per message.
  *
- * A slice does its work and enqueues the next slice before it is acked, so an
- * operation is resumable from its last acked slice; slices are idempotent (the
- * inbox key is `batch_id:offset`), so a redelivered slice redoes nothing
- * visible. Today the operation is `rebuild`; import, export and reconcile are
- * refused as unsupported (dead-lettered with the reason), not silently dropped.
+ * A chunk does its work and enqueues the next chunk before it is acked, so an
+ * operation is resumable from its last acked chunk; chunks are idempotent (the
+ * inbox key is `batch_id:offset`, the chunk's number for an import), so a
+ * redelivered chunk redoes nothing visible. Operations: `rebuild`
+ * (Rebuild.ts), `import` (Import.ts), `export` (Export.ts) and `reconcile`
+ * (Reconcile.ts).
+ *
+ * A chunk that fails on its last allowed attempt ends its job `failed` with
+ * the error (and a rebuild's shadow table dropped) before it is dead-lettered:
+ * a job that cannot finish never stays `running`, nor blocks the next rebuild.
  */
 import { Cause, Effect, Exit, Result } from "effect"
 import { type BatchPayload, BatchPayload as BatchPayloadSchema, Envelope, Issues } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as Rebuild from "../projections/Rebuild.js"
+import * as BatchJobs from "./BatchJobs.js"
+import * as Export from "./Export.js"
+import * as Import from "./Import.js"
+import * as Reconcile from "./Reconcile.js"
 
-export const make = (payload: BatchPayload): Envelope => ({
+/** The chunk message; `tenantId` is the job's (a rebuild's is the platform's). */
+export const make = (payload: BatchPayload, tenantId: string = Rebuild.platformTenant): Envelope => ({
   schema_version: 1,
   message_type: `batch.${payload.operation}`,
   message_id: `msg_${crypto.randomUUID()}`,
   idempotency_key: `${payload.batch_id}:${payload.offset}`,
   correlation_id: payload.batch_id,
-  tenant_id: Rebuild.platformTenant,
+  tenant_id: tenantId,
   subject: payload.batch_id,
   source: "factline-batch",
   created_at: new Date().toISOString(),
@@ -29,31 +39,96 @@ export const make = (payload: BatchPayload): Envelope => ({
 const decodeEnvelope = Issues.decodeStrict(Envelope)
 const decodePayload = Issues.decodeStrict(BatchPayloadSchema)
 
-export const decode = (body: unknown) => {
+/** A chunk to run, its tenant, and whether this delivery is its last allowed attempt. */
+export interface Chunk {
+  readonly payload: BatchPayload
+  readonly tenantId: string
+  readonly last: boolean
+}
+
+export const decode = (body: unknown, delivery: Consumer.Delivery) => {
   const envelope = decodeEnvelope(body)
   if (Result.isFailure(envelope)) return Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: Issues.render(envelope.failure) })
   const payload = decodePayload(envelope.success.payload, ["payload"])
   if (Result.isFailure(payload)) return Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: Issues.render(payload.failure) })
-  return Effect.succeed([{ key: `${envelope.success.tenant_id}/${envelope.success.idempotency_key}`, value: payload.success }])
+  const value: Chunk = { payload: payload.success, tenantId: envelope.success.tenant_id, last: delivery.last }
+  return Effect.succeed([{ key: `${envelope.success.tenant_id}/${envelope.success.idempotency_key}`, value }])
 }
 
+const messageOf = (cause: Cause.Cause<unknown>) => {
+  const error = Cause.squash(cause) as { message?: string } | undefined
+  return error?.message ?? String(error)
+}
+
+/** Ends the chunk's job `failed` with `error`: its chunk will not be retried again (a reconcile's shadow is dropped). */
+const failJob = (chunk: Chunk, error: string) =>
+  Effect.gen(function*() {
+    const now = new Date().toISOString()
+    if (chunk.payload.operation === "rebuild") return yield* Rebuild.fail(chunk.payload.batch_id, error, now)
+    yield* BatchJobs.fail(chunk.payload.batch_id, error, now)
+    const job = yield* BatchJobs.find(chunk.payload.batch_id)
+    if (job?.operation === "reconcile") yield* Reconcile.dropShadow(job)
+  })
+
+/** Runs one chunk of a rebuild or an import; returns the next chunk, if any. */
+const stepOf = (payload: BatchPayload) =>
+  Effect.gen(function*() {
+    const next: BatchPayload | undefined = payload.operation === "rebuild"
+      ? yield* Rebuild.step(payload)
+      : payload.operation === "export"
+      ? yield* Export.step(payload)
+      : payload.operation === "reconcile"
+      ? yield* Reconcile.step(payload)
+      : yield* Import.step(payload)
+    return next
+  })
+
+/**
+ * Chunks one message runs in a row before it enqueues the next: every hop through the queue waits for
+ * its batch (up to `max_batch_timeout`, 10 s for factline-batch), so one chunk per message would make an
+ * import of 10,000 lines wait 100 batch timeouts. A count, not a time budget: a redelivered message
+ * stops at the same chunk, so its next message has the same key (`batch_id:chunk`) and the inbox
+ * dedupes it. Chunks already recorded are skipped cheaply (one read each). A rebuild keeps one slice
+ * per message (25 shards, each possibly large).
+ */
+export const chunksPerMessage = 10
+
+const runMessage = (first: BatchPayload) =>
+  Effect.gen(function*() {
+    const limit = first.operation === "rebuild" ? 1 : chunksPerMessage
+    let payload = first
+    for (let ran = 1; ; ran++) {
+      const next = yield* stepOf(payload)
+      if (next === undefined || ran >= limit) return next
+      payload = next
+    }
+  })
+
 export const process = (enqueue: (next: Envelope) => Promise<void>) =>
-  (items: ReadonlyArray<{ readonly key: string; readonly value: BatchPayload }>) =>
+  (items: ReadonlyArray<{ readonly key: string; readonly value: Chunk }>) =>
     Effect.gen(function*() {
       const outcomes = new Map<string, Consumer.Outcome>()
       for (const { key, value } of items) {
-        if (value.operation !== "rebuild") {
-          outcomes.set(key, Consumer.permanent("permanent_failure", `batch operation "${value.operation}" is not supported yet`))
+        const { payload } = value
+        const exit = yield* Effect.exit(
+          Effect.flatMap(runMessage(payload), (next) => (next ? Effect.promise(() => enqueue(make(next, value.tenantId))) : Effect.void))
+        )
+        if (Exit.isSuccess(exit)) {
+          outcomes.set(key, Consumer.done)
           continue
         }
-        const exit = yield* Effect.exit(
-          Effect.flatMap(Rebuild.step(value), (next) => (next ? Effect.promise(() => enqueue(make(next))) : Effect.void))
-        )
-        if (Exit.isSuccess(exit)) outcomes.set(key, Consumer.done)
-        else {
-          const error = Cause.squash(exit.cause) as { message?: string }
-          outcomes.set(key, Consumer.transient(`rebuild step failed: ${error?.message ?? String(error)}`))
+        const error = `${payload.operation} chunk ${payload.offset} failed: ${messageOf(exit.cause)}`
+        const squashed = Cause.squash(exit.cause)
+        const permanent = (squashed instanceof Import.ImportChunkFailed || squashed instanceof Export.ExportChunkFailed || squashed instanceof Reconcile.ReconcileChunkFailed) && squashed.permanent
+        if (permanent || value.last) {
+          // Recorded before the message settles; if even that fails, the chunk is retried (or dead-lettered with the error).
+          const failed = yield* Effect.exit(failJob(value, error))
+          if (Exit.isFailure(failed)) {
+            outcomes.set(key, Consumer.transient(`${error}; the job could not be marked failed: ${messageOf(failed.cause)}`))
+            continue
+          }
         }
+        outcomes.set(key, permanent ? Consumer.permanent("permanent_failure", error) : Consumer.transient(error))
       }
       return outcomes as ReadonlyMap<string, Consumer.Outcome>
     })

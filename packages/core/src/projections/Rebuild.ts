@@ -83,6 +83,11 @@ const ddl = (table: string) =>
     return { table: rows.find((r) => r.type === "table")?.sql, indexes: rows.filter((r) => r.type === "index").map((r) => r.sql) }
   })
 
+/** The CREATE TABLE of `shadow`, a copy of the live table's DDL (undefined when the table does not exist). */
+export const shadowStatement = (live: string, shadow: string) =>
+  Effect.map(ddl(live), ({ table }) =>
+    table === undefined ? undefined : { sql: table.replace(/^CREATE TABLE\s+(["`]?)[^"`\s(]+\1/i, `CREATE TABLE ${q(shadow)}`), params: [] })
+
 /** The record by id, whoever started it: for the batch consumer only, never for a caller. */
 const find = (id: string) =>
   Effect.gen(function*() {
@@ -180,7 +185,7 @@ export const step = (payload: BatchPayload) =>
  * The statements that replay `facts` into `target`; facts the mapping throws for are left out and
  * described in `failures` (the whole chunk is only split when its mapping threw).
  */
-const replayStatements = (p: Projection.Projection, facts: ReadonlyArray<Fact>, target: Projection.Target, failures: Array<string>) => {
+export const replayStatements = (p: Projection.Projection, facts: ReadonlyArray<Fact>, target: Projection.Target, failures: Array<string>) => {
   try {
     return Projection.batchStatements(p, facts, target)
   } catch {
@@ -207,5 +212,24 @@ export const swap = (p: Projection.Projection, record: RebuildRecord) =>
         sql: "UPDATE projection_rebuilds SET status = 'completed', finished_at = ?, shards_done = shards_total WHERE id = ?",
         params: [new Date().toISOString(), record.id]
       }
+    ])
+  })
+
+/**
+ * The rebuild cannot finish (a step exhausted its retries): it ends `failed`
+ * with the error and its shadow table is dropped, so a new rebuild of the
+ * projection can start. Live writes stop going to the shadow with the status.
+ */
+export const fail = (id: string, error: string, now: string) =>
+  Effect.gen(function*() {
+    const store = yield* ProjectionStore
+    const record = yield* find(id)
+    if (!record || record.status !== "running") return
+    yield* store.execute([
+      {
+        sql: "UPDATE projection_rebuilds SET status = 'failed', error = ?, finished_at = ? WHERE id = ? AND status = 'running'",
+        params: [error.slice(0, 2_000), now, id]
+      },
+      { sql: `DROP TABLE IF EXISTS ${q(record.shadow_table)}`, params: [] }
     ])
   })

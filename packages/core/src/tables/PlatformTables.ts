@@ -276,3 +276,42 @@ export const webhookAttempts = sqliteTable(
   },
   (t) => [primaryKey({ columns: [t.tenantId, t.endpointId, t.attemptedAt, t.deliveryId, t.attempt] })]
 )
+
+/**
+ * Batch jobs other than rebuilds (import, export, reconcile): one record per job,
+ * tenant-scoped (only `tenant_id` reads or cancels it), written only by
+ * `batch/BatchJobs.ts`. `status` goes `queued → running → succeeded | failed`,
+ * or `→ cancelled` from queued or running. Progress is per chunk: `chunks_done`
+ * counts the chunk messages whose work is recorded (a redelivered chunk whose
+ * number is below it does nothing again); `offset` is the lines (items) done and
+ * `cursor` the byte position in the input object (R2, `input_key`) where the next
+ * chunk starts. `errors` keeps the first 100 item errors (JSON array of
+ * `{ line, error }`); `error` why the job itself failed.
+ */
+export const batchJobs = sqliteTable(
+  "batch_jobs",
+  {
+    id: text("id").primaryKey(),
+    tenantId: text("tenant_id").notNull(),
+    operation: text("operation", { enum: ["import", "export", "reconcile"] }).notNull(),
+    status: text("status", { enum: ["queued", "running", "succeeded", "failed", "cancelled"] }).notNull(),
+    /** What the job was asked to do (JSON), without the items themselves. */
+    params: text("params").notNull().default("{}"),
+    inputKey: text("input_key"),
+    outputKey: text("output_key"),
+    /** Items in the job when known up front (an inline import); null until the end for a manifest. */
+    total: integer("total"),
+    offset: integer("offset").notNull().default(0),
+    cursor: integer("cursor").notNull().default(0),
+    chunksDone: integer("chunks_done").notNull().default(0),
+    succeeded: integer("succeeded").notNull().default(0),
+    failed: integer("failed").notNull().default(0),
+    errors: text("errors").notNull().default("[]"),
+    error: text("error"),
+    createdAt: text("created_at").notNull(),
+    startedAt: text("started_at"),
+    finishedAt: text("finished_at"),
+    updatedAt: text("updated_at").notNull()
+  },
+  (t) => [index("batch_jobs_by_tenant").on(t.tenantId, t.createdAt, t.id)]
+)

@@ -10,7 +10,7 @@
  */
 import { Effect } from "effect"
 import { Hono } from "hono"
-import { AsyncApi, BatchConsumer, Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, Rebuild, type Registry } from "@factline/core"
+import { AsyncApi, BatchConsumer, BatchFiles, BatchJobs, Export, Import, Reconcile, Ledger, Producer, Projection, ProjectionQuery, ProjectionStore, Rebuild, type Registry } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import type { PlatformRuntime, PlatformServices } from "../Services.js"
 import { type AuthVariables, requireScope, type Scope } from "./Auth.js"
@@ -28,7 +28,7 @@ export const maxBodyBytes = 5 * 1024 * 1024
 export const maxEventsPerRequest = 1_000
 
 export interface Route {
-  readonly method: "GET" | "POST" | "PATCH" | "DELETE"
+  readonly method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
   /** Hono's pattern, `:name` for a path parameter. */
   readonly path: string
   /** A token needs one of these. */
@@ -46,10 +46,15 @@ export const routes = [
   { method: "GET", path: "/v1/streams/:subject/facts", scopes: ["read"] },
   { method: "GET", path: "/v1/facts", scopes: ["read"] },
   { method: "GET", path: "/v1/projections/:name", scopes: ["read"] },
-  // A rebuild replays every tenant's facts: the platform scope, never a tenant's admin.
-  { method: "POST", path: "/v1/batches", scopes: ["platform"] },
+  // Batch jobs: import, export and reconcile work on the caller's tenant (`admin`); a rebuild replays
+  // every tenant's facts, so it takes the `platform` scope (checked per operation in the route).
+  { method: "POST", path: "/v1/batches", scopes: ["admin", "platform"] },
   { method: "GET", path: "/v1/batches/:id", scopes: ["admin", "platform"] },
   { method: "GET", path: "/v1/batches", scopes: ["admin", "platform"] },
+  { method: "POST", path: "/v1/batches/:id/cancel", scopes: ["admin", "platform"] },
+  { method: "GET", path: "/v1/batches/:id/output", scopes: ["admin", "platform"] },
+  // An import's NDJSON file, streamed to R2 under the caller's tenant (then `{ "operation": "import", "manifest": "<name>" }`).
+  { method: "PUT", path: "/v1/batches/uploads/:name", scopes: ["admin"] },
   // Webhooks (Webhooks.ts): the catalog for any reader; endpoints are a tenant admin's.
   { method: "GET", path: "/v1/webhooks/event-types", scopes: ["read", "admin"] },
   { method: "POST", path: "/v1/webhooks/endpoints", scopes: ["admin"] },
@@ -290,15 +295,31 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
     })
   })
 
-  // A rebuild replays every tenant's facts: the platform scope, never a tenant's admin (see `routes`).
+  /**
+   * `POST /v1/batches`: starts a batch job. `rebuild` (scope `platform`: it replays every tenant's facts);
+   * `import` (scope `admin`: into the caller's tenant) of up to 1,000 inline envelopes, written to R2 as
+   * NDJSON under the tenant's prefix and run in chunks on `factline-batch`.
+   */
   app.post("/v1/batches", authenticate("POST /v1/batches"), async (c) => {
+    const principal = c.get("principal")
     const read = await readBody(c)
     if (!read.ok) return read.response
     const body = read.body
-    if (!isObject(body) || body.operation !== "rebuild" || typeof body.projection !== "string") {
-      return errorResponse(c, 400, "invalid_request", 'send { "operation": "rebuild", "projection": "<name>" } (import, export and reconcile are not supported yet)')
+    const usage = 'send { "operation": "rebuild", "projection": "<name>" }, { "operation": "import", "events": [...] | "manifest": "<uploaded name>" }, { "operation": "export", "projection"?: "<name>", "format"?: "ndjson" | "csv" } (reconcile is not supported yet)'
+    if (!isObject(body)) return errorResponse(c, 400, "invalid_request", usage)
+    if (body.operation === "rebuild") {
+      if (!principal.scopes.includes("platform")) return errorResponse(c, 403, "forbidden", 'a rebuild replays every tenant\'s facts: it takes the "platform" scope')
+      if (typeof body.projection !== "string") return errorResponse(c, 400, "invalid_request", usage)
+      return startRebuild(c, body.projection)
     }
-    const projection = body.projection
+    if (body.operation === "import" || body.operation === "export" || body.operation === "reconcile") {
+      if (!principal.scopes.includes("admin")) return errorResponse(c, 403, "forbidden", `${body.operation} works on the token's tenant: it takes the "admin" scope`)
+      return body.operation === "import" ? startImport(c, body) : body.operation === "export" ? startExport(c, body) : startReconcile(c, body)
+    }
+    return errorResponse(c, 400, "invalid_request", usage)
+  })
+
+  const startRebuild = async (c: Parameters<typeof errorResponse>[0], projection: string) => {
     const started = await run(c.env, Rebuild.start(projection, c.get("principal").tenantId))
     if (started._tag === "Failure") {
       const error = started.failure
@@ -311,15 +332,98 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
       return unavailable(c, "the batch queue")
     }
     return c.json({ batch_id: started.success.record.id, operation: "rebuild", ...started.success.record }, 202)
-  })
+  }
 
-  // Only the tenant that started a batch reads it; another tenant's id is the same 404 as a missing one.
-  app.get("/v1/batches/:id", authenticate("GET /v1/batches/:id"), strictQuery([]), async (c) => {
-    const result = await run(c.env, Rebuild.get(c.get("principal").tenantId, c.req.param("id")))
-    if (result._tag === "Failure") return unavailable(c, "the projection store")
-    if (!result.success) return errorResponse(c, 404, "not_found", `no batch "${c.req.param("id")}"`)
-    return c.json({ batch_id: result.success.id, operation: "rebuild", ...result.success })
-  })
+  /** Queues a created job's first chunk; a send that fails ends the job `failed` (it would never run). */
+  const enqueueFirst = async (c: Parameters<typeof errorResponse>[0], job: BatchJobs.Row, total: number) => {
+    try {
+      await c.env.BATCH_QUEUE.send(BatchConsumer.make({ batch_id: job.id, operation: job.operation, offset: 0, total }, job.tenant_id), { contentType: "json" })
+    } catch {
+      await run(c.env, BatchJobs.fail(job.id, "the batch queue was unavailable when the job was started", new Date().toISOString()))
+      return unavailable(c, "the batch queue")
+    }
+    return c.json(BatchJobs.view(job), 202)
+  }
+
+  const startReconcile = async (c: Parameters<typeof errorResponse>[0], body: Record<string, unknown>) => {
+    const extra = Object.keys(body).filter((k) => !["operation", "projection", "repair"].includes(k))
+    if (extra.length > 0) return errorResponse(c, 400, "invalid_request", `unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}`)
+    if (body.repair !== undefined && typeof body.repair !== "boolean") return errorResponse(c, 400, "invalid_request", '"repair" must be true or false')
+    if (typeof body.projection !== "string") return errorResponse(c, 400, "invalid_request", '"projection" must be a projection\'s name')
+    const projection = router.projection(body.projection)
+    if (!projection) return errorResponse(c, 404, "not_found", `no projection "${body.projection.slice(0, 100)}" (known: ${router.projections.map((p) => p.name).join(", ")})`)
+    const params: Reconcile.Params = { projection: projection.name, repair: body.repair === true }
+    const created = await run(c.env, BatchJobs.create({
+      id: BatchJobs.newId(), tenantId: c.get("principal").tenantId, operation: "reconcile", params, inputKey: null, total: null, now: new Date().toISOString()
+    }))
+    if (created._tag === "Failure") return unavailable(c, "the batch store")
+    return enqueueFirst(c, created.success, 0)
+  }
+
+  const startExport = async (c: Parameters<typeof errorResponse>[0], body: Record<string, unknown>) => {
+    const extra = Object.keys(body).filter((k) => !["operation", "projection", "format"].includes(k))
+    if (extra.length > 0) return errorResponse(c, 400, "invalid_request", `unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}`)
+    const format = body.format ?? "ndjson"
+    if (format !== "ndjson" && format !== "csv") return errorResponse(c, 400, "invalid_request", '"format" must be "ndjson" or "csv"')
+    if (body.projection !== undefined && typeof body.projection !== "string") return errorResponse(c, 400, "invalid_request", '"projection" must be a projection\'s name')
+    const projection = body.projection === undefined ? undefined : router.projection(body.projection)
+    if (body.projection !== undefined && !projection) {
+      return errorResponse(c, 404, "not_found", `no projection "${String(body.projection).slice(0, 100)}" (known: ${router.projections.map((p) => p.name).join(", ")})`)
+    }
+    if (projection === undefined && format === "csv") return errorResponse(c, 400, "invalid_request", "facts export as NDJSON only (their data is nested); CSV is for a projection")
+    const params: Export.Params = { ...(projection ? { projection: projection.name } : {}), format }
+    const created = await run(c.env, BatchJobs.create({
+      id: BatchJobs.newId(), tenantId: c.get("principal").tenantId, operation: "export", params, inputKey: null, total: null, now: new Date().toISOString()
+    }))
+    if (created._tag === "Failure") return unavailable(c, "the batch store")
+    return enqueueFirst(c, created.success, 0)
+  }
+
+  const startManifestImport = async (c: Parameters<typeof errorResponse>[0], manifest: unknown) => {
+    const tenantId = c.get("principal").tenantId
+    if (typeof manifest !== "string" || !Batches.uploadName.test(manifest)) {
+      return errorResponse(c, 400, "invalid_request", '"manifest" must be the name of a file uploaded with PUT /v1/batches/uploads/:name')
+    }
+    const key = Batches.uploadKey(tenantId, manifest)
+    let exists: boolean
+    try {
+      exists = (await c.env.PAYLOADS.head(key)) !== null
+    } catch {
+      return unavailable(c, "the payload store")
+    }
+    if (!exists) return errorResponse(c, 404, "not_found", `no uploaded file "${manifest}"; upload it with PUT /v1/batches/uploads/${manifest}`)
+    const created = await run(c.env, BatchJobs.create({
+      id: BatchJobs.newId(), tenantId, operation: "import", params: { source: "manifest", manifest }, inputKey: key, total: null, now: new Date().toISOString()
+    }))
+    if (created._tag === "Failure") return unavailable(c, "the batch store")
+    return enqueueFirst(c, created.success, 0)
+  }
+
+  const startImport = async (c: Parameters<typeof errorResponse>[0], body: Record<string, unknown>) => {
+    const tenantId = c.get("principal").tenantId
+    const events = body.events
+    const extra = Object.keys(body).filter((k) => k !== "operation" && k !== "events" && k !== "manifest")
+    if (extra.length > 0 || ("events" in body && "manifest" in body)) {
+      return errorResponse(c, 400, "invalid_request", `send { "operation": "import", "events": [...] } or { "operation": "import", "manifest": "<uploaded name>" }${extra.length > 0 ? `; unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}` : ""}`)
+    }
+    if ("manifest" in body) return startManifestImport(c, body.manifest)
+    if (!Array.isArray(events) || events.length === 0) return errorResponse(c, 400, "invalid_request", '"events" must be a non-empty array of envelopes')
+    if (events.length > Import.maxInlineEvents) {
+      return errorResponse(c, 400, "too_many_events", `at most ${Import.maxInlineEvents} events per inline import; got ${events.length}`)
+    }
+    // One line per event, whatever it is: lines that are not envelopes are reported by the job with their number.
+    const ndjson = events.map((event) => JSON.stringify(event)).join("\n") + "\n"
+    const id = BatchJobs.newId()
+    const key = BatchJobs.inputKey(tenantId, id)
+    const now = new Date().toISOString()
+    const created = await run(c.env, Effect.gen(function*() {
+      const files = yield* BatchFiles.BatchFiles
+      yield* files.put(key, ndjson)
+      return yield* BatchJobs.create({ id, tenantId, operation: "import", params: { source: "inline" }, inputKey: key, total: events.length, now })
+    }))
+    if (created._tag === "Failure") return unavailable(c, created.failure._tag === "BatchFilesUnavailable" ? "the payload store" : "the batch store")
+    return enqueueFirst(c, created.success, events.length)
+  }
 
   // The AsyncAPI document of this platform's queues, messages and facts (public, like any API description).
   const asyncApi = JSON.stringify(AsyncApi.generate(router))
@@ -328,6 +432,7 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
   Webhooks.mount(app, { registry: router, run, readBody: (c) => readBody(c) })
   Operations.mount(app, { run, readBody: (c) => readBody(c) })
   Batches.mount(app, { run })
+  Batches.mountUploads(app)
   Dashboard.mount(app)
 
   app.notFound((c) => errorResponse(c, 404, "not_found", `no route for ${c.req.method} ${new URL(c.req.url).pathname}`))

@@ -533,27 +533,30 @@ const script = String.raw`
       $("batches-sub").textContent = running.length + " running";
       if (jobs.length === 0) {
         body.appendChild(h("div", { class: "empty", id: "batches-empty" }, h("strong", { text: "No batch jobs" }),
-          "A projection rebuild (POST /v1/batches) shows here with its progress while it runs."));
+          "Imports, exports, reconciles and rebuilds (POST /v1/batches) show here with their progress."));
         return;
       }
       var tbody = h("tbody");
       running.concat(recent).forEach(function (b) {
-        var total = b.shards_total || 0, done = b.shards_done || 0;
-        var fraction = total === 0 ? (b.status === "running" ? 0 : 1) : Math.min(1, done / total);
+        // Every job has offset / total (a rebuild's in shards, an import's in lines); total is unknown until the end of a manifest.
+        var rebuild = b.operation === "rebuild";
+        var total = b.total || 0, done = b.offset || 0;
+        var fraction = total === 0 ? (b.status === "running" || b.status === "queued" ? 0 : 1) : Math.min(1, done / total);
         var fill = h("div", { class: "fill" });
         fill.style.width = (fraction * 100).toFixed(1) + "%";
+        var target = b.projection || (b.params && b.params.projection) || (b.params && b.params.manifest) || "";
         tbody.appendChild(h("tr", { "data-batch": b.batch_id, "data-status": b.status },
           h("td", { class: "mono", text: b.batch_id }),
-          h("td", { text: b.operation + " " + b.projection }),
+          h("td", { text: b.operation + (target ? " " + target : "") }),
           h("td", {}, badge(b.status)),
           h("td", {}, h("div", { class: "bar", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": total, "aria-valuenow": done }, fill),
-            " ", h("span", { class: "checks", text: done + " / " + total + " shards" })),
-          h("td", { class: "num", text: n(b.facts_replayed) }),
-          h("td", {}, when(b.started_at)),
+            " ", h("span", { class: "checks", text: done + " / " + (b.total === null ? "?" : total) + (rebuild ? " shards" : " items") })),
+          h("td", { class: "num", text: n(b.succeeded) + (b.failed ? " (" + n(b.failed) + " failed)" : "") }),
+          h("td", {}, when(b.started_at || b.created_at)),
           h("td", {}, b.finished_at ? when(b.finished_at) : "—"),
-          h("td", { class: "wrap", text: b.error || "" })));
+          h("td", { class: "wrap", text: b.error || (b.errors && b.errors.length ? "line " + b.errors[0].line + ": " + b.errors[0].error : "") })));
       });
-      body.appendChild(h("table", {}, h("thead", {}, h("tr", {}, ["Batch", "Operation", "Status", "Progress", "Facts replayed", "Started", "Finished", "Error"].map(function (label, i) {
+      body.appendChild(h("table", {}, h("thead", {}, h("tr", {}, ["Batch", "Operation", "Status", "Progress", "Done", "Started", "Finished", "Error"].map(function (label, i) {
         return h("th", { class: i === 4 ? "num" : "", text: label });
       }))), tbody));
     }, function (e) {
