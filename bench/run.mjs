@@ -70,7 +70,12 @@ const config = {
   // single workerd thread down as it grows; production observability is remote, so the bench turns it off.
   observability: { enabled: false },
   // BENCH_SHARDS=4 measures another shard count per tenant (default: the platform's, 16).
-  vars: { ...(example.vars ?? {}), ...(process.env.BENCH_SHARDS ? { FACTLINE_LEDGER_SHARDS: process.env.BENCH_SHARDS } : {}) },
+  vars: {
+    ...(example.vars ?? {}),
+    ...(process.env.BENCH_SHARDS ? { FACTLINE_LEDGER_SHARDS: process.env.BENCH_SHARDS } : {}),
+    // BENCH_LOG_ATTEMPTS=failures|none: the per-attempt log line's share of the figures (default: all, as shipped).
+    ...(process.env.BENCH_LOG_ATTEMPTS ? { FACTLINE_LOG_ATTEMPTS: process.env.BENCH_LOG_ATTEMPTS } : {})
+  },
   d1_databases: example.d1_databases.map((d) => ({ ...d, migrations_dir: relative(out, join(root, "migrations")) })),
   queues: {
     producers: [...example.queues.producers, ...benchQueues.map(([queue, binding]) => ({ queue, binding }))],
