@@ -57,6 +57,7 @@ const check = async (response: Response, what: string, sent: ReadonlyArray<strin
 const queryOf: Record<string, ReadonlyArray<string>> = {
   "GET /v1/streams/:subject/facts": ["after", "limit"],
   "GET /v1/facts": ["subject", "type", "cursor", "limit"],
+  "GET /v1/facts/:fact_id/trace": ["subject"],
   "GET /v1/projections/:name": ["call_id", "buyer_id", "duration_s", "cursor", "limit"],
   "GET /v1/batches/:id": [],
   "GET /v1/batches/:id/output": [],
@@ -70,7 +71,7 @@ const queryOf: Record<string, ReadonlyArray<string>> = {
   "GET /v1/queues/health": ["window"]
 }
 /** A valid value per path parameter, used while another parameter carries the hostile one. */
-const validParam: Record<string, string> = { subject: "call_1", name: "calls", id: "rb_x" }
+const validParam: Record<string, string> = { subject: "call_1", name: "calls", id: "rb_x", fact_id: "f_x" }
 
 const tokenFor = (route: Api.Route) => ((route.scopes as ReadonlyArray<string>).includes("platform") && !(route.scopes as ReadonlyArray<string>).includes("read") && !(route.scopes as ReadonlyArray<string>).includes("admin") ? tokenPlatform : tokenA)
 

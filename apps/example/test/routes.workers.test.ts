@@ -131,6 +131,7 @@ describe("tenancy sweep, every route of the table", () => {
     "POST /v1/events": { body: callCompleted({ tenant_id: "tenant-a" }, { buyer_id: a.buyer }), ownerStatus: 202 },
     "GET /v1/streams/:subject/facts": { params: { subject: a.subject }, ownerStatus: 200 },
     "GET /v1/facts": { query: `?subject=${encodeURIComponent(a.subject)}`, ownerStatus: 200 },
+    "GET /v1/facts/:fact_id/trace": { params: { fact_id: a.factIds[0]! }, query: `?subject=${encodeURIComponent(a.subject)}`, ownerStatus: 200 },
     "GET /v1/projections/:name": { params: { name: "buyer_budgets" }, query: `?buyer_id=${encodeURIComponent(a.buyer)}`, ownerStatus: 200 },
     // No tenant's token may start a rebuild (it spans every tenant): nothing of A's to reach.
     "POST /v1/batches": { body: { operation: "rebuild", projection: "calls" }, ownerStatus: undefined },

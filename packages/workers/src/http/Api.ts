@@ -45,6 +45,7 @@ export const routes = [
   { method: "POST", path: "/v1/events", scopes: ["events:write"] },
   { method: "GET", path: "/v1/streams/:subject/facts", scopes: ["read"] },
   { method: "GET", path: "/v1/facts", scopes: ["read"] },
+  { method: "GET", path: "/v1/facts/:fact_id/trace", scopes: ["read"] },
   { method: "GET", path: "/v1/projections/:name", scopes: ["read"] },
   // Batch jobs: import, export and reconcile work on the caller's tenant (`admin`); a rebuild replays
   // every tenant's facts, so it takes the `platform` scope (checked per operation in the route).
@@ -251,6 +252,64 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
       version: state.version,
       facts: state.facts,
       next_after: last !== undefined && last < state.version ? last : null
+    })
+  })
+
+  /**
+   * The causation chain of a fact: back to the message that caused it, and forward to what it caused. Facts
+   * of one chain share their stream (processors and webhook outcomes append to the parent's stream), so the
+   * trace reads that one stream (`?subject=`, required: a fact id alone cannot be located without an index
+   * on every fact) with one ledger call per stream page.
+   */
+  app.get("/v1/facts/:fact_id/trace", authenticate("GET /v1/facts/:fact_id/trace"), strictQuery(["subject"]), async (c) => {
+    const tenant = c.get("principal").tenantId
+    const factId = c.req.param("fact_id")
+    const subject = c.req.query("subject")
+    if (subject === undefined || subject === "") {
+      return errorResponse(c, 400, "invalid_query", "subject is required: the stream that holds the fact (a causation chain stays in one stream)", {
+        problems: [{ path: "subject", message: "is required" }]
+      })
+    }
+    const result = await run(c.env, Effect.flatMap(Effect.service(Ledger.Ledger), (l) => l.readStreams([{ tenant_id: tenant, stream: subject }])))
+    if (result._tag === "Failure") return unavailable(c, "the ledger")
+    const facts = result.success[0]?.facts ?? []
+    const byId = new Map(facts.map((f) => [f.fact_id, f]))
+    const fact = byId.get(factId)
+    if (!fact) return errorResponse(c, 404, "not_found", `no fact ${JSON.stringify(factId.slice(0, 100))} in stream ${JSON.stringify(subject.slice(0, 200))} for this tenant`)
+    // Back: follow causation ids while they name facts of the stream; the last one names the message.
+    const back = [fact]
+    for (let cur = fact; byId.has(cur.causation_id) && back.length <= facts.length; ) {
+      cur = byId.get(cur.causation_id)!
+      back.unshift(cur)
+    }
+    const root = back[0]!.causation_id
+    // Forward: everything caused by this fact, breadth first, with the fact that caused each.
+    const children = new Map<string, Array<(typeof facts)[number]>>()
+    for (const f of facts) children.set(f.causation_id, [...(children.get(f.causation_id) ?? []), f])
+    const forward: Array<(typeof facts)[number] & { readonly depth: number }> = []
+    const queue: Array<{ id: string; depth: number }> = [{ id: fact.fact_id, depth: 1 }]
+    while (queue.length > 0 && forward.length < facts.length) {
+      const { id, depth } = queue.shift()!
+      for (const child of children.get(id) ?? []) {
+        forward.push({ ...child, depth })
+        queue.push({ id: child.fact_id, depth: depth + 1 })
+      }
+    }
+    const accepted = await run(c.env, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) =>
+      store.query<{ message_type: string; subject: string; accepted_at: string }>({
+        sql: "SELECT message_type, subject, accepted_at FROM accepted_keys WHERE tenant_id = ? AND idempotency_key = ?",
+        params: [tenant, root]
+      })))
+    return c.json({
+      fact_id: fact.fact_id,
+      subject,
+      correlation_id: fact.correlation_id,
+      cause: {
+        idempotency_key: root,
+        message: accepted._tag === "Success" && accepted.success[0] ? accepted.success[0] : null
+      },
+      back,
+      forward
     })
   })
 
