@@ -17,6 +17,7 @@ import type { Issues } from "@factline/schemas"
 import { QueueProducer, type QueueSendFailed } from "../producing/QueueProducer.js"
 import * as SendBatches from "../producing/SendBatches.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
+import * as Cursor from "../tables/Cursor.js"
 
 export class DeadLetterInputError extends Schema.TaggedError<DeadLetterInputError>()("DeadLetterInputError", {
   message: Schema.String,
@@ -98,15 +99,8 @@ const where = (scope: Scope, filters: Filters) => {
   return { sql: clauses.length > 0 ? `WHERE ${clauses.join(" AND ")}` : "", params }
 }
 
-const encodeCursor = (receivedAt: string, id: string) => btoa(JSON.stringify([receivedAt, id])).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
-const decodeCursor = (cursor: string): [string, string] | undefined => {
-  try {
-    const value = JSON.parse(atob(cursor.replace(/-/g, "+").replace(/_/g, "/"))) as unknown
-    return Array.isArray(value) && value.length === 2 && value.every((v) => typeof v === "string") ? (value as [string, string]) : undefined
-  } catch {
-    return undefined
-  }
-}
+const encodeCursor = (receivedAt: string, id: string) => Cursor.encode([receivedAt, id])
+const decodeCursor = (cursor: string) => Cursor.decode(cursor, ["string", "string"]) as [string, string] | undefined
 
 export class DeadLetterStore extends Context.Service<DeadLetterStore, {
   readonly list: (scope: Scope, filters: Filters, page: { readonly cursor?: string; readonly limit: number }) => Effect.Effect<{ readonly data: ReadonlyArray<Summary>; readonly next_cursor: string | null }, Failure>

@@ -17,6 +17,7 @@
 import { Result } from "effect"
 import type { Issues } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
+import * as Cursor from "../tables/Cursor.js"
 
 export const defaultLimit = 50
 
@@ -25,19 +26,8 @@ export const exactInteger = (column: string) =>
   `CASE WHEN "${column}" BETWEEN -${Projection.maxSafeInteger} AND ${Projection.maxSafeInteger} THEN "${column}" ELSE CAST("${column}" AS TEXT) END AS "${column}"`
 export const maxLimit = 500
 
-const encodeCursor = (values: ReadonlyArray<Projection.Value>) =>
-  btoa(JSON.stringify(values)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
-
-const decodeCursor = (cursor: string, arity: number): Array<string | number> | undefined => {
-  try {
-    if (!/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined
-    const values = JSON.parse(atob(cursor.replace(/-/g, "+").replace(/_/g, "/")))
-    if (!Array.isArray(values) || values.length !== arity) return undefined
-    return values.every((v) => typeof v === "string" || (typeof v === "number" && Number.isFinite(v))) ? values : undefined
-  } catch {
-    return undefined
-  }
-}
+const encodeCursor = (values: ReadonlyArray<Projection.Value>) => Cursor.encode(values)
+const decodeCursor = (cursor: string, arity: number) => Cursor.decode(cursor, Array<Cursor.Kind>(arity).fill("value"))
 
 const parseLimit = (raw: string | undefined, problems: Array<Issues.Problem>): number => {
   if (raw === undefined || raw === "") return defaultLimit

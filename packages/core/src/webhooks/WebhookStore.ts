@@ -10,6 +10,7 @@
  */
 import { Context, Effect, Layer, Schema } from "effect"
 import type { Issues } from "@factline/schemas"
+import * as Cursor from "../tables/Cursor.js"
 import * as Secrets from "./Secrets.js"
 import * as UrlGuard from "./UrlGuard.js"
 
@@ -296,16 +297,8 @@ export const make = (db: D1Database, settings: Settings, catalog: Catalog): Webh
     attempts: (tenantId, id, page) =>
       Effect.gen(function*() {
         yield* row(tenantId, id)
-        let before: [string, string, number] | undefined
+        const before = page.before === undefined ? undefined : Cursor.decode(page.before, ["string", "string", "integer"])
         if (page.before !== undefined) {
-          try {
-            const parsed = JSON.parse(atob(page.before.replace(/-/g, "+").replace(/_/g, "/"))) as unknown
-            if (Array.isArray(parsed) && parsed.length === 3 && typeof parsed[0] === "string" && typeof parsed[1] === "string" && Number.isInteger(parsed[2])) {
-              before = parsed as [string, string, number]
-            }
-          } catch {
-            // reported below
-          }
           if (!before) return yield* new WebhookInputError({ message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
         }
         const rows = yield* query<Record<string, unknown>>(
@@ -318,7 +311,7 @@ export const make = (db: D1Database, settings: Settings, catalog: Catalog): Webh
         const data = rows.slice(0, page.limit).map((r): AttemptRow => ({ ...(r as unknown as AttemptRow), succeeded: r.succeeded === 1 }))
         const last = data.at(-1)
         const next = rows.length > page.limit && last
-          ? btoa(JSON.stringify([last.attempted_at, last.delivery_id, last.attempt])).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
+          ? Cursor.encode([last.attempted_at, last.delivery_id, last.attempt])
           : null
         return { data, next_cursor: next }
       }),

@@ -16,7 +16,7 @@
  */
 import { Effect } from "effect"
 import type { Hono } from "hono"
-import { BatchJobs, Export, ProjectionStore, Rebuild } from "@factline/core"
+import { BatchJobs, Cursor, Export, ProjectionStore, Rebuild } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import type { PlatformServices } from "../Services.js"
 import { type AuthVariables, requireScope } from "./Auth.js"
@@ -32,15 +32,8 @@ export interface Deps {
 /** Job statuses, and a rebuild's own (`completed` is a rebuild that succeeded). */
 const statuses = [...BatchJobs.statuses, "completed"]
 
-const encodeCursor = (startedAt: string, id: string) => btoa(JSON.stringify([startedAt, id])).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
-const decodeCursor = (cursor: string): [string, string] | undefined => {
-  try {
-    const value = JSON.parse(atob(cursor.replace(/-/g, "+").replace(/_/g, "/"))) as unknown
-    return Array.isArray(value) && value.length === 2 && value.every((v) => typeof v === "string") ? (value as [string, string]) : undefined
-  } catch {
-    return undefined
-  }
-}
+const encodeCursor = (startedAt: string, id: string) => Cursor.encode([startedAt, id])
+const decodeCursor = (cursor: string) => Cursor.decode(cursor, ["string", "string"]) as [string, string] | undefined
 
 /** A rebuild record as a batch job: its progress is in shards, its items are the replayed facts. */
 export const rebuildView = (record: Rebuild.RebuildRecord) => ({
