@@ -19,7 +19,8 @@ import type { Hono } from "hono"
 import { BatchJobs, Cursor, Export, ProjectionStore, Rebuild } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import type { PlatformServices } from "../Services.js"
-import { type AuthVariables, requireScope } from "./Auth.js"
+import type { AuthVariables } from "./Auth.js"
+import { authenticate } from "./Routes.js"
 import { errorResponse } from "./Errors.js"
 import { strictQuery } from "./StrictQuery.js"
 
@@ -53,7 +54,7 @@ const unavailable = (c: Parameters<typeof errorResponse>[0]) => {
 }
 
 export const mount = (app: Hono<AppEnv>, { run }: Deps) => {
-  app.get("/v1/batches", requireScope("admin", "platform"), strictQuery(["status", "cursor", "limit"]), async (c) => {
+  app.get("/v1/batches", authenticate("GET /v1/batches"), strictQuery(["status", "cursor", "limit"]), async (c) => {
     const problems: Array<{ path: string; message: string }> = []
     const status = c.req.query("status")
     if (status !== undefined && !statuses.includes(status)) problems.push({ path: "status", message: `must be one of ${statuses.join(", ")}` })
@@ -86,7 +87,7 @@ export const mount = (app: Hono<AppEnv>, { run }: Deps) => {
   })
 
   // Only the tenant that started a batch reads it; another tenant's id is the same 404 as a missing one.
-  app.get("/v1/batches/:id", requireScope("admin", "platform"), strictQuery([]), async (c) => {
+  app.get("/v1/batches/:id", authenticate("GET /v1/batches/:id"), strictQuery([]), async (c) => {
     const tenantId = c.get("principal").tenantId
     const id = c.req.param("id")
     const result = await run(c.env, Effect.all([BatchJobs.get(tenantId, id), Rebuild.get(tenantId, id)]))
@@ -97,7 +98,7 @@ export const mount = (app: Hono<AppEnv>, { run }: Deps) => {
     return errorResponse(c, 404, "not_found", `no batch "${id}"`)
   })
 
-  app.post("/v1/batches/:id/cancel", requireScope("admin", "platform"), async (c) => {
+  app.post("/v1/batches/:id/cancel", authenticate("POST /v1/batches/:id/cancel"), async (c) => {
     const tenantId = c.get("principal").tenantId
     const id = c.req.param("id")
     const result = await run(c.env, BatchJobs.cancel(tenantId, id, new Date().toISOString()))
@@ -111,7 +112,7 @@ export const mount = (app: Hono<AppEnv>, { run }: Deps) => {
     return errorResponse(c, error.code === "conflict" ? 409 : 404, error.code, error.message)
   })
 
-  app.get("/v1/batches/:id/output", requireScope("admin", "platform"), strictQuery([]), async (c) => {
+  app.get("/v1/batches/:id/output", authenticate("GET /v1/batches/:id/output"), strictQuery([]), async (c) => {
     const tenantId = c.get("principal").tenantId
     const id = c.req.param("id")
     const result = await run(c.env, BatchJobs.get(tenantId, id))
@@ -159,7 +160,7 @@ export const maxUploadBytes = 1024 * 1024 * 1024
 export const uploadKey = (tenantId: string, name: string) => `${tenantId}/uploads/${name}`
 
 export const mountUploads = (app: Hono<AppEnv>) => {
-  app.put("/v1/batches/uploads/:name", requireScope("admin"), strictQuery([]), async (c) => {
+  app.put("/v1/batches/uploads/:name", authenticate("PUT /v1/batches/uploads/:name"), strictQuery([]), async (c) => {
     const name = c.req.param("name")
     if (!uploadName.test(name)) return errorResponse(c, 400, "invalid_request", "the name must be 1–128 letters, digits, '.', '_' or '-', starting with a letter or digit")
     const rawLength = c.req.header("content-length")

@@ -13,7 +13,8 @@ import { DeadLetterStore, FactId, Ledger, Metrics, PlatformFacts, RetryPolicy } 
 import type { PlatformEnv } from "../Env.js"
 import { queueBinding } from "../Services.js"
 import type { PlatformServices } from "../Services.js"
-import { type AuthVariables, type Principal, requireScope } from "./Auth.js"
+import type { AuthVariables, Principal } from "./Auth.js"
+import { authenticate } from "./Routes.js"
 import { errorResponse } from "./Errors.js"
 import { strictQuery } from "./StrictQuery.js"
 
@@ -59,7 +60,7 @@ const windows: Record<string, number> = { "15m": 15, "1h": 60, "6h": 360, "24h":
 export const mount = (app: Hono<AppEnv>, deps: Deps) => {
   const { run, readBody } = deps
 
-  app.get("/v1/dlq", requireScope("admin", "platform"), strictQuery(["queue", "status", "type", "reason", "cursor", "limit"]), async (c) => {
+  app.get("/v1/dlq", authenticate("GET /v1/dlq"), strictQuery(["queue", "status", "type", "reason", "cursor", "limit"]), async (c) => {
     const filters = filtersOf(c)
     if (!filters.ok) return errorResponse(c, 400, "invalid_query", filters.problems.map((p) => `${p.path}: ${p.message}`).join("; "), { problems: filters.problems })
     const raw = c.req.query("limit")
@@ -71,7 +72,7 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
     return c.json(result.success)
   })
 
-  app.post("/v1/dlq/replay", requireScope("admin", "platform"), strictQuery(["queue", "type", "reason"]), async (c) => {
+  app.post("/v1/dlq/replay", authenticate("POST /v1/dlq/replay"), strictQuery(["queue", "type", "reason"]), async (c) => {
     const filters = filtersOf(c)
     if (!filters.ok) return errorResponse(c, 400, "invalid_query", filters.problems.map((p) => `${p.path}: ${p.message}`).join("; "), { problems: filters.problems })
     const result = await run(c.env, Effect.flatMap(store, (s) => s.replayMatching(scopeOf(c.get("principal")), filters.filters)))
@@ -79,19 +80,19 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
     return c.json({ ...result.success, wave_size: DeadLetterStore.waveSize, wave_delay_seconds: DeadLetterStore.waveDelaySeconds }, 202)
   })
 
-  app.get("/v1/dlq/:id", requireScope("admin", "platform"), strictQuery([]), async (c) => {
+  app.get("/v1/dlq/:id", authenticate("GET /v1/dlq/:id"), strictQuery([]), async (c) => {
     const result = await run(c.env, Effect.flatMap(store, (s) => s.get(scopeOf(c.get("principal")), c.req.param("id"))))
     if (result._tag === "Failure") return failure(c, result.failure)
     return c.json(result.success)
   })
 
-  app.post("/v1/dlq/:id/replay", requireScope("admin", "platform"), strictQuery([]), async (c) => {
+  app.post("/v1/dlq/:id/replay", authenticate("POST /v1/dlq/:id/replay"), strictQuery([]), async (c) => {
     const result = await run(c.env, Effect.flatMap(store, (s) => s.replay(scopeOf(c.get("principal")), c.req.param("id"))))
     if (result._tag === "Failure") return failure(c, result.failure)
     return c.json(result.success, 202)
   })
 
-  app.post("/v1/dlq/:id/skip", requireScope("admin", "platform"), strictQuery([]), async (c) => {
+  app.post("/v1/dlq/:id/skip", authenticate("POST /v1/dlq/:id/skip"), strictQuery([]), async (c) => {
     const read = await readBody(c)
     if (!read.ok) return read.response
     const reason = isObject(read.body) ? read.body.reason : undefined
@@ -132,7 +133,7 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
     return c.json(result.success)
   })
 
-  app.post("/v1/dlq/:id/escalate", requireScope("admin", "platform"), strictQuery([]), async (c) => {
+  app.post("/v1/dlq/:id/escalate", authenticate("POST /v1/dlq/:id/escalate"), strictQuery([]), async (c) => {
     let note = ""
     if ((c.req.header("content-length") ?? "0") !== "0" || c.req.header("content-type")) {
       const read = await readBody(c)
@@ -146,7 +147,7 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
     return c.json(result.success)
   })
 
-  app.get("/v1/queues/health", requireScope("platform"), strictQuery(["window"]), async (c) => {
+  app.get("/v1/queues/health", authenticate("GET /v1/queues/health"), strictQuery(["window"]), async (c) => {
     const window = c.req.query("window") ?? "1h"
     const minutes = windows[window]
     if (minutes === undefined) return errorResponse(c, 400, "invalid_query", `window must be one of ${Object.keys(windows).join(", ")}`)

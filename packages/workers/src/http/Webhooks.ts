@@ -18,7 +18,8 @@ import type { Hono } from "hono"
 import { QueueProducer, RetryPolicy, type Registry, SendBatches, Webhook, WebhookStore } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import type { PlatformServices } from "../Services.js"
-import { type AuthVariables, requireScope } from "./Auth.js"
+import type { AuthVariables } from "./Auth.js"
+import { authenticate } from "./Routes.js"
 import { errorResponse } from "./Errors.js"
 import { strictQuery } from "./StrictQuery.js"
 
@@ -62,9 +63,9 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
     schema: Webhook.jsonSchema(e)
   }))
 
-  app.get("/v1/webhooks/event-types", requireScope("read", "admin"), strictQuery([]), (c) => c.json({ data: catalog }))
+  app.get("/v1/webhooks/event-types", authenticate("GET /v1/webhooks/event-types"), strictQuery([]), (c) => c.json({ data: catalog }))
 
-  app.post("/v1/webhooks/endpoints", requireScope("admin"), strictQuery([]), async (c) => {
+  app.post("/v1/webhooks/endpoints", authenticate("POST /v1/webhooks/endpoints"), strictQuery([]), async (c) => {
     const read = await readBody(c)
     if (!read.ok) return read.response
     if (!isObject(read.body)) return errorResponse(c, 400, "invalid_request", 'send { "url": "https://…", "event_types": ["…"] } (or "fact_types")')
@@ -74,19 +75,19 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
     return c.json({ ...result.success.endpoint, secret: result.success.secret }, 201)
   })
 
-  app.get("/v1/webhooks/endpoints", requireScope("admin"), strictQuery([]), async (c) => {
+  app.get("/v1/webhooks/endpoints", authenticate("GET /v1/webhooks/endpoints"), strictQuery([]), async (c) => {
     const result = await run(c.env, Effect.flatMap(store, (s) => s.list(c.get("principal").tenantId)))
     if (result._tag === "Failure") return failure(c, result.failure)
     return c.json({ data: result.success })
   })
 
-  app.get("/v1/webhooks/endpoints/:id", requireScope("admin"), strictQuery([]), async (c) => {
+  app.get("/v1/webhooks/endpoints/:id", authenticate("GET /v1/webhooks/endpoints/:id"), strictQuery([]), async (c) => {
     const result = await run(c.env, Effect.flatMap(store, (s) => s.get(c.get("principal").tenantId, c.req.param("id"))))
     if (result._tag === "Failure") return failure(c, result.failure)
     return c.json(result.success)
   })
 
-  app.patch("/v1/webhooks/endpoints/:id", requireScope("admin"), strictQuery([]), async (c) => {
+  app.patch("/v1/webhooks/endpoints/:id", authenticate("PATCH /v1/webhooks/endpoints/:id"), strictQuery([]), async (c) => {
     const read = await readBody(c)
     if (!read.ok) return read.response
     if (!isObject(read.body) || Object.keys(read.body).length === 0) {
@@ -97,19 +98,19 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
     return c.json(result.success)
   })
 
-  app.delete("/v1/webhooks/endpoints/:id", requireScope("admin"), strictQuery([]), async (c) => {
+  app.delete("/v1/webhooks/endpoints/:id", authenticate("DELETE /v1/webhooks/endpoints/:id"), strictQuery([]), async (c) => {
     const result = await run(c.env, Effect.flatMap(store, (s) => s.remove(c.get("principal").tenantId, c.req.param("id"))))
     if (result._tag === "Failure") return failure(c, result.failure)
     return c.body(null, 204)
   })
 
-  app.post("/v1/webhooks/endpoints/:id/rotate-secret", requireScope("admin"), strictQuery([]), async (c) => {
+  app.post("/v1/webhooks/endpoints/:id/rotate-secret", authenticate("POST /v1/webhooks/endpoints/:id/rotate-secret"), strictQuery([]), async (c) => {
     const result = await run(c.env, Effect.flatMap(store, (s) => s.rotate(c.get("principal").tenantId, c.req.param("id"))))
     if (result._tag === "Failure") return failure(c, result.failure)
     return c.json({ ...result.success.endpoint, secret: result.success.secret })
   })
 
-  app.get("/v1/webhooks/endpoints/:id/attempts", requireScope("admin"), strictQuery(["limit", "cursor"]), async (c) => {
+  app.get("/v1/webhooks/endpoints/:id/attempts", authenticate("GET /v1/webhooks/endpoints/:id/attempts"), strictQuery(["limit", "cursor"]), async (c) => {
     const raw = c.req.query("limit")
     const limit = raw === undefined ? 50 : /^\d+$/.test(raw) ? Number(raw) : NaN
     if (!(limit >= 1 && limit <= 100)) return errorResponse(c, 400, "invalid_query", "limit must be a whole number from 1 to 100")
@@ -119,7 +120,7 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
     return c.json(result.success)
   })
 
-  app.post("/v1/webhooks/endpoints/:id/recover", requireScope("admin"), strictQuery([]), async (c) => {
+  app.post("/v1/webhooks/endpoints/:id/recover", authenticate("POST /v1/webhooks/endpoints/:id/recover"), strictQuery([]), async (c) => {
     const read = await readBody(c)
     if (!read.ok) return read.response
     const since = isObject(read.body) ? read.body.since : undefined
