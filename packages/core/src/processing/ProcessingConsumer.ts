@@ -16,10 +16,9 @@ import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as FactId from "../ledger/FactId.js"
 import { Ledger } from "../ledger/Ledger.js"
 import type { AppendGroup, FactDraft } from "../ledger/LedgerProtocol.js"
-import { PermanentError } from "../definitions/HandlerError.js"
 import * as FactMessage from "../relay/FactMessage.js"
 import { relayFor } from "../relay/FactRelay.js"
-import { Registry, validateDrafts } from "../registry/Registry.js"
+import { Registry, runDeclared } from "../registry/Registry.js"
 
 export const process = (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
   Effect.gen(function*() {
@@ -35,10 +34,7 @@ export const process = (items: ReadonlyArray<{ readonly key: string; readonly va
         const drafts: Array<FactDraft> = []
         for (const processor of processors) {
           // A throw is a defect of this fact only; an undeclared or invalid derived fact fails it permanently.
-          const exit = yield* Effect.exit(Effect.flatMap(Effect.suspend(() => processor.process(fact)), (derived) => {
-            const valid = validateDrafts(processor, derived)
-            return Result.isFailure(valid) ? Effect.fail(new PermanentError({ message: valid.failure })) : Effect.succeed(derived)
-          }))
+          const exit = yield* Effect.exit(runDeclared(processor, () => processor.process(fact)))
           if (Exit.isFailure(exit)) return void outcomes.set(key, Consumer.fromCause(exit.cause))
           const derived = yield* Effect.promise(() =>
             Promise.all(exit.value.map(async (d, position): Promise<FactDraft> => ({

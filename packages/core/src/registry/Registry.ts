@@ -13,9 +13,10 @@
  * routed), says where a fact type is relayed, and validates the facts a
  * handler or processor returns against their definitions. It runs nothing.
  */
-import { Context, Layer, Result } from "effect"
+import { Context, Effect, Layer, Result } from "effect"
 import { type Envelope, type FailureReason, Issues } from "@factline/schemas"
 import type * as FactDefinition from "../definitions/FactDefinition.js"
+import { type HandlerError, PermanentError } from "../definitions/HandlerError.js"
 import type * as Handler from "../definitions/Handler.js"
 import type { MessageDefinition } from "../definitions/MessageDefinition.js"
 import type { Module } from "../definitions/Module.js"
@@ -103,6 +104,21 @@ export interface Options {
    */
   readonly requireEmitters?: boolean
 }
+
+/**
+ * Runs product code that returns facts (a handler, decider or processor) with what the runtime guarantees
+ * around it: a throw is a defect of this message only (suspended), and the returned facts are checked
+ * against what the code declares — an undeclared or invalid fact is a `PermanentError` (a bug: retrying
+ * cannot fix it), so nothing is appended.
+ */
+export const runDeclared = (
+  by: DecidedBy,
+  run: () => Effect.Effect<ReadonlyArray<FactDefinition.NewFact<string, unknown>>, HandlerError>
+): Effect.Effect<ReadonlyArray<FactDefinition.NewFact<string, unknown>>, HandlerError> =>
+  Effect.flatMap(Effect.suspend(run), (facts) => {
+    const valid = validateDrafts(by, facts)
+    return Result.isFailure(valid) ? Effect.fail(new PermanentError({ message: valid.failure })) : Effect.succeed(facts)
+  })
 
 export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Shape => {
   const requireEmitters = options.requireEmitters ?? true

@@ -14,7 +14,6 @@
  * by their shard's outbox. Stream identity is `tenant/subject`, never the shard.
  */
 import { Clock, Effect, Exit, Result } from "effect"
-import { type HandlerError, PermanentError } from "../definitions/HandlerError.js"
 import type { Fact } from "@factline/schemas"
 import * as FactId from "../ledger/FactId.js"
 import type { NewFact } from "../definitions/FactDefinition.js"
@@ -24,7 +23,7 @@ import * as Shards from "../ledger/Shards.js"
 import * as Consumer from "../consuming/Consumer.js"
 import * as FactRelay from "../relay/FactRelay.js"
 import type * as Handler from "../definitions/Handler.js"
-import { type Routed, validateDrafts } from "../registry/Registry.js"
+import { type Routed, runDeclared } from "../registry/Registry.js"
 
 export const maxDecideRounds = 5
 
@@ -45,24 +44,10 @@ const drafts = (routed: Routed, facts: ReadonlyArray<NewFact<string, unknown>>, 
 
 const streamOf = (routed: Routed) => ({ tenant_id: routed.message.tenantId, stream: routed.message.subject })
 
-/**
- * Product code may throw instead of failing: suspend it so a throw becomes a
- * (transient) defect of this message only. The facts it returns are checked
- * against what it declares: an undeclared or invalid fact fails the message
- * permanently (a bug: retrying cannot fix it) and nothing is appended.
- */
+/** The handler's or decider's decision, run and checked as the registry prescribes (`runDeclared`). */
 const runDecision = (routed: Routed, state: unknown) =>
-  Effect.flatMap(
-    Effect.suspend((): Effect.Effect<ReadonlyArray<NewFact<string, unknown>>, HandlerError> =>
-      routed.handler._tag === "Handler"
-        ? routed.handler.handle(routed.message)
-        : routed.handler.decide(routed.message, state)
-    ),
-    (facts) => {
-      const valid = validateDrafts(routed.handler, facts)
-      return Result.isFailure(valid) ? Effect.fail(new PermanentError({ message: valid.failure })) : Effect.succeed(facts)
-    }
-  )
+  runDeclared(routed.handler, () =>
+    routed.handler._tag === "Handler" ? routed.handler.handle(routed.message) : routed.handler.decide(routed.message, state))
 
 /** A decider folds only the fact types it declares (`emits` and `reads`). */
 const fold = (decider: Handler.Decider, facts: ReadonlyArray<Fact>) =>
