@@ -131,6 +131,37 @@ const transientFault = (schedule: Faults.Schedule, policy: RetryPolicy.RetryPoli
 }
 
 /**
+ * The end of a transient-fault stage case: waits until the run's facts settle, then scores them — every
+ * expected fact once, budgets equal to the model, nothing dead-lettered, faults injected and retried.
+ */
+const settleStage = async (
+  name: string,
+  { run, calls, expected, faulty, retries, sent }: {
+    readonly run: string
+    readonly calls: ReadonlyArray<Call>
+    readonly expected: number
+    readonly faulty: ReturnType<typeof transientFault>
+    readonly retries: number
+    readonly sent: number
+  }
+) => {
+  const found = await settledFacts(`${run}_c`, expected, 120_000)
+  const budgets = await budgetsOf(`${run}_b`)
+  const dead = await storedDeadLetters(run)
+  const injected = Faults.totalInjected(faulty.injected)
+  const passed = found.n === expected && found.distinct_ids === expected && same(budgets, model(calls)) &&
+    faulty.injected.deadLettered.length === 0 && dead === 0 && injected > 0 && retries > 0
+  return {
+    card: {
+      case: name, passed, messages_sent: sent, facts_expected: expected, facts_found: found.n,
+      duplicates_found: found.n - found.distinct_ids, messages_lost: Math.max(0, expected - found.distinct_ids), dlq_expected: 0,
+      dlq_found: faulty.injected.deadLettered.length + dead, faults_injected: injected, faulty_attempts: faulty.lasts, retries, budgets_exact: same(budgets, model(calls))
+    } satisfies Scorecard,
+    injected: faulty.injected
+  }
+}
+
+/**
  * Transient infrastructure faults in the events stage: the events consumer runs with D1, LedgerShard and
  * queue bindings that fail on a schedule (refused or reply lost), each event delivered once or twice;
  * downstream stages run on the real queues. Stored state must be exact: every fact once, budgets to the cent.
@@ -144,20 +175,7 @@ export const transientEventsStage = async (options: { readonly events: number; r
   const retries = await pump("factline-events", deliveries, faulty.envFor, options.batchSize)
   const qualifying = calls.filter((c) => c.duration_s >= 60).length
   const expected = calls.length * 2 + qualifying
-  const found = await settledFacts(`${run}_c`, expected, 120_000)
-  const budgets = await budgetsOf(`${run}_b`)
-  const dead = await storedDeadLetters(run)
-  const injected = Faults.totalInjected(faulty.injected)
-  const passed = found.n === expected && found.distinct_ids === expected && same(budgets, model(calls)) &&
-    faulty.injected.deadLettered.length === 0 && dead === 0 && injected > 0 && retries > 0
-  return {
-    card: {
-      case: "transient faults: events stage", passed, messages_sent: deliveries.length, facts_expected: expected, facts_found: found.n,
-      duplicates_found: found.n - found.distinct_ids, messages_lost: Math.max(0, expected - found.distinct_ids), dlq_expected: 0,
-      dlq_found: faulty.injected.deadLettered.length + dead, faults_injected: injected, faulty_attempts: faulty.lasts, retries, budgets_exact: same(budgets, model(calls))
-    } satisfies Scorecard,
-    injected: faulty.injected
-  }
+  return settleStage("transient faults: events stage", { run, calls, expected, faulty, retries, sent: deliveries.length })
 }
 
 /**
@@ -175,20 +193,7 @@ export const transientProcessingStage = async (options: { readonly outcomes: num
   const retries = await pump("factline-fact-processing", shuffle([...messages, ...messages.slice(0, Math.ceil(messages.length / 4))]), faulty.envFor, options.batchSize)
   const qualifying = calls.filter((c) => c.duration_s >= 60).length
   const expected = calls.length + qualifying // a qualification each, a charge each qualifying call
-  const found = await settledFacts(`${run}_c`, expected, 120_000)
-  const budgets = await budgetsOf(`${run}_b`)
-  const dead = await storedDeadLetters(run)
-  const injected = Faults.totalInjected(faulty.injected)
-  const passed = found.n === expected && found.distinct_ids === expected && same(budgets, model(calls)) &&
-    faulty.injected.deadLettered.length === 0 && dead === 0 && injected > 0 && retries > 0
-  return {
-    card: {
-      case: "transient faults: fact-processing stage", passed, messages_sent: messages.length, facts_expected: expected, facts_found: found.n,
-      duplicates_found: found.n - found.distinct_ids, messages_lost: Math.max(0, expected - found.distinct_ids), dlq_expected: 0,
-      dlq_found: faulty.injected.deadLettered.length + dead, faults_injected: injected, faulty_attempts: faulty.lasts, retries, budgets_exact: same(budgets, model(calls))
-    } satisfies Scorecard,
-    injected: faulty.injected
-  }
+  return settleStage("transient faults: fact-processing stage", { run, calls, expected, faulty, retries, sent: messages.length })
 }
 
 /**
