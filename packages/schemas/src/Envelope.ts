@@ -7,6 +7,7 @@
  * the payload is validated against the registered schema by the router.
  */
 import { Schema } from "effect"
+import { Traceparent } from "./TraceContext.js"
 
 const NonEmpty = (max: number) => Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(max))
 
@@ -62,7 +63,13 @@ const fields = {
   source: NonEmpty(128),
   created_at: IsoDateTime,
   payload: Schema.optional(Payload),
-  payload_ref: Schema.optional(PayloadRef)
+  payload_ref: Schema.optional(PayloadRef),
+  /**
+   * W3C trace context (TraceContext.ts): the trace this message belongs to. Filled by the producer (from
+   * the HTTP `traceparent` header, or a new trace) when absent; optional on the queue, so messages from
+   * before trace context still decode (their facts start a trace of their own).
+   */
+  traceparent: Schema.optional(Traceparent)
 }
 
 /** A complete envelope, as it travels on a queue. */

@@ -7,6 +7,7 @@
  */
 import { Schema } from "effect"
 import { IsoDateTime, TenantId } from "./Envelope.js"
+import { Traceparent } from "./TraceContext.js"
 
 /** The registry's naming rule (core's `Naming`): lower-case words joined by `_`, `-` or `.`, at most 64 characters. */
 export const FactType = Schema.String.check(
@@ -27,6 +28,11 @@ export const Fact = Schema.Struct({
   correlation_id: Schema.String,
   /** The handler or processor that decided the fact. */
   caused_by: Schema.String,
-  created_at: IsoDateTime
+  created_at: IsoDateTime,
+  /**
+   * W3C trace context: the trace of the message that caused it, with the parent-id of the step that appended
+   * it (a handler's decision, a processor, a webhook attempt). Absent on facts stored before trace context.
+   */
+  traceparent: Schema.optional(Traceparent)
 })
 export type Fact = typeof Fact.Type
