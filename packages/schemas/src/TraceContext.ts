@@ -52,6 +52,17 @@ export const parse = (value: unknown): Parsed | undefined => {
 /** The trace id of a `traceparent`, or undefined when there is none (or it is invalid). */
 export const traceId = (value: unknown): string | undefined => parse(value)?.traceId
 
+/** The distinct trace ids of some `traceparent`s, in order, at most `max` (for a log line about many facts). */
+export const traceIds = (traceparents: Iterable<unknown>, max = 100): Array<string> => {
+  const ids = new Set<string>()
+  for (const value of traceparents) {
+    if (ids.size >= max) break
+    const id = traceId(value)
+    if (id !== undefined) ids.add(id)
+  }
+  return [...ids]
+}
+
 /** Web Crypto's one function used here (a global in workerd and Node ≥ 19; this package declares no platform types). */
 declare const crypto: { getRandomValues<T extends Uint8Array>(array: T): T }
 

@@ -22,7 +22,7 @@
  * handlers; platform consumers plug in their own step.
  */
 import { Cause, Effect, Result } from "effect"
-import type { DeadLetterRecord, FailureReason } from "@factline/schemas"
+import { type DeadLetterRecord, type FailureReason, TraceContext } from "@factline/schemas"
 import { DeadLetters, maxErrorLength } from "./DeadLetters.js"
 import * as Inbox from "./Inbox.js"
 import * as RetryPolicy from "./RetryPolicy.js"
@@ -76,9 +76,28 @@ const text = (body: unknown, field: string): string | undefined => {
 }
 
 /**
- * The structured log line of one processing attempt (Pattern 002's fields), as JSON that Workers Logs
- * indexes. Never the payload: ids, type, subject, outcome and the error's class and first line.
+ * The trace ids of the facts a fact message carries inline (`{ facts }` or `{ fact }`), distinct, in order
+ * (at most 100); empty for any other message (an envelope's own trace is its `traceparent`).
  */
+export const traceIdsOf = (body: unknown): ReadonlyArray<string> => {
+  if (typeof body !== "object" || body === null) return []
+  const payload = (body as { readonly payload?: unknown }).payload
+  if (typeof payload !== "object" || payload === null) return []
+  const { facts, fact } = payload as { readonly facts?: unknown; readonly fact?: unknown }
+  const list: ReadonlyArray<unknown> = Array.isArray(facts) ? facts : fact === undefined ? [] : [fact]
+  return TraceContext.traceIds(list.map((f) => (typeof f === "object" && f !== null ? (f as { readonly traceparent?: unknown }).traceparent : undefined)))
+}
+
+/**
+ * The structured log line of one processing attempt (Pattern 002's fields), as JSON that Workers Logs
+ * indexes. Never the payload: ids, type, subject, outcome, the error's class and first line, and the trace:
+ * the message's `traceparent`, and for a fact message the `trace_ids` of the facts it carries.
+ */
+const traceIds = (body: unknown) => {
+  const ids = traceIdsOf(body)
+  return ids.length === 0 ? {} : { trace_ids: ids }
+}
+
 export const attemptLine = (queue: string, m: { readonly id: string; readonly attempts: number; readonly body: unknown }, outcome: "acked" | "retried" | "dead_lettered", errorClass?: string, error?: string) =>
   JSON.stringify({
     level: outcome === "acked" ? "info" : outcome === "retried" ? "warn" : "error",
@@ -92,6 +111,8 @@ export const attemptLine = (queue: string, m: { readonly id: string; readonly at
     type: text(m.body, "message_type"),
     subject: text(m.body, "subject"),
     tenant_id: text(m.body, "tenant_id"),
+    traceparent: text(m.body, "traceparent"),
+    ...traceIds(m.body),
     ...(errorClass === undefined ? {} : { error_class: errorClass }),
     ...(error === undefined ? {} : { error: error.split("\n")[0]!.slice(0, 500) })
   })

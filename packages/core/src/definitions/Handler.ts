@@ -33,6 +33,8 @@ export interface Message<A> {
   readonly subject: string
   readonly source: string
   readonly createdAt: string
+  /** W3C trace context of the message (absent on messages from before trace context). */
+  readonly traceparent?: string | undefined
 }
 
 type Defs = ReadonlyArray<FactDefinition.Any>

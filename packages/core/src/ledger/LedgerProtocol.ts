@@ -19,6 +19,8 @@ export interface FactDraft {
   readonly correlation_id: string
   readonly caused_by: string
   readonly created_at: string
+  /** W3C trace context of the step that decided it (stored as given; not part of the fact's identity). */
+  readonly traceparent?: string
 }
 
 export interface StreamKey {

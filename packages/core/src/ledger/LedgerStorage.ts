@@ -9,6 +9,10 @@
  * are created on the first write, so reading a shard (or a stream) that was
  * never written creates no storage. This module only writes and reads; the
  * relay is OutboxRelay's, the alarm the shard's.
+ *
+ * Columns added after a shard's tables were created (`traceparent`) are added
+ * on the shard's first write, once per object: a shard from before them keeps
+ * working, and its older facts read without them.
  */
 import type { Fact } from "@factline/schemas"
 import type { AppendGroup, AppendResult, Handover, ReadOptions, StreamKey, StreamState } from "./LedgerProtocol.js"
@@ -30,6 +34,7 @@ const schema = [
     correlation_id TEXT NOT NULL,
     caused_by TEXT NOT NULL,
     created_at TEXT NOT NULL,
+    traceparent TEXT,
     PRIMARY KEY (tenant_id, stream, sequence)
   ) WITHOUT ROWID`,
   `CREATE TABLE IF NOT EXISTS outbox (
@@ -40,6 +45,11 @@ const schema = [
     UNIQUE (fact_id, destination)
   )`,
   `CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`
+]
+
+/** Columns of `facts` added since shards were first created: `ALTER TABLE` for a shard whose table lacks one. */
+const addedFactColumns: ReadonlyArray<{ readonly name: string; readonly definition: string }> = [
+  { name: "traceparent", definition: "traceparent TEXT" }
 ]
 
 interface FactRow extends Record<string, SqlStorageValue> {
@@ -53,6 +63,8 @@ interface FactRow extends Record<string, SqlStorageValue> {
   correlation_id: string
   caused_by: string
   created_at: string
+  /** Null for facts stored before trace context (missing from the rows of a shard not written since). */
+  traceparent: string | null
 }
 
 const toFact = (row: FactRow): Fact => ({
@@ -65,7 +77,8 @@ const toFact = (row: FactRow): Fact => ({
   causation_id: row.causation_id,
   correlation_id: row.correlation_id,
   caused_by: row.caused_by,
-  created_at: row.created_at
+  created_at: row.created_at,
+  ...(typeof row.traceparent === "string" ? { traceparent: row.traceparent } : {})
 })
 
 /** An outbox row with its fact: what the relay sends. */
@@ -96,10 +109,18 @@ export const make = (storage: DurableObjectStorage): LedgerStorage => {
   let created = false
   const exists = () =>
     created ||= sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'facts'").one().n > 0
+  /** Tables created and every column present: checked once per object, on its first write. */
+  let upToDate = false
   const ensureSchema = () => {
-    if (created) return
+    if (upToDate) return
     for (const statement of schema) sql.exec(statement)
+    // sqlite_master keeps the table's definition, ALTERs included: a column is added only when it is missing.
+    const definition = sql.exec<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'facts'").one().sql
+    for (const column of addedFactColumns) {
+      if (!new RegExp(`\\b${column.name}\\b`).test(definition)) sql.exec(`ALTER TABLE facts ADD COLUMN ${column.definition}`)
+    }
     created = true
+    upToDate = true
   }
 
   const version = (key: StreamKey): number =>
@@ -149,10 +170,10 @@ export const make = (storage: DurableObjectStorage): LedgerStorage => {
       }))
       for (const fact of facts) {
         sql.exec(
-          `INSERT INTO facts (fact_id, tenant_id, stream, sequence, type, data, causation_id, correlation_id, caused_by, created_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+          `INSERT INTO facts (fact_id, tenant_id, stream, sequence, type, data, causation_id, correlation_id, caused_by, created_at, traceparent)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
           fact.fact_id, fact.tenant_id, fact.stream, fact.sequence, fact.type, StableJson.stringify(fact.data),
-          fact.causation_id, fact.correlation_id, fact.caused_by, fact.created_at
+          fact.causation_id, fact.correlation_id, fact.caused_by, fact.created_at, fact.traceparent ?? null
         )
       }
       return { status: "appended", version: current + facts.length, facts }

@@ -5,12 +5,13 @@
  * they derive get ids from (parent fact id, processor, position) and are
  * appended to the parent's stream as one group — one ledger RPC per shard
  * for the batch — and relayed once for the batch, like the events consumer's.
+ * Derived facts inherit the parent's trace (same trace-id, a new parent-id).
  * No inbox: a redelivered fact derives the same ids, which the ledger already
  * holds. Replayed facts (from a rebuild) are acknowledged without running
  * anything: a rebuild never re-triggers processors.
  */
 import { Clock, Effect, Exit, Result } from "effect"
-import type { Fact, FactPayload } from "@factline/schemas"
+import { type Fact, type FactPayload, TraceContext } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as FactId from "../ledger/FactId.js"
@@ -36,6 +37,8 @@ export const process = (items: ReadonlyArray<{ readonly key: string; readonly va
           // A throw is a defect of this fact only; an undeclared or invalid derived fact fails it permanently.
           const exit = yield* Effect.exit(runDeclared(processor, () => processor.process(fact)))
           if (Exit.isFailure(exit)) return void outcomes.set(key, Consumer.fromCause(exit.cause))
+          // The parent's trace, one new span per (parent, processor): the W3C way, same trace-id, a new parent-id.
+          const traceparent = TraceContext.child(fact.traceparent)
           const derived = yield* Effect.promise(() =>
             Promise.all(exit.value.map(async (d, position): Promise<FactDraft> => ({
               fact_id: await FactId.make({ tenantId: fact.tenant_id, cause: fact.fact_id, decidedBy: processor.name, position }),
@@ -44,7 +47,8 @@ export const process = (items: ReadonlyArray<{ readonly key: string; readonly va
               causation_id: fact.fact_id,
               correlation_id: fact.correlation_id,
               caused_by: processor.name,
-              created_at: now
+              created_at: now,
+              traceparent
             })))
           )
           drafts.push(...derived)

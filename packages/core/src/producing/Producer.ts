@@ -7,7 +7,8 @@
  * (all-or-nothing: one bad message sends none and every problem is listed),
  * producer-side defaults are filled (`message_id`, `created_at`,
  * `correlation_id` = the idempotency key, so producer retries stay in one
- * chain), payloads over 64 KiB are moved to R2 as `payload_ref` (under a key
+ * chain, and `traceparent`: a new W3C trace when none is given — the HTTP
+ * edge passes the request's `traceparent` header as each event's default), payloads over 64 KiB are moved to R2 as `payload_ref` (under a key
  * the producer chooses; a client cannot set `payload_ref`), and sends are split
  * into `sendBatch` calls within the queue's limits.
  *
@@ -25,7 +26,7 @@
  * to send stays bound to its payload: a retry with the same payload succeeds.
  */
 import { Context, Effect, Layer, Result, Schema } from "effect"
-import { type Envelope, EnvelopeInput, Issues } from "@factline/schemas"
+import { type Envelope, EnvelopeInput, Issues, TraceContext } from "@factline/schemas"
 import type { MessageDefinition } from "../definitions/MessageDefinition.js"
 import * as StableJson from "../ledger/StableJson.js"
 import { AcceptedKeys, type AcceptedKeysUnavailable, payloadHash } from "./AcceptedKeys.js"
@@ -77,6 +78,8 @@ export interface EmitOptions {
   readonly causation_id?: string
   readonly message_id?: string
   readonly created_at?: string
+  /** W3C trace context of the work this event belongs to (default: a new trace). */
+  readonly traceparent?: string
   /** Send an older version on purpose (defaults to the latest). */
   readonly schema_version?: number
 }
@@ -155,7 +158,8 @@ export const make = (config: {
         ...e,
         message_id: e.message_id ?? `msg_${crypto.randomUUID()}`,
         correlation_id: e.correlation_id ?? e.idempotency_key,
-        created_at: e.created_at ?? now
+        created_at: e.created_at ?? now,
+        traceparent: e.traceparent ?? TraceContext.generate()
       }
     })
     if (problems.length > 0) return Result.fail(new InvalidMessages({ problems }))

@@ -126,11 +126,11 @@ export const process = (items: ReadonlyArray<{ readonly key: string; readonly va
       // The error text in the log (Workers Logs indexes JSON lines), not only in the dead letter.
       if (unmapped !== undefined) {
         for (const f of unmapped) {
-          console.error(JSON.stringify({ level: "error", message: "projection mapping failed", projection: f.projection, fact_type: value.fact.type, fact_id: value.fact.fact_id, error: f.error }))
+          console.error(JSON.stringify({ level: "error", message: "projection mapping failed", projection: f.projection, fact_type: value.fact.type, fact_id: value.fact.fact_id, traceparent: value.fact.traceparent, error: f.error }))
         }
       }
       if (error !== undefined) {
-        console.error(JSON.stringify({ level: "error", message: "projection write failed", fact_type: value.fact.type, fact_id: value.fact.fact_id, error }))
+        console.error(JSON.stringify({ level: "error", message: "projection write failed", fact_type: value.fact.type, fact_id: value.fact.fact_id, traceparent: value.fact.traceparent, error }))
       }
       outcomes.set(
         key,

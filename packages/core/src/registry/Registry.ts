@@ -260,7 +260,8 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Sha
         tenantId: envelope.tenant_id,
         subject: envelope.subject,
         source: envelope.source,
-        createdAt: envelope.created_at
+        createdAt: envelope.created_at,
+        traceparent: envelope.traceparent
       }
     })
   }

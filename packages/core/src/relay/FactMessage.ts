@@ -7,7 +7,8 @@
  * a message travels alone as a `payload_ref` to R2. A single fact (a
  * dead-lettered one, or a legacy message) is `{ fact }`. The envelope's
  * `idempotency_key` is the fact id for a single fact and diagnostic for a
- * batch: consumers dedupe per fact, by fact id.
+ * batch: consumers dedupe per fact, by fact id. A single fact's message
+ * carries its `traceparent`; in a batch each fact carries its own.
  */
 import { Effect, Result } from "effect"
 import { Envelope, type Fact, FactBatchPayload, FactPayload, Issues } from "@factline/schemas"
@@ -42,7 +43,8 @@ export const make = (facts: Fact | ReadonlyArray<Fact>, options: Options = {}): 
     subject: first.stream,
     source,
     created_at: first.created_at,
-    payload: single ? { fact: first, ...replayed } : { facts: list, ...replayed }
+    payload: single ? { fact: first, ...replayed } : { facts: list, ...replayed },
+    ...(single && first.traceparent !== undefined ? { traceparent: first.traceparent } : {})
   }
 }
 

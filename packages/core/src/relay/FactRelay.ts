@@ -12,7 +12,7 @@
  * consumer downstream dedupes by fact id, so a double send changes nothing.
  */
 import { Effect, Result } from "effect"
-import type { Fact } from "@factline/schemas"
+import { type Fact, TraceContext } from "@factline/schemas"
 import { Ledger, type StreamHandover } from "../ledger/Ledger.js"
 import * as Shards from "../ledger/Shards.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
@@ -93,14 +93,16 @@ export const relay = (items: ReadonlyArray<Relayable>) =>
       group.entries.push({ fact_id: fact.fact_id, destinations })
     }
     const error = unsent.map((u) => `${u.destination}: ${u.error}`).join("; ")
+    // The log lines name the traces of the facts they are about.
+    const traced = Effect.annotateLogs({ trace_ids: TraceContext.traceIds([...entries.values()].map(({ fact }) => fact.traceparent)) })
     const handed = yield* Effect.result(ledger.handover([...byStream.values()] satisfies ReadonlyArray<StreamHandover>))
     if (Result.isFailure(handed)) {
-      yield* Effect.logWarning(`relay failed and the shards could not take the facts over: ${error}; ${handed.failure.message}`)
+      yield* traced(Effect.logWarning(`relay failed and the shards could not take the facts over: ${error}; ${handed.failure.message}`))
       return { sends, handedOver: 0, unrelayed: new Set(entries.keys()), error: `${error}; handover failed: ${handed.failure.message}` } satisfies RelayReport
     }
     // A shard that could not take its facts leaves only those unrelayed.
     const unrelayed = new Set([...entries.values()].filter(({ fact }) => handed.success.has(Shards.streamKey(fact))).map(({ fact }) => fact.fact_id))
-    yield* Effect.logWarning(`relay failed, ${entries.size - unrelayed.size} fact(s) handed to their shards' outbox, ${unrelayed.size} left unrelayed: ${error}`)
+    yield* traced(Effect.logWarning(`relay failed, ${entries.size - unrelayed.size} fact(s) handed to their shards' outbox, ${unrelayed.size} left unrelayed: ${error}`))
     return {
       sends,
       handedOver: entries.size - unrelayed.size,

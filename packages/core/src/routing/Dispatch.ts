@@ -12,9 +12,11 @@
  * stored ones a redelivered message re-appended — are relayed once for the
  * batch (FactRelay); a message is only done once its facts are sent or owned
  * by their shard's outbox. Stream identity is `tenant/subject`, never the shard.
+ * The facts of a decision carry the message's trace (a new parent-id for the
+ * decision); a redelivery that finds them stored keeps the stored trace.
  */
 import { Clock, Effect, Exit, Result } from "effect"
-import type { Fact } from "@factline/schemas"
+import { type Fact, TraceContext } from "@factline/schemas"
 import * as FactId from "../ledger/FactId.js"
 import type { NewFact } from "../definitions/FactDefinition.js"
 import { type AppendOutcome, Ledger } from "../ledger/Ledger.js"
@@ -29,8 +31,10 @@ export const maxDecideRounds = 5
 
 type Item = Consumer.Item<Routed>
 
-const drafts = (routed: Routed, facts: ReadonlyArray<NewFact<string, unknown>>, now: string): Promise<Array<FactDraft>> =>
-  Promise.all(
+/** The facts of one decision: ids from the message, and one new span of the message's trace (W3C: a new parent-id per hop). */
+const drafts = (routed: Routed, facts: ReadonlyArray<NewFact<string, unknown>>, now: string): Promise<Array<FactDraft>> => {
+  const traceparent = TraceContext.child(routed.message.traceparent)
+  return Promise.all(
     facts.map(async (fact, position): Promise<FactDraft> => ({
       fact_id: await FactId.make({ tenantId: routed.message.tenantId, cause: routed.message.idempotencyKey, decidedBy: routed.handler.name, position }),
       type: fact.type,
@@ -38,9 +42,11 @@ const drafts = (routed: Routed, facts: ReadonlyArray<NewFact<string, unknown>>, 
       causation_id: routed.message.idempotencyKey,
       correlation_id: routed.message.correlationId,
       caused_by: routed.handler.name,
-      created_at: now
+      created_at: now,
+      traceparent
     }))
   )
+}
 
 const streamOf = (routed: Routed) => ({ tenant_id: routed.message.tenantId, stream: routed.message.subject })
 

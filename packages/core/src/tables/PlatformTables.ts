@@ -107,7 +107,9 @@ export const facts = sqliteTable(
     causationId: text("causation_id").notNull(),
     correlationId: text("correlation_id").notNull(),
     causedBy: text("caused_by").notNull(),
-    createdAt: text("created_at").notNull()
+    createdAt: text("created_at").notNull(),
+    /** W3C trace context of the fact (null for facts from before it); not indexed. */
+    traceparent: text("traceparent")
   },
   (t) => [
     primaryKey({ columns: [t.tenantId, t.createdAt, t.factId] }),

@@ -29,6 +29,8 @@ export interface MessageOptions {
   readonly causationId?: string
   readonly source?: string
   readonly createdAt?: string
+  /** W3C `traceparent` of the message (default: none, as from a producer before trace context). */
+  readonly traceparent?: string
 }
 
 /** An envelope of this message type, its payload validated (a builder mistake throws, naming the field). */
@@ -51,7 +53,8 @@ export const message = <A>(definition: MessageDefinition<string, A>, payload: A,
     subject: options.subject,
     source: options.source ?? "test",
     created_at: options.createdAt ?? at(n),
-    payload: payload as Record<string, unknown>
+    payload: payload as Record<string, unknown>,
+    ...(options.traceparent === undefined ? {} : { traceparent: options.traceparent })
   } as Envelope
 }
 
@@ -66,6 +69,8 @@ export interface FactOptions {
   readonly causationId?: string
   readonly correlationId?: string
   readonly createdAt?: string
+  /** W3C `traceparent` of the fact (default: none, as stored before trace context). */
+  readonly traceparent?: string
 }
 
 const sequences = new Map<string, number>()
@@ -90,6 +95,7 @@ export const fact = <T extends string, D>(definition: FactDefinition<T, D>, data
     causation_id: options.causationId ?? `cause_test_${n}`,
     correlation_id: options.correlationId ?? `corr_test_${n}`,
     caused_by: options.causedBy ?? "test",
-    created_at: options.createdAt ?? at(n)
+    created_at: options.createdAt ?? at(n),
+    ...(options.traceparent === undefined ? {} : { traceparent: options.traceparent })
   }
 }

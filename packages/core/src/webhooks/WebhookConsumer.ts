@@ -20,9 +20,15 @@
  * attempt (log, delivery state, endpoint health), one ledger append of the
  * outcome facts (`webhook_sent`, `webhook_failed`, `webhook_endpoint_disabled`,
  * caused by the triggering fact) and their relay — constant in batch size.
+ *
+ * Trace context: a delivery message carries the triggering fact's trace (a new
+ * parent-id for the fan-out); each attempt POSTs a `traceparent` header with a
+ * new parent-id of its own, and the outcome facts of an attempt carry that
+ * header's value — so a receiver's trace, the fact that caused the delivery
+ * and the `webhook_sent` that recorded it share one trace id.
  */
 import { Clock, Effect, Result } from "effect"
-import { Envelope, type Fact, Issues, type WebhookPayload, WebhookPayload as WebhookPayloadSchema } from "@factline/schemas"
+import { Envelope, type Fact, Issues, TraceContext, type WebhookPayload, WebhookPayload as WebhookPayloadSchema } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import type * as FactDefinition from "../definitions/FactDefinition.js"
@@ -130,7 +136,8 @@ const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind:
             subject: endpoint.id,
             source,
             created_at: now,
-            payload: payload as unknown as Record<string, unknown>
+            payload: payload as unknown as Record<string, unknown>,
+            traceparent: TraceContext.child(fact.traceparent)
           }
           if (SendBatches.sizeOf(envelope) > maxDeliveryBytes) {
             failed = `webhook event ${event.type} of fact ${fact.fact_id} is over ${maxDeliveryBytes / 1024} KiB; publish a smaller payload`
@@ -158,6 +165,8 @@ interface Attempted {
   readonly snippet: string
   readonly durationMs: number
   readonly attemptedAt: string
+  /** The `traceparent` header of this attempt (the delivery's trace, a new parent-id). */
+  readonly traceparent: string
 }
 
 const truncate = (s: string, n: number) => (s.length > n ? `${s.slice(0, n)}…` : s)
@@ -193,9 +202,10 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
         }
         const text = body(payload)
         const timestamp = Math.floor(Date.now() / 1000)
-        const headers = yield* Effect.promise(() => Signing.headers(endpoint.secrets, payload.delivery_id, timestamp, text))
-        const response = yield* transport.post(endpoint.url, headers, text)
-        attempted.push({ key, item: value, endpoint, attempt: (state?.attempts ?? 0) + 1, ...response, attemptedAt: new Date().toISOString() })
+        const signed = yield* Effect.promise(() => Signing.headers(endpoint.secrets, payload.delivery_id, timestamp, text))
+        const traceparent = TraceContext.child(envelope.traceparent)
+        const response = yield* transport.post(endpoint.url, { ...signed, traceparent }, text)
+        attempted.push({ key, item: value, endpoint, attempt: (state?.attempts ?? 0) + 1, ...response, attemptedAt: new Date().toISOString(), traceparent })
       }), { concurrency: "unbounded", discard: true })
 
     const disableAfter = options.disableAfterMs ?? defaultDisableAfterMs
@@ -207,7 +217,8 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
         tenant_id: envelope.tenant_id,
         stream: payload.fact_stream,
         draft: FactId.make({ tenantId: envelope.tenant_id, cause: `${payload.delivery_id}:${suffix}`, decidedBy: source, position: 0 }).then((fact_id) => ({
-          fact_id, type: definition.type, data, causation_id: payload.fact_id, correlation_id: envelope.correlation_id, caused_by: source, created_at: a.attemptedAt
+          fact_id, type: definition.type, data, causation_id: payload.fact_id, correlation_id: envelope.correlation_id, caused_by: source, created_at: a.attemptedAt,
+          traceparent: a.traceparent
         }))
       })
     }
@@ -249,8 +260,10 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
       }
     }
     record.endpoints.push(...health.values())
+    // Batch-level log lines name the traces of the attempts they are about.
+    const traced = Effect.annotateLogs({ trace_ids: TraceContext.traceIds(attempted.map((a) => a.traceparent)) })
     const disabled = yield* Effect.orElseSucceed(
-      Effect.tapError(store.record(record), (e) => Effect.logError(`webhook attempts could not be recorded: ${e.message}`)),
+      Effect.tapError(store.record(record), (e) => traced(Effect.logError(`webhook attempts could not be recorded: ${e.message}`))),
       () => new Set<string>()
     )
     for (const h of health.values()) {
@@ -262,7 +275,8 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
         draft: FactId.make({ tenantId: h.tenant_id, cause: `${h.endpoint_id}:disabled:${endpoint.endpoint.version}`, decidedBy: source, position: 0 }).then((fact_id) => ({
           fact_id, type: PlatformFacts.WebhookEndpointDisabled.type,
           data: { endpoint_id: h.endpoint_id, reason: h.disable!, url_host: new URL(endpoint.endpoint.url).host },
-          causation_id: endpoint.item.payload.fact_id, correlation_id: endpoint.item.envelope.correlation_id, caused_by: source, created_at: record.now
+          causation_id: endpoint.item.payload.fact_id, correlation_id: endpoint.item.envelope.correlation_id, caused_by: source, created_at: record.now,
+          traceparent: endpoint.traceparent
         }))
       })
     }
@@ -271,12 +285,12 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
     const drafts = yield* Effect.promise(() => Promise.all(newFacts.map((f) => f.draft)))
     const groups: Array<AppendGroup> = newFacts.map((f, i) => ({ tenant_id: f.tenant_id, stream: f.stream, facts: [drafts[i]!] }))
     const appended = yield* Effect.result(ledger.append(groups))
-    if (Result.isFailure(appended)) return yield* Effect.logError(`webhook outcome facts could not be appended: ${appended.failure.message}`)
+    if (Result.isFailure(appended)) return yield* traced(Effect.logError(`webhook outcome facts could not be appended: ${appended.failure.message}`))
     const toRelay = new Map<string, ReadonlyArray<Fact>>()
     appended.success.forEach((r, i) => (r.status === "appended" || r.status === "duplicate") && toRelay.set(`outcome-${i}`, r.facts))
     const relayOutcomes = new Map<string, Consumer.Outcome>()
     yield* relayFor(toRelay, relayOutcomes)
-    if (relayOutcomes.size > 0) yield* Effect.logError("webhook outcome facts could not be relayed")
+    if (relayOutcomes.size > 0) yield* traced(Effect.logError("webhook outcome facts could not be relayed"))
   })
 
 export const process = (options: Options) => (items: ReadonlyArray<{ readonly key: string; readonly value: Item }>) =>
