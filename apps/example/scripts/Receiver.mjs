@@ -36,7 +36,10 @@ export const start = async (port = 0) => {
       else if (kind === "redirect") (status = 302), (headers.location = "/hooks/ok-redirected"), (text = "moved")
       const entry = {
         at: new Date().toISOString(),
-        headers: { "webhook-id": req.headers["webhook-id"], "webhook-timestamp": req.headers["webhook-timestamp"], "webhook-signature": req.headers["webhook-signature"], "content-type": req.headers["content-type"] },
+        headers: {
+          "webhook-id": req.headers["webhook-id"], "webhook-timestamp": req.headers["webhook-timestamp"], "webhook-signature": req.headers["webhook-signature"],
+          "content-type": req.headers["content-type"], traceparent: req.headers["traceparent"]
+        },
         body,
         status
       }

@@ -21,6 +21,7 @@ import * as Dashboard from "./Dashboard.js"
 import { errorResponse } from "./Errors.js"
 import * as JsonBody from "./JsonBody.js"
 import * as Operations from "./Operations.js"
+import * as Traceparent from "./Traceparent.js"
 import * as Webhooks from "./Webhooks.js"
 import { strictQuery } from "./StrictQuery.js"
 import { Issues } from "@factline/schemas"
@@ -82,6 +83,8 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
 
   app.post("/v1/events", authenticate("POST /v1/events"), async (c) => {
     const principal = c.get("principal")
+    const trace = Traceparent.ofRequest(c.req.raw.headers)
+    if (!trace.ok) return errorResponse(c, 400, "invalid_request", trace.message, { problems: trace.problems })
     const read = await readBody(c, eventContentTypes)
     if (!read.ok) return read.response
     const body = read.body
@@ -112,7 +115,7 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
       if (event.tenant_id !== undefined && event.tenant_id !== principal.tenantId) {
         foreign.push({ path: batch ? `events.${index}.tenant_id` : "tenant_id", message: "this token cannot write events for another tenant" })
       }
-      return { tenant_id: principal.tenantId, source: "http", ...event }
+      return { tenant_id: principal.tenantId, source: "http", traceparent: trace.traceparent, ...event }
     })
     if (foreign.length > 0) return errorResponse(c, 403, "forbidden", "events for another tenant", { problems: foreign })
 
@@ -127,7 +130,7 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
           items: items.map((item) => ({ idempotency_key: item.envelope.idempotency_key, duplicate: item.duplicate }))
         },
         202,
-        replay ? { "idempotent-replay": "true" } : undefined
+        { ...Traceparent.responseHeaders(trace.traceparent, items), ...(replay ? { "idempotent-replay": "true" } : {}) }
       )
     }
     const error = result.failure
@@ -247,6 +250,7 @@ export const make = (router: Registry.Shape, runtime: (env: PlatformEnv) => Plat
       fact_id: fact.fact_id,
       subject,
       correlation_id: fact.correlation_id,
+      traceparent: fact.traceparent ?? null,
       cause: {
         idempotency_key: root,
         message: accepted._tag === "Success" && accepted.success[0] ? accepted.success[0] : null

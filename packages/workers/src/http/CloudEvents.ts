@@ -9,9 +9,10 @@
  * version), `idempotencykey` (default: `ce:` + `source` + `:` + `id`, each
  * percent-encoded — see `defaultIdempotencyKey`; CloudEvents requires
  * source + id to be unique per event, so a producer's retry keeps it),
- * `correlationid`, `causationid`, `tenantid`. Other attributes are ignored, as
- * the spec asks of consumers. Validation then happens on the envelope, as for
- * any other input.
+ * `correlationid`, `causationid`, `tenantid`, and `traceparent` (the
+ * distributed-tracing extension: the envelope's W3C `traceparent`). Other
+ * attributes are ignored, as the spec asks of consumers. Validation then
+ * happens on the envelope, as for any other input.
  */
 import type { MessageDefinition } from "@factline/core"
 
@@ -59,7 +60,7 @@ export const toEnvelope = (
     subject: event.subject,
     payload: event.data
   }
-  const optional: Record<string, string> = { time: "created_at", correlationid: "correlation_id", causationid: "causation_id", tenantid: "tenant_id" }
+  const optional: Record<string, string> = { time: "created_at", correlationid: "correlation_id", causationid: "causation_id", tenantid: "tenant_id", traceparent: "traceparent" }
   for (const [attribute, field] of Object.entries(optional)) if (event[attribute] !== undefined) input[field] = event[attribute]
   return { input, problems: [] }
 }
@@ -85,7 +86,8 @@ export const batchContentType = "application/cloudevents-batch+json"
  * percent-encoded), `type` = the fact type, `subject` = the stream, `time` =
  * `created_at`, `data` = the fact's data (`datacontenttype: application/json`);
  * the ledger's own fields as extension attributes: `sequence` (the position in
- * the stream), `causationid`, `correlationid`, `causedby`, `tenantid`.
+ * the stream), `causationid`, `correlationid`, `causedby`, `tenantid`, and
+ * `traceparent` (distributed-tracing extension) when the fact has one.
  */
 export const fromFact = (fact: {
   readonly fact_id: string
@@ -98,6 +100,7 @@ export const fromFact = (fact: {
   readonly correlation_id: string
   readonly caused_by: string
   readonly created_at: string
+  readonly traceparent?: string | null | undefined
 }) => ({
   specversion: "1.0",
   id: fact.fact_id,
@@ -111,5 +114,6 @@ export const fromFact = (fact: {
   causationid: fact.causation_id,
   correlationid: fact.correlation_id,
   causedby: fact.caused_by,
-  tenantid: fact.tenant_id
+  tenantid: fact.tenant_id,
+  ...(typeof fact.traceparent === "string" ? { traceparent: fact.traceparent } : {})
 })

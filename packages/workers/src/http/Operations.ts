@@ -10,6 +10,7 @@
 import { Effect } from "effect"
 import type { Hono } from "hono"
 import { DeadLetterStore, FactId, Ledger, Metrics, PlatformFacts, RetryPolicy } from "@factline/core"
+import { TraceContext } from "@factline/schemas"
 import type { PlatformEnv } from "../Env.js"
 import { queueBinding } from "../Services.js"
 import type { PlatformServices } from "../Services.js"
@@ -121,7 +122,9 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
           causation_id: record.idempotency_key ?? record.id,
           correlation_id: record.idempotency_key ?? record.id,
           caused_by: "factline-operations",
-          created_at: new Date().toISOString()
+          created_at: new Date().toISOString(),
+          // The dead-lettered message's trace (a new parent-id: the operator's decision), or a new trace.
+          traceparent: TraceContext.child((record.original_message as { readonly traceparent?: string } | null)?.traceparent)
         }]
       }])
       return { ...record, reconciliation_fact_id: fact_id }

@@ -69,6 +69,7 @@ CREATE TABLE `facts` (
 	`correlation_id` text NOT NULL,
 	`caused_by` text NOT NULL,
 	`created_at` text NOT NULL,
+	`traceparent` text,
 	PRIMARY KEY(`tenant_id`, `created_at`, `fact_id`)
 ) WITHOUT ROWID;
 --> statement-breakpoint
