@@ -32,8 +32,10 @@ describe("CloudEvents out", () => {
       causationid: stored[2]!.causation_id,
       correlationid: stored[2]!.correlation_id,
       causedby: "qualify-call",
-      tenantid: "tenant-a"
+      tenantid: "tenant-a",
+      traceparent: stored[2]!.traceparent
     })
+    expect(stored[2]!.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/)
 
     const page = await asCloudEvents(`/v1/streams/${call.subject}/facts?limit=2`)
     expect((await page.json<Array<unknown>>()).length).toBe(2)
