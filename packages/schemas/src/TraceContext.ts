@@ -28,7 +28,10 @@ export const formatMessage =
 export const Traceparent = Schema.String.check(
   Schema.isMaxLength(256),
   Schema.isPattern(pattern, { message: formatMessage })
-)
+).annotate({
+  description: "W3C trace context (https://www.w3.org/TR/trace-context/): 00-<trace-id, 32 hex>-<parent-id, 16 hex>-<trace-flags, 2 hex>",
+  examples: ["00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"]
+})
 export type Traceparent = typeof Traceparent.Type
 
 export interface Parsed {
