@@ -1,30 +1,76 @@
 /**
- * The operators' HTTP API: dead letters and queue health.
- *
  * Dead letters (scope `admin` — a tenant's own records only — or `platform`, every tenant's):
  * `GET /v1/dlq?queue=&status=&type=&reason=&cursor=&limit=`, `GET /v1/dlq/:id`,
  * `POST /v1/dlq/:id/replay`, `POST /v1/dlq/replay` (bulk, by the same filters),
  * `POST /v1/dlq/:id/skip {"reason"}` (appends a `reconciliation` fact), `POST /v1/dlq/:id/escalate {"note"?}`.
- * Health (scope `platform`: the queues are shared by every tenant): `GET /v1/queues/health?window=1h`.
  */
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"
 import type { Hono } from "hono"
-import { DeadLetterStore, FactId, Ledger, Metrics, PlatformFacts, RetryPolicy } from "@factline/core"
-import type { PlatformEnv } from "../Env.js"
-import { queueBinding } from "../Services.js"
-import type { PlatformServices } from "../Services.js"
-import type { AuthVariables, Principal } from "./Auth.js"
-import { authenticate } from "./Routes.js"
+import { DeadLetterStore, FactId, Ledger, PlatformFacts, RetryPolicy } from "@factline/core"
+import type { Principal } from "./Auth.js"
+import { type AppEnv, bind, cursor, describe, Json, nextCursor, problems, wholeNumber } from "./Contract.js"
 import { errorResponse } from "./Errors.js"
-import { strictQuery } from "./StrictQuery.js"
+import { type Ctx, isObject, readBody, type Run } from "./Shared.js"
 
-type AppEnv = { Bindings: PlatformEnv; Variables: AuthVariables }
-type Ctx = Parameters<typeof errorResponse>[0]
-
-export interface Deps {
-  readonly run: <A, E>(env: PlatformEnv, program: Effect.Effect<A, E, PlatformServices>) => Promise<{ readonly _tag: "Success"; readonly success: A } | { readonly _tag: "Failure"; readonly failure: E }>
-  readonly readBody: (c: Ctx) => Promise<{ readonly ok: true; readonly body: unknown } | { readonly ok: false; readonly response: Response }>
+const queueNames = RetryPolicy.all.map((p) => p.queue)
+const filters = {
+  queue: Schema.optional(Schema.Literals(queueNames as [string, ...Array<string>])).annotate({ description: "The queue the message died on" }),
+  type: Schema.optional(Schema.String).annotate({ description: "Message or fact type" }),
+  reason: Schema.optional(Schema.String).annotate({ description: "Failure reason, e.g. permanent, retries_exhausted" })
 }
+const DeadLetter = Schema.Struct({
+  id: Schema.String,
+  queue: Schema.String,
+  status: Schema.Literals(DeadLetterStore.statuses as unknown as readonly [DeadLetterStore.Status, ...Array<DeadLetterStore.Status>]),
+  reason: Schema.String,
+  last_error: Schema.NullOr(Schema.String),
+  attempts: Schema.Int,
+  tenant_id: Schema.NullOr(Schema.String),
+  message_type: Schema.NullOr(Schema.String),
+  idempotency_key: Schema.NullOr(Schema.String),
+  subject: Schema.NullOr(Schema.String),
+  received_at: Schema.String,
+  resolved_by: Schema.NullOr(Schema.String),
+  resolved_at: Schema.NullOr(Schema.String)
+}).annotate({ identifier: "DeadLetter", description: "A message that failed for good; the detail adds the original body, failure context and history" })
+const id = { id: Schema.String.annotate({ description: "A dead letter's id" }) }
+const scopes = ["admin", "platform"] as const
+const errors = { 400: "`invalid_query` / `invalid_request`, naming the field", 404: "`not_found`: no such record for this token", 409: "`conflict`: already replayed, skipped or being replayed (naming who and when)", 503: "`unavailable`: the store or the source queue; retry" }
+
+export const listDeadLetters = HttpApiEndpoint.get("listDeadLetters", "/v1/dlq", {
+  query: { ...filters, status: Schema.optional(Schema.Literals(DeadLetterStore.statuses as unknown as readonly [DeadLetterStore.Status, ...Array<DeadLetterStore.Status>])), cursor, limit: wholeNumber("1 to 200 (default 50)") },
+  success: Schema.Struct({ data: Schema.Array(DeadLetter), next_cursor: nextCursor }),
+  error: problems(400, 503)
+}).pipe(describe({ summary: "List dead letters", description: "Newest first; a tenant admin sees its own, the platform scope every tenant's.", scopes, errors: { 400: errors[400], 503: errors[503] } }))
+
+export const replayMatching = HttpApiEndpoint.post("replayDeadLetters", "/v1/dlq/replay", {
+  query: filters,
+  success: Schema.Struct({ operation_id: Schema.String, count: Schema.Int, waves: Schema.Int, wave_size: Schema.Int, wave_delay_seconds: Schema.Int }).pipe(HttpApiSchema.status(202)),
+  error: problems(400, 503)
+}).pipe(describe({ summary: "Replay matching dead letters", description: "Up to 1,000 open records matching the filters, in waves of 100 with staggered delays; each is claimed first, so a record is replayed once.", scopes, errors: { 400: errors[400], 503: errors[503] } }))
+
+export const getDeadLetter = HttpApiEndpoint.get("getDeadLetter", "/v1/dlq/:id", { params: id, success: DeadLetter, error: problems(404, 503) })
+  .pipe(describe({ summary: "Get a dead letter", description: "With the original message, the failure context and the history.", scopes, errors: { 404: errors[404], 503: errors[503] } }))
+
+export const replayOne = HttpApiEndpoint.post("replayDeadLetter", "/v1/dlq/:id/replay", { params: id, success: DeadLetter.pipe(HttpApiSchema.status(202)), error: problems(404, 409, 503) })
+  .pipe(describe({ summary: "Replay a dead letter", description: "Sends the same body again (same idempotency key): work already done is not done twice.", scopes, errors: { 404: errors[404], 409: errors[409], 503: errors[503] } }))
+
+export const skip = HttpApiEndpoint.post("skipDeadLetter", "/v1/dlq/:id/skip", {
+  params: id,
+  payload: Schema.Struct({ reason: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(1_000)) }),
+  success: Schema.Struct({ ...DeadLetter.fields, reconciliation_fact_id: Schema.String }),
+  error: problems(400, 404, 409, 415, 503)
+}).pipe(describe({ summary: "Skip a dead letter", description: "Gives the work up and appends a `reconciliation` fact naming who and why to the original stream.", scopes, errors: { ...errors, 415: "`unsupported_media_type`" } }))
+
+export const escalate = HttpApiEndpoint.post("escalateDeadLetter", "/v1/dlq/:id/escalate", {
+  params: id,
+  payload: Schema.Struct({ note: Schema.optional(Schema.String.check(Schema.isMaxLength(1_000))) }),
+  success: DeadLetter,
+  error: problems(400, 404, 409, 415, 503)
+}).pipe(describe({ summary: "Escalate a dead letter", scopes, errors: { ...errors, 415: "`unsupported_media_type`" } }))
+
+export const group = HttpApiGroup.make("deadLetters").add(listDeadLetters, replayMatching, getDeadLetter, replayOne, skip, escalate)
 
 const scopeOf = (p: Principal): DeadLetterStore.Scope => ({
   tenantId: p.scopes.includes("platform") ? null : p.tenantId,
@@ -48,19 +94,18 @@ const failure = (c: Ctx, error: { readonly _tag: string; readonly message: strin
 }
 
 const store = Effect.service(DeadLetterStore.DeadLetterStore)
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
 
 const filtersOf = (c: Ctx, defaultStatus?: DeadLetterStore.Status) => {
   const q = (name: string) => c.req.query(name)
   return DeadLetterStore.validateFilters({ queue: q("queue"), status: q("status"), type: q("type"), reason: q("reason") }, defaultStatus)
 }
 
-const windows: Record<string, number> = { "15m": 15, "1h": 60, "6h": 360, "24h": 1_440 }
 
-export const mount = (app: Hono<AppEnv>, deps: Deps) => {
-  const { run, readBody } = deps
 
-  app.get("/v1/dlq", authenticate("GET /v1/dlq"), strictQuery(["queue", "status", "type", "reason", "cursor", "limit"]), async (c) => {
+export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
+  const { run } = deps
+
+  bind(app, listDeadLetters, async (c) => {
     const filters = filtersOf(c)
     if (!filters.ok) return errorResponse(c, 400, "invalid_query", filters.problems.map((p) => `${p.path}: ${p.message}`).join("; "), { problems: filters.problems })
     const raw = c.req.query("limit")
@@ -72,7 +117,7 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
     return c.json(result.success)
   })
 
-  app.post("/v1/dlq/replay", authenticate("POST /v1/dlq/replay"), strictQuery(["queue", "type", "reason"]), async (c) => {
+  bind(app, replayMatching, async (c) => {
     const filters = filtersOf(c)
     if (!filters.ok) return errorResponse(c, 400, "invalid_query", filters.problems.map((p) => `${p.path}: ${p.message}`).join("; "), { problems: filters.problems })
     const result = await run(c.env, Effect.flatMap(store, (s) => s.replayMatching(scopeOf(c.get("principal")), filters.filters)))
@@ -80,19 +125,19 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
     return c.json({ ...result.success, wave_size: DeadLetterStore.waveSize, wave_delay_seconds: DeadLetterStore.waveDelaySeconds }, 202)
   })
 
-  app.get("/v1/dlq/:id", authenticate("GET /v1/dlq/:id"), strictQuery([]), async (c) => {
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.get(scopeOf(c.get("principal")), c.req.param("id"))))
+  bind(app, getDeadLetter, async (c) => {
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.get(scopeOf(c.get("principal")), c.req.param("id")!)))
     if (result._tag === "Failure") return failure(c, result.failure)
     return c.json(result.success)
   })
 
-  app.post("/v1/dlq/:id/replay", authenticate("POST /v1/dlq/:id/replay"), strictQuery([]), async (c) => {
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.replay(scopeOf(c.get("principal")), c.req.param("id"))))
+  bind(app, replayOne, async (c) => {
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.replay(scopeOf(c.get("principal")), c.req.param("id")!)))
     if (result._tag === "Failure") return failure(c, result.failure)
     return c.json(result.success, 202)
   })
 
-  app.post("/v1/dlq/:id/skip", authenticate("POST /v1/dlq/:id/skip"), strictQuery([]), async (c) => {
+  bind(app, skip, async (c) => {
     const read = await readBody(c)
     if (!read.ok) return read.response
     const reason = isObject(read.body) ? read.body.reason : undefined
@@ -102,7 +147,7 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
     const scope = scopeOf(c.get("principal"))
     const result = await run(c.env, Effect.gen(function*() {
       const s = yield* store
-      const record = yield* s.resolve(scope, c.req.param("id"), "skipped", reason)
+      const record = yield* s.resolve(scope, c.req.param("id")!, "skipped", reason)
       // The decision goes into the ledger: a reconciliation fact in the original message's stream.
       const tenant = record.tenant_id ?? c.get("principal").tenantId
       const stream = record.subject ?? `dead-letters/${record.id}`
@@ -133,7 +178,7 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
     return c.json(result.success)
   })
 
-  app.post("/v1/dlq/:id/escalate", authenticate("POST /v1/dlq/:id/escalate"), strictQuery([]), async (c) => {
+  bind(app, escalate, async (c) => {
     let note = ""
     if ((c.req.header("content-length") ?? "0") !== "0" || c.req.header("content-type")) {
       const read = await readBody(c)
@@ -142,54 +187,9 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
       if (given !== undefined && (typeof given !== "string" || given.length > 1_000)) return errorResponse(c, 400, "invalid_request", "note must be a string of at most 1,000 characters")
       note = (given as string | undefined) ?? ""
     }
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.resolve(scopeOf(c.get("principal")), c.req.param("id"), "escalated", note)))
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.resolve(scopeOf(c.get("principal")), c.req.param("id")!, "escalated", note)))
     if (result._tag === "Failure") return failure(c, result.failure)
     return c.json(result.success)
   })
 
-  app.get("/v1/queues/health", authenticate("GET /v1/queues/health"), strictQuery(["window"]), async (c) => {
-    const window = c.req.query("window") ?? "1h"
-    const minutes = windows[window]
-    if (minutes === undefined) return errorResponse(c, 400, "invalid_query", `window must be one of ${Object.keys(windows).join(", ")}`)
-    const since = new Date(Date.now() - minutes * 60_000).toISOString()
-    const db = c.env.DB
-    try {
-      const [rollup, open, reasons, pending] = await db.batch([
-        db.prepare("SELECT * FROM queue_metrics WHERE minute >= ? ORDER BY minute").bind(new Date(Math.floor(Date.parse(since) / 60_000) * 60_000).toISOString()),
-        db.prepare("SELECT queue, COUNT(*) AS n FROM dead_messages WHERE status = 'open' GROUP BY queue"),
-        db.prepare("SELECT queue, reason, COUNT(*) AS n FROM dead_messages WHERE received_at >= ? GROUP BY queue, reason").bind(since),
-        db.prepare("SELECT COUNT(*) AS n FROM ledger_shards WHERE relay_pending_since IS NOT NULL")
-      ])
-      const byReason = new Map<string, Record<string, number>>()
-      for (const r of (reasons!.results as Array<{ queue: string; reason: string; n: number }>)) byReason.set(r.queue, { ...(byReason.get(r.queue) ?? {}), [r.reason]: r.n })
-      const binding = queueBinding(c.env)
-      const depths = new Map(await Promise.all(RetryPolicy.all.map(async (p) => {
-        try {
-          return [p.queue, (await binding(p.queue)?.metrics())?.backlogCount ?? null] as const
-        } catch {
-          return [p.queue, null] as const
-        }
-      })))
-      const queues = Metrics.health(
-        RetryPolicy.all,
-        rollup!.results as unknown as ReadonlyArray<Metrics.RollupRow>,
-        new Map((open!.results as Array<{ queue: string; n: number }>).map((r) => [r.queue, r.n])),
-        byReason,
-        depths
-      )
-      const pendingShards = (pending!.results[0] as { n: number } | undefined)?.n ?? 0
-      const levels = queues.map((q) => q.status)
-      return c.json({
-        window,
-        since,
-        status: levels.includes("critical") ? "critical" : levels.includes("warning") || pendingShards > 0 ? "warning" : "ok",
-        thresholds: Metrics.thresholds,
-        queues,
-        ledger: { relay_pending_shards: pendingShards }
-      })
-    } catch {
-      console.error("health: D1 unavailable")
-      return errorResponse(c, 503, "unavailable", "the metrics store is unavailable, retry later", undefined, { "retry-after": "5" })
-    }
-  })
 }
