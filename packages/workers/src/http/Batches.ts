@@ -29,19 +29,49 @@ export interface Deps {
   readonly run: Run
 }
 
-const Batch = Schema.Struct({
+const Job = Schema.Struct({
   batch_id: Schema.String,
-  operation: Schema.Literals(["import", "export", "reconcile", "rebuild"]),
-  status: Schema.String.annotate({ description: "queued, running, succeeded, failed, cancelled (a rebuild: running, completed, failed)" }),
+  operation: Schema.Literals(["import", "export", "reconcile"]),
+  status: Schema.Literals(["queued", "running", "succeeded", "failed", "cancelled"]),
   tenant_id: Schema.String,
-  offset: Schema.NullOr(Schema.Int).annotate({ description: "Progress: items (a rebuild: shards) done" }),
+  params: Json.annotate({ description: "What the job was started with" }),
+  offset: Schema.Int.annotate({ description: "Items done" }),
   total: Schema.NullOr(Schema.Int),
   succeeded: Schema.Int,
   failed: Schema.Int,
+  errors: Schema.Array(Json).annotate({ description: "The first failing items (an import's line numbers with the error)" }),
   error: Schema.NullOr(Schema.String),
+  output: Schema.NullOr(Schema.String).annotate({ description: "An export's file, once it succeeded: GET this path" }),
   created_at: Schema.String,
+  started_at: Schema.NullOr(Schema.String),
+  finished_at: Schema.NullOr(Schema.String),
+  updated_at: Schema.String
+}).annotate({ identifier: "BatchJob", description: "An import, export or reconcile job and its progress" })
+
+const RebuildJob = Schema.Struct({
+  batch_id: Schema.String,
+  id: Schema.String,
+  operation: Schema.Literal("rebuild"),
+  status: Schema.Literals(["running", "completed", "failed"]),
+  tenant_id: Schema.String,
+  projection: Schema.String,
+  shadow_table: Schema.String,
+  shards_total: Schema.Int,
+  shards_done: Schema.Int,
+  facts_replayed: Schema.Int,
+  facts_failed: Schema.Int,
+  first_failure: Schema.NullOr(Schema.String),
+  error: Schema.NullOr(Schema.String),
+  offset: Schema.Int,
+  total: Schema.Int,
+  succeeded: Schema.Int,
+  failed: Schema.Int,
+  created_at: Schema.String,
+  started_at: Schema.String,
   finished_at: Schema.NullOr(Schema.String)
-}).annotate({ identifier: "Batch", description: "A batch job and its progress; an import's `errors` name the first failing lines, an export's `output` its file. Rebuilds add their shard and replay counts." })
+}).annotate({ identifier: "RebuildJob", description: "A projection rebuild: replays every tenant's facts into a shadow table, then swaps it in" })
+
+const Batch = Schema.Union([Job, RebuildJob])
 
 const id = { id: Schema.String.annotate({ description: "A batch id (`batch_id`)" }) }
 const adminOrPlatform = ["admin", "platform"] as const
@@ -85,13 +115,16 @@ export const getBatch = HttpApiEndpoint.get("getBatch", "/v1/batches/:id", {
 
 export const cancelBatch = HttpApiEndpoint.post("cancelBatch", "/v1/batches/:id/cancel", {
   params: id,
-  success: Batch,
+  success: Job,
   error: problems(404, 409, 503)
 }).pipe(describe({ summary: "Cancel a batch job", description: "Stops further chunks of a queued or running job.", scopes: adminOrPlatform, errors: { 404: "`not_found`", 409: "`conflict`: the job has ended, or it is a rebuild", 503: "`unavailable`" } }))
 
 export const batchOutput = HttpApiEndpoint.get("batchOutput", "/v1/batches/:id/output", {
   params: id,
-  success: Schema.String.pipe(HttpApiSchema.asText({ contentType: "application/x-ndjson" })).annotate({ description: "The export's file (NDJSON, or CSV for a projection exported as csv), streamed" }),
+  success: [
+    Schema.String.pipe(HttpApiSchema.asText({ contentType: "application/x-ndjson" })).annotate({ description: "The export's file as NDJSON, streamed" }),
+    Schema.String.pipe(HttpApiSchema.asText({ contentType: "text/csv" })).annotate({ description: "A projection exported as CSV, streamed" })
+  ],
   error: problems(404, 409, 503)
 }).pipe(describe({ summary: "Download an export", scopes: adminOrPlatform, errors: { 404: "`not_found`", 409: "`conflict`: the job has no output (yet)", 503: "`unavailable`" } }))
 

@@ -23,17 +23,25 @@ const DeadLetter = Schema.Struct({
   id: Schema.String,
   queue: Schema.String,
   status: Schema.Literals(DeadLetterStore.statuses as unknown as readonly [DeadLetterStore.Status, ...Array<DeadLetterStore.Status>]),
-  reason: Schema.String,
-  last_error: Schema.NullOr(Schema.String),
+  reason: Schema.String.annotate({ description: "permanent_failure, retries_exhausted, …" }),
+  last_error: Schema.String,
   attempts: Schema.Int,
   tenant_id: Schema.NullOr(Schema.String),
   message_type: Schema.NullOr(Schema.String),
   idempotency_key: Schema.NullOr(Schema.String),
   subject: Schema.NullOr(Schema.String),
+  first_attempted_at: Schema.String,
+  last_attempted_at: Schema.String,
   received_at: Schema.String,
   resolved_by: Schema.NullOr(Schema.String),
-  resolved_at: Schema.NullOr(Schema.String)
-}).annotate({ identifier: "DeadLetter", description: "A message that failed for good; the detail adds the original body, failure context and history" })
+  resolved_at: Schema.NullOr(Schema.String),
+  replay_operation_id: Schema.NullOr(Schema.String)
+}).annotate({ identifier: "DeadLetter", description: "A message that failed for good" })
+const DeadLetterDetail = Schema.Struct({
+  ...DeadLetter.fields,
+  original_message: Schema.Unknown.annotate({ description: "The message as it was on the queue" }),
+  history: Schema.Array(Schema.Struct({ at: Schema.String, action: Schema.String, by: Schema.String, note: Schema.optional(Schema.String), operation_id: Schema.optional(Schema.String) }))
+}).annotate({ identifier: "DeadLetterDetail", description: "A dead letter with its original message and its history (who replayed, skipped or escalated it, when)" })
 const id = { id: Schema.String.annotate({ description: "A dead letter's id" }) }
 const scopes = ["admin", "platform"] as const
 const errors = { 400: "`invalid_query` / `invalid_request`, naming the field", 404: "`not_found`: no such record for this token", 409: "`conflict`: already replayed, skipped or being replayed (naming who and when)", 503: "`unavailable`: the store or the source queue; retry" }
@@ -50,23 +58,23 @@ export const replayMatching = HttpApiEndpoint.post("replayDeadLetters", "/v1/dlq
   error: problems(400, 503)
 }).pipe(describe({ summary: "Replay matching dead letters", description: "Up to 1,000 open records matching the filters, in waves of 100 with staggered delays; each is claimed first, so a record is replayed once.", scopes, errors: { 400: errors[400], 503: errors[503] } }))
 
-export const getDeadLetter = HttpApiEndpoint.get("getDeadLetter", "/v1/dlq/:id", { params: id, success: DeadLetter, error: problems(404, 503) })
+export const getDeadLetter = HttpApiEndpoint.get("getDeadLetter", "/v1/dlq/:id", { params: id, success: DeadLetterDetail, error: problems(404, 503) })
   .pipe(describe({ summary: "Get a dead letter", description: "With the original message, the failure context and the history.", scopes, errors: { 404: errors[404], 503: errors[503] } }))
 
-export const replayOne = HttpApiEndpoint.post("replayDeadLetter", "/v1/dlq/:id/replay", { params: id, success: DeadLetter.pipe(HttpApiSchema.status(202)), error: problems(404, 409, 503) })
+export const replayOne = HttpApiEndpoint.post("replayDeadLetter", "/v1/dlq/:id/replay", { params: id, success: DeadLetterDetail.pipe(HttpApiSchema.status(202)), error: problems(404, 409, 503) })
   .pipe(describe({ summary: "Replay a dead letter", description: "Sends the same body again (same idempotency key): work already done is not done twice.", scopes, errors: { 404: errors[404], 409: errors[409], 503: errors[503] } }))
 
 export const skip = HttpApiEndpoint.post("skipDeadLetter", "/v1/dlq/:id/skip", {
   params: id,
   payload: Schema.Struct({ reason: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(1_000)) }),
-  success: Schema.Struct({ ...DeadLetter.fields, reconciliation_fact_id: Schema.String }),
+  success: Schema.Struct({ ...DeadLetterDetail.fields, reconciliation_fact_id: Schema.String }),
   error: problems(400, 404, 409, 415, 503)
 }).pipe(describe({ summary: "Skip a dead letter", description: "Gives the work up and appends a `reconciliation` fact naming who and why to the original stream.", scopes, errors: { ...errors, 415: "`unsupported_media_type`" } }))
 
 export const escalate = HttpApiEndpoint.post("escalateDeadLetter", "/v1/dlq/:id/escalate", {
   params: id,
   payload: Schema.Struct({ note: Schema.optional(Schema.String.check(Schema.isMaxLength(1_000))) }),
-  success: DeadLetter,
+  success: DeadLetterDetail,
   error: problems(400, 404, 409, 415, 503)
 }).pipe(describe({ summary: "Escalate a dead letter", scopes, errors: { ...errors, 415: "`unsupported_media_type`" } }))
 

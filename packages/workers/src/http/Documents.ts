@@ -46,7 +46,7 @@ const docsPolicy = (nonce: string) =>
     // Scalar injects its styles at run time.
     "style-src 'unsafe-inline'",
     "img-src data: https:",
-    "font-src data:",
+    "font-src data: https://fonts.scalar.com",
     "connect-src 'self'",
     "base-uri 'none'",
     "form-action 'none'",

@@ -98,8 +98,8 @@ export const recover = HttpApiEndpoint.post("recoverEndpoint", "/v1/webhooks/end
   params: id,
   payload: Schema.Struct({ since: Schema.String.annotate({ description: "ISO 8601 time" }) }),
   success: Schema.Struct({ recovered: Schema.Int, since: Schema.String }).pipe(HttpApiSchema.status(202)),
-  error: problems(400, 404, 415, 503)
-}).pipe(describe({ summary: "Re-send failed deliveries", description: "Every delivery to this endpoint that failed since then is sent again (same webhook-id).", scopes: admin, errors }))
+  error: problems(400, 404, 409, 415, 503)
+}).pipe(describe({ summary: "Re-send failed deliveries", description: "Every delivery to this endpoint that failed since then is sent again (same webhook-id).", scopes: admin, errors: { ...errors, 409: "`conflict`: the endpoint is disabled; enable it first" } }))
 
 export const group = HttpApiGroup.make("webhooks").add(eventTypes, createEndpoint, listEndpoints, getEndpoint, updateEndpoint, deleteEndpoint, rotateSecret, attempts, recover)
 
