@@ -219,7 +219,7 @@ try {
   const listed = await docs.evaluate(() => document.body.innerText)
   writeFileSync(join(artifacts, "docs.txt"), listed)
   check("browser", "/docs renders the reference from /openapi.json and lists the events route (POST /v1/events) among the others",
-    ["POST\n/v1/events", "Ingest events", "facts", "projections", "batches", "deadLetters", "queues", "webhooks"].every((text) => listed.includes(text)) &&
+    ["POST\n/v1/events", "Ingest events", "Facts", "Projections", "Batch jobs", "Dead letters", "Queues", "Webhooks"].every((text) => listed.includes(text)) &&
       (await docs.getByText("Ingest events").first().isVisible()), listed.slice(0, 500))
   await docs.getByRole("heading", { name: "factline" }).first().waitFor({ state: "visible" })
   await docs.screenshot({ path: join(artifacts, "docs.png"), fullPage: true })

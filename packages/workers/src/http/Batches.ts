@@ -17,7 +17,7 @@
  * an unknown one.
  */
 import { Effect, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Import, ProjectionStore, Rebuild, Reconcile, type Registry } from "@factline/core"
 import { type AppEnv, bind, cursor, describe, Json, nextCursor, problems, wholeNumber } from "./Contract.js"
@@ -141,6 +141,10 @@ export const upload = HttpApiEndpoint.put("upload", "/v1/batches/uploads/:name",
 }))
 
 export const group = HttpApiGroup.make("batches").add(startBatch, listBatches, getBatch, cancelBatch, batchOutput, upload)
+  .annotateMerge(OpenApi.annotations({
+    title: "Batch jobs",
+    description: "Bulk import, export, reconcile and projection rebuilds, run in chunks on the batch queue."
+  }))
 
 /** Job statuses, and a rebuild's own (`completed` is a rebuild that succeeded). */
 const statuses = [...BatchJobs.statuses, "completed"]

@@ -5,7 +5,7 @@
  * `POST /v1/dlq/:id/skip {"reason"}` (appends a `reconciliation` fact), `POST /v1/dlq/:id/escalate {"note"?}`.
  */
 import { Effect, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { DeadLetterStore, FactId, Ledger, PlatformFacts, RetryPolicy } from "@factline/core"
 import type { Principal } from "./Auth.js"
@@ -79,6 +79,10 @@ export const escalate = HttpApiEndpoint.post("escalateDeadLetter", "/v1/dlq/:id/
 }).pipe(describe({ summary: "Escalate a dead letter", scopes, errors: { ...errors, 415: "`unsupported_media_type`" } }))
 
 export const group = HttpApiGroup.make("deadLetters").add(listDeadLetters, replayMatching, getDeadLetter, replayOne, skip, escalate)
+  .annotateMerge(OpenApi.annotations({
+    title: "Dead letters",
+    description: "Messages that failed for good, with their failure context: replay (once), skip (with a reconciliation fact) or escalate."
+  }))
 
 const scopeOf = (p: Principal): DeadLetterStore.Scope => ({
   tenantId: p.scopes.includes("platform") ? null : p.tenantId,

@@ -36,6 +36,10 @@ export const dashboard = HttpApiEndpoint.get("dashboard", "/dashboard", { succes
   .pipe(describe({ summary: "The operators' dashboard", description: "Queue health, dead letters and batch jobs; the page asks for a token and every call it makes authenticates." }))
 
 export const group = HttpApiGroup.make("documents").add(openApi, docs, asyncApi, dashboard)
+  .annotateMerge(OpenApi.annotations({
+    title: "Documents",
+    description: "Public descriptions of the platform, and the operators' page."
+  }))
 
 const json = () => ({ "content-type": "application/json; charset=utf-8", "cache-control": "public, max-age=300", "access-control-allow-origin": "*" })
 

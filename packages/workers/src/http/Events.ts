@@ -4,7 +4,7 @@
  * registered message type before any is accepted, and accepted ones are deduplicated by idempotency key.
  */
 import { Effect, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { Producer, type Registry } from "@factline/core"
 import { EnvelopeInput } from "@factline/schemas"
@@ -63,6 +63,10 @@ export const ingest = HttpApiEndpoint.post("ingest", "/v1/events", {
 }))
 
 export const group = HttpApiGroup.make("events").add(ingest)
+  .annotateMerge(OpenApi.annotations({
+    title: "Events",
+    description: "Ingest typed domain events (JSON envelopes or CloudEvents); each is validated against its registered message type and deduplicated by idempotency key."
+  }))
 
 export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Shape; readonly run: Run }) => {
   const { registry: router, run } = deps

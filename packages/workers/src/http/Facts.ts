@@ -4,7 +4,7 @@
  * CloudEvents batches when asked (`Accept: application/cloudevents-batch+json`).
  */
 import { Effect, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { Ledger, ProjectionQuery, ProjectionStore } from "@factline/core"
 import { Fact, Issues } from "@factline/schemas"
@@ -90,6 +90,10 @@ export const traceFact = HttpApiEndpoint.get("traceFact", "/v1/facts/:fact_id/tr
 }))
 
 export const group = HttpApiGroup.make("facts").add(readStream, listFacts, traceFact)
+  .annotateMerge(OpenApi.annotations({
+    title: "Facts",
+    description: "The ledger's immutable facts: a stream in order, the tenant's facts filtered, a fact's causation chain. CloudEvents on request."
+  }))
 
 export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
   const { run } = deps

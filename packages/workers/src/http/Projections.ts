@@ -3,7 +3,7 @@
  * by its columns (`?column=value`), keyset-paged.
  */
 import { Effect, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { Projection, ProjectionQuery, ProjectionStore, type Registry } from "@factline/core"
 import { Issues } from "@factline/schemas"
@@ -25,6 +25,10 @@ export const readProjection = HttpApiEndpoint.get("readProjection", "/v1/project
 }))
 
 export const group = HttpApiGroup.make("projections").add(readProjection)
+  .annotateMerge(OpenApi.annotations({
+    title: "Projections",
+    description: "Read models in D1, filtered by their columns and keyset-paged."
+  }))
 
 export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Shape; readonly run: Run }) => {
   const { registry: router, run } = deps

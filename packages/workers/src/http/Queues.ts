@@ -4,7 +4,7 @@
  * relay backlog.
  */
 import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { Metrics, RetryPolicy } from "@factline/core"
 import { queueBinding } from "../Services.js"
@@ -30,6 +30,10 @@ export const health = HttpApiEndpoint.get("queueHealth", "/v1/queues/health", {
 }).pipe(describe({ summary: "Queue health", scopes: ["platform"], errors: { 400: "`invalid_query`: an unknown window", 503: "`unavailable`: the metrics store; retry" } }))
 
 export const group = HttpApiGroup.make("queues").add(health)
+  .annotateMerge(OpenApi.annotations({
+    title: "Queues",
+    description: "The platform's queues graded against their thresholds."
+  }))
 
 export const mount = (app: Hono<AppEnv>) => {
   bind(app, health, async (c) => {

@@ -14,7 +14,7 @@
  * never logged and never returned after creation or rotation.
  */
 import { Effect, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { QueueProducer, RetryPolicy, type Registry, SendBatches, Webhook, WebhookStore } from "@factline/core"
 import { type AppEnv, bind, cursor, describe, Json, nextCursor, problems, wholeNumber } from "./Contract.js"
@@ -102,6 +102,10 @@ export const recover = HttpApiEndpoint.post("recoverEndpoint", "/v1/webhooks/end
 }).pipe(describe({ summary: "Re-send failed deliveries", description: "Every delivery to this endpoint that failed since then is sent again (same webhook-id).", scopes: admin, errors: { ...errors, 409: "`conflict`: the endpoint is disabled; enable it first" } }))
 
 export const group = HttpApiGroup.make("webhooks").add(eventTypes, createEndpoint, listEndpoints, getEndpoint, updateEndpoint, deleteEndpoint, rotateSecret, attempts, recover)
+  .annotateMerge(OpenApi.annotations({
+    title: "Webhooks",
+    description: "The event catalog and a tenant's endpoints: signed (Standard Webhooks), retried, recoverable deliveries."
+  }))
 
 /** Maps the store's typed failures to the API's error shape; nothing internal leaks. */
 const failure = (c: Ctx, error: { readonly _tag: string; readonly message: string; readonly problems?: ReadonlyArray<unknown> }) => {
