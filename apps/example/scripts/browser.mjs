@@ -12,7 +12,7 @@
 import chromium from "@sparticuz/chromium"
 import { chromium as playwright } from "playwright-core"
 import { execFile } from "node:child_process"
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -191,8 +191,43 @@ try {
   await page.locator("#dlq-empty:not([hidden])").waitFor()
   check("browser", "tenant B's admin token: no queue health (platform scope), none of tenant A's dead letters",
     (await page.locator("#dlq-rows tr").count()) === 0 && (await page.locator("#batches-empty").count()) === 1, await page.locator("#app").textContent())
+  // ---------------------------------------------------------------- API reference (GET /docs)
+  // This machine has no internet: the pinned Scalar bundle the page loads from jsDelivr is answered with the
+  // same file from the npm package (@scalar/api-reference); Chromium still checks its Subresource Integrity
+  // hash, so a bundle that differs from the pinned one does not run. Any other outside request is refused.
+  const docsHtml = await (await fetch(`${base}/docs`)).text()
+  const scalarUrl = /<script[^>]* src="([^"]+)"/.exec(docsHtml)?.[1]
+  const scalarFile = join(app, "..", "..", "node_modules", "@scalar", "api-reference", "dist", "browser", "standalone.js")
+  const docs = await context.newPage()
+  const outside = []
+  await docs.route("**/*", (route) => {
+    const url = route.request().url()
+    if (url.startsWith(base)) return route.continue()
+    if (url === scalarUrl) return route.fulfill({ path: scalarFile, contentType: "application/javascript; charset=utf-8", headers: { "access-control-allow-origin": "*" } })
+    outside.push(url)
+    return route.abort()
+  })
+  docs.setDefaultTimeout(30_000)
+  const docsProblems = []
+  docs.on("pageerror", (e) => docsProblems.push(`page error: ${e.message}`))
+  docs.on("console", (m) => {
+    if (m.type() === "error" && /Content Security Policy|integrity/i.test(m.text())) docsProblems.push(m.text())
+  })
+  const docsResponse = await docs.goto(`${base}/docs`)
+  check("browser", "GET /docs answers HTML under a nonce CSP", docsResponse.status() === 200 && /'nonce-/.test(docsResponse.headers()["content-security-policy"] ?? ""), docsResponse.status())
+  await docs.getByText("/v1/events").first().waitFor()
+  const listed = await docs.evaluate(() => document.body.innerText)
+  writeFileSync(join(artifacts, "docs.txt"), listed)
+  check("browser", "/docs renders the reference from /openapi.json and lists the events route (POST /v1/events) among the others",
+    ["POST\n/v1/events", "Ingest events", "Facts", "Projections", "Batch jobs", "Dead letters", "Queues", "Webhooks"].every((text) => listed.includes(text)) &&
+      (await docs.getByText("Ingest events").first().isVisible()), listed.slice(0, 500))
+  await docs.getByRole("heading", { name: "factline" }).first().waitFor({ state: "visible" })
+  await docs.screenshot({ path: join(artifacts, "docs.png"), fullPage: true })
+  check("browser", "/docs: the Scalar bundle passed its integrity check; no CSP violation, no page error", docsProblems.length === 0, docsProblems.join("; "))
+
   await context.close()
   console.log(`browser part took ${((Date.now() - browserStarted) / 1_000).toFixed(1)} s`)
+
 
   // ---------------------------------------------------------------- CLI
   const cli = (args, env = {}) =>

@@ -1,5 +1,7 @@
 /**
- * The batch job routes besides `POST /v1/batches` (Api.ts):
+ * The batch job routes:
+ * - `POST /v1/batches`: starts a job — `import` (inline envelopes or an uploaded file), `export`,
+ *   `reconcile` (scope `admin`, the caller's tenant) or `rebuild` (scope `platform`: every tenant's facts);
  * - `GET /v1/batches?status=&cursor=&limit=`: the caller's batch jobs — imports,
  *   exports, reconciles (`batch_jobs`) and rebuilds (`projection_rebuilds`) —
  *   newest first;
@@ -14,21 +16,135 @@
  * rebuilds for the platform's tokens); another tenant's id is the same 404 as
  * an unknown one.
  */
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { BatchJobs, Cursor, Export, ProjectionStore, Rebuild } from "@factline/core"
-import type { PlatformEnv } from "../Env.js"
-import type { PlatformServices } from "../Services.js"
-import type { AuthVariables } from "./Auth.js"
-import { authenticate } from "./Routes.js"
+import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Import, ProjectionStore, Rebuild, Reconcile, type Registry } from "@factline/core"
+import { type AppEnv, bind, cursor, describe, Json, nextCursor, problems, wholeNumber } from "./Contract.js"
 import { errorResponse } from "./Errors.js"
-import { strictQuery } from "./StrictQuery.js"
-
-type AppEnv = { Bindings: PlatformEnv; Variables: AuthVariables }
+import { type Ctx, isObject, readBody, type Run, unavailable as unavailableStore } from "./Shared.js"
 
 export interface Deps {
-  readonly run: <A, E>(env: PlatformEnv, program: Effect.Effect<A, E, PlatformServices>) => Promise<{ readonly _tag: "Success"; readonly success: A } | { readonly _tag: "Failure"; readonly failure: E }>
+  readonly registry: Registry.Shape
+  readonly run: Run
 }
+
+const Job = Schema.Struct({
+  batch_id: Schema.String,
+  operation: Schema.Literals(["import", "export", "reconcile"]),
+  status: Schema.Literals(["queued", "running", "succeeded", "failed", "cancelled"]),
+  tenant_id: Schema.String,
+  params: Json.annotate({ description: "What the job was started with" }),
+  offset: Schema.Int.annotate({ description: "Items done" }),
+  total: Schema.NullOr(Schema.Int),
+  succeeded: Schema.Int,
+  failed: Schema.Int,
+  errors: Schema.Array(Json).annotate({ description: "The first failing items (an import's line numbers with the error)" }),
+  error: Schema.NullOr(Schema.String),
+  output: Schema.NullOr(Schema.String).annotate({ description: "An export's file, once it succeeded: GET this path" }),
+  created_at: Schema.String,
+  started_at: Schema.NullOr(Schema.String),
+  finished_at: Schema.NullOr(Schema.String),
+  updated_at: Schema.String
+}).annotate({ identifier: "BatchJob", description: "An import, export or reconcile job and its progress" })
+
+const RebuildJob = Schema.Struct({
+  batch_id: Schema.String,
+  id: Schema.String,
+  operation: Schema.Literal("rebuild"),
+  status: Schema.Literals(["running", "completed", "failed"]),
+  tenant_id: Schema.String,
+  projection: Schema.String,
+  shadow_table: Schema.String,
+  shards_total: Schema.Int,
+  shards_done: Schema.Int,
+  facts_replayed: Schema.Int,
+  facts_failed: Schema.Int,
+  first_failure: Schema.NullOr(Schema.String),
+  error: Schema.NullOr(Schema.String),
+  offset: Schema.Int,
+  total: Schema.Int,
+  succeeded: Schema.Int,
+  failed: Schema.Int,
+  created_at: Schema.String,
+  started_at: Schema.String,
+  finished_at: Schema.NullOr(Schema.String)
+}).annotate({ identifier: "RebuildJob", description: "A projection rebuild: replays every tenant's facts into a shadow table, then swaps it in" })
+
+const Batch = Schema.Union([Job, RebuildJob])
+
+const id = { id: Schema.String.annotate({ description: "A batch id (`batch_id`)" }) }
+const adminOrPlatform = ["admin", "platform"] as const
+
+export const startBatch = HttpApiEndpoint.post("startBatch", "/v1/batches", {
+  payload: Schema.Union([
+    Schema.Struct({ operation: Schema.Literal("import"), events: Schema.Array(Json).check(Schema.isMinLength(1), Schema.isMaxLength(1_000)) }),
+    Schema.Struct({ operation: Schema.Literal("import"), manifest: Schema.String.annotate({ description: "The name of a file uploaded with PUT /v1/batches/uploads/:name" }) }),
+    Schema.Struct({ operation: Schema.Literal("export"), projection: Schema.optional(Schema.String), format: Schema.optional(Schema.Literals(["ndjson", "csv"])) }),
+    Schema.Struct({ operation: Schema.Literal("reconcile"), projection: Schema.String, repair: Schema.optional(Schema.Boolean) }),
+    Schema.Struct({ operation: Schema.Literal("rebuild"), projection: Schema.String })
+  ]),
+  success: Batch.pipe(HttpApiSchema.status(202)),
+  error: problems(400, 403, 404, 409, 413, 415, 503)
+}).pipe(describe({
+  summary: "Start a batch job",
+  description: "`import`, `export` and `reconcile` work on the token's tenant (scope `admin`); `rebuild` replays every tenant's facts into a projection (scope `platform`). The job runs in chunks on the batch queue; poll GET /v1/batches/:id.",
+  scopes: ["admin", "platform"],
+  errors: {
+    400: "`invalid_request` (naming the field), `too_many_events`",
+    403: "`forbidden`: a rebuild without `platform`, or an import/export/reconcile without `admin`",
+    404: "`not_found`: no such projection or uploaded file",
+    409: "`conflict`: a rebuild of that projection is already running",
+    413: "`payload_too_large`",
+    415: "`unsupported_media_type`",
+    503: "`unavailable`: a store or the batch queue; retry"
+  }
+}))
+
+export const listBatches = HttpApiEndpoint.get("listBatches", "/v1/batches", {
+  query: { status: Schema.optional(Schema.String).annotate({ description: "queued, running, succeeded, failed, cancelled or completed" }), cursor, limit: wholeNumber("1 to 100 (default 20)") },
+  success: Schema.Struct({ data: Schema.Array(Batch), next_cursor: nextCursor }),
+  error: problems(400, 503)
+}).pipe(describe({ summary: "List batch jobs", description: "The tenant's jobs and rebuilds, newest first.", scopes: adminOrPlatform, errors: { 400: "`invalid_query`", 503: "`unavailable`" } }))
+
+export const getBatch = HttpApiEndpoint.get("getBatch", "/v1/batches/:id", {
+  params: id,
+  success: Batch,
+  error: problems(404, 503)
+}).pipe(describe({ summary: "Get a batch job", scopes: adminOrPlatform, errors: { 404: "`not_found`: no such job for this tenant", 503: "`unavailable`" } }))
+
+export const cancelBatch = HttpApiEndpoint.post("cancelBatch", "/v1/batches/:id/cancel", {
+  params: id,
+  success: Job,
+  error: problems(404, 409, 503)
+}).pipe(describe({ summary: "Cancel a batch job", description: "Stops further chunks of a queued or running job.", scopes: adminOrPlatform, errors: { 404: "`not_found`", 409: "`conflict`: the job has ended, or it is a rebuild", 503: "`unavailable`" } }))
+
+export const batchOutput = HttpApiEndpoint.get("batchOutput", "/v1/batches/:id/output", {
+  params: id,
+  success: [
+    Schema.String.pipe(HttpApiSchema.asText({ contentType: "application/x-ndjson" })).annotate({ description: "The export's file as NDJSON, streamed" }),
+    Schema.String.pipe(HttpApiSchema.asText({ contentType: "text/csv" })).annotate({ description: "A projection exported as CSV, streamed" })
+  ],
+  error: problems(404, 409, 503)
+}).pipe(describe({ summary: "Download an export", scopes: adminOrPlatform, errors: { 404: "`not_found`", 409: "`conflict`: the job has no output (yet)", 503: "`unavailable`" } }))
+
+export const upload = HttpApiEndpoint.put("upload", "/v1/batches/uploads/:name", {
+  params: { name: Schema.String.check(Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/)).annotate({ description: "A file name (never a path)" }) },
+  payload: Schema.Uint8Array.pipe(HttpApiSchema.asUint8Array({ contentType: "application/x-ndjson" })).annotate({ description: "NDJSON: one envelope per line, at most 1 GiB, with a content-length" }),
+  success: Schema.Struct({ manifest: Schema.String, size: Schema.Int }).pipe(HttpApiSchema.status(201)),
+  error: problems(400, 411, 413)
+}).pipe(describe({
+  summary: "Upload an import file",
+  description: "Streamed to R2 under the token's tenant; then start it with `{ \"operation\": \"import\", \"manifest\": \"<name>\" }`.",
+  scopes: ["admin"],
+  errors: { 400: "`invalid_request` (a bad name, an empty file) or `upload_failed`", 411: "`length_required`", 413: "`payload_too_large`: over 1 GiB" }
+}))
+
+export const group = HttpApiGroup.make("batches").add(startBatch, listBatches, getBatch, cancelBatch, batchOutput, upload)
+  .annotateMerge(OpenApi.annotations({
+    title: "Batch jobs",
+    description: "Bulk import, export, reconcile and projection rebuilds, run in chunks on the batch queue."
+  }))
 
 /** Job statuses, and a rebuild's own (`completed` is a rebuild that succeeded). */
 const statuses = [...BatchJobs.statuses, "completed"]
@@ -48,13 +164,143 @@ export const rebuildView = (record: Rebuild.RebuildRecord) => ({
   created_at: record.started_at
 })
 
-const unavailable = (c: Parameters<typeof errorResponse>[0]) => {
+const unavailable = (c: Ctx) => {
   console.error("batches: the projection store is unavailable")
   return errorResponse(c, 503, "unavailable", "the projection store is unavailable, retry later", undefined, { "retry-after": "5" })
 }
 
-export const mount = (app: Hono<AppEnv>, { run }: Deps) => {
-  app.get("/v1/batches", authenticate("GET /v1/batches"), strictQuery(["status", "cursor", "limit"]), async (c) => {
+export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
+  /**
+   * `POST /v1/batches`: starts a batch job. `rebuild` (scope `platform`: it replays every tenant's facts);
+   * `import` (scope `admin`: into the caller's tenant) of up to 1,000 inline envelopes, written to R2 as
+   * NDJSON under the tenant's prefix and run in chunks on `factline-batch`.
+   */
+  bind(app, startBatch, async (c) => {
+    const principal = c.get("principal")
+    const read = await readBody(c)
+    if (!read.ok) return read.response
+    const body = read.body
+    const usage = 'send { "operation": "rebuild", "projection": "<name>" }, { "operation": "import", "events": [...] | "manifest": "<uploaded name>" }, { "operation": "export", "projection"?: "<name>", "format"?: "ndjson" | "csv" } (reconcile is not supported yet)'
+    if (!isObject(body)) return errorResponse(c, 400, "invalid_request", usage)
+    if (body.operation === "rebuild") {
+      if (!principal.scopes.includes("platform")) return errorResponse(c, 403, "forbidden", 'a rebuild replays every tenant\'s facts: it takes the "platform" scope')
+      if (typeof body.projection !== "string") return errorResponse(c, 400, "invalid_request", usage)
+      return startRebuild(c, body.projection)
+    }
+    if (body.operation === "import" || body.operation === "export" || body.operation === "reconcile") {
+      if (!principal.scopes.includes("admin")) return errorResponse(c, 403, "forbidden", `${body.operation} works on the token's tenant: it takes the "admin" scope`)
+      return body.operation === "import" ? startImport(c, body) : body.operation === "export" ? startExport(c, body) : startReconcile(c, body)
+    }
+    return errorResponse(c, 400, "invalid_request", usage)
+  })
+
+  const startRebuild = async (c: Ctx, projection: string) => {
+    const started = await run(c.env, Rebuild.start(projection, c.get("principal").tenantId))
+    if (started._tag === "Failure") {
+      const error = started.failure
+      if (error._tag === "RebuildRefused") return errorResponse(c, error.code === "conflict" ? 409 : 404, error.code, error.message)
+      return unavailableStore(c, "the projection store")
+    }
+    try {
+      await c.env.BATCH_QUEUE.send(BatchConsumer.make(started.success.first), { contentType: "json" })
+    } catch {
+      return unavailableStore(c, "the batch queue")
+    }
+    return c.json({ batch_id: started.success.record.id, operation: "rebuild", ...started.success.record }, 202)
+  }
+
+  /** Queues a created job's first chunk; a send that fails ends the job `failed` (it would never run). */
+  const enqueueFirst = async (c: Ctx, job: BatchJobs.Row, total: number) => {
+    try {
+      await c.env.BATCH_QUEUE.send(BatchConsumer.make({ batch_id: job.id, operation: job.operation, offset: 0, total }, job.tenant_id), { contentType: "json" })
+    } catch {
+      await run(c.env, BatchJobs.fail(job.id, "the batch queue was unavailable when the job was started", new Date().toISOString()))
+      return unavailableStore(c, "the batch queue")
+    }
+    return c.json(BatchJobs.view(job), 202)
+  }
+
+  const startReconcile = async (c: Ctx, body: Record<string, unknown>) => {
+    const extra = Object.keys(body).filter((k) => !["operation", "projection", "repair"].includes(k))
+    if (extra.length > 0) return errorResponse(c, 400, "invalid_request", `unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}`)
+    if (body.repair !== undefined && typeof body.repair !== "boolean") return errorResponse(c, 400, "invalid_request", '"repair" must be true or false')
+    if (typeof body.projection !== "string") return errorResponse(c, 400, "invalid_request", '"projection" must be a projection\'s name')
+    const projection = router.projection(body.projection)
+    if (!projection) return errorResponse(c, 404, "not_found", `no projection "${body.projection.slice(0, 100)}" (known: ${router.projections.map((p) => p.name).join(", ")})`)
+    const params: Reconcile.Params = { projection: projection.name, repair: body.repair === true }
+    const created = await run(c.env, BatchJobs.create({
+      id: BatchJobs.newId(), tenantId: c.get("principal").tenantId, operation: "reconcile", params, inputKey: null, total: null, now: new Date().toISOString()
+    }))
+    if (created._tag === "Failure") return unavailableStore(c, "the batch store")
+    return enqueueFirst(c, created.success, 0)
+  }
+
+  const startExport = async (c: Ctx, body: Record<string, unknown>) => {
+    const extra = Object.keys(body).filter((k) => !["operation", "projection", "format"].includes(k))
+    if (extra.length > 0) return errorResponse(c, 400, "invalid_request", `unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}`)
+    const format = body.format ?? "ndjson"
+    if (format !== "ndjson" && format !== "csv") return errorResponse(c, 400, "invalid_request", '"format" must be "ndjson" or "csv"')
+    if (body.projection !== undefined && typeof body.projection !== "string") return errorResponse(c, 400, "invalid_request", '"projection" must be a projection\'s name')
+    const projection = body.projection === undefined ? undefined : router.projection(body.projection)
+    if (body.projection !== undefined && !projection) {
+      return errorResponse(c, 404, "not_found", `no projection "${String(body.projection).slice(0, 100)}" (known: ${router.projections.map((p) => p.name).join(", ")})`)
+    }
+    if (projection === undefined && format === "csv") return errorResponse(c, 400, "invalid_request", "facts export as NDJSON only (their data is nested); CSV is for a projection")
+    const params: Export.Params = { ...(projection ? { projection: projection.name } : {}), format }
+    const created = await run(c.env, BatchJobs.create({
+      id: BatchJobs.newId(), tenantId: c.get("principal").tenantId, operation: "export", params, inputKey: null, total: null, now: new Date().toISOString()
+    }))
+    if (created._tag === "Failure") return unavailableStore(c, "the batch store")
+    return enqueueFirst(c, created.success, 0)
+  }
+
+  const startManifestImport = async (c: Ctx, manifest: unknown) => {
+    const tenantId = c.get("principal").tenantId
+    if (typeof manifest !== "string" || !uploadName.test(manifest)) {
+      return errorResponse(c, 400, "invalid_request", '"manifest" must be the name of a file uploaded with PUT /v1/batches/uploads/:name')
+    }
+    const key = uploadKey(tenantId, manifest)
+    let exists: boolean
+    try {
+      exists = (await c.env.PAYLOADS.head(key)) !== null
+    } catch {
+      return unavailableStore(c, "the payload store")
+    }
+    if (!exists) return errorResponse(c, 404, "not_found", `no uploaded file "${manifest}"; upload it with PUT /v1/batches/uploads/${manifest}`)
+    const created = await run(c.env, BatchJobs.create({
+      id: BatchJobs.newId(), tenantId, operation: "import", params: { source: "manifest", manifest }, inputKey: key, total: null, now: new Date().toISOString()
+    }))
+    if (created._tag === "Failure") return unavailableStore(c, "the batch store")
+    return enqueueFirst(c, created.success, 0)
+  }
+
+  const startImport = async (c: Ctx, body: Record<string, unknown>) => {
+    const tenantId = c.get("principal").tenantId
+    const events = body.events
+    const extra = Object.keys(body).filter((k) => k !== "operation" && k !== "events" && k !== "manifest")
+    if (extra.length > 0 || ("events" in body && "manifest" in body)) {
+      return errorResponse(c, 400, "invalid_request", `send { "operation": "import", "events": [...] } or { "operation": "import", "manifest": "<uploaded name>" }${extra.length > 0 ? `; unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}` : ""}`)
+    }
+    if ("manifest" in body) return startManifestImport(c, body.manifest)
+    if (!Array.isArray(events) || events.length === 0) return errorResponse(c, 400, "invalid_request", '"events" must be a non-empty array of envelopes')
+    if (events.length > Import.maxInlineEvents) {
+      return errorResponse(c, 400, "too_many_events", `at most ${Import.maxInlineEvents} events per inline import; got ${events.length}`)
+    }
+    // One line per event, whatever it is: lines that are not envelopes are reported by the job with their number.
+    const ndjson = events.map((event) => JSON.stringify(event)).join("\n") + "\n"
+    const id = BatchJobs.newId()
+    const key = BatchJobs.inputKey(tenantId, id)
+    const now = new Date().toISOString()
+    const created = await run(c.env, Effect.gen(function*() {
+      const files = yield* BatchFiles.BatchFiles
+      yield* files.put(key, ndjson)
+      return yield* BatchJobs.create({ id, tenantId, operation: "import", params: { source: "inline" }, inputKey: key, total: events.length, now })
+    }))
+    if (created._tag === "Failure") return unavailableStore(c, created.failure._tag === "BatchFilesUnavailable" ? "the payload store" : "the batch store")
+    return enqueueFirst(c, created.success, events.length)
+  }
+
+  bind(app, listBatches, async (c) => {
     const problems: Array<{ path: string; message: string }> = []
     const status = c.req.query("status")
     if (status !== undefined && !statuses.includes(status)) problems.push({ path: "status", message: `must be one of ${statuses.join(", ")}` })
@@ -87,9 +333,9 @@ export const mount = (app: Hono<AppEnv>, { run }: Deps) => {
   })
 
   // Only the tenant that started a batch reads it; another tenant's id is the same 404 as a missing one.
-  app.get("/v1/batches/:id", authenticate("GET /v1/batches/:id"), strictQuery([]), async (c) => {
+  bind(app, getBatch, async (c) => {
     const tenantId = c.get("principal").tenantId
-    const id = c.req.param("id")
+    const id = c.req.param("id")!
     const result = await run(c.env, Effect.all([BatchJobs.get(tenantId, id), Rebuild.get(tenantId, id)]))
     if (result._tag === "Failure") return unavailable(c)
     const [job, rebuild] = result.success
@@ -98,9 +344,9 @@ export const mount = (app: Hono<AppEnv>, { run }: Deps) => {
     return errorResponse(c, 404, "not_found", `no batch "${id}"`)
   })
 
-  app.post("/v1/batches/:id/cancel", authenticate("POST /v1/batches/:id/cancel"), async (c) => {
+  bind(app, cancelBatch, async (c) => {
     const tenantId = c.get("principal").tenantId
-    const id = c.req.param("id")
+    const id = c.req.param("id")!
     const result = await run(c.env, BatchJobs.cancel(tenantId, id, new Date().toISOString()))
     if (result._tag === "Success") return c.json(BatchJobs.view(result.success))
     const error = result.failure
@@ -112,9 +358,9 @@ export const mount = (app: Hono<AppEnv>, { run }: Deps) => {
     return errorResponse(c, error.code === "conflict" ? 409 : 404, error.code, error.message)
   })
 
-  app.get("/v1/batches/:id/output", authenticate("GET /v1/batches/:id/output"), strictQuery([]), async (c) => {
+  bind(app, batchOutput, async (c) => {
     const tenantId = c.get("principal").tenantId
-    const id = c.req.param("id")
+    const id = c.req.param("id")!
     const result = await run(c.env, BatchJobs.get(tenantId, id))
     if (result._tag === "Failure") return unavailable(c)
     const job = result.success
@@ -160,8 +406,8 @@ export const maxUploadBytes = 1024 * 1024 * 1024
 export const uploadKey = (tenantId: string, name: string) => `${tenantId}/uploads/${name}`
 
 export const mountUploads = (app: Hono<AppEnv>) => {
-  app.put("/v1/batches/uploads/:name", authenticate("PUT /v1/batches/uploads/:name"), strictQuery([]), async (c) => {
-    const name = c.req.param("name")
+  bind(app, upload, async (c) => {
+    const name = c.req.param("name")!
     if (!uploadName.test(name)) return errorResponse(c, 400, "invalid_request", "the name must be 1–128 letters, digits, '.', '_' or '-', starting with a letter or digit")
     const rawLength = c.req.header("content-length")
     if (rawLength === undefined || !/^\d+$/.test(rawLength)) return errorResponse(c, 411, "length_required", "send the file with a content-length header")

@@ -16,7 +16,7 @@
  * origin; `x-frame-options: DENY` (and `frame-ancestors 'none'`);
  * `cache-control: no-store`; no referrer; no sniffing.
  */
-import type { Hono } from "hono"
+import type { Context } from "hono"
 
 const style = String.raw`
 :root { --ok: #15803d; --ok-bg: #dcfce7; --warn: #a16207; --warn-bg: #fef9c3; --crit: #b91c1c; --crit-bg: #fee2e2;
@@ -718,13 +718,13 @@ export const contentSecurityPolicy = (nonce: string) =>
     "frame-ancestors 'none'"
   ].join("; ")
 
-const newNonce = () => {
+export const newNonce = () => {
   const bytes = crypto.getRandomValues(new Uint8Array(18))
   return btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_")
 }
 
-export const mount = (app: Hono<any>) => {
-  app.get("/dashboard", (c) => {
+/** The page: no data in it (every call it makes authenticates with the token the operator enters). */
+export const page = (c: Context<any>) => {
     const nonce = newNonce()
     return c.body(html(nonce), 200, {
       "content-type": "text/html; charset=utf-8",
@@ -737,5 +737,4 @@ export const mount = (app: Hono<any>) => {
       "cross-origin-resource-policy": "same-origin",
       "permissions-policy": "camera=(), microphone=(), geolocation=(), payment=()"
     })
-  })
 }

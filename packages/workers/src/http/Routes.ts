@@ -1,67 +1,63 @@
 /**
- * The route table of the HTTP API: every authenticated route with the scopes that may call it. Each route
- * module (Api, Batches, Webhooks, Operations) takes its authentication from here with `authenticate`, and a
- * test checks the table equals the routes the app registers, then sweeps auth and tenancy from it.
+ * The HTTP API, put together from its resource modules' descriptions (Contract.ts): the one value the
+ * OpenAPI document is generated from, and the route table the auth, tenancy and hostile-input sweeps are
+ * generated from. A test checks that the app serves exactly these routes.
  */
-import { requireScope, type Scope } from "./Auth.js"
+import { HttpApi, OpenApi } from "effect/http-api"
+import type { Scope } from "./Auth.js"
+import * as Batches from "./Batches.js"
+import { scopesOf } from "./Contract.js"
+import * as DeadLetters from "./DeadLetters.js"
+import * as Documents from "./Documents.js"
+import * as Events from "./Events.js"
+import * as Facts from "./Facts.js"
+import * as Projections from "./Projections.js"
+import * as Queues from "./Queues.js"
+import * as Webhooks from "./Webhooks.js"
+
+export const api = HttpApi.make("factline")
+  .add(Events.group)
+  .add(Facts.group)
+  .add(Projections.group)
+  .add(Batches.group)
+  .add(DeadLetters.group)
+  .add(Queues.group)
+  .add(Webhooks.group)
+  .add(Documents.group)
+  .annotateMerge(OpenApi.annotations({
+    title: "factline",
+    version: "1",
+    description: "The HTTP API of a factline platform: ingest typed domain events, read the ledger's facts and the projections, run batch jobs, operate dead letters and queues, and manage webhook endpoints. Every route but the public documents takes a bearer token; a token belongs to one tenant and sees only that tenant's data. Errors are one shape, `Problem`.",
+    transform: (spec: Record<string, any>) => ({
+      ...spec,
+      components: {
+        ...spec.components,
+        securitySchemes: {
+          ...spec.components?.securitySchemes,
+          bearer: { type: "http", scheme: "bearer", description: "A platform token (`npm run factline -- tokens create`); its scopes (`events:write`, `read`, `admin`, `platform`) are listed per operation, any one of them suffices." }
+        }
+      }
+    })
+  }))
+
+export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
 
 export interface Route {
-  readonly method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
+  readonly method: Method
   /** Hono's pattern, `:name` for a path parameter. */
   readonly path: string
   /** A token needs one of these. */
   readonly scopes: readonly [Scope, ...Array<Scope>]
 }
 
-/**
- * Every route of the API and the scopes that may call it: the routes below take
- * their scopes from here, and a test checks this table equals the routes the app
- * registers, then generates the auth and tenancy sweep from it — a new route
- * cannot be added without being swept.
- */
-export const routes = [
-  { method: "POST", path: "/v1/events", scopes: ["events:write"] },
-  { method: "GET", path: "/v1/streams/:subject/facts", scopes: ["read"] },
-  { method: "GET", path: "/v1/facts", scopes: ["read"] },
-  { method: "GET", path: "/v1/facts/:fact_id/trace", scopes: ["read"] },
-  { method: "GET", path: "/v1/projections/:name", scopes: ["read"] },
-  // Batch jobs: import, export and reconcile work on the caller's tenant (`admin`); a rebuild replays
-  // every tenant's facts, so it takes the `platform` scope (checked per operation in the route).
-  { method: "POST", path: "/v1/batches", scopes: ["admin", "platform"] },
-  { method: "GET", path: "/v1/batches/:id", scopes: ["admin", "platform"] },
-  { method: "GET", path: "/v1/batches", scopes: ["admin", "platform"] },
-  { method: "POST", path: "/v1/batches/:id/cancel", scopes: ["admin", "platform"] },
-  { method: "GET", path: "/v1/batches/:id/output", scopes: ["admin", "platform"] },
-  // An import's NDJSON file, streamed to R2 under the caller's tenant (then `{ "operation": "import", "manifest": "<name>" }`).
-  { method: "PUT", path: "/v1/batches/uploads/:name", scopes: ["admin"] },
-  // Webhooks (Webhooks.ts): the catalog for any reader; endpoints are a tenant admin's.
-  { method: "GET", path: "/v1/webhooks/event-types", scopes: ["read", "admin"] },
-  { method: "POST", path: "/v1/webhooks/endpoints", scopes: ["admin"] },
-  { method: "GET", path: "/v1/webhooks/endpoints", scopes: ["admin"] },
-  { method: "GET", path: "/v1/webhooks/endpoints/:id", scopes: ["admin"] },
-  { method: "PATCH", path: "/v1/webhooks/endpoints/:id", scopes: ["admin"] },
-  { method: "POST", path: "/v1/webhooks/endpoints/:id/rotate-secret", scopes: ["admin"] },
-  { method: "GET", path: "/v1/webhooks/endpoints/:id/attempts", scopes: ["admin"] },
-  { method: "POST", path: "/v1/webhooks/endpoints/:id/recover", scopes: ["admin"] },
-  { method: "DELETE", path: "/v1/webhooks/endpoints/:id", scopes: ["admin"] },
-  // Operations (Operations.ts): a tenant's own dead letters, or every tenant's with the platform scope; health is platform-wide.
-  { method: "GET", path: "/v1/dlq", scopes: ["admin", "platform"] },
-  { method: "POST", path: "/v1/dlq/replay", scopes: ["admin", "platform"] },
-  { method: "GET", path: "/v1/dlq/:id", scopes: ["admin", "platform"] },
-  { method: "POST", path: "/v1/dlq/:id/replay", scopes: ["admin", "platform"] },
-  { method: "POST", path: "/v1/dlq/:id/skip", scopes: ["admin", "platform"] },
-  { method: "POST", path: "/v1/dlq/:id/escalate", scopes: ["admin", "platform"] },
-  { method: "GET", path: "/v1/queues/health", scopes: ["platform"] }
-] as const satisfies ReadonlyArray<Route>
+const all: Array<{ readonly method: Method; readonly path: string; readonly scopes: Route["scopes"] | undefined }> = []
+HttpApi.reflect(api, {
+  onGroup: () => {},
+  onEndpoint: ({ endpoint }) => void all.push({ method: endpoint.method as Method, path: endpoint.path, scopes: scopesOf(endpoint) })
+})
 
-/** Routes without a token: the dashboard page (it holds no data; every call it makes authenticates). */
-export const publicRoutes = [{ method: "GET", path: "/dashboard" }, { method: "GET", path: "/asyncapi.json" }] as const
+/** Every authenticated route of the API and the scopes that may call it. */
+export const routes: ReadonlyArray<Route> = all.filter((r): r is Route => r.scopes !== undefined)
 
-export type RouteKey = `${(typeof routes)[number]["method"]} ${(typeof routes)[number]["path"]}`
-
-/** The authentication middleware of a route of the table. */
-export const authenticate = (key: RouteKey) => {
-  const route: Route = routes.find((r) => `${r.method} ${r.path}` === key)!
-  return requireScope(...route.scopes)
-}
-
+/** Routes without a token: the documents and the dashboard page (they hold no data; every call the page makes authenticates). */
+export const publicRoutes: ReadonlyArray<{ readonly method: Method; readonly path: string }> = all.filter((r) => r.scopes === undefined).map(({ method, path }) => ({ method, path }))

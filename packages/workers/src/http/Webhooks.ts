@@ -13,26 +13,99 @@
  * Another tenant's endpoint is the same 404 as a missing one. Secrets are
  * never logged and never returned after creation or rotation.
  */
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { QueueProducer, RetryPolicy, type Registry, SendBatches, Webhook, WebhookStore } from "@factline/core"
-import type { PlatformEnv } from "../Env.js"
-import type { PlatformServices } from "../Services.js"
-import type { AuthVariables } from "./Auth.js"
-import { authenticate } from "./Routes.js"
+import { type AppEnv, bind, cursor, describe, Json, nextCursor, problems, wholeNumber } from "./Contract.js"
 import { errorResponse } from "./Errors.js"
-import { strictQuery } from "./StrictQuery.js"
-
-type AppEnv = { Bindings: PlatformEnv; Variables: AuthVariables }
-type Ctx = Parameters<typeof errorResponse>[0]
+import { type Ctx, isObject, readBody, type Run } from "./Shared.js"
 
 export interface Deps {
   readonly registry: Registry.Shape
-  readonly run: <A, E>(env: PlatformEnv, program: Effect.Effect<A, E, PlatformServices>) => Promise<{ readonly _tag: "Success"; readonly success: A } | { readonly _tag: "Failure"; readonly failure: E }>
-  readonly readBody: (c: Ctx) => Promise<{ readonly ok: true; readonly body: unknown } | { readonly ok: false; readonly response: Response }>
+  readonly run: Run
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)
+const Endpoint = Schema.Struct({
+  id: Schema.String,
+  url: Schema.String,
+  description: Schema.NullOr(Schema.String),
+  event_types: Schema.Array(Schema.String),
+  enabled: Schema.Boolean,
+  version: Schema.Int.annotate({ description: "Bumped by every change" }),
+  disabled_reason: Schema.NullOr(Schema.String),
+  failing_since: Schema.NullOr(Schema.String),
+  previous_secret_expires_at: Schema.NullOr(Schema.String).annotate({ description: "While a rotated-out secret still signs beside the new one" }),
+  created_at: Schema.String,
+  updated_at: Schema.String
+}).annotate({ identifier: "WebhookEndpoint", description: "A tenant's webhook endpoint; its secret is never shown again after creation or rotation" })
+const WithSecret = Schema.Struct({ ...Endpoint.fields, secret: Schema.String.annotate({ description: "`whsec_…`: shown this once" }) })
+const EndpointInput = Schema.Struct({
+  url: Schema.String.annotate({ description: "https only; private, loopback, link-local and metadata addresses are refused" }),
+  event_types: Schema.optional(Schema.Array(Schema.String)).annotate({ description: "Catalog event types (GET /v1/webhooks/event-types)" }),
+  fact_types: Schema.optional(Schema.Array(Schema.String)).annotate({ description: "Or the fact types they publish" }),
+  description: Schema.optional(Schema.String),
+  enabled: Schema.optional(Schema.Boolean)
+})
+const id = { id: Schema.String.annotate({ description: "A webhook endpoint id" }) }
+const admin = ["admin"] as const
+const errors = {
+  400: "`invalid_request`, naming each field (an unknown event type, a refused URL)",
+  404: "`not_found`: no such endpoint for this tenant",
+  415: "`unsupported_media_type`",
+  503: "`unavailable`: the store, or the secrets key is not configured; retry"
+}
+
+export const eventTypes = HttpApiEndpoint.get("listEventTypes", "/v1/webhooks/event-types", {
+  success: Schema.Struct({ data: Schema.Array(Schema.Struct({ type: Schema.String, fact_type: Schema.String, description: Schema.NullOr(Schema.String), schema: Json.annotate({ description: "JSON Schema (draft 2020-12) of the payload" }) })) })
+}).pipe(describe({ summary: "The webhook event catalog", scopes: ["read", "admin"] }))
+
+export const createEndpoint = HttpApiEndpoint.post("createEndpoint", "/v1/webhooks/endpoints", {
+  payload: EndpointInput,
+  success: WithSecret.pipe(HttpApiSchema.status(201)),
+  error: problems(400, 415, 503)
+}).pipe(describe({ summary: "Create a webhook endpoint", description: "Answers the signing secret once.", scopes: admin, errors: { 400: errors[400], 415: errors[415], 503: errors[503] } }))
+
+export const listEndpoints = HttpApiEndpoint.get("listEndpoints", "/v1/webhooks/endpoints", {
+  success: Schema.Struct({ data: Schema.Array(Endpoint) }),
+  error: problems(503)
+}).pipe(describe({ summary: "List webhook endpoints", scopes: admin, errors: { 503: errors[503] } }))
+
+export const getEndpoint = HttpApiEndpoint.get("getEndpoint", "/v1/webhooks/endpoints/:id", { params: id, success: Endpoint, error: problems(404, 503) })
+  .pipe(describe({ summary: "Get a webhook endpoint", scopes: admin, errors: { 404: errors[404], 503: errors[503] } }))
+
+export const updateEndpoint = HttpApiEndpoint.patch("updateEndpoint", "/v1/webhooks/endpoints/:id", {
+  params: id,
+  payload: EndpointInput.mapFields((fields) => ({ ...fields, url: Schema.optional(fields.url) })),
+  success: Endpoint,
+  error: problems(400, 404, 415, 503)
+}).pipe(describe({ summary: "Change a webhook endpoint", scopes: admin, errors }))
+
+export const deleteEndpoint = HttpApiEndpoint.delete("deleteEndpoint", "/v1/webhooks/endpoints/:id", { params: id, error: problems(404, 503) })
+  .pipe(describe({ summary: "Delete a webhook endpoint", scopes: admin, errors: { 404: errors[404], 503: errors[503] } }))
+
+export const rotateSecret = HttpApiEndpoint.post("rotateSecret", "/v1/webhooks/endpoints/:id/rotate-secret", { params: id, success: WithSecret, error: problems(404, 503) })
+  .pipe(describe({ summary: "Rotate an endpoint's secret", description: "Answers the new secret once; the old one keeps signing beside it for 24 hours.", scopes: admin, errors: { 404: errors[404], 503: errors[503] } }))
+
+export const attempts = HttpApiEndpoint.get("listAttempts", "/v1/webhooks/endpoints/:id/attempts", {
+  params: id,
+  query: { limit: wholeNumber("1 to 100 (default 50)"), cursor },
+  success: Schema.Struct({ data: Schema.Array(Json), next_cursor: nextCursor }).annotate({ description: "The delivery log, newest first: delivery id, event type, attempt, status code, ≤ 1 KiB response snippet, duration, time" }),
+  error: problems(400, 404, 503)
+}).pipe(describe({ summary: "An endpoint's delivery attempts", scopes: admin, errors: { 400: "`invalid_query`", 404: errors[404], 503: errors[503] } }))
+
+export const recover = HttpApiEndpoint.post("recoverEndpoint", "/v1/webhooks/endpoints/:id/recover", {
+  params: id,
+  payload: Schema.Struct({ since: Schema.String.annotate({ description: "ISO 8601 time" }) }),
+  success: Schema.Struct({ recovered: Schema.Int, since: Schema.String }).pipe(HttpApiSchema.status(202)),
+  error: problems(400, 404, 409, 415, 503)
+}).pipe(describe({ summary: "Re-send failed deliveries", description: "Every delivery to this endpoint that failed since then is sent again (same webhook-id).", scopes: admin, errors: { ...errors, 409: "`conflict`: the endpoint is disabled; enable it first" } }))
+
+export const group = HttpApiGroup.make("webhooks").add(eventTypes, createEndpoint, listEndpoints, getEndpoint, updateEndpoint, deleteEndpoint, rotateSecret, attempts, recover)
+  .annotateMerge(OpenApi.annotations({
+    title: "Webhooks",
+    description: "The event catalog and a tenant's endpoints: signed (Standard Webhooks), retried, recoverable deliveries."
+  }))
 
 /** Maps the store's typed failures to the API's error shape; nothing internal leaks. */
 const failure = (c: Ctx, error: { readonly _tag: string; readonly message: string; readonly problems?: ReadonlyArray<unknown> }) => {
@@ -55,7 +128,7 @@ const failure = (c: Ctx, error: { readonly _tag: string; readonly message: strin
 const store = Effect.service(WebhookStore.WebhookStore)
 
 export const mount = (app: Hono<AppEnv>, deps: Deps) => {
-  const { run, readBody, registry } = deps
+  const { run, registry } = deps
   const catalog = [...registry.webhookEvents.values()].map((e) => ({
     type: e.type,
     fact_type: e.fact.type,
@@ -63,9 +136,9 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
     schema: Webhook.jsonSchema(e)
   }))
 
-  app.get("/v1/webhooks/event-types", authenticate("GET /v1/webhooks/event-types"), strictQuery([]), (c) => c.json({ data: catalog }))
+  bind(app, eventTypes, (c) => c.json({ data: catalog }))
 
-  app.post("/v1/webhooks/endpoints", authenticate("POST /v1/webhooks/endpoints"), strictQuery([]), async (c) => {
+  bind(app, createEndpoint, async (c) => {
     const read = await readBody(c)
     if (!read.ok) return read.response
     if (!isObject(read.body)) return errorResponse(c, 400, "invalid_request", 'send { "url": "https://…", "event_types": ["…"] } (or "fact_types")')
@@ -75,52 +148,52 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
     return c.json({ ...result.success.endpoint, secret: result.success.secret }, 201)
   })
 
-  app.get("/v1/webhooks/endpoints", authenticate("GET /v1/webhooks/endpoints"), strictQuery([]), async (c) => {
+  bind(app, listEndpoints, async (c) => {
     const result = await run(c.env, Effect.flatMap(store, (s) => s.list(c.get("principal").tenantId)))
     if (result._tag === "Failure") return failure(c, result.failure)
     return c.json({ data: result.success })
   })
 
-  app.get("/v1/webhooks/endpoints/:id", authenticate("GET /v1/webhooks/endpoints/:id"), strictQuery([]), async (c) => {
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.get(c.get("principal").tenantId, c.req.param("id"))))
+  bind(app, getEndpoint, async (c) => {
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.get(c.get("principal").tenantId, c.req.param("id")!)))
     if (result._tag === "Failure") return failure(c, result.failure)
     return c.json(result.success)
   })
 
-  app.patch("/v1/webhooks/endpoints/:id", authenticate("PATCH /v1/webhooks/endpoints/:id"), strictQuery([]), async (c) => {
+  bind(app, updateEndpoint, async (c) => {
     const read = await readBody(c)
     if (!read.ok) return read.response
     if (!isObject(read.body) || Object.keys(read.body).length === 0) {
       return errorResponse(c, 400, "invalid_request", "send the fields to change: url, event_types or fact_types, description, enabled")
     }
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.update(c.get("principal").tenantId, c.req.param("id"), read.body as WebhookStore.Input)))
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.update(c.get("principal").tenantId, c.req.param("id")!, read.body as WebhookStore.Input)))
     if (result._tag === "Failure") return failure(c, result.failure)
     return c.json(result.success)
   })
 
-  app.delete("/v1/webhooks/endpoints/:id", authenticate("DELETE /v1/webhooks/endpoints/:id"), strictQuery([]), async (c) => {
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.remove(c.get("principal").tenantId, c.req.param("id"))))
+  bind(app, deleteEndpoint, async (c) => {
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.remove(c.get("principal").tenantId, c.req.param("id")!)))
     if (result._tag === "Failure") return failure(c, result.failure)
     return c.body(null, 204)
   })
 
-  app.post("/v1/webhooks/endpoints/:id/rotate-secret", authenticate("POST /v1/webhooks/endpoints/:id/rotate-secret"), strictQuery([]), async (c) => {
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.rotate(c.get("principal").tenantId, c.req.param("id"))))
+  bind(app, rotateSecret, async (c) => {
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.rotate(c.get("principal").tenantId, c.req.param("id")!)))
     if (result._tag === "Failure") return failure(c, result.failure)
     return c.json({ ...result.success.endpoint, secret: result.success.secret })
   })
 
-  app.get("/v1/webhooks/endpoints/:id/attempts", authenticate("GET /v1/webhooks/endpoints/:id/attempts"), strictQuery(["limit", "cursor"]), async (c) => {
+  bind(app, attempts, async (c) => {
     const raw = c.req.query("limit")
     const limit = raw === undefined ? 50 : /^\d+$/.test(raw) ? Number(raw) : NaN
     if (!(limit >= 1 && limit <= 100)) return errorResponse(c, 400, "invalid_query", "limit must be a whole number from 1 to 100")
     const cursor = c.req.query("cursor")
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.attempts(c.get("principal").tenantId, c.req.param("id"), cursor === undefined ? { limit } : { before: cursor, limit })))
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.attempts(c.get("principal").tenantId, c.req.param("id")!, cursor === undefined ? { limit } : { before: cursor, limit })))
     if (result._tag === "Failure") return failure(c, result.failure)
     return c.json(result.success)
   })
 
-  app.post("/v1/webhooks/endpoints/:id/recover", authenticate("POST /v1/webhooks/endpoints/:id/recover"), strictQuery([]), async (c) => {
+  bind(app, recover, async (c) => {
     const read = await readBody(c)
     if (!read.ok) return read.response
     const since = isObject(read.body) ? read.body.since : undefined
@@ -130,7 +203,7 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
     const tenant = c.get("principal").tenantId
     const result = await run(c.env, Effect.gen(function*() {
       const s = yield* store
-      const messages = yield* s.recover(tenant, c.req.param("id"), new Date(since).toISOString())
+      const messages = yield* s.recover(tenant, c.req.param("id")!, new Date(since).toISOString())
       const queue = yield* QueueProducer.QueueProducer
       for (const chunk of SendBatches.split(messages)) yield* queue.sendBatch(RetryPolicy.webhooks.queue, chunk)
       return messages.length

@@ -1,0 +1,138 @@
+/**
+ * The HTTP API as data. Each resource module (Events, Facts, Projections, Batches, DeadLetters, Queues,
+ * Webhooks, Documents) describes its routes once, as Effect `HttpApiEndpoint`s — method, path, path and
+ * query parameters, body, responses and errors as `effect/Schema` — annotated here with the scopes that may
+ * call them and their summary. From that one description:
+ *
+ * - routing: `bind` registers a route on the Hono app from its endpoint, with its authentication (the
+ *   scopes) and the query parameters it accepts (anything else is a 400 naming it);
+ * - the route table (`Routes.ts`) that the auth, tenancy and hostile-input sweeps are generated from;
+ * - the OpenAPI 3.1 document (`OpenApi.fromApi`, Effect's generator) and the `/docs` reference;
+ * - the error shape: every error response is `Problem`, the type `errorResponse` writes.
+ *
+ * Values (an envelope's payload against its message type, a filter against a projection's columns, a
+ * cursor) are validated by the handlers and the core, which know more than a static schema can say; their
+ * 400s are documented here and come back as `Problem`s naming each field.
+ */
+import { Context, Option, Schema, SchemaAST } from "effect"
+import { type HttpApiEndpoint, HttpApiSchema, OpenApi } from "effect/http-api"
+
+import type { Handler, Hono } from "hono"
+import type { PlatformEnv } from "../Env.js"
+import { type AuthVariables, requireScope, type Scope } from "./Auth.js"
+import { strictQuery } from "./StrictQuery.js"
+
+export type AppEnv = { Bindings: PlatformEnv; Variables: AuthVariables }
+
+/** What the binding reads of an endpoint description, whatever its schemas. */
+export interface Endpoint {
+  readonly method: string
+  readonly path: string
+  readonly query: Schema.Top | undefined
+  readonly annotations: Context.Context<never>
+}
+
+/** The one error shape of the API (`Errors.ts` writes it). */
+export const Problem = Schema.Struct({
+  error: Schema.Struct({
+    code: Schema.String.annotate({
+      description: "Machine-readable: invalid_request, invalid_query, invalid_events, unauthorized, forbidden, not_found, conflict, unsupported_media_type, payload_too_large, too_deep, too_many_events, idempotency_conflict, unavailable, internal"
+    }),
+    message: Schema.String.annotate({ description: "For a person: names every problem. Never a stack, SQL text or a secret." }),
+    details: Schema.optional(Schema.Unknown).annotate({ description: "Where given, e.g. `{ problems: [{ path, message }] }`: one entry per field at fault." })
+  })
+}).annotate({
+  identifier: "Problem",
+  description: "Every error of the API: a 4xx names what to fix; a 503 carries `retry-after`; a 500 says only `internal`.",
+  examples: [{ error: { code: "invalid_query", message: "limit must be between 1 and 1000", details: { problems: [{ path: "limit", message: "must be between 1 and 1000" }] } } }]
+})
+export type Problem = typeof Problem.Type
+
+/** The error responses of an endpoint: one `Problem` per status. */
+export const problems = <const S extends ReadonlyArray<number>>(...statuses: S) => statuses.map((status) => Problem.pipe(HttpApiSchema.status(status)))
+
+/** The scopes that may call an endpoint (any one of them); an endpoint without it is public. */
+export class Scopes extends Context.Service<Scopes, readonly [Scope, ...Array<Scope>]>()("@factline/workers/http/Scopes") {}
+
+export interface Description {
+  readonly summary: string
+  readonly description?: string
+  /** A token needs one of these; omitted for the public documents. */
+  readonly scopes?: readonly [Scope, ...Array<Scope>]
+  /** What each error status of the endpoint means (each must be one of its `problems`). */
+  readonly errors?: Readonly<Record<number, string>>
+  /** Other media types the endpoint answers with, by status (e.g. CloudEvents batches). */
+  readonly alsoAnswers?: Readonly<Record<number, Readonly<Record<string, { readonly description: string }>>>>
+}
+
+const problemContent = { "application/json": { schema: { $ref: "#/components/schemas/Problem" } } }
+
+/**
+ * Annotates an endpoint with its scopes and documentation. The OpenAPI operation gets the bearer
+ * requirement with those scopes, the 401 and 403 every authenticated route can answer, and a description
+ * per error status.
+ */
+export const describe = (d: Description) => <E extends HttpApiEndpoint.Constraint>(self: E): E => {
+  const endpoint = self as unknown as HttpApiEndpoint.Top
+  const scoped = d.scopes === undefined ? endpoint : endpoint.annotate(Scopes, d.scopes)
+  return scoped.annotateMerge(OpenApi.annotations({
+    summary: d.summary,
+    ...(d.description === undefined ? {} : { description: d.description }),
+    transform: (operation: Record<string, any>) => {
+      const responses: Record<string, any> = { ...operation.responses }
+      for (const [status, text] of Object.entries(d.errors ?? {})) {
+        if (responses[status] === undefined) throw new Error(`${endpoint.method} ${endpoint.path}: error ${status} is described but not declared`)
+        responses[status] = { ...responses[status], description: text }
+      }
+      for (const [status, types] of Object.entries(d.alsoAnswers ?? {})) {
+        const content = { ...responses[status]?.content }
+        for (const [type, { description }] of Object.entries(types)) content[type] = { schema: { type: "array", items: { type: "object" }, description } }
+        responses[status] = { ...responses[status], content }
+      }
+      if (d.scopes !== undefined) {
+        responses["401"] = { description: "`unauthorized`: no token, or an unknown one (with a `WWW-Authenticate: Bearer` challenge)", content: problemContent }
+        responses["403"] = { description: `\`forbidden\`: the token holds none of the scopes ${d.scopes.join(", ")}`, content: problemContent }
+      }
+      return {
+        ...operation,
+        responses,
+        security: d.scopes === undefined ? [] : [{ bearer: [...d.scopes] }],
+        ...(d.scopes === undefined ? {} : { "x-factline-scopes": [...d.scopes] })
+      }
+    }
+  })) as unknown as E
+}
+
+/** The scopes of an endpoint, or undefined for a public one. */
+export const scopesOf = (endpoint: Endpoint) => Option.getOrUndefined(Context.getOption(endpoint.annotations, Scopes))
+
+/**
+ * The query parameters an endpoint accepts, from its query schema: `[]` without one; `undefined` when the
+ * schema is open (a projection's filters are its columns), and the route names unknown ones itself.
+ */
+export const queryNames = (endpoint: Endpoint): ReadonlyArray<string> | undefined => {
+  if (endpoint.query === undefined) return []
+  const ast = endpoint.query.ast
+  if (!SchemaAST.isObjects(ast)) return undefined
+  return ast.indexSignatures.length > 0 ? undefined : ast.propertySignatures.map((p) => String(p.name))
+}
+
+/**
+ * Registers an endpoint's route: its method and path, its authentication (the scopes), the query
+ * parameters it accepts, then the handler. The only way a route reaches the app — so every served
+ * route is described, and the routes test checks every described one is served.
+ */
+export const bind = (app: Hono<AppEnv>, endpoint: Endpoint, handler: Handler<AppEnv>) => {
+  const scopes = scopesOf(endpoint)
+  const guards = scopes === undefined ? [strictQuery(queryNames(endpoint))] : [requireScope(...scopes), strictQuery(queryNames(endpoint))]
+  ;(app.on as (method: string, path: string, ...handlers: Array<Handler<AppEnv>>) => unknown)(endpoint.method, endpoint.path, ...(guards as Array<Handler<AppEnv>>), handler)
+}
+
+// Reusable field schemas of the documents.
+
+/** A query parameter holding a whole number (query values are strings). */
+export const wholeNumber = (description: string) => Schema.optional(Schema.String.check(Schema.isPattern(/^\d+$/))).annotate({ description })
+/** An opaque keyset cursor from a previous page's `next_cursor`. */
+export const cursor = Schema.optional(Schema.String).annotate({ description: "`next_cursor` of the previous page (opaque)" })
+export const nextCursor = Schema.NullOr(Schema.String).annotate({ description: "The cursor of the next page, or null on the last page" })
+export const Json = Schema.Record(Schema.String, Schema.Unknown)

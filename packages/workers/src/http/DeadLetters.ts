@@ -1,0 +1,210 @@
+/**
+ * Dead letters (scope `admin` — a tenant's own records only — or `platform`, every tenant's):
+ * `GET /v1/dlq?queue=&status=&type=&reason=&cursor=&limit=`, `GET /v1/dlq/:id`,
+ * `POST /v1/dlq/:id/replay`, `POST /v1/dlq/replay` (bulk, by the same filters),
+ * `POST /v1/dlq/:id/skip {"reason"}` (appends a `reconciliation` fact), `POST /v1/dlq/:id/escalate {"note"?}`.
+ */
+import { Effect, Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import type { Hono } from "hono"
+import { DeadLetterStore, FactId, Ledger, PlatformFacts, RetryPolicy } from "@factline/core"
+import { TraceContext } from "@factline/schemas"
+import type { Principal } from "./Auth.js"
+import { type AppEnv, bind, cursor, describe, Json, nextCursor, problems, wholeNumber } from "./Contract.js"
+import { errorResponse } from "./Errors.js"
+import { type Ctx, isObject, readBody, type Run } from "./Shared.js"
+
+const queueNames = RetryPolicy.all.map((p) => p.queue)
+const filters = {
+  queue: Schema.optional(Schema.Literals(queueNames as [string, ...Array<string>])).annotate({ description: "The queue the message died on" }),
+  type: Schema.optional(Schema.String).annotate({ description: "Message or fact type" }),
+  reason: Schema.optional(Schema.String).annotate({ description: "Failure reason, e.g. permanent, retries_exhausted" })
+}
+const DeadLetter = Schema.Struct({
+  id: Schema.String,
+  queue: Schema.String,
+  status: Schema.Literals(DeadLetterStore.statuses as unknown as readonly [DeadLetterStore.Status, ...Array<DeadLetterStore.Status>]),
+  reason: Schema.String.annotate({ description: "permanent_failure, retries_exhausted, …" }),
+  last_error: Schema.String,
+  attempts: Schema.Int,
+  tenant_id: Schema.NullOr(Schema.String),
+  message_type: Schema.NullOr(Schema.String),
+  idempotency_key: Schema.NullOr(Schema.String),
+  subject: Schema.NullOr(Schema.String),
+  first_attempted_at: Schema.String,
+  last_attempted_at: Schema.String,
+  received_at: Schema.String,
+  resolved_by: Schema.NullOr(Schema.String),
+  resolved_at: Schema.NullOr(Schema.String),
+  replay_operation_id: Schema.NullOr(Schema.String)
+}).annotate({ identifier: "DeadLetter", description: "A message that failed for good" })
+const DeadLetterDetail = Schema.Struct({
+  ...DeadLetter.fields,
+  original_message: Schema.Unknown.annotate({ description: "The message as it was on the queue" }),
+  history: Schema.Array(Schema.Struct({ at: Schema.String, action: Schema.String, by: Schema.String, note: Schema.optional(Schema.String), operation_id: Schema.optional(Schema.String) }))
+}).annotate({ identifier: "DeadLetterDetail", description: "A dead letter with its original message and its history (who replayed, skipped or escalated it, when)" })
+const id = { id: Schema.String.annotate({ description: "A dead letter's id" }) }
+const scopes = ["admin", "platform"] as const
+const errors = { 400: "`invalid_query` / `invalid_request`, naming the field", 404: "`not_found`: no such record for this token", 409: "`conflict`: already replayed, skipped or being replayed (naming who and when)", 503: "`unavailable`: the store or the source queue; retry" }
+
+export const listDeadLetters = HttpApiEndpoint.get("listDeadLetters", "/v1/dlq", {
+  query: { ...filters, status: Schema.optional(Schema.Literals(DeadLetterStore.statuses as unknown as readonly [DeadLetterStore.Status, ...Array<DeadLetterStore.Status>])), cursor, limit: wholeNumber("1 to 200 (default 50)") },
+  success: Schema.Struct({ data: Schema.Array(DeadLetter), next_cursor: nextCursor }),
+  error: problems(400, 503)
+}).pipe(describe({ summary: "List dead letters", description: "Newest first; a tenant admin sees its own, the platform scope every tenant's.", scopes, errors: { 400: errors[400], 503: errors[503] } }))
+
+export const replayMatching = HttpApiEndpoint.post("replayDeadLetters", "/v1/dlq/replay", {
+  query: filters,
+  success: Schema.Struct({ operation_id: Schema.String, count: Schema.Int, waves: Schema.Int, wave_size: Schema.Int, wave_delay_seconds: Schema.Int }).pipe(HttpApiSchema.status(202)),
+  error: problems(400, 503)
+}).pipe(describe({ summary: "Replay matching dead letters", description: "Up to 1,000 open records matching the filters, in waves of 100 with staggered delays; each is claimed first, so a record is replayed once.", scopes, errors: { 400: errors[400], 503: errors[503] } }))
+
+export const getDeadLetter = HttpApiEndpoint.get("getDeadLetter", "/v1/dlq/:id", { params: id, success: DeadLetterDetail, error: problems(404, 503) })
+  .pipe(describe({ summary: "Get a dead letter", description: "With the original message, the failure context and the history.", scopes, errors: { 404: errors[404], 503: errors[503] } }))
+
+export const replayOne = HttpApiEndpoint.post("replayDeadLetter", "/v1/dlq/:id/replay", { params: id, success: DeadLetterDetail.pipe(HttpApiSchema.status(202)), error: problems(404, 409, 503) })
+  .pipe(describe({ summary: "Replay a dead letter", description: "Sends the same body again (same idempotency key): work already done is not done twice.", scopes, errors: { 404: errors[404], 409: errors[409], 503: errors[503] } }))
+
+export const skip = HttpApiEndpoint.post("skipDeadLetter", "/v1/dlq/:id/skip", {
+  params: id,
+  payload: Schema.Struct({ reason: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(1_000)) }),
+  success: Schema.Struct({ ...DeadLetterDetail.fields, reconciliation_fact_id: Schema.String }),
+  error: problems(400, 404, 409, 415, 503)
+}).pipe(describe({ summary: "Skip a dead letter", description: "Gives the work up and appends a `reconciliation` fact naming who and why to the original stream.", scopes, errors: { ...errors, 415: "`unsupported_media_type`" } }))
+
+export const escalate = HttpApiEndpoint.post("escalateDeadLetter", "/v1/dlq/:id/escalate", {
+  params: id,
+  payload: Schema.Struct({ note: Schema.optional(Schema.String.check(Schema.isMaxLength(1_000))) }),
+  success: DeadLetterDetail,
+  error: problems(400, 404, 409, 415, 503)
+}).pipe(describe({ summary: "Escalate a dead letter", scopes, errors: { ...errors, 415: "`unsupported_media_type`" } }))
+
+export const group = HttpApiGroup.make("deadLetters").add(listDeadLetters, replayMatching, getDeadLetter, replayOne, skip, escalate)
+  .annotateMerge(OpenApi.annotations({
+    title: "Dead letters",
+    description: "Messages that failed for good, with their failure context: replay (once), skip (with a reconciliation fact) or escalate."
+  }))
+
+const scopeOf = (p: Principal): DeadLetterStore.Scope => ({
+  tenantId: p.scopes.includes("platform") ? null : p.tenantId,
+  actor: p.name ?? `token of ${p.tenantId}`
+})
+
+const failure = (c: Ctx, error: { readonly _tag: string; readonly message: string; readonly problems?: ReadonlyArray<unknown> }) => {
+  switch (error._tag) {
+    case "DeadLetterInputError":
+      return errorResponse(c, 400, "invalid_query", error.message, { problems: error.problems })
+    case "DeadLetterNotFound":
+      return errorResponse(c, 404, "not_found", error.message)
+    case "DeadLetterConflict":
+      return errorResponse(c, 409, "conflict", error.message)
+    case "QueueSendFailed":
+      return errorResponse(c, 503, "unavailable", "the source queue refused the replay; the record is open again, retry", undefined, { "retry-after": "5" })
+    default:
+      console.error(`operations: store unavailable (${error._tag})`)
+      return errorResponse(c, 503, "unavailable", "the dead-letter store is unavailable, retry later", undefined, { "retry-after": "5" })
+  }
+}
+
+const store = Effect.service(DeadLetterStore.DeadLetterStore)
+
+const filtersOf = (c: Ctx, defaultStatus?: DeadLetterStore.Status) => {
+  const q = (name: string) => c.req.query(name)
+  return DeadLetterStore.validateFilters({ queue: q("queue"), status: q("status"), type: q("type"), reason: q("reason") }, defaultStatus)
+}
+
+
+
+export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
+  const { run } = deps
+
+  bind(app, listDeadLetters, async (c) => {
+    const filters = filtersOf(c)
+    if (!filters.ok) return errorResponse(c, 400, "invalid_query", filters.problems.map((p) => `${p.path}: ${p.message}`).join("; "), { problems: filters.problems })
+    const raw = c.req.query("limit")
+    const limit = raw === undefined ? 50 : /^\d+$/.test(raw) ? Number(raw) : NaN
+    if (!(limit >= 1 && limit <= 200)) return errorResponse(c, 400, "invalid_query", "limit must be a whole number from 1 to 200")
+    const cursor = c.req.query("cursor")
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.list(scopeOf(c.get("principal")), filters.filters, cursor === undefined ? { limit } : { cursor, limit })))
+    if (result._tag === "Failure") return failure(c, result.failure)
+    return c.json(result.success)
+  })
+
+  bind(app, replayMatching, async (c) => {
+    const filters = filtersOf(c)
+    if (!filters.ok) return errorResponse(c, 400, "invalid_query", filters.problems.map((p) => `${p.path}: ${p.message}`).join("; "), { problems: filters.problems })
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.replayMatching(scopeOf(c.get("principal")), filters.filters)))
+    if (result._tag === "Failure") return failure(c, result.failure)
+    return c.json({ ...result.success, wave_size: DeadLetterStore.waveSize, wave_delay_seconds: DeadLetterStore.waveDelaySeconds }, 202)
+  })
+
+  bind(app, getDeadLetter, async (c) => {
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.get(scopeOf(c.get("principal")), c.req.param("id")!)))
+    if (result._tag === "Failure") return failure(c, result.failure)
+    return c.json(result.success)
+  })
+
+  bind(app, replayOne, async (c) => {
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.replay(scopeOf(c.get("principal")), c.req.param("id")!)))
+    if (result._tag === "Failure") return failure(c, result.failure)
+    return c.json(result.success, 202)
+  })
+
+  bind(app, skip, async (c) => {
+    const read = await readBody(c)
+    if (!read.ok) return read.response
+    const reason = isObject(read.body) ? read.body.reason : undefined
+    if (typeof reason !== "string" || reason.trim() === "" || reason.length > 1_000) {
+      return errorResponse(c, 400, "invalid_request", 'send { "reason": "why this work is given up" } (1 to 1,000 characters)', { problems: [{ path: "reason", message: "is required, 1 to 1,000 characters" }] })
+    }
+    const scope = scopeOf(c.get("principal"))
+    const result = await run(c.env, Effect.gen(function*() {
+      const s = yield* store
+      const record = yield* s.resolve(scope, c.req.param("id")!, "skipped", reason)
+      // The decision goes into the ledger: a reconciliation fact in the original message's stream.
+      const tenant = record.tenant_id ?? c.get("principal").tenantId
+      const stream = record.subject ?? `dead-letters/${record.id}`
+      const fact_id = yield* Effect.promise(() => FactId.make({ tenantId: tenant, cause: `dlq:${record.id}`, decidedBy: "factline-operations", position: 0 }))
+      const ledger = yield* Ledger.Ledger
+      yield* ledger.append([{
+        tenant_id: tenant,
+        stream,
+        facts: [{
+          fact_id,
+          type: PlatformFacts.Reconciliation.type,
+          data: {
+            action: "dead_letter_skipped", dead_letter_id: record.id, queue: record.queue, failure_reason: record.reason,
+            idempotency_key: record.idempotency_key, message_type: record.message_type, note: reason, by: scope.actor
+          },
+          causation_id: record.idempotency_key ?? record.id,
+          correlation_id: record.idempotency_key ?? record.id,
+          caused_by: "factline-operations",
+          created_at: new Date().toISOString(),
+          // The dead-lettered message's trace (a new parent-id: the operator's decision), or a new trace.
+          traceparent: TraceContext.child((record.original_message as { readonly traceparent?: string } | null)?.traceparent)
+        }]
+      }])
+      return { ...record, reconciliation_fact_id: fact_id }
+    }))
+    if (result._tag === "Failure") {
+      if (result.failure._tag === "LedgerUnavailable") return errorResponse(c, 503, "unavailable", "the record is skipped but its reconciliation fact could not be appended; retry the skip", undefined, { "retry-after": "5" })
+      return failure(c, result.failure)
+    }
+    return c.json(result.success)
+  })
+
+  bind(app, escalate, async (c) => {
+    let note = ""
+    if ((c.req.header("content-length") ?? "0") !== "0" || c.req.header("content-type")) {
+      const read = await readBody(c)
+      if (!read.ok) return read.response
+      const given = isObject(read.body) ? read.body.note : undefined
+      if (given !== undefined && (typeof given !== "string" || given.length > 1_000)) return errorResponse(c, 400, "invalid_request", "note must be a string of at most 1,000 characters")
+      note = (given as string | undefined) ?? ""
+    }
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.resolve(scopeOf(c.get("principal")), c.req.param("id")!, "escalated", note)))
+    if (result._tag === "Failure") return failure(c, result.failure)
+    return c.json(result.success)
+  })
+
+}

@@ -1,0 +1,159 @@
+/**
+ * `POST /v1/events`: ingest one envelope, a batch `{ "events": [...] }` (up to 1,000), or CloudEvents
+ * (structured, batched or binary). The tenant comes from the token; every event is validated against its
+ * registered message type before any is accepted, and accepted ones are deduplicated by idempotency key.
+ */
+import { Effect, Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import type { Hono } from "hono"
+import { Producer, type Registry } from "@factline/core"
+import { EnvelopeInput } from "@factline/schemas"
+import * as CloudEvents from "./CloudEvents.js"
+import { type AppEnv, bind, describe, Json, problems } from "./Contract.js"
+import { errorResponse } from "./Errors.js"
+import { isObject, readBody, type Run } from "./Shared.js"
+import * as Traceparent from "./Traceparent.js"
+
+export const maxEventsPerRequest = 1_000
+
+/** What `POST /v1/events` reads: JSON envelopes and the CloudEvents types. */
+const eventContentTypes = ["application/json", "application/cloudevents+json", "application/cloudevents-batch+json"]
+
+const Envelope = EnvelopeInput.annotate({
+  identifier: "EnvelopeInput",
+  description: "An event: `tenant_id` defaults to the token's (another tenant's is a 403), `source` to `http`; `message_id`, `correlation_id` and `created_at` are filled when absent. The payload is validated against the registered `message_type` at `schema_version`."
+})
+
+const Accepted = Schema.Struct({
+  accepted: Schema.Int,
+  idempotency_keys: Schema.Array(Schema.String),
+  items: Schema.Array(Schema.Struct({ idempotency_key: Schema.String, duplicate: Schema.Boolean.annotate({ description: "already accepted earlier under this key with this payload: not sent again" }) }))
+}).annotate({ identifier: "Accepted" })
+
+const CloudEvent = Schema.Struct({
+  specversion: Schema.Literal("1.0"),
+  id: Schema.String,
+  source: Schema.String,
+  type: Schema.String.annotate({ description: "a registered message type, optionally with `.v<N>` for its schema version" }),
+  subject: Schema.String,
+  time: Schema.optional(Schema.String),
+  dataschema: Schema.optional(Schema.String),
+  data: Json
+}).annotate({ identifier: "CloudEvent", description: "A CloudEvents 1.0 event; the `id` is its idempotency key" })
+
+export const ingest = HttpApiEndpoint.post("ingest", "/v1/events", {
+  payload: [
+    Schema.Union([Envelope, Schema.Struct({ events: Schema.Array(Envelope).check(Schema.isMinLength(1), Schema.isMaxLength(maxEventsPerRequest)) })]),
+    CloudEvent.pipe(HttpApiSchema.asJson({ contentType: "application/cloudevents+json" })),
+    Schema.Array(CloudEvent).pipe(HttpApiSchema.asJson({ contentType: "application/cloudevents-batch+json" }))
+  ],
+  success: Accepted.pipe(HttpApiSchema.status(202)),
+  error: problems(400, 403, 413, 415, 422, 503)
+}).pipe(describe({
+  summary: "Ingest events",
+  description: "Accepts one envelope or `{ \"events\": [...] }` (1 to 1,000), or CloudEvents in structured, batch or binary mode. All or nothing: one invalid event and nothing is accepted. Sending again is safe: an idempotency key already accepted with the same payload is a duplicate, answered 202 with `idempotent-replay: true` when every item is one. A W3C `traceparent` header is the trace of every event without its own (`traceparent` field or CloudEvents attribute); without one the request starts a new trace; the 202 returns the request's trace in a `traceparent` header.",
+  scopes: ["events:write"],
+  errors: {
+    400: "`invalid_events` (one `problems` entry per field, `events.<i>.<field>`), `invalid_request` (also an invalid `traceparent` header, `headers.traceparent`), `too_many_events`, `too_deep`, or a body that is not JSON",
+    403: "`forbidden`: an event names another tenant",
+    413: "`payload_too_large`: the body exceeds 5 MiB",
+    415: "`unsupported_media_type`: not JSON or CloudEvents",
+    422: "`idempotency_conflict`: a key already accepted with another payload",
+    503: "`unavailable`: the queue or a store is down; retry (by idempotency key, safely)"
+  }
+}))
+
+export const group = HttpApiGroup.make("events").add(ingest)
+  .annotateMerge(OpenApi.annotations({
+    title: "Events",
+    description: "Ingest typed domain events (JSON envelopes or CloudEvents); each is validated against its registered message type and deduplicated by idempotency key."
+  }))
+
+export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Shape; readonly run: Run }) => {
+  const { registry: router, run } = deps
+  bind(app, ingest, async (c) => {
+    const principal = c.get("principal")
+    const trace = Traceparent.ofRequest(c.req.raw.headers)
+    if (!trace.ok) return errorResponse(c, 400, "invalid_request", trace.message, { problems: trace.problems })
+    const read = await readBody(c, eventContentTypes)
+    if (!read.ok) return read.response
+    const body = read.body
+    const cloudEvents = CloudEvents.mode(c.req.header("content-type"), c.req.raw.headers)
+    let batch: boolean
+    let list: unknown
+    if (cloudEvents) {
+      const events = cloudEvents === "batch" ? body : [cloudEvents === "binary" ? CloudEvents.fromBinary(c.req.raw.headers, body) : body]
+      if (!Array.isArray(events) || events.length === 0) return errorResponse(c, 400, "invalid_request", "a CloudEvents batch must be a non-empty JSON array")
+      batch = cloudEvents === "batch"
+      const mapped = events.map((event) => CloudEvents.toEnvelope(event, router.definitions))
+      const problems = mapped.flatMap((m, i) => m.problems.map((p) => ({ ...p, path: [batch ? `events.${i}` : "", p.path].filter(Boolean).join(".") })))
+      if (problems.length > 0) return errorResponse(c, 400, "invalid_events", `${problems.length} problem(s); nothing was accepted`, { problems })
+      list = mapped.map((m) => m.input)
+    } else {
+      if (!isObject(body)) return errorResponse(c, 400, "invalid_request", 'send one envelope object or { "events": [...] }')
+      batch = "events" in body
+      list = batch ? body.events : [body]
+    }
+    if (!Array.isArray(list) || list.length === 0) return errorResponse(c, 400, "invalid_request", '"events" must be a non-empty array')
+    if (list.length > maxEventsPerRequest) {
+      return errorResponse(c, 400, "too_many_events", `at most ${maxEventsPerRequest} events per request; got ${list.length}`)
+    }
+    // Tenant comes from the token: defaulted when absent, refused when it names another tenant.
+    const foreign: Array<{ path: string; message: string }> = []
+    const inputs = list.map((event, index) => {
+      if (!isObject(event)) return event
+      if (event.tenant_id !== undefined && event.tenant_id !== principal.tenantId) {
+        foreign.push({ path: batch ? `events.${index}.tenant_id` : "tenant_id", message: "this token cannot write events for another tenant" })
+      }
+      return { tenant_id: principal.tenantId, source: "http", traceparent: trace.traceparent, ...event }
+    })
+    if (foreign.length > 0) return errorResponse(c, 403, "forbidden", "events for another tenant", { problems: foreign })
+
+    const result = await run(c.env, Effect.flatMap(Effect.service(Producer.Producer), (p) => p.accept(inputs, { pathPrefix: batch ? "events" : undefined })))
+    if (result._tag === "Success") {
+      const items = result.success
+      const replay = items.every((item) => item.duplicate)
+      return c.json(
+        {
+          accepted: items.length,
+          idempotency_keys: items.map((item) => item.envelope.idempotency_key),
+          items: items.map((item) => ({ idempotency_key: item.envelope.idempotency_key, duplicate: item.duplicate }))
+        },
+        202,
+        { ...Traceparent.responseHeaders(trace.traceparent, items), ...(replay ? { "idempotent-replay": "true" } : {}) }
+      )
+    }
+    const error = result.failure
+    switch (error._tag) {
+      case "InvalidMessages":
+        return errorResponse(c, 400, "invalid_events", `${error.problems.length} problem(s); nothing was accepted`, { problems: error.problems })
+      case "IdempotencyConflict":
+        return errorResponse(
+          c,
+          422,
+          "idempotency_conflict",
+          `${error.conflicts.length} idempotency key(s) carry another payload than the one accepted under them (${error.conflicts.map((k) => JSON.stringify(k.idempotency_key)).join(", ")}); nothing was accepted`,
+          error.conflicts
+        )
+      case "QueueSendFailed":
+        console.error("ingest failed: QueueSendFailed")
+        return errorResponse(
+          c,
+          503,
+          "unavailable",
+          error.sent.length === 0
+            ? "the events queue is unavailable; nothing was sent, retry later"
+            : `the events queue failed after ${error.sent.length} event(s) were sent; retry the request (sending again is safe by idempotency key)`,
+          { sent: error.sent, not_sent: error.not_sent },
+          { "retry-after": "5" }
+        )
+      case "AcceptedKeysUnavailable":
+        console.error("ingest failed: AcceptedKeysUnavailable")
+        return errorResponse(c, 503, "unavailable", "the idempotency store is unavailable; nothing was sent, retry later", undefined, { "retry-after": "5" })
+      case "PayloadStoreUnavailable":
+        console.error("ingest failed: PayloadStoreUnavailable")
+        return errorResponse(c, 503, "unavailable", "the payload store is unavailable; nothing was sent, retry later", undefined, { "retry-after": "5" })
+    }
+  })
+
+}

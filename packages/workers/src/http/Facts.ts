@@ -1,0 +1,218 @@
+/**
+ * The ledger's facts over HTTP, within the token's tenant: a stream's facts in order, the tenant's facts
+ * filtered by subject and type, and the causation chain of one fact. Streams and the facts list answer
+ * CloudEvents batches when asked (`Accept: application/cloudevents-batch+json`).
+ */
+import { Effect, Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import type { Hono } from "hono"
+import { Ledger, ProjectionQuery, ProjectionStore } from "@factline/core"
+import { Fact, Issues } from "@factline/schemas"
+import * as CloudEvents from "./CloudEvents.js"
+import { type AppEnv, bind, cursor, describe, nextCursor, problems, wholeNumber } from "./Contract.js"
+import { errorResponse } from "./Errors.js"
+import { intParam, type Run, unavailable } from "./Shared.js"
+
+const StoredFact = Fact.annotate({ identifier: "Fact", description: "An immutable fact of the ledger" })
+const cloudEvents = { 200: { [CloudEvents.batchContentType]: { description: "With `Accept: application/cloudevents-batch+json`: the same facts as CloudEvents (`id` = fact_id, `source` = /tenants/<tenant>/streams/<stream>, `type` = fact type, `subject` = stream, `time` = created_at, `data`, extensions `sequence`, `causationid`, `correlationid`, `causedby`, `traceparent`); the next page in a `Link: <…>; rel=\"next\"` header" } } }
+
+export const readStream = HttpApiEndpoint.get("readStream", "/v1/streams/:subject/facts", {
+  params: { subject: Schema.String.annotate({ description: "The stream: an envelope's `subject`" }) },
+  query: {
+    after: wholeNumber("Return facts after this sequence (default 0: from the start)"),
+    limit: wholeNumber("1 to 1,000 (default 100)")
+  },
+  success: Schema.Struct({
+    subject: Schema.String,
+    version: Schema.Int.annotate({ description: "The stream's last sequence" }),
+    facts: Schema.Array(StoredFact),
+    next_after: Schema.NullOr(Schema.Int).annotate({ description: "Pass as `after` for the next page; null on the last" })
+  }),
+  error: problems(400, 404, 503)
+}).pipe(describe({
+  summary: "Read a stream's facts",
+  scopes: ["read"],
+  errors: { 400: "`invalid_query`: `after` or `limit` out of range", 404: "`not_found`: no such stream for this tenant", 503: "`unavailable`: the ledger; retry" },
+  alsoAnswers: cloudEvents
+}))
+
+const ListedFact = Schema.Struct({
+  fact_id: Schema.String,
+  subject: Schema.String,
+  sequence: Schema.Int,
+  type: Schema.String,
+  causation_id: Schema.String,
+  correlation_id: Schema.String,
+  caused_by: Schema.String,
+  created_at: Schema.String,
+  traceparent: Schema.NullOr(Schema.String).annotate({ description: "W3C trace context of the fact; null for facts stored before it" }),
+  data: Schema.Record(Schema.String, Schema.Unknown)
+}).annotate({ identifier: "ListedFact" })
+
+export const listFacts = HttpApiEndpoint.get("listFacts", "/v1/facts", {
+  query: {
+    subject: Schema.optional(Schema.String).annotate({ description: "Only this stream's facts" }),
+    type: Schema.optional(Schema.String).annotate({ description: "Only facts of this type" }),
+    cursor,
+    limit: wholeNumber("1 to 1,000 (default 100)")
+  },
+  success: Schema.Struct({ data: Schema.Array(ListedFact), next_cursor: nextCursor }),
+  error: problems(400, 503)
+}).pipe(describe({
+  summary: "List the tenant's facts",
+  description: "Newest first from the facts read model (D1), filtered by subject and type, keyset-paged.",
+  scopes: ["read"],
+  errors: { 400: "`invalid_query`: an unknown parameter, a bad cursor or limit", 503: "`unavailable`: the facts store; retry" },
+  alsoAnswers: cloudEvents
+}))
+
+const TracedFact = Schema.Struct({ ...StoredFact.fields, depth: Schema.Int.annotate({ description: "How many causation hops from the traced fact" }) })
+
+export const traceFact = HttpApiEndpoint.get("traceFact", "/v1/facts/:fact_id/trace", {
+  params: { fact_id: Schema.String },
+  query: { subject: Schema.String.annotate({ description: "The stream that holds the fact (a causation chain stays in one stream)" }) },
+  success: Schema.Struct({
+    fact_id: Schema.String,
+    subject: Schema.String,
+    correlation_id: Schema.String,
+    traceparent: Schema.NullOr(Schema.String).annotate({ description: "The traced fact's W3C trace context (every fact of `back` and `forward` carries its own)" }),
+    cause: Schema.Struct({
+      idempotency_key: Schema.String.annotate({ description: "The message that started the chain" }),
+      message: Schema.NullOr(Schema.Struct({ message_type: Schema.String, subject: Schema.String, accepted_at: Schema.String }))
+    }),
+    back: Schema.Array(StoredFact).annotate({ description: "From the first fact of the chain to the traced one" }),
+    forward: Schema.Array(TracedFact).annotate({ description: "Everything the traced fact caused, breadth first" })
+  }),
+  error: problems(400, 404, 503)
+}).pipe(describe({
+  summary: "Trace a fact's causation chain",
+  description: "Back to the message that caused it (with its accepted idempotency key), forward to every fact it caused, from the ledger's `causation_id`s.",
+  scopes: ["read"],
+  errors: { 400: "`invalid_query`: `subject` is required", 404: "`not_found`: no such fact in that stream for this tenant", 503: "`unavailable`: the ledger; retry" }
+}))
+
+export const group = HttpApiGroup.make("facts").add(readStream, listFacts, traceFact)
+  .annotateMerge(OpenApi.annotations({
+    title: "Facts",
+    description: "The ledger's immutable facts: a stream in order, the tenant's facts filtered, a fact's causation chain. CloudEvents on request."
+  }))
+
+export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
+  const { run } = deps
+  const query = (env: AppEnv["Bindings"], page: ProjectionQuery.Page) =>
+    run(env, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) => store.query<Record<string, unknown>>(page.sql)))
+
+  bind(app, readStream, async (c) => {
+    const principal = c.get("principal")
+    const subject = c.req.param("subject")!
+    const after = intParam(c.req.query("after"), "after", 0, Number.MAX_SAFE_INTEGER, 0)
+    const limit = intParam(c.req.query("limit"), "limit", 1, 1_000, 100)
+    if (typeof after === "string" || typeof limit === "string") {
+      return errorResponse(c, 400, "invalid_query", [after, limit].filter((v) => typeof v === "string").join("; "))
+    }
+    const result = await run(
+      c.env,
+      Effect.flatMap(Effect.service(Ledger.Ledger), (l) => l.read({ tenant_id: principal.tenantId, stream: subject }, { after, limit }))
+    )
+    if (result._tag === "Failure") {
+      console.error(`stream read failed: ${result.failure._tag}`)
+      return errorResponse(c, 503, "unavailable", "the ledger is unavailable, retry later", undefined, { "retry-after": "5" })
+    }
+    const state = result.success
+    if (state.version === 0) return errorResponse(c, 404, "not_found", `no stream "${subject}" for this tenant`)
+    const last = state.facts.at(-1)?.sequence
+    if (CloudEvents.wantsBatch(c.req.header("accept"))) {
+      // CloudEvents batch mode: a JSON array of events; the next page (if any) in a Link header.
+      const next = last !== undefined && last < state.version ? `<${new URL(c.req.url).pathname}?after=${last}&limit=${limit}>; rel="next"` : undefined
+      return c.body(JSON.stringify(state.facts.map(CloudEvents.fromFact)), 200, {
+        "content-type": CloudEvents.batchContentType,
+        ...(next ? { link: next } : {})
+      })
+    }
+    return c.json({
+      subject,
+      version: state.version,
+      facts: state.facts,
+      next_after: last !== undefined && last < state.version ? last : null
+    })
+  })
+
+  /**
+   * The causation chain of a fact: back to the message that caused it, and forward to what it caused. Facts
+   * of one chain share their stream (processors and webhook outcomes append to the parent's stream), so the
+   * trace reads that one stream (`?subject=`, required: a fact id alone cannot be located without an index
+   * on every fact) with one ledger call per stream page.
+   */
+  bind(app, traceFact, async (c) => {
+    const tenant = c.get("principal").tenantId
+    const factId = c.req.param("fact_id")!
+    const subject = c.req.query("subject")
+    if (subject === undefined || subject === "") {
+      return errorResponse(c, 400, "invalid_query", "subject is required: the stream that holds the fact (a causation chain stays in one stream)", {
+        problems: [{ path: "subject", message: "is required" }]
+      })
+    }
+    const result = await run(c.env, Effect.flatMap(Effect.service(Ledger.Ledger), (l) => l.readStreams([{ tenant_id: tenant, stream: subject }])))
+    if (result._tag === "Failure") return unavailable(c, "the ledger")
+    const facts = result.success[0]?.facts ?? []
+    const byId = new Map(facts.map((f) => [f.fact_id, f]))
+    const fact = byId.get(factId)
+    if (!fact) return errorResponse(c, 404, "not_found", `no fact ${JSON.stringify(factId.slice(0, 100))} in stream ${JSON.stringify(subject.slice(0, 200))} for this tenant`)
+    // Back: follow causation ids while they name facts of the stream; the last one names the message.
+    const back = [fact]
+    for (let cur = fact; byId.has(cur.causation_id) && back.length <= facts.length; ) {
+      cur = byId.get(cur.causation_id)!
+      back.unshift(cur)
+    }
+    const root = back[0]!.causation_id
+    // Forward: everything caused by this fact, breadth first, with the fact that caused each.
+    const children = new Map<string, Array<(typeof facts)[number]>>()
+    for (const f of facts) children.set(f.causation_id, [...(children.get(f.causation_id) ?? []), f])
+    const forward: Array<(typeof facts)[number] & { readonly depth: number }> = []
+    const queue: Array<{ id: string; depth: number }> = [{ id: fact.fact_id, depth: 1 }]
+    while (queue.length > 0 && forward.length < facts.length) {
+      const { id, depth } = queue.shift()!
+      for (const child of children.get(id) ?? []) {
+        forward.push({ ...child, depth })
+        queue.push({ id: child.fact_id, depth: depth + 1 })
+      }
+    }
+    const accepted = await run(c.env, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) =>
+      store.query<{ message_type: string; subject: string; accepted_at: string }>({
+        sql: "SELECT message_type, subject, accepted_at FROM accepted_keys WHERE tenant_id = ? AND idempotency_key = ?",
+        params: [tenant, root]
+      })))
+    return c.json({
+      fact_id: fact.fact_id,
+      subject,
+      correlation_id: fact.correlation_id,
+      traceparent: fact.traceparent ?? null,
+      cause: {
+        idempotency_key: root,
+        message: accepted._tag === "Success" && accepted.success[0] ? accepted.success[0] : null
+      },
+      back,
+      forward
+    })
+  })
+
+  bind(app, listFacts, async (c) => {
+    const page = ProjectionQuery.facts(c.get("principal").tenantId, c.req.query())
+    if (page._tag === "Failure") return errorResponse(c, 400, "invalid_query", Issues.render(page.failure), { problems: page.failure })
+    const result = await query(c.env, page.success)
+    if (result._tag === "Failure") return unavailable(c, "the facts store")
+    const rows = result.success
+    const data = rows.slice(0, page.success.limit).map(({ body, ...fact }) => ({ ...fact, data: JSON.parse(String(body)) }))
+    const nextCursor = page.success.nextCursor(rows)
+    if (CloudEvents.wantsBatch(c.req.header("accept"))) {
+      const url = new URL(c.req.url)
+      if (nextCursor !== null) url.searchParams.set("cursor", nextCursor)
+      return c.body(JSON.stringify(data.map((f) => CloudEvents.fromFact(f as Parameters<typeof CloudEvents.fromFact>[0]))), 200, {
+        "content-type": CloudEvents.batchContentType,
+        ...(nextCursor !== null ? { link: `<${url.pathname}${url.search}>; rel="next"` } : {})
+      })
+    }
+    return c.json({ data, next_cursor: nextCursor })
+  })
+
+}
