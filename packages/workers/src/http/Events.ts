@@ -42,6 +42,11 @@ const CloudEvent = Schema.Struct({
 }).annotate({ identifier: "CloudEvent", description: "A CloudEvents 1.0 event; the `id` is its idempotency key" })
 
 export const ingest = HttpApiEndpoint.post("ingest", "/v1/events", {
+  headers: {
+    traceparent: Schema.optional(Schema.String.check(Schema.isPattern(/^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-.*)?$/))).annotate({
+      description: "W3C Trace Context: the trace of every event without its own; absent, the request starts a new trace (returned in the 202's traceparent header)"
+    })
+  },
   payload: [
     Schema.Union([Envelope, Schema.Struct({ events: Schema.Array(Envelope).check(Schema.isMinLength(1), Schema.isMaxLength(maxEventsPerRequest)) })]),
     CloudEvent.pipe(HttpApiSchema.asJson({ contentType: "application/cloudevents+json" })),
