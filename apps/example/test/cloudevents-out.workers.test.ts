@@ -28,7 +28,7 @@ describe("CloudEvents out", () => {
       time: stored[2]!.created_at,
       datacontenttype: "application/json",
       data: stored[2]!.data,
-      sequence: 3,
+      sequence: "00000000000000000003",
       causationid: stored[2]!.causation_id,
       correlationid: stored[2]!.correlation_id,
       causedby: "qualify-call",
@@ -46,6 +46,9 @@ describe("CloudEvents out", () => {
     const listed = await facts.json<Array<Record<string, unknown>>>()
     expect(listed).toHaveLength(2)
     expect(listed.every((e) => e.specversion === "1.0")).toBe(true)
+    // The same mapping as the stream read (the facts table names the stream `subject` and has no tenant column).
+    const byId = new Map(events.map((e) => [e.id, e]))
+    for (const e of listed) expect(e).toEqual(byId.get(e.id))
     expect(facts.headers.get("link")).toMatch(/^<\/v1\/facts\?subject=.*&limit=2&cursor=[^>]+>; rel="next"$/)
     const next = await asCloudEvents(facts.headers.get("link")!.slice(1, facts.headers.get("link")!.indexOf(">")))
     const rest = await next.json<Array<Record<string, unknown>>>()

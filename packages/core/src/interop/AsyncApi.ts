@@ -19,6 +19,24 @@ export const jsonSchema = (schema: Schema.Top): Record<string, unknown> => {
   return { ...(document.schema as Record<string, unknown>), ...(Object.keys(defs).length > 0 ? { $defs: defs } : {}) }
 }
 
+/**
+ * A JSON Schema placed at `#/components/schemas/<name>`: its own references (`#/$defs/…`, relative to the
+ * schema as a standalone document) rewritten to point into that place, since inside the AsyncAPI document
+ * `#` is the document's root, not the schema's; `$schema` dropped (the document's schema format applies).
+ */
+const component = (name: string, schema: Record<string, unknown>): Record<string, unknown> => {
+  const rewrite = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(rewrite)
+    if (typeof value !== "object" || value === null) return value
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [
+      k,
+      k === "$ref" && typeof v === "string" && v.startsWith("#/$defs/") ? `#/components/schemas/${name}/$defs/${v.slice("#/$defs/".length)}` : rewrite(v)
+    ]))
+  }
+  const { $schema: _, ...rest } = schema
+  return rewrite(rest) as Record<string, unknown>
+}
+
 const ref = (path: string) => ({ $ref: path })
 const key = (text: string) => text.replace(/[^A-Za-z0-9._-]/g, "_")
 
@@ -29,14 +47,9 @@ export interface Info {
 }
 
 export const generate = (registry: Registry, info: Info = {}) => {
-  const schemas: Record<string, unknown> = {
-    Envelope: jsonSchema(Envelope),
-    FactBatchPayload: jsonSchema(FactBatchPayload),
-    FactPayload: jsonSchema(FactPayload),
-    WebhookPayload: jsonSchema(WebhookPayload),
-    BatchPayload: jsonSchema(BatchPayload),
-    DeadLetterRecord: jsonSchema(DeadLetterRecord)
-  }
+  const schemas: Record<string, unknown> = {}
+  const platformSchemas = { Envelope, FactBatchPayload, FactPayload, WebhookPayload, BatchPayload, DeadLetterRecord }
+  for (const [name, schema] of Object.entries(platformSchemas)) schemas[name] = component(name, jsonSchema(schema))
   const messages: Record<string, unknown> = {}
   const envelopeOf = (name: string, title: string, payload: unknown, fixed: Record<string, unknown>, description?: string) => {
     messages[name] = {
@@ -53,7 +66,7 @@ export const generate = (registry: Registry, info: Info = {}) => {
   const eventMessages = [...registry.definitions.values()].flatMap((definition) =>
     definition.versions.map((v) => {
       const id = key(`${definition.messageType}.v${v.version}`)
-      schemas[`payload.${id}`] = jsonSchema(v.schema)
+      schemas[`payload.${id}`] = component(`payload.${id}`, jsonSchema(v.schema))
       return envelopeOf(
         id,
         `${definition.messageType} (schema_version ${v.version})`,
@@ -66,7 +79,7 @@ export const generate = (registry: Registry, info: Info = {}) => {
   // Every fact type (module-owned and the platform's), as the data schema of facts of that type.
   const factTypes = [...registry.facts.entries()].sort(([a], [b]) => a.localeCompare(b))
   for (const [type, owner] of factTypes) {
-    schemas[`fact.${key(type)}`] = { ...jsonSchema(owner.definition.schema), description: `data of a ${type} fact (module ${owner.module})` }
+    schemas[`fact.${key(type)}`] = { ...component(`fact.${key(type)}`, jsonSchema(owner.definition.schema)), description: `data of a ${type} fact (module ${owner.module})` }
   }
   const factMessage = envelopeOf(
     "facts",
@@ -81,7 +94,7 @@ export const generate = (registry: Registry, info: Info = {}) => {
 
   // The webhook event catalog: what tenants' endpoints receive.
   const webhookEvents = [...registry.webhookEvents.values()].map((event) => {
-    schemas[`webhook.${key(event.type)}`] = Webhook.jsonSchema(event)
+    schemas[`webhook.${key(event.type)}`] = component(`webhook.${key(event.type)}`, Webhook.jsonSchema(event) as Record<string, unknown>)
     return {
       type: event.type,
       fact_type: event.fact.type,

@@ -85,9 +85,12 @@ export const batchContentType = "application/cloudevents-batch+json"
  * stable), `source` = `/factline/tenants/<tenant>/streams/<stream>` (each part
  * percent-encoded), `type` = the fact type, `subject` = the stream, `time` =
  * `created_at`, `data` = the fact's data (`datacontenttype: application/json`);
- * the ledger's own fields as extension attributes: `sequence` (the position in
- * the stream), `causationid`, `correlationid`, `causedby`, `tenantid`, and
- * `traceparent` (distributed-tracing extension) when the fact has one.
+ * the ledger's own fields as extension attributes, all strings: `sequence` (the
+ * position in the stream, zero-padded to 20 digits — the CloudEvents Sequence
+ * extension requires a string that orders lexicographically, and the source is
+ * one stream), `causationid` and `correlationid` (the Correlation extension's
+ * attributes), `causedby`, `tenantid`; and
+ * `traceparent` (the distributed-tracing extension) when the fact has one.
  */
 export const fromFact = (fact: {
   readonly fact_id: string
@@ -110,7 +113,7 @@ export const fromFact = (fact: {
   time: fact.created_at,
   datacontenttype: "application/json",
   data: fact.data,
-  sequence: fact.sequence,
+  sequence: String(fact.sequence).padStart(20, "0"),
   causationid: fact.causation_id,
   correlationid: fact.correlation_id,
   causedby: fact.caused_by,

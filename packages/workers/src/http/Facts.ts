@@ -14,7 +14,7 @@ import { errorResponse } from "./Errors.js"
 import { intParam, type Run, unavailable } from "./Shared.js"
 
 const StoredFact = Fact.annotate({ identifier: "Fact", description: "An immutable fact of the ledger" })
-const cloudEvents = { 200: { [CloudEvents.batchContentType]: { description: "With `Accept: application/cloudevents-batch+json`: the same facts as CloudEvents (`id` = fact_id, `source` = /tenants/<tenant>/streams/<stream>, `type` = fact type, `subject` = stream, `time` = created_at, `data`, extensions `sequence`, `causationid`, `correlationid`, `causedby`, `traceparent`); the next page in a `Link: <…>; rel=\"next\"` header" } } }
+const cloudEvents = { 200: { [CloudEvents.batchContentType]: { description: "With `Accept: application/cloudevents-batch+json`: the same facts as CloudEvents 1.0 (`id` = fact_id, `source` = /factline/tenants/<tenant>/streams/<stream>, percent-encoded, `type` = fact type, `subject` = stream, `time` = created_at, `datacontenttype` application/json, `data`; string extensions `sequence` (zero-padded to 20 digits), `causationid`, `correlationid`, `causedby`, `tenantid`, and `traceparent` when the fact has one); the next page in a `Link: <…>; rel=\"next\"` header" } } }
 
 export const readStream = HttpApiEndpoint.get("readStream", "/v1/streams/:subject/facts", {
   params: { subject: Schema.String.annotate({ description: "The stream: an envelope's `subject`" }) },
@@ -207,7 +207,11 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
     if (CloudEvents.wantsBatch(c.req.header("accept"))) {
       const url = new URL(c.req.url)
       if (nextCursor !== null) url.searchParams.set("cursor", nextCursor)
-      return c.body(JSON.stringify(data.map((f) => CloudEvents.fromFact(f as Parameters<typeof CloudEvents.fromFact>[0]))), 200, {
+      // A row names its stream `subject` and has no tenant (the token's one): back to the ledger's fact shape.
+      type Row = Omit<Parameters<typeof CloudEvents.fromFact>[0], "stream" | "tenant_id"> & { readonly subject: string }
+      const tenant_id = c.get("principal").tenantId
+      const events = (data as Array<Row>).map(({ subject, ...f }) => CloudEvents.fromFact({ ...f, stream: subject, tenant_id }))
+      return c.body(JSON.stringify(events), 200, {
         "content-type": CloudEvents.batchContentType,
         ...(nextCursor !== null ? { link: `<${url.pathname}${url.search}>; rel="next"` } : {})
       })
