@@ -76,12 +76,14 @@ export const request = async (settings: Settings, method: "GET" | "POST", path: 
   const headers: Record<string, string> = { authorization: `Bearer ${settings.token}`, accept: "application/json" }
   if (body !== undefined) headers["content-type"] = "application/json"
   const attempts = Math.max(1, Math.floor(settings.retry.maxAttempts))
+  // Called without a receiver: a browser's `fetch` passed as `fetch: fetch` throws "Illegal invocation" when called as a method.
+  const fetch = settings.fetch
   for (let attempt = 1; ; attempt++) {
     let status: number | undefined
     let failure: string
     let retryAfterMs: number | undefined
     try {
-      const response = await settings.fetch(url, { method, headers, ...(body === undefined ? {} : { body }), signal: AbortSignal.timeout(settings.timeoutMs) })
+      const response = await fetch(url, { method, headers, ...(body === undefined ? {} : { body }), signal: AbortSignal.timeout(settings.timeoutMs) })
       // Read the whole body inside the attempt: a body cut short is no answer, and is retried like one.
       const text = await response.text()
       if (!retryable(response.status)) return { status: response.status, body: parse(text) }

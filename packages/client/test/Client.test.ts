@@ -49,6 +49,19 @@ describe("emitting", () => {
     }])
   })
 
+  it("calls the given fetch as a plain function (a browser's fetch refuses to be called as a method)", async () => {
+    const s = await serve((r) => FaultServer.accepted(r))
+    const receivers: Array<unknown> = []
+    const c = client(s.url, {
+      fetch: function(this: unknown, url, init) {
+        receivers.push(this)
+        return globalThis.fetch(url, init)
+      }
+    })
+    await emitCall(c, "c1")
+    expect(receivers).toEqual([undefined])
+  })
+
   it("N emits made together travel as one request, each emit resolving with its own item", async () => {
     const s = await serve((r) => FaultServer.accepted(r, ["call.completed:c3"]))
     const c = client(s.url)
