@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest"
 import { Client, Forbidden, IdempotencyConflict, InvalidEvents, InvalidPayload, InvalidQuery, NotFound, Unauthorized, Unavailable } from "../src/index.js"
 import * as FaultServer from "./FaultServer.js"
-import { CallCompleted, Charge, callsProjection, Outcome, payload } from "./Definitions.js"
+import { CallCompleted, Charge, callsProjection, NoteAdded, Outcome, payload } from "./Definitions.js"
 
 let server: FaultServer.FaultServer | undefined
 afterEach(async () => {
@@ -97,6 +97,17 @@ describe("emitting", () => {
     expect(s.received).toHaveLength(1)
   })
 
+  it("a batch closes before its body would pass the API's 5 MiB", async () => {
+    const s = await serve((r) => FaultServer.accepted(r))
+    const c = client(s.url, { batch: { maxEvents: 1_000, maxDelayMs: 60_000 } })
+    const text = "x".repeat(2 * 1024 * 1024)
+    const all = Promise.all(["n1", "n2", "n3"].map((id) => c.emit(NoteAdded, { text }, { subject: id, idempotency_key: id })))
+    await c.flush()
+    await all
+    expect(s.received.map(keysOf).sort((a, b) => b.length - a.length)).toEqual([["n1", "n2"], ["n3"]])
+    for (const r of s.received) expect(new TextEncoder().encode(r.body).length).toBeLessThanOrEqual(5 * 1024 * 1024)
+  })
+
   it("a batch never exceeds 1,000 events, whatever maxEvents says", async () => {
     const s = await serve((r) => FaultServer.accepted(r))
     const c = client(s.url, { batch: { maxEvents: 5_000, maxDelayMs: 60_000 } })
@@ -143,6 +154,14 @@ describe("retries reuse the same body, so the same idempotency keys", () => {
     expect(emitted.idempotency_key).toBe("call.completed:c1")
     expect(s.received).toHaveLength(3)
     expect(new Set(s.received.map((r) => r.body)).size).toBe(1)
+  })
+
+  it("an attempt without an answer in timeoutMs is abandoned and retried with the identical body", async () => {
+    const s = await serve((r, n) => (n === 0 ? "hang" : FaultServer.accepted(r)))
+    const c = client(s.url, { timeoutMs: 300 })
+    expect(await emitCall(c, "c1")).toEqual({ idempotency_key: "call.completed:c1", duplicate: false })
+    expect(s.received).toHaveLength(2)
+    expect(s.received[1]!.body).toBe(s.received[0]!.body)
   })
 
   it("after the last attempt every emit of the batch fails with Unavailable (never silently)", async () => {

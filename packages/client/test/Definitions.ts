@@ -14,6 +14,9 @@ export const CallCompleted = MessageDefinition.event("call.completed")
   .version(1, CallCompletedV1)
   .version(2, CallCompletedV2, (v1) => ({ ...v1, currency: "USD" }))
 
+/** An event that can be made as large as a test needs. */
+export const NoteAdded = MessageDefinition.event("note.added").version(1, Schema.Struct({ text: Schema.String }))
+
 export const Outcome = FactDefinition.make("outcome", CallCompletedV2)
 export const Charge = FactDefinition.make("charge", Schema.Struct({ call_id: Id, buyer_id: Id, amount_cents: Schema.Int, currency: Schema.String }))
 

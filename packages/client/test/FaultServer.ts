@@ -22,6 +22,8 @@ export type Reply =
   | { readonly status: number; readonly body?: unknown; readonly headers?: Readonly<Record<string, string>> }
   /** Closes the connection without an answer, after reading the request. */
   | "reset"
+  /** Never answers (until the server closes). */
+  | "hang"
 
 export interface FaultServer {
   readonly url: string
@@ -50,6 +52,7 @@ export const start = async (answer: (request: Received, n: number) => Reply): Pr
       received.push(request)
       const reply = answer(request, received.length - 1)
       if (reply === "reset") return req.socket.destroy()
+      if (reply === "hang") return
       res.writeHead(reply.status, { "content-type": "application/json", ...reply.headers })
       res.end(reply.body === undefined ? "" : JSON.stringify(reply.body))
     })
