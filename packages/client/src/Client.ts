@@ -266,6 +266,9 @@ export const make = (config: Config): Client => {
       : Transport.refusal(answer, what))
   }
 
+  /** A next page that would repeat this one: stop rather than loop. */
+  const stalled = (what: string) => new UnexpectedResponse({ message: `${what}: the next page starts where this one did`, status: 200 })
+
   const shape = (what: string, ok: boolean) => {
     if (!ok) throw new UnexpectedResponse({ message: `${what}: 200 with a body this client does not read`, status: 200 })
   }
@@ -274,7 +277,8 @@ export const make = (config: Config): Client => {
     const path = `/v1/streams/${encodeURIComponent(subject)}/facts`
     const body = await read(path, { after: options?.after, limit: options?.limit })
     shape(`GET ${path}`, Array.isArray(body.facts) && typeof body.version === "number")
-    const types = options?.types === undefined ? undefined : new Set(options.types.map((d) => d.type))
+    // No definitions (or none listed, which types every fact as stored too): no filter.
+    const types = options?.types === undefined || options.types.length === 0 ? undefined : new Set(options.types.map((d) => d.type))
     const facts = (body.facts as Array<Fact>).filter((f) => types === undefined || types.has(f.type))
     return { subject, version: body.version as number, facts: facts as Array<any>, next_after: typeof body.next_after === "number" ? body.next_after : null }
   }
@@ -285,6 +289,7 @@ export const make = (config: Config): Client => {
       const page = await readStream(subject, { ...options, ...(after === undefined ? {} : { after }) })
       yield* page.facts
       if (page.next_after === null) return
+      if (after !== undefined && page.next_after <= after) throw stalled(`GET /v1/streams/${encodeURIComponent(subject)}/facts`)
       after = page.next_after
     }
   }
@@ -309,6 +314,7 @@ export const make = (config: Config): Client => {
       const page = await readProjection(projection, { ...options, ...(cursor === undefined ? {} : { cursor }) })
       yield* page.data
       if (page.next_cursor === null) return
+      if (page.next_cursor === cursor) throw stalled(`GET /v1/projections/${encodeURIComponent(page.projection)}`)
       cursor = page.next_cursor
     }
   }

@@ -96,11 +96,11 @@ export const request = async (settings: Settings, method: "GET" | "POST", path: 
       failure = describe(error)
     }
     if (attempt >= attempts) {
-      return Promise.reject(new Unavailable({
+      throw new Unavailable({
         message: `${method} ${path}: no answer after ${attempt} attempt(s); the last: ${failure}`,
         attempts: attempt,
         ...(status === undefined ? {} : { status })
-      }))
+      })
     }
     await sleep(Backoff.delay(settings.retry, attempt, Math.random(), retryAfterMs))
   }

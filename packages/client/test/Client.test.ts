@@ -285,6 +285,7 @@ describe("reading", () => {
     expect(s.received.map((r) => r.url)).toEqual(["/v1/streams/c1/facts?limit=2", "/v1/streams/c1/facts?after=2&limit=2"])
     const page = await c.readStream("c1")
     expect(page.facts.map((f) => f.type)).toEqual(["outcome", "qualification"])
+    expect((await c.readStream("c1", { types: [] })).facts).toHaveLength(2)
   })
 
   it("a projection's rows, with filters and cursor paging", async () => {
