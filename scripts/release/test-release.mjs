@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 /**
  * `npm run test:release`: the packages as a platform team gets them. Builds and packs @factline/schemas,
- * core and workers; runs the packed `factline init` into a temporary folder outside the workspace; installs
+ * core, workers and client; runs the packed `factline init` into a temporary folder outside the workspace; installs
  * the tarballs there (no workspace links; the registry for everything else, --prefer-offline); then runs
  * the app's typecheck, its tests (specs in Node, integration tests inside workerd), `drizzle-kit generate`
  * (the template's migration must match the published tables: no change), `npm run deploy -- --dry-run`
  * (wrangler deploy --dry-run), and the token round trip against `wrangler dev`: the init's token and a
- * created one authenticate, a revoked one gets 401. Separate from `npm test`: it takes minutes.
+ * created one authenticate, a revoked one gets 401; and the packed `@factline/client`, in plain Node, emits an
+ * event to `wrangler dev` and reads its projection back. Separate from `npm test`: it takes minutes.
  */
 import { execFileSync, spawn, spawnSync } from "node:child_process"
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -54,12 +55,12 @@ const app = join(work, "my-platform")
 const appEnv = { WRANGLER_SEND_METRICS: "false", CI: "true", NO_COLOR: "1" }
 
 try {
-  await step("build and pack @factline/schemas, core, workers", () => {
+  await step("build and pack @factline/schemas, core, workers, client", () => {
     npm(["run", "build"], root)
     mkdirSync(tarballs)
-    npm(["pack", "--pack-destination", tarballs, "-w", "@factline/schemas", "-w", "@factline/core", "-w", "@factline/workers"], root)
+    npm(["pack", "--pack-destination", tarballs, "-w", "@factline/schemas", "-w", "@factline/core", "-w", "@factline/workers", "-w", "@factline/client"], root)
     const packed = readdirSync(tarballs)
-    expect(packed.length === 3, `expected 3 tarballs, got ${packed.join(", ")}`)
+    expect(packed.length === 4, `expected 4 tarballs, got ${packed.join(", ")}`)
     for (const tgz of packed) {
       const listing = sh("tar", ["-tzf", join(tarballs, tgz)], root)
       expect(listing.includes("package/dist/index.js") && listing.includes("package/dist/index.d.ts"), `${tgz} has no dist/index.js and .d.ts`)
@@ -87,7 +88,7 @@ try {
 
   await step("npm install in the app (tarballs, and the registry with --prefer-offline)", () => {
     npm(["install", "--prefer-offline", "--no-audit", "--no-fund"], app)
-    for (const name of ["schemas", "core", "workers"]) {
+    for (const name of ["schemas", "core", "workers", "client"]) {
       const dir = join(app, "node_modules", "@factline", name)
       expect(existsSync(join(dir, "dist", "index.js")) && !lstatSync(dir).isSymbolicLink(), `@factline/${name} is not installed from its tarball`)
     }
@@ -137,6 +138,33 @@ try {
       expect(read.status === 401, `revoked token: GET answered ${read.status}, expected 401`)
       const local = await fetch(`${base}/v1/projections/orders`, { headers: { authorization: `Bearer ${localToken}` } })
       expect(local.status === 200, `the other token after the revoke: GET answered ${local.status}`)
+    })
+  })
+
+  await step("the packed @factline/client, in plain Node, emits order.placed to npm run dev and reads the orders projection", async () => {
+    const localToken = /fl_[0-9A-Za-z]{43}/.exec(readFileSync(join(app, ".dev.vars"), "utf8"))[0]
+    // The definition as a service outside Workers declares it: from @factline/core/definitions (no runtime), the template's schema.
+    writeFileSync(join(app, "client-check.mjs"), `
+import { Schema } from "effect"
+import { Client, InvalidPayload } from "@factline/client"
+import { MessageDefinition } from "@factline/core/definitions"
+const Id = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128))
+const OrderPlaced = MessageDefinition.event("order.placed").version(1, Schema.Struct({ order_id: Id, customer_id: Id, total_cents: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)) }))
+const [base, token] = process.argv.slice(2)
+const client = Client.make({ baseUrl: base, token, source: "release-check" })
+const wrong = await client.emit(OrderPlaced, { order_id: "c2", customer_id: "cc", total_cents: -1 }, { subject: "c2", idempotency_key: "order.placed:c2" }).catch((e) => e)
+if (!(wrong instanceof InvalidPayload) || wrong.problems[0]?.path !== "payload.total_cents") throw new Error("expected InvalidPayload on payload.total_cents, got " + wrong)
+const emitted = await client.emit(OrderPlaced, { order_id: "c1", customer_id: "client-check", total_cents: 42 }, { subject: "c1", idempotency_key: "order.placed:c1" })
+if (emitted.idempotency_key !== "order.placed:c1") throw new Error("unexpected item " + JSON.stringify(emitted))
+for (let i = 0; i < 300; i++) {
+  const { data } = await client.readProjection("orders", { where: { customer_id: "client-check" } })
+  if (data.length === 1 && data[0].total_cents === 42) process.exit(0)
+  await new Promise((r) => setTimeout(r, 100))
+}
+throw new Error("the order never reached the orders projection")
+`)
+    await withDev(async (base) => {
+      sh(process.execPath, ["client-check.mjs", base, localToken], app)
     })
   })
 } catch {

@@ -35,18 +35,18 @@ export interface Sql {
   readonly params: ReadonlyArray<Value>
 }
 
-interface Common {
+interface Common<Table extends SQLiteTable = SQLiteTable> {
   readonly name: string
-  readonly table: SQLiteTable
+  readonly table: Table
   /** Key columns after `tenant_id` (SQL names): one row per key per tenant. */
   readonly key: ReadonlyArray<string>
   /** Columns the HTTP query API may filter on. */
   readonly queryable: ReadonlyArray<string>
 }
 
-/** How one fact type changes a projection: `Projection.on(Charge, (data, fact) => …)`. */
-export interface Mapping<R> {
-  readonly fact: FactDefinition.Any
+/** How one fact type changes a projection: `Projection.on(Charge, (data, fact) => …)`. `T` is the fact type's name. */
+export interface Mapping<R, T extends string = string> {
+  readonly fact: FactDefinition.FactDefinition<T, any>
   readonly map: (data: any, fact: Fact) => R | undefined
 }
 
@@ -54,11 +54,15 @@ export interface Mapping<R> {
 export const on = <T extends string, D, R extends object | undefined>(
   fact: FactDefinition.FactDefinition<T, D>,
   map: (data: D, fact: FactDefinition.StoredFact<T, D>) => R
-): Mapping<Exclude<R, undefined>> => ({ fact, map: map as Mapping<Exclude<R, undefined>>["map"] })
+): Mapping<Exclude<R, undefined>, T> => ({ fact, map: map as Mapping<Exclude<R, undefined>>["map"] })
 
-export interface RowsProjection extends Common {
+/**
+ * A rows projection. Its type keeps the Drizzle table and the names of the fact types it maps, so that
+ * `RowOf` can say what a reader of the query API gets.
+ */
+export interface RowsProjection<Table extends SQLiteTable = SQLiteTable, Types extends string = string> extends Common<Table> {
   readonly kind: "rows"
-  readonly on: ReadonlyArray<Mapping<Row>>
+  readonly on: ReadonlyArray<Mapping<Row, Types>>
   /** The mapping of each fact type, by type. */
   readonly byType: ReadonlyMap<string, (fact: Fact) => Row | undefined>
 }
@@ -70,7 +74,7 @@ export interface AdditiveChange {
   readonly add: Readonly<Record<string, number>>
 }
 
-export interface AdditiveProjection extends Common {
+export interface AdditiveProjection<Table extends SQLiteTable = SQLiteTable> extends Common<Table> {
   readonly kind: "additive"
   readonly on: ReadonlyArray<Mapping<AdditiveChange>>
   readonly byType: ReadonlyMap<string, (fact: Fact) => AdditiveChange | undefined>
@@ -168,14 +172,25 @@ const byType = <R>(name: string, mappings: ReadonlyArray<Mapping<R>>): ReadonlyM
   return map
 }
 
-export interface Definition<R> extends Common {
-  readonly on: ReadonlyArray<Mapping<R>>
+export interface Definition<R, Table extends SQLiteTable = SQLiteTable, Types extends string = string> extends Common<Table> {
+  readonly on: ReadonlyArray<Mapping<R, Types>>
 }
 
-export const rows = (definition: Definition<Row>): RowsProjection =>
-  check({ kind: "rows", ...definition, byType: byType(definition.name, definition.on) }) as RowsProjection
-export const additive = (definition: Definition<AdditiveChange>): AdditiveProjection =>
-  check({ kind: "additive", ...definition, byType: byType(definition.name, definition.on) }) as AdditiveProjection
+export const rows = <Table extends SQLiteTable, Types extends string>(definition: Definition<Row, Table, Types>): RowsProjection<Table, Types> =>
+  check({ kind: "rows", ...definition, byType: byType(definition.name, definition.on) }) as RowsProjection<Table, Types>
+export const additive = <Table extends SQLiteTable>(definition: Definition<AdditiveChange, Table>): AdditiveProjection<Table> =>
+  check({ kind: "additive", ...definition, byType: byType(definition.name, definition.on) }) as AdditiveProjection<Table>
+
+/**
+ * A row as the query API (`GET /v1/projections/:name`) returns it, typed from the projection's Drizzle
+ * table: every column but `tenant_id` and a rows projection's `<type>_seq` bookkeeping (what
+ * `visibleColumns` selects), boolean-mode columns as booleans. One caveat the type cannot carry: an integer
+ * column whose value is beyond ±(2^53 − 1) arrives as its exact decimal string (see ProjectionQuery).
+ */
+export type RowOf<P> = P extends RowsProjection<infer Table, infer Types> ? Visible<Table["$inferSelect"], "tenant_id" | `${Types}_seq`>
+  : P extends AdditiveProjection<infer Table> ? Visible<Table["$inferSelect"], "tenant_id">
+  : never
+type Visible<Row, Hidden> = { readonly [K in keyof Row as K extends Hidden ? never : K]: Row[K] }
 
 /** The fact types a projection listens to. */
 export const factTypes = (p: Projection): ReadonlyArray<string> => [...p.byType.keys()]

@@ -1,0 +1,323 @@
+/**
+ * The typed client of a factline platform's HTTP API, for services outside Workers (Node ≥ 22, browsers,
+ * any runtime with `fetch`):
+ *
+ * ```ts
+ * const client = Client.make({ baseUrl: "https://factline.example.com", token })
+ * await client.emit(CallCompleted, { call_id: "c1", buyer_id: "b1", duration_s: 90, price_cents: 300, currency: "USD" },
+ *   { subject: "c1", idempotency_key: "call.completed:c1" })
+ * const { facts } = await client.readStream("c1", { types: [Outcome, Charge] })
+ * const { data } = await client.readProjection(callsProjection, { where: { buyer_id: "b1" } })
+ * ```
+ *
+ * `emit` takes a message definition (the same one the platform registers) and a payload of its latest
+ * version — a wrong payload does not compile — checks payload and envelope with the definition's schema
+ * before anything leaves the process, fills the envelope (`schema_version`, `message_type`, a
+ * `message_id`, `created_at`), and hands it to the Batcher, which sends emits made close together as one
+ * request (retried by the Transport with the same body, so the same idempotency keys). Reads are typed by
+ * fact definitions and by a projection's Drizzle table.
+ *
+ * Promise-based. It does not upcast or decode what it reads: stored facts were validated when they were
+ * appended, and projection rows are what the platform's query API returns.
+ */
+import { Result, Schema } from "effect"
+import type { FactDefinition, MessageDefinition, Projection } from "@factline/core/definitions"
+import { EnvelopeInput, type Fact, Issues } from "@factline/schemas"
+import * as Backoff from "./Backoff.js"
+import * as Batcher from "./Batcher.js"
+import { InvalidPayload, InvalidQuery, NotFound, type Problem, UnexpectedResponse } from "./ClientError.js"
+import * as Transport from "./Transport.js"
+
+export type { Emitted } from "./Batcher.js"
+
+export interface Config {
+  /** The API's origin: `https://factline.example.com` (`http://localhost:8787` with `npm run dev`). */
+  readonly baseUrl: string | URL
+  /** A bearer token: `events:write` to emit, `read` to read. Its tenant is the one written to and read. */
+  readonly token: string
+  /** Defaults to the global `fetch`. */
+  readonly fetch?: Transport.Fetch
+  /** The envelope's `source` for every emit (the emitting service's name); the API's default is `"http"`. */
+  readonly source?: string
+  /** Retries of 429, 5xx and network failures. Defaults: 5 attempts, 250 ms doubling up to 30 s. */
+  readonly retry?: Partial<Backoff.RetrySettings>
+  /** Batching of emits. Defaults: up to 1,000 events per request, sent 10 ms after the first. `{ maxEvents: 1 }` sends each alone. */
+  readonly batch?: Partial<Batcher.BatchSettings>
+  /** Per attempt. Default 30 s. */
+  readonly timeoutMs?: number
+}
+
+/** What `emit` needs of a message definition: core's `MessageDefinition` is one. */
+export interface Emittable<A = any> {
+  readonly messageType: string
+  readonly latestVersion: number
+  /** The latest version's payload type (a type only). */
+  readonly Type: A
+  readonly validate: (schemaVersion: number, payload: unknown) => Result.Result<unknown, MessageDefinition.PayloadProblem>
+}
+
+/** The envelope fields an emit sets besides the payload. */
+export interface EmitOptions {
+  /** The entity the event is about (`call_123`): the ledger stream its facts land in. */
+  readonly subject: string
+  /**
+   * The same for this logical event however often it is emitted (a retry, a restart, a replay): the
+   * platform accepts an event once per key. Derive it from the event (`call.completed:call_123`).
+   */
+  readonly idempotency_key: string
+  /** When the event happened; defaults to the moment of the `emit` call. */
+  readonly created_at?: string | Date
+  /** Groups a chain of work; the API's default is the idempotency key. */
+  readonly correlation_id?: string
+  /** The idempotency key or fact id that caused this event. */
+  readonly causation_id?: string
+  /** Unique per send (diagnostics only); generated when absent. */
+  readonly message_id?: string
+  /** Overrides the client's `source` for this event. */
+  readonly source?: string
+}
+
+/** A stream's facts: typed by the fact definitions asked for, or every fact as stored. */
+export type StreamFact<F extends ReadonlyArray<FactDefinition.Any>> = F extends readonly [] ? Fact : FactDefinition.FactOf<F>
+
+export interface StreamPage<F extends ReadonlyArray<FactDefinition.Any>> {
+  readonly subject: string
+  /** The stream's last sequence number. */
+  readonly version: number
+  readonly facts: ReadonlyArray<StreamFact<F>>
+  /** Pass as `after` for the next page; null on the last one. */
+  readonly next_after: number | null
+}
+
+export interface StreamOptions<F extends ReadonlyArray<FactDefinition.Any>> {
+  /**
+   * Only facts of these definitions, typed as their union (`fact.type === "charge"` narrows `fact.data`).
+   * The filter is applied to each page the API returns, so a page may hold fewer than `limit` facts.
+   */
+  readonly types?: F
+  /** Facts after this sequence number (default 0: from the start). */
+  readonly after?: number
+  /** Facts per page read, 1 to 1,000 (the API's default: 100). */
+  readonly limit?: number
+}
+
+/** A fact as `GET /v1/facts` lists it (the D1 facts projection: `subject`, no tenant). */
+export interface ListedFact<T extends string = string, D = Readonly<Record<string, unknown>>> {
+  readonly fact_id: string
+  readonly subject: string
+  readonly sequence: number
+  readonly type: T
+  readonly data: D
+  readonly causation_id: string
+  readonly correlation_id: string
+  readonly caused_by: string
+  readonly created_at: string
+}
+
+type ListedFactOf<F> = [F] extends [never] ? ListedFact : F extends FactDefinition.FactDefinition<infer T, infer D> ? ListedFact<T, D> : never
+
+export interface FactsOptions<F extends FactDefinition.Any> {
+  /** Only facts of this definition, typed. */
+  readonly type?: F
+  /** Only facts of this stream. */
+  readonly subject?: string
+  /** `next_cursor` of the previous page. */
+  readonly cursor?: string
+  /** 1 to 500 (the API's default: 50). */
+  readonly limit?: number
+}
+
+export interface FactsPage<F> {
+  readonly data: ReadonlyArray<ListedFactOf<F>>
+  readonly next_cursor: string | null
+}
+
+/** A projection's row: typed from its Drizzle table when given the projection, plain JSON when given its name. */
+export type ProjectionRow<P> = P extends string ? Readonly<Record<string, unknown>> : Projection.RowOf<P>
+
+/** Filters by column (`?buyer_id=b1`): only the projection's queryable columns are accepted by the API. */
+export type Filters<Row> = string extends keyof Row
+  ? Readonly<Record<string, string | number | boolean>>
+  : { readonly [K in keyof Row]?: Extract<NonNullable<Row[K]>, string | number | boolean> }
+
+export interface ProjectionOptions<P> {
+  readonly where?: Filters<ProjectionRow<P>>
+  /** `next_cursor` of the previous page. */
+  readonly cursor?: string
+  /** 1 to 500 (the API's default: 50). */
+  readonly limit?: number
+}
+
+export interface ProjectionPage<P> {
+  readonly projection: string
+  readonly data: ReadonlyArray<ProjectionRow<P>>
+  readonly next_cursor: string | null
+}
+
+export interface Client {
+  /**
+   * Emits one event of `definition`'s latest version. Resolves once the platform accepted it (its request
+   * answered 202), with its own item; rejects with an `EmitError` — `InvalidPayload` before sending,
+   * `InvalidEvents` / `IdempotencyConflict` for this event's refusal, `Unauthorized`, `Forbidden`,
+   * `Unavailable` after the retries, `UnexpectedResponse`.
+   */
+  readonly emit: <D extends Emittable>(definition: D, payload: D["Type"], options: EmitOptions) => Promise<Batcher.Emitted>
+  /** Sends the emits waiting for their batch now; resolves when every emit made so far has settled. */
+  readonly flush: () => Promise<void>
+  /** One page of a stream's facts (`GET /v1/streams/:subject/facts`). A stream without facts is `NotFound`. */
+  readonly readStream: <const F extends ReadonlyArray<FactDefinition.Any> = readonly []>(subject: string, options?: StreamOptions<F>) => Promise<StreamPage<F>>
+  /** Every fact of a stream from `after` on, page after page. */
+  readonly streamFacts: <const F extends ReadonlyArray<FactDefinition.Any> = readonly []>(subject: string, options?: StreamOptions<F>) => AsyncGenerator<StreamFact<F>>
+  /** One page of the tenant's facts (`GET /v1/facts`), optionally of one type and one stream. */
+  readonly readFacts: <F extends FactDefinition.Any = never>(options?: FactsOptions<F>) => Promise<FactsPage<F>>
+  /** One page of a projection's rows (`GET /v1/projections/:name`), filtered by queryable columns. */
+  readonly readProjection: <P extends Projection.Projection | string>(projection: P, options?: ProjectionOptions<P>) => Promise<ProjectionPage<P>>
+  /** Every row of a projection matching the filters, page after page. */
+  readonly projectionRows: <P extends Projection.Projection | string>(projection: P, options?: Omit<ProjectionOptions<P>, "cursor">) => AsyncGenerator<ProjectionRow<P>>
+}
+
+/** The API's checks of the envelope fields an emit sets: tenant and source are the API's to default. */
+const EmitEnvelope = Schema.Struct({
+  ...EnvelopeInput.fields,
+  tenant_id: Schema.optional(EnvelopeInput.fields.tenant_id),
+  source: Schema.optional(EnvelopeInput.fields.source)
+})
+const decodeEnvelope = Issues.decodeStrict(EmitEnvelope)
+
+/** 128 random bits as hex; `crypto.getRandomValues` also exists where `randomUUID` does not (a page over plain http). */
+const messageId = () => `msg_${[...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("")}`
+
+const encoder = new TextEncoder()
+const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+export const make = (config: Config): Client => {
+  const transport: Transport.Settings = {
+    baseUrl: String(config.baseUrl),
+    token: config.token,
+    fetch: config.fetch ?? ((url, init) => globalThis.fetch(url, init)),
+    retry: { ...Backoff.defaults, ...config.retry },
+    timeoutMs: config.timeoutMs ?? 30_000
+  }
+  const batcher = Batcher.make(
+    { ...Batcher.defaults, ...config.batch },
+    (body) => Transport.request(transport, "POST", "/v1/events", body)
+  )
+
+  const emit: Client["emit"] = (definition, payload, options) => {
+    const { created_at, source = config.source, ...rest } = options
+    const envelope = {
+      schema_version: definition.latestVersion,
+      message_type: definition.messageType,
+      message_id: messageId(),
+      ...rest,
+      created_at: created_at instanceof Date ? created_at.toISOString() : created_at ?? new Date().toISOString(),
+      ...(source === undefined ? {} : { source })
+    }
+    const problems: Array<Problem> = []
+    const checked = decodeEnvelope(envelope)
+    if (Result.isFailure(checked)) problems.push(...checked.failure)
+    const valid = definition.validate(definition.latestVersion, payload)
+    if (Result.isFailure(valid)) {
+      const p = valid.failure
+      problems.push(...(p._tag === "InvalidPayload" ? p.problems : [{ path: "schema_version", message: p.message }]))
+    }
+    let json = ""
+    if (problems.length === 0) {
+      try {
+        json = JSON.stringify({ ...envelope, payload })
+      } catch (error) {
+        problems.push({ path: "payload", message: `is not JSON: ${error instanceof Error ? error.message : String(error)}` })
+      }
+    }
+    const bytes = encoder.encode(json).length
+    if (problems.length === 0 && Batcher.bodyBytes(1, bytes) > Batcher.maxBodyBytes) {
+      problems.push({ path: "", message: `the event is ${bytes} bytes as JSON; a request to the API takes at most ${Batcher.maxBodyBytes}` })
+    }
+    if (problems.length > 0) {
+      return Promise.reject(new InvalidPayload({
+        message: `${definition.messageType} ${JSON.stringify(options.idempotency_key)}: ${Issues.render(problems)}; nothing was sent`,
+        message_type: definition.messageType,
+        idempotency_key: String(options.idempotency_key),
+        problems
+      }))
+    }
+    return new Promise((resolve, reject) => batcher.add({ json, bytes, idempotency_key: options.idempotency_key, resolve, reject }))
+  }
+
+  /** GETs `path` and returns its 200 body; any other answer is its typed error. */
+  const read = async (path: string, query: Readonly<Record<string, string | number | boolean | undefined>>) => {
+    const params = new URLSearchParams()
+    for (const [name, value] of Object.entries(query)) if (value !== undefined) params.set(name, String(value))
+    const search = params.toString() === "" ? "" : `?${params}`
+    const answer = await Transport.request(transport, "GET", `${path}${search}`)
+    const what = `GET ${path}${search}`
+    if (answer.status === 200 && isObject(answer.body)) return answer.body
+    const error = Transport.apiError(answer.body)
+    if (answer.status === 404) return Promise.reject(new NotFound({ message: `${what}: ${error.message ?? "not found"}` }))
+    if (answer.status === 400) {
+      const details = error.details
+      const problems = isObject(details) && Array.isArray(details.problems)
+        ? details.problems.filter(isObject).map((p) => ({ path: String(p.path ?? ""), message: String(p.message ?? "") }))
+        : []
+      return Promise.reject(new InvalidQuery({ message: `${what}: ${error.message ?? "invalid query"}`, problems }))
+    }
+    return Promise.reject(answer.status === 200
+      ? new UnexpectedResponse({ message: `${what}: 200 without a JSON object body`, status: 200 })
+      : Transport.refusal(answer, what))
+  }
+
+  /** A next page that would repeat this one: stop rather than loop. */
+  const stalled = (what: string) => new UnexpectedResponse({ message: `${what}: the next page starts where this one did`, status: 200 })
+
+  const shape = (what: string, ok: boolean) => {
+    if (!ok) throw new UnexpectedResponse({ message: `${what}: 200 with a body this client does not read`, status: 200 })
+  }
+
+  const readStream: Client["readStream"] = async (subject, options) => {
+    const path = `/v1/streams/${encodeURIComponent(subject)}/facts`
+    const body = await read(path, { after: options?.after, limit: options?.limit })
+    shape(`GET ${path}`, Array.isArray(body.facts) && typeof body.version === "number")
+    // No definitions (or none listed, which types every fact as stored too): no filter.
+    const types = options?.types === undefined || options.types.length === 0 ? undefined : new Set(options.types.map((d) => d.type))
+    const facts = (body.facts as Array<Fact>).filter((f) => types === undefined || types.has(f.type))
+    return { subject, version: body.version as number, facts: facts as Array<any>, next_after: typeof body.next_after === "number" ? body.next_after : null }
+  }
+
+  const streamFacts: Client["streamFacts"] = async function*(subject, options) {
+    let after = options?.after
+    for (;;) {
+      const page = await readStream(subject, { ...options, ...(after === undefined ? {} : { after }) })
+      yield* page.facts
+      if (page.next_after === null) return
+      if (after !== undefined && page.next_after <= after) throw stalled(`GET /v1/streams/${encodeURIComponent(subject)}/facts`)
+      after = page.next_after
+    }
+  }
+
+  const readFacts: Client["readFacts"] = async (options) => {
+    const body = await read("/v1/facts", { type: options?.type?.type, subject: options?.subject, cursor: options?.cursor, limit: options?.limit })
+    shape("GET /v1/facts", Array.isArray(body.data))
+    return { data: body.data as Array<any>, next_cursor: typeof body.next_cursor === "string" ? body.next_cursor : null }
+  }
+
+  const readProjection: Client["readProjection"] = async (projection, options) => {
+    const name = typeof projection === "string" ? projection : projection.name
+    const path = `/v1/projections/${encodeURIComponent(name)}`
+    const body = await read(path, { ...(options?.where as Record<string, string | number | boolean> | undefined), cursor: options?.cursor, limit: options?.limit })
+    shape(`GET ${path}`, Array.isArray(body.data))
+    return { projection: name, data: body.data as Array<any>, next_cursor: typeof body.next_cursor === "string" ? body.next_cursor : null }
+  }
+
+  const projectionRows: Client["projectionRows"] = async function*(projection, options) {
+    let cursor: string | undefined
+    for (;;) {
+      const page = await readProjection(projection, { ...options, ...(cursor === undefined ? {} : { cursor }) })
+      yield* page.data
+      if (page.next_cursor === null) return
+      if (page.next_cursor === cursor) throw stalled(`GET /v1/projections/${encodeURIComponent(page.projection)}`)
+      cursor = page.next_cursor
+    }
+  }
+
+  return { emit, flush: batcher.flush, readStream, streamFacts, readFacts, readProjection, projectionRows }
+}

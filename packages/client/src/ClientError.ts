@@ -1,0 +1,92 @@
+/**
+ * The client's failures: one tagged class per kind (Effect's `Schema.TaggedError`), so a caller tells them
+ * apart with `instanceof` or `_tag` — never by reading a message. Each carries a `message` written for a
+ * person, and the data to act on (the problems, by field; the status; the attempts made).
+ *
+ * Which failures are retried is decided once, in the Transport (429, 5xx, network): what reaches a caller
+ * here is final for that call.
+ */
+import { Schema } from "effect"
+
+/** One problem with one field; `path` is dotted, relative to the event's envelope (`payload.duration_s`, `subject`). */
+export const Problem = Schema.Struct({ path: Schema.String, message: Schema.String })
+export type Problem = typeof Problem.Type
+
+/**
+ * The payload (or an envelope field from the options) failed the message definition's schema in this
+ * process: nothing was sent.
+ */
+export class InvalidPayload extends Schema.TaggedError<InvalidPayload>()("InvalidPayload", {
+  message: Schema.String,
+  message_type: Schema.String,
+  idempotency_key: Schema.String,
+  problems: Schema.Array(Problem)
+}) {}
+
+/**
+ * The API refused this event (400, `invalid_events` or another `code`): its problems, paths relative to its
+ * envelope. The platform accepted none of that request's events; the client sent the batch's other events
+ * again without the refused ones, so only the emits named by a problem fail.
+ */
+export class InvalidEvents extends Schema.TaggedError<InvalidEvents>()("InvalidEvents", {
+  message: Schema.String,
+  code: Schema.String,
+  idempotency_key: Schema.String,
+  problems: Schema.Array(Problem)
+}) {}
+
+/**
+ * The idempotency key was accepted before with another payload (`accepted_before`), or two emits of one
+ * batch used it with different payloads (`within_request`): 422, nothing of this emit was accepted.
+ */
+export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>()("IdempotencyConflict", {
+  message: Schema.String,
+  idempotency_key: Schema.String,
+  reason: Schema.String
+}) {}
+
+/** 401: the token is missing or unknown. */
+export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", {
+  message: Schema.String
+}) {}
+
+/** 403: the token lacks the scope (`events:write` to emit, `read` to read), or the data is another tenant's. */
+export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", {
+  message: Schema.String
+}) {}
+
+/** 404 on a read: no such stream for this tenant, or no such projection. */
+export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", {
+  message: Schema.String
+}) {}
+
+/** 400 on a read: a filter on a column that is not queryable, a malformed cursor, a limit out of range. */
+export class InvalidQuery extends Schema.TaggedError<InvalidQuery>()("InvalidQuery", {
+  message: Schema.String,
+  problems: Schema.Array(Problem)
+}) {}
+
+/**
+ * Every attempt failed with a retryable answer (429, 5xx) or no answer at all (network error, timeout).
+ * For an emit the outcome is unknown — it may have been accepted — and emitting it again with the same
+ * idempotency key is safe.
+ */
+export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", {
+  message: Schema.String,
+  attempts: Schema.Number,
+  /** The last answer's status; undefined when the last attempt got none. */
+  status: Schema.optional(Schema.Number)
+}) {}
+
+/** An answer the client does not expect (another status, or a body it cannot read): a wrong `baseUrl`, an API of another version. */
+export class UnexpectedResponse extends Schema.TaggedError<UnexpectedResponse>()("UnexpectedResponse", {
+  message: Schema.String,
+  status: Schema.Number,
+  code: Schema.optional(Schema.String)
+}) {}
+
+/** How an emit fails. */
+export type EmitError = InvalidPayload | InvalidEvents | IdempotencyConflict | Unauthorized | Forbidden | Unavailable | UnexpectedResponse
+/** How a read fails. */
+export type ReadError = InvalidQuery | NotFound | Unauthorized | Forbidden | Unavailable | UnexpectedResponse
+export type ClientError = EmitError | ReadError

@@ -1,0 +1,116 @@
+/**
+ * One HTTP call to the factline API, with its retries: 429, 5xx, a network error, a timeout or a body cut
+ * short are tried again — the identical request, so an emit's retry carries the same idempotency keys and the
+ * platform accepts each event once however many attempts reached it — after `Backoff.delay` (which honours
+ * `Retry-After`). Any other answer is returned as it is, for the caller to read; after the last attempt
+ * the call fails with `Unavailable`.
+ *
+ * It only needs a `fetch`, so it runs in Node, browsers and workerd alike. It does not interpret the
+ * API's answers beyond the shared error shape (`{ error: { code, message, details? } }`).
+ */
+import * as Backoff from "./Backoff.js"
+import { Forbidden, Unauthorized, Unavailable, UnexpectedResponse } from "./ClientError.js"
+
+/** What the client calls to reach the API; `globalThis.fetch` fits, and so does a Worker's `SELF.fetch` wrapped. */
+export type Fetch = (url: string, init: RequestInit) => Promise<Response>
+
+export interface Settings {
+  /** The API's origin (and path prefix, if it is mounted under one): `https://factline.example.com`. */
+  readonly baseUrl: string
+  /** A bearer token: `events:write` to emit, `read` to read. */
+  readonly token: string
+  readonly fetch: Fetch
+  readonly retry: Backoff.RetrySettings
+  /** Per attempt: an attempt without a whole answer by then is abandoned and retried. */
+  readonly timeoutMs: number
+}
+
+/** A final (not retried) answer: its status and its JSON body (undefined when it had none or it was not JSON). */
+export interface Answer {
+  readonly status: number
+  readonly body: unknown
+}
+
+/** The API's error shape, as far as it is present in a body. */
+export interface ApiError {
+  readonly code: string | undefined
+  readonly message: string | undefined
+  readonly details: unknown
+}
+
+const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+export const apiError = (body: unknown): ApiError => {
+  const error = isObject(body) && isObject(body.error) ? body.error : {}
+  return {
+    code: typeof error.code === "string" ? error.code : undefined,
+    message: typeof error.message === "string" ? error.message : undefined,
+    details: error.details
+  }
+}
+
+const retryable = (status: number) => status === 429 || status >= 500
+
+const parse = (text: string): unknown => {
+  if (text === "") return undefined
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
+  }
+}
+
+/** Why an attempt got no answer, in a few words: Node's fetch hides the socket's error code in `cause`. */
+const describe = (error: unknown): string => {
+  if (!(error instanceof Error)) return String(error)
+  if (error.name === "TimeoutError" || error.name === "AbortError") return "no answer in time"
+  const cause = (error as { cause?: unknown }).cause
+  const code = isObject(cause) && typeof cause.code === "string" ? cause.code : undefined
+  return code === undefined ? error.message : `${error.message} (${code})`
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+export const request = async (settings: Settings, method: "GET" | "POST", path: string, body?: string): Promise<Answer> => {
+  const url = `${settings.baseUrl.replace(/\/+$/, "")}${path}`
+  const headers: Record<string, string> = { authorization: `Bearer ${settings.token}`, accept: "application/json" }
+  if (body !== undefined) headers["content-type"] = "application/json"
+  const attempts = Math.max(1, Math.floor(settings.retry.maxAttempts))
+  // Called without a receiver: a browser's `fetch` passed as `fetch: fetch` throws "Illegal invocation" when called as a method.
+  const fetch = settings.fetch
+  for (let attempt = 1; ; attempt++) {
+    let status: number | undefined
+    let failure: string
+    let retryAfterMs: number | undefined
+    try {
+      const response = await fetch(url, { method, headers, ...(body === undefined ? {} : { body }), signal: AbortSignal.timeout(settings.timeoutMs) })
+      // Read the whole body inside the attempt: a body cut short is no answer, and is retried like one.
+      const text = await response.text()
+      if (!retryable(response.status)) return { status: response.status, body: parse(text) }
+      status = response.status
+      const message = apiError(parse(text)).message
+      failure = message === undefined ? `${response.status}` : `${response.status} ${message}`
+      retryAfterMs = Backoff.retryAfterMs(response.headers.get("retry-after"), Date.now())
+    } catch (error) {
+      status = undefined
+      failure = describe(error)
+    }
+    if (attempt >= attempts) {
+      throw new Unavailable({
+        message: `${method} ${path}: no answer after ${attempt} attempt(s); the last: ${failure}`,
+        attempts: attempt,
+        ...(status === undefined ? {} : { status })
+      })
+    }
+    await sleep(Backoff.delay(settings.retry, attempt, Math.random(), retryAfterMs))
+  }
+}
+
+/** The error of an answer no route-specific reading explains: 401, 403, or something unexpected. */
+export const refusal = (answer: Answer, what: string): Unauthorized | Forbidden | UnexpectedResponse => {
+  const error = apiError(answer.body)
+  const message = `${what}: ${answer.status}${error.code === undefined ? "" : ` ${error.code}`}${error.message === undefined ? "" : `: ${error.message}`}`
+  if (answer.status === 401) return new Unauthorized({ message })
+  if (answer.status === 403) return new Forbidden({ message })
+  return new UnexpectedResponse({ message, status: answer.status, ...(error.code === undefined ? {} : { code: error.code }) })
+}

@@ -1,0 +1,8 @@
+import { defineConfig } from "vitest/config"
+import { workspaceSources } from "../../scripts/WorkspaceSources.mjs"
+
+export default defineConfig({
+  // @factline/* resolve to their TypeScript sources, not dist/ (see scripts/WorkspaceSources.mjs).
+  plugins: [workspaceSources()],
+  test: { include: ["src/**/*.test.ts", "test/**/*.test.ts"] }
+})
