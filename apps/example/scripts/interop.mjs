@@ -113,7 +113,10 @@ try {
   const problemsOf = (event, fact) => {
     const problems = []
     const expect = (name, ok) => ok || problems.push(name)
-    expect(`attributes ${Object.keys(event)}`, isDeepStrictEqual(Object.keys(event).sort(), [...core, ...extensions].sort()))
+    // `traceparent` (the distributed-tracing extension) when the fact has one: every fact written since trace context.
+    const expected = [...core, ...extensions, ...(typeof fact.traceparent === "string" ? ["traceparent"] : [])]
+    expect(`attributes ${Object.keys(event)}`, isDeepStrictEqual(Object.keys(event).sort(), expected.sort()))
+    expect("traceparent = the fact's W3C trace context", event.traceparent === (fact.traceparent ?? undefined) && /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/.test(event.traceparent ?? ""))
     expect("attribute names: lower-case letters and digits, at most 20", Object.keys(event).every((k) => /^[a-z0-9]{1,20}$/.test(k)))
     expect("specversion", event.specversion === "1.0")
     expect("id = fact_id", event.id === fact.fact_id)
