@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest"
 import { Api } from "@factline/workers"
-import { request, tokenA } from "./helpers.js"
+import { request, tokenA, tokenPlatform } from "./helpers.js"
 import { platform } from "./worker.js"
 
 const methods = ["get", "post", "put", "patch", "delete"]
@@ -53,6 +53,29 @@ describe("OpenAPI", () => {
     const refused = await request("/v1/streams/x/facts?limt=10", { token: tokenA })
     expect(refused.status).toBe(400)
     expect((await refused.json<any>()).error.details.problems).toEqual([{ path: "limt", message: "unknown query parameter (known: after, limit)" }])
+  })
+})
+
+describe("query values checked against the description", () => {
+  it("an enumerated, numeric or required query parameter out of its schema is a 400 naming it, before the handler runs", async () => {
+    const problemsOf = async (path: string, token = tokenA) => {
+      const response = await request(path, { token })
+      expect(response.status, path).toBe(400)
+      const body = await response.json<any>()
+      expect(body.error.code).toBe("invalid_query")
+      return body.error.details.problems
+    }
+    expect(await problemsOf("/v1/queues/health?window=2d", tokenPlatform)).toEqual([{ path: "window", message: "must be one of 15m, 1h, 6h, 24h" }])
+    expect(await problemsOf("/v1/streams/x/facts?limit=ten&after=-1")).toEqual([
+      { path: "after", message: "must be a whole number" },
+      { path: "limit", message: "must be a whole number" }
+    ])
+    expect(await problemsOf("/v1/facts/f_x/trace?subject=")).toEqual([{ path: "subject", message: "is required" }])
+    expect(await problemsOf("/v1/dlq?status=gone")).toEqual([{ path: "status", message: "must be one of open, replaying, replayed, skipped, escalated" }])
+    // The document states the same constraints.
+    const doc = await (await request("/openapi.json")).json<any>()
+    const window = doc.paths["/v1/queues/health"].get.parameters.find((p: any) => p.name === "window")
+    expect(JSON.stringify(window.schema)).toContain("24h")
   })
 })
 

@@ -20,7 +20,7 @@ import { Effect, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Import, ProjectionStore, Rebuild, Reconcile, type Registry } from "@factline/core"
-import { type AppEnv, bind, cursor, describe, Json, nextCursor, problems, wholeNumber } from "./Contract.js"
+import { type AppEnv, bind, cursor, describe, Json, nextCursor, oneOf, problems, wholeNumber } from "./Contract.js"
 import { errorResponse } from "./Errors.js"
 import { type Ctx, isObject, readBody, type Run, unavailable as unavailableStore } from "./Shared.js"
 
@@ -73,6 +73,9 @@ const RebuildJob = Schema.Struct({
 
 const Batch = Schema.Union([Job, RebuildJob])
 
+/** Job statuses, and a rebuild's own (`completed` is a rebuild that succeeded). */
+const statuses = [...BatchJobs.statuses, "completed"] as const
+
 const id = { id: Schema.String.annotate({ description: "A batch id (`batch_id`)" }) }
 const adminOrPlatform = ["admin", "platform"] as const
 
@@ -102,7 +105,7 @@ export const startBatch = HttpApiEndpoint.post("startBatch", "/v1/batches", {
 }))
 
 export const listBatches = HttpApiEndpoint.get("listBatches", "/v1/batches", {
-  query: { status: Schema.optional(Schema.String).annotate({ description: "queued, running, succeeded, failed, cancelled or completed" }), cursor, limit: wholeNumber("1 to 100 (default 20)") },
+  query: { status: oneOf(statuses, "A job's status, or `completed` for a rebuild that succeeded"), cursor, limit: wholeNumber("1 to 100 (default 20)") },
   success: Schema.Struct({ data: Schema.Array(Batch), next_cursor: nextCursor }),
   error: problems(400, 503)
 }).pipe(describe({ summary: "List batch jobs", description: "The tenant's jobs and rebuilds, newest first.", scopes: adminOrPlatform, errors: { 400: "`invalid_query`", 503: "`unavailable`" } }))
@@ -146,8 +149,6 @@ export const group = HttpApiGroup.make("batches").add(startBatch, listBatches, g
     description: "Bulk import, export, reconcile and projection rebuilds, run in chunks on the batch queue."
   }))
 
-/** Job statuses, and a rebuild's own (`completed` is a rebuild that succeeded). */
-const statuses = [...BatchJobs.statuses, "completed"]
 
 const encodeCursor = (startedAt: string, id: string) => Cursor.encode([startedAt, id])
 const decodeCursor = (cursor: string) => Cursor.decode(cursor, ["string", "string"]) as [string, string] | undefined
@@ -302,8 +303,8 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
 
   bind(app, listBatches, async (c) => {
     const problems: Array<{ path: string; message: string }> = []
+    // One of `statuses` when given: checked against the description before the handler runs.
     const status = c.req.query("status")
-    if (status !== undefined && !statuses.includes(status)) problems.push({ path: "status", message: `must be one of ${statuses.join(", ")}` })
     const rawLimit = c.req.query("limit")
     const limit = rawLimit === undefined ? 20 : /^\d+$/.test(rawLimit) ? Number(rawLimit) : NaN
     if (!(limit >= 1 && limit <= 100)) problems.push({ path: "limit", message: "must be a whole number from 1 to 100" })

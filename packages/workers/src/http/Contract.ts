@@ -14,12 +14,14 @@
  * cursor) are validated by the handlers and the core, which know more than a static schema can say; their
  * 400s are documented here and come back as `Problem`s naming each field.
  */
-import { Context, Option, Schema, SchemaAST } from "effect"
+import { Context, Option, Result, Schema, SchemaAST } from "effect"
 import { type HttpApiEndpoint, HttpApiSchema, OpenApi } from "effect/http-api"
 
-import type { Handler, Hono } from "hono"
+import type { Handler, Hono, MiddlewareHandler } from "hono"
+import { Issues } from "@factline/schemas"
 import type { PlatformEnv } from "../Env.js"
 import { type AuthVariables, requireScope, type Scope } from "./Auth.js"
+import { errorResponse } from "./Errors.js"
 import { strictQuery } from "./StrictQuery.js"
 
 export type AppEnv = { Bindings: PlatformEnv; Variables: AuthVariables }
@@ -118,20 +120,49 @@ export const queryNames = (endpoint: Endpoint): ReadonlyArray<string> | undefine
 }
 
 /**
+ * Checks a request's query against the endpoint's query schema (after `strictQuery` refused unknown and
+ * repeated names): a 400 `invalid_query` naming each parameter at fault, before the handler runs.
+ */
+export const checkQuery = (endpoint: Endpoint): MiddlewareHandler | undefined => {
+  if (endpoint.query === undefined) return undefined
+  const decode = Schema.decodeUnknownResult(endpoint.query as Schema.Codec<unknown, unknown>)
+  return async function validateQuery(c, next) {
+    const result = decode(Object.fromEntries(new URL(c.req.url).searchParams), { errors: "all" })
+    if (Result.isFailure(result)) {
+      const problems = Issues.fromIssue(result.failure.issue)
+      return errorResponse(c, 400, "invalid_query", Issues.render(problems), { problems })
+    }
+    await next()
+  }
+}
+
+/**
  * Registers an endpoint's route: its method and path, its authentication (the scopes), the query
- * parameters it accepts, then the handler. The only way a route reaches the app — so every served
- * route is described, and the routes test checks every described one is served.
+ * parameters it accepts and their values, then the handler. The only way a route reaches the app — so
+ * every served route is described, and the routes test checks every described one is served.
  */
 export const bind = (app: Hono<AppEnv>, endpoint: Endpoint, handler: Handler<AppEnv>) => {
   const scopes = scopesOf(endpoint)
-  const guards = scopes === undefined ? [strictQuery(queryNames(endpoint))] : [requireScope(...scopes), strictQuery(queryNames(endpoint))]
+  const query = checkQuery(endpoint)
+  const guards = [
+    ...(scopes === undefined ? [] : [requireScope(...scopes)]),
+    strictQuery(queryNames(endpoint)),
+    ...(query === undefined ? [] : [query])
+  ]
   ;(app.on as (method: string, path: string, ...handlers: Array<Handler<AppEnv>>) => unknown)(endpoint.method, endpoint.path, ...(guards as Array<Handler<AppEnv>>), handler)
 }
 
 // Reusable field schemas of the documents.
 
 /** A query parameter holding a whole number (query values are strings). */
-export const wholeNumber = (description: string) => Schema.optional(Schema.String.check(Schema.isPattern(/^\d+$/))).annotate({ description })
+export const wholeNumber = (description: string) =>
+  Schema.optional(Schema.String.check(Schema.isPattern(/^\d+$/, { message: "must be a whole number" }))).annotate({ description })
+/** A query parameter taking one of a few values. */
+export const oneOf = <const L extends readonly [string, ...Array<string>]>(values: L, description?: string) =>
+  Schema.optional(Schema.Literals(values).annotate({ message: `must be one of ${values.join(", ")}` })).annotate(description === undefined ? {} : { description })
+/** A query parameter that must be given, non-empty. */
+export const required = (description: string) =>
+  Schema.String.check(Schema.isMinLength(1, { message: "is required" })).pipe(Schema.annotateKey({ messageMissingKey: "is required", description }))
 /** An opaque keyset cursor from a previous page's `next_cursor`. */
 export const cursor = Schema.optional(Schema.String).annotate({ description: "`next_cursor` of the previous page (opaque)" })
 export const nextCursor = Schema.NullOr(Schema.String).annotate({ description: "The cursor of the next page, or null on the last page" })

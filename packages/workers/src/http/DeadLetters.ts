@@ -10,13 +10,13 @@ import type { Hono } from "hono"
 import { DeadLetterStore, FactId, Ledger, PlatformFacts, RetryPolicy } from "@factline/core"
 import { TraceContext } from "@factline/schemas"
 import type { Principal } from "./Auth.js"
-import { type AppEnv, bind, cursor, describe, Json, nextCursor, problems, wholeNumber } from "./Contract.js"
+import { type AppEnv, bind, cursor, describe, Json, nextCursor, oneOf, problems, wholeNumber } from "./Contract.js"
 import { errorResponse } from "./Errors.js"
 import { type Ctx, isObject, readBody, type Run } from "./Shared.js"
 
 const queueNames = RetryPolicy.all.map((p) => p.queue)
 const filters = {
-  queue: Schema.optional(Schema.Literals(queueNames as [string, ...Array<string>])).annotate({ description: "The queue the message died on" }),
+  queue: oneOf(queueNames as [string, ...Array<string>], "The queue the message died on"),
   type: Schema.optional(Schema.String).annotate({ description: "Message or fact type" }),
   reason: Schema.optional(Schema.String).annotate({ description: "Failure reason, e.g. permanent, retries_exhausted" })
 }
@@ -48,7 +48,7 @@ const scopes = ["admin", "platform"] as const
 const errors = { 400: "`invalid_query` / `invalid_request`, naming the field", 404: "`not_found`: no such record for this token", 409: "`conflict`: already replayed, skipped or being replayed (naming who and when)", 503: "`unavailable`: the store or the source queue; retry" }
 
 export const listDeadLetters = HttpApiEndpoint.get("listDeadLetters", "/v1/dlq", {
-  query: { ...filters, status: Schema.optional(Schema.Literals(DeadLetterStore.statuses as unknown as readonly [DeadLetterStore.Status, ...Array<DeadLetterStore.Status>])), cursor, limit: wholeNumber("1 to 200 (default 50)") },
+  query: { ...filters, status: oneOf(DeadLetterStore.statuses as unknown as readonly [DeadLetterStore.Status, ...Array<DeadLetterStore.Status>], "default open"), cursor, limit: wholeNumber("1 to 200 (default 50)") },
   success: Schema.Struct({ data: Schema.Array(DeadLetter), next_cursor: nextCursor }),
   error: problems(400, 503)
 }).pipe(describe({ summary: "List dead letters", description: "Newest first; a tenant admin sees its own, the platform scope every tenant's.", scopes, errors: { 400: errors[400], 503: errors[503] } }))

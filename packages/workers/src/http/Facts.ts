@@ -9,7 +9,7 @@ import type { Hono } from "hono"
 import { Ledger, ProjectionQuery, ProjectionStore } from "@factline/core"
 import { Fact, Issues } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
-import { type AppEnv, bind, cursor, describe, nextCursor, problems, wholeNumber } from "./Contract.js"
+import { type AppEnv, bind, cursor, describe, nextCursor, problems, required, wholeNumber } from "./Contract.js"
 import { errorResponse } from "./Errors.js"
 import { intParam, type Run, unavailable } from "./Shared.js"
 
@@ -70,7 +70,7 @@ const TracedFact = Schema.Struct({ ...StoredFact.fields, depth: Schema.Int.annot
 
 export const traceFact = HttpApiEndpoint.get("traceFact", "/v1/facts/:fact_id/trace", {
   params: { fact_id: Schema.String },
-  query: { subject: Schema.String.annotate({ description: "The stream that holds the fact (a causation chain stays in one stream)" }) },
+  query: { subject: required("The stream that holds the fact (a causation chain stays in one stream)") },
   success: Schema.Struct({
     fact_id: Schema.String,
     subject: Schema.String,
@@ -146,12 +146,8 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
   bind(app, traceFact, async (c) => {
     const tenant = c.get("principal").tenantId
     const factId = c.req.param("fact_id")!
-    const subject = c.req.query("subject")
-    if (subject === undefined || subject === "") {
-      return errorResponse(c, 400, "invalid_query", "subject is required: the stream that holds the fact (a causation chain stays in one stream)", {
-        problems: [{ path: "subject", message: "is required" }]
-      })
-    }
+    // Given and non-empty: checked against the description (`required`) before the handler runs.
+    const subject = c.req.query("subject")!
     const result = await run(c.env, Effect.flatMap(Effect.service(Ledger.Ledger), (l) => l.readStreams([{ tenant_id: tenant, stream: subject }])))
     if (result._tag === "Failure") return unavailable(c, "the ledger")
     const facts = result.success[0]?.facts ?? []

@@ -8,14 +8,14 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { Metrics, RetryPolicy } from "@factline/core"
 import { queueBinding } from "../Services.js"
-import { type AppEnv, bind, describe, Json, problems } from "./Contract.js"
+import { type AppEnv, bind, describe, Json, oneOf, problems } from "./Contract.js"
 import { errorResponse } from "./Errors.js"
 
 const windows: Record<string, number> = { "15m": 15, "1h": 60, "6h": 360, "24h": 1_440 }
 const Status = Schema.Literals(["ok", "warning", "critical"])
 
 export const health = HttpApiEndpoint.get("queueHealth", "/v1/queues/health", {
-  query: { window: Schema.optional(Schema.Literals(["15m", "1h", "6h", "24h"])).annotate({ description: "default 1h" }) },
+  query: { window: oneOf(["15m", "1h", "6h", "24h"], "default 1h") },
   success: Schema.Struct({
     window: Schema.String,
     since: Schema.String,
@@ -37,9 +37,9 @@ export const group = HttpApiGroup.make("queues").add(health)
 
 export const mount = (app: Hono<AppEnv>) => {
   bind(app, health, async (c) => {
+    // One of `windows` when given: checked against the description before the handler runs.
     const window = c.req.query("window") ?? "1h"
-    const minutes = windows[window]
-    if (minutes === undefined) return errorResponse(c, 400, "invalid_query", `window must be one of ${Object.keys(windows).join(", ")}`)
+    const minutes = windows[window]!
     const since = new Date(Date.now() - minutes * 60_000).toISOString()
     const db = c.env.DB
     try {
