@@ -15,7 +15,8 @@ import * as Projections from "./Projections.js"
 import * as Queues from "./Queues.js"
 import * as Webhooks from "./Webhooks.js"
 
-export const api = HttpApi.make("factline")
+/** Typed loosely on purpose: consumers read it through reflection and OpenAPI, and its full type names core internals. */
+export const api: HttpApi.HttpApi<"factline", any> = HttpApi.make("factline")
   .add(Events.group)
   .add(Facts.group)
   .add(Projections.group)
