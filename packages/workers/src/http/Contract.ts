@@ -16,7 +16,6 @@
  */
 import { Context, Option, Result, Schema, SchemaAST } from "effect"
 import { type HttpApiEndpoint, HttpApiSchema, OpenApi } from "effect/http-api"
-
 import type { Handler, Hono, MiddlewareHandler } from "hono"
 import { Issues } from "@factline/schemas"
 import type { PlatformEnv } from "../Env.js"

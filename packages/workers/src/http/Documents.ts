@@ -41,7 +41,8 @@ export const group = HttpApiGroup.make("documents").add(openApi, docs, asyncApi,
     description: "Public descriptions of the platform, and the operators' page."
   }))
 
-const json = () => ({ "content-type": "application/json; charset=utf-8", "cache-control": "public, max-age=300", "access-control-allow-origin": "*" })
+/** The documents are public and the same for everyone: cacheable, and readable by tools on other origins. */
+const jsonHeaders = { "content-type": "application/json; charset=utf-8", "cache-control": "public, max-age=300", "access-control-allow-origin": "*" }
 
 const docsPolicy = (nonce: string) =>
   [
@@ -77,8 +78,8 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Sha
   // Generated once per isolate, on first use.
   let openApiText: string | undefined
   let asyncApiText: string | undefined
-  bind(app, openApi, (c) => c.body((openApiText ??= JSON.stringify(OpenApi.fromApi(deps.api))), 200, json()))
-  bind(app, asyncApi, (c) => c.body((asyncApiText ??= JSON.stringify(AsyncApi.generate(deps.registry))), 200, json()))
+  bind(app, openApi, (c) => c.body((openApiText ??= JSON.stringify(OpenApi.fromApi(deps.api))), 200, jsonHeaders))
+  bind(app, asyncApi, (c) => c.body((asyncApiText ??= JSON.stringify(AsyncApi.generate(deps.registry))), 200, jsonHeaders))
   bind(app, docs, (c) => {
     const nonce = Dashboard.newNonce()
     return c.body(docsPage(nonce, "factline API reference"), 200, {
