@@ -62,6 +62,18 @@ export class Ledger extends Context.Service<Ledger, {
 const message = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
 const unavailable = (cause: unknown) => new LedgerUnavailable({ message: message(cause) })
 
+/** The items grouped by the shard holding their stream, each with its input position. */
+const byShard = <T extends StreamKey>(items: ReadonlyArray<T>, shards: ReadonlyMap<string, number>) => {
+  const groups = new Map<string, Array<{ readonly item: T; readonly index: number }>>()
+  items.forEach((item, index) => {
+    const key = Shards.shardOf(item, shards.get(item.tenant_id)!)
+    const list = groups.get(key)
+    if (list) list.push({ item, index })
+    else groups.set(key, [{ item, index }])
+  })
+  return groups
+}
+
 export const make = (namespace: DurableObjectNamespace, topology: LedgerTopology.LedgerTopology): Ledger["Service"] => {
   const stub = (key: string) => namespace.get(namespace.idFromName(key)) as unknown as LedgerShardRpc
 
@@ -73,13 +85,7 @@ export const make = (namespace: DurableObjectNamespace, topology: LedgerTopology
   ): Effect.Effect<Array<R>, LedgerUnavailable> =>
     Effect.tryPromise({
       try: async () => {
-        const groups = new Map<string, Array<{ item: T; index: number }>>()
-        items.forEach((item, index) => {
-          const key = Shards.shardOf(item, shards.get(item.tenant_id)!)
-          const list = groups.get(key)
-          if (list) list.push({ item, index })
-          else groups.set(key, [{ item, index }])
-        })
+        const groups = byShard(items, shards)
         const out = new Array<R>(items.length)
         await Promise.all([...groups].map(async ([key, entries]) => {
           const results = await call(stub(key), entries.map((e) => e.item), key)
@@ -98,13 +104,7 @@ export const make = (namespace: DurableObjectNamespace, topology: LedgerTopology
     failed: (message: string) => F
   ): Effect.Effect<Array<R | F>> =>
     Effect.promise(async () => {
-      const groups = new Map<string, Array<{ item: T; index: number }>>()
-      items.forEach((item, index) => {
-        const key = Shards.shardOf(item, shards.get(item.tenant_id)!)
-        const list = groups.get(key)
-        if (list) list.push({ item, index })
-        else groups.set(key, [{ item, index }])
-      })
+      const groups = byShard(items, shards)
       const out = new Array<R | F>(items.length)
       await Promise.all([...groups].map(async ([key, entries]) => {
         try {
