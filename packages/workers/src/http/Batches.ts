@@ -22,7 +22,7 @@ import type { Hono } from "hono"
 import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Import, ProjectionStore, Rebuild, Reconcile, type Registry } from "@factline/core"
 import { type AppEnv, bind, cursor, describe, Json, nextCursor, oneOf, problems, wholeNumber } from "./Contract.js"
 import { errorResponse } from "./Errors.js"
-import { type Ctx, isObject, readBody, type Run, unavailable as unavailableStore } from "./Shared.js"
+import { type Ctx, isObject, readBody, type Run, unavailable } from "./Shared.js"
 
 export interface Deps {
   readonly registry: Registry.Shape
@@ -165,11 +165,6 @@ export const rebuildView = (record: Rebuild.RebuildRecord) => ({
   created_at: record.started_at
 })
 
-const unavailable = (c: Ctx) => {
-  console.error("batches: the projection store is unavailable")
-  return errorResponse(c, 503, "unavailable", "the projection store is unavailable, retry later", undefined, { "retry-after": "5" })
-}
-
 export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
   /**
    * `POST /v1/batches`: starts a batch job. `rebuild` (scope `platform`: it replays every tenant's facts);
@@ -200,12 +195,12 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
     if (started._tag === "Failure") {
       const error = started.failure
       if (error._tag === "RebuildRefused") return errorResponse(c, error.code === "conflict" ? 409 : 404, error.code, error.message)
-      return unavailableStore(c, "the projection store")
+      return unavailable(c, "the projection store")
     }
     try {
       await c.env.BATCH_QUEUE.send(BatchConsumer.make(started.success.first), { contentType: "json" })
     } catch {
-      return unavailableStore(c, "the batch queue")
+      return unavailable(c, "the batch queue")
     }
     return c.json({ batch_id: started.success.record.id, operation: "rebuild", ...started.success.record }, 202)
   }
@@ -216,7 +211,7 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
       await c.env.BATCH_QUEUE.send(BatchConsumer.make({ batch_id: job.id, operation: job.operation, offset: 0, total }, job.tenant_id), { contentType: "json" })
     } catch {
       await run(c.env, BatchJobs.fail(job.id, "the batch queue was unavailable when the job was started", new Date().toISOString()))
-      return unavailableStore(c, "the batch queue")
+      return unavailable(c, "the batch queue")
     }
     return c.json(BatchJobs.view(job), 202)
   }
@@ -232,7 +227,7 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
     const created = await run(c.env, BatchJobs.create({
       id: BatchJobs.newId(), tenantId: c.get("principal").tenantId, operation: "reconcile", params, inputKey: null, total: null, now: new Date().toISOString()
     }))
-    if (created._tag === "Failure") return unavailableStore(c, "the batch store")
+    if (created._tag === "Failure") return unavailable(c, "the batch store")
     return enqueueFirst(c, created.success, 0)
   }
 
@@ -251,7 +246,7 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
     const created = await run(c.env, BatchJobs.create({
       id: BatchJobs.newId(), tenantId: c.get("principal").tenantId, operation: "export", params, inputKey: null, total: null, now: new Date().toISOString()
     }))
-    if (created._tag === "Failure") return unavailableStore(c, "the batch store")
+    if (created._tag === "Failure") return unavailable(c, "the batch store")
     return enqueueFirst(c, created.success, 0)
   }
 
@@ -265,13 +260,13 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
     try {
       exists = (await c.env.PAYLOADS.head(key)) !== null
     } catch {
-      return unavailableStore(c, "the payload store")
+      return unavailable(c, "the payload store")
     }
     if (!exists) return errorResponse(c, 404, "not_found", `no uploaded file "${manifest}"; upload it with PUT /v1/batches/uploads/${manifest}`)
     const created = await run(c.env, BatchJobs.create({
       id: BatchJobs.newId(), tenantId, operation: "import", params: { source: "manifest", manifest }, inputKey: key, total: null, now: new Date().toISOString()
     }))
-    if (created._tag === "Failure") return unavailableStore(c, "the batch store")
+    if (created._tag === "Failure") return unavailable(c, "the batch store")
     return enqueueFirst(c, created.success, 0)
   }
 
@@ -297,7 +292,7 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
       yield* files.put(key, ndjson)
       return yield* BatchJobs.create({ id, tenantId, operation: "import", params: { source: "inline" }, inputKey: key, total: events.length, now })
     }))
-    if (created._tag === "Failure") return unavailableStore(c, created.failure._tag === "BatchFilesUnavailable" ? "the payload store" : "the batch store")
+    if (created._tag === "Failure") return unavailable(c, created.failure._tag === "BatchFilesUnavailable" ? "the payload store" : "the batch store")
     return enqueueFirst(c, created.success, events.length)
   }
 
@@ -324,7 +319,7 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
     }
     const result = await run(c.env, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) =>
       Effect.all([store.query<Rebuild.RebuildRecord>(page("projection_rebuilds", "started_at")), store.query<BatchJobs.Row>(page("batch_jobs", "created_at"))])))
-    if (result._tag === "Failure") return unavailable(c)
+    if (result._tag === "Failure") return unavailable(c, "the projection store")
     const [rebuilds, jobs] = result.success
     const rows = [...rebuilds.map(rebuildView), ...jobs.map(BatchJobs.view)]
       .sort((a, b) => (a.created_at === b.created_at ? (a.batch_id < b.batch_id ? 1 : -1) : a.created_at < b.created_at ? 1 : -1))
@@ -338,7 +333,7 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
     const tenantId = c.get("principal").tenantId
     const id = c.req.param("id")!
     const result = await run(c.env, Effect.all([BatchJobs.get(tenantId, id), Rebuild.get(tenantId, id)]))
-    if (result._tag === "Failure") return unavailable(c)
+    if (result._tag === "Failure") return unavailable(c, "the projection store")
     const [job, rebuild] = result.success
     if (job) return c.json(BatchJobs.view(job))
     if (rebuild) return c.json(rebuildView(rebuild))
@@ -351,7 +346,7 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
     const result = await run(c.env, BatchJobs.cancel(tenantId, id, new Date().toISOString()))
     if (result._tag === "Success") return c.json(BatchJobs.view(result.success))
     const error = result.failure
-    if (error._tag !== "BatchJobRefused") return unavailable(c)
+    if (error._tag !== "BatchJobRefused") return unavailable(c, "the projection store")
     if (error.code === "not_found") {
       const rebuild = await run(c.env, Rebuild.get(tenantId, id))
       if (rebuild._tag === "Success" && rebuild.success) return errorResponse(c, 409, "conflict", "a rebuild cannot be cancelled; it ends when every shard is replayed")
@@ -363,7 +358,7 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
     const tenantId = c.get("principal").tenantId
     const id = c.req.param("id")!
     const result = await run(c.env, BatchJobs.get(tenantId, id))
-    if (result._tag === "Failure") return unavailable(c)
+    if (result._tag === "Failure") return unavailable(c, "the projection store")
     const job = result.success
     if (!job) return errorResponse(c, 404, "not_found", `no batch "${id}"`)
     if (job.output_key === null || job.status !== "succeeded") {

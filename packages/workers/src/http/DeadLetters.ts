@@ -10,7 +10,7 @@ import type { Hono } from "hono"
 import { DeadLetterStore, FactId, Ledger, PlatformFacts, RetryPolicy } from "@factline/core"
 import { TraceContext } from "@factline/schemas"
 import type { Principal } from "./Auth.js"
-import { type AppEnv, bind, cursor, describe, Json, nextCursor, oneOf, problems, wholeNumber } from "./Contract.js"
+import { type AppEnv, bind, cursor, describe, nextCursor, oneOf, problems, wholeNumber } from "./Contract.js"
 import { errorResponse } from "./Errors.js"
 import { type Ctx, isObject, readBody, type Run } from "./Shared.js"
 

@@ -11,7 +11,7 @@ import { Fact, Issues } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
 import { type AppEnv, bind, cursor, describe, nextCursor, problems, required, wholeNumber } from "./Contract.js"
 import { errorResponse } from "./Errors.js"
-import { intParam, type Run, unavailable } from "./Shared.js"
+import { intParam, queryPage, type Run, unavailable } from "./Shared.js"
 
 const StoredFact = Fact.annotate({ identifier: "Fact", description: "An immutable fact of the ledger" })
 const cloudEvents = { 200: { [CloudEvents.batchContentType]: { description: "With `Accept: application/cloudevents-batch+json`: the same facts as CloudEvents 1.0 (`id` = fact_id, `source` = /factline/tenants/<tenant>/streams/<stream>, percent-encoded, `type` = fact type, `subject` = stream, `time` = created_at, `datacontenttype` application/json, `data`; string extensions `sequence` (zero-padded to 20 digits), `causationid`, `correlationid`, `causedby`, `tenantid`, and `traceparent` when the fact has one); the next page in a `Link: <…>; rel=\"next\"` header" } } }
@@ -99,8 +99,6 @@ export const group = HttpApiGroup.make("facts").add(readStream, listFacts, trace
 
 export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
   const { run } = deps
-  const query = (env: AppEnv["Bindings"], page: ProjectionQuery.Page) =>
-    run(env, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) => store.query<Record<string, unknown>>(page.sql)))
 
   bind(app, readStream, async (c) => {
     const principal = c.get("principal")
@@ -195,7 +193,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
   bind(app, listFacts, async (c) => {
     const page = ProjectionQuery.facts(c.get("principal").tenantId, c.req.query())
     if (page._tag === "Failure") return errorResponse(c, 400, "invalid_query", Issues.render(page.failure), { problems: page.failure })
-    const result = await query(c.env, page.success)
+    const result = await queryPage(run, c.env, page.success)
     if (result._tag === "Failure") return unavailable(c, "the facts store")
     const rows = result.success
     const data = rows.slice(0, page.success.limit).map(({ body, ...fact }) => ({ ...fact, data: JSON.parse(String(body)) }))

@@ -2,14 +2,14 @@
  * `GET /v1/projections/:name`: a projection's rows (a D1 read model) within the token's tenant, filtered
  * by its columns (`?column=value`), keyset-paged.
  */
-import { Effect, Schema } from "effect"
+import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { Projection, ProjectionQuery, ProjectionStore, type Registry } from "@factline/core"
+import { Projection, ProjectionQuery, type Registry } from "@factline/core"
 import { Issues } from "@factline/schemas"
 import { type AppEnv, bind, cursor, describe, Json, nextCursor, problems, wholeNumber } from "./Contract.js"
 import { errorResponse } from "./Errors.js"
-import { type Run, unavailable } from "./Shared.js"
+import { queryPage, type Run, unavailable } from "./Shared.js"
 
 export const readProjection = HttpApiEndpoint.get("readProjection", "/v1/projections/:name", {
   params: { name: Schema.String.annotate({ description: "A registered projection's name" }) },
@@ -32,8 +32,6 @@ export const group = HttpApiGroup.make("projections").add(readProjection)
 
 export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Shape; readonly run: Run }) => {
   const { registry: router, run } = deps
-  const query = (env: AppEnv["Bindings"], page: ProjectionQuery.Page) =>
-    run(env, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) => store.query<Record<string, unknown>>(page.sql)))
 
   bind(app, readProjection, async (c) => {
     const projection = router.projection(c.req.param("name")!)
@@ -42,7 +40,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Sha
     }
     const page = ProjectionQuery.rows(projection, c.get("principal").tenantId, c.req.query())
     if (page._tag === "Failure") return errorResponse(c, 400, "invalid_query", Issues.render(page.failure), { problems: page.failure })
-    const result = await query(c.env, page.success)
+    const result = await queryPage(run, c.env, page.success)
     if (result._tag === "Failure") return unavailable(c, "the projection store")
     const booleans = Projection.booleanColumns(projection)
     const rows = result.success

@@ -9,7 +9,7 @@ import type { Hono } from "hono"
 import { Metrics, RetryPolicy } from "@factline/core"
 import { queueBinding } from "../Services.js"
 import { type AppEnv, bind, describe, Json, oneOf, problems } from "./Contract.js"
-import { errorResponse } from "./Errors.js"
+import { unavailable } from "./Shared.js"
 
 const windows: Record<string, number> = { "15m": 15, "1h": 60, "6h": 360, "24h": 1_440 }
 const Status = Schema.Literals(["ok", "warning", "critical"])
@@ -77,8 +77,7 @@ export const mount = (app: Hono<AppEnv>) => {
         ledger: { relay_pending_shards: pendingShards }
       })
     } catch {
-      console.error("health: D1 unavailable")
-      return errorResponse(c, 503, "unavailable", "the metrics store is unavailable, retry later", undefined, { "retry-after": "5" })
+      return unavailable(c, "the metrics store")
     }
   })
 }

@@ -5,6 +5,7 @@
 import { Effect } from "effect"
 import type { Context } from "hono"
 import type { PlatformEnv } from "../Env.js"
+import { type ProjectionQuery, ProjectionStore } from "@factline/core"
 import type { PlatformRuntime, PlatformServices } from "../Services.js"
 import type { AppEnv } from "./Contract.js"
 import { errorResponse } from "./Errors.js"
@@ -20,6 +21,10 @@ export type Result<A, E> = { readonly _tag: "Success"; readonly success: A } | {
 export type Run = <A, E>(env: PlatformEnv, program: Effect.Effect<A, E, PlatformServices>) => Promise<Result<A, E>>
 
 export const makeRun = (runtime: (env: PlatformEnv) => PlatformRuntime): Run => (env, program) => runtime(env).runPromise(Effect.result(program)) as Promise<any>
+
+/** Runs one page query of a read model (projection rows, the facts copy) built by `ProjectionQuery`. */
+export const queryPage = (run: Run, env: PlatformEnv, page: ProjectionQuery.Page) =>
+  run(env, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) => store.query<Record<string, unknown>>(page.sql)))
 
 export type Body = { readonly ok: true; readonly body: unknown } | { readonly ok: false; readonly response: Response }
 
