@@ -1,12 +1,19 @@
 /**
  * The real local stack, started from a script: applies the D1 migrations and runs
  * `wrangler dev` (local Queues, D1, Durable Objects, R2) on a given state directory
- * and port, then waits until it serves. Used by the smoke run and the benchmark.
+ * and port, then waits until it serves. Used by the black-box runs (smoke, contract, interop, browser) and
+ * the benchmark; `checks` is the harness of the first three.
  */
 import { execFileSync, spawn } from "node:child_process"
+import { mkdtempSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
+import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+
+/** The example app (where wrangler.jsonc is). */
+export const app = join(dirname(fileURLToPath(import.meta.url)), "..")
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 export const wrangler = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "node_modules", "wrangler", "bin", "wrangler.js")
 /**
@@ -46,4 +53,37 @@ export const start = async ({ cwd, state, port, config }) => {
     await new Promise((r) => setTimeout(r, 100))
   }
   return { base: `http://127.0.0.1:${port}`, stop, output: () => output }
+}
+
+/**
+ * A black-box run of checks against a fresh stack (its own state directory and free port):
+ * `body({ base, check, defer })` calls `check(name, ok, detail)` per check and `defer(fn)` for what to
+ * close afterwards. Prints a line per check and `<name>: N passed, M failed` (read by .ci/run); a throw
+ * counts as a failure. Stops the stack, removes its state, and exits non-zero on any failure.
+ */
+export const checks = async (name, body) => {
+  const state = mkdtempSync(join(tmpdir(), `factline-${name}-`))
+  const deferred = []
+  let stack
+  let passed = 0
+  let failed = 0
+  const check = (label, ok, detail) => {
+    if (ok) passed++
+    else failed++
+    console.log(`${ok ? "✓" : "✗"} ${label}${ok ? "" : ` — ${detail}`}`)
+    return ok
+  }
+  try {
+    stack = await start({ cwd: app, state, port: await freePort() })
+    await body({ base: stack.base, check, defer: (fn) => deferred.push(fn) })
+  } catch (error) {
+    failed++
+    console.log(`✗ ${name} run failed: ${error instanceof Error ? error.stack : String(error)}`)
+  } finally {
+    stack?.stop()
+    for (const fn of deferred) await fn()
+    rmSync(state, { recursive: true, force: true })
+  }
+  console.log(`${name}: ${passed} passed, ${failed} failed`)
+  process.exit(failed === 0 ? 0 : 1)
 }

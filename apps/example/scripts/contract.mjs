@@ -5,31 +5,14 @@
 //    checked against the document: its status is one the operation documents, and its JSON body validates
 //    against the documented schema (ajv, JSON Schema 2020-12) — so the document cannot drift from the code.
 // Exits non-zero on any failed check. Part of `npm test`.
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { Validator } from "@seriousme/openapi-schema-validator"
 import Ajv2020 from "ajv/dist/2020.js"
-import * as LocalStack from "./LocalStack.mjs"
+import { checks, sleep } from "./LocalStack.mjs"
 
-const app = join(dirname(fileURLToPath(import.meta.url)), "..")
-const state = mkdtempSync(join(tmpdir(), "factline-contract-"))
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const tenantA = "dev-token-tenant-a"
 const platform = "dev-token-platform"
-let stack
-let passed = 0
-let failed = 0
-const check = (name, ok, detail) => {
-  if (ok) passed++
-  else failed++
-  console.log(`${ok ? "✓" : "✗"} ${name}${ok ? "" : ` — ${detail}`}`)
-}
 
-try {
-  stack = await LocalStack.start({ cwd: app, state, port: await LocalStack.freePort() })
-  const base = stack.base
+await checks("contract", async ({ base, check }) => {
   const doc = await (await fetch(`${base}/openapi.json`)).json()
   const validation = await new Validator().validate(structuredClone(doc))
   check("GET /openapi.json validates against the OpenAPI 3.1 schema", validation.valid && doc.openapi === "3.1.0", JSON.stringify(validation.errors)?.slice(0, 1000))
@@ -196,12 +179,4 @@ try {
   for (const [key, statuses] of covered) {
     check(`${key} was exercised with a success`, statuses.some((s) => s >= 200 && s < 300), `answered ${statuses.join(", ") || "nothing"}`)
   }
-} catch (error) {
-  failed++
-  console.log(`✗ contract run failed: ${error instanceof Error ? error.stack : String(error)}`)
-} finally {
-  stack?.stop()
-  rmSync(state, { recursive: true, force: true })
-}
-console.log(`contract: ${passed} passed, ${failed} failed`)
-process.exit(failed === 0 ? 0 : 1)
+})

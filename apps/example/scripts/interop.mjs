@@ -10,25 +10,10 @@
 // Exits non-zero on any failed check. Part of `npm test`.
 import { Parser } from "@asyncapi/parser"
 import { CloudEvent, HTTP } from "cloudevents"
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { isDeepStrictEqual } from "node:util"
-import * as LocalStack from "./LocalStack.mjs"
+import { checks, sleep } from "./LocalStack.mjs"
 
-const app = join(dirname(fileURLToPath(import.meta.url)), "..")
-const state = mkdtempSync(join(tmpdir(), "factline-interop-"))
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-let stack
 
-let passed = 0
-let failed = 0
-const check = (name, ok, detail) => {
-  if (ok) passed++
-  else failed++
-  console.log(`${ok ? "✓" : "✗"} ${name}${ok ? "" : ` — ${detail}`}`)
-}
 /** `f()`'s value, or the error it threw (the SDK throws a ValidationError with `errors`). */
 const attempt = (f) => {
   try {
@@ -45,9 +30,7 @@ const core = ["specversion", "id", "source", "type", "subject", "time", "datacon
 const extensions = ["sequence", "causationid", "correlationid", "causedby", "tenantid"]
 const tenant = "tenant-a"
 
-try {
-  stack = await LocalStack.start({ cwd: app, state, port: await LocalStack.freePort() })
-  const base = stack.base
+await checks("interop", async ({ base, check }) => {
   const get = (path, headers = {}) => fetch(`${base}${path}`, { headers: { authorization: "Bearer dev-token-tenant-a", ...headers } })
 
   // --- AsyncAPI: the served document, parsed by the official parser.
@@ -180,12 +163,4 @@ try {
   }
   check("paged CloudEvents (Link rel=next) parse page by page and cover the stream once, in order",
     isDeepStrictEqual(seen, (await streamOf(sent.binary.subject)).map((f) => f.fact_id)), JSON.stringify(seen))
-} catch (error) {
-  failed++
-  console.log(`✗ interop run failed: ${error instanceof Error ? error.stack : String(error)}`)
-} finally {
-  stack?.stop()
-  rmSync(state, { recursive: true, force: true })
-}
-console.log(`interop: ${passed} passed, ${failed} failed`)
-process.exit(failed === 0 ? 0 : 1)
+})

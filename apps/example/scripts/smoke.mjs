@@ -3,31 +3,13 @@
 // runs (wrangler dev: local Queues, D1, Durable Objects, R2), on a fresh state directory and a free port.
 // Posts events, waits for the projections, and checks totals, tenant isolation and error handling.
 // Exits non-zero on any failed check. Part of `npm test`.
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { Webhook } from "standardwebhooks"
-import * as LocalStack from "./LocalStack.mjs"
+import { checks, sleep } from "./LocalStack.mjs"
 import * as Receiver from "./Receiver.mjs"
 
-const app = join(dirname(fileURLToPath(import.meta.url)), "..")
-const state = mkdtempSync(join(tmpdir(), "factline-smoke-"))
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-let stack
-let receiver
 
-let passed = 0
-let failed = 0
-const check = (name, ok, detail) => {
-  if (ok) passed++
-  else failed++
-  console.log(`${ok ? "✓" : "✗"} ${name}${ok ? "" : ` — ${detail}`}`)
-}
 
-try {
-  stack = await LocalStack.start({ cwd: app, state, port: await LocalStack.freePort() })
-  const base = stack.base
+await checks("smoke", async ({ base, check, defer }) => {
   const request = async (path, { token = "dev-token-tenant-a", ...init } = {}) => {
     const headers = { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) }
     const response = await fetch(`${base}${path}`, { ...init, headers })
@@ -44,7 +26,8 @@ try {
     payload: i === 0 ? { call_id: payload.call_id, buyer_id: buyer, duration_s: payload.duration_s, price_cents: payload.price_cents } : payload
   }))
   // A webhook endpoint on a local receiver (http and loopback: `npm run dev` runs with FACTLINE_LOCAL_DEVELOPMENT).
-  receiver = await Receiver.start()
+  const receiver = await Receiver.start()
+  defer(() => receiver.close())
   const hookPath = `/hooks/ok-smoke-${run}`
   const endpoint = await request("/v1/webhooks/endpoints", { method: "POST", body: JSON.stringify({ url: `${receiver.url}${hookPath}`, event_types: ["charge.created"] }) })
   check("POST /v1/webhooks/endpoints creates an endpoint and shows its secret once (201)", endpoint.status === 201 && /^whsec_/.test(endpoint.body.secret ?? ""), JSON.stringify(endpoint.status))
@@ -96,13 +79,4 @@ try {
     `${ids.size} webhook-ids, ${verified}/${deliveries.length} verified`)
   const anonymous = await request("/v1/facts", { token: null })
   check("no token is a 401", anonymous.status === 401, JSON.stringify(anonymous))
-} catch (error) {
-  failed++
-  console.log(`✗ smoke run failed: ${error instanceof Error ? error.message : String(error)}`)
-} finally {
-  stack?.stop()
-  await receiver?.close()
-  rmSync(state, { recursive: true, force: true })
-}
-console.log(`smoke: ${passed} passed, ${failed} failed`)
-process.exit(failed === 0 ? 0 : 1)
+})
