@@ -151,26 +151,34 @@ describe("import (inline envelopes, run in chunks on factline-batch)", () => {
   }, 120_000)
 })
 
+/**
+ * Starts a batch job while every LedgerShard RPC fails (the namespace is shared by the Worker and the test),
+ * and waits until the queues are idle; the ledger is back afterwards. Answers the job's id.
+ */
+const whileLedgerDown = async (startJob: () => Promise<Response>): Promise<string> => {
+  const namespace = env.LEDGER as DurableObjectNamespace & { get: DurableObjectNamespace["get"] }
+  const original = namespace.get.bind(namespace)
+  namespace.get = (() => {
+    throw new Error("injected: the ledger is unavailable")
+  }) as never
+  try {
+    const started = await startJob()
+    expect(started.status).toBe(202)
+    const id = (await started.json<any>()).batch_id as string
+    await drain({ timeoutMs: 60_000 })
+    return id
+  } finally {
+    namespace.get = original as never
+  }
+}
+
 describe("a job that cannot finish ends failed", () => {
   it("a rebuild whose step exhausts its retries ends failed with its error, its shadow dropped, and a new rebuild can start", async () => {
     const start = () => request("/v1/batches", { method: "POST", token: tokenPlatform, body: JSON.stringify({ operation: "rebuild", projection: "buyer_budgets" }) })
     // Every LedgerShard RPC fails while the rebuild runs (the namespace is shared by the Worker and the test).
-    const namespace = env.LEDGER as DurableObjectNamespace & { get: DurableObjectNamespace["get"] }
-    const original = namespace.get.bind(namespace)
-    namespace.get = (() => {
-      throw new Error("injected: the ledger is unavailable")
-    }) as never
-    let id: string
-    try {
-      const started = await start()
-      expect(started.status).toBe(202)
-      id = (await started.json<any>()).batch_id
-      await drain({ timeoutMs: 60_000 })
-    } finally {
-      namespace.get = original as never
-    }
-    const failed = await (await request(`/v1/batches/${id!}`, { token: tokenPlatform })).json<any>()
-    expect(failed).toMatchObject({ batch_id: id!, status: "failed" })
+    const id = await whileLedgerDown(start)
+    const failed = await (await request(`/v1/batches/${id}`, { token: tokenPlatform })).json<any>()
+    expect(failed).toMatchObject({ batch_id: id, status: "failed" })
     expect(failed.error).toContain("the ledger is unavailable")
     expect(failed.finished_at).not.toBeNull()
     const shadow = await env.DB.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?").bind(failed.shadow_table).first()
@@ -397,22 +405,11 @@ describe("reconcile (a projection against the ledger)", () => {
 
 describe("a reconcile that cannot finish", () => {
   it("ends failed with its error and leaves no shadow table behind", async () => {
-    const namespace = env.LEDGER as DurableObjectNamespace & { get: DurableObjectNamespace["get"] }
-    const original = namespace.get.bind(namespace)
-    namespace.get = (() => {
-      throw new Error("injected: the ledger is unavailable")
-    }) as never
-    let id: string
-    try {
-      const started = await request("/v1/batches", { method: "POST", token: tokenA, body: JSON.stringify({ operation: "reconcile", projection: "buyer_budgets", repair: true }) })
-      expect(started.status).toBe(202)
-      id = (await started.json<any>()).batch_id
-      await drain({ timeoutMs: 60_000 })
-    } finally {
-      namespace.get = original as never
-    }
-    expect(await job(id!)).toMatchObject({ status: "failed", error: expect.stringContaining("the ledger is unavailable") })
-    const shadows = await env.DB.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?").bind(`buyer_budgets__${id!}`).all()
+    const id = await whileLedgerDown(() =>
+      request("/v1/batches", { method: "POST", token: tokenA, body: JSON.stringify({ operation: "reconcile", projection: "buyer_budgets", repair: true }) })
+    )
+    expect(await job(id)).toMatchObject({ status: "failed", error: expect.stringContaining("the ledger is unavailable") })
+    const shadows = await env.DB.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?").bind(`buyer_budgets__${id}`).all()
     expect(shadows.results).toEqual([])
   }, 120_000)
 })
