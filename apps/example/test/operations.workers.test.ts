@@ -134,6 +134,38 @@ describe("dead-letter workflow", () => {
     expect((await api("GET", `/v1/dlq/${b.id}`, undefined, tokenPlatform)).status).toBe(200)
     expect((await api("GET", "/v1/dlq?status=maybe")).status).toBe(400)
   })
+
+  it("a skip whose reconciliation fact cannot be appended leaves the record open; retried, it skips once with one fact", async () => {
+    const [event] = await deadLettered([fixable(3)])
+    const [record] = await recordsOf(event!.idempotency_key)
+    // Every LedgerShard RPC fails during the first skip (the namespace is shared by the Worker and the test).
+    const namespace = env.LEDGER as DurableObjectNamespace & { get: DurableObjectNamespace["get"] }
+    const original = namespace.get.bind(namespace)
+    namespace.get = (() => {
+      throw new Error("injected: the ledger is unavailable")
+    }) as never
+    let failed: Awaited<ReturnType<typeof api>>
+    try {
+      failed = await api("POST", `/v1/dlq/${record.id}/skip`, { reason: "refunded by hand" })
+    } finally {
+      namespace.get = original as never
+    }
+    expect(failed.status).toBe(503)
+    expect(failed.body.error.message).toContain("retry the skip")
+    const reopened = await api("GET", `/v1/dlq/${record.id}`)
+    expect(reopened.body).toMatchObject({ status: "open", resolved_by: null })
+    expect(reopened.body.history.map((h: any) => h.action)).toEqual(["skipped", "skip_failed"])
+
+    const retried = await api("POST", `/v1/dlq/${record.id}/skip`, { reason: "refunded by hand" })
+    expect(retried.status).toBe(200)
+    expect(retried.body).toMatchObject({ status: "skipped" })
+    const facts = (await readStream("tenant-a", event!.subject)).facts
+    expect(facts.map((f) => [f.type, f.fact_id])).toEqual([["reconciliation", retried.body.reconciliation_fact_id]])
+    // Relayed like any fact: the facts read model has it.
+    await drain()
+    const listed = await api("GET", `/v1/facts?subject=${encodeURIComponent(event!.subject)}`)
+    expect(listed.body.data.map((f: any) => [f.type, f.fact_id])).toEqual([["reconciliation", retried.body.reconciliation_fact_id]])
+  })
 })
 
 describe("metrics and health", () => {

@@ -109,6 +109,8 @@ export class DeadLetterStore extends Context.Service<DeadLetterStore, {
   readonly replayMatching: (scope: Scope, filters: Filters) => Effect.Effect<{ readonly operation_id: string; readonly count: number; readonly waves: number }, Failure | QueueSendFailed, QueueProducer>
   /** Marks the record `skipped` (or `escalated`) if it is open; returns it. */
   readonly resolve: (scope: Scope, id: string, action: "skipped" | "escalated", note: string) => Effect.Effect<Detail, Failure>
+  /** Opens a skipped record again (its skip could not be completed), noting why in its history. */
+  readonly reopen: (scope: Scope, id: string, note: string) => Effect.Effect<void, Failure>
 }>()("@factline/core/DeadLetterStore") {
   static readonly layer = (db: D1Database) => Layer.succeed(DeadLetterStore, make(db))
 }
@@ -233,6 +235,12 @@ export const make = (db: D1Database): DeadLetterStore["Service"] => {
           return yield* new DeadLetterConflict({ message: `dead letter ${id} is ${current.status}${current.resolved_by ? ` (by ${current.resolved_by} at ${current.resolved_at})` : ""}; only an open one can be ${action}` })
         }
         return yield* get(scope, id)
-      })
+      }),
+    reopen: (scope, id, note) =>
+      Effect.asVoid(query(
+        `UPDATE dead_messages SET status = 'open', resolved_by = NULL, resolved_at = NULL, history = json_insert(history, '$[#]', json(?))
+         WHERE id = ? AND status = 'skipped'${scope.tenantId !== null ? " AND tenant_id = ?" : ""}`,
+        historyEntry("skip_failed", scope.actor, { note }), id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
+      ))
   }
 }

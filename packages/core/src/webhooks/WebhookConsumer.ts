@@ -288,6 +288,9 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
     if (Result.isFailure(appended)) return yield* traced(Effect.logError(`webhook outcome facts could not be appended: ${appended.failure.message}`))
     const toRelay = new Map<string, ReadonlyArray<Fact>>()
     appended.success.forEach((r, i) => (r.status === "appended" || r.status === "duplicate") && toRelay.set(`outcome-${i}`, r.facts))
+    // A shard that could not take its outcome facts answers per group, not as a failure of the whole append.
+    const notAppended = appended.success.filter((r) => r.status !== "appended" && r.status !== "duplicate")
+    if (notAppended.length > 0) yield* traced(Effect.logError(`${notAppended.length} webhook outcome fact(s) could not be appended: ${notAppended.map((r) => ("message" in r ? r.message : r.status)).join("; ")}`))
     const relayOutcomes = new Map<string, Consumer.Outcome>()
     yield* relayFor(toRelay, relayOutcomes)
     if (relayOutcomes.size > 0) yield* traced(Effect.logError("webhook outcome facts could not be relayed"))

@@ -7,8 +7,7 @@
 import { Effect, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { DeadLetterStore, FactId, Ledger, PlatformFacts, RetryPolicy } from "@factline/core"
-import { TraceContext } from "@factline/schemas"
+import { DeadLetterSkip, DeadLetterStore, RetryPolicy } from "@factline/core"
 import type { Principal } from "./Auth.js"
 import { type AppEnv, bind, cursor, describe, nextCursor, oneOf, problems, wholeNumber } from "./Contract.js"
 import { errorResponse } from "./Errors.js"
@@ -157,37 +156,13 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
     if (typeof reason !== "string" || reason.trim() === "" || reason.length > 1_000) {
       return errorResponse(c, 400, "invalid_request", 'send { "reason": "why this work is given up" } (1 to 1,000 characters)', { problems: [{ path: "reason", message: "is required, 1 to 1,000 characters" }] })
     }
-    const scope = scopeOf(c.get("principal"))
-    const result = await run(c.env, Effect.gen(function*() {
-      const s = yield* store
-      const record = yield* s.resolve(scope, c.req.param("id")!, "skipped", reason)
-      // The decision goes into the ledger: a reconciliation fact in the original message's stream.
-      const tenant = record.tenant_id ?? c.get("principal").tenantId
-      const stream = record.subject ?? `dead-letters/${record.id}`
-      const fact_id = yield* Effect.promise(() => FactId.make({ tenantId: tenant, cause: `dlq:${record.id}`, decidedBy: "factline-operations", position: 0 }))
-      const ledger = yield* Ledger.Ledger
-      yield* ledger.append([{
-        tenant_id: tenant,
-        stream,
-        facts: [{
-          fact_id,
-          type: PlatformFacts.Reconciliation.type,
-          data: {
-            action: "dead_letter_skipped", dead_letter_id: record.id, queue: record.queue, failure_reason: record.reason,
-            idempotency_key: record.idempotency_key, message_type: record.message_type, note: reason, by: scope.actor
-          },
-          causation_id: record.idempotency_key ?? record.id,
-          correlation_id: record.idempotency_key ?? record.id,
-          caused_by: "factline-operations",
-          created_at: new Date().toISOString(),
-          // The dead-lettered message's trace (a new parent-id: the operator's decision), or a new trace.
-          traceparent: TraceContext.child((record.original_message as { readonly traceparent?: string } | null)?.traceparent)
-        }]
-      }])
-      return { ...record, reconciliation_fact_id: fact_id }
-    }))
+    const principal = c.get("principal")
+    const result = await run(c.env, DeadLetterSkip.skip(scopeOf(principal), c.req.param("id")!, reason, principal.tenantId))
     if (result._tag === "Failure") {
-      if (result.failure._tag === "LedgerUnavailable") return errorResponse(c, 503, "unavailable", "the record is skipped but its reconciliation fact could not be appended; retry the skip", undefined, { "retry-after": "5" })
+      if (result.failure._tag === "SkipIncomplete") {
+        console.error(`dead letter skip incomplete: ${result.failure.message}`)
+        return errorResponse(c, 503, "unavailable", `${result.failure.message}: the record was not skipped (it is open again); retry the skip`, undefined, { "retry-after": "5" })
+      }
       return failure(c, result.failure)
     }
     return c.json(result.success)
