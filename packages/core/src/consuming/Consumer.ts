@@ -88,16 +88,16 @@ export const traceIdsOf = (body: unknown): ReadonlyArray<string> => {
   return TraceContext.traceIds(list.map((f) => (typeof f === "object" && f !== null ? (f as { readonly traceparent?: unknown }).traceparent : undefined)))
 }
 
-/**
- * The structured log line of one processing attempt (Pattern 002's fields), as JSON that Workers Logs
- * indexes. Never the payload: ids, type, subject, outcome, the error's class and first line, and the trace:
- * the message's `traceparent`, and for a fact message the `trace_ids` of the facts it carries.
- */
 const traceIds = (body: unknown) => {
   const ids = traceIdsOf(body)
   return ids.length === 0 ? {} : { trace_ids: ids }
 }
 
+/**
+ * The structured log line of one processing attempt (Pattern 002's fields), as JSON that Workers Logs
+ * indexes. Never the payload: ids, type, subject, outcome, the error's class and first line, and the trace:
+ * the message's `traceparent`, and for a fact message the `trace_ids` of the facts it carries.
+ */
 export const attemptLine = (queue: string, m: { readonly id: string; readonly attempts: number; readonly body: unknown }, outcome: "acked" | "retried" | "dead_lettered", errorClass?: string, error?: string) =>
   JSON.stringify({
     level: outcome === "acked" ? "info" : outcome === "retried" ? "warn" : "error",
