@@ -16,6 +16,7 @@
 import { Effect } from "effect"
 import type { Fact, FactPayload } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
+import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as FactMessage from "../relay/FactMessage.js"
 import * as Projection from "../definitions/Projection.js"
@@ -102,11 +103,8 @@ export const statementsFor = (router: RegistryShape, facts: ReadonlyArray<Fact>,
  * every projection; the ones that already have it change nothing.
  */
 const mappingFailed = (fact: Fact, failures: ReadonlyArray<MappingFailure>): Consumer.Outcome =>
-  Consumer.permanent(
-    "permanent_failure",
-    `${failures.map((f) => `projection "${f.projection}" failed to map ${fact.type} fact ${fact.fact_id}: ${f.error}`).join("; ")}` +
-      ` (the fact was applied to the facts copy and every other projection; fix ${failures.map((f) => f.projection).join(", ")}, then replay this dead letter)`
-  )
+  Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: `${failures.map((f) => `projection "${f.projection}" failed to map ${fact.type} fact ${fact.fact_id}: ${f.error}`).join("; ")}` +
+      ` (the fact was applied to the facts copy and every other projection; fix ${failures.map((f) => f.projection).join(", ")}, then replay this dead letter)` }))
 
 export const process = (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
   Effect.gen(function*() {
@@ -115,7 +113,7 @@ export const process = (items: ReadonlyArray<{ readonly key: string; readonly va
     const outcomes = new Map<string, Consumer.Outcome>()
     const rebuilds = yield* Effect.orElseSucceed(store.query<ActiveRebuild>(activeRebuilds), () => null)
     if (rebuilds === null) {
-      for (const item of items) outcomes.set(item.key, Consumer.transient("could not read running rebuilds"))
+      for (const item of items) outcomes.set(item.key, Consumer.failed(new Failure.TransientError({ message: "could not read running rebuilds" })))
       return outcomes
     }
     const { statements, failures } = plan(router, items.map((i) => i.value.fact), rebuilds)
@@ -135,7 +133,7 @@ export const process = (items: ReadonlyArray<{ readonly key: string; readonly va
       outcomes.set(
         key,
         error !== undefined
-          ? Consumer.transient(`projection write failed: ${error}`)
+          ? Consumer.failed(new Failure.TransientError({ message: `projection write failed: ${error}` }))
           : unmapped !== undefined
           ? mappingFailed(value.fact, unmapped)
           : Consumer.done
