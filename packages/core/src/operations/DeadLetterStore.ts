@@ -181,7 +181,7 @@ export const make = (db: D1Database): DeadLetterStore["Service"] => {
         const w = where(scope, filters)
         const cursor = page.cursor === undefined ? undefined : decodeCursor(page.cursor)
         if (page.cursor !== undefined && cursor === undefined) {
-          return yield* new Failure.InvalidInput({ message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
+          return yield* new Failure.InvalidInput({ code: "invalid_query", message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
         }
         const clauses = [w.sql, cursor ? `${w.sql ? "AND" : "WHERE"} (received_at, id) < (?, ?)` : ""].join(" ")
         const rows = yield* query<Summary>(
