@@ -14,7 +14,7 @@ import { fileCycles, folderCycles, lex, lineAt, sourceFiles } from "./check-impo
 /** The one composition module: the only file(s) that read bindings and settings off `env`. */
 export const compositionFiles = ["packages/workers/src/Services.ts"]
 /** Where the HTTP API's one error body (`{ error: { code, message } }`) is written. */
-export const errorBodyFiles = ["packages/workers/src/http/Errors.ts"]
+export const errorBodyFiles = ["packages/workers/src/http/Problem.ts"]
 /** The clock service: the only file(s) of packages/core/src that may read the wall clock (none yet). */
 export const clockFiles = []
 

@@ -7,7 +7,7 @@
  * response of an authenticated route, errors included, carries
  * `cache-control: no-store`: no shared or browser cache may keep tenant data.
  */
-import { Schema } from "effect"
+import { Result, Schema } from "effect"
 import type { MiddlewareHandler } from "hono"
 import { Issues } from "@factline/schemas"
 import { IsoDateTime, TenantId } from "@factline/schemas"
@@ -48,7 +48,7 @@ export const principals = (config: string | undefined): Map<string, Principal> =
   let table = new Map<string, Principal>()
   try {
     const decoded = decodeConfig(JSON.parse(key))
-    if (decoded._tag === "Success") {
+    if (Result.isSuccess(decoded)) {
       table = new Map(decoded.success.map((t) => [t.sha256, { tenantId: t.tenant_id, scopes: t.scopes, name: t.name }]))
     } else {
       console.error(`FACTLINE_TOKENS is invalid (${Issues.render(decoded.failure)}); every request will be refused`)
