@@ -1,5 +1,5 @@
 /**
- * @factline/core — the framework: registry and router, consumer runtime,
+ * @factline/core — the framework: registry, routing, consumer runtime,
  * retry policies, ledger protocol, producer. Cloudflare bindings are reached
  * only through the services' live layers.
  */

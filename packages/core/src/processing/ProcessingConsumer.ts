@@ -24,7 +24,7 @@ import { Registry, runDeclared } from "../registry/Registry.js"
 
 export const process = (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
   Effect.gen(function*() {
-    const router = yield* Registry
+    const registry = yield* Registry
     const ledger = yield* Ledger
     const outcomes = new Map<string, Consumer.Outcome>()
     const groups: Array<{ key: string; group: AppendGroup }> = []
@@ -32,7 +32,7 @@ export const process = (items: ReadonlyArray<{ readonly key: string; readonly va
     yield* Effect.forEach(items, ({ key, value }) =>
       Effect.gen(function*() {
         const { fact, replayed } = value
-        const processors = replayed ? [] : router.processorsFor(fact.type)
+        const processors = replayed ? [] : registry.processorsFor(fact.type)
         const drafts: Array<FactDraft> = []
         for (const processor of processors) {
           // A throw is a defect of this fact only; an undeclared or invalid derived fact fails it permanently.

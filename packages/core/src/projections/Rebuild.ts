@@ -106,9 +106,9 @@ export const get = (tenantId: string, id: string) =>
  */
 export const start = (projectionName: string, tenantId: string) =>
   Effect.gen(function*() {
-    const router = yield* Registry
+    const registry = yield* Registry
     const store = yield* ProjectionStore
-    const p = router.projection(projectionName)
+    const p = registry.projection(projectionName)
     if (!p) return yield* new Failure.NotFound({ message: `no projection "${projectionName}"` })
     const [running] = yield* store.query<{ id: string; tenant_id: string }>({
       sql: "SELECT id, tenant_id FROM projection_rebuilds WHERE projection = ? AND status = 'running'",
@@ -143,12 +143,12 @@ export const start = (projectionName: string, tenantId: string) =>
 /** Replays one slice of shards into the shadow; returns the next slice, or undefined once swapped. */
 export const step = (payload: BatchPayload) =>
   Effect.gen(function*() {
-    const router = yield* Registry
+    const registry = yield* Registry
     const store = yield* ProjectionStore
     const ledger = yield* Ledger
     const record = yield* find(payload.batch_id)
     if (!record || record.status !== "running") return undefined
-    const p = router.projection(record.projection)
+    const p = registry.projection(record.projection)
     if (!p) return yield* Effect.die(new Error(`projection ${record.projection} is no longer registered`))
     const item = (payload.items?.[0] ?? { after: "" }) as SliceItem
     const shards = yield* store.query<{ shard_key: string }>({

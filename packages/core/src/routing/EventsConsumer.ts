@@ -42,13 +42,13 @@ export interface Keyed {
 
 export const decode = (body: unknown) =>
   Effect.gen(function*() {
-    const router = yield* Registry
+    const registry = yield* Registry
     const envelope = decodeEnvelope(body)
     if (Result.isFailure(envelope)) {
       return yield* new Failure.PermanentError({ reason: "decode_error", message: Issues.render(envelope.failure) })
     }
     const e = envelope.success
-    if (!router.handlerFor(e.message_type)) {
+    if (!registry.handlerFor(e.message_type)) {
       return yield* new Failure.PermanentError({ reason: "unknown_message_type", message: `no handler is registered for message_type "${e.message_type}"` })
     }
     let payload: unknown = e.payload
@@ -56,7 +56,7 @@ export const decode = (body: unknown) =>
       const store = yield* PayloadStore
       payload = yield* store.get(e.tenant_id, e.payload_ref)
     }
-    const routed = router.route(e, payload)
+    const routed = registry.route(e, payload)
     if (Result.isFailure(routed)) {
       const f = routed.failure
       return yield* new Failure.PermanentError({ reason: f.reason, message: `${f.message}: ${Issues.render(f.problems)}` })

@@ -165,7 +165,7 @@ export const rebuildView = (record: Rebuild.RebuildRecord) => ({
   created_at: record.started_at
 })
 
-export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
+export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
   /**
    * `POST /v1/batches`: starts a batch job. `rebuild` (scope `platform`: it replays every tenant's facts);
    * `import` (scope `admin`: into the caller's tenant) of up to 1,000 inline envelopes, written to R2 as
@@ -215,8 +215,8 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
     if (extra.length > 0) throw new Failure.InvalidInput({ message: `unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}` })
     if (body.repair !== undefined && typeof body.repair !== "boolean") throw new Failure.InvalidInput({ message: '"repair" must be true or false' })
     if (typeof body.projection !== "string") throw new Failure.InvalidInput({ message: '"projection" must be a projection\'s name' })
-    const projection = router.projection(body.projection)
-    if (!projection) throw new Failure.NotFound({ message: `no projection "${body.projection.slice(0, 100)}" (known: ${router.projections.map((p) => p.name).join(", ")})` })
+    const projection = registry.projection(body.projection)
+    if (!projection) throw new Failure.NotFound({ message: `no projection "${body.projection.slice(0, 100)}" (known: ${registry.projections.map((p) => p.name).join(", ")})` })
     const params: Reconcile.Params = { projection: projection.name, repair: body.repair === true }
     const created = await run(c.env, BatchJobs.create({
       id: BatchJobs.newId(), tenantId: c.get("principal").tenantId, operation: "reconcile", params, inputKey: null, total: null, now: new Date().toISOString()
@@ -230,9 +230,9 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
     const format = body.format ?? "ndjson"
     if (format !== "ndjson" && format !== "csv") throw new Failure.InvalidInput({ message: '"format" must be "ndjson" or "csv"' })
     if (body.projection !== undefined && typeof body.projection !== "string") throw new Failure.InvalidInput({ message: '"projection" must be a projection\'s name' })
-    const projection = body.projection === undefined ? undefined : router.projection(body.projection)
+    const projection = body.projection === undefined ? undefined : registry.projection(body.projection)
     if (body.projection !== undefined && !projection) {
-      throw new Failure.NotFound({ message: `no projection "${String(body.projection).slice(0, 100)}" (known: ${router.projections.map((p) => p.name).join(", ")})` })
+      throw new Failure.NotFound({ message: `no projection "${String(body.projection).slice(0, 100)}" (known: ${registry.projections.map((p) => p.name).join(", ")})` })
     }
     if (projection === undefined && format === "csv") throw new Failure.InvalidInput({ message: "facts export as NDJSON only (their data is nested); CSV is for a projection" })
     const params: Export.Params = { ...(projection ? { projection: projection.name } : {}), format }

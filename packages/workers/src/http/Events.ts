@@ -75,7 +75,7 @@ export const group = HttpApiGroup.make("events").add(ingest)
   }))
 
 export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Shape; readonly run: Run }) => {
-  const { registry: router, run } = deps
+  const { registry, run } = deps
   bind(app, ingest, async (c) => {
     const principal = c.get("principal")
     const trace = Traceparent.ofRequest(c.req.raw.headers)
@@ -89,7 +89,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Sha
       const events = cloudEvents === "batch" ? body : [cloudEvents === "binary" ? CloudEvents.fromBinary(c.req.raw.headers, body) : body]
       if (!Array.isArray(events) || events.length === 0) throw new Failure.InvalidInput({ message: "a CloudEvents batch must be a non-empty JSON array" })
       batch = cloudEvents === "batch"
-      const mapped = events.map((event) => CloudEvents.toEnvelope(event, router.definitions))
+      const mapped = events.map((event) => CloudEvents.toEnvelope(event, registry.definitions))
       const problems = mapped.flatMap((m, i) => m.problems.map((p) => ({ ...p, path: [batch ? `events.${i}` : "", p.path].filter(Boolean).join(".") })))
       if (problems.length > 0) throw new Failure.InvalidInput({ code: "invalid_events", message: `${problems.length} problem(s); nothing was accepted`, problems: problems })
       list = mapped.map((m) => m.input)

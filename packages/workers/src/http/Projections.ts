@@ -30,12 +30,12 @@ export const group = HttpApiGroup.make("projections").add(readProjection)
   }))
 
 export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Shape; readonly run: Run }) => {
-  const { registry: router, run } = deps
+  const { registry, run } = deps
 
   bind(app, readProjection, async (c) => {
-    const projection = router.projection(c.req.param("name")!)
+    const projection = registry.projection(c.req.param("name")!)
     if (!projection) {
-      throw new Failure.NotFound({ message: `no projection "${c.req.param("name")!}" (known: ${router.projections.map((p) => p.name).join(", ")})` })
+      throw new Failure.NotFound({ message: `no projection "${c.req.param("name")!}" (known: ${registry.projections.map((p) => p.name).join(", ")})` })
     }
     const page = ProjectionQuery.rows(projection, c.get("principal").tenantId, c.req.query())
     if (Result.isFailure(page)) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(page.failure), problems: page.failure })
