@@ -20,8 +20,8 @@ import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as Cursor from "../tables/Cursor.js"
 import * as Failure from "../failures/Failure.js"
 
-export type Status = "open" | "replaying" | "replayed" | "skipped" | "escalated"
-export const statuses: ReadonlyArray<Status> = ["open", "replaying", "replayed", "skipped", "escalated"]
+export const statuses = ["open", "replaying", "replayed", "skipped", "escalated"] as const
+export type Status = (typeof statuses)[number]
 
 /** Who may see what: a tenant's own records, or (`null`) every tenant's (the platform scope). */
 export type Scope = { readonly tenantId: string | null; readonly actor: string }

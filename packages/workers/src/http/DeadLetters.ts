@@ -21,7 +21,7 @@ const filters = {
 const DeadLetter = Schema.Struct({
   id: Schema.String,
   queue: Schema.String,
-  status: Schema.Literals(DeadLetterStore.statuses as unknown as readonly [DeadLetterStore.Status, ...Array<DeadLetterStore.Status>]),
+  status: Schema.Literals(DeadLetterStore.statuses),
   reason: Schema.String.annotate({ description: "permanent_failure, retries_exhausted, …" }),
   last_error: Schema.String,
   attempts: Schema.Int,
@@ -46,7 +46,7 @@ const scopes = ["admin", "platform"] as const
 const errors = { 400: "`invalid_query` / `invalid_request`, naming the field", 404: "`not_found`: no such record for this token", 409: "`conflict`: already replayed, skipped or being replayed (naming who and when)", 503: "`unavailable`: the store or the source queue; retry" }
 
 export const listDeadLetters = HttpApiEndpoint.get("listDeadLetters", "/v1/dlq", {
-  query: { ...filters, status: oneOf(DeadLetterStore.statuses as unknown as readonly [DeadLetterStore.Status, ...Array<DeadLetterStore.Status>], "default open"), cursor, limit: wholeNumber("1 to 200 (default 50)") },
+  query: { ...filters, status: oneOf(DeadLetterStore.statuses, "default open"), cursor, limit: wholeNumber("1 to 200 (default 50)") },
   success: Schema.Struct({ data: Schema.Array(DeadLetter), next_cursor: nextCursor }),
   error: problems(400, 503)
 }).pipe(describe({ summary: "List dead letters", description: "Newest first; a tenant admin sees its own, the platform scope every tenant's.", scopes, errors: { 400: errors[400], 503: errors[503] } }))
