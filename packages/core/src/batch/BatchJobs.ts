@@ -59,7 +59,7 @@ export interface View {
   readonly operation: Operation
   readonly status: Status
   readonly tenant_id: string
-  readonly params: unknown
+  readonly params: Readonly<Record<string, unknown>>
   readonly offset: number
   readonly total: number | null
   readonly succeeded: number
@@ -78,7 +78,7 @@ export const view = (row: Row): View => ({
   operation: row.operation,
   status: row.status,
   tenant_id: row.tenant_id,
-  params: JSON.parse(row.params),
+  params: JSON.parse(row.params) as Record<string, unknown>,
   offset: row.offset,
   total: row.total,
   succeeded: row.succeeded,

@@ -58,7 +58,7 @@ export function event(
 }
 
 /** The JSON Schema (draft 2020-12) of an event's payload. */
-export const jsonSchema = (event: Any): unknown => {
+export const jsonSchema = (event: Any): Record<string, unknown> => {
   const document = Schema.toJsonSchemaDocument(event.schema as never)
   return { $schema: "https://json-schema.org/draft/2020-12/schema", ...(document.schema as object), ...(Object.keys(document.definitions ?? {}).length > 0 ? { $defs: document.definitions } : {}) }
 }

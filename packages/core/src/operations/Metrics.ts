@@ -107,7 +107,7 @@ export interface RollupRow {
   readonly minute: string
 }
 
-export interface QueueHealth {
+export type QueueHealth = {
   readonly queue: string
   readonly status: Level
   readonly received: number

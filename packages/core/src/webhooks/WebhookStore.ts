@@ -55,7 +55,7 @@ export interface Input {
 }
 
 
-export interface AttemptRow {
+export type AttemptRow = {
   readonly attempted_at: string
   readonly delivery_id: string
   readonly attempt: number

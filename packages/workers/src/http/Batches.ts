@@ -20,7 +20,7 @@ import { Effect, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Failure, Import, ProjectionStore, Rebuild, Reconcile, type Registry } from "@factline/core"
-import { type AppEnv, bind, cursor, describe, Json, nextCursor, oneOf, problems, wholeNumber } from "./Contract.js"
+import { type AppEnv, bind, cursor, describe, Json, nextCursor, oneOf, problems, wholeNumber, raw } from "./Contract.js"
 import { Forbidden, RequestRefused } from "./Problem.js"
 import { type Ctx, isObject, readBody, type Run } from "./Shared.js"
 
@@ -39,7 +39,7 @@ const Job = Schema.Struct({
   total: Schema.NullOr(Schema.Int),
   succeeded: Schema.Int,
   failed: Schema.Int,
-  errors: Schema.Array(Json).annotate({ description: "The first failing items (an import's line numbers with the error)" }),
+  errors: Schema.Array(Schema.Struct({ line: Schema.Int, error: Schema.String })).annotate({ description: "The first failing items (an import's line numbers with the error)" }),
   error: Schema.NullOr(Schema.String),
   output: Schema.NullOr(Schema.String).annotate({ description: "An export's file, once it succeeded: GET this path" }),
   created_at: Schema.String,
@@ -171,7 +171,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
    * `import` (scope `admin`: into the caller's tenant) of up to 1,000 inline envelopes, written to R2 as
    * NDJSON under the tenant's prefix and run in chunks on `factline-batch`.
    */
-  bind(app, startBatch, async (c) => {
+  bind(app, startBatch, async (c, reply) => {
     const principal = c.get("principal")
     const body = await readBody(c)
 
@@ -180,11 +180,11 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
     if (body.operation === "rebuild") {
       if (!principal.scopes.includes("platform")) throw new Forbidden({ message: 'a rebuild replays every tenant\'s facts: it takes the "platform" scope' })
       if (typeof body.projection !== "string") throw new Failure.InvalidInput({ message: usage })
-      return startRebuild(c, body.projection)
+      return reply(await startRebuild(c, body.projection))
     }
     if (body.operation === "import" || body.operation === "export" || body.operation === "reconcile") {
       if (!principal.scopes.includes("admin")) throw new Forbidden({ message: `${body.operation} works on the token's tenant: it takes the "admin" scope` })
-      return body.operation === "import" ? startImport(c, body) : body.operation === "export" ? startExport(c, body) : startReconcile(c, body)
+      return reply(await (body.operation === "import" ? startImport(c, body) : body.operation === "export" ? startExport(c, body) : startReconcile(c, body)))
     }
     throw new Failure.InvalidInput({ message: usage })
   })
@@ -196,7 +196,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
     } catch (cause) {
       throw batchQueueUnavailable(cause)
     }
-    return c.json({ batch_id: started.record.id, operation: "rebuild", ...started.record }, 202)
+    return rebuildView(started.record)
   }
 
   /** Queues a created job's first chunk; a send that fails ends the job `failed` (it would never run). */
@@ -207,7 +207,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
       await run(c.env, BatchJobs.fail(job.id, "the batch queue was unavailable when the job was started", new Date().toISOString()))
       throw batchQueueUnavailable(cause)
     }
-    return c.json(BatchJobs.view(job), 202)
+    return BatchJobs.view(job)
   }
 
   const startReconcile = async (c: Ctx, body: Record<string, unknown>) => {
@@ -286,7 +286,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
     return enqueueFirst(c, created, events.length)
   }
 
-  bind(app, listBatches, async (c) => {
+  bind(app, listBatches, async (c, reply) => {
     const problems: Array<{ path: string; message: string }> = []
     // One of `statuses` when given: checked against the description before the handler runs.
     const status = c.req.query("status")
@@ -314,20 +314,20 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
       .sort((a, b) => (a.created_at === b.created_at ? (a.batch_id < b.batch_id ? 1 : -1) : a.created_at < b.created_at ? 1 : -1))
     const data = rows.slice(0, limit)
     const last = data.at(-1)
-    return c.json({ data, next_cursor: rows.length > limit && last ? encodeCursor(last.created_at, last.batch_id) : null })
+    return reply({ data, next_cursor: rows.length > limit && last ? encodeCursor(last.created_at, last.batch_id) : null })
   })
 
   // Only the tenant that started a batch reads it; another tenant's id is the same 404 as a missing one.
-  bind(app, getBatch, async (c) => {
+  bind(app, getBatch, async (c, reply) => {
     const tenantId = c.get("principal").tenantId
     const id = c.req.param("id")!
     const [job, rebuild] = await run(c.env, Effect.all([BatchJobs.get(tenantId, id), Rebuild.get(tenantId, id)]))
-    if (job) return c.json(BatchJobs.view(job))
-    if (rebuild) return c.json(rebuildView(rebuild))
+    if (job) return reply(BatchJobs.view(job))
+    if (rebuild) return reply(rebuildView(rebuild))
     throw new Failure.NotFound({ message: `no batch "${id}"` })
   })
 
-  bind(app, cancelBatch, async (c) => {
+  bind(app, cancelBatch, async (c, reply) => {
     const tenantId = c.get("principal").tenantId
     const id = c.req.param("id")!
     // A rebuild's id is no batch job's: its NotFound becomes the Conflict that says why.
@@ -336,7 +336,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
         Effect.flatMap(Rebuild.get(tenantId, id), (rebuild) =>
           Effect.fail(rebuild ? new Failure.Conflict({ message: "a rebuild cannot be cancelled; it ends when every shard is replayed" }) : notFound)))
     ))
-    return c.json(BatchJobs.view(cancelled))
+    return reply(BatchJobs.view(cancelled))
   })
 
   bind(app, batchOutput, async (c) => {
@@ -369,13 +369,13 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
     }
     c.executionCtx.waitUntil(pipe().catch((error) => writable.abort(error)))
     const format = (JSON.parse(job.params) as Export.Params).format
-    return new Response(readable, {
+    return raw(new Response(readable, {
       headers: {
         "content-type": format === "csv" ? "text/csv; charset=utf-8" : "application/x-ndjson",
         "content-disposition": `attachment; filename="${job.id}.${format}"`,
         "cache-control": "no-store"
       }
-    })
+    }))
   })
 }
 
@@ -387,7 +387,7 @@ export const maxUploadBytes = 1024 * 1024 * 1024
 export const uploadKey = (tenantId: string, name: string) => `${tenantId}/uploads/${name}`
 
 export const mountUploads = (app: Hono<AppEnv>) => {
-  bind(app, upload, async (c) => {
+  bind(app, upload, async (c, reply) => {
     const name = c.req.param("name")!
     if (!uploadName.test(name)) throw new Failure.InvalidInput({ message: "the name must be 1–128 letters, digits, '.', '_' or '-', starting with a letter or digit" })
     const rawLength = c.req.header("content-length")
@@ -401,7 +401,7 @@ export const mountUploads = (app: Hono<AppEnv>) => {
       // Streamed: R2 takes the body with its declared length, never buffered here.
       const stream = body.pipeThrough(new FixedLengthStream(length))
       const object = await c.env.PAYLOADS.put(key, stream, { httpMetadata: { contentType: "application/x-ndjson" } })
-      return c.json({ manifest: name, size: object?.size ?? length }, 201)
+      return reply({ manifest: name, size: object?.size ?? length })
     } catch {
       console.error("upload failed: the payload store is unavailable or the body did not match its content-length")
       throw new Failure.InvalidInput({ code: "upload_failed", message: "the upload did not complete (the body must match its content-length); send it again" })

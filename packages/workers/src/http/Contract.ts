@@ -16,7 +16,8 @@
  */
 import { Context, Option, Result, Schema, SchemaAST } from "effect"
 import { type HttpApiEndpoint, HttpApiSchema, OpenApi } from "effect/http-api"
-import type { Handler, Hono, MiddlewareHandler } from "hono"
+import type { Context as HonoContext, Handler, Hono, MiddlewareHandler } from "hono"
+import type { ContentfulStatusCode } from "hono/utils/http-status"
 import { Failure } from "@factline/core"
 import { Issues } from "@factline/schemas"
 import type { PlatformEnv } from "../Env.js"
@@ -122,21 +123,69 @@ export const checkQuery = (endpoint: Endpoint): MiddlewareHandler | undefined =>
   }
 }
 
+/** A response a handler built itself (a stream, CloudEvents, a page): the escape from the typed body, named at the call site. */
+export interface Raw {
+  readonly _tag: "Raw"
+  readonly response: Response
+}
+export const raw = (response: Response): Raw => ({ _tag: "Raw", response })
+
+/** The documented success body (with headers of its own, e.g. a trace's `traceparent`), made by the handler's `reply`. */
+export interface Documented<A> {
+  readonly _tag: "Documented"
+  readonly body: A
+  readonly headers: Readonly<Record<string, string>>
+}
+
+/** The JSON body an endpoint documents as its success (its schemas are plain JSON data: the type is the wire form). */
+export type SuccessBody<E> = HttpApiEndpoint.Success<E> extends infer S ? S extends Schema.Top ? S["Type"] : never : never
+
+/**
+ * A handler's one way to answer its endpoint's documented success: `reply(body)` takes exactly the body the
+ * description documents — an object with a field the schema does not have, a missing field or one of
+ * another type does not compile — and it is sent with the documented status.
+ */
+export type Reply<E> = (body: SuccessBody<E>, headers?: Readonly<Record<string, string>>) => Documented<SuccessBody<E>>
+
+/** What a handler of endpoint `E` answers: `reply(body)`, or an explicit `raw` response. Errors are thrown (Problem.ts). */
+export type Answer<E> = Documented<SuccessBody<E>> | Raw
+
+/** The documented success status of an endpoint (its first success schema's `httpApiStatus`, else 200; 204 without a body). */
+export const successStatus = (endpoint: HttpApiEndpoint.Top): number => {
+  const [first] = endpoint.success
+  if (first === undefined) return 204
+  // HttpApiSchema.status keeps the status on the schema's annotations, or on its key context (annotateKey).
+  const status = (first.ast.annotations?.httpApiStatus ?? first.ast.context?.annotations?.httpApiStatus) as number | undefined
+  return status ?? 200
+}
+
 /**
  * Registers an endpoint's route: its method and path, its authentication (the scopes), the query
- * parameters it accepts and their values, then the handler. The only way a route reaches the app — so
- * every served route is described, and the routes test checks every described one is served.
+ * parameters it accepts and their values, then the handler, whose answer is typed by the endpoint's
+ * success schema and sent with its documented status. The only way a route reaches the app — so every
+ * served route is described, and the routes test checks every described one is served.
  */
-export const bind = (app: Hono<AppEnv>, endpoint: Endpoint, handler: Handler<AppEnv>) => {
+export const bind = <E extends HttpApiEndpoint.Constraint & Endpoint>(
+  app: Hono<AppEnv>,
+  endpoint: E,
+  handler: (c: HonoContext<AppEnv>, reply: Reply<E>) => Answer<E> | Promise<Answer<E>>
+) => {
   const scopes = scopesOf(endpoint)
   const query = checkQuery(endpoint)
+  const status = successStatus(endpoint as unknown as HttpApiEndpoint.Top) as ContentfulStatusCode
   const guards = [
     ...(scopes === undefined ? [] : [requireScope(...scopes)]),
     strictQuery(queryNames(endpoint)),
     ...(query === undefined ? [] : [query])
   ]
-  ;(app.on as (method: string, path: string, ...handlers: Array<Handler<AppEnv>>) => unknown)(endpoint.method, endpoint.path, ...(guards as Array<Handler<AppEnv>>), handler)
+  const answer: Handler<AppEnv> = async function answer(c) {
+    const answered: Answer<E> = await handler(c, reply)
+    return answered._tag === "Raw" ? answered.response : c.json(answered.body as object, status, answered.headers)
+  }
+  ;(app.on as (method: string, path: string, ...handlers: Array<Handler<AppEnv>>) => unknown)(endpoint.method, endpoint.path, ...(guards as Array<Handler<AppEnv>>), answer)
 }
+
+const reply = <A>(body: A, headers: Readonly<Record<string, string>> = {}): Documented<A> => ({ _tag: "Documented", body, headers })
 
 // Reusable field schemas of the documents.
 

@@ -100,7 +100,7 @@ const filtersOf = (c: Ctx, defaultStatus?: DeadLetterStore.Status) => {
 export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
   const { run } = deps
 
-  bind(app, listDeadLetters, async (c) => {
+  bind(app, listDeadLetters, async (c, reply) => {
     const filters = filtersOf(c)
     if (!filters.ok) throw new Failure.InvalidInput({ code: "invalid_query", message: filters.problems.map((p) => `${p.path}: ${p.message}`).join("; "), problems: filters.problems })
     const raw = c.req.query("limit")
@@ -108,27 +108,27 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
     if (!(limit >= 1 && limit <= 200)) throw new Failure.InvalidInput({ code: "invalid_query", message: "limit must be a whole number from 1 to 200" })
     const cursor = c.req.query("cursor")
     const result = await run(c.env, Effect.flatMap(store, (s) => s.list(scopeOf(c.get("principal")), filters.filters, cursor === undefined ? { limit } : { cursor, limit })))
-    return c.json(result)
+    return reply(result)
   })
 
-  bind(app, replayMatching, async (c) => {
+  bind(app, replayMatching, async (c, reply) => {
     const filters = filtersOf(c)
     if (!filters.ok) throw new Failure.InvalidInput({ code: "invalid_query", message: filters.problems.map((p) => `${p.path}: ${p.message}`).join("; "), problems: filters.problems })
     const result = await run(c.env, Effect.flatMap(store, (s) => s.replayMatching(scopeOf(c.get("principal")), filters.filters)))
-    return c.json({ ...result, wave_size: DeadLetterStore.waveSize, wave_delay_seconds: DeadLetterStore.waveDelaySeconds }, 202)
+    return reply({ ...result, wave_size: DeadLetterStore.waveSize, wave_delay_seconds: DeadLetterStore.waveDelaySeconds })
   })
 
-  bind(app, getDeadLetter, async (c) => {
+  bind(app, getDeadLetter, async (c, reply) => {
     const result = await run(c.env, Effect.flatMap(store, (s) => s.get(scopeOf(c.get("principal")), c.req.param("id")!)))
-    return c.json(result)
+    return reply(result)
   })
 
-  bind(app, replayOne, async (c) => {
+  bind(app, replayOne, async (c, reply) => {
     const result = await run(c.env, Effect.flatMap(store, (s) => s.replay(scopeOf(c.get("principal")), c.req.param("id")!)))
-    return c.json(result, 202)
+    return reply(result)
   })
 
-  bind(app, skip, async (c) => {
+  bind(app, skip, async (c, reply) => {
     const input = await readBody(c)
     const reason = isObject(input) ? input.reason : undefined
     if (typeof reason !== "string" || reason.trim() === "" || reason.length > 1_000) {
@@ -136,10 +136,10 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
     }
     const principal = c.get("principal")
     const result = await run(c.env, DeadLetterSkip.skip(scopeOf(principal), c.req.param("id")!, reason, principal.tenantId))
-    return c.json(result)
+    return reply(result)
   })
 
-  bind(app, escalate, async (c) => {
+  bind(app, escalate, async (c, reply) => {
     let note = ""
     if ((c.req.header("content-length") ?? "0") !== "0" || c.req.header("content-type")) {
       const input = await readBody(c)
@@ -148,7 +148,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
       note = (given as string | undefined) ?? ""
     }
     const result = await run(c.env, Effect.flatMap(store, (s) => s.resolve(scopeOf(c.get("principal")), c.req.param("id")!, "escalated", note)))
-    return c.json(result)
+    return reply(result)
   })
 
 }

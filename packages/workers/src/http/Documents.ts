@@ -11,7 +11,7 @@ import { Schema } from "effect"
 import { type HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { AsyncApi, type Registry } from "@factline/core"
-import { type AppEnv, bind, describe, Json } from "./Contract.js"
+import { type AppEnv, bind, describe, Json, raw } from "./Contract.js"
 import * as Dashboard from "./Dashboard.js"
 
 /**
@@ -78,18 +78,18 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Sha
   // Generated once per isolate, on first use.
   let openApiText: string | undefined
   let asyncApiText: string | undefined
-  bind(app, openApi, (c) => c.body((openApiText ??= JSON.stringify(OpenApi.fromApi(deps.api))), 200, jsonHeaders))
-  bind(app, asyncApi, (c) => c.body((asyncApiText ??= JSON.stringify(AsyncApi.generate(deps.registry))), 200, jsonHeaders))
+  bind(app, openApi, (c) => raw(c.body((openApiText ??= JSON.stringify(OpenApi.fromApi(deps.api))), 200, jsonHeaders)))
+  bind(app, asyncApi, (c) => raw(c.body((asyncApiText ??= JSON.stringify(AsyncApi.generate(deps.registry))), 200, jsonHeaders)))
   bind(app, docs, (c) => {
     const nonce = Dashboard.newNonce()
-    return c.body(docsPage(nonce, "factline API reference"), 200, {
+    return raw(c.body(docsPage(nonce, "factline API reference"), 200, {
       "content-type": "text/html; charset=utf-8",
       "content-security-policy": docsPolicy(nonce),
       "x-frame-options": "DENY",
       "x-content-type-options": "nosniff",
       "referrer-policy": "no-referrer",
       "cache-control": "no-store"
-    })
+    }))
   })
-  bind(app, dashboard, Dashboard.page)
+  bind(app, dashboard, (c) => raw(Dashboard.page(c)))
 }

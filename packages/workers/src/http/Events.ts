@@ -76,7 +76,7 @@ export const group = HttpApiGroup.make("events").add(ingest)
 
 export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Shape; readonly run: Run }) => {
   const { registry, run } = deps
-  bind(app, ingest, async (c) => {
+  bind(app, ingest, async (c, reply) => {
     const principal = c.get("principal")
     const trace = Traceparent.ofRequest(c.req.raw.headers)
     if (!trace.ok) throw new Failure.InvalidInput({ message: trace.message, problems: trace.problems })
@@ -115,15 +115,11 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Sha
 
     const items = await run(c.env, Effect.flatMap(Effect.service(Producer.Producer), (p) => p.accept(inputs, { pathPrefix: batch ? "events" : undefined })))
     const replay = items.every((item) => item.duplicate)
-    return c.json(
-      {
+    return reply({
         accepted: items.length,
         idempotency_keys: items.map((item) => item.envelope.idempotency_key),
         items: items.map((item) => ({ idempotency_key: item.envelope.idempotency_key, duplicate: item.duplicate }))
-      },
-      202,
-      { ...Traceparent.responseHeaders(trace.traceparent, items), ...(replay ? { "idempotent-replay": "true" } : {}) }
-    )
+      }, { ...Traceparent.responseHeaders(trace.traceparent, items), ...(replay ? { "idempotent-replay": "true" } : {}) })
   })
 
 }

@@ -9,7 +9,7 @@ import type { Hono } from "hono"
 import { Failure, Ledger, ProjectionQuery, ProjectionStore } from "@factline/core"
 import { Fact, Issues } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
-import { type AppEnv, bind, cursor, describe, nextCursor, problems, required, wholeNumber } from "./Contract.js"
+import { type AppEnv, bind, cursor, describe, nextCursor, problems, required, wholeNumber, raw } from "./Contract.js"
 import { intParam, queryPage, type Run } from "./Shared.js"
 
 const StoredFact = Fact.annotate({ identifier: "Fact", description: "An immutable fact of the ledger" })
@@ -47,6 +47,7 @@ const ListedFact = Schema.Struct({
   traceparent: Schema.NullOr(Schema.String).annotate({ description: "W3C trace context of the fact; null for facts stored before it" }),
   data: Schema.Record(Schema.String, Schema.Unknown)
 }).annotate({ identifier: "ListedFact" })
+type ListedFact = typeof ListedFact.Type
 
 export const listFacts = HttpApiEndpoint.get("listFacts", "/v1/facts", {
   query: {
@@ -99,7 +100,7 @@ export const group = HttpApiGroup.make("facts").add(readStream, listFacts, trace
 export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
   const { run } = deps
 
-  bind(app, readStream, async (c) => {
+  bind(app, readStream, async (c, reply) => {
     const principal = c.get("principal")
     const subject = c.req.param("subject")!
     const after = intParam(c.req.query("after"), "after", 0, Number.MAX_SAFE_INTEGER, 0)
@@ -116,12 +117,12 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
     if (CloudEvents.wantsBatch(c.req.header("accept"))) {
       // CloudEvents batch mode: a JSON array of events; the next page (if any) in a Link header.
       const next = last !== undefined && last < state.version ? `<${new URL(c.req.url).pathname}?after=${last}&limit=${limit}>; rel="next"` : undefined
-      return c.body(JSON.stringify(state.facts.map(CloudEvents.fromFact)), 200, {
+      return raw(c.body(JSON.stringify(state.facts.map(CloudEvents.fromFact)), 200, {
         "content-type": CloudEvents.batchContentType,
         ...(next ? { link: next } : {})
-      })
+      }))
     }
-    return c.json({
+    return reply({
       subject,
       version: state.version,
       facts: state.facts,
@@ -135,7 +136,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
    * trace reads that one stream (`?subject=`, required: a fact id alone cannot be located without an index
    * on every fact) with one ledger call per stream page.
    */
-  bind(app, traceFact, async (c) => {
+  bind(app, traceFact, async (c, reply) => {
     const tenant = c.get("principal").tenantId
     const factId = c.req.param("fact_id")!
     // Given and non-empty: checked against the description (`required`) before the handler runs.
@@ -169,7 +170,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
         sql: "SELECT message_type, subject, accepted_at FROM accepted_keys WHERE tenant_id = ? AND idempotency_key = ?",
         params: [tenant, root]
       }).pipe(Effect.orElseSucceed(() => []))))
-    return c.json({
+    return reply({
       fact_id: fact.fact_id,
       subject,
       correlation_id: fact.correlation_id,
@@ -183,11 +184,12 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
     })
   })
 
-  bind(app, listFacts, async (c) => {
+  bind(app, listFacts, async (c, reply) => {
     const page = ProjectionQuery.facts(c.get("principal").tenantId, c.req.query())
     if (Result.isFailure(page)) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(page.failure), problems: page.failure })
     const rows = await queryPage(run, c.env, page.success)
-    const data = rows.slice(0, page.success.limit).map(({ body, ...fact }) => ({ ...fact, data: JSON.parse(String(body)) }))
+    // The facts copy's columns are ListedFact's, its body the fact's data as JSON (ProjectionQuery.facts selects them).
+    const data = rows.slice(0, page.success.limit).map(({ body, ...fact }) => ({ ...(fact as Omit<ListedFact, "data">), data: JSON.parse(String(body)) as ListedFact["data"] }))
     const nextCursor = page.success.nextCursor(rows)
     if (CloudEvents.wantsBatch(c.req.header("accept"))) {
       const url = new URL(c.req.url)
@@ -196,12 +198,12 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
       type Row = Omit<Parameters<typeof CloudEvents.fromFact>[0], "stream" | "tenant_id"> & { readonly subject: string }
       const tenant_id = c.get("principal").tenantId
       const events = (data as Array<Row>).map(({ subject, ...f }) => CloudEvents.fromFact({ ...f, stream: subject, tenant_id }))
-      return c.body(JSON.stringify(events), 200, {
+      return raw(c.body(JSON.stringify(events), 200, {
         "content-type": CloudEvents.batchContentType,
         ...(nextCursor !== null ? { link: `<${url.pathname}${url.search}>; rel="next"` } : {})
-      })
+      }))
     }
-    return c.json({ data, next_cursor: nextCursor })
+    return reply({ data, next_cursor: nextCursor })
   })
 
 }

@@ -32,7 +32,7 @@ export const group = HttpApiGroup.make("projections").add(readProjection)
 export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Shape; readonly run: Run }) => {
   const { registry, run } = deps
 
-  bind(app, readProjection, async (c) => {
+  bind(app, readProjection, async (c, reply) => {
     const projection = registry.projection(c.req.param("name")!)
     if (!projection) {
       throw new Failure.NotFound({ message: `no projection "${c.req.param("name")!}" (known: ${registry.projections.map((p) => p.name).join(", ")})` })
@@ -41,7 +41,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Sha
     if (Result.isFailure(page)) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(page.failure), problems: page.failure })
     const rows = await queryPage(run, c.env, page.success)
     const booleans = Projection.booleanColumns(projection)
-    return c.json({
+    return reply({
       projection: projection.name,
       data: rows.slice(0, page.success.limit).map((row) => {
         const out: Record<string, unknown> = { ...row }

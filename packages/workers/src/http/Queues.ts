@@ -35,7 +35,7 @@ export const group = HttpApiGroup.make("queues").add(health)
   }))
 
 export const mount = (app: Hono<AppEnv>) => {
-  bind(app, health, async (c) => {
+  bind(app, health, async (c, reply) => {
     // One of `windows` when given: checked against the description before the handler runs.
     const window = c.req.query("window") ?? "1h"
     const minutes = windows[window]!
@@ -67,10 +67,11 @@ export const mount = (app: Hono<AppEnv>) => {
       )
       const pendingShards = (pending!.results[0] as { n: number } | undefined)?.n ?? 0
       const levels = queues.map((q) => q.status)
-      return c.json({
+      const status: Metrics.Level = levels.includes("critical") ? "critical" : levels.includes("warning") || pendingShards > 0 ? "warning" : "ok"
+      return reply({
         window,
         since,
-        status: levels.includes("critical") ? "critical" : levels.includes("warning") || pendingShards > 0 ? "warning" : "ok",
+        status,
         thresholds: Metrics.thresholds,
         queues,
         ledger: { relay_pending_shards: pendingShards }

@@ -17,7 +17,7 @@ import { Effect, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { Failure, QueueProducer, RetryPolicy, type Registry, SendBatches, Webhook, WebhookStore } from "@factline/core"
-import { type AppEnv, bind, cursor, describe, Json, nextCursor, problems, wholeNumber } from "./Contract.js"
+import { type AppEnv, bind, cursor, describe, Json, nextCursor, problems, wholeNumber, raw } from "./Contract.js"
 import { isObject, readBody, type Run } from "./Shared.js"
 
 export interface Deps {
@@ -117,55 +117,55 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
     schema: Webhook.jsonSchema(e)
   }))
 
-  bind(app, eventTypes, (c) => c.json({ data: catalog }))
+  bind(app, eventTypes, async (_c, reply) => reply({ data: catalog }))
 
-  bind(app, createEndpoint, async (c) => {
+  bind(app, createEndpoint, async (c, reply) => {
     const input = await readBody(c)
     if (!isObject(input)) throw new Failure.InvalidInput({ message: 'send { "url": "https://…", "event_types": ["…"] } (or "fact_types")' })
     const tenant = c.get("principal").tenantId
     const result = await run(c.env, Effect.flatMap(store, (s) => s.create(tenant, input as WebhookStore.Input)))
-    return c.json({ ...result.endpoint, secret: result.secret }, 201)
+    return reply({ ...result.endpoint, secret: result.secret })
   })
 
-  bind(app, listEndpoints, async (c) => {
+  bind(app, listEndpoints, async (c, reply) => {
     const result = await run(c.env, Effect.flatMap(store, (s) => s.list(c.get("principal").tenantId)))
-    return c.json({ data: result })
+    return reply({ data: result })
   })
 
-  bind(app, getEndpoint, async (c) => {
+  bind(app, getEndpoint, async (c, reply) => {
     const result = await run(c.env, Effect.flatMap(store, (s) => s.get(c.get("principal").tenantId, c.req.param("id")!)))
-    return c.json(result)
+    return reply(result)
   })
 
-  bind(app, updateEndpoint, async (c) => {
+  bind(app, updateEndpoint, async (c, reply) => {
     const input = await readBody(c)
     if (!isObject(input) || Object.keys(input).length === 0) {
       throw new Failure.InvalidInput({ message: "send the fields to change: url, event_types or fact_types, description, enabled" })
     }
     const result = await run(c.env, Effect.flatMap(store, (s) => s.update(c.get("principal").tenantId, c.req.param("id")!, input as WebhookStore.Input)))
-    return c.json(result)
+    return reply(result)
   })
 
   bind(app, deleteEndpoint, async (c) => {
     await run(c.env, Effect.flatMap(store, (s) => s.remove(c.get("principal").tenantId, c.req.param("id")!)))
-    return c.body(null, 204)
+    return raw(c.body(null, 204))
   })
 
-  bind(app, rotateSecret, async (c) => {
+  bind(app, rotateSecret, async (c, reply) => {
     const result = await run(c.env, Effect.flatMap(store, (s) => s.rotate(c.get("principal").tenantId, c.req.param("id")!)))
-    return c.json({ ...result.endpoint, secret: result.secret })
+    return reply({ ...result.endpoint, secret: result.secret })
   })
 
-  bind(app, attempts, async (c) => {
+  bind(app, attempts, async (c, reply) => {
     const raw = c.req.query("limit")
     const limit = raw === undefined ? 50 : /^\d+$/.test(raw) ? Number(raw) : NaN
     if (!(limit >= 1 && limit <= 100)) throw new Failure.InvalidInput({ code: "invalid_query", message: "limit must be a whole number from 1 to 100" })
     const cursor = c.req.query("cursor")
     const result = await run(c.env, Effect.flatMap(store, (s) => s.attempts(c.get("principal").tenantId, c.req.param("id")!, cursor === undefined ? { limit } : { before: cursor, limit })))
-    return c.json(result)
+    return reply(result)
   })
 
-  bind(app, recover, async (c) => {
+  bind(app, recover, async (c, reply) => {
     const input = await readBody(c)
     const since = isObject(input) ? input.since : undefined
     if (typeof since !== "string" || Number.isNaN(Date.parse(since)) || !/^\d{4}-\d{2}-\d{2}T/.test(since)) {
@@ -179,6 +179,6 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
       for (const chunk of SendBatches.split(messages)) yield* queue.sendBatch(RetryPolicy.webhooks.queue, chunk)
       return messages.length
     }))
-    return c.json({ recovered: result, since: new Date(since).toISOString() }, 202)
+    return reply({ recovered: result, since: new Date(since).toISOString() })
   })
 }
