@@ -65,10 +65,11 @@ export const sha256Hex = async (text: string): Promise<string> => {
   return [...digest].map((b) => b.toString(16).padStart(2, "0")).join("")
 }
 
-export type AuthVariables = { principal: Principal }
+/** `tokens`: `FACTLINE_TOKENS` as the settings read it (set for every request by the API, before any route). */
+export type AuthVariables = { principal: Principal; tokens: string | undefined }
 
 /** Authenticates every request; the token needs one of `scopes` (what the route accepts). */
-export const requireScope = (...scopes: [Scope, ...Array<Scope>]): MiddlewareHandler<{ Bindings: { FACTLINE_TOKENS?: string }; Variables: AuthVariables }> =>
+export const requireScope = (...scopes: [Scope, ...Array<Scope>]): MiddlewareHandler<{ Variables: AuthVariables }> =>
   async function authenticate(c, next) {
     c.header("cache-control", "no-store")
     const header = c.req.header("authorization") ?? ""
@@ -76,7 +77,7 @@ export const requireScope = (...scopes: [Scope, ...Array<Scope>]): MiddlewareHan
     if (!match) {
       return errorResponse(c, 401, "unauthorized", "missing bearer token: send Authorization: Bearer <token>", undefined, { "www-authenticate": "Bearer" })
     }
-    const principal = principals(c.env.FACTLINE_TOKENS).get(await sha256Hex(match[1]!))
+    const principal = principals(c.get("tokens")).get(await sha256Hex(match[1]!))
     if (!principal) return errorResponse(c, 401, "unauthorized", "invalid bearer token", undefined, { "www-authenticate": "Bearer" })
     if (!scopes.some((scope) => principal.scopes.includes(scope))) {
       return errorResponse(c, 403, "forbidden", `this token lacks the ${scopes.map((s) => JSON.stringify(s)).join(" or ")} scope`)

@@ -19,7 +19,7 @@
 import { Effect, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Import, ProjectionStore, Rebuild, Reconcile, type Registry } from "@factline/core"
+import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Import, ProjectionStore, QueueProducer, Rebuild, Reconcile, type Registry, RetryPolicy } from "@factline/core"
 import { type AppEnv, bind, cursor, describe, Json, nextCursor, oneOf, problems, wholeNumber } from "./Contract.js"
 import { errorResponse } from "./Errors.js"
 import { type Ctx, isObject, readBody, type Run, unavailable } from "./Shared.js"
@@ -197,19 +197,15 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
       if (error._tag === "RebuildRefused") return errorResponse(c, error.code === "conflict" ? 409 : 404, error.code, error.message)
       return unavailable(c, "the projection store")
     }
-    try {
-      await c.env.BATCH_QUEUE.send(BatchConsumer.make(started.success.first), { contentType: "json" })
-    } catch {
-      return unavailable(c, "the batch queue")
-    }
+    const sent = await run(c.env, enqueue(BatchConsumer.make(started.success.first)))
+    if (sent._tag === "Failure") return unavailable(c, "the batch queue")
     return c.json({ batch_id: started.success.record.id, operation: "rebuild", ...started.success.record }, 202)
   }
 
   /** Queues a created job's first chunk; a send that fails ends the job `failed` (it would never run). */
   const enqueueFirst = async (c: Ctx, job: BatchJobs.Row, total: number) => {
-    try {
-      await c.env.BATCH_QUEUE.send(BatchConsumer.make({ batch_id: job.id, operation: job.operation, offset: 0, total }, job.tenant_id), { contentType: "json" })
-    } catch {
+    const sent = await run(c.env, enqueue(BatchConsumer.make({ batch_id: job.id, operation: job.operation, offset: 0, total }, job.tenant_id)))
+    if (sent._tag === "Failure") {
       await run(c.env, BatchJobs.fail(job.id, "the batch queue was unavailable when the job was started", new Date().toISOString()))
       return unavailable(c, "the batch queue")
     }
@@ -256,13 +252,9 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
       return errorResponse(c, 400, "invalid_request", '"manifest" must be the name of a file uploaded with PUT /v1/batches/uploads/:name')
     }
     const key = uploadKey(tenantId, manifest)
-    let exists: boolean
-    try {
-      exists = (await c.env.PAYLOADS.head(key)) !== null
-    } catch {
-      return unavailable(c, "the payload store")
-    }
-    if (!exists) return errorResponse(c, 404, "not_found", `no uploaded file "${manifest}"; upload it with PUT /v1/batches/uploads/${manifest}`)
+    const exists = await run(c.env, Effect.flatMap(Effect.service(BatchFiles.BatchFiles), (files) => files.exists(key)))
+    if (exists._tag === "Failure") return unavailable(c, "the payload store")
+    if (!exists.success) return errorResponse(c, 404, "not_found", `no uploaded file "${manifest}"; upload it with PUT /v1/batches/uploads/${manifest}`)
     const created = await run(c.env, BatchJobs.create({
       id: BatchJobs.newId(), tenantId, operation: "import", params: { source: "manifest", manifest }, inputKey: key, total: null, now: new Date().toISOString()
     }))
@@ -366,21 +358,17 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
     }
     // The job's own prefix under its own tenant: never built from the request.
     const prefix = Export.outputPrefix(job.tenant_id, job.id)
-    const bucket = c.env.PAYLOADS
-    const keys: Array<string> = []
-    let cursor: string | undefined
-    do {
-      const listed = await bucket.list({ prefix, cursor })
-      keys.push(...listed.objects.map((o) => o.key))
-      cursor = listed.truncated ? listed.cursor : undefined
-    } while (cursor !== undefined)
-    keys.sort()
+    const files = Effect.service(BatchFiles.BatchFiles)
+    const listed = await run(c.env, Effect.flatMap(files, (f) => f.keys(prefix)))
+    // As before this went through the door: an unreadable bucket is the API's unexpected error.
+    if (listed._tag === "Failure") throw new Error(listed.failure.message)
     const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>()
     const pipe = async () => {
-      for (const key of keys) {
-        const object = await bucket.get(key)
-        if (object === null) throw new Error(`output part ${key} is missing`)
-        await object.body.pipeTo(writable, { preventClose: true })
+      for (const key of listed.success) {
+        const body = await run(c.env, Effect.flatMap(files, (f) => f.stream(key)))
+        if (body._tag === "Failure") throw new Error(body.failure.message)
+        if (body.success === undefined) throw new Error(`output part ${key} is missing`)
+        await body.success.pipeTo(writable, { preventClose: true })
       }
       await writable.close()
     }
@@ -396,12 +384,15 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
   })
 }
 
+/** A chunk message onto the batch queue, through the one queue door. */
+const enqueue = (message: unknown) => Effect.flatMap(Effect.service(QueueProducer.QueueProducer), (queues) => queues.sendBatch(RetryPolicy.batch.queue, [message]))
+
 /** Upload names: a file name, never a path (the tenant prefix is the platform's, never the caller's). */
 export const uploadName = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
 export const maxUploadBytes = 1024 * 1024 * 1024
 export const uploadKey = (tenantId: string, name: string) => `${tenantId}/uploads/${name}`
 
-export const mountUploads = (app: Hono<AppEnv>) => {
+export const mountUploads = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
   bind(app, upload, async (c) => {
     const name = c.req.param("name")!
     if (!uploadName.test(name)) return errorResponse(c, 400, "invalid_request", "the name must be 1–128 letters, digits, '.', '_' or '-', starting with a letter or digit")
@@ -412,14 +403,10 @@ export const mountUploads = (app: Hono<AppEnv>) => {
     const body = c.req.raw.body
     if (body === null || length === 0) return errorResponse(c, 400, "invalid_request", "the file is empty")
     const key = uploadKey(c.get("principal").tenantId, name)
-    try {
-      // Streamed: R2 takes the body with its declared length, never buffered here.
-      const stream = body.pipeThrough(new FixedLengthStream(length))
-      const object = await c.env.PAYLOADS.put(key, stream, { httpMetadata: { contentType: "application/x-ndjson" } })
-      return c.json({ manifest: name, size: object?.size ?? length }, 201)
-    } catch {
-      console.error("upload failed: the payload store is unavailable or the body did not match its content-length")
-      return errorResponse(c, 400, "upload_failed", "the upload did not complete (the body must match its content-length); send it again")
-    }
+    // Streamed: R2 takes the body with its declared length, never buffered here.
+    const stored = await run(c.env, Effect.flatMap(Effect.service(BatchFiles.BatchFiles), (files) => files.upload(key, body.pipeThrough(new FixedLengthStream(length)), length)))
+    if (stored._tag === "Success") return c.json({ manifest: name, size: stored.success }, 201)
+    console.error("upload failed: the payload store is unavailable or the body did not match its content-length")
+    return errorResponse(c, 400, "upload_failed", "the upload did not complete (the body must match its content-length); send it again")
   })
 }
