@@ -25,12 +25,15 @@ export const handoverDelayMs = 1_000
 
 export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerProtocol.LedgerShardRpc {
   private readonly ledger: LedgerStorage.LedgerStorage
-  private readonly runtime: ShardRuntime
 
   constructor(ctx: DurableObjectState, env: PlatformEnv) {
     super(ctx, env)
     this.ledger = LedgerStorage.make(ctx.storage)
-    this.runtime = shardRuntime(env)
+  }
+
+  /** The runtime of this object's bindings (one per bindings object, built on first use). */
+  private get runtime(): ShardRuntime {
+    return shardRuntime(this.env)
   }
 
   async append(groups: ReadonlyArray<LedgerProtocol.AppendGroup>): Promise<ReadonlyArray<LedgerProtocol.AppendResult>> {

@@ -8,7 +8,7 @@
  * It does not compose services (core does, once, for the Worker and the Node
  * test kit alike).
  */
-import { ConfigProvider, Layer, ManagedRuntime } from "effect"
+import { ConfigProvider, Effect, Layer, ManagedRuntime } from "effect"
 import { Bindings, PlatformLayer, type Registry, RetryPolicy, Settings } from "@factline/core"
 import type { PlatformEnv } from "./Env.js"
 
@@ -30,8 +30,22 @@ const bindings = (env: PlatformEnv) =>
   })
 
 /** The `FACTLINE_*` variables (and any other string var) of `env`, for `Config`. */
-const settings = (env: PlatformEnv) =>
-  ConfigProvider.layer(ConfigProvider.fromUnknown(Object.fromEntries(Object.entries(env).filter(([, value]) => typeof value === "string"))))
+const provider = (env: PlatformEnv) => ConfigProvider.fromUnknown(Object.fromEntries(Object.entries(env).filter(([, value]) => typeof value === "string")))
+const settings = (env: PlatformEnv) => ConfigProvider.layer(provider(env))
+
+const settingsCache = new WeakMap<object, Settings.Shape>()
+/**
+ * The settings of `env`, read with the same `Config` as the runtime's: for the one reader outside a program,
+ * the HTTP API's token check, which runs before any route's program.
+ */
+export const settingsOf = (env: PlatformEnv): Settings.Shape => {
+  let read = settingsCache.get(env)
+  if (read === undefined) {
+    read = Effect.runSync(Settings.config.parse(provider(env)))
+    settingsCache.set(env, read)
+  }
+  return read
+}
 
 /** Every service the platform's programs use. */
 export type PlatformServices = PlatformLayer.Services

@@ -8,9 +8,8 @@
  * naming every problem; anything unexpected is a 500 with a generic message — never a stack, SQL text or
  * a secret.
  */
-import { Effect } from "effect"
 import { Hono } from "hono"
-import { type Registry, Settings } from "@factline/core"
+import type { Registry } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import type { PlatformRuntime } from "../Services.js"
 import * as Batches from "./Batches.js"
@@ -33,11 +32,6 @@ export { api, publicRoutes, type Route, routes } from "./Routes.js"
 export const make = (registry: Registry.Shape, runtime: (env: PlatformEnv) => PlatformRuntime) => {
   const app = new Hono<AppEnv>()
   const run = makeRun(runtime)
-  // The token table comes from the settings (Config over the Worker's env), like every other setting.
-  app.use(async function settings(c, next) {
-    c.set("tokens", (await runtime(c.env).runPromise(Effect.service(Settings.Settings))).tokens)
-    await next()
-  })
   Events.mount(app, { registry, run })
   Facts.mount(app, { run })
   Projections.mount(app, { registry, run })

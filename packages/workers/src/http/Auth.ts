@@ -11,6 +11,8 @@ import { Schema } from "effect"
 import type { MiddlewareHandler } from "hono"
 import { Issues } from "@factline/schemas"
 import { IsoDateTime, TenantId } from "@factline/schemas"
+import type { PlatformEnv } from "../Env.js"
+import { settingsOf } from "../Services.js"
 import { errorResponse } from "./Errors.js"
 
 /**
@@ -65,11 +67,10 @@ export const sha256Hex = async (text: string): Promise<string> => {
   return [...digest].map((b) => b.toString(16).padStart(2, "0")).join("")
 }
 
-/** `tokens`: `FACTLINE_TOKENS` as the settings read it (set for every request by the API, before any route). */
-export type AuthVariables = { principal: Principal; tokens: string | undefined }
+export type AuthVariables = { principal: Principal }
 
 /** Authenticates every request; the token needs one of `scopes` (what the route accepts). */
-export const requireScope = (...scopes: [Scope, ...Array<Scope>]): MiddlewareHandler<{ Variables: AuthVariables }> =>
+export const requireScope = (...scopes: [Scope, ...Array<Scope>]): MiddlewareHandler<{ Bindings: PlatformEnv; Variables: AuthVariables }> =>
   async function authenticate(c, next) {
     c.header("cache-control", "no-store")
     const header = c.req.header("authorization") ?? ""
@@ -77,7 +78,7 @@ export const requireScope = (...scopes: [Scope, ...Array<Scope>]): MiddlewareHan
     if (!match) {
       return errorResponse(c, 401, "unauthorized", "missing bearer token: send Authorization: Bearer <token>", undefined, { "www-authenticate": "Bearer" })
     }
-    const principal = principals(c.get("tokens")).get(await sha256Hex(match[1]!))
+    const principal = principals(settingsOf(c.env).tokens).get(await sha256Hex(match[1]!))
     if (!principal) return errorResponse(c, 401, "unauthorized", "invalid bearer token", undefined, { "www-authenticate": "Bearer" })
     if (!scopes.some((scope) => principal.scopes.includes(scope))) {
       return errorResponse(c, 403, "forbidden", `this token lacks the ${scopes.map((s) => JSON.stringify(s)).join(" or ")} scope`)
