@@ -13,7 +13,7 @@
  * (`markRelay`, written by the LedgerShard Durable Object) and the sweep's and
  * health page's reads of them are here too.
  */
-import { and, eq, isNotNull, lte, sql as drizzle } from "drizzle-orm"
+import { and, eq, gt, isNotNull, lte, sql as drizzle } from "drizzle-orm"
 import { Clock, Effect, Schema } from "effect"
 import * as Sql from "../platform/Sql.js"
 import { ledgerShards, ledgerTenants } from "../tables/PlatformTables.js"
@@ -123,3 +123,23 @@ export const pendingSince = (cutoff: string, limit: number) =>
 
 /** How many shards have a relay pending (statement `n`), for batching with other health reads. */
 export const pendingCount = Sql.statement("SELECT COUNT(*) AS n FROM ledger_shards WHERE relay_pending_since IS NOT NULL")
+
+/** Shard keys after `after` in key order, at most `limit`, of one tenant or of all: how rebuilds and reconciles walk the ledger. */
+export const shardsAfter = (after: string, limit: number, tenantId?: string) =>
+  Effect.gen(function*() {
+    const sql = yield* Sql.PlatformDatabase
+    const rows = yield* sql.all<{ shard_key: string }>(Sql.typed(
+      sql.orm.select({ shard_key: ledgerShards.shardKey }).from(ledgerShards)
+        .where(tenantId === undefined ? gt(ledgerShards.shardKey, after) : and(eq(ledgerShards.tenantId, tenantId), gt(ledgerShards.shardKey, after)))
+        .orderBy(ledgerShards.shardKey)
+        .limit(limit)
+    ))
+    return rows.map((r) => r.shard_key)
+  }).pipe(Effect.mapError(unavailable))
+
+/** How many shards the ledger has (every tenant's). */
+export const shardCount = Effect.gen(function*() {
+  const sql = yield* Sql.PlatformDatabase
+  const row = yield* sql.first<{ n: number }>(Sql.statement("SELECT COUNT(*) AS n FROM ledger_shards"))
+  return row?.n ?? 0
+}).pipe(Effect.mapError(unavailable))
