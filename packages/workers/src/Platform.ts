@@ -59,7 +59,7 @@ export const consumers: ReadonlyMap<string, ConsumerProgram> = new Map<string, C
  * One batch: its consumer, then one metrics sample (D1 rollup + Analytics Engine point) for the platform
  * queues. A queue this Worker does not know is retried (never dropped) so the misconfiguration is visible.
  */
-export const consume = (batch: MessageBatch<unknown>) =>
+export const consume = (batch: MessageBatch<unknown>): Effect.Effect<void, never, Services.PlatformServices> =>
   Effect.gen(function*() {
     const consumer = consumers.get(batch.queue)
     if (consumer === undefined) {
