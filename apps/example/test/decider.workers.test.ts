@@ -2,7 +2,7 @@ import { createExecutionContext, createMessageBatch, getQueueResult } from "clou
 import { env } from "cloudflare:workers"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Result } from "effect"
-import { Dispatch, Ledger, LedgerTopology, PayloadStore, QueueProducer, Registry, RetryPolicy } from "@factline/core"
+import { Dispatch, Ledger, LedgerTopology, PayloadStore, QueueProducer, Registry, RetryPolicy, Sql } from "@factline/core"
 import type { PlatformEnv } from "@factline/workers"
 import { ledger, readStream, shardKeyOf, unique } from "./helpers.js"
 import { platform } from "./worker.js"
@@ -50,7 +50,7 @@ describe("deciders", () => {
   it.effect("two concurrent decisions on one stream both apply against the latest state", () =>
     Effect.gen(function*() {
       const subject = unique("counter")
-      const live = Ledger.make(env.LEDGER, LedgerTopology.make(env.DB))
+      const live = Ledger.make(env.LEDGER, LedgerTopology.make(Sql.make("platform", env.DB)))
       // Hold both first reads until both have read version 0, so the two decisions race for real.
       let reads = 0
       let release!: () => void

@@ -8,7 +8,7 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { Effect } from "effect"
-import { FactMessage, LedgerTopology, Rebuild, RetryPolicy, Shards } from "@factline/core"
+import { FactMessage, LedgerTopology, Rebuild, RetryPolicy, Shards, Sql } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import type { PlatformEnv } from "@factline/workers"
 import * as Faults from "./faults.js"
@@ -269,7 +269,7 @@ export const rebuildUnderLiveTraffic = async (options: {
   const run = unique("rbl")
   // Shard keys that sort after tenant-a's: at least two slices of Rebuild.shardsPerSlice.
   const others = Array.from({ length: Math.ceil((2 * Rebuild.shardsPerSlice) / Shards.defaultShardsPerTenant) }, (_, i) => `tenant-zz-${run}-${i}`)
-  await Effect.runPromise(LedgerTopology.make(env.DB).register(others))
+  await Effect.runPromise(LedgerTopology.make(Sql.make("platform", env.DB)).register(others))
   const calls = callsOf(run, options.calls, 6)
   const events = calls.map((c) => callCompleted({}, { ...c, currency: "USD" }))
   const first = events.slice(0, Math.ceil(events.length / 3))

@@ -2,7 +2,7 @@
 import { exports } from "cloudflare:workers"
 import { env } from "cloudflare:workers"
 import { Effect } from "effect"
-import { FactId, Ledger, LedgerTopology, Shards, type LedgerProtocol } from "@factline/core"
+import { FactId, Ledger, LedgerTopology, Shards, Sql, type LedgerProtocol } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import type { LedgerShard } from "@factline/workers"
 import { drain } from "./Drain.js"
@@ -44,11 +44,14 @@ export const postEvents = (body: unknown, token: string = tokenA) =>
   request("/v1/events", { method: "POST", body: JSON.stringify(body), token })
 
 /** The ledger as the platform sees it (the tenants' recorded shard counts, one RPC per shard). */
-export const ledger = () => Ledger.make(env.LEDGER, LedgerTopology.make(env.DB))
+/** The platform database's door over the test's D1 binding. */
+export const platformDatabase = () => Sql.make("platform", env.DB)
+
+export const ledger = () => Ledger.make(env.LEDGER, LedgerTopology.make(platformDatabase()))
 
 /** The key of the shard holding a stream (the tenant must have appended before). */
 export const shardKeyOf = async (tenant_id: string, stream: string) => {
-  const shards = await Effect.runPromise(LedgerTopology.make(env.DB).lookup(tenant_id))
+  const shards = await Effect.runPromise(LedgerTopology.make(platformDatabase()).lookup(tenant_id))
   if (shards === undefined) throw new Error(`tenant ${tenant_id} has no ledger yet`)
   return Shards.shardOf({ tenant_id, stream }, shards)
 }
@@ -76,7 +79,7 @@ export const eventually = async <T>(check: () => Promise<T | undefined>, timeout
  * Queues idle and every outbox empty: nothing is left to deliver.
  */
 export const drainWithOutboxes = async (tenant_id: string, timeoutMs = 30_000) => {
-  const shards = (await Effect.runPromise(LedgerTopology.make(env.DB).lookup(tenant_id))) ?? 0
+  const shards = (await Effect.runPromise(LedgerTopology.make(platformDatabase()).lookup(tenant_id))) ?? 0
   const stubs = Array.from({ length: shards }, (_, i) => env.LEDGER.get(env.LEDGER.idFromName(Shards.shardKey(tenant_id, i))) as DurableObjectStub<LedgerShard>)
   await eventually(async () => {
     await drain({ timeoutMs })

@@ -2,10 +2,11 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
 import { Effect } from "effect"
-import { FactId, Ledger, LedgerTopology, Shards, type LedgerProtocol } from "@factline/core"
-import { type LedgerShard, type PlatformEnv, sweepStaleRelays } from "@factline/workers"
+import { FactId, Ledger, LedgerTopology, Maintenance, Shards, Sql, type LedgerProtocol } from "@factline/core"
+import type { LedgerShard, PlatformEnv } from "@factline/workers"
 import { drain } from "./Drain.js"
 import { ledger, unique } from "./helpers.js"
+import { platform } from "./worker.js"
 
 const draft = async (cause: string, position: number, data: Record<string, unknown>, tenantId = "tenant-a"): Promise<LedgerProtocol.FactDraft> => ({
   fact_id: await FactId.make({ tenantId, cause, decidedBy: "test", position }),
@@ -130,7 +131,7 @@ describe("LedgerShard", () => {
     // Pretend the alarm was lost long ago: the sweep finds the stale shard and re-arms it.
     await runInDurableObject(stub, (_i, state) => state.storage.deleteAlarm())
     await env.DB.prepare("UPDATE ledger_shards SET relay_pending_since = '2000-01-01T00:00:00.000Z' WHERE shard_key = ?").bind(key).run()
-    expect(await sweepStaleRelays(env as unknown as PlatformEnv)).toBeGreaterThanOrEqual(1)
+    expect(await platform.runtime(env as unknown as PlatformEnv).runPromise(Maintenance.sweepStaleRelays())).toBeGreaterThanOrEqual(1)
     expect(await runDurableObjectAlarm(stub)).toBe(true)
     expect((await storage(stub)).outbox).toEqual([])
     const cleared = await env.DB.prepare("SELECT relay_pending_since FROM ledger_shards WHERE shard_key = ?").bind(key).first<{ relay_pending_since: string | null }>()
@@ -143,10 +144,10 @@ describe("LedgerShard", () => {
 describe("hashed shards", () => {
   it("a tenant's shard count is recorded when it is first seen and never changes; all its shards are registered", async () => {
     const tenant = unique("t").replace(/_/g, "-")
-    const four = LedgerTopology.make(env.DB, 4)
+    const four = LedgerTopology.make(Sql.make("platform", env.DB), 4)
     expect(await Effect.runPromise(four.register([tenant]))).toEqual(new Map([[tenant, 4]]))
     // Another isolate configured differently (a fresh cache per binding object) still sees 4.
-    const sixteen = LedgerTopology.make({ ...env.DB, prepare: env.DB.prepare.bind(env.DB), batch: env.DB.batch.bind(env.DB) } as D1Database, 16)
+    const sixteen = LedgerTopology.make(Sql.make("platform", { ...env.DB, prepare: env.DB.prepare.bind(env.DB), batch: env.DB.batch.bind(env.DB) } as D1Database), 16)
     expect(await Effect.runPromise(sixteen.register([tenant]))).toEqual(new Map([[tenant, 4]]))
     const shards = await env.DB.prepare("SELECT shard_key FROM ledger_shards WHERE tenant_id = ? ORDER BY shard_key").bind(tenant).all<{ shard_key: string }>()
     expect(shards.results.map((r) => r.shard_key)).toEqual([0, 1, 2, 3].map((i) => Shards.shardKey(tenant, i)))
@@ -154,7 +155,7 @@ describe("hashed shards", () => {
 
   it("streams spread over the tenant's shards, and each stream reads back only its own facts", async () => {
     const tenant = unique("t").replace(/_/g, "-")
-    const live = Ledger.make(env.LEDGER, LedgerTopology.make(env.DB, 4))
+    const live = Ledger.make(env.LEDGER, LedgerTopology.make(Sql.make("platform", env.DB), 4))
     const streams = Array.from({ length: 40 }, () => unique("s"))
     const groups = await Promise.all(streams.map(async (stream) => ({ tenant_id: tenant, stream, facts: [await draft(stream, 0, { stream }, tenant)] })))
     const results = await Effect.runPromise(live.append(groups))

@@ -6,8 +6,8 @@
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { AcceptedKeys } from "@factline/core"
-import { acceptedKeysPrunedPerRun, acceptedKeysRetentionDays, type PlatformEnv, pruneAcceptedKeys } from "@factline/workers"
+import { AcceptedKeys, Maintenance } from "@factline/core"
+import type { PlatformEnv } from "@factline/workers"
 import { callCompleted, postEvents, unique } from "./helpers.js"
 import { platform } from "./worker.js"
 
@@ -25,7 +25,7 @@ const keysOf = async (tenant: string) =>
 
 describe("accepted_keys retention", () => {
   it("the scheduled run forgets keys older than the retention, oldest first and bounded per run; younger keys stay bound", async () => {
-    expect(acceptedKeysRetentionDays).toBe(30)
+    expect(Maintenance.acceptedKeysRetentionDays).toBe(30)
     const tenant = unique("prune")
     // 10 keys past the retention (40 … 31 days old), 2 just inside it, 1 fresh.
     const old = Array.from({ length: 10 }, (_, i) => ({ key: `old_${i}`, at: daysAgo(40 - i) }))
@@ -38,12 +38,12 @@ describe("accepted_keys retention", () => {
     expect((await postEvents(event)).status).toBe(422)
 
     // Bounded: at most `limit` keys per run, the oldest first (nobody else writes keys this old).
-    expect(await pruneAcceptedKeys(env as unknown as PlatformEnv, { limit: 4 })).toBe(4)
+    expect(await platform.runtime(env as unknown as PlatformEnv).runPromise(Maintenance.pruneAcceptedKeys(4))).toBe(4)
     expect(await keysOf(tenant)).toEqual(["old_4", "old_5", "old_6", "old_7", "old_8", "old_9", "young_29d_b", "young_29d", "fresh"])
     expect((await postEvents(event)).status).toBe(422)
 
     // The cron's run (default bound, far above what is left) forgets the rest of the expired keys.
-    expect(acceptedKeysPrunedPerRun).toBeGreaterThanOrEqual(1_000)
+    expect(Maintenance.acceptedKeysPrunedPerRun).toBeGreaterThanOrEqual(1_000)
     const ctx = createExecutionContext()
     await platform.scheduled(createScheduledController({ scheduledTime: new Date(), cron: "*/5 * * * *" }), env as unknown as PlatformEnv, ctx)
     await waitOnExecutionContext(ctx)

@@ -6,8 +6,8 @@
 import { createExecutionContext, createScheduledController } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { afterEach, describe, expect, it } from "vitest"
+import { Maintenance, Metrics } from "@factline/core"
 import type { PlatformEnv } from "@factline/workers"
-import { pruneOperations, recordMetrics } from "@factline/workers"
 import * as CountingBindings from "@factline/core/testing/bindings"
 import { createMessageBatch } from "cloudflare:test"
 import { newCounts } from "./instrument.js"
@@ -173,7 +173,7 @@ describe("metrics and health", () => {
     const measure = async (n: number) => {
       const counts = newCounts()
       const batch = createMessageBatch("factline-projections", Array.from({ length: n }, (_, i) => ({ id: unique("m"), timestamp: new Date(), attempts: 1, body: { created_at: new Date(Date.now() - i * 10).toISOString() } })))
-      await recordMetrics(CountingBindings.env(env as unknown as PlatformEnv, counts), batch, { acked: n, retried: 0, deadLettered: 0 }, 12)
+      await platform.runtime(CountingBindings.env(env as unknown as PlatformEnv, counts)).runPromise(Metrics.record(Metrics.sampleOf(batch, { acked: n, retried: 0, deadLettered: 0 }, 12, Date.now())))
       return counts
     }
     const [ten, hundred] = [await measure(10), await measure(100)]
@@ -227,6 +227,6 @@ describe("retention", () => {
     const minutes = (await env.DB.prepare("SELECT minute FROM queue_metrics WHERE queue = 'factline-batch' AND batches = 0").all<{ minute: string }>()).results
     expect(minutes).toHaveLength(1)
     expect(Date.now() - Date.parse(minutes[0]!.minute)).toBeLessThan(3 * 24 * 3600 * 1000)
-    expect(await pruneOperations(env as unknown as PlatformEnv)).toEqual({ deadLetters: 0, metrics: 0 })
+    expect(await platform.runtime(env as unknown as PlatformEnv).runPromise(Maintenance.pruneOperations())).toEqual({ deadLetters: 0, metrics: 0 })
   })
 })

@@ -13,11 +13,11 @@
  * storage on a read.
  */
 import { DurableObject } from "cloudflare:workers"
-import { Effect } from "effect"
-import { type LedgerProtocol, LedgerStorage, OutboxRelay, PayloadStore } from "@factline/core"
+import { Clock, Effect } from "effect"
+import { Bindings, type LedgerProtocol, LedgerStorage, LedgerTopology, OutboxRelay, PayloadStore, Settings } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import type { PlatformEnv } from "./Env.js"
-import { queueBinding } from "./Services.js"
+import { shardRuntime, type ShardRuntime } from "./Services.js"
 
 export const relayBackoffMs = (failures: number) => Math.min(1_000 * 2 ** Math.max(0, failures - 1), 5 * 60_000)
 /** How soon the alarm first tries to relay facts handed over after a failed send. */
@@ -29,6 +29,11 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   constructor(ctx: DurableObjectState, env: PlatformEnv) {
     super(ctx, env)
     this.ledger = LedgerStorage.make(ctx.storage)
+  }
+
+  /** The runtime of this object's bindings (one per bindings object, built on first use). */
+  private get runtime(): ShardRuntime {
+    return shardRuntime(this.env)
   }
 
   async append(groups: ReadonlyArray<LedgerProtocol.AppendGroup>): Promise<ReadonlyArray<LedgerProtocol.AppendResult>> {
@@ -80,7 +85,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   /** Relays the outbox; on success removes the alarm, on failure re-arms it with backoff. */
   private async drain(): Promise<void> {
     try {
-      const result = await OutboxRelay.relay(this.ledger, this.targets())
+      const result = await OutboxRelay.relay(this.ledger, await this.runtime.runPromise(this.targets))
       if (this.ledger.getMeta("relay_failures") !== undefined) {
         await this.register(null)
         this.ledger.setMeta("relay_failures", undefined)
@@ -91,38 +96,37 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     } catch (error) {
       const failures = Number(this.ledger.getMeta("relay_failures") ?? "0") + 1
       this.ledger.setMeta("relay_failures", String(failures))
-      console.error(`outbox relay failed (${failures} in a row): ${error instanceof Error ? error.message : String(error)}`)
+      await this.runtime.runPromise(Effect.logError(`outbox relay failed (${failures} in a row): ${error instanceof Error ? error.message : String(error)}`))
       await this.arm(relayBackoffMs(failures))
-      await this.register(new Date().toISOString()).catch(() => undefined)
+      await this.register("now").catch(() => undefined)
     }
   }
 
   private async arm(delayMs: number) {
-    const at = Date.now() + delayMs
+    const at = (await this.runtime.runPromise(Clock.currentTimeMillis)) + delayMs
     const current = await this.ctx.storage.getAlarm()
     if (current === null || current > at) await this.ctx.storage.setAlarm(at)
   }
 
-  /** Marks this shard pending (or no longer) in `ledger_shards`, where the sweep finds it. */
-  private async register(pendingSince: string | null) {
+  /** Marks this shard pending since now (or no longer pending) in `ledger_shards`, where the sweep finds it. */
+  private async register(pending: "now" | null) {
     const shardKey = this.ledger.getMeta("shard_key")
     const tenantId = this.ledger.getMeta("tenant_id")
     if (shardKey === undefined || tenantId === undefined) return
-    const now = new Date().toISOString()
-    await this.env.DB.prepare(
-      `INSERT INTO ledger_shards (shard_key, tenant_id, registered_at, relay_pending_since, last_relayed_at) VALUES (?, ?, ?, ?, ?)
-       ON CONFLICT (shard_key) DO UPDATE SET
-         relay_pending_since = CASE WHEN excluded.relay_pending_since IS NULL THEN NULL ELSE COALESCE(ledger_shards.relay_pending_since, excluded.relay_pending_since) END,
-         last_relayed_at = COALESCE(excluded.last_relayed_at, ledger_shards.last_relayed_at)`
-    ).bind(shardKey, tenantId, now, pendingSince, pendingSince === null ? now : null).run()
+    await this.runtime.runPromise(Effect.gen(function*() {
+      const since = pending === null ? null : new Date(yield* Clock.currentTimeMillis).toISOString()
+      yield* LedgerTopology.markRelay(shardKey, tenantId, since)
+    }))
   }
 
-  private targets(): OutboxRelay.RelayTargets {
-    const env = this.env
-    const payloads = PayloadStore.make(env.PAYLOADS, env.FACTLINE_PAYLOAD_BUCKET ?? PayloadStore.defaultBucketName)
+  /** Where the relay sends (the queues by name) and offloads large payloads (R2), through the bindings' services. */
+  private readonly targets = Effect.gen(function*() {
+    const { queue } = yield* Bindings.QueueBindings
+    const { bucket } = yield* Bindings.PayloadBucket
+    const payloads = PayloadStore.make(bucket, (yield* Settings.Settings).payloadBucket)
     return {
-      queue: queueBinding(env),
+      queue,
       offload: (tenantId, name, payload) => Effect.runPromise(payloads.put(tenantId, name, payload))
-    }
-  }
+    } satisfies OutboxRelay.RelayTargets
+  })
 }

@@ -1,86 +1,58 @@
 /**
- * The live layers of core's services, built from a Worker's bindings, and
- * the one `ManagedRuntime` per isolate that every request and queue batch
- * runs on. This is the only place where bindings meet the framework.
+ * The one composition point of the Worker: its `env` becomes the leaf layers
+ * of core's one composition (`PlatformLayer`) — each binding behind its
+ * service, the `FACTLINE_*` variables behind a `ConfigProvider` read with
+ * `Config` — and the one `ManagedRuntime` per isolate that every request and
+ * queue batch runs on. This is the only module that reads `env`.
+ *
+ * It does not compose services (core does, once, for the Worker and the Node
+ * test kit alike).
  */
-import { Layer, ManagedRuntime } from "effect"
-import {
-  AcceptedKeys, BatchFiles, DeadLetters, DeadLetterStore, Inbox, Ledger, PayloadStore, Producer, ProjectionStore, QueueProducer, Registry, RetryPolicy, Shards, WebhookStore, WebhookTransport
-} from "@factline/core"
+import { ConfigProvider, Effect, Layer, ManagedRuntime } from "effect"
+import { Bindings, PlatformLayer, type Registry, RetryPolicy, Settings } from "@factline/core"
 import type { PlatformEnv } from "./Env.js"
 
-const deadLetterQueue = (env: PlatformEnv) => (queue: string) => {
+/** A platform queue's (or its DLQ's) producer binding by queue name; undefined for an unknown queue or a missing binding. */
+const queueBinding = (env: PlatformEnv) => (queue: string) => {
   const policy = RetryPolicy.forQueue(queue)
-  return policy ? (env[policy.deadLetterBinding] as Queue | undefined) : undefined
+  if (policy === undefined) return undefined
+  return (policy.queue === queue ? env[policy.binding] : env[policy.deadLetterBinding]) as Queue | undefined
 }
 
-/** A platform queue's producer binding by queue name (undefined for an unknown queue or a missing binding). */
-export const queueBinding = (env: PlatformEnv) => (queue: string) => {
-  const policy = RetryPolicy.forQueue(queue)
-  return policy && policy.queue === queue ? (env[policy.binding] as Queue | undefined) : undefined
+/** Every binding of `env` behind its service. */
+const bindings = (env: PlatformEnv) =>
+  Bindings.layer({
+    database: env.DB,
+    payloads: env.PAYLOADS,
+    ledger: env.LEDGER,
+    queue: queueBinding(env),
+    analytics: Bindings.AnalyticsEngine.layer(env.METRICS)
+  })
+
+/** The `FACTLINE_*` variables (and any other string var) of `env`, for `Config`. */
+const provider = (env: PlatformEnv) => ConfigProvider.fromUnknown(Object.fromEntries(Object.entries(env).filter(([, value]) => typeof value === "string")))
+const settings = (env: PlatformEnv) => ConfigProvider.layer(provider(env))
+
+const settingsCache = new WeakMap<object, Settings.Shape>()
+/**
+ * The settings of `env`, read with the same `Config` as the runtime's: for the one reader outside a program,
+ * the HTTP API's token check, which runs before any route's program.
+ */
+export const settingsOf = (env: PlatformEnv): Settings.Shape => {
+  let read = settingsCache.get(env)
+  if (read === undefined) {
+    read = Effect.runSync(Settings.config.parse(provider(env)))
+    settingsCache.set(env, read)
+  }
+  return read
 }
 
-/** `FACTLINE_LEDGER_SHARDS`: the shard count recorded for tenants seen from now on (default 16). */
-export const shardsPerTenant = (env: PlatformEnv): number => {
-  const raw = env.FACTLINE_LEDGER_SHARDS
-  return raw === undefined || raw === "" ? Shards.defaultShardsPerTenant : Shards.checkShardCount(Number(raw))
-}
+/** Every service the platform's programs use. */
+export type PlatformServices = PlatformLayer.Services
 
-const ledgerLayer = (env: PlatformEnv) => Ledger.Ledger.layer(env.LEDGER, env.DB, shardsPerTenant(env))
-
-/** Every service the platform's programs use: the registry and one live layer per binding. */
-export type PlatformServices =
-  | Registry.Registry
-  | Ledger.Ledger
-  | Inbox.Inbox
-  | ProjectionStore.ProjectionStore
-  | DeadLetters.DeadLetters
-  | PayloadStore.PayloadStore
-  | QueueProducer.QueueProducer
-  | AcceptedKeys.AcceptedKeys
-  | Producer.Producer
-  | WebhookStore.WebhookStore
-  | WebhookTransport.WebhookTransport
-  | DeadLetterStore.DeadLetterStore
-  | BatchFiles.BatchFiles
-
-const number = (raw: string | undefined, fallback: number) => {
-  const n = raw === undefined || raw === "" ? NaN : Number(raw)
-  return Number.isFinite(n) && n >= 0 ? n : fallback
-}
-
-/** `FACTLINE_LOCAL_DEVELOPMENT=true`: http and loopback webhook endpoints allowed (never in production). */
-export const localDevelopment = (env: PlatformEnv) => env.FACTLINE_LOCAL_DEVELOPMENT === "true"
-export const webhookDisableAfterMs = (env: PlatformEnv) => number(env.FACTLINE_WEBHOOK_DISABLE_AFTER_HOURS, 120) * 3600 * 1000
-
-const webhookCatalog = (registry: Registry.Shape): WebhookStore.Catalog => ({
-  eventTypes: new Set(registry.webhookEvents.keys()),
-  eventTypesOfFact: (factType) => registry.webhooksFor(factType).map((e) => e.type)
-})
-
-export const platformLayer = (env: PlatformEnv, registry: Registry.Shape): Layer.Layer<PlatformServices> => {
-  const payloads = PayloadStore.PayloadStore.layer(env.PAYLOADS, env.FACTLINE_PAYLOAD_BUCKET)
-  return Layer.mergeAll(
-    Layer.succeed(Registry.Registry, registry),
-    ledgerLayer(env),
-    AcceptedKeys.AcceptedKeys.layer(env.DB),
-    QueueProducer.QueueProducer.layer(queueBinding(env)),
-    Inbox.Inbox.layer(env.DB),
-    ProjectionStore.ProjectionStore.layer(env.DB),
-    DeadLetters.DeadLetters.layer(deadLetterQueue(env)),
-    AcceptedKeys.AcceptedKeys.layer(env.DB),
-    payloads,
-    Producer.Producer.layer({ queue: env.EVENTS_QUEUE, definitions: registry.definitions, defaultSource: "http" }).pipe(Layer.provide(payloads)),
-    WebhookStore.WebhookStore.layer(env.DB, {
-      secretsKey: env.FACTLINE_SECRETS_KEY,
-      localDevelopment: localDevelopment(env),
-      configTtlMs: number(env.FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS, 10) * 1000
-    }, webhookCatalog(registry)),
-    WebhookTransport.WebhookTransport.layer,
-    DeadLetterStore.DeadLetterStore.layer(env.DB),
-    BatchFiles.BatchFiles.layer(env.PAYLOADS)
-  )
-}
+/** A bad setting (a shard count out of range) is a defect of the deploy: every request and batch fails with it, naming the variable. */
+export const platformLayer = (env: PlatformEnv, registry: Registry.Shape): Layer.Layer<PlatformServices> =>
+  PlatformLayer.make(registry, bindings(env), { defaultSource: "http" }).pipe(Layer.provide(settings(env)), Layer.orDie)
 
 export type PlatformRuntime = ManagedRuntime.ManagedRuntime<PlatformServices, never>
 
@@ -100,4 +72,19 @@ export const runtimes = (registry: Registry.Shape) => {
     }
     return runtime
   }
+}
+
+/** What a LedgerShard Durable Object reaches: the bindings and the settings (it runs no registry's programs). */
+export type ShardServices = Bindings.Services | Settings.Settings
+export type ShardRuntime = ManagedRuntime.ManagedRuntime<ShardServices, never>
+
+const shardRuntimes = new WeakMap<object, ShardRuntime>()
+/** The Durable Object's runtime over its `env`, one per isolate and bindings object. */
+export const shardRuntime = (env: PlatformEnv): ShardRuntime => {
+  let runtime = shardRuntimes.get(env)
+  if (runtime === undefined) {
+    runtime = ManagedRuntime.make(Layer.merge(bindings(env), Settings.Settings.layer).pipe(Layer.provide(settings(env)), Layer.orDie))
+    shardRuntimes.set(env, runtime)
+  }
+  return runtime
 }

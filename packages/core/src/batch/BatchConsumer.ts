@@ -17,6 +17,7 @@ import { type BatchPayload, BatchPayload as BatchPayloadSchema, Envelope, Issues
 import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
+import { QueueProducer } from "../producing/QueueProducer.js"
 import * as Rebuild from "../projections/Rebuild.js"
 import * as BatchJobs from "./BatchJobs.js"
 import * as Export from "./Export.js"
@@ -105,14 +106,16 @@ const runMessage = (first: BatchPayload) =>
     }
   })
 
-export const process = (enqueue: (next: Envelope) => Promise<void>) =>
-  (items: ReadonlyArray<{ readonly key: string; readonly value: Chunk }>) =>
+/** The next chunk goes back on the batch queue through the one queue door. */
+const enqueue = (next: Envelope) => Effect.flatMap(Effect.service(QueueProducer), (queues) => queues.sendBatch(RetryPolicy.batch.queue, [next]))
+
+export const process = (items: ReadonlyArray<{ readonly key: string; readonly value: Chunk }>) =>
     Effect.gen(function*() {
       const outcomes = new Map<string, Consumer.Outcome>()
       for (const { key, value } of items) {
         const { payload } = value
         const exit = yield* Effect.exit(
-          Effect.flatMap(runMessage(payload), (next) => (next ? Effect.promise(() => enqueue(make(next, value.tenantId))) : Effect.void))
+          Effect.flatMap(runMessage(payload), (next) => (next ? enqueue(make(next, value.tenantId)) : Effect.void))
         )
         if (Exit.isSuccess(exit)) {
           outcomes.set(key, Consumer.done)
@@ -135,6 +138,5 @@ export const process = (enqueue: (next: Envelope) => Promise<void>) =>
 
 export const consume = (
   batch: MessageBatch<unknown>,
-  enqueue: (next: Envelope) => Promise<void>,
   options: { readonly delayScale?: number; readonly log?: Consumer.LogLevel } = {}
-) => Consumer.run({ policy: RetryPolicy.batch, decode, process: process(enqueue), delayScale: options.delayScale, log: options.log, inbox: true }, batch)
+) => Consumer.run({ policy: RetryPolicy.batch, decode, process, delayScale: options.delayScale, log: options.log, inbox: true }, batch)

@@ -2,8 +2,8 @@
  * The objects of batch jobs in R2 (the payload bucket): inputs (an inline
  * import written as NDJSON, an uploaded manifest) and outputs, each under its
  * tenant's prefix (`<tenant>/batches/…`, `<tenant>/uploads/…`). Reads are by
- * byte range: a job never loads a whole input. Downloads and uploads stream at
- * the HTTP edge; this service is what the batch consumer uses.
+ * byte range: a job never loads a whole input. Downloads and uploads stream
+ * (`stream`, `upload`): the HTTP edge passes bodies through, never buffering them.
  */
 import { Context, Effect, Layer } from "effect"
 import * as Failure from "../failures/Failure.js"
@@ -18,6 +18,13 @@ export class BatchFiles extends Context.Service<BatchFiles, {
   readonly put: (key: string, body: string) => Effect.Effect<void, Failure.Unavailable>
   /** Up to `length` bytes from `offset`, or undefined when the object does not exist. */
   readonly read: (key: string, offset: number, length: number) => Effect.Effect<Range | undefined, Failure.Unavailable>
+  readonly exists: (key: string) => Effect.Effect<boolean, Failure.Unavailable>
+  /** Every key under `prefix`, sorted. */
+  readonly keys: (prefix: string) => Effect.Effect<ReadonlyArray<string>, Failure.Unavailable>
+  /** An object's body as a stream, or undefined when it does not exist. */
+  readonly stream: (key: string) => Effect.Effect<ReadableStream<Uint8Array> | undefined, Failure.Unavailable>
+  /** Stores a streamed NDJSON body (of a known length); the stored size. */
+  readonly upload: (key: string, body: ReadableStream<Uint8Array>, length: number) => Effect.Effect<number, Failure.Unavailable>
 }>()("@factline/core/BatchFiles") {
   static readonly layer = (bucket: R2Bucket) => Layer.succeed(BatchFiles, make(bucket))
 }
@@ -37,6 +44,27 @@ export const make = (bucket: R2Bucket): BatchFiles["Service"] => ({
         if (object === null) return undefined
         return { bytes: new Uint8Array(await object.arrayBuffer()), size: head.size }
       },
+      catch: unavailable
+    }),
+  exists: (key) => Effect.tryPromise({ try: async () => (await bucket.head(key)) !== null, catch: unavailable }),
+  keys: (prefix) =>
+    Effect.tryPromise({
+      try: async () => {
+        const keys: Array<string> = []
+        let cursor: string | undefined
+        do {
+          const listed = await bucket.list({ prefix, cursor })
+          keys.push(...listed.objects.map((o) => o.key))
+          cursor = listed.truncated ? listed.cursor : undefined
+        } while (cursor !== undefined)
+        return keys.sort()
+      },
+      catch: unavailable
+    }),
+  stream: (key) => Effect.tryPromise({ try: async () => (await bucket.get(key))?.body ?? undefined, catch: unavailable }),
+  upload: (key, body, length) =>
+    Effect.tryPromise({
+      try: async () => (await bucket.put(key, body, { httpMetadata: { contentType: "application/x-ndjson" } }))?.size ?? length,
       catch: unavailable
     })
 })

@@ -23,6 +23,7 @@ import { Effect } from "effect"
 import type { BatchPayload } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
 import { Ledger } from "../ledger/Ledger.js"
+import * as LedgerTopology from "../ledger/LedgerTopology.js"
 import { ProjectionStore } from "../projections/ProjectionStore.js"
 import * as Rebuild from "../projections/Rebuild.js"
 import { Registry } from "../registry/Registry.js"
@@ -86,18 +87,15 @@ export const step = (payload: BatchPayload) =>
 
     // Replay this chunk's shards of the tenant into the shadow.
     const after = typeof payload.items?.[0] === "string" ? (payload.items[0] as string) : ""
-    const shards = yield* store.query<{ shard_key: string }>({
-      sql: "SELECT shard_key FROM ledger_shards WHERE tenant_id = ? AND shard_key > ? ORDER BY shard_key LIMIT ?",
-      params: [job.tenant_id, after, shardsPerChunk]
-    })
-    const facts = (yield* Effect.forEach(shards, (s) => ledger.readShard(s.shard_key), { concurrency: 8 })).flat()
+    const shards = yield* LedgerTopology.shardsAfter(after, shardsPerChunk, job.tenant_id)
+    const facts = (yield* Effect.forEach(shards, (s) => ledger.readShard(s), { concurrency: 8 })).flat()
     const failures: Array<string> = []
     for (let i = 0; i < facts.length; i += Rebuild.factsPerWrite) {
       yield* store.execute(Rebuild.replayStatements(p, facts.slice(i, i + Rebuild.factsPerWrite), target, failures))
     }
     if (shards.length === shardsPerChunk) {
       const status = yield* BatchJobs.recordChunk(job, { chunk, lines: shards.length, bytes: 0, succeeded: 0, errors: [], last: false }, now)
-      if (status === "running") return { ...next, items: [shards.at(-1)!.shard_key] }
+      if (status === "running") return { ...next, items: [shards.at(-1)!] }
       if (status !== undefined) yield* dropShadow(job)
       return undefined
     }

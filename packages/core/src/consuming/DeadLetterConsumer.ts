@@ -8,9 +8,10 @@
  * message id, stable across redeliveries, so storing twice is a no-op. One D1
  * round trip per batch.
  */
-import { Effect, Result } from "effect"
+import { Clock, Effect, Result } from "effect"
 import { DeadLetterRecord, Issues } from "@factline/schemas"
 import * as Predicate from "effect/Predicate"
+import * as Sql from "../platform/Sql.js"
 
 const decodeRecord = Issues.decodeStrict(DeadLetterRecord)
 const columns = 14
@@ -55,23 +56,24 @@ export const toRow = (queue: string, m: Message<unknown>, now: string): Array<st
   ]
 }
 
-export const consume = (db: D1Database, batch: MessageBatch<unknown>) =>
+export const consume = (batch: MessageBatch<unknown>) =>
   Effect.gen(function*() {
-    const now = new Date().toISOString()
+    const sql = yield* Sql.PlatformDatabase
+    const now = new Date(yield* Clock.currentTimeMillis).toISOString()
     const rows = batch.messages.map((m) => toRow(batch.queue, m, now))
-    const statements: Array<D1PreparedStatement> = []
+    const statements: Array<Sql.Statement> = []
     for (let i = 0; i < rows.length; i += rowsPerStatement) {
       const chunk = rows.slice(i, i + rowsPerStatement)
       statements.push(
-        db.prepare(
+        Sql.statement(
           `INSERT INTO dead_messages (id, queue, reason, last_error, attempts, first_attempted_at, last_attempted_at,
              tenant_id, message_type, idempotency_key, subject, original_message, status, received_at)
            VALUES ${chunk.map(() => `(${new Array(columns).fill("?").join(", ")})`).join(", ")}
            ON CONFLICT (id) DO NOTHING`
-        ).bind(...chunk.flat())
+        , ...chunk.flat())
       )
     }
-    const stored = yield* Effect.result(Effect.tryPromise(() => db.batch(statements)))
+    const stored = yield* Effect.result(sql.batch(statements))
     for (const m of batch.messages) {
       if (Result.isSuccess(stored)) m.ack()
       else m.retry({ delaySeconds: Math.min(60 * m.attempts, 600) })

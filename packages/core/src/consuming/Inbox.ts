@@ -12,6 +12,7 @@
  * 100 bound parameters and sent together in one `batch()`.
  */
 import { Context, Effect, Layer } from "effect"
+import * as Sql from "../platform/Sql.js"
 import * as Failure from "../failures/Failure.js"
 
 export type Status = "processing" | "succeeded" | "failed"
@@ -34,7 +35,8 @@ export class Inbox extends Context.Service<Inbox, {
   readonly begin: (queue: string, keys: ReadonlyArray<string>, now: string) => Effect.Effect<ReadonlyMap<string, Entry>, Failure.Unavailable>
   readonly finish: (queue: string, outcomes: ReadonlyArray<Outcome>, now: string) => Effect.Effect<void, Failure.Unavailable>
 }>()("@factline/core/Inbox") {
-  static readonly layer = (db: D1Database) => Layer.succeed(Inbox, make(db))
+  /** Over the platform database's door. */
+  static readonly layer = Layer.effect(Inbox, Effect.map(Effect.service(Sql.PlatformDatabase), (sql) => make(sql)))
 }
 
 const chunk = <T>(items: ReadonlyArray<T>, size: number): Array<Array<T>> => {
@@ -43,53 +45,55 @@ const chunk = <T>(items: ReadonlyArray<T>, size: number): Array<Array<T>> => {
   return out
 }
 
-const unavailable = (cause: unknown) => new Failure.Unavailable({ service: "the inbox", message: cause instanceof Error ? cause.message : String(cause) })
+const unavailable = (cause: { readonly message: string }) => new Failure.Unavailable({ service: "the inbox", message: cause.message })
 
-export const make = (db: D1Database): Inbox["Service"] => ({
+export const make = (sql: Sql.Sql): Inbox["Service"] => ({
   begin: (queue, keys, now) =>
     keys.length === 0
       ? Effect.succeed(new Map())
-      : Effect.tryPromise({
-        try: async () => {
+      : Effect.suspend(() => {
           // 1 parameter per row + 2 shared: 98 rows per statement stays under 100.
           const statements = chunk(keys, 98).map((rows) =>
-            db
-              .prepare(
+            Sql.statement(
                 `INSERT INTO inbox (queue, idempotency_key, status, attempts, last_error, first_seen_at, updated_at)
                  VALUES ${rows.map((_, i) => `(?1, ?${i + 3}, 'processing', 1, NULL, ?2, ?2)`).join(", ")}
                  ON CONFLICT (queue, idempotency_key) DO UPDATE SET
                    status = CASE WHEN inbox.status = 'succeeded' THEN 'succeeded' ELSE 'processing' END,
                    attempts = CASE WHEN inbox.status = 'succeeded' THEN inbox.attempts ELSE inbox.attempts + 1 END,
                    updated_at = CASE WHEN inbox.status = 'succeeded' THEN inbox.updated_at ELSE excluded.updated_at END
-                 RETURNING idempotency_key, status, attempts, first_seen_at`
-              )
-              .bind(queue, now, ...rows)
+                 RETURNING idempotency_key, status, attempts, first_seen_at`,
+              queue, now, ...rows
+            )
           )
-          const results = await db.batch<Entry>(statements)
-          return new Map(results.flatMap((r) => r.results).map((e) => [e.idempotency_key, e]))
-        },
-        catch: unavailable
-      }),
+          return sql.batch<Entry>(statements).pipe(
+            Effect.map((results) => new Map(results.flatMap((r) => r.rows).map((e) => [e.idempotency_key, e]))),
+            Effect.mapError(unavailable)
+          )
+        }),
   finish: (queue, outcomes, now) =>
     outcomes.length === 0
       ? Effect.void
-      : Effect.tryPromise({
-        try: async () => {
+      : Effect.suspend(() => {
           // 3 parameters per row + 2 shared: 32 rows per statement.
           const statements = chunk(outcomes, 32).map((rows) =>
-            db
-              .prepare(
+            Sql.statement(
                 `INSERT INTO inbox (queue, idempotency_key, status, attempts, last_error, first_seen_at, updated_at)
                  VALUES ${rows.map((_, i) => `(?1, ?${i * 3 + 3}, ?${i * 3 + 4}, 1, ?${i * 3 + 5}, ?2, ?2)`).join(", ")}
                  ON CONFLICT (queue, idempotency_key) DO UPDATE SET
                    status = CASE WHEN inbox.status = 'succeeded' THEN 'succeeded' ELSE excluded.status END,
                    last_error = CASE WHEN inbox.status = 'succeeded' THEN inbox.last_error ELSE excluded.last_error END,
-                   updated_at = excluded.updated_at`
-              )
-              .bind(queue, now, ...rows.flatMap((o) => [o.idempotency_key, o.status, o.last_error]))
+                   updated_at = excluded.updated_at`,
+              queue, now, ...rows.flatMap((o) => [o.idempotency_key, o.status, o.last_error])
+            )
           )
-          await db.batch(statements)
-        },
-        catch: unavailable
-      })
+          return sql.batch(statements).pipe(Effect.asVoid, Effect.mapError(unavailable))
+        })
 })
+
+/** Forgets succeeded rows last updated before `before`, oldest first, at most `limit`; how many. By rowid: bounded and indexed by `updated_at`. */
+export const prune = (before: string, limit: number) =>
+  Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) =>
+    sql.run(Sql.statement(
+      "DELETE FROM inbox WHERE rowid IN (SELECT rowid FROM inbox WHERE status = 'succeeded' AND updated_at < ? ORDER BY updated_at LIMIT ?)",
+      before, limit
+    )))

@@ -17,6 +17,8 @@
 import { Context, Effect, Layer } from "effect"
 import type { Fact } from "@factline/schemas"
 import type { AppendGroup, AppendResult, Handover, LedgerShardRpc, ReadOptions, StreamKey, StreamState } from "./LedgerProtocol.js"
+import { LedgerNamespace } from "../platform/Bindings.js"
+import * as Sql from "../platform/Sql.js"
 import * as LedgerTopology from "./LedgerTopology.js"
 import * as Shards from "./Shards.js"
 import * as Failure from "../failures/Failure.js"
@@ -50,9 +52,16 @@ export class Ledger extends Context.Service<Ledger, {
   readonly handover: (items: ReadonlyArray<StreamHandover>) => Effect.Effect<ReadonlySet<string>, Failure.Unavailable>
   /** Every fact of one shard (by shard key), all pages, in (stream, sequence) order. */
   readonly readShard: (shardKey: string) => Effect.Effect<ReadonlyArray<Fact>, Failure.Unavailable>
+  /** Asks one shard (by shard key) to re-arm its relay if rows are waiting; how many rows wait. */
+  readonly relayNow: (shardKey: string) => Effect.Effect<number, Failure.Unavailable>
 }>()("@factline/core/Ledger") {
-  static readonly layer = (namespace: DurableObjectNamespace, db: D1Database, shardsPerTenant?: number) =>
-    Layer.succeed(Ledger, make(namespace, LedgerTopology.make(db, shardsPerTenant)))
+  /** Over the LedgerShard namespace and the platform database (the topology), recording `shardsPerTenant` for new tenants. */
+  static readonly layer = (shardsPerTenant?: number) =>
+    Layer.effect(Ledger, Effect.gen(function*() {
+      const { namespace } = yield* LedgerNamespace
+      const sql = yield* Sql.PlatformDatabase
+      return make(namespace, LedgerTopology.make(sql, shardsPerTenant))
+    }))
 }
 
 const message = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
@@ -179,6 +188,7 @@ export const make = (namespace: DurableObjectNamespace, topology: LedgerTopology
             }, () => false),
             (handed) => new Set(items.filter((_, i) => !handed[i]).map(Shards.streamKey)) as ReadonlySet<string>
           )),
+    relayNow: (key) => Effect.tryPromise({ try: () => stub(key).relayNow(key), catch: unavailable }),
     readShard: (key) =>
       Effect.tryPromise({
         try: async () => {

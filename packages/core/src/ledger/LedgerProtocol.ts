@@ -67,6 +67,8 @@ export interface LedgerShardRpc {
   readStreams(keys: ReadonlyArray<StreamKey>): Promise<ReadonlyArray<StreamState>>
   read(key: StreamKey, options?: ReadOptions): Promise<StreamState>
   readShard(after: ShardCursor | undefined, limit: number): Promise<ReadonlyArray<Fact>>
+  /** Re-arms the relay if outbox rows are waiting (the scheduled sweep); returns how many wait. */
+  relayNow(shardKey?: string): Promise<number>
 }
 
 /** Position in a shard's facts, ordered by (stream, sequence). */

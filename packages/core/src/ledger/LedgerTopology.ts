@@ -8,8 +8,15 @@
  * isolate has the tenant cached (a recorded count never changes, so the cache
  * never goes stale). `lookup` is for readers: an unknown tenant has no
  * shards, and looking creates nothing.
+ *
+ * It owns `ledger_tenants` and `ledger_shards`: the shards' relay marks
+ * (`markRelay`, written by the LedgerShard Durable Object) and the sweep's and
+ * health page's reads of them are here too.
  */
-import { Effect } from "effect"
+import { and, eq, gt, isNotNull, lte, sql as drizzle } from "drizzle-orm"
+import { Clock, Effect } from "effect"
+import * as Sql from "../platform/Sql.js"
+import { ledgerShards, ledgerTenants } from "../tables/PlatformTables.js"
 import * as Shards from "./Shards.js"
 import * as Failure from "../failures/Failure.js"
 
@@ -20,64 +27,116 @@ export interface LedgerTopology {
   readonly lookup: (tenantId: string) => Effect.Effect<number | undefined, Failure.Unavailable>
 }
 
-/** Per database binding, per isolate: tenant → recorded shard count. */
+/** Per database, per isolate: tenant → recorded shard count. */
 const caches = new WeakMap<object, Map<string, number>>()
-/** A wrapped binding (test and benchmark instrumentation) answers this with the binding it wraps. */
-const unwrap = Symbol.for("@factline/core/testing/unwrap")
-const cacheFor = (db: D1Database) => {
-  const binding = ((db as unknown as Record<symbol, object | undefined>)[unwrap]) ?? db
-  let cache = caches.get(binding)
-  if (!cache) caches.set(binding, (cache = new Map()))
+const cacheFor = (sql: Sql.Sql) => {
+  let cache = caches.get(sql.identity)
+  if (!cache) caches.set(sql.identity, (cache = new Map()))
   return cache
 }
 
-const message = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
+const unavailable = (cause: { readonly message: string }) => new Failure.Unavailable({ service: "the shard registry", message: `ledger topology unavailable: ${cause.message}` })
 
-export const make = (db: D1Database, shardsPerTenant: number = Shards.defaultShardsPerTenant): LedgerTopology => {
+export const make = (sql: Sql.Sql, shardsPerTenant: number = Shards.defaultShardsPerTenant): LedgerTopology => {
   const configured = Shards.checkShardCount(shardsPerTenant)
-  const cache = cacheFor(db)
+  const cache = cacheFor(sql)
   return {
     register: (tenantIds) => {
       const unknown = [...new Set(tenantIds)].filter((t) => !cache.has(t))
       const known = () => new Map(tenantIds.map((t) => [t, cache.get(t)!] as const))
       if (unknown.length === 0) return Effect.succeed(known())
-      return Effect.tryPromise({
-        try: async () => {
-          const now = new Date().toISOString()
-          const tenants = JSON.stringify(unknown)
-          const [, , recorded] = await db.batch<{ tenant_id: string; shard_count: number }>([
-            db.prepare(
-              `INSERT INTO ledger_tenants (tenant_id, shard_count, first_seen_at)
-               SELECT value, ?1, ?2 FROM json_each(?3) WHERE true ON CONFLICT (tenant_id) DO NOTHING`
-            ).bind(configured, now, tenants),
-            db.prepare(
-              `WITH RECURSIVE shard(tenant_id, i, n) AS (
-                 SELECT tenant_id, 0, shard_count FROM ledger_tenants WHERE tenant_id IN (SELECT value FROM json_each(?2))
-                 UNION ALL SELECT tenant_id, i + 1, n FROM shard WHERE i + 1 < n)
-               INSERT INTO ledger_shards (shard_key, tenant_id, registered_at)
-               SELECT tenant_id || '/#' || i, tenant_id, ?1 FROM shard WHERE true ON CONFLICT (shard_key) DO NOTHING`
-            ).bind(now, tenants),
-            db.prepare("SELECT tenant_id, shard_count FROM ledger_tenants WHERE tenant_id IN (SELECT value FROM json_each(?))").bind(tenants)
-          ])
-          for (const row of recorded!.results) cache.set(row.tenant_id, row.shard_count)
-          const missing = unknown.filter((t) => !cache.has(t))
-          if (missing.length > 0) throw new Error(`tenant(s) ${missing.join(", ")} could not be registered`)
-          return known()
-        },
-        catch: (cause) => new Failure.Unavailable({ service: "the shard registry", message: `ledger topology unavailable: ${message(cause)}` })
+      return Effect.gen(function*() {
+        const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+        const tenants = JSON.stringify(unknown)
+        const [, , recorded] = yield* Effect.mapError(sql.batch<{ tenant_id: string; shard_count: number }>([
+          Sql.statement(
+            `INSERT INTO ledger_tenants (tenant_id, shard_count, first_seen_at)
+             SELECT value, ?1, ?2 FROM json_each(?3) WHERE true ON CONFLICT (tenant_id) DO NOTHING`,
+            configured, now, tenants
+          ),
+          Sql.statement(
+            `WITH RECURSIVE shard(tenant_id, i, n) AS (
+               SELECT tenant_id, 0, shard_count FROM ledger_tenants WHERE tenant_id IN (SELECT value FROM json_each(?2))
+               UNION ALL SELECT tenant_id, i + 1, n FROM shard WHERE i + 1 < n)
+             INSERT INTO ledger_shards (shard_key, tenant_id, registered_at)
+             SELECT tenant_id || '/#' || i, tenant_id, ?1 FROM shard WHERE true ON CONFLICT (shard_key) DO NOTHING`,
+            now, tenants
+          ),
+          Sql.statement("SELECT tenant_id, shard_count FROM ledger_tenants WHERE tenant_id IN (SELECT value FROM json_each(?))", tenants)
+        ]), unavailable)
+        for (const row of recorded!.rows) cache.set(row.tenant_id, row.shard_count)
+        const missing = unknown.filter((t) => !cache.has(t))
+        if (missing.length > 0) return yield* new Failure.Unavailable({ service: "the shard registry", message: `ledger topology unavailable: tenant(s) ${missing.join(", ")} could not be registered` })
+        return known()
       })
     },
     lookup: (tenantId) => {
       const cached = cache.get(tenantId)
       if (cached !== undefined) return Effect.succeed(cached)
-      return Effect.tryPromise({
-        try: async () => {
-          const row = await db.prepare("SELECT shard_count FROM ledger_tenants WHERE tenant_id = ?").bind(tenantId).first<{ shard_count: number }>()
+      return sql.first<{ shard_count: number }>(Sql.typed(sql.orm.select({ shard_count: ledgerTenants.shardCount }).from(ledgerTenants).where(eq(ledgerTenants.tenantId, tenantId)))).pipe(
+        Effect.map((row) => {
           if (row) cache.set(tenantId, row.shard_count)
           return row?.shard_count
-        },
-        catch: (cause) => new Failure.Unavailable({ service: "the shard registry", message: `ledger topology unavailable: ${message(cause)}` })
-      })
+        }),
+        Effect.mapError(unavailable)
+      )
     }
   }
 }
+
+/**
+ * Marks a shard's relay pending since `pendingSince` (the first failure is kept), or no longer pending
+ * (`null`, recording when it last relayed): where the scheduled sweep finds shards whose alarm may be lost.
+ */
+export const markRelay = (shardKey: string, tenantId: string, pendingSince: string | null) =>
+  Effect.gen(function*() {
+    const sql = yield* Sql.PlatformDatabase
+    const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+    yield* sql.run(Sql.typed(
+      sql.orm.insert(ledgerShards)
+        .values({ shardKey, tenantId, registeredAt: now, relayPendingSince: pendingSince, lastRelayedAt: pendingSince === null ? now : null })
+        .onConflictDoUpdate({
+          target: ledgerShards.shardKey,
+          set: {
+            relayPendingSince: drizzle`CASE WHEN excluded.relay_pending_since IS NULL THEN NULL ELSE COALESCE(${ledgerShards.relayPendingSince}, excluded.relay_pending_since) END`,
+            lastRelayedAt: drizzle`COALESCE(excluded.last_relayed_at, ${ledgerShards.lastRelayedAt})`
+          }
+        })
+    ))
+  })
+
+/** Shards whose relay has been pending since `cutoff` or earlier, oldest first, at most `limit`. */
+export const pendingSince = (cutoff: string, limit: number) =>
+  Effect.gen(function*() {
+    const sql = yield* Sql.PlatformDatabase
+    const rows = yield* sql.all<{ shard_key: string }>(Sql.typed(
+      sql.orm.select({ shard_key: ledgerShards.shardKey }).from(ledgerShards)
+        .where(and(isNotNull(ledgerShards.relayPendingSince), lte(ledgerShards.relayPendingSince, cutoff)))
+        .orderBy(ledgerShards.relayPendingSince)
+        .limit(limit)
+    ))
+    return rows.map((r) => r.shard_key)
+  })
+
+/** How many shards have a relay pending (statement `n`), for batching with other health reads. */
+export const pendingCount = Sql.statement("SELECT COUNT(*) AS n FROM ledger_shards WHERE relay_pending_since IS NOT NULL")
+
+/** Shard keys after `after` in key order, at most `limit`, of one tenant or of all: how rebuilds and reconciles walk the ledger. */
+export const shardsAfter = (after: string, limit: number, tenantId?: string) =>
+  Effect.gen(function*() {
+    const sql = yield* Sql.PlatformDatabase
+    const rows = yield* sql.all<{ shard_key: string }>(Sql.typed(
+      sql.orm.select({ shard_key: ledgerShards.shardKey }).from(ledgerShards)
+        .where(tenantId === undefined ? gt(ledgerShards.shardKey, after) : and(eq(ledgerShards.tenantId, tenantId), gt(ledgerShards.shardKey, after)))
+        .orderBy(ledgerShards.shardKey)
+        .limit(limit)
+    ))
+    return rows.map((r) => r.shard_key)
+  }).pipe(Effect.mapError(unavailable))
+
+/** How many shards the ledger has (every tenant's). */
+export const shardCount = Effect.gen(function*() {
+  const sql = yield* Sql.PlatformDatabase
+  const row = yield* sql.first<{ n: number }>(Sql.statement("SELECT COUNT(*) AS n FROM ledger_shards"))
+  return row?.n ?? 0
+}).pipe(Effect.mapError(unavailable))

@@ -17,6 +17,7 @@ import type { Issues } from "@factline/schemas"
 import { QueueProducer } from "../producing/QueueProducer.js"
 import * as SendBatches from "../producing/SendBatches.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
+import * as Sql from "../platform/Sql.js"
 import * as Cursor from "../tables/Cursor.js"
 import * as Failure from "../failures/Failure.js"
 
@@ -104,12 +105,12 @@ export class DeadLetterStore extends Context.Service<DeadLetterStore, {
   /** Opens a skipped record again (its skip could not be completed), noting why in its history. */
   readonly reopen: (scope: Scope, id: string, note: string) => Effect.Effect<void, Failure.Any>
 }>()("@factline/core/DeadLetterStore") {
-  static readonly layer = (db: D1Database) => Layer.succeed(DeadLetterStore, make(db))
+  /** Over the platform database's door. */
+  static readonly layer = Layer.effect(DeadLetterStore, Effect.map(Effect.service(Sql.PlatformDatabase), (sql) => make(sql)))
 }
 
-export const make = (db: D1Database): DeadLetterStore["Service"] => {
-  const query = <T>(sql: string, ...params: Array<unknown>) =>
-    Effect.tryPromise({ try: async () => (await db.prepare(sql).bind(...params).all<T>()).results, catch: unavailable })
+export const make = (sql: Sql.Sql): DeadLetterStore["Service"] => {
+  const query = <T>(text: string, ...params: Array<unknown>) => Effect.mapError(sql.all<T>(Sql.statement(text, ...params)), unavailable)
 
   const get = (scope: Scope, id: string) =>
     Effect.gen(function*() {
@@ -137,15 +138,14 @@ export const make = (db: D1Database): DeadLetterStore["Service"] => {
     )
 
   const settle = (ids: ReadonlyArray<string>, status: "replayed" | "open", by: string, operationId: string) =>
-    Effect.tryPromise({
-      try: () =>
-        db.prepare(
+    Effect.mapError(
+      sql.run(Sql.statement(
           `UPDATE dead_messages SET status = ?, resolved_at = ?, resolved_by = CASE WHEN ? = 'open' THEN NULL ELSE resolved_by END,
              history = json_insert(history, '$[#]', json(?))
            WHERE id IN (SELECT value FROM json_each(?)) AND status = 'replaying'`
-        ).bind(status, status === "open" ? null : new Date().toISOString(), status, historyEntry(status === "open" ? "replay_failed" : "replayed", by, { operation_id: operationId }), JSON.stringify(ids)).run(),
-      catch: unavailable
-    })
+        , status, status === "open" ? null : new Date().toISOString(), status, historyEntry(status === "open" ? "replay_failed" : "replayed", by, { operation_id: operationId }), JSON.stringify(ids))),
+      unavailable
+    )
 
   /** Sends claimed records back to their queues in waves; settles each wave as replayed, or back to open if its send failed. */
   const send = (claimed: ReadonlyArray<{ id: string; queue: string; original_message: string }>, by: string, operationId: string) =>

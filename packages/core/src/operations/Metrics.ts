@@ -9,7 +9,13 @@
  * there (the production path, queryable with its SQL API). Health reads the
  * rollup over a window and grades each queue against seed 001's thresholds.
  */
-import type * as RetryPolicy from "../consuming/RetryPolicy.js"
+import { and, inArray, lt } from "drizzle-orm"
+import { Clock, Effect } from "effect"
+import * as RetryPolicy from "../consuming/RetryPolicy.js"
+import * as LedgerTopology from "../ledger/LedgerTopology.js"
+import { AnalyticsEngine, QueueBindings } from "../platform/Bindings.js"
+import * as Sql from "../platform/Sql.js"
+import { deadMessages } from "../tables/PlatformTables.js"
 
 /** Histogram upper bounds in ms (the last is +∞, serialized as null). */
 export const lagBoundsMs: ReadonlyArray<number> = [100, 500, 1_000, 5_000, 10_000, 30_000, 60_000, 300_000, Infinity]
@@ -176,3 +182,82 @@ export const health = (
       series: mine.map((r) => ({ minute: r.minute, received: r.received, lag_p99_ms: quantile(JSON.parse(r.lag_histogram) as Array<number>, lagBoundsMs, 0.99) }))
     }
   })
+
+/** A consumer batch's sample: counts from its outcome, lag from each message's `created_at` (or its enqueue time). */
+export const sampleOf = (
+  batch: MessageBatch<unknown>,
+  counts: { readonly acked?: number; readonly retried?: number; readonly deadLettered?: number } | undefined,
+  durationMs: number,
+  now: number
+): Sample => ({
+  queue: batch.queue,
+  received: batch.messages.length,
+  acked: counts?.acked ?? 0,
+  retried: counts?.retried ?? 0,
+  deadLettered: counts?.deadLettered ?? 0,
+  durationMs,
+  lagsMs: batch.messages.map((m) => {
+    const created = typeof m.body === "object" && m.body !== null ? (m.body as { created_at?: unknown }).created_at : undefined
+    const at = typeof created === "string" ? Date.parse(created) : NaN
+    return Math.max(0, now - (Number.isNaN(at) ? m.timestamp.getTime() : at))
+  })
+})
+
+/**
+ * Records one sample: one upsert of the D1 rollup, then one Analytics Engine data point. A failure to
+ * record is logged, never the batch's failure.
+ */
+export const record = Effect.fn("Metrics.record")(function*(sample: Sample) {
+  const sql = yield* Sql.PlatformDatabase
+  const analytics = yield* AnalyticsEngine
+  const now = yield* Clock.currentTimeMillis
+  const { sql: text, params } = upsert(sample, new Date(now))
+  yield* sql.run(Sql.statement(text, ...params)).pipe(
+    Effect.andThen(analytics.writeDataPoint(dataPoint(sample))),
+    Effect.catch((error) => Effect.logError("queue metrics could not be recorded").pipe(Effect.annotateLogs({ queue: sample.queue, error: error.message })))
+  )
+})
+
+/** What the health page reads, in one round trip: the rollup since the window's first minute, open and recent dead letters, pending relays. */
+export const readHealth = Effect.fn("Metrics.readHealth")(function*(since: string) {
+  const sql = yield* Sql.PlatformDatabase
+  const { queue } = yield* QueueBindings
+  const firstMinute = new Date(Math.floor(Date.parse(since) / 60_000) * 60_000).toISOString()
+  const [rollup, open, reasons, pending] = yield* sql.batch([
+    Sql.statement("SELECT * FROM queue_metrics WHERE minute >= ? ORDER BY minute", firstMinute),
+    Sql.statement("SELECT queue, COUNT(*) AS n FROM dead_messages WHERE status = 'open' GROUP BY queue"),
+    Sql.statement("SELECT queue, reason, COUNT(*) AS n FROM dead_messages WHERE received_at >= ? GROUP BY queue, reason", since),
+    LedgerTopology.pendingCount
+  ])
+  const byReason = new Map<string, Record<string, number>>()
+  for (const r of reasons!.rows as ReadonlyArray<{ queue: string; reason: string; n: number }>) byReason.set(r.queue, { ...(byReason.get(r.queue) ?? {}), [r.reason]: r.n })
+  // A queue's depth is best effort: a binding that cannot say is shown as unknown, not as a failure of the page.
+  const depths = new Map(yield* Effect.forEach(RetryPolicy.all, (p) =>
+    Effect.tryPromise(async () => (await queue(p.queue)?.metrics())?.backlogCount ?? null).pipe(
+      Effect.orElseSucceed(() => null),
+      Effect.map((depth) => [p.queue, depth] as const)
+    ), { concurrency: "unbounded" }))
+  return {
+    queues: health(
+      RetryPolicy.all,
+      rollup!.rows as ReadonlyArray<unknown> as ReadonlyArray<RollupRow>,
+      new Map((open!.rows as ReadonlyArray<{ queue: string; n: number }>).map((r) => [r.queue, r.n])),
+      byReason,
+      depths
+    ),
+    relayPendingShards: (pending!.rows[0] as { n: number } | undefined)?.n ?? 0
+  }
+})
+
+/** Deletes at most `limit` rows per table, oldest first: resolved dead letters resolved before `resolvedBefore`, rollup minutes before `minuteBefore`. One round trip. */
+export const prune = Effect.fn("Metrics.prune")(function*(resolvedBefore: string, minuteBefore: string, limit: number) {
+  const sql = yield* Sql.PlatformDatabase
+  const [dead, metrics] = yield* sql.batch([
+    Sql.typed(sql.orm.delete(deadMessages).where(inArray(deadMessages.id, sql.orm.select({ id: deadMessages.id }).from(deadMessages)
+      .where(and(inArray(deadMessages.status, ["replayed", "skipped", "escalated"]), lt(deadMessages.resolvedAt, resolvedBefore)))
+      .orderBy(deadMessages.resolvedAt).limit(limit)))),
+    // By rowid: the key is (queue, minute), which Drizzle's `inArray` cannot match as a pair.
+    Sql.statement("DELETE FROM queue_metrics WHERE rowid IN (SELECT rowid FROM queue_metrics WHERE minute < ? ORDER BY minute LIMIT ?)", minuteBefore, limit)
+  ])
+  return { deadLetters: dead?.changes ?? 0, metrics: metrics?.changes ?? 0 }
+})

@@ -24,6 +24,7 @@
 import { Context, Effect, Layer } from "effect"
 import { getTableName } from "drizzle-orm"
 import * as StableJson from "../ledger/StableJson.js"
+import * as Sql from "../platform/Sql.js"
 import { acceptedKeys } from "../tables/PlatformTables.js"
 import * as Failure from "../failures/Failure.js"
 
@@ -69,7 +70,8 @@ export class AcceptedKeys extends Context.Service<AcceptedKeys, {
    */
   readonly prune: (before: string, limit: number) => Effect.Effect<number, Failure.Unavailable>
 }>()("@factline/core/AcceptedKeys") {
-  static readonly layer = (db: D1Database) => Layer.succeed(AcceptedKeys, make(db))
+  /** Over the platform database's door. */
+  static readonly layer = Layer.effect(AcceptedKeys, Effect.map(Effect.service(Sql.PlatformDatabase), (sql) => make(sql)))
   /** In memory, for tests of code above the edge. */
   static readonly memory = () => Layer.sync(AcceptedKeys, () => memory())
 }
@@ -144,54 +146,54 @@ export const deleteOlderThan = `DELETE FROM ${table} WHERE (${column.tenant}, ${
     SELECT ${column.tenant}, ${column.key} FROM ${table} WHERE ${column.at} < ?1 ORDER BY ${column.at} LIMIT ?2
   )`
 
-export const make = (db: D1Database): AcceptedKeys["Service"] => ({
-  prune: (before, limit) =>
-    Effect.tryPromise({
-      try: async () => (await db.prepare(deleteOlderThan).bind(before, limit).run()).meta.changes,
-      catch: (cause) => new Failure.Unavailable({ service: "the idempotency store", message: cause instanceof Error ? cause.message : String(cause) })
-    }),
+const unavailable = (cause: { readonly message: string }) => new Failure.Unavailable({ service: "the idempotency store", message: cause.message })
+
+export const make = (sql: Sql.Sql): AcceptedKeys["Service"] => ({
+  prune: (before, limit) => sql.run(Sql.statement(deleteOlderThan, before, limit)).pipe(Effect.mapError(unavailable)),
   claim: (entries, now) =>
     entries.length === 0
       ? Effect.succeed(new Map())
-      : Effect.tryPromise({
-        try: async () => {
-          const chunks = chunk(entries, rowsPerStatement).map((rows) =>
-            JSON.stringify(rows.map((e) => [e.tenant_id, e.idempotency_key, e.payload_hash, e.message_type, e.subject]))
-          )
-          // One batch (one round trip, one transaction): every claim first, then what each key is bound to.
-          const results = await db.batch<{ tenant_id: string; idempotency_key: string; payload_hash: string; accepted_at: string }>([
-            ...chunks.map((rows) => db.prepare(claimUnseen).bind(rows, now)),
-            ...chunks.map((rows) => db.prepare(selectBound).bind(rows))
-          ])
-          const bound = new Map<string, Bound>()
-          for (const result of results.slice(chunks.length)) {
-            for (const row of result.results) bound.set(claimKey(row.tenant_id, row.idempotency_key), { payload_hash: row.payload_hash, accepted_at: row.accepted_at })
-          }
-          return bound as ReadonlyMap<string, Bound>
-        },
-        catch: (cause) => new Failure.Unavailable({ service: "the idempotency store", message: cause instanceof Error ? cause.message : String(cause) })
+      : Effect.suspend(() => {
+        const chunks = chunk(entries, rowsPerStatement).map((rows) =>
+          JSON.stringify(rows.map((e) => [e.tenant_id, e.idempotency_key, e.payload_hash, e.message_type, e.subject]))
+        )
+        // One batch (one round trip, one transaction): every claim first, then what each key is bound to.
+        return sql.batch<{ tenant_id: string; idempotency_key: string; payload_hash: string; accepted_at: string }>([
+          ...chunks.map((rows) => Sql.statement(claimUnseen, rows, now)),
+          ...chunks.map((rows) => Sql.statement(selectBound, rows))
+        ]).pipe(
+          Effect.map((results) => {
+            const bound = new Map<string, Bound>()
+            for (const result of results.slice(chunks.length)) {
+              for (const row of result.rows) bound.set(claimKey(row.tenant_id, row.idempotency_key), { payload_hash: row.payload_hash, accepted_at: row.accepted_at })
+            }
+            return bound as ReadonlyMap<string, Bound>
+          }),
+          Effect.mapError(unavailable)
+        )
       }),
   record: (tenantId, entries, now) =>
     entries.length === 0
       ? Effect.succeed(new Map())
-      : Effect.tryPromise({
-        try: async () => {
-          const chunks = chunk(entries, rowsPerStatement).map((rows) =>
-            JSON.stringify(rows.map((e) => [e.idempotency_key, e.payload_hash, e.message_type, e.subject]))
-          )
-          const all = JSON.stringify(entries.map((e) => [e.idempotency_key, e.payload_hash]))
-          // One batch (one round trip, one transaction): every SELECT first, so they see the state before this request.
-          const results = await db.batch<{ idempotency_key: string; payload_hash: string }>([
-            ...chunks.map((rows) => db.prepare(selectStored).bind(tenantId, rows)),
-            ...chunks.map((rows) => db.prepare(insertUnlessConflict).bind(tenantId, rows, all, now))
-          ])
-          const stored = new Map<string, string>()
-          for (const result of results.slice(0, chunks.length)) {
-            for (const row of result.results) stored.set(row.idempotency_key, row.payload_hash)
-          }
-          return stored as ReadonlyMap<string, string>
-        },
-        catch: (cause) => new Failure.Unavailable({ service: "the idempotency store", message: cause instanceof Error ? cause.message : String(cause) })
+      : Effect.suspend(() => {
+        const chunks = chunk(entries, rowsPerStatement).map((rows) =>
+          JSON.stringify(rows.map((e) => [e.idempotency_key, e.payload_hash, e.message_type, e.subject]))
+        )
+        const all = JSON.stringify(entries.map((e) => [e.idempotency_key, e.payload_hash]))
+        // One batch (one round trip, one transaction): every SELECT first, so they see the state before this request.
+        return sql.batch<{ idempotency_key: string; payload_hash: string }>([
+          ...chunks.map((rows) => Sql.statement(selectStored, tenantId, rows)),
+          ...chunks.map((rows) => Sql.statement(insertUnlessConflict, tenantId, rows, all, now))
+        ]).pipe(
+          Effect.map((results) => {
+            const stored = new Map<string, string>()
+            for (const result of results.slice(0, chunks.length)) {
+              for (const row of result.rows) stored.set(row.idempotency_key, row.payload_hash)
+            }
+            return stored as ReadonlyMap<string, string>
+          }),
+          Effect.mapError(unavailable)
+        )
       })
 })
 

@@ -7,8 +7,9 @@
  * then) so that one bad fact cannot hold back the others (the slow path only
  * runs on failure). `query` runs one read.
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Result } from "effect"
 import type { Sql, Value } from "../definitions/Projection.js"
+import * as Door from "../platform/Sql.js"
 import * as Failure from "../failures/Failure.js"
 
 export interface Group {
@@ -27,44 +28,26 @@ export class ProjectionStore extends Context.Service<ProjectionStore, {
   /** Runs statements as one transaction (one round trip); all or nothing. */
   readonly execute: (statements: ReadonlyArray<Sql>) => Effect.Effect<void, Failure.Unavailable>
 }>()("@factline/core/ProjectionStore") {
-  static readonly layer = (db: D1Database) => Layer.succeed(ProjectionStore, make(db))
+  /** Over the platform database's door. */
+  static readonly layer = Layer.effect(ProjectionStore, Effect.map(Effect.service(Door.PlatformDatabase), (sql) => make(sql)))
 }
 
-const message = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
-
-export const make = (db: D1Database): ProjectionStore["Service"] => {
-  const prepare = (s: Sql) => db.prepare(s.sql).bind(...s.params)
-  return {
-    write: (statements, isolate) =>
-      Effect.promise(async () => {
-        const failed = new Map<string, string>()
-        if (statements.length === 0) return failed
-        try {
-          await db.batch(statements.map(prepare))
-          return failed
-        } catch {
-          for (const group of isolate()) {
-            if (group.statements.length === 0) continue
-            try {
-              await db.batch(group.statements.map(prepare))
-            } catch (cause) {
-              failed.set(group.key, message(cause))
-            }
-          }
-          return failed
-        }
-      }),
-    execute: (statements) =>
-      statements.length === 0
-        ? Effect.void
-        : Effect.tryPromise({
-          try: () => db.batch(statements.map(prepare)),
-          catch: (cause) => new Failure.Unavailable({ service: "the projection store", message: message(cause) })
-        }).pipe(Effect.asVoid),
-    query: <T>(statement: Sql) =>
-      Effect.tryPromise({
-        try: async () => (await prepare(statement).all<T>()).results,
-        catch: (cause) => new Failure.Unavailable({ service: "the projection store", message: message(cause) })
-      })
-  }
-}
+export const make = (sql: Door.Sql): ProjectionStore["Service"] => ({
+  write: (statements, isolate) =>
+    Effect.gen(function*() {
+      const failed = new Map<string, string>()
+      if (statements.length === 0) return failed
+      const together = yield* Effect.result(sql.batch(statements))
+      if (Result.isSuccess(together)) return failed
+      for (const group of isolate()) {
+        if (group.statements.length === 0) continue
+        const alone = yield* Effect.result(sql.batch(group.statements))
+        if (Result.isFailure(alone)) failed.set(group.key, alone.failure.message)
+      }
+      return failed
+    }),
+  execute: (statements) =>
+    sql.batch(statements).pipe(Effect.asVoid, Effect.mapError((cause) => new Failure.Unavailable({ service: "the projection store", message: cause.message }))),
+  query: <T>(statement: Sql) =>
+    sql.all<T>(statement).pipe(Effect.mapError((cause) => new Failure.Unavailable({ service: "the projection store", message: cause.message })))
+})

@@ -29,6 +29,7 @@
 import { Effect } from "effect"
 import type { BatchPayload } from "@factline/schemas"
 import { Ledger } from "../ledger/Ledger.js"
+import * as LedgerTopology from "../ledger/LedgerTopology.js"
 import type { Fact } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
 import { Registry } from "../registry/Registry.js"
@@ -125,7 +126,7 @@ export const start = (projectionName: string, tenantId: string) =>
     const id = `rb_${Date.now().toString(36)}_${crypto.randomUUID().slice(0, 8)}`
     const shadow = `${live}__${id}`
     const createShadow = table.replace(/^CREATE TABLE\s+(["`]?)[^"`\s(]+\1/i, `CREATE TABLE ${q(shadow)}`)
-    const [{ n: total } = { n: 0 }] = yield* store.query<{ n: number }>({ sql: "SELECT COUNT(*) AS n FROM ledger_shards", params: [] })
+    const total = yield* LedgerTopology.shardCount
     const now = new Date().toISOString()
     yield* store.execute([
       { sql: createShadow, params: [] },
@@ -151,16 +152,13 @@ export const step = (payload: BatchPayload) =>
     const p = registry.projection(record.projection)
     if (!p) return yield* Effect.die(new Error(`projection ${record.projection} is no longer registered`))
     const item = (payload.items?.[0] ?? { after: "" }) as SliceItem
-    const shards = yield* store.query<{ shard_key: string }>({
-      sql: "SELECT shard_key FROM ledger_shards WHERE shard_key > ? ORDER BY shard_key LIMIT ?",
-      params: [item.after, shardsPerSlice]
-    })
+    const shards = yield* LedgerTopology.shardsAfter(item.after, shardsPerSlice)
     const target = Projection.shadowTarget(p, record.shadow_table)
-    const facts = (yield* Effect.forEach(shards, (s) => ledger.readShard(s.shard_key), { concurrency: 8 })).flat()
+    const facts = (yield* Effect.forEach(shards, (s) => ledger.readShard(s), { concurrency: 8 })).flat()
     const failures: Array<string> = []
     for (let i = 0; i < facts.length; i += factsPerWrite) yield* store.execute(replayStatements(p, facts.slice(i, i + factsPerWrite), target, failures))
     if (failures.length > 0) yield* Effect.logWarning(`rebuild ${record.id} of ${p.name}: ${failures.length} fact(s) could not be mapped; first: ${failures[0]}`)
-    const last = shards.at(-1)?.shard_key ?? item.after
+    const last = shards.at(-1) ?? item.after
     yield* store.execute([{
       sql: `UPDATE projection_rebuilds SET
               shards_done = (SELECT COUNT(*) FROM ledger_shards WHERE shard_key <= ?),

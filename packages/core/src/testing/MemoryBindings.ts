@@ -145,6 +145,10 @@ export class MemoryLedgerShard implements LedgerShardRpc {
   async readShard(after: ShardCursor | undefined, limit: number): Promise<ReadonlyArray<Fact>> {
     return this.storage.readShard(after, limit)
   }
+  /** No alarm here: answers how many outbox rows wait, as the Durable Object does before re-arming. */
+  async relayNow(): Promise<number> {
+    return this.storage.outboxSize()
+  }
 }
 
 /** A `DurableObjectNamespace` of in-memory ledger shards, by name. `shards` holds every shard created so far. */

@@ -12,33 +12,17 @@
  */
 import { is } from "drizzle-orm"
 import { SQLiteTable } from "drizzle-orm/sqlite-core"
-import { type Effect, Layer, ManagedRuntime } from "effect"
+import { ConfigProvider, type Effect, Layer, ManagedRuntime } from "effect"
 import type { Module } from "../definitions/Module.js"
-import { AcceptedKeys } from "../producing/AcceptedKeys.js"
-import { DeadLetters } from "../consuming/DeadLetters.js"
-import { Inbox } from "../consuming/Inbox.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
-import * as LedgerModule from "../ledger/Ledger.js"
-import * as LedgerTopology from "../ledger/LedgerTopology.js"
-import { PayloadStore } from "../producing/PayloadStore.js"
-import { Producer } from "../producing/Producer.js"
-import { QueueProducer } from "../producing/QueueProducer.js"
-import { ProjectionStore } from "../projections/ProjectionStore.js"
+import * as Bindings from "../platform/Bindings.js"
+import * as PlatformLayer from "../composition/PlatformLayer.js"
 import * as Registry from "../registry/Registry.js"
 import * as PlatformTables from "../tables/PlatformTables.js"
 import { createTable } from "./Ddl.js"
 import { memoryBucket, memoryD1, memoryLedgerNamespace, memoryQueue } from "./MemoryBindings.js"
 
-export type Services =
-  | Registry.Registry
-  | LedgerModule.Ledger
-  | Inbox
-  | ProjectionStore
-  | DeadLetters
-  | PayloadStore
-  | QueueProducer
-  | AcceptedKeys
-  | Producer
+export type Services = PlatformLayer.Services
 
 export interface TestPlatform {
   readonly registry: Registry.Shape
@@ -47,6 +31,8 @@ export interface TestPlatform {
   /** Every platform queue and DLQ by queue name, recording what was sent. */
   readonly queues: ReadonlyMap<string, ReturnType<typeof memoryQueue>>
   readonly bucket: ReturnType<typeof memoryBucket>
+  /** The Analytics Engine data points written (one per consumer batch whose metrics were recorded). */
+  readonly dataPoints: ReadonlyArray<AnalyticsEngineDataPoint>
   readonly layer: Layer.Layer<Services>
   /** Runs a program on this platform's services. */
   readonly run: <A, E>(program: Effect.Effect<A, E, Services>) => Promise<A>
@@ -57,6 +43,8 @@ const platformTables: ReadonlyArray<SQLiteTable> = (Object.values(PlatformTables
 export interface Options extends Registry.Options {
   /** Shards per tenant (default 1: a test needs no spread). */
   readonly shardsPerTenant?: number
+  /** Settings as the Worker's env would carry them (`FACTLINE_*`), read through the same `Config`. */
+  readonly settings?: Readonly<Record<string, string>>
 }
 
 export const make = (modules: ReadonlyArray<Module>, options: Options = {}): TestPlatform => {
@@ -72,18 +60,11 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Tes
     queues.set(policy.deadLetterQueue, memoryQueue())
   }
   const bucket = memoryBucket()
-  const payloads = PayloadStore.layer(bucket)
-  const layer = Layer.mergeAll(
-    Layer.succeed(Registry.Registry, registry),
-    Layer.succeed(LedgerModule.Ledger, LedgerModule.make(ledger, LedgerTopology.make(db, options.shardsPerTenant ?? 1))),
-    QueueProducer.layer((queue) => queues.get(queue)),
-    Inbox.layer(db),
-    ProjectionStore.layer(db),
-    DeadLetters.layer((queue) => queues.get(RetryPolicy.forQueue(queue)?.deadLetterQueue ?? "")),
-    AcceptedKeys.layer(db),
-    payloads,
-    Producer.layer({ queue: queues.get(RetryPolicy.events.queue)!, definitions: registry.definitions, defaultSource: "test" }).pipe(Layer.provide(payloads))
-  )
+  const dataPoints: Array<AnalyticsEngineDataPoint> = []
+  // The same composition as the Worker's; only the leaves are in memory.
+  const bindings = Bindings.layer({ database: db, payloads: bucket, ledger, queue: (name) => queues.get(name), analytics: Bindings.AnalyticsEngine.memory(dataPoints) })
+  const settings = ConfigProvider.fromUnknown({ FACTLINE_LEDGER_SHARDS: String(options.shardsPerTenant ?? 1), ...options.settings })
+  const layer = PlatformLayer.make(registry, bindings, { defaultSource: "test" }).pipe(Layer.provide(ConfigProvider.layer(settings)), Layer.orDie)
   const runtime = ManagedRuntime.make(layer)
-  return { registry, db, ledger, queues, bucket, layer, run: (program) => runtime.runPromise(program) }
+  return { registry, db, ledger, queues, bucket, dataPoints, layer, run: (program) => runtime.runPromise(program) }
 }

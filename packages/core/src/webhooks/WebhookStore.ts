@@ -10,6 +10,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import type { Issues } from "@factline/schemas"
+import * as Sql from "../platform/Sql.js"
 import * as Cursor from "../tables/Cursor.js"
 import * as Secrets from "./Secrets.js"
 import * as UrlGuard from "./UrlGuard.js"
@@ -88,7 +89,9 @@ export class WebhookStore extends Context.Service<WebhookStore, {
   /** Resolves `event_types` / `fact_types` against the catalog (the API passes the registry's). */
   readonly settings: Settings
 }>()("@factline/core/WebhookStore") {
-  static readonly layer = (db: D1Database, settings: Settings, catalog: Catalog) => Layer.succeed(WebhookStore, make(db, settings, catalog))
+  /** Over the platform database's door. */
+  static readonly layer = (settings: Settings, catalog: Catalog) =>
+    Layer.effect(WebhookStore, Effect.map(Effect.service(Sql.PlatformDatabase), (sql) => make(sql, settings, catalog)))
 }
 
 export interface DeliveryState {
@@ -157,14 +160,13 @@ const toEndpoint = (row: Row): Endpoint => ({
 
 const unavailable = (cause: unknown) => new Failure.Unavailable({ service: "the webhook store", message: cause instanceof Error ? cause.message : String(cause) })
 
-export const make = (db: D1Database, settings: Settings, catalog: Catalog): WebhookStore["Service"] => {
+export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): WebhookStore["Service"] => {
   const ttl = settings.configTtlMs ?? 10_000
   const overlap = settings.rotationOverlapMs ?? 24 * 3600 * 1000
   const cache = new Map<string, { at: number; configs: ReadonlyArray<EndpointConfig> }>()
   const key = () => Effect.tryPromise({ try: () => Secrets.importKey(settings.secretsKey), catch: (e) => e as Secrets.SecretsKeyError })
-  const query = <T>(sql: string, ...params: Array<unknown>) =>
-    Effect.tryPromise({ try: async () => (await db.prepare(sql).bind(...params).all<T>()).results, catch: unavailable })
-  const run = (statements: ReadonlyArray<D1PreparedStatement>) => Effect.tryPromise({ try: () => db.batch([...statements]), catch: unavailable })
+  const query = <T>(text: string, ...params: Array<unknown>) => Effect.mapError(sql.all<T>(Sql.statement(text, ...params)), unavailable)
+  const run = (statements: ReadonlyArray<Sql.Statement>) => Effect.mapError(sql.batch(statements), unavailable)
 
   const row = (tenantId: string, id: string) =>
     Effect.flatMap(query<Row>("SELECT * FROM webhook_endpoints WHERE tenant_id = ? AND id = ?", tenantId, id), (rows) =>
@@ -232,10 +234,10 @@ export const make = (db: D1Database, settings: Settings, catalog: Catalog): Webh
         const id = `we_${crypto.randomUUID().replace(/-/g, "").slice(0, 24)}`
         const now = new Date().toISOString()
         yield* run([
-          db.prepare(
+          Sql.statement(
             `INSERT INTO webhook_endpoints (tenant_id, id, url, description, event_types, enabled, version, secret_sealed, created_at, updated_at)
              VALUES (?, ?, ?, ?, ?, 1, 1, ?, ?, ?)`
-          ).bind(tenantId, id, valid.url!, valid.description ?? null, JSON.stringify(valid.event_types), sealed, now, now)
+          , tenantId, id, valid.url!, valid.description ?? null, JSON.stringify(valid.event_types), sealed, now, now)
         ])
         cache.delete(tenantId)
         return { endpoint: toEndpoint(yield* row(tenantId, id)), secret }
@@ -258,8 +260,7 @@ export const make = (db: D1Database, settings: Settings, catalog: Catalog): Webh
         }
         if (sets.length > 0) {
           yield* run([
-            db.prepare(`UPDATE webhook_endpoints SET ${sets.join(", ")}, version = version + 1, updated_at = ? WHERE tenant_id = ? AND id = ?`)
-              .bind(...params, new Date().toISOString(), tenantId, id)
+            Sql.statement(`UPDATE webhook_endpoints SET ${sets.join(", ")}, version = version + 1, updated_at = ? WHERE tenant_id = ? AND id = ?`, ...params, new Date().toISOString(), tenantId, id)
           ])
         }
         cache.delete(tenantId)
@@ -268,7 +269,7 @@ export const make = (db: D1Database, settings: Settings, catalog: Catalog): Webh
     remove: (tenantId, id) =>
       Effect.gen(function*() {
         yield* row(tenantId, id)
-        yield* run([db.prepare("DELETE FROM webhook_endpoints WHERE tenant_id = ? AND id = ?").bind(tenantId, id)])
+        yield* run([Sql.statement("DELETE FROM webhook_endpoints WHERE tenant_id = ? AND id = ?", tenantId, id)])
         cache.delete(tenantId)
       }),
     rotate: (tenantId, id) =>
@@ -278,10 +279,10 @@ export const make = (db: D1Database, settings: Settings, catalog: Catalog): Webh
         const sealed = yield* Effect.flatMap(key(), (k) => Effect.promise(() => Secrets.seal(k, secret)))
         const now = Date.now()
         yield* run([
-          db.prepare(
+          Sql.statement(
             `UPDATE webhook_endpoints SET secret_sealed = ?, previous_secret_sealed = ?, previous_secret_expires_at = ?, version = version + 1, updated_at = ?
              WHERE tenant_id = ? AND id = ?`
-          ).bind(sealed, current.secret_sealed, new Date(now + overlap).toISOString(), new Date(now).toISOString(), tenantId, id)
+          , sealed, current.secret_sealed, new Date(now + overlap).toISOString(), new Date(now).toISOString(), tenantId, id)
         ])
         cache.delete(tenantId)
         return { endpoint: toEndpoint(yield* row(tenantId, id)), secret }
@@ -318,9 +319,9 @@ export const make = (db: D1Database, settings: Settings, catalog: Catalog): Webh
         )
         if (rows.length > 0) {
           yield* run([
-            db.prepare(
+            Sql.statement(
               `UPDATE webhook_deliveries SET status = 'pending' WHERE tenant_id = ? AND delivery_id IN (SELECT value FROM json_each(?))`
-            ).bind(tenantId, JSON.stringify(rows.map((r) => r.delivery_id)))
+            , tenantId, JSON.stringify(rows.map((r) => r.delivery_id)))
           ])
         }
         return rows.map((r) => JSON.parse(r.message) as unknown)
@@ -339,27 +340,27 @@ export const make = (db: D1Database, settings: Settings, catalog: Catalog): Webh
         ),
     record: (batch) =>
       Effect.gen(function*() {
-        const statements: Array<D1PreparedStatement> = []
+        const statements: Array<Sql.Statement> = []
         if (batch.attempts.length > 0) {
-          statements.push(db.prepare(
+          statements.push(Sql.statement(
             `INSERT INTO webhook_attempts (tenant_id, endpoint_id, attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error)
              SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
                     json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]'),
                     json_extract(value, '$[10]'), json_extract(value, '$[11]')
              FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`
-          ).bind(JSON.stringify(batch.attempts.map((a) => [
+          , JSON.stringify(batch.attempts.map((a) => [
             a.tenant_id, a.endpoint_id, a.attempted_at, a.delivery_id, a.attempt, a.event_type, a.fact_id, a.succeeded ? 1 : 0, a.status_code, a.duration_ms, a.response_snippet, a.error
           ]))))
         }
         if (batch.deliveries.length > 0) {
-          statements.push(db.prepare(
+          statements.push(Sql.statement(
             `INSERT INTO webhook_deliveries (tenant_id, delivery_id, endpoint_id, fact_id, event_type, status, attempts, last_status_code, last_attempted_at, message)
              SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
                     json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]')
              FROM json_each(?) WHERE true
              ON CONFLICT (tenant_id, delivery_id) DO UPDATE SET status = excluded.status, attempts = MAX(webhook_deliveries.attempts, excluded.attempts),
                last_status_code = excluded.last_status_code, last_attempted_at = excluded.last_attempted_at, message = excluded.message`
-          ).bind(JSON.stringify(batch.deliveries.map((d) => [
+          , JSON.stringify(batch.deliveries.map((d) => [
             d.tenant_id, d.delivery_id, d.endpoint_id, d.fact_id, d.event_type, d.status, d.attempts, d.last_status_code, d.last_attempted_at, JSON.stringify(d.message)
           ]))))
         }
@@ -367,16 +368,14 @@ export const make = (db: D1Database, settings: Settings, catalog: Catalog): Webh
         for (const e of batch.endpoints) {
           if (e.disable !== undefined) {
             disabling.push(`${e.tenant_id}/${e.endpoint_id}`)
-            statements.push(db.prepare(
+            statements.push(Sql.statement(
               `UPDATE webhook_endpoints SET enabled = 0, disabled_reason = ?, version = version + 1, updated_at = ?
                WHERE tenant_id = ? AND id = ? AND enabled = 1 RETURNING id`
-            ).bind(e.disable, batch.now, e.tenant_id, e.endpoint_id))
+            , e.disable, batch.now, e.tenant_id, e.endpoint_id))
           } else if (e.succeeded) {
-            statements.push(db.prepare("UPDATE webhook_endpoints SET failing_since = NULL WHERE tenant_id = ? AND id = ? AND failing_since IS NOT NULL RETURNING id")
-              .bind(e.tenant_id, e.endpoint_id))
+            statements.push(Sql.statement("UPDATE webhook_endpoints SET failing_since = NULL WHERE tenant_id = ? AND id = ? AND failing_since IS NOT NULL RETURNING id", e.tenant_id, e.endpoint_id))
           } else {
-            statements.push(db.prepare("UPDATE webhook_endpoints SET failing_since = ? WHERE tenant_id = ? AND id = ? AND failing_since IS NULL RETURNING id")
-              .bind(batch.now, e.tenant_id, e.endpoint_id))
+            statements.push(Sql.statement("UPDATE webhook_endpoints SET failing_since = ? WHERE tenant_id = ? AND id = ? AND failing_since IS NULL RETURNING id", batch.now, e.tenant_id, e.endpoint_id))
           }
         }
         if (statements.length === 0) return new Set<string>()
@@ -388,7 +387,7 @@ export const make = (db: D1Database, settings: Settings, catalog: Catalog): Webh
           // its failing period). The tenant's cached configs are dropped when the endpoint changed, or when the
           // cached view disagrees with the state just written (changed elsewhere); a batch of deliveries that
           // changes nothing — the steady state — keeps them, so the next batch reads no configs.
-          const changed = (results[offset + i]?.results?.length ?? 0) > 0
+          const changed = (results[offset + i]?.rows.length ?? 0) > 0
           if (e.disable !== undefined && changed) disabled.add(`${e.tenant_id}/${e.endpoint_id}`)
           const cached = cache.get(e.tenant_id)?.configs.find((c) => c.id === e.endpoint_id)
           const current = e.disable === undefined && cached !== undefined && cached.enabled && (e.succeeded ? cached.failing_since === null : cached.failing_since !== null)

@@ -36,9 +36,9 @@ export const make = (registry: Registry.Shape, runtime: (env: PlatformEnv) => Pl
   Facts.mount(app, { run })
   Projections.mount(app, { registry, run })
   Batches.mount(app, { registry, run })
-  Batches.mountUploads(app)
+  Batches.mountUploads(app, { run })
   DeadLetters.mount(app, { run })
-  Queues.mount(app)
+  Queues.mount(app, { run })
   Webhooks.mount(app, { registry, run })
   Documents.mount(app, { registry, api })
 

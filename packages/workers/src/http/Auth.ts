@@ -11,6 +11,8 @@ import { Result, Schema } from "effect"
 import type { MiddlewareHandler } from "hono"
 import { Issues } from "@factline/schemas"
 import { IsoDateTime, TenantId } from "@factline/schemas"
+import type { PlatformEnv } from "../Env.js"
+import { settingsOf } from "../Services.js"
 import { Forbidden, Unauthorized } from "./Problem.js"
 
 /**
@@ -68,7 +70,7 @@ export const sha256Hex = async (text: string): Promise<string> => {
 export type AuthVariables = { principal: Principal }
 
 /** Authenticates every request; the token needs one of `scopes` (what the route accepts). */
-export const requireScope = (...scopes: [Scope, ...Array<Scope>]): MiddlewareHandler<{ Bindings: { FACTLINE_TOKENS?: string }; Variables: AuthVariables }> =>
+export const requireScope = (...scopes: [Scope, ...Array<Scope>]): MiddlewareHandler<{ Bindings: PlatformEnv; Variables: AuthVariables }> =>
   async function authenticate(c, next) {
     c.header("cache-control", "no-store")
     const header = c.req.header("authorization") ?? ""
@@ -76,7 +78,7 @@ export const requireScope = (...scopes: [Scope, ...Array<Scope>]): MiddlewareHan
     if (!match) {
       throw new Unauthorized({ message: "missing bearer token: send Authorization: Bearer <token>" })
     }
-    const principal = principals(c.env.FACTLINE_TOKENS).get(await sha256Hex(match[1]!))
+    const principal = principals(settingsOf(c.env).tokens).get(await sha256Hex(match[1]!))
     if (!principal) throw new Unauthorized({ message: "invalid bearer token" })
     if (!scopes.some((scope) => principal.scopes.includes(scope))) {
       throw new Forbidden({ message: `this token lacks the ${scopes.map((s) => JSON.stringify(s)).join(" or ")} scope` })

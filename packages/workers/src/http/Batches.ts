@@ -16,10 +16,10 @@
  * rebuilds for the platform's tokens); another tenant's id is the same 404 as
  * an unknown one.
  */
-import { Effect, Schema } from "effect"
+import { Effect, Result, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Failure, Import, ProjectionStore, Rebuild, Reconcile, type Registry } from "@factline/core"
+import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Failure, Import, ProjectionStore, QueueProducer, Rebuild, Reconcile, type Registry, RetryPolicy } from "@factline/core"
 import { type AppEnv, bind, cursor, describe, Json, nextCursor, oneOf, problems, wholeNumber, raw } from "./Contract.js"
 import { Forbidden, RequestRefused } from "./Problem.js"
 import { type Ctx, isObject, readBody, type Run } from "./Shared.js"
@@ -191,21 +191,16 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
 
   const startRebuild = async (c: Ctx, projection: string) => {
     const started = await run(c.env, Rebuild.start(projection, c.get("principal").tenantId))
-    try {
-      await c.env.BATCH_QUEUE.send(BatchConsumer.make(started.first), { contentType: "json" })
-    } catch (cause) {
-      throw batchQueueUnavailable(cause)
-    }
+    await run(c.env, enqueue(BatchConsumer.make(started.first)))
     return rebuildView(started.record)
   }
 
   /** Queues a created job's first chunk; a send that fails ends the job `failed` (it would never run). */
   const enqueueFirst = async (c: Ctx, job: BatchJobs.Row, total: number) => {
-    try {
-      await c.env.BATCH_QUEUE.send(BatchConsumer.make({ batch_id: job.id, operation: job.operation, offset: 0, total }, job.tenant_id), { contentType: "json" })
-    } catch (cause) {
+    const sent = await run(c.env, Effect.result(enqueue(BatchConsumer.make({ batch_id: job.id, operation: job.operation, offset: 0, total }, job.tenant_id))))
+    if (Result.isFailure(sent)) {
       await run(c.env, BatchJobs.fail(job.id, "the batch queue was unavailable when the job was started", new Date().toISOString()))
-      throw batchQueueUnavailable(cause)
+      throw sent.failure
     }
     return BatchJobs.view(job)
   }
@@ -248,12 +243,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
       throw new Failure.InvalidInput({ message: '"manifest" must be the name of a file uploaded with PUT /v1/batches/uploads/:name' })
     }
     const key = uploadKey(tenantId, manifest)
-    let exists: boolean
-    try {
-      exists = (await c.env.PAYLOADS.head(key)) !== null
-    } catch (cause) {
-      throw Failure.unavailable("the payload store")(cause)
-    }
+    const exists = await run(c.env, Effect.flatMap(Effect.service(BatchFiles.BatchFiles), (files) => files.exists(key)))
     if (!exists) throw new Failure.NotFound({ message: `no uploaded file "${manifest}"; upload it with PUT /v1/batches/uploads/${manifest}` })
     const created = await run(c.env, BatchJobs.create({
       id: BatchJobs.newId(), tenantId, operation: "import", params: { source: "manifest", manifest }, inputKey: key, total: null, now: new Date().toISOString()
@@ -349,21 +339,14 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
     }
     // The job's own prefix under its own tenant: never built from the request.
     const prefix = Export.outputPrefix(job.tenant_id, job.id)
-    const bucket = c.env.PAYLOADS
-    const keys: Array<string> = []
-    let cursor: string | undefined
-    do {
-      const listed = await bucket.list({ prefix, cursor })
-      keys.push(...listed.objects.map((o) => o.key))
-      cursor = listed.truncated ? listed.cursor : undefined
-    } while (cursor !== undefined)
-    keys.sort()
+    const files = Effect.service(BatchFiles.BatchFiles)
+    const listed = await run(c.env, Effect.flatMap(files, (f) => f.keys(prefix)))
     const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>()
     const pipe = async () => {
-      for (const key of keys) {
-        const object = await bucket.get(key)
-        if (object === null) throw new Error(`output part ${key} is missing`)
-        await object.body.pipeTo(writable, { preventClose: true })
+      for (const key of listed) {
+        const body = await run(c.env, Effect.flatMap(files, (f) => f.stream(key)))
+        if (body === undefined) throw new Error(`output part ${key} is missing`)
+        await body.pipeTo(writable, { preventClose: true })
       }
       await writable.close()
     }
@@ -379,14 +362,15 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
   })
 }
 
-const batchQueueUnavailable = Failure.unavailable("the batch queue")
+/** A chunk message onto the batch queue, through the one queue door. */
+const enqueue = (message: unknown) => Effect.flatMap(Effect.service(QueueProducer.QueueProducer), (queues) => queues.sendBatch(RetryPolicy.batch.queue, [message]))
 
 /** Upload names: a file name, never a path (the tenant prefix is the platform's, never the caller's). */
 export const uploadName = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
 export const maxUploadBytes = 1024 * 1024 * 1024
 export const uploadKey = (tenantId: string, name: string) => `${tenantId}/uploads/${name}`
 
-export const mountUploads = (app: Hono<AppEnv>) => {
+export const mountUploads = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
   bind(app, upload, async (c, reply) => {
     const name = c.req.param("name")!
     if (!uploadName.test(name)) throw new Failure.InvalidInput({ message: "the name must be 1–128 letters, digits, '.', '_' or '-', starting with a letter or digit" })
@@ -397,14 +381,10 @@ export const mountUploads = (app: Hono<AppEnv>) => {
     const body = c.req.raw.body
     if (body === null || length === 0) throw new Failure.InvalidInput({ message: "the file is empty" })
     const key = uploadKey(c.get("principal").tenantId, name)
-    try {
-      // Streamed: R2 takes the body with its declared length, never buffered here.
-      const stream = body.pipeThrough(new FixedLengthStream(length))
-      const object = await c.env.PAYLOADS.put(key, stream, { httpMetadata: { contentType: "application/x-ndjson" } })
-      return reply({ manifest: name, size: object?.size ?? length })
-    } catch {
-      console.error("upload failed: the payload store is unavailable or the body did not match its content-length")
-      throw new Failure.InvalidInput({ code: "upload_failed", message: "the upload did not complete (the body must match its content-length); send it again" })
-    }
+    // Streamed: R2 takes the body with its declared length, never buffered here.
+    const stored = await run(c.env, Effect.result(Effect.flatMap(Effect.service(BatchFiles.BatchFiles), (files) => files.upload(key, body.pipeThrough(new FixedLengthStream(length)), length))))
+    if (Result.isSuccess(stored)) return reply({ manifest: name, size: stored.success })
+    console.error("upload failed: the payload store is unavailable or the body did not match its content-length")
+    throw new Failure.InvalidInput({ code: "upload_failed", message: "the upload did not complete (the body must match its content-length); send it again" })
   })
 }

@@ -3,12 +3,12 @@
  * queues graded against their thresholds — throughput, retries, dead letters, depth, lag — and the ledger's
  * relay backlog.
  */
-import { Schema } from "effect"
+import { Clock, Effect, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { Failure, Metrics, RetryPolicy } from "@factline/core"
-import { queueBinding } from "../Services.js"
+import { Metrics } from "@factline/core"
 import { type AppEnv, bind, describe, Json, oneOf, problems } from "./Contract.js"
+import type { Run } from "./Shared.js"
 
 const windows: Record<string, number> = { "15m": 15, "1h": 60, "6h": 360, "24h": 1_440 }
 const Status = Schema.Literals(["ok", "warning", "critical"])
@@ -34,50 +34,25 @@ export const group = HttpApiGroup.make("queues").add(health)
     description: "The platform's queues graded against their thresholds."
   }))
 
-export const mount = (app: Hono<AppEnv>) => {
+export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
   bind(app, health, async (c, reply) => {
     // One of `windows` when given: checked against the description before the handler runs.
     const window = c.req.query("window") ?? "1h"
     const minutes = windows[window]!
-    const since = new Date(Date.now() - minutes * 60_000).toISOString()
-    const db = c.env.DB
-    try {
-      const [rollup, open, reasons, pending] = await db.batch([
-        db.prepare("SELECT * FROM queue_metrics WHERE minute >= ? ORDER BY minute").bind(new Date(Math.floor(Date.parse(since) / 60_000) * 60_000).toISOString()),
-        db.prepare("SELECT queue, COUNT(*) AS n FROM dead_messages WHERE status = 'open' GROUP BY queue"),
-        db.prepare("SELECT queue, reason, COUNT(*) AS n FROM dead_messages WHERE received_at >= ? GROUP BY queue, reason").bind(since),
-        db.prepare("SELECT COUNT(*) AS n FROM ledger_shards WHERE relay_pending_since IS NOT NULL")
-      ])
-      const byReason = new Map<string, Record<string, number>>()
-      for (const r of (reasons!.results as Array<{ queue: string; reason: string; n: number }>)) byReason.set(r.queue, { ...(byReason.get(r.queue) ?? {}), [r.reason]: r.n })
-      const binding = queueBinding(c.env)
-      const depths = new Map(await Promise.all(RetryPolicy.all.map(async (p) => {
-        try {
-          return [p.queue, (await binding(p.queue)?.metrics())?.backlogCount ?? null] as const
-        } catch {
-          return [p.queue, null] as const
-        }
-      })))
-      const queues = Metrics.health(
-        RetryPolicy.all,
-        rollup!.results as unknown as ReadonlyArray<Metrics.RollupRow>,
-        new Map((open!.results as Array<{ queue: string; n: number }>).map((r) => [r.queue, r.n])),
-        byReason,
-        depths
-      )
-      const pendingShards = (pending!.results[0] as { n: number } | undefined)?.n ?? 0
-      const levels = queues.map((q) => q.status)
-      const status: Metrics.Level = levels.includes("critical") ? "critical" : levels.includes("warning") || pendingShards > 0 ? "warning" : "ok"
-      return reply({
-        window,
-        since,
-        status,
-        thresholds: Metrics.thresholds,
-        queues,
-        ledger: { relay_pending_shards: pendingShards }
-      })
-    } catch (cause) {
-      throw Failure.unavailable("the metrics store")(cause)
-    }
+    const read = await run(c.env, Effect.gen(function*() {
+      const since = new Date((yield* Clock.currentTimeMillis) - minutes * 60_000).toISOString()
+      return { since, ...(yield* Metrics.readHealth(since)) }
+    }))
+    const { since, queues, relayPendingShards } = read
+    const levels = queues.map((q) => q.status)
+    const status: Metrics.Level = levels.includes("critical") ? "critical" : levels.includes("warning") || relayPendingShards > 0 ? "warning" : "ok"
+    return reply({
+      window,
+      since,
+      status,
+      thresholds: Metrics.thresholds,
+      queues,
+      ledger: { relay_pending_shards: relayPendingShards }
+    })
   })
 }

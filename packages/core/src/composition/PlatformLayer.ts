@@ -1,0 +1,90 @@
+/**
+ * The one composition: bindings + settings → every service the platform's
+ * programs use. The Worker (`@factline/workers`) gives it the layers of its
+ * `env`'s bindings and a `ConfigProvider` over the same `env`; the Node test
+ * kit (`testing/TestPlatform`) gives it in-memory bindings and a provider over
+ * its options. Nothing above the leaves differs between the two.
+ *
+ * It does not read env variables or bindings itself (`Bindings`, `Settings`),
+ * and builds no runtime: the caller keeps one `ManagedRuntime` per isolate.
+ */
+import { Effect, Layer } from "effect"
+import { DeadLetters } from "../consuming/DeadLetters.js"
+import { Inbox } from "../consuming/Inbox.js"
+import * as RetryPolicy from "../consuming/RetryPolicy.js"
+import { BatchFiles } from "../batch/BatchFiles.js"
+import { Ledger } from "../ledger/Ledger.js"
+import { DeadLetterStore } from "../operations/DeadLetterStore.js"
+import { AcceptedKeys } from "../producing/AcceptedKeys.js"
+import { PayloadStore } from "../producing/PayloadStore.js"
+import { Producer } from "../producing/Producer.js"
+import { QueueProducer } from "../producing/QueueProducer.js"
+import { ProjectionStore } from "../projections/ProjectionStore.js"
+import * as Registry from "../registry/Registry.js"
+import { type Catalog, WebhookStore } from "../webhooks/WebhookStore.js"
+import { WebhookTransport } from "../webhooks/WebhookTransport.js"
+import * as Bindings from "../platform/Bindings.js"
+import { Settings } from "./Settings.js"
+
+/** Every service the platform's programs use: the registry, the settings, the bindings and the stores over them. */
+export type Services =
+  | Registry.Registry
+  | Settings
+  | Bindings.Services
+  | Ledger
+  | Inbox
+  | ProjectionStore
+  | DeadLetters
+  | PayloadStore
+  | QueueProducer
+  | AcceptedKeys
+  | Producer
+  | WebhookStore
+  | WebhookTransport
+  | DeadLetterStore
+  | BatchFiles
+
+export interface Options {
+  /** `source` of events accepted without one (`http` in the Worker). */
+  readonly defaultSource: string
+}
+
+const webhookCatalog = (registry: Registry.Shape): Catalog => ({
+  eventTypes: new Set(registry.webhookEvents.keys()),
+  eventTypesOfFact: (factType) => registry.webhooksFor(factType).map((e) => e.type)
+})
+
+/** The services over the bindings and settings (what the leaves are made of is the caller's). */
+export const services = (registry: Registry.Shape, options: Options) =>
+  Layer.unwrap(Effect.gen(function*() {
+    const settings = yield* Settings
+    const { queue } = yield* Bindings.QueueBindings
+    const { bucket } = yield* Bindings.PayloadBucket
+    const payloads = PayloadStore.layer(bucket, settings.payloadBucket)
+    const events = queue(RetryPolicy.events.queue)
+    return Layer.mergeAll(
+      Layer.succeed(Registry.Registry, registry),
+      Ledger.layer(settings.ledgerShardsPerTenant),
+      AcceptedKeys.layer,
+      QueueProducer.layer((name) => queue(name)),
+      Inbox.layer,
+      ProjectionStore.layer,
+      DeadLetters.layer((source) => queue(RetryPolicy.forQueue(source)?.deadLetterQueue ?? "")),
+      payloads,
+      Producer.layer({ queue: events!, definitions: registry.definitions, defaultSource: options.defaultSource }).pipe(Layer.provide(payloads)),
+      WebhookStore.layer({
+        secretsKey: settings.secretsKey,
+        localDevelopment: settings.localDevelopment,
+        configTtlMs: settings.webhookConfigTtlMs
+      }, webhookCatalog(registry)),
+      WebhookTransport.layer,
+      DeadLetterStore.layer,
+      BatchFiles.layer(bucket)
+    )
+  }))
+
+/** The whole platform: the services over the given bindings, with the settings read from the current `ConfigProvider`. */
+export const make = (registry: Registry.Shape, bindings: Layer.Layer<Bindings.Services>, options: Options) => {
+  const leaves = Layer.merge(bindings, Settings.layer)
+  return services(registry, options).pipe(Layer.provideMerge(leaves))
+}

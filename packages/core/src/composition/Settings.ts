@@ -1,0 +1,71 @@
+/**
+ * The platform's settings (`FACTLINE_*`), read once per runtime with Effect's
+ * `Config` from whatever `ConfigProvider` the composition was given: the
+ * Worker builds one from its `env`, the test kit from its options. Defaults
+ * and validation are the ones the variables have always had: a shard count out
+ * of range fails the runtime with an error naming the variable; the lenient
+ * numbers fall back to their default when they do not parse, as before.
+ *
+ * It does not read bindings (`Bindings`) and holds no secrets beyond passing
+ * the configured ones on.
+ */
+import { Config, Context, Effect, Layer, Option } from "effect"
+import * as Shards from "../ledger/Shards.js"
+import { defaultBucketName } from "../producing/PayloadStore.js"
+
+export type LogAttempts = "all" | "failures" | "none"
+
+export interface Shape {
+  /** `FACTLINE_TOKENS`: JSON of the token hashes (see the HTTP API's Auth), as configured. */
+  readonly tokens: string | undefined
+  /** `FACTLINE_RETRY_DELAY_SCALE`: multiplies retry delays (tests set 0); default 1. */
+  readonly retryDelayScale: number
+  /** `FACTLINE_LEDGER_SHARDS`: shards recorded for tenants seen from now on (default 16, 1…1024). */
+  readonly ledgerShardsPerTenant: number
+  /** `FACTLINE_PAYLOAD_BUCKET`: the bucket name in `payload_ref` (default `factline-payloads`). */
+  readonly payloadBucket: string
+  /** `FACTLINE_SECRETS_KEY`: base64 of the AES-GCM key webhook signing secrets are sealed with. */
+  readonly secretsKey: string | undefined
+  /** `FACTLINE_LOCAL_DEVELOPMENT=true`: http and loopback webhook endpoints allowed (never in production). */
+  readonly localDevelopment: boolean
+  /** `FACTLINE_WEBHOOK_DISABLE_AFTER_HOURS` (default 120), in milliseconds. */
+  readonly webhookDisableAfterMs: number
+  /** `FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS` (default 10), in milliseconds. */
+  readonly webhookConfigTtlMs: number
+  /** `FACTLINE_LOG_ATTEMPTS`: `all` (default), `failures` or `none`. */
+  readonly logAttempts: LogAttempts
+}
+
+const optional = (name: string) => Config.option(Config.String(name)).pipe(Config.map(Option.getOrUndefined))
+
+/** A non-negative number, or `fallback` when absent or unparsable (these never failed a deploy). */
+const lenientNumber = (name: string, fallback: number) =>
+  optional(name).pipe(Config.map((raw) => {
+    const n = raw === undefined || raw === "" ? NaN : Number(raw)
+    return Number.isFinite(n) && n >= 0 ? n : fallback
+  }))
+
+const shardCount = optional("FACTLINE_LEDGER_SHARDS").pipe(Config.mapEffect((raw) => {
+  if (raw === undefined || raw === "") return Effect.succeed(Shards.defaultShardsPerTenant)
+  return Effect.try({
+    try: () => Shards.checkShardCount(Number(raw)),
+    catch: (error) => new Error(`FACTLINE_LEDGER_SHARDS: ${error instanceof Error ? error.message : String(error)}`)
+  }).pipe(Effect.orDie)
+}))
+
+export const config: Config.Config<Shape> = Config.all({
+  tokens: optional("FACTLINE_TOKENS"),
+  retryDelayScale: lenientNumber("FACTLINE_RETRY_DELAY_SCALE", 1),
+  ledgerShardsPerTenant: shardCount,
+  payloadBucket: optional("FACTLINE_PAYLOAD_BUCKET").pipe(Config.map((name) => name === undefined || name === "" ? defaultBucketName : name)),
+  secretsKey: optional("FACTLINE_SECRETS_KEY"),
+  localDevelopment: optional("FACTLINE_LOCAL_DEVELOPMENT").pipe(Config.map((raw) => raw === "true")),
+  webhookDisableAfterMs: lenientNumber("FACTLINE_WEBHOOK_DISABLE_AFTER_HOURS", 120).pipe(Config.map((hours) => hours * 3600 * 1000)),
+  webhookConfigTtlMs: lenientNumber("FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS", 10).pipe(Config.map((seconds) => seconds * 1000)),
+  logAttempts: optional("FACTLINE_LOG_ATTEMPTS").pipe(Config.map((raw): LogAttempts => raw === "failures" || raw === "none" ? raw : "all"))
+})
+
+export class Settings extends Context.Service<Settings, Shape>()("@factline/core/Settings") {
+  /** Read from the current `ConfigProvider`. */
+  static readonly layer = Layer.effect(Settings, Effect.map(config, Settings.of))
+}

@@ -1,0 +1,82 @@
+/**
+ * The scheduled maintenance, as Effects over the platform's services: what
+ * the Worker's cron trigger runs, in this order — re-arm shards whose relay
+ * has been pending too long (a lost alarm), forget old inbox rows and
+ * accepted idempotency keys, drop resolved dead letters and old metrics
+ * minutes, fail batch jobs whose chunk message was lost. Each job is bounded
+ * per run (a backlog is worked off over the next runs) and reads the time
+ * from `Clock`.
+ *
+ * It does not schedule itself (the Worker's `scheduled` handler does) and
+ * owns no table: each job asks the module owning its table.
+ */
+import { Clock, Effect } from "effect"
+import * as BatchJobs from "../batch/BatchJobs.js"
+import * as Inbox from "../consuming/Inbox.js"
+import { Ledger } from "../ledger/Ledger.js"
+import * as LedgerTopology from "../ledger/LedgerTopology.js"
+import { AcceptedKeys } from "../producing/AcceptedKeys.js"
+import * as Metrics from "./Metrics.js"
+
+/** Inbox rows (batch queue) older than this are pruned (DESIGN: ≥ 30 days). */
+export const inboxRetentionDays = 30
+/** Resolved dead letters (replayed, skipped, escalated) are kept this long; open ones never expire. */
+export const deadLetterRetentionDays = 30
+/** The per-minute metrics rollup is kept this long. */
+export const metricsRetentionDays = 14
+/** Rows each retention pass deletes per table and run, so one cron run stays short. */
+export const retentionChunk = 5_000
+/**
+ * Accepted idempotency keys (`accepted_keys`) are forgotten after as long as the inbox keeps its rows:
+ * within it, a key stays bound to its payload (a retry with another payload is a conflict).
+ */
+export const acceptedKeysRetentionDays = 30
+/** Keys pruned per scheduled run at most (oldest first); a backlog is worked off over the next runs. */
+export const acceptedKeysPrunedPerRun = 5_000
+/** A shard whose relay has been failing for this long is re-armed by the sweep. */
+export const staleRelayMinutes = 5
+export const shardsPerSweep = 200
+
+const dayMs = 24 * 3600 * 1000
+const before = (ms: number) => Effect.map(Clock.currentTimeMillis, (now) => new Date(now - ms).toISOString())
+
+/** Re-arms the relay of every shard whose outbox has been pending too long. Returns how many were re-armed. */
+export const sweepStaleRelays = Effect.fn("Maintenance.sweepStaleRelays")(function*() {
+  const ledger = yield* Ledger
+  const shards = yield* LedgerTopology.pendingSince(yield* before(staleRelayMinutes * 60_000), shardsPerSweep)
+  yield* Effect.forEach(shards, (shardKey) => ledger.relayNow(shardKey), { concurrency: "unbounded", discard: true })
+  return shards.length
+})
+
+/** Forgets succeeded inbox rows past their retention, oldest first, at most `retentionChunk`; returns how many. */
+export const pruneInbox = Effect.fn("Maintenance.pruneInbox")(function*() {
+  return yield* Inbox.prune(yield* before(inboxRetentionDays * dayMs), retentionChunk)
+})
+
+/** Forgets accepted idempotency keys past their retention, oldest first, at most `limit`; returns how many. */
+export const pruneAcceptedKeys = Effect.fn("Maintenance.pruneAcceptedKeys")(function*(limit: number = acceptedKeysPrunedPerRun) {
+  const keys = yield* AcceptedKeys
+  return yield* keys.prune(yield* before(acceptedKeysRetentionDays * dayMs), limit)
+})
+
+/** Deletes at most `retentionChunk` rows per table: resolved dead letters, old rollup minutes. Returns what it deleted. */
+export const pruneOperations = Effect.fn("Maintenance.pruneOperations")(function*() {
+  return yield* Metrics.prune(yield* before(deadLetterRetentionDays * dayMs), yield* before(metricsRetentionDays * dayMs), retentionChunk)
+})
+
+/** Fails batch jobs without progress for `BatchJobs.staleAfterMs` (their chunk message is lost); returns how many. */
+export const failStaleBatchJobs = Effect.fn("Maintenance.failStaleBatchJobs")(function*() {
+  const now = yield* Clock.currentTimeMillis
+  return yield* BatchJobs.failStale(new Date(now - BatchJobs.staleAfterMs).toISOString(), new Date(now).toISOString()).pipe(
+    Effect.catch((error) => Effect.as(Effect.logError(`stale batch jobs could not be failed: ${error.message}`), 0))
+  )
+})
+
+/** One scheduled run: every job in order, as the cron trigger has always run them. */
+export const run = Effect.fn("Maintenance.run")(function*() {
+  yield* sweepStaleRelays()
+  yield* pruneInbox()
+  yield* pruneAcceptedKeys()
+  yield* pruneOperations()
+  yield* failStaleBatchJobs()
+})
