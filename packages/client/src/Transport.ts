@@ -73,13 +73,13 @@ const parse = (text: string): unknown => {
   }
 }
 
-/** Why an attempt got no answer, in a few words: Node's fetch hides the socket's error code in `cause`. */
+/** Why an attempt got no answer, in a few words: Node's fetch hides the socket's error code (or its reason) in `cause`. */
 const describe = (error: unknown): string => {
   if (!(error instanceof Error)) return String(error)
   if (error.name === "TimeoutError" || error.name === "AbortError") return "no answer in time"
   const cause = (error as { cause?: unknown }).cause
-  const code = isObject(cause) && typeof cause.code === "string" ? cause.code : undefined
-  return code === undefined ? error.message : `${error.message} (${code})`
+  const detail = isObject(cause) && typeof cause.code === "string" ? cause.code : cause instanceof Error ? cause.message : undefined
+  return detail === undefined ? error.message : `${error.message} (${detail})`
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
