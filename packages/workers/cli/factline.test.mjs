@@ -37,9 +37,10 @@ describe("factline", () => {
   it("a usage error exits 2 naming it: an unknown command or option, a missing token, a skip without its reason", async () => {
     const cases = [
       [["bogus"], "unknown command bogus"],
-      [["dlq", "list", "--colour", "red", "--token", "t"], "unknown option --colour"],
+      [["dlq", "list", "--colour", "red", "--token", "t"], "Unknown option '--colour'"],
       [["health"], "no token: pass --token or set FACTLINE_TOKEN"],
       [["dlq", "skip", "dl_1", "--token", "t"], "dlq skip needs --reason"],
+      [["dlq", "skip", "dl_1", "--token", "t", "--reason"], "Option '--reason <value>' argument missing"],
       [["health", "--url", "not a url", "--token", "t"], "--url not a url is not a URL"]
     ]
     for (const [args, message] of cases) {

@@ -13,37 +13,12 @@ import { stat } from "node:fs/promises"
 import { basename } from "node:path"
 import { Readable } from "node:stream"
 import { pipeline } from "node:stream/promises"
+import * as Args from "./Args.mjs"
 import { Conflict, Forbidden, InvalidQuery, InvalidRequest, NotFound, Requests, Unauthorized, Unavailable, UnexpectedResponse } from "@factline/client"
 
 export class UsageError extends Error {}
 /** What the API answered with, or that it could not be reached: printed, exit 1. */
 const answers = [Conflict, Forbidden, InvalidQuery, InvalidRequest, NotFound, Unauthorized, Unavailable, UnexpectedResponse]
-
-const valueFlags = new Set(["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out"])
-const boolFlags = new Set(["json", "all-matching", "help", "repair", "no-wait"])
-
-/** Positional arguments and `--flag value` / `--flag=value` options; an unknown option is a usage error. */
-export const parse = (argv) => {
-  const positional = []
-  const flags = {}
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === "-h") { flags.help = true; continue }
-    if (arg === "--") { positional.push(...argv.slice(i + 1)); break }
-    if (!arg.startsWith("--")) { positional.push(arg); continue }
-    const eq = arg.indexOf("=")
-    const name = arg.slice(2, eq === -1 ? undefined : eq)
-    if (boolFlags.has(name)) {
-      if (eq !== -1) throw new UsageError(`--${name} takes no value`)
-      flags[name] = true
-    } else if (valueFlags.has(name)) {
-      const value = eq !== -1 ? arg.slice(eq + 1) : argv[++i]
-      if (value === undefined || (eq === -1 && value.startsWith("--"))) throw new UsageError(`--${name} needs a value`)
-      flags[name] = value
-    } else throw new UsageError(`unknown option --${name}`)
-  }
-  return { positional, flags }
-}
 
 // Output: data from the API may hold anything; control characters never reach the terminal.
 const clean = (value) => String(value ?? "").replace(/[\u0000-\u001f\u007f-\u009f]/g, " ")
@@ -322,8 +297,11 @@ export const run = async (argv) => {
   let flags = {}
   let url
   try {
-    const args = parse(argv)
-    flags = args.flags
+    const { options, positional } = Args.parse(argv, {
+      values: ["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out"],
+      switches: ["json", "all-matching", "repair", "no-wait"]
+    })
+    const args = { flags: (flags = options), positional }
     const command = Object.hasOwn(commands, args.positional[0]) ? commands[args.positional[0]] : undefined
     if (!command) throw new UsageError(`unknown command ${args.positional[0]}`)
     url = flags.url ?? (process.env.FACTLINE_URL || "http://localhost:8787")
@@ -335,7 +313,7 @@ export const run = async (argv) => {
     console.log(typeof out === "string" ? out : JSON.stringify(out, null, 2))
     return 0
   } catch (error) {
-    if (error instanceof UsageError) {
+    if (error instanceof UsageError || error instanceof Args.ArgsError) {
       console.error(`factline: ${error.message}\n(factline --help for usage)`)
       return 2
     }
