@@ -32,45 +32,24 @@ const Json = Schema.Record(Schema.String, Schema.Unknown)
 const Nullable = Schema.NullOr(Schema.String)
 
 export const QueueHealth = open({
-  window: Schema.String,
-  since: Schema.String,
-  status: Schema.String,
-  thresholds: Json,
+  window: Schema.String, since: Schema.String, status: Schema.String, thresholds: Json,
   queues: Schema.Array(open({ queue: Schema.String, status: Schema.String })),
   ledger: open({ relay_pending_shards: Schema.Number })
 })
 const deadLetter = {
-  id: Schema.String,
-  queue: Schema.String,
-  status: Schema.String,
-  reason: Schema.String,
-  last_error: Schema.String,
-  attempts: Schema.Number,
-  tenant_id: Nullable,
-  message_type: Nullable,
-  subject: Nullable,
-  received_at: Schema.String
+  id: Schema.String, queue: Schema.String, status: Schema.String, reason: Schema.String, last_error: Schema.String, attempts: Schema.Number,
+  tenant_id: Nullable, message_type: Nullable, subject: Nullable, received_at: Schema.String
 }
 export const DeadLetter = open(deadLetter)
 export const ReplayOperation = open({ operation_id: Schema.String, count: Schema.Number, waves: Schema.Number, wave_size: Schema.Number, wave_delay_seconds: Schema.Number })
 /** An import, export or reconcile job, or a rebuild (whose progress is in shards). */
 export const BatchJob = open({
-  batch_id: Schema.String,
-  operation: Schema.String,
-  status: Schema.String,
-  tenant_id: Schema.String,
-  offset: Schema.Number,
-  total: Schema.NullOr(Schema.Number),
-  succeeded: Schema.Number,
-  failed: Schema.Number,
-  error: Nullable,
-  created_at: Schema.String
+  batch_id: Schema.String, operation: Schema.String, status: Schema.String, tenant_id: Schema.String, offset: Schema.Number,
+  total: Schema.NullOr(Schema.Number), succeeded: Schema.Number, failed: Schema.Number, error: Nullable, created_at: Schema.String
 })
 export const StreamPage = open({
-  subject: Schema.String,
-  version: Schema.Number,
-  facts: Schema.Array(open({ fact_id: Schema.String, sequence: Schema.Number, type: Schema.String, data: Json })),
-  next_after: Schema.NullOr(Schema.Number)
+  subject: Schema.String, version: Schema.Number, next_after: Schema.NullOr(Schema.Number),
+  facts: Schema.Array(open({ fact_id: Schema.String, sequence: Schema.Number, type: Schema.String, data: Json }))
 })
 export const FactsPage = page(open({ fact_id: Schema.String, subject: Schema.String, sequence: Schema.Number, type: Schema.String, data: Json }))
 export const ProjectionPage = open({ projection: Schema.String, data: Schema.Array(Json), next_cursor: Nullable })
