@@ -7,7 +7,8 @@
  * (the template's migration must match the published tables: no change), `npm run deploy -- --dry-run`
  * (wrangler deploy --dry-run), and the token round trip against `wrangler dev`: the init's token and a
  * created one authenticate, a revoked one gets 401; and the packed `@factline/client`, in plain Node, emits an
- * event to `wrangler dev` and reads its projection back. Separate from `npm test`: it takes minutes.
+ * event to `wrangler dev` and reads its projection back, and the packed `factline` command's operators'
+ * commands call it through that client (`batches --json`; `health` refused with 403 for an admin token). Separate from `npm test`: it takes minutes.
  */
 import { execFileSync, spawn, spawnSync } from "node:child_process"
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -141,7 +142,7 @@ try {
     })
   })
 
-  await step("the packed @factline/client, in plain Node, emits order.placed to npm run dev and reads the orders projection", async () => {
+  await step("the packed @factline/client, in plain Node, emits order.placed to npm run dev and reads the orders projection; the packed factline command lists batch jobs through it", async () => {
     const localToken = /fl_[0-9A-Za-z]{43}/.exec(readFileSync(join(app, ".dev.vars"), "utf8"))[0]
     // The definition as a service outside Workers declares it: from @factline/core/definitions (no runtime), the template's schema.
     writeFileSync(join(app, "client-check.mjs"), `
@@ -165,6 +166,12 @@ throw new Error("the order never reached the orders projection")
 `)
     await withDev(async (base) => {
       sh(process.execPath, ["client-check.mjs", base, localToken], app)
+      // The installed bin's operators' commands reach the API through the installed client's request layer.
+      const factline = (...args) => spawnSync(process.execPath, [join(app, "node_modules", "@factline", "workers", "cli", "factline.mjs"), ...args, "--url", base, "--token", localToken], { cwd: app, encoding: "utf8" })
+      const batches = factline("batches", "--json")
+      expect(batches.status === 0 && Array.isArray(JSON.parse(batches.stdout).data), `factline batches --json: exit ${batches.status}\n${batches.stdout}${batches.stderr}`)
+      const health = factline("health")
+      expect(health.status === 1 && health.stderr.includes("403 forbidden"), `factline health with an admin token: exit ${health.status}\n${health.stderr}`)
     })
   })
 } catch {

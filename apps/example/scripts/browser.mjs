@@ -6,20 +6,22 @@
 //     dead letter (whose subject is an HTML payload: it must render as text), replays it and sees it
 //     resolved, skips one through the reason dialog, sees the batch job; a tenant's token sees only its
 //     tenant; screenshots go to apps/example/.artifacts/ (git-ignored);
-//   - runs the CLI (scripts/factline.mjs) against it: health, dlq list/show/replay/skip, bulk replay, errors.
+//   - runs the CLI (the `factline` bin of @factline/workers, as `npm run factline` does) against it: health,
+//     dlq list/show/replay/skip, bulk replay, errors.
 // Waits on selectors and on the API's state, never on fixed sleeps. Stops every process it starts.
 // Prints `cli: N passed, M failed` and `browser: N passed, M failed`; exits non-zero on any failure. Part of `npm test`.
 import chromium from "@sparticuz/chromium"
 import { chromium as playwright } from "playwright-core"
 import { execFile } from "node:child_process"
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as LocalStack from "./LocalStack.mjs"
 
 const app = join(dirname(fileURLToPath(import.meta.url)), "..")
-const cliPath = join(app, "..", "..", "scripts", "factline.mjs")
+const cliPath = join(app, "..", "..", "packages", "workers", "cli", "factline.mjs")
+const sources = join(app, "..", "..", "scripts", "NodeSources.mjs")
 const artifacts = join(app, ".artifacts")
 const state = mkdtempSync(join(tmpdir(), "factline-browser-"))
 const started = Date.now()
@@ -232,7 +234,7 @@ try {
   // ---------------------------------------------------------------- CLI
   const cli = (args, env = {}) =>
     new Promise((resolve) => {
-      execFile(process.execPath, [cliPath, ...args], { env: { ...process.env, NO_COLOR: "1", FACTLINE_URL: "", FACTLINE_TOKEN: "", ...env }, timeout: 60_000 }, (error, stdout, stderr) =>
+      execFile(process.execPath, ["--import", sources, cliPath, ...args], { env: { ...process.env, NO_COLOR: "1", FACTLINE_URL: "", FACTLINE_TOKEN: "", ...env }, timeout: 60_000 }, (error, stdout, stderr) =>
         resolve({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr }))
     })
   const as = ["--url", base, "--token", platformToken]
@@ -271,6 +273,17 @@ try {
     r.code === 0 && bulk !== null && Number(bulk[1]) >= 1 && bulkRecord.body.status === "replayed" && bulkRecord.body.replay_operation_id === bulk[3], show([r, bulkRecord.body]))
   r = await cli(["batches", ...as])
   check("cli", "batches lists the rebuild", r.code === 0 && r.stdout.includes(batchId), show(r))
+  // An import streamed up and followed to its end (4 calls, 1 line refused), then the tenant's facts exported.
+  const asTenant = ["--url", base, "--token", "dev-token-tenant-a"]
+  const ndjson = join(state, "import.ndjson")
+  await new Promise((resolve, reject) => execFile(process.execPath, [join(app, "..", "..", "scripts", "sample-events.mjs"), "4", "--invalid", "1", "--run", `cli${run}`], (error, stdout) => (error ? reject(error) : resolve(writeFileSync(ndjson, stdout)))))
+  r = await cli(["import", ndjson, "--name", `cli-${run}.ndjson`, ...asTenant])
+  check("cli", "import FILE uploads it, follows the job (progress on stderr) and prints its summary with the refused line",
+    r.code === 0 && /import {2}succeeded {2}offset 5\/5 {2}succeeded 4 {2}failed 1/.test(r.stdout) && /^ {2}line \d: /m.test(r.stdout) && r.stderr.includes("5/5"), show(r))
+  const exported = join(state, "export.ndjson")
+  r = await cli(["export", "--out", exported, ...asTenant])
+  const lines = r.code === 0 ? readFileSync(exported, "utf8").trim().split("\n") : []
+  check("cli", "export --out FILE downloads the tenant's facts", r.code === 0 && r.stdout.includes(`written to ${exported}`) && lines.some((l) => l.includes(`ok_${run}_0`)), show(r))
 } catch (error) {
   tally.browser.failed++
   console.log(`✗ run failed: ${error instanceof Error ? error.stack : String(error)}`)

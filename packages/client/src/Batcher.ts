@@ -8,10 +8,12 @@
  * the API having accepted none of the request — the others are sent again without them. Anything else
  * (401, 403, retries exhausted) fails every emit of the batch. No emit is left unsettled.
  *
- * It does not build or check events (Client does), and does not retry (Transport does).
+ * It does not build or check events (Client does), does not know the route (Requests does) and does not
+ * retry (Transport does).
  */
-import { IdempotencyConflict, InvalidEvents, type EmitError, type Problem, Unavailable, UnexpectedResponse } from "./ClientError.js"
-import * as Transport from "./Transport.js"
+import { type EmitError, Forbidden, IdempotencyConflict, InvalidEvents, type Problem, Unauthorized, Unavailable, UnexpectedResponse } from "./ClientError.js"
+import * as Requests from "./Requests.js"
+import { apiError, type Answer } from "./Transport.js"
 
 /** The API's limits on one request (packages/workers `maxEventsPerRequest`, `maxBodyBytes`). */
 export const maxEventsPerRequest = 1_000
@@ -45,10 +47,7 @@ export interface Queued {
   readonly reject: (error: EmitError) => void
 }
 
-const opening = '{"events":['
-const closing = "]}"
-/** The size of a request body holding `count` events whose JSON takes `bytes` bytes (UTF-8) together. */
-export const bodyBytes = (count: number, bytes: number) => opening.length + bytes + Math.max(0, count - 1) + closing.length
+const what = "POST /v1/events"
 
 const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
@@ -58,7 +57,7 @@ export interface Batcher {
   readonly flush: () => Promise<void>
 }
 
-export const make = (settings: BatchSettings, send: (body: string) => Promise<Transport.Answer>): Batcher => {
+export const make = (settings: BatchSettings, send: (body: string) => Promise<Answer>): Batcher => {
   const maxEvents = Math.min(Math.max(1, Math.floor(settings.maxEvents)), maxEventsPerRequest)
   let waiting: Array<Queued> = []
   let waitingBytes = 0
@@ -77,7 +76,7 @@ export const make = (settings: BatchSettings, send: (body: string) => Promise<Tr
   }
 
   const add = (event: Queued) => {
-    if (waiting.length > 0 && bodyBytes(waiting.length + 1, waitingBytes + event.bytes) > maxBodyBytes) sendWaiting()
+    if (waiting.length > 0 && Requests.eventsBodyBytes(waiting.length + 1, waitingBytes + event.bytes) > maxBodyBytes) sendWaiting()
     waiting.push(event)
     waitingBytes += event.bytes
     if (waiting.length >= maxEvents) sendWaiting()
@@ -91,20 +90,23 @@ export const make = (settings: BatchSettings, send: (body: string) => Promise<Tr
 
   /** Sends a batch and settles every one of its emits; never rejects. */
   const deliver = async (batch: ReadonlyArray<Queued>): Promise<void> => {
-    let answer: Transport.Answer
+    let answer: Answer
     try {
-      answer = await send(`${opening}${batch.map((e) => e.json).join(",")}${closing}`)
+      answer = await send(Requests.eventsBody(batch.map((e) => e.json)))
     } catch (error) {
-      const failure = error instanceof Unavailable
-        ? error
-        : new Unavailable({ message: `POST /v1/events: ${error instanceof Error ? error.message : String(error)}`, attempts: 1 })
+      const last = error instanceof Error ? error.message : String(error)
+      const failure = error instanceof Unavailable ? error : new Unavailable({ message: `${what}: ${last}`, attempts: 1, last })
       for (const event of batch) event.reject(failure)
       return
     }
-    if (answer.status === 202) return accepted(batch, answer.body)
+    if (answer.status === 202) return accepted(batch, answer)
     const refused = answer.status === 400 ? invalid(batch, answer) : answer.status === 422 ? conflicting(batch, answer) : undefined
     if (refused === undefined) {
-      const failure = Transport.refusal(answer, "POST /v1/events")
+      const refusal = Requests.refusal(Requests.routes.ingest, answer, what)
+      // A status the emit route does not answer with (404, 409) is no refusal an emit knows.
+      const failure = refusal instanceof Unauthorized || refusal instanceof Forbidden || refusal instanceof UnexpectedResponse
+        ? refusal
+        : new UnexpectedResponse({ message: refusal.message, status: answer.status, body: answer.body })
       for (const event of batch) event.reject(failure)
       return
     }
@@ -116,15 +118,21 @@ export const make = (settings: BatchSettings, send: (body: string) => Promise<Tr
     if (rest.length > 0) await deliver(rest)
   }
 
-  const accepted = (batch: ReadonlyArray<Queued>, body: unknown) => {
-    const items = isObject(body) && Array.isArray(body.items) ? body.items : undefined
+  const accepted = (batch: ReadonlyArray<Queued>, answer: Answer) => {
+    let items: typeof Requests.Accepted.Type["items"]
+    try {
+      items = Requests.read(Requests.routes.ingest, answer, what).items
+    } catch (error) {
+      for (const event of batch) event.reject(error as UnexpectedResponse)
+      return
+    }
     batch.forEach((event, index) => {
-      const item: unknown = items?.[index]
-      if (isObject(item) && item.idempotency_key === event.idempotency_key && typeof item.duplicate === "boolean") {
+      const item = items[index]
+      if (item !== undefined && item.idempotency_key === event.idempotency_key) {
         event.resolve({ idempotency_key: event.idempotency_key, duplicate: item.duplicate })
       } else {
         event.reject(new UnexpectedResponse({
-          message: `POST /v1/events answered 202 (accepted) without an item for ${JSON.stringify(event.idempotency_key)} at position ${index}: the event was accepted, the answer is not what this client reads`,
+          message: `${what} answered 202 (accepted) without an item for ${JSON.stringify(event.idempotency_key)} at position ${index}: the event was accepted, the answer is not what this client reads`,
           status: 202
         }))
       }
@@ -135,13 +143,10 @@ export const make = (settings: BatchSettings, send: (body: string) => Promise<Tr
    * A 400's problems by the event they name (`events.<i>.…`, paths made relative to the event). When a
    * problem names no event, every event of the batch fails with all of them: there is no telling whose it is.
    */
-  const invalid = (batch: ReadonlyArray<Queued>, answer: Transport.Answer): Map<Queued, EmitError> => {
-    const error = Transport.apiError(answer.body)
+  const invalid = (batch: ReadonlyArray<Queued>, answer: Answer): Map<Queued, EmitError> => {
+    const error = apiError(answer.body)
     const code = error.code ?? "invalid_request"
-    const details = error.details
-    const problems: Array<Problem> = isObject(details) && Array.isArray(details.problems)
-      ? details.problems.filter(isObject).map((p) => ({ path: String(p.path ?? ""), message: String(p.message ?? "") }))
-      : []
+    const problems = Requests.problemsOf(error.details)
     const byEvent = new Map<Queued, Array<Problem>>()
     let unplaced = problems.length === 0
     for (const problem of problems) {
@@ -157,7 +162,7 @@ export const make = (settings: BatchSettings, send: (body: string) => Promise<Tr
     const reason = error.message ?? "the API refused the request"
     if (unplaced) {
       for (const event of batch) {
-        refused.set(event, new InvalidEvents({ message: `POST /v1/events: 400 ${code}: ${reason}`, code, idempotency_key: event.idempotency_key, problems }))
+        refused.set(event, new InvalidEvents({ message: `${what}: 400 ${code}: ${reason}`, code, idempotency_key: event.idempotency_key, problems }))
       }
       return refused
     }
@@ -173,8 +178,8 @@ export const make = (settings: BatchSettings, send: (body: string) => Promise<Tr
   }
 
   /** A 422's conflicts by idempotency key: every event carrying a conflicting key fails; none of the others does. */
-  const conflicting = (batch: ReadonlyArray<Queued>, answer: Transport.Answer): Map<Queued, EmitError> | undefined => {
-    const error = Transport.apiError(answer.body)
+  const conflicting = (batch: ReadonlyArray<Queued>, answer: Answer): Map<Queued, EmitError> | undefined => {
+    const error = apiError(answer.body)
     if (error.code !== "idempotency_conflict" || !Array.isArray(error.details)) return undefined
     const reasons = new Map<string, string>()
     for (const conflict of error.details.filter(isObject)) {

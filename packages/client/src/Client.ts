@@ -17,34 +17,25 @@
  * request (retried by the Transport with the same body, so the same idempotency keys). Reads are typed by
  * fact definitions and by a projection's Drizzle table.
  *
- * Promise-based. It does not upcast or decode what it reads: stored facts were validated when they were
- * appended, and projection rows are what the platform's query API returns.
+ * Every call goes through Requests, the one place that knows the API's routes. Promise-based. It does not
+ * upcast what it reads: stored facts were validated when they were appended, and projection rows are what
+ * the platform's query API returns.
  */
 import { Result, Schema } from "effect"
 import type { FactDefinition, MessageDefinition, Projection } from "@factline/core/definitions"
 import { EnvelopeInput, type Fact, Issues } from "@factline/schemas"
-import * as Backoff from "./Backoff.js"
 import * as Batcher from "./Batcher.js"
-import { InvalidPayload, InvalidQuery, NotFound, type Problem, UnexpectedResponse } from "./ClientError.js"
-import * as Transport from "./Transport.js"
+import { InvalidPayload, type Problem, UnexpectedResponse } from "./ClientError.js"
+import * as Requests from "./Requests.js"
 
 export type { Emitted } from "./Batcher.js"
 
-export interface Config {
-  /** The API's origin: `https://factline.example.com` (`http://localhost:8787` with `npm run dev`). */
-  readonly baseUrl: string | URL
-  /** A bearer token: `events:write` to emit, `read` to read. Its tenant is the one written to and read. */
-  readonly token: string
-  /** Defaults to the global `fetch`. */
-  readonly fetch?: Transport.Fetch
+/** `baseUrl`, `token` (`events:write` to emit, `read` to read), `fetch`, `retry`, `timeoutMs`: see Requests.Config. */
+export interface Config extends Requests.Config {
   /** The envelope's `source` for every emit (the emitting service's name); the API's default is `"http"`. */
   readonly source?: string
-  /** Retries of 429, 5xx and network failures. Defaults: 5 attempts, 250 ms doubling up to 30 s. */
-  readonly retry?: Partial<Backoff.RetrySettings>
   /** Batching of emits. Defaults: up to 1,000 events per request, sent 10 ms after the first. `{ maxEvents: 1 }` sends each alone. */
   readonly batch?: Partial<Batcher.BatchSettings>
-  /** Per attempt. Default 30 s. */
-  readonly timeoutMs?: number
 }
 
 /** What `emit` needs of a message definition: core's `MessageDefinition` is one. */
@@ -188,20 +179,10 @@ const decodeEnvelope = Issues.decodeStrict(EmitEnvelope)
 const messageId = () => `msg_${[...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("")}`
 
 const encoder = new TextEncoder()
-const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 export const make = (config: Config): Client => {
-  const transport: Transport.Settings = {
-    baseUrl: String(config.baseUrl),
-    token: config.token,
-    fetch: config.fetch ?? ((url, init) => globalThis.fetch(url, init)),
-    retry: { ...Backoff.defaults, ...config.retry },
-    timeoutMs: config.timeoutMs ?? 30_000
-  }
-  const batcher = Batcher.make(
-    { ...Batcher.defaults, ...config.batch },
-    (body) => Transport.request(transport, "POST", "/v1/events", body)
-  )
+  const api = Requests.make(config)
+  const batcher = Batcher.make({ ...Batcher.defaults, ...config.batch }, (body) => api.send(Requests.routes.ingest, { body }))
 
   const emit: Client["emit"] = (definition, payload, options) => {
     const { created_at, source = config.source, ...rest } = options
@@ -230,7 +211,7 @@ export const make = (config: Config): Client => {
       }
     }
     const bytes = encoder.encode(json).length
-    if (problems.length === 0 && Batcher.bodyBytes(1, bytes) > Batcher.maxBodyBytes) {
+    if (problems.length === 0 && Requests.eventsBodyBytes(1, bytes) > Batcher.maxBodyBytes) {
       problems.push({ path: "", message: `the event is ${bytes} bytes as JSON; a request to the API takes at most ${Batcher.maxBodyBytes}` })
     }
     if (problems.length > 0) {
@@ -244,43 +225,15 @@ export const make = (config: Config): Client => {
     return new Promise((resolve, reject) => batcher.add({ json, bytes, idempotency_key: options.idempotency_key, resolve, reject }))
   }
 
-  /** GETs `path` and returns its 200 body; any other answer is its typed error. */
-  const read = async (path: string, query: Readonly<Record<string, string | number | boolean | undefined>>) => {
-    const params = new URLSearchParams()
-    for (const [name, value] of Object.entries(query)) if (value !== undefined) params.set(name, String(value))
-    const search = params.toString() === "" ? "" : `?${params}`
-    const answer = await Transport.request(transport, "GET", `${path}${search}`)
-    const what = `GET ${path}${search}`
-    if (answer.status === 200 && isObject(answer.body)) return answer.body
-    const error = Transport.apiError(answer.body)
-    if (answer.status === 404) return Promise.reject(new NotFound({ message: `${what}: ${error.message ?? "not found"}` }))
-    if (answer.status === 400) {
-      const details = error.details
-      const problems = isObject(details) && Array.isArray(details.problems)
-        ? details.problems.filter(isObject).map((p) => ({ path: String(p.path ?? ""), message: String(p.message ?? "") }))
-        : []
-      return Promise.reject(new InvalidQuery({ message: `${what}: ${error.message ?? "invalid query"}`, problems }))
-    }
-    return Promise.reject(answer.status === 200
-      ? new UnexpectedResponse({ message: `${what}: 200 without a JSON object body`, status: 200 })
-      : Transport.refusal(answer, what))
-  }
-
   /** A next page that would repeat this one: stop rather than loop. */
   const stalled = (what: string) => new UnexpectedResponse({ message: `${what}: the next page starts where this one did`, status: 200 })
 
-  const shape = (what: string, ok: boolean) => {
-    if (!ok) throw new UnexpectedResponse({ message: `${what}: 200 with a body this client does not read`, status: 200 })
-  }
-
   const readStream: Client["readStream"] = async (subject, options) => {
-    const path = `/v1/streams/${encodeURIComponent(subject)}/facts`
-    const body = await read(path, { after: options?.after, limit: options?.limit })
-    shape(`GET ${path}`, Array.isArray(body.facts) && typeof body.version === "number")
+    const page = await api.readStream({ params: { subject }, query: { after: options?.after, limit: options?.limit } })
     // No definitions (or none listed, which types every fact as stored too): no filter.
     const types = options?.types === undefined || options.types.length === 0 ? undefined : new Set(options.types.map((d) => d.type))
-    const facts = (body.facts as Array<Fact>).filter((f) => types === undefined || types.has(f.type))
-    return { subject, version: body.version as number, facts: facts as Array<any>, next_after: typeof body.next_after === "number" ? body.next_after : null }
+    const facts = page.facts.filter((f) => types === undefined || types.has(f.type))
+    return { subject, version: page.version, facts: facts as Array<any>, next_after: page.next_after }
   }
 
   const streamFacts: Client["streamFacts"] = async function*(subject, options) {
@@ -295,17 +248,15 @@ export const make = (config: Config): Client => {
   }
 
   const readFacts: Client["readFacts"] = async (options) => {
-    const body = await read("/v1/facts", { type: options?.type?.type, subject: options?.subject, cursor: options?.cursor, limit: options?.limit })
-    shape("GET /v1/facts", Array.isArray(body.data))
-    return { data: body.data as Array<any>, next_cursor: typeof body.next_cursor === "string" ? body.next_cursor : null }
+    const page = await api.listFacts({ query: { type: options?.type?.type, subject: options?.subject, cursor: options?.cursor, limit: options?.limit } })
+    return { data: page.data as Array<any>, next_cursor: page.next_cursor }
   }
 
   const readProjection: Client["readProjection"] = async (projection, options) => {
     const name = typeof projection === "string" ? projection : projection.name
-    const path = `/v1/projections/${encodeURIComponent(name)}`
-    const body = await read(path, { ...(options?.where as Record<string, string | number | boolean> | undefined), cursor: options?.cursor, limit: options?.limit })
-    shape(`GET ${path}`, Array.isArray(body.data))
-    return { projection: name, data: body.data as Array<any>, next_cursor: typeof body.next_cursor === "string" ? body.next_cursor : null }
+    const where = options?.where as Readonly<Record<string, string | number | boolean>> | undefined
+    const page = await api.readProjection({ params: { name }, query: { ...where, cursor: options?.cursor, limit: options?.limit } })
+    return { projection: name, data: page.data as Array<any>, next_cursor: page.next_cursor }
   }
 
   const projectionRows: Client["projectionRows"] = async function*(projection, options) {

@@ -12,6 +12,9 @@ import { Schema } from "effect"
 export const Problem = Schema.Struct({ path: Schema.String, message: Schema.String })
 export type Problem = typeof Problem.Type
 
+/** What an error read from the API's answer carries: its status, and its JSON body (the API's `Problem`) when it had one. */
+const answered = { message: Schema.String, status: Schema.Number, body: Schema.optional(Schema.Unknown) }
+
 /**
  * The payload (or an envelope field from the options) failed the message definition's schema in this
  * process: nothing was sent.
@@ -46,25 +49,22 @@ export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>
 }) {}
 
 /** 401: the token is missing or unknown. */
-export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", {
-  message: Schema.String
-}) {}
+export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", answered) {}
 
 /** 403: the token lacks the scope (`events:write` to emit, `read` to read), or the data is another tenant's. */
-export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", {
-  message: Schema.String
-}) {}
+export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", answered) {}
 
-/** 404 on a read: no such stream for this tenant, or no such projection. */
-export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", {
-  message: Schema.String
-}) {}
+/** 404: no such stream, projection, dead letter or batch job for this token's tenant. */
+export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", answered) {}
 
 /** 400 on a read: a filter on a column that is not queryable, a malformed cursor, a limit out of range. */
-export class InvalidQuery extends Schema.TaggedError<InvalidQuery>()("InvalidQuery", {
-  message: Schema.String,
-  problems: Schema.Array(Problem)
-}) {}
+export class InvalidQuery extends Schema.TaggedError<InvalidQuery>()("InvalidQuery", { ...answered, problems: Schema.Array(Problem) }) {}
+
+/** 400 on a write other than an emit: a body the API refuses (a skip without its reason), naming each field. */
+export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", { ...answered, problems: Schema.Array(Problem) }) {}
+
+/** 409: the record's state does not allow it (a dead letter replayed already, a batch job that has ended). */
+export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", answered) {}
 
 /**
  * Every attempt failed with a retryable answer (429, 5xx) or no answer at all (network error, timeout).
@@ -74,19 +74,20 @@ export class InvalidQuery extends Schema.TaggedError<InvalidQuery>()("InvalidQue
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", {
   message: Schema.String,
   attempts: Schema.Number,
-  /** The last answer's status; undefined when the last attempt got none. */
-  status: Schema.optional(Schema.Number)
+  /** The last attempt's failure, in a few words (`fetch failed (ECONNREFUSED)`, `503 the ledger is unavailable`). */
+  last: Schema.String,
+  /** The last answer's status and body; undefined when the last attempt got none. */
+  status: Schema.optional(Schema.Number),
+  body: Schema.optional(Schema.Unknown)
 }) {}
 
 /** An answer the client does not expect (another status, or a body it cannot read): a wrong `baseUrl`, an API of another version. */
-export class UnexpectedResponse extends Schema.TaggedError<UnexpectedResponse>()("UnexpectedResponse", {
-  message: Schema.String,
-  status: Schema.Number,
-  code: Schema.optional(Schema.String)
-}) {}
+export class UnexpectedResponse extends Schema.TaggedError<UnexpectedResponse>()("UnexpectedResponse", { ...answered, code: Schema.optional(Schema.String) }) {}
 
 /** How an emit fails. */
 export type EmitError = InvalidPayload | InvalidEvents | IdempotencyConflict | Unauthorized | Forbidden | Unavailable | UnexpectedResponse
+/** How a call of any other route fails (a read is one). */
+export type RequestError = InvalidQuery | InvalidRequest | NotFound | Conflict | Unauthorized | Forbidden | Unavailable | UnexpectedResponse
 /** How a read fails. */
-export type ReadError = InvalidQuery | NotFound | Unauthorized | Forbidden | Unavailable | UnexpectedResponse
-export type ClientError = EmitError | ReadError
+export type ReadError = RequestError
+export type ClientError = EmitError | RequestError

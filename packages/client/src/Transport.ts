@@ -3,13 +3,14 @@
  * short are tried again — the identical request, so an emit's retry carries the same idempotency keys and the
  * platform accepts each event once however many attempts reached it — after `Backoff.delay` (which honours
  * `Retry-After`). Any other answer is returned as it is, for the caller to read; after the last attempt
- * the call fails with `Unavailable`.
+ * the call fails with `Unavailable`. A streamed body (an upload) is sent once, and neither it nor a streamed
+ * answer (a download) has a time limit: they take as long as the file does.
  *
- * It only needs a `fetch`, so it runs in Node, browsers and workerd alike. It does not interpret the
- * API's answers beyond the shared error shape (`{ error: { code, message, details? } }`).
+ * It only needs a `fetch`, so it runs in Node, browsers and workerd alike. It does not know routes or read
+ * the API's answers beyond the shared error shape (`{ error: { code, message, details? } }`): Requests does.
  */
 import * as Backoff from "./Backoff.js"
-import { Forbidden, Unauthorized, Unavailable, UnexpectedResponse } from "./ClientError.js"
+import { Unavailable } from "./ClientError.js"
 
 /** What the client calls to reach the API; `globalThis.fetch` fits, and so does a Worker's `SELF.fetch` wrapped. */
 export type Fetch = (url: string, init: RequestInit) => Promise<Response>
@@ -29,6 +30,18 @@ export interface Settings {
 export interface Answer {
   readonly status: number
   readonly body: unknown
+  /** A streamed answer's body, unread (only when the request asked for it and the status is 2xx). */
+  readonly stream?: ReadableStream<Uint8Array> | null
+}
+
+/** What to send: `path` holds the query; a body is JSON text unless `contentType` says otherwise. */
+export interface Outgoing {
+  readonly method: string
+  readonly path: string
+  readonly body?: string | { readonly stream: ReadableStream<Uint8Array> | Uint8Array; readonly length: number }
+  readonly contentType?: string
+  /** Return a 2xx answer's body unread, as `stream`. */
+  readonly stream?: boolean
 }
 
 /** The API's error shape, as far as it is present in a body. */
@@ -60,57 +73,64 @@ const parse = (text: string): unknown => {
   }
 }
 
-/** Why an attempt got no answer, in a few words: Node's fetch hides the socket's error code in `cause`. */
+/** Why an attempt got no answer, in a few words: Node's fetch hides the socket's error code (or its reason) in `cause`. */
 const describe = (error: unknown): string => {
   if (!(error instanceof Error)) return String(error)
   if (error.name === "TimeoutError" || error.name === "AbortError") return "no answer in time"
   const cause = (error as { cause?: unknown }).cause
-  const code = isObject(cause) && typeof cause.code === "string" ? cause.code : undefined
-  return code === undefined ? error.message : `${error.message} (${code})`
+  const detail = isObject(cause) && typeof cause.code === "string" ? cause.code : cause instanceof Error ? cause.message : undefined
+  return detail === undefined ? error.message : `${error.message} (${detail})`
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
-export const request = async (settings: Settings, method: "GET" | "POST", path: string, body?: string): Promise<Answer> => {
+export const request = async (settings: Settings, outgoing: Outgoing): Promise<Answer> => {
+  const { method, path, body } = outgoing
   const url = `${settings.baseUrl.replace(/\/+$/, "")}${path}`
   const headers: Record<string, string> = { authorization: `Bearer ${settings.token}`, accept: "application/json" }
-  if (body !== undefined) headers["content-type"] = "application/json"
-  const attempts = Math.max(1, Math.floor(settings.retry.maxAttempts))
+  if (body !== undefined) headers["content-type"] = outgoing.contentType ?? "application/json"
+  const streamed = body !== undefined && typeof body !== "string"
+  if (streamed) headers["content-length"] = String(body.length)
+  // A stream can be read once: an upload is not retried.
+  const attempts = streamed ? 1 : Math.max(1, Math.floor(settings.retry.maxAttempts))
+  const timed = !streamed && outgoing.stream !== true
   // Called without a receiver: a browser's `fetch` passed as `fetch: fetch` throws "Illegal invocation" when called as a method.
   const fetch = settings.fetch
   for (let attempt = 1; ; attempt++) {
     let status: number | undefined
     let failure: string
+    let answered: unknown
     let retryAfterMs: number | undefined
     try {
-      const response = await fetch(url, { method, headers, ...(body === undefined ? {} : { body }), signal: AbortSignal.timeout(settings.timeoutMs) })
+      const init: RequestInit & { duplex?: "half" } = {
+        method,
+        headers,
+        ...(body === undefined ? {} : typeof body === "string" ? { body } : { body: body.stream as BodyInit, duplex: "half" }),
+        ...(timed ? { signal: AbortSignal.timeout(settings.timeoutMs) } : {})
+      }
+      const response = await fetch(url, init)
+      if (outgoing.stream === true && response.ok) return { status: response.status, body: undefined, stream: response.body }
       // Read the whole body inside the attempt: a body cut short is no answer, and is retried like one.
       const text = await response.text()
       if (!retryable(response.status)) return { status: response.status, body: parse(text) }
       status = response.status
-      const message = apiError(parse(text)).message
+      answered = parse(text)
+      const message = apiError(answered).message
       failure = message === undefined ? `${response.status}` : `${response.status} ${message}`
       retryAfterMs = Backoff.retryAfterMs(response.headers.get("retry-after"), Date.now())
     } catch (error) {
       status = undefined
+      answered = undefined
       failure = describe(error)
     }
     if (attempt >= attempts) {
       throw new Unavailable({
         message: `${method} ${path}: no answer after ${attempt} attempt(s); the last: ${failure}`,
         attempts: attempt,
-        ...(status === undefined ? {} : { status })
+        last: failure,
+        ...(status === undefined ? {} : { status, body: answered })
       })
     }
     await sleep(Backoff.delay(settings.retry, attempt, Math.random(), retryAfterMs))
   }
-}
-
-/** The error of an answer no route-specific reading explains: 401, 403, or something unexpected. */
-export const refusal = (answer: Answer, what: string): Unauthorized | Forbidden | UnexpectedResponse => {
-  const error = apiError(answer.body)
-  const message = `${what}: ${answer.status}${error.code === undefined ? "" : ` ${error.code}`}${error.message === undefined ? "" : `: ${error.message}`}`
-  if (answer.status === 401) return new Unauthorized({ message })
-  if (answer.status === 403) return new Forbidden({ message })
-  return new UnexpectedResponse({ message, status: answer.status, ...(error.code === undefined ? {} : { code: error.code }) })
 }

@@ -14,6 +14,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join, relative, resolve } from "node:path"
+import * as Args from "./Args.mjs"
 import * as Policies from "./Policies.mjs"
 import * as Tokens from "./tokens.mjs"
 import * as WranglerConfig from "./WranglerConfig.mjs"
@@ -29,22 +30,6 @@ export const usage = `usage: factline deploy [options]
 Cloudflare credentials: 'wrangler login', or CLOUDFLARE_API_TOKEN and CLOUDFLARE_ACCOUNT_ID in CI.`
 
 class DeployError extends Error {}
-
-const parseArgs = (argv) => {
-  const options = {}
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]
-    if (!a.startsWith("--")) throw new DeployError(`unexpected argument ${a}\n\n${usage}`)
-    const [key, inline] = a.slice(2).split(/=(.*)/s)
-    if (["dry-run", "help"].includes(key)) options[key] = true
-    else if (["env", "config", "secrets-file"].includes(key)) {
-      const value = inline ?? argv[++i]
-      if (value === undefined) throw new DeployError(`--${key} needs a value`)
-      options[key] = value
-    } else throw new DeployError(`unknown option --${key}\n\n${usage}`)
-  }
-  return options
-}
 
 /** Secrets from a dotenv or JSON file, then the environment (which wins, as with wrangler's own --secrets-file). */
 const readSecrets = (file, env) => {
@@ -96,7 +81,7 @@ const wranglerOf = (cwd) => {
 export const run = async (argv, io = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) }, env = process.env) => {
   let scratch
   try {
-    const options = parseArgs(argv)
+    const { options } = Args.parse(argv, { values: ["env", "config", "secrets-file"], switches: ["dry-run"], positionals: false })
     if (options.help) {
       io.out(`${usage}\n`)
       return 0
@@ -216,8 +201,8 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     io.out(`deployed ${res.worker}. Watch: GET /v1/queues/health (platform token), the DLQs, D1 and queue metrics in the dashboard.\n`)
     return 0
   } catch (error) {
-    if (error instanceof DeployError || error instanceof SyntaxError || /wrangler config has no env/.test(error?.message ?? "")) {
-      io.err(`deploy: ${error.message}\n`)
+    if (error instanceof DeployError || error instanceof Args.ArgsError || error instanceof SyntaxError || /wrangler config has no env/.test(error?.message ?? "")) {
+      io.err(`deploy: ${error.message}${error instanceof Args.ArgsError ? `\n\n${usage}` : ""}\n`)
       return 1
     }
     throw error

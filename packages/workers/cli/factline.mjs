@@ -1,29 +1,61 @@
 #!/usr/bin/env node
 /**
- * The `factline` command of @factline/workers:
- *   npx @factline/workers init <dir>     a new app on the published packages
- *   factline tokens create|list|revoke   API tokens (FACTLINE_TOKENS)
- *   factline deploy [--env E] [--dry-run] provision every resource and deploy with wrangler
+ * The `factline` command of @factline/workers: the local commands (a new app, its tokens, its deployment)
+ * and the operators' commands against a deployment's HTTP API (operate.mjs, through @factline/client's
+ * request layer). Each command is its own module, loaded only when it runs — `npx @factline/workers init`
+ * loads neither the client nor the operators' commands.
+ *
+ * Exit codes: 0 done, 1 the API refused or could not be reached (or a local command failed), 2 a usage error.
  */
 import { readFileSync } from "node:fs"
 
-const commands = {
+const local = {
   init: () => import("./init.mjs"),
   tokens: () => import("./tokens.mjs"),
   deploy: () => import("./deploy.mjs")
 }
 
-const [command, ...rest] = process.argv.slice(2)
+const usage = `usage: factline <command> [options]
+
+local commands:
+  init <dir>                                write a new factline app into <dir> (npx @factline/workers init my-platform)
+  tokens create|list|revoke …               API tokens (factline tokens --help)
+  deploy [--env NAME] [--dry-run]           create queues, D1, R2, apply migrations, deploy (factline deploy --help)
+
+operators' commands, against a deployment (--url, --token):
+  health [--window 15m|1h|6h|24h]           every queue's health (scope platform)
+  dlq list [filters] [--limit N] [--cursor C]
+                                            dead letters, newest first (filters: --queue --status --type --reason)
+  dlq show ID                               one dead letter: failure context, history, original message
+  dlq replay ID                             send it back to its queue with the same idempotency key
+  dlq replay --all-matching [filters]       replay every open one matching --queue --type --reason (in waves)
+  dlq skip ID --reason "…"                  give its work up (recorded as a reconciliation fact)
+  dlq escalate ID [--note "…"]              mark it escalated
+  batches [--status S] [--limit N]          batch jobs (imports, exports, reconciles, rebuilds) of this token's tenant
+  import FILE [--name NAME] [--no-wait]     upload an NDJSON file of envelopes, import it, show progress until done (scope admin)
+  export [--projection P] [--format F] [--out FILE]
+                                            the tenant's facts (or a projection's rows, ndjson|csv) to FILE or stdout
+  reconcile PROJECTION [--repair]           compare a projection with the ledger; --repair fixes the drifted rows
+  rebuild PROJECTION                        rebuild a projection from the ledger (scope platform)
+  batch show|cancel ID                      one batch job, or stop its further chunks
+
+options:
+  --url URL       the deployment (default: $FACTLINE_URL or http://localhost:8787)
+  --token TOKEN   an API token (default: $FACTLINE_TOKEN); scope admin (own tenant) or platform
+  --json          print the API's JSON response
+  -h, --help      this help
+  -v, --version   the version of @factline/workers`
+
+const argv = process.argv.slice(2)
+const [command] = argv
+const help = argv.slice(0, argv.includes("--") ? argv.indexOf("--") : undefined).some((a) => a === "--help" || a === "-h")
 if (command === "--version" || command === "-v") {
   process.stdout.write(`${JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version}\n`)
-} else if (command === undefined || !(command in commands)) {
-  process.stderr.write(`usage: factline <command>
-
-  init <dir>                        write a new factline app into <dir> (npx @factline/workers init my-platform)
-  tokens create|list|revoke …       manage API tokens (factline tokens --help)
-  deploy [--env NAME] [--dry-run]   create queues, D1, R2, apply migrations, deploy (factline deploy --help)
-`)
-  process.exitCode = command === undefined || command === "--help" || command === "help" ? 0 : 1
+} else if (Object.hasOwn(local, command ?? "")) {
+  process.exitCode = await (await local[command]()).run(argv.slice(1))
+} else if (command === undefined || command === "help" || help) {
+  console.log(usage)
+  process.exitCode = command === undefined ? 2 : 0
 } else {
-  process.exitCode = await (await commands[command]()).run(rest)
+  process.exitCode = await (await import("./operate.mjs")).run(argv)
 }

@@ -15,6 +15,7 @@
  */
 import { createHash, randomBytes } from "node:crypto"
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
+import * as Args from "./Args.mjs"
 
 /** The scopes http/Auth.ts knows (Tokens.test.ts checks they are the same). */
 export const scopes = ["events:write", "read", "admin", "platform"]
@@ -107,24 +108,6 @@ export const writeStore = (store, value) => {
 
 // ---- the commands -----------------------------------------------------------------------------------------
 
-const parseArgs = (argv) => {
-  const options = {}
-  const positional = []
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i]
-    if (a.startsWith("--")) {
-      const [key, inline] = a.slice(2).split(/=(.*)/s)
-      if (["json", "help"].includes(key)) options[key] = true
-      else {
-        const value = inline ?? argv[++i]
-        if (value === undefined) throw new UsageError(`--${key} needs a value`)
-        options[key] = value
-      }
-    } else positional.push(a)
-  }
-  return { options, positional }
-}
-
 export const usage = `usage: factline tokens <command> [options]
 
   create --tenant T --scopes read,events:write --name NAME   create a token: printed once, its hash added
@@ -145,7 +128,7 @@ const secretPutHint = (value, env) =>
 /** Runs `tokens <argv>`; returns the exit code. Output goes to `io` (stdout/stderr writers). */
 export const run = async (argv, io = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) }, env = process.env) => {
   try {
-    const { options, positional } = parseArgs(argv)
+    const { options, positional } = Args.parse(argv, { values: ["file", "name", "tenant", "scopes", "env"], switches: ["json"] })
     const [command, ...rest] = positional
     if (options.help || command === undefined || command === "help") {
       io.out(`${usage}\n`)
@@ -209,7 +192,7 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     io.out(`to install it on a deployed Worker:\n  ${secretPutHint(value, options.env)}\n`)
     return 0
   } catch (error) {
-    if (error instanceof UsageError) {
+    if (error instanceof UsageError || error instanceof Args.ArgsError) {
       io.err(`tokens: ${error.message}\n`)
       return 1
     }

@@ -1,85 +1,24 @@
-#!/usr/bin/env node
-// factline — the operators' command line, against any deployment's HTTP API.
-//
-//   npm run -s factline -- health [--window 15m|1h|6h|24h]
-//   npm run -s factline -- dlq list [--queue Q] [--status S] [--type T] [--reason R] [--limit N] [--cursor C]
-//   npm run -s factline -- dlq show ID
-//   npm run -s factline -- dlq replay ID
-//   npm run -s factline -- dlq replay --all-matching [--queue Q] [--type T] [--reason R]
-//   npm run -s factline -- dlq skip ID --reason "why"
-//   npm run -s factline -- dlq escalate ID [--note "…"]
-//   npm run -s factline -- batches [--status queued|running|succeeded|failed|cancelled|completed] [--limit N]
-//   npm run -s factline -- import events.ndjson [--name NAME] [--no-wait]
-//   npm run -s factline -- export [--projection P] [--format ndjson|csv] [--out FILE]
-//   npm run -s factline -- reconcile PROJECTION [--repair]
-//   npm run -s factline -- rebuild PROJECTION
-//   npm run -s factline -- batch show|cancel ID
-//
-// --url (or FACTLINE_URL, default http://localhost:8787), --token (or FACTLINE_TOKEN), --json for the API's
-// JSON as is. Exit codes: 0 done, 1 the API refused or could not be reached (its error message is printed),
-// 2 a usage error. Plain Node ESM, no dependencies.
+/**
+ * The operators' commands of `factline`, against any deployment's HTTP API: queue health, dead letters
+ * (list, show, replay one or all matching, skip, escalate), batch jobs (list, show, cancel; import, export,
+ * reconcile, rebuild with a progress bar). Every call goes through the client's request layer
+ * (`Requests` of @factline/client): this module knows the commands, their options and their output —
+ * tables, `--json` for the API's JSON as is, the error to print — not the routes.
+ *
+ * `run(argv)` resolves with the exit code: 0 done, 1 the API refused or could not be reached (its status,
+ * code and message are printed), 2 a usage error. The local commands (init, tokens, deploy) are not here.
+ */
+import { createReadStream, createWriteStream } from "node:fs"
+import { stat } from "node:fs/promises"
+import { basename } from "node:path"
+import { Readable } from "node:stream"
+import { pipeline } from "node:stream/promises"
+import * as Args from "./Args.mjs"
+import { Conflict, Forbidden, InvalidQuery, InvalidRequest, NotFound, Requests, Unauthorized, Unavailable, UnexpectedResponse } from "@factline/client"
 
-const usage = `usage: factline <command> [options]
-
-commands:
-  health [--window 15m|1h|6h|24h]           every queue's health (scope platform)
-  dlq list [filters] [--limit N] [--cursor C]
-                                            dead letters, newest first (filters: --queue --status --type --reason)
-  dlq show ID                               one dead letter: failure context, history, original message
-  dlq replay ID                             send it back to its queue with the same idempotency key
-  dlq replay --all-matching [filters]       replay every open one matching --queue --type --reason (in waves)
-  dlq skip ID --reason "…"                  give its work up (recorded as a reconciliation fact)
-  dlq escalate ID [--note "…"]              mark it escalated
-  batches [--status S] [--limit N]          batch jobs (imports, exports, reconciles, rebuilds) of this token's tenant
-  import FILE [--name NAME] [--no-wait]     upload an NDJSON file of envelopes, import it, show progress until done (scope admin)
-  export [--projection P] [--format F] [--out FILE]
-                                            the tenant's facts (or a projection's rows, ndjson|csv) to FILE or stdout
-  reconcile PROJECTION [--repair]           compare a projection with the ledger; --repair fixes the drifted rows
-  rebuild PROJECTION                        rebuild a projection from the ledger (scope platform)
-  batch show|cancel ID                      one batch job, or stop its further chunks
-  tokens create|list|revoke …               API tokens (local: no --url/--token; see factline tokens --help)
-  deploy [--env staging|production] [--dry-run]
-                                            provision and deploy the example app (see factline deploy --help)
-
-options:
-  --url URL       the deployment (default: $FACTLINE_URL or http://localhost:8787)
-  --token TOKEN   an API token (default: $FACTLINE_TOKEN); scope admin (own tenant) or platform
-  --json          print the API's JSON response
-  -h, --help      this help`
-
-class UsageError extends Error {}
-class ApiError extends Error {
-  constructor(status, body, message) {
-    super(message)
-    this.status = status
-    this.body = body
-  }
-}
-
-const valueFlags = new Set(["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out"])
-const boolFlags = new Set(["json", "all-matching", "help", "repair", "no-wait"])
-
-export const parse = (argv) => {
-  const positional = []
-  const flags = {}
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === "-h") { flags.help = true; continue }
-    if (arg === "--") { positional.push(...argv.slice(i + 1)); break }
-    if (!arg.startsWith("--")) { positional.push(arg); continue }
-    const eq = arg.indexOf("=")
-    const name = arg.slice(2, eq === -1 ? undefined : eq)
-    if (boolFlags.has(name)) {
-      if (eq !== -1) throw new UsageError(`--${name} takes no value`)
-      flags[name] = true
-    } else if (valueFlags.has(name)) {
-      const value = eq !== -1 ? arg.slice(eq + 1) : argv[++i]
-      if (value === undefined || (eq === -1 && value.startsWith("--"))) throw new UsageError(`--${name} needs a value`)
-      flags[name] = value
-    } else throw new UsageError(`unknown option --${name}`)
-  }
-  return { positional, flags }
-}
+export class UsageError extends Error {}
+/** What the API answered with, or that it could not be reached: printed, exit 1. */
+const answers = [Conflict, Forbidden, InvalidQuery, InvalidRequest, NotFound, Unauthorized, Unavailable, UnexpectedResponse]
 
 // Output: data from the API may hold anything; control characters never reach the terminal.
 const clean = (value) => String(value ?? "").replace(/[\u0000-\u001f\u007f-\u009f]/g, " ")
@@ -109,40 +48,8 @@ const ago = (iso) => {
   return s < 60 ? `${Math.max(0, Math.round(s))}s ago` : s < 3_600 ? `${Math.round(s / 60)}m ago` : s < 86_400 ? `${Math.round(s / 3_600)}h ago` : `${Math.round(s / 86_400)}d ago`
 }
 
-const client = ({ url, token }) => async (method, path, body) => {
-  const headers = { authorization: `Bearer ${token}`, accept: "application/json" }
-  if (body !== undefined) headers["content-type"] = "application/json"
-  let response
-  try {
-    response = await fetch(new URL(path, url), { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(30_000) })
-  } catch (error) {
-    const cause = error?.cause?.code ?? error?.cause?.message ?? error?.message ?? String(error)
-    throw new ApiError(0, undefined, `cannot reach ${url} (${cause})`)
-  }
-  const text = await response.text()
-  let json
-  try {
-    json = text === "" ? null : JSON.parse(text)
-  } catch {
-    json = undefined
-  }
-  if (!response.ok) {
-    const error = json?.error
-    const message = error ? `${response.status} ${error.code}: ${error.message}` : `${response.status} ${response.statusText}${text ? `: ${truncate(clean(text), 200)}` : ""}`
-    // Problems the message does not already spell out, one a line.
-    const problems = (error?.details?.problems ?? []).filter((p) => !message.includes(String(p.message))).map((p) => `  ${clean(p.path)}: ${clean(p.message)}`)
-    throw new ApiError(response.status, json, [message, ...problems].join("\n"))
-  }
-  if (json === undefined) throw new ApiError(response.status, undefined, `${response.status}: the response is not JSON (is ${url} a factline deployment?)`)
-  return json
-}
-
-const query = (flags, names) => {
-  const params = new URLSearchParams()
-  for (const name of names) if (flags[name] !== undefined) params.set(name, flags[name])
-  const s = params.toString()
-  return s ? `?${s}` : ""
-}
+/** The options a route takes as its query: the flags named like its parameters. */
+const query = (flags, route) => Object.fromEntries(route.query.filter((name) => flags[name] !== undefined).map((name) => [name, flags[name]]))
 
 const needId = (positional, command) => {
   const id = positional[2]
@@ -177,7 +84,7 @@ const showRecord = (r) => {
 const commands = {
   async health(api, { flags, positional }) {
     if (positional.length > 1) throw new UsageError(`unexpected argument ${positional[1]}`)
-    const h = await api("GET", `/v1/queues/health${query(flags, ["window"])}`)
+    const h = await api.queueHealth({ query: query(flags, Requests.routes.queueHealth) })
     if (flags.json) return h
     const lines = [
       `${dim("window")} ${clean(h.window)} ${dim("since")} ${clean(h.since)}   ${dim("overall")} ${colored(clean(h.status))}   ${dim("ledger shards with relay pending")} ${num(h.ledger?.relay_pending_shards)}`,
@@ -207,7 +114,7 @@ const commands = {
     switch (sub) {
       case "list": {
         if (positional.length > 2) throw new UsageError(`unexpected argument ${positional[2]}`)
-        const page = await api("GET", `/v1/dlq${query(flags, ["queue", "status", "type", "reason", "cursor", "limit"])}`)
+        const page = await api.listDeadLetters({ query: query(flags, Requests.routes.listDeadLetters) })
         if (flags.json) return page
         if (page.data.length === 0) return dim("no dead letters match")
         const out = [table([
@@ -226,33 +133,33 @@ const commands = {
         return out.join("\n")
       }
       case "show": {
-        const record = await api("GET", `/v1/dlq/${encodeURIComponent(needId(positional, "show"))}`)
+        const record = await api.getDeadLetter({ params: { id: needId(positional, "show") } })
         return flags.json ? record : showRecord(record)
       }
       case "replay": {
         if (flags["all-matching"]) {
           if (positional.length > 2) throw new UsageError("give either an ID or --all-matching, not both")
           if (flags.status !== undefined) throw new UsageError("--all-matching replays open dead letters only; drop --status")
-          const result = await api("POST", `/v1/dlq/replay${query(flags, ["queue", "type", "reason"])}`)
+          const result = await api.replayDeadLetters({ query: query(flags, Requests.routes.replayDeadLetters) })
           if (flags.json) return result
           return result.count === 0
             ? "no open dead letters match; nothing replayed"
             : `replaying ${num(result.count)} dead letter(s) in ${num(result.waves)} wave(s) of up to ${num(result.wave_size)}, ${result.wave_delay_seconds} s apart — operation ${clean(result.operation_id)}`
         }
-        const record = await api("POST", `/v1/dlq/${encodeURIComponent(needId(positional, "replay"))}/replay`)
+        const record = await api.replayDeadLetter({ params: { id: needId(positional, "replay") } })
         if (flags.json) return record
         return `replayed ${clean(record.id)} to ${clean(record.queue)} (operation ${clean(record.replay_operation_id)}); status ${colored(record.status)}`
       }
       case "skip": {
         const id = needId(positional, "skip")
         if (flags.reason === undefined || flags.reason.trim() === "") throw new UsageError('dlq skip needs --reason "why this work is given up"')
-        const record = await api("POST", `/v1/dlq/${encodeURIComponent(id)}/skip`, { reason: flags.reason })
+        const record = await api.skipDeadLetter({ params: { id }, body: { reason: flags.reason } })
         if (flags.json) return record
         return `skipped ${clean(record.id)}; reconciliation fact ${clean(record.reconciliation_fact_id)} appended to stream ${clean(record.subject ?? `dead-letters/${record.id}`)}`
       }
       case "escalate": {
         const id = needId(positional, "escalate")
-        const record = await api("POST", `/v1/dlq/${encodeURIComponent(id)}/escalate`, flags.note === undefined ? {} : { note: flags.note })
+        const record = await api.escalateDeadLetter({ params: { id }, body: flags.note === undefined ? {} : { note: flags.note } })
         return flags.json ? record : `escalated ${clean(record.id)}`
       }
       default:
@@ -262,7 +169,7 @@ const commands = {
 
   async batches(api, { flags, positional }) {
     if (positional.length > 1) throw new UsageError(`unexpected argument ${positional[1]}`)
-    const page = await api("GET", `/v1/batches${query(flags, ["status", "limit", "cursor"])}`)
+    const page = await api.listBatches({ query: query(flags, Requests.routes.listBatches) })
     if (flags.json) return page
     if (page.data.length === 0) return dim("no batch jobs")
     return table([
@@ -279,12 +186,15 @@ const commands = {
   }
 }
 
-/** Polls a batch job every second, drawing a progress line on stderr, until it is finished; returns the job. */
-const follow = async (api, id) => {
+/**
+ * Polls a batch job every second, drawing a progress line on stderr, until it is finished; returns the job.
+ * `expectedTotal` stands in for the total until the job knows it (an import's line count).
+ */
+const follow = async (api, id, expectedTotal) => {
   const tty = process.stderr.isTTY
   for (;;) {
-    const job = await api("GET", `/v1/batches/${encodeURIComponent(id)}`)
-    const total = job.total ?? job.expected_total
+    const job = await api.getBatch({ params: { id } })
+    const total = job.total ?? expectedTotal
     const fraction = total ? Math.min(1, job.offset / total) : ["succeeded", "completed"].includes(job.status) ? 1 : 0
     const width = 30
     const bar = "█".repeat(Math.round(fraction * width)) + "░".repeat(width - Math.round(fraction * width))
@@ -306,21 +216,17 @@ const summary = (job) => [
   ...(job.output ? [`output: ${clean(job.output)}`] : [])
 ].join("\n")
 
-const startAndFollow = async (api, flags, body) => {
-  const started = await api("POST", "/v1/batches", body)
+const startAndFollow = async (api, flags, body, expectedTotal) => {
+  const started = await api.startBatch({ body })
   if (flags["no-wait"]) return flags.json ? started : `started batch ${clean(started.batch_id)}`
-  const job = await follow(api, started.batch_id)
+  const job = await follow(api, started.batch_id, expectedTotal)
   return flags.json ? job : summary(job)
 }
 
 Object.assign(commands, {
-  async import(api, { flags, positional }, { url, token }) {
+  async import(api, { flags, positional }) {
     const file = positional[1]
     if (!file || positional.length > 2) throw new UsageError("import needs one NDJSON file")
-    const { stat } = await import("node:fs/promises")
-    const { createReadStream } = await import("node:fs")
-    const { Readable } = await import("node:stream")
-    const { basename } = await import("node:path")
     const size = (await stat(file)).size
     // Lines, counted while streaming (never loaded whole): the progress bar's total.
     let lines = 0
@@ -332,42 +238,21 @@ Object.assign(commands, {
     if (size > 0 && last !== 10) lines++
     const name = flags.name ?? `${basename(file).replace(/[^A-Za-z0-9._-]/g, "_").replace(/^[^A-Za-z0-9]+/, "") || "upload"}`
     process.stderr.write(`uploading ${clean(file)} (${num(size)} bytes, ${num(lines)} lines) as ${clean(name)}\n`)
-    let response
-    try {
-      response = await fetch(new URL(`/v1/batches/uploads/${encodeURIComponent(name)}`, url), {
-        method: "PUT",
-        headers: { authorization: `Bearer ${token}`, "content-type": "application/x-ndjson", "content-length": String(size) },
-        body: Readable.toWeb(createReadStream(file)),
-        duplex: "half"
-      })
-    } catch (error) {
-      throw new ApiError(0, undefined, `cannot reach ${url} (${error?.cause?.code ?? error?.message ?? String(error)})`)
-    }
-    if (!response.ok) {
-      const body = await response.json().catch(() => undefined)
-      throw new ApiError(response.status, body, body?.error ? `${response.status} ${body.error.code}: ${body.error.message}` : `${response.status} ${response.statusText}`)
-    }
-    const started = await api("POST", "/v1/batches", { operation: "import", manifest: name })
-    if (flags["no-wait"]) return flags.json ? started : `started batch ${clean(started.batch_id)}`
-    const job = await follow((method, path) => api(method, path).then((j) => ({ ...j, expected_total: lines })), started.batch_id)
-    return flags.json ? job : summary(job)
+    await api.upload({ params: { name }, body: { stream: Readable.toWeb(createReadStream(file)), length: size } })
+    return startAndFollow(api, flags, { operation: "import", manifest: name }, lines)
   },
 
-  async export(api, { flags, positional }, { url, token }) {
+  async export(api, { flags, positional }) {
     if (positional.length > 1) throw new UsageError(`unexpected argument ${positional[1]}`)
-    const started = await api("POST", "/v1/batches", { operation: "export", ...(flags.projection ? { projection: flags.projection } : {}), ...(flags.format ? { format: flags.format } : {}) })
+    const started = await api.startBatch({ body: { operation: "export", ...(flags.projection ? { projection: flags.projection } : {}), ...(flags.format ? { format: flags.format } : {}) } })
     const job = await follow(api, started.batch_id)
     if (job.status !== "succeeded") return flags.json ? job : summary(job)
-    const response = await fetch(new URL(job.output, url), { headers: { authorization: `Bearer ${token}` } })
-    if (!response.ok) throw new ApiError(response.status, undefined, `${response.status}: the output could not be downloaded`)
-    const { Readable } = await import("node:stream")
-    const { pipeline } = await import("node:stream/promises")
+    const output = Readable.fromWeb(await api.batchOutput({ params: { id: job.batch_id } }))
     if (!flags.out) {
-      await pipeline(Readable.fromWeb(response.body), process.stdout)
+      await pipeline(output, process.stdout)
       return ""
     }
-    const { createWriteStream } = await import("node:fs")
-    await pipeline(Readable.fromWeb(response.body), createWriteStream(flags.out))
+    await pipeline(output, createWriteStream(flags.out))
     return flags.json ? job : `${summary(job)}\nwritten to ${clean(flags.out)}`
   },
 
@@ -385,57 +270,59 @@ Object.assign(commands, {
     const [, sub, id] = positional
     if (!id || positional.length > 3) throw new UsageError("batch show|cancel needs a batch ID")
     if (sub === "show") {
-      const job = await api("GET", `/v1/batches/${encodeURIComponent(id)}`)
+      const job = await api.getBatch({ params: { id } })
       return flags.json ? job : summary(job)
     }
     if (sub === "cancel") {
-      const job = await api("POST", `/v1/batches/${encodeURIComponent(id)}/cancel`)
+      const job = await api.cancelBatch({ params: { id } })
       return flags.json ? job : summary(job)
     }
     throw new UsageError(`unknown batch subcommand ${sub}`)
   }
 })
 
-/** Local commands that need no deployment URL or token: delegated to their own modules. */
-const local = {
-  tokens: () => import("./cli/tokens.mjs"),
-  deploy: () => import("./cli/deploy.mjs")
+
+/** The error an answer (or no answer) makes, for a person: the API's status, code and message, and each problem it names. */
+const refusal = (error, url) => {
+  if (error instanceof Unavailable && error.status === undefined) return `cannot reach ${url}: ${clean(error.last)}`
+  const problem = error.body?.error
+  const message = problem ? `${error.status} ${clean(problem.code)}: ${clean(problem.message)}` : clean(error.message)
+  // Problems the message does not already spell out, one a line.
+  const problems = (problem?.details?.problems ?? []).filter((p) => !message.includes(String(p.message))).map((p) => `  ${clean(p.path)}: ${clean(p.message)}`)
+  return [message, ...problems].join("\n")
 }
 
-const main = async (argv) => {
-  if (argv[0] !== undefined && argv[0] in local) return (await local[argv[0]]()).run(argv.slice(1))
-  const args = parse(argv)
-  if (args.flags.help || args.positional.length === 0) {
-    console.log(usage)
-    return args.flags.help ? 0 : 2
-  }
-  const command = commands[args.positional[0]]
-  if (!command) throw new UsageError(`unknown command ${args.positional[0]}`)
-  const url = args.flags.url ?? process.env.FACTLINE_URL ?? "http://localhost:8787"
+/** Runs an operator's command (`argv` starts with it); resolves with the exit code. */
+export const run = async (argv) => {
+  let flags = {}
+  let url
   try {
-    new URL(url)
-  } catch {
-    throw new UsageError(`--url ${url} is not a URL`)
-  }
-  const token = args.flags.token ?? process.env.FACTLINE_TOKEN
-  if (!token) throw new UsageError("no token: pass --token or set FACTLINE_TOKEN")
-  const out = await command(client({ url, token }), args, { url, token })
-  console.log(typeof out === "string" ? out : JSON.stringify(out, null, 2))
-  return 0
-}
-
-try {
-  process.exitCode = await main(process.argv.slice(2))
-} catch (error) {
-  if (error instanceof UsageError) {
-    console.error(`factline: ${error.message}\n(factline --help for usage)`)
-    process.exitCode = 2
-  } else if (error instanceof ApiError) {
-    if (process.argv.includes("--json") && error.body) console.error(JSON.stringify(error.body, null, 2))
-    else console.error(`factline: ${error.message}`)
-    process.exitCode = 1
-  } else {
+    const { options, positional } = Args.parse(argv, {
+      values: ["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out"],
+      switches: ["json", "all-matching", "repair", "no-wait"]
+    })
+    const args = { flags: (flags = options), positional }
+    const command = Object.hasOwn(commands, args.positional[0]) ? commands[args.positional[0]] : undefined
+    if (!command) throw new UsageError(`unknown command ${args.positional[0]}`)
+    url = flags.url ?? (process.env.FACTLINE_URL || "http://localhost:8787")
+    if (!URL.canParse(url)) throw new UsageError(`--url ${url} is not a URL`)
+    const token = flags.token ?? process.env.FACTLINE_TOKEN
+    if (!token) throw new UsageError("no token: pass --token or set FACTLINE_TOKEN")
+    // One attempt per call: an operator sees a refusal or an outage at once, and runs the command again.
+    const out = await command(Requests.make({ baseUrl: url, token, retry: { maxAttempts: 1 } }), args)
+    console.log(typeof out === "string" ? out : JSON.stringify(out, null, 2))
+    return 0
+  } catch (error) {
+    if (error instanceof UsageError || error instanceof Args.ArgsError) {
+      console.error(`factline: ${error.message}\n(factline --help for usage)`)
+      return 2
+    }
+    if (answers.some((answer) => error instanceof answer)) {
+      if (flags.json && error.body) console.error(JSON.stringify(error.body, null, 2))
+      else console.error(`factline: ${refusal(error, url)}`)
+      return 1
+    }
     console.error(`factline: ${error instanceof Error ? error.stack : String(error)}`)
-    process.exitCode = 1
+    return 1
   }
 }

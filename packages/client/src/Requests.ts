@@ -1,0 +1,250 @@
+/**
+ * The factline HTTP API as its clients call it: the one file that knows each route's method, path, query
+ * parameters and body, and reads its answer. `Client` (emits and typed reads), the `factline` command of
+ * @factline/workers and the dashboard call the API through it, so a route that changes changes here, once.
+ *
+ * ```ts
+ * const api = Requests.make({ baseUrl: "https://factline.example.com", token })
+ * const { data, next_cursor } = await api.listDeadLetters({ query: { queue: "factline-events", limit: 20 } })
+ * await api.skipDeadLetter({ params: { id: data[0]!.id }, body: { reason: "re-filed by support" } })
+ * ```
+ *
+ * The routes are the platform's own description (the `HttpApiEndpoint`s of @factline/workers, served as
+ * `GET /openapi.json`), written down here rather than imported: that description sits beside Cloudflare and
+ * Hono code this package must not pull in. `packages/workers/src/Requests.test.ts` holds the two together:
+ * it fails when a route here — its name, method, path, query parameters, body media type, success status, or
+ * a field its answer is read for — is not what the description says.
+ *
+ * A success is checked against the route's schema (the fields callers use) and returned as the API sent it;
+ * any other answer is a typed error (ClientError) carrying the API's status and body. It does not retry
+ * (Transport does), build events (Client does) or format anything for a person (the CLI does).
+ */
+import { Result, Schema } from "effect"
+import { Issues } from "@factline/schemas"
+import * as Backoff from "./Backoff.js"
+import { Conflict, Forbidden, InvalidQuery, InvalidRequest, NotFound, type Problem, type RequestError, Unauthorized, UnexpectedResponse } from "./ClientError.js"
+import * as Transport from "./Transport.js"
+
+/** An object with these fields, and whatever else the API sends. */
+const open = <const F extends Schema.Struct.Fields>(fields: F) => Schema.StructWithRest(Schema.Struct(fields), [Schema.Record(Schema.String, Schema.Unknown)])
+const page = <S extends Schema.Top>(item: S) => open({ data: Schema.Array(item), next_cursor: Schema.NullOr(Schema.String) })
+const Json = Schema.Record(Schema.String, Schema.Unknown)
+const Nullable = Schema.NullOr(Schema.String)
+
+export const QueueHealth = open({
+  window: Schema.String, since: Schema.String, status: Schema.String, thresholds: Json,
+  queues: Schema.Array(open({ queue: Schema.String, status: Schema.String })),
+  ledger: open({ relay_pending_shards: Schema.Number })
+})
+const deadLetter = {
+  id: Schema.String, queue: Schema.String, status: Schema.String, reason: Schema.String, last_error: Schema.String, attempts: Schema.Number,
+  tenant_id: Nullable, message_type: Nullable, subject: Nullable, received_at: Schema.String
+}
+export const DeadLetter = open(deadLetter)
+export const ReplayOperation = open({ operation_id: Schema.String, count: Schema.Number, waves: Schema.Number, wave_size: Schema.Number, wave_delay_seconds: Schema.Number })
+/** An import, export or reconcile job, or a rebuild (whose progress is in shards). */
+export const BatchJob = open({
+  batch_id: Schema.String, operation: Schema.String, status: Schema.String, tenant_id: Schema.String, offset: Schema.Number,
+  total: Schema.NullOr(Schema.Number), succeeded: Schema.Number, failed: Schema.Number, error: Nullable, created_at: Schema.String
+})
+export const StreamPage = open({
+  subject: Schema.String, version: Schema.Number, next_after: Schema.NullOr(Schema.Number),
+  facts: Schema.Array(open({ fact_id: Schema.String, sequence: Schema.Number, type: Schema.String, data: Json }))
+})
+export const FactsPage = page(open({ fact_id: Schema.String, subject: Schema.String, sequence: Schema.Number, type: Schema.String, data: Json }))
+export const ProjectionPage = open({ projection: Schema.String, data: Schema.Array(Json), next_cursor: Nullable })
+export const Accepted = open({ items: Schema.Array(open({ idempotency_key: Schema.String, duplicate: Schema.Boolean })) })
+export const Uploaded = open({ manifest: Schema.String, size: Schema.Number })
+
+/** `POST /v1/events`'s body, `{ "events": [...] }`, from events serialised once (every attempt sends the same bytes). */
+export const eventsBody = (events: ReadonlyArray<string>) => `{"events":[${events.join(",")}]}`
+/** The size of that body for `count` events whose JSON takes `bytes` bytes (UTF-8) together. */
+export const eventsBodyBytes = (count: number, bytes: number) => eventsBody([]).length + bytes + Math.max(0, count - 1)
+
+/** What `POST /v1/batches` starts. */
+export type StartBatch =
+  | { readonly operation: "import"; readonly events: ReadonlyArray<unknown> }
+  | { readonly operation: "import"; readonly manifest: string }
+  | { readonly operation: "export"; readonly projection?: string; readonly format?: "ndjson" | "csv" }
+  | { readonly operation: "reconcile"; readonly projection: string; readonly repair?: boolean }
+  | { readonly operation: "rebuild"; readonly projection: string }
+
+/** A body: a value sent as JSON, JSON text already serialised (the events of an emit batch), or a file streamed. */
+export interface Body<B> {
+  readonly kind: "json" | "text" | "file"
+  readonly contentType: "application/json" | "application/x-ndjson"
+  /** The body's type (a type only). */
+  readonly Type?: B
+}
+const json = <B>(): Body<B> => ({ kind: "json", contentType: "application/json" })
+const text: Body<string> = { kind: "text", contentType: "application/json" }
+/** A streamed file and its length (`content-length` is required). */
+export interface File {
+  readonly stream: ReadableStream<Uint8Array> | Uint8Array
+  readonly length: number
+}
+const ndjson: Body<File> = { kind: "file", contentType: "application/x-ndjson" }
+
+export type Method = "GET" | "POST" | "PUT"
+
+export interface Route<P extends string = string, Q extends string = string, B = unknown, R extends Schema.Top | "stream" = Schema.Top | "stream"> {
+  readonly method: Method
+  /** With `:name` for each path parameter. */
+  readonly path: P
+  /** The query parameters the route takes, in the order they are sent. */
+  readonly query: ReadonlyArray<string>
+  /** Whether it takes others too (a projection's columns, as filters). */
+  readonly openQuery: boolean
+  readonly body: Body<B> | undefined
+  /** The status of a success. */
+  readonly success: number
+  /** The schema a success is read with, or "stream" for a file returned unread. */
+  readonly reads: R
+}
+export type AnyRoute = Route<string, any, any, any>
+
+const route = <const P extends string, const R extends Schema.Top | "stream", const Q extends string = never, B = never>(
+  method: Method, path: P, success: number, reads: R,
+  options: { readonly query?: ReadonlyArray<Q>; readonly openQuery?: true; readonly body?: Body<B> } = {}
+): Route<P, Q, B, R> => ({ method, path, success, reads, query: options.query ?? [], openQuery: options.openQuery ?? false, body: options.body })
+
+/** Every route a client calls, by the description's name for it (its endpoint identifier). */
+export const routes = {
+  ingest: route("POST", "/v1/events", 202, Accepted, { body: text }),
+  readStream: route("GET", "/v1/streams/:subject/facts", 200, StreamPage, { query: ["after", "limit"] }),
+  listFacts: route("GET", "/v1/facts", 200, FactsPage, { query: ["type", "subject", "cursor", "limit"] }),
+  readProjection: route<"/v1/projections/:name", typeof ProjectionPage, string>("GET", "/v1/projections/:name", 200, ProjectionPage, { query: ["cursor", "limit"], openQuery: true }),
+  queueHealth: route("GET", "/v1/queues/health", 200, QueueHealth, { query: ["window"] }),
+  listDeadLetters: route("GET", "/v1/dlq", 200, page(DeadLetter), { query: ["queue", "status", "type", "reason", "cursor", "limit"] }),
+  getDeadLetter: route("GET", "/v1/dlq/:id", 200, DeadLetter),
+  replayDeadLetter: route("POST", "/v1/dlq/:id/replay", 202, DeadLetter),
+  replayDeadLetters: route("POST", "/v1/dlq/replay", 202, ReplayOperation, { query: ["queue", "type", "reason"] }),
+  skipDeadLetter: route("POST", "/v1/dlq/:id/skip", 200, open({ ...deadLetter, reconciliation_fact_id: Schema.String }), { body: json<{ readonly reason: string }>() }),
+  escalateDeadLetter: route("POST", "/v1/dlq/:id/escalate", 200, DeadLetter, { body: json<{ readonly note?: string }>() }),
+  startBatch: route("POST", "/v1/batches", 202, BatchJob, { body: json<StartBatch>() }),
+  listBatches: route("GET", "/v1/batches", 200, page(BatchJob), { query: ["status", "cursor", "limit"] }),
+  getBatch: route("GET", "/v1/batches/:id", 200, BatchJob),
+  cancelBatch: route("POST", "/v1/batches/:id/cancel", 200, BatchJob),
+  upload: route("PUT", "/v1/batches/uploads/:name", 201, Uploaded, { body: ndjson }),
+  batchOutput: route("GET", "/v1/batches/:id/output", 200, "stream")
+} as const
+
+type Params<P extends string> = P extends `${string}:${infer Name}/${infer Rest}` ? Name | Params<`/${Rest}`> : P extends `${string}:${infer Name}` ? Name : never
+type Value = string | number | boolean | undefined
+
+/** What a call of a route takes: its path parameters, its query, its body — each only where it has one. */
+export type Input<R extends AnyRoute> = R extends Route<infer P, infer Q, infer B, any>
+  ? ([Params<P>] extends [never] ? {} : { readonly params: { readonly [K in Params<P>]: string } })
+    & ([Q] extends [never] ? {} : { readonly query?: { readonly [K in Q]?: Value } })
+    & ([B] extends [never] ? {} : { readonly body: B })
+  : never
+/** What a call resolves with: the success's body, typed by the route's schema; a download's stream. */
+export type Output<R extends AnyRoute> = R["reads"] extends Schema.Top ? R["reads"]["Type"] : ReadableStream<Uint8Array>
+
+type Call<R extends AnyRoute> = {} extends Input<R> ? (input?: Input<R>) => Promise<Output<R>> : (input: Input<R>) => Promise<Output<R>>
+
+/** One function per route, and `send` for a caller that reads the answer itself. */
+export type Api = { readonly [K in keyof typeof routes]: Call<(typeof routes)[K]> } & {
+  /** Sends a call and returns its final answer (after the retries) unread: the emit batcher reads its refusals per event. */
+  readonly send: <R extends AnyRoute>(route: R, input: Input<R>) => Promise<Transport.Answer>
+}
+
+export interface Config {
+  /** The API's origin: `https://factline.example.com` (`http://localhost:8787` with `npm run dev`). */
+  readonly baseUrl: string | URL
+  /** A bearer token; its tenant is the one written to and read. */
+  readonly token: string
+  /** Defaults to the global `fetch`. */
+  readonly fetch?: Transport.Fetch
+  /** Retries of 429, 5xx and network failures. Defaults: 5 attempts, 250 ms doubling up to 30 s. */
+  readonly retry?: Partial<Backoff.RetrySettings>
+  /** Per attempt. Default 30 s. */
+  readonly timeoutMs?: number
+}
+
+const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** The problems of an error's `details`, one per field at fault. */
+export const problemsOf = (details: unknown): Array<Problem> =>
+  isObject(details) && Array.isArray(details.problems)
+    ? details.problems.filter(isObject).map((p) => ({ path: String(p.path ?? ""), message: String(p.message ?? "") }))
+    : []
+
+/** The method, path and query of a call, as sent. */
+const target = (route: AnyRoute, input: { readonly params?: Record<string, string>; readonly query?: Record<string, Value> }) => {
+  const path = route.path.replace(/:(\w+)/g, (_, name: string) => {
+    const value = input.params?.[name]
+    if (value === undefined) throw new TypeError(`${route.method} ${route.path} needs the path parameter ${name}`)
+    return encodeURIComponent(value)
+  })
+  const query = new URLSearchParams()
+  for (const [name, value] of Object.entries(input.query ?? {})) {
+    if (!route.openQuery && !route.query.includes(name)) throw new TypeError(`${route.method} ${route.path} takes no query parameter ${name}`)
+    if (value !== undefined) query.set(name, String(value))
+  }
+  const search = query.toString()
+  return search === "" ? path : `${path}?${search}`
+}
+
+/** The typed error of an answer that is not the route's success. */
+export const refusal = (route: AnyRoute, answer: Transport.Answer, what: string): RequestError => {
+  const error = Transport.apiError(answer.body)
+  const message = `${what}: ${answer.status}${error.code === undefined ? "" : ` ${error.code}`}${error.message === undefined ? "" : `: ${error.message}`}`
+  const common = { message, status: answer.status, body: answer.body }
+  switch (answer.status) {
+    case 400:
+      return route.method === "GET" ? new InvalidQuery({ ...common, problems: problemsOf(error.details) }) : new InvalidRequest({ ...common, problems: problemsOf(error.details) })
+    case 401:
+      return new Unauthorized(common)
+    case 403:
+      return new Forbidden(common)
+    case 404:
+      return new NotFound(common)
+    case 409:
+      return new Conflict(common)
+    default:
+      return new UnexpectedResponse({ ...common, ...(error.code === undefined ? {} : { code: error.code }) })
+  }
+}
+
+/** A route's success, checked against its schema and returned as sent; any other answer is its typed error (thrown). */
+export const read = <R extends AnyRoute>(route: R, answer: Transport.Answer, what: string): Output<R> => {
+  if (answer.status !== route.success) throw refusal(route, answer, what)
+  if (route.reads === "stream") return answer.stream as Output<R>
+  const checked = Schema.decodeUnknownResult(route.reads as Schema.Codec<unknown, unknown>)(answer.body, { errors: "all" })
+  if (Result.isFailure(checked)) {
+    throw new UnexpectedResponse({
+      message: `${what}: ${answer.status} with a body this client does not read (${Issues.render(Issues.fromIssue(checked.failure.issue))})`,
+      status: answer.status,
+      body: answer.body
+    })
+  }
+  // As sent: the API's JSON, its keys in its order (`--json` prints it), not a copy rebuilt by the schema.
+  return answer.body as Output<R>
+}
+
+export const settings = (config: Config): Transport.Settings => ({
+  baseUrl: String(config.baseUrl),
+  token: config.token,
+  fetch: config.fetch ?? ((url, init) => globalThis.fetch(url, init)),
+  retry: { ...Backoff.defaults, ...config.retry },
+  timeoutMs: config.timeoutMs ?? 30_000
+})
+
+export const make = (config: Config): Api => {
+  const transport = settings(config)
+  const outgoing = (route: AnyRoute, input: any): Transport.Outgoing => ({
+    method: route.method,
+    path: target(route, input ?? {}),
+    ...(route.body === undefined ? {} : { body: route.body.kind === "json" ? JSON.stringify(input.body) : input.body, contentType: route.body.contentType }),
+    ...(route.reads === "stream" ? { stream: true } : {})
+  })
+  const send: Api["send"] = (route, input) => Transport.request(transport, outgoing(route, input))
+  const call = async (route: AnyRoute, input: unknown) => {
+    const request = outgoing(route, input)
+    return read(route, await Transport.request(transport, request), `${request.method} ${request.path}`)
+  }
+  const api: Record<string, unknown> = { send }
+  for (const [name, route] of Object.entries(routes)) api[name] = (input?: unknown) => call(route, input)
+  return api as Api
+}
