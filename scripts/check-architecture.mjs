@@ -15,8 +15,8 @@ import { fileCycles, folderCycles, lex, lineAt, sourceFiles } from "./check-impo
 export const compositionFiles = ["packages/workers/src/Services.ts"]
 /** Where the HTTP API's one error body (`{ error: { code, message } }`) is written. */
 export const errorBodyFiles = ["packages/workers/src/http/Problem.ts"]
-/** The clock service: the only file(s) of packages/core/src that may read the wall clock (none yet). */
-export const clockFiles = []
+/** The clock: the only file(s) of packages/core/src that may read time — through Effect's Clock, so none reads the wall clock today. */
+export const clockFiles = ["packages/core/src/platform/Time.ts"]
 
 /**
  * Rule 4 counts reads of the wall clock: `Date.now()`, `new Date()` and `Date()` without arguments. `new Date(x)`

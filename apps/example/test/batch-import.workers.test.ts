@@ -428,7 +428,7 @@ describe("an import chunk's cost", () => {
         "INSERT INTO batch_jobs (id, tenant_id, operation, status, params, input_key, total, created_at, updated_at) VALUES (?, 'tenant-a', 'import', 'queued', '{}', ?, ?, ?, ?)"
       ).bind(id, key, size, now, now).run()
       const counts = newCounts()
-      const batch = createMessageBatch("factline-batch", [{ id: unique("qm"), timestamp: new Date(), attempts: 1, body: BatchConsumer.make({ batch_id: id, operation: "import", offset: 0, total: size }, "tenant-a") }])
+      const batch = createMessageBatch("factline-batch", [{ id: unique("qm"), timestamp: new Date(), attempts: 1, body: BatchConsumer.message({ batch_id: id, operation: "import", offset: 0, total: size }, "tenant-a", new Date().toISOString()) }])
       const ctx = createExecutionContext()
       await platform.queue(batch, CountingBindings.env(testEnv, counts), ctx)
       expect((await getQueueResult(batch, ctx)).explicitAcks).toHaveLength(1)

@@ -23,9 +23,14 @@ import * as BatchJobs from "./BatchJobs.js"
 import * as Export from "./Export.js"
 import * as Import from "./Import.js"
 import * as Reconcile from "./Reconcile.js"
+import * as Time from "../platform/Time.js"
 
-/** The chunk message; `tenantId` is the job's (a rebuild's is the platform's). */
-export const make = (payload: BatchPayload, tenantId: string = Rebuild.platformTenant): Envelope => ({
+/** The chunk message, created now; `tenantId` is the job's (a rebuild's is the platform's). */
+export const make = (payload: BatchPayload, tenantId: string = Rebuild.platformTenant): Effect.Effect<Envelope> =>
+  Effect.map(Time.now, (now) => message(payload, tenantId, now))
+
+/** The chunk message created at `createdAt`. */
+export const message = (payload: BatchPayload, tenantId: string, createdAt: string): Envelope => ({
   schema_version: 1,
   message_type: `batch.${payload.operation}`,
   message_id: `msg_${crypto.randomUUID()}`,
@@ -34,7 +39,7 @@ export const make = (payload: BatchPayload, tenantId: string = Rebuild.platformT
   tenant_id: tenantId,
   subject: payload.batch_id,
   source: "factline-batch",
-  created_at: new Date().toISOString(),
+  created_at: createdAt,
   payload
 })
 
@@ -65,7 +70,7 @@ const messageOf = (cause: Cause.Cause<unknown>) => {
 /** Ends the chunk's job `failed` with `error`: its chunk will not be retried again (a reconcile's shadow is dropped). */
 const failJob = (chunk: Chunk, error: string) =>
   Effect.gen(function*() {
-    const now = new Date().toISOString()
+    const now = yield* Time.now
     if (chunk.payload.operation === "rebuild") return yield* Rebuild.fail(chunk.payload.batch_id, error, now)
     yield* BatchJobs.fail(chunk.payload.batch_id, error, now)
     const job = yield* BatchJobs.find(chunk.payload.batch_id)
@@ -115,7 +120,7 @@ export const process = (items: ReadonlyArray<{ readonly key: string; readonly va
       for (const { key, value } of items) {
         const { payload } = value
         const exit = yield* Effect.exit(
-          Effect.flatMap(runMessage(payload), (next) => (next ? enqueue(make(next, value.tenantId)) : Effect.void))
+          Effect.flatMap(runMessage(payload), (next) => (next ? Effect.flatMap(make(next, value.tenantId), enqueue) : Effect.void))
         )
         if (Exit.isSuccess(exit)) {
           outcomes.set(key, Consumer.done)

@@ -16,6 +16,7 @@
 import { Effect } from "effect"
 import { ProjectionStore } from "../projections/ProjectionStore.js"
 import * as Failure from "../failures/Failure.js"
+import * as Time from "../platform/Time.js"
 
 export const operations = ["import", "export", "reconcile"] as const
 export type Operation = (typeof operations)[number]
@@ -94,28 +95,31 @@ export const view = (row: Row): View => ({
 
 export const isFinished = (status: Status) => status === "succeeded" || status === "failed" || status === "cancelled"
 
-export const newId = () => `bt_${Date.now().toString(36)}_${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`
+/** A new batch id: time-ordered (the clock's milliseconds in base 36), then random. */
+export const newId: Effect.Effect<string> = Effect.map(Time.millis, (ms) => `bt_${ms.toString(36)}_${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`)
 
 /** The R2 key of a job's input (an inline import's items, written as NDJSON) under its tenant's prefix. */
 export const inputKey = (tenantId: string, id: string) => `${tenantId}/batches/${id}/input.ndjson`
 
+/** Records a queued job, created now; `id` when the caller named it already (an inline import's input is written under it first). */
 export const create = (job: {
-  readonly id: string
+  readonly id?: string
   readonly tenantId: string
   readonly operation: Operation
   readonly params: unknown
   readonly inputKey: string | null
   readonly total: number | null
-  readonly now: string
 }) =>
   Effect.gen(function*() {
+    const id = job.id ?? (yield* newId)
+    const now = yield* Time.now
     const store = yield* ProjectionStore
     yield* store.execute([{
       sql: `INSERT INTO batch_jobs (id, tenant_id, operation, status, params, input_key, total, created_at, updated_at)
             VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?)`,
-      params: [job.id, job.tenantId, job.operation, JSON.stringify(job.params), job.inputKey, job.total, job.now, job.now]
+      params: [id, job.tenantId, job.operation, JSON.stringify(job.params), job.inputKey, job.total, now, now]
     }])
-    return (yield* find(job.id))!
+    return (yield* find(id))!
   })
 
 /** The record by id, whoever owns it: for the batch consumer only, never for a caller. */

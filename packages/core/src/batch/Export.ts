@@ -22,6 +22,7 @@ import { Registry } from "../registry/Registry.js"
 import * as BatchFiles from "./BatchFiles.js"
 import * as BatchJobs from "./BatchJobs.js"
 import * as Failure from "../failures/Failure.js"
+import * as Time from "../platform/Time.js"
 
 /** Rows per chunk: the analysts' API's largest page. */
 export const rowsPerChunk = ProjectionQuery.maxLimit
@@ -65,7 +66,7 @@ export const step = (payload: BatchPayload) =>
     if (!job || BatchJobs.isFinished(job.status)) return undefined
     const chunk = payload.offset
     if (job.chunks_done < chunk) return yield* new Failure.TransientError({ message: `chunk ${chunk} arrived before chunk ${job.chunks_done} was recorded` })
-    const now = new Date().toISOString()
+    const now = yield* Time.now
     if (job.status === "queued") yield* BatchJobs.markRunning(job.id, now)
     const params = JSON.parse(job.params) as Params
     const cursor = typeof payload.items?.[0] === "string" ? (payload.items[0] as string) : undefined

@@ -29,6 +29,7 @@ import * as Failure from "../failures/Failure.js"
 import * as EventsConsumer from "../routing/EventsConsumer.js"
 import * as BatchFiles from "./BatchFiles.js"
 import * as BatchJobs from "./BatchJobs.js"
+import * as Time from "../platform/Time.js"
 
 /** Lines per chunk: one ledger append and one relay for up to this many envelopes. */
 export const linesPerChunk = 100
@@ -94,7 +95,7 @@ export const step = (payload: BatchPayload) =>
     // Recorded by an earlier delivery: only the next chunk may still be missing (the inbox dedupes a second send).
     if (job.chunks_done > chunk) return next
     if (job.chunks_done < chunk) return yield* new Failure.TransientError({ message: `chunk ${chunk} arrived before chunk ${job.chunks_done} was recorded` })
-    const now = new Date().toISOString()
+    const now = yield* Time.now
     if (job.status === "queued") yield* BatchJobs.markRunning(job.id, now)
     if (job.input_key === null) return yield* new Failure.PermanentError({ message: "the job has no input" })
 

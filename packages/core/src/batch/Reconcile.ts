@@ -29,6 +29,7 @@ import * as Rebuild from "../projections/Rebuild.js"
 import { Registry } from "../registry/Registry.js"
 import * as BatchJobs from "./BatchJobs.js"
 import * as Failure from "../failures/Failure.js"
+import * as Time from "../platform/Time.js"
 
 export const shardsPerChunk = 25
 /** Drifted rows a job repairs at most; more fail the job (a rebuild is the tool then). */
@@ -71,7 +72,7 @@ export const step = (payload: BatchPayload) =>
     if (job.chunks_done < chunk) return yield* new Failure.TransientError({ message: `chunk ${chunk} arrived before chunk ${job.chunks_done} was recorded` })
     const next: BatchPayload = { ...payload, offset: chunk + 1 }
     if (job.chunks_done > chunk) return next
-    const now = new Date().toISOString()
+    const now = yield* Time.now
     if (job.status === "queued") yield* BatchJobs.markRunning(job.id, now)
     const params = JSON.parse(job.params) as Params
     const p = registry.projection(params.projection)

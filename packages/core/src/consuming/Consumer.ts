@@ -27,6 +27,7 @@ import * as Failure from "../failures/Failure.js"
 import { DeadLetters, maxErrorLength } from "./DeadLetters.js"
 import * as Inbox from "./Inbox.js"
 import * as RetryPolicy from "./RetryPolicy.js"
+import * as Time from "../platform/Time.js"
 
 /**
  * The outcome of one item: done, or the family failure it ended with (`retryable` decides between a retry
@@ -136,7 +137,7 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
     const inbox = yield* Inbox.Inbox
     const deadLetters = yield* DeadLetters
     const queue = batch.queue
-    const now = new Date().toISOString()
+    const now = yield* Time.now
     const messages = batch.messages
     const verdicts = new Array<Verdict>(messages.length)
     const enqueuedAt = (m: Message) => new Date(m.timestamp).toISOString()

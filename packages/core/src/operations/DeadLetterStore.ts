@@ -20,6 +20,7 @@ import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as Sql from "../platform/Sql.js"
 import * as Cursor from "../tables/Cursor.js"
 import * as Failure from "../failures/Failure.js"
+import * as Time from "../platform/Time.js"
 
 export const statuses = ["open", "replaying", "replayed", "skipped", "escalated"] as const
 export type Status = (typeof statuses)[number]
@@ -124,26 +125,26 @@ export const make = (sql: Sql.Sql): DeadLetterStore["Service"] => {
       return { ...(summary as unknown as Summary), original_message: JSON.parse(String(original_message)) as unknown, history: JSON.parse(String(history)) } as Detail
     })
 
-  const historyEntry = (action: string, by: string, extra: Record<string, string> = {}) => JSON.stringify({ at: new Date().toISOString(), action, by, ...extra })
+  const historyEntry = (at: string, action: string, by: string, extra: Record<string, string> = {}) => JSON.stringify({ at, action, by, ...extra })
 
   /** Claims open records (or stale claims) for a replay; returns the claimed rows. */
   const claim = (scope: Scope, ids: ReadonlyArray<string>, operationId: string) =>
-    query<{ id: string; queue: string; original_message: string }>(
+    Effect.flatMap(Effect.all([Time.now, Time.ago(staleClaimMs)]), ([now, staleBefore]) => query<{ id: string; queue: string; original_message: string }>(
       `UPDATE dead_messages SET status = 'replaying', resolved_by = ?, resolved_at = ?, replay_operation_id = ?
        WHERE id IN (SELECT value FROM json_each(?))${scope.tenantId !== null ? " AND tenant_id = ?" : ""}
          AND (status = 'open' OR (status = 'replaying' AND resolved_at < ?))
        RETURNING id, queue, original_message`,
-      scope.actor, new Date().toISOString(), operationId, JSON.stringify(ids), ...(scope.tenantId !== null ? [scope.tenantId] : []),
-      new Date(Date.now() - staleClaimMs).toISOString()
-    )
+      scope.actor, now, operationId, JSON.stringify(ids), ...(scope.tenantId !== null ? [scope.tenantId] : []),
+      staleBefore
+    ))
 
   const settle = (ids: ReadonlyArray<string>, status: "replayed" | "open", by: string, operationId: string) =>
     Effect.mapError(
-      sql.run(Sql.statement(
+      Effect.flatMap(Time.now, (now) => sql.run(Sql.statement(
           `UPDATE dead_messages SET status = ?, resolved_at = ?, resolved_by = CASE WHEN ? = 'open' THEN NULL ELSE resolved_by END,
              history = json_insert(history, '$[#]', json(?))
            WHERE id IN (SELECT value FROM json_each(?)) AND status = 'replaying'`
-        , status, status === "open" ? null : new Date().toISOString(), status, historyEntry(status === "open" ? "replay_failed" : "replayed", by, { operation_id: operationId }), JSON.stringify(ids))),
+        , status, status === "open" ? null : now, status, historyEntry(now, status === "open" ? "replay_failed" : "replayed", by, { operation_id: operationId }), JSON.stringify(ids)))),
       unavailable
     )
 
@@ -218,10 +219,11 @@ export const make = (sql: Sql.Sql): DeadLetterStore["Service"] => {
     resolve: (scope, id, action, note) =>
       Effect.gen(function*() {
         const current = yield* get(scope, id)
+        const now = yield* Time.now
         const changed = yield* query<{ id: string }>(
           `UPDATE dead_messages SET status = ?, resolved_by = ?, resolved_at = ?, history = json_insert(history, '$[#]', json(?))
            WHERE id = ? AND status = 'open'${scope.tenantId !== null ? " AND tenant_id = ?" : ""} RETURNING id`,
-          action, scope.actor, new Date().toISOString(), historyEntry(action, scope.actor, { note }), id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
+          action, scope.actor, now, historyEntry(now, action, scope.actor, { note }), id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
         )
         if (changed.length === 0) {
           return yield* new Failure.Conflict({ message: `dead letter ${id} is ${current.status}${current.resolved_by ? ` (by ${current.resolved_by} at ${current.resolved_at})` : ""}; only an open one can be ${action}` })
@@ -229,10 +231,10 @@ export const make = (sql: Sql.Sql): DeadLetterStore["Service"] => {
         return yield* get(scope, id)
       }),
     reopen: (scope, id, note) =>
-      Effect.asVoid(query(
+      Effect.flatMap(Time.now, (now) => Effect.asVoid(query(
         `UPDATE dead_messages SET status = 'open', resolved_by = NULL, resolved_at = NULL, history = json_insert(history, '$[#]', json(?))
          WHERE id = ? AND status = 'skipped'${scope.tenantId !== null ? " AND tenant_id = ?" : ""}`,
-        historyEntry("skip_failed", scope.actor, { note }), id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
-      ))
+        historyEntry(now, "skip_failed", scope.actor, { note }), id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
+      )))
   }
 }

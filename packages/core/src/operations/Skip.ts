@@ -15,6 +15,7 @@ import { Ledger } from "../ledger/Ledger.js"
 import { relayFor } from "../relay/FactRelay.js"
 import { type Detail, DeadLetterStore, type Scope } from "./DeadLetterStore.js"
 import * as Failure from "../failures/Failure.js"
+import * as Time from "../platform/Time.js"
 
 /** The record was not skipped (it is open again): its reconciliation fact could not be appended or relayed. Retryable. */
 export class SkipIncomplete extends Schema.TaggedError<SkipIncomplete>()("SkipIncomplete", { message: Schema.String }) implements Failure.Failure {
@@ -47,7 +48,7 @@ export const skip = (scope: Scope, id: string, reason: string, tenantId: string)
         causation_id: record.idempotency_key ?? record.id,
         correlation_id: record.idempotency_key ?? record.id,
         caused_by: "factline-operations",
-        created_at: new Date().toISOString(),
+        created_at: yield* Time.now,
         // The dead-lettered message's trace (a new parent-id: the operator's decision), or a new trace.
         traceparent: TraceContext.child((record.original_message as { readonly traceparent?: string } | null)?.traceparent)
       }]

@@ -33,6 +33,7 @@ import * as Failure from "../failures/Failure.js"
 import { AcceptedKeys, payloadHash } from "./AcceptedKeys.js"
 import { PayloadStore, offloadThresholdBytes } from "./PayloadStore.js"
 import * as SendBatches from "./SendBatches.js"
+import * as Time from "../platform/Time.js"
 
 /** One or more messages failed validation; nothing was sent. */
 export const invalidMessages = (problems: ReadonlyArray<Failure.Problem>) =>
@@ -149,11 +150,11 @@ export const make = (config: {
     readonly firstOf: Array<number>
   }
 
-  const validate = (inputs: ReadonlyArray<unknown>, prefix: string | undefined): Result.Result<Validated, Failure.InvalidInput | IdempotencyConflict> => {
+  /** `now` is the `created_at` given to envelopes sent without one. */
+  const validate = (inputs: ReadonlyArray<unknown>, prefix: string | undefined, now: string): Result.Result<Validated, Failure.InvalidInput | IdempotencyConflict> => {
     const problems: Array<Issues.Problem> = []
     const envelopes: Array<Envelope> = []
     const firstOf: Array<number> = []
-    const now = new Date().toISOString()
     const pathOf = (index: number) => (prefix === undefined ? [] : [prefix, index])
     const at = (index: number, field: string) => [...pathOf(index), field].join(".")
     inputs.forEach((input, index) => {
@@ -249,14 +250,15 @@ export const make = (config: {
 
   const send: Producer["Service"]["send"] = (inputs, options) =>
     Effect.gen(function*() {
-      const validated = validate(inputs, options?.pathPrefix)
+      const validated = validate(inputs, options?.pathPrefix, yield* Time.now)
       if (Result.isFailure(validated)) return yield* validated.failure
       return yield* sendFirstCopies(validated.success)
     })
 
   const accept: Producer["Service"]["accept"] = (inputs, options) =>
     Effect.gen(function*() {
-      const validated = validate(inputs, options?.pathPrefix)
+      const now = yield* Time.now
+      const validated = validate(inputs, options?.pathPrefix, now)
       if (Result.isFailure(validated)) return yield* validated.failure
       const { envelopes, firstOf } = validated.success
       const at = (index: number) => [...(options?.pathPrefix === undefined ? [] : [options.pathPrefix, index]), "idempotency_key"].join(".")
@@ -269,7 +271,6 @@ export const make = (config: {
         byTenant.set(e.tenant_id, list)
       })
       const keys = yield* AcceptedKeys
-      const now = new Date().toISOString()
       const replayed = new Set<number>()
       const conflicts: Array<IdempotencyConflict["conflicts"][number]> = []
       for (const [tenantId, list] of byTenant) {

@@ -36,6 +36,7 @@ import { Registry } from "../registry/Registry.js"
 import { partitionMappable } from "./ProjectionConsumer.js"
 import { ProjectionStore } from "./ProjectionStore.js"
 import * as Failure from "../failures/Failure.js"
+import * as Time from "../platform/Time.js"
 
 export const shardsPerSlice = 25
 /** Facts per transaction when replaying: each write applies its facts completely (increments with their applied set). */
@@ -123,11 +124,11 @@ export const start = (projectionName: string, tenantId: string) =>
     const live = Projection.tableName(p)
     const { table } = yield* ddl(live)
     if (!table) return yield* new Failure.NotFound({ message: `table ${live} does not exist; apply the migrations` })
-    const id = `rb_${Date.now().toString(36)}_${crypto.randomUUID().slice(0, 8)}`
+    const id = `rb_${(yield* Time.millis).toString(36)}_${crypto.randomUUID().slice(0, 8)}`
     const shadow = `${live}__${id}`
     const createShadow = table.replace(/^CREATE TABLE\s+(["`]?)[^"`\s(]+\1/i, `CREATE TABLE ${q(shadow)}`)
     const total = yield* LedgerTopology.shardCount
-    const now = new Date().toISOString()
+    const now = yield* Time.now
     yield* store.execute([
       { sql: createShadow, params: [] },
       { sql: "DELETE FROM projection_applied WHERE projection = ?", params: [Projection.shadowTarget(p, shadow).appliedAs] },
@@ -204,7 +205,7 @@ export const swap = (p: Projection.Projection, record: RebuildRecord) =>
       { sql: "UPDATE projection_applied SET projection = ? WHERE projection = ?", params: [p.name, applied] },
       {
         sql: "UPDATE projection_rebuilds SET status = 'completed', finished_at = ?, shards_done = shards_total WHERE id = ?",
-        params: [new Date().toISOString(), record.id]
+        params: [yield* Time.now, record.id]
       }
     ])
   })

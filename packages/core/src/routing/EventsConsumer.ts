@@ -29,6 +29,7 @@ import { AcceptedKeys, type Claim, claimKey, payloadHash } from "../producing/Ac
 import { PayloadStore } from "../producing/PayloadStore.js"
 import { dispatch } from "./Dispatch.js"
 import { Registry, type Routed } from "../registry/Registry.js"
+import * as Time from "../platform/Time.js"
 
 const decodeEnvelope = Issues.decodeStrict(Envelope)
 
@@ -79,7 +80,7 @@ export const process = (items: ReadonlyArray<Consumer.Item<Keyed>>) =>
   Effect.gen(function*() {
     const keys = yield* AcceptedKeys
     const outcomes = new Map<string, Consumer.Outcome>()
-    const claimed = yield* Effect.result(keys.claim(items.map((item) => item.value.claim), new Date().toISOString()))
+    const claimed = yield* Effect.result(keys.claim(items.map((item) => item.value.claim), yield* Time.now))
     if (Result.isFailure(claimed)) {
       for (const { key } of items) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `idempotency keys could not be checked: ${claimed.failure.message}` })))
       return outcomes as ReadonlyMap<string, Consumer.Outcome>

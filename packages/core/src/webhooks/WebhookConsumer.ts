@@ -45,6 +45,7 @@ import { Registry } from "../registry/Registry.js"
 import * as Signing from "./Signing.js"
 import { type EndpointConfig, type RecordBatch, WebhookStore } from "./WebhookStore.js"
 import { WebhookTransport } from "./WebhookTransport.js"
+import * as Time from "../platform/Time.js"
 
 export const deliveryMessageType = "webhook.delivery"
 export const source = "factline-webhooks"
@@ -202,11 +203,11 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
           return void outcomes.set(key, Consumer.done)
         }
         const text = body(payload)
-        const timestamp = Math.floor(Date.now() / 1000)
+        const timestamp = Math.floor((yield* Time.millis) / 1000)
         const signed = yield* Effect.promise(() => Signing.headers(endpoint.secrets, payload.delivery_id, timestamp, text))
         const traceparent = TraceContext.child(envelope.traceparent)
         const response = yield* transport.post(endpoint.url, { ...signed, traceparent }, text)
-        attempted.push({ key, item: value, endpoint, attempt: (state?.attempts ?? 0) + 1, ...response, attemptedAt: new Date().toISOString(), traceparent })
+        attempted.push({ key, item: value, endpoint, attempt: (state?.attempts ?? 0) + 1, ...response, attemptedAt: yield* Time.now, traceparent })
       }), { concurrency: "unbounded", discard: true })
 
     const disableAfter = options.disableAfterMs ?? defaultDisableAfterMs

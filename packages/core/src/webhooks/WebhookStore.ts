@@ -15,6 +15,7 @@ import * as Cursor from "../tables/Cursor.js"
 import * as Secrets from "./Secrets.js"
 import * as UrlGuard from "./UrlGuard.js"
 import * as Failure from "../failures/Failure.js"
+import * as Time from "../platform/Time.js"
 
 /** An endpoint as the API shows it: never its secret. */
 export interface Endpoint {
@@ -232,7 +233,7 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Webhoo
         const secret = Secrets.generateSigningSecret()
         const sealed = yield* Effect.flatMap(key(), (k) => Effect.promise(() => Secrets.seal(k, secret)))
         const id = `we_${crypto.randomUUID().replace(/-/g, "").slice(0, 24)}`
-        const now = new Date().toISOString()
+        const now = yield* Time.now
         yield* run([
           Sql.statement(
             `INSERT INTO webhook_endpoints (tenant_id, id, url, description, event_types, enabled, version, secret_sealed, created_at, updated_at)
@@ -260,7 +261,7 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Webhoo
         }
         if (sets.length > 0) {
           yield* run([
-            Sql.statement(`UPDATE webhook_endpoints SET ${sets.join(", ")}, version = version + 1, updated_at = ? WHERE tenant_id = ? AND id = ?`, ...params, new Date().toISOString(), tenantId, id)
+            Sql.statement(`UPDATE webhook_endpoints SET ${sets.join(", ")}, version = version + 1, updated_at = ? WHERE tenant_id = ? AND id = ?`, ...params, yield* Time.now, tenantId, id)
           ])
         }
         cache.delete(tenantId)
@@ -277,7 +278,7 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Webhoo
         const current = yield* row(tenantId, id)
         const secret = Secrets.generateSigningSecret()
         const sealed = yield* Effect.flatMap(key(), (k) => Effect.promise(() => Secrets.seal(k, secret)))
-        const now = Date.now()
+        const now = yield* Time.millis
         yield* run([
           Sql.statement(
             `UPDATE webhook_endpoints SET secret_sealed = ?, previous_secret_sealed = ?, previous_secret_expires_at = ?, version = version + 1, updated_at = ?
@@ -397,7 +398,7 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Webhoo
       }),
     configsFor: (tenantIds) =>
       Effect.gen(function*() {
-        const now = Date.now()
+        const now = yield* Time.millis
         const missing = [...new Set(tenantIds)].filter((t) => (cache.get(t)?.at ?? -Infinity) + ttl <= now)
         if (missing.length > 0) {
           const rows = yield* query<Row>("SELECT * FROM webhook_endpoints WHERE tenant_id IN (SELECT value FROM json_each(?))", JSON.stringify(missing))

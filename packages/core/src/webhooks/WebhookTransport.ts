@@ -6,6 +6,7 @@
  * 1 KiB of the response kept for the delivery log.
  */
 import { Context, Effect, Layer } from "effect"
+import * as Time from "../platform/Time.js"
 
 export interface Response_ {
   /** The HTTP status, or null when no response came (timeout, DNS, connection refused). */
@@ -23,10 +24,11 @@ export const maxSnippetBytes = 1_024
 export class WebhookTransport extends Context.Service<WebhookTransport, {
   readonly post: (url: string, headers: Record<string, string>, body: string) => Effect.Effect<Response_>
 }>()("@factline/core/WebhookTransport") {
-  static readonly layer = Layer.succeed(WebhookTransport, { post: (url, headers, body) => Effect.promise(() => post(url, headers, body)) })
+  static readonly layer = Layer.succeed(WebhookTransport, { post: (url, headers, body) => post(url, headers, body) })
 }
 
-export const parseRetryAfter = (value: string | null, now = Date.now()): number | undefined => {
+/** `Retry-After` in seconds: a delta as given, an HTTP date counted from `now` (milliseconds). */
+export const parseRetryAfter = (value: string | null, now: number): number | undefined => {
   if (value === null) return undefined
   const trimmed = value.trim()
   if (/^\d+$/.test(trimmed)) return Number(trimmed)
@@ -60,8 +62,16 @@ const readSnippet = async (response: Response): Promise<string> => {
   return new TextDecoder().decode(bytes)
 }
 
-export const post = async (url: string, headers: Record<string, string>, body: string): Promise<Response_> => {
-  const started = Date.now()
+/** One POST, timed by the Clock: its status, `Retry-After`, the start of its body (or the network error). */
+export const post = (url: string, headers: Record<string, string>, body: string): Effect.Effect<Response_> =>
+  Effect.gen(function*() {
+    const started = yield* Time.millis
+    const sent = yield* Effect.promise(() => send(url, headers, body))
+    const ended = yield* Time.millis
+    return { status: sent.status, retryAfterSeconds: parseRetryAfter(sent.retryAfter, ended), snippet: sent.snippet, durationMs: ended - started }
+  })
+
+const send = async (url: string, headers: Record<string, string>, body: string): Promise<{ status: number | null; retryAfter: string | null; snippet: string }> => {
   try {
     const response = await fetch(url, {
       method: "POST",
@@ -71,10 +81,10 @@ export const post = async (url: string, headers: Record<string, string>, body: s
       signal: AbortSignal.timeout(timeoutMs)
     })
     const snippet = await readSnippet(response)
-    return { status: response.status, retryAfterSeconds: parseRetryAfter(response.headers.get("retry-after")), snippet, durationMs: Date.now() - started }
+    return { status: response.status, retryAfter: response.headers.get("retry-after"), snippet }
   } catch (error) {
     const name = error instanceof Error ? error.name : "Error"
     const text = name === "TimeoutError" || name === "AbortError" ? `no response within ${timeoutMs / 1000} s` : error instanceof Error ? error.message : String(error)
-    return { status: null, retryAfterSeconds: undefined, snippet: text.slice(0, maxSnippetBytes), durationMs: Date.now() - started }
+    return { status: null, retryAfter: null, snippet: text.slice(0, maxSnippetBytes) }
   }
 }

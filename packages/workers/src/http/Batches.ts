@@ -191,13 +191,13 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
 
   const startRebuild = async (c: Ctx, projection: string) => {
     const started = await run(c.env, Rebuild.start(projection, c.get("principal").tenantId))
-    await run(c.env, enqueue(BatchConsumer.make(started.first)))
+    await run(c.env, Effect.flatMap(BatchConsumer.make(started.first), enqueue))
     return rebuildView(started.record)
   }
 
   /** Queues a created job's first chunk; a send that fails ends the job `failed` (it would never run). */
   const enqueueFirst = async (c: Ctx, job: BatchJobs.Row, total: number) => {
-    const sent = await run(c.env, Effect.result(enqueue(BatchConsumer.make({ batch_id: job.id, operation: job.operation, offset: 0, total }, job.tenant_id))))
+    const sent = await run(c.env, Effect.result(Effect.flatMap(BatchConsumer.make({ batch_id: job.id, operation: job.operation, offset: 0, total }, job.tenant_id), enqueue)))
     if (Result.isFailure(sent)) {
       await run(c.env, BatchJobs.fail(job.id, "the batch queue was unavailable when the job was started", new Date().toISOString()))
       throw sent.failure
@@ -214,7 +214,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
     if (!projection) throw new Failure.NotFound({ message: `no projection "${body.projection.slice(0, 100)}" (known: ${registry.projections.map((p) => p.name).join(", ")})` })
     const params: Reconcile.Params = { projection: projection.name, repair: body.repair === true }
     const created = await run(c.env, BatchJobs.create({
-      id: BatchJobs.newId(), tenantId: c.get("principal").tenantId, operation: "reconcile", params, inputKey: null, total: null, now: new Date().toISOString()
+      tenantId: c.get("principal").tenantId, operation: "reconcile", params, inputKey: null, total: null
     }))
     return enqueueFirst(c, created, 0)
   }
@@ -232,7 +232,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
     if (projection === undefined && format === "csv") throw new Failure.InvalidInput({ message: "facts export as NDJSON only (their data is nested); CSV is for a projection" })
     const params: Export.Params = { ...(projection ? { projection: projection.name } : {}), format }
     const created = await run(c.env, BatchJobs.create({
-      id: BatchJobs.newId(), tenantId: c.get("principal").tenantId, operation: "export", params, inputKey: null, total: null, now: new Date().toISOString()
+      tenantId: c.get("principal").tenantId, operation: "export", params, inputKey: null, total: null
     }))
     return enqueueFirst(c, created, 0)
   }
@@ -246,7 +246,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
     const exists = await run(c.env, Effect.flatMap(Effect.service(BatchFiles.BatchFiles), (files) => files.exists(key)))
     if (!exists) throw new Failure.NotFound({ message: `no uploaded file "${manifest}"; upload it with PUT /v1/batches/uploads/${manifest}` })
     const created = await run(c.env, BatchJobs.create({
-      id: BatchJobs.newId(), tenantId, operation: "import", params: { source: "manifest", manifest }, inputKey: key, total: null, now: new Date().toISOString()
+      tenantId, operation: "import", params: { source: "manifest", manifest }, inputKey: key, total: null
     }))
     return enqueueFirst(c, created, 0)
   }
@@ -265,13 +265,12 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
     }
     // One line per event, whatever it is: lines that are not envelopes are reported by the job with their number.
     const ndjson = events.map((event) => JSON.stringify(event)).join("\n") + "\n"
-    const id = BatchJobs.newId()
-    const key = BatchJobs.inputKey(tenantId, id)
-    const now = new Date().toISOString()
     const created = await run(c.env, Effect.gen(function*() {
+      const id = yield* BatchJobs.newId
+      const key = BatchJobs.inputKey(tenantId, id)
       const files = yield* BatchFiles.BatchFiles
       yield* files.put(key, ndjson)
-      return yield* BatchJobs.create({ id, tenantId, operation: "import", params: { source: "inline" }, inputKey: key, total: events.length, now })
+      return yield* BatchJobs.create({ id, tenantId, operation: "import", params: { source: "inline" }, inputKey: key, total: events.length })
     }))
     return enqueueFirst(c, created, events.length)
   }
