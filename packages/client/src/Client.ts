@@ -200,7 +200,9 @@ export const make = (config: Config): Client => {
     const valid = definition.validate(definition.latestVersion, payload)
     if (Result.isFailure(valid)) {
       const p = valid.failure
-      problems.push(...(p._tag === "InvalidPayload" ? p.problems : [{ path: "schema_version", message: p.message }]))
+      // Told apart by shape: an invalid payload carries its problems, an unsupported version a message
+      // (a guard exported by core would make this client load core, and drizzle, at runtime).
+      problems.push(...("problems" in p ? p.problems : [{ path: "schema_version", message: p.message }]))
     }
     let json = ""
     if (problems.length === 0) {

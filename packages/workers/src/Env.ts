@@ -4,10 +4,13 @@
  * Queue producer bindings follow the policy table: `<NAME>_QUEUE` and
  * `<NAME>_DLQ` for EVENTS, PROJECTIONS, FACT_PROCESSING, WEBHOOKS, BATCH.
  */
+import type { LedgerNamespace } from "@factline/core"
+
 export interface PlatformEnv {
   readonly DB: D1Database
   readonly PAYLOADS: R2Bucket
-  readonly LEDGER: DurableObjectNamespace
+  /** The LedgerShard Durable Object namespace (a `DurableObjectNamespace<LedgerShard>`: its stubs answer the shard protocol). */
+  readonly LEDGER: LedgerNamespace.LedgerShardNamespace
   readonly EVENTS_QUEUE: Queue
   readonly EVENTS_DLQ: Queue
   readonly BATCH_QUEUE: Queue

@@ -9,7 +9,7 @@
  * test kit alike).
  */
 import { ConfigProvider, Effect, Layer, ManagedRuntime } from "effect"
-import { Bindings, PlatformLayer, type Registry, RetryPolicy, Settings } from "@factline/core"
+import { Bindings, LedgerNamespace, PlatformLayer, type Registry, RetryPolicy, Settings } from "@factline/core"
 import type { PlatformEnv } from "./Env.js"
 
 /** A platform queue's (or its DLQ's) producer binding by queue name; undefined for an unknown queue or a missing binding. */
@@ -19,12 +19,11 @@ const queueBinding = (env: PlatformEnv) => (queue: string) => {
   return (policy.queue === queue ? env[policy.binding] : env[policy.deadLetterBinding]) as Queue | undefined
 }
 
-/** Every binding of `env` behind its service. */
+/** Every binding of `env` behind its service, but the ledger namespace (which only the platform's programs call). */
 const bindings = (env: PlatformEnv) =>
   Bindings.layer({
     database: env.DB,
     payloads: env.PAYLOADS,
-    ledger: env.LEDGER,
     queue: queueBinding(env),
     analytics: Bindings.AnalyticsEngine.layer(env.METRICS)
   })
@@ -52,7 +51,7 @@ export type PlatformServices = PlatformLayer.Services
 
 /** A bad setting (a shard count out of range) is a defect of the deploy: every request and batch fails with it, naming the variable. */
 export const platformLayer = (env: PlatformEnv, registry: Registry.Shape): Layer.Layer<PlatformServices> =>
-  PlatformLayer.make(registry, bindings(env), { defaultSource: "http" }).pipe(Layer.provide(settings(env)), Layer.orDie)
+  PlatformLayer.make(registry, Layer.merge(bindings(env), LedgerNamespace.LedgerNamespace.layer(env.LEDGER)), { defaultSource: "http" }).pipe(Layer.provide(settings(env)), Layer.orDie)
 
 export type PlatformRuntime = ManagedRuntime.ManagedRuntime<PlatformServices, never>
 

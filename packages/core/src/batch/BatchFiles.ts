@@ -7,6 +7,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import * as Failure from "../failures/Failure.js"
+import type { Bucket } from "../platform/Bindings.js"
 
 export interface Range {
   readonly bytes: Uint8Array
@@ -26,12 +27,12 @@ export class BatchFiles extends Context.Service<BatchFiles, {
   /** Stores a streamed NDJSON body (of a known length); the stored size. */
   readonly upload: (key: string, body: ReadableStream<Uint8Array>, length: number) => Effect.Effect<number, Failure.Unavailable>
 }>()("@factline/core/BatchFiles") {
-  static readonly layer = (bucket: R2Bucket) => Layer.succeed(BatchFiles, make(bucket))
+  static readonly layer = (bucket: Bucket) => Layer.succeed(BatchFiles, make(bucket))
 }
 
 const unavailable = (cause: unknown) => new Failure.Unavailable({ service: "the payload store", message: cause instanceof Error ? cause.message : String(cause) })
 
-export const make = (bucket: R2Bucket): BatchFiles["Service"] => ({
+export const make = (bucket: Bucket): BatchFiles["Service"] => ({
   put: (key, body) =>
     Effect.tryPromise({ try: () => bucket.put(key, body, { httpMetadata: { contentType: "application/x-ndjson" } }), catch: unavailable }).pipe(Effect.asVoid),
   read: (key, offset, length) =>

@@ -14,6 +14,7 @@ import { Inbox } from "../consuming/Inbox.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import { BatchFiles } from "../batch/BatchFiles.js"
 import { Ledger } from "../ledger/Ledger.js"
+import type { LedgerNamespace } from "../ledger/LedgerNamespace.js"
 import { DeadLetterStore } from "../operations/DeadLetterStore.js"
 import { AcceptedKeys } from "../producing/AcceptedKeys.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
@@ -31,6 +32,7 @@ export type Services =
   | Registry.Registry
   | Settings
   | Bindings.Services
+  | LedgerNamespace
   | Ledger
   | Inbox
   | ProjectionStore
@@ -84,7 +86,7 @@ export const services = (registry: Registry.Shape, options: Options) =>
   }))
 
 /** The whole platform: the services over the given bindings, with the settings read from the current `ConfigProvider`. */
-export const make = (registry: Registry.Shape, bindings: Layer.Layer<Bindings.Services>, options: Options) => {
+export const make = (registry: Registry.Shape, bindings: Layer.Layer<Bindings.Services | LedgerNamespace>, options: Options) => {
   const leaves = Layer.merge(bindings, Settings.layer)
   return services(registry, options).pipe(Layer.provideMerge(leaves))
 }

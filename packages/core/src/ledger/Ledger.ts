@@ -17,7 +17,7 @@
 import { Context, Effect, Layer } from "effect"
 import type { Fact } from "@factline/schemas"
 import type { AppendGroup, AppendResult, Handover, LedgerShardRpc, ReadOptions, StreamKey, StreamState } from "./LedgerProtocol.js"
-import { LedgerNamespace } from "../platform/Bindings.js"
+import { LedgerNamespace, type LedgerShardNamespace } from "./LedgerNamespace.js"
 import * as Sql from "../platform/Sql.js"
 import * as LedgerTopology from "./LedgerTopology.js"
 import * as Shards from "./Shards.js"
@@ -79,8 +79,8 @@ const byShard = <T extends StreamKey>(items: ReadonlyArray<T>, shards: ReadonlyM
   return groups
 }
 
-export const make = (namespace: DurableObjectNamespace, topology: LedgerTopology.LedgerTopology): Ledger["Service"] => {
-  const stub = (key: string) => namespace.get(namespace.idFromName(key)) as unknown as LedgerShardRpc
+export const make = (namespace: LedgerShardNamespace, topology: LedgerTopology.LedgerTopology): Ledger["Service"] => {
+  const stub = (key: string) => namespace.get(namespace.idFromName(key))
 
   /** One RPC per shard, in parallel; results scattered back to input positions. */
   const perShard = <T extends StreamKey, R>(

@@ -104,7 +104,13 @@ export interface LedgerStorage {
   readonly exists: () => boolean
 }
 
-export const make = (storage: DurableObjectStorage): LedgerStorage => {
+/** What the ledger uses of a Durable Object's storage (a `DurableObjectStorage` is one): its SQL and synchronous transactions. */
+export interface Storage {
+  readonly sql: Pick<SqlStorage, "exec">
+  readonly transactionSync: <T>(closure: () => T) => T
+}
+
+export const make = (storage: Storage): LedgerStorage => {
   const sql = storage.sql
   let created = false
   const exists = () =>

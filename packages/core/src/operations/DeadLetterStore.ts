@@ -115,14 +115,15 @@ export const make = (sql: Sql.Sql): DeadLetterStore["Service"] => {
 
   const get = (scope: Scope, id: string) =>
     Effect.gen(function*() {
-      const rows = yield* query<Record<string, unknown>>(
+      const rows = yield* query<Summary & { readonly original_message: string; readonly history: string }>(
         `SELECT ${summaryColumns}, original_message, history FROM dead_messages WHERE id = ?${scope.tenantId !== null ? " AND tenant_id = ?" : ""}`,
         id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
       )
       const row = rows[0]
       if (!row) return yield* new Failure.NotFound({ message: `no dead letter ${JSON.stringify(id.slice(0, 100))}` })
       const { original_message, history, ...summary } = row
-      return { ...(summary as unknown as Summary), original_message: JSON.parse(String(original_message)) as unknown, history: JSON.parse(String(history)) } as Detail
+      const detail: Detail = { ...summary, original_message: JSON.parse(original_message) as unknown, history: JSON.parse(history) as Detail["history"] }
+      return detail
     })
 
   const historyEntry = (at: string, action: string, by: string, extra: Record<string, string> = {}) => JSON.stringify({ at, action, by, ...extra })

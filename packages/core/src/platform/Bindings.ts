@@ -1,12 +1,12 @@
 /**
  * The Cloudflare bindings the platform reaches, each behind one service:
  * D1 through its door (`Sql.PlatformDatabase`), the queues by name
- * (`QueueBindings`), the payload bucket (`PayloadBucket`, R2), the ledger
- * shards (`LedgerNamespace`, the Durable Object) and Analytics Engine
- * (`AnalyticsEngine`). These are the leaves of the one composition
- * (`PlatformLayer`): the Worker builds them from its `env`, the Node test kit
- * from the in-memory stand-ins of `testing/MemoryBindings`, and everything
- * above them is the same code.
+ * (`QueueBindings`), the payload bucket (`PayloadBucket`, R2) and Analytics
+ * Engine (`AnalyticsEngine`); the ledger shards' Durable Object namespace is
+ * the ledger's own (`ledger/LedgerNamespace`, typed by its protocol). These
+ * are the leaves of the one composition (`PlatformLayer`): the Worker builds
+ * them from its `env`, the Node test kit from the in-memory stand-ins of
+ * `testing/MemoryBindings`, and everything above them is the same code.
  *
  * It does not name env variables: which binding is called what is the
  * Worker's business (`@factline/workers`' Services).
@@ -19,15 +19,29 @@ export class QueueBindings extends Context.Service<QueueBindings, {
   readonly queue: (name: string) => Queue | undefined
 }>()("@factline/core/QueueBindings") {}
 
+/**
+ * The part of an R2 bucket the payload store and the batch files use: an `R2Bucket` is one, and so is the
+ * test kit's in-memory bucket. Objects are put from a string or a stream, read whole or by byte range, and
+ * listed by prefix.
+ */
+export interface Bucket {
+  put(key: string, value: string | ReadableStream<Uint8Array>, options?: { readonly httpMetadata?: { readonly contentType?: string } }): Promise<{ readonly size: number } | null>
+  get(key: string, options?: { readonly range?: { readonly offset: number; readonly length: number } }): Promise<BucketObject | null>
+  head(key: string): Promise<{ readonly size: number } | null>
+  list(options: { readonly prefix: string; readonly cursor?: string }): Promise<{ readonly objects: ReadonlyArray<{ readonly key: string }>; readonly truncated: boolean; readonly cursor?: string }>
+}
+
+/** An object read from a `Bucket` (the requested range of it). */
+export interface BucketObject {
+  readonly body: ReadableStream<Uint8Array>
+  text(): Promise<string>
+  arrayBuffer(): Promise<ArrayBuffer>
+}
+
 /** The R2 bucket of large payloads and batch files (its name in `payload_ref`s is a setting). */
 export class PayloadBucket extends Context.Service<PayloadBucket, {
-  readonly bucket: R2Bucket
+  readonly bucket: Bucket
 }>()("@factline/core/PayloadBucket") {}
-
-/** The LedgerShard Durable Object namespace. */
-export class LedgerNamespace extends Context.Service<LedgerNamespace, {
-  readonly namespace: DurableObjectNamespace
-}>()("@factline/core/LedgerNamespace") {}
 
 /**
  * Workers Analytics Engine: one data point per consumer batch when a dataset is bound. Writing is
@@ -49,13 +63,12 @@ export class AnalyticsEngine extends Context.Service<AnalyticsEngine, {
 /** The bindings one platform runs on, however they were made (a Worker's env, in-memory stand-ins). */
 export interface Bindings {
   readonly database: D1Database
-  readonly payloads: R2Bucket
-  readonly ledger: DurableObjectNamespace
+  readonly payloads: Bucket
   readonly queue: (name: string) => Queue | undefined
   readonly analytics: Layer.Layer<AnalyticsEngine>
 }
 
-export type Services = PlatformDatabase | QueueBindings | PayloadBucket | LedgerNamespace | AnalyticsEngine
+export type Services = PlatformDatabase | QueueBindings | PayloadBucket | AnalyticsEngine
 
 /** Every binding's service, from the bindings. */
 export const layer = (bindings: Bindings): Layer.Layer<Services> =>
@@ -63,6 +76,5 @@ export const layer = (bindings: Bindings): Layer.Layer<Services> =>
     PlatformDatabase.layer(bindings.database),
     Layer.succeed(QueueBindings, { queue: bindings.queue }),
     Layer.succeed(PayloadBucket, { bucket: bindings.payloads }),
-    Layer.succeed(LedgerNamespace, { namespace: bindings.ledger }),
     bindings.analytics
   )

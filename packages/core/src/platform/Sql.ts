@@ -75,6 +75,11 @@ export const layer = <I>(key: Context.Key<I, Sql>, role: string, binding: D1Data
 /** A wrapped binding (test and benchmark instrumentation) answers this with the binding it wraps. */
 const unwrap = Symbol.for("@factline/core/testing/unwrap")
 
+/** The binding a wrapper answers for `unwrap`, or the binding itself when it is not wrapped (a get, not `in`: the wrappers are proxies that answer reads). */
+const unwrapped = (binding: D1Database): object => {
+  const inner: unknown = Reflect.get(binding, unwrap)
+  return typeof inner === "object" && inner !== null ? inner : binding
+}
 
 export const make = (role: string, binding: D1Database): Sql => {
   const prepare = (s: Statement) => binding.prepare(s.sql).bind(...s.params)
@@ -82,7 +87,7 @@ export const make = (role: string, binding: D1Database): Sql => {
     Effect.tryPromise({ try: run, catch: Failure.unavailable(`the ${role} database`) }).pipe(Effect.withSpan(`Sql.${name}`, { attributes: { "db.system": "d1", "db.role": role } }))
   return {
     role,
-    identity: ((binding as unknown as Record<symbol, object | undefined>)[unwrap]) ?? binding,
+    identity: unwrapped(binding),
     orm: drizzle(binding),
     all: <T>(s: Statement) => call("all", async () => (await prepare(s).all<T>()).results as ReadonlyArray<T>),
     first: <T>(s: Statement) => call("first", async () => (await prepare(s).first<T>()) ?? undefined),

@@ -11,6 +11,7 @@
  */
 import { Context, Effect, Layer, Option } from "effect"
 import * as Failure from "../failures/Failure.js"
+import type { Bucket } from "../platform/Bindings.js"
 
 export const offloadThresholdBytes = 64 * 1024
 export const defaultBucketName = "factline-payloads"
@@ -24,11 +25,11 @@ export class PayloadStore extends Context.Service<PayloadStore, {
   /** The referenced payload; a reference outside the tenant's prefix, a missing object or one not JSON is a `payload_missing` `PermanentError`. */
   readonly get: (tenantId: string, ref: string) => Effect.Effect<unknown, Failure.PermanentError | Failure.Unavailable>
 }>()("@factline/core/PayloadStore") {
-  static readonly layer = (bucket: R2Bucket, bucketName: string = defaultBucketName) =>
+  static readonly layer = (bucket: Bucket, bucketName: string = defaultBucketName) =>
     Layer.succeed(PayloadStore, make(bucket, bucketName))
 }
 
-export const make = (bucket: R2Bucket, bucketName: string): PayloadStore["Service"] => ({
+export const make = (bucket: Bucket, bucketName: string): PayloadStore["Service"] => ({
   put: (tenantId, messageId, payload) => {
     const key = `${tenantId}/${messageId}`
     return Effect.tryPromise({

@@ -6,18 +6,25 @@
  * - `memoryD1()` — a `D1Database` over an in-memory SQLite database: D1 is
  *   SQLite, so the framework's real statements run unchanged (`json_each`,
  *   upserts, `RETURNING`); `batch()` is one transaction, as in D1.
- * - `memoryLedgerNamespace()` — a `DurableObjectNamespace` of ledger shards,
- *   each the real `LedgerStorage` over its own in-memory SQLite database.
+ * - `memoryLedgerNamespace()` — the part of a `DurableObjectNamespace` the
+ *   ledger calls (`LedgerShardNamespace`): ledger shards, each the real
+ *   `LedgerStorage` over its own in-memory SQLite database.
  * - `memoryQueue()` — a `Queue` that records what was sent.
- * - `memoryBucket()` — the part of `R2Bucket` the payload store uses.
+ * - `memoryBucket()` — the part of `R2Bucket` the payload store and the batch
+ *   files use (`Bindings.Bucket`).
+ *
+ * Each implements the type it stands in for, so the compiler checks it
+ * against the same interface the live binding satisfies.
  *
  * They are for tests of product logic and of the framework's own SQL; the
  * workerd tests and `npm run dev` use the real local bindings.
  */
 import { DatabaseSync } from "node:sqlite"
 import type { Fact } from "@factline/schemas"
+import type { LedgerShardNamespace } from "../ledger/LedgerNamespace.js"
 import type { AppendGroup, AppendResult, Handover, LedgerShardRpc, ReadOptions, ShardCursor, StreamKey, StreamState } from "../ledger/LedgerProtocol.js"
 import * as LedgerStorage from "../ledger/LedgerStorage.js"
+import type { Bucket, BucketObject } from "../platform/Bindings.js"
 
 type Param = string | number | bigint | null | Uint8Array
 
@@ -48,9 +55,9 @@ const transaction = <T>(db: DatabaseSync, run: () => T): T => {
   }
 }
 
-class MemoryD1Statement {
+class MemoryD1Statement implements D1PreparedStatement {
   constructor(readonly db: DatabaseSync, readonly query: string, readonly params: ReadonlyArray<Param> = []) {}
-  bind(...values: ReadonlyArray<unknown>) {
+  bind(...values: Array<unknown>) {
     return new MemoryD1Statement(this.db, this.query, values.map(bindable))
   }
   /** Runs the statement: its rows (if any) and the number of rows it changed. */
@@ -60,71 +67,102 @@ class MemoryD1Statement {
     const { changes } = statement.run(...this.params)
     return { results: [], changes: Number(changes) }
   }
-  private result() {
+  /** As D1 answers: the rows, typed as the caller asks (as D1's own `all<T>` does), and the meta. */
+  result<T>(): D1Result<T> {
     const { results, changes } = this.execute()
-    return { results, success: true as const, meta: { changes, rows_read: results.length, rows_written: changes, duration: 0, last_row_id: 0, changed_db: changes > 0, size_after: 0 } }
+    return { results: results as Array<T>, success: true, meta: { changes, rows_read: results.length, rows_written: changes, duration: 0, last_row_id: 0, changed_db: changes > 0, size_after: 0 } }
   }
   async all<T = Record<string, unknown>>() {
-    return this.result() as unknown as D1Result<T>
+    return this.result<T>()
   }
   async run<T = Record<string, unknown>>() {
-    return this.result() as unknown as D1Result<T>
+    return this.result<T>()
   }
   async first<T = Record<string, unknown>>(column?: string): Promise<T | null> {
     const row = this.execute().results[0]
     if (row === undefined) return null
     return (column === undefined ? row : row[column]) as T
   }
-  async raw<T = Array<unknown>>(): Promise<Array<T>> {
-    return this.execute().results.map((r) => Object.values(r) as T)
+  raw<T = Array<unknown>>(options: { columnNames: true }): Promise<[Array<string>, ...Array<T>]>
+  raw<T = Array<unknown>>(options?: { columnNames?: false }): Promise<Array<T>>
+  async raw<T = Array<unknown>>(options?: { columnNames?: boolean }): Promise<Array<T> | [Array<string>, ...Array<T>]> {
+    const rows = this.execute().results.map((r) => Object.values(r) as T)
+    return options?.columnNames === true ? [this.db.prepare(this.query).columns().map((c) => c.name), ...rows] : rows
   }
 }
 
+/** Runs D1 statements of this module as one transaction, in order, as D1's `batch()` does. */
+const runBatch = <T>(sqlite: DatabaseSync, statements: ReadonlyArray<D1PreparedStatement>): Array<D1Result<T>> =>
+  transaction(sqlite, () =>
+    statements.map((statement) => {
+      if (!(statement instanceof MemoryD1Statement)) throw new TypeError("memoryD1().batch() takes statements prepared by the same in-memory database")
+      return statement.result<T>()
+    }))
+
 /** An in-memory D1 database. `sqlite` is the underlying database, for setup and inspection. */
-export const memoryD1 = (): D1Database & { readonly sqlite: DatabaseSync } => {
-  const sqlite = new DatabaseSync(":memory:")
-  const db = {
-    sqlite,
-    prepare: (query: string) => new MemoryD1Statement(sqlite, query),
-    batch: async (statements: ReadonlyArray<MemoryD1Statement>) =>
-      transaction(sqlite, () => statements.map((s) => s.bind(...s.params)).map((s) => (s as any).result())),
-    exec: async (query: string) => {
-      sqlite.exec(query)
-      return { count: 1, duration: 0 }
-    },
-    dump: async () => new ArrayBuffer(0),
-    withSession: () => db
+export class MemoryD1Database implements D1Database {
+  readonly sqlite = new DatabaseSync(":memory:")
+  prepare(query: string) {
+    return new MemoryD1Statement(this.sqlite, query)
   }
-  return db as unknown as D1Database & { readonly sqlite: DatabaseSync }
+  async batch<T = unknown>(statements: Array<D1PreparedStatement>) {
+    return runBatch<T>(this.sqlite, statements)
+  }
+  async exec(query: string) {
+    this.sqlite.exec(query)
+    return { count: 1, duration: 0 }
+  }
+  async dump() {
+    return new ArrayBuffer(0)
+  }
+  /** One database, one session: every read sees every write. */
+  withSession(): D1DatabaseSession {
+    return { prepare: (query) => this.prepare(query), batch: (statements) => this.batch(statements), getBookmark: () => null }
+  }
+}
+
+export const memoryD1 = (): MemoryD1Database => new MemoryD1Database()
+
+/** A cursor over rows already read, as `SqlStorage.exec` answers (rows typed as the caller asks, as the real one does). */
+class MemoryCursor<T extends Record<string, SqlStorageValue>> implements SqlStorageCursor<T> {
+  private position = 0
+  constructor(private readonly rows: Array<T>, readonly columnNames: Array<string>, readonly rowsWritten: number) {}
+  get rowsRead() {
+    return this.rows.length
+  }
+  next(): IteratorResult<T, undefined> {
+    const row = this.rows[this.position]
+    if (row === undefined) return { done: true, value: undefined }
+    this.position++
+    return { done: false, value: row }
+  }
+  toArray() {
+    return this.rows.slice(this.position)
+  }
+  one() {
+    const [row] = this.rows
+    if (row === undefined || this.rows.length !== 1) throw new Error(`expected exactly one row, got ${this.rows.length}`)
+    return row
+  }
+  raw<U extends Array<SqlStorageValue>>(): IterableIterator<U> {
+    return this.rows.map((r) => Object.values(r) as U)[Symbol.iterator]()
+  }
+  [Symbol.iterator](): IterableIterator<T> {
+    return this.rows[Symbol.iterator]()
+  }
 }
 
 /** The `DurableObjectStorage` surface LedgerStorage uses (`sql.exec`, `transactionSync`), over in-memory SQLite. */
-export const memoryDurableStorage = (): DurableObjectStorage => {
+export const memoryDurableStorage = (): LedgerStorage.Storage => {
   const db = new DatabaseSync(":memory:")
-  const exec = (query: string, ...bindings: ReadonlyArray<unknown>) => {
+  const exec = <T extends Record<string, SqlStorageValue>>(query: string, ...bindings: Array<unknown>): SqlStorageCursor<T> => {
     const statement = db.prepare(query)
     const params = bindings.map(bindable)
-    let rows: Array<Record<string, unknown>>
-    let written = 0
-    if (statement.columns().length > 0) rows = statement.all(...params).map(normalize)
-    else {
-      written = Number(statement.run(...params).changes)
-      rows = []
-    }
-    return {
-      toArray: () => rows,
-      one: () => {
-        if (rows.length !== 1) throw new Error(`expected exactly one row, got ${rows.length}`)
-        return rows[0]
-      },
-      raw: () => rows.map((r) => Object.values(r))[Symbol.iterator](),
-      [Symbol.iterator]: () => rows[Symbol.iterator](),
-      rowsRead: rows.length,
-      rowsWritten: written,
-      columnNames: statement.columns().map((c) => c.name)
-    }
+    const columnNames = statement.columns().map((c) => c.name)
+    if (columnNames.length > 0) return new MemoryCursor(statement.all(...params).map(normalize) as Array<T>, columnNames, 0)
+    return new MemoryCursor<T>([], columnNames, Number(statement.run(...params).changes))
   }
-  return { sql: { exec }, transactionSync: <T>(run: () => T) => transaction(db, run) } as unknown as DurableObjectStorage
+  return { sql: { exec }, transactionSync: <T>(run: () => T) => transaction(db, run) }
 }
 
 /** One in-memory ledger shard: the real LedgerStorage, without the relay alarm (handed-over rows stay in its outbox). */
@@ -151,53 +189,85 @@ export class MemoryLedgerShard implements LedgerShardRpc {
   }
 }
 
-/** A `DurableObjectNamespace` of in-memory ledger shards, by name. `shards` holds every shard created so far. */
-export const memoryLedgerNamespace = (): DurableObjectNamespace & { readonly shards: ReadonlyMap<string, MemoryLedgerShard> } => {
-  const shards = new Map<string, MemoryLedgerShard>()
-  const namespace = {
-    shards,
-    idFromName: (name: string) => ({ name, toString: () => name, equals: (other: { name?: string }) => other?.name === name }),
-    get: (id: { name: string }) => {
-      let shard = shards.get(id.name)
-      if (shard === undefined) {
-        shard = new MemoryLedgerShard()
-        shards.set(id.name, shard)
-      }
-      return shard
-    }
+/** A `DurableObjectNamespace` of in-memory ledger shards, by name (the part the ledger calls). `shards` holds every shard created so far. */
+export class MemoryLedgerNamespace implements LedgerShardNamespace {
+  private readonly created = new Map<string, MemoryLedgerShard>()
+  get shards(): ReadonlyMap<string, MemoryLedgerShard> {
+    return this.created
   }
-  return namespace as unknown as DurableObjectNamespace & { readonly shards: ReadonlyMap<string, MemoryLedgerShard> }
+  idFromName(name: string): DurableObjectId {
+    return { name, toString: () => name, equals: (other) => other.name === name }
+  }
+  get(id: DurableObjectId): MemoryLedgerShard {
+    const name = id.toString()
+    let shard = this.created.get(name)
+    if (shard === undefined) {
+      shard = new MemoryLedgerShard()
+      this.created.set(name, shard)
+    }
+    return shard
+  }
 }
+
+export const memoryLedgerNamespace = (): MemoryLedgerNamespace => new MemoryLedgerNamespace()
 
 /** A queue that records every message sent to it (bodies in order). */
-export const memoryQueue = <Body = unknown>(): Queue<Body> & { readonly sent: Array<Body> } => {
-  const sent: Array<Body> = []
-  return {
-    sent,
-    send: async (body: Body) => void sent.push(body),
-    sendBatch: async (messages: Iterable<MessageSendRequest<Body>>) => {
-      for (const m of messages) sent.push(m.body)
-    },
-    metrics: async () => ({ backlogCount: sent.length, backlogBytes: 0 })
-  } as unknown as Queue<Body> & { readonly sent: Array<Body> }
+export class MemoryQueue<Body = unknown> implements Queue<Body> {
+  readonly sent: Array<Body> = []
+  async send(body: Body) {
+    this.sent.push(body)
+    return { metadata: { metrics: await this.metrics() } }
+  }
+  async sendBatch(messages: Iterable<MessageSendRequest<Body>>) {
+    for (const m of messages) this.sent.push(m.body)
+    return { metadata: { metrics: await this.metrics() } }
+  }
+  async metrics() {
+    return { backlogCount: this.sent.length, backlogBytes: 0 }
+  }
 }
 
-/** The part of an `R2Bucket` the payload store uses (`put`, `get` → `text()`), in memory. */
-export const memoryBucket = (): R2Bucket & { readonly objects: Map<string, string> } => {
-  const objects = new Map<string, string>()
+export const memoryQueue = <Body = unknown>(): MemoryQueue<Body> => new MemoryQueue<Body>()
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+
+/** An object's stored text as a `BucketObject`: the whole of it, or a byte range. */
+const bucketObject = (text: string, range?: { readonly offset: number; readonly length: number }): BucketObject => {
+  const whole = encoder.encode(text)
+  const bytes = range === undefined ? whole : whole.slice(range.offset, range.offset + range.length)
   return {
-    objects,
-    put: async (key: string, value: string) => {
-      objects.set(key, typeof value === "string" ? value : String(value))
-      return { key }
+    get body() {
+      return new Blob([bytes]).stream()
     },
-    get: async (key: string) => {
-      const text = objects.get(key)
-      return text === undefined ? null : { key, text: async () => text, json: async () => JSON.parse(text) }
-    },
-    head: async (key: string) => (objects.has(key) ? { key } : null),
-    delete: async (keys: string | Array<string>) => {
-      for (const key of Array.isArray(keys) ? keys : [keys]) objects.delete(key)
-    }
-  } as unknown as R2Bucket & { readonly objects: Map<string, string> }
+    text: async () => decoder.decode(bytes),
+    arrayBuffer: async () => bytes.slice().buffer
+  }
 }
+
+/** The part of an `R2Bucket` the payload store and the batch files use (`Bindings.Bucket`), in memory; objects are text. */
+export class MemoryBucket implements Bucket {
+  readonly objects = new Map<string, string>()
+  async put(key: string, value: string | ReadableStream<Uint8Array>) {
+    const text = typeof value === "string" ? value : await new Response(value).text()
+    this.objects.set(key, text)
+    return { key, size: encoder.encode(text).byteLength }
+  }
+  async get(key: string, options?: { readonly range?: { readonly offset: number; readonly length: number } }) {
+    const text = this.objects.get(key)
+    return text === undefined ? null : bucketObject(text, options?.range)
+  }
+  async head(key: string) {
+    const text = this.objects.get(key)
+    return text === undefined ? null : { key, size: encoder.encode(text).byteLength }
+  }
+  /** Every key under the prefix, in one page. */
+  async list(options: { readonly prefix: string }) {
+    return { objects: [...this.objects.keys()].filter((key) => key.startsWith(options.prefix)).sort().map((key) => ({ key })), truncated: false }
+  }
+  async delete(keys: string | Array<string>) {
+    for (const key of Array.isArray(keys) ? keys : [keys]) this.objects.delete(key)
+  }
+}
+
+export const memoryBucket = (): MemoryBucket => new MemoryBucket()

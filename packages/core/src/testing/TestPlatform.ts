@@ -15,6 +15,7 @@ import { SQLiteTable } from "drizzle-orm/sqlite-core"
 import { ConfigProvider, type Effect, Layer, ManagedRuntime } from "effect"
 import type { Module } from "../definitions/Module.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
+import { LedgerNamespace } from "../ledger/LedgerNamespace.js"
 import * as Bindings from "../platform/Bindings.js"
 import * as PlatformLayer from "../composition/PlatformLayer.js"
 import * as Registry from "../registry/Registry.js"
@@ -62,7 +63,10 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Tes
   const bucket = memoryBucket()
   const dataPoints: Array<AnalyticsEngineDataPoint> = []
   // The same composition as the Worker's; only the leaves are in memory.
-  const bindings = Bindings.layer({ database: db, payloads: bucket, ledger, queue: (name) => queues.get(name), analytics: Bindings.AnalyticsEngine.memory(dataPoints) })
+  const bindings = Layer.merge(
+    Bindings.layer({ database: db, payloads: bucket, queue: (name) => queues.get(name), analytics: Bindings.AnalyticsEngine.memory(dataPoints) }),
+    LedgerNamespace.layer(ledger)
+  )
   const settings = ConfigProvider.fromUnknown({ FACTLINE_LEDGER_SHARDS: String(options.shardsPerTenant ?? 1), ...options.settings })
   const layer = PlatformLayer.make(registry, bindings, { defaultSource: "test" }).pipe(Layer.provide(ConfigProvider.layer(settings)), Layer.orDie)
   const runtime = ManagedRuntime.make(layer)

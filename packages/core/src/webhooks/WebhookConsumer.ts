@@ -138,7 +138,7 @@ const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind:
             subject: endpoint.id,
             source,
             created_at: now,
-            payload: payload as unknown as Record<string, unknown>,
+            payload,
             traceparent: TraceContext.child(fact.traceparent)
           }
           if (SendBatches.sizeOf(envelope) > maxDeliveryBytes) {

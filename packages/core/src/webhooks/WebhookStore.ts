@@ -295,14 +295,15 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Webhoo
         if (page.before !== undefined) {
           if (!before) return yield* new Failure.InvalidInput({ message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
         }
-        const rows = yield* query<Record<string, unknown>>(
+        // `succeeded` is stored as 0/1.
+        const rows = yield* query<Omit<AttemptRow, "succeeded"> & { readonly succeeded: number }>(
           `SELECT attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error
            FROM webhook_attempts WHERE tenant_id = ? AND endpoint_id = ?
            ${before ? "AND (attempted_at, delivery_id, attempt) < (?, ?, ?)" : ""}
            ORDER BY attempted_at DESC, delivery_id DESC, attempt DESC LIMIT ?`,
           tenantId, id, ...(before ?? []), page.limit + 1
         )
-        const data = rows.slice(0, page.limit).map((r): AttemptRow => ({ ...(r as unknown as AttemptRow), succeeded: r.succeeded === 1 }))
+        const data = rows.slice(0, page.limit).map((r): AttemptRow => ({ ...r, succeeded: r.succeeded === 1 }))
         const last = data.at(-1)
         const next = rows.length > page.limit && last
           ? Cursor.encode([last.attempted_at, last.delivery_id, last.attempt])

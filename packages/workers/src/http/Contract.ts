@@ -15,6 +15,7 @@
  * 400s are documented here and come back as `Problem`s naming each field.
  */
 import { Context, Option, Result, Schema, SchemaAST } from "effect"
+import type { HttpMethod } from "effect/http"
 import { type HttpApiEndpoint, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Context as HonoContext, Handler, Hono, MiddlewareHandler } from "hono"
 import type { ContentfulStatusCode } from "hono/utils/http-status"
@@ -34,6 +35,7 @@ export interface Endpoint {
   readonly method: string
   readonly path: string
   readonly query: Schema.Top | undefined
+  readonly success: ReadonlySet<Schema.Top>
   readonly annotations: Context.Context<never>
 }
 
@@ -61,8 +63,21 @@ const problemContent = { "application/json": { schema: { $ref: "#/components/sch
  * requirement with those scopes, the 401 and 403 every authenticated route can answer, and a description
  * per error status.
  */
-export const describe = (d: Description) => <E extends HttpApiEndpoint.Constraint>(self: E): E => {
-  const endpoint = self as unknown as HttpApiEndpoint.Top
+export const describe = (d: Description) => <
+  Identifier extends string,
+  Method extends HttpMethod.HttpMethod,
+  Path extends string,
+  Params extends Schema.Top,
+  Query extends Schema.Top,
+  Payload extends Schema.Top,
+  Headers extends Schema.Top,
+  Success extends Schema.Top,
+  Error extends Schema.Top,
+  Middleware,
+  MiddlewareServices
+>(
+  endpoint: HttpApiEndpoint.HttpApiEndpoint<Identifier, Method, Path, Params, Query, Payload, Headers, Success, Error, Middleware, MiddlewareServices>
+) => {
   const scoped = d.scopes === undefined ? endpoint : endpoint.annotate(Scopes, d.scopes)
   return scoped.annotateMerge(OpenApi.annotations({
     summary: d.summary,
@@ -89,7 +104,7 @@ export const describe = (d: Description) => <E extends HttpApiEndpoint.Constrain
         ...(d.scopes === undefined ? {} : { "x-factline-scopes": [...d.scopes] })
       }
     }
-  })) as unknown as E
+  }))
 }
 
 /** The scopes of an endpoint, or undefined for a public one. */
@@ -151,7 +166,7 @@ export type Reply<E> = (body: SuccessBody<E>, headers?: Readonly<Record<string, 
 export type Answer<E> = Documented<SuccessBody<E>> | Raw
 
 /** The documented success status of an endpoint (its first success schema's `httpApiStatus`, else 200; 204 without a body). */
-export const successStatus = (endpoint: HttpApiEndpoint.Top): number => {
+export const successStatus = (endpoint: Endpoint): number => {
   const [first] = endpoint.success
   if (first === undefined) return 204
   // HttpApiSchema.status keeps the status on the schema's annotations, or on its key context (annotateKey).
@@ -172,7 +187,7 @@ export const bind = <E extends HttpApiEndpoint.Constraint & Endpoint>(
 ) => {
   const scopes = scopesOf(endpoint)
   const query = checkQuery(endpoint)
-  const status = successStatus(endpoint as unknown as HttpApiEndpoint.Top) as ContentfulStatusCode
+  const status = successStatus(endpoint) as ContentfulStatusCode
   const guards = [
     ...(scopes === undefined ? [] : [requireScope(...scopes)]),
     strictQuery(queryNames(endpoint)),
