@@ -8,6 +8,8 @@ declare global {
       LEDGER: DurableObjectNamespace
       EVENTS_QUEUE: Queue
       EVENTS_DLQ: Queue
+      /** The static assets (wrangler.jsonc `assets`): the dashboard and /docs. */
+      ASSETS: Fetcher
       FACTLINE_TOKENS: string
       FACTLINE_RETRY_DELAY_SCALE: string
       TEST_MIGRATIONS: D1Migration[]
