@@ -65,6 +65,8 @@ describe("GET /dashboard", () => {
     expect(byFileName.status).toBeGreaterThanOrEqual(300)
     expect(byFileName.status).toBeLessThan(400)
     expect(new URL(byFileName.headers.get("location")!, "http://factline.test").pathname).toBe("/dashboard")
+    // The headers file configures the assets; it is not one of them.
+    expect((await asset("/_headers")).status).toBe(404)
   })
 
   it("without an ASSETS binding, the Worker answers 404 naming the assets configuration to add", async () => {
