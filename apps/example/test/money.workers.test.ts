@@ -81,8 +81,8 @@ describe("money above 2^53 (issue 8, defect 12)", () => {
     // Past the ingest check (a fact written by other code, or a projection that computes its increment).
     const charge = await storedFact(call, 3, "charge", { call_id: call, buyer_id: buyer, amount_cents: 2 ** 53 + 2, currency: "EUR" })
     const [outcome] = await apply([charge])
-    expect(outcome).toMatchObject({ _tag: "Failed", transient: false, reason: "permanent_failure" })
-    const error = (outcome as { error: string }).error
+    expect(outcome).toMatchObject({ _tag: "Failure", failure: { retryable: false, reason: "permanent_failure" } })
+    const error = (outcome as { failure: { message: string } }).failure.message
     expect(error).toContain('projection "buyer_budgets"')
     expect(error).toContain('projection "calls"')
     expect(error).toMatch(/UnsafeInteger: .*increment 9007199254740994 for spent_cents/)

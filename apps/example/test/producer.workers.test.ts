@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers"
 import { Effect, Layer } from "effect"
 import { describe, expect, it } from "vitest"
-import { PayloadStore, Producer } from "@factline/core"
+import { Failure, PayloadStore, Producer } from "@factline/core"
 import { CallCompleted } from "../src/calls/Calls.js"
 import { Blob } from "./TestModule.js"
 import { drain } from "./Drain.js"
@@ -59,8 +59,8 @@ describe("Producer", () => {
       Effect.flip(p.emit(CallCompleted, { call_id: "c", buyer_id: "b", duration_s: -1, price_cents: 5, currency: "usd" }, {
         tenant_id: "tenant-a", subject: "c", idempotency_key: "x"
       })))
-    expect(error._tag).toBe("InvalidMessages")
-    expect((error as Producer.InvalidMessages).problems.map((p) => p.path).sort()).toEqual(["payload.currency", "payload.duration_s"])
+    expect(error).toMatchObject({ _tag: "InvalidInput", code: "invalid_events", status: 400 })
+    expect((error as Failure.InvalidInput).problems!.map((p) => p.path).sort()).toEqual(["payload.currency", "payload.duration_s"])
     expect(calls).toEqual([])
   })
 

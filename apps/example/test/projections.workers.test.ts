@@ -5,7 +5,7 @@
  * the stored rows.
  */
 import { env } from "cloudflare:workers"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Result } from "effect"
 import { describe, expect, it } from "vitest"
 import { ProjectionConsumer, ProjectionQuery, ProjectionStore, Registry } from "@factline/core"
 import type { Fact } from "@factline/schemas"
@@ -39,7 +39,7 @@ const life = async (call_id: string, buyer_id: string, price_cents = 500) => [
   await storedFact(call_id, 4, "refund", { call_id, buyer_id, amount_cents: price_cents, currency: "EUR" })
 ]
 
-const done = { _tag: "Done" }
+const done = Result.succeed(undefined)
 
 describe("set-based projection writes", () => {
   it("a batch applied twice gives the same rows as applied once", async () => {
@@ -161,8 +161,8 @@ describe("set-based projection writes", () => {
     const good = await life(unique("call"), buyer)
     const broken = { ...await storedFact(unique("call"), 1, "outcome", {}), data: null as unknown as Record<string, unknown> }
     const outcomes = await apply([good[0]!, broken, ...good.slice(1)])
-    expect(outcomes[1]).toMatchObject({ _tag: "Failed", transient: false, reason: "permanent_failure" })
-    expect(outcomes.filter((o) => o?._tag === "Done")).toHaveLength(4)
+    expect(outcomes[1]).toMatchObject({ _tag: "Failure", failure: { retryable: false, reason: "permanent_failure" } })
+    expect(outcomes.filter((o) => o !== undefined && Result.isSuccess(o))).toHaveLength(4)
     expect(await budget(buyer)).toEqual({ spent_cents: 0, charges: 1, refunds: 1 })
     expect(await callRow(good[0]!.stream)).toMatchObject({ buyer_id: buyer, qualified: 1, charged_cents: 500, refunded_cents: 500 })
   })
@@ -174,10 +174,10 @@ describe("set-based projection writes", () => {
     fragileBuyers.add(buyer)
     const outcomes = await apply(facts)
     // The charge (position 2) is what `fragile` cannot map; nothing else failed.
-    expect(outcomes.map((o) => o?._tag)).toEqual(["Done", "Done", "Failed", "Done"])
-    expect(outcomes[2]).toMatchObject({ transient: false, reason: "permanent_failure" })
-    expect((outcomes[2] as any).error).toContain(`projection "fragile" failed to map charge fact ${facts[2]!.fact_id}`)
-    expect((outcomes[2] as any).error).not.toContain('"calls"')
+    expect(outcomes.map((o) => o?._tag)).toEqual(["Success", "Success", "Failure", "Success"])
+    expect(outcomes[2]).toMatchObject({ failure: { retryable: false, reason: "permanent_failure" } })
+    expect((outcomes[2] as any).failure.message).toContain(`projection "fragile" failed to map charge fact ${facts[2]!.fact_id}`)
+    expect((outcomes[2] as any).failure.message).not.toContain('"calls"')
     expect(await copies(call_id)).toBe(4)
     expect(await callRow(call_id)).toMatchObject({ buyer_id: buyer, qualified: 1, charged_cents: 500, refunded_cents: 500 })
     expect(await budget(buyer)).toEqual({ spent_cents: 0, charges: 1, refunds: 1 })
@@ -195,7 +195,7 @@ describe("set-based projection writes", () => {
     const refused = await storedFact(unique("call"), 3, "charge", { call_id: "x" })
     const outcomes = await apply([...good, refused])
     expect(outcomes.slice(0, 4)).toEqual([done, done, done, done])
-    expect(outcomes[4]).toMatchObject({ _tag: "Failed", transient: true })
+    expect(outcomes[4]).toMatchObject({ _tag: "Failure", failure: { retryable: true } })
     expect(await budget(buyer)).toEqual({ spent_cents: 0, charges: 1, refunds: 1 })
     expect(await callRow(good[0]!.stream)).toMatchObject({ buyer_id: buyer, qualified: 1, charged_cents: 500, refunded_cents: 500 })
     expect(await copies(refused.stream)).toBe(0)

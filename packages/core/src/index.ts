@@ -1,5 +1,5 @@
 /**
- * @factline/core — the framework: registry and router, consumer runtime,
+ * @factline/core — the framework: registry, routing, consumer runtime,
  * retry policies, ledger protocol, producer. Cloudflare bindings are reached
  * only through the services' live layers.
  */
@@ -10,7 +10,8 @@ export * as Handler from "./definitions/Handler.js"
 export * as Processor from "./definitions/Processor.js"
 export * as Projection from "./definitions/Projection.js"
 export * as Module from "./definitions/Module.js"
-export { PermanentError, TransientError, type HandlerError } from "./definitions/HandlerError.js"
+export { PermanentError, TransientError, type HandlerError } from "./failures/Failure.js"
+export * as Failure from "./failures/Failure.js"
 export * as Registry from "./registry/Registry.js"
 export * as Dispatch from "./routing/Dispatch.js"
 export * as EventsConsumer from "./routing/EventsConsumer.js"

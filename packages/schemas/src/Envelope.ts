@@ -4,7 +4,7 @@
  * Field rules follow DESIGN.md: `idempotency_key` is the dedupe key (never
  * `message_id`), `tenant_id` is the isolation boundary, exactly one of
  * `payload` / `payload_ref` is present. This module validates the envelope only;
- * the payload is validated against the registered schema by the router.
+ * the payload is validated against the registered schema by the events consumer (through the registry).
  */
 import { Schema } from "effect"
 import { Traceparent } from "./TraceContext.js"

@@ -15,6 +15,7 @@ import {
   Consumer,
   DeadLetterConsumer,
   EventsConsumer,
+  Failure,
   type LedgerProtocol,
   type Module,
   ProcessingConsumer,
@@ -73,7 +74,7 @@ const notYetConsumed = (policy: RetryPolicy.RetryPolicy, batch: MessageBatch<unk
     {
       policy,
       decode: () =>
-        Effect.fail<Consumer.Rejection>({ reason: "permanent_failure", error: `${policy.queue} has no consumer yet; kept in its dead-letter queue for replay` }),
+        Effect.fail(new Failure.PermanentError({ message: `${policy.queue} has no consumer yet; kept in its dead-letter queue for replay` })),
       process: () => Effect.succeed(new Map<string, Consumer.Outcome>())
     },
     batch

@@ -15,6 +15,7 @@
 import { Cause, Effect, Exit, Result } from "effect"
 import { type BatchPayload, BatchPayload as BatchPayloadSchema, Envelope, Issues } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
+import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as Rebuild from "../projections/Rebuild.js"
 import * as BatchJobs from "./BatchJobs.js"
@@ -48,9 +49,9 @@ export interface Chunk {
 
 export const decode = (body: unknown, delivery: Consumer.Delivery) => {
   const envelope = decodeEnvelope(body)
-  if (Result.isFailure(envelope)) return Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: Issues.render(envelope.failure) })
+  if (Result.isFailure(envelope)) return Effect.fail(new Failure.PermanentError({ reason: "decode_error", message: Issues.render(envelope.failure) }))
   const payload = decodePayload(envelope.success.payload, ["payload"])
-  if (Result.isFailure(payload)) return Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: Issues.render(payload.failure) })
+  if (Result.isFailure(payload)) return Effect.fail(new Failure.PermanentError({ reason: "decode_error", message: Issues.render(payload.failure) }))
   const value: Chunk = { payload: payload.success, tenantId: envelope.success.tenant_id, last: delivery.last }
   return Effect.succeed([{ key: `${envelope.success.tenant_id}/${envelope.success.idempotency_key}`, value }])
 }
@@ -118,17 +119,16 @@ export const process = (enqueue: (next: Envelope) => Promise<void>) =>
           continue
         }
         const error = `${payload.operation} chunk ${payload.offset} failed: ${messageOf(exit.cause)}`
-        const squashed = Cause.squash(exit.cause)
-        const permanent = (squashed instanceof Import.ImportChunkFailed || squashed instanceof Export.ExportChunkFailed || squashed instanceof Reconcile.ReconcileChunkFailed) && squashed.permanent
+        const permanent = !Failure.classify(exit.cause).retryable
         if (permanent || value.last) {
           // Recorded before the message settles; if even that fails, the chunk is retried (or dead-lettered with the error).
           const failed = yield* Effect.exit(failJob(value, error))
           if (Exit.isFailure(failed)) {
-            outcomes.set(key, Consumer.transient(`${error}; the job could not be marked failed: ${messageOf(failed.cause)}`))
+            outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `${error}; the job could not be marked failed: ${messageOf(failed.cause)}` })))
             continue
           }
         }
-        outcomes.set(key, permanent ? Consumer.permanent("permanent_failure", error) : Consumer.transient(error))
+        outcomes.set(key, permanent ? Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: error })) : Consumer.failed(new Failure.TransientError({ message: error })))
       }
       return outcomes as ReadonlyMap<string, Consumer.Outcome>
     })

@@ -5,11 +5,8 @@
  * byte range: a job never loads a whole input. Downloads and uploads stream at
  * the HTTP edge; this service is what the batch consumer uses.
  */
-import { Context, Effect, Layer, Schema } from "effect"
-
-export class BatchFilesUnavailable extends Schema.TaggedError<BatchFilesUnavailable>()("BatchFilesUnavailable", {
-  message: Schema.String
-}) {}
+import { Context, Effect, Layer } from "effect"
+import * as Failure from "../failures/Failure.js"
 
 export interface Range {
   readonly bytes: Uint8Array
@@ -18,14 +15,14 @@ export interface Range {
 }
 
 export class BatchFiles extends Context.Service<BatchFiles, {
-  readonly put: (key: string, body: string) => Effect.Effect<void, BatchFilesUnavailable>
+  readonly put: (key: string, body: string) => Effect.Effect<void, Failure.Unavailable>
   /** Up to `length` bytes from `offset`, or undefined when the object does not exist. */
-  readonly read: (key: string, offset: number, length: number) => Effect.Effect<Range | undefined, BatchFilesUnavailable>
+  readonly read: (key: string, offset: number, length: number) => Effect.Effect<Range | undefined, Failure.Unavailable>
 }>()("@factline/core/BatchFiles") {
   static readonly layer = (bucket: R2Bucket) => Layer.succeed(BatchFiles, make(bucket))
 }
 
-const unavailable = (cause: unknown) => new BatchFilesUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
+const unavailable = (cause: unknown) => new Failure.Unavailable({ service: "the payload store", message: cause instanceof Error ? cause.message : String(cause) })
 
 export const make = (bucket: R2Bucket): BatchFiles["Service"] => ({
   put: (key, body) =>

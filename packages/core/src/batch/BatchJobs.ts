@@ -13,8 +13,9 @@
  * Rebuilds keep their own record (`projection_rebuilds`, Rebuild.ts): they are
  * platform-wide, owned by the platform's tenant.
  */
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import { ProjectionStore } from "../projections/ProjectionStore.js"
+import * as Failure from "../failures/Failure.js"
 
 export const operations = ["import", "export", "reconcile"] as const
 export type Operation = (typeof operations)[number]
@@ -93,11 +94,6 @@ export const view = (row: Row): View => ({
 
 export const isFinished = (status: Status) => status === "succeeded" || status === "failed" || status === "cancelled"
 
-export class BatchJobRefused extends Schema.TaggedError<BatchJobRefused>()("BatchJobRefused", {
-  code: Schema.Literals(["not_found", "conflict"]),
-  message: Schema.String
-}) {}
-
 export const newId = () => `bt_${Date.now().toString(36)}_${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`
 
 /** The R2 key of a job's input (an inline import's items, written as NDJSON) under its tenant's prefix. */
@@ -152,8 +148,8 @@ export const cancel = (tenantId: string, id: string, now: string) =>
     })
     if (row) return row
     const existing = yield* get(tenantId, id)
-    if (!existing) return yield* new BatchJobRefused({ code: "not_found", message: `no batch "${id}"` })
-    return yield* new BatchJobRefused({ code: "conflict", message: `batch ${id} is ${existing.status}; only a queued or running batch can be cancelled` })
+    if (!existing) return yield* new Failure.NotFound({ message: `no batch "${id}"` })
+    return yield* new Failure.Conflict({ message: `batch ${id} is ${existing.status}; only a queued or running batch can be cancelled` })
   })
 
 /** The job cannot finish (a chunk exhausted its retries): it ends `failed` with the error, unless already finished. */

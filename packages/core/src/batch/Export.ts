@@ -13,7 +13,7 @@
  * It does not: export another tenant's data (the query is scoped to the job's
  * tenant), or filter (the whole projection or all facts).
  */
-import { Effect, Result, Schema } from "effect"
+import { Effect, Result } from "effect"
 import type { BatchPayload } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
 import * as ProjectionQuery from "../projections/ProjectionQuery.js"
@@ -21,6 +21,7 @@ import { ProjectionStore } from "../projections/ProjectionStore.js"
 import { Registry } from "../registry/Registry.js"
 import * as BatchFiles from "./BatchFiles.js"
 import * as BatchJobs from "./BatchJobs.js"
+import * as Failure from "../failures/Failure.js"
 
 /** Rows per chunk: the analysts' API's largest page. */
 export const rowsPerChunk = ProjectionQuery.maxLimit
@@ -34,11 +35,6 @@ export interface Params {
   readonly projection?: string
   readonly format: Format
 }
-
-export class ExportChunkFailed extends Schema.TaggedError<ExportChunkFailed>()("ExportChunkFailed", {
-  message: Schema.String,
-  permanent: Schema.Boolean
-}) {}
 
 /** The prefix of a job's output parts; the download lists it in key order. */
 export const outputPrefix = (tenantId: string, id: string) => `${tenantId}/batches/${id}/output/`
@@ -68,7 +64,7 @@ export const step = (payload: BatchPayload) =>
     const job = yield* BatchJobs.find(payload.batch_id)
     if (!job || BatchJobs.isFinished(job.status)) return undefined
     const chunk = payload.offset
-    if (job.chunks_done < chunk) return yield* new ExportChunkFailed({ message: `chunk ${chunk} arrived before chunk ${job.chunks_done} was recorded`, permanent: false })
+    if (job.chunks_done < chunk) return yield* new Failure.TransientError({ message: `chunk ${chunk} arrived before chunk ${job.chunks_done} was recorded` })
     const now = new Date().toISOString()
     if (job.status === "queued") yield* BatchJobs.markRunning(job.id, now)
     const params = JSON.parse(job.params) as Params
@@ -76,10 +72,10 @@ export const step = (payload: BatchPayload) =>
     const query = { limit: String(rowsPerChunk), ...(cursor === undefined ? {} : { cursor }) }
     const projection = params.projection === undefined ? undefined : registry.projection(params.projection)
     if (params.projection !== undefined && projection === undefined) {
-      return yield* new ExportChunkFailed({ message: `projection "${params.projection}" is no longer registered`, permanent: true })
+      return yield* new Failure.PermanentError({ message: `projection "${params.projection}" is no longer registered` })
     }
     const page = projection === undefined ? ProjectionQuery.facts(job.tenant_id, query) : ProjectionQuery.rows(projection, job.tenant_id, query)
-    if (Result.isFailure(page)) return yield* new ExportChunkFailed({ message: `the export query was refused: ${JSON.stringify(page.failure)}`, permanent: true })
+    if (Result.isFailure(page)) return yield* new Failure.PermanentError({ message: `the export query was refused: ${JSON.stringify(page.failure)}` })
     const fetched = yield* store.query<Record<string, unknown>>(page.success.sql)
     const booleans = projection === undefined ? [] : Projection.booleanColumns(projection)
     const rows = fetched.slice(0, page.success.limit).map((row): Record<string, unknown> => {

@@ -22,9 +22,10 @@
  * It does not: dead-letter a bad line (it is reported on the job instead),
  * or accept a line longer than `maxLineBytes`.
  */
-import { Cause, Effect, Exit, Schema } from "effect"
+import { Effect, Exit, Result } from "effect"
 import type { BatchPayload } from "@factline/schemas"
 import type * as Consumer from "../consuming/Consumer.js"
+import * as Failure from "../failures/Failure.js"
 import * as EventsConsumer from "../routing/EventsConsumer.js"
 import * as BatchFiles from "./BatchFiles.js"
 import * as BatchJobs from "./BatchJobs.js"
@@ -35,12 +36,6 @@ export const linesPerChunk = 100
 export const maxLineBytes = 1024 * 1024
 /** Envelopes per inline import request. */
 export const maxInlineEvents = 1_000
-
-export class ImportChunkFailed extends Schema.TaggedError<ImportChunkFailed>()("ImportChunkFailed", {
-  message: Schema.String,
-  /** Retrying cannot help (the input is gone or malformed beyond a line): the job fails at once. */
-  permanent: Schema.Boolean
-}) {}
 
 const newline = 0x0a
 
@@ -85,10 +80,8 @@ const envelopeOf = (bytes: Uint8Array, tenantId: string): { readonly envelope: u
   return { envelope: { ...value, tenant_id: tenantId } }
 }
 
-const rejection = (cause: Cause.Cause<Consumer.Rejection>) => {
-  const failure = Cause.squash(cause) as Partial<Consumer.Rejection>
-  return { error: `${failure.reason ?? "decode_error"}: ${failure.error ?? String(failure)}`, transient: failure.transient === true }
-}
+/** A line's failure as the job reports it: `reason: text` (a retryable one fails the chunk instead). */
+const lineError = (failure: Failure.Failure) => `${failure.reason}: ${failure.message}`
 
 /** Runs one chunk; returns the next chunk's message payload, or undefined when the job is done (or stopped). */
 export const step = (payload: BatchPayload) =>
@@ -100,17 +93,17 @@ export const step = (payload: BatchPayload) =>
     const next: BatchPayload = { ...payload, offset: chunk + 1 }
     // Recorded by an earlier delivery: only the next chunk may still be missing (the inbox dedupes a second send).
     if (job.chunks_done > chunk) return next
-    if (job.chunks_done < chunk) return yield* new ImportChunkFailed({ message: `chunk ${chunk} arrived before chunk ${job.chunks_done} was recorded`, permanent: false })
+    if (job.chunks_done < chunk) return yield* new Failure.TransientError({ message: `chunk ${chunk} arrived before chunk ${job.chunks_done} was recorded` })
     const now = new Date().toISOString()
     if (job.status === "queued") yield* BatchJobs.markRunning(job.id, now)
-    if (job.input_key === null) return yield* new ImportChunkFailed({ message: "the job has no input", permanent: true })
+    if (job.input_key === null) return yield* new Failure.PermanentError({ message: "the job has no input" })
 
     const range = yield* files.read(job.input_key, job.cursor, maxLineBytes)
-    if (range === undefined) return yield* new ImportChunkFailed({ message: `the input ${job.input_key} does not exist`, permanent: true })
+    if (range === undefined) return yield* new Failure.PermanentError({ message: `the input ${job.input_key} does not exist` })
     const eof = job.cursor + range.bytes.length >= range.size
     const { lines, consumed } = splitLines(range.bytes, linesPerChunk, eof)
     if (lines.length === 0 && !eof) {
-      return yield* new ImportChunkFailed({ message: `line ${job.offset + 1} is longer than ${maxLineBytes} bytes`, permanent: true })
+      return yield* new Failure.PermanentError({ message: `line ${job.offset + 1} is longer than ${maxLineBytes} bytes` })
     }
 
     // Decode every line; keep its line number with its item key (copies of one envelope share a key).
@@ -127,9 +120,9 @@ export const step = (payload: BatchPayload) =>
       }
       const decoded = yield* Effect.exit(EventsConsumer.decode(parsed.envelope))
       if (Exit.isFailure(decoded)) {
-        const { error, transient } = rejection(decoded.cause)
-        if (transient) return yield* new ImportChunkFailed({ message: `line ${line}: ${error}`, permanent: false })
-        errors.push({ line, error })
+        const failure = Failure.classify(decoded.cause)
+        if (failure.retryable) return yield* new Failure.TransientError({ message: `line ${line}: ${failure.message}` })
+        errors.push({ line, error: lineError(failure) })
         continue
       }
       for (const item of decoded.value) {
@@ -149,12 +142,12 @@ export const step = (payload: BatchPayload) =>
       for (const { key } of items) {
         const outcome = outcomes.get(key)
         const at = linesOf.get(key)!
-        if (outcome === undefined || (outcome._tag === "Failed" && outcome.transient)) {
-          const error = outcome?._tag === "Failed" ? outcome.error : "no outcome"
-          return yield* new ImportChunkFailed({ message: `line ${at[0]}: ${error}`, permanent: false })
+        if (outcome === undefined || (Result.isFailure(outcome) && outcome.failure.retryable)) {
+          const error = outcome === undefined ? "no outcome" : Result.isFailure(outcome) ? outcome.failure.message : ""
+          return yield* new Failure.TransientError({ message: `line ${at[0]}: ${error}` })
         }
-        if (outcome._tag === "Done") succeeded += at.length
-        else for (const line of at) errors.push({ line, error: `${outcome.reason}: ${outcome.error}` })
+        if (Result.isSuccess(outcome)) succeeded += at.length
+        else for (const line of at) errors.push({ line, error: lineError(outcome.failure) })
       }
     }
     errors.sort((a, b) => a.line - b.line)

@@ -19,7 +19,7 @@
  * traffic is quiet — a row written meanwhile could be reported, and repaired,
  * to the ledger's state at the replay; or compare another tenant's rows.
  */
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import type { BatchPayload } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
 import { Ledger } from "../ledger/Ledger.js"
@@ -27,6 +27,7 @@ import { ProjectionStore } from "../projections/ProjectionStore.js"
 import * as Rebuild from "../projections/Rebuild.js"
 import { Registry } from "../registry/Registry.js"
 import * as BatchJobs from "./BatchJobs.js"
+import * as Failure from "../failures/Failure.js"
 
 export const shardsPerChunk = 25
 /** Drifted rows a job repairs at most; more fail the job (a rebuild is the tool then). */
@@ -36,11 +37,6 @@ export interface Params {
   readonly projection: string
   readonly repair: boolean
 }
-
-export class ReconcileChunkFailed extends Schema.TaggedError<ReconcileChunkFailed>()("ReconcileChunkFailed", {
-  message: Schema.String,
-  permanent: Schema.Boolean
-}) {}
 
 const q = (identifier: string) => `"${identifier.replace(/"/g, '""')}"`
 
@@ -71,20 +67,20 @@ export const step = (payload: BatchPayload) =>
       return undefined
     }
     const chunk = payload.offset
-    if (job.chunks_done < chunk) return yield* new ReconcileChunkFailed({ message: `chunk ${chunk} arrived before chunk ${job.chunks_done} was recorded`, permanent: false })
+    if (job.chunks_done < chunk) return yield* new Failure.TransientError({ message: `chunk ${chunk} arrived before chunk ${job.chunks_done} was recorded` })
     const next: BatchPayload = { ...payload, offset: chunk + 1 }
     if (job.chunks_done > chunk) return next
     const now = new Date().toISOString()
     if (job.status === "queued") yield* BatchJobs.markRunning(job.id, now)
     const params = JSON.parse(job.params) as Params
     const p = registry.projection(params.projection)
-    if (!p) return yield* new ReconcileChunkFailed({ message: `projection "${params.projection}" is no longer registered`, permanent: true })
+    if (!p) return yield* new Failure.PermanentError({ message: `projection "${params.projection}" is no longer registered` })
     const live = Projection.tableName(p)
     const shadow = `${live}__${job.id}`
     const target: Projection.Target = { table: shadow, appliedAs: `${p.name}__${job.id}` }
     if (chunk === 0) {
       const created = yield* Rebuild.shadowStatement(live, shadow)
-      if (!created) return yield* new ReconcileChunkFailed({ message: `table ${live} does not exist`, permanent: true })
+      if (!created) return yield* new Failure.PermanentError({ message: `table ${live} does not exist` })
       yield* store.execute([{ sql: created.sql.replace(/^CREATE TABLE /i, "CREATE TABLE IF NOT EXISTS "), params: [] }])
     }
 
@@ -123,7 +119,7 @@ export const step = (payload: BatchPayload) =>
     for (const row of drifted) entry(row).live = row
     for (const row of expected) entry(row).ledger = row
     if (params.repair && byKey.size > maxRepairs) {
-      return yield* new ReconcileChunkFailed({ message: `${byKey.size} rows drifted (more than ${maxRepairs}): rebuild the projection instead`, permanent: true })
+      return yield* new Failure.PermanentError({ message: `${byKey.size} rows drifted (more than ${maxRepairs}): rebuild the projection instead` })
     }
     const drifts = [...byKey.values()].sort((a, b) => (JSON.stringify(a.key) < JSON.stringify(b.key) ? -1 : 1))
     const errors: Array<BatchJobs.ItemError> = drifts.map((d, i) => ({

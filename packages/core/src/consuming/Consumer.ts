@@ -23,49 +23,19 @@
  */
 import { Cause, Effect, Result } from "effect"
 import { type DeadLetterRecord, type FailureReason, TraceContext } from "@factline/schemas"
+import * as Failure from "../failures/Failure.js"
 import { DeadLetters, maxErrorLength } from "./DeadLetters.js"
 import * as Inbox from "./Inbox.js"
 import * as RetryPolicy from "./RetryPolicy.js"
 
-/** Why a message could not even be decoded/loaded. Permanent unless `transient`. */
-export interface Rejection {
-  readonly reason: FailureReason
-  readonly error: string
-  readonly transient?: boolean
-}
-
-export type Outcome =
-  | { readonly _tag: "Done" }
-  | {
-    readonly _tag: "Failed"
-    readonly transient: boolean
-    readonly reason: FailureReason
-    readonly error: string
-    /** The least delay before the next attempt (a receiver's `Retry-After`), capped at the policy's maximum. */
-    readonly retryAfterSeconds?: number
-  }
-
-export const done: Outcome = { _tag: "Done" }
-export const transient = (error: string, retryAfterSeconds?: number): Outcome =>
-  retryAfterSeconds === undefined
-    ? { _tag: "Failed", transient: true, reason: "retries_exhausted", error }
-    : { _tag: "Failed", transient: true, reason: "retries_exhausted", error, retryAfterSeconds }
-export const permanent = (reason: FailureReason, error: string): Outcome => ({ _tag: "Failed", transient: false, reason, error })
-
 /**
- * The outcome of product code that failed: a `PermanentError` is permanent;
- * everything else — a `TransientError`, an infrastructure error, a thrown
- * exception — is transient.
+ * The outcome of one item: done, or the family failure it ended with (`retryable` decides between a retry
+ * and the dead-letter queue; `reason` is the dead letter's). Decoders fail with a family failure too.
  */
-export const fromCause = (cause: Cause.Cause<unknown>): Outcome => {
-  const error = Cause.squash(cause)
-  if (typeof error === "object" && error !== null && "_tag" in error) {
-    const tagged = error as { readonly _tag: string; readonly message?: string }
-    if (tagged._tag === "PermanentError") return permanent("permanent_failure", tagged.message ?? "permanent failure")
-    return transient(`${tagged._tag}: ${tagged.message ?? ""}`)
-  }
-  return transient(error instanceof Error ? `${error.name}: ${error.message}` : String(error))
-}
+export type Outcome = Result.Result<void, Failure.Failure>
+
+export const done: Outcome = Result.succeed(undefined)
+export const failed = (failure: Failure.Failure): Outcome => Result.fail(failure)
 
 export type LogLevel = "all" | "failures" | "none"
 
@@ -134,7 +104,7 @@ export interface Item<T> {
 export interface Spec<T, R, P = R> {
   readonly policy: RetryPolicy.RetryPolicy
   /** Decodes (and loads) one body into its items, each keyed by its idempotency key; `delivery` says which attempt this is. */
-  readonly decode: (body: unknown, delivery: Delivery) => Effect.Effect<ReadonlyArray<Item<T>>, Rejection, R>
+  readonly decode: (body: unknown, delivery: Delivery) => Effect.Effect<ReadonlyArray<Item<T>>, Failure.Failure, R>
   /** Processes the items that still need work (one per key); returns an outcome per key. */
   readonly process: (items: ReadonlyArray<Item<T>>) => Effect.Effect<ReadonlyMap<string, Outcome>, never, P>
   /** Multiplies every retry delay (tests use 0). Defaults to 1. */
@@ -185,7 +155,7 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
     const decoded = yield* Effect.forEach(
       messages,
       (m) => Effect.result(Effect.catchDefect(Effect.suspend(() => spec.decode(m.body, { id: m.id, attempts: m.attempts, last: RetryPolicy.isLastAttempt(spec.policy, m.attempts) })), (defect) =>
-        Effect.fail<Rejection>({ reason: "decode_error", error: `decoder failed: ${String(defect)}`, transient: true }))),
+        Effect.fail(new Failure.TransientError({ message: `decoder failed: ${String(defect)}` })))),
       { concurrency: 16 }
     )
     const itemsOf = new Array<ReadonlyArray<Item<T>> | undefined>(messages.length)
@@ -195,10 +165,10 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       if (Result.isSuccess(r)) {
         itemsOf[i] = r.success
         for (const item of r.success) if (!values.has(item.key)) values.set(item.key, item.value)
-      } else if (r.failure.transient) {
-        verdicts[i] = retryOrExhausted(m, r.failure.error)
+      } else if (r.failure.retryable) {
+        verdicts[i] = retryOrExhausted(m, r.failure.message)
       } else {
-        verdicts[i] = { _tag: "DeadLetter", records: [{ body: m.body, reason: r.failure.reason, error: r.failure.error, firstAttemptedAt: enqueuedAt(m) }] }
+        verdicts[i] = { _tag: "DeadLetter", records: [{ body: m.body, reason: r.failure.reason, error: r.failure.message, firstAttemptedAt: enqueuedAt(m) }] }
       }
     })
 
@@ -219,45 +189,45 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
         : yield* Effect.catchCause(Effect.suspend(() => spec.process(todo)), (cause) =>
           Effect.as(
             Effect.logError(`process step failed on ${queue}`, cause),
-            new Map<string, Outcome>(todo.map(({ key }) => [key, transient(`process step failed: ${String(Cause.squash(cause))}`)]))
+            new Map<string, Outcome>(todo.map(({ key }) => [key, failed(new Failure.TransientError({ message: `process step failed: ${String(Cause.squash(cause))}` }))]))
           ))
       const outcomeOf = (key: string): Outcome =>
-        entries.success.get(key)?.status === "succeeded" ? done : outcomes.get(key) ?? transient("no outcome was produced for this message")
+        entries.success.get(key)?.status === "succeeded" ? done : outcomes.get(key) ?? failed(new Failure.TransientError({ message: "no outcome was produced for this message" }))
 
       // 4. durable (inbox only): record every outcome in one round trip before acking anything.
       const finished = spec.inbox !== true
         ? Result.succeed(undefined)
         : yield* Effect.result(inbox.finish(queue, todo.map(({ key }) => {
           const outcome = outcomeOf(key)
-          return outcome._tag === "Done"
+          return Result.isSuccess(outcome)
             ? { idempotency_key: key, status: "succeeded" as const, last_error: null }
-            : { idempotency_key: key, status: "failed" as const, last_error: truncate(outcome.error) }
+            : { idempotency_key: key, status: "failed" as const, last_error: truncate(outcome.failure.message) }
         }), now))
 
       itemsOf.forEach((items, i) => {
         if (items === undefined) return
         const m = messages[i]!
         if (Result.isFailure(finished)) return void (verdicts[i] = retryOrExhausted(m, finished.failure.message))
-        const failed = items.flatMap((item) => {
+        const failures = items.flatMap((item) => {
           const outcome = outcomeOf(item.key)
-          return outcome._tag === "Failed" ? [{ item, outcome }] : []
+          return Result.isFailure(outcome) ? [{ item, failure: outcome.failure }] : []
         })
-        if (failed.length === 0) return void (verdicts[i] = { _tag: "Ack" })
+        if (failures.length === 0) return void (verdicts[i] = { _tag: "Ack" })
         const last = RetryPolicy.isLastAttempt(spec.policy, m.attempts)
-        const retrying = failed.find((f) => f.outcome.transient)
-        // A transient failure retries the whole message; its permanent siblings are dead-lettered when it settles.
+        const retrying = failures.find((f) => f.failure.retryable)
+        // A retryable failure retries the whole message; its permanent siblings are dead-lettered when it settles.
         if (retrying && !last) {
-          const atLeast = Math.max(0, ...failed.map((f) => (f.outcome._tag === "Failed" ? f.outcome.retryAfterSeconds ?? 0 : 0)))
-          return void (verdicts[i] = atLeast > 0 ? { _tag: "Retry", error: retrying.outcome.error, atLeastSeconds: atLeast } : { _tag: "Retry", error: retrying.outcome.error })
+          const atLeast = Math.max(0, ...failures.map((f) => f.failure.retryAfterSeconds ?? 0))
+          return void (verdicts[i] = atLeast > 0 ? { _tag: "Retry", error: retrying.failure.message, atLeastSeconds: atLeast } : { _tag: "Retry", error: retrying.failure.message })
         }
-        const firstAttemptedAt = entries.success.get(failed[0]!.item.key)?.first_seen_at ?? enqueuedAt(m)
+        const firstAttemptedAt = entries.success.get(failures[0]!.item.key)?.first_seen_at ?? enqueuedAt(m)
         const alone = items.length === 1 || spec.isolate === undefined
         verdicts[i] = {
           _tag: "DeadLetter",
-          records: (alone ? failed.slice(0, 1) : failed).map(({ item, outcome }) => ({
+          records: (alone ? failures.slice(0, 1) : failures).map(({ item, failure }) => ({
             body: alone ? m.body : spec.isolate!(item),
-            reason: outcome.transient ? "retries_exhausted" : outcome.reason,
-            error: alone && failed.length > 1 ? failed.map((f) => `${f.item.key}: ${f.outcome.error}`).join("; ") : outcome.error,
+            reason: failure.retryable ? "retries_exhausted" : failure.reason,
+            error: alone && failures.length > 1 ? failures.map((f) => `${f.item.key}: ${f.failure.message}`).join("; ") : failure.message,
             firstAttemptedAt
           }))
         }

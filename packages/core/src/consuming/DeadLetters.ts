@@ -7,16 +7,13 @@
  * after the send resolved is the original acked; if it fails, the message is
  * retried instead, so nothing is lost.
  */
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { DeadLetterRecord } from "@factline/schemas"
 import * as SendBatches from "../producing/SendBatches.js"
-
-export class DeadLetterSendFailed extends Schema.TaggedError<DeadLetterSendFailed>()("DeadLetterSendFailed", {
-  message: Schema.String
-}) {}
+import * as Failure from "../failures/Failure.js"
 
 export class DeadLetters extends Context.Service<DeadLetters, {
-  readonly send: (queue: string, records: ReadonlyArray<DeadLetterRecord>) => Effect.Effect<void, DeadLetterSendFailed>
+  readonly send: (queue: string, records: ReadonlyArray<DeadLetterRecord>) => Effect.Effect<void, Failure.Unavailable>
 }>()("@factline/core/DeadLetters") {
   /** `queues` maps a source queue name to its DLQ producer binding. */
   static readonly layer = (queues: (queue: string) => Queue | undefined) => Layer.succeed(DeadLetters, make(queues))
@@ -35,6 +32,6 @@ export const make = (queues: (queue: string) => Queue | undefined): DeadLetters[
           if (!dlq) throw new Error(`no dead-letter queue binding for ${queue}`)
           await SendBatches.sendAll(dlq, records)
         },
-        catch: (cause) => new DeadLetterSendFailed({ message: cause instanceof Error ? cause.message : String(cause) })
+        catch: (cause) => new Failure.Unavailable({ service: "the dead-letter queue", message: cause instanceof Error ? cause.message : String(cause) })
       })
 })

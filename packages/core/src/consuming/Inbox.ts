@@ -11,7 +11,8 @@
  * delivered again with the same key. Statements are chunked to stay under D1's
  * 100 bound parameters and sent together in one `batch()`.
  */
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer } from "effect"
+import * as Failure from "../failures/Failure.js"
 
 export type Status = "processing" | "succeeded" | "failed"
 
@@ -28,15 +29,10 @@ export interface Outcome {
   readonly last_error: string | null
 }
 
-/** D1 could not be reached: transient, the whole batch is retried message by message. */
-export class InboxUnavailable extends Schema.TaggedError<InboxUnavailable>()("InboxUnavailable", {
-  message: Schema.String
-}) {}
-
 export class Inbox extends Context.Service<Inbox, {
   /** Registers the batch's keys and returns their status. */
-  readonly begin: (queue: string, keys: ReadonlyArray<string>, now: string) => Effect.Effect<ReadonlyMap<string, Entry>, InboxUnavailable>
-  readonly finish: (queue: string, outcomes: ReadonlyArray<Outcome>, now: string) => Effect.Effect<void, InboxUnavailable>
+  readonly begin: (queue: string, keys: ReadonlyArray<string>, now: string) => Effect.Effect<ReadonlyMap<string, Entry>, Failure.Unavailable>
+  readonly finish: (queue: string, outcomes: ReadonlyArray<Outcome>, now: string) => Effect.Effect<void, Failure.Unavailable>
 }>()("@factline/core/Inbox") {
   static readonly layer = (db: D1Database) => Layer.succeed(Inbox, make(db))
 }
@@ -47,7 +43,7 @@ const chunk = <T>(items: ReadonlyArray<T>, size: number): Array<Array<T>> => {
   return out
 }
 
-const unavailable = (cause: unknown) => new InboxUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
+const unavailable = (cause: unknown) => new Failure.Unavailable({ service: "the inbox", message: cause instanceof Error ? cause.message : String(cause) })
 
 export const make = (db: D1Database): Inbox["Service"] => ({
   begin: (queue, keys, now) =>

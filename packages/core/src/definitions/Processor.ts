@@ -11,7 +11,7 @@
  */
 import type { Effect } from "effect"
 import type * as FactDefinition from "./FactDefinition.js"
-import type { HandlerError } from "./HandlerError.js"
+import type { HandlerError } from "../failures/Failure.js"
 import * as Naming from "./Naming.js"
 
 type Defs = ReadonlyArray<FactDefinition.Any>

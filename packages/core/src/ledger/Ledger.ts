@@ -14,18 +14,14 @@
  * read page by page. The live layer wraps a `DurableObjectNamespace` of
  * LedgerShard and the D1 database holding the topology.
  */
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { Fact } from "@factline/schemas"
 import type { AppendGroup, AppendResult, Handover, LedgerShardRpc, ReadOptions, StreamKey, StreamState } from "./LedgerProtocol.js"
 import * as LedgerTopology from "./LedgerTopology.js"
 import * as Shards from "./Shards.js"
+import * as Failure from "../failures/Failure.js"
 
 export const shardPageSize = 1_000
-
-/** A shard (or the topology) could not be reached or threw: transient, the message is retried. */
-export class LedgerUnavailable extends Schema.TaggedError<LedgerUnavailable>()("LedgerUnavailable", {
-  message: Schema.String
-}) {}
 
 /** The groups of a shard that could not be reached (or threw): transient, those messages are retried. */
 export interface ShardUnavailable {
@@ -43,24 +39,24 @@ export interface StreamHandover extends StreamKey {
 
 export class Ledger extends Context.Service<Ledger, {
   /** One result per group, in order; fails as a whole only when the topology cannot be read. */
-  readonly append: (groups: ReadonlyArray<AppendGroup>) => Effect.Effect<ReadonlyArray<AppendOutcome>, LedgerUnavailable>
+  readonly append: (groups: ReadonlyArray<AppendGroup>) => Effect.Effect<ReadonlyArray<AppendOutcome>, Failure.Unavailable>
   /** The complete state (every fact) of each stream. */
-  readonly readStreams: (keys: ReadonlyArray<StreamKey>) => Effect.Effect<ReadonlyArray<StreamState>, LedgerUnavailable>
-  readonly read: (key: StreamKey, options?: ReadOptions) => Effect.Effect<StreamState, LedgerUnavailable>
+  readonly readStreams: (keys: ReadonlyArray<StreamKey>) => Effect.Effect<ReadonlyArray<StreamState>, Failure.Unavailable>
+  readonly read: (key: StreamKey, options?: ReadOptions) => Effect.Effect<StreamState, Failure.Unavailable>
   /**
    * Gives stored facts to their shards' outbox relay (one RPC per shard). Returns the streams
    * (`Shards.streamKey`) whose shard could not take them; the others were handed over.
    */
-  readonly handover: (items: ReadonlyArray<StreamHandover>) => Effect.Effect<ReadonlySet<string>, LedgerUnavailable>
+  readonly handover: (items: ReadonlyArray<StreamHandover>) => Effect.Effect<ReadonlySet<string>, Failure.Unavailable>
   /** Every fact of one shard (by shard key), all pages, in (stream, sequence) order. */
-  readonly readShard: (shardKey: string) => Effect.Effect<ReadonlyArray<Fact>, LedgerUnavailable>
+  readonly readShard: (shardKey: string) => Effect.Effect<ReadonlyArray<Fact>, Failure.Unavailable>
 }>()("@factline/core/Ledger") {
   static readonly layer = (namespace: DurableObjectNamespace, db: D1Database, shardsPerTenant?: number) =>
     Layer.succeed(Ledger, make(namespace, LedgerTopology.make(db, shardsPerTenant)))
 }
 
 const message = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
-const unavailable = (cause: unknown) => new LedgerUnavailable({ message: message(cause) })
+const unavailable = (cause: unknown) => new Failure.Unavailable({ service: "the ledger", message: message(cause) })
 
 /** The items grouped by the shard holding their stream, each with its input position. */
 const byShard = <T extends StreamKey>(items: ReadonlyArray<T>, shards: ReadonlyMap<string, number>) => {
@@ -82,7 +78,7 @@ export const make = (namespace: DurableObjectNamespace, topology: LedgerTopology
     items: ReadonlyArray<T>,
     shards: ReadonlyMap<string, number>,
     call: (shard: LedgerShardRpc, items: Array<T>, shardKey: string) => Promise<ReadonlyArray<R>>
-  ): Effect.Effect<Array<R>, LedgerUnavailable> =>
+  ): Effect.Effect<Array<R>, Failure.Unavailable> =>
     Effect.tryPromise({
       try: async () => {
         const groups = byShard(items, shards)
@@ -143,12 +139,12 @@ export const make = (namespace: DurableObjectNamespace, topology: LedgerTopology
     })
 
   /** Completes states whose first page did not hold the whole stream. */
-  const complete = (state: StreamState): Effect.Effect<StreamState, LedgerUnavailable> =>
+  const complete = (state: StreamState): Effect.Effect<StreamState, Failure.Unavailable> =>
     Effect.gen(function*() {
       const facts = [...state.facts]
       while ((facts.at(-1)?.sequence ?? 0) < state.version) {
         const page = yield* read(state, { after: facts.at(-1)?.sequence ?? 0 })
-        if (page.facts.length === 0) return yield* new LedgerUnavailable({ message: `stream ${Shards.streamKey(state)} ended before its version ${state.version}` })
+        if (page.facts.length === 0) return yield* new Failure.Unavailable({ service: "the ledger", message: `stream ${Shards.streamKey(state)} ended before its version ${state.version}` })
         facts.push(...page.facts)
       }
       return facts.length === state.facts.length ? state : { ...state, facts }

@@ -1,5 +1,5 @@
 /**
- * The ledger's RPC contract: what the router sends a LedgerShard and what it gets back.
+ * The ledger's RPC contract: what the events and fact-processing consumers send a LedgerShard and what it gets back.
  *
  * Plain, structured-clone-safe data (it crosses a Durable Object RPC boundary).
  * One `append` call carries every group of a batch that lands on one shard

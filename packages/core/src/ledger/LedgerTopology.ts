@@ -9,18 +9,15 @@
  * never goes stale). `lookup` is for readers: an unknown tenant has no
  * shards, and looking creates nothing.
  */
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import * as Shards from "./Shards.js"
-
-export class TopologyUnavailable extends Schema.TaggedError<TopologyUnavailable>()("TopologyUnavailable", {
-  message: Schema.String
-}) {}
+import * as Failure from "../failures/Failure.js"
 
 export interface LedgerTopology {
   /** The shard count of each tenant, recording `shardsPerTenant` for tenants seen for the first time. */
-  readonly register: (tenantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, number>, TopologyUnavailable>
+  readonly register: (tenantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, number>, Failure.Unavailable>
   /** The shard count of a tenant, or undefined if it never appended anything. */
-  readonly lookup: (tenantId: string) => Effect.Effect<number | undefined, TopologyUnavailable>
+  readonly lookup: (tenantId: string) => Effect.Effect<number | undefined, Failure.Unavailable>
 }
 
 /** Per database binding, per isolate: tenant → recorded shard count. */
@@ -67,7 +64,7 @@ export const make = (db: D1Database, shardsPerTenant: number = Shards.defaultSha
           if (missing.length > 0) throw new Error(`tenant(s) ${missing.join(", ")} could not be registered`)
           return known()
         },
-        catch: (cause) => new TopologyUnavailable({ message: `ledger topology unavailable: ${message(cause)}` })
+        catch: (cause) => new Failure.Unavailable({ service: "the shard registry", message: `ledger topology unavailable: ${message(cause)}` })
       })
     },
     lookup: (tenantId) => {
@@ -79,7 +76,7 @@ export const make = (db: D1Database, shardsPerTenant: number = Shards.defaultSha
           if (row) cache.set(tenantId, row.shard_count)
           return row?.shard_count
         },
-        catch: (cause) => new TopologyUnavailable({ message: `ledger topology unavailable: ${message(cause)}` })
+        catch: (cause) => new Failure.Unavailable({ service: "the shard registry", message: `ledger topology unavailable: ${message(cause)}` })
       })
     }
   }

@@ -12,23 +12,16 @@
  * to `maxBulk` matching records and sends them in waves of 100 with
  * staggered delays (`waveDelaySeconds` apart), under one operation id.
  */
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer, Result } from "effect"
 import type { Issues } from "@factline/schemas"
-import { QueueProducer, type QueueSendFailed } from "../producing/QueueProducer.js"
+import { QueueProducer } from "../producing/QueueProducer.js"
 import * as SendBatches from "../producing/SendBatches.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as Cursor from "../tables/Cursor.js"
+import * as Failure from "../failures/Failure.js"
 
-export class DeadLetterInputError extends Schema.TaggedError<DeadLetterInputError>()("DeadLetterInputError", {
-  message: Schema.String,
-  problems: Schema.Array(Schema.Struct({ path: Schema.String, message: Schema.String }))
-}) {}
-export class DeadLetterNotFound extends Schema.TaggedError<DeadLetterNotFound>()("DeadLetterNotFound", { message: Schema.String }) {}
-export class DeadLetterConflict extends Schema.TaggedError<DeadLetterConflict>()("DeadLetterConflict", { message: Schema.String }) {}
-export class DeadLetterStoreUnavailable extends Schema.TaggedError<DeadLetterStoreUnavailable>()("DeadLetterStoreUnavailable", { message: Schema.String }) {}
-
-export type Status = "open" | "replaying" | "replayed" | "skipped" | "escalated"
-export const statuses: ReadonlyArray<Status> = ["open", "replaying", "replayed", "skipped", "escalated"]
+export const statuses = ["open", "replaying", "replayed", "skipped", "escalated"] as const
+export type Status = (typeof statuses)[number]
 
 /** Who may see what: a tenant's own records, or (`null`) every tenant's (the platform scope). */
 export type Scope = { readonly tenantId: string | null; readonly actor: string }
@@ -64,14 +57,13 @@ export interface Filters {
   readonly reason?: string
 }
 
-type Failure = DeadLetterInputError | DeadLetterNotFound | DeadLetterConflict | DeadLetterStoreUnavailable
 
 export const maxBulk = 1_000
 export const waveSize = 100
 export const waveDelaySeconds = 2
 export const staleClaimMs = 5 * 60_000
 
-const unavailable = (cause: unknown) => new DeadLetterStoreUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
+const unavailable = (cause: unknown) => new Failure.Unavailable({ service: "the dead-letter store", message: cause instanceof Error ? cause.message : String(cause) })
 const summaryColumns = `id, queue, status, reason, last_error, attempts, tenant_id, message_type, idempotency_key, subject, first_attempted_at,
   last_attempted_at, received_at, resolved_by, resolved_at, replay_operation_id`
 
@@ -103,14 +95,14 @@ const encodeCursor = (receivedAt: string, id: string) => Cursor.encode([received
 const decodeCursor = (cursor: string) => Cursor.decode(cursor, ["string", "string"]) as [string, string] | undefined
 
 export class DeadLetterStore extends Context.Service<DeadLetterStore, {
-  readonly list: (scope: Scope, filters: Filters, page: { readonly cursor?: string; readonly limit: number }) => Effect.Effect<{ readonly data: ReadonlyArray<Summary>; readonly next_cursor: string | null }, Failure>
-  readonly get: (scope: Scope, id: string) => Effect.Effect<Detail, Failure>
-  readonly replay: (scope: Scope, id: string) => Effect.Effect<Detail, Failure | QueueSendFailed, QueueProducer>
-  readonly replayMatching: (scope: Scope, filters: Filters) => Effect.Effect<{ readonly operation_id: string; readonly count: number; readonly waves: number }, Failure | QueueSendFailed, QueueProducer>
+  readonly list: (scope: Scope, filters: Filters, page: { readonly cursor?: string; readonly limit: number }) => Effect.Effect<{ readonly data: ReadonlyArray<Summary>; readonly next_cursor: string | null }, Failure.Any>
+  readonly get: (scope: Scope, id: string) => Effect.Effect<Detail, Failure.Any>
+  readonly replay: (scope: Scope, id: string) => Effect.Effect<Detail, Failure.Any, QueueProducer>
+  readonly replayMatching: (scope: Scope, filters: Filters) => Effect.Effect<{ readonly operation_id: string; readonly count: number; readonly waves: number }, Failure.Any, QueueProducer>
   /** Marks the record `skipped` (or `escalated`) if it is open; returns it. */
-  readonly resolve: (scope: Scope, id: string, action: "skipped" | "escalated", note: string) => Effect.Effect<Detail, Failure>
+  readonly resolve: (scope: Scope, id: string, action: "skipped" | "escalated", note: string) => Effect.Effect<Detail, Failure.Any>
   /** Opens a skipped record again (its skip could not be completed), noting why in its history. */
-  readonly reopen: (scope: Scope, id: string, note: string) => Effect.Effect<void, Failure>
+  readonly reopen: (scope: Scope, id: string, note: string) => Effect.Effect<void, Failure.Any>
 }>()("@factline/core/DeadLetterStore") {
   static readonly layer = (db: D1Database) => Layer.succeed(DeadLetterStore, make(db))
 }
@@ -126,7 +118,7 @@ export const make = (db: D1Database): DeadLetterStore["Service"] => {
         id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
       )
       const row = rows[0]
-      if (!row) return yield* new DeadLetterNotFound({ message: `no dead letter ${JSON.stringify(id.slice(0, 100))}` })
+      if (!row) return yield* new Failure.NotFound({ message: `no dead letter ${JSON.stringify(id.slice(0, 100))}` })
       const { original_message, history, ...summary } = row
       return { ...(summary as unknown as Summary), original_message: JSON.parse(String(original_message)) as unknown, history: JSON.parse(String(history)) } as Detail
     })
@@ -162,7 +154,7 @@ export const make = (db: D1Database): DeadLetterStore["Service"] => {
       const byQueue = new Map<string, Array<{ id: string; body: unknown }>>()
       for (const c of claimed) byQueue.set(c.queue, [...(byQueue.get(c.queue) ?? []), { id: c.id, body: JSON.parse(c.original_message) as unknown }])
       let wave = 0
-      let failure: QueueSendFailed | undefined
+      let failure: Failure.Unavailable | undefined
       for (const [name, items] of byQueue) {
         for (let i = 0; i < items.length; i += waveSize) {
           const chunkItems = items.slice(i, i + waveSize)
@@ -171,7 +163,7 @@ export const make = (db: D1Database): DeadLetterStore["Service"] => {
           const ids: Array<string> = []
           for (const chunk of SendBatches.split(chunkItems, (x) => x.body)) {
             const sent = yield* Effect.result(queue.sendBatch(name, chunk.map((x) => x.body), { delaySeconds }))
-            if (sent._tag === "Failure") {
+            if (Result.isFailure(sent)) {
               failure = sent.failure
               yield* settle(chunk.map((x) => x.id), "open", by, operationId)
             } else ids.push(...chunk.map((x) => x.id))
@@ -189,7 +181,7 @@ export const make = (db: D1Database): DeadLetterStore["Service"] => {
         const w = where(scope, filters)
         const cursor = page.cursor === undefined ? undefined : decodeCursor(page.cursor)
         if (page.cursor !== undefined && cursor === undefined) {
-          return yield* new DeadLetterInputError({ message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
+          return yield* new Failure.InvalidInput({ code: "invalid_query", message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
         }
         const clauses = [w.sql, cursor ? `${w.sql ? "AND" : "WHERE"} (received_at, id) < (?, ?)` : ""].join(" ")
         const rows = yield* query<Summary>(
@@ -206,7 +198,7 @@ export const make = (db: D1Database): DeadLetterStore["Service"] => {
         const operationId = `rp_${crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
         const claimed = yield* claim(scope, [id], operationId)
         if (claimed.length === 0) {
-          return yield* new DeadLetterConflict({ message: `dead letter ${id} is ${current.status}${current.resolved_by ? ` (by ${current.resolved_by} at ${current.resolved_at})` : ""}; only an open one can be replayed` })
+          return yield* new Failure.Conflict({ message: `dead letter ${id} is ${current.status}${current.resolved_by ? ` (by ${current.resolved_by} at ${current.resolved_at})` : ""}; only an open one can be replayed` })
         }
         const { failure } = yield* send(claimed, scope.actor, operationId)
         if (failure) return yield* failure
@@ -232,7 +224,7 @@ export const make = (db: D1Database): DeadLetterStore["Service"] => {
           action, scope.actor, new Date().toISOString(), historyEntry(action, scope.actor, { note }), id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
         )
         if (changed.length === 0) {
-          return yield* new DeadLetterConflict({ message: `dead letter ${id} is ${current.status}${current.resolved_by ? ` (by ${current.resolved_by} at ${current.resolved_at})` : ""}; only an open one can be ${action}` })
+          return yield* new Failure.Conflict({ message: `dead letter ${id} is ${current.status}${current.resolved_by ? ` (by ${current.resolved_by} at ${current.resolved_at})` : ""}; only an open one can be ${action}` })
         }
         return yield* get(scope, id)
       }),

@@ -14,9 +14,17 @@ import * as FactId from "../ledger/FactId.js"
 import { Ledger } from "../ledger/Ledger.js"
 import { relayFor } from "../relay/FactRelay.js"
 import { type Detail, DeadLetterStore, type Scope } from "./DeadLetterStore.js"
+import * as Failure from "../failures/Failure.js"
 
-/** The record was not skipped (it is open again): its reconciliation fact could not be appended or relayed. */
-export class SkipIncomplete extends Schema.TaggedError<SkipIncomplete>()("SkipIncomplete", { message: Schema.String }) {}
+/** The record was not skipped (it is open again): its reconciliation fact could not be appended or relayed. Retryable. */
+export class SkipIncomplete extends Schema.TaggedError<SkipIncomplete>()("SkipIncomplete", { message: Schema.String }) implements Failure.Failure {
+  readonly [Failure.TypeId] = Failure.TypeId
+  get status() { return 503 }
+  get code() { return "unavailable" }
+  get retryable() { return true }
+  get reason() { return "retries_exhausted" as const }
+  get publicMessage() { return `${this.message}: the record was not skipped (it is open again); retry the skip` }
+}
 
 /** Skips an open dead letter and appends its reconciliation fact; `tenantId` is the caller's, for records without one. */
 export const skip = (scope: Scope, id: string, reason: string, tenantId: string) =>

@@ -13,6 +13,7 @@
 import { Clock, Effect, Exit, Result } from "effect"
 import { type Fact, type FactPayload, TraceContext } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
+import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as FactId from "../ledger/FactId.js"
 import { Ledger } from "../ledger/Ledger.js"
@@ -23,7 +24,7 @@ import { Registry, runDeclared } from "../registry/Registry.js"
 
 export const process = (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
   Effect.gen(function*() {
-    const router = yield* Registry
+    const registry = yield* Registry
     const ledger = yield* Ledger
     const outcomes = new Map<string, Consumer.Outcome>()
     const groups: Array<{ key: string; group: AppendGroup }> = []
@@ -31,12 +32,12 @@ export const process = (items: ReadonlyArray<{ readonly key: string; readonly va
     yield* Effect.forEach(items, ({ key, value }) =>
       Effect.gen(function*() {
         const { fact, replayed } = value
-        const processors = replayed ? [] : router.processorsFor(fact.type)
+        const processors = replayed ? [] : registry.processorsFor(fact.type)
         const drafts: Array<FactDraft> = []
         for (const processor of processors) {
           // A throw is a defect of this fact only; an undeclared or invalid derived fact fails it permanently.
           const exit = yield* Effect.exit(runDeclared(processor, () => processor.process(fact)))
-          if (Exit.isFailure(exit)) return void outcomes.set(key, Consumer.fromCause(exit.cause))
+          if (Exit.isFailure(exit)) return void outcomes.set(key, Consumer.failed(Failure.classify(exit.cause)))
           // The parent's trace, one new span per (parent, processor): the W3C way, same trace-id, a new parent-id.
           const traceparent = TraceContext.child(fact.traceparent)
           const derived = yield* Effect.promise(() =>
@@ -61,11 +62,11 @@ export const process = (items: ReadonlyArray<{ readonly key: string; readonly va
     if (groups.length > 0) {
       const appended = yield* Effect.result(ledger.append(groups.map((g) => g.group)))
       groups.forEach(({ key }, i) => {
-        if (Result.isFailure(appended)) return void outcomes.set(key, Consumer.transient(appended.failure.message))
+        if (Result.isFailure(appended)) return void outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: appended.failure.message })))
         const result = appended.success[i]!
-        if (result.status === "unavailable") return void outcomes.set(key, Consumer.transient(result.message))
-        if (result.status === "idempotency_conflict") return void outcomes.set(key, Consumer.permanent("idempotency_conflict", result.message))
-        if (result.status === "version_conflict") return void outcomes.set(key, Consumer.transient("unexpected version conflict"))
+        if (result.status === "unavailable") return void outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: result.message })))
+        if (result.status === "idempotency_conflict") return void outcomes.set(key, Consumer.failed(new Failure.PermanentError({ reason: "idempotency_conflict", message: result.message })))
+        if (result.status === "version_conflict") return void outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: "unexpected version conflict" })))
         outcomes.set(key, Consumer.done)
         toRelay.set(key, result.facts)
       })

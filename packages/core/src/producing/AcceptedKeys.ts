@@ -21,10 +21,11 @@
  * one round trip per batch, and the stored hash is returned for every key, so
  * the caller refuses those bound to another payload.
  */
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { getTableName } from "drizzle-orm"
 import * as StableJson from "../ledger/StableJson.js"
 import { acceptedKeys } from "../tables/PlatformTables.js"
+import * as Failure from "../failures/Failure.js"
 
 export interface Entry {
   readonly idempotency_key: string
@@ -45,11 +46,6 @@ export interface Bound {
 
 export const claimKey = (tenantId: string, idempotencyKey: string) => `${tenantId}\u0000${idempotencyKey}`
 
-/** D1 could not be reached: transient, nothing was sent; the client retries. */
-export class AcceptedKeysUnavailable extends Schema.TaggedError<AcceptedKeysUnavailable>()("AcceptedKeysUnavailable", {
-  message: Schema.String
-}) {}
-
 export class AcceptedKeys extends Context.Service<AcceptedKeys, {
   /**
    * Returns `idempotency_key → payload_hash` for the keys of `entries` that were
@@ -60,18 +56,18 @@ export class AcceptedKeys extends Context.Service<AcceptedKeys, {
     tenantId: string,
     entries: ReadonlyArray<Entry>,
     now: string
-  ) => Effect.Effect<ReadonlyMap<string, string>, AcceptedKeysUnavailable>
+  ) => Effect.Effect<ReadonlyMap<string, string>, Failure.Unavailable>
   /**
    * Binds each `(tenant, key)` of `entries` not seen before to its hash (the first
    * entry of a key wins when one batch carries two), and returns the hash every
    * key is bound to now, by `claimKey(tenant, key)`.
    */
-  readonly claim: (entries: ReadonlyArray<Claim>, now: string) => Effect.Effect<ReadonlyMap<string, Bound>, AcceptedKeysUnavailable>
+  readonly claim: (entries: ReadonlyArray<Claim>, now: string) => Effect.Effect<ReadonlyMap<string, Bound>, Failure.Unavailable>
   /**
    * Forgets keys accepted before `before` (ISO-8601), oldest first, at most `limit` of them; returns
    * how many were deleted. A forgotten key may be bound to a new payload afterwards.
    */
-  readonly prune: (before: string, limit: number) => Effect.Effect<number, AcceptedKeysUnavailable>
+  readonly prune: (before: string, limit: number) => Effect.Effect<number, Failure.Unavailable>
 }>()("@factline/core/AcceptedKeys") {
   static readonly layer = (db: D1Database) => Layer.succeed(AcceptedKeys, make(db))
   /** In memory, for tests of code above the edge. */
@@ -152,7 +148,7 @@ export const make = (db: D1Database): AcceptedKeys["Service"] => ({
   prune: (before, limit) =>
     Effect.tryPromise({
       try: async () => (await db.prepare(deleteOlderThan).bind(before, limit).run()).meta.changes,
-      catch: (cause) => new AcceptedKeysUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
+      catch: (cause) => new Failure.Unavailable({ service: "the idempotency store", message: cause instanceof Error ? cause.message : String(cause) })
     }),
   claim: (entries, now) =>
     entries.length === 0
@@ -173,7 +169,7 @@ export const make = (db: D1Database): AcceptedKeys["Service"] => ({
           }
           return bound as ReadonlyMap<string, Bound>
         },
-        catch: (cause) => new AcceptedKeysUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
+        catch: (cause) => new Failure.Unavailable({ service: "the idempotency store", message: cause instanceof Error ? cause.message : String(cause) })
       }),
   record: (tenantId, entries, now) =>
     entries.length === 0
@@ -195,7 +191,7 @@ export const make = (db: D1Database): AcceptedKeys["Service"] => ({
           }
           return stored as ReadonlyMap<string, string>
         },
-        catch: (cause) => new AcceptedKeysUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
+        catch: (cause) => new Failure.Unavailable({ service: "the idempotency store", message: cause instanceof Error ? cause.message : String(cause) })
       })
 })
 

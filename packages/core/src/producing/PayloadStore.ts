@@ -9,42 +9,37 @@
  * tenant A can never load tenant B's payload. The object is kept after use
  * (a retry or a DLQ replay needs it again); lifecycle rules on the bucket expire it.
  */
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
+import * as Failure from "../failures/Failure.js"
 
 export const offloadThresholdBytes = 64 * 1024
 export const defaultBucketName = "factline-payloads"
 
-export class PayloadStoreUnavailable extends Schema.TaggedError<PayloadStoreUnavailable>()("PayloadStoreUnavailable", {
-  message: Schema.String
-}) {}
-
 /** The reference is malformed, outside the tenant's prefix, or the object is gone: permanent. */
-export class PayloadMissing extends Schema.TaggedError<PayloadMissing>()("PayloadMissing", {
-  message: Schema.String
-}) {}
+const missing = (message: string) => new Failure.PermanentError({ reason: "payload_missing", message })
+const unavailable = Failure.unavailable("the payload store")
 
 export class PayloadStore extends Context.Service<PayloadStore, {
-  readonly put: (tenantId: string, messageId: string, payload: unknown) => Effect.Effect<string, PayloadStoreUnavailable>
-  readonly get: (tenantId: string, ref: string) => Effect.Effect<unknown, PayloadMissing | PayloadStoreUnavailable>
+  readonly put: (tenantId: string, messageId: string, payload: unknown) => Effect.Effect<string, Failure.Unavailable>
+  /** The referenced payload; a reference outside the tenant's prefix, a missing object or one not JSON is a `payload_missing` `PermanentError`. */
+  readonly get: (tenantId: string, ref: string) => Effect.Effect<unknown, Failure.PermanentError | Failure.Unavailable>
 }>()("@factline/core/PayloadStore") {
   static readonly layer = (bucket: R2Bucket, bucketName: string = defaultBucketName) =>
     Layer.succeed(PayloadStore, make(bucket, bucketName))
 }
-
-const message = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
 
 export const make = (bucket: R2Bucket, bucketName: string): PayloadStore["Service"] => ({
   put: (tenantId, messageId, payload) => {
     const key = `${tenantId}/${messageId}`
     return Effect.tryPromise({
       try: () => bucket.put(key, JSON.stringify(payload), { httpMetadata: { contentType: "application/json" } }),
-      catch: (cause) => new PayloadStoreUnavailable({ message: message(cause) })
+      catch: unavailable
     }).pipe(Effect.as(`r2://${bucketName}/${key}`))
   },
   get: (tenantId, ref) => {
     const prefix = `r2://${bucketName}/${tenantId}/`
     if (!ref.startsWith(prefix)) {
-      return Effect.fail(new PayloadMissing({ message: `payload_ref must start with ${prefix}` }))
+      return Effect.fail(missing(`payload_ref must start with ${prefix}`))
     }
     const key = ref.slice(`r2://${bucketName}/`.length)
     return Effect.tryPromise({
@@ -52,14 +47,14 @@ export const make = (bucket: R2Bucket, bucketName: string): PayloadStore["Servic
         const object = await bucket.get(key)
         return object === null ? Option.none() : Option.some(await object.text())
       },
-      catch: (cause) => new PayloadStoreUnavailable({ message: message(cause) })
+      catch: unavailable
     }).pipe(
       Effect.flatMap(Option.match({
-        onNone: () => Effect.fail(new PayloadMissing({ message: `payload object ${ref} does not exist` })),
+        onNone: () => Effect.fail(missing(`payload object ${ref} does not exist`)),
         onSome: (text) =>
           Effect.try({
             try: () => JSON.parse(text) as unknown,
-            catch: () => new PayloadMissing({ message: `payload object ${ref} is not JSON` })
+            catch: () => missing(`payload object ${ref} is not JSON`)
           })
       }))
     )

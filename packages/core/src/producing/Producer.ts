@@ -29,14 +29,14 @@ import { Context, Effect, Layer, Result, Schema } from "effect"
 import { type Envelope, EnvelopeInput, Issues, TraceContext } from "@factline/schemas"
 import type { MessageDefinition } from "../definitions/MessageDefinition.js"
 import * as StableJson from "../ledger/StableJson.js"
-import { AcceptedKeys, type AcceptedKeysUnavailable, payloadHash } from "./AcceptedKeys.js"
-import { PayloadStore, type PayloadStoreUnavailable, offloadThresholdBytes } from "./PayloadStore.js"
+import * as Failure from "../failures/Failure.js"
+import { AcceptedKeys, payloadHash } from "./AcceptedKeys.js"
+import { PayloadStore, offloadThresholdBytes } from "./PayloadStore.js"
 import * as SendBatches from "./SendBatches.js"
 
 /** One or more messages failed validation; nothing was sent. */
-export class InvalidMessages extends Schema.TaggedError<InvalidMessages>()("InvalidMessages", {
-  problems: Schema.Array(Schema.Struct({ path: Schema.String, message: Schema.String }))
-}) {}
+export const invalidMessages = (problems: ReadonlyArray<Failure.Problem>) =>
+  new Failure.InvalidInput({ code: "invalid_events", message: `${problems.length} problem(s); nothing was accepted`, problems })
 
 /**
  * An idempotency key carries another payload than the one accepted under it
@@ -49,7 +49,18 @@ export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>
     reason: Schema.Literals(["accepted_before", "within_request"]),
     paths: Schema.Array(Schema.String)
   }))
-}) {}
+}) implements Failure.Failure {
+  readonly [Failure.TypeId] = Failure.TypeId
+  get status() { return 422 }
+  get code() { return "idempotency_conflict" }
+  get retryable() { return false }
+  get reason() { return "idempotency_conflict" as const }
+  override get message() {
+    return `${this.conflicts.length} idempotency key(s) carry another payload than the one accepted under them (${this.conflicts.map((k) => JSON.stringify(k.idempotency_key)).join(", ")}); nothing was accepted`
+  }
+  get publicMessage() { return this.message }
+  get details() { return this.conflicts }
+}
 
 /**
  * A `sendBatch` call failed. `sent` lists the idempotency keys of the calls
@@ -59,9 +70,21 @@ export class QueueSendFailed extends Schema.TaggedError<QueueSendFailed>()("Queu
   message: Schema.String,
   sent: Schema.Array(Schema.String),
   not_sent: Schema.Array(Schema.String)
-}) {}
+}) implements Failure.Failure {
+  readonly [Failure.TypeId] = Failure.TypeId
+  get status() { return 503 }
+  get code() { return "unavailable" }
+  get retryable() { return true }
+  get reason() { return "retries_exhausted" as const }
+  get publicMessage() {
+    return this.sent.length === 0
+      ? "the events queue is unavailable; nothing was sent, retry later"
+      : `the events queue failed after ${this.sent.length} event(s) were sent; retry the request (sending again is safe by idempotency key)`
+  }
+  get details() { return { sent: this.sent, not_sent: this.not_sent } }
+}
 
-export type ProducerError = InvalidMessages | IdempotencyConflict | QueueSendFailed | PayloadStoreUnavailable
+export type ProducerError = Failure.InvalidInput | IdempotencyConflict | QueueSendFailed | Failure.Unavailable
 
 /** One input of an `accept` call: its envelope as sent, and whether it repeats an accepted (or earlier) copy. */
 export interface AcceptedItem {
@@ -100,7 +123,7 @@ export class Producer extends Context.Service<Producer, {
   readonly accept: (
     inputs: ReadonlyArray<unknown>,
     options?: { readonly pathPrefix?: string }
-  ) => Effect.Effect<ReadonlyArray<AcceptedItem>, ProducerError | AcceptedKeysUnavailable, AcceptedKeys>
+  ) => Effect.Effect<ReadonlyArray<AcceptedItem>, ProducerError, AcceptedKeys>
 }>()("@factline/core/Producer") {
   static readonly layer = (config: {
     readonly queue: Queue
@@ -126,7 +149,7 @@ export const make = (config: {
     readonly firstOf: Array<number>
   }
 
-  const validate = (inputs: ReadonlyArray<unknown>, prefix: string | undefined): Result.Result<Validated, InvalidMessages | IdempotencyConflict> => {
+  const validate = (inputs: ReadonlyArray<unknown>, prefix: string | undefined): Result.Result<Validated, Failure.InvalidInput | IdempotencyConflict> => {
     const problems: Array<Issues.Problem> = []
     const envelopes: Array<Envelope> = []
     const firstOf: Array<number> = []
@@ -162,7 +185,7 @@ export const make = (config: {
         traceparent: e.traceparent ?? TraceContext.generate()
       }
     })
-    if (problems.length > 0) return Result.fail(new InvalidMessages({ problems }))
+    if (problems.length > 0) return Result.fail(invalidMessages(problems))
 
     // The same key twice in one call: identical copies collapse onto the first, differing ones conflict.
     const content = (e: Envelope) => StableJson.stringify([e.message_type, e.schema_version, e.subject, e.payload])

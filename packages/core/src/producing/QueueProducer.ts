@@ -5,15 +5,11 @@
  * within the platform's limits (SendBatches). It does not retry; callers
  * decide what a failed send means.
  */
-import { Context, Effect, Layer, Schema } from "effect"
-
-export class QueueSendFailed extends Schema.TaggedError<QueueSendFailed>()("QueueSendFailed", {
-  queue: Schema.String,
-  message: Schema.String
-}) {}
+import { Context, Effect, Layer } from "effect"
+import * as Failure from "../failures/Failure.js"
 
 export class QueueProducer extends Context.Service<QueueProducer, {
-  readonly sendBatch: (queue: string, bodies: ReadonlyArray<unknown>, options?: { readonly delaySeconds?: number }) => Effect.Effect<void, QueueSendFailed>
+  readonly sendBatch: (queue: string, bodies: ReadonlyArray<unknown>, options?: { readonly delaySeconds?: number }) => Effect.Effect<void, Failure.Unavailable>
 }>()("@factline/core/QueueProducer") {
   /** `binding` maps a queue name to its producer binding (undefined: not bound in this Worker). */
   static readonly layer = (binding: (queue: string) => Queue | undefined) => Layer.succeed(QueueProducer, make(binding))
@@ -29,6 +25,6 @@ export const make = (binding: (queue: string) => Queue | undefined): QueueProduc
           if (!q) throw new Error(`no producer binding for queue ${queue}`)
           await q.sendBatch(bodies.map((body) => ({ body, contentType: "json" as const })), options?.delaySeconds ? { delaySeconds: options.delaySeconds } : undefined)
         },
-        catch: (cause) => new QueueSendFailed({ queue, message: cause instanceof Error ? cause.message : String(cause) })
+        catch: Failure.unavailable(`the ${queue} queue`)
       })
 })

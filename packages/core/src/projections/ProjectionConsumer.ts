@@ -16,6 +16,7 @@
 import { Effect } from "effect"
 import type { Fact, FactPayload } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
+import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as FactMessage from "../relay/FactMessage.js"
 import * as Projection from "../definitions/Projection.js"
@@ -74,10 +75,10 @@ export const partitionMappable = (p: Projection.Projection, facts: ReadonlyArray
  * by one, in memory) are left out of that projection alone — the `facts` copy
  * and every other projection still get them.
  */
-export const plan = (router: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>): Plan => {
+export const plan = (registry: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>): Plan => {
   const failures = new Map<number, Array<MappingFailure>>()
   const statements = [...Projection.factsStatements(facts)]
-  for (const p of router.projections) {
+  for (const p of registry.projections) {
     const targets = [Projection.liveTarget(p), ...rebuilds.filter((r) => r.projection === p.name).map((r) => Projection.shadowTarget(p, r.shadow_table))]
     const forTargets = (some: ReadonlyArray<Fact>) => targets.flatMap((target) => Projection.batchStatements(p, some, target))
     try {
@@ -92,8 +93,8 @@ export const plan = (router: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds
 }
 
 /** The statements of `plan`, for callers that only write. */
-export const statementsFor = (router: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>): ReadonlyArray<Projection.Sql> =>
-  plan(router, facts, rebuilds).statements
+export const statementsFor = (registry: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>): ReadonlyArray<Projection.Sql> =>
+  plan(registry, facts, rebuilds).statements
 
 /**
  * A fact some projection could not map, once everything else was written: a
@@ -102,24 +103,21 @@ export const statementsFor = (router: RegistryShape, facts: ReadonlyArray<Fact>,
  * every projection; the ones that already have it change nothing.
  */
 const mappingFailed = (fact: Fact, failures: ReadonlyArray<MappingFailure>): Consumer.Outcome =>
-  Consumer.permanent(
-    "permanent_failure",
-    `${failures.map((f) => `projection "${f.projection}" failed to map ${fact.type} fact ${fact.fact_id}: ${f.error}`).join("; ")}` +
-      ` (the fact was applied to the facts copy and every other projection; fix ${failures.map((f) => f.projection).join(", ")}, then replay this dead letter)`
-  )
+  Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: `${failures.map((f) => `projection "${f.projection}" failed to map ${fact.type} fact ${fact.fact_id}: ${f.error}`).join("; ")}` +
+      ` (the fact was applied to the facts copy and every other projection; fix ${failures.map((f) => f.projection).join(", ")}, then replay this dead letter)` }))
 
 export const process = (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
   Effect.gen(function*() {
-    const router = yield* Registry
+    const registry = yield* Registry
     const store = yield* ProjectionStore
     const outcomes = new Map<string, Consumer.Outcome>()
     const rebuilds = yield* Effect.orElseSucceed(store.query<ActiveRebuild>(activeRebuilds), () => null)
     if (rebuilds === null) {
-      for (const item of items) outcomes.set(item.key, Consumer.transient("could not read running rebuilds"))
+      for (const item of items) outcomes.set(item.key, Consumer.failed(new Failure.TransientError({ message: "could not read running rebuilds" })))
       return outcomes
     }
-    const { statements, failures } = plan(router, items.map((i) => i.value.fact), rebuilds)
-    const failed = yield* store.write(statements, () => items.map(({ key, value }) => ({ key, statements: statementsFor(router, [value.fact], rebuilds) })))
+    const { statements, failures } = plan(registry, items.map((i) => i.value.fact), rebuilds)
+    const failed = yield* store.write(statements, () => items.map(({ key, value }) => ({ key, statements: statementsFor(registry, [value.fact], rebuilds) })))
     items.forEach(({ key, value }, index) => {
       const error = failed.get(key)
       const unmapped = failures.get(index)
@@ -135,7 +133,7 @@ export const process = (items: ReadonlyArray<{ readonly key: string; readonly va
       outcomes.set(
         key,
         error !== undefined
-          ? Consumer.transient(`projection write failed: ${error}`)
+          ? Consumer.failed(new Failure.TransientError({ message: `projection write failed: ${error}` }))
           : unmapped !== undefined
           ? mappingFailed(value.fact, unmapped)
           : Consumer.done

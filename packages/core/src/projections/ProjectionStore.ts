@@ -7,12 +7,9 @@
  * then) so that one bad fact cannot hold back the others (the slow path only
  * runs on failure). `query` runs one read.
  */
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { Sql, Value } from "../definitions/Projection.js"
-
-export class ProjectionStoreUnavailable extends Schema.TaggedError<ProjectionStoreUnavailable>()("ProjectionStoreUnavailable", {
-  message: Schema.String
-}) {}
+import * as Failure from "../failures/Failure.js"
 
 export interface Group {
   readonly key: string
@@ -26,9 +23,9 @@ export class ProjectionStore extends Context.Service<ProjectionStore, {
    * group key that failed on its own (empty when all applied).
    */
   readonly write: (statements: ReadonlyArray<Sql>, isolate: () => ReadonlyArray<Group>) => Effect.Effect<ReadonlyMap<string, string>>
-  readonly query: <T = Record<string, Value>>(statement: Sql) => Effect.Effect<ReadonlyArray<T>, ProjectionStoreUnavailable>
+  readonly query: <T = Record<string, Value>>(statement: Sql) => Effect.Effect<ReadonlyArray<T>, Failure.Unavailable>
   /** Runs statements as one transaction (one round trip); all or nothing. */
-  readonly execute: (statements: ReadonlyArray<Sql>) => Effect.Effect<void, ProjectionStoreUnavailable>
+  readonly execute: (statements: ReadonlyArray<Sql>) => Effect.Effect<void, Failure.Unavailable>
 }>()("@factline/core/ProjectionStore") {
   static readonly layer = (db: D1Database) => Layer.succeed(ProjectionStore, make(db))
 }
@@ -62,12 +59,12 @@ export const make = (db: D1Database): ProjectionStore["Service"] => {
         ? Effect.void
         : Effect.tryPromise({
           try: () => db.batch(statements.map(prepare)),
-          catch: (cause) => new ProjectionStoreUnavailable({ message: message(cause) })
+          catch: (cause) => new Failure.Unavailable({ service: "the projection store", message: message(cause) })
         }).pipe(Effect.asVoid),
     query: <T>(statement: Sql) =>
       Effect.tryPromise({
         try: async () => (await prepare(statement).all<T>()).results,
-        catch: (cause) => new ProjectionStoreUnavailable({ message: message(cause) })
+        catch: (cause) => new Failure.Unavailable({ service: "the projection store", message: message(cause) })
       })
   }
 }

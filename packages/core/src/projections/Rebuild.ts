@@ -26,7 +26,7 @@
  * tenant of the token that started it and is read only by that tenant (`get`);
  * a refusal never names a batch its caller could not read.
  */
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import type { BatchPayload } from "@factline/schemas"
 import { Ledger } from "../ledger/Ledger.js"
 import type { Fact } from "@factline/schemas"
@@ -34,17 +34,13 @@ import * as Projection from "../definitions/Projection.js"
 import { Registry } from "../registry/Registry.js"
 import { partitionMappable } from "./ProjectionConsumer.js"
 import { ProjectionStore } from "./ProjectionStore.js"
+import * as Failure from "../failures/Failure.js"
 
 export const shardsPerSlice = 25
 /** Facts per transaction when replaying: each write applies its facts completely (increments with their applied set). */
 export const factsPerWrite = Projection.factsPerStatement
 /** Platform operations run under this tenant id on the batch queue. */
 export const platformTenant = "factline"
-
-export class RebuildRefused extends Schema.TaggedError<RebuildRefused>()("RebuildRefused", {
-  code: Schema.Literals(["not_found", "conflict"]),
-  message: Schema.String
-}) {}
 
 export interface RebuildRecord {
   readonly id: string
@@ -110,10 +106,10 @@ export const get = (tenantId: string, id: string) =>
  */
 export const start = (projectionName: string, tenantId: string) =>
   Effect.gen(function*() {
-    const router = yield* Registry
+    const registry = yield* Registry
     const store = yield* ProjectionStore
-    const p = router.projection(projectionName)
-    if (!p) return yield* new RebuildRefused({ code: "not_found", message: `no projection "${projectionName}"` })
+    const p = registry.projection(projectionName)
+    if (!p) return yield* new Failure.NotFound({ message: `no projection "${projectionName}"` })
     const [running] = yield* store.query<{ id: string; tenant_id: string }>({
       sql: "SELECT id, tenant_id FROM projection_rebuilds WHERE projection = ? AND status = 'running'",
       params: [p.name]
@@ -121,11 +117,11 @@ export const start = (projectionName: string, tenantId: string) =>
     if (running) {
       // The id only to the tenant that may read the record.
       const which = running.tenant_id === tenantId ? ` (${running.id})` : ""
-      return yield* new RebuildRefused({ code: "conflict", message: `a rebuild of ${p.name} is already running${which}` })
+      return yield* new Failure.Conflict({ message: `a rebuild of ${p.name} is already running${which}` })
     }
     const live = Projection.tableName(p)
     const { table } = yield* ddl(live)
-    if (!table) return yield* new RebuildRefused({ code: "not_found", message: `table ${live} does not exist; apply the migrations` })
+    if (!table) return yield* new Failure.NotFound({ message: `table ${live} does not exist; apply the migrations` })
     const id = `rb_${Date.now().toString(36)}_${crypto.randomUUID().slice(0, 8)}`
     const shadow = `${live}__${id}`
     const createShadow = table.replace(/^CREATE TABLE\s+(["`]?)[^"`\s(]+\1/i, `CREATE TABLE ${q(shadow)}`)
@@ -147,12 +143,12 @@ export const start = (projectionName: string, tenantId: string) =>
 /** Replays one slice of shards into the shadow; returns the next slice, or undefined once swapped. */
 export const step = (payload: BatchPayload) =>
   Effect.gen(function*() {
-    const router = yield* Registry
+    const registry = yield* Registry
     const store = yield* ProjectionStore
     const ledger = yield* Ledger
     const record = yield* find(payload.batch_id)
     if (!record || record.status !== "running") return undefined
-    const p = router.projection(record.projection)
+    const p = registry.projection(record.projection)
     if (!p) return yield* Effect.die(new Error(`projection ${record.projection} is no longer registered`))
     const item = (payload.items?.[0] ?? { after: "" }) as SliceItem
     const shards = yield* store.query<{ shard_key: string }>({

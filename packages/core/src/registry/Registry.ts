@@ -16,7 +16,7 @@
 import { Context, Effect, Layer, Result } from "effect"
 import { type Envelope, type FailureReason, Issues } from "@factline/schemas"
 import type * as FactDefinition from "../definitions/FactDefinition.js"
-import { type HandlerError, PermanentError } from "../definitions/HandlerError.js"
+import { type HandlerError, PermanentError } from "../failures/Failure.js"
 import type * as Handler from "../definitions/Handler.js"
 import type { MessageDefinition } from "../definitions/MessageDefinition.js"
 import type { Module } from "../definitions/Module.js"

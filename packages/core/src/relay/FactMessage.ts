@@ -12,7 +12,7 @@
  */
 import { Effect, Result } from "effect"
 import { Envelope, type Fact, FactBatchPayload, FactPayload, Issues } from "@factline/schemas"
-import type * as Consumer from "../consuming/Consumer.js"
+import * as Failure from "../failures/Failure.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
 import * as SendBatches from "../producing/SendBatches.js"
 
@@ -103,26 +103,24 @@ export const decode = (body: unknown) =>
   Effect.gen(function*() {
     const envelope = decodeEnvelope(body)
     if (Result.isFailure(envelope)) {
-      return yield* Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: Issues.render(envelope.failure) })
+      return yield* new Failure.PermanentError({ reason: "decode_error", message: Issues.render(envelope.failure) })
     }
     const e = envelope.success
     let payload: unknown = e.payload
     if (e.payload_ref !== undefined) {
       const store = yield* PayloadStore
-      payload = yield* store.get(e.tenant_id, e.payload_ref).pipe(
-        Effect.mapError((error): Consumer.Rejection => ({ reason: "payload_missing", error: error.message, transient: error._tag === "PayloadStoreUnavailable" }))
-      )
+      payload = yield* store.get(e.tenant_id, e.payload_ref)
     }
     const isBatch = typeof payload === "object" && payload !== null && "facts" in payload
     const decoded = isBatch
       ? Result.map(decodeBatch(payload, ["payload"]), (p) => ({ facts: p.facts, replayed: p.replayed }))
       : Result.map(decodeSingle(payload, ["payload"]), (p) => ({ facts: [p.fact], replayed: p.replayed }))
     if (Result.isFailure(decoded)) {
-      return yield* Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: Issues.render(decoded.failure) })
+      return yield* new Failure.PermanentError({ reason: "decode_error", message: Issues.render(decoded.failure) })
     }
     const { facts, replayed } = decoded.success
     if (facts.some((f) => f.tenant_id !== e.tenant_id)) {
-      return yield* Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: "a fact's tenant_id differs from the envelope's tenant_id" })
+      return yield* new Failure.PermanentError({ reason: "decode_error", message: "a fact's tenant_id differs from the envelope's tenant_id" })
     }
     return facts.map((fact): Item => ({ key: `${e.tenant_id}/${fact.fact_id}`, value: replayed ? { fact, replayed } : { fact } }))
   })

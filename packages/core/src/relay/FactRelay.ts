@@ -20,6 +20,7 @@ import { QueueProducer } from "../producing/QueueProducer.js"
 import * as SendBatches from "../producing/SendBatches.js"
 import { Registry } from "../registry/Registry.js"
 import * as Consumer from "../consuming/Consumer.js"
+import * as Failure from "../failures/Failure.js"
 import * as FactMessage from "./FactMessage.js"
 
 export interface Relayable {
@@ -123,6 +124,6 @@ export const relayFor = (toRelay: ReadonlyMap<string, ReadonlyArray<Fact>>, outc
     const report = yield* relay([...toRelay.values()].flatMap((facts) => facts.map((fact) => ({ fact, destinations: registry.destinationsFor(fact.type) }))))
     if (report.unrelayed.size === 0) return
     for (const [key, facts] of toRelay) {
-      if (facts.some((f) => report.unrelayed.has(f.fact_id))) outcomes.set(key, Consumer.transient(`facts could not be relayed: ${report.error ?? "unknown error"}`))
+      if (facts.some((f) => report.unrelayed.has(f.fact_id))) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `facts could not be relayed: ${report.error ?? "unknown error"}` })))
     }
   })

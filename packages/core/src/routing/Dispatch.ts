@@ -23,6 +23,7 @@ import { type AppendOutcome, Ledger } from "../ledger/Ledger.js"
 import type { AppendGroup, FactDraft, StreamState } from "../ledger/LedgerProtocol.js"
 import * as Shards from "../ledger/Shards.js"
 import * as Consumer from "../consuming/Consumer.js"
+import * as Failure from "../failures/Failure.js"
 import * as FactRelay from "../relay/FactRelay.js"
 import type * as Handler from "../definitions/Handler.js"
 import { type Routed, runDeclared } from "../registry/Registry.js"
@@ -67,7 +68,7 @@ class Progress {
     this.outcomes.set(key, outcome)
   }
   fail(keys: Iterable<string>, error: string) {
-    for (const key of keys) this.outcomes.set(key, Consumer.transient(error))
+    for (const key of keys) this.outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: error })))
   }
   /** Done once its facts are relayed. */
   relay(key: string, facts: ReadonlyArray<Fact>) {
@@ -83,7 +84,7 @@ const decidePlain = (items: ReadonlyArray<Item>, progress: Progress, now: string
     yield* Effect.forEach(items, ({ key, value }) =>
       Effect.gen(function*() {
         const exit = yield* Effect.exit(runDecision(value, undefined))
-        if (Exit.isFailure(exit)) return progress.settle(key, Consumer.fromCause(exit.cause))
+        if (Exit.isFailure(exit)) return progress.settle(key, Consumer.failed(Failure.classify(exit.cause)))
         if (exit.value.length === 0) return progress.settle(key, Consumer.done)
         const facts = yield* Effect.promise(() => drafts(value, exit.value, now))
         groups.push({ key, group: { ...streamOf(value), facts } })
@@ -116,7 +117,7 @@ const decideWithState = (items: ReadonlyArray<Item>, states: ReadonlyMap<string,
         }
         const exit = yield* Effect.exit(Effect.flatMap(Effect.sync(() => fold(decider, known)), (folded) => runDecision(value, folded)))
         if (Exit.isFailure(exit)) {
-          progress.settle(key, Consumer.fromCause(exit.cause))
+          progress.settle(key, Consumer.failed(Failure.classify(exit.cause)))
           continue
         }
         if (exit.value.length === 0) {
@@ -169,7 +170,7 @@ const appendAll = (
           case "duplicate":
             return progress.relay(key, result.facts)
           case "idempotency_conflict":
-            return progress.settle(key, Consumer.permanent("idempotency_conflict", result.message))
+            return progress.settle(key, Consumer.failed(new Failure.PermanentError({ reason: "idempotency_conflict", message: result.message })))
           case "unavailable":
             // Its shard only: the groups on other shards are settled on their own.
             return progress.fail([key], result.message)

@@ -23,6 +23,7 @@
 import { Effect, Result } from "effect"
 import { Envelope, Issues } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
+import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import { AcceptedKeys, type Claim, claimKey, payloadHash } from "../producing/AcceptedKeys.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
@@ -41,30 +42,24 @@ export interface Keyed {
 
 export const decode = (body: unknown) =>
   Effect.gen(function*() {
-    const router = yield* Registry
+    const registry = yield* Registry
     const envelope = decodeEnvelope(body)
     if (Result.isFailure(envelope)) {
-      return yield* Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: Issues.render(envelope.failure) })
+      return yield* new Failure.PermanentError({ reason: "decode_error", message: Issues.render(envelope.failure) })
     }
     const e = envelope.success
-    if (!router.handlerFor(e.message_type)) {
-      return yield* Effect.fail<Consumer.Rejection>({ reason: "unknown_message_type", error: `no handler is registered for message_type "${e.message_type}"` })
+    if (!registry.handlerFor(e.message_type)) {
+      return yield* new Failure.PermanentError({ reason: "unknown_message_type", message: `no handler is registered for message_type "${e.message_type}"` })
     }
     let payload: unknown = e.payload
     if (e.payload_ref !== undefined) {
       const store = yield* PayloadStore
-      payload = yield* store.get(e.tenant_id, e.payload_ref).pipe(
-        Effect.mapError((error): Consumer.Rejection =>
-          error._tag === "PayloadMissing"
-            ? { reason: "payload_missing", error: error.message }
-            : { reason: "payload_missing", error: error.message, transient: true }
-        )
-      )
+      payload = yield* store.get(e.tenant_id, e.payload_ref)
     }
-    const routed = router.route(e, payload)
+    const routed = registry.route(e, payload)
     if (Result.isFailure(routed)) {
       const f = routed.failure
-      return yield* Effect.fail<Consumer.Rejection>({ reason: f.reason, error: `${f.message}: ${Issues.render(f.problems)}` })
+      return yield* new Failure.PermanentError({ reason: f.reason, message: `${f.message}: ${Issues.render(f.problems)}` })
     }
     const hash = yield* Effect.promise(() => payloadHash({ message_type: e.message_type, schema_version: e.schema_version, subject: e.subject, payload }))
     // The hash is part of the item key: copies of one payload are one item, another payload under the key is another.
@@ -73,11 +68,11 @@ export const decode = (body: unknown) =>
   })
 
 const conflict = (idempotencyKey: string, bound: { readonly payload_hash: string; readonly accepted_at: string }, hash: string): Consumer.Outcome =>
-  Consumer.permanent(
-    "idempotency_conflict",
-    `idempotency key ${JSON.stringify(idempotencyKey)} is bound to another payload: accepted payload_hash ${bound.payload_hash} (first accepted ${bound.accepted_at}); ` +
+  Consumer.failed(new Failure.PermanentError({
+    reason: "idempotency_conflict",
+    message: `idempotency key ${JSON.stringify(idempotencyKey)} is bound to another payload: accepted payload_hash ${bound.payload_hash} (first accepted ${bound.accepted_at}); ` +
       `this message's payload_hash ${hash}. Nothing was decided for it; send new work under a new idempotency key`
-  )
+  }))
 
 /** Binds every key to its payload (one D1 round trip), then decides the messages whose key is bound to theirs. */
 export const process = (items: ReadonlyArray<Consumer.Item<Keyed>>) =>
@@ -86,14 +81,14 @@ export const process = (items: ReadonlyArray<Consumer.Item<Keyed>>) =>
     const outcomes = new Map<string, Consumer.Outcome>()
     const claimed = yield* Effect.result(keys.claim(items.map((item) => item.value.claim), new Date().toISOString()))
     if (Result.isFailure(claimed)) {
-      for (const { key } of items) outcomes.set(key, Consumer.transient(`idempotency keys could not be checked: ${claimed.failure.message}`))
+      for (const { key } of items) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `idempotency keys could not be checked: ${claimed.failure.message}` })))
       return outcomes as ReadonlyMap<string, Consumer.Outcome>
     }
     const decide: Array<Consumer.Item<Routed>> = []
     for (const { key, value } of items) {
       const { tenant_id, idempotency_key, payload_hash } = value.claim
       const bound = claimed.success.get(claimKey(tenant_id, idempotency_key))
-      if (bound === undefined) outcomes.set(key, Consumer.transient("the idempotency key was not recorded"))
+      if (bound === undefined) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: "the idempotency key was not recorded" })))
       else if (bound.payload_hash !== payload_hash) outcomes.set(key, conflict(idempotency_key, bound, payload_hash))
       else decide.push({ key, value: value.routed })
     }

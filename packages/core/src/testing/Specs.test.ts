@@ -1,9 +1,9 @@
-import { Effect, Schema } from "effect"
+import { Effect, Result, Schema } from "effect"
 import { integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core"
 import { describe, expect, it } from "vitest"
 import * as FactDefinition from "../definitions/FactDefinition.js"
 import * as Handler from "../definitions/Handler.js"
-import { PermanentError } from "../definitions/HandlerError.js"
+import { PermanentError } from "../failures/Failure.js"
 import * as MessageDefinition from "../definitions/MessageDefinition.js"
 import * as Projection from "../definitions/Projection.js"
 import { fact, message } from "./Builders.js"
@@ -34,7 +34,7 @@ describe("test kit specs", () => {
 
   it("result() gives the outcome and the stored facts", async () => {
     const { outcome, facts } = await DeciderSpec.for(deposit).when(when(4)).result()
-    expect(outcome._tag).toBe("Done")
+    expect(Result.isSuccess(outcome)).toBe(true)
     expect(facts.map((f) => [f.type, f.sequence, f.data])).toEqual([["deposited", 1, { cents: 4, balance: 4 }]])
   })
 

@@ -18,6 +18,7 @@
 import { Effect, Result } from "effect"
 import type { Envelope, Fact } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
+import * as Failure from "../failures/Failure.js"
 import type { NewFact } from "../definitions/FactDefinition.js"
 import type * as Handler from "../definitions/Handler.js"
 import * as Module from "../definitions/Module.js"
@@ -46,7 +47,8 @@ export class SpecError extends Error {
 const json = <T>(value: T): T => JSON.parse(StableJson.stringify(JSON.parse(JSON.stringify(value)))) as T
 const same = (a: unknown, b: unknown) => StableJson.stringify(json(a)) === StableJson.stringify(json(b))
 const drafts = (facts: ReadonlyArray<{ readonly type: string; readonly data: unknown }>) => json(facts.map(({ type, data }) => ({ type, data })))
-const errorOf = (outcome: Consumer.Outcome | undefined) => (outcome?._tag === "Failed" ? outcome.error : undefined)
+const errorOf = (outcome: Consumer.Outcome | undefined) => (outcome !== undefined && Result.isFailure(outcome) ? outcome.failure.message : undefined)
+const kindOf = (failure: Failure.Failure) => (failure.retryable ? "transient" : `permanent, ${failure.reason}`)
 
 const matches = (error: string, match: string | RegExp | undefined) =>
   match === undefined || (typeof match === "string" ? error.includes(match) : match.test(error))
@@ -74,8 +76,8 @@ abstract class Run {
       return this.result().then(expected as never, arguments[1] as never)
     }
     return this.result().then(({ outcome, facts }) => {
-      if (outcome._tag === "Failed") {
-        throw new SpecError(`expected ${this.what} to append facts, but it failed (${outcome.transient ? "transient" : `permanent, ${outcome.reason}`}): ${outcome.error}`)
+      if (Result.isFailure(outcome)) {
+        throw new SpecError(`expected ${this.what} to append facts, but it failed (${kindOf(outcome.failure)}): ${outcome.failure.message}`)
       }
       const actual = drafts(facts)
       const wanted = drafts(expected)
@@ -90,10 +92,11 @@ abstract class Run {
    */
   thenFails(match?: string | RegExp, options: { readonly permanent?: boolean } = {}): Promise<void> {
     return this.result().then(({ outcome, facts }) => {
-      if (outcome._tag !== "Failed") throw new SpecError(`expected ${this.what} to fail, but it succeeded`, drafts(facts), "a failure")
-      if (!matches(outcome.error, match)) throw new SpecError(`${this.what} failed with another error than expected`, outcome.error, String(match))
-      if (options.permanent !== undefined && options.permanent === outcome.transient) {
-        throw new SpecError(`expected a ${options.permanent ? "permanent" : "transient"} failure of ${this.what}, got a ${outcome.transient ? "transient" : "permanent"} one: ${outcome.error}`)
+      if (Result.isSuccess(outcome)) throw new SpecError(`expected ${this.what} to fail, but it succeeded`, drafts(facts), "a failure")
+      const { failure } = outcome
+      if (!matches(failure.message, match)) throw new SpecError(`${this.what} failed with another error than expected`, failure.message, String(match))
+      if (options.permanent !== undefined && options.permanent === failure.retryable) {
+        throw new SpecError(`expected a ${options.permanent ? "permanent" : "transient"} failure of ${this.what}, got a ${failure.retryable ? "transient" : "permanent"} one: ${failure.message}`)
       }
       if (facts.length > 0) throw new SpecError(`${this.what} failed but appended facts`, drafts(facts), [])
     })
@@ -138,16 +141,16 @@ class HandlerRun extends Run {
     const platform = TestPlatform.make([Module.make("spec", { handlers: [handler] })], { requireEmitters: false })
     await appendGiven(platform, message.tenant_id, message.subject, this.given)
     const routed = platform.registry.route(message, message.payload)
-    if (Result.isFailure(routed)) return { outcome: Consumer.permanent(routed.failure.reason, `${routed.failure.message}: ${JSON.stringify(routed.failure.problems)}`), facts: [] }
+    if (Result.isFailure(routed)) return { outcome: Consumer.failed(new Failure.PermanentError({ reason: routed.failure.reason, message: `${routed.failure.message}: ${JSON.stringify(routed.failure.problems)}` })), facts: [] }
     const deliver = () => platform.run(dispatch([{ key: "message", value: routed.success }])).then((o) => o.get("message") ?? Consumer.done)
     const outcome = await deliver()
     const caused = (facts: ReadonlyArray<Fact>) => facts.filter((f) => f.causation_id === message.idempotency_key && f.caused_by === handler.name)
     const first = await readStream(platform, message.tenant_id, message.subject)
-    if (outcome._tag === "Done") {
+    if (Result.isSuccess(outcome)) {
       const again = await deliver()
       const second = await readStream(platform, message.tenant_id, message.subject)
-      if (again._tag !== "Done" || second.version !== first.version) {
-        throw new SpecError(`${this.what} is not idempotent: delivering the same message again ${again._tag === "Done" ? "appended more facts" : `failed: ${errorOf(again)}`}`, second.version, first.version)
+      if (Result.isFailure(again) || second.version !== first.version) {
+        throw new SpecError(`${this.what} is not idempotent: delivering the same message again ${Result.isSuccess(again) ? "appended more facts" : `failed: ${errorOf(again)}`}`, second.version, first.version)
       }
     }
     return { outcome, facts: caused(first.facts) }
@@ -183,11 +186,11 @@ class ProcessorRun extends Run {
       platform.run(ProcessingConsumer.process([{ key: "fact", value: { fact: parent } }])).then((o) => o.get("fact") ?? Consumer.done)
     const outcome = await deliver()
     const first = await readStream(platform, parent.tenant_id, parent.stream)
-    if (outcome._tag === "Done") {
+    if (Result.isSuccess(outcome)) {
       const again = await deliver()
       const second = await readStream(platform, parent.tenant_id, parent.stream)
-      if (again._tag !== "Done" || second.version !== first.version) {
-        throw new SpecError(`${this.what} is not idempotent: delivering the same fact again ${again._tag === "Done" ? "appended more facts" : `failed: ${errorOf(again)}`}`, second.version, first.version)
+      if (Result.isFailure(again) || second.version !== first.version) {
+        throw new SpecError(`${this.what} is not idempotent: delivering the same fact again ${Result.isSuccess(again) ? "appended more facts" : `failed: ${errorOf(again)}`}`, second.version, first.version)
       }
     }
     return { outcome, facts: first.facts.filter((f) => f.causation_id === parent.fact_id && f.caused_by === processor.name) }
@@ -213,7 +216,7 @@ class ProjectionRun {
     const failures: Array<string> = []
     for (const batch of batches) {
       const outcomes = await platform.run(ProjectionConsumer.process(batch.map((fact, i) => ({ key: `${i}`, value: { fact } }))))
-      for (const outcome of outcomes.values()) if (outcome._tag === "Failed") failures.push(outcome.error)
+      for (const outcome of outcomes.values()) if (Result.isFailure(outcome)) failures.push(outcome.failure.message)
     }
     const columns = Projection.visibleColumns(p).filter((c) => c !== "tenant_id")
     const booleans = new Set(Projection.booleanColumns(p))

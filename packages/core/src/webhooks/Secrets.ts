@@ -6,9 +6,19 @@
  * `v1.<iv>.<ciphertext>` in base64url; opening checks the GCM tag, so a
  * tampered or foreign value is refused, never returned garbled.
  */
-export class SecretsKeyError extends Error {
+import * as Failure from "../failures/Failure.js"
+
+/** The platform's secrets key is missing or wrong (or a sealed value was altered): an operator must fix the configuration. */
+export class SecretsKeyError extends Error implements Failure.Failure {
   override readonly name = "SecretsKeyError"
   readonly _tag = "SecretsKeyError"
+  readonly [Failure.TypeId] = Failure.TypeId
+  readonly status = 503
+  readonly code = "unavailable"
+  readonly retryable = true
+  readonly reason = "retries_exhausted" as const
+  readonly retryAfterSeconds = 60
+  readonly publicMessage = "webhook secrets cannot be used: the platform's secrets key is not configured"
 }
 
 const b64 = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes))

@@ -30,6 +30,7 @@
 import { Clock, Effect, Result } from "effect"
 import { Envelope, type Fact, Issues, TraceContext, type WebhookPayload, WebhookPayload as WebhookPayloadSchema } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
+import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import type * as FactDefinition from "../definitions/FactDefinition.js"
 import * as PlatformFacts from "../definitions/PlatformFacts.js"
@@ -74,9 +75,9 @@ export const decode = (body: unknown, delivery: Consumer.Delivery) => {
       items.map(({ key, value }) => ({ key, value: { kind: "fact", fact: value.fact, replayed: value.replayed === true } as Item })))
   }
   const envelope = decodeEnvelope(body)
-  if (Result.isFailure(envelope)) return Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: Issues.render(envelope.failure) })
+  if (Result.isFailure(envelope)) return Effect.fail(new Failure.PermanentError({ reason: "decode_error", message: Issues.render(envelope.failure) }))
   const payload = decodePayload(envelope.success.payload, ["payload"])
-  if (Result.isFailure(payload)) return Effect.fail<Consumer.Rejection>({ reason: "decode_error", error: Issues.render(payload.failure) })
+  if (Result.isFailure(payload)) return Effect.fail(new Failure.PermanentError({ reason: "decode_error", message: Issues.render(payload.failure) }))
   return Effect.succeed([{
     key: `${envelope.success.tenant_id}/${payload.success.delivery_id}`,
     value: { kind: "delivery", envelope: envelope.success, payload: payload.success, attempts: delivery.attempts, last: delivery.last } as Item
@@ -147,11 +148,11 @@ const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind:
         }
         if (failed) break
       }
-      outcomes.set(key, failed ? Consumer.permanent("permanent_failure", failed) : Consumer.done)
+      outcomes.set(key, failed ? Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: failed })) : Consumer.done)
     }
     for (const chunk of SendBatches.split(out, (o) => o.body)) {
       const sent = yield* Effect.result(queue.sendBatch(RetryPolicy.webhooks.queue, chunk.map((o) => o.body)))
-      if (Result.isFailure(sent)) for (const o of chunk) outcomes.set(o.key, Consumer.transient(`could not enqueue deliveries: ${sent.failure.message}`))
+      if (Result.isFailure(sent)) for (const o of chunk) outcomes.set(o.key, Consumer.failed(new Failure.TransientError({ message: `could not enqueue deliveries: ${sent.failure.message}` })))
     }
   })
 
@@ -179,7 +180,7 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
     const ledger = yield* Ledger
     const states = yield* Effect.result(store.deliveryStates(items.map(({ value }) => ({ tenant_id: value.envelope.tenant_id, delivery_id: value.payload.delivery_id }))))
     if (Result.isFailure(states)) {
-      for (const { key } of items) outcomes.set(key, Consumer.transient(`delivery states unavailable: ${states.failure.message}`))
+      for (const { key } of items) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `delivery states unavailable: ${states.failure.message}` })))
       return
     }
     const nowMs = yield* Clock.currentTimeMillis
@@ -254,8 +255,8 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
         outcomes.set(
           a.key,
           gone
-            ? Consumer.permanent("permanent_failure", `${describe} — endpoint ${a.endpoint.id} disabled, nothing more is sent to it`)
-            : Consumer.transient(`delivery attempt ${a.attempt} to endpoint ${a.endpoint.id} failed: ${describe}`, a.status === 429 || a.status === 503 ? a.retryAfterSeconds : undefined)
+            ? Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: `${describe} — endpoint ${a.endpoint.id} disabled, nothing more is sent to it` }))
+            : Consumer.failed(new Failure.TransientError({ message: `delivery attempt ${a.attempt} to endpoint ${a.endpoint.id} failed: ${describe}`, retryAfterSeconds: a.status === 429 || a.status === 503 ? a.retryAfterSeconds : undefined }))
         )
       }
     }
@@ -303,7 +304,7 @@ export const process = (options: Options) => (items: ReadonlyArray<{ readonly ke
     const tenants = [...new Set(items.map(({ value }) => (value.kind === "fact" ? value.fact.tenant_id : value.envelope.tenant_id)))]
     const configs = yield* Effect.result(store.configsFor(tenants))
     if (Result.isFailure(configs)) {
-      for (const { key } of items) outcomes.set(key, Consumer.transient(`webhook endpoints unavailable: ${configs.failure.message}`))
+      for (const { key } of items) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `webhook endpoints unavailable: ${configs.failure.message}` })))
       return outcomes as ReadonlyMap<string, Consumer.Outcome>
     }
     const now = new Date(yield* Clock.currentTimeMillis).toISOString()

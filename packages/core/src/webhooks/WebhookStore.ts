@@ -8,19 +8,12 @@
  * only to sign; no method returns a stored secret except right after
  * creating or rotating it.
  */
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type { Issues } from "@factline/schemas"
 import * as Cursor from "../tables/Cursor.js"
 import * as Secrets from "./Secrets.js"
 import * as UrlGuard from "./UrlGuard.js"
-
-export class WebhookInputError extends Schema.TaggedError<WebhookInputError>()("WebhookInputError", {
-  message: Schema.String,
-  problems: Schema.Array(Schema.Struct({ path: Schema.String, message: Schema.String }))
-}) {}
-export class WebhookNotFound extends Schema.TaggedError<WebhookNotFound>()("WebhookNotFound", { message: Schema.String }) {}
-export class WebhookConflict extends Schema.TaggedError<WebhookConflict>()("WebhookConflict", { message: Schema.String }) {}
-export class WebhookStoreUnavailable extends Schema.TaggedError<WebhookStoreUnavailable>()("WebhookStoreUnavailable", { message: Schema.String }) {}
+import * as Failure from "../failures/Failure.js"
 
 /** An endpoint as the API shows it: never its secret. */
 export interface Endpoint {
@@ -61,7 +54,6 @@ export interface Input {
   readonly enabled?: unknown
 }
 
-type Failure = WebhookInputError | WebhookNotFound | WebhookConflict | WebhookStoreUnavailable | Secrets.SecretsKeyError
 
 export interface AttemptRow {
   readonly attempted_at: string
@@ -77,22 +69,22 @@ export interface AttemptRow {
 }
 
 export class WebhookStore extends Context.Service<WebhookStore, {
-  readonly create: (tenantId: string, input: Input) => Effect.Effect<{ readonly endpoint: Endpoint; readonly secret: string }, Failure>
-  readonly list: (tenantId: string) => Effect.Effect<ReadonlyArray<Endpoint>, Failure>
-  readonly get: (tenantId: string, id: string) => Effect.Effect<Endpoint, Failure>
-  readonly update: (tenantId: string, id: string, input: Input) => Effect.Effect<Endpoint, Failure>
-  readonly remove: (tenantId: string, id: string) => Effect.Effect<void, Failure>
-  readonly rotate: (tenantId: string, id: string) => Effect.Effect<{ readonly endpoint: Endpoint; readonly secret: string }, Failure>
-  readonly attempts: (tenantId: string, id: string, page: { readonly before?: string; readonly limit: number }) => Effect.Effect<{ readonly data: ReadonlyArray<AttemptRow>; readonly next_cursor: string | null }, Failure>
+  readonly create: (tenantId: string, input: Input) => Effect.Effect<{ readonly endpoint: Endpoint; readonly secret: string }, Failure.Any | Secrets.SecretsKeyError>
+  readonly list: (tenantId: string) => Effect.Effect<ReadonlyArray<Endpoint>, Failure.Any | Secrets.SecretsKeyError>
+  readonly get: (tenantId: string, id: string) => Effect.Effect<Endpoint, Failure.Any | Secrets.SecretsKeyError>
+  readonly update: (tenantId: string, id: string, input: Input) => Effect.Effect<Endpoint, Failure.Any | Secrets.SecretsKeyError>
+  readonly remove: (tenantId: string, id: string) => Effect.Effect<void, Failure.Any | Secrets.SecretsKeyError>
+  readonly rotate: (tenantId: string, id: string) => Effect.Effect<{ readonly endpoint: Endpoint; readonly secret: string }, Failure.Any | Secrets.SecretsKeyError>
+  readonly attempts: (tenantId: string, id: string, page: { readonly before?: string; readonly limit: number }) => Effect.Effect<{ readonly data: ReadonlyArray<AttemptRow>; readonly next_cursor: string | null }, Failure.Any | Secrets.SecretsKeyError>
   /** The stored delivery messages of the endpoint's failed deliveries since `since`, marked pending again. */
-  readonly recover: (tenantId: string, id: string, since: string) => Effect.Effect<ReadonlyArray<unknown>, Failure>
+  readonly recover: (tenantId: string, id: string, since: string) => Effect.Effect<ReadonlyArray<unknown>, Failure.Any | Secrets.SecretsKeyError>
   /** Enabled and disabled endpoints of these tenants, with their signing secrets (cached per isolate). */
-  readonly configsFor: (tenantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, ReadonlyArray<EndpointConfig>>, WebhookStoreUnavailable | Secrets.SecretsKeyError>
+  readonly configsFor: (tenantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, ReadonlyArray<EndpointConfig>>, Failure.Unavailable | Secrets.SecretsKeyError>
   readonly invalidate: (tenantId: string) => void
   /** The recorded state of these deliveries (one query), by `tenant/delivery_id`. */
-  readonly deliveryStates: (keys: ReadonlyArray<{ readonly tenant_id: string; readonly delivery_id: string }>) => Effect.Effect<ReadonlyMap<string, DeliveryState>, WebhookStoreUnavailable>
+  readonly deliveryStates: (keys: ReadonlyArray<{ readonly tenant_id: string; readonly delivery_id: string }>) => Effect.Effect<ReadonlyMap<string, DeliveryState>, Failure.Unavailable>
   /** Records a batch of attempts in ONE transaction; returns the endpoints it disabled (`tenant/id`). */
-  readonly record: (batch: RecordBatch) => Effect.Effect<ReadonlySet<string>, WebhookStoreUnavailable>
+  readonly record: (batch: RecordBatch) => Effect.Effect<ReadonlySet<string>, Failure.Unavailable>
   /** Resolves `event_types` / `fact_types` against the catalog (the API passes the registry's). */
   readonly settings: Settings
 }>()("@factline/core/WebhookStore") {
@@ -163,7 +155,7 @@ const toEndpoint = (row: Row): Endpoint => ({
   updated_at: row.updated_at
 })
 
-const unavailable = (cause: unknown) => new WebhookStoreUnavailable({ message: cause instanceof Error ? cause.message : String(cause) })
+const unavailable = (cause: unknown) => new Failure.Unavailable({ service: "the webhook store", message: cause instanceof Error ? cause.message : String(cause) })
 
 export const make = (db: D1Database, settings: Settings, catalog: Catalog): WebhookStore["Service"] => {
   const ttl = settings.configTtlMs ?? 10_000
@@ -176,7 +168,7 @@ export const make = (db: D1Database, settings: Settings, catalog: Catalog): Webh
 
   const row = (tenantId: string, id: string) =>
     Effect.flatMap(query<Row>("SELECT * FROM webhook_endpoints WHERE tenant_id = ? AND id = ?", tenantId, id), (rows) =>
-      rows[0] ? Effect.succeed(rows[0]) : Effect.fail(new WebhookNotFound({ message: `no webhook endpoint ${JSON.stringify(id.slice(0, 100))}` })))
+      rows[0] ? Effect.succeed(rows[0]) : Effect.fail(new Failure.NotFound({ message: `no webhook endpoint ${JSON.stringify(id.slice(0, 100))}` })))
 
   /** Validates the fields given (all required on create); problems name the field and the rule. */
   const validate = (input: Input, creating: boolean) => {
@@ -225,7 +217,7 @@ export const make = (db: D1Database, settings: Settings, catalog: Catalog): Webh
       else out.enabled = input.enabled
     }
     return problems.length > 0
-      ? Effect.fail(new WebhookInputError({ message: `${problems.length} problem(s) in the endpoint`, problems }))
+      ? Effect.fail(new Failure.InvalidInput({ message: `${problems.length} problem(s) in the endpoint`, problems }))
       : Effect.succeed(out)
   }
 
@@ -299,7 +291,7 @@ export const make = (db: D1Database, settings: Settings, catalog: Catalog): Webh
         yield* row(tenantId, id)
         const before = page.before === undefined ? undefined : Cursor.decode(page.before, ["string", "string", "integer"])
         if (page.before !== undefined) {
-          if (!before) return yield* new WebhookInputError({ message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
+          if (!before) return yield* new Failure.InvalidInput({ message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
         }
         const rows = yield* query<Record<string, unknown>>(
           `SELECT attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error
@@ -318,7 +310,7 @@ export const make = (db: D1Database, settings: Settings, catalog: Catalog): Webh
     recover: (tenantId, id, since) =>
       Effect.gen(function*() {
         const endpoint = yield* row(tenantId, id)
-        if (endpoint.enabled !== 1) return yield* new WebhookConflict({ message: `endpoint ${id} is disabled (${endpoint.disabled_reason ?? "by an admin"}); enable it before recovering` })
+        if (endpoint.enabled !== 1) return yield* new Failure.Conflict({ message: `endpoint ${id} is disabled (${endpoint.disabled_reason ?? "by an admin"}); enable it before recovering` })
         const rows = yield* query<{ delivery_id: string; message: string }>(
           `SELECT delivery_id, message FROM webhook_deliveries
            WHERE tenant_id = ? AND endpoint_id = ? AND status = 'failed' AND last_attempted_at >= ? ORDER BY last_attempted_at LIMIT 10000`,

@@ -9,14 +9,14 @@
  * a secret.
  */
 import { Hono } from "hono"
-import type { Registry } from "@factline/core"
+import { Failure, type Registry } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import type { PlatformRuntime } from "../Services.js"
 import * as Batches from "./Batches.js"
 import type { AppEnv } from "./Contract.js"
 import * as DeadLetters from "./DeadLetters.js"
 import * as Documents from "./Documents.js"
-import { errorResponse } from "./Errors.js"
+import { respond } from "./Problem.js"
 import * as Events from "./Events.js"
 import * as Facts from "./Facts.js"
 import * as Projections from "./Projections.js"
@@ -42,10 +42,8 @@ export const make = (registry: Registry.Shape, runtime: (env: PlatformEnv) => Pl
   Webhooks.mount(app, { registry, run })
   Documents.mount(app, { registry, api })
 
-  app.notFound((c) => errorResponse(c, 404, "not_found", `no route for ${c.req.method} ${new URL(c.req.url).pathname}`))
-  app.onError((error, c) => {
-    console.error(`unhandled error: ${error instanceof Error ? error.name : "unknown"}`)
-    return errorResponse(c, 500, "internal", "internal error")
-  })
+  // Handlers and middleware throw members of the failure family; this is where they become responses.
+  app.notFound((c) => respond(c, new Failure.NotFound({ message: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` })))
+  app.onError((error, c) => respond(c, error))
   return app
 }

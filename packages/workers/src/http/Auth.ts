@@ -7,11 +7,11 @@
  * response of an authenticated route, errors included, carries
  * `cache-control: no-store`: no shared or browser cache may keep tenant data.
  */
-import { Schema } from "effect"
+import { Result, Schema } from "effect"
 import type { MiddlewareHandler } from "hono"
 import { Issues } from "@factline/schemas"
 import { IsoDateTime, TenantId } from "@factline/schemas"
-import { errorResponse } from "./Errors.js"
+import { Forbidden, Unauthorized } from "./Problem.js"
 
 /**
  * `events:write`, `read` and `admin` act within the token's tenant; `platform`
@@ -48,7 +48,7 @@ export const principals = (config: string | undefined): Map<string, Principal> =
   let table = new Map<string, Principal>()
   try {
     const decoded = decodeConfig(JSON.parse(key))
-    if (decoded._tag === "Success") {
+    if (Result.isSuccess(decoded)) {
       table = new Map(decoded.success.map((t) => [t.sha256, { tenantId: t.tenant_id, scopes: t.scopes, name: t.name }]))
     } else {
       console.error(`FACTLINE_TOKENS is invalid (${Issues.render(decoded.failure)}); every request will be refused`)
@@ -74,12 +74,12 @@ export const requireScope = (...scopes: [Scope, ...Array<Scope>]): MiddlewareHan
     const header = c.req.header("authorization") ?? ""
     const match = /^Bearer\s+(\S+)$/i.exec(header)
     if (!match) {
-      return errorResponse(c, 401, "unauthorized", "missing bearer token: send Authorization: Bearer <token>", undefined, { "www-authenticate": "Bearer" })
+      throw new Unauthorized({ message: "missing bearer token: send Authorization: Bearer <token>" })
     }
     const principal = principals(c.env.FACTLINE_TOKENS).get(await sha256Hex(match[1]!))
-    if (!principal) return errorResponse(c, 401, "unauthorized", "invalid bearer token", undefined, { "www-authenticate": "Bearer" })
+    if (!principal) throw new Unauthorized({ message: "invalid bearer token" })
     if (!scopes.some((scope) => principal.scopes.includes(scope))) {
-      return errorResponse(c, 403, "forbidden", `this token lacks the ${scopes.map((s) => JSON.stringify(s)).join(" or ")} scope`)
+      throw new Forbidden({ message: `this token lacks the ${scopes.map((s) => JSON.stringify(s)).join(" or ")} scope` })
     }
     c.set("principal", principal)
     await next()

@@ -19,10 +19,10 @@
 import { Effect, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Import, ProjectionStore, Rebuild, Reconcile, type Registry } from "@factline/core"
+import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Failure, Import, ProjectionStore, Rebuild, Reconcile, type Registry } from "@factline/core"
 import { type AppEnv, bind, cursor, describe, Json, nextCursor, oneOf, problems, wholeNumber } from "./Contract.js"
-import { errorResponse } from "./Errors.js"
-import { type Ctx, isObject, readBody, type Run, unavailable } from "./Shared.js"
+import { Forbidden, RequestRefused } from "./Problem.js"
+import { type Ctx, isObject, readBody, type Run } from "./Shared.js"
 
 export interface Deps {
   readonly registry: Registry.Shape
@@ -165,7 +165,7 @@ export const rebuildView = (record: Rebuild.RebuildRecord) => ({
   created_at: record.started_at
 })
 
-export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
+export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
   /**
    * `POST /v1/batches`: starts a batch job. `rebuild` (scope `platform`: it replays every tenant's facts);
    * `import` (scope `admin`: into the caller's tenant) of up to 1,000 inline envelopes, written to R2 as
@@ -173,101 +173,92 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
    */
   bind(app, startBatch, async (c) => {
     const principal = c.get("principal")
-    const read = await readBody(c)
-    if (!read.ok) return read.response
-    const body = read.body
+    const body = await readBody(c)
+
     const usage = 'send { "operation": "rebuild", "projection": "<name>" }, { "operation": "import", "events": [...] | "manifest": "<uploaded name>" }, { "operation": "export", "projection"?: "<name>", "format"?: "ndjson" | "csv" } (reconcile is not supported yet)'
-    if (!isObject(body)) return errorResponse(c, 400, "invalid_request", usage)
+    if (!isObject(body)) throw new Failure.InvalidInput({ message: usage })
     if (body.operation === "rebuild") {
-      if (!principal.scopes.includes("platform")) return errorResponse(c, 403, "forbidden", 'a rebuild replays every tenant\'s facts: it takes the "platform" scope')
-      if (typeof body.projection !== "string") return errorResponse(c, 400, "invalid_request", usage)
+      if (!principal.scopes.includes("platform")) throw new Forbidden({ message: 'a rebuild replays every tenant\'s facts: it takes the "platform" scope' })
+      if (typeof body.projection !== "string") throw new Failure.InvalidInput({ message: usage })
       return startRebuild(c, body.projection)
     }
     if (body.operation === "import" || body.operation === "export" || body.operation === "reconcile") {
-      if (!principal.scopes.includes("admin")) return errorResponse(c, 403, "forbidden", `${body.operation} works on the token's tenant: it takes the "admin" scope`)
+      if (!principal.scopes.includes("admin")) throw new Forbidden({ message: `${body.operation} works on the token's tenant: it takes the "admin" scope` })
       return body.operation === "import" ? startImport(c, body) : body.operation === "export" ? startExport(c, body) : startReconcile(c, body)
     }
-    return errorResponse(c, 400, "invalid_request", usage)
+    throw new Failure.InvalidInput({ message: usage })
   })
 
   const startRebuild = async (c: Ctx, projection: string) => {
     const started = await run(c.env, Rebuild.start(projection, c.get("principal").tenantId))
-    if (started._tag === "Failure") {
-      const error = started.failure
-      if (error._tag === "RebuildRefused") return errorResponse(c, error.code === "conflict" ? 409 : 404, error.code, error.message)
-      return unavailable(c, "the projection store")
-    }
     try {
-      await c.env.BATCH_QUEUE.send(BatchConsumer.make(started.success.first), { contentType: "json" })
-    } catch {
-      return unavailable(c, "the batch queue")
+      await c.env.BATCH_QUEUE.send(BatchConsumer.make(started.first), { contentType: "json" })
+    } catch (cause) {
+      throw batchQueueUnavailable(cause)
     }
-    return c.json({ batch_id: started.success.record.id, operation: "rebuild", ...started.success.record }, 202)
+    return c.json({ batch_id: started.record.id, operation: "rebuild", ...started.record }, 202)
   }
 
   /** Queues a created job's first chunk; a send that fails ends the job `failed` (it would never run). */
   const enqueueFirst = async (c: Ctx, job: BatchJobs.Row, total: number) => {
     try {
       await c.env.BATCH_QUEUE.send(BatchConsumer.make({ batch_id: job.id, operation: job.operation, offset: 0, total }, job.tenant_id), { contentType: "json" })
-    } catch {
+    } catch (cause) {
       await run(c.env, BatchJobs.fail(job.id, "the batch queue was unavailable when the job was started", new Date().toISOString()))
-      return unavailable(c, "the batch queue")
+      throw batchQueueUnavailable(cause)
     }
     return c.json(BatchJobs.view(job), 202)
   }
 
   const startReconcile = async (c: Ctx, body: Record<string, unknown>) => {
     const extra = Object.keys(body).filter((k) => !["operation", "projection", "repair"].includes(k))
-    if (extra.length > 0) return errorResponse(c, 400, "invalid_request", `unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}`)
-    if (body.repair !== undefined && typeof body.repair !== "boolean") return errorResponse(c, 400, "invalid_request", '"repair" must be true or false')
-    if (typeof body.projection !== "string") return errorResponse(c, 400, "invalid_request", '"projection" must be a projection\'s name')
-    const projection = router.projection(body.projection)
-    if (!projection) return errorResponse(c, 404, "not_found", `no projection "${body.projection.slice(0, 100)}" (known: ${router.projections.map((p) => p.name).join(", ")})`)
+    if (extra.length > 0) throw new Failure.InvalidInput({ message: `unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}` })
+    if (body.repair !== undefined && typeof body.repair !== "boolean") throw new Failure.InvalidInput({ message: '"repair" must be true or false' })
+    if (typeof body.projection !== "string") throw new Failure.InvalidInput({ message: '"projection" must be a projection\'s name' })
+    const projection = registry.projection(body.projection)
+    if (!projection) throw new Failure.NotFound({ message: `no projection "${body.projection.slice(0, 100)}" (known: ${registry.projections.map((p) => p.name).join(", ")})` })
     const params: Reconcile.Params = { projection: projection.name, repair: body.repair === true }
     const created = await run(c.env, BatchJobs.create({
       id: BatchJobs.newId(), tenantId: c.get("principal").tenantId, operation: "reconcile", params, inputKey: null, total: null, now: new Date().toISOString()
     }))
-    if (created._tag === "Failure") return unavailable(c, "the batch store")
-    return enqueueFirst(c, created.success, 0)
+    return enqueueFirst(c, created, 0)
   }
 
   const startExport = async (c: Ctx, body: Record<string, unknown>) => {
     const extra = Object.keys(body).filter((k) => !["operation", "projection", "format"].includes(k))
-    if (extra.length > 0) return errorResponse(c, 400, "invalid_request", `unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}`)
+    if (extra.length > 0) throw new Failure.InvalidInput({ message: `unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}` })
     const format = body.format ?? "ndjson"
-    if (format !== "ndjson" && format !== "csv") return errorResponse(c, 400, "invalid_request", '"format" must be "ndjson" or "csv"')
-    if (body.projection !== undefined && typeof body.projection !== "string") return errorResponse(c, 400, "invalid_request", '"projection" must be a projection\'s name')
-    const projection = body.projection === undefined ? undefined : router.projection(body.projection)
+    if (format !== "ndjson" && format !== "csv") throw new Failure.InvalidInput({ message: '"format" must be "ndjson" or "csv"' })
+    if (body.projection !== undefined && typeof body.projection !== "string") throw new Failure.InvalidInput({ message: '"projection" must be a projection\'s name' })
+    const projection = body.projection === undefined ? undefined : registry.projection(body.projection)
     if (body.projection !== undefined && !projection) {
-      return errorResponse(c, 404, "not_found", `no projection "${String(body.projection).slice(0, 100)}" (known: ${router.projections.map((p) => p.name).join(", ")})`)
+      throw new Failure.NotFound({ message: `no projection "${String(body.projection).slice(0, 100)}" (known: ${registry.projections.map((p) => p.name).join(", ")})` })
     }
-    if (projection === undefined && format === "csv") return errorResponse(c, 400, "invalid_request", "facts export as NDJSON only (their data is nested); CSV is for a projection")
+    if (projection === undefined && format === "csv") throw new Failure.InvalidInput({ message: "facts export as NDJSON only (their data is nested); CSV is for a projection" })
     const params: Export.Params = { ...(projection ? { projection: projection.name } : {}), format }
     const created = await run(c.env, BatchJobs.create({
       id: BatchJobs.newId(), tenantId: c.get("principal").tenantId, operation: "export", params, inputKey: null, total: null, now: new Date().toISOString()
     }))
-    if (created._tag === "Failure") return unavailable(c, "the batch store")
-    return enqueueFirst(c, created.success, 0)
+    return enqueueFirst(c, created, 0)
   }
 
   const startManifestImport = async (c: Ctx, manifest: unknown) => {
     const tenantId = c.get("principal").tenantId
     if (typeof manifest !== "string" || !uploadName.test(manifest)) {
-      return errorResponse(c, 400, "invalid_request", '"manifest" must be the name of a file uploaded with PUT /v1/batches/uploads/:name')
+      throw new Failure.InvalidInput({ message: '"manifest" must be the name of a file uploaded with PUT /v1/batches/uploads/:name' })
     }
     const key = uploadKey(tenantId, manifest)
     let exists: boolean
     try {
       exists = (await c.env.PAYLOADS.head(key)) !== null
-    } catch {
-      return unavailable(c, "the payload store")
+    } catch (cause) {
+      throw Failure.unavailable("the payload store")(cause)
     }
-    if (!exists) return errorResponse(c, 404, "not_found", `no uploaded file "${manifest}"; upload it with PUT /v1/batches/uploads/${manifest}`)
+    if (!exists) throw new Failure.NotFound({ message: `no uploaded file "${manifest}"; upload it with PUT /v1/batches/uploads/${manifest}` })
     const created = await run(c.env, BatchJobs.create({
       id: BatchJobs.newId(), tenantId, operation: "import", params: { source: "manifest", manifest }, inputKey: key, total: null, now: new Date().toISOString()
     }))
-    if (created._tag === "Failure") return unavailable(c, "the batch store")
-    return enqueueFirst(c, created.success, 0)
+    return enqueueFirst(c, created, 0)
   }
 
   const startImport = async (c: Ctx, body: Record<string, unknown>) => {
@@ -275,12 +266,12 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
     const events = body.events
     const extra = Object.keys(body).filter((k) => k !== "operation" && k !== "events" && k !== "manifest")
     if (extra.length > 0 || ("events" in body && "manifest" in body)) {
-      return errorResponse(c, 400, "invalid_request", `send { "operation": "import", "events": [...] } or { "operation": "import", "manifest": "<uploaded name>" }${extra.length > 0 ? `; unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}` : ""}`)
+      throw new Failure.InvalidInput({ message: `send { "operation": "import", "events": [...] } or { "operation": "import", "manifest": "<uploaded name>" }${extra.length > 0 ? `; unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}` : ""}` })
     }
     if ("manifest" in body) return startManifestImport(c, body.manifest)
-    if (!Array.isArray(events) || events.length === 0) return errorResponse(c, 400, "invalid_request", '"events" must be a non-empty array of envelopes')
+    if (!Array.isArray(events) || events.length === 0) throw new Failure.InvalidInput({ message: '"events" must be a non-empty array of envelopes' })
     if (events.length > Import.maxInlineEvents) {
-      return errorResponse(c, 400, "too_many_events", `at most ${Import.maxInlineEvents} events per inline import; got ${events.length}`)
+      throw new Failure.InvalidInput({ code: "too_many_events", message: `at most ${Import.maxInlineEvents} events per inline import; got ${events.length}` })
     }
     // One line per event, whatever it is: lines that are not envelopes are reported by the job with their number.
     const ndjson = events.map((event) => JSON.stringify(event)).join("\n") + "\n"
@@ -292,8 +283,7 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
       yield* files.put(key, ndjson)
       return yield* BatchJobs.create({ id, tenantId, operation: "import", params: { source: "inline" }, inputKey: key, total: events.length, now })
     }))
-    if (created._tag === "Failure") return unavailable(c, created.failure._tag === "BatchFilesUnavailable" ? "the payload store" : "the batch store")
-    return enqueueFirst(c, created.success, events.length)
+    return enqueueFirst(c, created, events.length)
   }
 
   bind(app, listBatches, async (c) => {
@@ -306,7 +296,7 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
     const rawCursor = c.req.query("cursor")
     const cursor = rawCursor === undefined ? undefined : decodeCursor(rawCursor)
     if (rawCursor !== undefined && cursor === undefined) problems.push({ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" })
-    if (problems.length > 0) return errorResponse(c, 400, "invalid_query", problems.map((p) => `${p.path}: ${p.message}`).join("; "), { problems })
+    if (problems.length > 0) throw new Failure.InvalidInput({ code: "invalid_query", message: problems.map((p) => `${p.path}: ${p.message}`).join("; "), problems: problems })
 
     const tenantId = c.get("principal").tenantId
     // Each table gives at most limit + 1 rows past the cursor; merged newest first, the page is exact.
@@ -319,8 +309,7 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
     }
     const result = await run(c.env, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) =>
       Effect.all([store.query<Rebuild.RebuildRecord>(page("projection_rebuilds", "started_at")), store.query<BatchJobs.Row>(page("batch_jobs", "created_at"))])))
-    if (result._tag === "Failure") return unavailable(c, "the projection store")
-    const [rebuilds, jobs] = result.success
+    const [rebuilds, jobs] = result
     const rows = [...rebuilds.map(rebuildView), ...jobs.map(BatchJobs.view)]
       .sort((a, b) => (a.created_at === b.created_at ? (a.batch_id < b.batch_id ? 1 : -1) : a.created_at < b.created_at ? 1 : -1))
     const data = rows.slice(0, limit)
@@ -332,37 +321,31 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
   bind(app, getBatch, async (c) => {
     const tenantId = c.get("principal").tenantId
     const id = c.req.param("id")!
-    const result = await run(c.env, Effect.all([BatchJobs.get(tenantId, id), Rebuild.get(tenantId, id)]))
-    if (result._tag === "Failure") return unavailable(c, "the projection store")
-    const [job, rebuild] = result.success
+    const [job, rebuild] = await run(c.env, Effect.all([BatchJobs.get(tenantId, id), Rebuild.get(tenantId, id)]))
     if (job) return c.json(BatchJobs.view(job))
     if (rebuild) return c.json(rebuildView(rebuild))
-    return errorResponse(c, 404, "not_found", `no batch "${id}"`)
+    throw new Failure.NotFound({ message: `no batch "${id}"` })
   })
 
   bind(app, cancelBatch, async (c) => {
     const tenantId = c.get("principal").tenantId
     const id = c.req.param("id")!
-    const result = await run(c.env, BatchJobs.cancel(tenantId, id, new Date().toISOString()))
-    if (result._tag === "Success") return c.json(BatchJobs.view(result.success))
-    const error = result.failure
-    if (error._tag !== "BatchJobRefused") return unavailable(c, "the projection store")
-    if (error.code === "not_found") {
-      const rebuild = await run(c.env, Rebuild.get(tenantId, id))
-      if (rebuild._tag === "Success" && rebuild.success) return errorResponse(c, 409, "conflict", "a rebuild cannot be cancelled; it ends when every shard is replayed")
-    }
-    return errorResponse(c, error.code === "conflict" ? 409 : 404, error.code, error.message)
+    // A rebuild's id is no batch job's: its NotFound becomes the Conflict that says why.
+    const cancelled = await run(c.env, BatchJobs.cancel(tenantId, id, new Date().toISOString()).pipe(
+      Effect.catchIf((error) => error instanceof Failure.NotFound, (notFound) =>
+        Effect.flatMap(Rebuild.get(tenantId, id), (rebuild) =>
+          Effect.fail(rebuild ? new Failure.Conflict({ message: "a rebuild cannot be cancelled; it ends when every shard is replayed" }) : notFound)))
+    ))
+    return c.json(BatchJobs.view(cancelled))
   })
 
   bind(app, batchOutput, async (c) => {
     const tenantId = c.get("principal").tenantId
     const id = c.req.param("id")!
-    const result = await run(c.env, BatchJobs.get(tenantId, id))
-    if (result._tag === "Failure") return unavailable(c, "the projection store")
-    const job = result.success
-    if (!job) return errorResponse(c, 404, "not_found", `no batch "${id}"`)
+    const job = await run(c.env, BatchJobs.get(tenantId, id))
+    if (!job) throw new Failure.NotFound({ message: `no batch "${id}"` })
     if (job.output_key === null || job.status !== "succeeded") {
-      return errorResponse(c, 409, "conflict", `batch ${id} has no output${job.status === "succeeded" ? "" : ` (it is ${job.status})`}`)
+      throw new Failure.Conflict({ message: `batch ${id} has no output${job.status === "succeeded" ? "" : ` (it is ${job.status})`}` })
     }
     // The job's own prefix under its own tenant: never built from the request.
     const prefix = Export.outputPrefix(job.tenant_id, job.id)
@@ -396,6 +379,8 @@ export const mount = (app: Hono<AppEnv>, { registry: router, run }: Deps) => {
   })
 }
 
+const batchQueueUnavailable = Failure.unavailable("the batch queue")
+
 /** Upload names: a file name, never a path (the tenant prefix is the platform's, never the caller's). */
 export const uploadName = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
 export const maxUploadBytes = 1024 * 1024 * 1024
@@ -404,13 +389,13 @@ export const uploadKey = (tenantId: string, name: string) => `${tenantId}/upload
 export const mountUploads = (app: Hono<AppEnv>) => {
   bind(app, upload, async (c) => {
     const name = c.req.param("name")!
-    if (!uploadName.test(name)) return errorResponse(c, 400, "invalid_request", "the name must be 1–128 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    if (!uploadName.test(name)) throw new Failure.InvalidInput({ message: "the name must be 1–128 letters, digits, '.', '_' or '-', starting with a letter or digit" })
     const rawLength = c.req.header("content-length")
-    if (rawLength === undefined || !/^\d+$/.test(rawLength)) return errorResponse(c, 411, "length_required", "send the file with a content-length header")
+    if (rawLength === undefined || !/^\d+$/.test(rawLength)) throw new RequestRefused({ status: 411, message: "send the file with a content-length header" })
     const length = Number(rawLength)
-    if (length > maxUploadBytes) return errorResponse(c, 413, "payload_too_large", `an upload is at most ${maxUploadBytes} bytes (1 GiB); got ${length}`)
+    if (length > maxUploadBytes) throw new RequestRefused({ status: 413, message: `an upload is at most ${maxUploadBytes} bytes (1 GiB); got ${length}` })
     const body = c.req.raw.body
-    if (body === null || length === 0) return errorResponse(c, 400, "invalid_request", "the file is empty")
+    if (body === null || length === 0) throw new Failure.InvalidInput({ message: "the file is empty" })
     const key = uploadKey(c.get("principal").tenantId, name)
     try {
       // Streamed: R2 takes the body with its declared length, never buffered here.
@@ -419,7 +404,7 @@ export const mountUploads = (app: Hono<AppEnv>) => {
       return c.json({ manifest: name, size: object?.size ?? length }, 201)
     } catch {
       console.error("upload failed: the payload store is unavailable or the body did not match its content-length")
-      return errorResponse(c, 400, "upload_failed", "the upload did not complete (the body must match its content-length); send it again")
+      throw new Failure.InvalidInput({ code: "upload_failed", message: "the upload did not complete (the body must match its content-length); send it again" })
     }
   })
 }

@@ -8,7 +8,7 @@
  *   scopes) and the query parameters it accepts (anything else is a 400 naming it);
  * - the route table (`Routes.ts`) that the auth, tenancy and hostile-input sweeps are generated from;
  * - the OpenAPI 3.1 document (`OpenApi.fromApi`, Effect's generator) and the `/docs` reference;
- * - the error shape: every error response is `Problem`, the type `errorResponse` writes.
+ * - the error shape: every error response is `Problem` (Problem.ts writes it from the failure's class).
  *
  * Values (an envelope's payload against its message type, a filter against a projection's columns, a
  * cursor) are validated by the handlers and the core, which know more than a static schema can say; their
@@ -17,11 +17,14 @@
 import { Context, Option, Result, Schema, SchemaAST } from "effect"
 import { type HttpApiEndpoint, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Handler, Hono, MiddlewareHandler } from "hono"
+import { Failure } from "@factline/core"
 import { Issues } from "@factline/schemas"
 import type { PlatformEnv } from "../Env.js"
 import { type AuthVariables, requireScope, type Scope } from "./Auth.js"
-import { errorResponse } from "./Errors.js"
+import { Problem } from "./Problem.js"
 import { strictQuery } from "./StrictQuery.js"
+
+export { Problem }
 
 export type AppEnv = { Bindings: PlatformEnv; Variables: AuthVariables }
 
@@ -32,22 +35,6 @@ export interface Endpoint {
   readonly query: Schema.Top | undefined
   readonly annotations: Context.Context<never>
 }
-
-/** The one error shape of the API (`Errors.ts` writes it). */
-export const Problem = Schema.Struct({
-  error: Schema.Struct({
-    code: Schema.String.annotate({
-      description: "Machine-readable: invalid_request, invalid_query, invalid_events, unauthorized, forbidden, not_found, conflict, unsupported_media_type, payload_too_large, too_deep, too_many_events, idempotency_conflict, unavailable, internal"
-    }),
-    message: Schema.String.annotate({ description: "For a person: names every problem. Never a stack, SQL text or a secret." }),
-    details: Schema.optional(Schema.Unknown).annotate({ description: "Where given, e.g. `{ problems: [{ path, message }] }`: one entry per field at fault." })
-  })
-}).annotate({
-  identifier: "Problem",
-  description: "Every error of the API: a 4xx names what to fix; a 503 carries `retry-after`; a 500 says only `internal`.",
-  examples: [{ error: { code: "invalid_query", message: "limit must be between 1 and 1000", details: { problems: [{ path: "limit", message: "must be between 1 and 1000" }] } } }]
-})
-export type Problem = typeof Problem.Type
 
 /** The error responses of an endpoint: one `Problem` per status. */
 export const problems = <const S extends ReadonlyArray<number>>(...statuses: S) => statuses.map((status) => Problem.pipe(HttpApiSchema.status(status)))
@@ -129,7 +116,7 @@ export const checkQuery = (endpoint: Endpoint): MiddlewareHandler | undefined =>
     const result = decode(Object.fromEntries(new URL(c.req.url).searchParams), { errors: "all" })
     if (Result.isFailure(result)) {
       const problems = Issues.fromIssue(result.failure.issue)
-      return errorResponse(c, 400, "invalid_query", Issues.render(problems), { problems })
+      throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(problems), problems: problems })
     }
     await next()
   }

@@ -7,10 +7,9 @@
 import { Effect, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { DeadLetterSkip, DeadLetterStore, RetryPolicy } from "@factline/core"
+import { DeadLetterSkip, DeadLetterStore, Failure, RetryPolicy } from "@factline/core"
 import type { Principal } from "./Auth.js"
 import { type AppEnv, bind, cursor, describe, nextCursor, oneOf, problems, wholeNumber } from "./Contract.js"
-import { errorResponse } from "./Errors.js"
 import { type Ctx, isObject, readBody, type Run } from "./Shared.js"
 
 const queueNames = RetryPolicy.all.map((p) => p.queue)
@@ -22,7 +21,7 @@ const filters = {
 const DeadLetter = Schema.Struct({
   id: Schema.String,
   queue: Schema.String,
-  status: Schema.Literals(DeadLetterStore.statuses as unknown as readonly [DeadLetterStore.Status, ...Array<DeadLetterStore.Status>]),
+  status: Schema.Literals(DeadLetterStore.statuses),
   reason: Schema.String.annotate({ description: "permanent_failure, retries_exhausted, …" }),
   last_error: Schema.String,
   attempts: Schema.Int,
@@ -47,7 +46,7 @@ const scopes = ["admin", "platform"] as const
 const errors = { 400: "`invalid_query` / `invalid_request`, naming the field", 404: "`not_found`: no such record for this token", 409: "`conflict`: already replayed, skipped or being replayed (naming who and when)", 503: "`unavailable`: the store or the source queue; retry" }
 
 export const listDeadLetters = HttpApiEndpoint.get("listDeadLetters", "/v1/dlq", {
-  query: { ...filters, status: oneOf(DeadLetterStore.statuses as unknown as readonly [DeadLetterStore.Status, ...Array<DeadLetterStore.Status>], "default open"), cursor, limit: wholeNumber("1 to 200 (default 50)") },
+  query: { ...filters, status: oneOf(DeadLetterStore.statuses, "default open"), cursor, limit: wholeNumber("1 to 200 (default 50)") },
   success: Schema.Struct({ data: Schema.Array(DeadLetter), next_cursor: nextCursor }),
   error: problems(400, 503)
 }).pipe(describe({ summary: "List dead letters", description: "Newest first; a tenant admin sees its own, the platform scope every tenant's.", scopes, errors: { 400: errors[400], 503: errors[503] } }))
@@ -89,22 +88,6 @@ const scopeOf = (p: Principal): DeadLetterStore.Scope => ({
   actor: p.name ?? `token of ${p.tenantId}`
 })
 
-const failure = (c: Ctx, error: { readonly _tag: string; readonly message: string; readonly problems?: ReadonlyArray<unknown> }) => {
-  switch (error._tag) {
-    case "DeadLetterInputError":
-      return errorResponse(c, 400, "invalid_query", error.message, { problems: error.problems })
-    case "DeadLetterNotFound":
-      return errorResponse(c, 404, "not_found", error.message)
-    case "DeadLetterConflict":
-      return errorResponse(c, 409, "conflict", error.message)
-    case "QueueSendFailed":
-      return errorResponse(c, 503, "unavailable", "the source queue refused the replay; the record is open again, retry", undefined, { "retry-after": "5" })
-    default:
-      console.error(`operations: store unavailable (${error._tag})`)
-      return errorResponse(c, 503, "unavailable", "the dead-letter store is unavailable, retry later", undefined, { "retry-after": "5" })
-  }
-}
-
 const store = Effect.service(DeadLetterStore.DeadLetterStore)
 
 const filtersOf = (c: Ctx, defaultStatus?: DeadLetterStore.Status) => {
@@ -119,67 +102,53 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
 
   bind(app, listDeadLetters, async (c) => {
     const filters = filtersOf(c)
-    if (!filters.ok) return errorResponse(c, 400, "invalid_query", filters.problems.map((p) => `${p.path}: ${p.message}`).join("; "), { problems: filters.problems })
+    if (!filters.ok) throw new Failure.InvalidInput({ code: "invalid_query", message: filters.problems.map((p) => `${p.path}: ${p.message}`).join("; "), problems: filters.problems })
     const raw = c.req.query("limit")
     const limit = raw === undefined ? 50 : /^\d+$/.test(raw) ? Number(raw) : NaN
-    if (!(limit >= 1 && limit <= 200)) return errorResponse(c, 400, "invalid_query", "limit must be a whole number from 1 to 200")
+    if (!(limit >= 1 && limit <= 200)) throw new Failure.InvalidInput({ code: "invalid_query", message: "limit must be a whole number from 1 to 200" })
     const cursor = c.req.query("cursor")
     const result = await run(c.env, Effect.flatMap(store, (s) => s.list(scopeOf(c.get("principal")), filters.filters, cursor === undefined ? { limit } : { cursor, limit })))
-    if (result._tag === "Failure") return failure(c, result.failure)
-    return c.json(result.success)
+    return c.json(result)
   })
 
   bind(app, replayMatching, async (c) => {
     const filters = filtersOf(c)
-    if (!filters.ok) return errorResponse(c, 400, "invalid_query", filters.problems.map((p) => `${p.path}: ${p.message}`).join("; "), { problems: filters.problems })
+    if (!filters.ok) throw new Failure.InvalidInput({ code: "invalid_query", message: filters.problems.map((p) => `${p.path}: ${p.message}`).join("; "), problems: filters.problems })
     const result = await run(c.env, Effect.flatMap(store, (s) => s.replayMatching(scopeOf(c.get("principal")), filters.filters)))
-    if (result._tag === "Failure") return failure(c, result.failure)
-    return c.json({ ...result.success, wave_size: DeadLetterStore.waveSize, wave_delay_seconds: DeadLetterStore.waveDelaySeconds }, 202)
+    return c.json({ ...result, wave_size: DeadLetterStore.waveSize, wave_delay_seconds: DeadLetterStore.waveDelaySeconds }, 202)
   })
 
   bind(app, getDeadLetter, async (c) => {
     const result = await run(c.env, Effect.flatMap(store, (s) => s.get(scopeOf(c.get("principal")), c.req.param("id")!)))
-    if (result._tag === "Failure") return failure(c, result.failure)
-    return c.json(result.success)
+    return c.json(result)
   })
 
   bind(app, replayOne, async (c) => {
     const result = await run(c.env, Effect.flatMap(store, (s) => s.replay(scopeOf(c.get("principal")), c.req.param("id")!)))
-    if (result._tag === "Failure") return failure(c, result.failure)
-    return c.json(result.success, 202)
+    return c.json(result, 202)
   })
 
   bind(app, skip, async (c) => {
-    const read = await readBody(c)
-    if (!read.ok) return read.response
-    const reason = isObject(read.body) ? read.body.reason : undefined
+    const input = await readBody(c)
+    const reason = isObject(input) ? input.reason : undefined
     if (typeof reason !== "string" || reason.trim() === "" || reason.length > 1_000) {
-      return errorResponse(c, 400, "invalid_request", 'send { "reason": "why this work is given up" } (1 to 1,000 characters)', { problems: [{ path: "reason", message: "is required, 1 to 1,000 characters" }] })
+      throw new Failure.InvalidInput({ message: 'send { "reason": "why this work is given up" } (1 to 1,000 characters)', problems: [{ path: "reason", message: "is required, 1 to 1,000 characters" }] })
     }
     const principal = c.get("principal")
     const result = await run(c.env, DeadLetterSkip.skip(scopeOf(principal), c.req.param("id")!, reason, principal.tenantId))
-    if (result._tag === "Failure") {
-      if (result.failure._tag === "SkipIncomplete") {
-        console.error(`dead letter skip incomplete: ${result.failure.message}`)
-        return errorResponse(c, 503, "unavailable", `${result.failure.message}: the record was not skipped (it is open again); retry the skip`, undefined, { "retry-after": "5" })
-      }
-      return failure(c, result.failure)
-    }
-    return c.json(result.success)
+    return c.json(result)
   })
 
   bind(app, escalate, async (c) => {
     let note = ""
     if ((c.req.header("content-length") ?? "0") !== "0" || c.req.header("content-type")) {
-      const read = await readBody(c)
-      if (!read.ok) return read.response
-      const given = isObject(read.body) ? read.body.note : undefined
-      if (given !== undefined && (typeof given !== "string" || given.length > 1_000)) return errorResponse(c, 400, "invalid_request", "note must be a string of at most 1,000 characters")
+      const input = await readBody(c)
+      const given = isObject(input) ? input.note : undefined
+      if (given !== undefined && (typeof given !== "string" || given.length > 1_000)) throw new Failure.InvalidInput({ message: "note must be a string of at most 1,000 characters" })
       note = (given as string | undefined) ?? ""
     }
     const result = await run(c.env, Effect.flatMap(store, (s) => s.resolve(scopeOf(c.get("principal")), c.req.param("id")!, "escalated", note)))
-    if (result._tag === "Failure") return failure(c, result.failure)
-    return c.json(result.success)
+    return c.json(result)
   })
 
 }

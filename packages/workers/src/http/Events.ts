@@ -6,11 +6,11 @@
 import { Effect, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { Producer, type Registry } from "@factline/core"
+import { Failure, Producer, type Registry } from "@factline/core"
 import { EnvelopeInput } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
+import { Forbidden } from "./Problem.js"
 import { type AppEnv, bind, describe, Json, problems } from "./Contract.js"
-import { errorResponse } from "./Errors.js"
 import { isObject, readBody, type Run } from "./Shared.js"
 import * as Traceparent from "./Traceparent.js"
 
@@ -75,33 +75,32 @@ export const group = HttpApiGroup.make("events").add(ingest)
   }))
 
 export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Shape; readonly run: Run }) => {
-  const { registry: router, run } = deps
+  const { registry, run } = deps
   bind(app, ingest, async (c) => {
     const principal = c.get("principal")
     const trace = Traceparent.ofRequest(c.req.raw.headers)
-    if (!trace.ok) return errorResponse(c, 400, "invalid_request", trace.message, { problems: trace.problems })
-    const read = await readBody(c, eventContentTypes)
-    if (!read.ok) return read.response
-    const body = read.body
+    if (!trace.ok) throw new Failure.InvalidInput({ message: trace.message, problems: trace.problems })
+    const body = await readBody(c, eventContentTypes)
+
     const cloudEvents = CloudEvents.mode(c.req.header("content-type"), c.req.raw.headers)
     let batch: boolean
     let list: unknown
     if (cloudEvents) {
       const events = cloudEvents === "batch" ? body : [cloudEvents === "binary" ? CloudEvents.fromBinary(c.req.raw.headers, body) : body]
-      if (!Array.isArray(events) || events.length === 0) return errorResponse(c, 400, "invalid_request", "a CloudEvents batch must be a non-empty JSON array")
+      if (!Array.isArray(events) || events.length === 0) throw new Failure.InvalidInput({ message: "a CloudEvents batch must be a non-empty JSON array" })
       batch = cloudEvents === "batch"
-      const mapped = events.map((event) => CloudEvents.toEnvelope(event, router.definitions))
+      const mapped = events.map((event) => CloudEvents.toEnvelope(event, registry.definitions))
       const problems = mapped.flatMap((m, i) => m.problems.map((p) => ({ ...p, path: [batch ? `events.${i}` : "", p.path].filter(Boolean).join(".") })))
-      if (problems.length > 0) return errorResponse(c, 400, "invalid_events", `${problems.length} problem(s); nothing was accepted`, { problems })
+      if (problems.length > 0) throw new Failure.InvalidInput({ code: "invalid_events", message: `${problems.length} problem(s); nothing was accepted`, problems: problems })
       list = mapped.map((m) => m.input)
     } else {
-      if (!isObject(body)) return errorResponse(c, 400, "invalid_request", 'send one envelope object or { "events": [...] }')
+      if (!isObject(body)) throw new Failure.InvalidInput({ message: 'send one envelope object or { "events": [...] }' })
       batch = "events" in body
       list = batch ? body.events : [body]
     }
-    if (!Array.isArray(list) || list.length === 0) return errorResponse(c, 400, "invalid_request", '"events" must be a non-empty array')
+    if (!Array.isArray(list) || list.length === 0) throw new Failure.InvalidInput({ message: '"events" must be a non-empty array' })
     if (list.length > maxEventsPerRequest) {
-      return errorResponse(c, 400, "too_many_events", `at most ${maxEventsPerRequest} events per request; got ${list.length}`)
+      throw new Failure.InvalidInput({ code: "too_many_events", message: `at most ${maxEventsPerRequest} events per request; got ${list.length}` })
     }
     // Tenant comes from the token: defaulted when absent, refused when it names another tenant.
     const foreign: Array<{ path: string; message: string }> = []
@@ -112,53 +111,19 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Sha
       }
       return { tenant_id: principal.tenantId, source: "http", traceparent: trace.traceparent, ...event }
     })
-    if (foreign.length > 0) return errorResponse(c, 403, "forbidden", "events for another tenant", { problems: foreign })
+    if (foreign.length > 0) throw new Forbidden({ message: "events for another tenant", problems: foreign })
 
-    const result = await run(c.env, Effect.flatMap(Effect.service(Producer.Producer), (p) => p.accept(inputs, { pathPrefix: batch ? "events" : undefined })))
-    if (result._tag === "Success") {
-      const items = result.success
-      const replay = items.every((item) => item.duplicate)
-      return c.json(
-        {
-          accepted: items.length,
-          idempotency_keys: items.map((item) => item.envelope.idempotency_key),
-          items: items.map((item) => ({ idempotency_key: item.envelope.idempotency_key, duplicate: item.duplicate }))
-        },
-        202,
-        { ...Traceparent.responseHeaders(trace.traceparent, items), ...(replay ? { "idempotent-replay": "true" } : {}) }
-      )
-    }
-    const error = result.failure
-    switch (error._tag) {
-      case "InvalidMessages":
-        return errorResponse(c, 400, "invalid_events", `${error.problems.length} problem(s); nothing was accepted`, { problems: error.problems })
-      case "IdempotencyConflict":
-        return errorResponse(
-          c,
-          422,
-          "idempotency_conflict",
-          `${error.conflicts.length} idempotency key(s) carry another payload than the one accepted under them (${error.conflicts.map((k) => JSON.stringify(k.idempotency_key)).join(", ")}); nothing was accepted`,
-          error.conflicts
-        )
-      case "QueueSendFailed":
-        console.error("ingest failed: QueueSendFailed")
-        return errorResponse(
-          c,
-          503,
-          "unavailable",
-          error.sent.length === 0
-            ? "the events queue is unavailable; nothing was sent, retry later"
-            : `the events queue failed after ${error.sent.length} event(s) were sent; retry the request (sending again is safe by idempotency key)`,
-          { sent: error.sent, not_sent: error.not_sent },
-          { "retry-after": "5" }
-        )
-      case "AcceptedKeysUnavailable":
-        console.error("ingest failed: AcceptedKeysUnavailable")
-        return errorResponse(c, 503, "unavailable", "the idempotency store is unavailable; nothing was sent, retry later", undefined, { "retry-after": "5" })
-      case "PayloadStoreUnavailable":
-        console.error("ingest failed: PayloadStoreUnavailable")
-        return errorResponse(c, 503, "unavailable", "the payload store is unavailable; nothing was sent, retry later", undefined, { "retry-after": "5" })
-    }
+    const items = await run(c.env, Effect.flatMap(Effect.service(Producer.Producer), (p) => p.accept(inputs, { pathPrefix: batch ? "events" : undefined })))
+    const replay = items.every((item) => item.duplicate)
+    return c.json(
+      {
+        accepted: items.length,
+        idempotency_keys: items.map((item) => item.envelope.idempotency_key),
+        items: items.map((item) => ({ idempotency_key: item.envelope.idempotency_key, duplicate: item.duplicate }))
+      },
+      202,
+      { ...Traceparent.responseHeaders(trace.traceparent, items), ...(replay ? { "idempotent-replay": "true" } : {}) }
+    )
   })
 
 }

@@ -3,15 +3,14 @@
  * filtered by subject and type, and the causation chain of one fact. Streams and the facts list answer
  * CloudEvents batches when asked (`Accept: application/cloudevents-batch+json`).
  */
-import { Effect, Schema } from "effect"
+import { Effect, Result, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { Ledger, ProjectionQuery, ProjectionStore } from "@factline/core"
+import { Failure, Ledger, ProjectionQuery, ProjectionStore } from "@factline/core"
 import { Fact, Issues } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
 import { type AppEnv, bind, cursor, describe, nextCursor, problems, required, wholeNumber } from "./Contract.js"
-import { errorResponse } from "./Errors.js"
-import { intParam, queryPage, type Run, unavailable } from "./Shared.js"
+import { intParam, queryPage, type Run } from "./Shared.js"
 
 const StoredFact = Fact.annotate({ identifier: "Fact", description: "An immutable fact of the ledger" })
 const cloudEvents = { 200: { [CloudEvents.batchContentType]: { description: "With `Accept: application/cloudevents-batch+json`: the same facts as CloudEvents 1.0 (`id` = fact_id, `source` = /factline/tenants/<tenant>/streams/<stream>, percent-encoded, `type` = fact type, `subject` = stream, `time` = created_at, `datacontenttype` application/json, `data`; string extensions `sequence` (zero-padded to 20 digits), `causationid`, `correlationid`, `causedby`, `tenantid`, and `traceparent` when the fact has one); the next page in a `Link: <…>; rel=\"next\"` header" } } }
@@ -106,18 +105,13 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
     const after = intParam(c.req.query("after"), "after", 0, Number.MAX_SAFE_INTEGER, 0)
     const limit = intParam(c.req.query("limit"), "limit", 1, 1_000, 100)
     if (typeof after === "string" || typeof limit === "string") {
-      return errorResponse(c, 400, "invalid_query", [after, limit].filter((v) => typeof v === "string").join("; "))
+      throw new Failure.InvalidInput({ code: "invalid_query", message: [after, limit].filter((v) => typeof v === "string").join("; ") })
     }
-    const result = await run(
+    const state = await run(
       c.env,
       Effect.flatMap(Effect.service(Ledger.Ledger), (l) => l.read({ tenant_id: principal.tenantId, stream: subject }, { after, limit }))
     )
-    if (result._tag === "Failure") {
-      console.error(`stream read failed: ${result.failure._tag}`)
-      return errorResponse(c, 503, "unavailable", "the ledger is unavailable, retry later", undefined, { "retry-after": "5" })
-    }
-    const state = result.success
-    if (state.version === 0) return errorResponse(c, 404, "not_found", `no stream "${subject}" for this tenant`)
+    if (state.version === 0) throw new Failure.NotFound({ message: `no stream "${subject}" for this tenant` })
     const last = state.facts.at(-1)?.sequence
     if (CloudEvents.wantsBatch(c.req.header("accept"))) {
       // CloudEvents batch mode: a JSON array of events; the next page (if any) in a Link header.
@@ -146,12 +140,11 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
     const factId = c.req.param("fact_id")!
     // Given and non-empty: checked against the description (`required`) before the handler runs.
     const subject = c.req.query("subject")!
-    const result = await run(c.env, Effect.flatMap(Effect.service(Ledger.Ledger), (l) => l.readStreams([{ tenant_id: tenant, stream: subject }])))
-    if (result._tag === "Failure") return unavailable(c, "the ledger")
-    const facts = result.success[0]?.facts ?? []
+    const streams = await run(c.env, Effect.flatMap(Effect.service(Ledger.Ledger), (l) => l.readStreams([{ tenant_id: tenant, stream: subject }])))
+    const facts = streams[0]?.facts ?? []
     const byId = new Map(facts.map((f) => [f.fact_id, f]))
     const fact = byId.get(factId)
-    if (!fact) return errorResponse(c, 404, "not_found", `no fact ${JSON.stringify(factId.slice(0, 100))} in stream ${JSON.stringify(subject.slice(0, 200))} for this tenant`)
+    if (!fact) throw new Failure.NotFound({ message: `no fact ${JSON.stringify(factId.slice(0, 100))} in stream ${JSON.stringify(subject.slice(0, 200))} for this tenant` })
     // Back: follow causation ids while they name facts of the stream; the last one names the message.
     const back = [fact]
     for (let cur = fact; byId.has(cur.causation_id) && back.length <= facts.length; ) {
@@ -175,7 +168,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
       store.query<{ message_type: string; subject: string; accepted_at: string }>({
         sql: "SELECT message_type, subject, accepted_at FROM accepted_keys WHERE tenant_id = ? AND idempotency_key = ?",
         params: [tenant, root]
-      })))
+      }).pipe(Effect.orElseSucceed(() => []))))
     return c.json({
       fact_id: fact.fact_id,
       subject,
@@ -183,7 +176,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
       traceparent: fact.traceparent ?? null,
       cause: {
         idempotency_key: root,
-        message: accepted._tag === "Success" && accepted.success[0] ? accepted.success[0] : null
+        message: accepted[0] ?? null
       },
       back,
       forward
@@ -192,10 +185,8 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
 
   bind(app, listFacts, async (c) => {
     const page = ProjectionQuery.facts(c.get("principal").tenantId, c.req.query())
-    if (page._tag === "Failure") return errorResponse(c, 400, "invalid_query", Issues.render(page.failure), { problems: page.failure })
-    const result = await queryPage(run, c.env, page.success)
-    if (result._tag === "Failure") return unavailable(c, "the facts store")
-    const rows = result.success
+    if (Result.isFailure(page)) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(page.failure), problems: page.failure })
+    const rows = await queryPage(run, c.env, page.success)
     const data = rows.slice(0, page.success.limit).map(({ body, ...fact }) => ({ ...fact, data: JSON.parse(String(body)) }))
     const nextCursor = page.success.nextCursor(rows)
     if (CloudEvents.wantsBatch(c.req.header("accept"))) {

@@ -2,14 +2,13 @@
  * `GET /v1/projections/:name`: a projection's rows (a D1 read model) within the token's tenant, filtered
  * by its columns (`?column=value`), keyset-paged.
  */
-import { Schema } from "effect"
+import { Result, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { Projection, ProjectionQuery, type Registry } from "@factline/core"
+import { Failure, Projection, ProjectionQuery, type Registry } from "@factline/core"
 import { Issues } from "@factline/schemas"
 import { type AppEnv, bind, cursor, describe, Json, nextCursor, problems, wholeNumber } from "./Contract.js"
-import { errorResponse } from "./Errors.js"
-import { queryPage, type Run, unavailable } from "./Shared.js"
+import { queryPage, type Run } from "./Shared.js"
 
 export const readProjection = HttpApiEndpoint.get("readProjection", "/v1/projections/:name", {
   params: { name: Schema.String.annotate({ description: "A registered projection's name" }) },
@@ -31,19 +30,17 @@ export const group = HttpApiGroup.make("projections").add(readProjection)
   }))
 
 export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Shape; readonly run: Run }) => {
-  const { registry: router, run } = deps
+  const { registry, run } = deps
 
   bind(app, readProjection, async (c) => {
-    const projection = router.projection(c.req.param("name")!)
+    const projection = registry.projection(c.req.param("name")!)
     if (!projection) {
-      return errorResponse(c, 404, "not_found", `no projection "${c.req.param("name")!}" (known: ${router.projections.map((p) => p.name).join(", ")})`)
+      throw new Failure.NotFound({ message: `no projection "${c.req.param("name")!}" (known: ${registry.projections.map((p) => p.name).join(", ")})` })
     }
     const page = ProjectionQuery.rows(projection, c.get("principal").tenantId, c.req.query())
-    if (page._tag === "Failure") return errorResponse(c, 400, "invalid_query", Issues.render(page.failure), { problems: page.failure })
-    const result = await queryPage(run, c.env, page.success)
-    if (result._tag === "Failure") return unavailable(c, "the projection store")
+    if (Result.isFailure(page)) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(page.failure), problems: page.failure })
+    const rows = await queryPage(run, c.env, page.success)
     const booleans = Projection.booleanColumns(projection)
-    const rows = result.success
     return c.json({
       projection: projection.name,
       data: rows.slice(0, page.success.limit).map((row) => {

@@ -6,10 +6,9 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { Metrics, RetryPolicy } from "@factline/core"
+import { Failure, Metrics, RetryPolicy } from "@factline/core"
 import { queueBinding } from "../Services.js"
 import { type AppEnv, bind, describe, Json, oneOf, problems } from "./Contract.js"
-import { unavailable } from "./Shared.js"
 
 const windows: Record<string, number> = { "15m": 15, "1h": 60, "6h": 360, "24h": 1_440 }
 const Status = Schema.Literals(["ok", "warning", "critical"])
@@ -76,8 +75,8 @@ export const mount = (app: Hono<AppEnv>) => {
         queues,
         ledger: { relay_pending_shards: pendingShards }
       })
-    } catch {
-      return unavailable(c, "the metrics store")
+    } catch (cause) {
+      throw Failure.unavailable("the metrics store")(cause)
     }
   })
 }

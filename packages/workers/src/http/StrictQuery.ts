@@ -7,7 +7,7 @@
  * It does not check values: each route validates what it reads.
  */
 import type { MiddlewareHandler } from "hono"
-import { errorResponse } from "./Errors.js"
+import { Failure } from "@factline/core"
 
 /** `known` lists the accepted parameters; omit it for routes whose own validation names unknown ones. */
 export const strictQuery = (known?: ReadonlyArray<string>): MiddlewareHandler =>
@@ -22,7 +22,7 @@ export const strictQuery = (known?: ReadonlyArray<string>): MiddlewareHandler =>
       }
     }
     if (problems.length > 0) {
-      return errorResponse(c, 400, "invalid_query", problems.map((p) => `${JSON.stringify(p.path)}: ${p.message}`).join("; "), { problems })
+      throw new Failure.InvalidInput({ code: "invalid_query", message: problems.map((p) => `${JSON.stringify(p.path)}: ${p.message}`).join("; "), problems: problems })
     }
     await next()
   }

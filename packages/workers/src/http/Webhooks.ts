@@ -16,10 +16,9 @@
 import { Effect, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { QueueProducer, RetryPolicy, type Registry, SendBatches, Webhook, WebhookStore } from "@factline/core"
+import { Failure, QueueProducer, RetryPolicy, type Registry, SendBatches, Webhook, WebhookStore } from "@factline/core"
 import { type AppEnv, bind, cursor, describe, Json, nextCursor, problems, wholeNumber } from "./Contract.js"
-import { errorResponse } from "./Errors.js"
-import { type Ctx, isObject, readBody, type Run } from "./Shared.js"
+import { isObject, readBody, type Run } from "./Shared.js"
 
 export interface Deps {
   readonly registry: Registry.Shape
@@ -107,24 +106,6 @@ export const group = HttpApiGroup.make("webhooks").add(eventTypes, createEndpoin
     description: "The event catalog and a tenant's endpoints: signed (Standard Webhooks), retried, recoverable deliveries."
   }))
 
-/** Maps the store's typed failures to the API's error shape; nothing internal leaks. */
-const failure = (c: Ctx, error: { readonly _tag: string; readonly message: string; readonly problems?: ReadonlyArray<unknown> }) => {
-  switch (error._tag) {
-    case "WebhookInputError":
-      return errorResponse(c, 400, "invalid_request", error.message, { problems: error.problems })
-    case "WebhookNotFound":
-      return errorResponse(c, 404, "not_found", error.message)
-    case "WebhookConflict":
-      return errorResponse(c, 409, "conflict", error.message)
-    case "SecretsKeyError":
-      console.error("webhooks: the secrets key is missing or invalid")
-      return errorResponse(c, 503, "unavailable", "webhook secrets cannot be used: the platform's secrets key is not configured", undefined, { "retry-after": "60" })
-    default:
-      console.error(`webhooks: store unavailable (${error._tag})`)
-      return errorResponse(c, 503, "unavailable", "the webhook store is unavailable, retry later", undefined, { "retry-after": "5" })
-  }
-}
-
 const store = Effect.service(WebhookStore.WebhookStore)
 
 export const mount = (app: Hono<AppEnv>, deps: Deps) => {
@@ -139,66 +120,56 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
   bind(app, eventTypes, (c) => c.json({ data: catalog }))
 
   bind(app, createEndpoint, async (c) => {
-    const read = await readBody(c)
-    if (!read.ok) return read.response
-    if (!isObject(read.body)) return errorResponse(c, 400, "invalid_request", 'send { "url": "https://…", "event_types": ["…"] } (or "fact_types")')
+    const input = await readBody(c)
+    if (!isObject(input)) throw new Failure.InvalidInput({ message: 'send { "url": "https://…", "event_types": ["…"] } (or "fact_types")' })
     const tenant = c.get("principal").tenantId
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.create(tenant, read.body as WebhookStore.Input)))
-    if (result._tag === "Failure") return failure(c, result.failure)
-    return c.json({ ...result.success.endpoint, secret: result.success.secret }, 201)
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.create(tenant, input as WebhookStore.Input)))
+    return c.json({ ...result.endpoint, secret: result.secret }, 201)
   })
 
   bind(app, listEndpoints, async (c) => {
     const result = await run(c.env, Effect.flatMap(store, (s) => s.list(c.get("principal").tenantId)))
-    if (result._tag === "Failure") return failure(c, result.failure)
-    return c.json({ data: result.success })
+    return c.json({ data: result })
   })
 
   bind(app, getEndpoint, async (c) => {
     const result = await run(c.env, Effect.flatMap(store, (s) => s.get(c.get("principal").tenantId, c.req.param("id")!)))
-    if (result._tag === "Failure") return failure(c, result.failure)
-    return c.json(result.success)
+    return c.json(result)
   })
 
   bind(app, updateEndpoint, async (c) => {
-    const read = await readBody(c)
-    if (!read.ok) return read.response
-    if (!isObject(read.body) || Object.keys(read.body).length === 0) {
-      return errorResponse(c, 400, "invalid_request", "send the fields to change: url, event_types or fact_types, description, enabled")
+    const input = await readBody(c)
+    if (!isObject(input) || Object.keys(input).length === 0) {
+      throw new Failure.InvalidInput({ message: "send the fields to change: url, event_types or fact_types, description, enabled" })
     }
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.update(c.get("principal").tenantId, c.req.param("id")!, read.body as WebhookStore.Input)))
-    if (result._tag === "Failure") return failure(c, result.failure)
-    return c.json(result.success)
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.update(c.get("principal").tenantId, c.req.param("id")!, input as WebhookStore.Input)))
+    return c.json(result)
   })
 
   bind(app, deleteEndpoint, async (c) => {
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.remove(c.get("principal").tenantId, c.req.param("id")!)))
-    if (result._tag === "Failure") return failure(c, result.failure)
+    await run(c.env, Effect.flatMap(store, (s) => s.remove(c.get("principal").tenantId, c.req.param("id")!)))
     return c.body(null, 204)
   })
 
   bind(app, rotateSecret, async (c) => {
     const result = await run(c.env, Effect.flatMap(store, (s) => s.rotate(c.get("principal").tenantId, c.req.param("id")!)))
-    if (result._tag === "Failure") return failure(c, result.failure)
-    return c.json({ ...result.success.endpoint, secret: result.success.secret })
+    return c.json({ ...result.endpoint, secret: result.secret })
   })
 
   bind(app, attempts, async (c) => {
     const raw = c.req.query("limit")
     const limit = raw === undefined ? 50 : /^\d+$/.test(raw) ? Number(raw) : NaN
-    if (!(limit >= 1 && limit <= 100)) return errorResponse(c, 400, "invalid_query", "limit must be a whole number from 1 to 100")
+    if (!(limit >= 1 && limit <= 100)) throw new Failure.InvalidInput({ code: "invalid_query", message: "limit must be a whole number from 1 to 100" })
     const cursor = c.req.query("cursor")
     const result = await run(c.env, Effect.flatMap(store, (s) => s.attempts(c.get("principal").tenantId, c.req.param("id")!, cursor === undefined ? { limit } : { before: cursor, limit })))
-    if (result._tag === "Failure") return failure(c, result.failure)
-    return c.json(result.success)
+    return c.json(result)
   })
 
   bind(app, recover, async (c) => {
-    const read = await readBody(c)
-    if (!read.ok) return read.response
-    const since = isObject(read.body) ? read.body.since : undefined
+    const input = await readBody(c)
+    const since = isObject(input) ? input.since : undefined
     if (typeof since !== "string" || Number.isNaN(Date.parse(since)) || !/^\d{4}-\d{2}-\d{2}T/.test(since)) {
-      return errorResponse(c, 400, "invalid_request", 'send { "since": "<ISO 8601 time>" }: failed deliveries since then are sent again', { problems: [{ path: "since", message: "must be an ISO 8601 time" }] })
+      throw new Failure.InvalidInput({ message: 'send { "since": "<ISO 8601 time>" }: failed deliveries since then are sent again', problems: [{ path: "since", message: "must be an ISO 8601 time" }] })
     }
     const tenant = c.get("principal").tenantId
     const result = await run(c.env, Effect.gen(function*() {
@@ -208,10 +179,6 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
       for (const chunk of SendBatches.split(messages)) yield* queue.sendBatch(RetryPolicy.webhooks.queue, chunk)
       return messages.length
     }))
-    if (result._tag === "Failure") {
-      if (result.failure._tag === "QueueSendFailed") return errorResponse(c, 503, "unavailable", "the webhooks queue is unavailable; retry the recovery (re-sending is safe)", undefined, { "retry-after": "5" })
-      return failure(c, result.failure)
-    }
-    return c.json({ recovered: result.success, since: new Date(since).toISOString() }, 202)
+    return c.json({ recovered: result, since: new Date(since).toISOString() }, 202)
   })
 }

@@ -1,0 +1,166 @@
+/**
+ * The one failure model of factline: a small family of tagged errors shared by every store, consumer and
+ * HTTP route. Each error carries its behaviour on the type, decided here once:
+ *
+ * - `status`: the HTTP status an API route answers with (as `httpApiStatus` on Effect's `HttpApiError`s);
+ * - `retryable`: whether trying again may succeed (as `isRetryable` on Effect's `SqlError` reasons) — a
+ *   consumer retries a retryable failure with its queue's backoff and dead-letters any other at once;
+ * - `code`: the machine-readable `code` of the API's `Problem`.
+ *
+ * `TransientError` and `PermanentError` are the two a product team's handlers, deciders and processors
+ * fail with; the others are the platform's. `classify` is the one reading of a failed `Cause`: the
+ * consumer runtime and the HTTP edge never match tag strings.
+ *
+ * It does not render responses (the HTTP edge does, from `status`, `code`, `publicMessage` and `details`)
+ * and knows nothing of queues.
+ */
+import { Cause, Effect, Predicate, Schema } from "effect"
+import { FailureReason } from "@factline/schemas"
+
+/** Marks a member of the family; a module with a failure richer than the common ones implements `Failure` with it. */
+export const TypeId = "~@factline/core/Failure" as const
+
+/** One field at fault: its path (`events[2].payload.amount`) and what is wrong with it. */
+export const Problem = Schema.Struct({ path: Schema.String, message: Schema.String })
+export type Problem = typeof Problem.Type
+
+/** What every member of the family answers. */
+export interface Failure {
+  readonly [TypeId]: typeof TypeId
+  readonly _tag: string
+  readonly message: string
+  readonly status: number
+  readonly code: string
+  readonly retryable: boolean
+  /** What the API may tell the caller: never a stack, SQL text or a secret. */
+  readonly publicMessage: string
+  /** The `details` of the API's `Problem`, where there are any. */
+  readonly details?: unknown
+  /** The dead-letter reason of a message that fails this way and is not retried. */
+  readonly reason: FailureReason
+  /** The least delay before trying again (a receiver's `Retry-After`), in seconds. */
+  readonly retryAfterSeconds?: number | undefined
+}
+
+export const isFailure = (u: unknown): u is Failure => Predicate.hasProperty(u, TypeId)
+
+const problemsDetails = (problems: ReadonlyArray<Problem> | undefined) => (problems === undefined ? undefined : { problems })
+
+/** 400: the caller's input is wrong; `problems` names each field. Never retried. */
+export class InvalidInput extends Schema.TaggedError<InvalidInput>()("InvalidInput", {
+  message: Schema.String,
+  code: Schema.String.pipe(Schema.withConstructorDefault(Effect.succeed("invalid_request"))),
+  problems: Schema.optional(Schema.Array(Problem))
+}) {
+  readonly [TypeId] = TypeId
+  get status() { return 400 }
+  get retryable() { return false }
+  get reason(): FailureReason { return "decode_error" }
+  get publicMessage() { return this.message }
+  get details(): unknown { return problemsDetails(this.problems) }
+}
+
+/** 404: what was asked for does not exist (for this tenant). */
+export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {
+  readonly [TypeId] = TypeId
+  get status() { return 404 }
+  get code() { return "not_found" }
+  get retryable() { return false }
+  get reason(): FailureReason { return "permanent_failure" }
+  get publicMessage() { return this.message }
+}
+
+/** 409: the request contradicts the stored state (a state transition not allowed, a key bound to another payload). */
+export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", {
+  message: Schema.String,
+  code: Schema.String.pipe(Schema.withConstructorDefault(Effect.succeed("conflict"))),
+  details: Schema.optional(Schema.Unknown)
+}) {
+  readonly [TypeId] = TypeId
+  get status() { return 409 }
+  get retryable() { return false }
+  get reason(): FailureReason { return "permanent_failure" }
+  get publicMessage() { return this.message }
+}
+
+/**
+ * 503: a dependency (`service`: "the ledger", "the projection store"…) could not be reached. Retryable.
+ * `message` is for the log and may hold a driver's text; the API says only which service.
+ */
+export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", {
+  service: Schema.String,
+  message: Schema.String,
+  retryAfterSeconds: Schema.optional(Schema.Number)
+}) {
+  readonly [TypeId] = TypeId
+  get status() { return 503 }
+  get code() { return "unavailable" }
+  get retryable() { return true }
+  get reason(): FailureReason { return "retries_exhausted" }
+  get publicMessage() { return `${this.service} is unavailable, retry later` }
+}
+
+/** A handler's, decider's or processor's "try again later": retried with the queue's backoff. */
+export class TransientError extends Schema.TaggedError<TransientError>()("TransientError", {
+  message: Schema.String,
+  retryAfterSeconds: Schema.optional(Schema.Number)
+}) {
+  readonly [TypeId] = TypeId
+  get status() { return 503 }
+  get code() { return "unavailable" }
+  get retryable() { return true }
+  get reason(): FailureReason { return "retries_exhausted" }
+  get publicMessage() { return "retry later" }
+}
+
+/**
+ * A message that can never succeed: dead-lettered at once with `reason` (`permanent_failure` unless the
+ * platform says more: `decode_error`, `unknown_message_type`, `payload_missing`, `idempotency_conflict`…).
+ * The one a product team's code fails with to refuse a message.
+ */
+export class PermanentError extends Schema.TaggedError<PermanentError>()("PermanentError", {
+  message: Schema.String,
+  reason: FailureReason.pipe(Schema.withConstructorDefault(Effect.succeed<FailureReason>("permanent_failure")))
+}) {
+  readonly [TypeId] = TypeId
+  get status() { return 422 }
+  get code() { return "unprocessable" }
+  get retryable() { return false }
+  get publicMessage() { return this.message }
+}
+
+/** The two a product team's code fails with. */
+export type HandlerError = TransientError | PermanentError
+
+/** Every member of the family core raises. */
+export type Any = InvalidInput | NotFound | Conflict | Unavailable | TransientError | PermanentError
+
+/** An error's text for a log line or a dead letter: `Name: message` for anything but a family member's own. */
+export const describe = (error: unknown): string =>
+  isFailure(error)
+    ? error.message
+    : error instanceof Error
+      ? `${error.name}: ${error.message}`
+      : Predicate.hasProperty(error, "_tag") && typeof error._tag === "string"
+        ? `${error._tag}: ${Predicate.hasProperty(error, "message") ? String(error.message) : ""}`
+        : String(error)
+
+/**
+ * The one reading of a failed `Cause` as a family member: a member is itself (a product's `TransientError`
+ * keeps its tag in the text, as the dead letter has always shown it); anything else — another tagged error,
+ * a thrown exception, an interruption — is a `TransientError` naming it (retried, then dead-lettered with
+ * its text when retries run out).
+ */
+export const classify = (cause: Cause.Cause<unknown>): Failure => {
+  const error = Cause.squash(cause)
+  if (isFailure(error)) {
+    return error instanceof TransientError ? new TransientError({ message: `TransientError: ${error.message}`, ...retryAfter(error) }) : error
+  }
+  return new TransientError({ message: describe(error) })
+}
+
+const retryAfter = (error: TransientError) => (error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds })
+
+/** `Unavailable` for `service` with the cause's text: the usual `Effect.mapError` of a binding call. */
+export const unavailable = (service: string) => (cause: unknown) =>
+  new Unavailable({ service, message: cause instanceof Error ? cause.message : describe(cause) })

@@ -1,0 +1,83 @@
+/**
+ * The one error shape of the HTTP API, `Problem` (`{ error: { code, message, details? } }`), the failures
+ * only the HTTP edge raises (authentication, media types, sizes), and `respond`: the one writer of an error
+ * response. Handlers and middleware never pick a status: they throw (or their program fails with) a member
+ * of core's failure family, whose class says its `status`, `code` and whether a retry may help, and
+ * `app.onError` hands it to `respond`.
+ *
+ * A 5xx names only the service at fault (`the ledger is unavailable, retry later`) with `retry-after`; the
+ * driver's text goes to the log. Anything outside the family is a 500 `internal` that says nothing more.
+ */
+import { Schema } from "effect"
+import type { Context } from "hono"
+import type { ContentfulStatusCode } from "hono/utils/http-status"
+import { Failure } from "@factline/core"
+
+export const Problem = Schema.Struct({
+  error: Schema.Struct({
+    code: Schema.String.annotate({
+      description: "Machine-readable: invalid_request, invalid_query, invalid_events, unauthorized, forbidden, not_found, conflict, unsupported_media_type, payload_too_large, too_deep, too_many_events, idempotency_conflict, unavailable, internal"
+    }),
+    message: Schema.String.annotate({ description: "For a person: names every problem. Never a stack, SQL text or a secret." }),
+    details: Schema.optional(Schema.Unknown).annotate({ description: "Where given, e.g. `{ problems: [{ path, message }] }`: one entry per field at fault." })
+  })
+}).annotate({
+  identifier: "Problem",
+  description: "Every error of the API: a 4xx names what to fix; a 503 carries `retry-after`; a 500 says only `internal`.",
+  examples: [{ error: { code: "invalid_query", message: "limit must be between 1 and 1000", details: { problems: [{ path: "limit", message: "must be between 1 and 1000" }] } } }]
+})
+export type Problem = typeof Problem.Type
+
+const Problems = Schema.optional(Schema.Array(Failure.Problem))
+
+/** 401: no bearer token, or one the platform does not know; answered with a `WWW-Authenticate: Bearer` challenge. */
+export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", { message: Schema.String }) implements Failure.Failure {
+  readonly [Failure.TypeId] = Failure.TypeId
+  get status() { return 401 }
+  get code() { return "unauthorized" }
+  get retryable() { return false }
+  get reason() { return "permanent_failure" as const }
+  get publicMessage() { return this.message }
+}
+
+/** 403: the token is valid but may not do this (a scope it lacks, another tenant's data). */
+export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", { message: Schema.String, problems: Problems }) implements Failure.Failure {
+  readonly [Failure.TypeId] = Failure.TypeId
+  get status() { return 403 }
+  get code() { return "forbidden" }
+  get retryable() { return false }
+  get reason() { return "permanent_failure" as const }
+  get publicMessage() { return this.message }
+  get details() { return this.problems === undefined ? undefined : { problems: this.problems } }
+}
+
+/** 411, 413, 415: the request's framing is refused before its content is read. */
+export class RequestRefused extends Schema.TaggedError<RequestRefused>()("RequestRefused", {
+  status: Schema.Literals([411, 413, 415]),
+  message: Schema.String
+}) implements Failure.Failure {
+  readonly [Failure.TypeId] = Failure.TypeId
+  get code() { return this.status === 411 ? "length_required" : this.status === 413 ? "payload_too_large" : "unsupported_media_type" }
+  get retryable() { return false }
+  get reason() { return "permanent_failure" as const }
+  get publicMessage() { return this.message }
+}
+
+const body = (code: string, message: string, details: unknown): Problem =>
+  ({ error: details === undefined ? { code, message } : { code, message, details } })
+
+/**
+ * The response for a failure: its status, code, public message and details from its class; `retry-after`
+ * on a retryable one, the bearer challenge on a 401. Anything else is logged by name and answered 500.
+ */
+export const respond = (c: Context<any>, error: unknown): Response => {
+  if (!Failure.isFailure(error)) {
+    console.error(`unhandled error: ${error instanceof Error ? error.name : "unknown"}`)
+    return c.json<Problem>(body("internal", "internal error", undefined), 500)
+  }
+  const headers: Record<string, string> = {}
+  if (error.retryable) headers["retry-after"] = String(error.retryAfterSeconds ?? 5)
+  if (error.status === 401) headers["www-authenticate"] = "Bearer"
+  if (error.status >= 500) console.error(`${error._tag}: ${error.publicMessage} (${error.message.slice(0, 300)})`)
+  return c.json<Problem>(body(error.code, error.publicMessage, error.details), error.status as ContentfulStatusCode, headers)
+}

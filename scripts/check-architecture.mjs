@@ -1,0 +1,300 @@
+#!/usr/bin/env node
+// `npm run check:architecture -- [root] [--report]`: counts the shapes issue 20 removes, in the non-test
+// source of every package, prints each hit (file:line), one line per rule with its count and limit, and a
+// summary; exits 1 when a rule is over its limit (`--report` prints the same and exits 0). `<root>` is the
+// repository to check (default: this one). Comments never count; text inside strings and templates (the
+// dashboard's script, messages) never counts either, except where a rule reads a literal (`_tag === "…"`).
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
+import { dirname, join, relative, resolve, sep } from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import { fileCycles, folderCycles, lex, lineAt, sourceFiles } from "./check-imports.mjs"
+
+// The allowed files, relative to the root. Move an entry when the module it names moves.
+
+/** The one composition module: the only file(s) that read bindings and settings off `env`. */
+export const compositionFiles = ["packages/workers/src/Services.ts"]
+/** Where the HTTP API's one error body (`{ error: { code, message } }`) is written. */
+export const errorBodyFiles = ["packages/workers/src/http/Problem.ts"]
+/** The clock service: the only file(s) of packages/core/src that may read the wall clock (none yet). */
+export const clockFiles = []
+
+/**
+ * Rule 4 counts reads of the wall clock: `Date.now()`, `new Date()` and `Date()` without arguments. `new Date(x)`
+ * only converts a time it is given (often one read from `Clock`); set this to true to count it as well.
+ */
+const countDateConversions = false
+
+/** `as unknown as` casts allowed in packages/*\/src. */
+const castLimit = 5
+
+/** How the names of failures end (`…Unavailable`, `QueueSendFailed`, `RebuildRefused`, `PayloadMissing`…). */
+const errorEndings = ["Error", "Failure", "Failed", "Unavailable", "NotFound", "Conflict", "Refused", "Missing", "Incomplete"]
+
+/**
+ * A `_tag` literal names an error when it ends like one (errorEndings), starts with `Invalid`, is a `Result`'s
+ * `"Failure"` / `"Success"`, or is the tag of a `TaggedError` class declared in the scanned source.
+ */
+const namesError = (literal, declared) =>
+  errorEndings.some((end) => literal.endsWith(end)) || literal.startsWith("Invalid") || literal === "Success" || declared.has(literal)
+
+const repositoryRoot = resolve(dirname(fileURLToPath(import.meta.url)), "..")
+
+const toPosix = (path) => path.split(sep).join("/")
+
+/** Files for the line count: scripts and sources in any JS/TS flavour, without tests and declarations. */
+const lineCountFiles = (dir) => {
+  const files = []
+  const walk = (d) => {
+    for (const name of readdirSync(d).sort()) {
+      const path = join(d, name)
+      if (name === "node_modules" || name === "dist") continue
+      if (statSync(path).isDirectory()) walk(path)
+      else if (/\.(ts|mts|cts|js|mjs|cjs)$/.test(name) && !/\.(test|spec)\.[cm]?[jt]s$/.test(name) && !/\.d\.[cm]?ts$/.test(name)) files.push(path)
+    }
+  }
+  if (existsSync(dir)) walk(dir)
+  return files
+}
+
+const lineCount = (text) => (text.length === 0 ? 0 : text.split("\n").length - (text.endsWith("\n") ? 1 : 0))
+
+export const check = (root) => {
+  const packagesDir = join(root, "packages")
+  const packages = existsSync(packagesDir)
+    ? readdirSync(packagesDir).sort().filter((name) => existsSync(join(packagesDir, name, "src")))
+    : []
+  const filesOf = Object.fromEntries(packages.map((name) => [name, sourceFiles(join(packagesDir, name, "src"))]))
+  const files = Object.values(filesOf).flat()
+  const rel = (file) => toPosix(relative(root, file))
+  const texts = new Map(files.map((f) => [f, readFileSync(f, "utf8")]))
+  const lexed = new Map(files.map((f) => [f, lex(texts.get(f))]))
+  const read = (f) => lexed.get(f)
+  const lineOf = (file, offset) => lineAt(texts.get(file), offset)
+  const snippet = (file, line) => {
+    const text = texts.get(file).split("\n")[line - 1].trim()
+    return text.length > 110 ? `${text.slice(0, 107)}...` : text
+  }
+  const hit = (file, offset, note) => {
+    const line = lineOf(file, offset)
+    return { file: rel(file), line, note: note ?? snippet(file, line) }
+  }
+  const isCode = ({ code, bare }, offset) => bare[offset] === code[offset] && code[offset] !== " "
+  const matches = (text, pattern) => [...text.matchAll(pattern)]
+  const notes = []
+  const missing = (list, what) => {
+    for (const path of list) if (!existsSync(join(root, path))) notes.push(`${what} ${path} does not exist: update the list at the top of scripts/check-architecture.mjs`)
+  }
+  if (files.length > 0) {
+    missing(compositionFiles, "composition file")
+    missing(errorBodyFiles, "error body file")
+    missing(clockFiles, "clock file")
+  }
+
+  // 1. Direct env reads outside the composition: env.X, env?.X, env[…] (also c.env.X, this.env.X), and
+  //    destructuring `{ … } = env`.
+  const envHits = []
+  for (const file of files) {
+    if (compositionFiles.includes(rel(file))) continue
+    const { bare } = read(file)
+    for (const m of matches(bare, /(?<![\w$])env\s*(?:\??\.\s*[\w$]|(?:\?\.)?\s*\[)/g)) envHits.push(hit(file, m.index))
+    for (const m of matches(bare, /\{[^{}]*\}\s*=\s*(?:[\w$]+\s*\.\s*)?env\b(?!\s*[\w$.?[(])/g)) envHits.push(hit(file, m.index))
+  }
+
+  // 2. Call sites that pick an HTTP error status: errorResponse(…) anywhere but its definition, and error
+  //    bodies written by hand (`.json({ error …`, `new Response(JSON.stringify({ error …`) outside errorBodyFiles.
+  const errorHits = []
+  for (const file of files) {
+    const lexedFile = read(file)
+    for (const m of matches(lexedFile.bare, /(?<![\w$.])errorResponse\s*\(/g)) {
+      if (!/\bfunction\s*$/.test(lexedFile.bare.slice(Math.max(0, m.index - 20), m.index))) errorHits.push(hit(file, m.index))
+    }
+    if (errorBodyFiles.includes(rel(file))) continue
+    const bodies = [/\.json\s*(?:<[^>()]*>)?\s*\(\s*\{\s*(["']?)error\1\s*[:,}]/g, /\bnew\s+Response\s*\(\s*JSON\.stringify\s*\(\s*\{\s*(["']?)error\1\s*[:,}]/g]
+    for (const pattern of bodies) for (const m of matches(lexedFile.code, pattern)) if (isCode(lexedFile, m.index)) errorHits.push(hit(file, m.index))
+  }
+
+  // 3. `_tag` compared with a string literal naming an error: `x._tag === "…"`, `!==`, `==`, `!=`, the literal
+  //    on either side, and `case "…":` of a `switch (x._tag)`.
+  const declared = new Set()
+  for (const file of files) {
+    for (const m of matches(read(file).code, /\bTaggedError(?:Class)?\s*(?:<[^()]*?>)?\s*(?:\(\s*\))?\s*\(\s*(["'])([\w$]+)\1/g)) declared.add(m[2])
+  }
+  const tagComparisons = []
+  const literalAt = ({ code, bare }, offset) => {
+    const m = /^(["'`])([^"'`\n]*)\1/.exec(code.slice(offset, offset + 200))
+    return m && isCode({ code, bare }, offset) && !m[2].includes("${") ? m[2] : undefined
+  }
+  for (const file of files) {
+    const lexedFile = read(file)
+    const { code, bare } = lexedFile
+    for (const m of matches(bare, /\._tag\b\s*(===|!==|==|!=)\s*/g)) {
+      if (/\btypeof\s+[\w$.?!]*$/.test(bare.slice(Math.max(0, m.index - 80), m.index))) continue
+      const literal = literalAt(lexedFile, m.index + m[0].length)
+      if (literal !== undefined) tagComparisons.push({ file, offset: m.index, op: m[1], literal })
+    }
+    for (const m of matches(code, /(["'])([^"'\n]*)\1\s*(===|!==|==|!=)\s*[\w$][\w$.?!]*\._tag\b/g)) {
+      if (isCode(lexedFile, m.index)) tagComparisons.push({ file, offset: m.index, op: m[3], literal: m[2] })
+    }
+    for (const m of matches(bare, /\bswitch\s*\(/g)) {
+      let depth = 1
+      let k = m.index + m[0].length
+      for (; k < bare.length && depth > 0; k++) depth += bare[k] === "(" ? 1 : bare[k] === ")" ? -1 : 0
+      if (!/\._tag$/.test(bare.slice(m.index + m[0].length, k - 1).trim())) continue
+      let body = bare.indexOf("{", k)
+      for (depth = 0; body < bare.length; body++) {
+        if (bare[body] === "{") depth++
+        else if (bare[body] === "}" && --depth === 0) break
+        else if (depth === 1 && bare.startsWith("case", body) && !/[\w$]/.test(bare[body - 1]) && /\s/.test(bare[body + 4])) {
+          const at = body + 4 + /^\s*/.exec(bare.slice(body + 4))[0].length
+          const literal = literalAt(lexedFile, at)
+          if (literal !== undefined) tagComparisons.push({ file, offset: body, op: "case", literal })
+        }
+      }
+    }
+  }
+  tagComparisons.sort((a, b) => (a.file === b.file ? a.offset - b.offset : a.file < b.file ? -1 : 1))
+  const describe = (c) => (c.op === "case" ? `switch (…_tag) case "${c.literal}"` : `_tag ${c.op} "${c.literal}"`)
+  const tagHits = tagComparisons.filter((c) => namesError(c.literal, declared)).map((c) => hit(c.file, c.offset, describe(c)))
+  const otherTags = new Map()
+  for (const c of tagComparisons) if (!namesError(c.literal, declared)) otherTags.set(c.literal, (otherTags.get(c.literal) ?? 0) + 1)
+
+  // 4. The wall clock in packages/core/src outside the clock service (packages/core/src/testing/** excluded).
+  const clockHits = []
+  let dateConversions = 0
+  for (const file of filesOf.core ?? []) {
+    const path = rel(file)
+    if (path.startsWith("packages/core/src/testing/") || clockFiles.includes(path)) continue
+    const { bare } = read(file)
+    // `Date` (not a property), with `new ` before it if that is how it is used
+    for (const m of matches(bare, /(?:\bnew\s+)?(?<!\.\s*)\bDate\b/g)) {
+      const after = bare.slice(m.index + m[0].length, m.index + m[0].length + 80)
+      const created = m[0].startsWith("new")
+      const reads = /^\s*\.\s*now\s*\(/.test(after) || /^\s*\(\s*\)/.test(after) || (created && !/^\s*\(/.test(after))
+      const converts = created && !reads
+      if (reads || (converts && countDateConversions)) clockHits.push(hit(file, m.index))
+      else if (converts) dateConversions++
+    }
+  }
+
+  // 5. Double casts.
+  const castHits = []
+  for (const file of files) for (const m of matches(read(file).bare, /\bas\s+unknown\s+as\b/g)) castHits.push(hit(file, m.index))
+
+  // 6. Import circles, per package, between files (relative imports), and core's folder layering.
+  const circleLine = (path) => path.map((e) => `${rel(e.from)}:${e.line} ${e.kind === "type" ? "import type" : "imports"} ${e.specifier}`).join(" -> ")
+  const others = (c) => {
+    const shown = new Set(c.path.map((e) => e.from))
+    const rest = c.files.filter((f) => !shown.has(f)).map(rel)
+    return rest.length > 0 ? ` (also tied into it: ${rest.join(", ")})` : ""
+  }
+  const valueCircleHits = []
+  const typeCircleHits = []
+  for (const name of packages) {
+    const { value, typeOnly } = fileCycles(filesOf[name], read)
+    for (const c of value) {
+      const inline = c.path.some((e) => e.inlineTypesOnly) ? " (an `import { type … }` is a value import under verbatimModuleSyntax; use `import type`)" : ""
+      valueCircleHits.push({ file: rel(c.path[0].from), line: c.path[0].line, note: `circle: ${circleLine(c.path)}${inline}${others(c)}` })
+    }
+    for (const c of typeOnly) typeCircleHits.push({ file: rel(c.path[0].from), line: c.path[0].line, note: `circle through a type import: ${circleLine(c.path)}${others(c)}` })
+  }
+  const folderHits = []
+  if (filesOf.core) {
+    const { folders, cycles } = folderCycles(join(packagesDir, "core", "src"), filesOf.core, read)
+    for (const component of cycles) {
+      const examples = component.flatMap((a) => [...(folders.get(a) ?? [])].filter(([b]) => component.includes(b)).map(([b, e]) => ({ a, b, ...e })))
+      const text = examples.map((e) => `${e.a} -> ${e.b}: ${rel(e.file)}:${e.line} imports ${e.specifier}`).join("; ")
+      folderHits.push({ file: rel(examples[0].file), line: examples[0].line, note: `folders ${component.join(" <-> ")} (${text})` })
+    }
+  }
+
+  // 7. Non-test source lines (printed, not enforced).
+  const lineAreas = [...packages.map((name) => `packages/${name}/src`), "packages/workers/cli", "scripts"]
+  const areaLines = lineAreas.map((area) => {
+    const list = lineCountFiles(join(root, area))
+    const counts = list.map((f) => lineCount(readFileSync(f, "utf8")))
+    return { area, files: list.length, lines: counts.reduce((a, b) => a + b, 0), over300: counts.filter((n) => n > 300).length }
+  })
+  const totalLines = areaLines.reduce((a, b) => a + b.lines, 0)
+
+  const scope = "packages/*/src"
+  const rules = [
+    { name: "env reads outside the composition", limit: 0, hits: envHits, scans: `${scope}; env.X, env?.X, env[…], { … } = env; allowed in ${compositionFiles.join(", ") || "(none)"}` },
+    { name: "errorResponse-style call sites", limit: 0, hits: errorHits, scans: `${scope}; errorResponse( calls, .json({ error …}) and new Response(JSON.stringify({ error …})) outside ${errorBodyFiles.join(", ") || "(none)"}` },
+    {
+      name: "_tag string matches on errors",
+      limit: 0,
+      hits: tagHits,
+      scans: `${scope}; _tag ===/!==/==/!= "…" and switch (…_tag) case "…" whose literal ends in ${errorEndings.join("/")}, starts with Invalid, is "Success", or is a declared TaggedError's tag`,
+      aside: otherTags.size > 0 ? `not counted (not an error's tag): ${[...otherTags].sort((a, b) => b[1] - a[1]).map(([t, n]) => `"${t}" ${n}`).join(", ")}` : undefined
+    },
+    {
+      name: "Date.now / new Date in core",
+      limit: 0,
+      hits: clockHits,
+      scans: `packages/core/src without testing/**: Date.now(), new Date()${countDateConversions ? ", new Date(x)" : ""}; allowed in ${clockFiles.join(", ") || "(no clock service yet)"}`,
+      aside: countDateConversions || dateConversions === 0 ? undefined : `not counted: ${plural(dateConversions, "new Date(x) conversion")} of a given time (countDateConversions at the top counts them)`
+    },
+    { name: "as unknown as", limit: castLimit, hits: castHits, scans: `${scope} (testing/** included)` },
+    { name: "import circles (value imports)", limit: 0, hits: valueCircleHits, scans: `relative imports between the files of each package's src (${packages.join(", ")}); import type is not a value import` },
+    { name: "folder cycles in core", limit: 0, hits: folderHits, scans: "top folders of packages/core/src (scripts/check-imports.mjs, run by core's npm test)" },
+    { name: "import circles (type-only)", limit: undefined, hits: typeCircleHits, scans: "as above, counting import type too: circles that exist only through a type import (reported, not enforced)" }
+  ]
+  return { rules, areaLines, totalLines, notes, fileCount: files.length, declared }
+}
+
+const plural = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`
+
+const print = (root, report, result) => {
+  const { rules, areaLines, totalLines, notes, fileCount } = result
+  const out = []
+  out.push(`architecture check of ${root}`)
+  out.push(`non-test source: packages/*/src/**/*.ts without *.test.ts and *.d.ts (${plural(fileCount, "file")}); comments never count, nor text inside strings except a compared _tag literal`)
+  rules.forEach((rule, i) => {
+    out.push("")
+    out.push(`${i + 1}. ${rule.name}: ${rule.hits.length} — scans ${rule.scans}`)
+    for (const h of rule.hits) out.push(`   ${h.file}:${h.line}  ${h.note}`)
+    if (rule.hits.length > 1) {
+      const byFile = new Map()
+      for (const h of rule.hits) byFile.set(h.file, (byFile.get(h.file) ?? 0) + 1)
+      out.push(`   by file: ${[...byFile].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).map(([f, n]) => `${f} ${n}`).join(", ")}`)
+    }
+    if (rule.aside) out.push(`   ${rule.aside}`)
+  })
+  out.push("")
+  out.push(`${"".padEnd(6)}${"rule".padEnd(36)}${"count".padStart(7)}${"limit".padStart(7)}`)
+  const over = []
+  for (const rule of rules) {
+    const enforced = rule.limit !== undefined
+    const fails = enforced && rule.hits.length > rule.limit
+    if (fails) over.push(`${rule.name} ${rule.hits.length} > ${rule.limit}`)
+    out.push(`${(fails ? "FAIL" : enforced ? "ok" : "info").padEnd(6)}${rule.name.padEnd(36)}${String(rule.hits.length).padStart(7)}${(enforced ? String(rule.limit) : "-").padStart(7)}`)
+  }
+  const over300 = areaLines.reduce((a, b) => a + b.over300, 0)
+  const files = areaLines.reduce((a, b) => a + b.files, 0)
+  out.push(`${"info".padEnd(6)}${"non-test source lines".padEnd(36)}${totalLines.toLocaleString("en-US").padStart(7)}${"-".padStart(7)}  (${plural(files, "file")}, ${over300} over 300 lines: ${areaLines.map((a) => `${a.area} ${a.lines}`).join(", ")}; tests and .d.ts excluded)`)
+  for (const note of notes) out.push(`note: ${note}`)
+  out.push("")
+  const enforcedCount = rules.filter((r) => r.limit !== undefined).length
+  if (over.length === 0) out.push(`architecture: all ${enforcedCount} rules within their limits`)
+  else out.push(`architecture: ${over.length} of ${enforcedCount} rules over their limit (${over.join("; ")})${report ? " — --report: not failing" : ""}`)
+  console.log(out.join("\n"))
+  return over.length === 0 || report ? 0 : 1
+}
+
+const main = () => {
+  const args = process.argv.slice(2)
+  const report = args.includes("--report")
+  const unknown = args.filter((a) => a.startsWith("-") && a !== "--report")
+  if (unknown.length > 0) {
+    console.error(`check-architecture: unknown option ${unknown.join(" ")} (usage: check-architecture.mjs [root] [--report])`)
+    process.exit(2)
+  }
+  const root = resolve(args.find((a) => !a.startsWith("-")) ?? repositoryRoot)
+  if (!existsSync(join(root, "packages"))) {
+    console.error(`check-architecture: ${root} has no packages/ folder`)
+    process.exit(2)
+  }
+  process.exitCode = print(root, report, check(root))
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) main()

@@ -1,0 +1,116 @@
+// node --test scripts/check-architecture.test.mjs: the architecture check on small repositories in a temp dir.
+import assert from "node:assert/strict"
+import { spawnSync } from "node:child_process"
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
+import { after, test } from "node:test"
+import { fileURLToPath } from "node:url"
+
+const script = join(dirname(fileURLToPath(import.meta.url)), "check-architecture.mjs")
+const made = []
+after(() => {
+  for (const dir of made) rmSync(dir, { recursive: true, force: true })
+})
+
+/** A repository of the clean files plus `files` (path -> text), checked; returns the exit status and output. */
+const check = (files, ...flags) => {
+  const root = mkdtempSync(join(tmpdir(), "factline-architecture-"))
+  made.push(root)
+  for (const [path, text] of Object.entries({ ...clean, ...files })) {
+    mkdirSync(dirname(join(root, path)), { recursive: true })
+    writeFileSync(join(root, path), text)
+  }
+  const run = spawnSync(process.execPath, [script, root, ...flags], { encoding: "utf8" })
+  return { status: run.status, out: run.stdout + run.stderr }
+}
+
+/** Everything here is allowed: the composition reads env, the error module writes the body, casts at the limit. */
+const clean = {
+  "packages/workers/src/Services.ts": 'export const layer = (env: Env) => [env.DB, env["EVENTS_QUEUE"]]\n',
+  "packages/workers/src/http/Errors.ts": "export const errorResponse = (c: any, status: number, code: string) => c.json({ error: { code } }, status)\n",
+  "packages/workers/src/http/Routes.ts": [
+    'import { layer } from "../Services.js"',
+    "// env.DB, errorResponse(c, 500) and Date.now() in a comment do not count",
+    'export const text = "env.DB errorResponse( new Date() _tag === \\"LedgerUnavailable\\""',
+    "export const run = (c: { env: unknown }) => layer(c.env as never)",
+    "export const ok = (outcome: { _tag: string }) => outcome._tag === \"Done\"",
+    ""
+  ].join("\n"),
+  "packages/core/src/ledger/Ledger.ts": [
+    'import type { Shard } from "./Shard.js"',
+    "export const casts = [1 as unknown as string, 2 as unknown as string, 3 as unknown as string, 4 as unknown as string, 5 as unknown as string]",
+    "export const at = (ms: number) => new Date(ms).toISOString()",
+    "export type Ledger = { shard: Shard }",
+    ""
+  ].join("\n"),
+  "packages/core/src/ledger/Shard.ts": 'import type { Ledger } from "./Ledger.js"\nexport type Shard = { ledger: Ledger }\n',
+  "packages/core/src/testing/Fake.ts": "export const now = () => new Date().toISOString() + Date.now()\n",
+  "packages/core/src/ledger/Ledger.test.ts": 'import { at } from "./Ledger.js"\nexport const t = Date.now() + (process.env.X as unknown as number)\n',
+  "packages/workers/src/Time.ts": "export const now = () => Date.now()\n"
+}
+
+test("a clean repository passes, and the type-only circle is reported, not failed", () => {
+  const { status, out } = check({})
+  assert.equal(status, 0, out)
+  assert.match(out, /all 7 rules within their limits/)
+  assert.match(out, /^ok +as unknown as +5 +5$/m)
+  assert.match(out, /^info +import circles \(type-only\) +1 +-$/m)
+  assert.match(out, /packages\/core\/src\/ledger\/Ledger\.ts:1 import type \.\/Shard\.js -> packages\/core\/src\/ledger\/Shard\.ts:1 import type \.\/Ledger\.js/)
+  assert.match(out, /^info +non-test source lines/m)
+})
+
+const violations = {
+  "env reads outside the composition": ["packages/workers/src/Platform.ts", "export const f = (env: Env) => 1\nexport const g = (env: Env) => env.DB\n", 2],
+  "env reads, by index": ["packages/workers/src/http/Queues.ts", 'export const f = (c: any) => c.env["DLQ"]\n', 1],
+  "errorResponse-style call sites": ["packages/workers/src/http/Facts.ts", 'import { errorResponse } from "./Errors.js"\nexport const f = (c: any) => errorResponse(c, 404, "not_found")\n', 2],
+  "error bodies by hand": ["packages/workers/src/http/Auth.ts", 'export const f = (c: any) =>\n  c.json({ error: { code: "forbidden" } }, 403)\n', 2],
+  "_tag string matches on errors": ["packages/core/src/relay/Relay.ts", 'export const f = (e: { _tag: string }) =>\n  e._tag === "PayloadStoreUnavailable"\n', 2],
+  "_tag of a Result": ["packages/workers/src/http/Events.ts", 'export const f = (r: { _tag: string }) => "Failure" !== r._tag\n', 1],
+  "_tag switch": ["packages/workers/src/http/Webhooks.ts", 'export const f = (e: { _tag: string }) => {\n  switch (e._tag) {\n    case "Other": return 1\n    case "WebhookNotFound": return 404\n  }\n}\n', 4],
+  "a declared TaggedError's tag": [
+    "packages/core/src/projections/Rebuild.ts",
+    'export class RebuildRefused extends Schema.TaggedError<RebuildRefused>()("RebuildRefused", {}) {}\nexport const f = (e: { _tag: string }) => e._tag !== "RebuildRefused"\n',
+    2
+  ],
+  "Date.now / new Date in core": ["packages/core/src/batch/Jobs.ts", "export const a = 1\nexport const now = () => new Date().toISOString()\n", 2],
+  "Date.now in core": ["packages/core/src/batch/Ids.ts", "export const id = () => `b_${Date.now()}`\n", 1],
+  "as unknown as": ["packages/client/src/Client.ts", "export const x = 6 as unknown as string\n", 1],
+  "import circles (value imports)": ["packages/client/src/A.ts", 'import { b } from "./B.js"\nexport const a = () => b\n', 1, { "packages/client/src/B.ts": 'import { a } from "./A.js"\nexport const b = () => a\n' }],
+  "import circles, an inline type import is a value import": ["packages/client/src/A.ts", 'import { type B } from "./B.js"\nexport type A = B\n', 1, { "packages/client/src/B.ts": 'import { a } from "./A.js"\nexport type B = typeof a\n' }],
+  "folder cycles in core": [
+    "packages/core/src/definitions/Def.ts",
+    'import type { Reg } from "../registry/Reg.js"\nexport type Def = Reg\n',
+    1,
+    { "packages/core/src/registry/Reg.ts": 'export type Reg = 1\nimport type { Def } from "../definitions/Def.js"\nexport type R = Def\n' }
+  ]
+}
+
+for (const [rule, [path, text, line, more]] of Object.entries(violations)) {
+  test(`${rule}: one violation fails and names ${path}:${line}`, () => {
+    const { status, out } = check({ [path]: text, ...more })
+    assert.equal(status, 1, out)
+    assert.match(out, /^architecture: 1 of 7 rules over their limit/m)
+    assert.ok(out.includes(`   ${path}:${line}  `), `expected ${path}:${line} in\n${out}`)
+    const { status: reported } = check({ [path]: text, ...more }, "--report")
+    assert.equal(reported, 0)
+  })
+}
+
+test("the _tag hits print the literal, and other tags are listed as not counted", () => {
+  const { out } = check({ "packages/core/src/relay/Relay.ts": 'export const f = (e: { _tag: string }) => e._tag === "LedgerUnavailable"\n' })
+  assert.match(out, /packages\/core\/src\/relay\/Relay\.ts:1 {2}_tag === "LedgerUnavailable"/)
+  assert.match(out, /not counted \(not an error's tag\): "Done" 1/)
+})
+
+test("an allowed file that does not exist is noted", () => {
+  const { out } = check({ "packages/workers/src/Services.ts": "export {}\n" }, "--report")
+  assert.doesNotMatch(out, /composition file .* does not exist/)
+  const root = mkdtempSync(join(tmpdir(), "factline-architecture-"))
+  made.push(root)
+  mkdirSync(join(root, "packages/core/src"), { recursive: true })
+  writeFileSync(join(root, "packages/core/src/index.ts"), "export {}\n")
+  const run = spawnSync(process.execPath, [script, root], { encoding: "utf8" })
+  assert.equal(run.status, 0, run.stdout)
+  assert.match(run.stdout, /composition file packages\/workers\/src\/Services\.ts does not exist/)
+})
