@@ -16,9 +16,9 @@
 import { Schema } from "effect"
 import { type HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Handler, Hono } from "hono"
-import { AsyncApi, type Registry } from "@factline/core"
+import { AsyncApi, Failure, type Registry } from "@factline/core"
+import * as Services from "../Services.js"
 import { type AppEnv, bind, describe, Json } from "./Contract.js"
-import { errorResponse } from "./Errors.js"
 
 const html = Schema.String.pipe(HttpApiSchema.asText({ contentType: "text/html" }))
 
@@ -45,9 +45,9 @@ const jsonHeaders = { "content-type": "application/json; charset=utf-8", "cache-
  * serve. Without an `ASSETS` binding the app has not configured the assets; the 404 says how.
  */
 const fromAssets: Handler<AppEnv> = (c) => {
-  const assets = c.env.ASSETS
+  const assets = Services.staticAssets(c.env)
   if (assets === undefined) {
-    return errorResponse(c, 404, "not_found", `${new URL(c.req.url).pathname} is a page of @factline/workers' static assets, and this Worker has none: add "assets": { "directory": "node_modules/@factline/workers/dist/assets", "binding": "ASSETS" } to wrangler.jsonc`)
+    throw new Failure.NotFound({ message: `${new URL(c.req.url).pathname} is a page of @factline/workers' static assets, and this Worker has none: add "assets": { "directory": "node_modules/@factline/workers/dist/assets", "binding": "ASSETS" } to wrangler.jsonc` })
   }
   return assets.fetch(c.req.raw)
 }
