@@ -6,6 +6,9 @@
  *
  * A response that arrives after the session changed (sign-out, another sign-in) never settles: nothing of
  * an earlier session reaches the page. A 401 ends the session (`onUnauthorized`) and is dropped the same way.
+ *
+ * Hand-written for now: `@factline/client` has no request layer derived from the route descriptions yet.
+ * When it has one, this file is the one to switch to it (the rest of the page only calls these functions).
  */
 import * as Session from "./Session.js"
 
