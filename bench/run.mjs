@@ -77,6 +77,8 @@ const config = {
     ...(process.env.BENCH_LOG_ATTEMPTS ? { FACTLINE_LOG_ATTEMPTS: process.env.BENCH_LOG_ATTEMPTS } : {})
   },
   d1_databases: example.d1_databases.map((d) => ({ ...d, migrations_dir: relative(out, join(root, "migrations")) })),
+  // The static assets (dashboard, /docs): the example's directory, from here.
+  ...(example.assets ? { assets: { ...example.assets, directory: relative(out, join(exampleDir, example.assets.directory)) } } : {}),
   queues: {
     producers: [...example.queues.producers, ...benchQueues.map(([queue, binding]) => ({ queue, binding }))],
     consumers: [...example.queues.consumers, ...benchQueues.map(([queue, , settings]) => ({ queue, ...settings }))]

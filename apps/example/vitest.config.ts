@@ -2,9 +2,12 @@ import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin"
 import { readFileSync } from "node:fs"
 import { defineConfig } from "vitest/config"
 
+import { build as buildAssets } from "../../packages/workers/dashboard/build.mjs"
 import { workspaceSources } from "../../scripts/WorkspaceSources.mjs"
 import * as Receiver from "./scripts/Receiver.mjs" // the webhook receiver the tests deliver to (plain .mjs)
 
+// wrangler.jsonc's `assets` (the dashboard and /docs), built from their current source: the pool needs the directory.
+await buildAssets()
 const migrations = await readD1Migrations("../../migrations")
 /** A real HTTP receiver for webhook deliveries, listening for as long as the test run. */
 const receiver = await Receiver.start()

@@ -6,7 +6,7 @@
  * the app's typecheck, its tests (specs in Node, integration tests inside workerd), `drizzle-kit generate`
  * (the template's migration must match the published tables: no change), `npm run deploy -- --dry-run`
  * (wrangler deploy --dry-run), and the token round trip against `wrangler dev`: the init's token and a
- * created one authenticate, a revoked one gets 401; and the packed `@factline/client`, in plain Node, emits an
+ * created one authenticate, a revoked one gets 401, and the dashboard and /docs come from the package's assets; and the packed `@factline/client`, in plain Node, emits an
  * event to `wrangler dev` and reads its projection back, and the packed `factline` command's operators'
  * commands call it through that client (`batches --json`; `health` refused with 403 for an admin token). Separate from `npm test`: it takes minutes.
  */
@@ -66,6 +66,11 @@ try {
       const listing = sh("tar", ["-tzf", join(tarballs, tgz)], root)
       expect(listing.includes("package/dist/index.js") && listing.includes("package/dist/index.d.ts"), `${tgz} has no dist/index.js and .d.ts`)
       expect(listing.includes("package/LICENSE") && listing.includes("package/README.md"), `${tgz} has no LICENSE or README.md`)
+      if (tgz.startsWith("factline-workers-")) {
+        const assets = ["_headers", "dashboard.html", "docs.html", "static/dashboard.js", "static/dashboard.css", "static/docs.js", "static/scalar/standalone.js"]
+        const missing = assets.filter((file) => !listing.includes(`package/dist/assets/${file}`))
+        expect(missing.length === 0, `${tgz} lacks the static assets ${missing.join(", ")}`)
+      }
       // The template's own tests ship (they are the new app's); the packages' tests do not.
       expect(!listing.split("\n").some((f) => !f.startsWith("package/template/") && /\.test\.(ts|mjs)$/.test(f)), `${tgz} ships test files`)
     }
@@ -132,6 +137,12 @@ try {
       expect(read.status === 200, `created token: GET answered ${read.status}`)
       const local = await fetch(`${base}/v1/projections/orders`, { headers: { authorization: `Bearer ${localToken}` } })
       expect(local.status === 200, `init's local token: GET answered ${local.status}`)
+      // The dashboard and /docs, from the installed package's static assets, with their security headers.
+      for (const path of ["/dashboard", "/docs", "/static/dashboard.js", "/static/scalar/standalone.js"]) {
+        const page = await fetch(`${base}${path}`)
+        expect(page.status === 200, `GET ${path} answered ${page.status}`)
+        if (!path.startsWith("/static/")) expect(/script-src 'self'/.test(page.headers.get("content-security-policy") ?? ""), `GET ${path}: no CSP of its own origin`)
+      }
     })
     npm(["run", "tokens", "--", "revoke", "billing", "--file", ".dev.vars"], app, appEnv)
     await withDev(async (base) => {

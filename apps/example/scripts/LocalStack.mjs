@@ -10,6 +10,7 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { build as buildAssets } from "../../../packages/workers/dashboard/build.mjs"
 
 /** The example app (where wrangler.jsonc is). */
 export const app = join(dirname(fileURLToPath(import.meta.url)), "..")
@@ -30,8 +31,12 @@ export const freePort = () =>
     })
   })
 
-/** Starts the stack; resolves to `{ base, stop, output }` once wrangler reports it is ready. */
+/**
+ * Starts the stack; resolves to `{ base, stop, output }` once wrangler reports it is ready. The static assets
+ * (the dashboard and /docs) are built first, from their current source.
+ */
 export const start = async ({ cwd, state, port, config }) => {
+  await buildAssets()
   const configArgs = config ? ["--config", config] : []
   execFileSync(process.execPath, [wrangler, "d1", "migrations", "apply", "factline", "--local", ...configArgs, "--persist-to", state], { cwd, env, stdio: "ignore" })
   const dev = spawn(process.execPath, [wrangler, "dev", ...configArgs, "--persist-to", state, "--port", String(port), "--ip", "127.0.0.1"], {

@@ -156,7 +156,7 @@ describe("import (inline envelopes, run in chunks on factline-batch)", () => {
  * and waits until the queues are idle; the ledger is back afterwards. Answers the job's id.
  */
 const whileLedgerDown = async (startJob: () => Promise<Response>): Promise<string> => {
-  const namespace = env.LEDGER as DurableObjectNamespace & { get: DurableObjectNamespace["get"] }
+  const namespace = env.LEDGER
   const original = namespace.get.bind(namespace)
   namespace.get = (() => {
     throw new Error("injected: the ledger is unavailable")

@@ -1,14 +1,20 @@
 /**
- * The operators' dashboard page (GET /dashboard: self-contained, a nonce-only CSP, no data in it) and the
- * batch-job list it reads (GET /v1/batches: tenant-scoped, newest first, filtered and paged).
+ * The operators' dashboard page (GET /dashboard: a static page of @factline/workers' assets, its script and
+ * stylesheet files beside it, a CSP that allows only those and this origin, no data in it) and the batch-job
+ * list it reads (GET /v1/batches: tenant-scoped, newest first, filtered and paged).
  * The page itself is driven in a real browser by scripts/browser.mjs.
  */
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
+import { Api } from "@factline/workers"
 import { request, tokenA, tokenAReadOnly, tokenB, tokenPlatform, unique } from "./helpers.js"
+import { platform } from "./worker.js"
+
+/** A file of the static assets, as Workers Static Assets serves it (the binding the Worker also answers from). */
+const asset = (path: string, init?: RequestInit) => env.ASSETS.fetch(new Request(`http://factline.test${path}`, init))
 
 describe("GET /dashboard", () => {
-  it("is one self-contained HTML page whose only script and style carry this response's CSP nonce", async () => {
+  it("is one HTML page whose only script and stylesheet are its own files, under a CSP that allows nothing else", async () => {
     const response = await request("/dashboard")
     expect(response.status).toBe(200)
     expect(response.headers.get("content-type")).toBe("text/html; charset=utf-8")
@@ -16,34 +22,61 @@ describe("GET /dashboard", () => {
     expect(response.headers.get("cache-control")).toBe("no-store")
     expect(response.headers.get("x-content-type-options")).toBe("nosniff")
     expect(response.headers.get("referrer-policy")).toBe("no-referrer")
-    const csp = response.headers.get("content-security-policy")!
-    const nonce = /script-src 'nonce-([\w-]+)'/.exec(csp)?.[1]
-    expect(nonce).toMatch(/^[\w-]{20,}$/)
-    expect(csp).toBe(
-      `default-src 'none'; script-src 'nonce-${nonce}'; style-src 'nonce-${nonce}'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`
+    expect(response.headers.get("content-security-policy")).toBe(
+      "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     )
     const page = await response.text()
-    expect([...page.matchAll(/<script\b[^>]*>/g)].map((m) => m[0])).toEqual([`<script nonce="${nonce}">`])
-    expect([...page.matchAll(/<style\b[^>]*>/g)].map((m) => m[0])).toEqual([`<style nonce="${nonce}">`])
-    // Nothing from elsewhere, no inline handlers or style attributes (the CSP would block them anyway).
+    // One script, from this origin, and no inline code (the CSP would refuse it anyway).
+    expect([...page.matchAll(/<script\b[^>]*>([\s\S]*?)<\/script>/g)].map((m) => [m[0].replace(m[1]!, ""), m[1]])).toEqual([['<script defer src="/static/dashboard.js"></script>', ""]])
+    expect([...page.matchAll(/<link\b[^>]*rel="stylesheet"[^>]*>/g)].map((m) => m[0])).toEqual(['<link rel="stylesheet" href="/static/dashboard.css">'])
+    expect(page).not.toMatch(/<style\b/)
+    // Nothing from elsewhere, no inline handlers or style attributes.
     expect(page).not.toMatch(/\b(src|href)=["']?(https?:|\/\/)/)
     expect(page).not.toMatch(/\son[a-z]+=["']/)
     expect(page).not.toMatch(/\sstyle=["']/)
-    // Data reaches the DOM as text only.
-    expect(page).not.toMatch(/innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|new Function/)
-    expect(page).toContain("sessionStorage")
-    expect(page).not.toContain("localStorage")
+  })
 
-    const again = await request("/dashboard")
-    expect(again.headers.get("content-security-policy")).not.toContain(nonce!)
+  it("serves its script and stylesheet from the same assets; the script writes values as text only and keeps the token in sessionStorage", async () => {
+    const script = await asset("/static/dashboard.js")
+    expect(script.status).toBe(200)
+    expect(script.headers.get("content-type")).toMatch(/^(text|application)\/javascript/)
+    expect(script.headers.get("x-content-type-options")).toBe("nosniff")
+    const code = await script.text()
+    expect(code).toContain("/v1/queues/health")
+    // Data reaches the DOM as text only.
+    expect(code).not.toMatch(/innerHTML|outerHTML|insertAdjacentHTML|document\.write|eval\(|new Function/)
+    expect(code).toContain("sessionStorage")
+    expect(code).not.toContain("localStorage")
+    const css = await asset("/static/dashboard.css")
+    expect(css.status).toBe(200)
+    expect(css.headers.get("content-type")).toMatch(/^text\/css/)
   })
 
   it("is public and holds no data: the same page with or without a token, which it never echoes", async () => {
     const anonymous = await request("/dashboard")
     const signedIn = await request("/dashboard", { token: tokenPlatform })
-    const strip = (html: string) => html.replace(/nonce(-|=")[\w-]+/g, "nonce")
-    expect(strip(await signedIn.text())).toBe(strip(await anonymous.text()))
+    expect(signedIn.status).toBe(200)
+    expect(await signedIn.text()).toBe(await anonymous.text())
     expect(await (await request("/dashboard", { token: tokenPlatform })).text()).not.toContain(tokenPlatform)
+  })
+
+  it("is reachable at /dashboard only: the file's own name redirects there (never served without its headers)", async () => {
+    const byFileName = await asset("/dashboard.html", { redirect: "manual" })
+    expect(byFileName.status).toBeGreaterThanOrEqual(300)
+    expect(byFileName.status).toBeLessThan(400)
+    expect(new URL(byFileName.headers.get("location")!, "http://factline.test").pathname).toBe("/dashboard")
+    // The headers file configures the assets; it is not one of them.
+    expect((await asset("/_headers")).status).toBe(404)
+  })
+
+  it("without an ASSETS binding, the Worker answers 404 naming the assets configuration to add", async () => {
+    const { ASSETS: _assets, ...withoutAssets } = env as unknown as Record<string, unknown>
+    const app = Api.make(platform.registry, platform.runtime)
+    for (const path of ["/dashboard", "/docs"]) {
+      const response = await app.request(path, {}, withoutAssets)
+      expect(response.status, path).toBe(404)
+      expect((await response.json<any>()).error).toMatchObject({ code: "not_found", message: expect.stringContaining('"assets": { "directory": "node_modules/@factline/workers/dist/assets", "binding": "ASSETS" }') })
+    }
   })
 })
 

@@ -1,13 +1,16 @@
 import type { D1Migration } from "cloudflare:test"
+import type { LedgerShard } from "@factline/workers"
 
 declare global {
   namespace Cloudflare {
     interface Env {
       DB: D1Database
       PAYLOADS: R2Bucket
-      LEDGER: DurableObjectNamespace
+      LEDGER: DurableObjectNamespace<LedgerShard>
       EVENTS_QUEUE: Queue
       EVENTS_DLQ: Queue
+      /** The static assets (wrangler.jsonc `assets`): the dashboard and /docs. */
+      ASSETS: Fetcher
       FACTLINE_TOKENS: string
       FACTLINE_RETRY_DELAY_SCALE: string
       TEST_MIGRATIONS: D1Migration[]

@@ -115,7 +115,7 @@ const capturing = () => {
 }
 
 /** The real namespace, but `append` answers with an error after the shard committed: the reply is lost. */
-const appendReplyLost = (ns: DurableObjectNamespace): DurableObjectNamespace =>
+const appendReplyLost = <N extends { get(id: DurableObjectId): unknown }>(ns: N): N =>
   new Proxy(ns, {
     get(target, prop) {
       if (prop !== "get") return (target as any)[prop]?.bind?.(target) ?? (target as any)[prop]

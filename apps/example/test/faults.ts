@@ -94,7 +94,7 @@ export const d1 = (db: D1Database, run: ReturnType<typeof scheduled>): D1Databas
   })
 }
 
-export const durableObjects = (ns: DurableObjectNamespace, run: ReturnType<typeof scheduled>): DurableObjectNamespace =>
+export const durableObjects = <N extends { get(id: DurableObjectId): unknown }>(ns: N, run: ReturnType<typeof scheduled>): N =>
   new Proxy(ns, {
     get(target, prop) {
       if (prop !== "get") return passThrough(target, prop)

@@ -18,7 +18,7 @@ import { platform } from "./worker.js"
 const testEnv = env as unknown as PlatformEnv
 
 /** The LedgerShard namespace with one shard whose `methods` (every one if empty) throw: the others are real. */
-const sickShard = (shardKey: string, methods: ReadonlyArray<string> = []): DurableObjectNamespace => {
+const sickShard = (shardKey: string, methods: ReadonlyArray<string> = []): typeof env.LEDGER => {
   const sick = env.LEDGER.idFromName(shardKey).toString()
   return new Proxy(env.LEDGER, {
     get(target, prop) {

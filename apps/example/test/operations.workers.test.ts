@@ -139,7 +139,7 @@ describe("dead-letter workflow", () => {
     const [event] = await deadLettered([fixable(3)])
     const [record] = await recordsOf(event!.idempotency_key)
     // Every LedgerShard RPC fails during the first skip (the namespace is shared by the Worker and the test).
-    const namespace = env.LEDGER as DurableObjectNamespace & { get: DurableObjectNamespace["get"] }
+    const namespace = env.LEDGER
     const original = namespace.get.bind(namespace)
     namespace.get = (() => {
       throw new Error("injected: the ledger is unavailable")

@@ -9,6 +9,7 @@ import { join } from "node:path"
 import { getTableConfig } from "drizzle-orm/sqlite-core"
 import { afterAll, describe, expect, it } from "vitest"
 import * as PlatformTables from "@factline/core/tables"
+import * as Assets from "../dashboard/build.mjs"
 import * as Auth from "../src/http/Auth.ts"
 import * as Init from "./init.mjs"
 import * as WranglerConfig from "./WranglerConfig.mjs"
@@ -30,6 +31,9 @@ describe("factline init", () => {
     expect(config.name).toBe("my-platform")
     expect(WranglerConfig.check(WranglerConfig.forEnv(config))).toEqual([])
     for (const env of ["staging", "production"]) expect(WranglerConfig.check(WranglerConfig.forEnv(config, env), { deployed: true }), env).toEqual([])
+    // The dashboard and /docs: the directory the package's build writes, as the installed package has it.
+    expect(config.assets).toEqual({ directory: "node_modules/@factline/workers/dist/assets", binding: "ASSETS" })
+    expect(join(root, "packages/workers", config.assets.directory.replace("node_modules/@factline/workers/", ""))).toBe(Assets.outDir)
     const pkg = readJson(join(app, "package.json"))
     expect(pkg.name).toBe("my-platform")
     expect(pkg.dependencies["@factline/workers"]).toBe(readJson(join(root, "packages/workers/package.json")).version)

@@ -45,6 +45,11 @@ export interface PlatformEnv {
   readonly FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS?: string
   /** The structured log line per processing attempt: `all` (default), `failures`, or `none`. */
   readonly FACTLINE_LOG_ATTEMPTS?: string
+  /**
+   * The static assets binding (`assets.binding` in wrangler.jsonc, directory `@factline/workers/dist/assets`):
+   * the dashboard and /docs pages. Optional: without it those two routes answer 404 saying how to add it.
+   */
+  readonly ASSETS?: Fetcher
   /** Optional Workers Analytics Engine dataset binding: one data point per consumer batch (seed 001's metrics). */
   readonly METRICS?: AnalyticsEngineDataset
 }

@@ -87,3 +87,6 @@ export const shardRuntime = (env: PlatformEnv): ShardRuntime => {
   }
   return runtime
 }
+
+/** The static assets binding (`assets.binding` in wrangler.jsonc): the dashboard and /docs; undefined if the app has none. */
+export const staticAssets = (env: PlatformEnv): Fetcher | undefined => env.ASSETS

@@ -78,7 +78,8 @@ export const d1 = (db: D1Database, counts: Counts): D1Database => {
   })
 }
 
-export const durableObjects = (ns: DurableObjectNamespace, counts: Counts): DurableObjectNamespace =>
+/** Any Durable Object namespace (the LedgerShard one typed by its RPC, or an untyped one), counted. */
+export const durableObjects = <N extends { get(id: DurableObjectId): unknown }>(ns: N, counts: Counts): N =>
   new Proxy(ns, {
     get(target, prop) {
       if (prop !== "get") return passThrough(target, prop)

@@ -6,34 +6,30 @@
  * - `GET /asyncapi.json`: the AsyncAPI 3 document of the queues, messages, facts and webhook events,
  *   generated from the registry;
  * - `GET /dashboard`: the operators' page (every call it makes authenticates).
+ *
+ * The two pages are files of the package's static assets (`dashboard/`, built into `dist/assets`), which an
+ * app serves with Workers Static Assets: a request for them is answered before the Worker runs, with the
+ * headers of the assets' `_headers` (CSP, no framing, no caching). One that reaches the Worker all the same
+ * (a test calling the Worker, an app with `run_worker_first`) is answered from the same files through the
+ * `ASSETS` binding — the same bytes and headers. The Worker bundle holds neither page nor Scalar.
  */
 import { Schema } from "effect"
 import { type HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
-import type { Hono } from "hono"
-import { AsyncApi, type Registry } from "@factline/core"
+import type { Context, Hono } from "hono"
+import { AsyncApi, Failure, type Registry } from "@factline/core"
+import * as Services from "../Services.js"
 import { type AppEnv, bind, describe, Json, raw } from "./Contract.js"
-import * as Dashboard from "./Dashboard.js"
-
-/**
- * Scalar's browser bundle, pinned, with its Subresource Integrity hash (a test checks it against the
- * package's file): the docs page loads it from jsDelivr, so the Worker stays small.
- */
-export const scalar = {
-  version: "1.72.1",
-  url: "https://cdn.jsdelivr.net/npm/@scalar/api-reference@1.72.1/dist/browser/standalone.js",
-  integrity: "sha384-U11tb2XnKvmwt8RlTvnwUnYgrN+ur4Xyh9htLhjajWNR/Oyl5AX5DEz00qRmlrmK"
-} as const
 
 const html = Schema.String.pipe(HttpApiSchema.asText({ contentType: "text/html" }))
 
 export const openApi = HttpApiEndpoint.get("openApi", "/openapi.json", { success: Json.annotate({ description: "This document" }) })
   .pipe(describe({ summary: "The OpenAPI 3.1 document" }))
 export const docs = HttpApiEndpoint.get("docs", "/docs", { success: html })
-  .pipe(describe({ summary: "The interactive API reference", description: `Renders /openapi.json with Scalar ${scalar.version} (loaded from jsDelivr with Subresource Integrity).` }))
+  .pipe(describe({ summary: "The interactive API reference", description: "Renders /openapi.json with Scalar, served from this deployment's static assets (nothing from a CDN)." }))
 export const asyncApi = HttpApiEndpoint.get("asyncApi", "/asyncapi.json", { success: Json.annotate({ description: "AsyncAPI 3.0.0" }) })
   .pipe(describe({ summary: "The AsyncAPI 3 document", description: "The six queues with their retry policies and dead-letter queues, every registered message type with a JSON Schema per schema_version, every fact type, and the webhook event catalog — generated from the registry." }))
 export const dashboard = HttpApiEndpoint.get("dashboard", "/dashboard", { success: html })
-  .pipe(describe({ summary: "The operators' dashboard", description: "Queue health, dead letters and batch jobs; the page asks for a token and every call it makes authenticates." }))
+  .pipe(describe({ summary: "The operators' dashboard", description: "Queue health, dead letters and batch jobs; a static page that asks for a token, and every call it makes authenticates." }))
 
 export const group = HttpApiGroup.make("documents").add(openApi, docs, asyncApi, dashboard)
   .annotateMerge(OpenApi.annotations({
@@ -44,35 +40,17 @@ export const group = HttpApiGroup.make("documents").add(openApi, docs, asyncApi,
 /** The documents are public and the same for everyone: cacheable, and readable by tools on other origins. */
 const jsonHeaders = { "content-type": "application/json; charset=utf-8", "cache-control": "public, max-age=300", "access-control-allow-origin": "*" }
 
-const docsPolicy = (nonce: string) =>
-  [
-    "default-src 'none'",
-    `script-src 'nonce-${nonce}' https://cdn.jsdelivr.net`,
-    // Scalar injects its styles at run time.
-    "style-src 'unsafe-inline'",
-    "img-src data: https:",
-    "font-src data: https://fonts.scalar.com",
-    "connect-src 'self'",
-    "base-uri 'none'",
-    "form-action 'none'",
-    "frame-ancestors 'none'"
-  ].join("; ")
-
-const docsPage = (nonce: string, title: string) => `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${title}</title>
-</head>
-<body>
-<div id="api-reference"></div>
-<script nonce="${nonce}" src="${scalar.url}" integrity="${scalar.integrity}" crossorigin="anonymous"></script>
-<script nonce="${nonce}">
-Scalar.createApiReference("#api-reference", { url: "/openapi.json", withDefaultFonts: false, hideClientButton: false })
-</script>
-</body>
-</html>`
+/**
+ * A page of the static assets, for a request that reached the Worker: the same file and headers the assets
+ * serve. Without an `ASSETS` binding the app has not configured the assets; the 404 says how.
+ */
+const fromAssets = async (c: Context<AppEnv>) => {
+  const assets = Services.staticAssets(c.env)
+  if (assets === undefined) {
+    throw new Failure.NotFound({ message: `${new URL(c.req.url).pathname} is a page of @factline/workers' static assets, and this Worker has none: add "assets": { "directory": "node_modules/@factline/workers/dist/assets", "binding": "ASSETS" } to wrangler.jsonc` })
+  }
+  return raw(await assets.fetch(c.req.raw))
+}
 
 export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Shape; readonly api: HttpApi.HttpApi<string, any> }) => {
   // Generated once per isolate, on first use.
@@ -80,16 +58,6 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Sha
   let asyncApiText: string | undefined
   bind(app, openApi, (c) => raw(c.body((openApiText ??= JSON.stringify(OpenApi.fromApi(deps.api))), 200, jsonHeaders)))
   bind(app, asyncApi, (c) => raw(c.body((asyncApiText ??= JSON.stringify(AsyncApi.generate(deps.registry))), 200, jsonHeaders)))
-  bind(app, docs, (c) => {
-    const nonce = Dashboard.newNonce()
-    return raw(c.body(docsPage(nonce, "factline API reference"), 200, {
-      "content-type": "text/html; charset=utf-8",
-      "content-security-policy": docsPolicy(nonce),
-      "x-frame-options": "DENY",
-      "x-content-type-options": "nosniff",
-      "referrer-policy": "no-referrer",
-      "cache-control": "no-store"
-    }))
-  })
-  bind(app, dashboard, (c) => raw(Dashboard.page(c)))
+  bind(app, docs, fromAssets)
+  bind(app, dashboard, fromAssets)
 }
