@@ -22,10 +22,10 @@ import * as Facts from "./Facts.js"
 import * as Projections from "./Projections.js"
 import * as Queues from "./Queues.js"
 import { api } from "./Routes.js"
-import { makeRun } from "./Shared.js"
+import { makeRun } from "./Run.js"
 import * as Webhooks from "./Webhooks.js"
 
-export { maxBodyBytes } from "./Shared.js"
+export { maxBodyBytes } from "./JsonBody.js"
 export { maxEventsPerRequest } from "./Events.js"
 export { api, publicRoutes, type Route, routes } from "./Routes.js"
 

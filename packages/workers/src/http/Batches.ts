@@ -22,7 +22,8 @@ import type { Hono } from "hono"
 import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Failure, Import, ProjectionStore, QueueProducer, Rebuild, Reconcile, type Registry, RetryPolicy } from "@factline/core"
 import { type AppEnv, bind, cursor, describe, Json, nextCursor, oneOf, problems, wholeNumber, raw } from "./Contract.js"
 import { Forbidden, RequestRefused } from "./Problem.js"
-import { type Ctx, isObject, readBody, type Run } from "./Shared.js"
+import { isObject, readBody } from "./JsonBody.js"
+import type { Ctx, Run } from "./Run.js"
 
 export interface Deps {
   readonly registry: Registry.Shape

@@ -10,7 +10,8 @@ import type { Hono } from "hono"
 import { DeadLetterSkip, DeadLetterStore, Failure, RetryPolicy } from "@factline/core"
 import type { Principal } from "./Auth.js"
 import { type AppEnv, bind, cursor, describe, nextCursor, oneOf, problems, wholeNumber } from "./Contract.js"
-import { type Ctx, isObject, readBody, type Run } from "./Shared.js"
+import { isObject, readBody } from "./JsonBody.js"
+import type { Ctx, Run } from "./Run.js"
 
 const queueNames = RetryPolicy.all.map((p) => p.queue)
 const filters = {

@@ -11,7 +11,8 @@ import { EnvelopeInput } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
 import { Forbidden } from "./Problem.js"
 import { type AppEnv, bind, describe, Json, problems } from "./Contract.js"
-import { isObject, readBody, type Run } from "./Shared.js"
+import { isObject, readBody } from "./JsonBody.js"
+import type { Run } from "./Run.js"
 import * as Traceparent from "./Traceparent.js"
 
 export const maxEventsPerRequest = 1_000

@@ -10,7 +10,7 @@ import { Failure, Ledger, ProjectionQuery, ProjectionStore } from "@factline/cor
 import { Fact, Issues } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
 import { type AppEnv, bind, cursor, describe, nextCursor, problems, required, wholeNumber, raw } from "./Contract.js"
-import { intParam, queryPage, type Run } from "./Shared.js"
+import { queryPage, type Run } from "./Run.js"
 
 const StoredFact = Fact.annotate({ identifier: "Fact", description: "An immutable fact of the ledger" })
 const cloudEvents = { 200: { [CloudEvents.batchContentType]: { description: "With `Accept: application/cloudevents-batch+json`: the same facts as CloudEvents 1.0 (`id` = fact_id, `source` = /factline/tenants/<tenant>/streams/<stream>, percent-encoded, `type` = fact type, `subject` = stream, `time` = created_at, `datacontenttype` application/json, `data`; string extensions `sequence` (zero-padded to 20 digits), `causationid`, `correlationid`, `causedby`, `tenantid`, and `traceparent` when the fact has one); the next page in a `Link: <…>; rel=\"next\"` header" } } }
@@ -206,4 +206,12 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
     return reply({ data, next_cursor: nextCursor })
   })
 
+}
+
+/** A whole-number query parameter within bounds, its default when absent, or the message naming the problem. */
+export const intParam = (value: string | undefined, name: string, min: number, max: number, fallback: number): number | string => {
+  if (value === undefined || value === "") return fallback
+  if (!/^\d+$/.test(value)) return `${name} must be a whole number`
+  const n = Number(value)
+  return n < min || n > max ? `${name} must be between ${min} and ${max}` : n
 }

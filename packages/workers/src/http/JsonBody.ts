@@ -8,8 +8,14 @@
  * is parsed, since walking (or hashing, or cloning onto a queue) a value nested
  * thousands of levels deep exhausts the stack — a 400, not a 500.
  *
- * It does not interpret the JSON: the routes validate what they read.
+ * `readBody` is what a JSON route calls: the content type, then the limits, its refusal thrown as a
+ * member of the failure family (415/413 `RequestRefused`, 400 `InvalidInput`). It does not interpret the
+ * JSON: the routes validate what they read.
  */
+import type { Context } from "hono"
+import { Failure } from "@factline/core"
+import { RequestRefused } from "./Problem.js"
+
 /** Levels of arrays and objects a body may nest (an envelope uses 3 or 4; a payload gets the rest). */
 export const maxDepth = 64
 
@@ -156,3 +162,31 @@ export const read = async (request: Request, maxBytes: number): Promise<Read> =>
   }
   return { _tag: "Ok", value }
 }
+
+/** A JSON body's limit: 5 MiB, counted while it streams in. */
+export const maxBodyBytes = 5 * 1024 * 1024
+
+/** What a JSON route reads. */
+export const jsonContentTypes = ["application/json"]
+
+/**
+ * Reads a JSON body within `maxBodyBytes` (counted while streaming), or throws why not.
+ * A body of another content type (`text/plain`, a form, none) is a 415, before anything is read.
+ */
+export const readBody = async (c: Context<any>, contentTypes: ReadonlyArray<string> = jsonContentTypes): Promise<unknown> => {
+  const contentType = (c.req.header("content-type") ?? "").split(";")[0]!.trim().toLowerCase()
+  if (!contentTypes.includes(contentType)) {
+    throw new RequestRefused({
+      status: 415,
+      message: `content-type must be ${contentTypes.join(" or ")}; got ${contentType === "" ? "none" : JSON.stringify(contentType.slice(0, 100))}`
+    })
+  }
+  const body = await read(c.req.raw, maxBodyBytes)
+  if (body._tag === "Ok") return body.value
+  const { status, code, message, details } = body.refusal
+  throw status === 413
+    ? new RequestRefused({ status, message })
+    : new Failure.InvalidInput({ code, message, ...(details === undefined ? {} : { problems: details.problems }) })
+}
+
+export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)

@@ -8,7 +8,7 @@ import type { Hono } from "hono"
 import { Failure, Projection, ProjectionQuery, type Registry } from "@factline/core"
 import { Issues } from "@factline/schemas"
 import { type AppEnv, bind, cursor, describe, Json, nextCursor, problems, wholeNumber } from "./Contract.js"
-import { queryPage, type Run } from "./Shared.js"
+import { queryPage, type Run } from "./Run.js"
 
 export const readProjection = HttpApiEndpoint.get("readProjection", "/v1/projections/:name", {
   params: { name: Schema.String.annotate({ description: "A registered projection's name" }) },

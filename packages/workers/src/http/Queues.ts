@@ -8,7 +8,7 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { Metrics } from "@factline/core"
 import { type AppEnv, bind, describe, Json, oneOf, problems } from "./Contract.js"
-import type { Run } from "./Shared.js"
+import type { Run } from "./Run.js"
 
 const windows: Record<string, number> = { "15m": 15, "1h": 60, "6h": 360, "24h": 1_440 }
 const Status = Schema.Literals(["ok", "warning", "critical"])

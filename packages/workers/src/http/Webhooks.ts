@@ -18,7 +18,8 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import type { Hono } from "hono"
 import { Failure, QueueProducer, RetryPolicy, type Registry, SendBatches, Webhook, WebhookStore } from "@factline/core"
 import { type AppEnv, bind, cursor, describe, Json, nextCursor, problems, wholeNumber, raw } from "./Contract.js"
-import { isObject, readBody, type Run } from "./Shared.js"
+import { isObject, readBody } from "./JsonBody.js"
+import type { Run } from "./Run.js"
 
 export interface Deps {
   readonly registry: Registry.Shape

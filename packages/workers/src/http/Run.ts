@@ -1,0 +1,22 @@
+/**
+ * Running a route's Effect program on the isolate's runtime: its value, or its failure thrown for
+ * `app.onError` to answer from the failure's class (Problem.ts) — a handler never writes an error response.
+ */
+import { Cause, Effect, Exit } from "effect"
+import type { Context } from "hono"
+import { type ProjectionQuery, ProjectionStore } from "@factline/core"
+import type { PlatformEnv } from "../Env.js"
+import type { PlatformRuntime, PlatformServices } from "../Services.js"
+import type { AppEnv } from "./Contract.js"
+
+export type Ctx = Context<AppEnv>
+
+/** Runs a program on the isolate's runtime: its value, or its failure thrown. */
+export type Run = <A, E>(env: PlatformEnv, program: Effect.Effect<A, E, PlatformServices>) => Promise<A>
+
+export const makeRun = (runtime: (env: PlatformEnv) => PlatformRuntime): Run => (env, program) =>
+  runtime(env).runPromiseExit(program).then((exit) => (Exit.isSuccess(exit) ? exit.value : Promise.reject(Cause.squash(exit.cause))))
+
+/** Runs one page query of a read model (projection rows, the facts copy) built by `ProjectionQuery`. */
+export const queryPage = (run: Run, env: PlatformEnv, page: ProjectionQuery.Page) =>
+  run(env, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) => store.query<Record<string, unknown>>(page.sql)))
