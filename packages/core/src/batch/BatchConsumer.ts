@@ -114,34 +114,35 @@ const runMessage = (first: BatchPayload) =>
 /** The next chunk goes back on the batch queue through the one queue door. */
 const enqueue = (next: Envelope) => Effect.flatMap(Effect.service(QueueProducer), (queues) => queues.sendBatch(RetryPolicy.batch.queue, [next]))
 
-export const process = (items: ReadonlyArray<{ readonly key: string; readonly value: Chunk }>) =>
-    Effect.gen(function*() {
-      const outcomes = new Map<string, Consumer.Outcome>()
-      for (const { key, value } of items) {
-        const { payload } = value
-        const exit = yield* Effect.exit(
-          Effect.flatMap(runMessage(payload), (next) => (next ? Effect.flatMap(make(next, value.tenantId), enqueue) : Effect.void))
-        )
-        if (Exit.isSuccess(exit)) {
-          outcomes.set(key, Consumer.done)
-          continue
-        }
-        const error = `${payload.operation} chunk ${payload.offset} failed: ${messageOf(exit.cause)}`
-        const permanent = !Failure.classify(exit.cause).retryable
-        if (permanent || value.last) {
-          // Recorded before the message settles; if even that fails, the chunk is retried (or dead-lettered with the error).
-          const failed = yield* Effect.exit(failJob(value, error))
-          if (Exit.isFailure(failed)) {
-            outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `${error}; the job could not be marked failed: ${messageOf(failed.cause)}` })))
-            continue
-          }
-        }
-        outcomes.set(key, permanent ? Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: error })) : Consumer.failed(new Failure.TransientError({ message: error })))
+export const process = Effect.fn("BatchConsumer.process")(function*(items: ReadonlyArray<{ readonly key: string; readonly value: Chunk }>) {
+  const outcomes = new Map<string, Consumer.Outcome>()
+  for (const { key, value } of items) {
+    const { payload } = value
+    const exit = yield* Effect.exit(
+      Effect.flatMap(runMessage(payload), (next) => (next ? Effect.flatMap(make(next, value.tenantId), enqueue) : Effect.void))
+    )
+    if (Exit.isSuccess(exit)) {
+      outcomes.set(key, Consumer.done)
+      continue
+    }
+    const error = `${payload.operation} chunk ${payload.offset} failed: ${messageOf(exit.cause)}`
+    const permanent = !Failure.classify(exit.cause).retryable
+    if (permanent || value.last) {
+      // Recorded before the message settles; if even that fails, the chunk is retried (or dead-lettered with the error).
+      const failed = yield* Effect.exit(failJob(value, error))
+      if (Exit.isFailure(failed)) {
+        outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `${error}; the job could not be marked failed: ${messageOf(failed.cause)}` })))
+        continue
       }
-      return outcomes as ReadonlyMap<string, Consumer.Outcome>
-    })
+    }
+    outcomes.set(key, permanent ? Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: error })) : Consumer.failed(new Failure.TransientError({ message: error })))
+  }
+  return outcomes as ReadonlyMap<string, Consumer.Outcome>
+})
 
-export const consume = (
+export const consume = Effect.fn("BatchConsumer.consume")(function*(
   batch: MessageBatch<unknown>,
   options: { readonly delayScale?: number; readonly log?: Consumer.LogLevel } = {}
-) => Consumer.run({ policy: RetryPolicy.batch, decode, process, delayScale: options.delayScale, log: options.log, inbox: true }, batch)
+) {
+  return yield* Consumer.run({ policy: RetryPolicy.batch, decode, process, delayScale: options.delayScale, log: options.log, inbox: true }, batch)
+})

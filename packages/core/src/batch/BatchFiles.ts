@@ -33,10 +33,11 @@ export class BatchFiles extends Context.Service<BatchFiles, {
 const unavailable = (cause: unknown) => new Failure.Unavailable({ service: "the payload store", message: cause instanceof Error ? cause.message : String(cause) })
 
 export const make = (bucket: Bucket): BatchFiles["Service"] => ({
-  put: (key, body) =>
-    Effect.tryPromise({ try: () => bucket.put(key, body, { httpMetadata: { contentType: "application/x-ndjson" } }), catch: unavailable }).pipe(Effect.asVoid),
-  read: (key, offset, length) =>
-    Effect.tryPromise({
+  put: Effect.fn("BatchFiles.put")(function*(key, body) {
+    yield* Effect.tryPromise({ try: () => bucket.put(key, body, { httpMetadata: { contentType: "application/x-ndjson" } }), catch: unavailable })
+  }),
+  read: Effect.fn("BatchFiles.read")(function*(key, offset, length) {
+    return yield* Effect.tryPromise({
       try: async () => {
         const head = await bucket.head(key)
         if (head === null) return undefined
@@ -46,10 +47,13 @@ export const make = (bucket: Bucket): BatchFiles["Service"] => ({
         return { bytes: new Uint8Array(await object.arrayBuffer()), size: head.size }
       },
       catch: unavailable
-    }),
-  exists: (key) => Effect.tryPromise({ try: async () => (await bucket.head(key)) !== null, catch: unavailable }),
-  keys: (prefix) =>
-    Effect.tryPromise({
+    })
+  }),
+  exists: Effect.fn("BatchFiles.exists")(function*(key) {
+    return yield* Effect.tryPromise({ try: async () => (await bucket.head(key)) !== null, catch: unavailable })
+  }),
+  keys: Effect.fn("BatchFiles.keys")(function*(prefix) {
+    return yield* Effect.tryPromise({
       try: async () => {
         const keys: Array<string> = []
         let cursor: string | undefined
@@ -61,11 +65,15 @@ export const make = (bucket: Bucket): BatchFiles["Service"] => ({
         return keys.sort()
       },
       catch: unavailable
-    }),
-  stream: (key) => Effect.tryPromise({ try: async () => (await bucket.get(key))?.body ?? undefined, catch: unavailable }),
-  upload: (key, body, length) =>
-    Effect.tryPromise({
+    })
+  }),
+  stream: Effect.fn("BatchFiles.stream")(function*(key) {
+    return yield* Effect.tryPromise({ try: async () => (await bucket.get(key))?.body ?? undefined, catch: unavailable })
+  }),
+  upload: Effect.fn("BatchFiles.upload")(function*(key, body, length) {
+    return yield* Effect.tryPromise({
       try: async () => (await bucket.put(key, body, { httpMetadata: { contentType: "application/x-ndjson" } }))?.size ?? length,
       catch: unavailable
     })
+  })
 })

@@ -102,75 +102,77 @@ export const newId: Effect.Effect<string> = Effect.map(Time.millis, (ms) => `bt_
 export const inputKey = (tenantId: string, id: string) => `${tenantId}/batches/${id}/input.ndjson`
 
 /** Records a queued job, created now; `id` when the caller named it already (an inline import's input is written under it first). */
-export const create = (job: {
+export const create = Effect.fn("BatchJobs.create")(function*(job: {
   readonly id?: string
   readonly tenantId: string
   readonly operation: Operation
   readonly params: unknown
   readonly inputKey: string | null
   readonly total: number | null
-}) =>
-  Effect.gen(function*() {
-    const id = job.id ?? (yield* newId)
-    const now = yield* Time.now
-    const store = yield* ProjectionStore
-    yield* store.execute([{
-      sql: `INSERT INTO batch_jobs (id, tenant_id, operation, status, params, input_key, total, created_at, updated_at)
-            VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?)`,
-      params: [id, job.tenantId, job.operation, JSON.stringify(job.params), job.inputKey, job.total, now, now]
-    }])
-    return (yield* find(id))!
-  })
+}) {
+  const id = job.id ?? (yield* newId)
+  const now = yield* Time.now
+  const store = yield* ProjectionStore
+  yield* store.execute([{
+    sql: `INSERT INTO batch_jobs (id, tenant_id, operation, status, params, input_key, total, created_at, updated_at)
+          VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?)`,
+    params: [id, job.tenantId, job.operation, JSON.stringify(job.params), job.inputKey, job.total, now, now]
+  }])
+  return (yield* find(id))!
+})
 
 /** The record by id, whoever owns it: for the batch consumer only, never for a caller. */
-export const find = (id: string) =>
-  Effect.map(
+export const find = Effect.fn("BatchJobs.find")(function*(id: string) {
+  return yield* Effect.map(
     Effect.flatMap(Effect.service(ProjectionStore), (store) => store.query<Row>({ sql: "SELECT * FROM batch_jobs WHERE id = ?", params: [id] })),
     (rows) => rows[0]
   )
+})
 
 /** The record, if `tenantId` owns it: another tenant's job reads as missing. */
-export const get = (tenantId: string, id: string) =>
-  Effect.map(
+export const get = Effect.fn("BatchJobs.get")(function*(tenantId: string, id: string) {
+  return yield* Effect.map(
     Effect.flatMap(Effect.service(ProjectionStore), (store) =>
       store.query<Row>({ sql: "SELECT * FROM batch_jobs WHERE id = ? AND tenant_id = ?", params: [id, tenantId] })),
     (rows) => rows[0]
   )
+})
 
 /**
  * Stops further chunks: a queued or running job becomes `cancelled` (a chunk
  * already running finishes and records its progress; the next one does nothing).
  * Returns the record; a finished job is a conflict, another tenant's is not found.
  */
-export const cancel = (tenantId: string, id: string, now: string) =>
-  Effect.gen(function*() {
-    const store = yield* ProjectionStore
-    const [row] = yield* store.query<Row>({
-      sql: `UPDATE batch_jobs SET status = 'cancelled', finished_at = ?, updated_at = ?
-            WHERE id = ? AND tenant_id = ? AND status IN ('queued', 'running') RETURNING *`,
-      params: [now, now, id, tenantId]
-    })
-    if (row) return row
-    const existing = yield* get(tenantId, id)
-    if (!existing) return yield* new Failure.NotFound({ message: `no batch "${id}"` })
-    return yield* new Failure.Conflict({ message: `batch ${id} is ${existing.status}; only a queued or running batch can be cancelled` })
+export const cancel = Effect.fn("BatchJobs.cancel")(function*(tenantId: string, id: string, now: string) {
+  const store = yield* ProjectionStore
+  const [row] = yield* store.query<Row>({
+    sql: `UPDATE batch_jobs SET status = 'cancelled', finished_at = ?, updated_at = ?
+          WHERE id = ? AND tenant_id = ? AND status IN ('queued', 'running') RETURNING *`,
+    params: [now, now, id, tenantId]
   })
+  if (row) return row
+  const existing = yield* get(tenantId, id)
+  if (!existing) return yield* new Failure.NotFound({ message: `no batch "${id}"` })
+  return yield* new Failure.Conflict({ message: `batch ${id} is ${existing.status}; only a queued or running batch can be cancelled` })
+})
 
 /** The job cannot finish (a chunk exhausted its retries): it ends `failed` with the error, unless already finished. */
-export const fail = (id: string, error: string, now: string) =>
-  Effect.flatMap(Effect.service(ProjectionStore), (store) =>
+export const fail = Effect.fn("BatchJobs.fail")(function*(id: string, error: string, now: string) {
+  return yield* Effect.flatMap(Effect.service(ProjectionStore), (store) =>
     store.execute([{
       sql: `UPDATE batch_jobs SET status = 'failed', error = ?, finished_at = ?, updated_at = ? WHERE id = ? AND status IN ('queued', 'running')`,
       params: [error.slice(0, 2_000), now, now, id]
     }]))
+})
 
 /** A queued job starts with its first chunk. */
-export const markRunning = (id: string, now: string) =>
-  Effect.flatMap(Effect.service(ProjectionStore), (store) =>
+export const markRunning = Effect.fn("BatchJobs.markRunning")(function*(id: string, now: string) {
+  return yield* Effect.flatMap(Effect.service(ProjectionStore), (store) =>
     store.execute([{
       sql: "UPDATE batch_jobs SET status = 'running', started_at = COALESCE(started_at, ?), updated_at = ? WHERE id = ? AND status = 'queued'",
       params: [now, now, id]
     }]))
+})
 
 /** What one chunk did. */
 export interface ChunkProgress {
@@ -190,30 +192,29 @@ export interface ChunkProgress {
  * chunk has recorded it yet (`chunks_done` = the chunk's number). Returns the
  * status after it, or undefined if it was recorded before (or the job is gone).
  */
-export const recordChunk = (row: Row, progress: ChunkProgress, now: string) =>
-  Effect.gen(function*() {
-    const store = yield* ProjectionStore
-    const kept = [...JSON.parse(row.errors) as Array<ItemError>, ...progress.errors].slice(0, maxErrors)
-    const [after] = yield* store.query<{ status: Status }>({
-      sql: `UPDATE batch_jobs SET
-              "offset" = "offset" + ?, cursor = cursor + ?, chunks_done = chunks_done + 1,
-              succeeded = succeeded + ?, failed = failed + ?, errors = ?,
-              total = CASE WHEN ? THEN "offset" + ? ELSE total END,
-              status = CASE WHEN status = 'cancelled' THEN 'cancelled' WHEN ? THEN 'succeeded' ELSE 'running' END,
-              finished_at = CASE WHEN status = 'cancelled' THEN finished_at WHEN ? THEN ? ELSE NULL END,
-              output_key = CASE WHEN status = 'cancelled' THEN output_key ELSE COALESCE(?, output_key) END,
-              updated_at = ?
-            WHERE id = ? AND chunks_done = ? AND status IN ('running', 'cancelled')
-            RETURNING status`,
-      params: [
-        progress.lines, progress.bytes, progress.succeeded, progress.errors.length, JSON.stringify(kept),
-        progress.last ? 1 : 0, progress.lines,
-        progress.last ? 1 : 0, progress.last ? 1 : 0, now, progress.last ? progress.outputKey ?? null : null, now,
-        row.id, progress.chunk
-      ]
-    })
-    return after?.status
+export const recordChunk = Effect.fn("BatchJobs.recordChunk")(function*(row: Row, progress: ChunkProgress, now: string) {
+  const store = yield* ProjectionStore
+  const kept = [...JSON.parse(row.errors) as Array<ItemError>, ...progress.errors].slice(0, maxErrors)
+  const [after] = yield* store.query<{ status: Status }>({
+    sql: `UPDATE batch_jobs SET
+            "offset" = "offset" + ?, cursor = cursor + ?, chunks_done = chunks_done + 1,
+            succeeded = succeeded + ?, failed = failed + ?, errors = ?,
+            total = CASE WHEN ? THEN "offset" + ? ELSE total END,
+            status = CASE WHEN status = 'cancelled' THEN 'cancelled' WHEN ? THEN 'succeeded' ELSE 'running' END,
+            finished_at = CASE WHEN status = 'cancelled' THEN finished_at WHEN ? THEN ? ELSE NULL END,
+            output_key = CASE WHEN status = 'cancelled' THEN output_key ELSE COALESCE(?, output_key) END,
+            updated_at = ?
+          WHERE id = ? AND chunks_done = ? AND status IN ('running', 'cancelled')
+          RETURNING status`,
+    params: [
+      progress.lines, progress.bytes, progress.succeeded, progress.errors.length, JSON.stringify(kept),
+      progress.last ? 1 : 0, progress.lines,
+      progress.last ? 1 : 0, progress.last ? 1 : 0, now, progress.last ? progress.outputKey ?? null : null, now,
+      row.id, progress.chunk
+    ]
   })
+  return after?.status
+})
 
 /** A queued or running job without progress for this long has lost its chunk message (retries take < 30 min): it fails. */
 export const staleAfterMs = 60 * 60 * 1000
@@ -223,8 +224,8 @@ export const staleAfterMs = 60 * 60 * 1000
  * message is gone (a local queue restarted, a message dropped), so nothing would ever finish it.
  * Returns how many. Run by the scheduled maintenance.
  */
-export const failStale = (cutoff: string, now: string) =>
-  Effect.map(
+export const failStale = Effect.fn("BatchJobs.failStale")(function*(cutoff: string, now: string) {
+  return yield* Effect.map(
     Effect.flatMap(Effect.service(ProjectionStore), (store) =>
       store.query<{ id: string }>({
         sql: `UPDATE batch_jobs SET status = 'failed', error = 'no progress since ' || updated_at || '; its chunk message was lost', finished_at = ?, updated_at = ?
@@ -233,3 +234,4 @@ export const failStale = (cutoff: string, now: string) =>
       })),
     (rows) => rows.length
   )
+})

@@ -57,50 +57,49 @@ export const render = (rows: ReadonlyArray<Record<string, unknown>>, format: For
 }
 
 /** Runs one chunk; returns the next chunk's message payload, or undefined when the export is done (or stopped). */
-export const step = (payload: BatchPayload) =>
-  Effect.gen(function*() {
-    const files = yield* BatchFiles.BatchFiles
-    const store = yield* ProjectionStore
-    const registry = yield* Registry
-    const job = yield* BatchJobs.find(payload.batch_id)
-    if (!job || BatchJobs.isFinished(job.status)) return undefined
-    const chunk = payload.offset
-    if (job.chunks_done < chunk) return yield* new Failure.TransientError({ message: `chunk ${chunk} arrived before chunk ${job.chunks_done} was recorded` })
-    const now = yield* Time.now
-    if (job.status === "queued") yield* BatchJobs.markRunning(job.id, now)
-    const params = JSON.parse(job.params) as Params
-    const cursor = typeof payload.items?.[0] === "string" ? (payload.items[0] as string) : undefined
-    const query = { limit: String(rowsPerChunk), ...(cursor === undefined ? {} : { cursor }) }
-    const projection = params.projection === undefined ? undefined : registry.projection(params.projection)
-    if (params.projection !== undefined && projection === undefined) {
-      return yield* new Failure.PermanentError({ message: `projection "${params.projection}" is no longer registered` })
+export const step = Effect.fn("Export.step")(function*(payload: BatchPayload) {
+  const files = yield* BatchFiles.BatchFiles
+  const store = yield* ProjectionStore
+  const registry = yield* Registry
+  const job = yield* BatchJobs.find(payload.batch_id)
+  if (!job || BatchJobs.isFinished(job.status)) return undefined
+  const chunk = payload.offset
+  if (job.chunks_done < chunk) return yield* new Failure.TransientError({ message: `chunk ${chunk} arrived before chunk ${job.chunks_done} was recorded` })
+  const now = yield* Time.now
+  if (job.status === "queued") yield* BatchJobs.markRunning(job.id, now)
+  const params = JSON.parse(job.params) as Params
+  const cursor = typeof payload.items?.[0] === "string" ? (payload.items[0] as string) : undefined
+  const query = { limit: String(rowsPerChunk), ...(cursor === undefined ? {} : { cursor }) }
+  const projection = params.projection === undefined ? undefined : registry.projection(params.projection)
+  if (params.projection !== undefined && projection === undefined) {
+    return yield* new Failure.PermanentError({ message: `projection "${params.projection}" is no longer registered` })
+  }
+  const page = projection === undefined ? ProjectionQuery.facts(job.tenant_id, query) : ProjectionQuery.rows(projection, job.tenant_id, query)
+  if (Result.isFailure(page)) return yield* new Failure.PermanentError({ message: `the export query was refused: ${JSON.stringify(page.failure)}` })
+  const fetched = yield* store.query<Record<string, unknown>>(page.success.sql)
+  const booleans = projection === undefined ? [] : Projection.booleanColumns(projection)
+  const rows = fetched.slice(0, page.success.limit).map((row): Record<string, unknown> => {
+    if (projection === undefined) {
+      const { body, ...fact } = row
+      return { ...fact, data: JSON.parse(String(body)) }
     }
-    const page = projection === undefined ? ProjectionQuery.facts(job.tenant_id, query) : ProjectionQuery.rows(projection, job.tenant_id, query)
-    if (Result.isFailure(page)) return yield* new Failure.PermanentError({ message: `the export query was refused: ${JSON.stringify(page.failure)}` })
-    const fetched = yield* store.query<Record<string, unknown>>(page.success.sql)
-    const booleans = projection === undefined ? [] : Projection.booleanColumns(projection)
-    const rows = fetched.slice(0, page.success.limit).map((row): Record<string, unknown> => {
-      if (projection === undefined) {
-        const { body, ...fact } = row
-        return { ...fact, data: JSON.parse(String(body)) }
-      }
-      const out: Record<string, unknown> = { ...row }
-      for (const b of booleans) if (out[b] !== null && out[b] !== undefined) out[b] = out[b] === 1
-      return out
-    })
-    const text = render(rows, params.format, chunk === 0)
-    yield* files.put(partKey(job.tenant_id, job.id, chunk), text)
-    const nextCursor = page.success.nextCursor(fetched)
-    const next: BatchPayload | undefined = nextCursor === null ? undefined : { ...payload, offset: chunk + 1, items: [nextCursor] }
-    if (job.chunks_done > chunk) return next
-    const status = yield* BatchJobs.recordChunk(job, {
-      chunk,
-      lines: rows.length,
-      bytes: new TextEncoder().encode(text).length,
-      succeeded: rows.length,
-      errors: [],
-      last: next === undefined,
-      outputKey: outputPrefix(job.tenant_id, job.id)
-    }, now)
-    return status === "running" ? next : undefined
+    const out: Record<string, unknown> = { ...row }
+    for (const b of booleans) if (out[b] !== null && out[b] !== undefined) out[b] = out[b] === 1
+    return out
   })
+  const text = render(rows, params.format, chunk === 0)
+  yield* files.put(partKey(job.tenant_id, job.id, chunk), text)
+  const nextCursor = page.success.nextCursor(fetched)
+  const next: BatchPayload | undefined = nextCursor === null ? undefined : { ...payload, offset: chunk + 1, items: [nextCursor] }
+  if (job.chunks_done > chunk) return next
+  const status = yield* BatchJobs.recordChunk(job, {
+    chunk,
+    lines: rows.length,
+    bytes: new TextEncoder().encode(text).length,
+    succeeded: rows.length,
+    errors: [],
+    last: next === undefined,
+    outputKey: outputPrefix(job.tenant_id, job.id)
+  }, now)
+  return status === "running" ? next : undefined
+})

@@ -85,74 +85,73 @@ const envelopeOf = (bytes: Uint8Array, tenantId: string): { readonly envelope: u
 const lineError = (failure: Failure.Failure) => `${failure.reason}: ${failure.message}`
 
 /** Runs one chunk; returns the next chunk's message payload, or undefined when the job is done (or stopped). */
-export const step = (payload: BatchPayload) =>
-  Effect.gen(function*() {
-    const files = yield* BatchFiles.BatchFiles
-    const job = yield* BatchJobs.find(payload.batch_id)
-    if (!job || BatchJobs.isFinished(job.status)) return undefined
-    const chunk = payload.offset
-    const next: BatchPayload = { ...payload, offset: chunk + 1 }
-    // Recorded by an earlier delivery: only the next chunk may still be missing (the inbox dedupes a second send).
-    if (job.chunks_done > chunk) return next
-    if (job.chunks_done < chunk) return yield* new Failure.TransientError({ message: `chunk ${chunk} arrived before chunk ${job.chunks_done} was recorded` })
-    const now = yield* Time.now
-    if (job.status === "queued") yield* BatchJobs.markRunning(job.id, now)
-    if (job.input_key === null) return yield* new Failure.PermanentError({ message: "the job has no input" })
+export const step = Effect.fn("Import.step")(function*(payload: BatchPayload) {
+  const files = yield* BatchFiles.BatchFiles
+  const job = yield* BatchJobs.find(payload.batch_id)
+  if (!job || BatchJobs.isFinished(job.status)) return undefined
+  const chunk = payload.offset
+  const next: BatchPayload = { ...payload, offset: chunk + 1 }
+  // Recorded by an earlier delivery: only the next chunk may still be missing (the inbox dedupes a second send).
+  if (job.chunks_done > chunk) return next
+  if (job.chunks_done < chunk) return yield* new Failure.TransientError({ message: `chunk ${chunk} arrived before chunk ${job.chunks_done} was recorded` })
+  const now = yield* Time.now
+  if (job.status === "queued") yield* BatchJobs.markRunning(job.id, now)
+  if (job.input_key === null) return yield* new Failure.PermanentError({ message: "the job has no input" })
 
-    const range = yield* files.read(job.input_key, job.cursor, maxLineBytes)
-    if (range === undefined) return yield* new Failure.PermanentError({ message: `the input ${job.input_key} does not exist` })
-    const eof = job.cursor + range.bytes.length >= range.size
-    const { lines, consumed } = splitLines(range.bytes, linesPerChunk, eof)
-    if (lines.length === 0 && !eof) {
-      return yield* new Failure.PermanentError({ message: `line ${job.offset + 1} is longer than ${maxLineBytes} bytes` })
+  const range = yield* files.read(job.input_key, job.cursor, maxLineBytes)
+  if (range === undefined) return yield* new Failure.PermanentError({ message: `the input ${job.input_key} does not exist` })
+  const eof = job.cursor + range.bytes.length >= range.size
+  const { lines, consumed } = splitLines(range.bytes, linesPerChunk, eof)
+  if (lines.length === 0 && !eof) {
+    return yield* new Failure.PermanentError({ message: `line ${job.offset + 1} is longer than ${maxLineBytes} bytes` })
+  }
+
+  // Decode every line; keep its line number with its item key (copies of one envelope share a key).
+  const errors: Array<BatchJobs.ItemError> = []
+  const items: Array<Consumer.Item<EventsConsumer.Keyed>> = []
+  const linesOf = new Map<string, Array<number>>()
+  for (let i = 0; i < lines.length; i++) {
+    const line = job.offset + i + 1
+    const parsed = envelopeOf(lines[i]!, job.tenant_id)
+    if (parsed === undefined) continue
+    if ("error" in parsed) {
+      errors.push({ line, error: parsed.error })
+      continue
     }
-
-    // Decode every line; keep its line number with its item key (copies of one envelope share a key).
-    const errors: Array<BatchJobs.ItemError> = []
-    const items: Array<Consumer.Item<EventsConsumer.Keyed>> = []
-    const linesOf = new Map<string, Array<number>>()
-    for (let i = 0; i < lines.length; i++) {
-      const line = job.offset + i + 1
-      const parsed = envelopeOf(lines[i]!, job.tenant_id)
-      if (parsed === undefined) continue
-      if ("error" in parsed) {
-        errors.push({ line, error: parsed.error })
-        continue
-      }
-      const decoded = yield* Effect.exit(EventsConsumer.decode(parsed.envelope))
-      if (Exit.isFailure(decoded)) {
-        const failure = Failure.classify(decoded.cause)
-        if (failure.retryable) return yield* new Failure.TransientError({ message: `line ${line}: ${failure.message}` })
-        errors.push({ line, error: lineError(failure) })
-        continue
-      }
-      for (const item of decoded.value) {
-        const known = linesOf.get(item.key)
-        if (known) known.push(line)
-        else {
-          linesOf.set(item.key, [line])
-          items.push(item)
-        }
+    const decoded = yield* Effect.exit(EventsConsumer.decode(parsed.envelope))
+    if (Exit.isFailure(decoded)) {
+      const failure = Failure.classify(decoded.cause)
+      if (failure.retryable) return yield* new Failure.TransientError({ message: `line ${line}: ${failure.message}` })
+      errors.push({ line, error: lineError(failure) })
+      continue
+    }
+    for (const item of decoded.value) {
+      const known = linesOf.get(item.key)
+      if (known) known.push(line)
+      else {
+        linesOf.set(item.key, [line])
+        items.push(item)
       }
     }
+  }
 
-    // Append through the events path: one claim, one ledger call, one relay for the chunk.
-    let succeeded = 0
-    if (items.length > 0) {
-      const outcomes = yield* EventsConsumer.process(items)
-      for (const { key } of items) {
-        const outcome = outcomes.get(key)
-        const at = linesOf.get(key)!
-        if (outcome === undefined || (Result.isFailure(outcome) && outcome.failure.retryable)) {
-          const error = outcome === undefined ? "no outcome" : Result.isFailure(outcome) ? outcome.failure.message : ""
-          return yield* new Failure.TransientError({ message: `line ${at[0]}: ${error}` })
-        }
-        if (Result.isSuccess(outcome)) succeeded += at.length
-        else for (const line of at) errors.push({ line, error: lineError(outcome.failure) })
+  // Append through the events path: one claim, one ledger call, one relay for the chunk.
+  let succeeded = 0
+  if (items.length > 0) {
+    const outcomes = yield* EventsConsumer.process(items)
+    for (const { key } of items) {
+      const outcome = outcomes.get(key)
+      const at = linesOf.get(key)!
+      if (outcome === undefined || (Result.isFailure(outcome) && outcome.failure.retryable)) {
+        const error = outcome === undefined ? "no outcome" : Result.isFailure(outcome) ? outcome.failure.message : ""
+        return yield* new Failure.TransientError({ message: `line ${at[0]}: ${error}` })
       }
+      if (Result.isSuccess(outcome)) succeeded += at.length
+      else for (const line of at) errors.push({ line, error: lineError(outcome.failure) })
     }
-    errors.sort((a, b) => a.line - b.line)
-    const last = eof && job.cursor + consumed >= range.size
-    const status = yield* BatchJobs.recordChunk(job, { chunk, lines: lines.length, bytes: consumed, succeeded, errors, last }, now)
-    return status === "running" ? next : undefined
-  })
+  }
+  errors.sort((a, b) => a.line - b.line)
+  const last = eof && job.cursor + consumed >= range.size
+  const status = yield* BatchJobs.recordChunk(job, { chunk, lines: lines.length, bytes: consumed, succeeded, errors, last }, now)
+  return status === "running" ? next : undefined
+})

@@ -282,4 +282,4 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
     const counts = { acked: 0, retried: 0, deadLettered: 0 }
     for (const v of verdicts) v._tag === "Retry" ? counts.retried++ : v._tag === "DeadLetter" ? counts.deadLettered++ : counts.acked++
     return counts
-  })
+  }).pipe(Effect.withSpan("Consumer.run"))

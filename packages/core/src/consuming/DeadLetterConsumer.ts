@@ -56,27 +56,26 @@ export const toRow = (queue: string, m: Message<unknown>, now: string): Array<st
   ]
 }
 
-export const consume = (batch: MessageBatch<unknown>) =>
-  Effect.gen(function*() {
-    const sql = yield* Sql.PlatformDatabase
-    const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-    const rows = batch.messages.map((m) => toRow(batch.queue, m, now))
-    const statements: Array<Sql.Statement> = []
-    for (let i = 0; i < rows.length; i += rowsPerStatement) {
-      const chunk = rows.slice(i, i + rowsPerStatement)
-      statements.push(
-        Sql.statement(
-          `INSERT INTO dead_messages (id, queue, reason, last_error, attempts, first_attempted_at, last_attempted_at,
-             tenant_id, message_type, idempotency_key, subject, original_message, status, received_at)
-           VALUES ${chunk.map(() => `(${new Array(columns).fill("?").join(", ")})`).join(", ")}
-           ON CONFLICT (id) DO NOTHING`
-        , ...chunk.flat())
-      )
-    }
-    const stored = yield* Effect.result(sql.batch(statements))
-    for (const m of batch.messages) {
-      if (Result.isSuccess(stored)) m.ack()
-      else m.retry({ delaySeconds: Math.min(60 * m.attempts, 600) })
-    }
-    if (Result.isFailure(stored)) yield* Effect.logError(`could not persist dead letters from ${batch.queue}`)
-  })
+export const consume = Effect.fn("DeadLetterConsumer.consume")(function*(batch: MessageBatch<unknown>) {
+  const sql = yield* Sql.PlatformDatabase
+  const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+  const rows = batch.messages.map((m) => toRow(batch.queue, m, now))
+  const statements: Array<Sql.Statement> = []
+  for (let i = 0; i < rows.length; i += rowsPerStatement) {
+    const chunk = rows.slice(i, i + rowsPerStatement)
+    statements.push(
+      Sql.statement(
+        `INSERT INTO dead_messages (id, queue, reason, last_error, attempts, first_attempted_at, last_attempted_at,
+           tenant_id, message_type, idempotency_key, subject, original_message, status, received_at)
+         VALUES ${chunk.map(() => `(${new Array(columns).fill("?").join(", ")})`).join(", ")}
+         ON CONFLICT (id) DO NOTHING`
+      , ...chunk.flat())
+    )
+  }
+  const stored = yield* Effect.result(sql.batch(statements))
+  for (const m of batch.messages) {
+    if (Result.isSuccess(stored)) m.ack()
+    else m.retry({ delaySeconds: Math.min(60 * m.attempts, 600) })
+  }
+  if (Result.isFailure(stored)) yield* Effect.logError(`could not persist dead letters from ${batch.queue}`)
+})

@@ -23,15 +23,15 @@ export class DeadLetters extends Context.Service<DeadLetters, {
 export const maxErrorLength = 2_000
 
 export const make = (queues: (queue: string) => Queue | undefined): DeadLetters["Service"] => ({
-  send: (queue, records) =>
-    records.length === 0
-      ? Effect.void
-      : Effect.tryPromise({
-        try: async () => {
-          const dlq = queues(queue)
-          if (!dlq) throw new Error(`no dead-letter queue binding for ${queue}`)
-          await SendBatches.sendAll(dlq, records)
-        },
-        catch: (cause) => new Failure.Unavailable({ service: "the dead-letter queue", message: cause instanceof Error ? cause.message : String(cause) })
-      })
+  send: Effect.fn("DeadLetters.send")(function*(queue, records) {
+    if (records.length === 0) return
+    yield* Effect.tryPromise({
+      try: async () => {
+        const dlq = queues(queue)
+        if (!dlq) throw new Error(`no dead-letter queue binding for ${queue}`)
+        await SendBatches.sendAll(dlq, records)
+      },
+      catch: (cause) => new Failure.Unavailable({ service: "the dead-letter queue", message: cause instanceof Error ? cause.message : String(cause) })
+    })
+  })
 })

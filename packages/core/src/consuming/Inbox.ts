@@ -48,46 +48,42 @@ const chunk = <T>(items: ReadonlyArray<T>, size: number): Array<Array<T>> => {
 const unavailable = (cause: { readonly message: string }) => new Failure.Unavailable({ service: "the inbox", message: cause.message })
 
 export const make = (sql: Sql.Sql): Inbox["Service"] => ({
-  begin: (queue, keys, now) =>
-    keys.length === 0
-      ? Effect.succeed(new Map())
-      : Effect.suspend(() => {
-          // 1 parameter per row + 2 shared: 98 rows per statement stays under 100.
-          const statements = chunk(keys, 98).map((rows) =>
-            Sql.statement(
-                `INSERT INTO inbox (queue, idempotency_key, status, attempts, last_error, first_seen_at, updated_at)
-                 VALUES ${rows.map((_, i) => `(?1, ?${i + 3}, 'processing', 1, NULL, ?2, ?2)`).join(", ")}
-                 ON CONFLICT (queue, idempotency_key) DO UPDATE SET
-                   status = CASE WHEN inbox.status = 'succeeded' THEN 'succeeded' ELSE 'processing' END,
-                   attempts = CASE WHEN inbox.status = 'succeeded' THEN inbox.attempts ELSE inbox.attempts + 1 END,
-                   updated_at = CASE WHEN inbox.status = 'succeeded' THEN inbox.updated_at ELSE excluded.updated_at END
-                 RETURNING idempotency_key, status, attempts, first_seen_at`,
-              queue, now, ...rows
-            )
-          )
-          return sql.batch<Entry>(statements).pipe(
-            Effect.map((results) => new Map(results.flatMap((r) => r.rows).map((e) => [e.idempotency_key, e]))),
-            Effect.mapError(unavailable)
-          )
-        }),
-  finish: (queue, outcomes, now) =>
-    outcomes.length === 0
-      ? Effect.void
-      : Effect.suspend(() => {
-          // 3 parameters per row + 2 shared: 32 rows per statement.
-          const statements = chunk(outcomes, 32).map((rows) =>
-            Sql.statement(
-                `INSERT INTO inbox (queue, idempotency_key, status, attempts, last_error, first_seen_at, updated_at)
-                 VALUES ${rows.map((_, i) => `(?1, ?${i * 3 + 3}, ?${i * 3 + 4}, 1, ?${i * 3 + 5}, ?2, ?2)`).join(", ")}
-                 ON CONFLICT (queue, idempotency_key) DO UPDATE SET
-                   status = CASE WHEN inbox.status = 'succeeded' THEN 'succeeded' ELSE excluded.status END,
-                   last_error = CASE WHEN inbox.status = 'succeeded' THEN inbox.last_error ELSE excluded.last_error END,
-                   updated_at = excluded.updated_at`,
-              queue, now, ...rows.flatMap((o) => [o.idempotency_key, o.status, o.last_error])
-            )
-          )
-          return sql.batch(statements).pipe(Effect.asVoid, Effect.mapError(unavailable))
-        })
+  begin: Effect.fn("Inbox.begin")(function*(queue, keys, now) {
+    if (keys.length === 0) return new Map<string, Entry>()
+    // 1 parameter per row + 2 shared: 98 rows per statement stays under 100.
+    const statements = chunk(keys, 98).map((rows) =>
+      Sql.statement(
+          `INSERT INTO inbox (queue, idempotency_key, status, attempts, last_error, first_seen_at, updated_at)
+           VALUES ${rows.map((_, i) => `(?1, ?${i + 3}, 'processing', 1, NULL, ?2, ?2)`).join(", ")}
+           ON CONFLICT (queue, idempotency_key) DO UPDATE SET
+             status = CASE WHEN inbox.status = 'succeeded' THEN 'succeeded' ELSE 'processing' END,
+             attempts = CASE WHEN inbox.status = 'succeeded' THEN inbox.attempts ELSE inbox.attempts + 1 END,
+             updated_at = CASE WHEN inbox.status = 'succeeded' THEN inbox.updated_at ELSE excluded.updated_at END
+           RETURNING idempotency_key, status, attempts, first_seen_at`,
+        queue, now, ...rows
+      )
+    )
+    return yield* sql.batch<Entry>(statements).pipe(
+      Effect.map((results) => new Map(results.flatMap((r) => r.rows).map((e) => [e.idempotency_key, e]))),
+      Effect.mapError(unavailable)
+    )
+  }),
+  finish: Effect.fn("Inbox.finish")(function*(queue, outcomes, now) {
+    if (outcomes.length === 0) return
+    // 3 parameters per row + 2 shared: 32 rows per statement.
+    const statements = chunk(outcomes, 32).map((rows) =>
+      Sql.statement(
+          `INSERT INTO inbox (queue, idempotency_key, status, attempts, last_error, first_seen_at, updated_at)
+           VALUES ${rows.map((_, i) => `(?1, ?${i * 3 + 3}, ?${i * 3 + 4}, 1, ?${i * 3 + 5}, ?2, ?2)`).join(", ")}
+           ON CONFLICT (queue, idempotency_key) DO UPDATE SET
+             status = CASE WHEN inbox.status = 'succeeded' THEN 'succeeded' ELSE excluded.status END,
+             last_error = CASE WHEN inbox.status = 'succeeded' THEN inbox.last_error ELSE excluded.last_error END,
+             updated_at = excluded.updated_at`,
+        queue, now, ...rows.flatMap((o) => [o.idempotency_key, o.status, o.last_error])
+      )
+    )
+    yield* sql.batch(statements).pipe(Effect.mapError(unavailable))
+  })
 })
 
 /** Forgets succeeded rows last updated before `before`, oldest first, at most `limit`; how many. By rowid: bounded and indexed by `updated_at`. */

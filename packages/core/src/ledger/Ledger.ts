@@ -139,13 +139,12 @@ export const make = (namespace: LedgerShardNamespace, topology: LedgerTopology.L
 
   const empty = (key: StreamKey): StreamState => ({ tenant_id: key.tenant_id, stream: key.stream, version: 0, facts: [] })
 
-  const read: Ledger["Service"]["read"] = (key, options) =>
-    Effect.gen(function*() {
-      const shards = yield* known([key])
-      if (!shards.has(key.tenant_id)) return empty(key)
-      const [state] = yield* perShard([key], shards, async (shard) => [await shard.read(key, options)])
-      return state!
-    })
+  const read: Ledger["Service"]["read"] = Effect.fn("Ledger.read")(function*(key, options) {
+    const shards = yield* known([key])
+    if (!shards.has(key.tenant_id)) return empty(key)
+    const [state] = yield* perShard([key], shards, async (shard) => [await shard.read(key, options)])
+    return state!
+  })
 
   /** Completes states whose first page did not hold the whole stream. */
   const complete = (state: StreamState): Effect.Effect<StreamState, Failure.Unavailable> =>
@@ -160,37 +159,38 @@ export const make = (namespace: LedgerShardNamespace, topology: LedgerTopology.L
     })
 
   return {
-    append: (groups) =>
-      groups.length === 0
-        ? Effect.succeed([])
-        : Effect.flatMap(register(groups), (shards) =>
-          perShardSettled(groups, shards, (shard, items) => shard.append(items), (message): AppendOutcome => ({ status: "unavailable", message }))),
-    readStreams: (keys) =>
-      Effect.gen(function*() {
-        const shards = yield* known(keys)
-        const present = keys.filter((k) => shards.has(k.tenant_id))
-        const states = yield* perShard(present, shards, (shard, items) => shard.readStreams(items))
-        const byStream = new Map(states.map((s) => [Shards.streamKey(s), s]))
-        return yield* Effect.forEach(keys, (k) => {
-          const s = byStream.get(Shards.streamKey(k))
-          return s ? complete(s) : Effect.succeed(empty(k))
-        })
-      }),
+    append: Effect.fn("Ledger.append")(function*(groups) {
+      if (groups.length === 0) return []
+      return yield* Effect.flatMap(register(groups), (shards) =>
+        perShardSettled(groups, shards, (shard, items) => shard.append(items), (message): AppendOutcome => ({ status: "unavailable", message })))
+    }),
+    readStreams: Effect.fn("Ledger.readStreams")(function*(keys) {
+      const shards = yield* known(keys)
+      const present = keys.filter((k) => shards.has(k.tenant_id))
+      const states = yield* perShard(present, shards, (shard, items) => shard.readStreams(items))
+      const byStream = new Map(states.map((s) => [Shards.streamKey(s), s]))
+      return yield* Effect.forEach(keys, (k) => {
+        const s = byStream.get(Shards.streamKey(k))
+        return s ? complete(s) : Effect.succeed(empty(k))
+      })
+    }),
     read,
-    handover: (items) =>
-      items.length === 0
-        ? Effect.succeed(new Set<string>())
-        : Effect.flatMap(register(items), (shards) =>
-          Effect.map(
-            perShardSettled(items, shards, async (shard, list, shardKey) => {
-              await shard.handover(list.flatMap((i) => i.entries), shardKey)
-              return list.map(() => true)
-            }, () => false),
-            (handed) => new Set(items.filter((_, i) => !handed[i]).map(Shards.streamKey)) as ReadonlySet<string>
-          )),
-    relayNow: (key) => Effect.tryPromise({ try: () => stub(key).relayNow(key), catch: unavailable }),
-    readShard: (key) =>
-      Effect.tryPromise({
+    handover: Effect.fn("Ledger.handover")(function*(items) {
+      if (items.length === 0) return new Set<string>() as ReadonlySet<string>
+      return yield* Effect.flatMap(register(items), (shards) =>
+        Effect.map(
+          perShardSettled(items, shards, async (shard, list, shardKey) => {
+            await shard.handover(list.flatMap((i) => i.entries), shardKey)
+            return list.map(() => true)
+          }, () => false),
+          (handed) => new Set(items.filter((_, i) => !handed[i]).map(Shards.streamKey)) as ReadonlySet<string>
+        ))
+    }),
+    relayNow: Effect.fn("Ledger.relayNow")(function*(key) {
+      return yield* Effect.tryPromise({ try: () => stub(key).relayNow(key), catch: unavailable })
+    }),
+    readShard: Effect.fn("Ledger.readShard")(function*(key) {
+      return yield* Effect.tryPromise({
         try: async () => {
           const shard = stub(key)
           const all: Array<Fact> = []
@@ -203,5 +203,6 @@ export const make = (namespace: LedgerShardNamespace, topology: LedgerTopology.L
         },
         catch: unavailable
       })
+    })
   }
 }

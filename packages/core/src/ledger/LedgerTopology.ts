@@ -41,46 +41,44 @@ export const make = (sql: Sql.Sql, shardsPerTenant: number = Shards.defaultShard
   const configured = Shards.checkShardCount(shardsPerTenant)
   const cache = cacheFor(sql)
   return {
-    register: (tenantIds) => {
+    register: Effect.fn("LedgerTopology.register")(function*(tenantIds) {
       const unknown = [...new Set(tenantIds)].filter((t) => !cache.has(t))
       const known = () => new Map(tenantIds.map((t) => [t, cache.get(t)!] as const))
-      if (unknown.length === 0) return Effect.succeed(known())
-      return Effect.gen(function*() {
-        const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-        const tenants = JSON.stringify(unknown)
-        const [, , recorded] = yield* Effect.mapError(sql.batch<{ tenant_id: string; shard_count: number }>([
-          Sql.statement(
-            `INSERT INTO ledger_tenants (tenant_id, shard_count, first_seen_at)
-             SELECT value, ?1, ?2 FROM json_each(?3) WHERE true ON CONFLICT (tenant_id) DO NOTHING`,
-            configured, now, tenants
-          ),
-          Sql.statement(
-            `WITH RECURSIVE shard(tenant_id, i, n) AS (
-               SELECT tenant_id, 0, shard_count FROM ledger_tenants WHERE tenant_id IN (SELECT value FROM json_each(?2))
-               UNION ALL SELECT tenant_id, i + 1, n FROM shard WHERE i + 1 < n)
-             INSERT INTO ledger_shards (shard_key, tenant_id, registered_at)
-             SELECT tenant_id || '/#' || i, tenant_id, ?1 FROM shard WHERE true ON CONFLICT (shard_key) DO NOTHING`,
-            now, tenants
-          ),
-          Sql.statement("SELECT tenant_id, shard_count FROM ledger_tenants WHERE tenant_id IN (SELECT value FROM json_each(?))", tenants)
-        ]), unavailable)
-        for (const row of recorded!.rows) cache.set(row.tenant_id, row.shard_count)
-        const missing = unknown.filter((t) => !cache.has(t))
-        if (missing.length > 0) return yield* new Failure.Unavailable({ service: "the shard registry", message: `ledger topology unavailable: tenant(s) ${missing.join(", ")} could not be registered` })
-        return known()
-      })
-    },
-    lookup: (tenantId) => {
+      if (unknown.length === 0) return known()
+      const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+      const tenants = JSON.stringify(unknown)
+      const [, , recorded] = yield* Effect.mapError(sql.batch<{ tenant_id: string; shard_count: number }>([
+        Sql.statement(
+          `INSERT INTO ledger_tenants (tenant_id, shard_count, first_seen_at)
+           SELECT value, ?1, ?2 FROM json_each(?3) WHERE true ON CONFLICT (tenant_id) DO NOTHING`,
+          configured, now, tenants
+        ),
+        Sql.statement(
+          `WITH RECURSIVE shard(tenant_id, i, n) AS (
+             SELECT tenant_id, 0, shard_count FROM ledger_tenants WHERE tenant_id IN (SELECT value FROM json_each(?2))
+             UNION ALL SELECT tenant_id, i + 1, n FROM shard WHERE i + 1 < n)
+           INSERT INTO ledger_shards (shard_key, tenant_id, registered_at)
+           SELECT tenant_id || '/#' || i, tenant_id, ?1 FROM shard WHERE true ON CONFLICT (shard_key) DO NOTHING`,
+          now, tenants
+        ),
+        Sql.statement("SELECT tenant_id, shard_count FROM ledger_tenants WHERE tenant_id IN (SELECT value FROM json_each(?))", tenants)
+      ]), unavailable)
+      for (const row of recorded!.rows) cache.set(row.tenant_id, row.shard_count)
+      const missing = unknown.filter((t) => !cache.has(t))
+      if (missing.length > 0) return yield* new Failure.Unavailable({ service: "the shard registry", message: `ledger topology unavailable: tenant(s) ${missing.join(", ")} could not be registered` })
+      return known()
+    }),
+    lookup: Effect.fn("LedgerTopology.lookup")(function*(tenantId) {
       const cached = cache.get(tenantId)
-      if (cached !== undefined) return Effect.succeed(cached)
-      return sql.first<{ shard_count: number }>(Sql.typed(sql.orm.select({ shard_count: ledgerTenants.shardCount }).from(ledgerTenants).where(eq(ledgerTenants.tenantId, tenantId)))).pipe(
+      if (cached !== undefined) return cached
+      return yield* sql.first<{ shard_count: number }>(Sql.typed(sql.orm.select({ shard_count: ledgerTenants.shardCount }).from(ledgerTenants).where(eq(ledgerTenants.tenantId, tenantId)))).pipe(
         Effect.map((row) => {
           if (row) cache.set(tenantId, row.shard_count)
           return row?.shard_count
         }),
         Effect.mapError(unavailable)
       )
-    }
+    })
   }
 }
 

@@ -113,18 +113,17 @@ export class DeadLetterStore extends Context.Service<DeadLetterStore, {
 export const make = (sql: Sql.Sql): DeadLetterStore["Service"] => {
   const query = <T>(text: string, ...params: Array<unknown>) => Effect.mapError(sql.all<T>(Sql.statement(text, ...params)), unavailable)
 
-  const get = (scope: Scope, id: string) =>
-    Effect.gen(function*() {
-      const rows = yield* query<Summary & { readonly original_message: string; readonly history: string }>(
-        `SELECT ${summaryColumns}, original_message, history FROM dead_messages WHERE id = ?${scope.tenantId !== null ? " AND tenant_id = ?" : ""}`,
-        id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
-      )
-      const row = rows[0]
-      if (!row) return yield* new Failure.NotFound({ message: `no dead letter ${JSON.stringify(id.slice(0, 100))}` })
-      const { original_message, history, ...summary } = row
-      const detail: Detail = { ...summary, original_message: JSON.parse(original_message) as unknown, history: JSON.parse(history) as Detail["history"] }
-      return detail
-    })
+  const get = Effect.fn("DeadLetterStore.get")(function*(scope: Scope, id: string) {
+    const rows = yield* query<Summary & { readonly original_message: string; readonly history: string }>(
+      `SELECT ${summaryColumns}, original_message, history FROM dead_messages WHERE id = ?${scope.tenantId !== null ? " AND tenant_id = ?" : ""}`,
+      id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
+    )
+    const row = rows[0]
+    if (!row) return yield* new Failure.NotFound({ message: `no dead letter ${JSON.stringify(id.slice(0, 100))}` })
+    const { original_message, history, ...summary } = row
+    const detail: Detail = { ...summary, original_message: JSON.parse(original_message) as unknown, history: JSON.parse(history) as Detail["history"] }
+    return detail
+  })
 
   const historyEntry = (at: string, action: string, by: string, extra: Record<string, string> = {}) => JSON.stringify({ at, action, by, ...extra })
 
@@ -178,64 +177,61 @@ export const make = (sql: Sql.Sql): DeadLetterStore["Service"] => {
 
   return {
     get,
-    list: (scope, filters, page) =>
-      Effect.gen(function*() {
-        const w = where(scope, filters)
-        const cursor = page.cursor === undefined ? undefined : decodeCursor(page.cursor)
-        if (page.cursor !== undefined && cursor === undefined) {
-          return yield* new Failure.InvalidInput({ code: "invalid_query", message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
-        }
-        const clauses = [w.sql, cursor ? `${w.sql ? "AND" : "WHERE"} (received_at, id) < (?, ?)` : ""].join(" ")
-        const rows = yield* query<Summary>(
-          `SELECT ${summaryColumns} FROM dead_messages ${clauses} ORDER BY received_at DESC, id DESC LIMIT ?`,
-          ...w.params, ...(cursor ?? []), page.limit + 1
-        )
-        const data = rows.slice(0, page.limit)
-        const last = data.at(-1)
-        return { data, next_cursor: rows.length > page.limit && last ? encodeCursor(last.received_at, last.id) : null }
-      }),
-    replay: (scope, id) =>
-      Effect.gen(function*() {
-        const current = yield* get(scope, id)
-        const operationId = `rp_${crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
-        const claimed = yield* claim(scope, [id], operationId)
-        if (claimed.length === 0) {
-          return yield* new Failure.Conflict({ message: `dead letter ${id} is ${current.status}${current.resolved_by ? ` (by ${current.resolved_by} at ${current.resolved_at})` : ""}; only an open one can be replayed` })
-        }
-        const { failure } = yield* send(claimed, scope.actor, operationId)
-        if (failure) return yield* failure
-        return yield* get(scope, id)
-      }),
-    replayMatching: (scope, filters) =>
-      Effect.gen(function*() {
-        const w = where(scope, { ...filters, status: "open" })
-        const rows = yield* query<{ id: string }>(`SELECT id FROM dead_messages ${w.sql} ORDER BY received_at LIMIT ?`, ...w.params, maxBulk)
-        const operationId = `rp_${crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
-        if (rows.length === 0) return { operation_id: operationId, count: 0, waves: 0 }
-        const claimed = yield* claim(scope, rows.map((r) => r.id), operationId)
-        const { waves, failure } = yield* send(claimed, scope.actor, operationId)
-        if (failure) return yield* failure
-        return { operation_id: operationId, count: claimed.length, waves }
-      }),
-    resolve: (scope, id, action, note) =>
-      Effect.gen(function*() {
-        const current = yield* get(scope, id)
-        const now = yield* Time.now
-        const changed = yield* query<{ id: string }>(
-          `UPDATE dead_messages SET status = ?, resolved_by = ?, resolved_at = ?, history = json_insert(history, '$[#]', json(?))
-           WHERE id = ? AND status = 'open'${scope.tenantId !== null ? " AND tenant_id = ?" : ""} RETURNING id`,
-          action, scope.actor, now, historyEntry(now, action, scope.actor, { note }), id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
-        )
-        if (changed.length === 0) {
-          return yield* new Failure.Conflict({ message: `dead letter ${id} is ${current.status}${current.resolved_by ? ` (by ${current.resolved_by} at ${current.resolved_at})` : ""}; only an open one can be ${action}` })
-        }
-        return yield* get(scope, id)
-      }),
-    reopen: (scope, id, note) =>
-      Effect.flatMap(Time.now, (now) => Effect.asVoid(query(
+    list: Effect.fn("DeadLetterStore.list")(function*(scope, filters, page) {
+      const w = where(scope, filters)
+      const cursor = page.cursor === undefined ? undefined : decodeCursor(page.cursor)
+      if (page.cursor !== undefined && cursor === undefined) {
+        return yield* new Failure.InvalidInput({ code: "invalid_query", message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
+      }
+      const clauses = [w.sql, cursor ? `${w.sql ? "AND" : "WHERE"} (received_at, id) < (?, ?)` : ""].join(" ")
+      const rows = yield* query<Summary>(
+        `SELECT ${summaryColumns} FROM dead_messages ${clauses} ORDER BY received_at DESC, id DESC LIMIT ?`,
+        ...w.params, ...(cursor ?? []), page.limit + 1
+      )
+      const data = rows.slice(0, page.limit)
+      const last = data.at(-1)
+      return { data, next_cursor: rows.length > page.limit && last ? encodeCursor(last.received_at, last.id) : null }
+    }),
+    replay: Effect.fn("DeadLetterStore.replay")(function*(scope, id) {
+      const current = yield* get(scope, id)
+      const operationId = `rp_${crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
+      const claimed = yield* claim(scope, [id], operationId)
+      if (claimed.length === 0) {
+        return yield* new Failure.Conflict({ message: `dead letter ${id} is ${current.status}${current.resolved_by ? ` (by ${current.resolved_by} at ${current.resolved_at})` : ""}; only an open one can be replayed` })
+      }
+      const { failure } = yield* send(claimed, scope.actor, operationId)
+      if (failure) return yield* failure
+      return yield* get(scope, id)
+    }),
+    replayMatching: Effect.fn("DeadLetterStore.replayMatching")(function*(scope, filters) {
+      const w = where(scope, { ...filters, status: "open" })
+      const rows = yield* query<{ id: string }>(`SELECT id FROM dead_messages ${w.sql} ORDER BY received_at LIMIT ?`, ...w.params, maxBulk)
+      const operationId = `rp_${crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
+      if (rows.length === 0) return { operation_id: operationId, count: 0, waves: 0 }
+      const claimed = yield* claim(scope, rows.map((r) => r.id), operationId)
+      const { waves, failure } = yield* send(claimed, scope.actor, operationId)
+      if (failure) return yield* failure
+      return { operation_id: operationId, count: claimed.length, waves }
+    }),
+    resolve: Effect.fn("DeadLetterStore.resolve")(function*(scope, id, action, note) {
+      const current = yield* get(scope, id)
+      const now = yield* Time.now
+      const changed = yield* query<{ id: string }>(
+        `UPDATE dead_messages SET status = ?, resolved_by = ?, resolved_at = ?, history = json_insert(history, '$[#]', json(?))
+         WHERE id = ? AND status = 'open'${scope.tenantId !== null ? " AND tenant_id = ?" : ""} RETURNING id`,
+        action, scope.actor, now, historyEntry(now, action, scope.actor, { note }), id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
+      )
+      if (changed.length === 0) {
+        return yield* new Failure.Conflict({ message: `dead letter ${id} is ${current.status}${current.resolved_by ? ` (by ${current.resolved_by} at ${current.resolved_at})` : ""}; only an open one can be ${action}` })
+      }
+      return yield* get(scope, id)
+    }),
+    reopen: Effect.fn("DeadLetterStore.reopen")(function*(scope, id, note) {
+      yield* Effect.flatMap(Time.now, (now) => Effect.asVoid(query(
         `UPDATE dead_messages SET status = 'open', resolved_by = NULL, resolved_at = NULL, history = json_insert(history, '$[#]', json(?))
          WHERE id = ? AND status = 'skipped'${scope.tenantId !== null ? " AND tenant_id = ?" : ""}`,
         historyEntry(now, "skip_failed", scope.actor, { note }), id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
       )))
+    })
   }
 }

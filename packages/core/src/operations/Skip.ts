@@ -28,44 +28,43 @@ export class SkipIncomplete extends Schema.TaggedError<SkipIncomplete>()("SkipIn
 }
 
 /** Skips an open dead letter and appends its reconciliation fact; `tenantId` is the caller's, for records without one. */
-export const skip = (scope: Scope, id: string, reason: string, tenantId: string) =>
-  Effect.gen(function*() {
-    const store = yield* DeadLetterStore
-    const record: Detail = yield* store.resolve(scope, id, "skipped", reason)
-    const tenant = record.tenant_id ?? tenantId
-    const fact_id = yield* Effect.promise(() => FactId.make({ tenantId: tenant, cause: `dlq:${record.id}`, decidedBy: "factline-operations", position: 0 }))
-    const ledger = yield* Ledger
-    const appended = yield* Effect.result(ledger.append([{
-      tenant_id: tenant,
-      stream: record.subject ?? `dead-letters/${record.id}`,
-      facts: [{
-        fact_id,
-        type: PlatformFacts.Reconciliation.type,
-        data: {
-          action: "dead_letter_skipped", dead_letter_id: record.id, queue: record.queue, failure_reason: record.reason,
-          idempotency_key: record.idempotency_key, message_type: record.message_type, note: reason, by: scope.actor
-        },
-        causation_id: record.idempotency_key ?? record.id,
-        correlation_id: record.idempotency_key ?? record.id,
-        caused_by: "factline-operations",
-        created_at: yield* Time.now,
-        // The dead-lettered message's trace (a new parent-id: the operator's decision), or a new trace.
-        traceparent: TraceContext.child((record.original_message as { readonly traceparent?: string } | null)?.traceparent)
-      }]
-    }]))
-    const outcome = Result.isSuccess(appended) ? appended.success[0] : undefined
-    const facts = outcome?.status === "appended" || outcome?.status === "duplicate" ? outcome.facts : undefined
-    let problem = Result.isFailure(appended)
-      ? `the reconciliation fact could not be appended: ${appended.failure.message}`
-      : facts === undefined ? `the reconciliation fact could not be appended: ${outcome && "message" in outcome ? outcome.message : outcome?.status}` : undefined
-    if (facts !== undefined) {
-      const unrelayed = new Map<string, Consumer.Outcome>()
-      yield* relayFor(new Map([[record.id, facts]]), unrelayed)
-      if (unrelayed.size > 0) problem = "the reconciliation fact could not be relayed"
-    }
-    if (problem !== undefined) {
-      yield* store.reopen(scope, record.id, problem)
-      return yield* new SkipIncomplete({ message: problem })
-    }
-    return { ...record, reconciliation_fact_id: fact_id }
-  })
+export const skip = Effect.fn("DeadLetterSkip.skip")(function*(scope: Scope, id: string, reason: string, tenantId: string) {
+  const store = yield* DeadLetterStore
+  const record: Detail = yield* store.resolve(scope, id, "skipped", reason)
+  const tenant = record.tenant_id ?? tenantId
+  const fact_id = yield* Effect.promise(() => FactId.make({ tenantId: tenant, cause: `dlq:${record.id}`, decidedBy: "factline-operations", position: 0 }))
+  const ledger = yield* Ledger
+  const appended = yield* Effect.result(ledger.append([{
+    tenant_id: tenant,
+    stream: record.subject ?? `dead-letters/${record.id}`,
+    facts: [{
+      fact_id,
+      type: PlatformFacts.Reconciliation.type,
+      data: {
+        action: "dead_letter_skipped", dead_letter_id: record.id, queue: record.queue, failure_reason: record.reason,
+        idempotency_key: record.idempotency_key, message_type: record.message_type, note: reason, by: scope.actor
+      },
+      causation_id: record.idempotency_key ?? record.id,
+      correlation_id: record.idempotency_key ?? record.id,
+      caused_by: "factline-operations",
+      created_at: yield* Time.now,
+      // The dead-lettered message's trace (a new parent-id: the operator's decision), or a new trace.
+      traceparent: TraceContext.child((record.original_message as { readonly traceparent?: string } | null)?.traceparent)
+    }]
+  }]))
+  const outcome = Result.isSuccess(appended) ? appended.success[0] : undefined
+  const facts = outcome?.status === "appended" || outcome?.status === "duplicate" ? outcome.facts : undefined
+  let problem = Result.isFailure(appended)
+    ? `the reconciliation fact could not be appended: ${appended.failure.message}`
+    : facts === undefined ? `the reconciliation fact could not be appended: ${outcome && "message" in outcome ? outcome.message : outcome?.status}` : undefined
+  if (facts !== undefined) {
+    const unrelayed = new Map<string, Consumer.Outcome>()
+    yield* relayFor(new Map([[record.id, facts]]), unrelayed)
+    if (unrelayed.size > 0) problem = "the reconciliation fact could not be relayed"
+  }
+  if (problem !== undefined) {
+    yield* store.reopen(scope, record.id, problem)
+    return yield* new SkipIncomplete({ message: problem })
+  }
+  return { ...record, reconciliation_fact_id: fact_id }
+})

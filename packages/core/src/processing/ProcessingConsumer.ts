@@ -22,64 +22,64 @@ import * as FactMessage from "../relay/FactMessage.js"
 import { relayFor } from "../relay/FactRelay.js"
 import { Registry, runDeclared } from "../registry/Registry.js"
 
-export const process = (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
-  Effect.gen(function*() {
-    const registry = yield* Registry
-    const ledger = yield* Ledger
-    const outcomes = new Map<string, Consumer.Outcome>()
-    const groups: Array<{ key: string; group: AppendGroup }> = []
-    const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-    yield* Effect.forEach(items, ({ key, value }) =>
-      Effect.gen(function*() {
-        const { fact, replayed } = value
-        const processors = replayed ? [] : registry.processorsFor(fact.type)
-        const drafts: Array<FactDraft> = []
-        for (const processor of processors) {
-          // A throw is a defect of this fact only; an undeclared or invalid derived fact fails it permanently.
-          const exit = yield* Effect.exit(runDeclared(processor, () => processor.process(fact)))
-          if (Exit.isFailure(exit)) return void outcomes.set(key, Consumer.failed(Failure.classify(exit.cause)))
-          // The parent's trace, one new span per (parent, processor): the W3C way, same trace-id, a new parent-id.
-          const traceparent = TraceContext.child(fact.traceparent)
-          const derived = yield* Effect.promise(() =>
-            Promise.all(exit.value.map(async (d, position): Promise<FactDraft> => ({
-              fact_id: await FactId.make({ tenantId: fact.tenant_id, cause: fact.fact_id, decidedBy: processor.name, position }),
-              type: d.type,
-              data: d.data as Record<string, unknown>,
-              causation_id: fact.fact_id,
-              correlation_id: fact.correlation_id,
-              caused_by: processor.name,
-              created_at: now,
-              traceparent
-            })))
-          )
-          drafts.push(...derived)
-        }
-        if (drafts.length === 0) return void outcomes.set(key, Consumer.done)
-        groups.push({ key, group: { tenant_id: fact.tenant_id, stream: fact.stream, facts: drafts } })
-      }), { concurrency: "unbounded", discard: true })
+export const process = Effect.fn("ProcessingConsumer.process")(function*(items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) {
+  const registry = yield* Registry
+  const ledger = yield* Ledger
+  const outcomes = new Map<string, Consumer.Outcome>()
+  const groups: Array<{ key: string; group: AppendGroup }> = []
+  const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+  yield* Effect.forEach(items, ({ key, value }) =>
+    Effect.gen(function*() {
+      const { fact, replayed } = value
+      const processors = replayed ? [] : registry.processorsFor(fact.type)
+      const drafts: Array<FactDraft> = []
+      for (const processor of processors) {
+        // A throw is a defect of this fact only; an undeclared or invalid derived fact fails it permanently.
+        const exit = yield* Effect.exit(runDeclared(processor, () => processor.process(fact)))
+        if (Exit.isFailure(exit)) return void outcomes.set(key, Consumer.failed(Failure.classify(exit.cause)))
+        // The parent's trace, one new span per (parent, processor): the W3C way, same trace-id, a new parent-id.
+        const traceparent = TraceContext.child(fact.traceparent)
+        const derived = yield* Effect.promise(() =>
+          Promise.all(exit.value.map(async (d, position): Promise<FactDraft> => ({
+            fact_id: await FactId.make({ tenantId: fact.tenant_id, cause: fact.fact_id, decidedBy: processor.name, position }),
+            type: d.type,
+            data: d.data as Record<string, unknown>,
+            causation_id: fact.fact_id,
+            correlation_id: fact.correlation_id,
+            caused_by: processor.name,
+            created_at: now,
+            traceparent
+          })))
+        )
+        drafts.push(...derived)
+      }
+      if (drafts.length === 0) return void outcomes.set(key, Consumer.done)
+      groups.push({ key, group: { tenant_id: fact.tenant_id, stream: fact.stream, facts: drafts } })
+    }), { concurrency: "unbounded", discard: true })
 
-    const toRelay = new Map<string, ReadonlyArray<Fact>>()
-    if (groups.length > 0) {
-      const appended = yield* Effect.result(ledger.append(groups.map((g) => g.group)))
-      groups.forEach(({ key }, i) => {
-        if (Result.isFailure(appended)) return void outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: appended.failure.message })))
-        const result = appended.success[i]!
-        if (result.status === "unavailable") return void outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: result.message })))
-        if (result.status === "idempotency_conflict") return void outcomes.set(key, Consumer.failed(new Failure.PermanentError({ reason: "idempotency_conflict", message: result.message })))
-        if (result.status === "version_conflict") return void outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: "unexpected version conflict" })))
-        outcomes.set(key, Consumer.done)
-        toRelay.set(key, result.facts)
-      })
-    }
-    yield* relayFor(toRelay, outcomes)
-    return outcomes as ReadonlyMap<string, Consumer.Outcome>
-  })
+  const toRelay = new Map<string, ReadonlyArray<Fact>>()
+  if (groups.length > 0) {
+    const appended = yield* Effect.result(ledger.append(groups.map((g) => g.group)))
+    groups.forEach(({ key }, i) => {
+      if (Result.isFailure(appended)) return void outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: appended.failure.message })))
+      const result = appended.success[i]!
+      if (result.status === "unavailable") return void outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: result.message })))
+      if (result.status === "idempotency_conflict") return void outcomes.set(key, Consumer.failed(new Failure.PermanentError({ reason: "idempotency_conflict", message: result.message })))
+      if (result.status === "version_conflict") return void outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: "unexpected version conflict" })))
+      outcomes.set(key, Consumer.done)
+      toRelay.set(key, result.facts)
+    })
+  }
+  yield* relayFor(toRelay, outcomes)
+  return outcomes as ReadonlyMap<string, Consumer.Outcome>
+})
 
-export const consume = (batch: MessageBatch<unknown>, options: { readonly delayScale?: number; readonly log?: Consumer.LogLevel } = {}) =>
-  Consumer.run({
+export const consume = Effect.fn("ProcessingConsumer.consume")(function*(batch: MessageBatch<unknown>, options: { readonly delayScale?: number; readonly log?: Consumer.LogLevel } = {}) {
+  return yield* Consumer.run({
     policy: RetryPolicy.factProcessing,
     decode: FactMessage.decode,
     isolate: FactMessage.isolate,
     process,
     delayScale: options.delayScale, log: options.log
   }, batch)
+})

@@ -149,52 +149,50 @@ export const deleteOlderThan = `DELETE FROM ${table} WHERE (${column.tenant}, ${
 const unavailable = (cause: { readonly message: string }) => new Failure.Unavailable({ service: "the idempotency store", message: cause.message })
 
 export const make = (sql: Sql.Sql): AcceptedKeys["Service"] => ({
-  prune: (before, limit) => sql.run(Sql.statement(deleteOlderThan, before, limit)).pipe(Effect.mapError(unavailable)),
-  claim: (entries, now) =>
-    entries.length === 0
-      ? Effect.succeed(new Map())
-      : Effect.suspend(() => {
-        const chunks = chunk(entries, rowsPerStatement).map((rows) =>
-          JSON.stringify(rows.map((e) => [e.tenant_id, e.idempotency_key, e.payload_hash, e.message_type, e.subject]))
-        )
-        // One batch (one round trip, one transaction): every claim first, then what each key is bound to.
-        return sql.batch<{ tenant_id: string; idempotency_key: string; payload_hash: string; accepted_at: string }>([
-          ...chunks.map((rows) => Sql.statement(claimUnseen, rows, now)),
-          ...chunks.map((rows) => Sql.statement(selectBound, rows))
-        ]).pipe(
-          Effect.map((results) => {
-            const bound = new Map<string, Bound>()
-            for (const result of results.slice(chunks.length)) {
-              for (const row of result.rows) bound.set(claimKey(row.tenant_id, row.idempotency_key), { payload_hash: row.payload_hash, accepted_at: row.accepted_at })
-            }
-            return bound as ReadonlyMap<string, Bound>
-          }),
-          Effect.mapError(unavailable)
-        )
+  prune: Effect.fn("AcceptedKeys.prune")(function*(before, limit) {
+    return yield* sql.run(Sql.statement(deleteOlderThan, before, limit)).pipe(Effect.mapError(unavailable))
+  }),
+  claim: Effect.fn("AcceptedKeys.claim")(function*(entries, now) {
+    if (entries.length === 0) return new Map<string, Bound>() as ReadonlyMap<string, Bound>
+    const chunks = chunk(entries, rowsPerStatement).map((rows) =>
+      JSON.stringify(rows.map((e) => [e.tenant_id, e.idempotency_key, e.payload_hash, e.message_type, e.subject]))
+    )
+    // One batch (one round trip, one transaction): every claim first, then what each key is bound to.
+    return yield* sql.batch<{ tenant_id: string; idempotency_key: string; payload_hash: string; accepted_at: string }>([
+      ...chunks.map((rows) => Sql.statement(claimUnseen, rows, now)),
+      ...chunks.map((rows) => Sql.statement(selectBound, rows))
+    ]).pipe(
+      Effect.map((results) => {
+        const bound = new Map<string, Bound>()
+        for (const result of results.slice(chunks.length)) {
+          for (const row of result.rows) bound.set(claimKey(row.tenant_id, row.idempotency_key), { payload_hash: row.payload_hash, accepted_at: row.accepted_at })
+        }
+        return bound as ReadonlyMap<string, Bound>
       }),
-  record: (tenantId, entries, now) =>
-    entries.length === 0
-      ? Effect.succeed(new Map())
-      : Effect.suspend(() => {
-        const chunks = chunk(entries, rowsPerStatement).map((rows) =>
-          JSON.stringify(rows.map((e) => [e.idempotency_key, e.payload_hash, e.message_type, e.subject]))
-        )
-        const all = JSON.stringify(entries.map((e) => [e.idempotency_key, e.payload_hash]))
-        // One batch (one round trip, one transaction): every SELECT first, so they see the state before this request.
-        return sql.batch<{ idempotency_key: string; payload_hash: string }>([
-          ...chunks.map((rows) => Sql.statement(selectStored, tenantId, rows)),
-          ...chunks.map((rows) => Sql.statement(insertUnlessConflict, tenantId, rows, all, now))
-        ]).pipe(
-          Effect.map((results) => {
-            const stored = new Map<string, string>()
-            for (const result of results.slice(0, chunks.length)) {
-              for (const row of result.rows) stored.set(row.idempotency_key, row.payload_hash)
-            }
-            return stored as ReadonlyMap<string, string>
-          }),
-          Effect.mapError(unavailable)
-        )
-      })
+      Effect.mapError(unavailable)
+    )
+  }),
+  record: Effect.fn("AcceptedKeys.record")(function*(tenantId, entries, now) {
+    if (entries.length === 0) return new Map<string, string>() as ReadonlyMap<string, string>
+    const chunks = chunk(entries, rowsPerStatement).map((rows) =>
+      JSON.stringify(rows.map((e) => [e.idempotency_key, e.payload_hash, e.message_type, e.subject]))
+    )
+    const all = JSON.stringify(entries.map((e) => [e.idempotency_key, e.payload_hash]))
+    // One batch (one round trip, one transaction): every SELECT first, so they see the state before this request.
+    return yield* sql.batch<{ idempotency_key: string; payload_hash: string }>([
+      ...chunks.map((rows) => Sql.statement(selectStored, tenantId, rows)),
+      ...chunks.map((rows) => Sql.statement(insertUnlessConflict, tenantId, rows, all, now))
+    ]).pipe(
+      Effect.map((results) => {
+        const stored = new Map<string, string>()
+        for (const result of results.slice(0, chunks.length)) {
+          for (const row of result.rows) stored.set(row.idempotency_key, row.payload_hash)
+        }
+        return stored as ReadonlyMap<string, string>
+      }),
+      Effect.mapError(unavailable)
+    )
+  })
 })
 
 export const memory = (): AcceptedKeys["Service"] => {

@@ -30,20 +30,20 @@ export class PayloadStore extends Context.Service<PayloadStore, {
 }
 
 export const make = (bucket: Bucket, bucketName: string): PayloadStore["Service"] => ({
-  put: (tenantId, messageId, payload) => {
+  put: Effect.fn("PayloadStore.put")(function*(tenantId, messageId, payload) {
     const key = `${tenantId}/${messageId}`
-    return Effect.tryPromise({
+    return yield* Effect.tryPromise({
       try: () => bucket.put(key, JSON.stringify(payload), { httpMetadata: { contentType: "application/json" } }),
       catch: unavailable
     }).pipe(Effect.as(`r2://${bucketName}/${key}`))
-  },
-  get: (tenantId, ref) => {
+  }),
+  get: Effect.fn("PayloadStore.get")(function*(tenantId, ref) {
     const prefix = `r2://${bucketName}/${tenantId}/`
     if (!ref.startsWith(prefix)) {
-      return Effect.fail(missing(`payload_ref must start with ${prefix}`))
+      return yield* Effect.fail(missing(`payload_ref must start with ${prefix}`))
     }
     const key = ref.slice(`r2://${bucketName}/`.length)
-    return Effect.tryPromise({
+    return yield* Effect.tryPromise({
       try: async () => {
         const object = await bucket.get(key)
         return object === null ? Option.none() : Option.some(await object.text())
@@ -59,5 +59,5 @@ export const make = (bucket: Bucket, bucketName: string): PayloadStore["Service"
           })
       }))
     )
-  }
+  })
 })

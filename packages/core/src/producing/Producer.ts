@@ -248,47 +248,45 @@ export const make = (config: {
       return validated.firstOf.map((first) => byFirst.get(first)!)
     })
 
-  const send: Producer["Service"]["send"] = (inputs, options) =>
-    Effect.gen(function*() {
-      const validated = validate(inputs, options?.pathPrefix, yield* Time.now)
-      if (Result.isFailure(validated)) return yield* validated.failure
-      return yield* sendFirstCopies(validated.success)
-    })
+  const send: Producer["Service"]["send"] = Effect.fn("Producer.send")(function*(inputs, options) {
+    const validated = validate(inputs, options?.pathPrefix, yield* Time.now)
+    if (Result.isFailure(validated)) return yield* validated.failure
+    return yield* sendFirstCopies(validated.success)
+  })
 
-  const accept: Producer["Service"]["accept"] = (inputs, options) =>
-    Effect.gen(function*() {
-      const now = yield* Time.now
-      const validated = validate(inputs, options?.pathPrefix, now)
-      if (Result.isFailure(validated)) return yield* validated.failure
-      const { envelopes, firstOf } = validated.success
-      const at = (index: number) => [...(options?.pathPrefix === undefined ? [] : [options.pathPrefix, index]), "idempotency_key"].join(".")
-      const firsts = envelopes.map((e, index) => ({ e, index })).filter(({ index }) => firstOf[index] === index)
-      const hashes = yield* Effect.promise(() => Promise.all(firsts.map(({ e }) => payloadHash(e))))
-      const byTenant = new Map<string, Array<{ index: number; entry: { idempotency_key: string; payload_hash: string; message_type: string; subject: string } }>>()
-      firsts.forEach(({ e, index }, i) => {
-        const list = byTenant.get(e.tenant_id) ?? []
-        list.push({ index, entry: { idempotency_key: e.idempotency_key, payload_hash: hashes[i]!, message_type: e.message_type, subject: e.subject } })
-        byTenant.set(e.tenant_id, list)
-      })
-      const keys = yield* AcceptedKeys
-      const replayed = new Set<number>()
-      const conflicts: Array<IdempotencyConflict["conflicts"][number]> = []
-      for (const [tenantId, list] of byTenant) {
-        const stored = yield* keys.record(tenantId, list.map((l) => l.entry), now)
-        for (const { index, entry } of list) {
-          const hash = stored.get(entry.idempotency_key)
-          if (hash === undefined) continue
-          if (hash === entry.payload_hash) replayed.add(index)
-          else {
-            const paths = envelopes.map((_, i) => i).filter((i) => firstOf[i] === index).map(at)
-            conflicts.push({ idempotency_key: entry.idempotency_key, reason: "accepted_before", paths })
-          }
+  const accept: Producer["Service"]["accept"] = Effect.fn("Producer.accept")(function*(inputs, options) {
+    const now = yield* Time.now
+    const validated = validate(inputs, options?.pathPrefix, now)
+    if (Result.isFailure(validated)) return yield* validated.failure
+    const { envelopes, firstOf } = validated.success
+    const at = (index: number) => [...(options?.pathPrefix === undefined ? [] : [options.pathPrefix, index]), "idempotency_key"].join(".")
+    const firsts = envelopes.map((e, index) => ({ e, index })).filter(({ index }) => firstOf[index] === index)
+    const hashes = yield* Effect.promise(() => Promise.all(firsts.map(({ e }) => payloadHash(e))))
+    const byTenant = new Map<string, Array<{ index: number; entry: { idempotency_key: string; payload_hash: string; message_type: string; subject: string } }>>()
+    firsts.forEach(({ e, index }, i) => {
+      const list = byTenant.get(e.tenant_id) ?? []
+      list.push({ index, entry: { idempotency_key: e.idempotency_key, payload_hash: hashes[i]!, message_type: e.message_type, subject: e.subject } })
+      byTenant.set(e.tenant_id, list)
+    })
+    const keys = yield* AcceptedKeys
+    const replayed = new Set<number>()
+    const conflicts: Array<IdempotencyConflict["conflicts"][number]> = []
+    for (const [tenantId, list] of byTenant) {
+      const stored = yield* keys.record(tenantId, list.map((l) => l.entry), now)
+      for (const { index, entry } of list) {
+        const hash = stored.get(entry.idempotency_key)
+        if (hash === undefined) continue
+        if (hash === entry.payload_hash) replayed.add(index)
+        else {
+          const paths = envelopes.map((_, i) => i).filter((i) => firstOf[i] === index).map(at)
+          conflicts.push({ idempotency_key: entry.idempotency_key, reason: "accepted_before", paths })
         }
       }
-      if (conflicts.length > 0) return yield* new IdempotencyConflict({ conflicts })
-      const sent = yield* sendFirstCopies(validated.success)
-      return sent.map((envelope, index): AcceptedItem => ({ envelope, duplicate: firstOf[index] !== index || replayed.has(index) }))
-    })
+    }
+    if (conflicts.length > 0) return yield* new IdempotencyConflict({ conflicts })
+    const sent = yield* sendFirstCopies(validated.success)
+    return sent.map((envelope, index): AcceptedItem => ({ envelope, duplicate: firstOf[index] !== index || replayed.has(index) }))
+  })
 
   const toInput = (e: Emission) => ({
     schema_version: e.options.schema_version ?? e.definition.latestVersion,
@@ -301,7 +299,11 @@ export const make = (config: {
   return {
     send,
     accept,
-    emit: (definition, payload, options) => Effect.map(send([toInput({ definition, payload, options })]), (all) => all[0]!),
-    emitBatch: (emissions) => send(emissions.map(toInput), { pathPrefix: "events" })
+    emit: Effect.fn("Producer.emit")(function*(definition, payload, options) {
+      return yield* Effect.map(send([toInput({ definition, payload, options })]), (all) => all[0]!)
+    }),
+    emitBatch: Effect.fn("Producer.emitBatch")(function*(emissions) {
+      return yield* send(emissions.map(toInput), { pathPrefix: "events" })
+    })
   }
 }

@@ -16,15 +16,15 @@ export class QueueProducer extends Context.Service<QueueProducer, {
 }
 
 export const make = (binding: (queue: string) => Queue | undefined): QueueProducer["Service"] => ({
-  sendBatch: (queue, bodies, options) =>
-    bodies.length === 0
-      ? Effect.void
-      : Effect.tryPromise({
-        try: async () => {
-          const q = binding(queue)
-          if (!q) throw new Error(`no producer binding for queue ${queue}`)
-          await q.sendBatch(bodies.map((body) => ({ body, contentType: "json" as const })), options?.delaySeconds ? { delaySeconds: options.delaySeconds } : undefined)
-        },
-        catch: Failure.unavailable(`the ${queue} queue`)
-      })
+  sendBatch: Effect.fn("QueueProducer.sendBatch")(function*(queue, bodies, options) {
+    if (bodies.length === 0) return
+    yield* Effect.tryPromise({
+      try: async () => {
+        const q = binding(queue)
+        if (!q) throw new Error(`no producer binding for queue ${queue}`)
+        await q.sendBatch(bodies.map((body) => ({ body, contentType: "json" as const })), options?.delaySeconds ? { delaySeconds: options.delaySeconds } : undefined)
+      },
+      catch: Failure.unavailable(`the ${queue} queue`)
+    })
+  })
 })

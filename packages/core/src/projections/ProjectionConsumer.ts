@@ -106,44 +106,44 @@ const mappingFailed = (fact: Fact, failures: ReadonlyArray<MappingFailure>): Con
   Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: `${failures.map((f) => `projection "${f.projection}" failed to map ${fact.type} fact ${fact.fact_id}: ${f.error}`).join("; ")}` +
       ` (the fact was applied to the facts copy and every other projection; fix ${failures.map((f) => f.projection).join(", ")}, then replay this dead letter)` }))
 
-export const process = (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
-  Effect.gen(function*() {
-    const registry = yield* Registry
-    const store = yield* ProjectionStore
-    const outcomes = new Map<string, Consumer.Outcome>()
-    const rebuilds = yield* Effect.orElseSucceed(store.query<ActiveRebuild>(activeRebuilds), () => null)
-    if (rebuilds === null) {
-      for (const item of items) outcomes.set(item.key, Consumer.failed(new Failure.TransientError({ message: "could not read running rebuilds" })))
-      return outcomes
+export const process = Effect.fn("ProjectionConsumer.process")(function*(items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) {
+  const registry = yield* Registry
+  const store = yield* ProjectionStore
+  const outcomes = new Map<string, Consumer.Outcome>()
+  const rebuilds = yield* Effect.orElseSucceed(store.query<ActiveRebuild>(activeRebuilds), () => null)
+  if (rebuilds === null) {
+    for (const item of items) outcomes.set(item.key, Consumer.failed(new Failure.TransientError({ message: "could not read running rebuilds" })))
+    return outcomes
+  }
+  const { statements, failures } = plan(registry, items.map((i) => i.value.fact), rebuilds)
+  const failed = yield* store.write(statements, () => items.map(({ key, value }) => ({ key, statements: statementsFor(registry, [value.fact], rebuilds) })))
+  items.forEach(({ key, value }, index) => {
+    const error = failed.get(key)
+    const unmapped = failures.get(index)
+    // The error text in the log (Workers Logs indexes JSON lines), not only in the dead letter.
+    if (unmapped !== undefined) {
+      for (const f of unmapped) {
+        console.error(JSON.stringify({ level: "error", message: "projection mapping failed", projection: f.projection, fact_type: value.fact.type, fact_id: value.fact.fact_id, traceparent: value.fact.traceparent, error: f.error }))
+      }
     }
-    const { statements, failures } = plan(registry, items.map((i) => i.value.fact), rebuilds)
-    const failed = yield* store.write(statements, () => items.map(({ key, value }) => ({ key, statements: statementsFor(registry, [value.fact], rebuilds) })))
-    items.forEach(({ key, value }, index) => {
-      const error = failed.get(key)
-      const unmapped = failures.get(index)
-      // The error text in the log (Workers Logs indexes JSON lines), not only in the dead letter.
-      if (unmapped !== undefined) {
-        for (const f of unmapped) {
-          console.error(JSON.stringify({ level: "error", message: "projection mapping failed", projection: f.projection, fact_type: value.fact.type, fact_id: value.fact.fact_id, traceparent: value.fact.traceparent, error: f.error }))
-        }
-      }
-      if (error !== undefined) {
-        console.error(JSON.stringify({ level: "error", message: "projection write failed", fact_type: value.fact.type, fact_id: value.fact.fact_id, traceparent: value.fact.traceparent, error }))
-      }
-      outcomes.set(
-        key,
-        error !== undefined
-          ? Consumer.failed(new Failure.TransientError({ message: `projection write failed: ${error}` }))
-          : unmapped !== undefined
-          ? mappingFailed(value.fact, unmapped)
-          : Consumer.done
-      )
-    })
-    return outcomes as ReadonlyMap<string, Consumer.Outcome>
+    if (error !== undefined) {
+      console.error(JSON.stringify({ level: "error", message: "projection write failed", fact_type: value.fact.type, fact_id: value.fact.fact_id, traceparent: value.fact.traceparent, error }))
+    }
+    outcomes.set(
+      key,
+      error !== undefined
+        ? Consumer.failed(new Failure.TransientError({ message: `projection write failed: ${error}` }))
+        : unmapped !== undefined
+        ? mappingFailed(value.fact, unmapped)
+        : Consumer.done
+    )
   })
+  return outcomes as ReadonlyMap<string, Consumer.Outcome>
+})
 
-export const consume = (batch: MessageBatch<unknown>, options: { readonly delayScale?: number; readonly log?: Consumer.LogLevel } = {}) =>
-  Consumer.run(
+export const consume = Effect.fn("ProjectionConsumer.consume")(function*(batch: MessageBatch<unknown>, options: { readonly delayScale?: number; readonly log?: Consumer.LogLevel } = {}) {
+  return yield* Consumer.run(
     { policy: RetryPolicy.projections, decode: FactMessage.decode, isolate: FactMessage.isolate, process, delayScale: options.delayScale, log: options.log },
     batch
   )
+})

@@ -33,21 +33,22 @@ export class ProjectionStore extends Context.Service<ProjectionStore, {
 }
 
 export const make = (sql: Door.Sql): ProjectionStore["Service"] => ({
-  write: (statements, isolate) =>
-    Effect.gen(function*() {
-      const failed = new Map<string, string>()
-      if (statements.length === 0) return failed
-      const together = yield* Effect.result(sql.batch(statements))
-      if (Result.isSuccess(together)) return failed
-      for (const group of isolate()) {
-        if (group.statements.length === 0) continue
-        const alone = yield* Effect.result(sql.batch(group.statements))
-        if (Result.isFailure(alone)) failed.set(group.key, alone.failure.message)
-      }
-      return failed
-    }),
-  execute: (statements) =>
-    sql.batch(statements).pipe(Effect.asVoid, Effect.mapError((cause) => new Failure.Unavailable({ service: "the projection store", message: cause.message }))),
+  write: Effect.fn("ProjectionStore.write")(function*(statements, isolate) {
+    const failed = new Map<string, string>()
+    if (statements.length === 0) return failed
+    const together = yield* Effect.result(sql.batch(statements))
+    if (Result.isSuccess(together)) return failed
+    for (const group of isolate()) {
+      if (group.statements.length === 0) continue
+      const alone = yield* Effect.result(sql.batch(group.statements))
+      if (Result.isFailure(alone)) failed.set(group.key, alone.failure.message)
+    }
+    return failed
+  }),
+  execute: Effect.fn("ProjectionStore.execute")(function*(statements) {
+    yield* sql.batch(statements).pipe(Effect.mapError((cause) => new Failure.Unavailable({ service: "the projection store", message: cause.message })))
+  }),
+  // A generic method: `Effect.fn` would fix `T`, so the span is added with `withSpan`.
   query: <T>(statement: Sql) =>
-    sql.all<T>(statement).pipe(Effect.mapError((cause) => new Failure.Unavailable({ service: "the projection store", message: cause.message })))
+    sql.all<T>(statement).pipe(Effect.mapError((cause) => new Failure.Unavailable({ service: "the projection store", message: cause.message })), Effect.withSpan("ProjectionStore.query"))
 })

@@ -95,86 +95,83 @@ const find = (id: string) =>
   })
 
 /** The record, if it exists and `tenantId` started it: another tenant's batch reads as missing. */
-export const get = (tenantId: string, id: string) =>
-  Effect.gen(function*() {
-    const store = yield* ProjectionStore
-    const rows = yield* store.query<RebuildRecord>({ sql: "SELECT * FROM projection_rebuilds WHERE id = ? AND tenant_id = ?", params: [id, tenantId] })
-    return rows[0]
-  })
+export const get = Effect.fn("Rebuild.get")(function*(tenantId: string, id: string) {
+  const store = yield* ProjectionStore
+  const rows = yield* store.query<RebuildRecord>({ sql: "SELECT * FROM projection_rebuilds WHERE id = ? AND tenant_id = ?", params: [id, tenantId] })
+  return rows[0]
+})
 
 /**
  * Creates the shadow table and the rebuild record, owned by `tenantId` (the
  * caller's tenant); returns the record and the first slice to enqueue.
  */
-export const start = (projectionName: string, tenantId: string) =>
-  Effect.gen(function*() {
-    const registry = yield* Registry
-    const store = yield* ProjectionStore
-    const p = registry.projection(projectionName)
-    if (!p) return yield* new Failure.NotFound({ message: `no projection "${projectionName}"` })
-    const [running] = yield* store.query<{ id: string; tenant_id: string }>({
-      sql: "SELECT id, tenant_id FROM projection_rebuilds WHERE projection = ? AND status = 'running'",
-      params: [p.name]
-    })
-    if (running) {
-      // The id only to the tenant that may read the record.
-      const which = running.tenant_id === tenantId ? ` (${running.id})` : ""
-      return yield* new Failure.Conflict({ message: `a rebuild of ${p.name} is already running${which}` })
-    }
-    const live = Projection.tableName(p)
-    const { table } = yield* ddl(live)
-    if (!table) return yield* new Failure.NotFound({ message: `table ${live} does not exist; apply the migrations` })
-    const id = `rb_${(yield* Time.millis).toString(36)}_${crypto.randomUUID().slice(0, 8)}`
-    const shadow = `${live}__${id}`
-    const createShadow = table.replace(/^CREATE TABLE\s+(["`]?)[^"`\s(]+\1/i, `CREATE TABLE ${q(shadow)}`)
-    const total = yield* LedgerTopology.shardCount
-    const now = yield* Time.now
-    yield* store.execute([
-      { sql: createShadow, params: [] },
-      { sql: "DELETE FROM projection_applied WHERE projection = ?", params: [Projection.shadowTarget(p, shadow).appliedAs] },
-      {
-        sql: `INSERT INTO projection_rebuilds (id, tenant_id, projection, shadow_table, status, shards_total, shards_done, facts_replayed, started_at)
-              VALUES (?, ?, ?, ?, 'running', ?, 0, 0, ?)`,
-        params: [id, tenantId, p.name, shadow, total, now]
-      }
-    ])
-    const first: BatchPayload = { batch_id: id, operation: "rebuild", items: [{ projection: p.name, after: "" } satisfies SliceItem], offset: 0, total }
-    return { record: (yield* find(id))!, first }
+export const start = Effect.fn("Rebuild.start")(function*(projectionName: string, tenantId: string) {
+  const registry = yield* Registry
+  const store = yield* ProjectionStore
+  const p = registry.projection(projectionName)
+  if (!p) return yield* new Failure.NotFound({ message: `no projection "${projectionName}"` })
+  const [running] = yield* store.query<{ id: string; tenant_id: string }>({
+    sql: "SELECT id, tenant_id FROM projection_rebuilds WHERE projection = ? AND status = 'running'",
+    params: [p.name]
   })
+  if (running) {
+    // The id only to the tenant that may read the record.
+    const which = running.tenant_id === tenantId ? ` (${running.id})` : ""
+    return yield* new Failure.Conflict({ message: `a rebuild of ${p.name} is already running${which}` })
+  }
+  const live = Projection.tableName(p)
+  const { table } = yield* ddl(live)
+  if (!table) return yield* new Failure.NotFound({ message: `table ${live} does not exist; apply the migrations` })
+  const id = `rb_${(yield* Time.millis).toString(36)}_${crypto.randomUUID().slice(0, 8)}`
+  const shadow = `${live}__${id}`
+  const createShadow = table.replace(/^CREATE TABLE\s+(["`]?)[^"`\s(]+\1/i, `CREATE TABLE ${q(shadow)}`)
+  const total = yield* LedgerTopology.shardCount
+  const now = yield* Time.now
+  yield* store.execute([
+    { sql: createShadow, params: [] },
+    { sql: "DELETE FROM projection_applied WHERE projection = ?", params: [Projection.shadowTarget(p, shadow).appliedAs] },
+    {
+      sql: `INSERT INTO projection_rebuilds (id, tenant_id, projection, shadow_table, status, shards_total, shards_done, facts_replayed, started_at)
+            VALUES (?, ?, ?, ?, 'running', ?, 0, 0, ?)`,
+      params: [id, tenantId, p.name, shadow, total, now]
+    }
+  ])
+  const first: BatchPayload = { batch_id: id, operation: "rebuild", items: [{ projection: p.name, after: "" } satisfies SliceItem], offset: 0, total }
+  return { record: (yield* find(id))!, first }
+})
 
 /** Replays one slice of shards into the shadow; returns the next slice, or undefined once swapped. */
-export const step = (payload: BatchPayload) =>
-  Effect.gen(function*() {
-    const registry = yield* Registry
-    const store = yield* ProjectionStore
-    const ledger = yield* Ledger
-    const record = yield* find(payload.batch_id)
-    if (!record || record.status !== "running") return undefined
-    const p = registry.projection(record.projection)
-    if (!p) return yield* Effect.die(new Error(`projection ${record.projection} is no longer registered`))
-    const item = (payload.items?.[0] ?? { after: "" }) as SliceItem
-    const shards = yield* LedgerTopology.shardsAfter(item.after, shardsPerSlice)
-    const target = Projection.shadowTarget(p, record.shadow_table)
-    const facts = (yield* Effect.forEach(shards, (s) => ledger.readShard(s), { concurrency: 8 })).flat()
-    const failures: Array<string> = []
-    for (let i = 0; i < facts.length; i += factsPerWrite) yield* store.execute(replayStatements(p, facts.slice(i, i + factsPerWrite), target, failures))
-    if (failures.length > 0) yield* Effect.logWarning(`rebuild ${record.id} of ${p.name}: ${failures.length} fact(s) could not be mapped; first: ${failures[0]}`)
-    const last = shards.at(-1) ?? item.after
-    yield* store.execute([{
-      sql: `UPDATE projection_rebuilds SET
-              shards_done = (SELECT COUNT(*) FROM ledger_shards WHERE shard_key <= ?),
-              facts_replayed = facts_replayed + ?,
-              facts_failed = facts_failed + ?,
-              first_failure = COALESCE(first_failure, ?)
-            WHERE id = ?`,
-      params: [last, facts.length, failures.length, failures[0] ?? null, record.id]
-    }])
-    if (shards.length === shardsPerSlice) {
-      return { ...payload, items: [{ projection: p.name, after: last } satisfies SliceItem], offset: payload.offset + shards.length } satisfies BatchPayload
-    }
-    yield* swap(p, record)
-    return undefined
-  })
+export const step = Effect.fn("Rebuild.step")(function*(payload: BatchPayload) {
+  const registry = yield* Registry
+  const store = yield* ProjectionStore
+  const ledger = yield* Ledger
+  const record = yield* find(payload.batch_id)
+  if (!record || record.status !== "running") return undefined
+  const p = registry.projection(record.projection)
+  if (!p) return yield* Effect.die(new Error(`projection ${record.projection} is no longer registered`))
+  const item = (payload.items?.[0] ?? { after: "" }) as SliceItem
+  const shards = yield* LedgerTopology.shardsAfter(item.after, shardsPerSlice)
+  const target = Projection.shadowTarget(p, record.shadow_table)
+  const facts = (yield* Effect.forEach(shards, (s) => ledger.readShard(s), { concurrency: 8 })).flat()
+  const failures: Array<string> = []
+  for (let i = 0; i < facts.length; i += factsPerWrite) yield* store.execute(replayStatements(p, facts.slice(i, i + factsPerWrite), target, failures))
+  if (failures.length > 0) yield* Effect.logWarning(`rebuild ${record.id} of ${p.name}: ${failures.length} fact(s) could not be mapped; first: ${failures[0]}`)
+  const last = shards.at(-1) ?? item.after
+  yield* store.execute([{
+    sql: `UPDATE projection_rebuilds SET
+            shards_done = (SELECT COUNT(*) FROM ledger_shards WHERE shard_key <= ?),
+            facts_replayed = facts_replayed + ?,
+            facts_failed = facts_failed + ?,
+            first_failure = COALESCE(first_failure, ?)
+          WHERE id = ?`,
+    params: [last, facts.length, failures.length, failures[0] ?? null, record.id]
+  }])
+  if (shards.length === shardsPerSlice) {
+    return { ...payload, items: [{ projection: p.name, after: last } satisfies SliceItem], offset: payload.offset + shards.length } satisfies BatchPayload
+  }
+  yield* swap(p, record)
+  return undefined
+})
 
 /**
  * The statements that replay `facts` into `target`; facts the mapping throws for are left out and
@@ -191,40 +188,38 @@ export const replayStatements = (p: Projection.Projection, facts: ReadonlyArray<
 }
 
 /** Replaces the live table with the shadow, in one transaction. */
-export const swap = (p: Projection.Projection, record: RebuildRecord) =>
-  Effect.gen(function*() {
-    const store = yield* ProjectionStore
-    const live = Projection.tableName(p)
-    const { indexes } = yield* ddl(live)
-    const applied = Projection.shadowTarget(p, record.shadow_table).appliedAs
-    yield* store.execute([
-      { sql: `DROP TABLE ${q(live)}`, params: [] },
-      { sql: `ALTER TABLE ${q(record.shadow_table)} RENAME TO ${q(live)}`, params: [] },
-      ...indexes.map((sql) => ({ sql, params: [] })),
-      { sql: "DELETE FROM projection_applied WHERE projection = ?", params: [p.name] },
-      { sql: "UPDATE projection_applied SET projection = ? WHERE projection = ?", params: [p.name, applied] },
-      {
-        sql: "UPDATE projection_rebuilds SET status = 'completed', finished_at = ?, shards_done = shards_total WHERE id = ?",
-        params: [yield* Time.now, record.id]
-      }
-    ])
-  })
+export const swap = Effect.fn("Rebuild.swap")(function*(p: Projection.Projection, record: RebuildRecord) {
+  const store = yield* ProjectionStore
+  const live = Projection.tableName(p)
+  const { indexes } = yield* ddl(live)
+  const applied = Projection.shadowTarget(p, record.shadow_table).appliedAs
+  yield* store.execute([
+    { sql: `DROP TABLE ${q(live)}`, params: [] },
+    { sql: `ALTER TABLE ${q(record.shadow_table)} RENAME TO ${q(live)}`, params: [] },
+    ...indexes.map((sql) => ({ sql, params: [] })),
+    { sql: "DELETE FROM projection_applied WHERE projection = ?", params: [p.name] },
+    { sql: "UPDATE projection_applied SET projection = ? WHERE projection = ?", params: [p.name, applied] },
+    {
+      sql: "UPDATE projection_rebuilds SET status = 'completed', finished_at = ?, shards_done = shards_total WHERE id = ?",
+      params: [yield* Time.now, record.id]
+    }
+  ])
+})
 
 /**
  * The rebuild cannot finish (a step exhausted its retries): it ends `failed`
  * with the error and its shadow table is dropped, so a new rebuild of the
  * projection can start. Live writes stop going to the shadow with the status.
  */
-export const fail = (id: string, error: string, now: string) =>
-  Effect.gen(function*() {
-    const store = yield* ProjectionStore
-    const record = yield* find(id)
-    if (!record || record.status !== "running") return
-    yield* store.execute([
-      {
-        sql: "UPDATE projection_rebuilds SET status = 'failed', error = ?, finished_at = ? WHERE id = ? AND status = 'running'",
-        params: [error.slice(0, 2_000), now, id]
-      },
-      { sql: `DROP TABLE IF EXISTS ${q(record.shadow_table)}`, params: [] }
-    ])
-  })
+export const fail = Effect.fn("Rebuild.fail")(function*(id: string, error: string, now: string) {
+  const store = yield* ProjectionStore
+  const record = yield* find(id)
+  if (!record || record.status !== "running") return
+  yield* store.execute([
+    {
+      sql: "UPDATE projection_rebuilds SET status = 'failed', error = ?, finished_at = ? WHERE id = ? AND status = 'running'",
+      params: [error.slice(0, 2_000), now, id]
+    },
+    { sql: `DROP TABLE IF EXISTS ${q(record.shadow_table)}`, params: [] }
+  ])
+})

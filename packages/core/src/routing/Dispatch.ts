@@ -78,122 +78,117 @@ class Progress {
 }
 
 /** Plain handlers: decide everything concurrently; no state needed. */
-const decidePlain = (items: ReadonlyArray<Item>, progress: Progress, now: string) =>
-  Effect.gen(function*() {
-    const groups: Array<{ key: string; group: AppendGroup }> = []
-    yield* Effect.forEach(items, ({ key, value }) =>
-      Effect.gen(function*() {
-        const exit = yield* Effect.exit(runDecision(value, undefined))
-        if (Exit.isFailure(exit)) return progress.settle(key, Consumer.failed(Failure.classify(exit.cause)))
-        if (exit.value.length === 0) return progress.settle(key, Consumer.done)
-        const facts = yield* Effect.promise(() => drafts(value, exit.value, now))
-        groups.push({ key, group: { ...streamOf(value), facts } })
-      }), { concurrency: "unbounded", discard: true })
-    return groups
-  })
+const decidePlain = Effect.fn("Dispatch.decidePlain")(function*(items: ReadonlyArray<Item>, progress: Progress, now: string) {
+  const groups: Array<{ key: string; group: AppendGroup }> = []
+  yield* Effect.forEach(items, ({ key, value }) =>
+    Effect.gen(function*() {
+      const exit = yield* Effect.exit(runDecision(value, undefined))
+      if (Exit.isFailure(exit)) return progress.settle(key, Consumer.failed(Failure.classify(exit.cause)))
+      if (exit.value.length === 0) return progress.settle(key, Consumer.done)
+      const facts = yield* Effect.promise(() => drafts(value, exit.value, now))
+      groups.push({ key, group: { ...streamOf(value), facts } })
+    }), { concurrency: "unbounded", discard: true })
+  return groups
+})
 
 /** Deciders: per stream, in delivery order, each decision sees the previous one's facts. */
-const decideWithState = (items: ReadonlyArray<Item>, states: ReadonlyMap<string, StreamState>, progress: Progress, now: string) =>
-  Effect.gen(function*() {
-    const groups: Array<{ key: string; group: AppendGroup }> = []
-    const byStream = new Map<string, Array<Item>>()
-    for (const item of items) {
-      const stream = Shards.streamKey(streamOf(item.value))
-      const list = byStream.get(stream)
-      if (list) list.push(item)
-      else byStream.set(stream, [item])
-    }
-    for (const [stream, streamItems] of byStream) {
-      const state = states.get(stream)!
-      let version = state.version
-      const known: Array<Fact> = [...state.facts]
-      for (const { key, value } of streamItems) {
-        const decider = value.handler as Handler.Decider
-        const decidedBefore = known.filter((f) => f.causation_id === value.message.idempotencyKey && f.caused_by === decider.name)
-        if (decidedBefore.length > 0) {
-          // Decided by an earlier delivery: relay those facts again (that delivery may have died before sending).
-          progress.relay(key, decidedBefore)
-          continue
-        }
-        const exit = yield* Effect.exit(Effect.flatMap(Effect.sync(() => fold(decider, known)), (folded) => runDecision(value, folded)))
-        if (Exit.isFailure(exit)) {
-          progress.settle(key, Consumer.failed(Failure.classify(exit.cause)))
-          continue
-        }
-        if (exit.value.length === 0) {
-          progress.settle(key, Consumer.done)
-          continue
-        }
-        const facts = yield* Effect.promise(() => drafts(value, exit.value, now))
-        groups.push({ key, group: { ...streamOf(value), expected_version: version, facts } })
-        // Later decisions in this batch see these facts, as the ledger will after the append.
-        facts.forEach((f, i) => known.push({ ...f, ...streamOf(value), sequence: version + i + 1 }))
-        version += facts.length
+const decideWithState = Effect.fn("Dispatch.decideWithState")(function*(items: ReadonlyArray<Item>, states: ReadonlyMap<string, StreamState>, progress: Progress, now: string) {
+  const groups: Array<{ key: string; group: AppendGroup }> = []
+  const byStream = new Map<string, Array<Item>>()
+  for (const item of items) {
+    const stream = Shards.streamKey(streamOf(item.value))
+    const list = byStream.get(stream)
+    if (list) list.push(item)
+    else byStream.set(stream, [item])
+  }
+  for (const [stream, streamItems] of byStream) {
+    const state = states.get(stream)!
+    let version = state.version
+    const known: Array<Fact> = [...state.facts]
+    for (const { key, value } of streamItems) {
+      const decider = value.handler as Handler.Decider
+      const decidedBefore = known.filter((f) => f.causation_id === value.message.idempotencyKey && f.caused_by === decider.name)
+      if (decidedBefore.length > 0) {
+        // Decided by an earlier delivery: relay those facts again (that delivery may have died before sending).
+        progress.relay(key, decidedBefore)
+        continue
       }
+      const exit = yield* Effect.exit(Effect.flatMap(Effect.sync(() => fold(decider, known)), (folded) => runDecision(value, folded)))
+      if (Exit.isFailure(exit)) {
+        progress.settle(key, Consumer.failed(Failure.classify(exit.cause)))
+        continue
+      }
+      if (exit.value.length === 0) {
+        progress.settle(key, Consumer.done)
+        continue
+      }
+      const facts = yield* Effect.promise(() => drafts(value, exit.value, now))
+      groups.push({ key, group: { ...streamOf(value), expected_version: version, facts } })
+      // Later decisions in this batch see these facts, as the ledger will after the append.
+      facts.forEach((f, i) => known.push({ ...f, ...streamOf(value), sequence: version + i + 1 }))
+      version += facts.length
     }
-    return groups
-  })
+  }
+  return groups
+})
 
-const readStates = (items: ReadonlyArray<Item>) =>
-  Effect.gen(function*() {
-    const ledger = yield* Ledger
-    const unique = new Map(items.map((i) => [Shards.streamKey(streamOf(i.value)), streamOf(i.value)] as const))
-    const states = yield* ledger.readStreams([...unique.values()])
-    return new Map(states.map((s) => [Shards.streamKey(s), s]))
-  })
+const readStates = Effect.fn("Dispatch.readStates")(function*(items: ReadonlyArray<Item>) {
+  const ledger = yield* Ledger
+  const unique = new Map(items.map((i) => [Shards.streamKey(streamOf(i.value)), streamOf(i.value)] as const))
+  const states = yield* ledger.readStreams([...unique.values()])
+  return new Map(states.map((s) => [Shards.streamKey(s), s]))
+})
 
 /** Appends, and re-decides deciders that lost a race, up to `maxDecideRounds`. */
-const appendAll = (
+const appendAll = Effect.fn("Dispatch.appendAll")(function*(
   plainGroups: ReadonlyArray<{ key: string; group: AppendGroup }>,
   decided: ReadonlyArray<Item>,
   progress: Progress,
   now: string
-) =>
-  Effect.gen(function*() {
-    const ledger = yield* Ledger
-    let pending = decided
-    let deciderGroups: Array<{ key: string; group: AppendGroup }> = []
-    if (pending.length > 0) {
-      const states = yield* Effect.result(readStates(pending))
-      if (Result.isFailure(states)) progress.fail(pending.map((p) => p.key), states.failure.message)
-      else deciderGroups = yield* decideWithState(pending, states.success, progress, now)
-    }
-    let groups = [...plainGroups, ...deciderGroups]
-    for (let round = 1; groups.length > 0; round++) {
-      const appended = yield* Effect.result(ledger.append(groups.map((g) => g.group)))
-      if (Result.isFailure(appended)) return progress.fail(groups.map((g) => g.key), appended.failure.message)
-      const conflicted = new Set<string>()
-      appended.success.forEach((result: AppendOutcome, i) => {
-        const key = groups[i]!.key
-        switch (result.status) {
-          case "appended":
-          case "duplicate":
-            return progress.relay(key, result.facts)
-          case "idempotency_conflict":
-            return progress.settle(key, Consumer.failed(new Failure.PermanentError({ reason: "idempotency_conflict", message: result.message })))
-          case "unavailable":
-            // Its shard only: the groups on other shards are settled on their own.
-            return progress.fail([key], result.message)
-          case "version_conflict":
-            return void conflicted.add(key)
-        }
-      })
-      if (conflicted.size === 0) return
-      pending = decided.filter((d) => conflicted.has(d.key))
-      if (round >= maxDecideRounds) return progress.fail(conflicted, `stream version kept changing under ${maxDecideRounds} decisions in a row`)
-      yield* Effect.logDebug(`re-deciding ${conflicted.size} message(s) after a version conflict`)
-      const states = yield* Effect.result(readStates(pending))
-      if (Result.isFailure(states)) return progress.fail(conflicted, states.failure.message)
-      groups = yield* decideWithState(pending, states.success, progress, now)
-    }
-  })
+) {
+  const ledger = yield* Ledger
+  let pending = decided
+  let deciderGroups: Array<{ key: string; group: AppendGroup }> = []
+  if (pending.length > 0) {
+    const states = yield* Effect.result(readStates(pending))
+    if (Result.isFailure(states)) progress.fail(pending.map((p) => p.key), states.failure.message)
+    else deciderGroups = yield* decideWithState(pending, states.success, progress, now)
+  }
+  let groups = [...plainGroups, ...deciderGroups]
+  for (let round = 1; groups.length > 0; round++) {
+    const appended = yield* Effect.result(ledger.append(groups.map((g) => g.group)))
+    if (Result.isFailure(appended)) return progress.fail(groups.map((g) => g.key), appended.failure.message)
+    const conflicted = new Set<string>()
+    appended.success.forEach((result: AppendOutcome, i) => {
+      const key = groups[i]!.key
+      switch (result.status) {
+        case "appended":
+        case "duplicate":
+          return progress.relay(key, result.facts)
+        case "idempotency_conflict":
+          return progress.settle(key, Consumer.failed(new Failure.PermanentError({ reason: "idempotency_conflict", message: result.message })))
+        case "unavailable":
+          // Its shard only: the groups on other shards are settled on their own.
+          return progress.fail([key], result.message)
+        case "version_conflict":
+          return void conflicted.add(key)
+      }
+    })
+    if (conflicted.size === 0) return
+    pending = decided.filter((d) => conflicted.has(d.key))
+    if (round >= maxDecideRounds) return progress.fail(conflicted, `stream version kept changing under ${maxDecideRounds} decisions in a row`)
+    yield* Effect.logDebug(`re-deciding ${conflicted.size} message(s) after a version conflict`)
+    const states = yield* Effect.result(readStates(pending))
+    if (Result.isFailure(states)) return progress.fail(conflicted, states.failure.message)
+    groups = yield* decideWithState(pending, states.success, progress, now)
+  }
+})
 
-export const dispatch = (items: ReadonlyArray<Item>) =>
-  Effect.gen(function*() {
-    const progress = new Progress()
-    const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-    const plainGroups = yield* decidePlain(items.filter((i) => i.value.handler._tag === "Handler"), progress, now)
-    yield* appendAll(plainGroups, items.filter((i) => i.value.handler._tag === "Decider"), progress, now)
-    yield* FactRelay.relayFor(progress.toRelay, progress.outcomes)
-    return progress.outcomes as ReadonlyMap<string, Consumer.Outcome>
-  })
+export const dispatch = Effect.fn("Dispatch.dispatch")(function*(items: ReadonlyArray<Item>) {
+  const progress = new Progress()
+  const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+  const plainGroups = yield* decidePlain(items.filter((i) => i.value.handler._tag === "Handler"), progress, now)
+  yield* appendAll(plainGroups, items.filter((i) => i.value.handler._tag === "Decider"), progress, now)
+  yield* FactRelay.relayFor(progress.toRelay, progress.outcomes)
+  return progress.outcomes as ReadonlyMap<string, Consumer.Outcome>
+})

@@ -76,31 +76,31 @@ const conflict = (idempotencyKey: string, bound: { readonly payload_hash: string
   }))
 
 /** Binds every key to its payload (one D1 round trip), then decides the messages whose key is bound to theirs. */
-export const process = (items: ReadonlyArray<Consumer.Item<Keyed>>) =>
-  Effect.gen(function*() {
-    const keys = yield* AcceptedKeys
-    const outcomes = new Map<string, Consumer.Outcome>()
-    const claimed = yield* Effect.result(keys.claim(items.map((item) => item.value.claim), yield* Time.now))
-    if (Result.isFailure(claimed)) {
-      for (const { key } of items) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `idempotency keys could not be checked: ${claimed.failure.message}` })))
-      return outcomes as ReadonlyMap<string, Consumer.Outcome>
-    }
-    const decide: Array<Consumer.Item<Routed>> = []
-    for (const { key, value } of items) {
-      const { tenant_id, idempotency_key, payload_hash } = value.claim
-      const bound = claimed.success.get(claimKey(tenant_id, idempotency_key))
-      if (bound === undefined) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: "the idempotency key was not recorded" })))
-      else if (bound.payload_hash !== payload_hash) outcomes.set(key, conflict(idempotency_key, bound, payload_hash))
-      else decide.push({ key, value: value.routed })
-    }
-    if (decide.length > 0) for (const [key, outcome] of yield* dispatch(decide)) outcomes.set(key, outcome)
+export const process = Effect.fn("EventsConsumer.process")(function*(items: ReadonlyArray<Consumer.Item<Keyed>>) {
+  const keys = yield* AcceptedKeys
+  const outcomes = new Map<string, Consumer.Outcome>()
+  const claimed = yield* Effect.result(keys.claim(items.map((item) => item.value.claim), yield* Time.now))
+  if (Result.isFailure(claimed)) {
+    for (const { key } of items) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `idempotency keys could not be checked: ${claimed.failure.message}` })))
     return outcomes as ReadonlyMap<string, Consumer.Outcome>
-  })
+  }
+  const decide: Array<Consumer.Item<Routed>> = []
+  for (const { key, value } of items) {
+    const { tenant_id, idempotency_key, payload_hash } = value.claim
+    const bound = claimed.success.get(claimKey(tenant_id, idempotency_key))
+    if (bound === undefined) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: "the idempotency key was not recorded" })))
+    else if (bound.payload_hash !== payload_hash) outcomes.set(key, conflict(idempotency_key, bound, payload_hash))
+    else decide.push({ key, value: value.routed })
+  }
+  if (decide.length > 0) for (const [key, outcome] of yield* dispatch(decide)) outcomes.set(key, outcome)
+  return outcomes as ReadonlyMap<string, Consumer.Outcome>
+})
 
-export const consume = (batch: MessageBatch<unknown>, options: { readonly delayScale?: number; readonly log?: Consumer.LogLevel } = {}) =>
-  Consumer.run({
+export const consume = Effect.fn("EventsConsumer.consume")(function*(batch: MessageBatch<unknown>, options: { readonly delayScale?: number; readonly log?: Consumer.LogLevel } = {}) {
+  return yield* Consumer.run({
     policy: RetryPolicy.events,
     decode,
     process,
     delayScale: options.delayScale, log: options.log
   }, batch)
+})

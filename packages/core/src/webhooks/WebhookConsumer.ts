@@ -318,5 +318,6 @@ export const process = (options: Options) => (items: ReadonlyArray<{ readonly ke
 const isolate = (item: { readonly key: string; readonly value: Item }): unknown =>
   item.value.kind === "fact" ? FactMessage.isolate({ key: item.key, value: { fact: item.value.fact } }) : item.value.envelope
 
-export const consume = (batch: MessageBatch<unknown>, options: Options = {}) =>
-  Consumer.run({ policy: RetryPolicy.webhooks, decode, isolate, process: process(options), delayScale: options.delayScale, log: options.log }, batch)
+export const consume = Effect.fn("WebhookConsumer.consume")(function*(batch: MessageBatch<unknown>, options: Options = {}) {
+  return yield* Consumer.run({ policy: RetryPolicy.webhooks, decode, isolate, process: process(options), delayScale: options.delayScale, log: options.log }, batch)
+})

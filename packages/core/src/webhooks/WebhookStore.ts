@@ -227,198 +227,194 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Webhoo
   const service: WebhookStore["Service"] = {
     settings,
     invalidate: (tenantId) => void cache.delete(tenantId),
-    create: (tenantId, input) =>
-      Effect.gen(function*() {
-        const valid = yield* validate(input, true)
-        const secret = Secrets.generateSigningSecret()
-        const sealed = yield* Effect.flatMap(key(), (k) => Effect.promise(() => Secrets.seal(k, secret)))
-        const id = `we_${crypto.randomUUID().replace(/-/g, "").slice(0, 24)}`
-        const now = yield* Time.now
+    create: Effect.fn("WebhookStore.create")(function*(tenantId, input) {
+      const valid = yield* validate(input, true)
+      const secret = Secrets.generateSigningSecret()
+      const sealed = yield* Effect.flatMap(key(), (k) => Effect.promise(() => Secrets.seal(k, secret)))
+      const id = `we_${crypto.randomUUID().replace(/-/g, "").slice(0, 24)}`
+      const now = yield* Time.now
+      yield* run([
+        Sql.statement(
+          `INSERT INTO webhook_endpoints (tenant_id, id, url, description, event_types, enabled, version, secret_sealed, created_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, 1, 1, ?, ?, ?)`
+        , tenantId, id, valid.url!, valid.description ?? null, JSON.stringify(valid.event_types), sealed, now, now)
+      ])
+      cache.delete(tenantId)
+      return { endpoint: toEndpoint(yield* row(tenantId, id)), secret }
+    }),
+    list: Effect.fn("WebhookStore.list")(function*(tenantId) {
+      return yield* Effect.map(query<Row>("SELECT * FROM webhook_endpoints WHERE tenant_id = ? ORDER BY created_at, id", tenantId), (rows) => rows.map(toEndpoint))
+    }),
+    get: Effect.fn("WebhookStore.get")(function*(tenantId, id) {
+      return yield* Effect.map(row(tenantId, id), toEndpoint)
+    }),
+    update: Effect.fn("WebhookStore.update")(function*(tenantId, id, input) {
+      const valid = yield* validate(input, false)
+      yield* row(tenantId, id)
+      const sets: Array<string> = []
+      const params: Array<unknown> = []
+      if (valid.url !== undefined) sets.push("url = ?"), params.push(valid.url)
+      if (valid.event_types !== undefined) sets.push("event_types = ?"), params.push(JSON.stringify(valid.event_types))
+      if (valid.description !== undefined) sets.push("description = ?"), params.push(valid.description)
+      if (valid.enabled !== undefined) {
+        sets.push("enabled = ?"), params.push(valid.enabled ? 1 : 0)
+        // Enabling again starts a clean slate; disabling by hand says so.
+        sets.push("disabled_reason = ?", "failing_since = NULL"), params.push(valid.enabled ? null : "disabled by an admin")
+      }
+      if (sets.length > 0) {
+        yield* run([
+          Sql.statement(`UPDATE webhook_endpoints SET ${sets.join(", ")}, version = version + 1, updated_at = ? WHERE tenant_id = ? AND id = ?`, ...params, yield* Time.now, tenantId, id)
+        ])
+      }
+      cache.delete(tenantId)
+      return toEndpoint(yield* row(tenantId, id))
+    }),
+    remove: Effect.fn("WebhookStore.remove")(function*(tenantId, id) {
+      yield* row(tenantId, id)
+      yield* run([Sql.statement("DELETE FROM webhook_endpoints WHERE tenant_id = ? AND id = ?", tenantId, id)])
+      cache.delete(tenantId)
+    }),
+    rotate: Effect.fn("WebhookStore.rotate")(function*(tenantId, id) {
+      const current = yield* row(tenantId, id)
+      const secret = Secrets.generateSigningSecret()
+      const sealed = yield* Effect.flatMap(key(), (k) => Effect.promise(() => Secrets.seal(k, secret)))
+      const now = yield* Time.millis
+      yield* run([
+        Sql.statement(
+          `UPDATE webhook_endpoints SET secret_sealed = ?, previous_secret_sealed = ?, previous_secret_expires_at = ?, version = version + 1, updated_at = ?
+           WHERE tenant_id = ? AND id = ?`
+        , sealed, current.secret_sealed, new Date(now + overlap).toISOString(), new Date(now).toISOString(), tenantId, id)
+      ])
+      cache.delete(tenantId)
+      return { endpoint: toEndpoint(yield* row(tenantId, id)), secret }
+    }),
+    attempts: Effect.fn("WebhookStore.attempts")(function*(tenantId, id, page) {
+      yield* row(tenantId, id)
+      const before = page.before === undefined ? undefined : Cursor.decode(page.before, ["string", "string", "integer"])
+      if (page.before !== undefined) {
+        if (!before) return yield* new Failure.InvalidInput({ message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
+      }
+      // `succeeded` is stored as 0/1.
+      const rows = yield* query<Omit<AttemptRow, "succeeded"> & { readonly succeeded: number }>(
+        `SELECT attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error
+         FROM webhook_attempts WHERE tenant_id = ? AND endpoint_id = ?
+         ${before ? "AND (attempted_at, delivery_id, attempt) < (?, ?, ?)" : ""}
+         ORDER BY attempted_at DESC, delivery_id DESC, attempt DESC LIMIT ?`,
+        tenantId, id, ...(before ?? []), page.limit + 1
+      )
+      const data = rows.slice(0, page.limit).map((r): AttemptRow => ({ ...r, succeeded: r.succeeded === 1 }))
+      const last = data.at(-1)
+      const next = rows.length > page.limit && last
+        ? Cursor.encode([last.attempted_at, last.delivery_id, last.attempt])
+        : null
+      return { data, next_cursor: next }
+    }),
+    recover: Effect.fn("WebhookStore.recover")(function*(tenantId, id, since) {
+      const endpoint = yield* row(tenantId, id)
+      if (endpoint.enabled !== 1) return yield* new Failure.Conflict({ message: `endpoint ${id} is disabled (${endpoint.disabled_reason ?? "by an admin"}); enable it before recovering` })
+      const rows = yield* query<{ delivery_id: string; message: string }>(
+        `SELECT delivery_id, message FROM webhook_deliveries
+         WHERE tenant_id = ? AND endpoint_id = ? AND status = 'failed' AND last_attempted_at >= ? ORDER BY last_attempted_at LIMIT 10000`,
+        tenantId, id, since
+      )
+      if (rows.length > 0) {
         yield* run([
           Sql.statement(
-            `INSERT INTO webhook_endpoints (tenant_id, id, url, description, event_types, enabled, version, secret_sealed, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?, 1, 1, ?, ?, ?)`
-          , tenantId, id, valid.url!, valid.description ?? null, JSON.stringify(valid.event_types), sealed, now, now)
+            `UPDATE webhook_deliveries SET status = 'pending' WHERE tenant_id = ? AND delivery_id IN (SELECT value FROM json_each(?))`
+          , tenantId, JSON.stringify(rows.map((r) => r.delivery_id)))
         ])
-        cache.delete(tenantId)
-        return { endpoint: toEndpoint(yield* row(tenantId, id)), secret }
-      }),
-    list: (tenantId) => Effect.map(query<Row>("SELECT * FROM webhook_endpoints WHERE tenant_id = ? ORDER BY created_at, id", tenantId), (rows) => rows.map(toEndpoint)),
-    get: (tenantId, id) => Effect.map(row(tenantId, id), toEndpoint),
-    update: (tenantId, id, input) =>
-      Effect.gen(function*() {
-        const valid = yield* validate(input, false)
-        yield* row(tenantId, id)
-        const sets: Array<string> = []
-        const params: Array<unknown> = []
-        if (valid.url !== undefined) sets.push("url = ?"), params.push(valid.url)
-        if (valid.event_types !== undefined) sets.push("event_types = ?"), params.push(JSON.stringify(valid.event_types))
-        if (valid.description !== undefined) sets.push("description = ?"), params.push(valid.description)
-        if (valid.enabled !== undefined) {
-          sets.push("enabled = ?"), params.push(valid.enabled ? 1 : 0)
-          // Enabling again starts a clean slate; disabling by hand says so.
-          sets.push("disabled_reason = ?", "failing_since = NULL"), params.push(valid.enabled ? null : "disabled by an admin")
-        }
-        if (sets.length > 0) {
-          yield* run([
-            Sql.statement(`UPDATE webhook_endpoints SET ${sets.join(", ")}, version = version + 1, updated_at = ? WHERE tenant_id = ? AND id = ?`, ...params, yield* Time.now, tenantId, id)
-          ])
-        }
-        cache.delete(tenantId)
-        return toEndpoint(yield* row(tenantId, id))
-      }),
-    remove: (tenantId, id) =>
-      Effect.gen(function*() {
-        yield* row(tenantId, id)
-        yield* run([Sql.statement("DELETE FROM webhook_endpoints WHERE tenant_id = ? AND id = ?", tenantId, id)])
-        cache.delete(tenantId)
-      }),
-    rotate: (tenantId, id) =>
-      Effect.gen(function*() {
-        const current = yield* row(tenantId, id)
-        const secret = Secrets.generateSigningSecret()
-        const sealed = yield* Effect.flatMap(key(), (k) => Effect.promise(() => Secrets.seal(k, secret)))
-        const now = yield* Time.millis
-        yield* run([
-          Sql.statement(
-            `UPDATE webhook_endpoints SET secret_sealed = ?, previous_secret_sealed = ?, previous_secret_expires_at = ?, version = version + 1, updated_at = ?
-             WHERE tenant_id = ? AND id = ?`
-          , sealed, current.secret_sealed, new Date(now + overlap).toISOString(), new Date(now).toISOString(), tenantId, id)
-        ])
-        cache.delete(tenantId)
-        return { endpoint: toEndpoint(yield* row(tenantId, id)), secret }
-      }),
-    attempts: (tenantId, id, page) =>
-      Effect.gen(function*() {
-        yield* row(tenantId, id)
-        const before = page.before === undefined ? undefined : Cursor.decode(page.before, ["string", "string", "integer"])
-        if (page.before !== undefined) {
-          if (!before) return yield* new Failure.InvalidInput({ message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
-        }
-        // `succeeded` is stored as 0/1.
-        const rows = yield* query<Omit<AttemptRow, "succeeded"> & { readonly succeeded: number }>(
-          `SELECT attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error
-           FROM webhook_attempts WHERE tenant_id = ? AND endpoint_id = ?
-           ${before ? "AND (attempted_at, delivery_id, attempt) < (?, ?, ?)" : ""}
-           ORDER BY attempted_at DESC, delivery_id DESC, attempt DESC LIMIT ?`,
-          tenantId, id, ...(before ?? []), page.limit + 1
-        )
-        const data = rows.slice(0, page.limit).map((r): AttemptRow => ({ ...r, succeeded: r.succeeded === 1 }))
-        const last = data.at(-1)
-        const next = rows.length > page.limit && last
-          ? Cursor.encode([last.attempted_at, last.delivery_id, last.attempt])
-          : null
-        return { data, next_cursor: next }
-      }),
-    recover: (tenantId, id, since) =>
-      Effect.gen(function*() {
-        const endpoint = yield* row(tenantId, id)
-        if (endpoint.enabled !== 1) return yield* new Failure.Conflict({ message: `endpoint ${id} is disabled (${endpoint.disabled_reason ?? "by an admin"}); enable it before recovering` })
-        const rows = yield* query<{ delivery_id: string; message: string }>(
-          `SELECT delivery_id, message FROM webhook_deliveries
-           WHERE tenant_id = ? AND endpoint_id = ? AND status = 'failed' AND last_attempted_at >= ? ORDER BY last_attempted_at LIMIT 10000`,
-          tenantId, id, since
-        )
-        if (rows.length > 0) {
-          yield* run([
-            Sql.statement(
-              `UPDATE webhook_deliveries SET status = 'pending' WHERE tenant_id = ? AND delivery_id IN (SELECT value FROM json_each(?))`
-            , tenantId, JSON.stringify(rows.map((r) => r.delivery_id)))
-          ])
-        }
-        return rows.map((r) => JSON.parse(r.message) as unknown)
-      }),
-    deliveryStates: (keys) =>
-      keys.length === 0
-        ? Effect.succeed(new Map())
-        : Effect.map(
-          // json_each first (CROSS JOIN keeps that order), then the primary key per pair: no scan.
-          query<{ tenant_id: string; delivery_id: string; status: DeliveryState["status"]; attempts: number }>(
-            `SELECT d.tenant_id, d.delivery_id, d.status, d.attempts FROM json_each(?) AS k
-             CROSS JOIN webhook_deliveries AS d ON d.tenant_id = json_extract(k.value, '$[0]') AND d.delivery_id = json_extract(k.value, '$[1]')`,
-            JSON.stringify(keys.map((k) => [k.tenant_id, k.delivery_id]))
-          ),
-          (rows) => new Map(rows.map((r) => [`${r.tenant_id}/${r.delivery_id}`, { status: r.status, attempts: r.attempts }] as const))
+      }
+      return rows.map((r) => JSON.parse(r.message) as unknown)
+    }),
+    deliveryStates: Effect.fn("WebhookStore.deliveryStates")(function*(keys) {
+      if (keys.length === 0) return new Map<string, DeliveryState>() as ReadonlyMap<string, DeliveryState>
+      return yield* Effect.map(
+        // json_each first (CROSS JOIN keeps that order), then the primary key per pair: no scan.
+        query<{ tenant_id: string; delivery_id: string; status: DeliveryState["status"]; attempts: number }>(
+          `SELECT d.tenant_id, d.delivery_id, d.status, d.attempts FROM json_each(?) AS k
+           CROSS JOIN webhook_deliveries AS d ON d.tenant_id = json_extract(k.value, '$[0]') AND d.delivery_id = json_extract(k.value, '$[1]')`,
+          JSON.stringify(keys.map((k) => [k.tenant_id, k.delivery_id]))
         ),
-    record: (batch) =>
-      Effect.gen(function*() {
-        const statements: Array<Sql.Statement> = []
-        if (batch.attempts.length > 0) {
+        (rows) => new Map(rows.map((r) => [`${r.tenant_id}/${r.delivery_id}`, { status: r.status, attempts: r.attempts }] as const))
+      )
+    }),
+    record: Effect.fn("WebhookStore.record")(function*(batch) {
+      const statements: Array<Sql.Statement> = []
+      if (batch.attempts.length > 0) {
+        statements.push(Sql.statement(
+          `INSERT INTO webhook_attempts (tenant_id, endpoint_id, attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error)
+           SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
+                  json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]'),
+                  json_extract(value, '$[10]'), json_extract(value, '$[11]')
+           FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`
+        , JSON.stringify(batch.attempts.map((a) => [
+          a.tenant_id, a.endpoint_id, a.attempted_at, a.delivery_id, a.attempt, a.event_type, a.fact_id, a.succeeded ? 1 : 0, a.status_code, a.duration_ms, a.response_snippet, a.error
+        ]))))
+      }
+      if (batch.deliveries.length > 0) {
+        statements.push(Sql.statement(
+          `INSERT INTO webhook_deliveries (tenant_id, delivery_id, endpoint_id, fact_id, event_type, status, attempts, last_status_code, last_attempted_at, message)
+           SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
+                  json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]')
+           FROM json_each(?) WHERE true
+           ON CONFLICT (tenant_id, delivery_id) DO UPDATE SET status = excluded.status, attempts = MAX(webhook_deliveries.attempts, excluded.attempts),
+             last_status_code = excluded.last_status_code, last_attempted_at = excluded.last_attempted_at, message = excluded.message`
+        , JSON.stringify(batch.deliveries.map((d) => [
+          d.tenant_id, d.delivery_id, d.endpoint_id, d.fact_id, d.event_type, d.status, d.attempts, d.last_status_code, d.last_attempted_at, JSON.stringify(d.message)
+        ]))))
+      }
+      const disabling: Array<string> = []
+      for (const e of batch.endpoints) {
+        if (e.disable !== undefined) {
+          disabling.push(`${e.tenant_id}/${e.endpoint_id}`)
           statements.push(Sql.statement(
-            `INSERT INTO webhook_attempts (tenant_id, endpoint_id, attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error)
-             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
-                    json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]'),
-                    json_extract(value, '$[10]'), json_extract(value, '$[11]')
-             FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`
-          , JSON.stringify(batch.attempts.map((a) => [
-            a.tenant_id, a.endpoint_id, a.attempted_at, a.delivery_id, a.attempt, a.event_type, a.fact_id, a.succeeded ? 1 : 0, a.status_code, a.duration_ms, a.response_snippet, a.error
-          ]))))
+            `UPDATE webhook_endpoints SET enabled = 0, disabled_reason = ?, version = version + 1, updated_at = ?
+             WHERE tenant_id = ? AND id = ? AND enabled = 1 RETURNING id`
+          , e.disable, batch.now, e.tenant_id, e.endpoint_id))
+        } else if (e.succeeded) {
+          statements.push(Sql.statement("UPDATE webhook_endpoints SET failing_since = NULL WHERE tenant_id = ? AND id = ? AND failing_since IS NOT NULL RETURNING id", e.tenant_id, e.endpoint_id))
+        } else {
+          statements.push(Sql.statement("UPDATE webhook_endpoints SET failing_since = ? WHERE tenant_id = ? AND id = ? AND failing_since IS NULL RETURNING id", batch.now, e.tenant_id, e.endpoint_id))
         }
-        if (batch.deliveries.length > 0) {
-          statements.push(Sql.statement(
-            `INSERT INTO webhook_deliveries (tenant_id, delivery_id, endpoint_id, fact_id, event_type, status, attempts, last_status_code, last_attempted_at, message)
-             SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
-                    json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]')
-             FROM json_each(?) WHERE true
-             ON CONFLICT (tenant_id, delivery_id) DO UPDATE SET status = excluded.status, attempts = MAX(webhook_deliveries.attempts, excluded.attempts),
-               last_status_code = excluded.last_status_code, last_attempted_at = excluded.last_attempted_at, message = excluded.message`
-          , JSON.stringify(batch.deliveries.map((d) => [
-            d.tenant_id, d.delivery_id, d.endpoint_id, d.fact_id, d.event_type, d.status, d.attempts, d.last_status_code, d.last_attempted_at, JSON.stringify(d.message)
-          ]))))
-        }
-        const disabling: Array<string> = []
-        for (const e of batch.endpoints) {
-          if (e.disable !== undefined) {
-            disabling.push(`${e.tenant_id}/${e.endpoint_id}`)
-            statements.push(Sql.statement(
-              `UPDATE webhook_endpoints SET enabled = 0, disabled_reason = ?, version = version + 1, updated_at = ?
-               WHERE tenant_id = ? AND id = ? AND enabled = 1 RETURNING id`
-            , e.disable, batch.now, e.tenant_id, e.endpoint_id))
-          } else if (e.succeeded) {
-            statements.push(Sql.statement("UPDATE webhook_endpoints SET failing_since = NULL WHERE tenant_id = ? AND id = ? AND failing_since IS NOT NULL RETURNING id", e.tenant_id, e.endpoint_id))
-          } else {
-            statements.push(Sql.statement("UPDATE webhook_endpoints SET failing_since = ? WHERE tenant_id = ? AND id = ? AND failing_since IS NULL RETURNING id", batch.now, e.tenant_id, e.endpoint_id))
-          }
-        }
-        if (statements.length === 0) return new Set<string>()
-        const results = yield* run(statements)
-        const offset = statements.length - batch.endpoints.length
-        const disabled = new Set<string>()
-        batch.endpoints.forEach((e, i) => {
-          // Each endpoint statement returns a row only if it changed the endpoint (disabled it, or started or ended
-          // its failing period). The tenant's cached configs are dropped when the endpoint changed, or when the
-          // cached view disagrees with the state just written (changed elsewhere); a batch of deliveries that
-          // changes nothing — the steady state — keeps them, so the next batch reads no configs.
-          const changed = (results[offset + i]?.rows.length ?? 0) > 0
-          if (e.disable !== undefined && changed) disabled.add(`${e.tenant_id}/${e.endpoint_id}`)
-          const cached = cache.get(e.tenant_id)?.configs.find((c) => c.id === e.endpoint_id)
-          const current = e.disable === undefined && cached !== undefined && cached.enabled && (e.succeeded ? cached.failing_since === null : cached.failing_since !== null)
-          if (changed || !current) cache.delete(e.tenant_id)
-        })
-        return disabled
-      }),
-    configsFor: (tenantIds) =>
-      Effect.gen(function*() {
-        const now = yield* Time.millis
-        const missing = [...new Set(tenantIds)].filter((t) => (cache.get(t)?.at ?? -Infinity) + ttl <= now)
-        if (missing.length > 0) {
-          const rows = yield* query<Row>("SELECT * FROM webhook_endpoints WHERE tenant_id IN (SELECT value FROM json_each(?))", JSON.stringify(missing))
-          const k = rows.length > 0 ? yield* key() : undefined
-          const configs = yield* Effect.forEach(rows, (r) =>
-            Effect.tryPromise({
-              try: async (): Promise<EndpointConfig> => {
-                const secrets = [await Secrets.open(k!, r.secret_sealed)]
-                if (r.previous_secret_sealed && r.previous_secret_expires_at && Date.parse(r.previous_secret_expires_at) > now) {
-                  secrets.push(await Secrets.open(k!, r.previous_secret_sealed))
-                }
-                return { ...toEndpoint(r), tenant_id: r.tenant_id, secrets }
-              },
-              catch: (e) => (e instanceof Secrets.SecretsKeyError ? e : new Secrets.SecretsKeyError(String(e)))
-            }))
-          for (const t of missing) cache.set(t, { at: now, configs: configs.filter((c) => c.tenant_id === t) })
-        }
-        return new Map(tenantIds.map((t) => [t, cache.get(t)?.configs ?? []] as const))
+      }
+      if (statements.length === 0) return new Set<string>()
+      const results = yield* run(statements)
+      const offset = statements.length - batch.endpoints.length
+      const disabled = new Set<string>()
+      batch.endpoints.forEach((e, i) => {
+        // Each endpoint statement returns a row only if it changed the endpoint (disabled it, or started or ended
+        // its failing period). The tenant's cached configs are dropped when the endpoint changed, or when the
+        // cached view disagrees with the state just written (changed elsewhere); a batch of deliveries that
+        // changes nothing — the steady state — keeps them, so the next batch reads no configs.
+        const changed = (results[offset + i]?.rows.length ?? 0) > 0
+        if (e.disable !== undefined && changed) disabled.add(`${e.tenant_id}/${e.endpoint_id}`)
+        const cached = cache.get(e.tenant_id)?.configs.find((c) => c.id === e.endpoint_id)
+        const current = e.disable === undefined && cached !== undefined && cached.enabled && (e.succeeded ? cached.failing_since === null : cached.failing_since !== null)
+        if (changed || !current) cache.delete(e.tenant_id)
       })
+      return disabled
+    }),
+    configsFor: Effect.fn("WebhookStore.configsFor")(function*(tenantIds) {
+      const now = yield* Time.millis
+      const missing = [...new Set(tenantIds)].filter((t) => (cache.get(t)?.at ?? -Infinity) + ttl <= now)
+      if (missing.length > 0) {
+        const rows = yield* query<Row>("SELECT * FROM webhook_endpoints WHERE tenant_id IN (SELECT value FROM json_each(?))", JSON.stringify(missing))
+        const k = rows.length > 0 ? yield* key() : undefined
+        const configs = yield* Effect.forEach(rows, (r) =>
+          Effect.tryPromise({
+            try: async (): Promise<EndpointConfig> => {
+              const secrets = [await Secrets.open(k!, r.secret_sealed)]
+              if (r.previous_secret_sealed && r.previous_secret_expires_at && Date.parse(r.previous_secret_expires_at) > now) {
+                secrets.push(await Secrets.open(k!, r.previous_secret_sealed))
+              }
+              return { ...toEndpoint(r), tenant_id: r.tenant_id, secrets }
+            },
+            catch: (e) => (e instanceof Secrets.SecretsKeyError ? e : new Secrets.SecretsKeyError(String(e)))
+          }))
+        for (const t of missing) cache.set(t, { at: now, configs: configs.filter((c) => c.tenant_id === t) })
+      }
+      return new Map(tenantIds.map((t) => [t, cache.get(t)?.configs ?? []] as const))
+    })
   }
   return service
 }

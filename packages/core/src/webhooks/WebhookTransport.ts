@@ -63,13 +63,12 @@ const readSnippet = async (response: Response): Promise<string> => {
 }
 
 /** One POST, timed by the Clock: its status, `Retry-After`, the start of its body (or the network error). */
-export const post = (url: string, headers: Record<string, string>, body: string): Effect.Effect<Response_> =>
-  Effect.gen(function*() {
-    const started = yield* Time.millis
-    const sent = yield* Effect.promise(() => send(url, headers, body))
-    const ended = yield* Time.millis
-    return { status: sent.status, retryAfterSeconds: parseRetryAfter(sent.retryAfter, ended), snippet: sent.snippet, durationMs: ended - started }
-  })
+export const post = Effect.fn("WebhookTransport.post")(function*(url: string, headers: Record<string, string>, body: string): Effect.fn.Return<Response_> {
+  const started = yield* Time.millis
+  const sent = yield* Effect.promise(() => send(url, headers, body))
+  const ended = yield* Time.millis
+  return { status: sent.status, retryAfterSeconds: parseRetryAfter(sent.retryAfter, ended), snippet: sent.snippet, durationMs: ended - started }
+})
 
 const send = async (url: string, headers: Record<string, string>, body: string): Promise<{ status: number | null; retryAfter: string | null; snippet: string }> => {
   try {
