@@ -29,6 +29,12 @@ export const TenantId = Schema.String.check(
   })
 )
 
+/**
+ * The one encoding of a key within a tenant (an idempotency key, a stream, a fact id, a delivery, an R2
+ * object name): `tenant/key`. Unambiguous because a tenant id never contains `/`.
+ */
+export const tenantKey = (tenantId: string, key: string): string => `${tenantId}/${key}`
+
 export const IsoDateTime = Schema.String.check(
   Schema.isPattern(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/, {
     message: "must be an ISO-8601 date-time, e.g. 2026-11-22T10:00:00Z"

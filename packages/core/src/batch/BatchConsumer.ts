@@ -13,7 +13,7 @@
  * a job that cannot finish never stays `running`, nor blocks the next rebuild.
  */
 import { Cause, Effect, Exit, Result } from "effect"
-import { type BatchPayload, BatchPayload as BatchPayloadSchema, Envelope, Issues } from "@factline/schemas"
+import { type BatchPayload, BatchPayload as BatchPayloadSchema, Envelope, Issues, tenantKey } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
@@ -59,7 +59,7 @@ export const decode = (body: unknown, delivery: Consumer.Delivery) => {
   const payload = decodePayload(envelope.success.payload, ["payload"])
   if (Result.isFailure(payload)) return Effect.fail(new Failure.PermanentError({ reason: "decode_error", message: Issues.render(payload.failure) }))
   const value: Chunk = { payload: payload.success, tenantId: envelope.success.tenant_id, last: delivery.last }
-  return Effect.succeed([{ key: `${envelope.success.tenant_id}/${envelope.success.idempotency_key}`, value }])
+  return Effect.succeed([{ key: tenantKey(envelope.success.tenant_id, envelope.success.idempotency_key), value }])
 }
 
 const messageOf = (cause: Cause.Cause<unknown>) => {

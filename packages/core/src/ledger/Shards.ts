@@ -9,6 +9,7 @@
  * This module is pure; it does not know how N is recorded.
  */
 import type { StreamKey } from "./LedgerProtocol.js"
+import { tenantKey } from "@factline/schemas"
 
 /** The shard count recorded for a tenant first seen when none is configured. */
 export const defaultShardsPerTenant = 16
@@ -28,7 +29,7 @@ export const hash = (value: string): number => {
 }
 
 /** The identity of a stream: `tenant_id/subject`. Never used to address a shard. */
-export const streamKey = (key: StreamKey): string => `${key.tenant_id}/${key.stream}`
+export const streamKey = (key: StreamKey): string => tenantKey(key.tenant_id, key.stream)
 
 /** The key of shard number `index` of a tenant: `tenant_id/#index`. */
 export const shardKey = (tenantId: string, index: number): string => `${tenantId}/#${index}`

@@ -22,6 +22,7 @@
  * the caller refuses those bound to another payload.
  */
 import { Context, Effect, Layer } from "effect"
+import { tenantKey } from "@factline/schemas"
 import { getTableName } from "drizzle-orm"
 import * as StableJson from "../ledger/StableJson.js"
 import * as Sql from "../platform/Sql.js"
@@ -45,7 +46,7 @@ export interface Bound {
   readonly accepted_at: string
 }
 
-export const claimKey = (tenantId: string, idempotencyKey: string) => `${tenantId}\u0000${idempotencyKey}`
+export const claimKey = tenantKey
 
 export class AcceptedKeys extends Context.Service<AcceptedKeys, {
   /**

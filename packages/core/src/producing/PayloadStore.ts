@@ -10,6 +10,7 @@
  * (a retry or a DLQ replay needs it again); lifecycle rules on the bucket expire it.
  */
 import { Context, Effect, Layer, Option } from "effect"
+import { tenantKey } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import type { Bucket } from "../platform/Bindings.js"
 
@@ -31,7 +32,7 @@ export class PayloadStore extends Context.Service<PayloadStore, {
 
 export const make = (bucket: Bucket, bucketName: string): PayloadStore["Service"] => ({
   put: Effect.fn("PayloadStore.put")(function*(tenantId, messageId, payload) {
-    const key = `${tenantId}/${messageId}`
+    const key = tenantKey(tenantId, messageId)
     return yield* Effect.tryPromise({
       try: () => bucket.put(key, JSON.stringify(payload), { httpMetadata: { contentType: "application/json" } }),
       catch: unavailable

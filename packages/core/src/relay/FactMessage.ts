@@ -11,7 +11,7 @@
  * carries its `traceparent`; in a batch each fact carries its own.
  */
 import { Effect, Result } from "effect"
-import { Envelope, type Fact, FactBatchPayload, FactPayload, Issues } from "@factline/schemas"
+import { Envelope, type Fact, FactBatchPayload, FactPayload, Issues, tenantKey } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
 import * as SendBatches from "../producing/SendBatches.js"
@@ -122,7 +122,7 @@ export const decode = (body: unknown) =>
     if (facts.some((f) => f.tenant_id !== e.tenant_id)) {
       return yield* new Failure.PermanentError({ reason: "decode_error", message: "a fact's tenant_id differs from the envelope's tenant_id" })
     }
-    return facts.map((fact): Item => ({ key: `${e.tenant_id}/${fact.fact_id}`, value: replayed ? { fact, replayed } : { fact } }))
+    return facts.map((fact): Item => ({ key: tenantKey(e.tenant_id, fact.fact_id), value: replayed ? { fact, replayed } : { fact } }))
   })
 
 /** A fact's own message, for dead-lettering it alone (replayable on its own). */

@@ -21,7 +21,7 @@
  * lives on another shard.
  */
 import { Effect, Result } from "effect"
-import { Envelope, Issues } from "@factline/schemas"
+import { Envelope, Issues, tenantKey } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
@@ -33,7 +33,7 @@ import * as Time from "../platform/Time.js"
 
 const decodeEnvelope = Issues.decodeStrict(Envelope)
 
-export const itemKey = (tenantId: string, idempotencyKey: string) => `${tenantId}/${idempotencyKey}`
+export const itemKey = tenantKey
 
 /** A routed message and what its key must be bound to (read from the envelope as sent). */
 export interface Keyed {

@@ -28,7 +28,7 @@
  * and the `webhook_sent` that recorded it share one trace id.
  */
 import { Clock, Effect, Result } from "effect"
-import { Envelope, type Fact, Issues, TraceContext, type WebhookPayload, WebhookPayload as WebhookPayloadSchema } from "@factline/schemas"
+import { Envelope, type Fact, Issues, TraceContext, type WebhookPayload, WebhookPayload as WebhookPayloadSchema, tenantKey } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
@@ -80,7 +80,7 @@ export const decode = (body: unknown, delivery: Consumer.Delivery) => {
   const payload = decodePayload(envelope.success.payload, ["payload"])
   if (Result.isFailure(payload)) return Effect.fail(new Failure.PermanentError({ reason: "decode_error", message: Issues.render(payload.failure) }))
   return Effect.succeed([{
-    key: `${envelope.success.tenant_id}/${payload.success.delivery_id}`,
+    key: tenantKey(envelope.success.tenant_id, payload.success.delivery_id),
     value: { kind: "delivery", envelope: envelope.success, payload: payload.success, attempts: delivery.attempts, last: delivery.last } as Item
   }])
 }
@@ -191,7 +191,7 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
       Effect.gen(function*() {
         const { payload, envelope } = value
         const tenant = envelope.tenant_id
-        const state = states.success.get(`${tenant}/${payload.delivery_id}`)
+        const state = states.success.get(tenantKey(tenant, payload.delivery_id))
         if (state?.status === "succeeded") return void outcomes.set(key, Consumer.done)
         const endpoint = (configs.get(tenant) ?? []).find((e) => e.id === payload.webhook_config_id)
         if (endpoint === undefined || !endpoint.enabled) {
@@ -239,7 +239,7 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
         tenant_id: tenant, delivery_id: payload.delivery_id, endpoint_id: a.endpoint.id, fact_id: payload.fact_id, event_type: payload.event_type,
         status: ok ? "succeeded" : last ? "failed" : "failing", attempts: a.attempt, last_status_code: a.status, last_attempted_at: a.attemptedAt, message: envelope
       })
-      const endpointKey = `${tenant}/${a.endpoint.id}`
+      const endpointKey = tenantKey(tenant, a.endpoint.id)
       const h = health.get(endpointKey) ?? { tenant_id: tenant, endpoint_id: a.endpoint.id, succeeded: false }
       if (ok) h.succeeded = true
       else if (gone) h.disable = "the endpoint answered 410 Gone"
@@ -269,7 +269,7 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
       () => new Set<string>()
     )
     for (const h of health.values()) {
-      if (!disabled.has(`${h.tenant_id}/${h.endpoint_id}`)) continue
+      if (!disabled.has(tenantKey(h.tenant_id, h.endpoint_id))) continue
       const endpoint = attempted.find((a) => a.endpoint.id === h.endpoint_id && a.item.envelope.tenant_id === h.tenant_id)!
       newFacts.push({
         tenant_id: h.tenant_id,

@@ -10,6 +10,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import type { Issues } from "@factline/schemas"
+import { tenantKey } from "@factline/schemas"
 import * as Sql from "../platform/Sql.js"
 import * as Cursor from "../tables/Cursor.js"
 import * as Secrets from "./Secrets.js"
@@ -335,7 +336,7 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Webhoo
            CROSS JOIN webhook_deliveries AS d ON d.tenant_id = json_extract(k.value, '$[0]') AND d.delivery_id = json_extract(k.value, '$[1]')`,
           JSON.stringify(keys.map((k) => [k.tenant_id, k.delivery_id]))
         ),
-        (rows) => new Map(rows.map((r) => [`${r.tenant_id}/${r.delivery_id}`, { status: r.status, attempts: r.attempts }] as const))
+        (rows) => new Map(rows.map((r) => [tenantKey(r.tenant_id, r.delivery_id), { status: r.status, attempts: r.attempts }] as const))
       )
     }),
     record: Effect.fn("WebhookStore.record")(function*(batch) {
@@ -366,7 +367,7 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Webhoo
       const disabling: Array<string> = []
       for (const e of batch.endpoints) {
         if (e.disable !== undefined) {
-          disabling.push(`${e.tenant_id}/${e.endpoint_id}`)
+          disabling.push(tenantKey(e.tenant_id, e.endpoint_id))
           statements.push(Sql.statement(
             `UPDATE webhook_endpoints SET enabled = 0, disabled_reason = ?, version = version + 1, updated_at = ?
              WHERE tenant_id = ? AND id = ? AND enabled = 1 RETURNING id`
@@ -387,7 +388,7 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Webhoo
         // cached view disagrees with the state just written (changed elsewhere); a batch of deliveries that
         // changes nothing — the steady state — keeps them, so the next batch reads no configs.
         const changed = (results[offset + i]?.rows.length ?? 0) > 0
-        if (e.disable !== undefined && changed) disabled.add(`${e.tenant_id}/${e.endpoint_id}`)
+        if (e.disable !== undefined && changed) disabled.add(tenantKey(e.tenant_id, e.endpoint_id))
         const cached = cache.get(e.tenant_id)?.configs.find((c) => c.id === e.endpoint_id)
         const current = e.disable === undefined && cached !== undefined && cached.enabled && (e.succeeded ? cached.failing_since === null : cached.failing_since !== null)
         if (changed || !current) cache.delete(e.tenant_id)
