@@ -31,22 +31,51 @@ const page = <S extends Schema.Top>(item: S) => open({ data: Schema.Array(item),
 const Json = Schema.Record(Schema.String, Schema.Unknown)
 const Nullable = Schema.NullOr(Schema.String)
 
+const Status = Schema.Literals(["ok", "warning", "critical"])
+const NullableNumber = Schema.NullOr(Schema.Number)
+/** A queue's grade and counters over the window (the description leaves them open: `queues` items take any field). */
+export const QueueHealthOfQueue = open({
+  queue: Schema.String, status: Status,
+  received: Schema.Number, acked: Schema.Number, retried: Schema.Number, dead_lettered: Schema.Number, retry_rate: Schema.Number, dlq_open: Schema.Number,
+  depth: NullableNumber, lag_p50_ms: NullableNumber, lag_p99_ms: NullableNumber, processing_p99_ms: NullableNumber,
+  checks: Schema.optional(Schema.Record(Schema.String, Schema.String)),
+  dlq_by_reason: Schema.optional(Schema.Record(Schema.String, Schema.Number)),
+  /** Per minute, oldest first. */
+  series: Schema.optional(Schema.Array(open({ minute: Schema.String, received: Schema.Number, lag_p99_ms: NullableNumber })))
+})
 export const QueueHealth = open({
-  window: Schema.String, since: Schema.String, status: Schema.String, thresholds: Json,
-  queues: Schema.Array(open({ queue: Schema.String, status: Schema.String })),
+  window: Schema.String, since: Schema.String, status: Status, thresholds: Json,
+  queues: Schema.Array(QueueHealthOfQueue),
   ledger: open({ relay_pending_shards: Schema.Number })
 })
 const deadLetter = {
   id: Schema.String, queue: Schema.String, status: Schema.String, reason: Schema.String, last_error: Schema.String, attempts: Schema.Number,
-  tenant_id: Nullable, message_type: Nullable, subject: Nullable, received_at: Schema.String
+  tenant_id: Nullable, message_type: Nullable, idempotency_key: Nullable, subject: Nullable,
+  first_attempted_at: Schema.String, last_attempted_at: Schema.String, received_at: Schema.String,
+  resolved_by: Nullable, resolved_at: Nullable, replay_operation_id: Nullable
 }
 export const DeadLetter = open(deadLetter)
+/** One record with its original message and its history: what a read of one, and every action on one, answers. */
+const deadLetterDetail = {
+  ...deadLetter,
+  original_message: Schema.Unknown,
+  history: Schema.Array(open({ at: Schema.String, action: Schema.String, by: Schema.String, note: Schema.optional(Schema.String), operation_id: Schema.optional(Schema.String) }))
+}
+export const DeadLetterDetail = open(deadLetterDetail)
 export const ReplayOperation = open({ operation_id: Schema.String, count: Schema.Number, waves: Schema.Number, wave_size: Schema.Number, wave_delay_seconds: Schema.Number })
-/** An import, export or reconcile job, or a rebuild (whose progress is in shards). */
-export const BatchJob = open({
+const job = {
   batch_id: Schema.String, operation: Schema.String, status: Schema.String, tenant_id: Schema.String, offset: Schema.Number,
-  total: Schema.NullOr(Schema.Number), succeeded: Schema.Number, failed: Schema.Number, error: Nullable, created_at: Schema.String
-})
+  total: Schema.NullOr(Schema.Number), succeeded: Schema.Number, failed: Schema.Number, error: Nullable,
+  created_at: Schema.String, started_at: Nullable, finished_at: Nullable,
+  /** What it was started with (`projection`, `manifest`…; the description leaves it open). A rebuild has none. */
+  params: Schema.optional(Json),
+  /** An import's first failing lines. */
+  errors: Schema.optional(Schema.Array(open({ line: Schema.Number, error: Schema.String })))
+}
+/** An import, export or reconcile job: what a cancel answers (a rebuild is not cancelled). */
+export const Job = open(job)
+/** An import, export or reconcile job, or a rebuild (whose progress is in shards, whose `projection` is its own field). */
+export const BatchJob = open({ ...job, projection: Schema.optional(Schema.String) })
 export const StreamPage = open({
   subject: Schema.String, version: Schema.Number, next_after: Schema.NullOr(Schema.Number),
   facts: Schema.Array(open({ fact_id: Schema.String, sequence: Schema.Number, type: Schema.String, data: Json }))
@@ -116,15 +145,15 @@ export const routes = {
   readProjection: route<"/v1/projections/:name", typeof ProjectionPage, string>("GET", "/v1/projections/:name", 200, ProjectionPage, { query: ["cursor", "limit"], openQuery: true }),
   queueHealth: route("GET", "/v1/queues/health", 200, QueueHealth, { query: ["window"] }),
   listDeadLetters: route("GET", "/v1/dlq", 200, page(DeadLetter), { query: ["queue", "status", "type", "reason", "cursor", "limit"] }),
-  getDeadLetter: route("GET", "/v1/dlq/:id", 200, DeadLetter),
-  replayDeadLetter: route("POST", "/v1/dlq/:id/replay", 202, DeadLetter),
+  getDeadLetter: route("GET", "/v1/dlq/:id", 200, DeadLetterDetail),
+  replayDeadLetter: route("POST", "/v1/dlq/:id/replay", 202, DeadLetterDetail),
   replayDeadLetters: route("POST", "/v1/dlq/replay", 202, ReplayOperation, { query: ["queue", "type", "reason"] }),
-  skipDeadLetter: route("POST", "/v1/dlq/:id/skip", 200, open({ ...deadLetter, reconciliation_fact_id: Schema.String }), { body: json<{ readonly reason: string }>() }),
-  escalateDeadLetter: route("POST", "/v1/dlq/:id/escalate", 200, DeadLetter, { body: json<{ readonly note?: string }>() }),
+  skipDeadLetter: route("POST", "/v1/dlq/:id/skip", 200, open({ ...deadLetterDetail, reconciliation_fact_id: Schema.String }), { body: json<{ readonly reason: string }>() }),
+  escalateDeadLetter: route("POST", "/v1/dlq/:id/escalate", 200, DeadLetterDetail, { body: json<{ readonly note?: string }>() }),
   startBatch: route("POST", "/v1/batches", 202, BatchJob, { body: json<StartBatch>() }),
   listBatches: route("GET", "/v1/batches", 200, page(BatchJob), { query: ["status", "cursor", "limit"] }),
   getBatch: route("GET", "/v1/batches/:id", 200, BatchJob),
-  cancelBatch: route("POST", "/v1/batches/:id/cancel", 200, BatchJob),
+  cancelBatch: route("POST", "/v1/batches/:id/cancel", 200, Job),
   upload: route("PUT", "/v1/batches/uploads/:name", 201, Uploaded, { body: ndjson }),
   batchOutput: route("GET", "/v1/batches/:id/output", 200, "stream")
 } as const

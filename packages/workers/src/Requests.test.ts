@@ -38,6 +38,8 @@ const unpromised = (client: JsonSchema, clientDefs: Record<string, JsonSchema>, 
     if (want.type !== "object") return []
     return Object.keys(want.properties ?? {}).flatMap((name) => {
       const field = p.properties?.[name]
+      // A field read as optional may be one branch's own (a rebuild's `projection`): promised when another branch documents it.
+      if (field === undefined && !want.required?.includes(name) && promised.some((other) => other.properties?.[name] !== undefined)) return []
       if (field === undefined) return p.additionalProperties === false || p.additionalProperties === undefined ? [`${at}.${name}: not documented`] : []
       if (want.required?.includes(name) && !p.required?.includes(name)) return [`${at}.${name}: documented as optional`]
       return unpromised(want.properties[name], clientDefs, field, `${at}.${name}`)
@@ -87,5 +89,18 @@ describe("the client's request layer is the API's description", () => {
     const op = operation("GET", "/v1/dlq")
     expect(unpromised(client.schema as JsonSchema, client.definitions as Record<string, JsonSchema>, op.responses["200"].content["application/json"].schema, "body"))
       .toEqual(["body.data[].colour: not documented", "body.data[].attempts: string, documented as number"])
+  })
+
+  it("a field only some branches of a union document is promised when read as optional, never as required, and is still typed", () => {
+    const op = operation("GET", "/v1/batches/:id")
+    const read = (fields: Schema.Struct.Fields) => {
+      const client = Schema.toJsonSchemaDocument(Schema.Struct(fields))
+      return unpromised(client.schema as JsonSchema, client.definitions as Record<string, JsonSchema>, op.responses["200"].content["application/json"].schema, "body")
+    }
+    // `projection` is a rebuild's, `errors` an import's (BatchJob | RebuildJob).
+    expect(read({ projection: Schema.optional(Schema.String), errors: Schema.optional(Schema.Array(Schema.Struct({ line: Schema.Number }))) })).toEqual([])
+    expect(read({ projection: Schema.String })).toEqual(["body.projection: not documented"])
+    expect(read({ errors: Schema.optional(Schema.Array(Schema.Struct({ line: Schema.String }))), colour: Schema.optional(Schema.String) }))
+      .toEqual(["body.errors[].line: string, documented as number", "body.colour: not documented", "body.colour: not documented"])
   })
 })

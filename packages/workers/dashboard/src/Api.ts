@@ -1,16 +1,17 @@
 /**
- * The dashboard's calls to the HTTP API — the only file of the page that knows paths, query parameters,
- * bodies and response shapes (the routes are described in `src/http/*.ts`; only the fields the page reads
- * are typed here). Every call sends the session's token as a bearer token, asks for JSON, is never cached,
- * and fails with an `ApiError` carrying the API's status, code and message.
+ * The dashboard's calls to the HTTP API, through `Requests` of @factline/client — the request layer the
+ * `factline` command shares, the one file that knows each route's path, query, body and answer (its schemas
+ * are checked against the API's description). This file only adds what the page needs around it: every call
+ * sends the session's token to this origin, is never cached nor retried (an error shows at once), and fails
+ * with an `ApiError` carrying the API's status, code and message.
  *
  * A response that arrives after the session changed (sign-out, another sign-in) never settles: nothing of
  * an earlier session reaches the page. A 401 ends the session (`onUnauthorized`) and is dropped the same way.
- *
- * Hand-written for now: `@factline/client` has no request layer derived from the route descriptions yet.
- * When it has one, this file is the one to switch to it (the rest of the page only calls these functions).
  */
+import { Requests, Unauthorized, Unavailable } from "@factline/client"
 import * as Session from "./Session.js"
+
+type Routes = typeof Requests.routes
 
 export class ApiError extends Error {
   constructor(readonly status: number, readonly code: string, message: string) {
@@ -31,84 +32,60 @@ export const onUnauthorized = (handler: (message: string) => void): void => {
 /** What a response of an earlier session becomes. */
 const never = <A>(): Promise<A> => new Promise<A>(() => {})
 
-const call = async <A>(method: "GET" | "POST", path: string, body?: unknown): Promise<A> => {
-  const generation = Session.currentGeneration()
-  const stale = () => generation !== Session.currentGeneration()
-  const headers: Record<string, string> = { authorization: `Bearer ${Session.token() ?? ""}`, accept: "application/json" }
-  if (body !== undefined) headers["content-type"] = "application/json"
-  let response: Response
-  try {
-    response = await fetch(path, { method, headers, cache: "no-store", ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
-  } catch (error) {
-    if (stale()) return never()
-    throw new ApiError(0, "network", `cannot reach the API (${error instanceof Error && error.message ? error.message : "network error"})`)
-  }
-  if (stale()) return never()
-  const text = await response.text()
-  if (stale()) return never()
-  let json: unknown = null
-  try {
-    json = text ? JSON.parse(text) : null
-  } catch {
-    json = null
-  }
-  if (!response.ok) {
-    const problem = (json as { error?: { code?: string; message?: string } } | null)?.error ?? {}
-    if (response.status === 401) {
-      unauthorized(`The API refused this token: ${problem.message ?? "unauthorized"}. Enter a valid token.`)
-      return never()
-    }
-    throw new ApiError(response.status, problem.code ?? `http_${response.status}`, problem.message ?? `${response.status} ${response.statusText}`)
-  }
-  return json as A
+const noStore: Requests.Config["fetch"] = (url, init) => fetch(url, { ...init, cache: "no-store" })
+let session: { readonly token: string; readonly api: Requests.Api } | undefined
+/** The request layer for the session's token (made again when it changes). */
+const api = (): Requests.Api => {
+  const token = Session.token() ?? ""
+  if (session?.token !== token) session = { token, api: Requests.make({ baseUrl: location.origin, token, fetch: noStore, retry: { maxAttempts: 1 } }) }
+  return session.api
 }
 
-const query = (params: Readonly<Record<string, string | null | undefined>>): string => {
-  const search = new URLSearchParams()
-  for (const [key, value] of Object.entries(params)) if (value) search.set(key, value)
-  const text = search.toString()
-  return text ? `?${text}` : ""
+/** The status and the API's `{ error: { code, message } }` of a refusal (every error Requests throws after an answer carries its status and body). */
+const refusalOf = (error: unknown): { readonly status: number; readonly code: string | undefined; readonly message: string | undefined } | undefined => {
+  if (!(error instanceof Error && "status" in error && typeof error.status === "number")) return undefined
+  const body = ("body" in error ? error.body : undefined) as { readonly error?: { readonly code?: unknown; readonly message?: unknown } | null } | null | undefined
+  const problem = body?.error ?? {}
+  return { status: error.status, code: typeof problem.code === "string" ? problem.code : undefined, message: typeof problem.message === "string" ? problem.message : undefined }
 }
-const segment = encodeURIComponent
+
+/** Runs a call in the current session: its answer, or its failure as an ApiError; never settles once the session changed. */
+const call = async <A>(request: (api: Requests.Api) => Promise<A>): Promise<A> => {
+  const generation = Session.currentGeneration()
+  let answer: A
+  try {
+    answer = await request(api())
+  } catch (error) {
+    if (generation !== Session.currentGeneration()) return never()
+    const refusal = refusalOf(error)
+    if (error instanceof Unauthorized) {
+      unauthorized(`The API refused this token: ${refusal?.message ?? "unauthorized"}. Enter a valid token.`)
+      return never()
+    }
+    // No answer (its one attempt failed: the network, or no answer in time).
+    if (error instanceof Unavailable && refusal === undefined) throw new ApiError(0, "network", `cannot reach the API (${error.last || "network error"})`)
+    if (refusal === undefined) throw new ApiError(0, "client", error instanceof Error ? error.message : String(error))
+    // Without the API's message (a body that is not its error, or a success this page cannot read): the client's.
+    throw new ApiError(refusal.status, refusal.code ?? `http_${refusal.status}`, refusal.message ?? (error as Error).message)
+  }
+  if (generation !== Session.currentGeneration()) return never()
+  return answer
+}
+
+/** A filter left empty is not sent. */
+const given = (value: string | null): string | undefined => value || undefined
 
 // ------------------------------------------------------------------ queue health (GET /v1/queues/health)
 
 export const healthWindows = ["15m", "1h", "6h", "24h"] as const
 export type HealthWindow = (typeof healthWindows)[number]
-export type Status = "ok" | "warning" | "critical"
 
-export interface MinutePoint {
-  readonly minute: string
-  readonly received: number
-  readonly lag_p99_ms: number | null
-}
-export interface QueueHealth {
-  readonly queue: string
-  readonly status: Status
-  readonly checks?: Readonly<Record<string, string>>
-  readonly received: number
-  readonly acked: number
-  readonly retried: number
-  readonly dead_lettered: number
-  readonly dlq_by_reason?: Readonly<Record<string, number>>
-  readonly retry_rate: number
-  readonly dlq_open: number
-  readonly depth: number | null
-  readonly lag_p50_ms: number | null
-  readonly lag_p99_ms: number | null
-  readonly processing_p99_ms: number | null
-  readonly series?: ReadonlyArray<MinutePoint>
-}
-export interface Health {
-  readonly window: HealthWindow
-  readonly since: string
-  readonly status: Status
-  readonly queues: ReadonlyArray<QueueHealth>
-  readonly ledger?: { readonly relay_pending_shards: number }
-}
+export type Health = Requests.Output<Routes["queueHealth"]>
+export type QueueHealth = Health["queues"][number]
+export type MinutePoint = NonNullable<QueueHealth["series"]>[number]
 
 /** Needs the `platform` scope (a 403 otherwise). */
-export const queueHealth = (window: HealthWindow) => call<Health>("GET", `/v1/queues/health${query({ window })}`)
+export const queueHealth = (window: HealthWindow) => call((api) => api.queueHealth({ query: { window } }))
 
 // ------------------------------------------------------------------ dead letters (/v1/dlq)
 
@@ -119,68 +96,23 @@ export interface DeadLetterFilters {
   readonly type: string
   readonly reason: string
 }
-export interface DeadLetter {
-  readonly id: string
-  readonly queue: string
-  readonly status: string
-  readonly reason: string
-  readonly last_error: string
-  readonly attempts: number
-  readonly tenant_id: string | null
-  readonly message_type: string | null
-  readonly idempotency_key: string | null
-  readonly subject: string | null
-  readonly first_attempted_at: string
-  readonly last_attempted_at: string
-  readonly received_at: string
-  readonly resolved_by: string | null
-  readonly resolved_at: string | null
-  readonly replay_operation_id: string | null
-}
-export interface DeadLetterDetail extends DeadLetter {
-  readonly original_message: unknown
-  readonly history: ReadonlyArray<{ readonly at: string; readonly action: string; readonly by: string; readonly note?: string; readonly operation_id?: string }>
-}
-export interface Page<A> {
-  readonly data: ReadonlyArray<A>
-  readonly next_cursor: string | null
-}
-export interface BulkReplay {
-  readonly operation_id: string
-  readonly count: number
-  readonly waves: number
-}
+export type DeadLetter = Requests.Output<Routes["listDeadLetters"]>["data"][number]
+export type DeadLetterDetail = Requests.Output<Routes["getDeadLetter"]>
 
 export const deadLetters = (filters: DeadLetterFilters, cursor: string | null) =>
-  call<Page<DeadLetter>>("GET", `/v1/dlq${query({ status: filters.status, queue: filters.queue, type: filters.type, reason: filters.reason, limit: "50", cursor })}`)
-export const deadLetter = (id: string) => call<DeadLetterDetail>("GET", `/v1/dlq/${segment(id)}`)
+  call((api) => api.listDeadLetters({ query: { status: given(filters.status), queue: given(filters.queue), type: given(filters.type), reason: given(filters.reason), limit: 50, cursor: given(cursor) } }))
+export const deadLetter = (id: string) => call((api) => api.getDeadLetter({ params: { id } }))
 /** Sends it back to its queue with the same idempotency key. */
-export const replay = (id: string) => call<DeadLetterDetail>("POST", `/v1/dlq/${segment(id)}/replay`)
+export const replay = (id: string) => call((api) => api.replayDeadLetter({ params: { id } }))
 /** Gives its work up; the API appends a reconciliation fact with the reason. */
-export const skip = (id: string, reason: string) => call<DeadLetterDetail & { readonly reconciliation_fact_id: string }>("POST", `/v1/dlq/${segment(id)}/skip`, { reason })
-export const escalate = (id: string, note: string) => call<DeadLetterDetail>("POST", `/v1/dlq/${segment(id)}/escalate`, note ? { note } : {})
+export const skip = (id: string, reason: string) => call((api) => api.skipDeadLetter({ params: { id }, body: { reason } }))
+export const escalate = (id: string, note: string) => call((api) => api.escalateDeadLetter({ params: { id }, body: note ? { note } : {} }))
 /** Every open dead letter matching the queue, type and reason filters (not the status), in waves. */
 export const replayMatching = (filters: DeadLetterFilters) =>
-  call<BulkReplay>("POST", `/v1/dlq/replay${query({ queue: filters.queue, type: filters.type, reason: filters.reason })}`)
+  call((api) => api.replayDeadLetters({ query: { queue: given(filters.queue), type: given(filters.type), reason: given(filters.reason) } }))
 
 // ------------------------------------------------------------------ batch jobs (GET /v1/batches)
 
-export interface BatchJob {
-  readonly batch_id: string
-  readonly operation: string
-  readonly status: string
-  readonly projection?: string
-  readonly params?: { readonly projection?: string; readonly manifest?: string } | null
-  /** Items (a rebuild's shards) done, of `total` (unknown until the end of a manifest). */
-  readonly offset: number
-  readonly total: number | null
-  readonly succeeded: number
-  readonly failed?: number
-  readonly error?: string | null
-  readonly errors?: ReadonlyArray<{ readonly line?: number; readonly error?: string }>
-  readonly created_at: string
-  readonly started_at: string | null
-  readonly finished_at: string | null
-}
+export type BatchJob = Requests.Output<Routes["listBatches"]>["data"][number]
 
-export const batches = (limit: number) => call<Page<BatchJob>>("GET", `/v1/batches${query({ limit: String(limit) })}`)
+export const batches = (limit: number) => call((api) => api.listBatches({ query: { limit } }))

@@ -4,8 +4,8 @@
  * on, the tab is visible and no dialog is open.
  *
  * The page holds no data and needs no token itself. The operator enters a token once; it lives in the tab's
- * `sessionStorage` (Session.ts) and every call sends it to this origin's API (Api.ts, the only file that knows
- * the requests). Every value from the API reaches the page through `textContent` or `setAttribute` (Dom.ts),
+ * `sessionStorage` (Session.ts) and every call sends it to this origin's API (Api.ts, the page's only caller,
+ * through @factline/client's `Requests`, which knows the routes). Every value from the API reaches the page through `textContent` or `setAttribute` (Dom.ts),
  * never as HTML. The page's headers (`public/_headers`) allow only its own script and stylesheet and requests
  * to its own origin, and forbid framing and caching.
  */

@@ -12,6 +12,26 @@ import type { Run } from "./Run.js"
 
 const windows: Record<string, number> = { "15m": 15, "1h": 60, "6h": 360, "24h": 1_440 }
 const Status = Schema.Literals(["ok", "warning", "critical"])
+const Latency = Schema.NullOr(Schema.Number).annotate({ description: "ms, a histogram bucket's upper bound; null without samples" })
+/** One queue over the window (Metrics.QueueHealth); open, so that a counter added later is no breaking change. */
+const QueueHealth = Schema.StructWithRest(Schema.Struct({
+  queue: Schema.String,
+  status: Status,
+  received: Schema.Int,
+  acked: Schema.Int,
+  retried: Schema.Int,
+  dead_lettered: Schema.Int,
+  retry_rate: Schema.Number.annotate({ description: "retried / received, 0 to 1" }),
+  dlq_open: Schema.Int.annotate({ description: "Open dead letters" }),
+  dlq_by_reason: Schema.Record(Schema.String, Schema.Int).annotate({ description: "Open dead letters by failure reason" }),
+  depth: Schema.NullOr(Schema.Number).annotate({ description: "Messages waiting; null where the binding cannot say" }),
+  lag_p50_ms: Latency,
+  lag_p99_ms: Latency,
+  processing_p99_ms: Latency,
+  batches: Schema.Int,
+  checks: Schema.Record(Schema.String, Status).annotate({ description: "Each graded check (dlq_open, depth, processing_p99_ms, retry_rate)" }),
+  series: Schema.Array(Schema.Struct({ minute: Schema.String, received: Schema.Int, lag_p99_ms: Latency })).annotate({ description: "Per minute, oldest first" })
+}), [Json])
 
 export const health = HttpApiEndpoint.get("queueHealth", "/v1/queues/health", {
   query: { window: oneOf(["15m", "1h", "6h", "24h"], "default 1h") },
@@ -20,7 +40,7 @@ export const health = HttpApiEndpoint.get("queueHealth", "/v1/queues/health", {
     since: Schema.String,
     status: Status,
     thresholds: Json,
-    queues: Schema.Array(Schema.StructWithRest(Schema.Struct({ queue: Schema.String, status: Status }), [Json])).annotate({
+    queues: Schema.Array(QueueHealth).annotate({
       description: "Per queue: received, acked, retried, dead-lettered, retry rate, open dead letters by reason, depth, lag p50/p99, processing p99, a per-minute series"
     }),
     ledger: Schema.Struct({ relay_pending_shards: Schema.Int })
