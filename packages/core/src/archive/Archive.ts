@@ -25,8 +25,7 @@
  * object; or coordinate two overlapping runs (the cron's runs are short and
  * bounded; see docs/archive.md).
  */
-import { Effect } from "effect"
-import { Settings } from "../composition/Settings.js"
+import { Context, Effect, Layer } from "effect"
 import * as Failure from "../failures/Failure.js"
 import { type Bucket, PayloadBucket } from "../platform/Bindings.js"
 import * as Sql from "../platform/Sql.js"
@@ -39,6 +38,11 @@ export const rowsPerPart = 5_000
 export const rowsPerRun = 5_000
 /** Tenants looked at per run, those with the oldest facts first. */
 export const tenantsPerRun = 100
+
+/** How many whole days the D1 `facts` copy keeps (`FACTLINE_FACTS_WINDOW_DAYS`, read by the composition). */
+export class FactsWindow extends Context.Service<FactsWindow, { readonly days: number }>()("@factline/core/FactsWindow") {
+  static readonly layer = (days: number) => Layer.succeed(FactsWindow, { days })
+}
 
 const dayMs = 24 * 3600 * 1000
 const service = "the facts archive"
@@ -172,9 +176,9 @@ export const archiveChunk = Effect.fn("Archive.archiveChunk")(function*(tenantId
  * at most `limit` rows; returns how many rows left D1.
  */
 export const run = Effect.fn("Archive.run")(function*(limit: number = rowsPerRun) {
-  const settings = yield* Settings
+  const window = yield* FactsWindow
   const sql = yield* Sql.PlatformDatabase
-  const before = yield* cutoff(settings.factsWindowDays)
+  const before = yield* cutoff(window.days)
   let moved = 0
   const tenants = yield* sql.all<{ tenant_id: string }>(tenantsBefore(before, tenantsPerRun))
   for (const { tenant_id } of tenants) {
