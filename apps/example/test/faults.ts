@@ -144,3 +144,34 @@ export const env = <E extends Record<string, unknown>>(source: E, schedule: Sche
   }
   return { env: out as E, injected }
 }
+
+/** A D1 database whose statements matching `refuse` (their SQL) throw before reaching it; every other call goes through. */
+export const refusingStatements = (db: D1Database, refuse: (sql: string) => boolean): D1Database =>
+  new Proxy(db, {
+    get(target, prop) {
+      if (prop === CountingBindings.unwrap) return (target as any)[CountingBindings.unwrap] ?? target
+      if (prop === "prepare") {
+        return (sql: string) => {
+          const statement = target.prepare(sql)
+          if (!refuse(sql)) return statement
+          const refused = () => Promise.reject(new Error(`injected fault: D1 refused ${sql.slice(0, 40)}`))
+          const wrap = (s: D1PreparedStatement): D1PreparedStatement =>
+            new Proxy(s, { get: (t, p) => (p === "bind" ? (...args: Array<unknown>) => wrap(t.bind(...args)) : p === "run" || p === "all" || p === "first" || p === "raw" ? refused : passThrough(t, p)) })
+          return wrap(statement)
+        }
+      }
+      return passThrough(target, prop)
+    }
+  })
+
+/** An R2 bucket whose puts of keys matching `refuse` throw before reaching it; reads and other puts go through. */
+export const refusingPuts = (bucket: R2Bucket, refuse: (key: string) => boolean): R2Bucket =>
+  new Proxy(bucket, {
+    get(target, prop) {
+      if (prop === "put") {
+        return (key: string, ...rest: Array<unknown>) =>
+          refuse(key) ? Promise.reject(new Error(`injected fault: R2 put of ${key} refused`)) : (target.put as any)(key, ...rest)
+      }
+      return passThrough(target, prop)
+    }
+  })

@@ -2,10 +2,14 @@
  * `export`: a tenant's facts, or a projection's rows, as NDJSON (or CSV for a
  * projection) to R2, one page per chunk.
  *
- * Each chunk reads one page with the analysts' own queries (ProjectionQuery:
- * tenant-scoped, keyset-paginated, integers never rounded), so an export holds
- * the same rows `GET /v1/facts` and `GET /v1/projections/:name` return, and
- * writes it as one part object (`<tenant>/batches/<id>/output/part-000000`…);
+ * A facts export reads the ledger, not the D1 copy (which keeps only a recent
+ * window; older days are archived, see `Archive`): each chunk is one page of
+ * one of the tenant's shards, in (stream, sequence) order, shard after shard —
+ * the same facts with the same fields as `GET /v1/facts` (`subject`, `data`),
+ * complete whatever has been archived. A projection export reads one page with
+ * the analysts' own query (ProjectionQuery: tenant-scoped, keyset-paginated,
+ * integers never rounded), the rows `GET /v1/projections/:name` returns. Each
+ * chunk writes its page as one part object (`<tenant>/batches/<id>/output/part-000000`…);
  * the download streams the parts in order. The page's cursor travels in the
  * next chunk's message. A redelivered chunk writes the same part again (same
  * key, same rows) and records its progress only once (BatchJobs.recordChunk).
@@ -23,6 +27,9 @@ import * as BatchFiles from "./BatchFiles.js"
 import * as BatchJobs from "./BatchJobs.js"
 import * as Failure from "../failures/Failure.js"
 import * as Time from "../platform/Time.js"
+import { Ledger } from "../ledger/Ledger.js"
+import * as LedgerTopology from "../ledger/LedgerTopology.js"
+import type { Fact } from "@factline/schemas"
 
 /** Rows per chunk: the analysts' API's largest page. */
 export const rowsPerChunk = ProjectionQuery.maxLimit
@@ -56,6 +63,53 @@ export const render = (rows: ReadonlyArray<Record<string, unknown>>, format: For
   return `${[...(header ? [columns.join(",")] : []), ...lines].join("\n")}\n`
 }
 
+/** Where a facts export is in the ledger: a shard of the tenant and the last (stream, sequence) exported from it. */
+interface LedgerPosition {
+  readonly shard: string
+  readonly after?: { readonly stream: string; readonly sequence: number }
+}
+
+/** A fact as `GET /v1/facts` shows it. */
+const factRow = (fact: Fact): Record<string, unknown> => ({
+  fact_id: fact.fact_id,
+  subject: fact.stream,
+  sequence: fact.sequence,
+  type: fact.type,
+  causation_id: fact.causation_id,
+  correlation_id: fact.correlation_id,
+  caused_by: fact.caused_by,
+  created_at: fact.created_at,
+  traceparent: fact.traceparent ?? null,
+  data: fact.data
+})
+
+const parsePosition = (cursor: string): LedgerPosition | undefined => {
+  try {
+    const value: unknown = JSON.parse(cursor)
+    return typeof value === "object" && value !== null && typeof (value as LedgerPosition).shard === "string" ? (value as LedgerPosition) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** One page of the tenant's facts from the ledger, and the position after it (undefined after the last shard). */
+const ledgerPage = Effect.fn("Export.ledgerPage")(function*(tenantId: string, cursor: string | undefined) {
+  const ledger = yield* Ledger
+  const position = cursor === undefined ? undefined : parsePosition(cursor)
+  if (cursor !== undefined && position === undefined) {
+    return yield* new Failure.PermanentError({ message: "the export's position is not a ledger position (the job started before exports read the ledger); start the export again" })
+  }
+  const shard = position?.shard ?? (yield* LedgerTopology.shardsAfter("", 1, tenantId))[0]
+  if (shard === undefined) return { rows: [], next: undefined }
+  const facts = yield* ledger.readShardPage(shard, position?.after, rowsPerChunk)
+  const last = facts.at(-1)
+  if (facts.length === rowsPerChunk && last !== undefined) {
+    return { rows: facts.map(factRow), next: JSON.stringify({ shard, after: { stream: last.stream, sequence: last.sequence } } satisfies LedgerPosition) }
+  }
+  const [following] = yield* LedgerTopology.shardsAfter(shard, 1, tenantId)
+  return { rows: facts.map(factRow), next: following === undefined ? undefined : JSON.stringify({ shard: following } satisfies LedgerPosition) }
+})
+
 /** Runs one chunk; returns the next chunk's message payload, or undefined when the export is done (or stopped). */
 export const step = Effect.fn("Export.step")(function*(payload: BatchPayload) {
   const files = yield* BatchFiles.BatchFiles
@@ -69,28 +123,31 @@ export const step = Effect.fn("Export.step")(function*(payload: BatchPayload) {
   if (job.status === "queued") yield* BatchJobs.markRunning(job.id, now)
   const params = JSON.parse(job.params) as Params
   const cursor = typeof payload.items?.[0] === "string" ? (payload.items[0] as string) : undefined
-  const query = { limit: String(rowsPerChunk), ...(cursor === undefined ? {} : { cursor }) }
   const projection = params.projection === undefined ? undefined : registry.projection(params.projection)
   if (params.projection !== undefined && projection === undefined) {
     return yield* new Failure.PermanentError({ message: `projection "${params.projection}" is no longer registered` })
   }
-  const page = projection === undefined ? ProjectionQuery.facts(job.tenant_id, query) : ProjectionQuery.rows(projection, job.tenant_id, query)
-  if (Result.isFailure(page)) return yield* new Failure.PermanentError({ message: `the export query was refused: ${JSON.stringify(page.failure)}` })
-  const fetched = yield* store.query<Record<string, unknown>>(page.success.sql)
-  const booleans = projection === undefined ? [] : Projection.booleanColumns(projection)
-  const rows = fetched.slice(0, page.success.limit).map((row): Record<string, unknown> => {
-    if (projection === undefined) {
-      const { body, ...fact } = row
-      return { ...fact, data: JSON.parse(String(body)) }
-    }
-    const out: Record<string, unknown> = { ...row }
-    for (const b of booleans) if (out[b] !== null && out[b] !== undefined) out[b] = out[b] === 1
-    return out
-  })
+  let rows: ReadonlyArray<Record<string, unknown>>
+  let nextCursor: string | null | undefined
+  if (projection === undefined) {
+    const page = yield* ledgerPage(job.tenant_id, cursor)
+    rows = page.rows
+    nextCursor = page.next
+  } else {
+    const page = ProjectionQuery.rows(projection, job.tenant_id, { limit: String(rowsPerChunk), ...(cursor === undefined ? {} : { cursor }) })
+    if (Result.isFailure(page)) return yield* new Failure.PermanentError({ message: `the export query was refused: ${JSON.stringify(page.failure)}` })
+    const fetched = yield* store.query<Record<string, unknown>>(page.success.sql)
+    const booleans = Projection.booleanColumns(projection)
+    rows = fetched.slice(0, page.success.limit).map((row): Record<string, unknown> => {
+      const out: Record<string, unknown> = { ...row }
+      for (const b of booleans) if (out[b] !== null && out[b] !== undefined) out[b] = out[b] === 1
+      return out
+    })
+    nextCursor = page.success.nextCursor(fetched)
+  }
   const text = render(rows, params.format, chunk === 0)
   yield* files.put(partKey(job.tenant_id, job.id, chunk), text)
-  const nextCursor = page.success.nextCursor(fetched)
-  const next: BatchPayload | undefined = nextCursor === null ? undefined : { ...payload, offset: chunk + 1, items: [nextCursor] }
+  const next: BatchPayload | undefined = nextCursor === null || nextCursor === undefined ? undefined : { ...payload, offset: chunk + 1, items: [nextCursor] }
   if (job.chunks_done > chunk) return next
   const status = yield* BatchJobs.recordChunk(job, {
     chunk,

@@ -26,6 +26,7 @@ import { type Catalog, WebhookStore } from "../webhooks/WebhookStore.js"
 import { WebhookTransport } from "../webhooks/WebhookTransport.js"
 import * as Bindings from "../platform/Bindings.js"
 import { Settings } from "./Settings.js"
+import { FactsWindow } from "../archive/Archive.js"
 
 /** Every service the platform's programs use: the registry, the settings, the bindings and the stores over them. */
 export type Services =
@@ -45,6 +46,7 @@ export type Services =
   | WebhookTransport
   | DeadLetterStore
   | BatchFiles
+  | FactsWindow
 
 export interface Options {
   /** `source` of events accepted without one (`http` in the Worker). */
@@ -81,7 +83,8 @@ export const services = (registry: Registry.Shape, options: Options) =>
       }, webhookCatalog(registry)),
       WebhookTransport.layer,
       DeadLetterStore.layer,
-      BatchFiles.layer(bucket)
+      BatchFiles.layer(bucket),
+      FactsWindow.layer(settings.factsWindowDays)
     )
   }))
 

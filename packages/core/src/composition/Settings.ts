@@ -34,6 +34,8 @@ export interface Shape {
   readonly webhookConfigTtlMs: number
   /** `FACTLINE_LOG_ATTEMPTS`: `all` (default), `failures` or `none`. */
   readonly logAttempts: LogAttempts
+  /** `FACTLINE_FACTS_WINDOW_DAYS`: whole days of facts the D1 `facts` copy keeps; older days are archived to R2 (default 30). */
+  readonly factsWindowDays: number
 }
 
 const optional = (name: string) => Config.option(Config.String(name)).pipe(Config.map(Option.getOrUndefined))
@@ -62,7 +64,8 @@ export const config: Config.Config<Shape> = Config.all({
   localDevelopment: optional("FACTLINE_LOCAL_DEVELOPMENT").pipe(Config.map((raw) => raw === "true")),
   webhookDisableAfterMs: lenientNumber("FACTLINE_WEBHOOK_DISABLE_AFTER_HOURS", 120).pipe(Config.map((hours) => hours * 3600 * 1000)),
   webhookConfigTtlMs: lenientNumber("FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS", 10).pipe(Config.map((seconds) => seconds * 1000)),
-  logAttempts: optional("FACTLINE_LOG_ATTEMPTS").pipe(Config.map((raw): LogAttempts => raw === "failures" || raw === "none" ? raw : "all"))
+  logAttempts: optional("FACTLINE_LOG_ATTEMPTS").pipe(Config.map((raw): LogAttempts => raw === "failures" || raw === "none" ? raw : "all")),
+  factsWindowDays: lenientNumber("FACTLINE_FACTS_WINDOW_DAYS", 30).pipe(Config.map(Math.floor))
 })
 
 export class Settings extends Context.Service<Settings, Shape>()("@factline/core/Settings") {

@@ -16,7 +16,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import type { Fact } from "@factline/schemas"
-import type { AppendGroup, AppendResult, Handover, LedgerShardRpc, ReadOptions, StreamKey, StreamState } from "./LedgerProtocol.js"
+import type { AppendGroup, AppendResult, Handover, LedgerShardRpc, ReadOptions, ShardCursor, StreamKey, StreamState } from "./LedgerProtocol.js"
 import { LedgerNamespace, type LedgerShardNamespace } from "./LedgerNamespace.js"
 import * as Sql from "../platform/Sql.js"
 import * as LedgerTopology from "./LedgerTopology.js"
@@ -52,6 +52,8 @@ export class Ledger extends Context.Service<Ledger, {
   readonly handover: (items: ReadonlyArray<StreamHandover>) => Effect.Effect<ReadonlySet<string>, Failure.Unavailable>
   /** Every fact of one shard (by shard key), all pages, in (stream, sequence) order. */
   readonly readShard: (shardKey: string) => Effect.Effect<ReadonlyArray<Fact>, Failure.Unavailable>
+  /** One page of a shard's facts after a (stream, sequence) position, in that order: at most `limit` (≤ `shardPageSize`). */
+  readonly readShardPage: (shardKey: string, after: ShardCursor | undefined, limit: number) => Effect.Effect<ReadonlyArray<Fact>, Failure.Unavailable>
   /** Asks one shard (by shard key) to re-arm its relay if rows are waiting; how many rows wait. */
   readonly relayNow: (shardKey: string) => Effect.Effect<number, Failure.Unavailable>
 }>()("@factline/core/Ledger") {
@@ -203,6 +205,9 @@ export const make = (namespace: LedgerShardNamespace, topology: LedgerTopology.L
         },
         catch: unavailable
       })
+    }),
+    readShardPage: Effect.fn("Ledger.readShardPage")(function*(key, after, limit) {
+      return yield* Effect.tryPromise({ try: () => stub(key).readShard(after, Math.min(limit, shardPageSize)), catch: unavailable })
     })
   }
 }

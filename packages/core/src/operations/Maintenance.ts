@@ -3,7 +3,8 @@
  * the Worker's cron trigger runs, in this order — re-arm shards whose relay
  * has been pending too long (a lost alarm), forget old inbox rows and
  * accepted idempotency keys, drop resolved dead letters and old metrics
- * minutes, fail batch jobs whose chunk message was lost. Each job is bounded
+ * minutes, fail batch jobs whose chunk message was lost, move the `facts`
+ * copy's days past its window to the R2 archive (`Archive`). Each job is bounded
  * per run (a backlog is worked off over the next runs) and reads the time
  * from `Clock`.
  *
@@ -11,6 +12,7 @@
  * owns no table: each job asks the module owning its table.
  */
 import { Clock, Effect } from "effect"
+import * as Archive from "../archive/Archive.js"
 import * as BatchJobs from "../batch/BatchJobs.js"
 import * as Inbox from "../consuming/Inbox.js"
 import { Ledger } from "../ledger/Ledger.js"
@@ -72,11 +74,22 @@ export const failStaleBatchJobs = Effect.fn("Maintenance.failStaleBatchJobs")(fu
   )
 })
 
-/** One scheduled run: every job in order, as the cron trigger has always run them. */
+/**
+ * Moves at most `Archive.rowsPerRun` facts of days past the window from the D1 copy to the R2 archive; returns
+ * how many. A refusing bucket or database is logged and retried by the next run (nothing left D1 unarchived).
+ */
+export const archiveFacts = Effect.fn("Maintenance.archiveFacts")(function*() {
+  return yield* Archive.run().pipe(
+    Effect.catch((error) => Effect.as(Effect.logError(`facts could not be archived, the next run retries: ${error.message}`), 0))
+  )
+})
+
+/** One scheduled run: every job in order, as the cron trigger has always run them; the archive last. */
 export const run = Effect.fn("Maintenance.run")(function*() {
   yield* sweepStaleRelays()
   yield* pruneInbox()
   yield* pruneAcceptedKeys()
   yield* pruneOperations()
   yield* failStaleBatchJobs()
+  yield* archiveFacts()
 })

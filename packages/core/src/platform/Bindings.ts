@@ -21,11 +21,11 @@ export class QueueBindings extends Context.Service<QueueBindings, {
 
 /**
  * The part of an R2 bucket the payload store and the batch files use: an `R2Bucket` is one, and so is the
- * test kit's in-memory bucket. Objects are put from a string or a stream, read whole or by byte range, and
- * listed by prefix.
+ * test kit's in-memory bucket. Objects are put from a string, bytes (the facts archive's Parquet) or a stream,
+ * read whole or by byte range, and listed by prefix.
  */
 export interface Bucket {
-  put(key: string, value: string | ReadableStream<Uint8Array>, options?: { readonly httpMetadata?: { readonly contentType?: string } }): Promise<{ readonly size: number } | null>
+  put(key: string, value: string | Uint8Array | ReadableStream<Uint8Array>, options?: { readonly httpMetadata?: { readonly contentType?: string } }): Promise<{ readonly size: number } | null>
   get(key: string, options?: { readonly range?: { readonly offset: number; readonly length: number } }): Promise<BucketObject | null>
   head(key: string): Promise<{ readonly size: number } | null>
   list(options: { readonly prefix: string; readonly cursor?: string }): Promise<{ readonly objects: ReadonlyArray<{ readonly key: string }>; readonly truncated: boolean; readonly cursor?: string }>

@@ -232,9 +232,8 @@ export const memoryQueue = <Body = unknown>(): MemoryQueue<Body> => new MemoryQu
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
-/** An object's stored text as a `BucketObject`: the whole of it, or a byte range. */
-const bucketObject = (text: string, range?: { readonly offset: number; readonly length: number }): BucketObject => {
-  const whole = encoder.encode(text)
+/** An object's stored bytes as a `BucketObject`: the whole of it, or a byte range. */
+const bucketObject = (whole: Uint8Array, range?: { readonly offset: number; readonly length: number }): BucketObject => {
   const bytes = range === undefined ? whole : whole.slice(range.offset, range.offset + range.length)
   return {
     get body() {
@@ -245,21 +244,22 @@ const bucketObject = (text: string, range?: { readonly offset: number; readonly 
   }
 }
 
-/** The part of an `R2Bucket` the payload store and the batch files use (`Bindings.Bucket`), in memory; objects are text. */
+/** The part of an `R2Bucket` the payload store, the batch files and the facts archive use (`Bindings.Bucket`), in memory. */
 export class MemoryBucket implements Bucket {
-  readonly objects = new Map<string, string>()
-  async put(key: string, value: string | ReadableStream<Uint8Array>) {
-    const text = typeof value === "string" ? value : await new Response(value).text()
-    this.objects.set(key, text)
-    return { key, size: encoder.encode(text).byteLength }
+  /** Every object's bytes by key. */
+  readonly objects = new Map<string, Uint8Array>()
+  async put(key: string, value: string | Uint8Array | ReadableStream<Uint8Array>) {
+    const bytes = typeof value === "string" ? encoder.encode(value) : value instanceof Uint8Array ? value.slice() : new Uint8Array(await new Response(value).arrayBuffer())
+    this.objects.set(key, bytes)
+    return { key, size: bytes.byteLength }
   }
   async get(key: string, options?: { readonly range?: { readonly offset: number; readonly length: number } }) {
-    const text = this.objects.get(key)
-    return text === undefined ? null : bucketObject(text, options?.range)
+    const bytes = this.objects.get(key)
+    return bytes === undefined ? null : bucketObject(bytes, options?.range)
   }
   async head(key: string) {
-    const text = this.objects.get(key)
-    return text === undefined ? null : { key, size: encoder.encode(text).byteLength }
+    const bytes = this.objects.get(key)
+    return bytes === undefined ? null : { key, size: bytes.byteLength }
   }
   /** Every key under the prefix, in one page. */
   async list(options: { readonly prefix: string }) {
