@@ -16,6 +16,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, 
 import { dirname, join, relative } from "node:path"
 import { fileURLToPath } from "node:url"
 import { gzipSync } from "node:zlib"
+import { DatabaseSync } from "node:sqlite"
 import * as LocalStack from "../apps/example/scripts/LocalStack.mjs"
 import * as Receiver from "./CountingReceiver.mjs"
 
@@ -368,13 +369,29 @@ const scale = []
 // run (nothing else writes D1 meanwhile), divided by its events. Everything that run left in D1 counts:
 // accepted keys, the facts copy, projections, applied sets/checkpoints, metrics, indexes.
 let d1Bytes = null
+const benchTables = /^(bench_|naive_|hand_|processed_events|sqlite_autoindex_(bench_|naive_|hand_|processed_events))/
+/** Bytes per table and index of the local D1 file (`dbstat`), the bench's own tables left out. */
+const dbSize = () => {
+  const dir = join(state, "v3", "d1", "miniflare-D1DatabaseObject")
+  const file = readdirSync(dir).find((f) => f.endsWith(".sqlite") && f !== "metadata.sqlite")
+  const db = new DatabaseSync(join(dir, file), { readOnly: true })
+  try {
+    const rows = db.prepare("SELECT name, SUM(pgsize) AS bytes FROM dbstat GROUP BY name").all()
+    return Object.fromEntries(rows.filter((r) => !benchTables.test(r.name)).map((r) => [r.name, r.bytes]))
+  } finally {
+    db.close()
+  }
+}
 for (const multiple of (process.env.BENCH_SCALE ?? "1,2,4").split(",").map(Number)) {
   log(`factline end to end over HTTP: ${multiple * N} events…`)
-  const before = scale.length === 0 ? await call("/bench/dbsize") : null
+  const before = scale.length === 0 ? dbSize() : null
   scale.push({ multiple, ...(await endToEnd(multiple * N)) })
   if (before) {
-    const after = await call("/bench/dbsize")
-    d1Bytes = { events: multiple * N, before: before.bytes, after: after.bytes, page_size: after.page_size, per_event: round((after.bytes - before.bytes) / (multiple * N), 0) }
+    const after = dbSize()
+    const events = multiple * N
+    const by_table = Object.fromEntries(Object.keys(after).map((t) => [t, round((after[t] - (before[t] ?? 0)) / events, 0)]).filter(([, b]) => b !== 0).sort((x, y) => y[1] - x[1]))
+    const total = Object.keys(after).reduce((n, t) => n + after[t] - (before[t] ?? 0), 0)
+    d1Bytes = { events, per_event: round(total / events, 0), by_table }
   }
 }
 const webhooks = await webhooksStage()

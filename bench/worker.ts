@@ -433,12 +433,6 @@ export default {
           hand_spent_cents: hand?.spent ?? 0, hand_charges: hand?.charges ?? 0
         })
       }
-      case "/bench/dbsize": {
-        // The D1 file's size: its pages in use (page_count − freelist_count) × page_size.
-        const pragma = async (name: string) => Object.values((await env.DB.prepare(`PRAGMA ${name}`).first<Record<string, number>>()) ?? {})[0] ?? 0
-        const [pages, free, pageSize] = [await pragma("page_count"), await pragma("freelist_count"), await pragma("page_size")]
-        return json({ bytes: (pages - free) * pageSize, pages, free, page_size: pageSize })
-      }
       case "/bench/roundtrips": {
         const endpoint = url.searchParams.get("webhook_endpoint")
         const version = Number(url.searchParams.get("webhook_version") ?? "1")
