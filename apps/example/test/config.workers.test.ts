@@ -26,7 +26,7 @@ describe("wrangler.jsonc matches the retry policies", () => {
 })
 
 describe("the D1 tables written on every event", () => {
-  it.each(["facts", "projection_applied", "accepted_keys"])("%s is stored WITHOUT ROWID (one row written per insert)", async (table) => {
+  it.each(["facts", "projection_applied", "accepted_keys", "calls"])("%s is stored WITHOUT ROWID (one row written per insert)", async (table) => {
     const row = await env.DB.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?").bind(table).first<{ sql: string }>()
     expect(row?.sql).toMatch(/WITHOUT ROWID\s*$/)
   })

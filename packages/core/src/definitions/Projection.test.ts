@@ -78,10 +78,11 @@ const charges = (n: number) => Array.from({ length: n }, (_, i) => fact("charge"
 const rowsOf = (statement: Projection.Sql) => JSON.parse(statement.params[0] as string) as Array<Array<unknown>>
 
 describe("Projection.batchStatements", () => {
-  it("a rows projection writes one statement per fact type, however many facts", () => {
+  it("a rows projection writes one statement per combination of fact types a row gets, however many facts", () => {
+    // Every call gets a charge; half of them a qualification too: two shapes of row, two statements.
     const mixed = (n: number) => [
       ...charges(n),
-      ...Array.from({ length: n }, (_, i) => fact("qualification", { call_id: `call_${i}`, qualified: i % 2 === 0 }, 2))
+      ...Array.from({ length: n / 2 }, (_, i) => fact("qualification", { call_id: `call_${i}`, qualified: i % 2 === 0 }, 2))
     ]
     expect(Projection.batchStatements(calls, mixed(10))).toHaveLength(2)
     expect(Projection.batchStatements(calls, mixed(250))).toHaveLength(2)
@@ -104,7 +105,20 @@ describe("Projection.batchStatements", () => {
       on: [Projection.on(Outcome, (d): Projection.Row => (d.buyer_id === undefined ? { call_id: "c" } : { call_id: "c", buyer_id: d.buyer_id }))]
     })
     const statements = Projection.batchStatements(p, [fact("outcome", {}), fact("outcome", { buyer_id: "b" }), fact("outcome", { buyer_id: "b2" })])
-    expect(statements.map(rowsOf)).toEqual([[["t", "c", 1]], [["t", "b", "c", 1], ["t", "b2", "c", 1]]])
+    // Three facts of one type for one row: not merged, each its own upsert (in arrival order).
+    expect(statements.map(rowsOf)).toEqual([[["t", "c", 1]], [["t", "c", "b", 1], ["t", "c", "b2", 1]]])
+  })
+
+  it("a row's facts of different types in one batch are one upsert, each column guarded by its own type's sequence", () => {
+    const statements = Projection.batchStatements(calls, [
+      fact("charge", { call_id: "c", buyer_id: "b", amount_cents: 10 }, 3),
+      fact("qualification", { call_id: "c", qualified: true }, 2)
+    ])
+    expect(statements).toHaveLength(1)
+    // [tenant, key, charge's columns, charge_seq, qualification's columns, qualification_seq]: types in name order.
+    expect(rowsOf(statements[0]!)).toEqual([["t", "c", 10, 3, 1, 2]])
+    expect(statements[0]!.sql).toContain(`"qualified" = CASE WHEN excluded."qualification_seq" > COALESCE("calls"."qualification_seq", 0) THEN excluded."qualified" ELSE "calls"."qualified" END`)
+    expect(statements[0]!.sql).toContain(`"charged_cents" = CASE WHEN excluded."charge_seq" > COALESCE("calls"."charge_seq", 0) THEN excluded."charged_cents" ELSE "calls"."charged_cents" END`)
   })
 
   it("booleans bind as 0/1", () => {

@@ -7,6 +7,9 @@
  *   keeps its own last applied stream sequence in a `<type>_seq` column, and
  *   a fact only overwrites what a later fact of its type has not already set.
  *   Applying a fact twice, or a stream's facts in any order, gives the same row.
+ *   A row's facts of different types in one batch are folded into ONE upsert
+ *   (each column still guarded by its own type's sequence): D1 bills one row
+ *   written per row per batch, not one per fact.
  * - **additive** — the mapping returns increments (sums, counts). Applied
  *   fact ids are recorded in `projection_applied` in the same D1 transaction
  *   and an increment only happens if its fact id was not applied yet.
@@ -279,28 +282,77 @@ const groupBy = (groups: Map<string, Group & { readonly type: string }>, type: s
   group.rows.push(row)
 }
 
+/** One fact's row change for a rows projection: its type, the non-key columns it sets and their values. */
+interface RowChange {
+  readonly type: string
+  readonly sequence: number
+  readonly columns: ReadonlyArray<string>
+  readonly values: ReadonlyArray<Value>
+}
+
+/**
+ * The changes of one row (tenant and key) in one batch, to write as ONE upsert: one row written per key
+ * per batch instead of one per fact. Only when every fact type appears once and the types set disjoint
+ * columns — then each column is guarded by its own type's sequence exactly as if the facts were applied
+ * one by one, in any order. Otherwise (two facts of a type, or two types setting one column) each fact
+ * keeps its own upsert, in arrival order, as before.
+ */
+const mergeable = (changes: ReadonlyArray<RowChange>): boolean => {
+  const types = new Set<string>()
+  const columns = new Set<string>()
+  for (const change of changes) {
+    if (types.has(change.type)) return false
+    types.add(change.type)
+    for (const c of change.columns) {
+      if (columns.has(c)) return false
+      columns.add(c)
+    }
+  }
+  return true
+}
+
 const rowsStatements = (p: RowsProjection, facts: ReadonlyArray<Fact>, target: Target): Array<Sql> => {
-  const groups = new Map<string, Group & { readonly type: string }>()
+  const key = ["tenant_id", ...p.key]
+  const byKey = new Map<string, { readonly key: ReadonlyArray<Value>; readonly changes: Array<RowChange> }>()
   for (const fact of facts) {
     const row = p.byType.get(fact.type)?.(fact)
     if (!row) continue
-    const columns = Object.keys(row).sort()
-    unknownColumns(p, fact, columns)
+    const all = Object.keys(row).sort()
+    unknownColumns(p, fact, all)
     missingKey(p, fact, row)
     unsafeNumbers(p, fact, row, "value")
-    groupBy(groups, fact.type, columns, [fact.tenant_id, ...columns.map((c) => bindable(row[c]!)), fact.sequence])
+    const keyValues = [fact.tenant_id, ...p.key.map((k) => bindable(row[k]!))]
+    const columns = all.filter((c) => !key.includes(c))
+    const signature = JSON.stringify(keyValues)
+    const entry = byKey.get(signature) ?? { key: keyValues, changes: [] }
+    byKey.set(signature, entry)
+    entry.changes.push({ type: fact.type, sequence: fact.sequence, columns, values: columns.map((c) => bindable(row[c]!)) })
+  }
+  // Rows grouped by statement shape: the fact types (with their columns) a row carries.
+  const groups = new Map<string, { readonly changes: ReadonlyArray<Omit<RowChange, "values" | "sequence">>; readonly rows: Array<ReadonlyArray<Value>> }>()
+  const add = (changes: ReadonlyArray<RowChange>, keyValues: ReadonlyArray<Value>) => {
+    const ordered = [...changes].sort((a, b) => (a.type < b.type ? -1 : a.type > b.type ? 1 : 0))
+    const shape = JSON.stringify(ordered.map((c) => [c.type, c.columns]))
+    const group = groups.get(shape) ?? { changes: ordered.map(({ type, columns }) => ({ type, columns })), rows: [] }
+    groups.set(shape, group)
+    group.rows.push([...keyValues, ...ordered.flatMap((c) => [...c.values, c.sequence])])
+  }
+  for (const { key: keyValues, changes } of byKey.values()) {
+    if (mergeable(changes)) add(changes, keyValues)
+    else for (const change of changes) add([change], keyValues)
   }
   const table = q(target.table)
-  const key = ["tenant_id", ...p.key]
-  return [...groups.values()].flatMap(({ type, columns, rows }) => {
-    const seq = `${type}_seq`
-    const names = ["tenant_id", ...columns, seq]
-    // Same guard as applying the facts one by one: SQLite upserts the selected rows in turn.
-    const guard = `excluded.${q(seq)} > COALESCE(${table}.${q(seq)}, 0)`
-    const updates = columns
-      .filter((c) => !key.includes(c))
-      .map((c) => `${q(c)} = CASE WHEN ${guard} THEN excluded.${q(c)} ELSE ${table}.${q(c)} END`)
-    updates.push(`${q(seq)} = MAX(COALESCE(${table}.${q(seq)}, 0), excluded.${q(seq)})`)
+  return [...groups.values()].flatMap(({ changes, rows }) => {
+    const names = [...key, ...changes.flatMap((c) => [...c.columns, `${c.type}_seq`])]
+    const updates = changes.flatMap(({ type, columns }) => {
+      const seq = q(`${type}_seq`)
+      // Same guard as applying the facts one by one: SQLite upserts the selected rows in turn.
+      const guard = `excluded.${seq} > COALESCE(${table}.${seq}, 0)`
+      return [
+        ...columns.map((c) => `${q(c)} = CASE WHEN ${guard} THEN excluded.${q(c)} ELSE ${table}.${q(c)} END`),
+        `${seq} = MAX(COALESCE(${table}.${seq}, 0), excluded.${seq})`
+      ]
+    })
     // `WHERE true` keeps SQLite from reading ON CONFLICT as a join constraint.
     const sql = `INSERT INTO ${table} (${names.map(q).join(", ")})
             SELECT ${positions(0, names.length).join(", ")} FROM json_each(?) WHERE true
@@ -349,8 +401,8 @@ const additiveStatements = (p: AdditiveProjection, facts: ReadonlyArray<Fact>, t
 
 /**
  * The statements that apply a batch of facts to one projection, to run in
- * ONE transaction: one per fact type and set of columns for a rows
- * projection, one per set of increment columns plus one for the applied set
+ * ONE transaction: one per combination of fact types (and their columns) a
+ * row gets in the batch for a rows projection, one per set of increment columns plus one for the applied set
  * for an additive one — their number does not grow with the batch (up to
  * `factsPerStatement` facts). Applying a batch twice, or its facts in any
  * order or in several batches, gives the same rows; a fact twice in one
