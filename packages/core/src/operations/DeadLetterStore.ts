@@ -86,7 +86,8 @@ const where = (scope: Scope, filters: Filters) => {
   const clauses: Array<string> = []
   const params: Array<unknown> = []
   if (scope.tenantId !== null) clauses.push("tenant_id = ?"), params.push(scope.tenantId)
-  if (filters.queue !== undefined) clauses.push("queue = ?"), params.push(filters.queue)
+  // A purpose's filter covers its group queues (`factline-events` finds what died on `factline-events-3`).
+  if (filters.queue !== undefined) clauses.push("(queue = ? OR queue GLOB ?)"), params.push(filters.queue, `${filters.queue}-[0-9]*`)
   if (filters.status !== undefined) clauses.push("status = ?"), params.push(filters.status)
   if (filters.type !== undefined) clauses.push("message_type = ?"), params.push(filters.type)
   if (filters.reason !== undefined) clauses.push("reason = ?"), params.push(filters.reason)
