@@ -12,7 +12,8 @@
  * unsuffixed binding (`EVENTS_QUEUE`); group g > 0 is bound as `EVENTS_QUEUE_g`.
  *
  * The logical name (`factline-events`) stays the identity everywhere else:
- * registry destinations, shard outboxes, metrics and the dead-letter filters.
+ * registry destinations, shard outboxes, metrics, dead-letter records (a replay
+ * routes a record to its tenant's group afresh) and log lines.
  * One dead-letter queue per purpose is kept: dead letters are rare, and their
  * consumer only stores them. It does not send anything, and it does not move a
  * tenant: changing G re-hashes tenants (in-flight messages still drain from the
