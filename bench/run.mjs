@@ -9,6 +9,9 @@
 //                                     fan-out run's fact messages of 100 charges fill a batch of 10 and
 //                                     do not wait out the 5 s batch timeout)
 //   BENCH_ONLY=webhooks npm run bench (only the webhooks runs and their round trips → bench/results-webhooks.json)
+//   BENCH_ONLY=noisy npm run bench    (only the noisy-neighbour run → bench/results-noisy.json: tenant A floods
+//                                     10,000 events (BENCH_NOISY_N), then tenant B posts one; B's latency to
+//                                     its projection row, against its idle latency measured first)
 //   BENCH_RESULTS=file.json           (write the results to bench/file.json instead)
 import { execFileSync } from "node:child_process"
 import { cpus, loadavg } from "node:os"
@@ -25,7 +28,8 @@ const out = join(root, "bench", "out")
 const N = Number(process.env.BENCH_N ?? "10000")
 const webhooksN = Number(process.env.BENCH_WEBHOOKS_N ?? "1000")
 const only = process.env.BENCH_ONLY ?? ""
-if (only !== "" && only !== "webhooks") throw new Error(`BENCH_ONLY must be "webhooks" (or unset), not ${JSON.stringify(only)}`)
+if (only !== "" && only !== "webhooks" && only !== "noisy") throw new Error(`BENCH_ONLY must be "webhooks" or "noisy" (or unset), not ${JSON.stringify(only)}`)
+const noisyN = Number(process.env.BENCH_NOISY_N ?? "10000")
 const port = Number(process.env.BENCH_PORT ?? "8799")
 const base = `http://127.0.0.1:${port}`
 const wrangler = LocalStack.wrangler
@@ -43,7 +47,8 @@ const exampleDir = join(root, "apps", "example")
 const example = JSON.parse(readFileSync(join(exampleDir, "wrangler.jsonc"), "utf8").replace(/^\s*\/\/.*$/gm, ""))
 rmSync(out, { recursive: true, force: true })
 mkdirSync(out, { recursive: true })
-const eventsPolicy = example.queues.consumers.find((c) => c.queue === "factline-events")
+// factline-events runs as one queue per tenant group (factline-events-0…); each has the purpose's settings.
+const eventsPolicy = example.queues.consumers.find((c) => c.queue === "factline-events-0")
 // Every compared consumer runs with factline-events' settings (batch size and timeout), except the
 // seed-003 reference run, which keeps the seed's own 10 / 5 s.
 const same = { max_batch_size: eventsPolicy.max_batch_size, max_batch_timeout: eventsPolicy.max_batch_timeout, max_retries: 3 }
@@ -86,7 +91,8 @@ const config = {
   }
 }
 const settingsOf = (queue) => {
-  const c = config.queues.consumers.find((q) => q.queue === queue)
+  // A grouped queue (factline-events) reads as its group 0's settings: every group has the same.
+  const c = config.queues.consumers.find((q) => q.queue === queue) ?? config.queues.consumers.find((q) => q.queue === `${queue}-0`)
   return `${c.max_batch_size} / ${c.max_batch_timeout} s`
 }
 writeFileSync(join(out, "wrangler.jsonc"), JSON.stringify(config, null, 2))
@@ -104,7 +110,7 @@ const bundle = () => {
   const gzip = files.reduce((n, f) => n + gzipSync(readFileSync(join(bundleDir, f))).length, 0)
   return { files, raw, gzip }
 }
-const { files: bundleFiles, raw: bundleRaw, gzip: bundleGzip } = only === "webhooks" ? {} : bundle()
+const { files: bundleFiles, raw: bundleRaw, gzip: bundleGzip } = only !== "" ? {} : bundle()
 
 // ---- start the local stack ------------------------------------------------------------------------
 log("applying migrations and starting wrangler dev…")
@@ -208,8 +214,8 @@ const stage = async (queue, n, processed, done) => {
 }
 
 // ---- the runs -------------------------------------------------------------------------------------
-log(only === "webhooks" ? "round trips per webhooks batch…" : `round trips per 100 events and per webhooks batch…`)
-const roundTripRows = await call(`/bench/roundtrips?run=${runId("rt")}&webhook_endpoint=${endpoint.id}&webhook_version=${endpoint.version}${only ? `&only=${only}` : ""}`, { method: "POST" })
+if (only !== "noisy") log(only === "webhooks" ? "round trips per webhooks batch…" : `round trips per 100 events and per webhooks batch…`)
+const roundTripRows = only === "noisy" ? [] : await call(`/bench/roundtrips?run=${runId("rt")}&webhook_endpoint=${endpoint.id}&webhook_version=${endpoint.version}${only ? `&only=${only}` : ""}`, { method: "POST" })
 const roundTrips = roundTripRows.filter((r) => !r.stage.startsWith("webhooks"))
 const webhookRoundTrips = roundTripRows.filter((r) => r.stage.startsWith("webhooks"))
 
@@ -302,6 +308,7 @@ const webhooksStage = async () => {
     median_full_batch_ms: { "factline-webhooks": medianBatchMs("factline-webhooks", logOffset), "bench-hooks-bare": medianBatchMs("bench-hooks-bare", logOffset) },
     round_trips_per_batch: webhookRoundTrips,
     targets: {
+    noisy_neighbour_within_bound: noisyNeighbourRun.met,
       d1_round_trips_per_delivery_batch_constant: two.d1RoundTrips === ten.d1RoundTrips && one.d1RoundTrips === ten.d1RoundTrips,
       // Delivery states, the recording transaction, the batch's metrics rollup; a cold isolate reads the configs too.
       d1_round_trips_per_delivery_batch_at_most_3: [two, ten, one].every((r) => r.d1RoundTrips <= 3),
@@ -335,6 +342,89 @@ const printWebhooks = (hooks) => {
 const printRoundTrips = (rows) => {
   console.log(line(["stage", "messages", "D1 trips", "D1 stmts", "D1 rows r/w", "DO RPCs", "shards", "sends", "messages", "64KB"], w2))
   for (const r of rows) console.log(roundTripLine(r.deliveries ? { ...r, stage: `${r.stage} (${r.deliveries})` } : r))
+}
+
+/**
+ * Noisy neighbour: one call.completed event of tenant B (its projection row in `calls`) timed from its POST
+ * to the row, first on the idle platform (median of 3), then right after tenant A has posted `n` events
+ * (20 POSTs of 500, as fast as the edge takes them). The bound is issue 19's: max(3 × idle, idle + 5 s).
+ * A's tenant group and B's are printed: with hashed groups, two tenants share a group 1 in G times.
+ */
+const noisyNeighbour = async (n) => {
+  const tokenB = webhooksToken
+  const oneEvent = (run, i) => {
+    const call_id = `${run}_c${i}`
+    return {
+      schema_version: 2, message_type: "call.completed", idempotency_key: `call.completed:${call_id}`, subject: call_id, source: "bench",
+      payload: { call_id, buyer_id: `${run}_b${i % 50}`, duration_s: (i * 37) % 180, price_cents: 100 + ((i * 53) % 900), currency: "USD" }
+    }
+  }
+  const rowsOf = async (run, tenant) => (await call(`/bench/progress?run=${run}&only=calls&tenant=${tenant}`)).calls
+  /** B posts one event; seconds until its row is in `calls`. */
+  const bOnce = async (label) => {
+    const run = runId(`nb${label}`)
+    const started = performance.now()
+    await call("/v1/events", { method: "POST", token: tokenB, body: JSON.stringify({ events: [oneEvent(run, 0)] }) })
+    for (;;) {
+      if ((await rowsOf(run, "tenant-b")) >= 1) return (performance.now() - started) / 1000
+      if (performance.now() - started > 300_000) throw new Error(`tenant-b's row did not appear (${label})`)
+      await sleep(50)
+    }
+  }
+  await quiet(3_000)
+  const idleRuns = []
+  for (let i = 0; i < 3; i++) idleRuns.push(await bOnce(`idle${i}`))
+  const idle = [...idleRuns].sort((a, b) => a - b)[1]
+  const bound = Math.max(3 * idle, idle + 5)
+  await quiet(3_000)
+  const runA = runId("na")
+  const floodStarted = performance.now()
+  for (let from = 0; from < n; from += 500) {
+    const events = []
+    for (let i = from; i < Math.min(n, from + 500); i++) events.push(oneEvent(runA, i))
+    await call("/v1/events", { method: "POST", body: JSON.stringify({ events }) })
+  }
+  const floodPosted = performance.now()
+  const aAtB = await rowsOf(runA, "tenant-a")
+  const underFlood = await bOnce("flood")
+  const aWhenBDone = await rowsOf(runA, "tenant-a")
+  // A's flood drains before the next run (and shows how long A itself took).
+  const aDone = await (async () => {
+    for (;;) {
+      if ((await rowsOf(runA, "tenant-a")) >= n) return (performance.now() - floodStarted) / 1000
+      if (performance.now() - floodStarted > timeoutFor(n) * 2) return null
+      await sleep(500)
+    }
+  })()
+  const groups = Number(config.vars?.FACTLINE_QUEUE_GROUPS ?? 4)
+  const groupOf = (t) => { let h = 0x811c9dc5; for (let i = 0; i < t.length; i++) { h ^= t.charCodeAt(i); h = Math.imul(h, 0x01000193) } return (h >>> 0) % groups }
+  return {
+    n, queue_groups: groups, tenant_a: { tenant: "tenant-a", group: groupOf("tenant-a") }, tenant_b: { tenant: "tenant-b", group: groupOf("tenant-b") },
+    idle_seconds: round(idle), idle_runs_seconds: idleRuns.map((x) => round(x)),
+    flood_post_seconds: round((floodPosted - floodStarted) / 1000),
+    under_flood_seconds: round(underFlood),
+    bound_seconds: round(bound),
+    met: underFlood <= bound,
+    tenant_a_rows_when_b_posted: aAtB, tenant_a_rows_when_b_projected: aWhenBDone,
+    tenant_a_all_projected_seconds: aDone === null ? null : round(aDone)
+  }
+}
+const printNoisy = (r) => {
+  console.log(`\nnoisy neighbour (tenant A posts ${r.n} events, then tenant B posts one; ${r.queue_groups} queue groups, A in group ${r.tenant_a.group}, B in group ${r.tenant_b.group}):`)
+  console.log(`  B idle: ${r.idle_seconds} s (runs ${r.idle_runs_seconds.join(", ")}); B under A's flood: ${r.under_flood_seconds} s; bound max(3 × idle, idle + 5 s) = ${r.bound_seconds} s → ${r.met ? "met" : "NOT met"}`)
+  console.log(`  A's flood posted in ${r.flood_post_seconds} s; A's rows projected when B posted / when B's row appeared: ${r.tenant_a_rows_when_b_posted} / ${r.tenant_a_rows_when_b_projected}; all of A's in ${r.tenant_a_all_projected_seconds} s`)
+}
+
+if (only === "noisy") {
+  const noisy = await noisyNeighbour(noisyN)
+  stop()
+  const resultsFile = process.env.BENCH_RESULTS ?? "results-noisy.json"
+  const result = { date: new Date().toISOString(), machine: { cores: cpus().length, cpu: cpus()[0]?.model, node: process.version, load_average: loadavg().map((x) => round(x)) }, noisy_neighbour: noisy }
+  writeFileSync(join(root, "bench", resultsFile), JSON.stringify(result, null, 2) + "\n")
+  console.log(`\nfactline benchmark, noisy neighbour only — ${result.date} — ${result.machine.cores} cores (${result.machine.cpu})`)
+  printNoisy(noisy)
+  console.log(`\nwritten: bench/${resultsFile}`)
+  process.exit(0)
 }
 
 if (only === "webhooks") {
@@ -395,6 +485,8 @@ for (const multiple of (process.env.BENCH_SCALE ?? "1,2,4").split(",").map(Numbe
   }
 }
 const webhooks = await webhooksStage()
+log(`noisy neighbour: tenant A posts ${noisyN} events, then tenant B one…`)
+const noisyNeighbourRun = await noisyNeighbour(noisyN)
 stop()
 
 // ---- figures ------------------------------------------------------------------------------------
@@ -493,6 +585,7 @@ const results = {
   bundle: { files: bundleFiles, raw_bytes: bundleRaw, gzip_bytes: bundleGzip, raw_kib: round(bundleRaw / 1024, 1), gzip_kib: round(bundleGzip / 1024, 1) },
   scale: scale.map((s) => ({ ...s, seconds_per_1000_events: round((s.seconds / s.events) * 1000) })),
   webhooks,
+  noisy_neighbour: noisyNeighbourRun,
   targets: {
     end_to_end_at_least_25_percent_of_bare: e2e.events_per_second >= 0.25 * bare.messages_per_second,
     events_stage_at_least_5x_naive: factlineStage.messages_per_second >= 5 * naive.messages_per_second,
@@ -528,6 +621,7 @@ console.log(line([`naive consumer (seed 003), same settings`, settingsOf("bench-
 console.log(line([`naive consumer (seed 003), the seed's settings`, settingsOf("bench-naive-seed"), naiveSeed.seconds, naiveSeed.messages_per_second], w))
 console.log(`\nratios: ${JSON.stringify(results.ratios)}`)
 printWebhooks(webhooks)
+printNoisy(noisyNeighbourRun)
 console.log(`\ncounted per batch — the pipeline's per 100 events, the webhooks consumer's per batch (deliveries in parentheses):`)
 printRoundTrips(roundTripRows)
 console.log(`\ncost model at 10 M events/month: ${JSON.stringify(results.cost_model.per_event)} per event → $${results.cost_model.monthly_total_usd}/month ${JSON.stringify(results.cost_model.monthly_usd)}`)

@@ -414,7 +414,9 @@ export default {
       }
       case "/bench/progress": {
         if (url.searchParams.get("only") === "calls") {
-          return json({ calls: await count(env, "SELECT COUNT(*) AS n FROM calls WHERE tenant_id = 'tenant-a' AND call_id >= ? AND call_id < ?", `${run}_c`, `${run}_d`) })
+          // `tenant`: the noisy-neighbour run reads tenant-b's row too (default tenant-a, the other runs' tenant).
+          const tenant = url.searchParams.get("tenant") ?? "tenant-a"
+          return json({ calls: await count(env, "SELECT COUNT(*) AS n FROM calls WHERE tenant_id = ? AND call_id >= ? AND call_id < ?", tenant, `${run}_c`, `${run}_d`) })
         }
         const [bareRows, naiveRows, sunk, budgets, hand, callRows, handOutcomes] = await Promise.all([
           count(env, "SELECT COUNT(*) AS n FROM bench_bare WHERE id LIKE ?", `call.completed:${run}_%`),

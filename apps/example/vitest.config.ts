@@ -55,6 +55,10 @@ export default defineConfig({
           FACTLINE_RETRY_DELAY_SCALE: "0",
           // One log line per processing attempt would print thousands of lines per run: only retries and dead letters.
           FACTLINE_LOG_ATTEMPTS: "failures",
+          // One tenant group: every tenant's events on factline-events-0 (bound as EVENTS_QUEUE), so the tests that
+          // swap a queue binding (PROJECTIONS_QUEUE: down) reach every tenant; the grouped routing is specified in
+          // core's QueueGroups.test.ts and measured by the bench's noisy-neighbour run with the default 4 groups.
+          FACTLINE_QUEUE_GROUPS: "1",
           // What test/Drain.ts needs to count messages in flight: which binding sends to which queue, and
           // how the broker retries and dead-letters on each.
           TEST_QUEUE_PRODUCERS: Object.fromEntries(queues.producers.map((p) => [p.binding, p.queue])),

@@ -7,5 +7,27 @@ import { testModule } from "./TestModule.js"
 export { LedgerShard } from "@factline/workers"
 
 export const platform = makePlatform([...modules, testModule])
+
+/**
+ * Settings a test lays over the Worker's env for every HTTP request and queue batch the Worker handles until it
+ * clears them (the queue-groups test runs the app with FACTLINE_QUEUE_GROUPS=4, the groups wrangler.jsonc declares,
+ * where vitest.config.ts binds 1). The test runner and the Worker share this module. One env object per setting,
+ * so the platform keeps one runtime for it. A LedgerShard keeps the Worker's own env.
+ */
+let overrides: { readonly vars: Readonly<Record<string, string>>; readonly envs: WeakMap<object, object> } | undefined
+export const overrideSettings = (vars: Readonly<Record<string, string>> | undefined) => {
+  overrides = vars === undefined ? undefined : { vars, envs: new WeakMap() }
+}
+const withOverrides = <E extends object>(env: E): E => {
+  if (overrides === undefined) return env
+  let overridden = overrides.envs.get(env)
+  if (overridden === undefined) overrides.envs.set(env, overridden = { ...env, ...overrides.vars })
+  return overridden as E
+}
+
 // The runtime's entry: its queue handler also settles the messages `drain()` counts (tests call `platform.queue` directly).
-export default { ...platform, queue: Drain.consumer(platform.queue) }
+export default {
+  ...platform,
+  fetch: (request, env, ctx) => platform.fetch(request, withOverrides(env), ctx),
+  queue: Drain.consumer((batch, env, ctx) => platform.queue(batch, withOverrides(env), ctx))
+} satisfies Pick<typeof platform, "fetch" | "queue" | "scheduled">

@@ -7,12 +7,32 @@
 
 /** One entry per platform queue: its producer binding, its dead-letter queue and the consumer settings. */
 export const queues = [
-  { queue: "factline-events", binding: "EVENTS_QUEUE", deadLetterQueue: "factline-events-dlq", deadLetterBinding: "EVENTS_DLQ", maxRetries: 5, maxBatchSize: 100, maxBatchTimeoutSeconds: 1 },
-  { queue: "factline-projections", binding: "PROJECTIONS_QUEUE", deadLetterQueue: "factline-projections-dlq", deadLetterBinding: "PROJECTIONS_DLQ", maxRetries: 10, maxBatchSize: 100, maxBatchTimeoutSeconds: 1 },
-  { queue: "factline-fact-processing", binding: "FACT_PROCESSING_QUEUE", deadLetterQueue: "factline-fact-processing-dlq", deadLetterBinding: "FACT_PROCESSING_DLQ", maxRetries: 5, maxBatchSize: 100, maxBatchTimeoutSeconds: 1 },
+  { queue: "factline-events", grouped: true, binding: "EVENTS_QUEUE", deadLetterQueue: "factline-events-dlq", deadLetterBinding: "EVENTS_DLQ", maxRetries: 5, maxBatchSize: 100, maxBatchTimeoutSeconds: 1 },
+  { queue: "factline-projections", grouped: true, binding: "PROJECTIONS_QUEUE", deadLetterQueue: "factline-projections-dlq", deadLetterBinding: "PROJECTIONS_DLQ", maxRetries: 10, maxBatchSize: 100, maxBatchTimeoutSeconds: 1 },
+  { queue: "factline-fact-processing", grouped: true, binding: "FACT_PROCESSING_QUEUE", deadLetterQueue: "factline-fact-processing-dlq", deadLetterBinding: "FACT_PROCESSING_DLQ", maxRetries: 5, maxBatchSize: 100, maxBatchTimeoutSeconds: 1 },
   { queue: "factline-webhooks", binding: "WEBHOOKS_QUEUE", deadLetterQueue: "factline-webhooks-dlq", deadLetterBinding: "WEBHOOKS_DLQ", maxRetries: 5, maxBatchSize: 10, maxBatchTimeoutSeconds: 5 },
   { queue: "factline-batch", binding: "BATCH_QUEUE", deadLetterQueue: "factline-batch-dlq", deadLetterBinding: "BATCH_DLQ", maxRetries: 3, maxBatchSize: 10, maxBatchTimeoutSeconds: 10 }
 ]
+
+/**
+ * Tenant groups of the grouped queues (`FACTLINE_QUEUE_GROUPS` in an environment's vars; default 4): each
+ * grouped queue runs as `<queue>-<g>` for g in 0…G−1, bound as `<BINDING>` (g = 0) and `<BINDING>_<g>`, each
+ * with its own consumer, all sharing the purpose's one DLQ (see core's QueueGroups).
+ */
+export const defaultQueueGroups = 4
+
+/** The groups an effective config asks for: its `vars.FACTLINE_QUEUE_GROUPS`, or the default. */
+export const queueGroupsOf = (effective) => {
+  const raw = effective?.vars?.FACTLINE_QUEUE_GROUPS
+  const n = raw === undefined || raw === "" ? defaultQueueGroups : Number(raw)
+  return Number.isInteger(n) && n >= 1 && n <= 32 ? n : defaultQueueGroups
+}
+
+/** The physical queues of one entry of `queues`: one per group for a grouped queue, else the queue itself. */
+export const physicalQueues = (q, groups = defaultQueueGroups) =>
+  q.grouped
+    ? Array.from({ length: groups }, (_, g) => ({ queue: `${q.queue}-${g}`, binding: g === 0 ? q.binding : `${q.binding}_${g}` }))
+    : [{ queue: q.queue, binding: q.binding }]
 
 /** Each DLQ is consumed too: its messages are stored in D1 `dead_messages` for the operators. */
 export const deadLetterConsumer = { maxBatchSize: 100, maxBatchTimeoutSeconds: 5, maxRetries: 10 }

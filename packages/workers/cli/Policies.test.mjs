@@ -8,7 +8,7 @@ import * as WranglerConfig from "./WranglerConfig.mjs"
 describe("the CLI's queue table", () => {
   it("is RetryPolicy.all, queue by queue", () => {
     expect(Policies.queues).toEqual(RetryPolicy.all.map((p) => ({
-      queue: p.queue, binding: p.binding, deadLetterQueue: p.deadLetterQueue, deadLetterBinding: p.deadLetterBinding,
+      queue: p.queue, ...(p.grouped ? { grouped: true } : {}), binding: p.binding, deadLetterQueue: p.deadLetterQueue, deadLetterBinding: p.deadLetterBinding,
       maxRetries: p.maxRetries, maxBatchSize: p.maxBatchSize, maxBatchTimeoutSeconds: p.maxBatchTimeoutSeconds
     })))
   })
@@ -21,7 +21,7 @@ describe("the CLI's queue table", () => {
     broken.queues.producers = broken.queues.producers.filter((p) => p.queue !== "factline-webhooks-dlq")
     broken.vars = { FACTLINE_LOCAL_DEVELOPMENT: "true" }
     expect(WranglerConfig.check(broken, { deployed: true })).toEqual([
-      'queues.consumers[factline-events].max_retries is 3, the policy says 5',
+      'queues.consumers[factline-events-0].max_retries is 3, the policy says 5',
       'queues.producers: missing { queue: "factline-webhooks-dlq", binding: "WEBHOOKS_DLQ" }',
       "vars.FACTLINE_LOCAL_DEVELOPMENT is set: local development only, never in a deployed environment"
     ])

@@ -58,15 +58,18 @@ export const check = (effective, { deployed = false } = {}) => {
   const producers = effective.queues?.producers ?? []
   const consumers = effective.queues?.consumers ?? []
   const hasProducer = (queue, binding) => producers.some((p) => p.queue === queue && p.binding === binding)
+  const groups = Policies.queueGroupsOf(effective)
   for (const q of Policies.queues) {
-    if (!hasProducer(q.queue, q.binding)) problems.push(`queues.producers: missing { queue: "${q.queue}", binding: "${q.binding}" }`)
-    if (!hasProducer(q.deadLetterQueue, q.deadLetterBinding)) problems.push(`queues.producers: missing { queue: "${q.deadLetterQueue}", binding: "${q.deadLetterBinding}" }`)
-    const consumer = consumers.find((c) => c.queue === q.queue)
-    const expected = { max_batch_size: q.maxBatchSize, max_batch_timeout: q.maxBatchTimeoutSeconds, max_retries: q.maxRetries, dead_letter_queue: q.deadLetterQueue }
-    if (!consumer) problems.push(`queues.consumers: missing the consumer of ${q.queue}`)
-    else for (const [key, value] of Object.entries(expected)) {
-      if (consumer[key] !== value) problems.push(`queues.consumers[${q.queue}].${key} is ${JSON.stringify(consumer[key])}, the policy says ${JSON.stringify(value)}`)
+    for (const { queue, binding } of Policies.physicalQueues(q, groups)) {
+      if (!hasProducer(queue, binding)) problems.push(`queues.producers: missing { queue: "${queue}", binding: "${binding}" }`)
+      const consumer = consumers.find((c) => c.queue === queue)
+      const expected = { max_batch_size: q.maxBatchSize, max_batch_timeout: q.maxBatchTimeoutSeconds, max_retries: q.maxRetries, dead_letter_queue: q.deadLetterQueue }
+      if (!consumer) problems.push(`queues.consumers: missing the consumer of ${queue}`)
+      else for (const [key, value] of Object.entries(expected)) {
+        if (consumer[key] !== value) problems.push(`queues.consumers[${queue}].${key} is ${JSON.stringify(consumer[key])}, the policy says ${JSON.stringify(value)}`)
+      }
     }
+    if (!hasProducer(q.deadLetterQueue, q.deadLetterBinding)) problems.push(`queues.producers: missing { queue: "${q.deadLetterQueue}", binding: "${q.deadLetterBinding}" }`)
     if (!consumers.some((c) => c.queue === q.deadLetterQueue)) problems.push(`queues.consumers: missing the consumer of ${q.deadLetterQueue} (dead letters are stored from it)`)
   }
   const db = (effective.d1_databases ?? []).find((d) => d.binding === Policies.bindings.database)
@@ -116,14 +119,14 @@ export const resources = (effective) => {
 export const unprovisionedDatabaseId = "00000000-0000-4000-8000-000000000000"
 
 /** The platform's bindings for one environment (generated from Policies, never written by hand). */
-export const platformBindings = ({ databaseName, databaseId = unprovisionedDatabaseId, bucketName, migrationsDir = "migrations" }) => ({
+export const platformBindings = ({ databaseName, databaseId = unprovisionedDatabaseId, bucketName, migrationsDir = "migrations", queueGroups = Policies.defaultQueueGroups }) => ({
   durable_objects: { bindings: [{ name: Policies.bindings.ledger.binding, class_name: Policies.bindings.ledger.className }] },
   d1_databases: [{ binding: Policies.bindings.database, database_name: databaseName, database_id: databaseId, migrations_dir: migrationsDir }],
   r2_buckets: [{ binding: Policies.bindings.payloads, bucket_name: bucketName }],
   queues: {
-    producers: Policies.queues.flatMap((q) => [{ queue: q.queue, binding: q.binding }, { queue: q.deadLetterQueue, binding: q.deadLetterBinding }]),
+    producers: Policies.queues.flatMap((q) => [...Policies.physicalQueues(q, queueGroups), { queue: q.deadLetterQueue, binding: q.deadLetterBinding }]),
     consumers: [
-      ...Policies.queues.map((q) => ({ queue: q.queue, max_batch_size: q.maxBatchSize, max_batch_timeout: q.maxBatchTimeoutSeconds, max_retries: q.maxRetries, dead_letter_queue: q.deadLetterQueue })),
+      ...Policies.queues.flatMap((q) => Policies.physicalQueues(q, queueGroups).map(({ queue }) => ({ queue, max_batch_size: q.maxBatchSize, max_batch_timeout: q.maxBatchTimeoutSeconds, max_retries: q.maxRetries, dead_letter_queue: q.deadLetterQueue }))),
       ...Policies.queues.map((q) => ({ queue: q.deadLetterQueue, max_batch_size: Policies.deadLetterConsumer.maxBatchSize, max_batch_timeout: Policies.deadLetterConsumer.maxBatchTimeoutSeconds, max_retries: Policies.deadLetterConsumer.maxRetries }))
     ]
   }

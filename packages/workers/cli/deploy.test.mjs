@@ -61,7 +61,8 @@ describe("factline deploy", () => {
   it("--dry-run on the example prints every queue, DLQ, D1, R2 and passes wrangler deploy --dry-run", async () => {
     const result = await run(["--config", join(root, "apps/example/wrangler.jsonc"), "--env", "production", "--dry-run"], { WRANGLER_BUILD_CONDITIONS: "@factline/source,workerd,worker,browser" })
     expect(result.code, result.err + result.out).toBe(0)
-    for (const q of Policies.queues) for (const name of [q.queue, q.deadLetterQueue]) expect(result.out).toContain(`- ${name}\n`)
+    // Every tenant group's queue (factline-events-0…3) and one DLQ per purpose.
+    for (const q of Policies.queues) for (const name of [...Policies.physicalQueues(q).map((p) => p.queue), q.deadLetterQueue]) expect(result.out).toContain(`- ${name}\n`)
     expect(result.out).toContain("D1 database factline-production (binding DB): create if missing")
     expect(result.out).toContain("R2 bucket factline-payloads-production (binding PAYLOADS): create if missing")
     expect(result.out).toContain("config checks: passed")
@@ -70,19 +71,19 @@ describe("factline deploy", () => {
   })
 
   it("creates what is missing in order, tolerates what exists, writes the D1 id back and deploys with the secrets", async () => {
-    const dir = fakeApp("first", { existingQueues: ["factline-events"] })
+    const dir = fakeApp("first", { existingQueues: ["factline-events-0"] })
     const result = await run(["--config", join(dir, "wrangler.jsonc"), "--env", "production"], { FACTLINE_TOKENS: tokens, FACTLINE_SECRETS_KEY: secretsKey })
     expect(result.code, result.err + result.out).toBe(0)
     const calls = callsOf(dir).map((c) => c.args.filter((a) => !a.includes("/")).join(" "))
     expect(calls).toEqual([
-      ...Policies.queues.flatMap((q) => [q.queue, q.deadLetterQueue]).map((q) => `queues create ${q}`),
+      ...Policies.queues.flatMap((q) => [...Policies.physicalQueues(q).map((p) => p.queue), q.deadLetterQueue]).map((q) => `queues create ${q}`),
       "d1 list --json",
       "d1 create app-production",
       "r2 bucket create app-payloads-production",
       "d1 migrations apply app-production --remote --env production --config",
       "deploy --env production --config --secrets-file"
     ])
-    expect(result.out).toContain("queue factline-events: exists")
+    expect(result.out).toContain("queue factline-events-0: exists")
     expect(callsOf(dir).at(-1).secrets).toEqual(["FACTLINE_TOKENS", "FACTLINE_SECRETS_KEY"])
     const written = WranglerConfig.parseJsonc(readFileSync(join(dir, "wrangler.jsonc"), "utf8"))
     expect(written.env.production.d1_databases[0].database_id).toBe("11111111-2222-4333-8444-555555555555")
@@ -112,7 +113,7 @@ describe("factline deploy", () => {
     writeFileSync(path, readFileSync(path, "utf8").replaceAll('"max_retries": 10, "dead_letter_queue": "factline-projections-dlq"', '"max_retries": 2, "dead_letter_queue": "factline-projections-dlq"'))
     const broken = await run(["--config", path, "--env", "production", "--dry-run"])
     expect(broken.code).toBe(1)
-    expect(broken.err).toContain("queues.consumers[factline-projections].max_retries is 2, the policy says 10")
+    expect(broken.err).toContain("queues.consumers[factline-projections-0].max_retries is 2, the policy says 10")
 
     const ok = fakeApp("bad-secret")
     const badKey = await run(["--config", join(ok, "wrangler.jsonc"), "--env", "production"], { FACTLINE_TOKENS: tokens, FACTLINE_SECRETS_KEY: "short" })

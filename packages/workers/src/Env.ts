@@ -2,7 +2,9 @@
  * The bindings a factline Worker expects (names as in the example's wrangler.jsonc).
  *
  * Queue producer bindings follow the policy table: `<NAME>_QUEUE` and
- * `<NAME>_DLQ` for EVENTS, PROJECTIONS, FACT_PROCESSING, WEBHOOKS, BATCH.
+ * `<NAME>_DLQ` for EVENTS, PROJECTIONS, FACT_PROCESSING, WEBHOOKS, BATCH; the
+ * grouped ones (EVENTS, PROJECTIONS, FACT_PROCESSING) add `<NAME>_QUEUE_<g>`
+ * for each tenant group g > 0 (QueueGroups).
  */
 import type { LedgerNamespace } from "@factline/core"
 
@@ -27,6 +29,8 @@ export interface PlatformEnv {
    * never changed for it afterwards (default 16, at most 1024).
    */
   readonly FACTLINE_LEDGER_SHARDS?: string
+  /** Tenant groups of the events, projections and fact-processing queues (default 4, 1…32); wrangler config declares that many. */
+  readonly FACTLINE_QUEUE_GROUPS?: string
   /** The R2 bucket name used in `payload_ref` (defaults to `factline-payloads`). */
   readonly FACTLINE_PAYLOAD_BUCKET?: string
   /**

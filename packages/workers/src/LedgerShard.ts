@@ -14,7 +14,7 @@
  */
 import { DurableObject } from "cloudflare:workers"
 import { Clock, Effect } from "effect"
-import { Bindings, type LedgerProtocol, LedgerStorage, LedgerTopology, OutboxRelay, PayloadStore, Settings } from "@factline/core"
+import { Bindings, type LedgerProtocol, LedgerStorage, LedgerTopology, OutboxRelay, PayloadStore, QueueGroups, Settings } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import type { PlatformEnv } from "./Env.js"
 import { shardRuntime, type ShardRuntime } from "./Services.js"
@@ -85,7 +85,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   /** Relays the outbox; on success removes the alarm, on failure re-arms it with backoff. */
   private async drain(): Promise<void> {
     try {
-      const result = await OutboxRelay.relay(this.ledger, await this.runtime.runPromise(this.targets))
+      const result = await OutboxRelay.relay(this.ledger, await this.runtime.runPromise(this.targets()))
       if (this.ledger.getMeta("relay_failures") !== undefined) {
         await this.register(null)
         this.ledger.setMeta("relay_failures", undefined)
@@ -120,13 +120,19 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   }
 
   /** Where the relay sends (the queues by name) and offloads large payloads (R2), through the bindings' services. */
-  private readonly targets = Effect.gen(function*() {
-    const { queue } = yield* Bindings.QueueBindings
-    const { bucket } = yield* Bindings.PayloadBucket
-    const payloads = PayloadStore.make(bucket, (yield* Settings.Settings).payloadBucket)
-    return {
-      queue,
-      offload: (tenantId, name, payload) => Effect.runPromise(payloads.put(tenantId, name, payload))
-    } satisfies OutboxRelay.RelayTargets
-  })
+  private targets() {
+    const ledger = this.ledger
+    return Effect.gen(function*() {
+      const { queue } = yield* Bindings.QueueBindings
+      const { bucket } = yield* Bindings.PayloadBucket
+      const settings = yield* Settings.Settings
+      const payloads = PayloadStore.make(bucket, settings.payloadBucket)
+      // A shard holds one tenant: its outbox's logical destinations go to that tenant's group queues.
+      const tenantId = ledger.getMeta("tenant_id") ?? ""
+      return {
+        queue: (destination: string) => queue(QueueGroups.route(destination, tenantId, settings.queueGroups)),
+        offload: (tenantId, name, payload) => Effect.runPromise(payloads.put(tenantId, name, payload))
+      } satisfies OutboxRelay.RelayTargets
+    })
+  }
 }

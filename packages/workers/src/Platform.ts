@@ -21,6 +21,7 @@ import {
   type Module,
   ProcessingConsumer,
   ProjectionConsumer,
+  QueueGroups,
   Registry,
   RetryPolicy,
   Settings,
@@ -45,7 +46,7 @@ type ConsumerProgram = (batch: MessageBatch<unknown>, settings: Settings.Shape) 
 
 const options = (settings: Settings.Shape) => ({ delayScale: settings.retryDelayScale, log: settings.logAttempts })
 
-/** Queue name → the consumer of its batches. */
+/** Queue name (a grouped purpose's logical name stands for each of its group queues) → the consumer of its batches. */
 export const consumers: ReadonlyMap<string, ConsumerProgram> = new Map<string, ConsumerProgram>([
   [RetryPolicy.events.queue, (batch, settings) => EventsConsumer.consume(batch, options(settings))],
   [RetryPolicy.projections.queue, (batch, settings) => ProjectionConsumer.consume(batch, options(settings))],
@@ -61,7 +62,9 @@ export const consumers: ReadonlyMap<string, ConsumerProgram> = new Map<string, C
  */
 export const consume = (batch: MessageBatch<unknown>): Effect.Effect<void, never, Services.PlatformServices> =>
   Effect.gen(function*() {
-    const consumer = consumers.get(batch.queue)
+    // A group queue (`factline-events-3`) is consumed as its purpose (`factline-events`).
+    const purpose = QueueGroups.purposeOf(batch.queue)
+    const consumer = consumers.get(purpose)
     if (consumer === undefined) {
       yield* Effect.logError(`no consumer for queue ${batch.queue}`)
       for (const m of batch.messages) m.retry({ delaySeconds: 60 })
@@ -71,7 +74,7 @@ export const consume = (batch: MessageBatch<unknown>): Effect.Effect<void, never
     const counts = yield* consumer(batch, yield* Settings.Settings)
     if (RetryPolicy.isDeadLetterQueue(batch.queue)) return
     const now = yield* Clock.currentTimeMillis
-    yield* Metrics.record(Metrics.sampleOf(batch, counts ?? undefined, now - started, now))
+    yield* Metrics.record(Metrics.sampleOf({ queue: purpose, messages: batch.messages }, counts ?? undefined, now - started, now))
   })
 
 export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform => {

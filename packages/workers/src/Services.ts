@@ -9,14 +9,13 @@
  * test kit alike).
  */
 import { ConfigProvider, Effect, Layer, ManagedRuntime } from "effect"
-import { Bindings, LedgerNamespace, PlatformLayer, type Registry, RetryPolicy, Settings } from "@factline/core"
+import { Bindings, LedgerNamespace, PlatformLayer, QueueGroups, type Registry, Settings } from "@factline/core"
 import type { PlatformEnv } from "./Env.js"
 
-/** A platform queue's (or its DLQ's) producer binding by queue name; undefined for an unknown queue or a missing binding. */
+/** A platform queue's (a group queue's, or a DLQ's) producer binding by queue name; undefined for an unknown queue or a missing binding. */
 const queueBinding = (env: PlatformEnv) => (queue: string) => {
-  const policy = RetryPolicy.forQueue(queue)
-  if (policy === undefined) return undefined
-  return (policy.queue === queue ? env[policy.binding] : env[policy.deadLetterBinding]) as Queue | undefined
+  const binding = QueueGroups.bindingOf(queue)
+  return binding === undefined ? undefined : env[binding] as Queue | undefined
 }
 
 /** Every binding of `env` behind its service, but the ledger namespace (which only the platform's programs call). */

@@ -11,6 +11,7 @@
 import { Effect, Layer } from "effect"
 import { DeadLetters } from "../consuming/DeadLetters.js"
 import { Inbox } from "../consuming/Inbox.js"
+import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import { BatchFiles } from "../batch/BatchFiles.js"
 import { Ledger } from "../ledger/Ledger.js"
@@ -65,17 +66,17 @@ export const services = (registry: Registry.Shape, options: Options) =>
     const { queue } = yield* Bindings.QueueBindings
     const { bucket } = yield* Bindings.PayloadBucket
     const payloads = PayloadStore.layer(bucket, settings.payloadBucket)
-    const events = queue(RetryPolicy.events.queue)
+    const groups = settings.queueGroups
     return Layer.mergeAll(
       Layer.succeed(Registry.Registry, registry),
       Ledger.layer(settings.ledgerShardsPerTenant),
       AcceptedKeys.layer,
-      QueueProducer.layer((name) => queue(name)),
+      QueueProducer.layer((name) => queue(name), (name, tenantId) => QueueGroups.route(name, tenantId, groups)),
       Inbox.layer,
       ProjectionStore.layer,
       DeadLetters.layer((source) => queue(RetryPolicy.forQueue(source)?.deadLetterQueue ?? "")),
       payloads,
-      Producer.layer({ queue: events!, definitions: registry.definitions, defaultSource: options.defaultSource }).pipe(Layer.provide(payloads)),
+      Producer.layer({ queue: (tenantId) => queue(QueueGroups.route(RetryPolicy.events.queue, tenantId, groups)), definitions: registry.definitions, defaultSource: options.defaultSource }).pipe(Layer.provide(payloads)),
       WebhookStore.layer({
         secretsKey: settings.secretsKey,
         localDevelopment: settings.localDevelopment,

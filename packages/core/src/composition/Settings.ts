@@ -10,6 +10,7 @@
  * the configured ones on.
  */
 import { Config, Context, Effect, Layer, Option } from "effect"
+import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as Shards from "../ledger/Shards.js"
 import { defaultBucketName } from "../producing/PayloadStore.js"
 
@@ -22,6 +23,8 @@ export interface Shape {
   readonly retryDelayScale: number
   /** `FACTLINE_LEDGER_SHARDS`: shards recorded for tenants seen from now on (default 16, 1…1024). */
   readonly ledgerShardsPerTenant: number
+  /** `FACTLINE_QUEUE_GROUPS`: tenant groups of the events, projections and fact-processing queues (default 4, 1…32); wrangler config must declare that many. */
+  readonly queueGroups: number
   /** `FACTLINE_PAYLOAD_BUCKET`: the bucket name in `payload_ref` (default `factline-payloads`). */
   readonly payloadBucket: string
   /** `FACTLINE_SECRETS_KEY`: base64 of the AES-GCM key webhook signing secrets are sealed with. */
@@ -55,10 +58,19 @@ const shardCount = optional("FACTLINE_LEDGER_SHARDS").pipe(Config.mapEffect((raw
   }).pipe(Effect.orDie)
 }))
 
+const queueGroups = optional("FACTLINE_QUEUE_GROUPS").pipe(Config.mapEffect((raw) => {
+  if (raw === undefined || raw === "") return Effect.succeed(QueueGroups.defaultGroups)
+  const n = Number(raw)
+  return Number.isInteger(n) && n >= 1 && n <= QueueGroups.maxGroups
+    ? Effect.succeed(n)
+    : Effect.die(new Error(`FACTLINE_QUEUE_GROUPS: must be a whole number from 1 to ${QueueGroups.maxGroups}, got ${JSON.stringify(raw)}`))
+}))
+
 export const config: Config.Config<Shape> = Config.all({
   tokens: optional("FACTLINE_TOKENS"),
   retryDelayScale: lenientNumber("FACTLINE_RETRY_DELAY_SCALE", 1),
   ledgerShardsPerTenant: shardCount,
+  queueGroups,
   payloadBucket: optional("FACTLINE_PAYLOAD_BUCKET").pipe(Config.map((name) => name === undefined || name === "" ? defaultBucketName : name)),
   secretsKey: optional("FACTLINE_SECRETS_KEY"),
   localDevelopment: optional("FACTLINE_LOCAL_DEVELOPMENT").pipe(Config.map((raw) => raw === "true")),

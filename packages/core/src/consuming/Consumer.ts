@@ -27,6 +27,7 @@ import * as Failure from "../failures/Failure.js"
 import { DeadLetters, maxErrorLength } from "./DeadLetters.js"
 import * as Inbox from "./Inbox.js"
 import * as RetryPolicy from "./RetryPolicy.js"
+import * as QueueGroups from "./QueueGroups.js"
 import * as Time from "../platform/Time.js"
 
 /**
@@ -59,6 +60,11 @@ export const traceIdsOf = (body: unknown): ReadonlyArray<string> => {
   return TraceContext.traceIds(list.map((f) => (typeof f === "object" && f !== null ? (f as { readonly traceparent?: unknown }).traceparent : undefined)))
 }
 
+const groupField = (batchQueue: string) => {
+  const group = QueueGroups.parse(batchQueue)?.group
+  return group === undefined ? {} : { queue_group: group }
+}
+
 const traceIds = (body: unknown) => {
   const ids = traceIdsOf(body)
   return ids.length === 0 ? {} : { trace_ids: ids }
@@ -67,13 +73,16 @@ const traceIds = (body: unknown) => {
 /**
  * The structured log line of one processing attempt (Pattern 002's fields), as JSON that Workers Logs
  * indexes. Never the payload: ids, type, subject, outcome, the error's class and first line, and the trace:
- * the message's `traceparent`, and for a fact message the `trace_ids` of the facts it carries.
+ * the message's `traceparent`, and for a fact message the `trace_ids` of the facts it carries. `queue` is
+ * the batch's queue read as its purpose (`factline-events-3` → `factline-events`, the name every other
+ * record uses); a group queue's group is `queue_group`.
  */
-export const attemptLine = (queue: string, m: { readonly id: string; readonly attempts: number; readonly body: unknown }, outcome: "acked" | "retried" | "dead_lettered", errorClass?: string, error?: string) =>
+export const attemptLine = (batchQueue: string, m: { readonly id: string; readonly attempts: number; readonly body: unknown }, outcome: "acked" | "retried" | "dead_lettered", errorClass?: string, error?: string) =>
   JSON.stringify({
     level: outcome === "acked" ? "info" : outcome === "retried" ? "warn" : "error",
     message: "queue message processed",
-    queue,
+    queue: QueueGroups.purposeOf(batchQueue),
+    ...groupField(batchQueue),
     message_id: m.id,
     attempt: m.attempts,
     outcome,
@@ -136,7 +145,10 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
   Effect.gen(function*() {
     const inbox = yield* Inbox.Inbox
     const deadLetters = yield* DeadLetters
-    const queue = batch.queue
+    // The purpose a group queue serves (`factline-events-3` → `factline-events`): the name dead-letter records,
+    // the inbox and log lines use, as metrics, outboxes and the platform's own dead letters do. A replay routes
+    // a record to its tenant's group queue afresh (DeadLetterStore), so the group need not be kept.
+    const queue = QueueGroups.purposeOf(batch.queue)
     const now = yield* Time.now
     const messages = batch.messages
     const verdicts = new Array<Verdict>(messages.length)
@@ -274,9 +286,9 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       verdicts.forEach((v, i) => {
         const m = messages[i]!
         if (v._tag === "Ack") {
-          if (log === "all") console.log(attemptLine(queue, m, "acked"))
-        } else if (v._tag === "Retry") console.warn(attemptLine(queue, m, "retried", "transient", v.error))
-        else console.error(attemptLine(queue, m, "dead_lettered", v.records[0]?.reason, v.records[0]?.error))
+          if (log === "all") console.log(attemptLine(batch.queue, m, "acked"))
+        } else if (v._tag === "Retry") console.warn(attemptLine(batch.queue, m, "retried", "transient", v.error))
+        else console.error(attemptLine(batch.queue, m, "dead_lettered", v.records[0]?.reason, v.records[0]?.error))
       })
     }
     const counts = { acked: 0, retried: 0, deadLettered: 0 }

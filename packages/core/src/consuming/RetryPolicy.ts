@@ -21,6 +21,8 @@ export interface RetryPolicy {
   readonly maxDelaySeconds: number
   readonly maxBatchSize: number
   readonly maxBatchTimeoutSeconds: number
+  /** Run as one queue per tenant group (`factline-{purpose}-{group}`, see QueueGroups) rather than one queue. */
+  readonly grouped: boolean
 }
 
 const policy = (
@@ -30,7 +32,8 @@ const policy = (
   initialDelaySeconds: number,
   maxDelay: number,
   maxBatchSize: number,
-  maxBatchTimeoutSeconds: number
+  maxBatchTimeoutSeconds: number,
+  grouped = false
 ): RetryPolicy => ({
   queue: `factline-${name}`,
   deadLetterQueue: `factline-${name}-dlq`,
@@ -40,24 +43,27 @@ const policy = (
   initialDelaySeconds,
   maxDelaySeconds: maxDelay,
   maxBatchSize,
-  maxBatchTimeoutSeconds
+  maxBatchTimeoutSeconds,
+  grouped
 })
 
 // Batch settings: the local broker (and a production consumer that is not scaled out) runs one batch
 // per queue at a time, so throughput = batch size ÷ batch latency, and every per-batch cost (one RPC
 // per shard, one send per destination, one projection statement) is shared by up to 100 messages.
 // A fact message carries a whole upstream batch's facts, so 100 fact messages can hold thousands of facts.
-export const events = policy("events", "EVENTS", 5, 30, 8 * 60, 100, 1)
-export const projections = policy("projections", "PROJECTIONS", 10, 1, 60, 100, 1)
-export const factProcessing = policy("fact-processing", "FACT_PROCESSING", 5, 5, 2 * 60, 100, 1)
+// The three queues a tenant's flood piles up in are grouped per tenant group (QueueGroups); webhooks are
+// paced per endpoint already and batch jobs are few, so they stay one queue each.
+export const events = policy("events", "EVENTS", 5, 30, 8 * 60, 100, 1, true)
+export const projections = policy("projections", "PROJECTIONS", 10, 1, 60, 100, 1, true)
+export const factProcessing = policy("fact-processing", "FACT_PROCESSING", 5, 5, 2 * 60, 100, 1, true)
 export const webhooks = policy("webhooks", "WEBHOOKS", 5, 10, 5 * 60, 10, 5)
 export const batch = policy("batch", "BATCH", 3, 30, 5 * 60, 10, 10)
 
 export const all: ReadonlyArray<RetryPolicy> = [events, projections, factProcessing, webhooks, batch]
 
-/** The policy of a queue by name, or of the queue a DLQ belongs to. */
+/** The policy of a queue by name (a grouped purpose's group queue `factline-events-3` too), or of the queue a DLQ belongs to. */
 export const forQueue = (queue: string): RetryPolicy | undefined =>
-  all.find((p) => p.queue === queue || p.deadLetterQueue === queue)
+  all.find((p) => p.queue === queue || p.deadLetterQueue === queue || (p.grouped && new RegExp(`^${p.queue}-(0|[1-9][0-9]*)$`).test(queue)))
 
 export const isDeadLetterQueue = (queue: string): boolean => all.some((p) => p.deadLetterQueue === queue)
 

@@ -1,7 +1,9 @@
 /**
  * The dead-letter workflow over D1 `dead_messages`: list and read records
  * (tenant-scoped; the platform scope sees every tenant's), replay them to
- * their source queue with the SAME body — hence the same idempotency key:
+ * their source queue with the SAME body — hence the same idempotency key
+ * (a grouped purpose's record goes to its tenant's group queue of the day:
+ * records name the purpose, `factline-events`, never a group queue):
  * work that succeeded meanwhile is a no-op, work that failed runs again —
  * skip them (with a `reconciliation` fact in the ledger) or escalate them.
  *
@@ -16,6 +18,7 @@ import { Context, Effect, Layer, Result } from "effect"
 import type { Issues } from "@factline/schemas"
 import { QueueProducer } from "../producing/QueueProducer.js"
 import * as SendBatches from "../producing/SendBatches.js"
+import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as Sql from "../platform/Sql.js"
 import * as Cursor from "../tables/Cursor.js"
@@ -129,11 +132,11 @@ export const make = (sql: Sql.Sql): DeadLetterStore["Service"] => {
 
   /** Claims open records (or stale claims) for a replay; returns the claimed rows. */
   const claim = (scope: Scope, ids: ReadonlyArray<string>, operationId: string) =>
-    Effect.flatMap(Effect.all([Time.now, Time.ago(staleClaimMs)]), ([now, staleBefore]) => query<{ id: string; queue: string; original_message: string }>(
+    Effect.flatMap(Effect.all([Time.now, Time.ago(staleClaimMs)]), ([now, staleBefore]) => query<{ id: string; queue: string; tenant_id: string | null; original_message: string }>(
       `UPDATE dead_messages SET status = 'replaying', resolved_by = ?, resolved_at = ?, replay_operation_id = ?
        WHERE id IN (SELECT value FROM json_each(?))${scope.tenantId !== null ? " AND tenant_id = ?" : ""}
          AND (status = 'open' OR (status = 'replaying' AND resolved_at < ?))
-       RETURNING id, queue, original_message`,
+       RETURNING id, queue, tenant_id, original_message`,
       scope.actor, now, operationId, JSON.stringify(ids), ...(scope.tenantId !== null ? [scope.tenantId] : []),
       staleBefore
     ))
@@ -149,11 +152,21 @@ export const make = (sql: Sql.Sql): DeadLetterStore["Service"] => {
     )
 
   /** Sends claimed records back to their queues in waves; settles each wave as replayed, or back to open if its send failed. */
-  const send = (claimed: ReadonlyArray<{ id: string; queue: string; original_message: string }>, by: string, operationId: string) =>
+  const send = (claimed: ReadonlyArray<{ id: string; queue: string; tenant_id: string | null; original_message: string }>, by: string, operationId: string) =>
     Effect.gen(function*() {
       const queue = yield* QueueProducer
+      // A record names its purpose (`factline-events`); it goes back to its tenant's group queue as the producer
+      // routes it today (QueueProducer.route). A record without a tenant (its body never decoded) goes to group 0,
+      // which every deployment has.
+      const destination = (c: { readonly queue: string; readonly tenant_id: string | null }) => {
+        const purpose = QueueGroups.purposeOf(c.queue)
+        return c.tenant_id === null ? QueueGroups.route(purpose, "", 1) : queue.route(purpose, c.tenant_id)
+      }
       const byQueue = new Map<string, Array<{ id: string; body: unknown }>>()
-      for (const c of claimed) byQueue.set(c.queue, [...(byQueue.get(c.queue) ?? []), { id: c.id, body: JSON.parse(c.original_message) as unknown }])
+      for (const c of claimed) {
+        const name = destination(c)
+        byQueue.set(name, [...(byQueue.get(name) ?? []), { id: c.id, body: JSON.parse(c.original_message) as unknown }])
+      }
       let wave = 0
       let failure: Failure.Unavailable | undefined
       for (const [name, items] of byQueue) {

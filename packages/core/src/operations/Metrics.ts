@@ -185,7 +185,7 @@ export const health = (
 
 /** A consumer batch's sample: counts from its outcome, lag from each message's `created_at` (or its enqueue time). */
 export const sampleOf = (
-  batch: MessageBatch<unknown>,
+  batch: Pick<MessageBatch<unknown>, "queue" | "messages">,
   counts: { readonly acked?: number; readonly retried?: number; readonly deadLettered?: number } | undefined,
   durationMs: number,
   now: number

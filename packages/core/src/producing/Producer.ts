@@ -10,7 +10,9 @@
  * chain, and `traceparent`: a new W3C trace when none is given — the HTTP
  * edge passes the request's `traceparent` header as each event's default), payloads over 64 KiB are moved to R2 as `payload_ref` (under a key
  * the producer chooses; a client cannot set `payload_ref`), and sends are split
- * into `sendBatch` calls within the queue's limits.
+ * into `sendBatch` calls within the queue's limits — one run of calls per
+ * queue when the events queue is grouped per tenant (QueueGroups), so a
+ * tenant's events land on its group's queue.
  *
  * The same idempotency key twice in one call: identical copies (same
  * `message_type`, `schema_version`, `subject`, `payload`) are collapsed and
@@ -127,7 +129,8 @@ export class Producer extends Context.Service<Producer, {
   ) => Effect.Effect<ReadonlyArray<AcceptedItem>, ProducerError, AcceptedKeys>
 }>()("@factline/core/Producer") {
   static readonly layer = (config: {
-    readonly queue: Queue
+    /** The events queue, or the events queue of a tenant's group. */
+    readonly queue: Queue | ((tenantId: string) => Queue | undefined)
     readonly definitions: ReadonlyMap<string, MessageDefinition>
     readonly defaultSource?: string
   }) =>
@@ -138,7 +141,7 @@ export class Producer extends Context.Service<Producer, {
 }
 
 export const make = (config: {
-  readonly queue: Queue
+  readonly queue: Queue | ((tenantId: string) => Queue | undefined)
   readonly definitions: ReadonlyMap<string, MessageDefinition>
   readonly payloads: PayloadStore["Service"]
   readonly defaultSource?: string
@@ -232,14 +235,29 @@ export const make = (config: {
       const firstIndexes = validated.firstOf.filter((first, index) => first === index)
       const envelopes = yield* Effect.forEach(firstIndexes, (index) => offload(validated.envelopes[index]!), { concurrency: 8 })
       const sent: Array<string> = []
-      for (const batch of SendBatches.split(envelopes)) {
+      // One queue, or one per tenant group: each group's envelopes go to its own queue, in input order within it.
+      const queueOf = config.queue
+      const byQueue = new Map<Queue | undefined, Array<Envelope>>()
+      for (const e of envelopes) {
+        const q = typeof queueOf === "function" ? queueOf(e.tenant_id) : queueOf
+        const list = byQueue.get(q)
+        if (list) list.push(e)
+        else byQueue.set(q, [e])
+      }
+      const ordered = [...byQueue].flatMap(([q, list]) => SendBatches.split(list).map((batch) => ({ q, batch })))
+      const notSent = (from: number) => ordered.slice(from).flatMap(({ batch }) => batch.map((e) => e.idempotency_key))
+      for (let i = 0; i < ordered.length; i++) {
+        const { q, batch } = ordered[i]!
         yield* Effect.tryPromise({
-          try: () => config.queue.sendBatch(batch.map((body) => ({ body, contentType: "json" as const }))),
+          try: () => {
+            if (q === undefined) throw new Error(`no events queue bound for tenant ${batch[0]!.tenant_id}'s group`)
+            return q.sendBatch(batch.map((body) => ({ body, contentType: "json" as const })))
+          },
           catch: (cause) =>
             new QueueSendFailed({
               message: cause instanceof Error ? cause.message : String(cause),
               sent: [...sent],
-              not_sent: envelopes.slice(sent.length).map((e) => e.idempotency_key)
+              not_sent: notSent(i)
             })
         })
         sent.push(...batch.map((e) => e.idempotency_key))

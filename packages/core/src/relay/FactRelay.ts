@@ -2,7 +2,9 @@
  * The relay: new facts from the consumer that appended them to the queues downstream.
  *
  * Once per consumer batch, after the appends: the facts are grouped by
- * destination queue, packed several to a message (FactMessage.pack) and sent
+ * destination queue — the tenant's group queue for a grouped destination
+ * (QueueProducer.route; the handover keeps the logical destination, the
+ * shard's outbox routes it again) — packed several to a message (FactMessage.pack) and sent
  * with one `sendBatch` per destination (more only past 100 messages / 256 KB).
  * Whatever could not be sent — a failed send, a failed R2 offload — is handed
  * to the facts' shards (`Ledger.handover`), whose outbox and alarm relay it
@@ -46,11 +48,15 @@ export const relay = (items: ReadonlyArray<Relayable>) =>
     const ledger = yield* Ledger
 
     // Each fact once per destination, whatever the number of causes that returned it.
+    // Keyed by the queue sent to; the logical destination is what a handover records.
     const byDestination = new Map<string, Map<string, Fact>>()
+    const logical = new Map<string, string>()
     for (const { fact, destinations } of items) {
       for (const destination of destinations) {
-        let facts = byDestination.get(destination)
-        if (!facts) byDestination.set(destination, (facts = new Map()))
+        const target = queues.route(destination, fact.tenant_id)
+        logical.set(target, destination)
+        let facts = byDestination.get(target)
+        if (!facts) byDestination.set(target, (facts = new Map()))
         facts.set(fact.fact_id, fact)
       }
     }
@@ -79,7 +85,8 @@ export const relay = (items: ReadonlyArray<Relayable>) =>
 
     // Fallback: the shards' outbox relays what we could not send, with backoff.
     const entries = new Map<string, { fact: Fact; destinations: Array<string> }>()
-    for (const { destination, unsent: facts } of unsent) {
+    for (const { destination: target, unsent: facts } of unsent) {
+      const destination = logical.get(target) ?? target
       for (const fact of facts) {
         const entry = entries.get(fact.fact_id)
         if (entry) entry.destinations.push(destination)

@@ -14,6 +14,7 @@ import { is } from "drizzle-orm"
 import { SQLiteTable } from "drizzle-orm/sqlite-core"
 import { ConfigProvider, type Effect, Layer, ManagedRuntime } from "effect"
 import type { Module } from "../definitions/Module.js"
+import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import { LedgerNamespace } from "../ledger/LedgerNamespace.js"
 import * as Bindings from "../platform/Bindings.js"
@@ -56,8 +57,10 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Tes
   }
   const ledger = memoryLedgerNamespace()
   const queues = new Map<string, ReturnType<typeof memoryQueue>>()
+  // Every group queue of a grouped purpose (the settings' FACTLINE_QUEUE_GROUPS, as the Worker's wrangler config would declare them).
+  const groups = Number(options.settings?.FACTLINE_QUEUE_GROUPS ?? QueueGroups.defaultGroups)
   for (const policy of RetryPolicy.all) {
-    queues.set(policy.queue, memoryQueue())
+    for (const name of QueueGroups.queuesOf(policy, Number.isInteger(groups) && groups >= 1 ? groups : 1)) queues.set(name, memoryQueue())
     queues.set(policy.deadLetterQueue, memoryQueue())
   }
   const bucket = memoryBucket()
