@@ -6,6 +6,7 @@
 //   /hooks/gone-*      410 Gone
 //   /hooks/fail-*      500 always, with a long body (the platform keeps 1 KiB of it)
 //   /hooks/redirect-*  302 to another path (the platform must not follow it)
+//   /hooks/slow-*      200 after 2 s (a slow receiver)
 // GET /received?path=/hooks/... lists what that path received: { at, headers, body, status }.
 import { createServer } from "node:http"
 
@@ -44,8 +45,9 @@ export const start = async (port = 0) => {
         status
       }
       received.set(url.pathname, [...(received.get(url.pathname) ?? []), entry])
-      res.writeHead(status, headers)
-      res.end(text)
+      const answer = () => (res.writeHead(status, headers), res.end(text))
+      if (kind === "slow") setTimeout(answer, 2_000)
+      else answer()
     })
   })
   await new Promise((resolve) => server.listen(port, "127.0.0.1", resolve))

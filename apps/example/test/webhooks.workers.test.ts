@@ -350,4 +350,85 @@ describe("webhooks", () => {
     const again = await api("POST", `/v1/webhooks/endpoints/${endpoint.id}/recover`, { since: new Date(Date.now() - 3600_000).toISOString() })
     expect(again.body.recovered).toBe(0)
   })
+
+  it("concurrent rotations: every secret answered 200 verifies the next delivery (losers answer 409 and rotated nothing)", async () => {
+    const path = hookPath("ok")
+    const endpoint = await createEndpoint(path)
+    const answers = await Promise.all([1, 2, 3].map(() => api("POST", `/v1/webhooks/endpoints/${endpoint.id}/rotate-secret`)))
+    expect(answers.every((a) => a.status === 200 || a.status === 409), JSON.stringify(answers.map((a) => a.status))).toBe(true)
+    const won = answers.filter((a) => a.status === 200)
+    expect(won.length).toBeGreaterThanOrEqual(1)
+    for (const lost of answers.filter((a) => a.status === 409)) expect(lost.body.error.message).toMatch(/changed while its secret was being rotated/)
+    const current = (await api("GET", `/v1/webhooks/endpoints/${endpoint.id}`)).body
+    expect(current.version).toBe(1 + won.length)
+    await charge(1)
+    const [delivery] = await received(path)
+    for (const answer of won) expect(verify(answer.body.secret, delivery!).type).toBe("charge.created")
+  })
+
+  it("a tenant's endpoints are capped by FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT: one more is a 409 naming the cap and the setting", async () => {
+    const existing = (await api("GET", "/v1/webhooks/endpoints?limit=100")).body.data.length as number
+    const cap = existing + 2
+    const capped = { ...(env as unknown as PlatformEnv), FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT: String(cap) } as PlatformEnv
+    const post = async () => {
+      const response = await platform.fetch(new Request("http://factline.test/v1/webhooks/endpoints", {
+        method: "POST",
+        headers: { authorization: `Bearer ${tokenA}`, "content-type": "application/json" },
+        body: JSON.stringify({ url: `${env.TEST_RECEIVER_URL}${hookPath("ok")}`, event_types: ["charge.created"] })
+      }), capped, createExecutionContext())
+      const body = await response.json<any>()
+      if (response.status === 201) created.push({ id: body.id, token: tokenA })
+      return { status: response.status, body }
+    }
+    expect((await post()).status).toBe(201)
+    expect((await post()).status).toBe(201)
+    const refused = await post()
+    expect(refused.status).toBe(409)
+    expect(refused.body.error.code).toBe("endpoint_limit")
+    expect(refused.body.error.message).toContain(`FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT = ${cap}`)
+    expect((await api("GET", "/v1/webhooks/endpoints?limit=100")).body.data).toHaveLength(cap)
+  })
+
+  it("GET /v1/webhooks/endpoints pages with limit and next_cursor, oldest first, each endpoint once", async () => {
+    const ids = [(await createEndpoint(hookPath("ok"))).id, (await createEndpoint(hookPath("ok"))).id, (await createEndpoint(hookPath("ok"))).id]
+    const seen: Array<string> = []
+    let cursor: string | null = null
+    let pages = 0
+    do {
+      const page = await api("GET", `/v1/webhooks/endpoints?limit=2${cursor ? `&cursor=${cursor}` : ""}`)
+      expect(page.status).toBe(200)
+      expect(page.body.data.length).toBeLessThanOrEqual(2)
+      seen.push(...page.body.data.map((e: any) => e.id))
+      cursor = page.body.next_cursor
+      pages++
+    } while (cursor !== null && pages < 20)
+    expect(cursor).toBeNull()
+    expect(pages).toBeGreaterThanOrEqual(2)
+    expect(new Set(seen).size).toBe(seen.length)
+    expect(seen.filter((id) => ids.includes(id))).toEqual(ids)
+    expect((await api("GET", "/v1/webhooks/endpoints?cursor=not-a-cursor!")).status).toBe(400)
+    expect((await api("GET", "/v1/webhooks/endpoints?limit=101")).status).toBe(400)
+  })
+
+  // Last in the file: it leaves tenant-a held back for a couple of seconds in this isolate.
+  it("tenant A's slow endpoints do not hold back tenant B's deliveries (isolation measured)", async () => {
+    const slow = await Promise.all(Array.from({ length: 5 }, () => createEndpoint(hookPath("slow"))))
+    const fast = hookPath("ok")
+    await createEndpoint(fast, {}, tokenB)
+    // 8 charges × 5 slow endpoints = 40 deliveries for A (4 batches of 10, each waiting 2 s for its POSTs), then B's one.
+    const callsA = Array.from({ length: 8 }, () => callCompleted({ tenant_id: "tenant-a" }, { duration_s: 90, price_cents: 301 }))
+    expect((await postEvents({ events: callsA }, tokenA)).status).toBe(202)
+    const startedA = Date.now()
+    await new Promise((r) => setTimeout(r, 300))
+    const startedB = Date.now()
+    expect((await postEvents({ events: [callCompleted({ tenant_id: "tenant-b" }, { duration_s: 90, price_cents: 302 })] }, tokenB)).status).toBe(202)
+    await drain()
+    const [b] = await received(fast)
+    const latencyB = Date.parse(b!.at) - startedB
+    const slowDeliveries = (await Promise.all(slow.map((e) => received(new URL(e.url).pathname)))).flat()
+    const lastA = Math.max(...slowDeliveries.map((d) => Date.parse(d.at))) - startedA
+    console.log(`isolation: tenant B's delivery after ${latencyB} ms; tenant A's 40 slow deliveries, last started after ${lastA} ms`)
+    expect(slowDeliveries).toHaveLength(40)
+    expect(latencyB).toBeLessThan(5_000)
+  })
 })

@@ -80,7 +80,8 @@ export const services = (registry: Registry.Shape, options: Options) =>
       WebhookStore.layer({
         secretsKey: settings.secretsKey,
         localDevelopment: settings.localDevelopment,
-        configTtlMs: settings.webhookConfigTtlMs
+        configTtlMs: settings.webhookConfigTtlMs,
+        endpointsPerTenant: settings.webhookEndpointsPerTenant
       }, webhookCatalog(registry)),
       WebhookTransport.layer,
       DeadLetterStore.layer,

@@ -35,6 +35,8 @@ export interface Shape {
   readonly webhookDisableAfterMs: number
   /** `FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS` (default 10), in milliseconds. */
   readonly webhookConfigTtlMs: number
+  /** `FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT` (default 20): a tenant's endpoints, so one fact's fan-out stays bounded. */
+  readonly webhookEndpointsPerTenant: number
   /** `FACTLINE_LOG_ATTEMPTS`: `all` (default), `failures` or `none`. */
   readonly logAttempts: LogAttempts
   /** `FACTLINE_FACTS_WINDOW_DAYS`: whole days of facts the D1 `facts` copy keeps; older days are archived to R2 (default 30). */
@@ -76,6 +78,7 @@ export const config: Config.Config<Shape> = Config.all({
   localDevelopment: optional("FACTLINE_LOCAL_DEVELOPMENT").pipe(Config.map((raw) => raw === "true")),
   webhookDisableAfterMs: lenientNumber("FACTLINE_WEBHOOK_DISABLE_AFTER_HOURS", 120).pipe(Config.map((hours) => hours * 3600 * 1000)),
   webhookConfigTtlMs: lenientNumber("FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS", 10).pipe(Config.map((seconds) => seconds * 1000)),
+  webhookEndpointsPerTenant: lenientNumber("FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT", 20).pipe(Config.map(Math.floor)),
   logAttempts: optional("FACTLINE_LOG_ATTEMPTS").pipe(Config.map((raw): LogAttempts => raw === "failures" || raw === "none" ? raw : "all")),
   factsWindowDays: lenientNumber("FACTLINE_FACTS_WINDOW_DAYS", 30).pipe(Config.map(Math.floor))
 })

@@ -21,6 +21,11 @@
  * outcome facts (`webhook_sent`, `webhook_failed`, `webhook_endpoint_disabled`,
  * caused by the triggering fact) and their relay — constant in batch size.
  *
+ * Tenant isolation (`TenantHolds`): a tenant whose deliveries held a batch
+ * for a second or more is held for as long after it; its deliveries not yet
+ * attempted are re-sent to the queue with that delay instead of POSTed, so
+ * its slow endpoints cannot stall the batches that carry other tenants'.
+ *
  * Trace context: a delivery message carries the triggering fact's trace (a new
  * parent-id for the fan-out); each attempt POSTs a `traceparent` header with a
  * new parent-id of its own, and the outcome facts of an attempt carry that
@@ -43,6 +48,7 @@ import * as FactMessage from "../relay/FactMessage.js"
 import { relayFor } from "../relay/FactRelay.js"
 import { Registry } from "../registry/Registry.js"
 import * as Signing from "./Signing.js"
+import * as TenantHolds from "./TenantHolds.js"
 import { type EndpointConfig, type RecordBatch, WebhookStore } from "./WebhookStore.js"
 import { WebhookTransport } from "./WebhookTransport.js"
 import * as Time from "../platform/Time.js"
@@ -171,6 +177,9 @@ interface Attempted {
   readonly traceparent: string
 }
 
+/** Per isolate: which tenants are held back (see TenantHolds). */
+const holds = TenantHolds.make()
+
 const truncate = (s: string, n: number) => (s.length > n ? `${s.slice(0, n)}…` : s)
 
 const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind: "delivery" }> }>, configs: ReadonlyMap<string, ReadonlyArray<EndpointConfig>>, outcomes: Map<string, Consumer.Outcome>, options: Options) =>
@@ -187,7 +196,26 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
     const nowMs = yield* Clock.currentTimeMillis
     const record: { -readonly [K in keyof RecordBatch]: RecordBatch[K] extends ReadonlyArray<infer T> ? Array<T> : RecordBatch[K] } = { attempts: [], deliveries: [], endpoints: [], now: new Date(nowMs).toISOString() }
     const attempted: Array<Attempted> = []
-    yield* Effect.forEach(items, ({ key, value }) =>
+    // A held tenant's deliveries never attempted go back on the queue until its hold ends (no retry spent).
+    const deferred = new Map<number, Array<{ key: string; body: Envelope }>>()
+    const now = items.filter(({ key, value }) => {
+      const until = holds.heldUntil(value.envelope.tenant_id, nowMs)
+      const state = states.success.get(tenantKey(value.envelope.tenant_id, value.payload.delivery_id))
+      if (until === undefined || state !== undefined || value.attempts > 1) return true
+      const delaySeconds = Math.max(1, Math.ceil((until - nowMs) / 1000))
+      deferred.set(delaySeconds, [...(deferred.get(delaySeconds) ?? []), { key, body: value.envelope }])
+      return false
+    })
+    if (deferred.size > 0) {
+      const queue = yield* QueueProducer
+      for (const [delaySeconds, group] of deferred) {
+        for (const chunk of SendBatches.split(group, (d) => d.body)) {
+          const sent = yield* Effect.result(queue.sendBatch(RetryPolicy.webhooks.queue, chunk.map((d) => d.body), { delaySeconds }))
+          for (const d of chunk) outcomes.set(d.key, Result.isFailure(sent) ? Consumer.failed(new Failure.TransientError({ message: `could not put a held delivery back on the queue: ${sent.failure.message}` })) : Consumer.done)
+        }
+      }
+    }
+    yield* Effect.forEach(now, ({ key, value }) =>
       Effect.gen(function*() {
         const { payload, envelope } = value
         const tenant = envelope.tenant_id
@@ -209,6 +237,11 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
         const response = yield* transport.post(endpoint.url, { ...signed, traceparent }, text)
         attempted.push({ key, item: value, endpoint, attempt: (state?.attempts ?? 0) + 1, ...response, attemptedAt: yield* Time.now, traceparent })
       }), { concurrency: "unbounded", discard: true })
+
+    const slowest = new Map<string, number>()
+    for (const a of attempted) slowest.set(a.item.envelope.tenant_id, Math.max(slowest.get(a.item.envelope.tenant_id) ?? 0, a.durationMs))
+    const afterMs = yield* Clock.currentTimeMillis
+    for (const [tenant, ms] of slowest) holds.observe(tenant, ms, afterMs)
 
     const disableAfter = options.disableAfterMs ?? defaultDisableAfterMs
     const health = new Map<string, { tenant_id: string; endpoint_id: string; succeeded: boolean; disable?: string }>()

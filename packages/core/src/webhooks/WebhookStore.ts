@@ -46,6 +46,8 @@ export interface Settings {
   /** Allows http and loopback endpoint URLs (never in production). */
   readonly localDevelopment: boolean
   readonly configTtlMs?: number
+  /** `FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT`: the most endpoints a tenant may have (default 20). */
+  readonly endpointsPerTenant?: number
   /** How long a rotated-out secret keeps signing. */
   readonly rotationOverlapMs?: number
 }
@@ -73,7 +75,8 @@ export type AttemptRow = {
 
 export class WebhookStore extends Context.Service<WebhookStore, {
   readonly create: (tenantId: string, input: Input) => Effect.Effect<{ readonly endpoint: Endpoint; readonly secret: string }, Failure.Any | Secrets.SecretsKeyError>
-  readonly list: (tenantId: string) => Effect.Effect<ReadonlyArray<Endpoint>, Failure.Any | Secrets.SecretsKeyError>
+  /** A page of the tenant's endpoints, oldest first (keyset on created_at, id). */
+  readonly list: (tenantId: string, page: { readonly after?: string; readonly limit: number }) => Effect.Effect<{ readonly data: ReadonlyArray<Endpoint>; readonly next_cursor: string | null }, Failure.Any | Secrets.SecretsKeyError>
   readonly get: (tenantId: string, id: string) => Effect.Effect<Endpoint, Failure.Any | Secrets.SecretsKeyError>
   readonly update: (tenantId: string, id: string, input: Input) => Effect.Effect<Endpoint, Failure.Any | Secrets.SecretsKeyError>
   readonly remove: (tenantId: string, id: string) => Effect.Effect<void, Failure.Any | Secrets.SecretsKeyError>
@@ -126,6 +129,8 @@ export interface Catalog {
   readonly eventTypesOfFact: (factType: string) => ReadonlyArray<string>
 }
 
+/** `FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT`'s default. */
+export const defaultEndpointsPerTenant = 20
 const maxTypes = 100
 const maxDescription = 1_000
 
@@ -165,6 +170,7 @@ const unavailable = (cause: unknown) => new Failure.Unavailable({ service: "the 
 export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): WebhookStore["Service"] => {
   const ttl = settings.configTtlMs ?? 10_000
   const overlap = settings.rotationOverlapMs ?? 24 * 3600 * 1000
+  const cap = settings.endpointsPerTenant ?? defaultEndpointsPerTenant
   const cache = new Map<string, { at: number; configs: ReadonlyArray<EndpointConfig> }>()
   const key = () => Effect.tryPromise({ try: () => Secrets.importKey(settings.secretsKey), catch: (e) => e as Secrets.SecretsKeyError })
   const query = <T>(text: string, ...params: Array<unknown>) => Effect.mapError(sql.all<T>(Sql.statement(text, ...params)), unavailable)
@@ -234,17 +240,36 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Webhoo
       const sealed = yield* Effect.flatMap(key(), (k) => Effect.promise(() => Secrets.seal(k, secret)))
       const id = `we_${crypto.randomUUID().replace(/-/g, "").slice(0, 24)}`
       const now = yield* Time.now
-      yield* run([
+      // The cap is checked inside the INSERT itself: concurrent creates cannot all pass a count read before them.
+      const [inserted] = yield* run([
         Sql.statement(
           `INSERT INTO webhook_endpoints (tenant_id, id, url, description, event_types, enabled, version, secret_sealed, created_at, updated_at)
-           VALUES (?, ?, ?, ?, ?, 1, 1, ?, ?, ?)`
-        , tenantId, id, valid.url!, valid.description ?? null, JSON.stringify(valid.event_types), sealed, now, now)
+           SELECT ?, ?, ?, ?, ?, 1, 1, ?, ?, ?
+           WHERE (SELECT COUNT(*) FROM webhook_endpoints WHERE tenant_id = ?) < ? RETURNING id`
+        , tenantId, id, valid.url!, valid.description ?? null, JSON.stringify(valid.event_types), sealed, now, now, tenantId, cap)
       ])
       cache.delete(tenantId)
+      if ((inserted?.rows.length ?? 0) === 0) {
+        return yield* new Failure.Conflict({
+          code: "endpoint_limit",
+          message: `this tenant already has ${cap} webhook endpoints, the most allowed (FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT = ${cap}); delete one or ask the operator to raise the setting`,
+          details: { limit: cap, setting: "FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT" }
+        })
+      }
       return { endpoint: toEndpoint(yield* row(tenantId, id)), secret }
     }),
-    list: Effect.fn("WebhookStore.list")(function*(tenantId) {
-      return yield* Effect.map(query<Row>("SELECT * FROM webhook_endpoints WHERE tenant_id = ? ORDER BY created_at, id", tenantId), (rows) => rows.map(toEndpoint))
+    list: Effect.fn("WebhookStore.list")(function*(tenantId, page) {
+      const after = page.after === undefined ? undefined : Cursor.decode(page.after, ["string", "string"])
+      if (page.after !== undefined && !after) {
+        return yield* new Failure.InvalidInput({ code: "invalid_query", message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
+      }
+      const rows = yield* query<Row>(
+        `SELECT * FROM webhook_endpoints WHERE tenant_id = ? ${after ? "AND (created_at, id) > (?, ?)" : ""} ORDER BY created_at, id LIMIT ?`,
+        tenantId, ...(after ?? []), page.limit + 1
+      )
+      const data = rows.slice(0, page.limit).map(toEndpoint)
+      const last = data.at(-1)
+      return { data, next_cursor: rows.length > page.limit && last ? Cursor.encode([last.created_at, last.id]) : null }
     }),
     get: Effect.fn("WebhookStore.get")(function*(tenantId, id) {
       return yield* Effect.map(row(tenantId, id), toEndpoint)
@@ -280,14 +305,20 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Webhoo
       const secret = Secrets.generateSigningSecret()
       const sealed = yield* Effect.flatMap(key(), (k) => Effect.promise(() => Secrets.seal(k, secret)))
       const now = yield* Time.millis
-      yield* run([
+      // Compare-and-swap on the version read: a rotation (or any change) that landed in between makes this one
+      // a loser (409), so the secret it would answer is never one that a third rotation silently pushed out.
+      const [result] = yield* Effect.mapError(sql.batch<Row>([
         Sql.statement(
-          `UPDATE webhook_endpoints SET secret_sealed = ?, previous_secret_sealed = ?, previous_secret_expires_at = ?, version = version + 1, updated_at = ?
-           WHERE tenant_id = ? AND id = ?`
-        , sealed, current.secret_sealed, new Date(now + overlap).toISOString(), new Date(now).toISOString(), tenantId, id)
-      ])
+          `UPDATE webhook_endpoints SET secret_sealed = ?, previous_secret_sealed = secret_sealed, previous_secret_expires_at = ?, version = version + 1, updated_at = ?
+           WHERE tenant_id = ? AND id = ? AND version = ? RETURNING *`
+        , sealed, new Date(now + overlap).toISOString(), new Date(now).toISOString(), tenantId, id, current.version)
+      ]), unavailable)
       cache.delete(tenantId)
-      return { endpoint: toEndpoint(yield* row(tenantId, id)), secret }
+      const updated = result?.rows[0]
+      if (updated === undefined) {
+        return yield* new Failure.Conflict({ message: `webhook endpoint ${id} changed while its secret was being rotated (version ${current.version} is no longer current); nothing was rotated — read it and rotate again` })
+      }
+      return { endpoint: toEndpoint(updated), secret }
     }),
     attempts: Effect.fn("WebhookStore.attempts")(function*(tenantId, id, page) {
       yield* row(tenantId, id)

@@ -5,7 +5,9 @@
  * - `GET /v1/webhooks/event-types` — the catalog: event types, their fact type, a JSON Schema of each payload.
  * - `POST /v1/webhooks/endpoints` `{ url, event_types | fact_types, description? }` → 201 with the
  *   `whsec_…` secret — the only time it is shown.
- * - `GET /v1/webhooks/endpoints[/:id]`, `PATCH …/:id` (url, types, description, enabled), `DELETE …/:id`.
+ * - `GET /v1/webhooks/endpoints?limit=&cursor=` — a page of endpoints, oldest first; at most
+ *   `FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT` (default 20) per tenant: one more is a 409.
+ * - `GET /v1/webhooks/endpoints/:id`, `PATCH …/:id` (url, types, description, enabled), `DELETE …/:id`.
  * - `POST …/:id/rotate-secret` → the new secret, once; the old one keeps signing for 24 h.
  * - `GET …/:id/attempts?limit=&cursor=` — the delivery log, newest first.
  * - `POST …/:id/recover` `{ since }` — re-sends every failed delivery since then.
@@ -63,13 +65,19 @@ export const eventTypes = HttpApiEndpoint.get("listEventTypes", "/v1/webhooks/ev
 export const createEndpoint = HttpApiEndpoint.post("createEndpoint", "/v1/webhooks/endpoints", {
   payload: EndpointInput,
   success: WithSecret.pipe(HttpApiSchema.status(201)),
-  error: problems(400, 415, 503)
-}).pipe(describe({ summary: "Create a webhook endpoint", description: "Answers the signing secret once.", scopes: admin, errors: { 400: errors[400], 415: errors[415], 503: errors[503] } }))
+  error: problems(400, 409, 415, 503)
+}).pipe(describe({
+  summary: "Create a webhook endpoint",
+  description: "Answers the signing secret once. A tenant has at most `FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT` endpoints (default 20), enabled or not.",
+  scopes: admin,
+  errors: { 400: errors[400], 409: "`endpoint_limit`: the tenant has as many endpoints as the cap allows (named with the setting in `details`)", 415: errors[415], 503: errors[503] }
+}))
 
 export const listEndpoints = HttpApiEndpoint.get("listEndpoints", "/v1/webhooks/endpoints", {
-  success: Schema.Struct({ data: Schema.Array(Endpoint) }),
-  error: problems(503)
-}).pipe(describe({ summary: "List webhook endpoints", scopes: admin, errors: { 503: errors[503] } }))
+  query: { limit: wholeNumber("1 to 100 (default 50)"), cursor },
+  success: Schema.Struct({ data: Schema.Array(Endpoint), next_cursor: nextCursor }),
+  error: problems(400, 503)
+}).pipe(describe({ summary: "List webhook endpoints", description: "Oldest first, a page at a time: pass `next_cursor` as `cursor` for the next.", scopes: admin, errors: { 400: "`invalid_query`: a limit out of range or a malformed cursor", 503: errors[503] } }))
 
 export const getEndpoint = HttpApiEndpoint.get("getEndpoint", "/v1/webhooks/endpoints/:id", { params: id, success: Endpoint, error: problems(404, 503) })
   .pipe(describe({ summary: "Get a webhook endpoint", scopes: admin, errors: { 404: errors[404], 503: errors[503] } }))
@@ -84,8 +92,13 @@ export const updateEndpoint = HttpApiEndpoint.patch("updateEndpoint", "/v1/webho
 export const deleteEndpoint = HttpApiEndpoint.delete("deleteEndpoint", "/v1/webhooks/endpoints/:id", { params: id, error: problems(404, 503) })
   .pipe(describe({ summary: "Delete a webhook endpoint", scopes: admin, errors: { 404: errors[404], 503: errors[503] } }))
 
-export const rotateSecret = HttpApiEndpoint.post("rotateSecret", "/v1/webhooks/endpoints/:id/rotate-secret", { params: id, success: WithSecret, error: problems(404, 503) })
-  .pipe(describe({ summary: "Rotate an endpoint's secret", description: "Answers the new secret once; the old one keeps signing beside it for 24 hours.", scopes: admin, errors: { 404: errors[404], 503: errors[503] } }))
+export const rotateSecret = HttpApiEndpoint.post("rotateSecret", "/v1/webhooks/endpoints/:id/rotate-secret", { params: id, success: WithSecret, error: problems(404, 409, 503) })
+  .pipe(describe({
+    summary: "Rotate an endpoint's secret",
+    description: "Answers the new secret once; the old one keeps signing beside it for 24 hours. Of concurrent rotations one wins; the others answer 409 and rotated nothing.",
+    scopes: admin,
+    errors: { 404: errors[404], 409: "`conflict`: the endpoint changed while rotating (a concurrent rotation or change); read it and rotate again", 503: errors[503] }
+  }))
 
 export const attempts = HttpApiEndpoint.get("listAttempts", "/v1/webhooks/endpoints/:id/attempts", {
   params: id,
@@ -109,6 +122,13 @@ export const group = HttpApiGroup.make("webhooks").add(eventTypes, createEndpoin
 
 const store = Effect.service(WebhookStore.WebhookStore)
 
+/** `limit` of the webhook listings: 1 to 100, default 50. */
+const pageLimit = (raw: string | undefined) => {
+  const limit = raw === undefined ? 50 : /^\d+$/.test(raw) ? Number(raw) : NaN
+  if (!(limit >= 1 && limit <= 100)) throw new Failure.InvalidInput({ code: "invalid_query", message: "limit must be a whole number from 1 to 100" })
+  return limit
+}
+
 export const mount = (app: Hono<AppEnv>, deps: Deps) => {
   const { run, registry } = deps
   const catalog = [...registry.webhookEvents.values()].map((e) => ({
@@ -129,8 +149,10 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
   })
 
   bind(app, listEndpoints, async (c, reply) => {
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.list(c.get("principal").tenantId)))
-    return reply({ data: result })
+    const limit = pageLimit(c.req.query("limit"))
+    const cursor = c.req.query("cursor")
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.list(c.get("principal").tenantId, cursor === undefined ? { limit } : { after: cursor, limit })))
+    return reply(result)
   })
 
   bind(app, getEndpoint, async (c, reply) => {
@@ -158,9 +180,7 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
   })
 
   bind(app, attempts, async (c, reply) => {
-    const raw = c.req.query("limit")
-    const limit = raw === undefined ? 50 : /^\d+$/.test(raw) ? Number(raw) : NaN
-    if (!(limit >= 1 && limit <= 100)) throw new Failure.InvalidInput({ code: "invalid_query", message: "limit must be a whole number from 1 to 100" })
+    const limit = pageLimit(c.req.query("limit"))
     const cursor = c.req.query("cursor")
     const result = await run(c.env, Effect.flatMap(store, (s) => s.attempts(c.get("principal").tenantId, c.req.param("id")!, cursor === undefined ? { limit } : { before: cursor, limit })))
     return reply(result)
