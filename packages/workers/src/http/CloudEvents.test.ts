@@ -12,6 +12,7 @@ describe("CloudEvents binary mode header values", () => {
     expect(decoded("100%2525")).toEqual({ value: "100%25" }) // one round only
     expect(decoded("%41bc")).toEqual({ value: "Abc" }) // unnecessarily encoded: accepted
     expect(decoded("/billing/x:1")).toEqual({ value: "/billing/x:1" })
+    expect(decoded("%EF%BB%BFevt")).toEqual({ value: "\uFEFFevt" }) // a BOM is kept: not the same id as "evt"
   })
 
   it("unescape a double-quoted value first (older encoders), then percent-decode it", () => {

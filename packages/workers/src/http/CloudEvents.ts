@@ -94,7 +94,7 @@ export const decodeHeaderValue = (raw: string): { readonly value: string } | { r
   }
   let value: string
   try {
-    value = new TextDecoder("utf-8", { fatal: true }).decode(new Uint8Array(bytes))
+    value = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }) // a leading BOM stays part of the value.decode(new Uint8Array(bytes))
   } catch {
     return { problem: "percent-decodes to bytes that are not valid UTF-8" }
   }
