@@ -94,7 +94,8 @@ export const decodeHeaderValue = (raw: string): { readonly value: string } | { r
   }
   let value: string
   try {
-    value = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }) // a leading BOM stays part of the value.decode(new Uint8Array(bytes))
+    // fatal: invalid or overlong UTF-8 is refused; ignoreBOM: a leading BOM stays part of the value.
+    value = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(new Uint8Array(bytes))
   } catch {
     return { problem: "percent-decodes to bytes that are not valid UTF-8" }
   }
