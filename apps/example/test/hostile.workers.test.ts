@@ -202,3 +202,45 @@ describe("deeply nested JSON bodies on every POST route", () => {
     }
   }, 120_000)
 })
+
+describe("CloudEvents binary mode header encoding (issue 21)", () => {
+  const data = (call: string) => ({ call_id: call, buyer_id: "ce_hostile", duration_s: 90, price_cents: 150, currency: "USD" })
+  const binary = (headers: Record<string, string>, call: string) => request("/v1/events", {
+    method: "POST", token: tokenA, body: JSON.stringify(data(call)),
+    headers: { "content-type": "application/json", "ce-specversion": "1.0", "ce-type": "call.completed", "ce-source": "/hostile", "ce-subject": call, ...headers }
+  })
+  const structured = (id: string, call: string) => request("/v1/events", {
+    method: "POST", token: tokenA, headers: { "content-type": "application/cloudevents+json" },
+    body: JSON.stringify({ specversion: "1.0", type: "call.completed", source: "/hostile", id, subject: call, data: data(call) })
+  })
+
+  it("the same event sent structured and binary (percent-encoded id), in either order, is one event: the second a duplicate", async () => {
+    for (const order of ["structured first", "binary first"]) {
+      const call = unique("ce_pct")
+      const id = `evt 1 ${call} ü`
+      const encoded = `evt%201%20${call}%20%C3%BC`
+      const first = order === "structured first" ? await structured(id, call) : await binary({ "ce-id": encoded }, call)
+      const second = order === "structured first" ? await binary({ "ce-id": encoded }, call) : await structured(id, call)
+      expect(first.status, order).toBe(202)
+      expect(second.status, order).toBe(202)
+      const [a, b] = [await first.json<any>(), await second.json<any>()]
+      expect(a.items, order).toEqual([{ idempotency_key: `ce:%2Fhostile:${encodeURIComponent(id)}`, duplicate: false }])
+      expect(b.items, order).toEqual([{ idempotency_key: `ce:%2Fhostile:${encodeURIComponent(id)}`, duplicate: true }])
+    }
+  })
+
+  it("refuses ce-* header values that are not valid UTF-8 (workerd hands \\xff and \\xfe alike over as U+FFFD) or not percent-encoded: 400 naming the header, nothing accepted", async () => {
+    const call = unique("ce_bytes")
+    for (const [header, value] of [["ce-id", "evt-\uFFFD"], ["ce-id", "evt-%FF"], ["ce-id", "evt-%C0%A0"], ["ce-id", "evt-%zz"], ["ce-subject", "a\u00FFb"]] as const) {
+      const response = await binary({ "ce-id": `evt-${call}`, [header]: value }, call)
+      expect(response.status, `${header}: ${value}`).toBe(400)
+      const body = await response.json<any>()
+      expect(body.error.code, `${header}: ${value}`).toBe("invalid_events")
+      expect(body.error.details.problems, `${header}: ${value}`).toEqual([{ path: `headers.${header}`, message: expect.stringContaining(header) }])
+    }
+    // Nothing was accepted under the event's key: the same event, well encoded, is new.
+    const clean = await binary({ "ce-id": `evt-${call}` }, call)
+    expect(clean.status).toBe(202)
+    expect((await clean.json<any>()).items[0].duplicate).toBe(false)
+  })
+})

@@ -60,6 +60,10 @@ const secretProblems = (secrets) => {
   if (tokens !== undefined) {
     try {
       if (Tokens.parse(tokens).length === 0) problems.push("FACTLINE_TOKENS has no token: every request would be refused")
+      else {
+        const refused = Tokens.refusedByAuth(tokens)
+        if (refused !== undefined) problems.push(`Auth refuses FACTLINE_TOKENS, so every request would be refused: ${refused}`)
+      }
     } catch (error) {
       problems.push(error.message.replace("the current FACTLINE_TOKENS", "FACTLINE_TOKENS"))
     }

@@ -10,15 +10,21 @@
  * - neither: the current value is read from the `FACTLINE_TOKENS` environment variable and the updated
  *   value is printed, with the `wrangler secret put` command that installs it (secrets cannot be read back).
  *
+ * Every value it writes or prints is first parsed with the parser Auth.ts uses (`@factline/workers/tokens`):
+ * a value Auth would refuse — which locks out every token, the new one included — is never written (exit 1,
+ * with Auth's reason).
+ *
  * It does not talk to Cloudflare: installing a value in production is `wrangler secret put FACTLINE_TOKENS`
  * (or `factline deploy`, which passes it with the deploy).
  */
 import { createHash, randomBytes } from "node:crypto"
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
+import { Result } from "effect"
+import * as TokenConfig from "@factline/workers/tokens"
 import * as Args from "./Args.mjs"
 
-/** The scopes http/Auth.ts knows (Tokens.test.ts checks they are the same). */
-export const scopes = ["events:write", "read", "admin", "platform"]
+/** The scopes http/Auth.ts knows. */
+export const scopes = TokenConfig.Scope.literals
 /** The tenant id pattern of @factline/schemas' TenantId. */
 export const tenantPattern = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/
 const namePattern = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/
@@ -70,6 +76,44 @@ export const parse = (value) => {
 }
 
 export const serialize = (entries) => JSON.stringify(entries)
+
+/** Why Auth refuses `value` (naming each entry at fault, never its hash), or undefined when Auth accepts it. */
+export const refusedByAuth = (value) => {
+  const parsed = TokenConfig.parse(value)
+  if (Result.isSuccess(parsed)) return undefined
+  let entries
+  try {
+    entries = JSON.parse(value)
+  } catch {
+    return parsed.failure
+  }
+  // Each entry checked alone with the same parser, to name the ones at fault.
+  const atFault = Array.isArray(entries)
+    ? entries.flatMap((e, i) => Result.isFailure(TokenConfig.parse(JSON.stringify([e])))
+      ? [`entry ${i} ${e?.name ?? "(unnamed)"} ${JSON.stringify({ tenant_id: e?.tenant_id, scopes: e?.scopes, created_at: e?.created_at })}`]
+      : [])
+    : []
+  return atFault.length > 0 ? `${parsed.failure}; at fault: ${atFault.join("; ")}` : parsed.failure
+}
+
+/** Auth's table of `value`, or a UsageError with Auth's reason: a value Auth refuses would lock everyone out. */
+export const checkWithAuth = (value) => {
+  const refused = refusedByAuth(value)
+  if (refused !== undefined) {
+    throw new UsageError(`refusing to write FACTLINE_TOKENS: Auth would refuse the result and then every request, this token's included — ${refused}. Fix or revoke the entry at fault first (factline tokens revoke NAME); nothing was written`)
+  }
+  return Result.getOrThrow(TokenConfig.parse(value))
+}
+
+/** Why giving `platform` to this token is probably a mistake: it also acts within a tenant, or its tenant has tenant tokens. */
+const platformWarning = (entries, tenant, granted) => {
+  if (!granted.includes("platform")) return undefined
+  const tenantScoped = (list) => list.some((s) => TokenConfig.tenantScopes.includes(s))
+  const isTenants = tenantScoped(granted) || entries.some((e) => e.tenant_id === tenant && Array.isArray(e.scopes) && tenantScoped(e.scopes))
+  return isTenants
+    ? `warning: 'platform' acts across every tenant (a projection rebuild replays all tenants' facts), not only ${tenant}'s; it is for the platform's operators, never a tenant's token — give operators their own (e.g. --tenant factline --scopes platform)\n`
+    : undefined
+}
 
 // ---- where the value is read from and written to --------------------------------------------------------
 
@@ -139,6 +183,8 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     const where = store.kind === "env" ? "FACTLINE_TOKENS (environment)" : store.file
 
     if (command === "list") {
+      const current = TokenConfig.parse(store.value)
+      if (store.value !== undefined && store.value.trim() !== "" && Result.isFailure(current)) io.err(`tokens: warning: Auth refuses the current value, so every request is refused — ${current.failure}\n`)
       const rows = entries.map((e) => ({ name: e.name ?? "(unnamed)", tenant_id: e.tenant_id, scopes: e.scopes, created_at: e.created_at ?? null }))
       if (options.json) io.out(`${JSON.stringify(rows, null, 2)}\n`)
       else if (rows.length === 0) io.out(`no tokens in ${where}\n`)
@@ -152,6 +198,7 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
 
     let updated
     let created
+    let warning
     if (command === "create") {
       const name = options.name
       const tenant = options.tenant
@@ -166,6 +213,7 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
       const entry = entryFor(token, { name, tenant, scopes: [...new Set(granted)] })
       updated = [...entries, entry]
       created = { token, entry }
+      warning = platformWarning(entries, tenant, entry.scopes)
     } else if (command === "revoke") {
       const name = rest[0] ?? options.name
       if (!name) throw new UsageError("usage: factline tokens revoke NAME")
@@ -176,6 +224,11 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     }
 
     const value = serialize(updated)
+    const table = checkWithAuth(value)
+    if (created && table.get(created.entry.sha256)?.tenantId !== created.entry.tenant_id) {
+      throw new UsageError(`refusing to write FACTLINE_TOKENS: Auth would not authenticate the new token as ${created.entry.tenant_id}; nothing was written`)
+    }
+    if (warning) io.err(`tokens: ${warning}`)
     const written = writeStore(store, value)
     if (options.json) {
       io.out(`${JSON.stringify({ ...(created ? { token: created.token, entry: created.entry } : { revoked: rest[0] ?? options.name }), FACTLINE_TOKENS: value, written: written ? store.file : null })}\n`)

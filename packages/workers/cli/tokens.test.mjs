@@ -85,6 +85,71 @@ describe("factline tokens", () => {
     expect((await run("list", "--file", file)).err).toContain("not JSON")
   })
 
+  it("refuses to create beside an entry Auth refuses (scope superuser): exit 1 with Auth's reason, the file as it was", async () => {
+    for (const [name, text] of [
+      ["superuser.json", `${JSON.stringify([{ name: "root", sha256: "a".repeat(64), tenant_id: "acme", scopes: ["superuser"] }], null, 2)}\n`],
+      [".dev.vars.superuser", `# local\nFACTLINE_TOKENS='${JSON.stringify([{ name: "root", sha256: "a".repeat(64), tenant_id: "acme", scopes: ["superuser"] }])}'\n`]
+    ]) {
+      const file = join(dir, name)
+      writeFileSync(file, text)
+      const before = Auth.principals(JSON.stringify([{ name: "root", sha256: "a".repeat(64), tenant_id: "acme", scopes: ["superuser"] }]))
+      expect(before.size).toBe(0) // what Auth makes of the current value: nobody
+      const created = await run("create", "--tenant", "acme", "--scopes", "read", "--name", "billing", "--file", file)
+      expect(created.code).toBe(1)
+      expect(created.err).toContain("superuser")
+      expect(created.out).not.toMatch(/fl_[0-9A-Za-z]{43}/) // no token handed out that would not work
+      expect(readFileSync(file, "utf8")).toBe(text)
+    }
+  })
+
+  it("refuses to print a value Auth would refuse when the current value comes from the environment", async () => {
+    const current = JSON.stringify([{ sha256: "b".repeat(64), tenant_id: "acme", scopes: ["read"], created_at: "yesterday" }])
+    let out = ""
+    let err = ""
+    const code = await Tokens.run(["create", "--tenant", "acme", "--scopes", "read", "--name", "new"], { out: (s) => (out += s), err: (s) => (err += s) }, { FACTLINE_TOKENS: current })
+    expect(code).toBe(1)
+    expect(err).toContain("created_at")
+    expect(out).toBe("")
+  })
+
+  it("revoking the entry Auth refuses repairs the value: what is written parses to the remaining principals", async () => {
+    const file = join(dir, "repair.json")
+    const good = Tokens.entryFor("fl_good", { name: "good", tenant: "acme", scopes: ["read"] })
+    writeFileSync(file, JSON.stringify([good, { name: "root", sha256: "c".repeat(64), tenant_id: "acme", scopes: ["superuser"] }]))
+    expect((await run("revoke", "root", "--file", file)).code).toBe(0)
+    const table = Auth.principals(JSON.stringify(JSON.parse(readFileSync(file, "utf8"))))
+    expect([...table.entries()]).toEqual([[good.sha256, { tenantId: "acme", scopes: ["read"], name: "good" }]])
+  })
+
+  it("every value it writes parses with Auth's parser to exactly the tokens created and not revoked", async () => {
+    const file = join(dir, "sequence.dev.vars")
+    const live = new Map()
+    const steps = [["create", "a", "t1", "read"], ["create", "b", "t2", "events:write,read"], ["create", "c", "t1", "admin"], ["revoke", "a"], ["create", "d", "factline", "platform"], ["revoke", "c"]]
+    for (const [command, name, tenant, scopes] of steps) {
+      const result = command === "create"
+        ? await run("create", "--tenant", tenant, "--scopes", scopes, "--name", name, "--file", file)
+        : await run("revoke", name, "--file", file)
+      expect(result.code, result.err).toBe(0)
+      if (command === "create") live.set(name, { token: tokenIn(result.out), principal: { tenantId: tenant, scopes: scopes.split(","), name } })
+      else live.delete(name)
+      const table = Auth.principals(/^FACTLINE_TOKENS='(.*)'$/m.exec(readFileSync(file, "utf8"))[1])
+      expect(table.size).toBe(live.size)
+      for (const { token, principal } of live.values()) expect(table.get(await Auth.sha256Hex(token))).toEqual(principal)
+    }
+  })
+
+  it("warns when a tenant's token is given the platform scope, and not for an operator's platform-only token", async () => {
+    const file = join(dir, "platform.json")
+    const mixed = await run("create", "--tenant", "acme", "--scopes", "read,platform", "--name", "acme-ops", "--file", file)
+    expect(mixed.code).toBe(0)
+    expect(mixed.err).toMatch(/warning: .*platform.*every tenant/)
+    const operator = await run("create", "--tenant", "factline", "--scopes", "platform", "--name", "operator", "--file", file)
+    expect(operator.code).toBe(0)
+    expect(operator.err).toBe("")
+    const tenantsOwn = await run("create", "--tenant", "acme", "--scopes", "platform", "--name", "acme-platform", "--file", file)
+    expect(tenantsOwn.err).toMatch(/warning: .*platform/) // acme already has a tenant token: this is a tenant's token
+  })
+
   it("makes tokens with 256 random bits behind the fl_ prefix, all distinct", () => {
     const tokens = new Set(Array.from({ length: 1000 }, () => Tokens.generate()))
     expect(tokens.size).toBe(1000)

@@ -7,57 +7,31 @@
  * response of an authenticated route, errors included, carries
  * `cache-control: no-store`: no shared or browser cache may keep tenant data.
  */
-import { Result, Schema } from "effect"
+import { Result } from "effect"
 import type { MiddlewareHandler } from "hono"
-import { Issues } from "@factline/schemas"
-import { IsoDateTime, TenantId } from "@factline/schemas"
 import type { PlatformEnv } from "../Env.js"
 import { settingsOf } from "../Services.js"
 import { Forbidden, Unauthorized } from "./Problem.js"
+import * as TokenConfig from "./TokenConfig.js"
 
-/**
- * `events:write`, `read` and `admin` act within the token's tenant; `platform`
- * is for operations across every tenant (a projection rebuild replays all
- * tenants' facts), for the platform's operators only — never give it to a tenant.
- */
-export const Scope = Schema.Literals(["events:write", "read", "admin", "platform"])
-export type Scope = typeof Scope.Type
+export { Scope, TokenConfig, TokenEntry } from "./TokenConfig.js"
+export type { Principal } from "./TokenConfig.js"
+type Scope = TokenConfig.Scope
+type Principal = TokenConfig.Principal
 
-export const TokenEntry = Schema.Struct({
-  sha256: Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/)),
-  tenant_id: TenantId,
-  scopes: Schema.Array(Scope),
-  name: Schema.optional(Schema.String),
-  /** When the token was created (`factline tokens create` records it; informational). */
-  created_at: Schema.optional(IsoDateTime)
-})
-export const TokenConfig = Schema.Array(TokenEntry)
-
-export interface Principal {
-  readonly tenantId: string
-  readonly scopes: ReadonlyArray<Scope>
-  readonly name: string | undefined
-}
-
-const decodeConfig = Issues.decodeStrict(TokenConfig)
 const cache = new Map<string, Map<string, Principal>>()
 
-/** Parses (once per distinct config string) the hash → principal table. A bad config fails closed. */
+/**
+ * Parses (once per distinct config string) the hash → principal table, with the parser the `factline
+ * tokens` CLI checks every value it writes with (`TokenConfig.parse`). A bad config fails closed.
+ */
 export const principals = (config: string | undefined): Map<string, Principal> => {
   const key = config ?? ""
   const cached = cache.get(key)
   if (cached) return cached
-  let table = new Map<string, Principal>()
-  try {
-    const decoded = decodeConfig(JSON.parse(key))
-    if (Result.isSuccess(decoded)) {
-      table = new Map(decoded.success.map((t) => [t.sha256, { tenantId: t.tenant_id, scopes: t.scopes, name: t.name }]))
-    } else {
-      console.error(`FACTLINE_TOKENS is invalid (${Issues.render(decoded.failure)}); every request will be refused`)
-    }
-  } catch {
-    console.error("FACTLINE_TOKENS is missing or not JSON; every request will be refused")
-  }
+  const parsed = TokenConfig.parse(config)
+  if (Result.isFailure(parsed)) console.error(`${parsed.failure}; every request will be refused`)
+  const table = Result.getOrElse(parsed, () => new Map<string, Principal>())
   cache.set(key, table)
   return table
 }

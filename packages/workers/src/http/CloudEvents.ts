@@ -2,8 +2,8 @@
  * CloudEvents 1.0 over HTTP, mapped onto factline envelopes.
  *
  * Structured mode (`application/cloudevents+json`), batch mode
- * (`application/cloudevents-batch+json`) and binary mode (`ce-*` headers, the
- * body is `data`). `type` → `message_type`, `id` → `message_id`, `source`,
+ * (`application/cloudevents-batch+json`) and binary mode (`ce-*` headers,
+ * percent-decoded as the HTTP binding requires — see `decodeHeaderValue` —, the body is `data`). `type` → `message_type`, `id` → `message_id`, `source`,
  * `subject`, `time` → `created_at`, `data` → `payload`; factline's own fields
  * travel as extension attributes: `schemaversion` (default: the type's latest
  * version), `idempotencykey` (default: `ce:` + `source` + `:` + `id`, each
@@ -65,13 +65,62 @@ export const toEnvelope = (
   return { input, problems: [] }
 }
 
-/** Binary mode: the `ce-*` headers are the attributes, the body is `data`. */
-export const fromBinary = (headers: Headers, data: unknown): Record<string, unknown> => {
+/**
+ * One `ce-*` header value → its attribute value, as the HTTP binding (1.0.2, 3.1.3.2) decodes it: a
+ * double-quoted string is unescaped first, then one round of percent-decoding, whose bytes must be valid
+ * UTF-8 (overlong forms such as `%C0%A0` included). Refused, rather than guessed at: a character outside
+ * printable ASCII (the binding's encoders percent-encode every other one; workerd hands a Worker invalid
+ * UTF-8 bytes as U+FFFD, so `evt-\xff` and `evt-\xfe` would otherwise become one id), a `%` not followed
+ * by two hex digits, a stray `"`, and a decoded control character (CloudEvents attribute values exclude them).
+ */
+export const decodeHeaderValue = (raw: string): { readonly value: string } | { readonly problem: string } => {
+  if (raw.includes("\uFFFD")) return { problem: "holds bytes that are not valid UTF-8; percent-encode the value's UTF-8 bytes (%XX)" }
+  if (!/^[\x20-\x7E]*$/.test(raw)) return { problem: "holds characters outside printable ASCII; percent-encode the value's UTF-8 bytes (%XX), as the CloudEvents HTTP binding requires" }
+  let text = raw
+  if (text.startsWith('"')) {
+    const quoted = /^"((?:[^"\\]|\\.)*)"$/.exec(text)
+    if (!quoted) return { problem: "is an unterminated or malformed quoted string" }
+    text = quoted[1]!.replace(/\\(.)/g, "$1")
+  } else if (text.includes('"')) {
+    return { problem: 'holds a double quote; percent-encode it (%22)' }
+  }
+  if (/%(?![0-9A-Fa-f]{2})/.test(text)) return { problem: "holds a % not followed by two hex digits; percent-encode % itself as %25" }
+  const bytes: Array<number> = []
+  for (let i = 0; i < text.length; i++) {
+    if (text[i] === "%") {
+      bytes.push(Number.parseInt(text.slice(i + 1, i + 3), 16))
+      i += 2
+    } else bytes.push(text.charCodeAt(i))
+  }
+  let value: string
+  try {
+    // fatal: invalid or overlong UTF-8 is refused; ignoreBOM: a leading BOM stays part of the value.
+    value = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(new Uint8Array(bytes))
+  } catch {
+    return { problem: "percent-decodes to bytes that are not valid UTF-8" }
+  }
+  if (/[\u0000-\u001F\u007F-\u009F]/.test(value)) return { problem: "decodes to a control character, which no CloudEvents attribute may hold" }
+  return { value }
+}
+
+/**
+ * Binary mode: the `ce-*` headers are the attributes (each decoded by `decodeHeaderValue`), the body is
+ * `data`; or the problems, one per header at fault (`headers.ce-id`).
+ */
+export const fromBinary = (
+  headers: Headers,
+  data: unknown
+): { readonly event: Record<string, unknown>; readonly problems: ReadonlyArray<{ path: string; message: string }> } => {
   const event: Record<string, unknown> = { data }
-  headers.forEach((value, name) => {
-    if (name.toLowerCase().startsWith("ce-")) event[name.slice(3).toLowerCase()] = value
+  const problems: Array<{ path: string; message: string }> = []
+  headers.forEach((raw, name) => {
+    const header = name.toLowerCase()
+    if (!header.startsWith("ce-")) return
+    const decoded = decodeHeaderValue(raw)
+    if ("value" in decoded) event[header.slice(3)] = decoded.value
+    else problems.push({ path: `headers.${header}`, message: `${header} ${decoded.problem}` })
   })
-  return event
+  return { event, problems }
 }
 
 /** Whether a reader asked for CloudEvents (`Accept: application/cloudevents-batch+json`) rather than factline's JSON. */

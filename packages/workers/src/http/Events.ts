@@ -87,7 +87,14 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Sha
     let batch: boolean
     let list: unknown
     if (cloudEvents) {
-      const events = cloudEvents === "batch" ? body : [cloudEvents === "binary" ? CloudEvents.fromBinary(c.req.raw.headers, body) : body]
+      let events = cloudEvents === "batch" ? body : [body]
+      if (cloudEvents === "binary") {
+        const binary = CloudEvents.fromBinary(c.req.raw.headers, body)
+        if (binary.problems.length > 0) {
+          throw new Failure.InvalidInput({ code: "invalid_events", message: `${binary.problems.length} CloudEvents header(s) refused; nothing was accepted`, problems: binary.problems })
+        }
+        events = [binary.event]
+      }
       if (!Array.isArray(events) || events.length === 0) throw new Failure.InvalidInput({ message: "a CloudEvents batch must be a non-empty JSON array" })
       batch = cloudEvents === "batch"
       const mapped = events.map((event) => CloudEvents.toEnvelope(event, registry.definitions))
