@@ -468,3 +468,51 @@ describe("a job whose chunk message is lost", () => {
     expect((await job(finished)).status).toBe("succeeded")
   })
 })
+
+describe("import: a client's payload_ref is refused (issue 21, defect 1)", () => {
+  const upload = (name: string, body: string) =>
+    request(`/v1/batches/uploads/${name}`, { method: "PUT", token: tokenA, body, headers: { "content-type": "application/x-ndjson", "content-length": String(new TextEncoder().encode(body).length) } })
+
+  it("inline and from a manifest: the line with payload_ref is reported failed (set by the producer only), the referenced object is never read, nothing of it reaches the ledger", async () => {
+    const run = unique("pref")
+    // An object in the tenant's own prefix that would be a valid call.completed payload.
+    const target = `${run}.json`
+    const stolen = callCompleted({}, { call_id: `${run}_ref`, buyer_id: `${run}_buyer`, duration_s: 75, price_cents: 999 })
+    expect((await upload(target, JSON.stringify(stolen.payload))).status).toBe(201)
+    const ref = `r2://factline-payloads/tenant-a/uploads/${target}`
+    const { payload: _, ...withoutPayload } = stolen
+    const lines = (tag: string) => [
+      callCompleted({}, { call_id: `${run}_${tag}_ok`, buyer_id: `${run}_buyer`, duration_s: 75, price_cents: 100 }),
+      { ...withoutPayload, idempotency_key: `call.completed:${run}_${tag}_ref`, payload_ref: ref }
+    ]
+    const manifest = `${run}-manifest.ndjson`
+    expect((await upload(manifest, lines("manifest").map((l) => JSON.stringify(l)).join("\n") + "\n")).status).toBe(201)
+
+    const bucket = env.PAYLOADS as R2Bucket & { get: R2Bucket["get"] }
+    const original = bucket.get.bind(bucket)
+    const reads: Array<string> = []
+    bucket.get = (async (key: string, options?: R2GetOptions) => {
+      reads.push(key)
+      return original(key, options as never)
+    }) as never
+    let ids: Array<string>
+    try {
+      const inline = await startImport(lines("inline"))
+      const fromManifest = await request("/v1/batches", { method: "POST", token: tokenA, body: JSON.stringify({ operation: "import", manifest }) })
+      expect(fromManifest.status, await fromManifest.clone().text()).toBe(202)
+      ids = [inline, (await fromManifest.json<any>()).batch_id]
+      await drain({ timeoutMs: 60_000 })
+    } finally {
+      bucket.get = original as never
+    }
+    for (const id of ids) {
+      const done = await job(id)
+      expect(done, id).toMatchObject({ status: "succeeded", succeeded: 1, failed: 1 })
+      expect(done.errors).toEqual([{ line: 2, error: expect.stringContaining("payload_ref is set by the producer only") }])
+    }
+    expect(reads.filter((key) => key.endsWith(`/uploads/${target}`))).toEqual([])
+    expect((await readStream("tenant-a", stolen.subject)).version).toBe(0)
+    // The valid lines of both jobs: two charges of 100 cents, none of 999.
+    expect(await budget(`${run}_buyer`)).toEqual({ spent_cents: 200, charges: 2 })
+  }, 120_000)
+})

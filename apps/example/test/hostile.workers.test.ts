@@ -243,4 +243,66 @@ describe("CloudEvents binary mode header encoding (issue 21)", () => {
     expect(clean.status).toBe(202)
     expect((await clean.json<any>()).items[0].duplicate).toBe(false)
   })
+
+/** `n` unknown keys as one JSON object's members: `{"k0":0,"k1":0,…}`. */
+const unknownKeys = (n: number, extra = "") => `{${extra}${Array.from({ length: n }, (_, i) => `"k${i}":0`).join(",")}}`
+
+describe("problem lists are capped (issue 21, defect 2)", () => {
+  /** A 400 that lists the first 100 problems, counts them all, and stays small whatever the input. */
+  const capped = async (response: Response, what: string, total: number) => {
+    const text = await response.text()
+    expect(response.status, `${what}: ${text.slice(0, 300)}`).toBe(400)
+    expect(text.length, `${what}: the body's size`).toBeLessThan(64 * 1024)
+    const { error } = JSON.parse(text)
+    expect(error.details.problems, what).toHaveLength(100)
+    expect(error.details.problems_total, what).toBe(total)
+    expect(error.message, what).toContain(`${total} problem(s)`)
+    expect(error.message, what).toContain("the first 100 are listed")
+    return error
+  }
+
+  it("an event whose payload has 150,000 unknown keys (a body under 5 MiB): a 400 listing the first 100 of 150,000 problems, not a 500", async () => {
+    const event = JSON.stringify(callCompleted())
+    const body = event.replace(/"payload":\{/, `"payload":${unknownKeys(150_000).slice(0, -1)},`)
+    expect(body.length).toBeLessThan(5 * 1024 * 1024)
+    const error = await capped(await request("/v1/events", { method: "POST", token: tokenA, body }), "150,000 unknown payload keys", 150_000)
+    expect(error.code).toBe("invalid_events")
+    expect(error.details.problems[0].path).toMatch(/^payload\./)
+  }, 60_000)
+
+  it("100,000 unknown envelope fields, and 300,000 unknown fields on a webhook endpoint: small 400s with the count", async () => {
+    const event = JSON.stringify(callCompleted())
+    await capped(await request("/v1/events", { method: "POST", token: tokenA, body: `${event.slice(0, -1)},${unknownKeys(100_000).slice(1)}` }), "100,000 unknown envelope fields", 100_000)
+    const endpoint = unknownKeys(300_000, `"url":"https://example.com/hook","event_types":["charge.created"],`)
+    await capped(await request("/v1/webhooks/endpoints", { method: "POST", token: tokenA, body: endpoint }), "300,000 unknown endpoint fields", 300_000)
+    // One field whose name is 2 MiB long: its path is cut, the body stays small.
+    const long = JSON.stringify({ url: "https://example.com/hook", event_types: ["charge.created"], ["f".repeat(2 * 1024 * 1024)]: 1 })
+    const response = await request("/v1/webhooks/endpoints", { method: "POST", token: tokenA, body: long })
+    expect(response.status).toBe(400)
+    expect((await response.text()).length).toBeLessThan(64 * 1024)
+  }, 60_000)
+
+  it("every other list of problems: a CloudEvents batch, lone surrogates, unknown query parameters", async () => {
+    // 1,000 CloudEvents without id, source and type: 3,000 problems (and the specversion of each).
+    const ces = JSON.stringify(Array.from({ length: 1_000 }, () => ({ specversion: "1.0" })))
+    await capped(await request("/v1/events", { method: "POST", token: tokenA, body: ces, headers: { "content-type": "application/cloudevents-batch+json" } }), "1,000 empty CloudEvents", 3_000)
+    const surrogates = `{"events":[${Array.from({ length: 20_000 }, () => `"\\ud800"`).join(",")}]}`
+    await capped(await request("/v1/events", { method: "POST", token: tokenA, body: surrogates }), "20,000 lone surrogates", 20_000)
+    const query = Array.from({ length: 500 }, (_, i) => `q${i}=1`).join("&")
+    await capped(await request(`/v1/facts?${query}`, { token: tokenA }), "500 unknown query parameters", 500)
+  }, 60_000)
+
+  it("a client's payload_ref: refused on /v1/events and never taken from a CloudEvent", async () => {
+    const { payload: _, ...event } = callCompleted()
+    const ref = "r2://factline-payloads/tenant-a/uploads/p.json"
+    const json = await check(await request("/v1/events", { method: "POST", token: tokenA, body: JSON.stringify({ ...event, payload_ref: ref }) }), "payload_ref", [ref])
+    expect(json.body.error.details.problems).toEqual([{ path: "payload_ref", message: expect.stringContaining("is set by the producer only") }])
+    // CloudEvents carry data only: a payload_ref (or payloadref) attribute is an ignored extension, so without data the event has no payload.
+    for (const attribute of ["payload_ref", "payloadref"]) {
+      const ce = { specversion: "1.0", type: "call.completed", id: unique("ce"), source: "/x", subject: "s", [attribute]: ref }
+      const { status, body } = await check(await request("/v1/events", { method: "POST", token: tokenA, body: JSON.stringify(ce), headers: { "content-type": "application/cloudevents+json" } }), attribute, [ref])
+      expect(status).toBe(400)
+      expect(JSON.stringify(body)).not.toContain("uploads/p.json")
+    }
+  })
 })

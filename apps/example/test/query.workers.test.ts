@@ -23,7 +23,7 @@ describe("projection query filters", () => {
     const bad = await get(`/v1/projections/calls?buyer_id=${buyer}&qualified=yes`)
     expect(bad).toEqual({
       status: 400,
-      body: { error: { code: "invalid_query", message: "qualified: must be true or false", details: { problems: [{ path: "qualified", message: "must be true or false" }] } } }
+      body: { error: { code: "invalid_query", message: "qualified: must be true or false", details: { problems: [{ path: "qualified", message: "must be true or false" }], problems_total: 1 } } }
     })
     expect((await get(`/v1/projections/calls?buyer_id=${buyer}&qualified=true`, tokenB)).body.data).toEqual([])
   })

@@ -194,15 +194,16 @@ export const make = (config: Config): Client => {
       created_at: created_at instanceof Date ? created_at.toISOString() : created_at ?? new Date().toISOString(),
       ...(source === undefined ? {} : { source })
     }
-    const problems: Array<Problem> = []
+    // Lists joined with concat, not push(...): a spread of 150,000 problems overflows the argument count.
+    let problems: Array<Problem> = []
     const checked = decodeEnvelope(envelope)
-    if (Result.isFailure(checked)) problems.push(...checked.failure)
+    if (Result.isFailure(checked)) problems = problems.concat(checked.failure)
     const valid = definition.validate(definition.latestVersion, payload)
     if (Result.isFailure(valid)) {
       const p = valid.failure
       // Told apart by shape: an invalid payload carries its problems, an unsupported version a message
       // (a guard exported by core would make this client load core, and drizzle, at runtime).
-      problems.push(...("problems" in p ? p.problems : [{ path: "schema_version", message: p.message }]))
+      problems = problems.concat("problems" in p ? p.problems : [{ path: "schema_version", message: p.message }])
     }
     let json = ""
     if (problems.length === 0) {

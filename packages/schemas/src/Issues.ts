@@ -4,6 +4,12 @@
  * Used by every boundary (HTTP ingest, queue consumers, producers) so that a
  * rejected message always says which field was wrong and why. It does not
  * decide what to do with a failure — callers map it to a 400 or a DLQ record.
+ *
+ * A list of problems is as long as the input is hostile (150,000 unknown keys
+ * fit in a 5 MiB body): everything shown to someone — `render`, `listed` —
+ * names the first `maxListed` and counts the rest, each entry cut at
+ * `maxProblemChars`. Collect problems with a loop, never `push(...list)`: a
+ * spread of a large array overflows the engine's argument count.
  */
 import { Result, Schema, SchemaIssue } from "effect"
 
@@ -24,9 +30,28 @@ export const fromIssue = (issue: SchemaIssue.Issue, prefix: ReadonlyArray<Proper
     message: i.message
   }))
 
-/** Renders problems on one line, for `last_error` and logs. */
-export const render = (problems: ReadonlyArray<Problem>): string =>
-  problems.map((p) => (p.path === "" ? p.message : `${p.path}: ${p.message}`)).join("; ")
+/** How many problems a message or an error body lists; the rest are counted. */
+export const maxListed = 100
+/** A listed problem's path or message is cut at this length (a field name may be megabytes long). */
+export const maxProblemChars = 1_000
+
+const cut = (text: string) => (text.length > maxProblemChars ? `${text.slice(0, maxProblemChars)}…` : text)
+
+/** `N problem(s)`, and `; the first 100 are listed` when there are more than `maxListed`. */
+export const summary = (total: number): string =>
+  total > maxListed ? `${total} problem(s); the first ${maxListed} are listed` : `${total} problem(s)`
+
+/** Problems as an error body's `details` carry them: the first `maxListed` (each cut), and how many there are. */
+export const listed = (problems: ReadonlyArray<Problem>): { readonly problems: Array<Problem>; readonly problems_total: number } => ({
+  problems: problems.slice(0, maxListed).map((p) => ({ path: cut(p.path), message: cut(p.message) })),
+  problems_total: problems.length
+})
+
+/** Renders problems on one line, for `last_error` and logs: the first `maxListed`, then the count. */
+export const render = (problems: ReadonlyArray<Problem>): string => {
+  const line = listed(problems).problems.map((p) => (p.path === "" ? p.message : `${p.path}: ${p.message}`)).join("; ")
+  return problems.length > maxListed ? `${line}; … (${summary(problems.length)})` : line
+}
 
 /**
  * Strict, total decoding: unknown fields are errors, every problem is reported

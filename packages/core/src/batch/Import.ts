@@ -3,14 +3,16 @@
  *
  * Each chunk reads the next lines of the input by byte range (never the whole
  * object), decodes and routes them with the events consumer's own `decode`
- * (strict envelope, known type, payload_ref loaded, payload checked) and
+ * (strict envelope, known type, payload checked) and
  * appends them with its `process` — the keys bound in `accepted_keys` in one
  * round trip, then one ledger call (one RPC per shard) and one relay for the
  * chunk: the same path, and the same idempotency, as live events. So re-running
  * an import appends nothing new, and a line is either appended whole or not at
  * all. A line that cannot be imported (not JSON, not an envelope, another
- * tenant's, refused by its handler, an idempotency key bound to another
- * payload) is counted and reported with its line number; the job goes on.
+ * tenant's, a `payload_ref` — set by the producer only: a client's could name
+ * any object of the tenant's prefix, read whole past the line limit —, refused
+ * by its handler, an idempotency key bound to another payload) is counted and
+ * reported with its line number; the job goes on.
  *
  * A transient failure (the ledger, D1, R2) fails the chunk, which the queue
  * retries: everything it did is idempotent. Progress is recorded once per
@@ -27,6 +29,7 @@ import type { BatchPayload } from "@factline/schemas"
 import type * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"
 import * as EventsConsumer from "../routing/EventsConsumer.js"
+import * as PayloadStore from "../producing/PayloadStore.js"
 import * as BatchFiles from "./BatchFiles.js"
 import * as BatchJobs from "./BatchJobs.js"
 import * as Time from "../platform/Time.js"
@@ -78,11 +81,19 @@ const envelopeOf = (bytes: Uint8Array, tenantId: string): { readonly envelope: u
   if (typeof value !== "object" || value === null || Array.isArray(value)) return { error: "the line is not an envelope object" }
   const tenant = (value as Record<string, unknown>).tenant_id
   if (tenant !== undefined && tenant !== tenantId) return { error: "tenant_id names another tenant than the job's" }
+  // Checked before decode, which would load the object (the events queue's refs are the producer's own).
+  if ("payload_ref" in value) return { error: `payload_ref ${PayloadStore.clientRefRefused} (an import line takes up to ${maxLineBytes / 1024 / 1024} MiB)` }
   return { envelope: { ...value, tenant_id: tenantId } }
 }
 
-/** A line's failure as the job reports it: `reason: text` (a retryable one fails the chunk instead). */
-const lineError = (failure: Failure.Failure) => `${failure.reason}: ${failure.message}`
+/** A reported line error's length: a job keeps up to `BatchJobs.maxErrors` of them in one row. */
+const maxErrorChars = 2_000
+
+/** A line's failure as the job reports it: `reason: text` (a retryable one fails the chunk instead), cut at 2,000 characters. */
+const lineError = (failure: Failure.Failure) => {
+  const text = `${failure.reason}: ${failure.message}`
+  return text.length > maxErrorChars ? `${text.slice(0, maxErrorChars)}…` : text
+}
 
 /** Runs one chunk; returns the next chunk's message payload, or undefined when the job is done (or stopped). */
 export const step = Effect.fn("Import.step")(function*(payload: BatchPayload) {

@@ -15,6 +15,13 @@ import * as Failure from "../failures/Failure.js"
 import type { Bucket } from "../platform/Bindings.js"
 
 export const offloadThresholdBytes = 64 * 1024
+
+/**
+ * Why a client's `payload_ref` is refused, on every ingest path (the HTTP edge, batch imports): a ref is
+ * the producer's, under a key it chose; one from a client could name any object of the tenant's prefix
+ * (an upload of any size), which the consumer would read whole, past every body and line limit.
+ */
+export const clientRefRefused = "is set by the producer only; send the payload inline"
 export const defaultBucketName = "factline-payloads"
 
 /** The reference is malformed, outside the tenant's prefix, or the object is gone: permanent. */

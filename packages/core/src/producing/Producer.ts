@@ -33,13 +33,13 @@ import type { MessageDefinition } from "../definitions/MessageDefinition.js"
 import * as StableJson from "../ledger/StableJson.js"
 import * as Failure from "../failures/Failure.js"
 import { AcceptedKeys, payloadHash } from "./AcceptedKeys.js"
-import { PayloadStore, offloadThresholdBytes } from "./PayloadStore.js"
+import { PayloadStore, clientRefRefused, offloadThresholdBytes } from "./PayloadStore.js"
 import * as SendBatches from "./SendBatches.js"
 import * as Time from "../platform/Time.js"
 
 /** One or more messages failed validation; nothing was sent. */
 export const invalidMessages = (problems: ReadonlyArray<Failure.Problem>) =>
-  new Failure.InvalidInput({ code: "invalid_events", message: `${problems.length} problem(s); nothing was accepted`, problems })
+  new Failure.InvalidInput({ code: "invalid_events", message: `${Issues.summary(problems.length)}; nothing was accepted`, problems })
 
 /**
  * An idempotency key carries another payload than the one accepted under it
@@ -164,11 +164,15 @@ export const make = (config: {
       const path = pathOf(index)
       // Only the producer writes refs, under keys it chooses.
       if (typeof input === "object" && input !== null && "payload_ref" in input) {
-        problems.push({ path: at(index, "payload_ref"), message: "is set by the producer only; send the payload inline (payloads over 64 KiB are moved to R2 for you)" })
+        problems.push({ path: at(index, "payload_ref"), message: `${clientRefRefused} (payloads over 64 KiB are moved to R2 for you)` })
         return
       }
       const decoded = decodeInput(input, path)
-      if (Result.isFailure(decoded)) return void problems.push(...decoded.failure)
+      // A loop, not push(...): 150,000 problems overflow a spread's argument count.
+      if (Result.isFailure(decoded)) {
+        for (const problem of decoded.failure) problems.push(problem)
+        return
+      }
       const e = decoded.success
       const definition = config.definitions.get(e.message_type)
       if (!definition) {
@@ -178,7 +182,7 @@ export const make = (config: {
         if (Result.isFailure(valid)) {
           const p = valid.failure
           if (p._tag === "UnsupportedVersion") problems.push({ path: at(index, "schema_version"), message: p.message })
-          else problems.push(...p.problems)
+          else for (const problem of p.problems) problems.push(problem)
         }
       }
       envelopes[index] = {

@@ -9,7 +9,7 @@
  * creating or rotating it.
  */
 import { Context, Effect, Layer } from "effect"
-import type { Issues } from "@factline/schemas"
+import { Issues } from "@factline/schemas"
 import { tenantKey } from "@factline/schemas"
 import * as Sql from "../platform/Sql.js"
 import * as Cursor from "../tables/Cursor.js"
@@ -227,7 +227,7 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Webhoo
       else out.enabled = input.enabled
     }
     return problems.length > 0
-      ? Effect.fail(new Failure.InvalidInput({ message: `${problems.length} problem(s) in the endpoint`, problems }))
+      ? Effect.fail(new Failure.InvalidInput({ message: `the endpoint has ${Issues.summary(problems.length)}`, problems }))
       : Effect.succeed(out)
   }
 

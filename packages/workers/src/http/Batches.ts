@@ -20,6 +20,7 @@ import { Effect, Result, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Failure, Import, ProjectionStore, QueueProducer, Rebuild, Reconcile, type Registry, RetryPolicy } from "@factline/core"
+import { Issues } from "@factline/schemas"
 import { type AppEnv, bind, cursor, describe, Json, nextCursor, oneOf, problems, wholeNumber, raw } from "./Contract.js"
 import { Forbidden, RequestRefused } from "./Problem.js"
 import { isObject, readBody } from "./JsonBody.js"
@@ -286,7 +287,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
     const rawCursor = c.req.query("cursor")
     const cursor = rawCursor === undefined ? undefined : decodeCursor(rawCursor)
     if (rawCursor !== undefined && cursor === undefined) problems.push({ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" })
-    if (problems.length > 0) throw new Failure.InvalidInput({ code: "invalid_query", message: problems.map((p) => `${p.path}: ${p.message}`).join("; "), problems: problems })
+    if (problems.length > 0) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(problems), problems: problems })
 
     const tenantId = c.get("principal").tenantId
     // Each table gives at most limit + 1 rows past the cursor; merged newest first, the page is exact.

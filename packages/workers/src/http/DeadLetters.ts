@@ -8,6 +8,7 @@ import { Effect, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { DeadLetterSkip, DeadLetterStore, Failure, RetryPolicy } from "@factline/core"
+import { Issues } from "@factline/schemas"
 import type { Principal } from "./Auth.js"
 import { type AppEnv, bind, cursor, describe, nextCursor, oneOf, problems, wholeNumber } from "./Contract.js"
 import { isObject, readBody } from "./JsonBody.js"
@@ -103,7 +104,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
 
   bind(app, listDeadLetters, async (c, reply) => {
     const filters = filtersOf(c)
-    if (!filters.ok) throw new Failure.InvalidInput({ code: "invalid_query", message: filters.problems.map((p) => `${p.path}: ${p.message}`).join("; "), problems: filters.problems })
+    if (!filters.ok) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(filters.problems), problems: filters.problems })
     const raw = c.req.query("limit")
     const limit = raw === undefined ? 50 : /^\d+$/.test(raw) ? Number(raw) : NaN
     if (!(limit >= 1 && limit <= 200)) throw new Failure.InvalidInput({ code: "invalid_query", message: "limit must be a whole number from 1 to 200" })
@@ -114,7 +115,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
 
   bind(app, replayMatching, async (c, reply) => {
     const filters = filtersOf(c)
-    if (!filters.ok) throw new Failure.InvalidInput({ code: "invalid_query", message: filters.problems.map((p) => `${p.path}: ${p.message}`).join("; "), problems: filters.problems })
+    if (!filters.ok) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(filters.problems), problems: filters.problems })
     const result = await run(c.env, Effect.flatMap(store, (s) => s.replayMatching(scopeOf(c.get("principal")), filters.filters)))
     return reply({ ...result, wave_size: DeadLetterStore.waveSize, wave_delay_seconds: DeadLetterStore.waveDelaySeconds })
   })

@@ -7,7 +7,7 @@ import { Effect, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { Failure, Producer, type Registry } from "@factline/core"
-import { EnvelopeInput } from "@factline/schemas"
+import { EnvelopeInput, Issues } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
 import { Forbidden } from "./Problem.js"
 import { type AppEnv, bind, describe, Json, problems } from "./Contract.js"
@@ -99,7 +99,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Sha
       batch = cloudEvents === "batch"
       const mapped = events.map((event) => CloudEvents.toEnvelope(event, registry.definitions))
       const problems = mapped.flatMap((m, i) => m.problems.map((p) => ({ ...p, path: [batch ? `events.${i}` : "", p.path].filter(Boolean).join(".") })))
-      if (problems.length > 0) throw new Failure.InvalidInput({ code: "invalid_events", message: `${problems.length} problem(s); nothing was accepted`, problems: problems })
+      if (problems.length > 0) throw new Failure.InvalidInput({ code: "invalid_events", message: `${Issues.summary(problems.length)}; nothing was accepted`, problems: problems })
       list = mapped.map((m) => m.input)
     } else {
       if (!isObject(body)) throw new Failure.InvalidInput({ message: 'send one envelope object or { "events": [...] }' })

@@ -14,6 +14,7 @@
  */
 import type { Context } from "hono"
 import { Failure } from "@factline/core"
+import { Issues } from "@factline/schemas"
 import { RequestRefused } from "./Problem.js"
 
 /** Levels of arrays and objects a body may nest (an envelope uses 3 or 4; a payload gets the rest). */
@@ -157,7 +158,7 @@ export const read = async (request: Request, maxBytes: number): Promise<Read> =>
   if (problems.length > 0) {
     return {
       _tag: "Refused",
-      refusal: { status: 400, code: "invalid_string", message: `${problems.length} string(s) are not valid Unicode text; nothing was accepted`, details: { problems } }
+      refusal: { status: 400, code: "invalid_string", message: `strings that are not valid Unicode text: ${Issues.summary(problems.length)}; nothing was accepted`, details: { problems } }
     }
   }
   return { _tag: "Ok", value }

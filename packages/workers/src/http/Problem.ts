@@ -7,11 +7,25 @@
  *
  * A 5xx names only the service at fault (`the ledger is unavailable, retry later`) with `retry-after`; the
  * driver's text goes to the log. Anything outside the family is a 500 `internal` that says nothing more.
+ * A `details.problems` list, however long the failure's, is written as its first 100 with `problems_total`
+ * (`Issues.listed`): an error body stays small whatever the request held.
  */
 import { Schema } from "effect"
 import type { Context } from "hono"
 import type { ContentfulStatusCode } from "hono/utils/http-status"
 import { Failure } from "@factline/core"
+import { Issues } from "@factline/schemas"
+
+/** `details`: most often the fields at fault (capped, with their total); some failures add their own fields, or are a list. */
+const Details = Schema.Union([
+  Schema.StructWithRest(Schema.Struct({
+    problems: Schema.optional(Schema.Array(Failure.Problem)).annotate({
+      description: `One entry per field at fault: the first ${Issues.maxListed}, each path and message cut at ${Issues.maxProblemChars} characters`
+    }),
+    problems_total: Schema.optional(Schema.Int).annotate({ description: "How many problems there are in all (`problems` lists the first 100); given with `problems`" })
+  }), [Schema.Record(Schema.String, Schema.Unknown)]),
+  Schema.Array(Schema.Unknown)
+]).annotate({ description: "Where given, e.g. `{ problems: [{ path, message }], problems_total }`; a 422 `idempotency_conflict` lists the conflicting keys" })
 
 export const Problem = Schema.Struct({
   error: Schema.Struct({
@@ -19,12 +33,12 @@ export const Problem = Schema.Struct({
       description: "Machine-readable: invalid_request, invalid_query, invalid_events, unauthorized, forbidden, not_found, conflict, unsupported_media_type, payload_too_large, too_deep, too_many_events, idempotency_conflict, unavailable, internal"
     }),
     message: Schema.String.annotate({ description: "For a person: names every problem. Never a stack, SQL text or a secret." }),
-    details: Schema.optional(Schema.Unknown).annotate({ description: "Where given, e.g. `{ problems: [{ path, message }] }`: one entry per field at fault." })
+    details: Schema.optional(Details)
   })
 }).annotate({
   identifier: "Problem",
   description: "Every error of the API: a 4xx names what to fix; a 503 carries `retry-after`; a 500 says only `internal`.",
-  examples: [{ error: { code: "invalid_query", message: "limit must be between 1 and 1000", details: { problems: [{ path: "limit", message: "must be between 1 and 1000" }] } } }]
+  examples: [{ error: { code: "invalid_query", message: "limit must be between 1 and 1000", details: { problems: [{ path: "limit", message: "must be between 1 and 1000" }], problems_total: 1 } } }]
 })
 export type Problem = typeof Problem.Type
 
@@ -64,7 +78,15 @@ export class RequestRefused extends Schema.TaggedError<RequestRefused>()("Reques
 }
 
 const body = (code: string, message: string, details: unknown): Problem =>
-  ({ error: details === undefined ? { code, message } : { code, message, details } })
+  ({ error: typeof details !== "object" || details === null ? { code, message } : { code, message, details: listed(details) } })
+
+/** `details` with its `problems` (if any) as the first `Issues.maxListed` and their total. */
+const listed = (details: object): NonNullable<Problem["error"]["details"]> =>
+  Array.isArray(details)
+    ? details
+    : "problems" in details && Array.isArray(details.problems)
+      ? { ...details, ...Issues.listed(details.problems) }
+      : { ...details }
 
 /**
  * The response for a failure: its status, code, public message and details from its class; `retry-after`

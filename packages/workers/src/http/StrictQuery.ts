@@ -8,6 +8,7 @@
  */
 import type { MiddlewareHandler } from "hono"
 import { Failure } from "@factline/core"
+import { Issues } from "@factline/schemas"
 
 /** `known` lists the accepted parameters; omit it for routes whose own validation names unknown ones. */
 export const strictQuery = (known?: ReadonlyArray<string>): MiddlewareHandler =>
@@ -22,7 +23,7 @@ export const strictQuery = (known?: ReadonlyArray<string>): MiddlewareHandler =>
       }
     }
     if (problems.length > 0) {
-      throw new Failure.InvalidInput({ code: "invalid_query", message: problems.map((p) => `${JSON.stringify(p.path)}: ${p.message}`).join("; "), problems: problems })
+      throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(problems.map((p) => ({ ...p, path: JSON.stringify(p.path) }))), problems: problems })
     }
     await next()
   }
