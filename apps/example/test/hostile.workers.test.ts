@@ -243,6 +243,7 @@ describe("CloudEvents binary mode header encoding (issue 21)", () => {
     expect(clean.status).toBe(202)
     expect((await clean.json<any>()).items[0].duplicate).toBe(false)
   })
+})
 
 /** `n` unknown keys as one JSON object's members: `{"k0":0,"k1":0,…}`. */
 const unknownKeys = (n: number, extra = "") => `{${extra}${Array.from({ length: n }, (_, i) => `"k${i}":0`).join(",")}}`
