@@ -30,7 +30,7 @@ export class BatchFiles extends Context.Service<BatchFiles, {
   static readonly layer = (bucket: Bucket) => Layer.succeed(BatchFiles, make(bucket))
 }
 
-const unavailable = (cause: unknown) => new Failure.Unavailable({ service: "the payload store", message: cause instanceof Error ? cause.message : String(cause) })
+const unavailable = Failure.unavailable("the payload store")
 
 export const make = (bucket: Bucket): BatchFiles["Service"] => ({
   put: Effect.fn("BatchFiles.put")(function*(key, body) {

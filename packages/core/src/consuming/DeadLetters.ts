@@ -31,7 +31,7 @@ export const make = (queues: (queue: string) => Queue | undefined): DeadLetters[
         if (!dlq) throw new Error(`no dead-letter queue binding for ${queue}`)
         await SendBatches.sendAll(dlq, records)
       },
-      catch: (cause) => new Failure.Unavailable({ service: "the dead-letter queue", message: cause instanceof Error ? cause.message : String(cause) })
+      catch: Failure.unavailable("the dead-letter queue")
     })
   })
 })

@@ -45,7 +45,7 @@ const chunk = <T>(items: ReadonlyArray<T>, size: number): Array<Array<T>> => {
   return out
 }
 
-const unavailable = (cause: { readonly message: string }) => new Failure.Unavailable({ service: "the inbox", message: cause.message })
+const unavailable = Failure.unavailable("the inbox")
 
 export const make = (sql: Sql.Sql): Inbox["Service"] => ({
   begin: Effect.fn("Inbox.begin")(function*(queue, keys, now) {

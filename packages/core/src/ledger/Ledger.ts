@@ -66,8 +66,7 @@ export class Ledger extends Context.Service<Ledger, {
     }))
 }
 
-const message = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
-const unavailable = (cause: unknown) => new Failure.Unavailable({ service: "the ledger", message: message(cause) })
+const unavailable = Failure.unavailable("the ledger")
 
 /** The items grouped by the shard holding their stream, each with its input position. */
 const byShard = <T extends StreamKey>(items: ReadonlyArray<T>, shards: ReadonlyMap<string, number>) => {
@@ -118,7 +117,7 @@ export const make = (namespace: LedgerShardNamespace, topology: LedgerTopology.L
           const results = await call(stub(key), entries.map((e) => e.item), key)
           entries.forEach((e, i) => (out[e.index] = results[i]!))
         } catch (cause) {
-          const outcome = failed(`ledger shard ${key}: ${message(cause)}`)
+          const outcome = failed(`ledger shard ${key}: ${unavailable(cause).message}`)
           for (const e of entries) out[e.index] = outcome
         }
       }))

@@ -68,7 +68,7 @@ export const waveSize = 100
 export const waveDelaySeconds = 2
 export const staleClaimMs = 5 * 60_000
 
-const unavailable = (cause: unknown) => new Failure.Unavailable({ service: "the dead-letter store", message: cause instanceof Error ? cause.message : String(cause) })
+const unavailable = Failure.unavailable("the dead-letter store")
 const summaryColumns = `id, queue, status, reason, last_error, attempts, tenant_id, message_type, idempotency_key, subject, first_attempted_at,
   last_attempted_at, received_at, resolved_by, resolved_at, replay_operation_id`
 

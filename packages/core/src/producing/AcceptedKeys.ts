@@ -147,7 +147,7 @@ export const deleteOlderThan = `DELETE FROM ${table} WHERE (${column.tenant}, ${
     SELECT ${column.tenant}, ${column.key} FROM ${table} WHERE ${column.at} < ?1 ORDER BY ${column.at} LIMIT ?2
   )`
 
-const unavailable = (cause: { readonly message: string }) => new Failure.Unavailable({ service: "the idempotency store", message: cause.message })
+const unavailable = Failure.unavailable("the idempotency store")
 
 export const make = (sql: Sql.Sql): AcceptedKeys["Service"] => ({
   prune: Effect.fn("AcceptedKeys.prune")(function*(before, limit) {

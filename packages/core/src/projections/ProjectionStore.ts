@@ -12,6 +12,8 @@ import type { Sql, Value } from "../definitions/Projection.js"
 import * as Door from "../platform/Sql.js"
 import * as Failure from "../failures/Failure.js"
 
+const unavailable = Failure.unavailable("the projection store")
+
 export interface Group {
   readonly key: string
   readonly statements: ReadonlyArray<Sql>
@@ -46,9 +48,9 @@ export const make = (sql: Door.Sql): ProjectionStore["Service"] => ({
     return failed
   }),
   execute: Effect.fn("ProjectionStore.execute")(function*(statements) {
-    yield* sql.batch(statements).pipe(Effect.mapError((cause) => new Failure.Unavailable({ service: "the projection store", message: cause.message })))
+    yield* sql.batch(statements).pipe(Effect.mapError(unavailable))
   }),
   // A generic method: `Effect.fn` would fix `T`, so the span is added with `withSpan`.
   query: <T>(statement: Sql) =>
-    sql.all<T>(statement).pipe(Effect.mapError((cause) => new Failure.Unavailable({ service: "the projection store", message: cause.message })), Effect.withSpan("ProjectionStore.query"))
+    sql.all<T>(statement).pipe(Effect.mapError(unavailable), Effect.withSpan("ProjectionStore.query"))
 })

@@ -165,7 +165,7 @@ const toEndpoint = (row: Row): Endpoint => ({
   updated_at: row.updated_at
 })
 
-const unavailable = (cause: unknown) => new Failure.Unavailable({ service: "the webhook store", message: cause instanceof Error ? cause.message : String(cause) })
+const unavailable = Failure.unavailable("the webhook store")
 
 export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): WebhookStore["Service"] => {
   const ttl = settings.configTtlMs ?? 10_000
