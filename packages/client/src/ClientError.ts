@@ -7,10 +7,11 @@
  * here is final for that call.
  */
 import { Schema } from "effect"
+import { Issues } from "@factline/schemas"
 
 /** One problem with one field; `path` is dotted, relative to the event's envelope (`payload.duration_s`, `subject`). */
-export const Problem = Schema.Struct({ path: Schema.String, message: Schema.String })
-export type Problem = typeof Problem.Type
+export const Problem = Issues.Problem
+export type Problem = Issues.Problem
 
 /** What an error read from the API's answer carries: its status, and its JSON body (the API's `Problem`) when it had one. */
 const answered = { message: Schema.String, status: Schema.Number, body: Schema.optional(Schema.Unknown) }

@@ -13,11 +13,12 @@
  */
 import { Result, Schema, SchemaIssue } from "effect"
 
-/** One problem with one field. `path` is dotted (`payload.duration_s`, `events.3.tenant_id`); `""` is the whole value. */
-export interface Problem {
-  readonly path: string
-  readonly message: string
-}
+/**
+ * One problem with one field. `path` is dotted (`payload.duration_s`, `events.3.tenant_id`); `""` is the whole
+ * value. The one schema of it: failures (core), error bodies (the HTTP API's `Problem`) and the client use it.
+ */
+export const Problem = Schema.Struct({ path: Schema.String, message: Schema.String })
+export type Problem = typeof Problem.Type
 
 const formatter = SchemaIssue.makeFormatterStandardSchemaV1()
 

@@ -15,14 +15,14 @@
  * and knows nothing of queues.
  */
 import { Cause, Effect, Predicate, Schema } from "effect"
-import { FailureReason } from "@factline/schemas"
+import { FailureReason, Issues } from "@factline/schemas"
 
 /** Marks a member of the family; a module with a failure richer than the common ones implements `Failure` with it. */
 export const TypeId = "~@factline/core/Failure" as const
 
-/** One field at fault: its path (`events[2].payload.amount`) and what is wrong with it. */
-export const Problem = Schema.Struct({ path: Schema.String, message: Schema.String })
-export type Problem = typeof Problem.Type
+/** One field at fault: its path (`events.2.payload.amount`) and what is wrong with it (`Issues.Problem`). */
+export const Problem = Issues.Problem
+export type Problem = Issues.Problem
 
 /** What every member of the family answers. */
 export interface Failure {
