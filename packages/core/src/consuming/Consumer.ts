@@ -60,9 +60,16 @@ export const traceIdsOf = (body: unknown): ReadonlyArray<string> => {
   return TraceContext.traceIds(list.map((f) => (typeof f === "object" && f !== null ? (f as { readonly traceparent?: unknown }).traceparent : undefined)))
 }
 
-const groupField = (batchQueue: string) => {
-  const group = QueueGroups.parse(batchQueue)?.group
-  return group === undefined ? {} : { queue_group: group }
+/** How a batch's queue appears in its log lines, read once per batch: its purpose, and its group for a group queue. */
+export interface QueueFields {
+  readonly queue: string
+  readonly queue_group?: number
+}
+
+/** `factline-events-3` → `{ queue: "factline-events", queue_group: 3 }`; any other name as it is. */
+export const queueFields = (batchQueue: string): QueueFields => {
+  const parsed = QueueGroups.parse(batchQueue)
+  return parsed?.group === undefined ? { queue: batchQueue } : { queue: parsed.policy.queue, queue_group: parsed.group }
 }
 
 const traceIds = (body: unknown) => {
@@ -77,12 +84,11 @@ const traceIds = (body: unknown) => {
  * the batch's queue read as its purpose (`factline-events-3` → `factline-events`, the name every other
  * record uses); a group queue's group is `queue_group`.
  */
-export const attemptLine = (batchQueue: string, m: { readonly id: string; readonly attempts: number; readonly body: unknown }, outcome: "acked" | "retried" | "dead_lettered", errorClass?: string, error?: string) =>
+export const attemptLine = (queue: QueueFields, m: { readonly id: string; readonly attempts: number; readonly body: unknown }, outcome: "acked" | "retried" | "dead_lettered", errorClass?: string, error?: string) =>
   JSON.stringify({
     level: outcome === "acked" ? "info" : outcome === "retried" ? "warn" : "error",
     message: "queue message processed",
-    queue: QueueGroups.purposeOf(batchQueue),
-    ...groupField(batchQueue),
+    ...queue,
     message_id: m.id,
     attempt: m.attempts,
     outcome,
@@ -148,7 +154,8 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
     // The purpose a group queue serves (`factline-events-3` → `factline-events`): the name dead-letter records,
     // the inbox and log lines use, as metrics, outboxes and the platform's own dead letters do. A replay routes
     // a record to its tenant's group queue afresh (DeadLetterStore), so the group need not be kept.
-    const queue = QueueGroups.purposeOf(batch.queue)
+    const fields = queueFields(batch.queue)
+    const queue = fields.queue
     const now = yield* Time.now
     const messages = batch.messages
     const verdicts = new Array<Verdict>(messages.length)
@@ -286,9 +293,9 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       verdicts.forEach((v, i) => {
         const m = messages[i]!
         if (v._tag === "Ack") {
-          if (log === "all") console.log(attemptLine(batch.queue, m, "acked"))
-        } else if (v._tag === "Retry") console.warn(attemptLine(batch.queue, m, "retried", "transient", v.error))
-        else console.error(attemptLine(batch.queue, m, "dead_lettered", v.records[0]?.reason, v.records[0]?.error))
+          if (log === "all") console.log(attemptLine(fields, m, "acked"))
+        } else if (v._tag === "Retry") console.warn(attemptLine(fields, m, "retried", "transient", v.error))
+        else console.error(attemptLine(fields, m, "dead_lettered", v.records[0]?.reason, v.records[0]?.error))
       })
     }
     const counts = { acked: 0, retried: 0, deadLettered: 0 }
