@@ -87,7 +87,7 @@ export const DAYS_PER_MONTH = 365.25 / 12
 const SECONDS_PER_MONTH = DAYS_PER_MONTH * 86_400
 /** The issue's targets for the scale-out work (issue 19, "Done when"). */
 export const TARGETS = { rows_written_per_event: 5, d1_bytes_per_event: 800 }
-/** Measured on main by the issue (bench N = 10,000, then the D1 file's dbstat); the bench does not write it yet. */
+/** Measured on main by the issue (bench N = 10,000, then the D1 file's dbstat): for bench results from before the bench measured it. */
 const ISSUE_D1_BYTES_PER_EVENT = 1_700
 const PIPELINE = ["events", "fact-processing", "projections"]
 
@@ -188,7 +188,8 @@ export const benchFigures = (results, file = "") => {
   const stages = Object.fromEntries(results.round_trips_per_100_events.map((r) => [r.stage, r]))
   const per = (names, field) => names.reduce((n, s) => n + (stages[s] ? stages[s][field] / stages[s].events : 0), 0)
   const counted = ["http edge", ...PIPELINE]
-  const d1Bytes = cm.per_event.d1_bytes_per_event
+  // The bench writes the live window's bytes beside its per-event counts (from the D1 file's dbstat); older results have none.
+  const d1Bytes = cm.d1_bytes_per_event ?? undefined
   return {
     file,
     date: results.date,
@@ -197,7 +198,7 @@ export const benchFigures = (results, file = "") => {
     d1_rows_written: cm.per_event.d1_rows_written,
     d1_rows_read: cm.per_event.d1_rows_read,
     d1_bytes: d1Bytes ?? ISSUE_D1_BYTES_PER_EVENT,
-    d1_bytes_source: d1Bytes === undefined ? "issue 19's dbstat measurement on main (the bench does not write d1_bytes_per_event yet)" : "bench",
+    d1_bytes_source: d1Bytes === undefined ? "issue 19's dbstat measurement on main (these bench results predate d1_bytes_per_event)" : "bench",
     queue_operations: cm.per_event.queue_operations,
     do_requests: cm.per_event.do_requests,
     do_rows_written: cm.per_event.do_rows_written,
