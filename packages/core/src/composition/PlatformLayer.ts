@@ -67,6 +67,8 @@ export const services = (registry: Registry.Shape, options: Options) =>
     const { bucket } = yield* Bindings.PayloadBucket
     const payloads = PayloadStore.layer(bucket, settings.payloadBucket)
     const groups = settings.queueGroups
+    // The events queue of each group, looked up once: the producer picks one per tenant by its group alone.
+    const eventsQueues = QueueGroups.queuesOf(RetryPolicy.events, groups).map(queue)
     return Layer.mergeAll(
       Layer.succeed(Registry.Registry, registry),
       Ledger.layer(settings.ledgerShardsPerTenant),
@@ -76,7 +78,7 @@ export const services = (registry: Registry.Shape, options: Options) =>
       ProjectionStore.layer,
       DeadLetters.layer((source) => queue(RetryPolicy.forQueue(source)?.deadLetterQueue ?? "")),
       payloads,
-      Producer.layer({ queue: (tenantId) => queue(QueueGroups.route(RetryPolicy.events.queue, tenantId, groups)), definitions: registry.definitions, defaultSource: options.defaultSource }).pipe(Layer.provide(payloads)),
+      Producer.layer({ queue: (tenantId) => eventsQueues[QueueGroups.groupOf(tenantId, groups)], definitions: registry.definitions, defaultSource: options.defaultSource }).pipe(Layer.provide(payloads)),
       WebhookStore.layer({
         secretsKey: settings.secretsKey,
         localDevelopment: settings.localDevelopment,
