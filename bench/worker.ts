@@ -21,7 +21,7 @@
  * `npm run bench`.
  */
 import { makePlatform, type PlatformEnv } from "@factline/workers"
-import { FactId, FactMessage, Shards, WebhookConsumer } from "@factline/core"
+import { FactId, FactMessage, QueueGroups, RetryPolicy, Shards, WebhookConsumer } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import { modules } from "../apps/example/src/modules.js"
 import * as CountingBindings from "@factline/core/testing/bindings"
@@ -208,7 +208,10 @@ const hooksBareMessage = (run: string, i: number, url: string) => {
 // ---- factline's events stage, isolated ----------------------------------------------------------
 
 /** The env the isolated events stage runs with: both relay destinations point at the sink. */
-const sinkEnv = (env: BenchEnv): BenchEnv => ({ ...env, PROJECTIONS_QUEUE: env.BENCH_SINK, FACT_PROCESSING_QUEUE: env.BENCH_SINK })
+/** Every group's projections and fact-processing binding (`PROJECTIONS_QUEUE`, `PROJECTIONS_QUEUE_1`, …) → the sink. */
+const sinkBindings = [RetryPolicy.projections, RetryPolicy.factProcessing].flatMap((policy) =>
+  Array.from({ length: QueueGroups.maxGroups }, (_, group) => QueueGroups.bindingName(policy, group)))
+const sinkEnv = (env: BenchEnv): BenchEnv => ({ ...env, ...Object.fromEntries(sinkBindings.map((binding) => [binding, env.BENCH_SINK])) })
 
 /** The batch as the events consumer sees it: from `factline-events`. */
 const asEventsBatch = (batch: MessageBatch<unknown>): MessageBatch<unknown> =>
