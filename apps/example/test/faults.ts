@@ -130,7 +130,7 @@ const recordingDlq = (q: Queue, injected: Injected): Queue => ({
   metrics: () => (q as any).metrics()
 }) as Queue
 
-/** A copy of a Worker env whose DB, LEDGER and `*_QUEUE` bindings fail on `schedule`; `*_DLQ` bindings are recorded. */
+/** A copy of a Worker env whose DB, LEDGER and `*_QUEUE` bindings (and a group's `*_QUEUE_n`) fail on `schedule`; `*_DLQ` bindings are recorded. */
 export const env = <E extends Record<string, unknown>>(source: E, schedule: Schedule, injected: Injected = newInjected()) => {
   const out: Record<string, unknown> = { ...source }
   const runD1 = scheduled(schedule, injected, "d1")
@@ -140,7 +140,7 @@ export const env = <E extends Record<string, unknown>>(source: E, schedule: Sche
     if (name === "DB") out[name] = d1(value as D1Database, runD1)
     else if (name === "LEDGER") out[name] = durableObjects(value as DurableObjectNamespace, runDo)
     else if (/_DLQ$/.test(name)) out[name] = recordingDlq(value as Queue, injected)
-    else if (/_QUEUE$/.test(name)) out[name] = queue(value as Queue, name, runQueues)
+    else if (/_QUEUE(_\d+)?$/.test(name)) out[name] = queue(value as Queue, name, runQueues)
   }
   return { env: out as E, injected }
 }

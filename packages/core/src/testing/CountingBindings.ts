@@ -115,13 +115,13 @@ export const queue = <T>(q: Queue<T>, counts: Counts): Queue<T> => ({
   metrics: () => (q as any).metrics()
 }) as Queue<T>
 
-/** A copy of a Worker env whose DB, LEDGER and every `*_QUEUE` / `*_DLQ` binding count their calls. */
+/** A copy of a Worker env whose DB, LEDGER and every `*_QUEUE` / `*_DLQ` binding (a queue group's `*_QUEUE_n` too) count their calls. */
 export const env = <E extends Record<string, unknown>>(source: E, counts: Counts): E => {
   const out: Record<string, unknown> = { ...source }
   for (const [name, value] of Object.entries(source)) {
     if (name === "DB") out[name] = d1(value as D1Database, counts)
     else if (name === "LEDGER") out[name] = durableObjects(value as DurableObjectNamespace, counts)
-    else if (/_(QUEUE|DLQ)$/.test(name)) out[name] = queue(value as Queue, counts)
+    else if (/_(QUEUE|DLQ)(_\d+)?$/.test(name)) out[name] = queue(value as Queue, counts)
   }
   return out as E
 }
