@@ -5,6 +5,8 @@ declare global {
   namespace Cloudflare {
     interface Env {
       DB: D1Database
+      /** Read database 1 (read database 0 is DB): tenants placed there keep their read side in it. */
+      FACTLINE_READ_DB_1: D1Database
       PAYLOADS: R2Bucket
       LEDGER: DurableObjectNamespace<LedgerShard>
       EVENTS_QUEUE: Queue

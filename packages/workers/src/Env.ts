@@ -9,7 +9,17 @@
 import type { LedgerNamespace } from "@factline/core"
 
 export interface PlatformEnv {
+  /** The platform database: shard registry, tenant placement map, metrics, batch inbox. */
   readonly DB: D1Database
+  /**
+   * The read databases (`FACTLINE_READ_DB_0`, `_1`, …, numbered without gaps): each tenant's read side lives in
+   * one of them (Placement). Read database 0 is the platform database when `FACTLINE_READ_DB_0` is not bound.
+   */
+  readonly FACTLINE_READ_DB_0?: D1Database
+  /** Read database indexes new tenants may be placed on, comma-separated (default: all). */
+  readonly FACTLINE_READ_DBS_OPEN?: string
+  /** Seconds an isolate trusts a tenant's placement (default 30); a move waits twice this before its last copy. */
+  readonly FACTLINE_PLACEMENT_CACHE_SECONDS?: string
   readonly PAYLOADS: R2Bucket
   /** The LedgerShard Durable Object namespace (a `DurableObjectNamespace<LedgerShard>`: its stubs answer the shard protocol). */
   readonly LEDGER: LedgerNamespace.LedgerShardNamespace

@@ -18,10 +18,28 @@ const queueBinding = (env: PlatformEnv) => (queue: string) => {
   return binding === undefined ? undefined : env[binding] as Queue | undefined
 }
 
+/** Most read databases a deployment binds (`FACTLINE_READ_DB_0` … `FACTLINE_READ_DB_63`). */
+const maxReadDatabases = 64
+
+/**
+ * The read databases of `env` by index: `FACTLINE_READ_DB_<n>` up to the highest one bound, read database 0
+ * being the platform database when not bound. A gap is a deploy defect (a tenant placed there would be lost).
+ */
+export const readDatabases = (env: PlatformEnv): ReadonlyArray<D1Database> => {
+  const bound = Array.from({ length: maxReadDatabases }, (_, i) => env[`FACTLINE_READ_DB_${i}`] as D1Database | undefined)
+  const count = bound.findLastIndex((db) => db !== undefined) + 1
+  const databases = bound.slice(0, Math.max(count, 1))
+  databases[0] ??= env.DB
+  const gap = databases.findIndex((db) => db === undefined)
+  if (gap >= 0) throw new Error(`FACTLINE_READ_DB_${gap} is not bound but FACTLINE_READ_DB_${count - 1} is: bind the read databases without gaps`)
+  return databases as ReadonlyArray<D1Database>
+}
+
 /** Every binding of `env` behind its service, but the ledger namespace (which only the platform's programs call). */
 const bindings = (env: PlatformEnv) =>
   Bindings.layer({
     database: env.DB,
+    readDatabases: readDatabases(env),
     payloads: env.PAYLOADS,
     queue: queueBinding(env),
     analytics: Bindings.AnalyticsEngine.layer(env.METRICS)

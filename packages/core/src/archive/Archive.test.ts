@@ -16,6 +16,7 @@ import * as LedgerTopology from "../ledger/LedgerTopology.js"
 import * as Sql from "../platform/Sql.js"
 import * as TestPlatform from "../testing/TestPlatform.js"
 import * as Archive from "./Archive.js"
+import * as Maintenance from "../operations/Maintenance.js"
 
 const dayMs = 24 * 3600 * 1000
 const tenant = "acme"
@@ -106,7 +107,7 @@ describe("the facts archive", () => {
     expect(await copyCount(platform)).toEqual({ n: 4 * 5 * 3 })
 
     // Small runs: several parts per day, several runs to work the backlog off.
-    while ((await platform.run(Archive.run(5))) > 0);
+    while ((await platform.run(Maintenance.archiveFacts(5))) > 0);
     const cutoff = await platform.run(Archive.cutoff(30))
     const ledger = await ledgerFacts(platform)
     const archived = ledger.filter((f) => f.created_at < cutoff)
@@ -119,7 +120,7 @@ describe("the facts archive", () => {
 
     // A fact copied to D1 again after its day was archived (a replayed dead letter) is deleted, not archived twice.
     await platform.run(Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) => sql.batch(Projection.factsStatements(archived.slice(0, 2)))))
-    expect(await platform.run(Archive.run())).toBe(2)
+    expect(await platform.run(Maintenance.archiveFacts())).toBe(2)
 
     const dir = download(platform)
     const rows = await duckdb(

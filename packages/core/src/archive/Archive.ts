@@ -143,7 +143,7 @@ const keysUnder = (bucket: Bucket, prefix: string) =>
  * Fails with `Unavailable` when R2 or D1 refuses (nothing is lost: rows leave D1 only once they are in a verified part).
  */
 export const archiveChunk = Effect.fn("Archive.archiveChunk")(function*(tenantId: string, day: string, limit: number) {
-  const sql = yield* Sql.PlatformDatabase
+  const sql = yield* Sql.ReadDatabase
   const { bucket } = yield* PayloadBucket
   const rows = yield* sql.all<Parquet.FactRow>(chunkOf(tenantId, day, limit))
   if (rows.length === 0) return 0
@@ -177,7 +177,7 @@ export const archiveChunk = Effect.fn("Archive.archiveChunk")(function*(tenantId
  */
 export const run = Effect.fn("Archive.run")(function*(limit: number = rowsPerRun) {
   const window = yield* FactsWindow
-  const sql = yield* Sql.PlatformDatabase
+  const sql = yield* Sql.ReadDatabase
   const before = yield* cutoff(window.days)
   let moved = 0
   const tenants = yield* sql.all<{ tenant_id: string }>(tenantsBefore(before, tenantsPerRun))

@@ -24,6 +24,7 @@ import * as Export from "./Export.js"
 import * as Import from "./Import.js"
 import * as Reconcile from "./Reconcile.js"
 import * as Time from "../platform/Time.js"
+import * as Placement from "../placement/Placement.js"
 
 /** The chunk message, created now; `tenantId` is the job's (a rebuild's is the platform's). */
 export const make = (payload: BatchPayload, tenantId: string = Rebuild.platformTenant): Effect.Effect<Envelope> =>
@@ -72,22 +73,24 @@ const failJob = (chunk: Chunk, error: string) =>
   Effect.gen(function*() {
     const now = yield* Time.now
     if (chunk.payload.operation === "rebuild") return yield* Rebuild.fail(chunk.payload.batch_id, error, now)
-    yield* BatchJobs.fail(chunk.payload.batch_id, error, now)
-    const job = yield* BatchJobs.find(chunk.payload.batch_id)
-    if (job?.operation === "reconcile") yield* Reconcile.dropShadow(job)
+    yield* Placement.writing(chunk.tenantId)(Effect.gen(function*() {
+      yield* BatchJobs.fail(chunk.payload.batch_id, error, now)
+      const job = yield* BatchJobs.find(chunk.payload.batch_id)
+      if (job?.operation === "reconcile") yield* Reconcile.dropShadow(job)
+    }))
   })
 
-/** Runs one chunk of a rebuild or an import; returns the next chunk, if any. */
-const stepOf = (payload: BatchPayload) =>
+/**
+ * Runs one chunk; returns the next chunk, if any. A rebuild spans every read database (Rebuild places each
+ * tenant's facts); the other operations are one tenant's, on its read database.
+ */
+const stepOf = (payload: BatchPayload, tenantId: string) =>
   Effect.gen(function*() {
-    const next: BatchPayload | undefined = payload.operation === "rebuild"
-      ? yield* Rebuild.step(payload)
-      : payload.operation === "export"
-      ? yield* Export.step(payload)
-      : payload.operation === "reconcile"
-      ? yield* Reconcile.step(payload)
-      : yield* Import.step(payload)
-    return next
+    if (payload.operation === "rebuild") return yield* Rebuild.step(payload)
+    const onTenant = Placement.writing(tenantId)
+    if (payload.operation === "export") return yield* onTenant(Export.step(payload))
+    if (payload.operation === "reconcile") return yield* onTenant(Reconcile.step(payload))
+    return yield* onTenant(Import.step(payload))
   })
 
 /**
@@ -100,12 +103,12 @@ const stepOf = (payload: BatchPayload) =>
  */
 export const chunksPerMessage = 10
 
-const runMessage = (first: BatchPayload) =>
+const runMessage = (first: BatchPayload, tenantId: string) =>
   Effect.gen(function*() {
     const limit = first.operation === "rebuild" ? 1 : chunksPerMessage
     let payload = first
     for (let ran = 1; ; ran++) {
-      const next = yield* stepOf(payload)
+      const next = yield* stepOf(payload, tenantId)
       if (next === undefined || ran >= limit) return next
       payload = next
     }
@@ -119,7 +122,7 @@ export const process = Effect.fn("BatchConsumer.process")(function*(items: Reado
   for (const { key, value } of items) {
     const { payload } = value
     const exit = yield* Effect.exit(
-      Effect.flatMap(runMessage(payload), (next) => (next ? Effect.flatMap(make(next, value.tenantId), enqueue) : Effect.void))
+      Effect.flatMap(runMessage(payload, value.tenantId), (next) => (next ? Effect.flatMap(make(next, value.tenantId), enqueue) : Effect.void))
     )
     if (Exit.isSuccess(exit)) {
       outcomes.set(key, Consumer.done)

@@ -28,6 +28,7 @@ import { WebhookTransport } from "../webhooks/WebhookTransport.js"
 import * as Bindings from "../platform/Bindings.js"
 import { Settings } from "./Settings.js"
 import { FactsWindow } from "../archive/Archive.js"
+import { TenantPlacement } from "../placement/Placement.js"
 
 /** Every service the platform's programs use: the registry, the settings, the bindings and the stores over them. */
 export type Services =
@@ -48,6 +49,7 @@ export type Services =
   | DeadLetterStore
   | BatchFiles
   | FactsWindow
+  | TenantPlacement
 
 export interface Options {
   /** `source` of events accepted without one (`http` in the Worker). */
@@ -89,7 +91,7 @@ export const services = (registry: Registry.Shape, options: Options) =>
       DeadLetterStore.layer,
       BatchFiles.layer(bucket),
       FactsWindow.layer(settings.factsWindowDays)
-    )
+    ).pipe(Layer.provideMerge(TenantPlacement.layer({ open: settings.readDatabasesOpen, cacheMs: settings.placementCacheMs })))
   }))
 
 /** The whole platform: the services over the given bindings, with the settings read from the current `ConfigProvider`. */

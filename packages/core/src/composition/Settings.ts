@@ -41,6 +41,13 @@ export interface Shape {
   readonly logAttempts: LogAttempts
   /** `FACTLINE_FACTS_WINDOW_DAYS`: whole days of facts the D1 `facts` copy keeps; older days are archived to R2 (default 30). */
   readonly factsWindowDays: number
+  /**
+   * `FACTLINE_READ_DBS_OPEN`: the read databases (indexes, comma-separated) new tenants are placed on, the
+   * least-used first (default: every bound one). Close a filling database to new tenants by leaving it out.
+   */
+  readonly readDatabasesOpen: ReadonlyArray<number> | undefined
+  /** `FACTLINE_PLACEMENT_CACHE_SECONDS` (default 30): how long an isolate trusts a tenant's placement; a move waits twice this before its last copy. */
+  readonly placementCacheMs: number
 }
 
 const optional = (name: string) => Config.option(Config.String(name)).pipe(Config.map(Option.getOrUndefined))
@@ -80,7 +87,15 @@ export const config: Config.Config<Shape> = Config.all({
   webhookConfigTtlMs: lenientNumber("FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS", 10).pipe(Config.map((seconds) => seconds * 1000)),
   webhookEndpointsPerTenant: lenientNumber("FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT", 20).pipe(Config.map(Math.floor)),
   logAttempts: optional("FACTLINE_LOG_ATTEMPTS").pipe(Config.map((raw): LogAttempts => raw === "failures" || raw === "none" ? raw : "all")),
-  factsWindowDays: lenientNumber("FACTLINE_FACTS_WINDOW_DAYS", 30).pipe(Config.map(Math.floor))
+  factsWindowDays: lenientNumber("FACTLINE_FACTS_WINDOW_DAYS", 30).pipe(Config.map(Math.floor)),
+  readDatabasesOpen: optional("FACTLINE_READ_DBS_OPEN").pipe(Config.mapEffect((raw) => {
+    if (raw === undefined || raw.trim() === "") return Effect.succeed(undefined)
+    const indexes = raw.split(",").map((part) => Number(part.trim()))
+    return indexes.every((n) => Number.isInteger(n) && n >= 0)
+      ? Effect.succeed(indexes)
+      : Effect.die(new Error(`FACTLINE_READ_DBS_OPEN: must list read database indexes (0, 1, …) separated by commas, got ${JSON.stringify(raw)}`))
+  })),
+  placementCacheMs: lenientNumber("FACTLINE_PLACEMENT_CACHE_SECONDS", 30).pipe(Config.map((seconds) => seconds * 1000))
 })
 
 export class Settings extends Context.Service<Settings, Shape>()("@factline/core/Settings") {

@@ -12,6 +12,7 @@ import { Clock, Effect, Result } from "effect"
 import { DeadLetterRecord, Issues } from "@factline/schemas"
 import * as Predicate from "effect/Predicate"
 import * as Sql from "../platform/Sql.js"
+import * as Placement from "../placement/Placement.js"
 
 const decodeRecord = Issues.decodeStrict(DeadLetterRecord)
 const columns = 14
@@ -56,10 +57,8 @@ export const toRow = (queue: string, m: Message<unknown>, now: string): Array<st
   ]
 }
 
-export const consume = Effect.fn("DeadLetterConsumer.consume")(function*(batch: MessageBatch<unknown>) {
-  const sql = yield* Sql.PlatformDatabase
-  const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-  const rows = batch.messages.map((m) => toRow(batch.queue, m, now))
+/** The INSERTs of `rows`, chunked under D1's 100 bound parameters. */
+const inserts = (rows: ReadonlyArray<ReadonlyArray<unknown>>) => {
   const statements: Array<Sql.Statement> = []
   for (let i = 0; i < rows.length; i += rowsPerStatement) {
     const chunk = rows.slice(i, i + rowsPerStatement)
@@ -72,7 +71,27 @@ export const consume = Effect.fn("DeadLetterConsumer.consume")(function*(batch: 
       , ...chunk.flat())
     )
   }
-  const stored = yield* Effect.result(sql.batch(statements))
+  return statements
+}
+
+/**
+ * Stores a DLQ batch: each record in its tenant's read database (Placement), a record without a tenant (its
+ * body never decoded) in the platform database; one transaction per database. The batch is acked once every
+ * database has its records, else retried whole (the inserts are idempotent by id).
+ */
+export const consume = Effect.fn("DeadLetterConsumer.consume")(function*(batch: MessageBatch<unknown>) {
+  const platform = yield* Sql.PlatformDatabase
+  const placement = yield* Placement.TenantPlacement
+  const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+  const rows = batch.messages.map((m) => toRow(batch.queue, m, now))
+  const tenantColumn = 7
+  const tenantOf = (row: ReadonlyArray<unknown>) => row[tenantColumn]
+  const stored = yield* Effect.result(Effect.gen(function*() {
+    const placed = rows.filter((row) => typeof tenantOf(row) === "string")
+    const groups = yield* Placement.grouped(placement, placed, (row) => tenantOf(row) as string, false)
+    yield* Effect.forEach([...groups, { sql: platform, items: rows.filter((row) => typeof tenantOf(row) !== "string") }], (group) =>
+      group.items.length === 0 ? Effect.void : Effect.asVoid(group.sql.batch(inserts(group.items))), { concurrency: "unbounded", discard: true })
+  }))
   for (const m of batch.messages) {
     if (Result.isSuccess(stored)) m.ack()
     else m.retry({ delaySeconds: Math.min(60 * m.attempts, 600) })

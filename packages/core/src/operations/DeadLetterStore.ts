@@ -21,6 +21,7 @@ import * as SendBatches from "../producing/SendBatches.js"
 import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as Sql from "../platform/Sql.js"
+import * as Placement from "../placement/Placement.js"
 import * as Cursor from "../tables/Cursor.js"
 import * as Failure from "../failures/Failure.js"
 import * as Time from "../platform/Time.js"
@@ -99,21 +100,72 @@ const where = (scope: Scope, filters: Filters) => {
 const encodeCursor = (receivedAt: string, id: string) => Cursor.encode([receivedAt, id])
 const decodeCursor = (cursor: string) => Cursor.decode(cursor, ["string", "string"]) as [string, string] | undefined
 
-export class DeadLetterStore extends Context.Service<DeadLetterStore, {
+/** The store over one database (the one in scope, for callers: `DeadLetterStore`). */
+export interface Shape {
   readonly list: (scope: Scope, filters: Filters, page: { readonly cursor?: string; readonly limit: number }) => Effect.Effect<{ readonly data: ReadonlyArray<Summary>; readonly next_cursor: string | null }, Failure.Any>
   readonly get: (scope: Scope, id: string) => Effect.Effect<Detail, Failure.Any>
   readonly replay: (scope: Scope, id: string) => Effect.Effect<Detail, Failure.Any, QueueProducer>
-  readonly replayMatching: (scope: Scope, filters: Filters) => Effect.Effect<{ readonly operation_id: string; readonly count: number; readonly waves: number }, Failure.Any, QueueProducer>
+  readonly replayMatching: (scope: Scope, filters: Filters, operationId?: string) => Effect.Effect<{ readonly operation_id: string; readonly count: number; readonly waves: number }, Failure.Any, QueueProducer>
   /** Marks the record `skipped` (or `escalated`) if it is open; returns it. */
   readonly resolve: (scope: Scope, id: string, action: "skipped" | "escalated", note: string) => Effect.Effect<Detail, Failure.Any>
   /** Opens a skipped record again (its skip could not be completed), noting why in its history. */
   readonly reopen: (scope: Scope, id: string, note: string) => Effect.Effect<void, Failure.Any>
-}>()("@factline/core/DeadLetterStore") {
-  /** Over the platform database's door. */
-  static readonly layer = Layer.effect(DeadLetterStore, Effect.map(Effect.service(Sql.PlatformDatabase), (sql) => make(sql)))
 }
 
-export const make = (sql: Sql.Sql): DeadLetterStore["Service"] => {
+export class DeadLetterStore extends Context.Service<DeadLetterStore, Shape>()("@factline/core/DeadLetterStore") {
+  /** Each tenant's records in its read database (Placement); the platform scope reads and acts on every database. */
+  static readonly layer = Layer.effect(DeadLetterStore, Effect.map(Effect.service(Placement.TenantPlacement), (placement) => placed(placement)))
+}
+
+/**
+ * The workflow routed by scope: a tenant's calls run on its read database; the platform scope's list merges
+ * every database's page (newest first, one keyset cursor valid on each), an action on one record runs where
+ * the record is, and a bulk replay replays each database's matching records under one operation id.
+ */
+export const placed = (placement: Placement.Shape): Shape => {
+  const on = Placement.perDatabase(make)
+  const tenant = (scope: Scope) => scope.tenantId === null ? undefined : Effect.map(Placement.door(placement, scope.tenantId, false), on)
+  /** The store of the database holding record `id` (the platform scope), or NotFound. */
+  const holding = (id: string) =>
+    Effect.gen(function*() {
+      for (const sql of placement.everywhere) {
+        const row = yield* Effect.mapError(sql.first(Sql.statement("SELECT 1 AS found FROM dead_messages WHERE id = ?", id)), unavailable)
+        if (row !== undefined) return on(sql)
+      }
+      return yield* new Failure.NotFound({ message: `no dead letter ${JSON.stringify(id.slice(0, 100))}` })
+    })
+  const byRecord = (scope: Scope, id: string) => tenant(scope) ?? holding(id)
+  return {
+    get: (scope, id) => Effect.flatMap(byRecord(scope, id), (store) => store.get(scope, id)),
+    replay: (scope, id) => Effect.flatMap(byRecord(scope, id), (store) => store.replay(scope, id)),
+    resolve: (scope, id, action, note) => Effect.flatMap(byRecord(scope, id), (store) => store.resolve(scope, id, action, note)),
+    reopen: (scope, id, note) => Effect.flatMap(byRecord(scope, id), (store) => store.reopen(scope, id, note)),
+    list: (scope, filters, page) => {
+      const one = tenant(scope)
+      if (one !== undefined) return Effect.flatMap(one, (store) => store.list(scope, filters, page))
+      return Effect.map(Effect.forEach(placement.everywhere, (sql) => on(sql).list(scope, filters, page)), (pages) => {
+        const rows = pages.flatMap((p) => p.data).sort((a, b) => a.received_at < b.received_at ? 1 : a.received_at > b.received_at ? -1 : a.id < b.id ? 1 : a.id > b.id ? -1 : 0)
+        const data = rows.slice(0, page.limit)
+        const last = data.at(-1)
+        const more = rows.length > page.limit || pages.some((p) => p.next_cursor !== null)
+        return { data, next_cursor: more && last ? encodeCursor(last.received_at, last.id) : null }
+      })
+    },
+    replayMatching: (scope, filters) => {
+      const one = tenant(scope)
+      if (one !== undefined) return Effect.flatMap(one, (store) => store.replayMatching(scope, filters))
+      const operationId = newOperationId()
+      return Effect.map(
+        Effect.forEach(placement.everywhere, (sql) => on(sql).replayMatching(scope, filters, operationId)),
+        (results) => ({ operation_id: operationId, count: results.reduce((n, r) => n + r.count, 0), waves: results.reduce((n, r) => n + r.waves, 0) })
+      )
+    }
+  }
+}
+
+const newOperationId = () => `rp_${crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
+
+export const make = (sql: Sql.Sql): Shape => {
   const query = <T>(text: string, ...params: Array<unknown>) => Effect.mapError(sql.all<T>(Sql.statement(text, ...params)), unavailable)
 
   const get = Effect.fn("DeadLetterStore.get")(function*(scope: Scope, id: string) {
@@ -207,7 +259,7 @@ export const make = (sql: Sql.Sql): DeadLetterStore["Service"] => {
     }),
     replay: Effect.fn("DeadLetterStore.replay")(function*(scope, id) {
       const current = yield* get(scope, id)
-      const operationId = `rp_${crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
+      const operationId = newOperationId()
       const claimed = yield* claim(scope, [id], operationId)
       if (claimed.length === 0) {
         return yield* new Failure.Conflict({ message: `dead letter ${id} is ${current.status}${current.resolved_by ? ` (by ${current.resolved_by} at ${current.resolved_at})` : ""}; only an open one can be replayed` })
@@ -216,10 +268,10 @@ export const make = (sql: Sql.Sql): DeadLetterStore["Service"] => {
       if (failure) return yield* failure
       return yield* get(scope, id)
     }),
-    replayMatching: Effect.fn("DeadLetterStore.replayMatching")(function*(scope, filters) {
+    replayMatching: Effect.fn("DeadLetterStore.replayMatching")(function*(scope, filters, given) {
       const w = where(scope, { ...filters, status: "open" })
       const rows = yield* query<{ id: string }>(`SELECT id FROM dead_messages ${w.sql} ORDER BY received_at LIMIT ?`, ...w.params, maxBulk)
-      const operationId = `rp_${crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
+      const operationId = given ?? newOperationId()
       if (rows.length === 0) return { operation_id: operationId, count: 0, waves: 0 }
       const claimed = yield* claim(scope, rows.map((r) => r.id), operationId)
       const { waves, failure } = yield* send(claimed, scope.actor, operationId)

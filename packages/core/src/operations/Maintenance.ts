@@ -13,6 +13,7 @@
  */
 import { Clock, Effect } from "effect"
 import * as Archive from "../archive/Archive.js"
+import * as Placement from "../placement/Placement.js"
 import * as BatchJobs from "../batch/BatchJobs.js"
 import * as Inbox from "../consuming/Inbox.js"
 import { Ledger } from "../ledger/Ledger.js"
@@ -69,7 +70,8 @@ export const pruneOperations = Effect.fn("Maintenance.pruneOperations")(function
 /** Fails batch jobs without progress for `BatchJobs.staleAfterMs` (their chunk message is lost); returns how many. */
 export const failStaleBatchJobs = Effect.fn("Maintenance.failStaleBatchJobs")(function*() {
   const now = yield* Clock.currentTimeMillis
-  return yield* BatchJobs.failStale(new Date(now - BatchJobs.staleAfterMs).toISOString(), new Date(now).toISOString()).pipe(
+  return yield* Placement.everywhere(BatchJobs.failStale(new Date(now - BatchJobs.staleAfterMs).toISOString(), new Date(now).toISOString())).pipe(
+    Effect.map((counts) => counts.reduce((a, b) => a + b, 0)),
     Effect.catch((error) => Effect.as(Effect.logError(`stale batch jobs could not be failed: ${error.message}`), 0))
   )
 })
@@ -78,8 +80,9 @@ export const failStaleBatchJobs = Effect.fn("Maintenance.failStaleBatchJobs")(fu
  * Moves at most `Archive.rowsPerRun` facts of days past the window from the D1 copy to the R2 archive; returns
  * how many. A refusing bucket or database is logged and retried by the next run (nothing left D1 unarchived).
  */
-export const archiveFacts = Effect.fn("Maintenance.archiveFacts")(function*() {
-  return yield* Archive.run().pipe(
+export const archiveFacts = Effect.fn("Maintenance.archiveFacts")(function*(limit: number = Archive.rowsPerRun) {
+  return yield* Placement.everywhere(Archive.run(limit)).pipe(
+    Effect.map((counts) => counts.reduce((a, b) => a + b, 0)),
     Effect.catch((error) => Effect.as(Effect.logError(`facts could not be archived, the next run retries: ${error.message}`), 0))
   )
 })

@@ -15,6 +15,7 @@ import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"
 import { AnalyticsEngine, QueueBindings } from "../platform/Bindings.js"
 import * as Sql from "../platform/Sql.js"
+import * as Placement from "../placement/Placement.js"
 import { deadMessages } from "../tables/PlatformTables.js"
 
 /** Histogram upper bounds in ms (the last is +∞, serialized as null). */
@@ -218,19 +219,31 @@ export const record = Effect.fn("Metrics.record")(function*(sample: Sample) {
   )
 })
 
-/** What the health page reads, in one round trip: the rollup since the window's first minute, open and recent dead letters, pending relays. */
+/**
+ * What the health page reads: the rollup since the window's first minute and pending relays (the platform
+ * database, one round trip), open and recent dead letters (one round trip per database that holds tenants).
+ */
 export const readHealth = Effect.fn("Metrics.readHealth")(function*(since: string) {
   const sql = yield* Sql.PlatformDatabase
   const { queue } = yield* QueueBindings
   const firstMinute = new Date(Math.floor(Date.parse(since) / 60_000) * 60_000).toISOString()
-  const [rollup, open, reasons, pending] = yield* sql.batch([
+  const [rollup, pending] = yield* sql.batch([
     Sql.statement("SELECT * FROM queue_metrics WHERE minute >= ? ORDER BY minute", firstMinute),
-    Sql.statement("SELECT queue, COUNT(*) AS n FROM dead_messages WHERE status = 'open' GROUP BY queue"),
-    Sql.statement("SELECT queue, reason, COUNT(*) AS n FROM dead_messages WHERE received_at >= ? GROUP BY queue, reason", since),
     LedgerTopology.pendingCount
   ])
+  const dead = yield* Placement.everywhere(Effect.flatMap(Effect.service(Sql.ReadDatabase), (read) => read.batch([
+    Sql.statement("SELECT queue, COUNT(*) AS n FROM dead_messages WHERE status = 'open' GROUP BY queue"),
+    Sql.statement("SELECT queue, reason, COUNT(*) AS n FROM dead_messages WHERE received_at >= ? GROUP BY queue, reason", since)
+  ])))
+  const openByQueue = new Map<string, number>()
+  for (const [open] of dead) for (const r of open!.rows as ReadonlyArray<{ queue: string; n: number }>) openByQueue.set(r.queue, (openByQueue.get(r.queue) ?? 0) + r.n)
   const byReason = new Map<string, Record<string, number>>()
-  for (const r of reasons!.rows as ReadonlyArray<{ queue: string; reason: string; n: number }>) byReason.set(r.queue, { ...(byReason.get(r.queue) ?? {}), [r.reason]: r.n })
+  for (const [, reasons] of dead) {
+    for (const r of reasons!.rows as ReadonlyArray<{ queue: string; reason: string; n: number }>) {
+      const current = byReason.get(r.queue) ?? {}
+      byReason.set(r.queue, { ...current, [r.reason]: (current[r.reason] ?? 0) + r.n })
+    }
+  }
   // A queue's depth is best effort: a binding that cannot say is shown as unknown, not as a failure of the page.
   const depths = new Map(yield* Effect.forEach(RetryPolicy.all, (p) =>
     Effect.tryPromise(async () => (await queue(p.queue)?.metrics())?.backlogCount ?? null).pipe(
@@ -241,7 +254,7 @@ export const readHealth = Effect.fn("Metrics.readHealth")(function*(since: strin
     queues: health(
       RetryPolicy.all,
       rollup!.rows as ReadonlyArray<unknown> as ReadonlyArray<RollupRow>,
-      new Map((open!.rows as ReadonlyArray<{ queue: string; n: number }>).map((r) => [r.queue, r.n])),
+      openByQueue,
       byReason,
       depths
     ),
@@ -249,15 +262,18 @@ export const readHealth = Effect.fn("Metrics.readHealth")(function*(since: strin
   }
 })
 
-/** Deletes at most `limit` rows per table, oldest first: resolved dead letters resolved before `resolvedBefore`, rollup minutes before `minuteBefore`. One round trip. */
+/**
+ * Deletes at most `limit` rows per table and database, oldest first: resolved dead letters resolved before
+ * `resolvedBefore` (every database holding tenants), rollup minutes before `minuteBefore` (the platform's).
+ */
 export const prune = Effect.fn("Metrics.prune")(function*(resolvedBefore: string, minuteBefore: string, limit: number) {
-  const sql = yield* Sql.PlatformDatabase
-  const [dead, metrics] = yield* sql.batch([
+  const platform = yield* Sql.PlatformDatabase
+  const dead = yield* Placement.everywhere(Effect.flatMap(Effect.service(Sql.ReadDatabase), (sql) => sql.run(
     Sql.typed(sql.orm.delete(deadMessages).where(inArray(deadMessages.id, sql.orm.select({ id: deadMessages.id }).from(deadMessages)
       .where(and(inArray(deadMessages.status, ["replayed", "skipped", "escalated"]), lt(deadMessages.resolvedAt, resolvedBefore)))
-      .orderBy(deadMessages.resolvedAt).limit(limit)))),
-    // By rowid: the key is (queue, minute), which Drizzle's `inArray` cannot match as a pair.
-    Sql.statement("DELETE FROM queue_metrics WHERE rowid IN (SELECT rowid FROM queue_metrics WHERE minute < ? ORDER BY minute LIMIT ?)", minuteBefore, limit)
-  ])
-  return { deadLetters: dead?.changes ?? 0, metrics: metrics?.changes ?? 0 }
+      .orderBy(deadMessages.resolvedAt).limit(limit))))
+  )))
+  // By rowid: the key is (queue, minute), which Drizzle's `inArray` cannot match as a pair.
+  const metrics = yield* platform.run(Sql.statement("DELETE FROM queue_metrics WHERE rowid IN (SELECT rowid FROM queue_metrics WHERE minute < ? ORDER BY minute LIMIT ?)", minuteBefore, limit))
+  return { deadLetters: dead.reduce((a, b) => a + b, 0), metrics }
 })

@@ -12,7 +12,12 @@
  * Worker's business (`@factline/workers`' Services).
  */
 import { Context, Effect, Layer } from "effect"
-import { PlatformDatabase } from "./Sql.js"
+import { make as door, PlatformDatabase, type Sql } from "./Sql.js"
+
+/** The read databases (`FACTLINE_READ_DB_0…`) by index, each behind its door; empty when none is bound (the platform database serves). */
+export class ReadDatabases extends Context.Service<ReadDatabases, {
+  readonly databases: ReadonlyArray<Sql>
+}>()("@factline/core/ReadDatabases") {}
 
 /** A factline queue's producer binding by queue name (platform queues and their DLQs); undefined when not bound. */
 export class QueueBindings extends Context.Service<QueueBindings, {
@@ -63,17 +68,20 @@ export class AnalyticsEngine extends Context.Service<AnalyticsEngine, {
 /** The bindings one platform runs on, however they were made (a Worker's env, in-memory stand-ins). */
 export interface Bindings {
   readonly database: D1Database
+  /** The read databases, by index (none: the platform database holds every tenant's read side). */
+  readonly readDatabases?: ReadonlyArray<D1Database>
   readonly payloads: Bucket
   readonly queue: (name: string) => Queue | undefined
   readonly analytics: Layer.Layer<AnalyticsEngine>
 }
 
-export type Services = PlatformDatabase | QueueBindings | PayloadBucket | AnalyticsEngine
+export type Services = PlatformDatabase | ReadDatabases | QueueBindings | PayloadBucket | AnalyticsEngine
 
 /** Every binding's service, from the bindings. */
 export const layer = (bindings: Bindings): Layer.Layer<Services> =>
   Layer.mergeAll(
     PlatformDatabase.layer(bindings.database),
+    Layer.succeed(ReadDatabases, { databases: (bindings.readDatabases ?? []).map((binding, i) => door(`read_${i}`, binding)) }),
     Layer.succeed(QueueBindings, { queue: bindings.queue }),
     Layer.succeed(PayloadBucket, { bucket: bindings.payloads }),
     bindings.analytics

@@ -64,10 +64,18 @@ export interface Result<T> {
   readonly changes: number
 }
 
-/** The platform's own database (the `DB` binding): tokens of state every tenant shares, and today every read model. */
+/** The platform's own database (the `DB` binding): what every tenant shares — the shard registry, the placement map, metrics, the batch inbox. */
 export class PlatformDatabase extends Context.Service<PlatformDatabase, Sql>()("@factline/core/Sql/PlatformDatabase") {
   static readonly layer = (binding: D1Database) => layer(PlatformDatabase, "platform", binding)
 }
+
+/**
+ * The read database of the tenant(s) in scope: what every tenant-scoped store (projections, the facts copy,
+ * accepted keys, dead letters, webhook state, batch jobs) reads and writes. Never a layer of the runtime:
+ * only the placement scopes (`placement/Placement`: `reading`, `writing`, `byDatabase`, `everywhere`)
+ * provide it, so a store call outside a tenant's scope does not compile.
+ */
+export class ReadDatabase extends Context.Service<ReadDatabase, Sql>()("@factline/core/Sql/ReadDatabase") {}
 
 /** A layer of a database role's door over its binding. */
 export const layer = <I>(key: Context.Key<I, Sql>, role: string, binding: D1Database): Layer.Layer<I> => Layer.succeed(key, make(role, binding))
@@ -99,3 +107,4 @@ export const make = (role: string, binding: D1Database): Sql => {
           (await binding.batch<T>(statements.map(prepare))).map((r) => ({ rows: r.results ?? [], changes: r.meta?.changes ?? 0 })))
   }
 }
+

@@ -26,6 +26,7 @@ import { tenantKey } from "@factline/schemas"
 import { getTableName } from "drizzle-orm"
 import * as StableJson from "../ledger/StableJson.js"
 import * as Sql from "../platform/Sql.js"
+import * as Placement from "../placement/Placement.js"
 import { acceptedKeys } from "../tables/PlatformTables.js"
 import * as Failure from "../failures/Failure.js"
 
@@ -48,7 +49,8 @@ export interface Bound {
 
 export const claimKey = tenantKey
 
-export class AcceptedKeys extends Context.Service<AcceptedKeys, {
+/** The store over one database (the one in scope, for callers: `AcceptedKeys`). */
+export interface Shape {
   /**
    * Returns `idempotency_key → payload_hash` for the keys of `entries` that were
    * accepted before; records the others, unless one of `entries` is stored with
@@ -70,9 +72,11 @@ export class AcceptedKeys extends Context.Service<AcceptedKeys, {
    * how many were deleted. A forgotten key may be bound to a new payload afterwards.
    */
   readonly prune: (before: string, limit: number) => Effect.Effect<number, Failure.Unavailable>
-}>()("@factline/core/AcceptedKeys") {
-  /** Over the platform database's door. */
-  static readonly layer = Layer.effect(AcceptedKeys, Effect.map(Effect.service(Sql.PlatformDatabase), (sql) => make(sql)))
+}
+
+export class AcceptedKeys extends Context.Service<AcceptedKeys, Shape>()("@factline/core/AcceptedKeys") {
+  /** Each tenant's keys in its read database (Placement): a claim of many tenants is one round trip per database, in parallel. */
+  static readonly layer = Layer.effect(AcceptedKeys, Effect.map(Effect.service(Placement.TenantPlacement), (placement) => placed(placement)))
   /** In memory, for tests of code above the edge. */
   static readonly memory = () => Layer.sync(AcceptedKeys, () => memory())
 }
@@ -149,7 +153,23 @@ export const deleteOlderThan = `DELETE FROM ${table} WHERE (${column.tenant}, ${
 
 const unavailable = Failure.unavailable("the idempotency store")
 
-export const make = (sql: Sql.Sql): AcceptedKeys["Service"] => ({
+/** The store routed by tenant to each tenant's read database. */
+export const placed = (placement: Placement.Shape): Shape => {
+  const on = Placement.perDatabase(make)
+  return {
+    record: (tenantId, entries, now) => Effect.flatMap(Placement.door(placement, tenantId, true), (sql) => on(sql).record(tenantId, entries, now)),
+    claim: (entries, now) =>
+      Effect.flatMap(Placement.grouped(placement, entries, (e) => e.tenant_id, true), (groups) =>
+        Effect.map(
+          Effect.forEach(groups, (group) => on(group.sql).claim(group.items, now), { concurrency: "unbounded" }),
+          (bound) => new Map(bound.flatMap((m) => [...m])) as ReadonlyMap<string, Bound>
+        )),
+    prune: (before, limit) =>
+      Effect.map(Effect.forEach(placement.everywhere, (sql) => on(sql).prune(before, limit)), (counts) => counts.reduce((a, b) => a + b, 0))
+  }
+}
+
+export const make = (sql: Sql.Sql): Shape => ({
   prune: Effect.fn("AcceptedKeys.prune")(function*(before, limit) {
     return yield* sql.run(Sql.statement(deleteOlderThan, before, limit)).pipe(Effect.mapError(unavailable))
   }),
@@ -196,7 +216,7 @@ export const make = (sql: Sql.Sql): AcceptedKeys["Service"] => ({
   })
 })
 
-export const memory = (): AcceptedKeys["Service"] => {
+export const memory = (): Shape => {
   const rows = new Map<string, string>()
   const at = new Map<string, string>()
   return {

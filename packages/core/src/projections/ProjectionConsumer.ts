@@ -22,6 +22,7 @@ import * as FactMessage from "../relay/FactMessage.js"
 import * as Projection from "../definitions/Projection.js"
 import { Registry, type Shape as RegistryShape } from "../registry/Registry.js"
 import { ProjectionStore } from "./ProjectionStore.js"
+import * as Placement from "../placement/Placement.js"
 
 export interface ActiveRebuild {
   readonly projection: string
@@ -106,7 +107,8 @@ const mappingFailed = (fact: Fact, failures: ReadonlyArray<MappingFailure>): Con
   Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: `${failures.map((f) => `projection "${f.projection}" failed to map ${fact.type} fact ${fact.fact_id}: ${f.error}`).join("; ")}` +
       ` (the fact was applied to the facts copy and every other projection; fix ${failures.map((f) => f.projection).join(", ")}, then replay this dead letter)` }))
 
-export const process = Effect.fn("ProjectionConsumer.process")(function*(items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) {
+/** Applies the facts of tenants placed on the read database in scope (one transaction). */
+const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) {
   const registry = yield* Registry
   const store = yield* ProjectionStore
   const outcomes = new Map<string, Consumer.Outcome>()
@@ -140,6 +142,10 @@ export const process = Effect.fn("ProjectionConsumer.process")(function*(items: 
   })
   return outcomes as ReadonlyMap<string, Consumer.Outcome>
 })
+
+/** Applies a batch's facts, each tenant's on its read database: one transaction per database. */
+export const process = (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
+  Placement.byDatabase(items, (item) => item.value.fact.tenant_id, (item) => item.key, processPlaced, (error) => Consumer.failed(error))
 
 export const consume = Effect.fn("ProjectionConsumer.consume")(function*(batch: MessageBatch<unknown>, options: { readonly delayScale?: number; readonly log?: Consumer.LogLevel } = {}) {
   return yield* Consumer.run(

@@ -10,6 +10,7 @@
 import { Context, Effect, Layer, Result } from "effect"
 import type { Sql, Value } from "../definitions/Projection.js"
 import * as Door from "../platform/Sql.js"
+import * as Placement from "../placement/Placement.js"
 import * as Failure from "../failures/Failure.js"
 
 const unavailable = Failure.unavailable("the projection store")
@@ -19,22 +20,33 @@ export interface Group {
   readonly statements: ReadonlyArray<Sql>
 }
 
-export class ProjectionStore extends Context.Service<ProjectionStore, {
+/** The store over one database. */
+export interface Shape<R = never> {
   /**
    * Runs `statements` in one transaction; if it fails, runs each of
    * `isolate()`'s groups in its own transaction instead. Returns the error per
    * group key that failed on its own (empty when all applied).
    */
-  readonly write: (statements: ReadonlyArray<Sql>, isolate: () => ReadonlyArray<Group>) => Effect.Effect<ReadonlyMap<string, string>>
-  readonly query: <T = Record<string, Value>>(statement: Sql) => Effect.Effect<ReadonlyArray<T>, Failure.Unavailable>
+  readonly write: (statements: ReadonlyArray<Sql>, isolate: () => ReadonlyArray<Group>) => Effect.Effect<ReadonlyMap<string, string>, never, R>
+  readonly query: <T = Record<string, Value>>(statement: Sql) => Effect.Effect<ReadonlyArray<T>, Failure.Unavailable, R>
   /** Runs statements as one transaction (one round trip); all or nothing. */
-  readonly execute: (statements: ReadonlyArray<Sql>) => Effect.Effect<void, Failure.Unavailable>
-}>()("@factline/core/ProjectionStore") {
-  /** Over the platform database's door. */
-  static readonly layer = Layer.effect(ProjectionStore, Effect.map(Effect.service(Door.PlatformDatabase), (sql) => make(sql)))
+  readonly execute: (statements: ReadonlyArray<Sql>) => Effect.Effect<void, Failure.Unavailable, R>
 }
 
-export const make = (sql: Door.Sql): ProjectionStore["Service"] => ({
+/** Projections and the facts copy of the tenant(s) in scope: every call runs on the read database the placement scope provides. */
+export class ProjectionStore extends Context.Service<ProjectionStore, Shape<Door.ReadDatabase>>()("@factline/core/ProjectionStore") {
+  static readonly layer = Layer.sync(ProjectionStore, () => {
+    const on = Placement.perDatabase(make)
+    const inScope = Effect.map(Effect.service(Door.ReadDatabase), on)
+    return {
+      write: (statements, isolate) => Effect.flatMap(inScope, (store) => store.write(statements, isolate)),
+      execute: (statements) => Effect.flatMap(inScope, (store) => store.execute(statements)),
+      query: <T>(statement: Sql) => Effect.flatMap(inScope, (store) => store.query<T>(statement))
+    }
+  })
+}
+
+export const make = (sql: Door.Sql): Shape => ({
   write: Effect.fn("ProjectionStore.write")(function*(statements, isolate) {
     const failed = new Map<string, string>()
     if (statements.length === 0) return failed

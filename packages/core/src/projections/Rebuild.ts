@@ -37,6 +37,8 @@ import { partitionMappable } from "./ProjectionConsumer.js"
 import { ProjectionStore } from "./ProjectionStore.js"
 import * as Failure from "../failures/Failure.js"
 import * as Time from "../platform/Time.js"
+import * as Sql from "../platform/Sql.js"
+import * as Placement from "../placement/Placement.js"
 
 export const shardsPerSlice = 25
 /** Facts per transaction when replaying: each write applies its facts completely (increments with their applied set). */
@@ -86,20 +88,22 @@ export const shadowStatement = (live: string, shadow: string) =>
   Effect.map(ddl(live), ({ table }) =>
     table === undefined ? undefined : { sql: table.replace(/^CREATE TABLE\s+(["`]?)[^"`\s(]+\1/i, `CREATE TABLE ${q(shadow)}`), params: [] })
 
+const unavailable = Failure.unavailable("the rebuild records")
+
 /** The record by id, whoever started it: for the batch consumer only, never for a caller. */
 const find = (id: string) =>
-  Effect.gen(function*() {
-    const store = yield* ProjectionStore
-    const rows = yield* store.query<RebuildRecord>({ sql: "SELECT * FROM projection_rebuilds WHERE id = ?", params: [id] })
-    return rows[0]
-  })
+  Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) => Effect.mapError(sql.first<RebuildRecord>(Sql.statement("SELECT * FROM projection_rebuilds WHERE id = ?", id)), unavailable))
 
 /** The record, if it exists and `tenantId` started it: another tenant's batch reads as missing. */
 export const get = Effect.fn("Rebuild.get")(function*(tenantId: string, id: string) {
-  const store = yield* ProjectionStore
-  const rows = yield* store.query<RebuildRecord>({ sql: "SELECT * FROM projection_rebuilds WHERE id = ? AND tenant_id = ?", params: [id, tenantId] })
-  return rows[0]
+  const sql = yield* Sql.PlatformDatabase
+  return yield* Effect.mapError(sql.first<RebuildRecord>(Sql.statement("SELECT * FROM projection_rebuilds WHERE id = ? AND tenant_id = ?", id, tenantId)), unavailable)
 })
+
+/** Runs `effect` on each read database in turn (the read database in scope), in index order. */
+const onEachDatabase = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(Effect.service(Placement.TenantPlacement), (placement) =>
+    Effect.forEach(placement.databases, (sql) => Effect.provideService(effect, Sql.ReadDatabase, sql)))
 
 /**
  * Creates the shadow table and the rebuild record, owned by `tenantId` (the
@@ -108,34 +112,41 @@ export const get = Effect.fn("Rebuild.get")(function*(tenantId: string, id: stri
 export const start = Effect.fn("Rebuild.start")(function*(projectionName: string, tenantId: string) {
   const registry = yield* Registry
   const store = yield* ProjectionStore
+  const platform = yield* Sql.PlatformDatabase
   const p = registry.projection(projectionName)
   if (!p) return yield* new Failure.NotFound({ message: `no projection "${projectionName}"` })
-  const [running] = yield* store.query<{ id: string; tenant_id: string }>({
-    sql: "SELECT id, tenant_id FROM projection_rebuilds WHERE projection = ? AND status = 'running'",
-    params: [p.name]
-  })
+  const running = yield* Effect.mapError(platform.first<{ id: string; tenant_id: string }>(Sql.statement(
+    "SELECT id, tenant_id FROM projection_rebuilds WHERE projection = ? AND status = 'running'", p.name
+  )), unavailable)
   if (running) {
     // The id only to the tenant that may read the record.
     const which = running.tenant_id === tenantId ? ` (${running.id})` : ""
     return yield* new Failure.Conflict({ message: `a rebuild of ${p.name} is already running${which}` })
   }
   const live = Projection.tableName(p)
-  const { table } = yield* ddl(live)
+  // Every read database has the same migrations: the first one's DDL is every one's.
+  const first0 = (yield* Placement.TenantPlacement).databases[0]!
+  const { table } = yield* Effect.provideService(ddl(live), Sql.ReadDatabase, first0)
   if (!table) return yield* new Failure.NotFound({ message: `table ${live} does not exist; apply the migrations` })
   const id = `rb_${(yield* Time.millis).toString(36)}_${crypto.randomUUID().slice(0, 8)}`
   const shadow = `${live}__${id}`
   const createShadow = table.replace(/^CREATE TABLE\s+(["`]?)[^"`\s(]+\1/i, `CREATE TABLE ${q(shadow)}`)
   const total = yield* LedgerTopology.shardCount
   const now = yield* Time.now
-  yield* store.execute([
+  const record = {
+    sql: `INSERT INTO projection_rebuilds (id, tenant_id, projection, shadow_table, status, shards_total, shards_done, facts_replayed, started_at)
+          VALUES (?, ?, ?, ?, 'running', ?, 0, 0, ?) ON CONFLICT (id) DO NOTHING`,
+    params: [id, tenantId, p.name, shadow, total, now]
+  }
+  // Each read database gets the shadow and a copy of the record (what its live writers read to write the shadow
+  // too); the platform database keeps the record whose progress the steps count (the same row when it is read
+  // database 0).
+  yield* onEachDatabase(store.execute([
     { sql: createShadow, params: [] },
     { sql: "DELETE FROM projection_applied WHERE projection = ?", params: [Projection.shadowTarget(p, shadow).appliedAs] },
-    {
-      sql: `INSERT INTO projection_rebuilds (id, tenant_id, projection, shadow_table, status, shards_total, shards_done, facts_replayed, started_at)
-            VALUES (?, ?, ?, ?, 'running', ?, 0, 0, ?)`,
-      params: [id, tenantId, p.name, shadow, total, now]
-    }
-  ])
+    record
+  ]))
+  yield* Effect.mapError(platform.run(Sql.statement(record.sql, ...record.params)), unavailable)
   const first: BatchPayload = { batch_id: id, operation: "rebuild", items: [{ projection: p.name, after: "" } satisfies SliceItem], offset: 0, total }
   return { record: (yield* find(id))!, first }
 })
@@ -154,18 +165,25 @@ export const step = Effect.fn("Rebuild.step")(function*(payload: BatchPayload) {
   const target = Projection.shadowTarget(p, record.shadow_table)
   const facts = (yield* Effect.forEach(shards, (s) => ledger.readShard(s), { concurrency: 8 })).flat()
   const failures: Array<string> = []
-  for (let i = 0; i < facts.length; i += factsPerWrite) yield* store.execute(replayStatements(p, facts.slice(i, i + factsPerWrite), target, failures))
+  // Each tenant's facts into the shadow of its read database.
+  const placement = yield* Placement.TenantPlacement
+  for (const group of yield* Placement.grouped(placement, facts, (f) => f.tenant_id, false)) {
+    for (let i = 0; i < group.items.length; i += factsPerWrite) {
+      yield* Effect.provideService(store.execute(replayStatements(p, group.items.slice(i, i + factsPerWrite), target, failures)), Sql.ReadDatabase, group.sql)
+    }
+  }
   if (failures.length > 0) yield* Effect.logWarning(`rebuild ${record.id} of ${p.name}: ${failures.length} fact(s) could not be mapped; first: ${failures[0]}`)
   const last = shards.at(-1) ?? item.after
-  yield* store.execute([{
-    sql: `UPDATE projection_rebuilds SET
-            shards_done = (SELECT COUNT(*) FROM ledger_shards WHERE shard_key <= ?),
-            facts_replayed = facts_replayed + ?,
-            facts_failed = facts_failed + ?,
-            first_failure = COALESCE(first_failure, ?)
-          WHERE id = ?`,
-    params: [last, facts.length, failures.length, failures[0] ?? null, record.id]
-  }])
+  const platform = yield* Sql.PlatformDatabase
+  yield* Effect.mapError(platform.run(Sql.statement(
+    `UPDATE projection_rebuilds SET
+       shards_done = (SELECT COUNT(*) FROM ledger_shards WHERE shard_key <= ?),
+       facts_replayed = facts_replayed + ?,
+       facts_failed = facts_failed + ?,
+       first_failure = COALESCE(first_failure, ?)
+     WHERE id = ?`,
+    last, facts.length, failures.length, failures[0] ?? null, record.id
+  )), unavailable)
   if (shards.length === shardsPerSlice) {
     return { ...payload, items: [{ projection: p.name, after: last } satisfies SliceItem], offset: payload.offset + shards.length } satisfies BatchPayload
   }
@@ -187,23 +205,32 @@ export const replayStatements = (p: Projection.Projection, facts: ReadonlyArray<
   }
 }
 
-/** Replaces the live table with the shadow, in one transaction. */
+/**
+ * Replaces the live table with the shadow on each read database, each in one transaction that also ends the
+ * database's copy of the record (its live writers stop writing the shadow with it); a database already swapped
+ * (a step run again) is skipped. Then the platform's record is completed.
+ */
 export const swap = Effect.fn("Rebuild.swap")(function*(p: Projection.Projection, record: RebuildRecord) {
   const store = yield* ProjectionStore
   const live = Projection.tableName(p)
-  const { indexes } = yield* ddl(live)
   const applied = Projection.shadowTarget(p, record.shadow_table).appliedAs
-  yield* store.execute([
-    { sql: `DROP TABLE ${q(live)}`, params: [] },
-    { sql: `ALTER TABLE ${q(record.shadow_table)} RENAME TO ${q(live)}`, params: [] },
-    ...indexes.map((sql) => ({ sql, params: [] })),
-    { sql: "DELETE FROM projection_applied WHERE projection = ?", params: [p.name] },
-    { sql: "UPDATE projection_applied SET projection = ? WHERE projection = ?", params: [p.name, applied] },
-    {
-      sql: "UPDATE projection_rebuilds SET status = 'completed', finished_at = ?, shards_done = shards_total WHERE id = ?",
-      params: [yield* Time.now, record.id]
-    }
-  ])
+  const now = yield* Time.now
+  const complete = { sql: "UPDATE projection_rebuilds SET status = 'completed', finished_at = ?, shards_done = shards_total WHERE id = ?", params: [now, record.id] }
+  yield* onEachDatabase(Effect.gen(function*() {
+    const { table } = yield* ddl(record.shadow_table)
+    if (table === undefined) return
+    const { indexes } = yield* ddl(live)
+    yield* store.execute([
+      { sql: `DROP TABLE ${q(live)}`, params: [] },
+      { sql: `ALTER TABLE ${q(record.shadow_table)} RENAME TO ${q(live)}`, params: [] },
+      ...indexes.map((sql) => ({ sql, params: [] })),
+      { sql: "DELETE FROM projection_applied WHERE projection = ?", params: [p.name] },
+      { sql: "UPDATE projection_applied SET projection = ? WHERE projection = ?", params: [p.name, applied] },
+      complete
+    ])
+  }))
+  const platform = yield* Sql.PlatformDatabase
+  yield* Effect.mapError(platform.run(Sql.statement(complete.sql, ...complete.params)), unavailable)
 })
 
 /**
@@ -215,11 +242,11 @@ export const fail = Effect.fn("Rebuild.fail")(function*(id: string, error: strin
   const store = yield* ProjectionStore
   const record = yield* find(id)
   if (!record || record.status !== "running") return
-  yield* store.execute([
-    {
-      sql: "UPDATE projection_rebuilds SET status = 'failed', error = ?, finished_at = ? WHERE id = ? AND status = 'running'",
-      params: [error.slice(0, 2_000), now, id]
-    },
-    { sql: `DROP TABLE IF EXISTS ${q(record.shadow_table)}`, params: [] }
-  ])
+  const failed = {
+    sql: "UPDATE projection_rebuilds SET status = 'failed', error = ?, finished_at = ? WHERE id = ? AND status = 'running'",
+    params: [error.slice(0, 2_000), now, id]
+  }
+  yield* onEachDatabase(store.execute([failed, { sql: `DROP TABLE IF EXISTS ${q(record.shadow_table)}`, params: [] }]))
+  const platform = yield* Sql.PlatformDatabase
+  yield* Effect.mapError(platform.run(Sql.statement(failed.sql, ...failed.params)), unavailable)
 })

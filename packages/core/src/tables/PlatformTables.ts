@@ -317,3 +317,46 @@ export const batchJobs = sqliteTable(
   },
   (t) => [index("batch_jobs_by_tenant").on(t.tenantId, t.createdAt, t.id)]
 )
+
+/**
+ * Where each tenant's read side lives (platform database): the index of its
+ * read database (`FACTLINE_READ_DB_<n>`), chosen on the tenant's first use and
+ * recorded so that it never changes silently — only a move changes it. Written
+ * only by `placement/Placement.ts`. `frozen_since` is set while a move takes
+ * its last copy: writers of the tenant wait (retry) until it is cleared.
+ */
+export const tenantPlacements = sqliteTable(
+  "tenant_placements",
+  {
+    tenantId: text("tenant_id").primaryKey(),
+    database: integer("database").notNull(),
+    placedAt: text("placed_at").notNull(),
+    frozenSince: text("frozen_since")
+  },
+  (t) => [index("tenant_placements_by_database").on(t.database)]
+)
+
+/**
+ * Moves of a tenant's read side between read databases (platform database),
+ * one record per move, written only by `placement/Move.ts`. `phase` goes
+ * `copying → frozen → switched → dropped`, or ends `failed`; `copied` counts
+ * rows copied per table (JSON), `verified` the per-table row counts compared.
+ */
+export const tenantMoves = sqliteTable(
+  "tenant_moves",
+  {
+    id: text("id").primaryKey(),
+    tenantId: text("tenant_id").notNull(),
+    fromDatabase: integer("from_database").notNull(),
+    toDatabase: integer("to_database").notNull(),
+    phase: text("phase", { enum: ["copying", "frozen", "switched", "dropped", "failed"] }).notNull(),
+    copied: text("copied").notNull().default("{}"),
+    verified: text("verified"),
+    error: text("error"),
+    startedBy: text("started_by").notNull(),
+    startedAt: text("started_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+    finishedAt: text("finished_at")
+  },
+  (t) => [index("tenant_moves_by_tenant").on(t.tenantId, t.startedAt)]
+)

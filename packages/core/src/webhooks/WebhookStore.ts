@@ -15,6 +15,7 @@ import * as Sql from "../platform/Sql.js"
 import * as Cursor from "../tables/Cursor.js"
 import * as Secrets from "./Secrets.js"
 import * as UrlGuard from "./UrlGuard.js"
+import * as Placement from "../placement/Placement.js"
 import * as Failure from "../failures/Failure.js"
 import * as Time from "../platform/Time.js"
 
@@ -73,7 +74,8 @@ export type AttemptRow = {
   readonly error: string | null
 }
 
-export class WebhookStore extends Context.Service<WebhookStore, {
+/** The store over one database (the one in scope, for callers: `WebhookStore`). */
+export interface Shape {
   readonly create: (tenantId: string, input: Input) => Effect.Effect<{ readonly endpoint: Endpoint; readonly secret: string }, Failure.Any | Secrets.SecretsKeyError>
   /** A page of the tenant's endpoints, oldest first (keyset on created_at, id). */
   readonly list: (tenantId: string, page: { readonly after?: string; readonly limit: number }) => Effect.Effect<{ readonly data: ReadonlyArray<Endpoint>; readonly next_cursor: string | null }, Failure.Any | Secrets.SecretsKeyError>
@@ -93,10 +95,55 @@ export class WebhookStore extends Context.Service<WebhookStore, {
   readonly record: (batch: RecordBatch) => Effect.Effect<ReadonlySet<string>, Failure.Unavailable>
   /** Resolves `event_types` / `fact_types` against the catalog (the API passes the registry's). */
   readonly settings: Settings
-}>()("@factline/core/WebhookStore") {
-  /** Over the platform database's door. */
+}
+
+export class WebhookStore extends Context.Service<WebhookStore, Shape>()("@factline/core/WebhookStore") {
+  /** Each tenant's endpoints, deliveries and attempts in its read database (Placement). */
   static readonly layer = (settings: Settings, catalog: Catalog) =>
-    Layer.effect(WebhookStore, Effect.map(Effect.service(Sql.PlatformDatabase), (sql) => make(sql, settings, catalog)))
+    Layer.effect(WebhookStore, Effect.map(Effect.service(Placement.TenantPlacement), (placement) => placed(placement, settings, catalog)))
+}
+
+/** The store routed by tenant: a call of many tenants (a delivery batch) runs once per database, in parallel. */
+export const placed = (placement: Placement.Shape, settings: Settings, catalog: Catalog): Shape => {
+  const on = Placement.perDatabase((sql) => make(sql, settings, catalog))
+  const read = (tenantId: string) => Effect.map(Placement.door(placement, tenantId, false), on)
+  const write = (tenantId: string) => Effect.map(Placement.door(placement, tenantId, true), on)
+  const merged = <K, V>(maps: ReadonlyArray<ReadonlyMap<K, V>>) => new Map(maps.flatMap((m) => [...m]))
+  return {
+    settings,
+    create: (tenantId, input) => Effect.flatMap(write(tenantId), (s) => s.create(tenantId, input)),
+    list: (tenantId, page) => Effect.flatMap(read(tenantId), (s) => s.list(tenantId, page)),
+    get: (tenantId, id) => Effect.flatMap(read(tenantId), (s) => s.get(tenantId, id)),
+    update: (tenantId, id, input) => Effect.flatMap(write(tenantId), (s) => s.update(tenantId, id, input)),
+    remove: (tenantId, id) => Effect.flatMap(write(tenantId), (s) => s.remove(tenantId, id)),
+    rotate: (tenantId, id) => Effect.flatMap(write(tenantId), (s) => s.rotate(tenantId, id)),
+    attempts: (tenantId, id, page) => Effect.flatMap(read(tenantId), (s) => s.attempts(tenantId, id, page)),
+    recover: (tenantId, id, since) => Effect.flatMap(write(tenantId), (s) => s.recover(tenantId, id, since)),
+    invalidate: (tenantId) => {
+      for (const sql of placement.everywhere) on(sql).invalidate(tenantId)
+    },
+    configsFor: (tenantIds) =>
+      Effect.flatMap(Placement.grouped(placement, tenantIds, (t) => t, false), (groups) =>
+        Effect.map(Effect.forEach(groups, (g) => on(g.sql).configsFor(g.items), { concurrency: "unbounded" }), merged)),
+    deliveryStates: (keys) =>
+      Effect.flatMap(Placement.grouped(placement, keys, (k) => k.tenant_id, false), (groups) =>
+        Effect.map(Effect.forEach(groups, (g) => on(g.sql).deliveryStates(g.items), { concurrency: "unbounded" }), merged)),
+    record: (batch) =>
+      Effect.gen(function*() {
+        const tenants = [...new Set([...batch.attempts, ...batch.deliveries, ...batch.endpoints].map((x) => x.tenant_id))]
+        const groups = yield* Placement.grouped(placement, tenants, (t) => t, true)
+        const disabled = yield* Effect.forEach(groups, (g) => {
+          const mine = new Set(g.items)
+          return on(g.sql).record({
+            attempts: batch.attempts.filter((a) => mine.has(a.tenant_id)),
+            deliveries: batch.deliveries.filter((d) => mine.has(d.tenant_id)),
+            endpoints: batch.endpoints.filter((e) => mine.has(e.tenant_id)),
+            now: batch.now
+          })
+        }, { concurrency: "unbounded" })
+        return new Set(disabled.flatMap((d) => [...d])) as ReadonlySet<string>
+      })
+  }
 }
 
 export interface DeliveryState {
@@ -167,7 +214,7 @@ const toEndpoint = (row: Row): Endpoint => ({
 
 const unavailable = Failure.unavailable("the webhook store")
 
-export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): WebhookStore["Service"] => {
+export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Shape => {
   const ttl = settings.configTtlMs ?? 10_000
   const overlap = settings.rotationOverlapMs ?? 24 * 3600 * 1000
   const cap = settings.endpointsPerTenant ?? defaultEndpointsPerTenant
@@ -231,7 +278,7 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Webhoo
       : Effect.succeed(out)
   }
 
-  const service: WebhookStore["Service"] = {
+  const service: Shape = {
     settings,
     invalidate: (tenantId) => void cache.delete(tenantId),
     create: Effect.fn("WebhookStore.create")(function*(tenantId, input) {

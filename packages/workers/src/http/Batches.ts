@@ -19,12 +19,12 @@
 import { Effect, Result, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Failure, Import, ProjectionStore, QueueProducer, Rebuild, Reconcile, type Registry, RetryPolicy } from "@factline/core"
+import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Failure, Import, ProjectionStore, QueueProducer, Rebuild, Reconcile, type Registry, RetryPolicy, Sql } from "@factline/core"
 import { Issues } from "@factline/schemas"
 import { type AppEnv, bind, cursor, describe, Json, nextCursor, oneOf, problems, wholeNumber, raw } from "./Contract.js"
 import { Forbidden, RequestRefused } from "./Problem.js"
 import { isObject, readBody } from "./JsonBody.js"
-import type { Ctx, Run } from "./Run.js"
+import { type Ctx, type Run, runTenant } from "./Run.js"
 
 export interface Deps {
   readonly registry: Registry.Shape
@@ -201,7 +201,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
   const enqueueFirst = async (c: Ctx, job: BatchJobs.Row, total: number) => {
     const sent = await run(c.env, Effect.result(Effect.flatMap(BatchConsumer.make({ batch_id: job.id, operation: job.operation, offset: 0, total }, job.tenant_id), enqueue)))
     if (Result.isFailure(sent)) {
-      await run(c.env, BatchJobs.fail(job.id, "the batch queue was unavailable when the job was started", new Date().toISOString()))
+      await runTenant(run, c, BatchJobs.fail(job.id, "the batch queue was unavailable when the job was started", new Date().toISOString()))
       throw sent.failure
     }
     return BatchJobs.view(job)
@@ -215,7 +215,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
     const projection = registry.projection(body.projection)
     if (!projection) throw new Failure.NotFound({ message: `no projection "${body.projection.slice(0, 100)}" (known: ${registry.projections.map((p) => p.name).join(", ")})` })
     const params: Reconcile.Params = { projection: projection.name, repair: body.repair === true }
-    const created = await run(c.env, BatchJobs.create({
+    const created = await runTenant(run, c, BatchJobs.create({
       tenantId: c.get("principal").tenantId, operation: "reconcile", params, inputKey: null, total: null
     }))
     return enqueueFirst(c, created, 0)
@@ -233,7 +233,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
     }
     if (projection === undefined && format === "csv") throw new Failure.InvalidInput({ message: "facts export as NDJSON only (their data is nested); CSV is for a projection" })
     const params: Export.Params = { ...(projection ? { projection: projection.name } : {}), format }
-    const created = await run(c.env, BatchJobs.create({
+    const created = await runTenant(run, c, BatchJobs.create({
       tenantId: c.get("principal").tenantId, operation: "export", params, inputKey: null, total: null
     }))
     return enqueueFirst(c, created, 0)
@@ -247,7 +247,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
     const key = uploadKey(tenantId, manifest)
     const exists = await run(c.env, Effect.flatMap(Effect.service(BatchFiles.BatchFiles), (files) => files.exists(key)))
     if (!exists) throw new Failure.NotFound({ message: `no uploaded file "${manifest}"; upload it with PUT /v1/batches/uploads/${manifest}` })
-    const created = await run(c.env, BatchJobs.create({
+    const created = await runTenant(run, c, BatchJobs.create({
       tenantId, operation: "import", params: { source: "manifest", manifest }, inputKey: key, total: null
     }))
     return enqueueFirst(c, created, 0)
@@ -267,7 +267,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
     }
     // One line per event, whatever it is: lines that are not envelopes are reported by the job with their number.
     const ndjson = events.map((event) => JSON.stringify(event)).join("\n") + "\n"
-    const created = await run(c.env, Effect.gen(function*() {
+    const created = await runTenant(run, c, Effect.gen(function*() {
       const id = yield* BatchJobs.newId
       const key = BatchJobs.inputKey(tenantId, id)
       const files = yield* BatchFiles.BatchFiles
@@ -298,8 +298,14 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
         params: [tenantId, ...(status !== undefined ? [status] : []), ...(cursor ?? []), limit + 1]
       }
     }
-    const result = await run(c.env, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) =>
-      Effect.all([store.query<Rebuild.RebuildRecord>(page("projection_rebuilds", "started_at")), store.query<BatchJobs.Row>(page("batch_jobs", "created_at"))])))
+    // Rebuild records are the platform database's; batch jobs the tenant's read database's.
+    const result = await runTenant(run, c, Effect.all([
+      Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) => {
+        const { sql: text, params } = page("projection_rebuilds", "started_at")
+        return sql.all<Rebuild.RebuildRecord>(Sql.statement(text, ...params))
+      }),
+      Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) => store.query<BatchJobs.Row>(page("batch_jobs", "created_at")))
+    ]))
     const [rebuilds, jobs] = result
     const rows = [...rebuilds.map(rebuildView), ...jobs.map(BatchJobs.view)]
       .sort((a, b) => (a.created_at === b.created_at ? (a.batch_id < b.batch_id ? 1 : -1) : a.created_at < b.created_at ? 1 : -1))
@@ -312,7 +318,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
   bind(app, getBatch, async (c, reply) => {
     const tenantId = c.get("principal").tenantId
     const id = c.req.param("id")!
-    const [job, rebuild] = await run(c.env, Effect.all([BatchJobs.get(tenantId, id), Rebuild.get(tenantId, id)]))
+    const [job, rebuild] = await runTenant(run, c, Effect.all([BatchJobs.get(tenantId, id), Rebuild.get(tenantId, id)]))
     if (job) return reply(BatchJobs.view(job))
     if (rebuild) return reply(rebuildView(rebuild))
     throw new Failure.NotFound({ message: `no batch "${id}"` })
@@ -322,7 +328,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
     const tenantId = c.get("principal").tenantId
     const id = c.req.param("id")!
     // A rebuild's id is no batch job's: its NotFound becomes the Conflict that says why.
-    const cancelled = await run(c.env, BatchJobs.cancel(tenantId, id, new Date().toISOString()).pipe(
+    const cancelled = await runTenant(run, c, BatchJobs.cancel(tenantId, id, new Date().toISOString()).pipe(
       Effect.catchIf((error) => error instanceof Failure.NotFound, (notFound) =>
         Effect.flatMap(Rebuild.get(tenantId, id), (rebuild) =>
           Effect.fail(rebuild ? new Failure.Conflict({ message: "a rebuild cannot be cancelled; it ends when every shard is replayed" }) : notFound)))
@@ -333,7 +339,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
   bind(app, batchOutput, async (c) => {
     const tenantId = c.get("principal").tenantId
     const id = c.req.param("id")!
-    const job = await run(c.env, BatchJobs.get(tenantId, id))
+    const job = await runTenant(run, c, BatchJobs.get(tenantId, id))
     if (!job) throw new Failure.NotFound({ message: `no batch "${id}"` })
     if (job.output_key === null || job.status !== "succeeded") {
       throw new Failure.Conflict({ message: `batch ${id} has no output${job.status === "succeeded" ? "" : ` (it is ${job.status})`}` })

@@ -10,7 +10,7 @@ import { Failure, Ledger, ProjectionQuery, ProjectionStore } from "@factline/cor
 import { Fact, Issues } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
 import { type AppEnv, bind, cursor, describe, nextCursor, problems, required, wholeNumber, raw } from "./Contract.js"
-import { queryPage, type Run } from "./Run.js"
+import { queryPage, type Run, runTenant } from "./Run.js"
 
 const StoredFact = Fact.annotate({ identifier: "Fact", description: "An immutable fact of the ledger" })
 const cloudEvents = { 200: { [CloudEvents.batchContentType]: { description: "With `Accept: application/cloudevents-batch+json`: the same facts as CloudEvents 1.0 (`id` = fact_id, `source` = /factline/tenants/<tenant>/streams/<stream>, percent-encoded, `type` = fact type, `subject` = stream, `time` = created_at, `datacontenttype` application/json, `data`; string extensions `sequence` (zero-padded to 20 digits), `causationid`, `correlationid`, `causedby`, `tenantid`, and `traceparent` when the fact has one); the next page in a `Link: <…>; rel=\"next\"` header" } } }
@@ -165,7 +165,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
         queue.push({ id: child.fact_id, depth: depth + 1 })
       }
     }
-    const accepted = await run(c.env, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) =>
+    const accepted = await runTenant(run, c, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) =>
       store.query<{ message_type: string; subject: string; accepted_at: string }>({
         sql: "SELECT message_type, subject, accepted_at FROM accepted_keys WHERE tenant_id = ? AND idempotency_key = ?",
         params: [tenant, root]
@@ -187,7 +187,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
   bind(app, listFacts, async (c, reply) => {
     const page = ProjectionQuery.facts(c.get("principal").tenantId, c.req.query())
     if (Result.isFailure(page)) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(page.failure), problems: page.failure })
-    const rows = await queryPage(run, c.env, page.success)
+    const rows = await queryPage(run, c, page.success)
     // The facts copy's columns are ListedFact's, its body the fact's data as JSON (ProjectionQuery.facts selects them).
     const data = rows.slice(0, page.success.limit).map(({ body, ...fact }) => ({ ...(fact as Omit<ListedFact, "data">), data: JSON.parse(String(body)) as ListedFact["data"] }))
     const nextCursor = page.success.nextCursor(rows)

@@ -39,7 +39,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Sha
     }
     const page = ProjectionQuery.rows(projection, c.get("principal").tenantId, c.req.query())
     if (Result.isFailure(page)) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(page.failure), problems: page.failure })
-    const rows = await queryPage(run, c.env, page.success)
+    const rows = await queryPage(run, c, page.success)
     const booleans = Projection.booleanColumns(projection)
     return reply({
       projection: projection.name,

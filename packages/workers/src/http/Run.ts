@@ -4,7 +4,7 @@
  */
 import { Cause, Effect, Exit } from "effect"
 import type { Context } from "hono"
-import { type ProjectionQuery, ProjectionStore } from "@factline/core"
+import { Placement, type ProjectionQuery, ProjectionStore, type Sql } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import type { PlatformRuntime, PlatformServices } from "../Services.js"
 import type { AppEnv } from "./Contract.js"
@@ -17,6 +17,16 @@ export type Run = <A, E>(env: PlatformEnv, program: Effect.Effect<A, E, Platform
 export const makeRun = (runtime: (env: PlatformEnv) => PlatformRuntime): Run => (env, program) =>
   runtime(env).runPromiseExit(program).then((exit) => (Exit.isSuccess(exit) ? exit.value : Promise.reject(Cause.squash(exit.cause))))
 
-/** Runs one page query of a read model (projection rows, the facts copy) built by `ProjectionQuery`. */
-export const queryPage = (run: Run, env: PlatformEnv, page: ProjectionQuery.Page) =>
-  run(env, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) => store.query<Record<string, unknown>>(page.sql)))
+/**
+ * Runs a program over the caller's read database — its tenant's (Placement): for reads on GET and HEAD, for
+ * writes otherwise (held, retryably, while a move takes the tenant's last copy).
+ */
+export const runTenant = <A, E>(run: Run, c: Ctx, program: Effect.Effect<A, E, PlatformServices | Sql.ReadDatabase>) => {
+  const tenantId = c.get("principal").tenantId
+  const scoped = c.req.method === "GET" || c.req.method === "HEAD" ? Placement.reading(tenantId) : Placement.writing(tenantId)
+  return run(c.env, scoped(program))
+}
+
+/** Runs one page query of the caller's read model (projection rows, the facts copy) built by `ProjectionQuery`. */
+export const queryPage = (run: Run, c: Ctx, page: ProjectionQuery.Page) =>
+  runTenant(run, c, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) => store.query<Record<string, unknown>>(page.sql)))

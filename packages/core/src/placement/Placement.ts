@@ -1,0 +1,242 @@
+/**
+ * Tenant placement: which read database holds a tenant's read side.
+ *
+ * The platform database (`DB`) keeps what every tenant shares — the token
+ * and shard registry, the placement map, queue metrics, the batch inbox,
+ * rebuild records. Each tenant's read side — the `facts` copy, every
+ * projection, `accepted_keys`, dead letters, webhook state, batch jobs —
+ * lives in ONE of N read databases (`FACTLINE_READ_DB_0…`), chosen on the
+ * tenant's first use among the open ones (`FACTLINE_READ_DBS_OPEN`, the one
+ * holding the fewest tenants first) and recorded in `tenant_placements`: it
+ * never changes silently, only a move (`Move.ts`) changes it. With no read
+ * database bound, the platform database is read database 0.
+ *
+ * Every tenant-scoped store reaches D1 through `Sql.ReadDatabase`, which only
+ * these scopes provide: `reading(tenant)` and `writing(tenant)` around one
+ * tenant's work, `byDatabase` around a consumer batch of many tenants (one
+ * group, one transaction per database), `everywhere` for operator reads and
+ * scheduled sweeps over every database. A store call outside a scope does not
+ * compile. An isolate trusts a placement for `cacheMs`; writes of a tenant
+ * whose move is taking its last copy (`frozen_since`) are refused with a
+ * retryable failure until the move switches it.
+ */
+import { Clock, Context, Effect, Layer, Result } from "effect"
+import * as Sql from "../platform/Sql.js"
+import * as Failure from "../failures/Failure.js"
+import { ReadDatabases } from "../platform/Bindings.js"
+
+export interface Placement {
+  readonly tenantId: string
+  /** Index of the tenant's read database (`FACTLINE_READ_DB_<n>`). */
+  readonly database: number
+  /** Since when a move holds the tenant's writes (its last copy), or null. */
+  readonly frozenSince: string | null
+}
+
+export interface Shape {
+  /** The read databases by index. */
+  readonly databases: ReadonlyArray<Sql.Sql>
+  /** Every distinct database that may hold tenant rows: the read databases, then the platform database if it is not one of them. */
+  readonly everywhere: ReadonlyArray<Sql.Sql>
+  /** The placement of each tenant, placing tenants seen for the first time (one platform round trip for all the unknown ones). */
+  readonly placements: (tenantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Placement>, Failure.Unavailable>
+  /** The recorded placement, read now (not cached), or undefined: looking places nothing. */
+  readonly find: (tenantId: string) => Effect.Effect<Placement | undefined, Failure.Unavailable>
+  /** Places an unplaced tenant on `database` (an operator's choice); a placed tenant keeps its database (Conflict). */
+  readonly place: (tenantId: string, database: number) => Effect.Effect<Placement, Failure.Unavailable | Failure.Conflict | Failure.InvalidInput>
+  /** Forgets this isolate's cached placement of a tenant (a move changed it). */
+  readonly forget: (tenantId: string) => void
+  /** How many tenants each read database holds, by index. */
+  readonly counts: () => Effect.Effect<ReadonlyArray<number>, Failure.Unavailable>
+}
+
+export class TenantPlacement extends Context.Service<TenantPlacement, Shape>()("@factline/core/TenantPlacement") {
+  static readonly layer = (options: Options) =>
+    Layer.effect(TenantPlacement, Effect.gen(function*() {
+      const platform = yield* Sql.PlatformDatabase
+      const { databases } = yield* ReadDatabases
+      return make(platform, databases.length > 0 ? databases : [platform], options)
+    }))
+}
+
+export interface Options {
+  /** Indexes new tenants may be placed on (default: all). */
+  readonly open?: ReadonlyArray<number> | undefined
+  /** How long an isolate trusts a placement, in milliseconds. */
+  readonly cacheMs: number
+}
+
+const unavailable = Failure.unavailable("the placement map")
+
+/** Per platform database, per isolate: tenant → placement and until when it is trusted. */
+const caches = new WeakMap<object, Map<string, { readonly placement: Placement; readonly until: number }>>()
+
+export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, options: Options): Shape => {
+  let cache = caches.get(platform.identity)
+  if (!cache) caches.set(platform.identity, (cache = new Map()))
+  const entries = cache
+  const open = (options.open ?? databases.map((_, i) => i)).filter((i) => i < databases.length)
+  const everywhere = databases.some((d) => d.identity === platform.identity) ? databases : [...databases, platform]
+  const remember = (placements: ReadonlyArray<Placement>, now: number) => {
+    for (const p of placements) entries.set(p.tenantId, { placement: p, until: now + options.cacheMs })
+  }
+  const rows = (tenants: string) =>
+    Sql.statement("SELECT tenant_id AS tenantId, database, frozen_since AS frozenSince FROM tenant_placements WHERE tenant_id IN (SELECT value FROM json_each(?))", tenants)
+  return {
+    databases,
+    everywhere,
+    placements: Effect.fn("Placement.placements")(function*(tenantIds) {
+      const now = yield* Clock.currentTimeMillis
+      const unknown = [...new Set(tenantIds)].filter((t) => (entries.get(t)?.until ?? 0) <= now)
+      if (unknown.length > 0) {
+        if (open.length === 0) return yield* new Failure.Unavailable({ service: "the placement map", message: "no read database is open to new tenants (FACTLINE_READ_DBS_OPEN)" })
+        const tenants = JSON.stringify(unknown)
+        const [, recorded] = yield* Effect.mapError(platform.batch<Placement>([
+          Sql.statement(
+            `INSERT INTO tenant_placements (tenant_id, database, placed_at)
+             SELECT t.value, (SELECT o.value FROM json_each(?2) o
+                              ORDER BY (SELECT COUNT(*) FROM tenant_placements p WHERE p.database = o.value), o.key LIMIT 1), ?3
+             FROM json_each(?1) t WHERE true ON CONFLICT (tenant_id) DO NOTHING`,
+            tenants, JSON.stringify(open), new Date(now).toISOString()
+          ),
+          rows(tenants)
+        ]), unavailable)
+        remember(recorded!.rows, now)
+      }
+      const out = new Map<string, Placement>()
+      for (const t of tenantIds) {
+        const placement = entries.get(t)?.placement
+        if (placement === undefined) return yield* new Failure.Unavailable({ service: "the placement map", message: `tenant ${t} could not be placed` })
+        if (placement.database >= databases.length) {
+          return yield* new Failure.Unavailable({ service: "the placement map", message: `tenant ${t} is placed on read database ${placement.database}, which is not bound (FACTLINE_READ_DB_${placement.database})` })
+        }
+        out.set(t, placement)
+      }
+      return out
+    }),
+    find: Effect.fn("Placement.find")(function*(tenantId) {
+      const [row] = yield* Effect.mapError(platform.all<Placement>(rows(JSON.stringify([tenantId]))), unavailable)
+      if (row) remember([row], yield* Clock.currentTimeMillis)
+      return row
+    }),
+    place: Effect.fn("Placement.place")(function*(tenantId, database) {
+      if (!Number.isInteger(database) || database < 0 || database >= databases.length) {
+        return yield* new Failure.InvalidInput({ message: `database must be a read database index from 0 to ${databases.length - 1}`, problems: [{ path: "database", message: `must be 0 to ${databases.length - 1}` }] })
+      }
+      const now = yield* Clock.currentTimeMillis
+      const [, recorded] = yield* Effect.mapError(platform.batch<Placement>([
+        Sql.statement("INSERT INTO tenant_placements (tenant_id, database, placed_at) VALUES (?, ?, ?) ON CONFLICT (tenant_id) DO NOTHING", tenantId, database, new Date(now).toISOString()),
+        rows(JSON.stringify([tenantId]))
+      ]), unavailable)
+      const placement = recorded!.rows[0]!
+      remember([placement], now)
+      if (placement.database !== database) {
+        return yield* new Failure.Conflict({ message: `tenant ${tenantId} is already placed on read database ${placement.database}; move it instead` })
+      }
+      return placement
+    }),
+    forget: (tenantId) => void entries.delete(tenantId),
+    counts: Effect.fn("Placement.counts")(function*() {
+      const rows = yield* Effect.mapError(platform.all<{ database: number; n: number }>(Sql.statement("SELECT database, COUNT(*) AS n FROM tenant_placements GROUP BY database")), unavailable)
+      const counts = databases.map(() => 0)
+      for (const r of rows) if (r.database < counts.length) counts[r.database] = r.n
+      return counts
+    })
+  }
+}
+
+/** A tenant's writes are held while its move takes its last copy: retryable, as any unavailable database. */
+const held = (tenantId: string) =>
+  new Failure.Unavailable({ service: "the tenant's read database", message: `tenant ${tenantId} is being moved to another read database; its writes resume when the move switches it` })
+
+/** The read database of a placement, refusing writes while a move holds them. */
+const doorOf = (shape: Shape, placement: Placement, write: boolean) =>
+  write && placement.frozenSince !== null ? Effect.fail(held(placement.tenantId)) : Effect.succeed(shape.databases[placement.database]!)
+
+/** The tenant's read database (placing the tenant on first use); for a write, refused while a move holds it. */
+export const door = (shape: Shape, tenantId: string, write: boolean): Effect.Effect<Sql.Sql, Failure.Unavailable> =>
+  Effect.flatMap(shape.placements([tenantId]), (placements) => doorOf(shape, placements.get(tenantId)!, write))
+
+/** The items grouped by their tenant's read database, in input order within each group; for writes, refused if any tenant is held. */
+export const grouped = <T>(shape: Shape, items: ReadonlyArray<T>, tenantOf: (item: T) => string, write: boolean) =>
+  Effect.gen(function*() {
+    if (items.length === 0) return []
+    const placements = yield* shape.placements(items.map(tenantOf))
+    const groups = new Map<number, { readonly sql: Sql.Sql; readonly items: Array<T> }>()
+    for (const item of items) {
+      const placement = placements.get(tenantOf(item))!
+      if (write && placement.frozenSince !== null) return yield* held(placement.tenantId)
+      let group = groups.get(placement.database)
+      if (!group) groups.set(placement.database, (group = { sql: shape.databases[placement.database]!, items: [] }))
+      group.items.push(item)
+    }
+    return [...groups.values()]
+  })
+
+/** `make` over each database, built once per database and kept (a store's caches live as long as the isolate). */
+export const perDatabase = <S>(make: (sql: Sql.Sql) => S): (sql: Sql.Sql) => S => {
+  const stores = new Map<object, S>()
+  return (sql) => {
+    let store = stores.get(sql.identity)
+    if (store === undefined) stores.set(sql.identity, (store = make(sql)))
+    return store
+  }
+}
+
+const scope = (tenantId: string, write: boolean) =>
+<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Failure.Unavailable, Exclude<R, Sql.ReadDatabase> | TenantPlacement> =>
+  Effect.flatMap(Effect.service(TenantPlacement), (shape) => Effect.provideServiceEffect(effect, Sql.ReadDatabase, door(shape, tenantId, write)))
+
+/** Runs `effect` over the tenant's read database, for reads (a tenant being moved is read from its current database). */
+export const reading = (tenantId: string) => scope(tenantId, false)
+
+/** Runs `effect` over the tenant's read database, for writes (refused, retryably, while a move holds them). */
+export const writing = (tenantId: string) => scope(tenantId, true)
+
+/** The tenant's placement (placing it on first use). */
+export const of = (tenantId: string) =>
+  Effect.flatMap(Effect.service(TenantPlacement), (shape) => Effect.map(shape.placements([tenantId]), (p) => p.get(tenantId)!))
+
+/**
+ * Runs `run` once per read database over the items of the tenants placed there (in input order), for a
+ * consumer batch of many tenants: each database's work is its own transaction. The items of tenants that
+ * cannot be placed or whose writes are held get `refused(error)` instead; the results are merged.
+ */
+export const byDatabase = <T, O, E, R>(
+  items: ReadonlyArray<T>,
+  tenantOf: (item: T) => string,
+  keyOf: (item: T) => string,
+  run: (items: ReadonlyArray<T>) => Effect.Effect<ReadonlyMap<string, O>, E, R>,
+  refused: (error: Failure.Unavailable) => O
+): Effect.Effect<ReadonlyMap<string, O>, E, Exclude<R, Sql.ReadDatabase> | TenantPlacement> =>
+  Effect.gen(function*() {
+    const shape = yield* TenantPlacement
+    const out = new Map<string, O>()
+    if (items.length === 0) return out
+    const placed = yield* Effect.result(shape.placements(items.map(tenantOf)))
+    if (Result.isFailure(placed)) {
+      for (const item of items) out.set(keyOf(item), refused(placed.failure))
+      return out
+    }
+    const groups = new Map<number, Array<T>>()
+    for (const item of items) {
+      const placement = placed.success.get(tenantOf(item))!
+      if (placement.frozenSince !== null) {
+        out.set(keyOf(item), refused(held(placement.tenantId)))
+        continue
+      }
+      let group = groups.get(placement.database)
+      if (!group) groups.set(placement.database, (group = []))
+      group.push(item)
+    }
+    for (const [database, group] of groups) {
+      const results = yield* Effect.provideService(run(group), Sql.ReadDatabase, shape.databases[database]!)
+      for (const [key, value] of results) out.set(key, value)
+    }
+    return out
+  })
+
+/** Runs `effect` once over every database that may hold tenant rows (operator reads, scheduled sweeps); the results in order. */
+export const everywhere = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<ReadonlyArray<A>, E, Exclude<R, Sql.ReadDatabase> | TenantPlacement> =>
+  Effect.flatMap(Effect.service(TenantPlacement), (shape) =>
+    Effect.forEach(shape.everywhere, (sql) => Effect.provideService(effect, Sql.ReadDatabase, sql)))
