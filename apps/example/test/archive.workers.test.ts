@@ -21,6 +21,9 @@ const noonDaysAgo = (days: number, minute: number) =>
 const run = <A, E>(program: Effect.Effect<A, E, any>, bindings: Record<string, unknown> = env) =>
   platform.runtime(bindings as unknown as PlatformEnv).runPromise(program as Effect.Effect<A, E, never>)
 
+/** The archive pass over read database 0 — the platform database (DB) here, where the tests' tenants are placed. */
+const archiveRun = () => Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) => Effect.provideService(Archive.run(), Sql.ReadDatabase, sql))
+
 /** Facts 40 days old (to archive) and 1 day old (to keep) in the ledger, copied to D1 as the projections consumer copies them. */
 const seed = (tenant: string) =>
   run(Effect.gen(function*() {
@@ -78,7 +81,7 @@ const ledgerRows = async (tenant: string) =>
 
 /** Runs the archive until it has nothing left to move (other tests' tenants included). */
 const archiveAll = async (bindings: Record<string, unknown> = env) => {
-  while ((await run(Archive.run(), bindings)) > 0);
+  while ((await run(archiveRun(), bindings)) > 0);
 }
 
 describe("the facts archive under faults", () => {
@@ -89,7 +92,7 @@ describe("the facts archive under faults", () => {
     expect(before).toHaveLength(12)
 
     const refusing = { ...env, PAYLOADS: Faults.refusingPuts(env.PAYLOADS, (key) => key.includes("/archive/facts/")) }
-    const error = await run(Effect.flip(Archive.run()), refusing)
+    const error = await run(Effect.flip(archiveRun()), refusing)
     expect(error).toBeInstanceOf(Failure.Unavailable)
     expect(await copyOf(tenant)).toEqual(before)
     expect(await archiveKeys(tenant)).toEqual([])
@@ -108,7 +111,7 @@ describe("the facts archive under faults", () => {
     const tenant = unique("arch_d1")
     await seed(tenant)
     const refusing = { ...env, DB: Faults.refusingStatements(env.DB, (sql) => /^DELETE FROM facts/.test(sql.trim())) }
-    const error = await run(Effect.flip(Archive.run()), refusing)
+    const error = await run(Effect.flip(archiveRun()), refusing)
     expect(error).toBeInstanceOf(Failure.Unavailable)
     // Uploaded and verified, but still in D1.
     const [key] = await archiveKeys(tenant)

@@ -264,6 +264,7 @@ describe("facts in motion", () => {
       expect(result.explicitAcks).toHaveLength(size)
       return counts
     }
+    await measure(1) // the isolate learns tenant-a's placement (one platform round trip, then cached)
     const ten = await measure(10)
     const hundred = await measure(100)
     expect(hundred.d1RoundTrips).toBe(ten.d1RoundTrips)

@@ -7,7 +7,7 @@
 import { env } from "cloudflare:workers"
 import { Effect, Layer, Result } from "effect"
 import { describe, expect, it } from "vitest"
-import { ProjectionConsumer, ProjectionQuery, ProjectionStore, Registry, Sql } from "@factline/core"
+import { Placement, ProjectionConsumer, ProjectionQuery, ProjectionStore, Registry, Sql } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import { storedFact, unique } from "./helpers.js"
 import { countingD1, newCounts } from "./instrument.js"
@@ -18,7 +18,7 @@ import { platform } from "./worker.js"
 const apply = async (facts: ReadonlyArray<Fact>, db: D1Database = env.DB) => {
   const items = facts.map((f, i) => ({ key: `${i}`, value: { fact: f } }))
   const outcomes = await Effect.runPromise(ProjectionConsumer.process(items).pipe(
-    Effect.provide(Layer.mergeAll(ProjectionStore.ProjectionStore.layer.pipe(Layer.provide(Sql.PlatformDatabase.layer(db))), Layer.succeed(Registry.Registry, platform.registry)))
+    Effect.provide(Layer.mergeAll(ProjectionStore.ProjectionStore.layer, Placement.TenantPlacement.single(db), Layer.succeed(Registry.Registry, platform.registry)))
   ))
   return items.map(({ key }) => outcomes.get(key))
 }

@@ -34,6 +34,8 @@ export interface Placement {
 }
 
 export interface Shape {
+  /** The platform database (it may also be read database 0). */
+  readonly platform: Sql.Sql
   /** The read databases by index. */
   readonly databases: ReadonlyArray<Sql.Sql>
   /** Every distinct database that may hold tenant rows: the read databases, then the platform database if it is not one of them. */
@@ -57,6 +59,11 @@ export class TenantPlacement extends Context.Service<TenantPlacement, Shape>()("
       const { databases } = yield* ReadDatabases
       return make(platform, databases.length > 0 ? databases : [platform], options)
     }))
+  /** Every tenant on one database, which is also the platform's: a single-database deployment, a test over one D1. */
+  static readonly single = (binding: D1Database) => {
+    const sql = Sql.make("platform", binding)
+    return Layer.succeed(TenantPlacement, make(sql, [sql], { cacheMs: 30_000 }))
+  }
 }
 
 export interface Options {
@@ -68,12 +75,14 @@ export interface Options {
 
 const unavailable = Failure.unavailable("the placement map")
 
-/** Per platform database, per isolate: tenant → placement and until when it is trusted. */
-const caches = new WeakMap<object, Map<string, { readonly placement: Placement; readonly until: number }>>()
+/** Per platform database and cache duration, per isolate: tenant → placement and until when it is trusted. */
+const caches = new WeakMap<object, Map<number, Map<string, { readonly placement: Placement; readonly until: number }>>>()
 
 export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, options: Options): Shape => {
-  let cache = caches.get(platform.identity)
-  if (!cache) caches.set(platform.identity, (cache = new Map()))
+  let byDuration = caches.get(platform.identity)
+  if (!byDuration) caches.set(platform.identity, (byDuration = new Map()))
+  let cache = byDuration.get(options.cacheMs)
+  if (!cache) byDuration.set(options.cacheMs, (cache = new Map()))
   const entries = cache
   const open = (options.open ?? databases.map((_, i) => i)).filter((i) => i < databases.length)
   const everywhere = databases.some((d) => d.identity === platform.identity) ? databases : [...databases, platform]
@@ -83,6 +92,7 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
   const rows = (tenants: string) =>
     Sql.statement("SELECT tenant_id AS tenantId, database, frozen_since AS frozenSince FROM tenant_placements WHERE tenant_id IN (SELECT value FROM json_each(?))", tenants)
   return {
+    platform,
     databases,
     everywhere,
     placements: Effect.fn("Placement.placements")(function*(tenantIds) {

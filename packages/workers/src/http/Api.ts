@@ -21,6 +21,7 @@ import * as Events from "./Events.js"
 import * as Facts from "./Facts.js"
 import * as Projections from "./Projections.js"
 import * as Queues from "./Queues.js"
+import * as Tenants from "./Tenants.js"
 import { api } from "./Routes.js"
 import { makeRun } from "./Run.js"
 import * as Webhooks from "./Webhooks.js"
@@ -39,6 +40,7 @@ export const make = (registry: Registry.Shape, runtime: (env: PlatformEnv) => Pl
   Batches.mountUploads(app, { run })
   DeadLetters.mount(app, { run })
   Queues.mount(app, { run })
+  Tenants.mount(app, { run })
   Webhooks.mount(app, { registry, run })
   Documents.mount(app, { registry, api })
 

@@ -13,6 +13,7 @@ import * as Events from "./Events.js"
 import * as Facts from "./Facts.js"
 import * as Projections from "./Projections.js"
 import * as Queues from "./Queues.js"
+import * as Tenants from "./Tenants.js"
 import * as Webhooks from "./Webhooks.js"
 
 /** Typed loosely on purpose: consumers read it through reflection and OpenAPI, and its full type names core internals. */
@@ -23,6 +24,7 @@ export const api: HttpApi.HttpApi<"factline", any> = HttpApi.make("factline")
   .add(Batches.group)
   .add(DeadLetters.group)
   .add(Queues.group)
+  .add(Tenants.group)
   .add(Webhooks.group)
   .add(Documents.group)
   .annotateMerge(OpenApi.annotations({
