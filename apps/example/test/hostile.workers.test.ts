@@ -6,8 +6,10 @@
  * text, a stack trace or internal names — the caller's own value echoed back
  * in a message is allowed, anything else is not.
  */
+import { createExecutionContext } from "cloudflare:test"
+import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { Api } from "@factline/workers"
+import { Api, type PlatformEnv } from "@factline/workers"
 import { callCompleted, request, tokenA, tokenPlatform, unique } from "./helpers.js"
 import { platform } from "./worker.js"
 
@@ -305,5 +307,47 @@ describe("problem lists are capped (issue 21, defect 2)", () => {
       expect(status).toBe(400)
       expect(JSON.stringify(body)).not.toContain("uploads/p.json")
     }
+  })
+})
+
+/** Endpoint URLs the SSRF guard refuses outside local development (issue 21, defect 5), with the rule each 400 names. */
+const ssrfForms: ReadonlyArray<readonly [string, RegExp]> = [
+  ["https://localtest.me/hook", /loopback names/],
+  ["https://127.0.0.1.nip.io/hook", /spell 127\.0\.0\.1/],
+  ["https://169.254.169.254.nip.io/latest/meta-data", /spell 169\.254\.169\.254 .*cloud metadata/],
+  ["https://10.0.0.1.sslip.io/hook", /spell 10\.0\.0\.1 .*private/],
+  ["https://app-10-0-0-1.nip.io/hook", /spell 10\.0\.0\.1/],
+  ["https://7f000001.5db8d70e.rbndr.us/hook", /spell 127\.0\.0\.1/],
+  ["https://[2002:a9fe:a9fe::1]/hook", /embeds 169\.254\.169\.254 \(6to4/],
+  ["https://[::ffff:0:a9fe:a9fe]/hook", /embeds 169\.254\.169\.254 \(IPv4-translated/],
+  ["https://[100::a9fe:a9fe]/hook", /discard-only/],
+  ["https://[64:ff9b::a9fe:a9fe]/hook", /embeds 169\.254\.169\.254 \(NAT64/],
+  ["https://[::a9fe:a9fe]/hook", /embeds 169\.254\.169\.254 \(IPv4-compatible/],
+  ["https://[2001:0:4136:e378:8000:63bf:f5ff:fffe]/hook", /Teredo/],
+  ["https://192.88.99.1/hook", /6to4 relay anycast/],
+  ["https://localhost../hook", /loopback names/],
+  ["https://hooks..example.com/hook", /empty label/],
+  ["https://hooks.example.com:22/hook", /port 22 is not allowed/],
+  ["https://hooks.example.com:6379/hook", /port 6379 is not allowed/],
+  ["https://hooks.example.com:0/hook", /port 0 is not allowed/]
+]
+
+describe("SSRF guard: names, embedded forms, reserved ranges and ports (issue 21, defect 5)", () => {
+  const production = { ...(env as unknown as PlatformEnv), FACTLINE_LOCAL_DEVELOPMENT: "false" } as PlatformEnv
+  const post = (url: string) => platform.fetch(new Request("http://factline.test/v1/webhooks/endpoints", {
+    method: "POST",
+    headers: { authorization: `Bearer ${tokenA}`, "content-type": "application/json" },
+    body: JSON.stringify({ url, event_types: ["charge.created"] })
+  }), production, createExecutionContext())
+
+  it("each form is a 400 naming the rule on the url field, nothing created", async () => {
+    for (const [url, rule] of ssrfForms) {
+      const { status, body } = await check(await post(url), url, [url])
+      expect(status, url).toBe(400)
+      expect(body.error.details.problems, url).toEqual([{ path: "url", message: expect.stringMatching(rule) }])
+    }
+    const listed = await platform.fetch(new Request("http://factline.test/v1/webhooks/endpoints", { headers: { authorization: `Bearer ${tokenA}` } }), production, createExecutionContext())
+    const urls = ((await listed.json()) as { data: Array<{ url: string }> }).data.map((e) => e.url)
+    for (const [url] of ssrfForms) expect(urls, url).not.toContain(new URL(url).toString())
   })
 })

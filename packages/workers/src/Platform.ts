@@ -52,7 +52,7 @@ export const consumers: ReadonlyMap<string, ConsumerProgram> = new Map<string, C
   [RetryPolicy.projections.queue, (batch, settings) => ProjectionConsumer.consume(batch, options(settings))],
   [RetryPolicy.factProcessing.queue, (batch, settings) => ProcessingConsumer.consume(batch, options(settings))],
   [RetryPolicy.batch.queue, (batch, settings) => BatchConsumer.consume(batch, options(settings))],
-  [RetryPolicy.webhooks.queue, (batch, settings) => WebhookConsumer.consume(batch, { ...options(settings), disableAfterMs: settings.webhookDisableAfterMs })],
+  [RetryPolicy.webhooks.queue, (batch, settings) => WebhookConsumer.consume(batch, { ...options(settings), disableAfterMs: settings.webhookDisableAfterMs, localDevelopment: settings.localDevelopment })],
   ...RetryPolicy.all.map((policy) => [policy.deadLetterQueue, (batch: MessageBatch<unknown>) => DeadLetterConsumer.consume(batch)] as const)
 ])
 

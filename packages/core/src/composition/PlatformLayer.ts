@@ -25,6 +25,7 @@ import { ProjectionStore } from "../projections/ProjectionStore.js"
 import * as Registry from "../registry/Registry.js"
 import { type Catalog, WebhookStore } from "../webhooks/WebhookStore.js"
 import { WebhookTransport } from "../webhooks/WebhookTransport.js"
+import { Resolver } from "../webhooks/Resolver.js"
 import * as Bindings from "../platform/Bindings.js"
 import { Settings } from "./Settings.js"
 import { FactsWindow } from "../archive/Archive.js"
@@ -46,6 +47,7 @@ export type Services =
   | Producer
   | WebhookStore
   | WebhookTransport
+  | Resolver
   | DeadLetterStore
   | BatchFiles
   | FactsWindow
@@ -88,6 +90,7 @@ export const services = (registry: Registry.Shape, options: Options) =>
         endpointsPerTenant: settings.webhookEndpointsPerTenant
       }, webhookCatalog(registry)),
       WebhookTransport.layer,
+      Resolver.layer({ localDevelopment: settings.localDevelopment }),
       DeadLetterStore.layer,
       BatchFiles.layer(bucket),
       FactsWindow.layer(settings.factsWindowDays)

@@ -10,7 +10,11 @@
  *   `webhook-id` of every attempt and the idempotency key.
  * - **delivery messages**: POSTed per Standard Webhooks (signed with the
  *   endpoint's secret, and the previous one during a rotation), 15 s timeout,
- *   no redirects; 2xx succeeds. Any other answer is retried with the queue's
+ *   no redirects; 2xx succeeds. The endpoint's host name is resolved first
+ *   (`Resolver`, once per name per batch, cached per isolate): an answer in a
+ *   range the URL guard refuses fails the delivery at once, nothing sent (an
+ *   attempt recorded with the reason, `webhook_failed`, the DLQ); a resolver
+ *   that does not answer retries the delivery, never sends it unchecked. Any other answer is retried with the queue's
  *   policy (a `Retry-After` on 429/503 waits at least that long, up to the
  *   policy's maximum); `410 Gone` disables the endpoint at once; an endpoint
  *   failing every delivery for the disable period is disabled. A delivery
@@ -47,9 +51,11 @@ import * as SendBatches from "../producing/SendBatches.js"
 import * as FactMessage from "../relay/FactMessage.js"
 import { relayFor } from "../relay/FactRelay.js"
 import { Registry } from "../registry/Registry.js"
+import { Resolver } from "./Resolver.js"
 import * as Signing from "./Signing.js"
 import * as TenantHolds from "./TenantHolds.js"
 import { type EndpointConfig, type RecordBatch, WebhookStore } from "./WebhookStore.js"
+import * as UrlGuard from "./UrlGuard.js"
 import { WebhookTransport } from "./WebhookTransport.js"
 import * as Time from "../platform/Time.js"
 
@@ -61,6 +67,8 @@ export const defaultDisableAfterMs = 5 * 24 * 3600 * 1000
 export const maxDeliveryBytes = 100 * 1024
 
 export interface Options {
+  /** `FACTLINE_LOCAL_DEVELOPMENT`: loopback answers of the resolver are allowed (as loopback URLs are). */
+  readonly localDevelopment?: boolean
   readonly delayScale?: number
   readonly log?: Consumer.LogLevel
   readonly disableAfterMs?: number
@@ -175,12 +183,36 @@ interface Attempted {
   readonly attemptedAt: string
   /** The `traceparent` header of this attempt (the delivery's trace, a new parent-id). */
   readonly traceparent: string
+  /** Why nothing was sent: the host resolved to a refused address (the delivery fails at once). */
+  readonly refused?: string
 }
 
 /** Per isolate: which tenants are held back (see TenantHolds). */
 const holds = TenantHolds.make()
 
 const truncate = (s: string, n: number) => (s.length > n ? `${s.slice(0, n)}…` : s)
+
+/** What each endpoint host name resolves to: the rule a refused answer breaks (or undefined), or why the resolver did not answer. */
+type Verdict = { readonly refused: string | undefined } | { readonly unavailable: string }
+
+/** Resolves each distinct host name once per batch (the resolver caches across batches); IP literals were checked when registered. */
+const resolveHosts = (urls: ReadonlyArray<string>, options: Options) =>
+  Effect.gen(function*() {
+    const resolver = yield* Resolver
+    const hosts = new Set(urls.map((url) => UrlGuard.hostOf(new URL(url))).filter((host) => !UrlGuard.isAddress(host)))
+    const verdicts = new Map<string, Verdict>()
+    yield* Effect.forEach(hosts, (host) =>
+      Effect.map(Effect.result(resolver.resolve(host)), (answer) => {
+        if (Result.isFailure(answer)) return void verdicts.set(host, { unavailable: answer.failure.message })
+        const guard = { localDevelopment: options.localDevelopment === true }
+        const refused = answer.success.flatMap((address) => {
+          const rule = UrlGuard.addressRule(address, guard)
+          return rule === undefined ? [] : [`${host} resolves to ${address}: ${rule}`]
+        })
+        verdicts.set(host, { refused: refused[0] })
+      }), { concurrency: "unbounded", discard: true })
+    return verdicts
+  })
 
 const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind: "delivery" }> }>, configs: ReadonlyMap<string, ReadonlyArray<EndpointConfig>>, outcomes: Map<string, Consumer.Outcome>, options: Options) =>
   Effect.gen(function*() {
@@ -215,6 +247,8 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
         }
       }
     }
+    const toSend = now.flatMap(({ value }) => (configs.get(value.envelope.tenant_id) ?? []).filter((e) => e.enabled && e.id === value.payload.webhook_config_id))
+    const verdicts = yield* resolveHosts(toSend.map((e) => e.url), options)
     yield* Effect.forEach(now, ({ key, value }) =>
       Effect.gen(function*() {
         const { payload, envelope } = value
@@ -229,6 +263,16 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
             status: endpoint === undefined ? "skipped" : "failed", attempts: state?.attempts ?? 0, last_status_code: null, last_attempted_at: record.now, message: envelope
           })
           return void outcomes.set(key, Consumer.done)
+        }
+        const verdict = verdicts.get(UrlGuard.hostOf(new URL(endpoint.url)))
+        if (verdict !== undefined && "unavailable" in verdict) {
+          // Never sent unchecked: retried with the queue's policy until the resolver answers.
+          return void outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `delivery to endpoint ${endpoint.id} not attempted: its host could not be resolved (${verdict.unavailable})` })))
+        }
+        if (verdict?.refused !== undefined) {
+          const traceparent = TraceContext.child(envelope.traceparent)
+          const refused = `refused, nothing sent: ${verdict.refused}`
+          return void attempted.push({ key, item: value, endpoint, attempt: (state?.attempts ?? 0) + 1, status: null, retryAfterSeconds: undefined, snippet: refused, durationMs: 0, attemptedAt: yield* Time.now, traceparent, refused })
         }
         const text = body(payload)
         const timestamp = Math.floor((yield* Time.millis) / 1000)
@@ -262,7 +306,7 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
       const tenant = envelope.tenant_id
       const ok = a.status !== null && a.status >= 200 && a.status < 300
       const gone = a.status === 410
-      const last = a.item.last || gone
+      const last = a.item.last || gone || a.refused !== undefined
       const describe = a.status === null ? a.snippet : `HTTP ${a.status}${a.status >= 300 && a.status < 400 ? " (redirects are not followed)" : ""}: ${truncate(a.snippet, 200)}`
       record.attempts.push({
         tenant_id: tenant, endpoint_id: a.endpoint.id, attempted_at: a.attemptedAt, delivery_id: payload.delivery_id, attempt: a.attempt, event_type: payload.event_type,
@@ -290,6 +334,8 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
           a.key,
           gone
             ? Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: `${describe} — endpoint ${a.endpoint.id} disabled, nothing more is sent to it` }))
+            : a.refused !== undefined
+            ? Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: `delivery to endpoint ${a.endpoint.id} ${describe}` }))
             : Consumer.failed(new Failure.TransientError({ message: `delivery attempt ${a.attempt} to endpoint ${a.endpoint.id} failed: ${describe}`, retryAfterSeconds: a.status === 429 || a.status === 503 ? a.retryAfterSeconds : undefined }))
         )
       }
