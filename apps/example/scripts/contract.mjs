@@ -65,8 +65,8 @@ await checks("contract", async ({ base, check }) => {
     payload: { call_id: callId(i), buyer_id: `buyer_${run}`, duration_s: 90, price_cents: 300, currency: "EUR" }
   })
 
-  // Public documents.
-  for (const path of ["/openapi.json", "/asyncapi.json", "/docs", "/dashboard"]) await call("GET", path, {}, { token: null })
+  // Public documents, and liveness.
+  for (const path of ["/openapi.json", "/asyncapi.json", "/docs", "/dashboard", "/health"]) await call("GET", path, {}, { token: null })
 
   // Events: accepted, then invalid, unauthenticated, wrong scope, wrong media type. Three events fail for good (subject ≠ call_id): dead letters.
   await call("POST", "/v1/events", {}, { body: { events: [event(0), event(1), event(2, "wrong_0"), event(3, "wrong_1"), event(4, "wrong_2")] } })

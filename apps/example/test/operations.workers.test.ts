@@ -3,7 +3,7 @@
  * reconciliation fact, escalate; tenant-scoped), the per-batch metrics rollup and the health view, and the
  * retention the cron runs.
  */
-import { createExecutionContext, createScheduledController } from "cloudflare:test"
+import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { afterEach, describe, expect, it } from "vitest"
 import { Maintenance, Metrics } from "@factline/core"
@@ -202,6 +202,45 @@ describe("metrics and health", () => {
     expect(health.body.thresholds.retry_rate).toEqual({ warning: 0.05, critical: 0.2 })
     expect((await api("GET", "/v1/queues/health")).status).toBe(403)                     // a tenant's admin: platform-wide data
     expect((await api("GET", "/v1/queues/health?window=7d", undefined, tokenPlatform)).status).toBe(400)
+  })
+})
+
+describe("seed 001's metrics and liveness", () => {
+  const rollup = (queue: string) =>
+    env.DB.prepare("SELECT COALESCE(SUM(sent), 0) AS sent, COUNT(depth_max) AS depths FROM queue_metrics WHERE queue = ?").bind(queue).first<{ sent: number; depths: number }>()
+
+  it("messages sent to a queue and the depth its batches were delivered with are recorded", async () => {
+    const before = (await rollup("factline-events"))!
+    expect((await postEvents({ events: [callCompleted(), callCompleted(), callCompleted()] })).status).toBe(202)
+    await drain()
+    const after = (await rollup("factline-events"))!
+    expect(after.sent - before.sent).toBeGreaterThanOrEqual(3)           // sent at the edge, written with the next rollup
+    expect(after.depths).toBeGreaterThanOrEqual(1)                       // the backlog each batch came with
+    expect((await rollup("factline-projections"))!.sent).toBeGreaterThanOrEqual(1)   // the events consumer's fan-out
+    const health = await api("GET", "/v1/queues/health?window=15m", undefined, tokenPlatform)
+    const events = health.body.queues.find((q: any) => q.queue === "factline-events")
+    expect(events.sent).toBeGreaterThanOrEqual(3)
+    expect(events.series.some((m: any) => m.depth !== null)).toBe(true)
+  })
+
+  it("dead letters are counted by reason (dlq_total{queue, reason})", async () => {
+    const before = (await api("GET", "/v1/queues/health?window=15m", undefined, tokenPlatform)).body.queues[0].dead_lettered_by_reason.permanent_failure ?? 0
+    await deadLettered([fixable(1), fixable(2)])
+    const after = (await api("GET", "/v1/queues/health?window=15m", undefined, tokenPlatform)).body.queues[0].dead_lettered_by_reason.permanent_failure
+    expect(after - before).toBe(2)
+  })
+
+  it("GET /health answers without a token, reads no store and says nothing of a tenant", async () => {
+    const counts = newCounts()
+    const ctx = createExecutionContext()
+    const response = await platform.fetch(new Request("http://factline.test/health"), CountingBindings.env(env as unknown as PlatformEnv, counts), ctx)
+    await waitOnExecutionContext(ctx)
+    expect(response.status).toBe(200)
+    expect(response.headers.get("cache-control")).toBe("no-store")
+    expect(await response.json()).toEqual({ status: "ok", version: expect.any(String) })
+    expect([counts.d1RoundTrips, counts.doRpcs]).toEqual([0, 0])
+    // Every other route still authenticates.
+    expect((await request("/v1/queues/health", { method: "GET" })).status).toBe(401)
   })
 })
 

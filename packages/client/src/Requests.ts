@@ -40,8 +40,11 @@ export const QueueHealthOfQueue = open({
   depth: NullableNumber, lag_p50_ms: NullableNumber, lag_p99_ms: NullableNumber, processing_p99_ms: NullableNumber,
   checks: Schema.optional(Schema.Record(Schema.String, Schema.String)),
   dlq_by_reason: Schema.optional(Schema.Record(Schema.String, Schema.Number)),
+  /** `messages_sent_total` and `dlq_total` by reason over the window. */
+  sent: Schema.optional(Schema.Number),
+  dead_lettered_by_reason: Schema.optional(Schema.Record(Schema.String, Schema.Number)),
   /** Per minute, oldest first. */
-  series: Schema.optional(Schema.Array(open({ minute: Schema.String, received: Schema.Number, lag_p99_ms: NullableNumber })))
+  series: Schema.optional(Schema.Array(open({ minute: Schema.String, received: Schema.Number, lag_p99_ms: NullableNumber, sent: Schema.optional(Schema.Number), depth: Schema.optional(NullableNumber) })))
 })
 export const QueueHealth = open({
   window: Schema.String, since: Schema.String, status: Status, thresholds: Json,
@@ -143,6 +146,7 @@ export const routes = {
   readStream: route("GET", "/v1/streams/:subject/facts", 200, StreamPage, { query: ["after", "limit"] }),
   listFacts: route("GET", "/v1/facts", 200, FactsPage, { query: ["type", "subject", "cursor", "limit"] }),
   readProjection: route<"/v1/projections/:name", typeof ProjectionPage, string>("GET", "/v1/projections/:name", 200, ProjectionPage, { query: ["cursor", "limit"], openQuery: true }),
+  liveness: route("GET", "/health", 200, open({ status: Schema.Literal("ok"), version: Schema.String })),
   queueHealth: route("GET", "/v1/queues/health", 200, QueueHealth, { query: ["window"] }),
   listDeadLetters: route("GET", "/v1/dlq", 200, page(DeadLetter), { query: ["queue", "status", "type", "reason", "cursor", "limit"] }),
   getDeadLetter: route("GET", "/v1/dlq/:id", 200, DeadLetterDetail),

@@ -1,7 +1,8 @@
 /**
  * `makePlatform(modules)`: a whole factline Worker from a product team's modules.
  *
- * Returns `{ fetch, queue, scheduled }`: the HTTP API, the queue dispatcher
+ * Returns `{ fetch, queue, scheduled }`: the HTTP API (then, after the response, the isolate's sent counts
+ * — `Metrics.flushSent`), the queue dispatcher
  * (a table from queue name to its consumer program: the five platform queues
  * and every dead-letter queue) and the scheduled maintenance (core's
  * `Maintenance.run`). The registry is built here, at module load, so a
@@ -41,7 +42,12 @@ export interface Platform {
   readonly scheduled: (controller: ScheduledController, env: PlatformEnv, ctx: ExecutionContext) => Promise<void>
 }
 
-type Counts = { readonly acked?: number; readonly retried?: number; readonly deadLettered?: number }
+type Counts = {
+  readonly acked?: number
+  readonly retried?: number
+  readonly deadLettered?: number
+  readonly deadLetteredByReason?: Readonly<Record<string, number>>
+}
 type ConsumerProgram = (batch: MessageBatch<unknown>, settings: Settings.Shape) => Effect.Effect<Counts | void, never, Services.PlatformServices>
 
 const options = (settings: Settings.Shape) => ({ delayScale: settings.retryDelayScale, log: settings.logAttempts })
@@ -74,7 +80,7 @@ export const consume = (batch: MessageBatch<unknown>): Effect.Effect<void, never
     const counts = yield* consumer(batch, yield* Settings.Settings)
     if (RetryPolicy.isDeadLetterQueue(batch.queue)) return
     const now = yield* Clock.currentTimeMillis
-    yield* Metrics.record(Metrics.sampleOf({ queue: purpose, messages: batch.messages }, counts ?? undefined, now - started, now))
+    yield* Metrics.record(Metrics.sampleOf({ queue: purpose, messages: batch.messages, metadata: batch.metadata }, counts ?? undefined, now - started, now))
   })
 
 export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform => {
@@ -85,7 +91,13 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform =>
   return {
     registry,
     runtime,
-    fetch: (request, env, ctx) => Promise.resolve(api.fetch(request, env, ctx)),
+    fetch: async (request, env, ctx) => {
+      const response = await api.fetch(request, env, ctx)
+      // Messages the request sent are tallied in the isolate; after the response they are written, at most
+      // every 10 s (Metrics.flushSent) — consumer batches carry them in between, at no round trip of their own.
+      ctx.waitUntil(runtime(env).runPromise(Metrics.flushSent()).catch(() => undefined))
+      return response
+    },
     queue: (batch, env) => runtime(env).runPromise(consume(batch)),
     scheduled: (_controller, env) => runtime(env).runPromise(Maintenance.run())
   }

@@ -17,6 +17,7 @@ import { BatchFiles } from "../batch/BatchFiles.js"
 import { Ledger } from "../ledger/Ledger.js"
 import type { LedgerNamespace } from "../ledger/LedgerNamespace.js"
 import { DeadLetterStore } from "../operations/DeadLetterStore.js"
+import * as SendTally from "../operations/SendTally.js"
 import { AcceptedKeys } from "../producing/AcceptedKeys.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
 import { Producer } from "../producing/Producer.js"
@@ -52,6 +53,7 @@ export type Services =
   | BatchFiles
   | FactsWindow
   | TenantPlacement
+  | SendTally.SendTally
 
 export interface Options {
   /** `source` of events accepted without one (`http` in the Worker). */
@@ -67,7 +69,13 @@ const webhookCatalog = (registry: Registry.Shape): Catalog => ({
 export const services = (registry: Registry.Shape, options: Options) =>
   Layer.unwrap(Effect.gen(function*() {
     const settings = yield* Settings
-    const { queue } = yield* Bindings.QueueBindings
+    const { queue: bound } = yield* Bindings.QueueBindings
+    // Every send to a platform queue is tallied for `messages_sent_total` (Metrics writes the tally with the rollup).
+    const tally = SendTally.make()
+    const queue = (name: string) => {
+      const binding = bound(name)
+      return binding === undefined ? undefined : SendTally.counting(binding, name, tally)
+    }
     const { bucket } = yield* Bindings.PayloadBucket
     const payloads = PayloadStore.layer(bucket, settings.payloadBucket)
     const groups = settings.queueGroups
@@ -75,6 +83,7 @@ export const services = (registry: Registry.Shape, options: Options) =>
     const eventsQueues = QueueGroups.queuesOf(RetryPolicy.events, groups).map(queue)
     return Layer.mergeAll(
       Layer.succeed(Registry.Registry, registry),
+      Layer.succeed(SendTally.SendTally, tally),
       Ledger.layer(settings.ledgerShardsPerTenant),
       AcceptedKeys.layer,
       QueueProducer.layer((name) => queue(name), (name, tenantId) => QueueGroups.route(name, tenantId, groups)),

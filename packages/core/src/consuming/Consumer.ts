@@ -298,7 +298,16 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
         else console.error(attemptLine(fields, m, "dead_lettered", v.records[0]?.reason, v.records[0]?.error))
       })
     }
-    const counts = { acked: 0, retried: 0, deadLettered: 0 }
-    for (const v of verdicts) v._tag === "Retry" ? counts.retried++ : v._tag === "DeadLetter" ? counts.deadLettered++ : counts.acked++
+    const counts = { acked: 0, retried: 0, deadLettered: 0, deadLetteredByReason: {} as Record<string, number> }
+    for (const v of verdicts) {
+      if (v._tag === "Retry") counts.retried++
+      else if (v._tag === "Ack") counts.acked++
+      else {
+        counts.deadLettered++
+        // One count per message, under its first record's reason (as its log line): the reasons sum to `deadLettered`.
+        const reason = v.records[0]?.reason ?? "unknown"
+        counts.deadLetteredByReason[reason] = (counts.deadLetteredByReason[reason] ?? 0) + 1
+      }
+    }
     return counts
   }).pipe(Effect.withSpan("Consumer.run"))

@@ -2,25 +2,38 @@
  * Queue metrics with seed 001's names, recorded once per consumer batch —
  * never a write per message — and the health view computed from them.
  *
- * A batch's sample (received, acked, retried, dead-lettered, processing time,
- * batch size, lag = now − each message's `created_at`) becomes ONE upsert of
- * the D1 rollup `queue_metrics` (per queue per minute; histograms merged in
- * SQL) and, when the Worker has an Analytics Engine binding, one data point
- * there (the production path, queryable with its SQL API). Health reads the
- * rollup over a window and grades each queue against seed 001's thresholds.
+ * A batch's sample (received, acked, retried, dead-lettered by reason,
+ * processing time, batch size, depth, lag = now − each message's
+ * `created_at`) becomes ONE upsert of the D1 rollup `queue_metrics` (per queue
+ * per minute; histograms merged in SQL) and, when the Worker has an Analytics
+ * Engine binding, one data point there (the production path, queryable with
+ * its SQL API). Messages sent ride along: the isolate's `SendTally` is drained
+ * into the same round trip (one more statement per queue sent to). Health
+ * reads the rollup over a window and grades each queue against seed 001's
+ * thresholds. The names, labels and where each is recorded: docs/operating.md.
  */
 import { and, inArray, lt } from "drizzle-orm"
 import { Clock, Effect } from "effect"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
+import type * as Failure from "../failures/Failure.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"
 import { AnalyticsEngine, QueueBindings } from "../platform/Bindings.js"
 import * as Sql from "../platform/Sql.js"
 import * as Placement from "../placement/Placement.js"
 import { deadMessages } from "../tables/PlatformTables.js"
+import { SendTally } from "./SendTally.js"
 
-/** Histogram upper bounds in ms (the last is +∞, serialized as null). */
-export const lagBoundsMs: ReadonlyArray<number> = [100, 500, 1_000, 5_000, 10_000, 30_000, 60_000, 300_000, Infinity]
-export const durationBoundsMs: ReadonlyArray<number> = [10, 50, 100, 500, 1_000, 5_000, 10_000, 60_000, Infinity]
+/**
+ * Histogram upper bounds in ms (the last is +∞). A quantile reads as its bucket's upper bound, so a check
+ * `> threshold` is exact only when the threshold is itself a bound and a finite bound lies above it — else
+ * a value past it lands in the open bucket, which reads as the last finite bound (never above it). Both
+ * lists keep the bounds they had as a prefix: a row written before a bound was added reads index by index,
+ * its old open bucket as the next bucket up — the least the count can mean.
+ */
+export const lagBoundsMs: ReadonlyArray<number> = [
+  100, 500, 1_000, 5_000, 10_000, 30_000, 60_000, 300_000, 900_000, 3_600_000, 10_800_000, 43_200_000, Infinity
+]
+export const durationBoundsMs: ReadonlyArray<number> = [10, 50, 100, 500, 1_000, 5_000, 10_000, 60_000, 120_000, 300_000, 900_000, Infinity]
 
 export interface Sample {
   readonly queue: string
@@ -28,8 +41,15 @@ export interface Sample {
   readonly acked: number
   readonly retried: number
   readonly deadLettered: number
+  /** Dead-lettered messages by failure reason (each message once, under its first record's reason). */
+  readonly deadLetteredByReason?: Readonly<Record<string, number>>
   readonly durationMs: number
   readonly lagsMs: ReadonlyArray<number>
+  /**
+   * Messages accepted onto the queue and not yet consumed, as the queue counted them when it delivered the
+   * batch (`batch.metadata.metrics.backlogCount`); null when the platform did not say.
+   */
+  readonly depth?: number | null
 }
 
 export const histogram = (values: ReadonlyArray<number>, bounds: ReadonlyArray<number>): Array<number> => {
@@ -38,38 +58,59 @@ export const histogram = (values: ReadonlyArray<number>, bounds: ReadonlyArray<n
   return counts
 }
 
+const minuteOf = (at: Date) => new Date(Math.floor(at.getTime() / 60_000) * 60_000).toISOString()
+
 /** The one statement that adds a batch's sample to its minute's row. */
-export const upsert = (sample: Sample, at: Date): { readonly sql: string; readonly params: ReadonlyArray<string | number> } => {
-  const minute = new Date(Math.floor(at.getTime() / 60_000) * 60_000).toISOString()
+export const upsert = (sample: Sample, at: Date): { readonly sql: string; readonly params: ReadonlyArray<string | number | null> } => {
   const merge = (column: string) =>
     `(SELECT json_group_array(COALESCE(json_extract(queue_metrics.${column}, '$[' || key || ']'), 0) + value) FROM json_each(excluded.${column}))`
+  // Counts by reason, added key by key (a reason new to the minute starts at the batch's count).
+  const mergeCounts = (column: string) =>
+    `(SELECT json_group_object(key, total) FROM (SELECT key, SUM(value) AS total FROM (SELECT key, value FROM json_each(queue_metrics.${column}) UNION ALL SELECT key, value FROM json_each(excluded.${column})) GROUP BY key))`
+  const depth = sample.depth ?? null
   return {
-    sql: `INSERT INTO queue_metrics (queue, minute, batches, received, acked, retried, dead_lettered, duration_ms_sum, duration_ms_max, batch_size_max, lag_histogram, duration_histogram)
-          VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    sql: `INSERT INTO queue_metrics (queue, minute, batches, received, acked, retried, dead_lettered, dead_lettered_by_reason, duration_ms_sum, duration_ms_max, batch_size_max, depth_max, lag_histogram, duration_histogram)
+          VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
           ON CONFLICT (queue, minute) DO UPDATE SET
             batches = queue_metrics.batches + 1, received = queue_metrics.received + excluded.received, acked = queue_metrics.acked + excluded.acked,
             retried = queue_metrics.retried + excluded.retried, dead_lettered = queue_metrics.dead_lettered + excluded.dead_lettered,
+            dead_lettered_by_reason = ${mergeCounts("dead_lettered_by_reason")},
             duration_ms_sum = queue_metrics.duration_ms_sum + excluded.duration_ms_sum, duration_ms_max = MAX(queue_metrics.duration_ms_max, excluded.duration_ms_max),
             batch_size_max = MAX(queue_metrics.batch_size_max, excluded.batch_size_max),
+            depth_max = MAX(COALESCE(queue_metrics.depth_max, excluded.depth_max), COALESCE(excluded.depth_max, queue_metrics.depth_max)),
             lag_histogram = ${merge("lag_histogram")}, duration_histogram = ${merge("duration_histogram")}`,
     params: [
-      sample.queue, minute, sample.received, sample.acked, sample.retried, sample.deadLettered, Math.round(sample.durationMs), Math.round(sample.durationMs),
-      sample.received, JSON.stringify(histogram(sample.lagsMs, lagBoundsMs)), JSON.stringify(histogram([sample.durationMs], durationBoundsMs))
+      sample.queue, minuteOf(at), sample.received, sample.acked, sample.retried, sample.deadLettered, JSON.stringify(sample.deadLetteredByReason ?? {}),
+      Math.round(sample.durationMs), Math.round(sample.durationMs), sample.received, depth,
+      JSON.stringify(histogram(sample.lagsMs, lagBoundsMs)), JSON.stringify(histogram([sample.durationMs], durationBoundsMs))
     ]
   }
 }
 
-/** The Analytics Engine data point of a sample: blobs [queue], doubles in seed 001's metric order. */
-export const dataPoint = (sample: Sample) => ({
+/** The statement that adds `count` messages sent to `queue` to its minute's row. */
+export const sentUpsert = (queue: string, count: number, at: Date): { readonly sql: string; readonly params: ReadonlyArray<string | number> } => ({
+  sql: `INSERT INTO queue_metrics (queue, minute, sent) VALUES (?, ?, ?)
+        ON CONFLICT (queue, minute) DO UPDATE SET sent = queue_metrics.sent + excluded.sent`,
+  params: [queue, minuteOf(at), count]
+})
+
+/** The Analytics Engine data point of a sample: blobs [queue], doubles in `dataPointDoubles`' order. */
+export const dataPoint = (sample: Sample, sent: number = 0) => ({
   indexes: [sample.queue],
   blobs: [sample.queue],
   doubles: [sample.received, sample.acked, sample.retried, sample.deadLettered, sample.durationMs, sample.received,
-    sample.lagsMs.length > 0 ? Math.max(...sample.lagsMs) : 0]
+    sample.lagsMs.length > 0 ? Math.max(...sample.lagsMs) : 0, sent, sample.depth ?? -1]
 })
-/** Column names of `dataPoint`'s doubles, for querying Analytics Engine (`double1` … `double7`). */
+/** The data point of messages sent to a queue outside a batch of its own (every other double 0, depth −1: unknown). */
+export const sentDataPoint = (queue: string, sent: number) =>
+  dataPoint({ queue, received: 0, acked: 0, retried: 0, deadLettered: 0, durationMs: 0, lagsMs: [] }, sent)
+/**
+ * Column names of `dataPoint`'s doubles, for querying Analytics Engine (`double1` … `double9`). `queue_dlq_total`
+ * there is the total; by reason it is the rollup's `dead_lettered_by_reason` (a data point has one index).
+ */
 export const dataPointDoubles = [
   "queue_messages_received_total", "queue_messages_acked_total", "queue_messages_retried_total", "queue_dlq_total",
-  "queue_processing_duration_ms", "queue_batch_size", "queue_lag_max_ms"
+  "queue_processing_duration_ms", "queue_batch_size", "queue_lag_max_ms", "queue_messages_sent_total", "queue_depth"
 ] as const
 
 export type Level = "ok" | "warning" | "critical"
@@ -106,6 +147,10 @@ export interface RollupRow {
   readonly acked: number
   readonly retried: number
   readonly dead_lettered: number
+  /** JSON object: reason → count (`{}` in rows written before it was recorded). */
+  readonly dead_lettered_by_reason?: string
+  readonly sent?: number
+  readonly depth_max?: number | null
   readonly duration_ms_sum: number
   readonly duration_ms_max: number
   readonly batch_size_max: number
@@ -121,6 +166,10 @@ export type QueueHealth = {
   readonly acked: number
   readonly retried: number
   readonly dead_lettered: number
+  /** `dlq_total{queue, reason}`: messages dead-lettered in the window, by failure reason. */
+  readonly dead_lettered_by_reason: Readonly<Record<string, number>>
+  /** `messages_sent_total{queue}` in the window. */
+  readonly sent: number
   readonly retry_rate: number
   readonly dlq_open: number
   readonly dlq_by_reason: Readonly<Record<string, number>>
@@ -130,8 +179,8 @@ export type QueueHealth = {
   readonly processing_p99_ms: number | null
   readonly batches: number
   readonly checks: Readonly<Record<"dlq_open" | "depth" | "processing_p99_ms" | "retry_rate", Level>>
-  /** Per minute, oldest first: received and lag p99, for charts. */
-  readonly series: ReadonlyArray<{ readonly minute: string; readonly received: number; readonly lag_p99_ms: number | null }>
+  /** Per minute, oldest first: sent, received, lag p99 and the deepest backlog a batch saw (null: none recorded), for charts. */
+  readonly series: ReadonlyArray<{ readonly minute: string; readonly sent: number; readonly received: number; readonly lag_p99_ms: number | null; readonly depth: number | null }>
 }
 
 const sum = (a: Array<number>, b: ReadonlyArray<number>) => b.forEach((v, i) => (a[i] = (a[i] ?? 0) + v))
@@ -152,11 +201,16 @@ export const health = (
       sum(lag, JSON.parse(r.lag_histogram) as Array<number>)
       sum(duration, JSON.parse(r.duration_histogram) as Array<number>)
     }
+    const byReason: Record<string, number> = {}
+    for (const r of mine) {
+      for (const [reason, n] of Object.entries(JSON.parse(r.dead_lettered_by_reason ?? "{}") as Record<string, number>)) byReason[reason] = (byReason[reason] ?? 0) + n
+    }
     const received = total("received")
     const retried = total("retried")
     const retryRate = received === 0 ? 0 : retried / received
     const processingP99 = quantile(duration, durationBoundsMs, 0.99)
-    const depth = depths.get(queue) ?? null
+    // The queue's backlog now when its binding can say, else the last one a batch of the window reported.
+    const depth = depths.get(queue) ?? mine.findLast((r) => r.depth_max !== undefined && r.depth_max !== null)?.depth_max ?? null
     const open = dlqOpen.get(queue) ?? 0
     const checks = {
       dlq_open: grade(open, thresholds.dlq_open),
@@ -171,6 +225,8 @@ export const health = (
       acked: total("acked"),
       retried,
       dead_lettered: total("dead_lettered"),
+      dead_lettered_by_reason: byReason,
+      sent: mine.reduce((n, r) => n + (r.sent ?? 0), 0),
       retry_rate: Math.round(retryRate * 10_000) / 10_000,
       dlq_open: open,
       dlq_by_reason: dlqByReason.get(queue) ?? {},
@@ -180,14 +236,33 @@ export const health = (
       processing_p99_ms: processingP99,
       batches: total("batches"),
       checks,
-      series: mine.map((r) => ({ minute: r.minute, received: r.received, lag_p99_ms: quantile(JSON.parse(r.lag_histogram) as Array<number>, lagBoundsMs, 0.99) }))
+      series: mine.map((r) => ({
+        minute: r.minute,
+        sent: r.sent ?? 0,
+        received: r.received,
+        lag_p99_ms: quantile(JSON.parse(r.lag_histogram) as Array<number>, lagBoundsMs, 0.99),
+        depth: r.depth_max ?? null
+      }))
     }
   })
 
-/** A consumer batch's sample: counts from its outcome, lag from each message's `created_at` (or its enqueue time). */
+/**
+ * A consumer batch's sample: counts from its outcome, lag from each message's `created_at` (or its enqueue
+ * time), depth from the backlog the queue reported with the batch.
+ *
+ * Depth is the queue's own backlog count, not sent − consumed: a difference of two counters never heals
+ * from one lost count (an isolate evicted before its sends were written, a message that expired or was
+ * dead-lettered by the platform), and it would mix up redeliveries; the backlog comes with every batch at no
+ * cost and is what the queue itself will still deliver.
+ */
 export const sampleOf = (
-  batch: Pick<MessageBatch<unknown>, "queue" | "messages">,
-  counts: { readonly acked?: number; readonly retried?: number; readonly deadLettered?: number } | undefined,
+  batch: Pick<MessageBatch<unknown>, "queue" | "messages"> & { readonly metadata?: Partial<MessageBatchMetadata> | undefined },
+  counts: {
+    readonly acked?: number
+    readonly retried?: number
+    readonly deadLettered?: number
+    readonly deadLetteredByReason?: Readonly<Record<string, number>>
+  } | undefined,
   durationMs: number,
   now: number
 ): Sample => ({
@@ -196,6 +271,8 @@ export const sampleOf = (
   acked: counts?.acked ?? 0,
   retried: counts?.retried ?? 0,
   deadLettered: counts?.deadLettered ?? 0,
+  deadLetteredByReason: counts?.deadLetteredByReason ?? {},
+  depth: typeof batch.metadata?.metrics?.backlogCount === "number" ? batch.metadata.metrics.backlogCount : null,
   durationMs,
   lagsMs: batch.messages.map((m) => {
     const created = typeof m.body === "object" && m.body !== null ? (m.body as { created_at?: unknown }).created_at : undefined
@@ -205,17 +282,53 @@ export const sampleOf = (
 })
 
 /**
- * Records one sample: one upsert of the D1 rollup, then one Analytics Engine data point. A failure to
- * record is logged, never the batch's failure.
+ * Records one sample: one upsert of the D1 rollup — with the messages this isolate sent since the tally was
+ * last drained, one statement per queue, in the same round trip — then the Analytics Engine data points. A
+ * failure to record is logged, never the batch's failure (the drained sends go back to the tally).
  */
 export const record = Effect.fn("Metrics.record")(function*(sample: Sample) {
   const sql = yield* Sql.PlatformDatabase
   const analytics = yield* AnalyticsEngine
+  const tally = yield* SendTally
+  const at = new Date(yield* Clock.currentTimeMillis)
+  const sent = tally.drain()
+  const { sql: text, params } = upsert(sample, at)
+  const statements = [Sql.statement(text, ...params), ...[...sent].map(([queue, n]) => sentUpsert(queue, n, at)).map((s) => Sql.statement(s.sql, ...s.params))]
+  // One statement alone is a `run`, as before; with sends, one `batch`: one round trip either way.
+  const write: Effect.Effect<unknown, Failure.Unavailable> = statements.length === 1 ? sql.run(statements[0]!) : sql.batch(statements)
+  yield* write.pipe(
+    Effect.andThen(analytics.writeDataPoint(dataPoint(sample, sent.get(sample.queue) ?? 0))),
+    Effect.andThen(Effect.forEach([...sent].filter(([queue]) => queue !== sample.queue), ([queue, n]) => analytics.writeDataPoint(sentDataPoint(queue, n)), { discard: true })),
+    Effect.catch((error) =>
+      Effect.sync(() => tally.restore(sent)).pipe(
+        Effect.andThen(Effect.logError("queue metrics could not be recorded")),
+        Effect.annotateLogs({ queue: sample.queue, error: error.message })
+      ))
+  )
+})
+
+/** How often, at most, the HTTP edge writes an isolate's sent counts itself (between consumer batches that carry them). */
+export const sentFlushIntervalMs = 10_000
+
+/**
+ * The HTTP edge's write of the sent counts: when the tally holds some and the isolate last wrote it at least
+ * `sentFlushIntervalMs` ago, one round trip (a statement per queue); else nothing — the counts wait for the
+ * next consumer batch's rollup or the next request past the interval. Run it after the response
+ * (`waitUntil`); a failure is logged and the counts go back.
+ */
+export const flushSent = Effect.fn("Metrics.flushSent")(function*() {
+  const tally = yield* SendTally
   const now = yield* Clock.currentTimeMillis
-  const { sql: text, params } = upsert(sample, new Date(now))
-  yield* sql.run(Sql.statement(text, ...params)).pipe(
-    Effect.andThen(analytics.writeDataPoint(dataPoint(sample))),
-    Effect.catch((error) => Effect.logError("queue metrics could not be recorded").pipe(Effect.annotateLogs({ queue: sample.queue, error: error.message })))
+  if (tally.size() === 0 || now - tally.lastFlushMs < sentFlushIntervalMs) return
+  const sql = yield* Sql.PlatformDatabase
+  const analytics = yield* AnalyticsEngine
+  tally.lastFlushMs = now
+  const sent = tally.drain()
+  const at = new Date(now)
+  yield* sql.batch([...sent].map(([queue, n]) => sentUpsert(queue, n, at)).map((s) => Sql.statement(s.sql, ...s.params))).pipe(
+    Effect.andThen(Effect.forEach([...sent], ([queue, n]) => analytics.writeDataPoint(sentDataPoint(queue, n)), { discard: true })),
+    Effect.catch((error) =>
+      Effect.sync(() => tally.restore(sent)).pipe(Effect.andThen(Effect.logError("sent counts could not be recorded")), Effect.annotateLogs({ error: error.message })))
   )
 })
 

@@ -60,9 +60,11 @@ export const deadMessages = sqliteTable(
 /**
  * The queue metrics rollup: per queue per minute, one upsert per consumer
  * batch (never a write per message). Lag (now − the message's `created_at`)
- * is kept as a histogram with fixed bounds (`lag_le_*` in ms) from which the
- * health endpoint estimates p50/p99; processing time per batch likewise.
- * Pruned after 14 days.
+ * is kept as a histogram with fixed bounds (`Metrics.lagBoundsMs`) from which
+ * the health endpoint estimates p50/p99; processing time per batch likewise.
+ * `sent` is added from the isolate's send tally (with a batch's upsert, or by
+ * the HTTP edge at most every 10 s); `depth_max` is the deepest backlog a
+ * batch of the minute was delivered with. Pruned after 14 days.
  */
 export const queueMetrics = sqliteTable(
   "queue_metrics",
@@ -74,6 +76,9 @@ export const queueMetrics = sqliteTable(
     acked: integer("acked").notNull().default(0),
     retried: integer("retried").notNull().default(0),
     deadLettered: integer("dead_lettered").notNull().default(0),
+    deadLetteredByReason: text("dead_lettered_by_reason").notNull().default("{}"),
+    sent: integer("sent").notNull().default(0),
+    depthMax: integer("depth_max"),
     durationMsSum: integer("duration_ms_sum").notNull().default(0),
     durationMsMax: integer("duration_ms_max").notNull().default(0),
     batchSizeMax: integer("batch_size_max").notNull().default(0),

@@ -3,7 +3,7 @@
  * DeadLetters, Queues, Webhooks, Documents — each describing its routes once (Contract.ts) and binding its
  * handlers to them; `Routes.ts` puts the descriptions together.
  *
- * Every route but the public documents authenticates (Auth.ts) and is scoped to the token's tenant: a
+ * Every route but the public documents and `GET /health` (liveness) authenticates (Auth.ts) and is scoped to the token's tenant: a
  * tenant can neither write into nor read from another tenant's data. Bad input is a 4xx with a JSON error
  * naming every problem; anything unexpected is a 500 with a generic message — never a stack, SQL text or
  * a secret.
@@ -19,6 +19,7 @@ import * as Documents from "./Documents.js"
 import { respond } from "./Problem.js"
 import * as Events from "./Events.js"
 import * as Facts from "./Facts.js"
+import * as Health from "./Health.js"
 import * as Projections from "./Projections.js"
 import * as Queues from "./Queues.js"
 import * as Tenants from "./Tenants.js"
@@ -43,6 +44,7 @@ export const make = (registry: Registry.Shape, runtime: (env: PlatformEnv) => Pl
   Tenants.mount(app, { run })
   Webhooks.mount(app, { registry, run })
   Documents.mount(app, { registry, api })
+  Health.mount(app)
 
   // Handlers and middleware throw members of the failure family; this is where they become responses.
   app.notFound((c) => respond(c, new Failure.NotFound({ message: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` })))

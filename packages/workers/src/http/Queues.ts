@@ -12,7 +12,7 @@ import type { Run } from "./Run.js"
 
 const windows: Record<string, number> = { "15m": 15, "1h": 60, "6h": 360, "24h": 1_440 }
 const Status = Schema.Literals(["ok", "warning", "critical"])
-const Latency = Schema.NullOr(Schema.Number).annotate({ description: "ms, a histogram bucket's upper bound; null without samples" })
+const Latency = Schema.NullOr(Schema.Number).annotate({ description: "ms, a histogram bucket's upper bound (past the last finite bound — 12 h for lag, 15 min for processing — that bound); null without samples" })
 /** One queue over the window (Metrics.QueueHealth); open, so that a counter added later is no breaking change. */
 const QueueHealth = Schema.StructWithRest(Schema.Struct({
   queue: Schema.String,
@@ -21,16 +21,24 @@ const QueueHealth = Schema.StructWithRest(Schema.Struct({
   acked: Schema.Int,
   retried: Schema.Int,
   dead_lettered: Schema.Int,
+  dead_lettered_by_reason: Schema.Record(Schema.String, Schema.Int).annotate({ description: "`dlq_total{queue, reason}`: messages dead-lettered in the window, by failure reason" }),
+  sent: Schema.Int.annotate({ description: "`messages_sent_total{queue}`: messages sent to the queue in the window" }),
   retry_rate: Schema.Number.annotate({ description: "retried / received, 0 to 1" }),
   dlq_open: Schema.Int.annotate({ description: "Open dead letters" }),
-  dlq_by_reason: Schema.Record(Schema.String, Schema.Int).annotate({ description: "Open dead letters by failure reason" }),
-  depth: Schema.NullOr(Schema.Number).annotate({ description: "Messages waiting; null where the binding cannot say" }),
+  dlq_by_reason: Schema.Record(Schema.String, Schema.Int).annotate({ description: "Dead-letter records received in the window (any status), by failure reason" }),
+  depth: Schema.NullOr(Schema.Number).annotate({ description: "Messages accepted and not yet consumed (the queue's backlog now, else the last one a batch reported); null where neither is known" }),
   lag_p50_ms: Latency,
   lag_p99_ms: Latency,
   processing_p99_ms: Latency,
   batches: Schema.Int,
   checks: Schema.Record(Schema.String, Status).annotate({ description: "Each graded check (dlq_open, depth, processing_p99_ms, retry_rate)" }),
-  series: Schema.Array(Schema.Struct({ minute: Schema.String, received: Schema.Int, lag_p99_ms: Latency })).annotate({ description: "Per minute, oldest first" })
+  series: Schema.Array(Schema.Struct({
+    minute: Schema.String,
+    sent: Schema.Int,
+    received: Schema.Int,
+    lag_p99_ms: Latency,
+    depth: Schema.NullOr(Schema.Int).annotate({ description: "The deepest backlog a batch of the minute was delivered with; null: none recorded" })
+  })).annotate({ description: "Per minute, oldest first" })
 }), [Json])
 
 export const health = HttpApiEndpoint.get("queueHealth", "/v1/queues/health", {

@@ -11,6 +11,7 @@ import * as DeadLetters from "./DeadLetters.js"
 import * as Documents from "./Documents.js"
 import * as Events from "./Events.js"
 import * as Facts from "./Facts.js"
+import * as Health from "./Health.js"
 import * as Projections from "./Projections.js"
 import * as Queues from "./Queues.js"
 import * as Tenants from "./Tenants.js"
@@ -27,10 +28,11 @@ export const api: HttpApi.HttpApi<"factline", any> = HttpApi.make("factline")
   .add(Tenants.group)
   .add(Webhooks.group)
   .add(Documents.group)
+  .add(Health.group)
   .annotateMerge(OpenApi.annotations({
     title: "factline",
     version: "1",
-    description: "The HTTP API of a factline platform: ingest typed domain events, read the ledger's facts and the projections, run batch jobs, operate dead letters and queues, and manage webhook endpoints. Every route but the public documents takes a bearer token; a token belongs to one tenant and sees only that tenant's data. Errors are one shape, `Problem`.",
+    description: "The HTTP API of a factline platform: ingest typed domain events, read the ledger's facts and the projections, run batch jobs, operate dead letters and queues, and manage webhook endpoints. Every route but the public documents and `GET /health` (liveness) takes a bearer token; a token belongs to one tenant and sees only that tenant's data. Errors are one shape, `Problem`.",
     transform: (spec: Record<string, any>) => ({
       ...spec,
       components: {
@@ -62,5 +64,5 @@ HttpApi.reflect(api, {
 /** Every authenticated route of the API and the scopes that may call it. */
 export const routes: ReadonlyArray<Route> = all.filter((r): r is Route => r.scopes !== undefined)
 
-/** Routes without a token: the documents and the dashboard page (they hold no data; every call the page makes authenticates). */
+/** Routes without a token: the documents, the dashboard page and liveness (they hold no data; every call the page makes authenticates). */
 export const publicRoutes: ReadonlyArray<{ readonly method: Method; readonly path: string }> = all.filter((r) => r.scopes === undefined).map(({ method, path }) => ({ method, path }))

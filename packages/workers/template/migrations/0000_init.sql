@@ -132,6 +132,9 @@ CREATE TABLE `queue_metrics` (
 	`acked` integer DEFAULT 0 NOT NULL,
 	`retried` integer DEFAULT 0 NOT NULL,
 	`dead_lettered` integer DEFAULT 0 NOT NULL,
+	`dead_lettered_by_reason` text DEFAULT '{}' NOT NULL,
+	`sent` integer DEFAULT 0 NOT NULL,
+	`depth_max` integer,
 	`duration_ms_sum` integer DEFAULT 0 NOT NULL,
 	`duration_ms_max` integer DEFAULT 0 NOT NULL,
 	`batch_size_max` integer DEFAULT 0 NOT NULL,
@@ -141,6 +144,30 @@ CREATE TABLE `queue_metrics` (
 );
 --> statement-breakpoint
 CREATE INDEX `queue_metrics_by_minute` ON `queue_metrics` (`minute`);--> statement-breakpoint
+CREATE TABLE `tenant_moves` (
+	`id` text PRIMARY KEY NOT NULL,
+	`tenant_id` text NOT NULL,
+	`from_database` integer NOT NULL,
+	`to_database` integer NOT NULL,
+	`phase` text NOT NULL,
+	`copied` text DEFAULT '{}' NOT NULL,
+	`verified` text,
+	`error` text,
+	`started_by` text NOT NULL,
+	`started_at` text NOT NULL,
+	`updated_at` text NOT NULL,
+	`finished_at` text
+);
+--> statement-breakpoint
+CREATE INDEX `tenant_moves_by_tenant` ON `tenant_moves` (`tenant_id`,`started_at`);--> statement-breakpoint
+CREATE TABLE `tenant_placements` (
+	`tenant_id` text PRIMARY KEY NOT NULL,
+	`database` integer NOT NULL,
+	`placed_at` text NOT NULL,
+	`frozen_since` text
+);
+--> statement-breakpoint
+CREATE INDEX `tenant_placements_by_database` ON `tenant_placements` (`database`);--> statement-breakpoint
 CREATE TABLE `webhook_attempts` (
 	`tenant_id` text NOT NULL,
 	`endpoint_id` text NOT NULL,

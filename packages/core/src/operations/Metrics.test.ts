@@ -1,0 +1,98 @@
+import { Effect } from "effect"
+import { describe, expect, it } from "vitest"
+import * as RetryPolicy from "../consuming/RetryPolicy.js"
+import { QueueProducer } from "../producing/QueueProducer.js"
+import * as TestPlatform from "../testing/TestPlatform.js"
+import * as Metrics from "./Metrics.js"
+
+const minute = "2026-01-01T00:00:00.000Z"
+/** One rollup row of `queue` holding these lags and batch durations. */
+const row = (queue: string, lagsMs: ReadonlyArray<number>, durationsMs: ReadonlyArray<number>, extra: Partial<Metrics.RollupRow> = {}): Metrics.RollupRow => ({
+  queue, minute, batches: durationsMs.length, received: lagsMs.length, acked: lagsMs.length, retried: 0, dead_lettered: 0,
+  duration_ms_sum: 0, duration_ms_max: 0, batch_size_max: 0,
+  lag_histogram: JSON.stringify(Metrics.histogram(lagsMs, Metrics.lagBoundsMs)),
+  duration_histogram: JSON.stringify(Metrics.histogram(durationsMs, Metrics.durationBoundsMs)),
+  ...extra
+})
+const healthOf = (rows: ReadonlyArray<Metrics.RollupRow>, depth: number | null = 0) =>
+  Metrics.health([RetryPolicy.events], rows, new Map(), new Map(), new Map([[RetryPolicy.events.queue, depth]]))[0]!
+
+describe("Metrics: health is graded from the histograms", () => {
+  it("a processing p99 above 60 s is critical (and one between 10 s and 60 s a warning)", () => {
+    expect(healthOf([row("factline-events", [50], [90_000])]).checks.processing_p99_ms).toBe("critical")
+    expect(healthOf([row("factline-events", [50], [20 * 60_000])]).checks.processing_p99_ms).toBe("critical")
+    expect(healthOf([row("factline-events", [50], [30_000])]).checks.processing_p99_ms).toBe("warning")
+    expect(healthOf([row("factline-events", [50], [10_000])]).checks.processing_p99_ms).toBe("ok")
+  })
+
+  it("every graded threshold is a bucket bound with a finite bound above it, so `> threshold` can be told apart", () => {
+    const finite = Metrics.durationBoundsMs.filter(Number.isFinite)
+    for (const t of [Metrics.thresholds.processing_p99_ms.warning, Metrics.thresholds.processing_p99_ms.critical]) {
+      expect(finite).toContain(t)
+      expect(Math.max(...finite)).toBeGreaterThan(t)
+    }
+  })
+
+  it("lag past 5 min is visible: 20 min, 2 h and 10 h each read as their own bucket, up to 12 h", () => {
+    expect(healthOf([row("factline-events", [20 * 60_000], [5])]).lag_p99_ms).toBe(3_600_000)
+    expect(healthOf([row("factline-events", [2 * 3_600_000], [5])]).lag_p99_ms).toBe(10_800_000)
+    expect(healthOf([row("factline-events", [10 * 3_600_000], [5])]).lag_p99_ms).toBe(43_200_000)
+    expect(Metrics.lagBoundsMs.filter(Number.isFinite).at(-1)).toBe(43_200_000)
+  })
+
+  it("a row written before the bounds grew keeps its meaning: its open bucket (> 60 s) reads past 60 s", () => {
+    const old = row("factline-events", [50], [5], { duration_histogram: JSON.stringify([0, 0, 0, 0, 0, 0, 0, 0, 3]) })
+    expect(healthOf([old]).checks.processing_p99_ms).toBe("critical")
+  })
+
+  it("dead letters by reason, sends and the recorded depth are summed over the window", () => {
+    const rows = [
+      row("factline-events", [50], [5], { dead_lettered: 2, dead_lettered_by_reason: JSON.stringify({ permanent_failure: 2 }), sent: 7, depth_max: 12 }),
+      row("factline-events", [50], [5], { minute: "2026-01-01T00:01:00.000Z", dead_lettered: 1, dead_lettered_by_reason: JSON.stringify({ permanent_failure: 1, retries_exhausted: 0 }), sent: 3, depth_max: 4 })
+    ]
+    const health = healthOf(rows, null)
+    expect(health.dead_lettered_by_reason).toEqual({ permanent_failure: 3, retries_exhausted: 0 })
+    expect(health.sent).toBe(10)
+    expect(health.depth).toBe(4)                                  // the binding cannot say: the last one recorded
+    expect(health.series.map((s) => [s.sent, s.depth])).toEqual([[7, 12], [3, 4]])
+  })
+
+  it("a sample's depth is the backlog the queue delivered the batch with", () => {
+    const messages = [{ id: "m", timestamp: new Date(0), body: {}, attempts: 1, ack() {}, retry() {} }]
+    const metadata = { metrics: { backlogCount: 4_321, backlogBytes: 0 } }
+    expect(Metrics.sampleOf({ queue: "factline-events", messages, metadata }, undefined, 1, 10).depth).toBe(4_321)
+    expect(Metrics.sampleOf({ queue: "factline-events", messages }, undefined, 1, 10).depth).toBeNull()
+  })
+})
+
+describe("Metrics: recording", () => {
+  const sample = (deadLetteredByReason: Record<string, number>): Metrics.Sample => ({
+    queue: "factline-events", received: 3, acked: 1, retried: 0, deadLettered: 2, deadLetteredByReason, durationMs: 5, lagsMs: [10, 20, 30], depth: 8
+  })
+  const rollup = (platform: TestPlatform.TestPlatform) =>
+    platform.db.prepare("SELECT queue, sent, dead_lettered, dead_lettered_by_reason, depth_max FROM queue_metrics ORDER BY queue").all<any>().then((r) => r.results)
+
+  it("dead letters by reason and depth merge into the minute's row", async () => {
+    const platform = TestPlatform.make([])
+    await platform.run(Metrics.record(sample({ permanent_failure: 2 })))
+    await platform.run(Metrics.record({ ...sample({ permanent_failure: 1, retries_exhausted: 1 }), depth: 3 }))
+    const [events] = await rollup(platform)
+    expect(events).toMatchObject({ queue: "factline-events", dead_lettered: 4, depth_max: 8 })
+    expect(JSON.parse(events.dead_lettered_by_reason)).toEqual({ permanent_failure: 3, retries_exhausted: 1 })
+  })
+
+  it("messages sent are written with the next batch's rollup, in the same round trip, or by the edge at most every 10 s", async () => {
+    const platform = TestPlatform.make([])
+    const send = (queue: string, n: number) => platform.run(Effect.flatMap(Effect.service(QueueProducer), (q) => q.sendBatch(queue, Array.from({ length: n }, (_, i) => ({ i })))))
+    await send("factline-webhooks", 3)
+    await send("factline-webhooks-dlq", 1)                                // dead-lettering is counted as dlq_total, not as a send
+    await platform.run(Metrics.flushSent())                              // the edge: first write of this isolate
+    await send("factline-webhooks", 2)
+    await platform.run(Metrics.flushSent())                              // within 10 s: left in the tally
+    expect((await rollup(platform)).map((r: any) => [r.queue, r.sent])).toEqual([["factline-webhooks", 3]])
+    await send("factline-batch", 4)
+    await platform.run(Metrics.record(sample({})))                       // a consumer batch carries the rest
+    expect((await rollup(platform)).map((r: any) => [r.queue, r.sent])).toEqual([["factline-batch", 4], ["factline-events", 0], ["factline-webhooks", 5]])
+    expect(platform.dataPoints.map((p) => [p.blobs?.[0], p.doubles?.[7]])).toEqual([["factline-webhooks", 3], ["factline-events", 0], ["factline-webhooks", 2], ["factline-batch", 4]])
+  })
+})

@@ -1,0 +1,32 @@
+/**
+ * `GET /health`: liveness for load balancers and uptime probes (seed 003's `app.get("/health")`). Public —
+ * a probe holds no token — so it says nothing of any tenant and reads no store: that this Worker runs and
+ * routes, and factline's version. Whether the queues keep up is `GET /v1/queues/health` (scope `platform`).
+ */
+import { Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import type { Hono } from "hono"
+import { type AppEnv, bind, describe } from "./Contract.js"
+
+/** factline's version (`@factline/workers`' package version; a unit test holds the two together). */
+export const version = "0.1.0"
+
+export const liveness = HttpApiEndpoint.get("liveness", "/health", {
+  success: Schema.Struct({
+    status: Schema.Literal("ok"),
+    version: Schema.String.annotate({ description: "factline's version" })
+  })
+}).pipe(describe({
+  summary: "Liveness",
+  description: "For load balancers and uptime probes: no token, no store read, nothing of any tenant. `ok` means this Worker answers; queue health is `GET /v1/queues/health`."
+}))
+
+export const group = HttpApiGroup.make("health").add(liveness)
+  .annotateMerge(OpenApi.annotations({ title: "Health", description: "Liveness of the deployment, without a token." }))
+
+/** Never cached: a probe must reach the Worker, not a cache in front of it. */
+const headers = { "cache-control": "no-store" }
+
+export const mount = (app: Hono<AppEnv>) => {
+  bind(app, liveness, (_c, reply) => reply({ status: "ok", version }, headers))
+}
