@@ -105,8 +105,8 @@ await checks("contract", async ({ base, check }) => {
 
   // Batches: an upload, an import of it, an export, its output, a cancel of an ended job, a rebuild without the platform scope.
   const ndjson = JSON.stringify(event(5)) + "\n"
-  await call("PUT", "/v1/batches/uploads/{name}", { name: `contract-${run}.ndjson` }, { raw: ndjson, headers: { "content-type": "application/x-ndjson" } })
-  await call("PUT", "/v1/batches/uploads/{name}", { name: ".hidden" }, { raw: ndjson, headers: { "content-type": "application/x-ndjson" } })
+  await call("PUT", "/v1/uploads/{name}", { name: `contract-${run}.ndjson` }, { raw: ndjson, headers: { "content-type": "application/x-ndjson" } })
+  await call("PUT", "/v1/uploads/{name}", { name: ".hidden" }, { raw: ndjson, headers: { "content-type": "application/x-ndjson" } })
   const imported = await call("POST", "/v1/batches", {}, { body: { operation: "import", manifest: `contract-${run}.ndjson` } })
   const exported = await call("POST", "/v1/batches", {}, { body: { operation: "export", projection: "calls", format: "csv" } })
   await call("POST", "/v1/batches", {}, { body: { operation: "rebuild", projection: "calls" } })

@@ -6,7 +6,7 @@
  * Assertions are on stored state: the ledger, `buyer_budgets`, `batch_jobs`.
  */
 import { createExecutionContext, createMessageBatch, createScheduledController, getQueueResult, waitOnExecutionContext } from "cloudflare:test"
-import { env } from "cloudflare:workers"
+import { env, exports } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
 import { BatchConsumer } from "@factline/core"
 import * as CountingBindings from "@factline/core/testing/bindings"
@@ -283,7 +283,7 @@ describe("import from an uploaded manifest (NDJSON in R2, read by byte range)", 
     return `${lines.join("\n")}\n`
   }
   const upload = (name: string, body: string, token = tokenA) =>
-    request(`/v1/batches/uploads/${name}`, { method: "PUT", token, body, headers: { "content-type": "application/x-ndjson", "content-length": String(new TextEncoder().encode(body).length) } })
+    request(`/v1/uploads/${name}`, { method: "PUT", token, body, headers: { "content-type": "application/x-ndjson", "content-length": String(new TextEncoder().encode(body).length) } })
 
   it("10,000 events: exactly 10,000 outcome facts and exact budgets, the 7 invalid lines reported by number, a chunk failing midway retried; importing the file again adds nothing", async () => {
     const run = unique("man")
@@ -355,8 +355,29 @@ describe("import from an uploaded manifest (NDJSON in R2, read by byte range)", 
     expect((await upload(name, `${JSON.stringify(callCompleted())}\n`)).status).toBe(201)
     const asB = await request("/v1/batches", { method: "POST", token: tokenB, body: JSON.stringify({ operation: "import", manifest: name }) })
     expect(asB.status).toBe(404)
-    expect((await request("/v1/batches/uploads/..%2Fx", { method: "PUT", token: tokenA, body: "x", headers: { "content-length": "1" } })).status).toBe(400)
+    expect((await request("/v1/uploads/..%2Fx", { method: "PUT", token: tokenA, body: "x", headers: { "content-length": "1" } })).status).toBe(400)
     expect((await upload(name, "x", tokenAReadOnly)).status).toBe(403)
+  })
+
+  it("an upload is the documented NDJSON: any other content-type, or none, is a 415 and nothing is stored", async () => {
+    const body = `${JSON.stringify(callCompleted())}\n`
+    const length = String(new TextEncoder().encode(body).length)
+    const documented = Object.keys((await (await request("/openapi.json")).json<any>()).paths["/v1/uploads/{name}"].put.requestBody.content)
+    expect(documented).toEqual(["application/x-ndjson"])
+    for (const contentType of ["application/json", "text/plain", "application/octet-stream", "application/x-ndjson-ish", undefined]) {
+      const name = `${unique("typed")}.ndjson`
+      const headers: Record<string, string> = { "content-length": length }
+      if (contentType !== undefined) headers["content-type"] = contentType
+      // `request` sets JSON for a body without a type, and a string body is text/plain: send bytes, bare.
+      const response = contentType === undefined
+        ? await exports.default.fetch(new Request(`http://factline.test/v1/uploads/${name}`, { method: "PUT", body: new TextEncoder().encode(body), headers: { ...headers, authorization: `Bearer ${tokenA}` } }))
+        : await request(`/v1/uploads/${name}`, { method: "PUT", token: tokenA, body, headers })
+      expect(response.status, String(contentType)).toBe(415)
+      expect((await response.json<any>()).error).toMatchObject({ code: "unsupported_media_type", message: expect.stringContaining("application/x-ndjson") })
+      expect(await env.PAYLOADS.head(`tenant-a/uploads/${name}`)).toBeNull()
+    }
+    const withParameters = await request(`/v1/uploads/${unique("typed")}.ndjson`, { method: "PUT", token: tokenA, body, headers: { "content-type": "Application/X-NDJSON; charset=utf-8", "content-length": length } })
+    expect(withParameters.status).toBe(201)
   })
 })
 
@@ -471,7 +492,7 @@ describe("a job whose chunk message is lost", () => {
 
 describe("import: a client's payload_ref is refused (issue 21, defect 1)", () => {
   const upload = (name: string, body: string) =>
-    request(`/v1/batches/uploads/${name}`, { method: "PUT", token: tokenA, body, headers: { "content-type": "application/x-ndjson", "content-length": String(new TextEncoder().encode(body).length) } })
+    request(`/v1/uploads/${name}`, { method: "PUT", token: tokenA, body, headers: { "content-type": "application/x-ndjson", "content-length": String(new TextEncoder().encode(body).length) } })
 
   it("inline and from a manifest: the line with payload_ref is reported failed (set by the producer only), the referenced object is never read, nothing of it reaches the ledger", async () => {
     const run = unique("pref")

@@ -61,4 +61,27 @@ describe("CloudEvents out", () => {
     expect(plain.headers.get("content-type")).toMatch(/^application\/json/)
     expect((await asCloudEvents(`/v1/facts?subject=${call.subject}`, tokenB).then((r) => r.json<Array<unknown>>()))).toEqual([])
   })
+
+  it("Accept weights are honoured: q=0 refuses a type (the other one is answered), refusing both is a 406", async () => {
+    const call = callCompleted()
+    expect((await postEvents(call)).status).toBe(202)
+    await drain()
+    const read = (path: string, accept: string) => request(path, { token: tokenA, headers: { accept } })
+    for (const path of [`/v1/streams/${call.subject}/facts`, `/v1/facts?subject=${call.subject}`]) {
+      const notBatch = await read(path, "application/cloudevents-batch+json;q=0, application/json")
+      expect(notBatch.status, path).toBe(200)
+      expect(notBatch.headers.get("content-type"), path).toMatch(/^application\/json/)
+      const alone = await read(path, "application/cloudevents-batch+json; q=0")
+      expect(alone.headers.get("content-type"), path).toMatch(/^application\/json/)
+      const preferred = await read(path, "application/json;q=0.5, application/cloudevents-batch+json")
+      expect(preferred.headers.get("content-type"), path).toBe("application/cloudevents-batch+json")
+      for (const refusing of ["*/*;q=0", "application/json;q=0, application/cloudevents-batch+json;q=0"]) {
+        const refused = await read(path, refusing)
+        expect({ path, refusing, status: refused.status }).toEqual({ path, refusing, status: 406 })
+        expect((await refused.json<any>()).error.code).toBe("not_acceptable")
+      }
+    }
+    const doc = await (await request("/openapi.json")).json<any>()
+    for (const path of ["/v1/streams/{subject}/facts", "/v1/facts"]) expect(doc.paths[path].get.responses["406"].description).toContain("not_acceptable")
+  })
 })

@@ -7,7 +7,7 @@
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
 import { Api } from "@factline/workers"
-import { request, tokenA, tokenPlatform } from "./helpers.js"
+import { request, tokenA, tokenPlatform, unique } from "./helpers.js"
 import { platform } from "./worker.js"
 
 const methods = ["get", "post", "put", "patch", "delete"]
@@ -69,7 +69,7 @@ describe("query values checked against the description", () => {
     expect(await problemsOf("/v1/queues/health?window=2d", tokenPlatform)).toEqual([{ path: "window", message: "must be one of 15m, 1h, 6h, 24h" }])
     expect(await problemsOf("/v1/streams/x/facts?limit=ten&after=-1")).toEqual([
       { path: "after", message: "must be a whole number" },
-      { path: "limit", message: "must be a whole number" }
+      { path: "limit", message: "must be a whole number from 1 to 1000" }
     ])
     expect(await problemsOf("/v1/facts/f_x/trace?subject=")).toEqual([{ path: "subject", message: "is required" }])
     expect(await problemsOf("/v1/dlq?status=gone")).toEqual([{ path: "status", message: "must be one of open, replaying, replayed, skipped, escalated" }])
@@ -77,6 +77,76 @@ describe("query values checked against the description", () => {
     const doc = await (await request("/openapi.json")).json<any>()
     const window = doc.paths["/v1/queues/health"].get.parameters.find((p: any) => p.name === "window")
     expect(JSON.stringify(window.schema)).toContain("24h")
+  })
+})
+
+describe("what the document says is what the server does", () => {
+  const limitOf = (doc: any, path: string) => doc.paths[path].get.parameters.find((p: any) => p.name === "limit").schema
+  const problemsOf = async (response: Response) => (await response.json<any>()).error.details.problems
+
+  it("every listing's `limit`: the document's maximum is accepted, one more is a 400 naming limit", async () => {
+    const doc = await (await request("/openapi.json")).json<any>()
+    const listings = Object.entries(doc.paths as Record<string, any>).filter(([, item]) => item.get?.parameters?.some((p: any) => p.name === "limit"))
+    expect(listings.map(([path]) => path).sort()).toEqual([
+      "/v1/batches", "/v1/dlq", "/v1/facts", "/v1/projections/{name}", "/v1/streams/{subject}/facts", "/v1/webhooks/endpoints", "/v1/webhooks/endpoints/{id}/attempts"
+    ])
+    for (const [path] of listings) {
+      const { type, minimum, maximum, default: fallback } = limitOf(doc, path)
+      expect({ path, type, minimum }).toEqual({ path, type: "integer", minimum: 1 })
+      expect(fallback, path).toBeGreaterThanOrEqual(1)
+      expect(fallback, path).toBeLessThanOrEqual(maximum)
+      const url = (limit: number) => `${path.replace("{name}", "calls").replace(/\{\w+\}/g, "x")}?limit=${limit}`
+      const token = doc.paths[path].get["x-factline-scopes"].includes("read") || doc.paths[path].get["x-factline-scopes"].includes("admin") ? tokenA : tokenPlatform
+      const atMaximum = await request(url(maximum), { token })
+      expect({ path, status: atMaximum.status }).not.toEqual({ path, status: 400 })
+      expect(atMaximum.status, path).toBeLessThan(500)
+      for (const refused of [maximum + 1, 0]) {
+        const response = await request(url(refused), { token })
+        expect({ path, limit: refused, status: response.status }).toEqual({ path, limit: refused, status: 400 })
+        expect(await problemsOf(response)).toEqual([{ path: "limit", message: `must be a whole number from 1 to ${maximum}` }])
+      }
+    }
+  })
+
+  it("GET /v1/facts and /v1/projections/:name: without a limit, a page of the documented default; with the maximum, every row", async () => {
+    const doc = await (await request("/openapi.json")).json<any>()
+    const subject = unique("paged")
+    const buyer = unique("paged_buyer")
+    const rows = limitOf(doc, "/v1/facts").default + 10
+    expect(limitOf(doc, "/v1/projections/{name}").default + 10).toBe(rows)
+    await env.DB.batch(Array.from({ length: rows }, (_, i) =>
+      env.DB.prepare("INSERT INTO facts (tenant_id, fact_id, stream, sequence, type, body, causation_id, correlation_id, caused_by, created_at) VALUES ('tenant-a', ?, ?, ?, 'outcome', '{}', 'k', 'c', 'test', ?)")
+        .bind(`f_${subject}_${i}`, subject, i + 1, new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString())))
+    await env.DB.batch(Array.from({ length: rows }, (_, i) =>
+      env.DB.prepare("INSERT INTO calls (tenant_id, call_id, buyer_id, qualified) VALUES ('tenant-a', ?, ?, 1)").bind(`${buyer}_call_${i}`, buyer)))
+    for (const [path, list] of [["/v1/facts", `/v1/facts?subject=${subject}`], ["/v1/projections/{name}", `/v1/projections/calls?buyer_id=${buyer}`]] as const) {
+      const { default: fallback, maximum } = limitOf(doc, path)
+      const page = await (await request(list, { token: tokenA })).json<any>()
+      expect({ path, rows: page.data.length }).toEqual({ path, rows: fallback })
+      expect(page.next_cursor).toEqual(expect.any(String))
+      const all = await (await request(`${list}&limit=${maximum}`, { token: tokenA })).json<any>()
+      expect({ path, rows: all.data.length, next_cursor: all.next_cursor }).toEqual({ path, rows, next_cursor: null })
+    }
+  })
+
+  it("GET /v1/facts is documented oldest first, and answers oldest first (by created_at, then fact_id)", async () => {
+    const doc = await (await request("/openapi.json")).json<any>()
+    expect(doc.paths["/v1/facts"].get.description).toMatch(/^Oldest first \(by `created_at`, then `fact_id`\)/)
+    expect(doc.paths["/v1/facts"].get.description).not.toMatch(/newest/i)
+    const subject = unique("ordered")
+    // Stored out of order: the answer is in time order whatever the insertion order.
+    const at = ["2026-03-01T00:00:02.000Z", "2026-03-01T00:00:00.000Z", "2026-03-01T00:00:01.000Z", "2026-03-01T00:00:01.000Z"]
+    await env.DB.batch(at.map((createdAt, i) =>
+      env.DB.prepare("INSERT INTO facts (tenant_id, fact_id, stream, sequence, type, body, causation_id, correlation_id, caused_by, created_at) VALUES ('tenant-a', ?, ?, ?, 'outcome', '{}', 'k', 'c', 'test', ?)")
+        .bind(`f_${subject}_${"dcab"[i]}`, subject, i + 1, createdAt)))
+    const first = await (await request(`/v1/facts?subject=${subject}&limit=2`, { token: tokenA })).json<any>()
+    const rest = await (await request(`/v1/facts?subject=${subject}&limit=2&cursor=${first.next_cursor}`, { token: tokenA })).json<any>()
+    expect([...first.data, ...rest.data].map((f: any) => [f.created_at, f.fact_id])).toEqual([
+      ["2026-03-01T00:00:00.000Z", `f_${subject}_c`],
+      ["2026-03-01T00:00:01.000Z", `f_${subject}_a`],
+      ["2026-03-01T00:00:01.000Z", `f_${subject}_b`],
+      ["2026-03-01T00:00:02.000Z", `f_${subject}_d`]
+    ])
   })
 })
 

@@ -21,12 +21,13 @@ const devTokens = async () => {
 }
 
 /** A request to a route with its path parameters filled in. */
-const call = (route: Api.Route, params: Record<string, string>, init: { token?: string; body?: unknown; query?: string } = {}) => {
+const call = (route: Api.Route, params: Record<string, string>, init: { token?: string; body?: unknown; query?: string; contentType?: string } = {}) => {
   const path = route.path.replace(/:(\w+)/g, (_, name: string) => encodeURIComponent(params[name] ?? "x")) + (init.query ?? "")
   return request(path, {
     method: route.method,
     token: init.token,
-    ...(route.method === "GET" ? {} : { body: JSON.stringify(init.body ?? {}) })
+    ...(route.method === "GET" ? {} : { body: JSON.stringify(init.body ?? {}) }),
+    ...(init.contentType === undefined ? {} : { headers: { "content-type": init.contentType } })
   })
 }
 
@@ -118,6 +119,8 @@ describe("tenancy sweep, every route of the table", () => {
     readonly params?: Record<string, string>
     readonly query?: string
     readonly body?: unknown
+    /** The body's media type, when not JSON. */
+    readonly contentType?: string
     /** A's own token gets this status on the same request (the probe targets a real resource); undefined when A cannot call the route. */
     readonly ownerStatus: number | undefined
     /** What A's 200 shows of A's resource (default: A's subject, buyer or batch). */
@@ -142,7 +145,7 @@ describe("tenancy sweep, every route of the table", () => {
     // A's job has no output (it failed): A's read is a 409, B's the 404 of an unknown id.
     "GET /v1/batches/:id/output": { params: { id: a.job }, ownerStatus: 409, ownMarkers: [a.job] },
     // B uploads under its own tenant's prefix: nothing of A's in the answer (A's own upload is not sent: it changes nothing A reads).
-    "PUT /v1/batches/uploads/:name": { params: { name: "probe.ndjson" }, body: { probe: true }, ownerStatus: undefined, answersB: true },
+    "PUT /v1/uploads/:name": { params: { name: "probe.ndjson" }, body: { probe: true }, contentType: "application/x-ndjson", ownerStatus: undefined, answersB: true },
     "GET /v1/webhooks/event-types": { ownerStatus: 200, ownMarkers: ["charge.created"], answersB: true },
     // B creates its own endpoint: nothing of A's in the answer.
     "POST /v1/webhooks/endpoints": { body: { url: "https://hooks.example.com/b", event_types: ["charge.created"] }, ownerStatus: undefined, answersB: true },
@@ -169,7 +172,7 @@ describe("tenancy sweep, every route of the table", () => {
     for (const route of Api.routes) {
       const probe = all[keyOf(route)]
       expect(probe, `a tenancy probe for ${keyOf(route)}`).toBeDefined()
-      const asB = await call(route, probe!.params ?? {}, { token: tokenB, query: probe!.query, body: probe!.body })
+      const asB = await call(route, probe!.params ?? {}, { token: tokenB, query: probe!.query, body: probe!.body, contentType: probe!.contentType })
       const text = await asB.text()
       const body = JSON.parse(text)
       const emptyPage = asB.status === 200 && Array.isArray(body.data) && body.data.length === 0
@@ -183,7 +186,7 @@ describe("tenancy sweep, every route of the table", () => {
         expect(rest, `${keyOf(route)} as tenant B leaks ${secret}`).not.toContain(secret)
       }
       if (probe!.ownerStatus !== undefined) {
-        const asA = await call(route, probe!.params ?? {}, { token: tokenA, query: probe!.query, body: probe!.body })
+        const asA = await call(route, probe!.params ?? {}, { token: tokenA, query: probe!.query, body: probe!.body, contentType: probe!.contentType })
         expect(asA.status, `${keyOf(route)} as tenant A`).toBe(probe!.ownerStatus)
         if (asA.status === 200) {
           const own = await asA.text()

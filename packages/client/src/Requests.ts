@@ -158,7 +158,7 @@ export const routes = {
   listBatches: route("GET", "/v1/batches", 200, page(BatchJob), { query: ["status", "cursor", "limit"] }),
   getBatch: route("GET", "/v1/batches/:id", 200, BatchJob),
   cancelBatch: route("POST", "/v1/batches/:id/cancel", 200, Job),
-  upload: route("PUT", "/v1/batches/uploads/:name", 201, Uploaded, { body: ndjson }),
+  upload: route("PUT", "/v1/uploads/:name", 201, Uploaded, { body: ndjson }),
   batchOutput: route("GET", "/v1/batches/:id/output", 200, "stream")
 } as const
 

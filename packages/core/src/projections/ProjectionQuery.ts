@@ -19,12 +19,16 @@ import type { Issues } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
 import * as Cursor from "../tables/Cursor.js"
 
+/** The page size of `GET /v1/facts` and `GET /v1/projections/:name` without a `limit`. */
 export const defaultLimit = 50
+/** The largest `limit` those routes accept. */
+export const maxLimit = 500
+/** Both, as the HTTP description states them (the `limit` parameter's `maximum` and `default`). */
+export const pageLimit = { maximum: maxLimit, default: defaultLimit } as const
 
 /** An integer column as it is selected: itself within the safe range, its exact decimal text beyond it. */
 export const exactInteger = (column: string) =>
   `CASE WHEN "${column}" BETWEEN -${Projection.maxSafeInteger} AND ${Projection.maxSafeInteger} THEN "${column}" ELSE CAST("${column}" AS TEXT) END AS "${column}"`
-export const maxLimit = 500
 
 const encodeCursor = (values: ReadonlyArray<Projection.Value>) => Cursor.encode(values)
 const decodeCursor = (cursor: string, arity: number) => Cursor.decode(cursor, Array<Cursor.Kind>(arity).fill("value"))

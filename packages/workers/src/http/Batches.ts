@@ -8,9 +8,10 @@
  * - `GET /v1/batches/:id`: one job with its progress and first errors;
  * - `POST /v1/batches/:id/cancel`: stops further chunks of a queued or running job;
  * - `GET /v1/batches/:id/output`: a succeeded export's file, streamed from R2 part by part;
- * - `PUT /v1/batches/uploads/:name` (scope `admin`): an import's NDJSON file, streamed to R2 under the
- *   caller's tenant (`<tenant>/uploads/<name>`, at most 1 GiB, `content-length` required), read by the
- *   import job by byte range.
+ * - `PUT /v1/uploads/:name` (scope `admin`): an import's NDJSON file (`content-type: application/x-ndjson`,
+ *   anything else is a 415), streamed to R2 under the caller's tenant (`<tenant>/uploads/<name>`, at most
+ *   1 GiB, `content-length` required), read by the import job by byte range. Not under `/v1/batches/`: there
+ *   `uploads/:name` and `:id/cancel` would match the same paths.
  * All scope `admin` or `platform` and tenant-scoped: a record is shown or
  * cancelled only for the tenant of the token that started it (the platform's
  * rebuilds for the platform's tokens); another tenant's id is the same 404 as
@@ -21,7 +22,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import type { Hono } from "hono"
 import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Failure, Import, ProjectionStore, QueueProducer, Rebuild, Reconcile, type Registry, RetryPolicy, Sql } from "@factline/core"
 import { Issues } from "@factline/schemas"
-import { type AppEnv, bind, cursor, describe, Json, nextCursor, oneOf, problems, wholeNumber, raw } from "./Contract.js"
+import { type AppEnv, bind, cursor, describe, Json, limitParameter, nextCursor, oneOf, type PageLimit, pageLimit, problems, raw } from "./Contract.js"
 import { Forbidden, RequestRefused } from "./Problem.js"
 import { isObject, readBody } from "./JsonBody.js"
 import { type Ctx, type Run, runTenant } from "./Run.js"
@@ -78,13 +79,16 @@ const Batch = Schema.Union([Job, RebuildJob])
 /** Job statuses, and a rebuild's own (`completed` is a rebuild that succeeded). */
 const statuses = [...BatchJobs.statuses, "completed"] as const
 
+/** A page of batch jobs. */
+const listLimit: PageLimit = { maximum: 100, default: 20 }
+
 const id = { id: Schema.String.annotate({ description: "A batch id (`batch_id`)" }) }
 const adminOrPlatform = ["admin", "platform"] as const
 
 export const startBatch = HttpApiEndpoint.post("startBatch", "/v1/batches", {
   payload: Schema.Union([
     Schema.Struct({ operation: Schema.Literal("import"), events: Schema.Array(Json).check(Schema.isMinLength(1), Schema.isMaxLength(1_000)) }),
-    Schema.Struct({ operation: Schema.Literal("import"), manifest: Schema.String.annotate({ description: "The name of a file uploaded with PUT /v1/batches/uploads/:name" }) }),
+    Schema.Struct({ operation: Schema.Literal("import"), manifest: Schema.String.annotate({ description: "The name of a file uploaded with PUT /v1/uploads/:name" }) }),
     Schema.Struct({ operation: Schema.Literal("export"), projection: Schema.optional(Schema.String), format: Schema.optional(Schema.Literals(["ndjson", "csv"])) }),
     Schema.Struct({ operation: Schema.Literal("reconcile"), projection: Schema.String, repair: Schema.optional(Schema.Boolean) }),
     Schema.Struct({ operation: Schema.Literal("rebuild"), projection: Schema.String })
@@ -107,7 +111,7 @@ export const startBatch = HttpApiEndpoint.post("startBatch", "/v1/batches", {
 }))
 
 export const listBatches = HttpApiEndpoint.get("listBatches", "/v1/batches", {
-  query: { status: oneOf(statuses, "A job's status, or `completed` for a rebuild that succeeded"), cursor, limit: wholeNumber("1 to 100 (default 20)") },
+  query: { status: oneOf(statuses, "A job's status, or `completed` for a rebuild that succeeded"), cursor, limit: limitParameter(listLimit) },
   success: Schema.Struct({ data: Schema.Array(Batch), next_cursor: nextCursor }),
   error: problems(400, 503)
 }).pipe(describe({ summary: "List batch jobs", description: "The tenant's jobs and rebuilds, newest first.", scopes: adminOrPlatform, errors: { 400: "`invalid_query`", 503: "`unavailable`" } }))
@@ -133,16 +137,24 @@ export const batchOutput = HttpApiEndpoint.get("batchOutput", "/v1/batches/:id/o
   error: problems(404, 409, 503)
 }).pipe(describe({ summary: "Download an export", scopes: adminOrPlatform, errors: { 404: "`not_found`", 409: "`conflict`: the job has no output (yet)", 503: "`unavailable`" } }))
 
-export const upload = HttpApiEndpoint.put("upload", "/v1/batches/uploads/:name", {
-  params: { name: Schema.String.check(Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/)).annotate({ description: "A file name (never a path)" }) },
-  payload: Schema.Uint8Array.pipe(HttpApiSchema.asUint8Array({ contentType: "application/x-ndjson" })).annotate({ description: "NDJSON: one envelope per line, at most 1 GiB, with a content-length" }),
+/** The one media type an upload is: what the description states and the route accepts. */
+export const uploadContentType = "application/x-ndjson"
+
+export const upload = HttpApiEndpoint.put("upload", "/v1/uploads/:name", {
+  params: { name: Schema.String.check(Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/u)).annotate({ description: "A file name (never a path)" }) },
+  payload: Schema.Uint8Array.pipe(HttpApiSchema.asUint8Array({ contentType: uploadContentType })).annotate({ description: "NDJSON: one envelope per line, at most 1 GiB, with a content-length" }),
   success: Schema.Struct({ manifest: Schema.String, size: Schema.Int }).pipe(HttpApiSchema.status(201)),
-  error: problems(400, 411, 413)
+  error: problems(400, 411, 413, 415)
 }).pipe(describe({
   summary: "Upload an import file",
   description: "Streamed to R2 under the token's tenant; then start it with `{ \"operation\": \"import\", \"manifest\": \"<name>\" }`.",
   scopes: ["admin"],
-  errors: { 400: "`invalid_request` (a bad name, an empty file) or `upload_failed`", 411: "`length_required`", 413: "`payload_too_large`: over 1 GiB" }
+  errors: {
+    400: "`invalid_request` (a bad name, an empty file) or `upload_failed`",
+    411: "`length_required`",
+    413: "`payload_too_large`: over 1 GiB",
+    415: `\`unsupported_media_type\`: a content-type other than ${uploadContentType}`
+  }
 }))
 
 export const group = HttpApiGroup.make("batches").add(startBatch, listBatches, getBatch, cancelBatch, batchOutput, upload)
@@ -242,11 +254,11 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
   const startManifestImport = async (c: Ctx, manifest: unknown) => {
     const tenantId = c.get("principal").tenantId
     if (typeof manifest !== "string" || !uploadName.test(manifest)) {
-      throw new Failure.InvalidInput({ message: '"manifest" must be the name of a file uploaded with PUT /v1/batches/uploads/:name' })
+      throw new Failure.InvalidInput({ message: '"manifest" must be the name of a file uploaded with PUT /v1/uploads/:name' })
     }
     const key = uploadKey(tenantId, manifest)
     const exists = await run(c.env, Effect.flatMap(Effect.service(BatchFiles.BatchFiles), (files) => files.exists(key)))
-    if (!exists) throw new Failure.NotFound({ message: `no uploaded file "${manifest}"; upload it with PUT /v1/batches/uploads/${manifest}` })
+    if (!exists) throw new Failure.NotFound({ message: `no uploaded file "${manifest}"; upload it with PUT /v1/uploads/${manifest}` })
     const created = await runTenant(run, c, BatchJobs.create({
       tenantId, operation: "import", params: { source: "manifest", manifest }, inputKey: key, total: null
     }))
@@ -281,9 +293,7 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
     const problems: Array<{ path: string; message: string }> = []
     // One of `statuses` when given: checked against the description before the handler runs.
     const status = c.req.query("status")
-    const rawLimit = c.req.query("limit")
-    const limit = rawLimit === undefined ? 20 : /^\d+$/.test(rawLimit) ? Number(rawLimit) : NaN
-    if (!(limit >= 1 && limit <= 100)) problems.push({ path: "limit", message: "must be a whole number from 1 to 100" })
+    const limit = pageLimit(c.req.query("limit"), listLimit)
     const rawCursor = c.req.query("cursor")
     const cursor = rawCursor === undefined ? undefined : decodeCursor(rawCursor)
     if (rawCursor !== undefined && cursor === undefined) problems.push({ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" })
@@ -381,6 +391,10 @@ export const mountUploads = (app: Hono<AppEnv>, { run }: { readonly run: Run }) 
   bind(app, upload, async (c, reply) => {
     const name = c.req.param("name")!
     if (!uploadName.test(name)) throw new Failure.InvalidInput({ message: "the name must be 1–128 letters, digits, '.', '_' or '-', starting with a letter or digit" })
+    const contentType = c.req.header("content-type")
+    if (contentType?.split(";")[0]!.trim().toLowerCase() !== uploadContentType) {
+      throw new RequestRefused({ status: 415, message: `an upload is NDJSON: send it with content-type: ${uploadContentType}${contentType === undefined ? "" : ` (got ${JSON.stringify(contentType.slice(0, 100))})`}` })
+    }
     const rawLength = c.req.header("content-length")
     if (rawLength === undefined || !/^\d+$/.test(rawLength)) throw new RequestRefused({ status: 411, message: "send the file with a content-length header" })
     const length = Number(rawLength)

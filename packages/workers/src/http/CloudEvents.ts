@@ -15,6 +15,7 @@
  * happens on the envelope, as for any other input.
  */
 import type { MessageDefinition } from "@factline/core"
+import * as Accept from "./Accept.js"
 
 export type Mode = "structured" | "batch" | "binary"
 
@@ -123,11 +124,14 @@ export const fromBinary = (
   return { event, problems }
 }
 
-/** Whether a reader asked for CloudEvents (`Accept: application/cloudevents-batch+json`) rather than factline's JSON. */
-export const wantsBatch = (accept: string | undefined): boolean =>
-  (accept ?? "").split(",").some((part) => part.split(";")[0]!.trim().toLowerCase() === "application/cloudevents-batch+json")
-
 export const batchContentType = "application/cloudevents-batch+json"
+
+/**
+ * Whether a fact read answers a CloudEvents batch rather than factline's JSON (its default): as the reader's
+ * `Accept` weighs the two (Accept.ts) — `application/cloudevents-batch+json;q=0` is never answered, and a
+ * header refusing both is a 406 `RequestRefused`.
+ */
+export const wantsBatch = (accept: string | undefined): boolean => Accept.negotiate(accept, ["application/json", batchContentType]) === batchContentType
 
 /**
  * A fact as a CloudEvent 1.0 (structured JSON): `id` = `fact_id` (unique and

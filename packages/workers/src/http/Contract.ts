@@ -93,12 +93,17 @@ export const describe = (d: Description) => <
         for (const [type, { description }] of Object.entries(types)) content[type] = { schema: { type: "array", items: { type: "object" }, description } }
         responses[status] = { ...responses[status], content }
       }
+      const parameters = (operation.parameters as Array<Record<string, any>> | undefined)?.map((parameter) => {
+        const bounds = parameter.in === "query" ? pageLimitOf(endpoint, parameter.name) : undefined
+        return bounds === undefined ? parameter : { ...parameter, schema: pageLimitSchema(bounds) }
+      })
       if (d.scopes !== undefined) {
         responses["401"] = { description: "`unauthorized`: no token, or an unknown one (with a `WWW-Authenticate: Bearer` challenge)", content: problemContent }
         responses["403"] = { description: `\`forbidden\`: the token holds none of the scopes ${d.scopes.join(", ")}`, content: problemContent }
       }
       return {
         ...operation,
+        ...(parameters === undefined ? {} : { parameters }),
         responses,
         security: d.scopes === undefined ? [] : [{ bearer: [...d.scopes] }],
         ...(d.scopes === undefined ? {} : { "x-factline-scopes": [...d.scopes] })
@@ -204,16 +209,63 @@ const reply = <A>(body: A, headers: Readonly<Record<string, string>> = {}): Docu
 
 // Reusable field schemas of the documents.
 
+// Optional query parameters are `optionalKey`s: a query string never holds `undefined`, and `optional`'s
+// `| undefined` would be documented as a one-branch `anyOf`.
+
 /** A query parameter holding a whole number (query values are strings). */
 export const wholeNumber = (description: string) =>
-  Schema.optional(Schema.String.check(Schema.isPattern(/^\d+$/, { message: "must be a whole number" }))).annotate({ description })
+  Schema.optionalKey(Schema.String.check(Schema.isPattern(/^\d+$/u, { message: "must be a whole number" }))).annotate({ description })
 /** A query parameter taking one of a few values. */
 export const oneOf = <const L extends readonly [string, ...Array<string>]>(values: L, description?: string) =>
-  Schema.optional(Schema.Literals(values).annotate({ message: `must be one of ${values.join(", ")}` })).annotate(description === undefined ? {} : { description })
+  Schema.optionalKey(Schema.Literals(values).annotate({ message: `must be one of ${values.join(", ")}` })).annotate(description === undefined ? {} : { description })
+/** An optional text query parameter (a filter). */
+export const text = (description: string) => Schema.optionalKey(Schema.String).annotate({ description })
+
+/**
+ * The page size a listing accepts and the one it uses without `limit`. A route's bounds are this one value:
+ * its `limit` parameter is checked against it before the handler runs (a 400 naming `limit`), the handler
+ * reads the page size from it (`pageLimit`), and the OpenAPI document states it as the parameter's
+ * `minimum`, `maximum` and `default` (written by `describe`).
+ */
+export interface PageLimit {
+  readonly maximum: number
+  readonly default: number
+}
+
+const pageLimitKey = "factline/pageLimit"
+
+const pageLimitDescription = (bounds: PageLimit) => `Rows per page: 1 to ${bounds.maximum} (default ${bounds.default})`
+
+/** The `limit` query parameter of a listing: a whole number from 1 to `bounds.maximum`. */
+export const limitParameter = (bounds: PageLimit) =>
+  Schema.optionalKey(Schema.String.check(Schema.makeFilter(
+    (value: string) => /^\d+$/u.test(value) && Number(value) >= 1 && Number(value) <= bounds.maximum,
+    { message: `must be a whole number from 1 to ${bounds.maximum}`, [pageLimitKey]: bounds }
+  ))).annotate({ description: pageLimitDescription(bounds) })
+
+/** The page size of a request whose `limit` was checked against `bounds` (by `bind`): its value, or the default. */
+export const pageLimit = (raw: string | undefined, bounds: PageLimit): number => (raw === undefined ? bounds.default : Number(raw))
+
+/** The bounds of an endpoint's query parameter made with `limit`, if it is one. */
+const pageLimitOf = (endpoint: Endpoint, name: string): PageLimit | undefined => {
+  const ast = endpoint.query?.ast
+  if (ast === undefined || !SchemaAST.isObjects(ast)) return undefined
+  const property = ast.propertySignatures.find((p) => p.name === name)
+  return property === undefined ? undefined : property.type.checks?.map((check) => check.annotations?.[pageLimitKey] as PageLimit | undefined).find((b) => b !== undefined)
+}
+
+/** How the document states a page limit: the integer the query string carries, with its bounds and default. */
+const pageLimitSchema = (bounds: PageLimit) => ({
+  type: "integer",
+  minimum: 1,
+  maximum: bounds.maximum,
+  default: bounds.default,
+  description: pageLimitDescription(bounds)
+})
 /** A query parameter that must be given, non-empty. */
 export const required = (description: string) =>
   Schema.String.check(Schema.isMinLength(1, { message: "is required" })).pipe(Schema.annotateKey({ messageMissingKey: "is required", description }))
 /** An opaque keyset cursor from a previous page's `next_cursor`. */
-export const cursor = Schema.optional(Schema.String).annotate({ description: "`next_cursor` of the previous page (opaque)" })
+export const cursor = Schema.optionalKey(Schema.String).annotate({ description: "`next_cursor` of the previous page (opaque)" })
 export const nextCursor = Schema.NullOr(Schema.String).annotate({ description: "The cursor of the next page, or null on the last page" })
 export const Json = Schema.Record(Schema.String, Schema.Unknown)

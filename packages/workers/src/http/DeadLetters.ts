@@ -10,15 +10,17 @@ import type { Hono } from "hono"
 import { DeadLetterSkip, DeadLetterStore, Failure, RetryPolicy } from "@factline/core"
 import { Issues } from "@factline/schemas"
 import type { Principal } from "./Auth.js"
-import { type AppEnv, bind, cursor, describe, nextCursor, oneOf, problems, wholeNumber } from "./Contract.js"
+import { type AppEnv, bind, cursor, describe, limitParameter, nextCursor, oneOf, type PageLimit, pageLimit, problems, text } from "./Contract.js"
 import { isObject, readBody } from "./JsonBody.js"
 import type { Ctx, Run } from "./Run.js"
 
 const queueNames = RetryPolicy.all.map((p) => p.queue)
+/** A page of dead letters. */
+const listLimit: PageLimit = { maximum: 200, default: 50 }
 const filters = {
   queue: oneOf(queueNames as [string, ...Array<string>], "The queue the message died on"),
-  type: Schema.optional(Schema.String).annotate({ description: "Message or fact type" }),
-  reason: Schema.optional(Schema.String).annotate({ description: "Failure reason, e.g. permanent, retries_exhausted" })
+  type: text("Message or fact type"),
+  reason: text("Failure reason, e.g. permanent, retries_exhausted")
 }
 const DeadLetter = Schema.Struct({
   id: Schema.String,
@@ -48,7 +50,7 @@ const scopes = ["admin", "platform"] as const
 const errors = { 400: "`invalid_query` / `invalid_request`, naming the field", 404: "`not_found`: no such record for this token", 409: "`conflict`: already replayed, skipped or being replayed (naming who and when)", 503: "`unavailable`: the store or the source queue; retry" }
 
 export const listDeadLetters = HttpApiEndpoint.get("listDeadLetters", "/v1/dlq", {
-  query: { ...filters, status: oneOf(DeadLetterStore.statuses, "default open"), cursor, limit: wholeNumber("1 to 200 (default 50)") },
+  query: { ...filters, status: oneOf(DeadLetterStore.statuses, "default open"), cursor, limit: limitParameter(listLimit) },
   success: Schema.Struct({ data: Schema.Array(DeadLetter), next_cursor: nextCursor }),
   error: problems(400, 503)
 }).pipe(describe({ summary: "List dead letters", description: "Newest first; a tenant admin sees its own, the platform scope every tenant's.", scopes, errors: { 400: errors[400], 503: errors[503] } }))
@@ -105,9 +107,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
   bind(app, listDeadLetters, async (c, reply) => {
     const filters = filtersOf(c)
     if (!filters.ok) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(filters.problems), problems: filters.problems })
-    const raw = c.req.query("limit")
-    const limit = raw === undefined ? 50 : /^\d+$/.test(raw) ? Number(raw) : NaN
-    if (!(limit >= 1 && limit <= 200)) throw new Failure.InvalidInput({ code: "invalid_query", message: "limit must be a whole number from 1 to 200" })
+    const limit = pageLimit(c.req.query("limit"), listLimit)
     const cursor = c.req.query("cursor")
     const result = await run(c.env, Effect.flatMap(store, (s) => s.list(scopeOf(c.get("principal")), filters.filters, cursor === undefined ? { limit } : { cursor, limit })))
     return reply(result)

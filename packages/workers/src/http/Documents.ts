@@ -18,18 +18,22 @@ import { type HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } f
 import type { Context, Hono } from "hono"
 import { AsyncApi, Failure, type Registry } from "@factline/core"
 import * as Services from "../Services.js"
-import { type AppEnv, bind, describe, Json, raw } from "./Contract.js"
+import { type AppEnv, bind, describe, Json, problems, raw } from "./Contract.js"
 
 const html = Schema.String.pipe(HttpApiSchema.asText({ contentType: "text/html" }))
 
-export const openApi = HttpApiEndpoint.get("openApi", "/openapi.json", { success: Json.annotate({ description: "This document" }) })
-  .pipe(describe({ summary: "The OpenAPI 3.1 document" }))
-export const docs = HttpApiEndpoint.get("docs", "/docs", { success: html })
-  .pipe(describe({ summary: "The interactive API reference", description: "Renders /openapi.json with Scalar, served from this deployment's static assets (nothing from a CDN)." }))
-export const asyncApi = HttpApiEndpoint.get("asyncApi", "/asyncapi.json", { success: Json.annotate({ description: "AsyncAPI 3.0.0" }) })
-  .pipe(describe({ summary: "The AsyncAPI 3 document", description: "The six queues with their retry policies and dead-letter queues, every registered message type with a JSON Schema per schema_version, every fact type, and the webhook event catalog — generated from the registry." }))
-export const dashboard = HttpApiEndpoint.get("dashboard", "/dashboard", { success: html })
-  .pipe(describe({ summary: "The operators' dashboard", description: "Queue health, dead letters and batch jobs; a static page that asks for a token, and every call it makes authenticates." }))
+// Every route refuses a query parameter it does not take (Contract.bind): these take none.
+const noQuery = "`invalid_query`: a query parameter (this route takes none)"
+const noAssets = "`not_found`: the Worker has no `ASSETS` binding (the message says how to add it)"
+
+export const openApi = HttpApiEndpoint.get("openApi", "/openapi.json", { success: Json.annotate({ description: "This document" }), error: problems(400) })
+  .pipe(describe({ summary: "The OpenAPI 3.1 document", errors: { 400: noQuery } }))
+export const docs = HttpApiEndpoint.get("docs", "/docs", { success: html, error: problems(400, 404) })
+  .pipe(describe({ summary: "The interactive API reference", description: "Renders /openapi.json with Scalar, served from this deployment's static assets (nothing from a CDN).", errors: { 400: noQuery, 404: noAssets } }))
+export const asyncApi = HttpApiEndpoint.get("asyncApi", "/asyncapi.json", { success: Json.annotate({ description: "AsyncAPI 3.0.0" }), error: problems(400) })
+  .pipe(describe({ summary: "The AsyncAPI 3 document", description: "The six queues with their retry policies and dead-letter queues, every registered message type with a JSON Schema per schema_version, every fact type, and the webhook event catalog — generated from the registry.", errors: { 400: noQuery } }))
+export const dashboard = HttpApiEndpoint.get("dashboard", "/dashboard", { success: html, error: problems(400, 404) })
+  .pipe(describe({ summary: "The operators' dashboard", description: "Queue health, dead letters and batch jobs; a static page that asks for a token, and every call it makes authenticates.", errors: { 400: noQuery, 404: noAssets } }))
 
 export const group = HttpApiGroup.make("documents").add(openApi, docs, asyncApi, dashboard)
   .annotateMerge(OpenApi.annotations({

@@ -44,7 +44,7 @@ const CloudEvent = Schema.Struct({
 
 export const ingest = HttpApiEndpoint.post("ingest", "/v1/events", {
   headers: {
-    traceparent: Schema.optional(Schema.String.check(Schema.isPattern(/^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-.*)?$/))).annotate({
+    traceparent: Schema.optionalKey(Schema.String.check(Schema.isPattern(/^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-.*)?$/))).annotate({
       description: "W3C Trace Context: the trace of every event without its own; absent, the request starts a new trace (returned in the 202's traceparent header)"
     })
   },

@@ -9,17 +9,22 @@ import type { Hono } from "hono"
 import { Failure, Ledger, ProjectionQuery, ProjectionStore } from "@factline/core"
 import { Fact, Issues } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
-import { type AppEnv, bind, cursor, describe, nextCursor, problems, required, wholeNumber, raw } from "./Contract.js"
+import { type AppEnv, bind, cursor, describe, limitParameter, nextCursor, type PageLimit, pageLimit, problems, raw, required, text, wholeNumber } from "./Contract.js"
 import { queryPage, type Run, runTenant } from "./Run.js"
 
 const StoredFact = Fact.annotate({ identifier: "Fact", description: "An immutable fact of the ledger" })
 const cloudEvents = { 200: { [CloudEvents.batchContentType]: { description: "With `Accept: application/cloudevents-batch+json`: the same facts as CloudEvents 1.0 (`id` = fact_id, `source` = /factline/tenants/<tenant>/streams/<stream>, percent-encoded, `type` = fact type, `subject` = stream, `time` = created_at, `datacontenttype` application/json, `data`; string extensions `sequence` (zero-padded to 20 digits), `causationid`, `correlationid`, `causedby`, `tenantid`, and `traceparent` when the fact has one); the next page in a `Link: <…>; rel=\"next\"` header" } } }
 
+/** A page of one stream's facts. */
+export const streamLimit: PageLimit = { maximum: 1_000, default: 100 }
+
+const notAcceptable = "`not_acceptable`: `Accept` refuses both application/json and application/cloudevents-batch+json"
+
 export const readStream = HttpApiEndpoint.get("readStream", "/v1/streams/:subject/facts", {
   params: { subject: Schema.String.annotate({ description: "The stream: an envelope's `subject`" }) },
   query: {
     after: wholeNumber("Return facts after this sequence (default 0: from the start)"),
-    limit: wholeNumber("1 to 1,000 (default 100)")
+    limit: limitParameter(streamLimit)
   },
   success: Schema.Struct({
     subject: Schema.String,
@@ -27,11 +32,12 @@ export const readStream = HttpApiEndpoint.get("readStream", "/v1/streams/:subjec
     facts: Schema.Array(StoredFact),
     next_after: Schema.NullOr(Schema.Int).annotate({ description: "Pass as `after` for the next page; null on the last" })
   }),
-  error: problems(400, 404, 503)
+  error: problems(400, 404, 406, 503)
 }).pipe(describe({
   summary: "Read a stream's facts",
+  description: "In stream order (by `sequence`), a page at a time: pass `next_after` as `after` for the next.",
   scopes: ["read"],
-  errors: { 400: "`invalid_query`: `after` or `limit` out of range", 404: "`not_found`: no such stream for this tenant", 503: "`unavailable`: the ledger; retry" },
+  errors: { 400: "`invalid_query`: `after` or `limit` out of range", 404: "`not_found`: no such stream for this tenant", 406: notAcceptable, 503: "`unavailable`: the ledger; retry" },
   alsoAnswers: cloudEvents
 }))
 
@@ -51,18 +57,18 @@ type ListedFact = typeof ListedFact.Type
 
 export const listFacts = HttpApiEndpoint.get("listFacts", "/v1/facts", {
   query: {
-    subject: Schema.optional(Schema.String).annotate({ description: "Only this stream's facts" }),
-    type: Schema.optional(Schema.String).annotate({ description: "Only facts of this type" }),
+    subject: text("Only this stream's facts"),
+    type: text("Only facts of this type"),
     cursor,
-    limit: wholeNumber("1 to 1,000 (default 100)")
+    limit: limitParameter(ProjectionQuery.pageLimit)
   },
   success: Schema.Struct({ data: Schema.Array(ListedFact), next_cursor: nextCursor }),
-  error: problems(400, 503)
+  error: problems(400, 406, 503)
 }).pipe(describe({
   summary: "List the tenant's facts",
-  description: "Newest first from the facts read model (D1), filtered by subject and type, keyset-paged.",
+  description: "Oldest first (by `created_at`, then `fact_id`) from the facts read model (D1), filtered by subject and type, keyset-paged: pass `next_cursor` as `cursor` for the next page.",
   scopes: ["read"],
-  errors: { 400: "`invalid_query`: an unknown parameter, a bad cursor or limit", 503: "`unavailable`: the facts store; retry" },
+  errors: { 400: "`invalid_query`: an unknown parameter, a bad cursor or limit", 406: notAcceptable, 503: "`unavailable`: the facts store; retry" },
   alsoAnswers: cloudEvents
 }))
 
@@ -104,17 +110,16 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
     const principal = c.get("principal")
     const subject = c.req.param("subject")!
     const after = intParam(c.req.query("after"), "after", 0, Number.MAX_SAFE_INTEGER, 0)
-    const limit = intParam(c.req.query("limit"), "limit", 1, 1_000, 100)
-    if (typeof after === "string" || typeof limit === "string") {
-      throw new Failure.InvalidInput({ code: "invalid_query", message: [after, limit].filter((v) => typeof v === "string").join("; ") })
-    }
+    if (typeof after === "string") throw new Failure.InvalidInput({ code: "invalid_query", message: after })
+    const limit = pageLimit(c.req.query("limit"), streamLimit)
+    const batch = CloudEvents.wantsBatch(c.req.header("accept"))
     const state = await run(
       c.env,
       Effect.flatMap(Effect.service(Ledger.Ledger), (l) => l.read({ tenant_id: principal.tenantId, stream: subject }, { after, limit }))
     )
     if (state.version === 0) throw new Failure.NotFound({ message: `no stream "${subject}" for this tenant` })
     const last = state.facts.at(-1)?.sequence
-    if (CloudEvents.wantsBatch(c.req.header("accept"))) {
+    if (batch) {
       // CloudEvents batch mode: a JSON array of events; the next page (if any) in a Link header.
       const next = last !== undefined && last < state.version ? `<${new URL(c.req.url).pathname}?after=${last}&limit=${limit}>; rel="next"` : undefined
       return raw(c.body(JSON.stringify(state.facts.map(CloudEvents.fromFact)), 200, {
@@ -187,11 +192,12 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
   bind(app, listFacts, async (c, reply) => {
     const page = ProjectionQuery.facts(c.get("principal").tenantId, c.req.query())
     if (Result.isFailure(page)) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(page.failure), problems: page.failure })
+    const batch = CloudEvents.wantsBatch(c.req.header("accept"))
     const rows = await queryPage(run, c, page.success)
     // The facts copy's columns are ListedFact's, its body the fact's data as JSON (ProjectionQuery.facts selects them).
     const data = rows.slice(0, page.success.limit).map(({ body, ...fact }) => ({ ...(fact as Omit<ListedFact, "data">), data: JSON.parse(String(body)) as ListedFact["data"] }))
     const nextCursor = page.success.nextCursor(rows)
-    if (CloudEvents.wantsBatch(c.req.header("accept"))) {
+    if (batch) {
       const url = new URL(c.req.url)
       if (nextCursor !== null) url.searchParams.set("cursor", nextCursor)
       // A row names its stream `subject` and has no tenant (the token's one): back to the ledger's fact shape.

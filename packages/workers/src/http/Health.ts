@@ -6,7 +6,7 @@
 import { Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { type AppEnv, bind, describe } from "./Contract.js"
+import { type AppEnv, bind, describe, problems } from "./Contract.js"
 
 /** factline's version (`@factline/workers`' package version; a unit test holds the two together). */
 export const version = "0.1.0"
@@ -15,10 +15,12 @@ export const liveness = HttpApiEndpoint.get("liveness", "/health", {
   success: Schema.Struct({
     status: Schema.Literal("ok"),
     version: Schema.String.annotate({ description: "factline's version" })
-  })
+  }),
+  error: problems(400)
 }).pipe(describe({
   summary: "Liveness",
-  description: "For load balancers and uptime probes: no token, no store read, nothing of any tenant. `ok` means this Worker answers; queue health is `GET /v1/queues/health`."
+  description: "For load balancers and uptime probes: no token, no store read, nothing of any tenant. `ok` means this Worker answers; queue health is `GET /v1/queues/health`.",
+  errors: { 400: "`invalid_query`: a query parameter (this route takes none)" }
 }))
 
 export const group = HttpApiGroup.make("health").add(liveness)

@@ -30,7 +30,7 @@ const Details = Schema.Union([
 export const Problem = Schema.Struct({
   error: Schema.Struct({
     code: Schema.String.annotate({
-      description: "Machine-readable: invalid_request, invalid_query, invalid_events, unauthorized, forbidden, not_found, conflict, unsupported_media_type, payload_too_large, too_deep, too_many_events, idempotency_conflict, unavailable, internal"
+      description: "Machine-readable: invalid_request, invalid_query, invalid_events, unauthorized, forbidden, not_found, conflict, not_acceptable, unsupported_media_type, length_required, payload_too_large, too_deep, too_many_events, idempotency_conflict, unavailable, internal"
     }),
     message: Schema.String.annotate({ description: "For a person: names every problem. Never a stack, SQL text or a secret." }),
     details: Schema.optional(Details)
@@ -38,7 +38,7 @@ export const Problem = Schema.Struct({
 }).annotate({
   identifier: "Problem",
   description: "Every error of the API: a 4xx names what to fix; a 503 carries `retry-after`; a 500 says only `internal`.",
-  examples: [{ error: { code: "invalid_query", message: "limit must be between 1 and 1000", details: { problems: [{ path: "limit", message: "must be between 1 and 1000" }], problems_total: 1 } } }]
+  examples: [{ error: { code: "invalid_query", message: "limit: must be a whole number from 1 to 500", details: { problems: [{ path: "limit", message: "must be a whole number from 1 to 500" }], problems_total: 1 } } }]
 })
 export type Problem = typeof Problem.Type
 
@@ -65,13 +65,15 @@ export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", { me
   get details() { return this.problems === undefined ? undefined : { problems: this.problems } }
 }
 
-/** 411, 413, 415: the request's framing is refused before its content is read. */
+/** 406, 411, 413, 415: the request's framing is refused before its content is read (or any is written). */
 export class RequestRefused extends Schema.TaggedError<RequestRefused>()("RequestRefused", {
-  status: Schema.Literals([411, 413, 415]),
+  status: Schema.Literals([406, 411, 413, 415]),
   message: Schema.String
 }) implements Failure.Failure {
   readonly [Failure.TypeId] = Failure.TypeId
-  get code() { return this.status === 411 ? "length_required" : this.status === 413 ? "payload_too_large" : "unsupported_media_type" }
+  get code() {
+    return this.status === 406 ? "not_acceptable" : this.status === 411 ? "length_required" : this.status === 413 ? "payload_too_large" : "unsupported_media_type"
+  }
   get retryable() { return false }
   get reason() { return "permanent_failure" as const }
   get publicMessage() { return this.message }

@@ -7,12 +7,12 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { Failure, Projection, ProjectionQuery, type Registry } from "@factline/core"
 import { Issues } from "@factline/schemas"
-import { type AppEnv, bind, cursor, describe, Json, nextCursor, problems, wholeNumber } from "./Contract.js"
+import { type AppEnv, bind, cursor, describe, Json, limitParameter, nextCursor, problems } from "./Contract.js"
 import { queryPage, type Run } from "./Run.js"
 
 export const readProjection = HttpApiEndpoint.get("readProjection", "/v1/projections/:name", {
   params: { name: Schema.String.annotate({ description: "A registered projection's name" }) },
-  query: Schema.StructWithRest(Schema.Struct({ cursor, limit: wholeNumber("1 to 1,000 (default 100)") }), [
+  query: Schema.StructWithRest(Schema.Struct({ cursor, limit: limitParameter(ProjectionQuery.pageLimit) }), [
     Schema.Record(Schema.String, Schema.String).annotate({ description: "`column=value` filters on the projection's columns (booleans as true/false)" })
   ]),
   success: Schema.Struct({ projection: Schema.String, data: Schema.Array(Json), next_cursor: nextCursor }),

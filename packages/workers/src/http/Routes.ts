@@ -32,6 +32,10 @@ export const api: HttpApi.HttpApi<"factline", any> = HttpApi.make("factline")
   .annotateMerge(OpenApi.annotations({
     title: "factline",
     version: "1",
+    // The framework's licence (packages/workers/LICENSE), which the generated API is served under.
+    license: { name: "MIT", identifier: "MIT" },
+    // Relative: the document is served by the deployment it describes, so its origin is the API's.
+    servers: [{ url: "/", description: "This deployment: the origin serving this document" }],
     description: "The HTTP API of a factline platform: ingest typed domain events, read the ledger's facts and the projections, run batch jobs, operate dead letters and queues, and manage webhook endpoints. Every route but the public documents and `GET /health` (liveness) takes a bearer token; a token belongs to one tenant and sees only that tenant's data. Errors are one shape, `Problem`.",
     transform: (spec: Record<string, any>) => ({
       ...spec,

@@ -19,7 +19,7 @@ import { Effect, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { Failure, QueueProducer, RetryPolicy, type Registry, SendBatches, Webhook, WebhookStore } from "@factline/core"
-import { type AppEnv, bind, cursor, describe, Json, nextCursor, problems, wholeNumber, raw } from "./Contract.js"
+import { type AppEnv, bind, cursor, describe, Json, limitParameter, nextCursor, type PageLimit, pageLimit, problems, raw } from "./Contract.js"
 import { isObject, readBody } from "./JsonBody.js"
 import type { Run } from "./Run.js"
 
@@ -73,8 +73,11 @@ export const createEndpoint = HttpApiEndpoint.post("createEndpoint", "/v1/webhoo
   errors: { 400: errors[400], 409: "`endpoint_limit`: the tenant has as many endpoints as the cap allows (named with the setting in `details`)", 415: errors[415], 503: errors[503] }
 }))
 
+/** A page of the webhook listings (endpoints, delivery attempts). */
+const listLimit: PageLimit = { maximum: 100, default: 50 }
+
 export const listEndpoints = HttpApiEndpoint.get("listEndpoints", "/v1/webhooks/endpoints", {
-  query: { limit: wholeNumber("1 to 100 (default 50)"), cursor },
+  query: { limit: limitParameter(listLimit), cursor },
   success: Schema.Struct({ data: Schema.Array(Endpoint), next_cursor: nextCursor }),
   error: problems(400, 503)
 }).pipe(describe({ summary: "List webhook endpoints", description: "Oldest first, a page at a time: pass `next_cursor` as `cursor` for the next.", scopes: admin, errors: { 400: "`invalid_query`: a limit out of range or a malformed cursor", 503: errors[503] } }))
@@ -102,7 +105,7 @@ export const rotateSecret = HttpApiEndpoint.post("rotateSecret", "/v1/webhooks/e
 
 export const attempts = HttpApiEndpoint.get("listAttempts", "/v1/webhooks/endpoints/:id/attempts", {
   params: id,
-  query: { limit: wholeNumber("1 to 100 (default 50)"), cursor },
+  query: { limit: limitParameter(listLimit), cursor },
   success: Schema.Struct({ data: Schema.Array(Json), next_cursor: nextCursor }).annotate({ description: "The delivery log, newest first: delivery id, event type, attempt, status code, ≤ 1 KiB response snippet, duration, time" }),
   error: problems(400, 404, 503)
 }).pipe(describe({ summary: "An endpoint's delivery attempts", scopes: admin, errors: { 400: "`invalid_query`", 404: errors[404], 503: errors[503] } }))
@@ -122,12 +125,6 @@ export const group = HttpApiGroup.make("webhooks").add(eventTypes, createEndpoin
 
 const store = Effect.service(WebhookStore.WebhookStore)
 
-/** `limit` of the webhook listings: 1 to 100, default 50. */
-const pageLimit = (raw: string | undefined) => {
-  const limit = raw === undefined ? 50 : /^\d+$/.test(raw) ? Number(raw) : NaN
-  if (!(limit >= 1 && limit <= 100)) throw new Failure.InvalidInput({ code: "invalid_query", message: "limit must be a whole number from 1 to 100" })
-  return limit
-}
 
 export const mount = (app: Hono<AppEnv>, deps: Deps) => {
   const { run, registry } = deps
@@ -149,7 +146,7 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
   })
 
   bind(app, listEndpoints, async (c, reply) => {
-    const limit = pageLimit(c.req.query("limit"))
+    const limit = pageLimit(c.req.query("limit"), listLimit)
     const cursor = c.req.query("cursor")
     const result = await run(c.env, Effect.flatMap(store, (s) => s.list(c.get("principal").tenantId, cursor === undefined ? { limit } : { after: cursor, limit })))
     return reply(result)
@@ -180,7 +177,7 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
   })
 
   bind(app, attempts, async (c, reply) => {
-    const limit = pageLimit(c.req.query("limit"))
+    const limit = pageLimit(c.req.query("limit"), listLimit)
     const cursor = c.req.query("cursor")
     const result = await run(c.env, Effect.flatMap(store, (s) => s.attempts(c.get("principal").tenantId, c.req.param("id")!, cursor === undefined ? { limit } : { before: cursor, limit })))
     return reply(result)
