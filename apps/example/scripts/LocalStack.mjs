@@ -38,7 +38,10 @@ export const freePort = () =>
 export const start = async ({ cwd, state, port, config }) => {
   await buildAssets()
   const configArgs = config ? ["--config", config] : []
-  execFileSync(process.execPath, [wrangler, "d1", "migrations", "apply", "factline", "--local", ...configArgs, "--persist-to", state], { cwd, env, stdio: "ignore" })
+  // Every database gets the migrations: the platform database and each read database (tenant placement).
+  for (const database of ["factline", "factline-read-1"]) {
+    execFileSync(process.execPath, [wrangler, "d1", "migrations", "apply", database, "--local", ...configArgs, "--persist-to", state], { cwd, env, stdio: "ignore" })
+  }
   const dev = spawn(process.execPath, [wrangler, "dev", ...configArgs, "--persist-to", state, "--port", String(port), "--ip", "127.0.0.1"], {
     cwd, env, stdio: ["ignore", "pipe", "pipe"], detached: true
   })

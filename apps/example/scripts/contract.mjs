@@ -155,6 +155,14 @@ await checks("contract", async ({ base, check }) => {
   await call("GET", "/v1/queues/health", {}, { token: platform, query: "?window=2d" })
   await call("GET", "/v1/queues/health", {})
 
+  // Tenant placement.
+  await call("GET", "/v1/tenants/me", {})
+  await call("GET", "/v1/tenants", {}, { token: platform })
+  await call("GET", "/v1/tenants", {})
+  await call("PUT", "/v1/tenants/{tenant}/placement", { tenant: "tenant-contract" }, { token: platform, body: { read_database: 1 } })
+  await call("PUT", "/v1/tenants/{tenant}/placement", { tenant: "tenant-contract" }, { token: platform, body: { read_database: 0 } })
+  await call("PUT", "/v1/tenants/{tenant}/placement", { tenant: "tenant-contract" }, { token: platform, body: { read_database: 99 } })
+
   // Webhooks.
   await call("GET", "/v1/webhooks/event-types", {})
   const created = await call("POST", "/v1/webhooks/endpoints", {}, { body: { url: "http://127.0.0.1:9/hooks", event_types: ["charge.created"], description: "contract" } })

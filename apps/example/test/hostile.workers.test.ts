@@ -70,7 +70,9 @@ const queryOf: Record<string, ReadonlyArray<string>> = {
   "GET /v1/webhooks/endpoints/:id/attempts": ["limit", "cursor"],
   "GET /v1/dlq": ["queue", "status", "type", "reason", "cursor", "limit"],
   "GET /v1/dlq/:id": [],
-  "GET /v1/queues/health": ["window"]
+  "GET /v1/queues/health": ["window"],
+  "GET /v1/tenants/me": [],
+  "GET /v1/tenants": []
 }
 /** A valid value per path parameter, used while another parameter carries the hostile one. */
 const validParam: Record<string, string> = { subject: "call_1", name: "calls", id: "rb_x", fact_id: "f_x" }

@@ -164,7 +164,12 @@ describe("tenancy sweep, every route of the table", () => {
     "POST /v1/dlq/:id/replay": { params: { id: a.deadLetter }, ownerStatus: undefined },
     "POST /v1/dlq/:id/skip": { params: { id: a.deadLetter }, body: { reason: "probe" }, ownerStatus: undefined },
     "POST /v1/dlq/:id/escalate": { params: { id: a.deadLetter }, body: { note: "probe" }, ownerStatus: undefined },
-    "GET /v1/queues/health": { ownerStatus: undefined }
+    "GET /v1/queues/health": { ownerStatus: undefined },
+    // B learns its own placement only.
+    "GET /v1/tenants/me": { ownerStatus: 200, ownMarkers: ['"read_database"'], answersB: true },
+    // Platform scope: every tenant's token is refused.
+    "GET /v1/tenants": { ownerStatus: undefined },
+    "PUT /v1/tenants/:tenant/placement": { params: { tenant: "tenant-a" }, body: { read_database: 0 }, ownerStatus: undefined }
   })
 
   it("tenant B's token on tenant A's resources: 403 or 404 (an empty page for a listing), nothing of A's in the body", async () => {

@@ -26,7 +26,7 @@ export const me = HttpApiEndpoint.get("tenantPlacement", "/v1/tenants/me", {
 }).pipe(describe({
   summary: "Where my data lives",
   description: "The read database holding the caller's tenant: its projections, facts copy, dead letters, webhook state and batch jobs. Query it with `wrangler d1 execute <database> --command …` or Drizzle. A tenant is placed on first use.",
-  scopes: ["read", "admin", "platform"],
+  scopes: ["read"],
   errors: { 503: "`unavailable`: the placement map; retry" }
 }))
 
