@@ -82,7 +82,10 @@ const config = {
     // BENCH_LOG_ATTEMPTS=failures|none: the per-attempt log line's share of the figures (default: all, as shipped).
     ...(process.env.BENCH_LOG_ATTEMPTS ? { FACTLINE_LOG_ATTEMPTS: process.env.BENCH_LOG_ATTEMPTS } : {})
   },
-  d1_databases: example.d1_databases.map((d) => ({ ...d, migrations_dir: relative(out, join(root, "migrations")) })),
+  // The platform database only (read database 0 is then DB itself): every tenant's rows in the one file whose
+  // pages the bench measures, as the before/after comparisons assume; placement across databases is tested in
+  // workerd (placement.workers.test.ts), not timed here.
+  d1_databases: example.d1_databases.filter((d) => d.binding === "DB").map((d) => ({ ...d, migrations_dir: relative(out, join(root, "migrations")) })),
   // The static assets (dashboard, /docs): the example's directory, from here.
   ...(example.assets ? { assets: { ...example.assets, directory: relative(out, join(exampleDir, example.assets.directory)) } } : {}),
   queues: {

@@ -5,10 +5,10 @@
  * the benchmark; `checks` is the harness of the first three.
  */
 import { execFileSync, spawn } from "node:child_process"
-import { mkdtempSync, rmSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
-import { dirname, join } from "node:path"
+import { dirname, isAbsolute, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { build as buildAssets } from "../../../packages/workers/dashboard/build.mjs"
 
@@ -38,8 +38,10 @@ export const freePort = () =>
 export const start = async ({ cwd, state, port, config }) => {
   await buildAssets()
   const configArgs = config ? ["--config", config] : []
-  // Every database gets the migrations: the platform database and each read database (tenant placement).
-  for (const database of ["factline", "factline-read-1"]) {
+  // Every database of the config gets the migrations: the platform database and each read database (placement).
+  const configFile = config === undefined ? join(cwd, "wrangler.jsonc") : isAbsolute(config) ? config : join(cwd, config)
+  const { d1_databases: databases = [] } = JSON.parse(readFileSync(configFile, "utf8").replace(/^\s*\/\/.*$/gm, ""))
+  for (const { database_name: database } of databases) {
     execFileSync(process.execPath, [wrangler, "d1", "migrations", "apply", database, "--local", ...configArgs, "--persist-to", state], { cwd, env, stdio: "ignore" })
   }
   const dev = spawn(process.execPath, [wrangler, "dev", ...configArgs, "--persist-to", state, "--port", String(port), "--ip", "127.0.0.1"], {

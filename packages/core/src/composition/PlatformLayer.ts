@@ -71,10 +71,15 @@ export const services = (registry: Registry.Shape, options: Options) =>
     const settings = yield* Settings
     const { queue: bound } = yield* Bindings.QueueBindings
     // Every send to a platform queue is tallied for `messages_sent_total` (Metrics writes the tally with the rollup).
+    // Each queue's counting binding is made once, on its first lookup, not per send.
     const tally = SendTally.make()
+    const counted = new Map<string, Queue | undefined>()
     const queue = (name: string) => {
-      const binding = bound(name)
-      return binding === undefined ? undefined : SendTally.counting(binding, name, tally)
+      if (!counted.has(name)) {
+        const binding = bound(name)
+        counted.set(name, binding === undefined ? undefined : SendTally.counting(binding, name, tally))
+      }
+      return counted.get(name)
     }
     const { bucket } = yield* Bindings.PayloadBucket
     const payloads = PayloadStore.layer(bucket, settings.payloadBucket)

@@ -29,6 +29,7 @@ export interface Placement {
   readonly tenantId: string
   /** Index of the tenant's read database (`FACTLINE_READ_DB_<n>`). */
   readonly database: number
+  readonly placedAt: string
   /** Since when a move holds the tenant's writes (its last copy), or null. */
   readonly frozenSince: string | null
 }
@@ -42,12 +43,8 @@ export interface Shape {
   readonly everywhere: ReadonlyArray<Sql.Sql>
   /** The placement of each tenant, placing tenants seen for the first time (one platform round trip for all the unknown ones). */
   readonly placements: (tenantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Placement>, Failure.Unavailable>
-  /** The recorded placement, read now (not cached), or undefined: looking places nothing. */
-  readonly find: (tenantId: string) => Effect.Effect<Placement | undefined, Failure.Unavailable>
   /** Places an unplaced tenant on `database` (an operator's choice); a placed tenant keeps its database (Conflict). */
   readonly place: (tenantId: string, database: number) => Effect.Effect<Placement, Failure.Unavailable | Failure.Conflict | Failure.InvalidInput>
-  /** Forgets this isolate's cached placement of a tenant (a move changed it). */
-  readonly forget: (tenantId: string) => void
   /** How many tenants each read database holds, by index. */
   readonly counts: () => Effect.Effect<ReadonlyArray<number>, Failure.Unavailable>
 }
@@ -90,7 +87,7 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
     for (const p of placements) entries.set(p.tenantId, { placement: p, until: now + options.cacheMs })
   }
   const rows = (tenants: string) =>
-    Sql.statement("SELECT tenant_id AS tenantId, database, frozen_since AS frozenSince FROM tenant_placements WHERE tenant_id IN (SELECT value FROM json_each(?))", tenants)
+    Sql.statement("SELECT tenant_id AS tenantId, database, placed_at AS placedAt, frozen_since AS frozenSince FROM tenant_placements WHERE tenant_id IN (SELECT value FROM json_each(?))", tenants)
   return {
     platform,
     databases,
@@ -124,11 +121,6 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
       }
       return out
     }),
-    find: Effect.fn("Placement.find")(function*(tenantId) {
-      const [row] = yield* Effect.mapError(platform.all<Placement>(rows(JSON.stringify([tenantId]))), unavailable)
-      if (row) remember([row], yield* Clock.currentTimeMillis)
-      return row
-    }),
     place: Effect.fn("Placement.place")(function*(tenantId, database) {
       if (!Number.isInteger(database) || database < 0 || database >= databases.length) {
         return yield* new Failure.InvalidInput({ message: `database must be a read database index from 0 to ${databases.length - 1}`, problems: [{ path: "database", message: `must be 0 to ${databases.length - 1}` }] })
@@ -145,7 +137,6 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
       }
       return placement
     }),
-    forget: (tenantId) => void entries.delete(tenantId),
     counts: Effect.fn("Placement.counts")(function*() {
       const rows = yield* Effect.mapError(platform.all<{ database: number; n: number }>(Sql.statement("SELECT database, COUNT(*) AS n FROM tenant_placements GROUP BY database")), unavailable)
       const counts = databases.map(() => 0)
@@ -167,20 +158,30 @@ const doorOf = (shape: Shape, placement: Placement, write: boolean) =>
 export const door = (shape: Shape, tenantId: string, write: boolean): Effect.Effect<Sql.Sql, Failure.Unavailable> =>
   Effect.flatMap(shape.placements([tenantId]), (placements) => doorOf(shape, placements.get(tenantId)!, write))
 
+/** The items by their tenant's read database (input order within each), and the items of tenants whose writes are held. */
+const partition = <T>(shape: Shape, placements: ReadonlyMap<string, Placement>, items: ReadonlyArray<T>, tenantOf: (item: T) => string, write: boolean) => {
+  const groups = new Map<number, { readonly sql: Sql.Sql; readonly items: Array<T> }>()
+  const heldItems: Array<{ readonly item: T; readonly tenantId: string }> = []
+  for (const item of items) {
+    const placement = placements.get(tenantOf(item))!
+    if (write && placement.frozenSince !== null) {
+      heldItems.push({ item, tenantId: placement.tenantId })
+      continue
+    }
+    let group = groups.get(placement.database)
+    if (!group) groups.set(placement.database, (group = { sql: shape.databases[placement.database]!, items: [] }))
+    group.items.push(item)
+  }
+  return { groups: [...groups.values()], held: heldItems }
+}
+
 /** The items grouped by their tenant's read database, in input order within each group; for writes, refused if any tenant is held. */
 export const grouped = <T>(shape: Shape, items: ReadonlyArray<T>, tenantOf: (item: T) => string, write: boolean) =>
   Effect.gen(function*() {
     if (items.length === 0) return []
-    const placements = yield* shape.placements(items.map(tenantOf))
-    const groups = new Map<number, { readonly sql: Sql.Sql; readonly items: Array<T> }>()
-    for (const item of items) {
-      const placement = placements.get(tenantOf(item))!
-      if (write && placement.frozenSince !== null) return yield* held(placement.tenantId)
-      let group = groups.get(placement.database)
-      if (!group) groups.set(placement.database, (group = { sql: shape.databases[placement.database]!, items: [] }))
-      group.items.push(item)
-    }
-    return [...groups.values()]
+    const { groups, held: heldItems } = partition(shape, yield* shape.placements(items.map(tenantOf)), items, tenantOf, write)
+    if (heldItems.length > 0) return yield* held(heldItems[0]!.tenantId)
+    return groups
   })
 
 /** `make` over each database, built once per database and kept (a store's caches live as long as the isolate). */
@@ -228,19 +229,10 @@ export const byDatabase = <T, O, E, R>(
       for (const item of items) out.set(keyOf(item), refused(placed.failure))
       return out
     }
-    const groups = new Map<number, Array<T>>()
-    for (const item of items) {
-      const placement = placed.success.get(tenantOf(item))!
-      if (placement.frozenSince !== null) {
-        out.set(keyOf(item), refused(held(placement.tenantId)))
-        continue
-      }
-      let group = groups.get(placement.database)
-      if (!group) groups.set(placement.database, (group = []))
-      group.push(item)
-    }
-    for (const [database, group] of groups) {
-      const results = yield* Effect.provideService(run(group), Sql.ReadDatabase, shape.databases[database]!)
+    const { groups, held: heldItems } = partition(shape, placed.success, items, tenantOf, true)
+    for (const { item, tenantId } of heldItems) out.set(keyOf(item), refused(held(tenantId)))
+    for (const group of groups) {
+      const results = yield* Effect.provideService(run(group.items), Sql.ReadDatabase, group.sql)
       for (const [key, value] of results) out.set(key, value)
     }
     return out

@@ -125,8 +125,7 @@ export const start = Effect.fn("Rebuild.start")(function*(projectionName: string
   }
   const live = Projection.tableName(p)
   // Every read database has the same migrations: the first one's DDL is every one's.
-  const first0 = (yield* Placement.TenantPlacement).databases[0]!
-  const { table } = yield* Effect.provideService(ddl(live), Sql.ReadDatabase, first0)
+  const { table } = yield* Effect.provideService(ddl(live), Sql.ReadDatabase, (yield* Placement.TenantPlacement).databases[0]!)
   if (!table) return yield* new Failure.NotFound({ message: `table ${live} does not exist; apply the migrations` })
   const id = `rb_${(yield* Time.millis).toString(36)}_${crypto.randomUUID().slice(0, 8)}`
   const shadow = `${live}__${id}`

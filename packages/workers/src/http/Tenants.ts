@@ -16,7 +16,7 @@ const PlacementView = Schema.Struct({
   tenant_id: Schema.String,
   read_database: Schema.Int.annotate({ description: "Index of the tenant's read database" }),
   binding: Schema.String.annotate({ description: "Its binding: `FACTLINE_READ_DB_<n>`, or `DB` for read database 0 when it is the platform database" }),
-  placed_at: Schema.NullOr(Schema.String),
+  placed_at: Schema.String,
   writes_held_since: Schema.NullOr(Schema.String).annotate({ description: "Set while a move takes the tenant's last copy" })
 })
 
@@ -58,34 +58,23 @@ export const place = HttpApiEndpoint.put("placeTenant", "/v1/tenants/:tenant/pla
 export const group = HttpApiGroup.make("tenants").add(me).add(list).add(place)
   .annotateMerge(OpenApi.annotations({ title: "Tenants", description: "Which read database holds each tenant's read side." }))
 
-type Row = { readonly tenant_id: string; readonly database: number; readonly placed_at: string | null; readonly frozen_since: string | null }
-
-const view = (shape: Placement.Shape, row: Row) => ({
-  tenant_id: row.tenant_id,
-  read_database: row.database,
-  binding: bindingOf(shape, row.database),
-  placed_at: row.placed_at,
-  writes_held_since: row.frozen_since
+const view = (shape: Placement.Shape, placement: Placement.Placement) => ({
+  tenant_id: placement.tenantId,
+  read_database: placement.database,
+  binding: bindingOf(shape, placement.database),
+  placed_at: placement.placedAt,
+  writes_held_since: placement.frozenSince
 })
 
 /** Read database 0 is the platform's own `DB` when no `FACTLINE_READ_DB_0` is bound. */
 const bindingOf = (shape: Placement.Shape, index: number) =>
   shape.databases[index]?.identity === shape.platform.identity ? "DB" : `FACTLINE_READ_DB_${index}`
 
-const rowOf = (tenantId: string) =>
-  Effect.gen(function*() {
-    const platform = yield* Sql.PlatformDatabase
-    return yield* platform.first<Row>(Sql.statement("SELECT tenant_id, database, placed_at, frozen_since FROM tenant_placements WHERE tenant_id = ?", tenantId))
-  })
-
 export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
   bind(app, me, async (c, reply) => {
     const tenantId = c.get("principal").tenantId
     return reply(await run(c.env, Effect.gen(function*() {
-      const shape = yield* Placement.TenantPlacement
-      yield* Placement.of(tenantId)
-      const row = yield* rowOf(tenantId)
-      return view(shape, row!)
+      return view(yield* Placement.TenantPlacement, yield* Placement.of(tenantId))
     })))
   })
 
@@ -94,7 +83,9 @@ export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
       const shape = yield* Placement.TenantPlacement
       const platform = yield* Sql.PlatformDatabase
       const counts = yield* shape.counts()
-      const rows = yield* platform.all<Row>(Sql.statement("SELECT tenant_id, database, placed_at, frozen_since FROM tenant_placements ORDER BY tenant_id LIMIT 1000"))
+      const rows = yield* platform.all<Placement.Placement>(Sql.statement(
+        "SELECT tenant_id AS tenantId, database, placed_at AS placedAt, frozen_since AS frozenSince FROM tenant_placements ORDER BY tenant_id LIMIT 1000"
+      ))
       return {
         databases: counts.map((tenants, i) => ({ read_database: i, binding: bindingOf(shape, i), tenants })),
         data: rows.map((row) => view(shape, row))
@@ -111,8 +102,7 @@ export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
     const tenantId = c.req.param("tenant")!
     return reply(await run(c.env, Effect.gen(function*() {
       const shape = yield* Placement.TenantPlacement
-      yield* shape.place(tenantId, index)
-      return view(shape, (yield* rowOf(tenantId))!)
+      return view(shape, yield* shape.place(tenantId, index))
     })))
   })
 }
