@@ -5,8 +5,10 @@
  * operation is resumable from its last acked chunk; chunks are idempotent (the
  * inbox key is `batch_id:offset`, the chunk's number for an import), so a
  * redelivered chunk redoes nothing visible. Operations: `rebuild`
- * (Rebuild.ts), `import` (Import.ts), `export` (Export.ts) and `reconcile`
- * (Reconcile.ts).
+ * (Rebuild.ts), `import` (Import.ts), `export` (Export.ts), `reconcile`
+ * (Reconcile.ts) and `move` (placement/Move.ts: a tenant between read
+ * databases; its steps may ask to run later, and the next message is sent
+ * with that delay).
  *
  * A chunk that fails on its last allowed attempt ends its job `failed` with
  * the error (and a rebuild's shadow table dropped) before it is dead-lettered:
@@ -25,6 +27,7 @@ import * as Import from "./Import.js"
 import * as Reconcile from "./Reconcile.js"
 import * as Time from "../platform/Time.js"
 import * as Placement from "../placement/Placement.js"
+import * as Move from "../placement/Move.js"
 
 /** The chunk message, created now; `tenantId` is the job's (a rebuild's is the platform's). */
 export const make = (payload: BatchPayload, tenantId: string = Rebuild.platformTenant): Effect.Effect<Envelope> =>
@@ -73,6 +76,7 @@ const failJob = (chunk: Chunk, error: string) =>
   Effect.gen(function*() {
     const now = yield* Time.now
     if (chunk.payload.operation === "rebuild") return yield* Rebuild.fail(chunk.payload.batch_id, error, now)
+    if (chunk.payload.operation === "move") return yield* Move.fail(chunk.payload.batch_id, error, now)
     yield* Placement.writing(chunk.tenantId)(Effect.gen(function*() {
       yield* BatchJobs.fail(chunk.payload.batch_id, error, now)
       const job = yield* BatchJobs.find(chunk.payload.batch_id)
@@ -87,6 +91,7 @@ const failJob = (chunk: Chunk, error: string) =>
 const stepOf = (payload: BatchPayload, tenantId: string) =>
   Effect.gen(function*() {
     if (payload.operation === "rebuild") return yield* Rebuild.step(payload)
+    if (payload.operation === "move") return yield* Move.step(payload)
     const onTenant = Placement.writing(tenantId)
     if (payload.operation === "export") return yield* onTenant(Export.step(payload))
     if (payload.operation === "reconcile") return yield* onTenant(Reconcile.step(payload))
@@ -109,20 +114,28 @@ const runMessage = (first: BatchPayload, tenantId: string) =>
     let payload = first
     for (let ran = 1; ; ran++) {
       const next = yield* stepOf(payload, tenantId)
-      if (next === undefined || ran >= limit) return next
+      if (next === undefined) return undefined
+      // A step that asks to wait ends this message: the next one is sent with the delay.
+      if ("delaySeconds" in next) {
+        if (next.delaySeconds > 0 || ran >= limit) return next
+        payload = next.payload
+        continue
+      }
+      if (ran >= limit) return { payload: next, delaySeconds: 0 } satisfies Move.Next
       payload = next
     }
   })
 
 /** The next chunk goes back on the batch queue through the one queue door. */
-const enqueue = (next: Envelope) => Effect.flatMap(Effect.service(QueueProducer), (queues) => queues.sendBatch(RetryPolicy.batch.queue, [next]))
+const enqueue = (next: Envelope, delaySeconds: number) =>
+  Effect.flatMap(Effect.service(QueueProducer), (queues) => queues.sendBatch(RetryPolicy.batch.queue, [next], delaySeconds > 0 ? { delaySeconds } : undefined))
 
 export const process = Effect.fn("BatchConsumer.process")(function*(items: ReadonlyArray<{ readonly key: string; readonly value: Chunk }>) {
   const outcomes = new Map<string, Consumer.Outcome>()
   for (const { key, value } of items) {
     const { payload } = value
     const exit = yield* Effect.exit(
-      Effect.flatMap(runMessage(payload, value.tenantId), (next) => (next ? Effect.flatMap(make(next, value.tenantId), enqueue) : Effect.void))
+      Effect.flatMap(runMessage(payload, value.tenantId), (next) => (next ? Effect.flatMap(make(next.payload, value.tenantId), (envelope) => enqueue(envelope, next.delaySeconds)) : Effect.void))
     )
     if (Exit.isSuccess(exit)) {
       outcomes.set(key, Consumer.done)

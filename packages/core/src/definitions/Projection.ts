@@ -363,7 +363,7 @@ const rowsStatements = (p: RowsProjection, facts: ReadonlyArray<Fact>, target: T
 
 const additiveStatements = (p: AdditiveProjection, facts: ReadonlyArray<Fact>, target: Target): Array<Sql> => {
   const groups = new Map<string, Group & { readonly type: string }>()
-  const applied = new Set<string>()
+  const applied = new Map<string, string>()
   for (const fact of facts) {
     if (applied.has(fact.fact_id)) continue
     const change = p.byType.get(fact.type)?.(fact)
@@ -373,7 +373,7 @@ const additiveStatements = (p: AdditiveProjection, facts: ReadonlyArray<Fact>, t
     missingKey(p, fact, change.key)
     unsafeNumbers(p, fact, change.key, "value")
     unsafeNumbers(p, fact, change.add, "increment")
-    applied.add(fact.fact_id)
+    applied.set(fact.fact_id, fact.tenant_id)
     groupBy(groups, "", adds, [fact.fact_id, fact.tenant_id, ...p.key.map((k) => bindable(change.key[k]!)), ...adds.map((c) => change.add[c]!)])
   }
   if (applied.size === 0) return []
@@ -391,9 +391,9 @@ const additiveStatements = (p: AdditiveProjection, facts: ReadonlyArray<Fact>, t
     return jsonChunks(rows).map((json) => ({ sql, params: [json, target.appliedAs] }))
   })
   // After every increment, in the same transaction: the increments above saw none of these ids.
-  const record = jsonChunks([...applied].map((id) => [id])).map((json): Sql => ({
-    sql: `INSERT INTO projection_applied (projection, fact_id)
-          SELECT ?, json_extract(value, '$[0]') FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`,
+  const record = jsonChunks([...applied].map(([id, tenant]) => [id, tenant])).map((json): Sql => ({
+    sql: `INSERT INTO projection_applied (projection, fact_id, tenant_id)
+          SELECT ?, json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`,
     params: [target.appliedAs, json]
   }))
   return [...increments, ...record]

@@ -47,6 +47,10 @@ export interface Shape {
   readonly place: (tenantId: string, database: number) => Effect.Effect<Placement, Failure.Unavailable | Failure.Conflict | Failure.InvalidInput>
   /** How many tenants each read database holds, by index. */
   readonly counts: () => Effect.Effect<ReadonlyArray<number>, Failure.Unavailable>
+  /** Drops this isolate's cached placements of these tenants: their next use reads the platform database. */
+  readonly forget: (tenantIds: ReadonlyArray<string>) => void
+  /** How long an isolate trusts a placement it read, in milliseconds (a held one: at most `heldCacheMs`). */
+  readonly cacheMs: number
 }
 
 export class TenantPlacement extends Context.Service<TenantPlacement, Shape>()("@factline/core/TenantPlacement") {
@@ -72,6 +76,12 @@ export interface Options {
 
 const unavailable = Failure.unavailable("the placement map")
 
+/**
+ * How long an isolate trusts a placement whose writes are held (a move in progress), in milliseconds: short,
+ * so that writers resume soon after the move switches the tenant.
+ */
+export const heldCacheMs = 1_000
+
 /** Per platform database and cache duration, per isolate: tenant → placement and until when it is trusted. */
 const caches = new WeakMap<object, Map<number, Map<string, { readonly placement: Placement; readonly until: number }>>>()
 
@@ -84,7 +94,7 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
   const open = (options.open ?? databases.map((_, i) => i)).filter((i) => i < databases.length)
   const everywhere = databases.some((d) => d.identity === platform.identity) ? databases : [...databases, platform]
   const remember = (placements: ReadonlyArray<Placement>, now: number) => {
-    for (const p of placements) entries.set(p.tenantId, { placement: p, until: now + options.cacheMs })
+    for (const p of placements) entries.set(p.tenantId, { placement: p, until: now + (p.frozenSince === null ? options.cacheMs : Math.min(options.cacheMs, heldCacheMs)) })
   }
   const rows = (tenants: string) =>
     Sql.statement("SELECT tenant_id AS tenantId, database, placed_at AS placedAt, frozen_since AS frozenSince FROM tenant_placements WHERE tenant_id IN (SELECT value FROM json_each(?))", tenants)
@@ -92,6 +102,10 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
     platform,
     databases,
     everywhere,
+    cacheMs: options.cacheMs,
+    forget: (tenantIds) => {
+      for (const t of tenantIds) entries.delete(t)
+    },
     placements: Effect.fn("Placement.placements")(function*(tenantIds) {
       const now = yield* Clock.currentTimeMillis
       const unknown = [...new Set(tenantIds)].filter((t) => (entries.get(t)?.until ?? 0) <= now)

@@ -39,6 +39,7 @@ import * as Failure from "../failures/Failure.js"
 import * as Time from "../platform/Time.js"
 import * as Sql from "../platform/Sql.js"
 import * as Placement from "../placement/Placement.js"
+import * as Move from "../placement/Move.js"
 
 export const shardsPerSlice = 25
 /** Facts per transaction when replaying: each write applies its facts completely (increments with their applied set). */
@@ -118,6 +119,8 @@ export const start = Effect.fn("Rebuild.start")(function*(projectionName: string
   const running = yield* Effect.mapError(platform.first<{ id: string; tenant_id: string }>(Sql.statement(
     "SELECT id, tenant_id FROM projection_rebuilds WHERE projection = ? AND status = 'running'", p.name
   )), unavailable)
+  const moving = yield* Move.active()
+  if (moving) return yield* new Failure.Conflict({ message: "a tenant is being moved between read databases; rebuild when the move has ended" })
   if (running) {
     // The id only to the tenant that may read the record.
     const which = running.tenant_id === tenantId ? ` (${running.id})` : ""

@@ -129,7 +129,9 @@ export const projectionApplied = sqliteTable(
   "projection_applied",
   {
     projection: text("projection").notNull(),
-    factId: text("fact_id").notNull()
+    factId: text("fact_id").notNull(),
+    /** The fact's tenant: what a move copies with the tenant (null on rows recorded before migration 0014). */
+    tenantId: text("tenant_id")
   },
   (t) => [primaryKey({ columns: [t.projection, t.factId] })]
 )

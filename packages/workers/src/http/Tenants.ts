@@ -2,12 +2,14 @@
  * Where a tenant's read side lives (core's Placement): `GET /v1/tenants/me` tells a tenant's analysts which
  * read database holds their rows (to query it with `wrangler d1 execute` or Drizzle); the platform scope lists
  * every placement with each database's tenant count (`GET /v1/tenants`) and places a tenant that has not been
- * used yet on a chosen database (`PUT /v1/tenants/:tenant/placement`) — a large customer on its own database.
+ * used yet on a chosen database (`PUT /v1/tenants/:tenant/placement`) — a large customer on its own database —
+ * and moves a tenant to another database under live traffic (`POST /v1/tenants/:tenant/moves`, core's Move:
+ * a resumable operation of the batch queue), following it with `GET /v1/tenants/:tenant/moves/:move_id`.
  */
 import { Effect, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { Failure, Placement, Sql } from "@factline/core"
+import { BatchConsumer, Failure, Move, Placement, QueueProducer, RetryPolicy, Sql } from "@factline/core"
 import { type AppEnv, bind, describe, problems } from "./Contract.js"
 import { isObject, readBody } from "./JsonBody.js"
 import type { Run } from "./Run.js"
@@ -55,8 +57,33 @@ export const place = HttpApiEndpoint.put("placeTenant", "/v1/tenants/:tenant/pla
   errors: { 400: "`invalid_request`: no such read database", 409: "`conflict`: the tenant is already placed on another database", 503: "`unavailable`: the placement map; retry" }
 }))
 
-export const group = HttpApiGroup.make("tenants").add(me).add(list).add(place)
-  .annotateMerge(OpenApi.annotations({ title: "Tenants", description: "Which read database holds each tenant's read side." }))
+const tenantParam = { tenant: Schema.String.annotate({ description: "A tenant id" }) }
+
+export const startMove = HttpApiEndpoint.post("moveTenant", "/v1/tenants/:tenant/moves", {
+  params: tenantParam,
+  payload: Schema.Struct({ to_database: Schema.Int.annotate({ description: "Index of the read database to move the tenant to" }) }),
+  success: Move.View.pipe(HttpApiSchema.status(202)),
+  error: problems(400, 404, 409, 503)
+}).pipe(describe({
+  summary: "Move a tenant to another read database",
+  description: "Starts moving the tenant's read side (facts copy, projections, accepted keys, dead letters, webhook state, batch jobs) under live traffic: its writes are held (consumers retry; its HTTP writes answer 503 with `retry-after`) while its rows are copied and verified, then its placement switches and the source's rows are deleted. Reads are served from the source until the switch, never from a half-copied database. Follow it with `GET /v1/tenants/{tenant}/moves/{move_id}`.",
+  scopes: ["platform"],
+  errors: { 400: "`invalid_request`: no such read database", 404: "`not_found`: the tenant is not placed yet (place it instead)", 409: "`conflict`: the tenant is already there, already being moved, or a rebuild is running", 503: "`unavailable`: the platform database or the batch queue; retry" }
+}))
+
+export const getMove = HttpApiEndpoint.get("getTenantMove", "/v1/tenants/:tenant/moves/:move_id", {
+  params: { ...tenantParam, move_id: Schema.String },
+  success: Move.View,
+  error: problems(404, 503)
+}).pipe(describe({
+  summary: "A tenant's move",
+  description: "Its phase (`frozen` → `copying` → `switched` → `dropped`, or `failed` with its error), rows copied per table and the verification of each table.",
+  scopes: ["platform"],
+  errors: { 404: "`not_found`: no such move of this tenant", 503: "`unavailable`: the platform database; retry" }
+}))
+
+export const group = HttpApiGroup.make("tenants").add(me).add(list).add(place).add(startMove).add(getMove)
+  .annotateMerge(OpenApi.annotations({ title: "Tenants", description: "Which read database holds each tenant's read side, and moving a tenant between them." }))
 
 const view = (shape: Placement.Shape, placement: Placement.Placement) => ({
   tenant_id: placement.tenantId,
@@ -103,6 +130,36 @@ export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
     return reply(await run(c.env, Effect.gen(function*() {
       const shape = yield* Placement.TenantPlacement
       return view(shape, yield* shape.place(tenantId, index))
+    })))
+  })
+
+  bind(app, startMove, async (c, reply) => {
+    const body = await readBody(c)
+    const to = isObject(body) ? body.to_database : undefined
+    if (!isObject(body) || typeof to !== "number" || !Number.isInteger(to) || Object.keys(body).some((k) => k !== "to_database")) {
+      throw new Failure.InvalidInput({ message: 'send { "to_database": <index> }', problems: [{ path: "to_database", message: "must be a whole number (and the only field)" }] })
+    }
+    const principal = c.get("principal")
+    return reply(await run(c.env, Effect.gen(function*() {
+      const started = yield* Move.start(c.req.param("tenant")!, to, principal.name ?? principal.tenantId)
+      const queues = yield* QueueProducer.QueueProducer
+      const sent = yield* Effect.result(Effect.flatMap(BatchConsumer.make(started.first), (message) => queues.sendBatch(RetryPolicy.batch.queue, [message])))
+      if (sent._tag === "Failure") {
+        // A move that never runs must not hold the tenant's writes.
+        yield* Move.fail(started.record.id, "the batch queue was unavailable when the move was started", new Date().toISOString())
+        return yield* sent.failure
+      }
+      return Move.view(started.record)
+    })))
+  })
+
+  bind(app, getMove, async (c, reply) => {
+    const tenant = c.req.param("tenant")!
+    const moveId = c.req.param("move_id")!
+    return reply(await run(c.env, Effect.gen(function*() {
+      const move = yield* Move.find(moveId)
+      if (!move || move.tenant_id !== tenant) return yield* new Failure.NotFound({ message: `no move ${JSON.stringify(moveId.slice(0, 100))} of tenant ${JSON.stringify(tenant.slice(0, 100))}` })
+      return Move.view(move)
     })))
   })
 }

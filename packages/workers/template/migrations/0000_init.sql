@@ -104,6 +104,7 @@ CREATE TABLE `ledger_tenants` (
 CREATE TABLE `projection_applied` (
 	`projection` text NOT NULL,
 	`fact_id` text NOT NULL,
+	`tenant_id` text,
 	PRIMARY KEY(`projection`, `fact_id`)
 ) WITHOUT ROWID;
 --> statement-breakpoint

@@ -1,0 +1,1 @@
+ALTER TABLE `projection_applied` ADD `tenant_id` text;

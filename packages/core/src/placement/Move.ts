@@ -1,0 +1,424 @@
+/**
+ * Moving a tenant's read side from one read database to another, under live traffic: a resumable operation
+ * of the batch queue (`factline-batch`, operation `move`), one step per message. The record (`tenant_moves`,
+ * platform database, owned by this module) holds the phase and every cursor, so a retried or redelivered
+ * step continues from what was recorded and redoes nothing visible.
+ *
+ * 1. **frozen** — `start` sets the tenant's `frozen_since`: every writer of the tenant refuses its writes
+ *    retryably (consumers retry; the HTTP edge answers 503 with `retry-after`) from the moment its isolate
+ *    reads the hold — at the latest when its cached placement expires (`cacheMs`). The move waits that long
+ *    plus `settleMs` (a write that passed the check just before has landed) before copying anything.
+ * 2. **copying** — the tenant's rows already in the target (an earlier failed move's) are deleted, then
+ *    each table is copied in primary-key order, a page at a time, each page one transaction on the target
+ *    (`INSERT OR REPLACE`: a page copied twice is the same rows), its cursor recorded after it.
+ * 3. **verify** — per table, the tenant's rows in both databases: count, total length of every column, sum
+ *    of every numeric column. Equal → switch. Different (a write that landed after the copy passed it) →
+ *    copy again from the start, up to `rounds` times; then the move fails.
+ * 4. **switched** — one platform transaction moves the placement to the target and lifts the hold. Readers
+ *    whose isolate still trusts the old placement read the source: complete as of the hold, never a
+ *    half-copied database — nothing reads the target before the switch.
+ * 5. **dropped** — `cacheMs` after the switch, when no isolate trusts the old placement, the tenant's rows
+ *    are deleted from the source, a page at a time; the move ends.
+ *
+ * **failed** — a step that fails on its last attempt (or permanently) ends the move `failed` with its error
+ * and lifts the hold if the switch has not happened; the target's partial copy is deleted by the next move.
+ * A move refuses to start while a rebuild runs, and a rebuild refuses to start while a move runs
+ * (`active`): a rebuild replays each tenant into the database it is placed on.
+ */
+import { Effect, Schema } from "effect"
+import type { BatchPayload } from "@factline/schemas"
+import * as Failure from "../failures/Failure.js"
+import * as Sql from "../platform/Sql.js"
+import * as Time from "../platform/Time.js"
+import { Registry } from "../registry/Registry.js"
+import * as Projection from "../definitions/Projection.js"
+import { TenantPlacement } from "./Placement.js"
+
+/** The framework's tables that hold a tenant's rows in its read database (each has a `tenant_id` column). */
+export const tenantTables = [
+  "facts",
+  "projection_applied",
+  "accepted_keys",
+  "dead_messages",
+  "webhook_endpoints",
+  "webhook_deliveries",
+  "webhook_attempts",
+  "batch_jobs"
+] as const
+
+/** Tables with a `tenant_id` column that are the platform database's, never moved. */
+export const platformTables = ["ledger_tenants", "ledger_shards", "tenant_placements", "tenant_moves", "projection_rebuilds"] as const
+
+export const phases = ["frozen", "copying", "switched", "dropped", "failed"] as const
+export type Phase = (typeof phases)[number]
+
+/** Rows read or written per page (one statement read, one target transaction). */
+export const rowsPerPage = 500
+/** Rows a step copies or deletes before it hands over to the next message. */
+export const rowsPerStep = 5_000
+/** How many times a move copies before it gives up on a tenant whose rows keep changing. */
+export const rounds = 3
+/** After the hold is visible everywhere, how long a write that passed the check before may still take to land. */
+export const settleMs = 2_000
+
+interface TableProgress {
+  readonly rows: number
+  /** The primary key of the last row copied (or deleted), or null before the first page. */
+  readonly after: ReadonlyArray<unknown> | null
+  readonly done: boolean
+}
+
+/** What `tenant_moves.copied` holds: the copy round and each table's cursor. */
+interface Progress {
+  readonly round: number
+  /** The target's leftover rows of the tenant are deleted. */
+  readonly cleared: boolean
+  readonly tables: Readonly<Record<string, TableProgress>>
+  /** Dropping from the source: each table's cursor. */
+  readonly dropped?: Readonly<Record<string, TableProgress>>
+}
+
+export interface Row {
+  readonly id: string
+  readonly tenant_id: string
+  readonly from_database: number
+  readonly to_database: number
+  readonly phase: Phase
+  readonly copied: string
+  readonly verified: string | null
+  readonly error: string | null
+  readonly started_by: string
+  readonly started_at: string
+  readonly updated_at: string
+  readonly finished_at: string | null
+}
+
+/** What the API shows of a move. */
+export const View = Schema.Struct({
+  move_id: Schema.String,
+  tenant_id: Schema.String,
+  from_database: Schema.Int,
+  to_database: Schema.Int,
+  phase: Schema.Literals(phases).annotate({ description: "`frozen` (the tenant's writes held) → `copying` → `switched` (reads and writes on the target) → `dropped` (the source's rows deleted: done), or `failed`" }),
+  copy_round: Schema.Int.annotate({ description: "1, or more when verification found a difference and the copy started again" }),
+  copied: Schema.Record(Schema.String, Schema.Int).annotate({ description: "Rows copied per table in this round" }),
+  verified: Schema.NullOr(Schema.Record(Schema.String, Schema.Struct({ rows: Schema.Int, equal: Schema.Boolean }))).annotate({ description: "Per table: the tenant's rows and whether source and target agreed (count, lengths and sums of every column)" }),
+  error: Schema.NullOr(Schema.String),
+  started_by: Schema.String,
+  started_at: Schema.String,
+  updated_at: Schema.String,
+  finished_at: Schema.NullOr(Schema.String)
+}).annotate({ identifier: "TenantMove" })
+export type View = typeof View.Type
+
+const progressOf = (row: Row): Progress => {
+  const parsed = JSON.parse(row.copied) as Partial<Progress>
+  return { round: parsed.round ?? 1, cleared: parsed.cleared ?? false, tables: parsed.tables ?? {}, ...(parsed.dropped ? { dropped: parsed.dropped } : {}) }
+}
+
+export const view = (row: Row): View => {
+  const progress = progressOf(row)
+  const verified = row.verified === null ? null : (JSON.parse(row.verified) as Record<string, { rows: number; equal: boolean }>)
+  return {
+    move_id: row.id,
+    tenant_id: row.tenant_id,
+    from_database: row.from_database,
+    to_database: row.to_database,
+    phase: row.phase,
+    copy_round: progress.round,
+    copied: Object.fromEntries(Object.entries(progress.tables).map(([t, p]) => [t, p.rows])),
+    verified,
+    error: row.error,
+    started_by: row.started_by,
+    started_at: row.started_at,
+    updated_at: row.updated_at,
+    finished_at: row.finished_at
+  }
+}
+
+const unavailable = Failure.unavailable("the platform database")
+
+const q = (name: string) => `"${name.replaceAll('"', '""')}"`
+
+/** Every table a move copies: the framework's tenant tables, then each registered projection's. */
+export const tablesToMove = Effect.map(Effect.service(Registry), (registry) => [
+  ...tenantTables,
+  ...registry.projections.map(Projection.tableName).filter((t) => !(tenantTables as ReadonlyArray<string>).includes(t))
+])
+
+/** A move's record, by id. */
+export const find = Effect.fn("Move.find")(function*(id: string) {
+  const platform = yield* Sql.PlatformDatabase
+  return yield* Effect.mapError(platform.first<Row>(Sql.statement("SELECT * FROM tenant_moves WHERE id = ?", id)), unavailable)
+})
+
+/** A tenant's moves, newest first (at most 100). */
+export const list = Effect.fn("Move.list")(function*(tenantId: string) {
+  const platform = yield* Sql.PlatformDatabase
+  return yield* Effect.mapError(platform.all<Row>(Sql.statement("SELECT * FROM tenant_moves WHERE tenant_id = ? ORDER BY started_at DESC, id DESC LIMIT 100", tenantId)), unavailable)
+})
+
+/** The move in progress (of any tenant, or of `tenantId`), if any. */
+export const active = Effect.fn("Move.active")(function*(tenantId?: string) {
+  const platform = yield* Sql.PlatformDatabase
+  return yield* Effect.mapError(platform.first<Row>(tenantId === undefined
+    ? Sql.statement("SELECT * FROM tenant_moves WHERE phase IN ('frozen', 'copying', 'switched') ORDER BY started_at LIMIT 1")
+    : Sql.statement("SELECT * FROM tenant_moves WHERE tenant_id = ? AND phase IN ('frozen', 'copying', 'switched') LIMIT 1", tenantId)), unavailable)
+})
+
+/**
+ * Starts moving `tenantId` to read database `to`: records the move and holds the tenant's writes (one
+ * platform transaction); returns the record and the first step to enqueue.
+ */
+export const start = Effect.fn("Move.start")(function*(tenantId: string, to: number, startedBy: string) {
+  const shape = yield* TenantPlacement
+  const platform = yield* Sql.PlatformDatabase
+  if (!Number.isInteger(to) || to < 0 || to >= shape.databases.length) {
+    return yield* new Failure.InvalidInput({ message: `to_database must be a read database index from 0 to ${shape.databases.length - 1}`, problems: [{ path: "to_database", message: `must be 0 to ${shape.databases.length - 1}` }] })
+  }
+  const placement = yield* Effect.mapError(platform.first<{ database: number }>(Sql.statement("SELECT database FROM tenant_placements WHERE tenant_id = ?", tenantId)), unavailable)
+  if (!placement) return yield* new Failure.NotFound({ message: `tenant ${tenantId} is not placed yet (nothing to move): place it with PUT /v1/tenants/${tenantId}/placement` })
+  if (placement.database === to) return yield* new Failure.Conflict({ message: `tenant ${tenantId} is already on read database ${to}` })
+  if (shape.databases[placement.database]!.identity === shape.databases[to]!.identity) {
+    return yield* new Failure.Conflict({ message: `read databases ${placement.database} and ${to} are the same database` })
+  }
+  const rebuilding = yield* Effect.mapError(platform.first<{ id: string }>(Sql.statement("SELECT id FROM projection_rebuilds WHERE status = 'running' LIMIT 1")), unavailable)
+  if (rebuilding) return yield* new Failure.Conflict({ message: `a rebuild is running (${rebuilding.id}); move the tenant when it has finished` })
+  const id = `mv_${(yield* Time.millis).toString(36)}_${crypto.randomUUID().slice(0, 8)}`
+  const now = yield* Time.now
+  const progress: Progress = { round: 1, cleared: false, tables: {} }
+  const [inserted] = yield* Effect.mapError(platform.batch([
+    // One move per tenant at a time: the insert happens only when none is in progress.
+    Sql.statement(
+      `INSERT INTO tenant_moves (id, tenant_id, from_database, to_database, phase, copied, started_by, started_at, updated_at)
+       SELECT ?1, ?2, ?3, ?4, 'frozen', ?5, ?6, ?7, ?7
+       WHERE NOT EXISTS (SELECT 1 FROM tenant_moves WHERE tenant_id = ?2 AND phase IN ('frozen', 'copying', 'switched'))`,
+      id, tenantId, placement.database, to, JSON.stringify(progress), startedBy, now
+    ),
+    Sql.statement(
+      "UPDATE tenant_placements SET frozen_since = ?3 WHERE tenant_id = ?1 AND database = ?2 AND EXISTS (SELECT 1 FROM tenant_moves WHERE id = ?4)",
+      tenantId, placement.database, now, id
+    )
+  ]), unavailable)
+  if (inserted!.changes === 0) {
+    const running = yield* active(tenantId)
+    return yield* new Failure.Conflict({ message: `tenant ${tenantId} is already being moved${running ? ` (${running.id})` : ""}` })
+  }
+  shape.forget([tenantId])
+  const first: BatchPayload = { batch_id: id, operation: "move", offset: 0, total: 0 }
+  return { record: (yield* find(id))!, first }
+})
+
+/** What a step asks of the batch consumer: the next step (after a delay), or nothing when the move has ended. */
+export interface Next {
+  readonly payload: BatchPayload
+  readonly delaySeconds: number
+}
+
+interface Meta {
+  readonly columns: ReadonlyArray<string>
+  /** Primary-key columns, in key order. */
+  readonly key: ReadonlyArray<string>
+  readonly numeric: ReadonlyArray<string>
+}
+
+const permanent = (message: string) => new Failure.PermanentError({ reason: "permanent_failure", message })
+
+const columnsOf = (sql: Sql.Sql, table: string) =>
+  sql.all<{ name: string; type: string; pk: number }>(Sql.statement("SELECT name, type, pk FROM pragma_table_info(?)", table))
+
+/**
+ * How to copy `table`: its columns and primary key in the source, which the target must have too; undefined
+ * when the source has no such table (a registered projection never migrated: nothing of it to move).
+ */
+const metaOf = (source: Sql.Sql, target: Sql.Sql, table: string) =>
+  Effect.gen(function*() {
+    const rows = yield* columnsOf(source, table)
+    if (rows.length === 0) return undefined
+    const key = rows.filter((r) => r.pk > 0).sort((a, b) => a.pk - b.pk).map((r) => r.name)
+    if (key.length === 0) return yield* permanent(`table ${table} has no primary key: a move cannot copy it idempotently`)
+    if (!rows.some((r) => r.name === "tenant_id")) return yield* permanent(`table ${table} has no tenant_id column`)
+    const there = new Set((yield* columnsOf(target, table)).map((r) => r.name))
+    const missing = rows.filter((r) => !there.has(r.name)).map((r) => r.name)
+    if (missing.length > 0) {
+      return yield* permanent(`the target database lacks ${there.size === 0 ? `table ${table}` : `column(s) ${missing.join(", ")} of ${table}`}: apply the migrations to every read database, then move again`)
+    }
+    const numeric = rows.filter((r) => /INT|REAL|NUM|FLOA|DOUB/i.test(r.type)).map((r) => r.name)
+    return { columns: rows.map((r) => r.name), key, numeric } satisfies Meta
+  })
+
+/** One page of the tenant's rows of `table` after `after` (primary-key order). */
+const page = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string, after: ReadonlyArray<unknown> | null, limit: number) => {
+  const key = meta.key.map(q).join(", ")
+  const cursor = after === null ? "" : ` AND (${key}) > (${meta.key.map(() => "?").join(", ")})`
+  return sql.all<Record<string, unknown>>(Sql.statement(
+    `SELECT ${meta.columns.map(q).join(", ")} FROM ${q(table)} WHERE tenant_id = ?${cursor} ORDER BY ${key} LIMIT ${limit}`,
+    tenantId, ...(after ?? [])
+  ))
+}
+
+/** Statements writing `rows` to `table` (each within D1's 100 bound parameters); a row already there is replaced. */
+const inserts = (table: string, meta: Meta, rows: ReadonlyArray<Record<string, unknown>>): Array<Sql.Statement> => {
+  const perStatement = Math.max(1, Math.floor(100 / meta.columns.length))
+  const out: Array<Sql.Statement> = []
+  for (let i = 0; i < rows.length; i += perStatement) {
+    const chunk = rows.slice(i, i + perStatement)
+    const tuple = `(${meta.columns.map(() => "?").join(", ")})`
+    out.push({
+      sql: `INSERT OR REPLACE INTO ${q(table)} (${meta.columns.map(q).join(", ")}) VALUES ${chunk.map(() => tuple).join(", ")}`,
+      params: chunk.flatMap((row) => meta.columns.map((c) => row[c] ?? null))
+    })
+  }
+  return out
+}
+
+/** Deletes up to `limit` of the tenant's rows of `table`; how many. */
+const deletePage = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string, limit: number) => {
+  const key = meta.key.map(q).join(", ")
+  return sql.run(Sql.statement(
+    `DELETE FROM ${q(table)} WHERE (${key}) IN (SELECT ${key} FROM ${q(table)} WHERE tenant_id = ? LIMIT ${limit})`,
+    tenantId
+  ))
+}
+
+/** The tenant's rows of `table` summarised: count, total length of every column, sum of every numeric column. */
+const summary = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string) =>
+  Effect.map(
+    sql.first<Record<string, number>>(Sql.statement(
+      `SELECT COUNT(*) AS "rows", ${meta.columns.map((c, i) => `TOTAL(LENGTH(${q(c)})) AS "l${i}"`).join(", ")}${
+        meta.numeric.map((c, i) => `, TOTAL(${q(c)}) AS "s${i}"`).join("")
+      } FROM ${q(table)} WHERE tenant_id = ?`,
+      tenantId
+    )),
+    (row) => row ?? { rows: 0 }
+  )
+
+const samePayload = (payload: BatchPayload): BatchPayload => ({ ...payload, offset: payload.offset + 1 })
+
+export const step = Effect.fn("Move.step")(function*(payload: BatchPayload) {
+  const shape = yield* TenantPlacement
+  const platform = yield* Sql.PlatformDatabase
+  const move = yield* find(payload.batch_id)
+  if (!move || move.phase === "dropped" || move.phase === "failed") return undefined
+  const source = shape.databases[move.from_database]
+  const target = shape.databases[move.to_database]
+  if (!source || !target) return yield* permanent(`read database ${!source ? move.from_database : move.to_database} is not bound`)
+  const metas = new Map<string, Meta>()
+  const found: Array<string> = []
+  for (const table of yield* tablesToMove) {
+    const m = yield* metaOf(source, target, table)
+    if (m === undefined) continue
+    metas.set(table, m)
+    found.push(table)
+  }
+  const tables: ReadonlyArray<string> = found
+  const meta = (table: string) => Effect.succeed(metas.get(table)!)
+  const progress = progressOf(move)
+  const now = yield* Time.millis
+  const next = (delayMs = 0): Next => ({ payload: samePayload(payload), delaySeconds: Math.max(0, Math.ceil(delayMs / 1000)) })
+  const record = (fields: { phase?: Phase; progress?: Progress; verified?: string; finished?: boolean }) =>
+    Effect.mapError(platform.run(Sql.statement(
+      `UPDATE tenant_moves SET phase = COALESCE(?2, phase), copied = COALESCE(?3, copied), verified = COALESCE(?4, verified),
+         updated_at = ?5, finished_at = CASE WHEN ?6 THEN ?5 ELSE finished_at END WHERE id = ?1`,
+      move.id, fields.phase ?? null, fields.progress ? JSON.stringify(fields.progress) : null, fields.verified ?? null,
+      new Date(now).toISOString(), fields.finished ? 1 : 0
+    )), unavailable)
+
+  if (move.phase === "frozen") {
+    // Every isolate reads the hold within `cacheMs` of it; then a write that passed the check just before lands.
+    const wait = Date.parse(move.started_at) + shape.cacheMs + settleMs - now
+    if (wait > 0) return next(wait)
+    yield* record({ phase: "copying" })
+    return next()
+  }
+
+  if (move.phase === "copying") {
+    let budget = rowsPerStep
+    if (!progress.cleared) {
+      // The tenant's rows left in the target by an earlier move that failed: none may survive into this copy.
+      for (const table of tables) {
+        const m = yield* meta(table)
+        for (let deleted = rowsPerPage; deleted === rowsPerPage && budget > 0; budget -= deleted) deleted = yield* deletePage(target, table, m, move.tenant_id, rowsPerPage)
+        if (budget <= 0) return next()
+      }
+      yield* record({ progress: { ...progress, cleared: true } })
+      return next()
+    }
+    const copied: Record<string, TableProgress> = { ...progress.tables }
+    for (const table of tables) {
+      const m = yield* meta(table)
+      let state = copied[table] ?? { rows: 0, after: null, done: false }
+      while (!state.done && budget > 0) {
+        const rows = yield* page(source, table, m, move.tenant_id, state.after, rowsPerPage)
+        if (rows.length > 0) yield* target.batch(inserts(table, m, rows))
+        const last = rows.at(-1)
+        state = { rows: state.rows + rows.length, after: last ? m.key.map((k) => last[k]) : state.after, done: rows.length < rowsPerPage }
+        copied[table] = state
+        budget -= rows.length
+        yield* record({ progress: { ...progress, tables: copied } })
+      }
+      if (!state.done) return next()
+    }
+    // Everything copied: source and target must agree on every table before the switch.
+    const verified: Record<string, { rows: number; equal: boolean }> = {}
+    for (const table of tables) {
+      const m = yield* meta(table)
+      const [a, b] = yield* Effect.all([summary(source, table, m, move.tenant_id), summary(target, table, m, move.tenant_id)], { concurrency: 2 })
+      verified[table] = { rows: a.rows ?? 0, equal: JSON.stringify(a) === JSON.stringify(b) }
+    }
+    const equal = Object.values(verified).every((v) => v.equal)
+    if (!equal) {
+      const differing = Object.entries(verified).filter(([, v]) => !v.equal).map(([t]) => t)
+      if (progress.round >= rounds) return yield* permanent(`after ${rounds} copies the source and target still differ (${differing.join(", ")}): a writer ignores the hold`)
+      yield* Effect.logWarning(`move ${move.id} of ${move.tenant_id}: ${differing.join(", ")} changed during the copy; copying again`)
+      yield* record({ progress: { round: progress.round + 1, cleared: false, tables: {} }, verified: JSON.stringify(verified) })
+      return next()
+    }
+    // The switch: the placement moves and the hold ends in one platform transaction.
+    const switchedAt = new Date(now).toISOString()
+    yield* Effect.mapError(platform.batch([
+      Sql.statement("UPDATE tenant_placements SET database = ?2, frozen_since = NULL WHERE tenant_id = ?1 AND database = ?3", move.tenant_id, move.to_database, move.from_database),
+      Sql.statement("UPDATE tenant_moves SET phase = 'switched', verified = ?2, updated_at = ?3 WHERE id = ?1 AND phase = 'copying'", move.id, JSON.stringify(verified), switchedAt)
+    ]), unavailable)
+    shape.forget([move.tenant_id])
+    return next(shape.cacheMs + settleMs)
+  }
+
+  // switched: once no isolate trusts the old placement, the source's rows go.
+  const wait = Date.parse(move.updated_at) + shape.cacheMs + settleMs - now
+  const dropped: Record<string, TableProgress> = { ...progress.dropped }
+  if (wait > 0 && Object.keys(dropped).length === 0) return next(wait)
+  let budget = rowsPerStep
+  for (const table of tables) {
+    const m = yield* meta(table)
+    let state = dropped[table] ?? { rows: 0, after: null, done: false }
+    while (!state.done && budget > 0) {
+      const deleted = yield* deletePage(source, table, m, move.tenant_id, rowsPerPage)
+      state = { rows: state.rows + deleted, after: null, done: deleted < rowsPerPage }
+      dropped[table] = state
+      budget -= deleted
+    }
+    if (!state.done) {
+      yield* record({ progress: { ...progress, dropped } })
+      return next()
+    }
+  }
+  yield* record({ phase: "dropped", progress: { ...progress, dropped }, finished: true })
+  return undefined
+})
+
+/**
+ * Ends a move `failed` with `error`; lifts the tenant's hold unless the move has switched (then the
+ * placement is already the target's and the hold is gone; the source's leftover rows are only unused).
+ */
+export const fail = Effect.fn("Move.fail")(function*(id: string, error: string, now: string) {
+  const platform = yield* Sql.PlatformDatabase
+  const shape = yield* TenantPlacement
+  const move = yield* find(id)
+  if (!move || move.phase === "dropped" || move.phase === "failed") return
+  yield* Effect.mapError(platform.batch([
+    Sql.statement("UPDATE tenant_moves SET phase = 'failed', error = ?2, updated_at = ?3, finished_at = ?3 WHERE id = ?1 AND phase IN ('frozen', 'copying', 'switched')", id, error.slice(0, 2_000), now),
+    Sql.statement("UPDATE tenant_placements SET frozen_since = NULL WHERE tenant_id = ?1 AND database = ?2", move.tenant_id, move.from_database)
+  ]), unavailable)
+  shape.forget([move.tenant_id])
+})
