@@ -6,7 +6,7 @@
  * and moves a tenant to another database under live traffic (`POST /v1/tenants/:tenant/moves`, core's Move:
  * a resumable operation of the batch queue), following it with `GET /v1/tenants/:tenant/moves/:move_id`.
  */
-import { Effect, Schema } from "effect"
+import { Effect, Result, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import { BatchConsumer, Failure, Move, Placement, QueueProducer, RetryPolicy, Sql } from "@factline/core"
@@ -144,7 +144,7 @@ export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
       const started = yield* Move.start(c.req.param("tenant")!, to, principal.name ?? principal.tenantId)
       const queues = yield* QueueProducer.QueueProducer
       const sent = yield* Effect.result(Effect.flatMap(BatchConsumer.make(started.first), (message) => queues.sendBatch(RetryPolicy.batch.queue, [message])))
-      if (sent._tag === "Failure") {
+      if (Result.isFailure(sent)) {
         // A move that never runs must not hold the tenant's writes.
         yield* Move.fail(started.record.id, "the batch queue was unavailable when the move was started", new Date().toISOString())
         return yield* sent.failure
