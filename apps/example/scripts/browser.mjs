@@ -296,6 +296,19 @@ try {
   r = await cli(["export", "--out", exported, ...asTenant])
   const lines = r.code === 0 ? readFileSync(exported, "utf8").trim().split("\n") : []
   check("cli", "export --out FILE downloads the tenant's facts", r.code === 0 && r.stdout.includes(`written to ${exported}`) && lines.some((l) => l.includes(`ok_${run}_0`)), show(r))
+  // Tenants: where each lives; an unused tenant placed, then moved (started, not followed: the stack trusts a placement 30 s).
+  r = await cli(["tenants", "me", ...asTenant])
+  check("cli", "tenants me names the token's read database", r.code === 0 && /^tenant-a: read database \d+ \(binding \S+\)$/.test(r.stdout.trim()), show(r))
+  r = await cli(["tenants", "place", `tenant-cli-${run}`, "--to", "1", ...as])
+  check("cli", "tenants place TENANT --to N", r.code === 0 && r.stdout.includes(`tenant-cli-${run}: read database 1 (binding FACTLINE_READ_DB_1)`), show(r))
+  r = await cli(["tenants", ...as])
+  check("cli", "tenants lists the read databases and the placements", r.code === 0 && /^READ DB\s+BINDING\s+TENANTS/m.test(r.stdout) && r.stdout.includes(`tenant-cli-${run}`), show(r))
+  r = await cli(["tenants", "move", `tenant-cli-${run}`, "--to", "0", "--no-wait", ...as])
+  check("cli", "tenants move TENANT --to N --no-wait starts the move (writes held)", r.code === 0 && /^move mv_\S+ {2}tenant-cli-\S+: read database 1 → 0 {2}frozen/.test(r.stdout.trim()), show(r))
+  r = await cli(["tenants", "move", `tenant-cli-${run}`, "--to", "0", ...as])
+  check("cli", "a second move of the same tenant fails (exit 1): 409", r.code === 1 && r.stderr.includes("409 conflict") && r.stderr.includes("already being moved"), show(r))
+  r = await cli(["tenants", "move", `tenant-cli-${run}`, ...as])
+  check("cli", "tenants move without --to is a usage error (exit 2)", r.code === 2 && r.stderr.includes("--to"), show(r))
 } catch (error) {
   tally.browser.failed++
   console.log(`✗ run failed: ${error instanceof Error ? error.stack : String(error)}`)

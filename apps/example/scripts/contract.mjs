@@ -162,6 +162,13 @@ await checks("contract", async ({ base, check }) => {
   await call("PUT", "/v1/tenants/{tenant}/placement", { tenant: "tenant-contract" }, { token: platform, body: { read_database: 1 } })
   await call("PUT", "/v1/tenants/{tenant}/placement", { tenant: "tenant-contract" }, { token: platform, body: { read_database: 0 } })
   await call("PUT", "/v1/tenants/{tenant}/placement", { tenant: "tenant-contract" }, { token: platform, body: { read_database: 99 } })
+  // Moving it: started (202), refused where it already is or while it moves (409), followed (200), unknown (404).
+  const move = await call("POST", "/v1/tenants/{tenant}/moves", { tenant: "tenant-contract" }, { token: platform, body: { to_database: 0 } })
+  await call("POST", "/v1/tenants/{tenant}/moves", { tenant: "tenant-contract" }, { token: platform, body: { to_database: 0 } })
+  await call("POST", "/v1/tenants/{tenant}/moves", { tenant: "tenant-contract" }, { token: platform, body: { to_database: "one" } })
+  await call("POST", "/v1/tenants/{tenant}/moves", { tenant: "nobody-placed" }, { token: platform, body: { to_database: 0 } })
+  await call("GET", "/v1/tenants/{tenant}/moves/{move_id}", { tenant: "tenant-contract", move_id: move.body?.move_id ?? "none" }, { token: platform })
+  await call("GET", "/v1/tenants/{tenant}/moves/{move_id}", { tenant: "tenant-contract", move_id: "none" }, { token: platform })
 
   // Webhooks.
   await call("GET", "/v1/webhooks/event-types", {})

@@ -72,10 +72,11 @@ const queryOf: Record<string, ReadonlyArray<string>> = {
   "GET /v1/dlq/:id": [],
   "GET /v1/queues/health": ["window"],
   "GET /v1/tenants/me": [],
-  "GET /v1/tenants": []
+  "GET /v1/tenants": [],
+  "GET /v1/tenants/:tenant/moves/:move_id": []
 }
 /** A valid value per path parameter, used while another parameter carries the hostile one. */
-const validParam: Record<string, string> = { subject: "call_1", name: "calls", id: "rb_x", fact_id: "f_x" }
+const validParam: Record<string, string> = { subject: "call_1", name: "calls", id: "rb_x", fact_id: "f_x", tenant: "tenant-a", move_id: "mv_x" }
 
 const tokenFor = (route: Api.Route) => ((route.scopes as ReadonlyArray<string>).includes("platform") && !(route.scopes as ReadonlyArray<string>).includes("read") && !(route.scopes as ReadonlyArray<string>).includes("admin") ? tokenPlatform : tokenA)
 

@@ -169,7 +169,9 @@ describe("tenancy sweep, every route of the table", () => {
     "GET /v1/tenants/me": { ownerStatus: 200, ownMarkers: ['"read_database"'], answersB: true },
     // Platform scope: every tenant's token is refused.
     "GET /v1/tenants": { ownerStatus: undefined },
-    "PUT /v1/tenants/:tenant/placement": { params: { tenant: "tenant-a" }, body: { read_database: 0 }, ownerStatus: undefined }
+    "PUT /v1/tenants/:tenant/placement": { params: { tenant: "tenant-a" }, body: { read_database: 0 }, ownerStatus: undefined },
+    "POST /v1/tenants/:tenant/moves": { params: { tenant: "tenant-a" }, body: { to_database: 1 }, ownerStatus: undefined },
+    "GET /v1/tenants/:tenant/moves/:move_id": { params: { tenant: "tenant-a", move_id: "mv_probe" }, ownerStatus: undefined }
   })
 
   it("tenant B's token on tenant A's resources: 403 or 404 (an empty page for a listing), nothing of A's in the body", async () => {

@@ -101,6 +101,15 @@ export type StartBatch =
   | { readonly operation: "reconcile"; readonly projection: string; readonly repair?: boolean }
   | { readonly operation: "rebuild"; readonly projection: string }
 
+/** Where a tenant's read side lives (`GET /v1/tenants/me`). */
+const Placement = open({ tenant_id: Schema.String, read_database: Schema.Int, binding: Schema.String, placed_at: Schema.String, writes_held_since: Nullable })
+/** A move of a tenant between read databases. */
+const TenantMove = open({
+  move_id: Schema.String, tenant_id: Schema.String, from_database: Schema.Int, to_database: Schema.Int, phase: Schema.String,
+  copy_round: Schema.Int, copied: Schema.Record(Schema.String, Schema.Number), verified: Schema.NullOr(Json), error: Nullable,
+  started_at: Schema.String, updated_at: Schema.String, finished_at: Nullable
+})
+
 /** A body: a value sent as JSON, JSON text already serialised (the events of an emit batch), or a file streamed. */
 export interface Body<B> {
   readonly kind: "json" | "text" | "file"
@@ -159,7 +168,12 @@ export const routes = {
   getBatch: route("GET", "/v1/batches/:id", 200, BatchJob),
   cancelBatch: route("POST", "/v1/batches/:id/cancel", 200, Job),
   upload: route("PUT", "/v1/uploads/:name", 201, Uploaded, { body: ndjson }),
-  batchOutput: route("GET", "/v1/batches/:id/output", 200, "stream")
+  batchOutput: route("GET", "/v1/batches/:id/output", 200, "stream"),
+  tenantPlacement: route("GET", "/v1/tenants/me", 200, Placement),
+  listPlacements: route("GET", "/v1/tenants", 200, open({ databases: Schema.Array(open({ read_database: Schema.Int, binding: Schema.String, tenants: Schema.Int })), data: Schema.Array(Placement) })),
+  placeTenant: route("PUT", "/v1/tenants/:tenant/placement", 200, Placement, { body: json<{ readonly read_database: number }>() }),
+  moveTenant: route("POST", "/v1/tenants/:tenant/moves", 202, TenantMove, { body: json<{ readonly to_database: number }>() }),
+  getTenantMove: route("GET", "/v1/tenants/:tenant/moves/:move_id", 200, TenantMove)
 } as const
 
 type Params<P extends string> = P extends `${string}:${infer Name}/${infer Rest}` ? Name | Params<`/${Rest}`> : P extends `${string}:${infer Name}` ? Name : never

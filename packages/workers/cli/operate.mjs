@@ -1,7 +1,7 @@
 /**
  * The operators' commands of `factline`, against any deployment's HTTP API: queue health, dead letters
  * (list, show, replay one or all matching, skip, escalate), batch jobs (list, show, cancel; import, export,
- * reconcile, rebuild with a progress bar). Every call goes through the client's request layer
+ * reconcile, rebuild with a progress bar), tenants (where each lives, place one, move one and follow the move). Every call goes through the client's request layer
  * (`Requests` of @factline/client): this module knows the commands, their options and their output —
  * tables, `--json` for the API's JSON as is, the error to print — not the routes.
  *
@@ -281,6 +281,45 @@ Object.assign(commands, {
   }
 })
 
+const moveLine = (m) => `move ${clean(m.move_id)}  ${clean(m.tenant_id)}: read database ${m.from_database} → ${m.to_database}  ${colored(clean(m.phase))}` +
+  `  round ${m.copy_round}  copied ${num(Object.values(m.copied ?? {}).reduce((a, b) => a + b, 0))} rows${m.error ? `\nerror: ${clean(m.error)}` : ""}`
+
+Object.assign(commands, {
+  /** Where tenants live (`tenants`, `tenants me`), placing one (`tenants place <tenant> --to N`), moving one (`tenants move <tenant> --to N`). */
+  async tenants(api, { flags, positional }) {
+    const [, sub = "list", tenant] = positional
+    if (sub === "me") {
+      const p = await api.tenantPlacement()
+      return flags.json ? p : `${clean(p.tenant_id)}: read database ${p.read_database} (binding ${clean(p.binding)})${p.writes_held_since ? `, writes held since ${clean(p.writes_held_since)} (being moved)` : ""}`
+    }
+    if (sub === "list") {
+      const all = await api.listPlacements()
+      if (flags.json) return all
+      return [
+        table([{ title: "READ DB", get: (d) => d.read_database, align: "right" }, { title: "BINDING", get: (d) => d.binding }, { title: "TENANTS", get: (d) => num(d.tenants), align: "right" }], all.databases),
+        "",
+        table([{ title: "TENANT", get: (p) => p.tenant_id, max: 40 }, { title: "READ DB", get: (p) => p.read_database, align: "right" }, { title: "PLACED", get: (p) => ago(p.placed_at) }, { title: "HELD", get: (p) => (p.writes_held_since ? ago(p.writes_held_since) : "") }], all.data)
+      ].join("\n")
+    }
+    if (sub !== "place" && sub !== "move") throw new UsageError(`unknown tenants subcommand ${sub}`)
+    const to = Number(flags.to)
+    if (!tenant || positional.length > 3 || flags.to === undefined || !Number.isInteger(to)) throw new UsageError(`tenants ${sub} needs a tenant and --to <read database index>`)
+    if (sub === "place") {
+      const p = await api.placeTenant({ params: { tenant }, body: { read_database: to } })
+      return flags.json ? p : `${clean(p.tenant_id)}: read database ${p.read_database} (binding ${clean(p.binding)})`
+    }
+    let move = await api.moveTenant({ params: { tenant }, body: { to_database: to } })
+    if (flags["no-wait"]) return flags.json ? move : moveLine(move)
+    const tty = process.stderr.isTTY
+    while (!["dropped", "failed"].includes(move.phase)) {
+      process.stderr.write(tty ? `\r${moveLine(move)}\u001b[K` : `${moveLine(move)}\n`)
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
+      move = await api.getTenantMove({ params: { tenant, move_id: move.move_id } })
+    }
+    if (tty) process.stderr.write("\n")
+    return flags.json ? move : moveLine(move)
+  }
+})
 
 /** The error an answer (or no answer) makes, for a person: the API's status, code and message, and each problem it names. */
 const refusal = (error, url) => {
@@ -298,7 +337,7 @@ export const run = async (argv) => {
   let url
   try {
     const { options, positional } = Args.parse(argv, {
-      values: ["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out"],
+      values: ["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out", "to"],
       switches: ["json", "all-matching", "repair", "no-wait"]
     })
     const args = { flags: (flags = options), positional }
