@@ -9,7 +9,10 @@
  *   in a message of several items, only the failing item is dead-lettered (as its own message);
  * - transient failure → `retry({ delaySeconds })` from the queue's policy (the whole message:
  *   its items that succeeded are idempotent and cost nothing the second time);
- * - transient failure on the last allowed attempt → dead-lettered (`retries_exhausted`), then acked.
+ * - transient failure on the last allowed attempt → dead-lettered (`retries_exhausted`), then acked;
+ * - a failure that only waits for something bound to end soon (`parkSeconds`: a tenant's writes held by a
+ *   move) → parked: the same body sent again to the same queue after that delay, then acked — it spends
+ *   none of the message's attempts, so a long hold never dead-letters it (a send that fails → a retry).
  * Nothing is acked before its outcome is durable (ledger append and relay, projection write,
  * or DLQ send). Never `retryAll`. Attempts come from the queue's own `attempts`. The events,
  * fact-processing and projections queues keep no inbox — their idempotency is the ledger's fact
@@ -29,6 +32,7 @@ import * as Inbox from "./Inbox.js"
 import * as RetryPolicy from "./RetryPolicy.js"
 import * as QueueGroups from "./QueueGroups.js"
 import * as Time from "../platform/Time.js"
+import { QueueProducer } from "../producing/QueueProducer.js"
 
 /**
  * The outcome of one item: done, or the family failure it ended with (`retryable` decides between a retry
@@ -84,9 +88,9 @@ const traceIds = (body: unknown) => {
  * the batch's queue read as its purpose (`factline-events-3` → `factline-events`, the name every other
  * record uses); a group queue's group is `queue_group`.
  */
-export const attemptLine = (queue: QueueFields, m: { readonly id: string; readonly attempts: number; readonly body: unknown }, outcome: "acked" | "retried" | "dead_lettered", errorClass?: string, error?: string) =>
+export const attemptLine = (queue: QueueFields, m: { readonly id: string; readonly attempts: number; readonly body: unknown }, outcome: "acked" | "retried" | "parked" | "dead_lettered", errorClass?: string, error?: string) =>
   JSON.stringify({
-    level: outcome === "acked" ? "info" : outcome === "retried" ? "warn" : "error",
+    level: outcome === "acked" ? "info" : outcome === "retried" || outcome === "parked" ? "warn" : "error",
     message: "queue message processed",
     ...queue,
     message_id: m.id,
@@ -143,6 +147,7 @@ interface DeadRecord {
 type Verdict =
   | { readonly _tag: "Ack" }
   | { readonly _tag: "Retry"; readonly error: string; readonly atLeastSeconds?: number }
+  | { readonly _tag: "Park"; readonly error: string; readonly seconds: number }
   | { readonly _tag: "DeadLetter"; readonly records: ReadonlyArray<DeadRecord> }
 
 const truncate = (s: string) => (s.length > maxErrorLength ? `${s.slice(0, maxErrorLength)}…` : s)
@@ -233,6 +238,10 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
           return Result.isFailure(outcome) ? [{ item, failure: outcome.failure }] : []
         })
         if (failures.length === 0) return void (verdicts[i] = { _tag: "Ack" })
+        // Every failure only waits for a hold to end: parked, whatever the attempt.
+        if (failures.every((f) => f.failure.retryable && f.failure.parkSeconds !== undefined)) {
+          return void (verdicts[i] = { _tag: "Park", error: failures[0]!.failure.message, seconds: Math.max(...failures.map((f) => f.failure.parkSeconds!)) })
+        }
         const last = RetryPolicy.isLastAttempt(spec.policy, m.attempts)
         const retrying = failures.find((f) => f.failure.retryable)
         // A retryable failure retries the whole message; its permanent siblings are dead-lettered when it settles.
@@ -276,6 +285,17 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       for (const { i } of dead) verdicts[i] = { _tag: "Retry", error: sent.failure.message }
     }
 
+    // 5b. parked: sent again (same body, same queue, delayed) before their originals are acked; one send per delay.
+    const parked = verdicts.flatMap((v, i) => (v._tag === "Park" ? [{ v, m: messages[i]!, i }] : []))
+    if (parked.length > 0) {
+      const queues = yield* QueueProducer
+      for (const seconds of new Set(parked.map((p) => p.v.seconds))) {
+        const group = parked.filter((p) => p.v.seconds === seconds)
+        const resent = yield* Effect.result(queues.sendBatch(batch.queue, group.map((p) => p.m.body), { delaySeconds: seconds }))
+        if (Result.isFailure(resent)) for (const { v, i } of group) verdicts[i] = { _tag: "Retry", error: `${v.error}; parking it failed: ${resent.failure.message}` }
+      }
+    }
+
     // 6. settle each message on its own.
     const scale = spec.delayScale ?? 1
     verdicts.forEach((v, i) => {
@@ -295,12 +315,14 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
         if (v._tag === "Ack") {
           if (log === "all") console.log(attemptLine(fields, m, "acked"))
         } else if (v._tag === "Retry") console.warn(attemptLine(fields, m, "retried", "transient", v.error))
+        else if (v._tag === "Park") console.warn(attemptLine(fields, m, "parked", "held", v.error))
         else console.error(attemptLine(fields, m, "dead_lettered", v.records[0]?.reason, v.records[0]?.error))
       })
     }
     const counts = { acked: 0, retried: 0, deadLettered: 0, deadLetteredByReason: {} as Record<string, number> }
     for (const v of verdicts) {
-      if (v._tag === "Retry") counts.retried++
+      // A parked message comes back as a new one: counted as a retry, as it is one for the queue's health.
+      if (v._tag === "Retry" || v._tag === "Park") counts.retried++
       else if (v._tag === "Ack") counts.acked++
       else {
         counts.deadLettered++

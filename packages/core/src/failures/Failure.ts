@@ -38,6 +38,12 @@ export interface Failure {
   readonly details?: unknown
   /** The dead-letter reason of a message that fails this way and is not retried. */
   readonly reason: FailureReason
+  /**
+   * Set on a retryable failure that waits for something bound to end soon (a tenant's writes held by a move):
+   * a consumer parks the message — sends it again after this many seconds and acks it — instead of spending
+   * one of its attempts.
+   */
+  readonly parkSeconds?: number | undefined
   /** The least delay before trying again (a receiver's `Retry-After`), in seconds. */
   readonly retryAfterSeconds?: number | undefined
 }
@@ -90,7 +96,8 @@ export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", {
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", {
   service: Schema.String,
   message: Schema.String,
-  retryAfterSeconds: Schema.optional(Schema.Number)
+  retryAfterSeconds: Schema.optional(Schema.Number),
+  parkSeconds: Schema.optional(Schema.Number)
 }) {
   readonly [TypeId] = TypeId
   get status() { return 503 }

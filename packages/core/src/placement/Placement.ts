@@ -162,7 +162,15 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
 
 /** A tenant's writes are held while its move takes its last copy: retryable, as any unavailable database. */
 const held = (tenantId: string) =>
-  new Failure.Unavailable({ service: "the tenant's read database", message: `tenant ${tenantId} is being moved to another read database; its writes resume when the move switches it` })
+  new Failure.Unavailable({
+    service: "the tenant's read database",
+    message: `tenant ${tenantId} is being moved to another read database; its writes resume when the move switches it`,
+    retryAfterSeconds: heldRetrySeconds,
+    parkSeconds: heldRetrySeconds
+  })
+
+/** When a held write is worth trying again: what the HTTP edge's `retry-after` says, and how long a consumer parks a held message. */
+export const heldRetrySeconds = 5
 
 /** The read database of a placement, refusing writes while a move holds them. */
 const doorOf = (shape: Shape, placement: Placement, write: boolean) =>
@@ -196,6 +204,18 @@ export const grouped = <T>(shape: Shape, items: ReadonlyArray<T>, tenantOf: (ite
     const { groups, held: heldItems } = partition(shape, yield* shape.placements(items.map(tenantOf)), items, tenantOf, write)
     if (heldItems.length > 0) return yield* held(heldItems[0]!.tenantId)
     return groups
+  })
+
+/**
+ * The items grouped by their tenant's read database for writes, and the items of tenants whose writes are held
+ * (with the failure to report for each), for a caller that settles items one by one: a held tenant holds back
+ * its own items only.
+ */
+export const groupedForWrites = <T>(shape: Shape, items: ReadonlyArray<T>, tenantOf: (item: T) => string) =>
+  Effect.gen(function*() {
+    if (items.length === 0) return { groups: [], held: [] }
+    const { groups, held: heldItems } = partition(shape, yield* shape.placements(items.map(tenantOf)), items, tenantOf, true)
+    return { groups, held: heldItems.map(({ item, tenantId }) => ({ item, failure: held(tenantId) })) }
   })
 
 /** `make` over each database, built once per database and kept (a store's caches live as long as the isolate). */

@@ -47,6 +47,9 @@ export interface Bound {
   readonly accepted_at: string
 }
 
+/** What a claimed key is bound to, or why it cannot be claimed now (its tenant's writes are held by a move: retry). */
+export type Claimed = Bound | { readonly held: Failure.Unavailable }
+
 export const claimKey = tenantKey
 
 /** The store over one database (the one in scope, for callers: `AcceptedKeys`). */
@@ -66,7 +69,7 @@ export interface Shape {
    * entry of a key wins when one batch carries two), and returns the hash every
    * key is bound to now, by `claimKey(tenant, key)`.
    */
-  readonly claim: (entries: ReadonlyArray<Claim>, now: string) => Effect.Effect<ReadonlyMap<string, Bound>, Failure.Unavailable>
+  readonly claim: (entries: ReadonlyArray<Claim>, now: string) => Effect.Effect<ReadonlyMap<string, Claimed>, Failure.Unavailable>
   /**
    * Forgets keys accepted before `before` (ISO-8601), oldest first, at most `limit` of them; returns
    * how many were deleted. A forgotten key may be bound to a new payload afterwards.
@@ -159,10 +162,14 @@ export const placed = (placement: Placement.Shape): Shape => {
   return {
     record: (tenantId, entries, now) => Effect.flatMap(Placement.door(placement, tenantId, true), (sql) => on(sql).record(tenantId, entries, now)),
     claim: (entries, now) =>
-      Effect.flatMap(Placement.grouped(placement, entries, (e) => e.tenant_id, true), (groups) =>
+      Effect.flatMap(Placement.groupedForWrites(placement, entries, (e) => e.tenant_id), ({ groups, held }) =>
         Effect.map(
           Effect.forEach(groups, (group) => on(group.sql).claim(group.items, now), { concurrency: "unbounded" }),
-          (bound) => new Map(bound.flatMap((m) => [...m])) as ReadonlyMap<string, Bound>
+          (bound) => new Map<string, Claimed>([
+            ...bound.flatMap((m) => [...m]),
+            // A tenant being moved: its keys wait (and its messages with them); the other tenants' are claimed.
+            ...held.map(({ item, failure }) => [claimKey(item.tenant_id, item.idempotency_key), { held: failure }] as const)
+          ])
         )),
     prune: (before, limit) =>
       Effect.map(Effect.forEach(placement.everywhere, (sql) => on(sql).prune(before, limit)), (counts) => counts.reduce((a, b) => a + b, 0))

@@ -81,7 +81,8 @@ export const process = Effect.fn("EventsConsumer.process")(function*(items: Read
   const outcomes = new Map<string, Consumer.Outcome>()
   const claimed = yield* Effect.result(keys.claim(items.map((item) => item.value.claim), yield* Time.now))
   if (Result.isFailure(claimed)) {
-    for (const { key } of items) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `idempotency keys could not be checked: ${claimed.failure.message}` })))
+    const failure = claimed.failure.parkSeconds === undefined ? new Failure.TransientError({ message: `idempotency keys could not be checked: ${claimed.failure.message}` }) : claimed.failure
+    for (const { key } of items) outcomes.set(key, Consumer.failed(failure))
     return outcomes as ReadonlyMap<string, Consumer.Outcome>
   }
   const decide: Array<Consumer.Item<Routed>> = []
@@ -89,6 +90,7 @@ export const process = Effect.fn("EventsConsumer.process")(function*(items: Read
     const { tenant_id, idempotency_key, payload_hash } = value.claim
     const bound = claimed.success.get(claimKey(tenant_id, idempotency_key))
     if (bound === undefined) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: "the idempotency key was not recorded" })))
+    else if ("held" in bound) outcomes.set(key, Consumer.failed(bound.held))
     else if (bound.payload_hash !== payload_hash) outcomes.set(key, conflict(idempotency_key, bound, payload_hash))
     else decide.push({ key, value: value.routed })
   }
