@@ -124,6 +124,23 @@ describe("dead letters through a long D1 outage", () => {
     expect((await FaultCases.deadLetterRows(run)).length).toBe(2)
   })
 
+  it("an object under the spill prefix that is not a spilled dead letter is left in place, counted and not stored; the others around it are recovered", async () => {
+    const run = unique("dlx")
+    const { messages } = deadLetters(run)
+    const stray = DeadLetterSpill.keyOf(queue, `${run}_stray`)
+    const mismatched = DeadLetterSpill.keyOf(queue, `${run}_renamed`)
+    await env.PAYLOADS.put(stray, "not json {")
+    expect((await deliver(messages, 9, FaultCases.outageEnv({ d1Down: true, r2Down: false }))).acked).toEqual(messages.map((m) => m.id).sort())
+    // A spilled object copied to another key does not match its key: not trusted either.
+    await env.PAYLOADS.put(mismatched, await (await env.PAYLOADS.get(DeadLetterSpill.keyOf(queue, messages[0]!.id)))!.text())
+    expect((await spilledCount()).health).toBe(4)
+    await FaultCases.cron(testEnv)
+    expect((await FaultCases.deadLetterRows(run)).map((r) => r.id).sort()).toEqual(messages.map((m) => m.id).sort())
+    expect(await FaultCases.spilledKeys(run)).toEqual([mismatched, stray].sort())
+    expect((await spilledCount()).health).toBe(2)
+    await env.PAYLOADS.delete([stray, mismatched])
+  })
+
   it("a simulated 3-hour D1 outage (R2 refusing too for its first 40 min), 12 dead letters arriving through it: 0 lost, 0 doubled", async () => {
     const { card } = await FaultCases.longD1Outage({ deadLetters: 12, outageHours: 3, r2DownMinutes: 40, arrivalMinutes: 190, batchSize: 4 })
     expect(card).toMatchObject({ messages_lost: 0, duplicates_found: 0, dlq_found: 12, dropped_by_platform: 0, spilled_left: 0, records_exact: true })

@@ -145,8 +145,11 @@ export const consume = Effect.fn("DeadLetterConsumer.consume")(function*(batch: 
   }
 })
 
-/** Spilled dead letters moved into D1 per cron run at most; a backlog is worked off over the next runs. */
-export const recoveredPerRun = 500
+/**
+ * Spilled dead letters moved into D1 per cron run at most (an R2 read each: the cron's invocation shares the
+ * Worker's 1,000 subrequests with its other jobs); a backlog is worked off over the next runs, 2,400 an hour.
+ */
+export const recoveredPerRun = 200
 
 /** A spilled object's row in `toRow`'s column order, or undefined when a column is missing or of the wrong type. */
 const rowOf = (spilled: DeadLetterSpill.Spilled): Row | undefined => {
@@ -170,7 +173,7 @@ const rowOf = (spilled: DeadLetterSpill.Spilled): Row | undefined => {
 export const recoverSpilled = Effect.fn("DeadLetterConsumer.recoverSpilled")(function*(limit: number = recoveredPerRun) {
   const keys = yield* DeadLetterSpill.keys(limit)
   if (keys.length === 0) return 0
-  const objects = yield* Effect.forEach(keys, (key) => Effect.map(DeadLetterSpill.read(key), (spilled) => ({ key, spilled })), { concurrency: 10 })
+  const objects = yield* Effect.forEach(keys, (key) => Effect.map(DeadLetterSpill.read(key), (spilled) => ({ key, spilled })), { concurrency: 6 })
   const found: Array<{ readonly key: string; readonly row: Row }> = []
   for (const { key, spilled } of objects) {
     if (spilled === undefined) continue

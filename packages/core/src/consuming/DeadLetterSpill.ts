@@ -23,8 +23,8 @@ export const prefix = "_platform/dead-letters/spilled/"
 export const version = 1
 /** How many spilled dead letters `count` counts at most (R2 lists 1,000 keys a page: ten pages). */
 export const countLimit = 10_000
-/** Puts (and reads) in flight at once: one object per message, a batch holds up to 100. */
-const concurrency = 10
+/** Puts in flight at once (one object per message, a batch holds up to 100): a Worker opens 6 connections at a time. */
+const concurrency = 6
 
 const unavailable = Failure.unavailable("the dead-letter spill (R2)")
 
