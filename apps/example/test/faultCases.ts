@@ -5,13 +5,14 @@
  * stored state — the callers assert `passed`; only the chaos cases print it
  * (the chaos run also runs the fast tests, whose lines would mix in).
  */
-import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
+import { createExecutionContext, createMessageBatch, createScheduledController, getQueueResult, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { Effect } from "effect"
-import { FactMessage, LedgerTopology, Rebuild, RetryPolicy, Shards, Sql } from "@factline/core"
+import { DeadLetterSpill, FactMessage, LedgerTopology, Rebuild, RetryPolicy, Shards, Sql } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import type { PlatformEnv } from "@factline/workers"
 import * as Faults from "./faults.js"
+import { recordingBatch } from "./instrument.js"
 import { callCompleted, eventually, postEvents, request, shuffle, storedFact, tokenPlatform, unique } from "./helpers.js"
 import { platform } from "./worker.js"
 
@@ -338,5 +339,161 @@ export const rebuildUnderLiveTraffic = async (options: {
       posts_during_rebuild: overlapped, budgets_exact: budgetsExact, rows_exact: rowsExact
     } satisfies Scorecard,
     budgets, expectedBudgets, rows, expectedRows
+  }
+}
+
+/** Every `dead_messages` row, in every database, whose original message mentions `run`. */
+export const deadLetterRows = async (run: string) => {
+  const rows: Array<Record<string, any>> = []
+  for (const db of [env.DB, env.FACTLINE_READ_DB_1]) {
+    rows.push(...(await db.prepare("SELECT * FROM dead_messages WHERE instr(original_message, ?) > 0").bind(run).all<Record<string, any>>()).results)
+  }
+  return rows
+}
+
+/** The keys of spilled dead letters (R2) whose message id mentions `run`. */
+export const spilledKeys = async (run: string) => {
+  const keys: Array<string> = []
+  let cursor: string | undefined
+  do {
+    const page = await env.PAYLOADS.list({ prefix: DeadLetterSpill.prefix, ...(cursor === undefined ? {} : { cursor }) })
+    keys.push(...page.objects.map((o) => o.key).filter((k) => k.includes(run)))
+    cursor = page.truncated ? page.cursor : undefined
+  } while (cursor !== undefined)
+  return keys
+}
+
+/** One scheduled (cron) run on `runEnv`; a run that fails (D1 is down) is what the cron would see too. */
+export const cron = async (runEnv: PlatformEnv) => {
+  const ctx = createExecutionContext()
+  const failed = await platform.scheduled(createScheduledController({ scheduledTime: new Date(), cron: "*/5 * * * *" }), runEnv, ctx).then(() => false, () => true)
+  await waitOnExecutionContext(ctx)
+  return { failed }
+}
+
+/** The bindings of an outage: every database down, and R2 refusing puts when `r2Down`. */
+export const outageEnv = (options: { readonly d1Down: boolean; readonly r2Down: boolean; readonly deletesRefused?: boolean }): PlatformEnv => {
+  const e = testEnv as unknown as Record<string, unknown>
+  return {
+    ...testEnv,
+    ...(options.d1Down ? { DB: Faults.down(env.DB), FACTLINE_READ_DB_1: Faults.down(env.FACTLINE_READ_DB_1) } : {}),
+    ...(options.r2Down ? { PAYLOADS: Faults.refusingPuts(e.PAYLOADS as R2Bucket, () => true) } : {}),
+    ...(options.deletesRefused ? { PAYLOADS: Faults.refusingDeletes(e.PAYLOADS as R2Bucket) } : {})
+  } as PlatformEnv
+}
+
+/**
+ * A long D1 outage under the dead-letter consumers (issue 21, item 11). Dead letters reach the DLQ consumers
+ * (three DLQs; some records of tenant-a, every tenth a raw body with no tenant) over the first
+ * `arrivalMinutes`, while every database refuses for `outageHours` and R2 refuses puts for the first
+ * `r2DownMinutes` too. Time is simulated minute by minute: each message is delivered as the platform would —
+ * again after the delay the consumer asked for, at most 11 times (the DLQs have no DLQ: a message retried on its
+ * 11th delivery is gone) — and the cron runs every 5 minutes, during the outage too (its recovery must not
+ * delete what it could not store); its first run after the outage dies between insert and delete (R2 refuses
+ * the delete). At the end every dead letter must be in `dead_messages` once, with its record, and no spilled
+ * object left in R2.
+ */
+export const longD1Outage = async (options: {
+  readonly deadLetters: number
+  readonly outageHours: number
+  readonly r2DownMinutes: number
+  readonly arrivalMinutes: number
+  readonly batchSize: number
+}) => {
+  const run = unique("dlo")
+  const queues = ["factline-events-dlq", "factline-projections-dlq", "factline-webhooks-dlq"]
+  const outageMinutes = options.outageHours * 60
+  const at = new Date().toISOString()
+  const messages = Array.from({ length: options.deadLetters }, (_, i) => {
+    const key = `${run}:k${i}`
+    const original = { schema_version: 2, message_type: "call.completed", idempotency_key: key, tenant_id: "tenant-a", subject: `${run}_s${i}`, payload: { run, i } }
+    const raw = i % 10 === 9
+    const queue = queues[i % queues.length]!
+    const body = raw
+      ? { run, idempotency_key: key, note: "not a record: its consumer crashed on every attempt" }
+      : { original_message: original, failure: { reason: "retries_exhausted", last_error: `attempt ${i} failed`, attempts: 6, first_attempted_at: at, last_attempted_at: at, queue: queue.replace(/-dlq$/, "") } }
+    return { id: `${run}_m${i}`, key, queue, raw, body, arrival: Math.floor((i * options.arrivalMinutes) / options.deadLetters) }
+  })
+  const byId = new Map(messages.map((m) => [m.id, m]))
+  const envs = {
+    d1AndR2Down: outageEnv({ d1Down: true, r2Down: true }),
+    d1Down: outageEnv({ d1Down: true, r2Down: false }),
+    r2Down: outageEnv({ d1Down: false, r2Down: true }),
+    deletesRefused: outageEnv({ d1Down: false, r2Down: false, deletesRefused: true }),
+    healthy: testEnv
+  }
+  let pending = messages.map((m) => ({ id: m.id, attempts: 1, due: m.arrival }))
+  const dropped: Array<string> = []
+  let deliveries = 0
+  let retries = 0
+  let maxAttempts = 0
+  let spilledPeak = 0
+  let cronRuns = 0
+  let cronRunsFailed = 0
+  let crashed = false
+  let spilledAfterCrash = -1
+  let rowsAfterCrash = -1
+  const end = Math.max(outageMinutes, options.arrivalMinutes) + 60
+  for (let t = 0; t <= end || pending.length > 0; t++) {
+    const d1Down = t < outageMinutes
+    const r2Down = t < options.r2DownMinutes
+    const roundEnv = d1Down ? (r2Down ? envs.d1AndR2Down : envs.d1Down) : r2Down ? envs.r2Down : envs.healthy
+    const due = pending.filter((p) => p.due <= t)
+    pending = pending.filter((p) => p.due > t)
+    for (const queue of queues) {
+      const mine = due.filter((p) => byId.get(p.id)!.queue === queue)
+      for (let i = 0; i < mine.length; i += options.batchSize) {
+        const chunk = mine.slice(i, i + options.batchSize)
+        const batch = createMessageBatch(queue, chunk.map((p) => ({ id: p.id, timestamp: new Date(), attempts: p.attempts, body: byId.get(p.id)!.body })))
+        const ctx = createExecutionContext()
+        const recording = recordingBatch(batch)
+        await platform.queue(recording.batch, roundEnv, ctx)
+        const result = await getQueueResult(batch, ctx)
+        deliveries += chunk.length
+        for (const p of chunk) maxAttempts = Math.max(maxAttempts, p.attempts)
+        for (const retry of result.retryMessages) {
+          const p = chunk.find((c) => c.id === retry.msgId)!
+          retries++
+          // The DLQ consumers' max_retries: past it the platform drops the message (no DLQ of their own).
+          if (p.attempts >= RetryPolicy.deadLetterConsumer.maxRetries + 1) dropped.push(p.id)
+          else pending.push({ id: p.id, attempts: p.attempts + 1, due: t + Math.max(1, Math.ceil((recording.retries.get(p.id)?.delaySeconds ?? 0) / 60)) })
+        }
+      }
+    }
+    if (t % 5 === 0) {
+      const crashRun = !d1Down && !crashed && (await spilledKeys(run)).length > 0
+      const { failed } = await cron(d1Down ? roundEnv : crashRun ? envs.deletesRefused : envs.healthy)
+      cronRuns++
+      if (failed) cronRunsFailed++
+      if (crashRun) {
+        crashed = true
+        spilledAfterCrash = (await spilledKeys(run)).length
+        rowsAfterCrash = (await deadLetterRows(run)).length
+      }
+    }
+    if (t === outageMinutes - 1) spilledPeak = (await spilledKeys(run)).length
+  }
+  const rows = await deadLetterRows(run)
+  const distinct = new Set(rows.map((r) => r.idempotency_key ?? JSON.parse(r.original_message).idempotency_key))
+  const spilledLeft = (await spilledKeys(run)).length
+  const recordsExact = messages.every((m) => {
+    const row = rows.find((r) => r.id === m.id)
+    if (row === undefined) return false
+    const original = m.raw ? m.body : (m.body as { original_message: unknown }).original_message
+    return row.status === "open" && row.queue === m.queue.replace(/-dlq$/, "") && row.idempotency_key === m.key &&
+      row.tenant_id === (m.raw ? null : "tenant-a") && row.reason === (m.raw ? "platform_retries_exhausted" : "retries_exhausted") &&
+      row.original_message === JSON.stringify(original)
+  })
+  const lost = options.deadLetters - distinct.size
+  const passed = lost === 0 && rows.length === options.deadLetters && dropped.length === 0 && spilledLeft === 0 && spilledPeak > 0 && recordsExact &&
+    crashed && spilledAfterCrash > 0
+  return {
+    card: {
+      case: `long D1 outage under the DLQ consumers: ${options.outageHours} h`, passed, messages_sent: options.deadLetters, facts_expected: 0, facts_found: 0,
+      duplicates_found: rows.length - distinct.size, messages_lost: lost, dlq_expected: options.deadLetters, dlq_found: rows.length,
+      deliveries, retries, max_attempts: maxAttempts, dropped_by_platform: dropped.length, spilled_at_outage_end: spilledPeak,
+      spilled_left: spilledLeft, spilled_after_crash_run: spilledAfterCrash, rows_after_crash_run: rowsAfterCrash, cron_runs: cronRuns,
+      cron_runs_failed: cronRunsFailed, records_exact: recordsExact
+    } satisfies Scorecard
   }
 }

@@ -175,3 +175,18 @@ export const refusingPuts = (bucket: R2Bucket, refuse: (key: string) => boolean)
       return passThrough(target, prop)
     }
   })
+
+/** A D1 database that is down: every call (statement, batch, exec) is refused before it reaches the database. */
+export const down = (db: D1Database): D1Database =>
+  d1(db, async <T>(what: string, _call: () => Promise<T>): Promise<T> => {
+    throw new Error(`injected fault: ${what} refused (the database is down)`)
+  })
+
+/** An R2 bucket whose deletes throw before reaching it (a run that dies between its insert and its delete); the rest goes through. */
+export const refusingDeletes = (bucket: R2Bucket): R2Bucket =>
+  new Proxy(bucket, {
+    get(target, prop) {
+      if (prop === "delete") return () => Promise.reject(new Error("injected fault: R2 delete refused"))
+      return passThrough(target, prop)
+    }
+  })

@@ -49,7 +49,9 @@ export const QueueHealthOfQueue = open({
 export const QueueHealth = open({
   window: Schema.String, since: Schema.String, status: Status, thresholds: Json,
   queues: Schema.Array(QueueHealthOfQueue),
-  ledger: open({ relay_pending_shards: Schema.Number })
+  ledger: open({ relay_pending_shards: Schema.Number }),
+  /** Dead letters spilled to R2 during a D1 outage, not yet moved into the list by the cron (null: R2 could not say). */
+  spilled_dead_letters: Schema.optional(NullableNumber)
 })
 const deadLetter = {
   id: Schema.String, queue: Schema.String, status: Schema.String, reason: Schema.String, last_error: Schema.String, attempts: Schema.Number,

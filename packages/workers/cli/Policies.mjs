@@ -34,8 +34,12 @@ export const physicalQueues = (q, groups = defaultQueueGroups) =>
     ? Array.from({ length: groups }, (_, g) => ({ queue: `${q.queue}-${g}`, binding: g === 0 ? q.binding : `${q.binding}_${g}` }))
     : [{ queue: q.queue, binding: q.binding }]
 
-/** Each DLQ is consumed too: its messages are stored in D1 `dead_messages` for the operators. */
-export const deadLetterConsumer = { maxBatchSize: 100, maxBatchTimeoutSeconds: 5, maxRetries: 10 }
+/**
+ * Each DLQ is consumed too: its messages are stored in D1 `dead_messages` for the operators. Its `max_retries`
+ * is part of the policy: from delivery `spillFromAttempt` on, a dead letter D1 refuses is spilled to R2, which
+ * needs deliveries left after it (core's `RetryPolicy.deadLetterConsumer`).
+ */
+export const deadLetterConsumer = { maxBatchSize: 100, maxBatchTimeoutSeconds: 5, maxRetries: 10, spillFromAttempt: 8 }
 
 /** Every other binding the platform's Worker reads (see PlatformEnv in @factline/workers). */
 export const bindings = {

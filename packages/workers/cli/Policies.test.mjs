@@ -13,6 +13,13 @@ describe("the CLI's queue table", () => {
     })))
   })
 
+  it("has RetryPolicy's dead-letter consumer settings, and the checks hold a DLQ consumer to its max_retries", () => {
+    expect(Policies.deadLetterConsumer).toEqual({ ...RetryPolicy.deadLetterConsumer })
+    const config = { name: "app", triggers: { crons: Policies.bindings.crons }, migrations: [{ tag: "v1", new_sqlite_classes: ["LedgerShard"] }], ...WranglerConfig.platformBindings({ databaseName: "db", bucketName: "b" }) }
+    config.queues.consumers.find((c) => c.queue === "factline-batch-dlq").max_retries = 3
+    expect(WranglerConfig.check(config)).toEqual(["queues.consumers[factline-batch-dlq].max_retries is 3, the policy says 10"])
+  })
+
   it("generates bindings that pass the checks, and the checks name what is missing or wrong", () => {
     const config = { name: "app", triggers: { crons: Policies.bindings.crons }, migrations: [{ tag: "v1", new_sqlite_classes: ["LedgerShard"] }], ...WranglerConfig.platformBindings({ databaseName: "db", bucketName: "b" }) }
     expect(WranglerConfig.check(config)).toEqual([])

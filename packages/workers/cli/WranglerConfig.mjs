@@ -70,7 +70,12 @@ export const check = (effective, { deployed = false } = {}) => {
       }
     }
     if (!hasProducer(q.deadLetterQueue, q.deadLetterBinding)) problems.push(`queues.producers: missing { queue: "${q.deadLetterQueue}", binding: "${q.deadLetterBinding}" }`)
-    if (!consumers.some((c) => c.queue === q.deadLetterQueue)) problems.push(`queues.consumers: missing the consumer of ${q.deadLetterQueue} (dead letters are stored from it)`)
+    const deadLetterConsumer = consumers.find((c) => c.queue === q.deadLetterQueue)
+    if (!deadLetterConsumer) problems.push(`queues.consumers: missing the consumer of ${q.deadLetterQueue} (dead letters are stored from it)`)
+    else if (deadLetterConsumer.max_retries !== Policies.deadLetterConsumer.maxRetries) {
+      // Fewer deliveries and a dead letter D1 refuses is dropped before it is spilled to R2.
+      problems.push(`queues.consumers[${q.deadLetterQueue}].max_retries is ${JSON.stringify(deadLetterConsumer.max_retries)}, the policy says ${Policies.deadLetterConsumer.maxRetries}`)
+    }
   }
   const db = (effective.d1_databases ?? []).find((d) => d.binding === Policies.bindings.database)
   if (!db) problems.push(`d1_databases: missing the binding ${Policies.bindings.database}`)

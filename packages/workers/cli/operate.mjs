@@ -106,6 +106,7 @@ const commands = {
     ]
     const failing = h.queues.flatMap((q) => Object.entries(q.checks).filter(([, level]) => level !== "ok").map(([check, level]) => `  ${clean(q.queue)}: ${check} ${colored(level)} (${num(q[check])}; warning above ${num(h.thresholds?.[check]?.warning)}, critical above ${num(h.thresholds?.[check]?.critical)})`))
     if (failing.length > 0) lines.push("", dim("checks not ok"), ...failing)
+    if ((h.spilled_dead_letters ?? 0) > 0) lines.push("", `${colored("warning")} ${num(h.spilled_dead_letters)} dead letter(s) spilled to R2 during a D1 outage; the cron moves them into the dead-letter list`)
     return lines.join("\n")
   },
 

@@ -1,7 +1,8 @@
 /**
  * The heavier fault cases of issue 8's suite (`npm run chaos`), sharing their runners with the fast
- * tests (test/faultCases.ts): transient binding faults in each consumer stage at larger sizes, and a
- * rebuild of both projections during live traffic. Each prints a `SCORECARD` line and asserts `passed`.
+ * tests (test/faultCases.ts): transient binding faults in each consumer stage at larger sizes, a
+ * rebuild of both projections during live traffic, and a D1 outage of hours under the dead-letter
+ * consumers. Each prints a `SCORECARD` line and asserts `passed`.
  */
 import { describe, expect, it } from "vitest"
 import * as FaultCases from "../faultCases.js"
@@ -27,6 +28,12 @@ describe("chaos: transient faults and rebuilds under traffic", () => {
 
   it("rebuild during live traffic: 300 calls, replays and disputes while buyer_budgets and calls are rebuilt", async () => {
     const { card } = await FaultCases.rebuildUnderLiveTraffic({ calls: 300, perPost: 10, paceMs: 1_000, rebuildCalls: true })
+    FaultCases.print(card)
+    expect(card.passed).toBe(true)
+  })
+
+  it("long D1 outage under the DLQ consumers: 300 dead letters over 3 DLQs arriving through a 6-hour outage, R2 refusing puts for its first 40 min, a recovery run dying between insert and delete", async () => {
+    const { card } = await FaultCases.longD1Outage({ deadLetters: 300, outageHours: 6, r2DownMinutes: 40, arrivalMinutes: 380, batchSize: 25 })
     FaultCases.print(card)
     expect(card.passed).toBe(true)
   })

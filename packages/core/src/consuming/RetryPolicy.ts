@@ -61,6 +61,15 @@ export const batch = policy("batch", "BATCH", 3, 30, 5 * 60, 10, 10)
 
 export const all: ReadonlyArray<RetryPolicy> = [events, projections, factProcessing, webhooks, batch]
 
+/**
+ * The consumer of every `*-dlq` queue (DeadLetterConsumer): its batch settings, and `max_retries` — it has no
+ * dead-letter queue of its own, so a message it retries past its last delivery would be gone. From
+ * `spillFromAttempt` on (about 28 minutes of failed deliveries at `min(60·n, 600)` s apart), a dead letter it
+ * cannot store in D1 is spilled to R2 instead (DeadLetterSpill), leaving `maxRetries + 1 − spillFromAttempt`
+ * deliveries for R2 to take it.
+ */
+export const deadLetterConsumer = { maxBatchSize: 100, maxBatchTimeoutSeconds: 5, maxRetries: 10, spillFromAttempt: 8 } as const
+
 /** The policy of a queue by name (a grouped purpose's group queue `factline-events-3` too), or of the queue a DLQ belongs to. */
 export const forQueue = (queue: string): RetryPolicy | undefined =>
   all.find((p) => p.queue === queue || p.deadLetterQueue === queue || (p.grouped && new RegExp(`^${p.queue}-(0|[1-9][0-9]*)$`).test(queue)))

@@ -1,6 +1,7 @@
 /**
  * The scheduled maintenance, as Effects over the platform's services: what
- * the Worker's cron trigger runs, in this order — re-arm shards whose relay
+ * the Worker's cron trigger runs, in this order — move dead letters the DLQ
+ * consumer spilled to R2 during a D1 outage into `dead_messages`, re-arm shards whose relay
  * has been pending too long (a lost alarm), forget old inbox rows and
  * accepted idempotency keys, drop resolved dead letters and old metrics
  * minutes, fail batch jobs whose chunk message was lost, move the `facts`
@@ -15,6 +16,7 @@ import { Clock, Effect } from "effect"
 import * as Archive from "../archive/Archive.js"
 import * as Placement from "../placement/Placement.js"
 import * as BatchJobs from "../batch/BatchJobs.js"
+import * as DeadLetterConsumer from "../consuming/DeadLetterConsumer.js"
 import * as Inbox from "../consuming/Inbox.js"
 import { Ledger } from "../ledger/Ledger.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"
@@ -87,8 +89,22 @@ export const archiveFacts = Effect.fn("Maintenance.archiveFacts")(function*(limi
   )
 })
 
-/** One scheduled run: every job in order, as the cron trigger has always run them; the archive last. */
+/**
+ * Moves at most `DeadLetterConsumer.recoveredPerRun` spilled dead letters (R2) into `dead_messages`; returns how
+ * many. A refusing database or bucket is logged and the next run retries (the objects stay until stored).
+ */
+export const recoverSpilledDeadLetters = Effect.fn("Maintenance.recoverSpilledDeadLetters")(function*(limit: number = DeadLetterConsumer.recoveredPerRun) {
+  return yield* DeadLetterConsumer.recoverSpilled(limit).pipe(
+    Effect.catch((error) => Effect.as(Effect.logError(`spilled dead letters could not be recovered, the next run retries: ${error.message}`), 0))
+  )
+})
+
+/**
+ * One scheduled run: every job in order; the spilled dead letters first (a failing job before them would hold
+ * back what operators cannot see yet), the archive last.
+ */
 export const run = Effect.fn("Maintenance.run")(function*() {
+  yield* recoverSpilledDeadLetters()
   yield* sweepStaleRelays()
   yield* pruneInbox()
   yield* pruneAcceptedKeys()

@@ -27,13 +27,14 @@ export class QueueBindings extends Context.Service<QueueBindings, {
 /**
  * The part of an R2 bucket the payload store and the batch files use: an `R2Bucket` is one, and so is the
  * test kit's in-memory bucket. Objects are put from a string, bytes (the facts archive's Parquet) or a stream,
- * read whole or by byte range, and listed by prefix.
+ * read whole or by byte range, listed by prefix, and deleted (a spilled dead letter once it is in D1).
  */
 export interface Bucket {
   put(key: string, value: string | Uint8Array | ReadableStream<Uint8Array>, options?: { readonly httpMetadata?: { readonly contentType?: string } }): Promise<{ readonly size: number } | null>
   get(key: string, options?: { readonly range?: { readonly offset: number; readonly length: number } }): Promise<BucketObject | null>
   head(key: string): Promise<{ readonly size: number } | null>
   list(options: { readonly prefix: string; readonly cursor?: string }): Promise<{ readonly objects: ReadonlyArray<{ readonly key: string }>; readonly truncated: boolean; readonly cursor?: string }>
+  delete(keys: string | Array<string>): Promise<void>
 }
 
 /** An object read from a `Bucket` (the requested range of it). */

@@ -25,7 +25,8 @@ const render = (health: Api.Health) => {
     card(`Received (${health.window})`, count(totals.received)),
     card(`Dead-lettered (${health.window})`, count(totals.dead)),
     card("Open dead letters", count(totals.open), "open-total"),
-    card("Ledger shards with relay pending", count(health.ledger ? health.ledger.relay_pending_shards : null))))
+    card("Ledger shards with relay pending", count(health.ledger ? health.ledger.relay_pending_shards : null)),
+    card("Dead letters spilled to R2", count(health.spilled_dead_letters), "spilled-total")))
 
   const overall = Charts.buckets(queues.flatMap((q) => q.series ?? []), selectedWindow)
   const per = overall.size === 1 ? "min" : `${overall.size} min`

@@ -7,7 +7,7 @@
 import { Effect, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { DeadLetterSkip, DeadLetterStore, Failure, RetryPolicy } from "@factline/core"
+import { DeadLetterSkip, DeadLetterSpill, DeadLetterStore, Failure, RetryPolicy } from "@factline/core"
 import { Issues } from "@factline/schemas"
 import type { Principal } from "./Auth.js"
 import { type AppEnv, bind, cursor, describe, limitParameter, nextCursor, oneOf, type PageLimit, pageLimit, problems, text } from "./Contract.js"
@@ -51,9 +51,15 @@ const errors = { 400: "`invalid_query` / `invalid_request`, naming the field", 4
 
 export const listDeadLetters = HttpApiEndpoint.get("listDeadLetters", "/v1/dlq", {
   query: { ...filters, status: oneOf(DeadLetterStore.statuses, "default open"), cursor, limit: limitParameter(listLimit) },
-  success: Schema.Struct({ data: Schema.Array(DeadLetter), next_cursor: nextCursor }),
+  success: Schema.Struct({
+    data: Schema.Array(DeadLetter),
+    next_cursor: nextCursor,
+    spilled: Schema.optional(Schema.NullOr(Schema.Int)).annotate({
+      description: "The platform scope only: dead letters spilled to R2 during a D1 outage, not in this list until the cron moves them in (counted up to 10,000; null: R2 could not say)"
+    })
+  }),
   error: problems(400, 503)
-}).pipe(describe({ summary: "List dead letters", description: "Newest first; a tenant admin sees its own, the platform scope every tenant's.", scopes, errors: { 400: errors[400], 503: errors[503] } }))
+}).pipe(describe({ summary: "List dead letters", description: "Newest first; a tenant admin sees its own, the platform scope every tenant's (and how many are spilled to R2, waiting to be moved in).", scopes, errors: { 400: errors[400], 503: errors[503] } }))
 
 export const replayMatching = HttpApiEndpoint.post("replayDeadLetters", "/v1/dlq/replay", {
   query: filters,
@@ -109,8 +115,11 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
     if (!filters.ok) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(filters.problems), problems: filters.problems })
     const limit = pageLimit(c.req.query("limit"), listLimit)
     const cursor = c.req.query("cursor")
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.list(scopeOf(c.get("principal")), filters.filters, cursor === undefined ? { limit } : { cursor, limit })))
-    return reply(result)
+    const scope = scopeOf(c.get("principal"))
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.list(scope, filters.filters, cursor === undefined ? { limit } : { cursor, limit })))
+    if (scope.tenantId !== null) return reply(result)
+    const spilled = await run(c.env, Effect.orElseSucceed(Effect.map(DeadLetterSpill.count(), (n) => n.count), () => null))
+    return reply({ ...result, spilled })
   })
 
   bind(app, replayMatching, async (c, reply) => {

@@ -1,12 +1,12 @@
 /**
  * `GET /v1/queues/health?window=1h` (scope `platform`: the queues are shared by every tenant): the five
- * queues graded against their thresholds — throughput, retries, dead letters, depth, lag — and the ledger's
- * relay backlog.
+ * queues graded against their thresholds — throughput, retries, dead letters, depth, lag — the ledger's
+ * relay backlog, and the dead letters spilled to R2 during a D1 outage that the cron has not moved back yet.
  */
 import { Clock, Effect, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { Metrics } from "@factline/core"
+import { DeadLetterSpill, Metrics } from "@factline/core"
 import { type AppEnv, bind, describe, Json, oneOf, problems } from "./Contract.js"
 import type { Run } from "./Run.js"
 
@@ -51,7 +51,10 @@ export const health = HttpApiEndpoint.get("queueHealth", "/v1/queues/health", {
     queues: Schema.Array(QueueHealth).annotate({
       description: "Per queue: received, acked, retried, dead-lettered, retry rate, open dead letters by reason, depth, lag p50/p99, processing p99, a per-minute series"
     }),
-    ledger: Schema.Struct({ relay_pending_shards: Schema.Int })
+    ledger: Schema.Struct({ relay_pending_shards: Schema.Int }),
+    spilled_dead_letters: Schema.NullOr(Schema.Int).annotate({
+      description: "Dead letters the DLQ consumers could not store in D1 and spilled to R2; the cron moves them into the dead-letter list. Above 0 the status is at least warning. Counted up to 10,000; null: R2 could not say"
+    })
   }),
   error: problems(400, 503)
 }).pipe(describe({ summary: "Queue health", scopes: ["platform"], errors: { 400: "`invalid_query`: an unknown window", 503: "`unavailable`: the metrics store; retry" } }))
@@ -69,18 +72,21 @@ export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
     const minutes = windows[window]!
     const read = await run(c.env, Effect.gen(function*() {
       const since = new Date((yield* Clock.currentTimeMillis) - minutes * 60_000).toISOString()
-      return { since, ...(yield* Metrics.readHealth(since)) }
+      // Best effort: a bucket that cannot answer is shown as unknown, not as a failure of the page.
+      const spilled = yield* Effect.orElseSucceed(Effect.map(DeadLetterSpill.count(), (c) => c.count), () => null)
+      return { since, spilled, ...(yield* Metrics.readHealth(since)) }
     }))
-    const { since, queues, relayPendingShards } = read
+    const { since, queues, relayPendingShards, spilled } = read
     const levels = queues.map((q) => q.status)
-    const status: Metrics.Level = levels.includes("critical") ? "critical" : levels.includes("warning") || relayPendingShards > 0 ? "warning" : "ok"
+    const status: Metrics.Level = levels.includes("critical") ? "critical" : levels.includes("warning") || relayPendingShards > 0 || (spilled ?? 0) > 0 ? "warning" : "ok"
     return reply({
       window,
       since,
       status,
       thresholds: Metrics.thresholds,
       queues,
-      ledger: { relay_pending_shards: relayPendingShards }
+      ledger: { relay_pending_shards: relayPendingShards },
+      spilled_dead_letters: spilled
     })
   })
 }
