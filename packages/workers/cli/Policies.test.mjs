@@ -1,7 +1,7 @@
 /** The CLI's copy of the queue table is RetryPolicy's, and the example's wrangler.jsonc passes its checks. */
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "vitest"
-import { RetryPolicy } from "@factline/core"
+import { PayloadStore, RetryPolicy } from "@factline/core"
 import * as Policies from "./Policies.mjs"
 import * as WranglerConfig from "./WranglerConfig.mjs"
 
@@ -11,6 +11,13 @@ describe("the CLI's queue table", () => {
       queue: p.queue, ...(p.grouped ? { grouped: true } : {}), binding: p.binding, deadLetterQueue: p.deadLetterQueue, deadLetterBinding: p.deadLetterBinding,
       maxRetries: p.maxRetries, maxBatchSize: p.maxBatchSize, maxBatchTimeoutSeconds: p.maxBatchTimeoutSeconds
     })))
+  })
+
+  it("expires the prefix core's PayloadStore offloads payloads under, and nothing a tenant keeps", () => {
+    expect(Policies.payloads.prefix).toBe(PayloadStore.payloadsPrefix)
+    expect(PayloadStore.payloadKey("tenant-a", "p_1")).toBe("_payloads/tenant-a/p_1")
+    // No tenant id (a letter or digit first) can start with the prefix: the rule never reaches a tenant's archive.
+    expect(/^[A-Za-z0-9]/.test(Policies.payloads.prefix)).toBe(false)
   })
 
   it("generates bindings that pass the checks, and the checks name what is missing or wrong", () => {
