@@ -213,6 +213,33 @@ describe("consumer runtime", () => {
     }
   })
 
+  it("a payload_ref loads from the tenant's _payloads/ folder and from the layout before it, never from another tenant's folder", async () => {
+    const stored = async (key: string, blob: string) => {
+      await testEnv.PAYLOADS.put(key, JSON.stringify({ blob }))
+      const { payload: _, ...withoutPayload } = envelope("test.blob.stored", {})
+      return { ...withoutPayload, payload_ref: `r2://factline-payloads/${key}` }
+    }
+    const current = await stored(`_payloads/tenant-a/${unique("p")}`, "current layout")
+    const legacy = await stored(`tenant-a/${unique("p")}`, "before _payloads/")
+    // The object exists: only the tenant check stands between tenant-a's message and tenant-b's payload.
+    const foreign = await stored(`_payloads/tenant-b/${unique("p")}`, "tenant-b's")
+    // Nor the tenant's own uploads (an import's file, any size): no producer ever wrote a reference there.
+    const upload = await stored(`tenant-a/uploads/${unique("p")}.json`, "an upload")
+    const { result } = await deliver([current, legacy, foreign, upload])
+    expect(result.retryMessages).toEqual([])
+    await drain()
+    for (const [message, blob] of [[current, "current layout"], [legacy, "before _payloads/"]] as const) {
+      expect((await readStream("tenant-a", message.subject)).facts.map((f) => [f.type, f.data.blob])).toEqual([["blob_stored", blob]])
+      expect(await deadMessages(message.idempotency_key)).toEqual([])
+    }
+    for (const refused of [foreign, upload]) {
+      expect((await readStream("tenant-a", refused.subject)).facts).toEqual([])
+      const rows = await deadMessages(refused.idempotency_key)
+      expect(rows.map((r) => r.reason)).toEqual(["payload_missing"])
+      expect(rows[0]!.last_error).toContain("payload_ref must start with r2://factline-payloads/_payloads/tenant-a/")
+    }
+  })
+
   it("D1 round trips and ledger RPCs per batch do not grow with the batch size", async () => {
     const measure = async (size: number, streams: number) => {
       const counts = newCounts()

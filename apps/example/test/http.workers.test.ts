@@ -93,7 +93,7 @@ describe("HTTP API", () => {
       payload: { blob }
     })
     expect(response.status).toBe(202)
-    const listed = await env.PAYLOADS.list({ prefix: "tenant-a/" })
+    const listed = await env.PAYLOADS.list({ prefix: "_payloads/tenant-a/" })
     const objects = await Promise.all(listed.objects.map(async (o) => (await env.PAYLOADS.get(o.key))!.text()))
     expect(objects.some((text) => text.includes(blob))).toBe(true)
     await drain()

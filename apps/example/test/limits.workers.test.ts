@@ -48,6 +48,12 @@ describe("limits", () => {
     // The relay packs it with others, or sends it alone through R2 when it cannot share a message.
     const row = await copied(stream.facts[0]!.fact_id)
     expect(row?.bytes).toBe(JSON.stringify({ blob }).length)
+    // A fact over the 100 KB a fact message carries went alone through R2, under `_payloads/` (what the lifecycle
+    // rule expires), never under the tenant's own prefix (its uploads, batches and archive).
+    const factId = stream.facts[0]!.fact_id
+    const offloaded = await env.PAYLOADS.head(`_payloads/tenant-a/facts/${factId}`)
+    expect(offloaded !== null, `fact ${factId} in R2`).toBe(kib >= 127)
+    expect(await env.PAYLOADS.head(`tenant-a/facts/${factId}`)).toBeNull()
   }, 60_000)
 
   it.each([101, 1_000])("emitBatch of %i events is split into sendBatch calls of at most 100, and every event arrives", async (n) => {

@@ -70,11 +70,13 @@ describe("Producer", () => {
     const subject = unique("blob")
     const [envelope] = [await run(queue, (p) => p.emit(Blob, { blob }, { tenant_id: "tenant-a", subject, idempotency_key: unique("k") }))]
     expect(envelope.payload).toBeUndefined()
-    // Under a name the producer chose (not the reusable message_id), inside the tenant's prefix.
-    expect(envelope.payload_ref).toMatch(/^r2:\/\/factline-payloads\/tenant-a\/p_[0-9a-f-]{36}$/)
+    // Under a name the producer chose (not the reusable message_id), in the tenant's folder of `_payloads/`:
+    // the one prefix the deploy's lifecycle rule expires, apart from the tenant's uploads, batches and archive.
+    expect(envelope.payload_ref).toMatch(/^r2:\/\/factline-payloads\/_payloads\/tenant-a\/p_[0-9a-f-]{36}$/)
     expect(envelope.payload_ref).not.toContain(envelope.message_id)
     const key = envelope.payload_ref!.slice("r2://factline-payloads/".length)
     expect(await (await env.PAYLOADS.get(key))!.json()).toEqual({ blob })
+    expect(await env.PAYLOADS.head(key.slice("_payloads/".length))).toBeNull() // nothing under the tenant's own prefix
     await drain()
     const stream = await readStream("tenant-a", subject)
     expect(stream.facts[0]!.data.blob).toBe(blob)

@@ -44,6 +44,10 @@ export const deadLetterConsumer = { maxBatchSize: 100, maxBatchTimeoutSeconds: 5
 /** Every other binding the platform's Worker reads (see PlatformEnv in @factline/workers). */
 export const bindings = {
   database: "DB",
+  /** Read database n is bound as `FACTLINE_READ_DB_<n>`, numbered from 0 without gaps (0 may be DB itself). */
+  readDatabasePrefix: "FACTLINE_READ_DB_",
+  /** The most read databases the Worker reads (`FACTLINE_READ_DB_0` … `_63`, Services.ts). */
+  maxReadDatabases: 64,
   payloads: "PAYLOADS",
   ledger: { binding: "LEDGER", className: "LedgerShard" },
   /** The cron that sweeps stale relays and prunes retained rows. */
@@ -55,3 +59,10 @@ export const requiredSecrets = ["FACTLINE_TOKENS", "FACTLINE_SECRETS_KEY"]
 
 /** Settings that must never reach a deployed environment. */
 export const localOnlyVars = ["FACTLINE_LOCAL_DEVELOPMENT"]
+
+/**
+ * Large payloads in R2 (core's PayloadStore): every offloaded payload is under `prefix`, apart from the
+ * tenants' uploads, batch files and facts archive, so that one lifecycle rule (`rule`, set by deploy)
+ * expires them after `retentionDays` (`--payload-retention-days`, or `vars.FACTLINE_PAYLOAD_RETENTION_DAYS`).
+ */
+export const payloads = { prefix: "_payloads/", rule: "factline-payload-expiry", defaultRetentionDays: 90, retentionVar: "FACTLINE_PAYLOAD_RETENTION_DAYS" }

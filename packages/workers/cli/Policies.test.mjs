@@ -1,7 +1,7 @@
 /** The CLI's copy of the queue table is RetryPolicy's, and the example's wrangler.jsonc passes its checks. */
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "vitest"
-import { RetryPolicy } from "@factline/core"
+import { PayloadStore, RetryPolicy } from "@factline/core"
 import * as Policies from "./Policies.mjs"
 import * as WranglerConfig from "./WranglerConfig.mjs"
 
@@ -18,6 +18,13 @@ describe("the CLI's queue table", () => {
     const config = { name: "app", triggers: { crons: Policies.bindings.crons }, migrations: [{ tag: "v1", new_sqlite_classes: ["LedgerShard"] }], ...WranglerConfig.platformBindings({ databaseName: "db", bucketName: "b" }) }
     config.queues.consumers.find((c) => c.queue === "factline-batch-dlq").max_retries = 3
     expect(WranglerConfig.check(config)).toEqual(["queues.consumers[factline-batch-dlq].max_retries is 3, the policy says 10"])
+  })
+
+  it("expires the prefix core's PayloadStore offloads payloads under, and nothing a tenant keeps", () => {
+    expect(Policies.payloads.prefix).toBe(PayloadStore.payloadsPrefix)
+    expect(PayloadStore.payloadKey("tenant-a", "p_1")).toBe("_payloads/tenant-a/p_1")
+    // No tenant id (a letter or digit first) can start with the prefix: the rule never reaches a tenant's archive.
+    expect(/^[A-Za-z0-9]/.test(Policies.payloads.prefix)).toBe(false)
   })
 
   it("generates bindings that pass the checks, and the checks name what is missing or wrong", () => {

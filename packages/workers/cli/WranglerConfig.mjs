@@ -77,12 +77,12 @@ export const check = (effective, { deployed = false } = {}) => {
       problems.push(`queues.consumers[${q.deadLetterQueue}].max_retries is ${JSON.stringify(deadLetterConsumer.max_retries)}, the policy says ${Policies.deadLetterConsumer.maxRetries}`)
     }
   }
-  const db = (effective.d1_databases ?? []).find((d) => d.binding === Policies.bindings.database)
-  if (!db) problems.push(`d1_databases: missing the binding ${Policies.bindings.database}`)
-  else {
-    if (!db.database_name) problems.push(`d1_databases[${db.binding}]: missing database_name`)
-    if (!db.migrations_dir) problems.push(`d1_databases[${db.binding}]: missing migrations_dir`)
+  const rawGroups = effective.vars?.FACTLINE_QUEUE_GROUPS
+  const groupCount = Number(rawGroups)
+  if (rawGroups !== undefined && rawGroups !== "" && !(Number.isInteger(groupCount) && groupCount >= 1 && groupCount <= 32)) {
+    problems.push(`vars.FACTLINE_QUEUE_GROUPS is ${JSON.stringify(rawGroups)}: a whole number from 1 to 32 (the Worker refuses anything else)`)
   }
+  problems.push(...databaseProblems(effective))
   const bucket = (effective.r2_buckets ?? []).find((b) => b.binding === Policies.bindings.payloads)
   if (!bucket?.bucket_name) problems.push(`r2_buckets: missing the binding ${Policies.bindings.payloads} with a bucket_name`)
   const ledger = (effective.durable_objects?.bindings ?? []).find((b) => b.name === Policies.bindings.ledger.binding)
@@ -105,19 +105,171 @@ export const check = (effective, { deployed = false } = {}) => {
   return problems
 }
 
-/** The D1 database, R2 bucket and resources of one environment (what deploy creates when missing). */
+/** A read database's index from its binding (`FACTLINE_READ_DB_3` → 3); undefined for any other binding. */
+export const readDatabaseIndex = (binding) => {
+  const m = new RegExp(`^${Policies.bindings.readDatabasePrefix}(0|[1-9][0-9]*)$`).exec(binding ?? "")
+  return m ? Number(m[1]) : undefined
+}
+
+/** The binding of read database `index`. */
+export const readDatabaseBinding = (index) => `${Policies.bindings.readDatabasePrefix}${index}`
+
+/**
+ * The platform's D1 databases of a config, DB first, then the read databases by index; `readDatabases` is
+ * how many read databases the Worker sees (read database 0 is DB itself when `FACTLINE_READ_DB_0` is not bound).
+ */
+export const databasesOf = (effective) => {
+  const entries = effective.d1_databases ?? []
+  const platform = entries.find((d) => d.binding === Policies.bindings.database)
+  const reads = entries
+    .filter((d) => readDatabaseIndex(d.binding) !== undefined)
+    .map((d) => ({ index: readDatabaseIndex(d.binding), entry: d }))
+    .sort((a, b) => a.index - b.index)
+  const highest = reads.length === 0 ? 0 : reads[reads.length - 1].index
+  return { platform, reads, readDatabases: highest + 1, platformIsReadDatabase0: !reads.some((r) => r.index === 0) }
+}
+
+/**
+ * What is wrong with the D1 databases: DB with a name and migrations, read databases numbered from 0 without
+ * gaps (as Services.ts reads them: a gap fails every request), each with DB's migrations_dir (every database
+ * gets every migration) and its own database (distinct names), and FACTLINE_READ_DBS_OPEN naming bound ones.
+ */
+const databaseProblems = (effective) => {
+  const problems = []
+  const { platform, reads, readDatabases } = databasesOf(effective)
+  if (!platform) return [`d1_databases: missing the binding ${Policies.bindings.database}`]
+  if (!platform.database_name) problems.push(`d1_databases[${platform.binding}]: missing database_name`)
+  if (!platform.migrations_dir) problems.push(`d1_databases[${platform.binding}]: missing migrations_dir`)
+  for (const d of effective.d1_databases ?? []) {
+    if (d.binding?.startsWith(Policies.bindings.readDatabasePrefix) && readDatabaseIndex(d.binding) === undefined) {
+      problems.push(`d1_databases[${d.binding}]: the Worker reads no such binding: read databases are ${readDatabaseBinding(0)}, ${readDatabaseBinding(1)}, … (no leading zeros)`)
+    }
+  }
+  const seen = new Set()
+  for (const { index, entry } of reads) {
+    if (seen.has(index)) problems.push(`d1_databases: ${entry.binding} is bound twice`)
+    seen.add(index)
+    if (index >= Policies.bindings.maxReadDatabases) problems.push(`d1_databases[${entry.binding}]: the Worker reads at most ${Policies.bindings.maxReadDatabases} read databases (${readDatabaseBinding(0)} … ${readDatabaseBinding(Policies.bindings.maxReadDatabases - 1)})`)
+    if (!entry.database_name) problems.push(`d1_databases[${entry.binding}]: missing database_name`)
+    if (entry.migrations_dir !== platform.migrations_dir) {
+      problems.push(`d1_databases[${entry.binding}].migrations_dir is ${JSON.stringify(entry.migrations_dir)}, ${platform.binding}'s is ${JSON.stringify(platform.migrations_dir)}: every database gets the same migrations`)
+    }
+  }
+  const missing = Array.from({ length: readDatabases }, (_, i) => i).filter((i) => i > 0 && !seen.has(i))
+  if (missing.length > 0) {
+    problems.push(`d1_databases: ${missing.map(readDatabaseBinding).join(", ")} ${missing.length > 1 ? "are" : "is"} missing but ${readDatabaseBinding(readDatabases - 1)} is bound: number the read databases from 0 without gaps (read database 0 is ${Policies.bindings.database} when ${readDatabaseBinding(0)} is not bound); the Worker refuses every request with a gap`)
+  }
+  const byName = new Map()
+  for (const entry of [platform, ...reads.map((r) => r.entry)]) {
+    if (!entry.database_name) continue
+    byName.set(entry.database_name, [...(byName.get(entry.database_name) ?? []), entry.binding])
+  }
+  for (const [name, bindings] of byName) {
+    if (bindings.length > 1) problems.push(`d1_databases: database_name ${JSON.stringify(name)} is bound as ${bindings.join(" and ")}: each read database is a database of its own (read database 0 is ${Policies.bindings.database} by leaving ${readDatabaseBinding(0)} unbound)`)
+  }
+  const open = effective.vars?.FACTLINE_READ_DBS_OPEN
+  if (typeof open === "string" && open.trim() !== "") {
+    const indexes = open.split(",").map((part) => Number(part.trim()))
+    const beyond = indexes.filter((n) => !Number.isInteger(n) || n < 0 || n >= readDatabases)
+    if (beyond.length > 0) problems.push(`vars.FACTLINE_READ_DBS_OPEN is ${JSON.stringify(open)}: only read databases 0…${readDatabases - 1} are bound`)
+  }
+  const retention = effective.vars?.[Policies.payloads.retentionVar]
+  if (retention !== undefined && parseRetentionDays(retention) === undefined) {
+    problems.push(`vars.${Policies.payloads.retentionVar} is ${JSON.stringify(retention)}: a whole number of days, at least 1`)
+  }
+  return problems
+}
+
+/** A payload retention in days (a whole number ≥ 1), or undefined when it is not one. */
+export const parseRetentionDays = (raw) => {
+  const n = typeof raw === "number" ? raw : /^\s*[0-9]+\s*$/.test(String(raw)) ? Number(raw) : NaN
+  return Number.isInteger(n) && n >= 1 ? n : undefined
+}
+
+/** The D1 databases, R2 bucket and resources of one environment (what deploy creates when missing). */
 export const resources = (effective) => {
-  const db = (effective.d1_databases ?? []).find((d) => d.binding === Policies.bindings.database)
+  const { platform, reads, readDatabases, platformIsReadDatabase0 } = databasesOf(effective)
   const bucket = (effective.r2_buckets ?? []).find((b) => b.binding === Policies.bindings.payloads)
+  const database = (entry) => ({ binding: entry.binding, name: entry.database_name, id: entry.database_id, migrationsDir: entry.migrations_dir })
   return {
     worker: effective.name,
     accountId: effective.account_id,
     queues: queueNames(effective),
-    database: db && { name: db.database_name, id: db.database_id, migrationsDir: db.migrations_dir },
+    /** DB first, then each read database by index. */
+    databases: [...(platform ? [{ ...database(platform), role: "platform" }] : []), ...reads.map(({ index, entry }) => ({ ...database(entry), role: "read", index }))],
+    readDatabases,
+    platformIsReadDatabase0,
     bucket: bucket?.bucket_name,
     durableObjects: (effective.durable_objects?.bindings ?? []).map((b) => b.class_name),
     crons: effective.triggers?.crons ?? []
   }
+}
+
+/**
+ * The entries `--read-databases n` adds so that the Worker sees n read databases: `FACTLINE_READ_DB_<i>` for
+ * each missing i < n, named `<DB's database_name>-read-<i>`, with DB's migrations_dir and a placeholder id (the
+ * deploy creates each and writes its id). It never binds `FACTLINE_READ_DB_0` where DB is read database 0 (its
+ * tenants' rows are in DB), and refuses fewer than are bound: removing one would strand its tenants.
+ */
+export const readDatabasesToAdd = (effective, n) => {
+  const { platform, reads, readDatabases, platformIsReadDatabase0 } = databasesOf(effective)
+  if (!Number.isInteger(n) || n < 1 || n > Policies.bindings.maxReadDatabases) throw new Error(`--read-databases must be a whole number from 1 to ${Policies.bindings.maxReadDatabases}`)
+  if (n < readDatabases) throw new Error(`--read-databases ${n}: ${readDatabases} are bound already; a read database cannot be removed by deploy (its tenants' rows are there: move them first)`)
+  const bound = new Set(reads.map((r) => r.index))
+  return Array.from({ length: n }, (_, i) => i)
+    .filter((i) => !bound.has(i) && !(i === 0 && platformIsReadDatabase0))
+    .map((i) => ({ binding: readDatabaseBinding(i), database_name: `${platform.database_name}-read-${i}`, database_id: unprovisionedDatabaseId, migrations_dir: platform.migrations_dir }))
+}
+
+/** Finds the end (index after `}`) of the JSON object containing `at`, skipping strings. */
+const objectBounds = (text, at) => {
+  let start = at
+  while (start >= 0 && text[start] !== "{") start--
+  let end = at
+  while (end < text.length && text[end] !== "}") {
+    if (text[end] === '"') {
+      end++
+      while (end < text.length && text[end] !== '"') end += text[end] === "\\" ? 2 : 1
+    }
+    end++
+  }
+  return { start, end: end + 1 }
+}
+
+const escapeRegExp = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+
+/**
+ * `text` (wrangler.jsonc) with `entries` added to the d1_databases of `env` (undefined: the top level), one
+ * line each after the section's last platform database — comments and layout kept. Throws when that entry
+ * cannot be found once in the text (then add them by hand); the result is parsed back and checked.
+ */
+export const addDatabases = (text, env, entries) => {
+  if (entries.length === 0) return text
+  const effective = forEnv(parseJsonc(text), env)
+  const { platform, reads } = databasesOf(effective)
+  const last = reads.length > 0 ? reads[reads.length - 1].entry : platform
+  const pattern = new RegExp(`"database_name"\\s*:\\s*"${escapeRegExp(last.database_name)}"`, "g")
+  const found = [...text.matchAll(pattern)]
+  if (found.length !== 1) throw new Error(`could not find where to add the read databases (database_name "${last.database_name}" appears ${found.length} times)`)
+  const { start, end } = objectBounds(text, found[0].index)
+  const lineStart = text.lastIndexOf("\n", start) + 1
+  const indent = /^[ \t]*/.exec(text.slice(lineStart))[0]
+  const lines = entries.map((e) => `,\n${indent}${renderValue([e], indent).split("\n")[1].trim()}`).join("")
+  const updated = text.slice(0, end) + lines + text.slice(end)
+  const after = databasesOf(forEnv(parseJsonc(updated), env))
+  for (const e of entries) {
+    if (!after.reads.some((r) => r.entry.binding === e.binding && r.entry.database_name === e.database_name)) throw new Error(`could not add ${e.binding} to the config`)
+  }
+  return updated
+}
+
+/**
+ * `text` with the `database_id` of the entry named `name` set to `id` (in the section where `database_name`
+ * comes right before `database_id`, as wrangler and factline init write them); undefined when not found.
+ */
+export const setDatabaseId = (text, name, id) => {
+  const pattern = new RegExp(`("database_name"\\s*:\\s*"${escapeRegExp(name)}"\\s*,\\s*"database_id"\\s*:\\s*")[^"]*(")`)
+  return pattern.test(text) ? text.replace(pattern, `$1${id}$2`) : undefined
 }
 
 /** Placeholder for a D1 database id not created yet; deploy replaces it with the real id. */

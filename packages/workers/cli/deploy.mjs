@@ -1,13 +1,16 @@
 /**
- * `factline deploy [--env staging|production] [--dry-run]`: provisions and deploys a factline app with
- * wrangler. In order: checks wrangler.jsonc against the platform (every queue and DLQ with the policy's
- * consumer settings, D1, R2, the ledger Durable Object, the cron, no local-only setting); refuses without
- * the required secrets; creates what is missing — every queue and DLQ, the D1 database (its id written
- * back into wrangler.jsonc), the R2 bucket — each creation idempotent; applies the D1 migrations remotely;
- * then `wrangler deploy`, passing the secrets it was given with the deploy.
+ * `factline deploy [--env staging|production] [--dry-run] [--read-databases N] [--payload-retention-days D]`:
+ * provisions and deploys a factline app with wrangler. In order: checks wrangler.jsonc against the platform
+ * (every queue — each tenant group's — and DLQ with the policy's consumer settings, the platform D1 and the
+ * read databases numbered without gaps, R2, the ledger Durable Object, the cron, no local-only setting);
+ * refuses without the required secrets; adds the read databases `--read-databases` asks for to the config;
+ * creates what is missing — every queue and DLQ, every D1 database (each new id written back into
+ * wrangler.jsonc), the R2 bucket and its lifecycle rule expiring offloaded payloads — each step idempotent;
+ * applies the D1 migrations remotely to every database; then `wrangler deploy`, passing the secrets it was
+ * given with the deploy.
  *
  * `--dry-run` prints that plan and runs `wrangler deploy --dry-run` (bundling and config validation by
- * wrangler), touching no account. It does not manage DNS, routes or access policies.
+ * wrangler), touching no account and no file. It does not manage DNS, routes or access policies.
  */
 import { spawnSync } from "node:child_process"
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -26,6 +29,11 @@ export const usage = `usage: factline deploy [options]
   --config PATH         the wrangler config (default: wrangler.jsonc)
   --secrets-file PATH   FACTLINE_TOKENS and FACTLINE_SECRETS_KEY to deploy with (dotenv or JSON; never commit it);
                         they may also come from the environment, or be set already (wrangler secret put)
+  --read-databases N    bind N read databases: adds FACTLINE_READ_DB_<n> entries named <DB's name>-read-<n> to the
+                        environment's d1_databases (never renumbering or removing one), then creates and migrates them
+  --payload-retention-days D
+                        days before an offloaded payload (R2 _payloads/) expires (default: the environment's
+                        vars.${Policies.payloads.retentionVar}, else ${Policies.payloads.defaultRetentionDays})
 
 Cloudflare credentials: 'wrangler login', or CLOUDFLARE_API_TOKEN and CLOUDFLARE_ACCOUNT_ID in CI.`
 
@@ -82,20 +90,81 @@ const wranglerOf = (cwd) => {
   }
 }
 
+/** The plan's queue list: each purpose with its group queues and its DLQ, then any other queue of the config. */
+const queuePlan = (queues, groups) => {
+  const listed = new Set()
+  const lines = []
+  for (const q of Policies.queues) {
+    const names = [...Policies.physicalQueues(q, groups).map((p) => p.queue), q.deadLetterQueue].filter((name) => queues.includes(name))
+    lines.push(`       ${q.queue}${q.grouped ? ` (${groups} tenant group${groups > 1 ? "s" : ""})` : ""}: consumer batches of ${q.maxBatchSize} / ${q.maxBatchTimeoutSeconds} s, ${q.maxRetries} retries, then ${q.deadLetterQueue}`)
+    for (const name of names) {
+      lines.push(`       - ${name}`)
+      listed.add(name)
+    }
+  }
+  const other = queues.filter((name) => !listed.has(name))
+  if (other.length > 0) {
+    lines.push(`       other queues of the config (a group queue beyond FACTLINE_QUEUE_GROUPS=${groups} keeps its consumer so that it drains):`)
+    for (const name of other) lines.push(`       - ${name}`)
+  }
+  return lines.join("\n")
+}
+
+/** The rules `wrangler r2 bucket lifecycle list` prints: `{ name, enabled, prefix, action }` each. */
+export const parseLifecycleRules = (output) => {
+  const rules = []
+  for (const line of output.replace(/\x1b\[[0-9;]*m/g, "").split("\n")) {
+    const m = /^\s*(name|enabled|prefix|action):\s*(.*?)\s*$/.exec(line)
+    if (!m) continue
+    if (m[1] === "name") rules.push({ name: m[2] })
+    else if (rules.length > 0) rules[rules.length - 1][m[1]] = m[2]
+  }
+  return rules
+}
+
+/**
+ * The bucket's rule expiring offloaded payloads (`_payloads/`) after `days`: added when missing, replaced
+ * (removed, added) when its prefix or age differ, left alone when present. Any other rule that expires
+ * objects outside `_payloads/` is named: it would delete uploads, batch files or the facts archive.
+ */
+const payloadLifecycle = (runWrangler, io, bucket, days, envArgs) => {
+  const { rule, prefix } = Policies.payloads
+  const listed = runWrangler(["r2", "bucket", "lifecycle", "list", bucket, ...envArgs], { capture: true })
+  const rules = parseLifecycleRules(listed.output)
+  for (const other of rules) {
+    if (other.name !== rule && /expire objects/i.test(other.action ?? "") && !(other.prefix ?? "").startsWith(prefix)) {
+      io.err(`warning: R2 ${bucket} lifecycle rule ${other.name} expires objects under ${other.prefix || "(all prefixes)"} (${other.action}): outside ${prefix} that deletes uploads, batch files or the facts archive (<tenant>/archive/facts/…), which must never expire. Check it: wrangler r2 bucket lifecycle list ${bucket}\n`)
+    }
+  }
+  const present = rules.find((r) => r.name === rule)
+  const wanted = `Expire objects after ${days} days`
+  if (present && present.prefix === prefix && (present.action ?? "").split(", ").includes(wanted) && present.enabled !== "No") {
+    io.out(`R2 ${bucket} lifecycle rule ${rule}: present (${prefix}, ${wanted.toLowerCase()})\n`)
+    return
+  }
+  if (present) {
+    runWrangler(["r2", "bucket", "lifecycle", "remove", bucket, "--name", rule, ...envArgs], { capture: true })
+    io.out(`R2 ${bucket} lifecycle rule ${rule}: was ${present.prefix} ${present.action}${present.enabled === "No" ? " (disabled)" : ""}; replacing it\n`)
+  }
+  runWrangler(["r2", "bucket", "lifecycle", "add", bucket, rule, prefix, "--expire-days", String(days), "--force", ...envArgs], { capture: true })
+  io.out(`R2 ${bucket} lifecycle rule ${rule}: added (objects under ${prefix} expire after ${days} days)\n`)
+}
+
 export const run = async (argv, io = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) }, env = process.env) => {
   let scratch
   try {
-    const { options } = Args.parse(argv, { values: ["env", "config", "secrets-file"], switches: ["dry-run"], positionals: false })
+    const { options } = Args.parse(argv, { values: ["env", "config", "secrets-file", "read-databases", "payload-retention-days"], switches: ["dry-run"], positionals: false })
     if (options.help) {
       io.out(`${usage}\n`)
       return 0
     }
+    const dryRun = options["dry-run"] === true
     const configPath = resolve(options.config ?? "wrangler.jsonc")
     if (!existsSync(configPath)) throw new DeployError(`no wrangler config at ${configPath} (use --config)`)
     const appDir = dirname(configPath)
-    const configText = readFileSync(configPath, "utf8")
+    let configText = readFileSync(configPath, "utf8")
     const config = WranglerConfig.parseJsonc(configText)
-    const effective = WranglerConfig.forEnv(config, options.env)
+    const configured = WranglerConfig.forEnv(config, options.env)
     const deployed = options.env !== undefined
     const wrangler = wranglerOf(appDir)
     const wranglerEnv = { ...env, WRANGLER_SEND_METRICS: env.WRANGLER_SEND_METRICS ?? "false" }
@@ -108,16 +177,34 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     }
 
     const target = options.env ? `environment ${options.env}` : "the top-level configuration (no --env)"
-    io.out(`factline deploy${options["dry-run"] ? " --dry-run" : ""}: ${target} of ${relative(process.cwd(), configPath) || configPath}\n`)
-    const problems = WranglerConfig.check(effective, { deployed })
+    const section = options.env ? `env.${options.env}` : "the top level"
+    io.out(`factline deploy${dryRun ? " --dry-run" : ""}: ${target} of ${relative(process.cwd(), configPath) || configPath}\n`)
+    const problems = WranglerConfig.check(configured, { deployed })
     if (problems.length > 0) {
       io.err(`config checks failed (${problems.length}):\n${problems.map((p) => `  - ${p}`).join("\n")}\n`)
       return 1
     }
-    const res = WranglerConfig.resources(effective)
-    io.out(`config checks: passed (${Policies.queues.length} queues and their DLQs with the policy's consumer settings, D1 ${Policies.bindings.database}, R2 ${Policies.bindings.payloads}, Durable Object ${Policies.bindings.ledger.className}, cron ${Policies.bindings.crons.join(", ")})\n`)
 
-    const migrationsDir = resolve(appDir, res.database.migrationsDir)
+    // The read databases --read-databases adds (written into the config before anything is created; not in a dry run).
+    let additions = []
+    if (options["read-databases"] !== undefined) {
+      const n = /^[0-9]+$/.test(options["read-databases"]) ? Number(options["read-databases"]) : NaN
+      try {
+        additions = WranglerConfig.readDatabasesToAdd(configured, n)
+      } catch (error) {
+        throw new DeployError(error.message)
+      }
+    }
+    const effective = { ...configured, d1_databases: [...(configured.d1_databases ?? []), ...additions] }
+    const retentionDays = WranglerConfig.parseRetentionDays(options["payload-retention-days"] ?? effective.vars?.[Policies.payloads.retentionVar] ?? Policies.payloads.defaultRetentionDays)
+    if (retentionDays === undefined) throw new DeployError(`--payload-retention-days must be a whole number of days, at least 1`)
+
+    const res = WranglerConfig.resources(effective)
+    const groups = Policies.queueGroupsOf(effective)
+    const grouped = Policies.queues.filter((q) => q.grouped).map((q) => q.queue)
+    io.out(`config checks: passed (${res.queues.length} queues with the policy's consumer settings: ${grouped.join(", ")} in ${groups} tenant group${groups > 1 ? "s" : ""} each, one DLQ per purpose; D1 ${Policies.bindings.database} and ${res.readDatabases} read database${res.readDatabases > 1 ? "s" : ""}${res.platformIsReadDatabase0 ? ` (read database 0 is ${Policies.bindings.database})` : ""} numbered without gaps, one migrations_dir; R2 ${Policies.bindings.payloads}, Durable Object ${Policies.bindings.ledger.className}, cron ${Policies.bindings.crons.join(", ")})\n`)
+
+    const migrationsDir = resolve(appDir, res.databases[0].migrationsDir)
     const migrations = existsSync(migrationsDir) ? readdirSync(migrationsDir).filter((f) => f.endsWith(".sql")) : []
     const secrets = readSecrets(options["secrets-file"], env)
     const invalid = secretProblems(secrets)
@@ -129,15 +216,20 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     const missing = Policies.requiredSecrets.filter((s) => !provided.includes(s))
 
     io.out(`\nplan — worker ${res.worker}${res.accountId ? ` in account ${res.accountId}` : " (account: CLOUDFLARE_ACCOUNT_ID or wrangler login)"}:\n`)
-    io.out(`  1. queues (create if missing, ${res.queues.length}):\n${res.queues.map((q) => `       - ${q}`).join("\n")}\n`)
-    io.out(`  2. D1 database ${res.database.name} (binding ${Policies.bindings.database}): create if missing${res.database.id === WranglerConfig.unprovisionedDatabaseId ? "; its database_id is written into the config" : ` (database_id ${res.database.id})`}\n`)
-    io.out(`  3. R2 bucket ${res.bucket} (binding ${Policies.bindings.payloads}): create if missing\n`)
-    io.out(`  4. D1 migrations: apply ${migrations.length} from ${relative(appDir, migrationsDir) || "."} to ${res.database.name} (remote; already applied ones are skipped)\n`)
+    if (additions.length > 0) {
+      io.out(`  0. ${dryRun ? "would add" : "add"} to ${section}.d1_databases of ${relative(process.cwd(), configPath) || configPath} (--read-databases ${options["read-databases"]}):\n${additions.map((a) => `       + ${a.binding}: ${a.database_name}`).join("\n")}\n`)
+      const open = effective.vars?.FACTLINE_READ_DBS_OPEN
+      if (open) io.out(`     note: vars.FACTLINE_READ_DBS_OPEN is "${open}": new tenants go to the new databases only once you list them there\n`)
+    }
+    io.out(`  1. queues (create if missing, ${res.queues.length}):\n${queuePlan(res.queues, groups)}\n`)
+    io.out(`  2. D1 databases (create if missing, ${res.databases.length}; a new one's database_id is written into the config):\n${res.databases.map((d) => `       - ${d.name} (${d.binding}: ${d.role === "platform" ? `the platform database${res.platformIsReadDatabase0 ? " and read database 0" : ""}` : `read database ${d.index}`}${d.id && d.id !== WranglerConfig.unprovisionedDatabaseId ? `; database_id ${d.id}` : ""})`).join("\n")}\n`)
+    io.out(`  3. R2 bucket ${res.bucket} (binding ${Policies.bindings.payloads}): create if missing; lifecycle rule ${Policies.payloads.rule}: expire objects under ${Policies.payloads.prefix} (offloaded payloads) after ${retentionDays} days — added if missing, replaced if it differs, left alone when present; nothing else in the bucket expires (uploads, batch files, the facts archive)\n`)
+    io.out(`  4. D1 migrations: apply ${migrations.length} from ${relative(appDir, migrationsDir) || "."} to each database (remote; already applied ones are skipped):\n${res.databases.map((d) => `       - wrangler d1 migrations apply ${d.name} --remote`).join("\n")}\n`)
     io.out(`  5. secrets: ${Policies.requiredSecrets.map((s) => `${s} ${secrets[s] ? `(from ${secrets[s].from})` : "(not given: must be set on the Worker already — checked with wrangler secret list)"}`).join(", ")}\n`)
     io.out(`  6. wrangler deploy ${envArgs.slice(0, -2).join(" ")} — Worker ${res.worker}, Durable Object ${res.durableObjects.join(", ")}, crons ${res.crons.join(", ")}\n`)
 
-    if (options["dry-run"]) {
-      io.out(`\ndry run: nothing was created or changed. Running wrangler deploy --dry-run:\n`)
+    if (dryRun) {
+      io.out(`\ndry run: nothing was created or changed. Running wrangler deploy --dry-run${additions.length > 0 ? " (on the config as it is: the read databases above are not in it yet)" : ""}:\n`)
       scratch = mkdtempSync(join(tmpdir(), "factline-deploy-"))
       const check = runWrangler(["deploy", "--dry-run", "--outdir", join(scratch, "bundle"), ...envArgs], { capture: true, allowFailure: true })
       io.out(check.output.split("\n").map((l) => `  | ${l}`).join("\n") + "\n")
@@ -163,36 +255,49 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
       }
     }
 
+    if (additions.length > 0) {
+      try {
+        configText = WranglerConfig.addDatabases(configText, options.env, additions)
+      } catch (error) {
+        throw new DeployError(`${error.message}: add these to ${section}.d1_databases by hand, then deploy again:\n${additions.map((a) => `  ${JSON.stringify(a)}`).join(",\n")}`)
+      }
+      writeFileSync(configPath, configText)
+      io.out(`added ${additions.map((a) => a.binding).join(", ")} to ${section} in ${configPath}: commit it\n`)
+    }
+
     for (const queue of res.queues) {
-      const created = runWrangler(["queues", "create", queue], { capture: true, allowFailure: true })
+      const created = runWrangler(["queues", "create", queue, ...envArgs], { capture: true, allowFailure: true })
       if (created.status === 0) io.out(`queue ${queue}: created\n`)
       else if (/already (exists|taken)|11009/i.test(created.output)) io.out(`queue ${queue}: exists\n`)
       else throw new DeployError(`could not create queue ${queue}:\n${created.output}`)
     }
 
-    const listed = runWrangler(["d1", "list", "--json"], { capture: true })
-    const databases = JSON.parse(listed.output.slice(listed.output.indexOf("[")))
-    let database = databases.find((d) => d.name === res.database.name)
-    if (!database) {
-      const created = runWrangler(["d1", "create", res.database.name], { capture: true })
-      const uuid = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/.exec(created.output)?.[0]
-      if (!uuid) throw new DeployError(`created D1 ${res.database.name} but found no id in:\n${created.output}`)
-      database = { name: res.database.name, uuid }
-      io.out(`D1 ${res.database.name}: created (${uuid})\n`)
-    } else io.out(`D1 ${res.database.name}: exists (${database.uuid})\n`)
-    if (res.database.id !== database.uuid) {
-      const pattern = new RegExp(`("database_name"\\s*:\\s*"${res.database.name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}"\\s*,\\s*"database_id"\\s*:\\s*")[^"]*(")`)
-      if (!pattern.test(configText)) throw new DeployError(`set "database_id": "${database.uuid}" for ${res.database.name} in ${configPath}, then deploy again`)
-      writeFileSync(configPath, configText.replace(pattern, `$1${database.uuid}$2`))
-      io.out(`wrote database_id ${database.uuid} into ${configPath}: commit it\n`)
+    const listed = runWrangler(["d1", "list", "--json", ...envArgs], { capture: true })
+    const existing = JSON.parse(listed.output.slice(listed.output.indexOf("[")))
+    for (const wanted of res.databases) {
+      let database = existing.find((d) => d.name === wanted.name)
+      if (!database) {
+        const created = runWrangler(["d1", "create", wanted.name, ...envArgs], { capture: true })
+        const uuid = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/.exec(created.output)?.[0]
+        if (!uuid) throw new DeployError(`created D1 ${wanted.name} but found no id in:\n${created.output}`)
+        database = { name: wanted.name, uuid }
+        io.out(`D1 ${wanted.name} (${wanted.binding}): created (${uuid})\n`)
+      } else io.out(`D1 ${wanted.name} (${wanted.binding}): exists (${database.uuid})\n`)
+      if (wanted.id !== database.uuid) {
+        const updated = WranglerConfig.setDatabaseId(configText, wanted.name, database.uuid)
+        if (updated === undefined) throw new DeployError(`set "database_id": "${database.uuid}" for ${wanted.name} in ${configPath}, then deploy again`)
+        writeFileSync(configPath, (configText = updated))
+        io.out(`wrote database_id ${database.uuid} of ${wanted.name} into ${configPath}: commit it\n`)
+      }
     }
 
-    const bucket = runWrangler(["r2", "bucket", "create", res.bucket], { capture: true, allowFailure: true })
+    const bucket = runWrangler(["r2", "bucket", "create", res.bucket, ...envArgs], { capture: true, allowFailure: true })
     if (bucket.status === 0) io.out(`R2 ${res.bucket}: created\n`)
     else if (/already exists|10004/i.test(bucket.output)) io.out(`R2 ${res.bucket}: exists\n`)
     else throw new DeployError(`could not create R2 bucket ${res.bucket}:\n${bucket.output}`)
+    payloadLifecycle(runWrangler, io, res.bucket, retentionDays, envArgs)
 
-    runWrangler(["d1", "migrations", "apply", res.database.name, "--remote", ...envArgs])
+    for (const database of res.databases) runWrangler(["d1", "migrations", "apply", database.name, "--remote", ...envArgs])
 
     const deployArgs = ["deploy", ...envArgs]
     if (provided.length > 0) {

@@ -20,7 +20,7 @@ const usage = `usage: factline <command> [options]
 local commands:
   init <dir>                                write a new factline app into <dir> (npx @factline/workers init my-platform)
   tokens create|list|revoke …               API tokens (factline tokens --help)
-  deploy [--env NAME] [--dry-run]           create queues, D1, R2, apply migrations, deploy (factline deploy --help)
+  deploy [--env NAME] [--dry-run]           create queues, D1 databases, R2, apply migrations, deploy (factline deploy --help)
 
 operators' commands, against a deployment (--url, --token):
   health [--window 15m|1h|6h|24h]           every queue's health (scope platform)

@@ -1,13 +1,23 @@
 /**
  * Large payloads in R2: the producer puts a payload over 64 KiB there and sends
- * `payload_ref: "r2://<bucket>/<tenant>/<name>"` instead; the consumer loads it.
+ * `payload_ref: "r2://<bucket>/_payloads/<tenant>/<name>"` instead; the consumer
+ * loads it (the relay does the same for a fact too large to share a message).
  * The caller chooses `name` and must make it unique per put (the producer uses
  * a random id): a client-chosen value such as `message_id` could be reused and
  * overwrite a payload another queued message still refers to.
  *
- * A reference must point inside the sending tenant's prefix: a message of
+ * Every payload lives under one prefix, `_payloads/`, apart from what the bucket
+ * keeps per tenant (`<tenant>/uploads/…`, `<tenant>/batches/…` and the facts
+ * archive `<tenant>/archive/facts/…`, which must never expire): R2 lifecycle rules
+ * match by key prefix only, and `factline deploy` sets one that expires
+ * `_payloads/` after the retention (docs/deploy.md). A tenant id starts with a
+ * letter or digit, so no tenant's own prefix can fall under `_payloads/`.
+ *
+ * A reference must point inside the sending tenant's payloads: a message of
  * tenant A can never load tenant B's payload. The object is kept after use
- * (a retry or a DLQ replay needs it again); lifecycle rules on the bucket expire it.
+ * (a retry or a DLQ replay needs it again) until the lifecycle rule expires it.
+ * References written before the `_payloads/` layout (`<bucket>/<tenant>/<name>`)
+ * still load, under the same tenant check.
  */
 import { Context, Effect, Layer, Option } from "effect"
 import { tenantKey } from "@factline/schemas"
@@ -24,6 +34,31 @@ export const offloadThresholdBytes = 64 * 1024
 export const clientRefRefused = "is set by the producer only; send the payload inline"
 export const defaultBucketName = "factline-payloads"
 
+/** The key prefix every offloaded payload is stored under (the one a lifecycle rule expires). */
+export const payloadsPrefix = "_payloads/"
+
+/** The R2 key of a tenant's payload `name`: `_payloads/<tenant>/<name>`. */
+export const payloadKey = (tenantId: string, name: string): string => `${payloadsPrefix}${tenantKey(tenantId, name)}`
+
+/** What the bucket keeps per tenant beside payloads (uploads, batch files, the facts archive): never a payload. */
+const tenantFolders = ["uploads/", "batches/", "archive/"]
+
+/**
+ * The R2 key a reference names, when it is one of `tenantId`'s payloads: under `_payloads/<tenant>/`, or a
+ * reference from before that layout under `<tenant>/` — but never another tenant's, and never the tenant's
+ * uploads, batch files or archive (only the producer and the relay write references, and never to those).
+ */
+export const keyOf = (bucketName: string, tenantId: string, ref: string): string | undefined => {
+  const base = `r2://${bucketName}/`
+  if (!ref.startsWith(base)) return undefined
+  const key = ref.slice(base.length)
+  if (key.startsWith(payloadsPrefix)) return key.startsWith(payloadKey(tenantId, "")) ? key : undefined
+  const own = tenantKey(tenantId, "")
+  if (!key.startsWith(own)) return undefined
+  const name = key.slice(own.length)
+  return tenantFolders.some((folder) => name.startsWith(folder)) ? undefined : key
+}
+
 /** The reference is malformed, outside the tenant's prefix, or the object is gone: permanent. */
 const missing = (message: string) => new Failure.PermanentError({ reason: "payload_missing", message })
 const unavailable = Failure.unavailable("the payload store")
@@ -39,18 +74,17 @@ export class PayloadStore extends Context.Service<PayloadStore, {
 
 export const make = (bucket: Bucket, bucketName: string): PayloadStore["Service"] => ({
   put: Effect.fn("PayloadStore.put")(function*(tenantId, messageId, payload) {
-    const key = tenantKey(tenantId, messageId)
+    const key = payloadKey(tenantId, messageId)
     return yield* Effect.tryPromise({
       try: () => bucket.put(key, JSON.stringify(payload), { httpMetadata: { contentType: "application/json" } }),
       catch: unavailable
     }).pipe(Effect.as(`r2://${bucketName}/${key}`))
   }),
   get: Effect.fn("PayloadStore.get")(function*(tenantId, ref) {
-    const prefix = `r2://${bucketName}/${tenantId}/`
-    if (!ref.startsWith(prefix)) {
-      return yield* Effect.fail(missing(`payload_ref must start with ${prefix}`))
+    const key = keyOf(bucketName, tenantId, ref)
+    if (key === undefined) {
+      return yield* Effect.fail(missing(`payload_ref must start with r2://${bucketName}/${payloadKey(tenantId, "")}`))
     }
-    const key = ref.slice(`r2://${bucketName}/`.length)
     return yield* Effect.tryPromise({
       try: async () => {
         const object = await bucket.get(key)
