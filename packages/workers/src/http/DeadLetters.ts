@@ -54,7 +54,7 @@ export const listDeadLetters = HttpApiEndpoint.get("listDeadLetters", "/v1/dlq",
   success: Schema.Struct({
     data: Schema.Array(DeadLetter),
     next_cursor: nextCursor,
-    spilled: Schema.optional(Schema.NullOr(Schema.Int)).annotate({
+    spilled: Schema.optionalKey(Schema.NullOr(Schema.Int)).annotate({
       description: "The platform scope only: dead letters spilled to R2 during a D1 outage, not in this list until the cron moves them in (counted up to 10,000; null: R2 could not say)"
     })
   }),
