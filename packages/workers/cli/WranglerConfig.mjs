@@ -28,7 +28,7 @@ export const parseJsonc = (text) => {
 }
 
 /** Keys wrangler does not inherit from the top level into an environment (bindings, vars). */
-const notInherited = ["vars", "durable_objects", "d1_databases", "r2_buckets", "queues", "kv_namespaces", "services", "analytics_engine_datasets"]
+const notInherited = ["vars", "durable_objects", "d1_databases", "r2_buckets", "queues", "kv_namespaces", "services", "analytics_engine_datasets", "ratelimits"]
 
 /**
  * The configuration wrangler deploys for `env` (undefined: the top level): inherited keys fall back to the
@@ -89,12 +89,43 @@ export const check = (effective, { deployed = false } = {}) => {
   for (const cron of Policies.bindings.crons) {
     if (!(effective.triggers?.crons ?? []).includes(cron)) problems.push(`triggers.crons: missing "${cron}" (relay sweep and retention)`)
   }
+  problems.push(...rateLimitProblems(effective))
   if (deployed) {
     for (const name of Policies.localOnlyVars) {
       if (effective.vars?.[name] !== undefined) problems.push(`vars.${name} is set: local development only, never in a deployed environment`)
     }
     for (const name of Policies.requiredSecrets) {
       if (effective.vars?.[name] !== undefined) problems.push(`vars.${name} is a plain var: it must be a secret (wrangler secret put ${name})`)
+    }
+  }
+  return problems
+}
+
+/** The Rate Limiting binding of a tier, as the HTTP edge reads it (packages/workers/src/http/RateLimit.ts `bindingOf`). */
+const rateLimitBinding = (tier) => (tier === "default" ? "FACTLINE_RATE_LIMIT" : `FACTLINE_RATE_LIMIT_${tier.toUpperCase()}`)
+
+/**
+ * The per-tenant rate limits (optional: without FACTLINE_RATE_LIMIT nothing is limited): every factline tier
+ * counts per 10 s, the Retry-After the edge answers, and every tier FACTLINE_RATE_LIMIT_TIERS names is bound.
+ */
+const rateLimitProblems = (effective) => {
+  const problems = []
+  const limits = effective.ratelimits ?? []
+  for (const r of limits.filter((r) => String(r.name).startsWith("FACTLINE_RATE_LIMIT"))) {
+    if (r.simple?.period !== 10) problems.push(`ratelimits[${r.name}].simple.period is ${JSON.stringify(r.simple?.period)}: factline's rate limits count per 10 s (the Retry-After its 429 answers)`)
+  }
+  const tiers = effective.vars?.FACTLINE_RATE_LIMIT_TIERS
+  if (tiers !== undefined) {
+    let parsed
+    try {
+      parsed = typeof tiers === "string" ? JSON.parse(tiers) : tiers
+    } catch {
+      return [...problems, "vars.FACTLINE_RATE_LIMIT_TIERS is not JSON (a JSON object of tenant id or \"*\" → tier)"]
+    }
+    for (const tier of new Set(Object.values(parsed ?? {}))) {
+      if (tier === "unlimited") continue
+      const binding = rateLimitBinding(String(tier))
+      if (!limits.some((r) => r.name === binding)) problems.push(`ratelimits: missing ${binding} (tier ${JSON.stringify(tier)} of vars.FACTLINE_RATE_LIMIT_TIERS)`)
     }
   }
   return problems
