@@ -16,7 +16,8 @@
  * ids and the projections' guarded writes — so their D1 round trips per batch are their own work;
  * a queue that opts into the inbox (batch) adds two round trips per batch (`begin`, `finish`),
  * whatever the batch size. Items that share a key in one batch are processed once and share the
- * outcome.
+ * outcome. A dead letter's `first_attempted_at` is the first processing attempt (FirstAttempts records it
+ * when a first attempt ends in a retry: a failing batch's one more round trip, never a succeeding one's).
  *
  * What "process" means is the caller's: the events consumer routes to
  * handlers; platform consumers plug in their own step.
