@@ -75,7 +75,15 @@ export default defineConfig({
           FACTLINE_SECRETS_KEY: "kL8hXw6QkGfCq0e3m1Vn2m4Qb7yT9uR5sD3aF1gH2jM="
         },
         // Replaces wrangler.jsonc's consumers queue by queue (miniflare merges per queue name).
-        queueConsumers
+        queueConsumers,
+        // Rate limits (merged by binding name over wrangler.jsonc's): the default tier far above what any test sends
+        // (the hostile sweeps send thousands of requests as one tenant), and two small tiers rate-limit.workers.test.ts
+        // puts its own tenants on (FACTLINE_RATE_LIMIT_TIERS) to trip them with a handful of requests.
+        ratelimits: {
+          FACTLINE_RATE_LIMIT: { namespace_id: "1001", simple: { limit: 1_000_000, period: 10 } },
+          FACTLINE_RATE_LIMIT_TEST_TIGHT: { namespace_id: "9001", simple: { limit: 3, period: 10 } },
+          FACTLINE_RATE_LIMIT_TEST_RAISED: { namespace_id: "9002", simple: { limit: 6, period: 10 } }
+        }
       }
     })
   ],

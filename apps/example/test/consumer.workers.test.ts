@@ -11,10 +11,11 @@ import { platform } from "./worker.js"
 
 const testEnv = env as unknown as PlatformEnv
 
-const deliver = async (bodies: ReadonlyArray<unknown>, options: { attempts?: number; env?: PlatformEnv; queue?: string } = {}) => {
+/** One batch through the platform's queue handler; `ids` and `sentAt` make it a redelivery of the same messages. */
+const deliver = async (bodies: ReadonlyArray<unknown>, options: { attempts?: number; env?: PlatformEnv; queue?: string; ids?: ReadonlyArray<string>; sentAt?: Date } = {}) => {
   const batch = createMessageBatch(
     options.queue ?? "factline-events",
-    bodies.map((body) => ({ id: unique("qm"), timestamp: new Date(), attempts: options.attempts ?? 1, body }))
+    bodies.map((body, i) => ({ id: options.ids?.[i] ?? unique("qm"), timestamp: options.sentAt ?? new Date(), attempts: options.attempts ?? 1, body }))
   )
   const ctx = createExecutionContext()
   const recording = recordingBatch(batch)
@@ -105,13 +106,18 @@ describe("consumer runtime", () => {
   it("a transiently failing handler is retried with the policy's delay, then succeeds", async () => {
     const event = envelope("test.flaky.happened", { fail_times: 2 })
     const withPolicyDelays = { ...testEnv, FACTLINE_RETRY_DELAY_SCALE: "1" }
-    const first = await deliver([event], { attempts: 1, env: withPolicyDelays })
-    expect(first.result.retryMessages).toEqual([{ msgId: first.batch.messages[0]!.id }])
-    expect(first.delays).toEqual([RetryPolicy.delay(RetryPolicy.events, 1)])
-    expect(first.delays).toEqual([30])
+    const ids = [unique("qm")]
+    const first = await deliver([event], { attempts: 1, env: withPolicyDelays, ids })
+    expect(first.result.retryMessages).toEqual([{ msgId: ids[0] }])
+    // The policy's delay, jittered over its upper half by the message's id and attempt.
+    expect(first.delays).toEqual([RetryPolicy.delay(RetryPolicy.events, 1, RetryPolicy.jitterOf(ids[0]!, 1))])
+    expect(first.delays[0]).toBeGreaterThanOrEqual(15)
+    expect(first.delays[0]).toBeLessThanOrEqual(30)
 
-    const second = await deliver([event], { attempts: 2, env: withPolicyDelays })
-    expect(second.delays).toEqual([60])
+    const second = await deliver([event], { attempts: 2, env: withPolicyDelays, ids })
+    expect(second.delays).toEqual([RetryPolicy.delay(RetryPolicy.events, 2, RetryPolicy.jitterOf(ids[0]!, 2))])
+    expect(second.delays[0]).toBeGreaterThanOrEqual(30)
+    expect(second.delays[0]).toBeLessThanOrEqual(60)
 
     const third = await deliver([event], { attempts: 3, env: withPolicyDelays })
     expect(third.result.retryMessages).toEqual([])
@@ -123,14 +129,17 @@ describe("consumer runtime", () => {
   it("a message that keeps failing reaches the DLQ on its last attempt with attempts and last_error", async () => {
     const event = envelope("test.broken.happened", {})
     const withPolicyDelays = { ...testEnv, FACTLINE_RETRY_DELAY_SCALE: "1" }
+    const ids = [unique("qm")]
     const delays: Array<number | undefined> = []
     for (let attempts = 1; attempts <= RetryPolicy.events.maxRetries; attempts++) {
-      const { result, delays: asked } = await deliver([event], { attempts, env: withPolicyDelays })
+      const { result, delays: asked } = await deliver([event], { attempts, env: withPolicyDelays, ids })
       expect(result.explicitAcks).toEqual([])
       delays.push(...asked)
     }
-    expect(delays).toEqual([30, 60, 120, 240, 480])
-    const last = await deliver([event], { attempts: RetryPolicy.events.maxRetries + 1, env: withPolicyDelays })
+    const policy = [30, 60, 120, 240, 480]
+    expect(delays).toEqual(policy.map((_, i) => RetryPolicy.delay(RetryPolicy.events, i + 1, RetryPolicy.jitterOf(ids[0]!, i + 1))))
+    delays.forEach((d, i) => expect(d! >= policy[i]! / 2 && d! <= policy[i]!, `retry ${i + 1}: ${d} s`).toBe(true))
+    const last = await deliver([event], { attempts: RetryPolicy.events.maxRetries + 1, env: withPolicyDelays, ids })
     expect(last.result.retryMessages).toEqual([])
     expect(last.result.explicitAcks).toHaveLength(1)
     await drain()
@@ -148,6 +157,54 @@ describe("consumer runtime", () => {
     expect((await readStream("tenant-a", event.subject)).version).toBe(0)
   })
 
+  it("a burst of transient failures is retried spread over the delay's upper half, not as one burst", async () => {
+    const burst = Array.from({ length: 40 }, () => envelope("test.thrower.happened", {}))
+    const { batch, result, delays } = await deliver(burst, { env: { ...testEnv, FACTLINE_RETRY_DELAY_SCALE: "1" } })
+    expect(result.retryMessages).toHaveLength(40)
+    const byId = new Map(result.retryMessages.map((r, i) => [r.msgId, delays[i]!]))
+    for (const m of batch.messages) expect(byId.get(m.id)).toBe(RetryPolicy.delay(RetryPolicy.events, 1, RetryPolicy.jitterOf(m.id, 1)))
+    expect(Math.min(...delays.map(Number))).toBeGreaterThanOrEqual(15)
+    expect(Math.max(...delays.map(Number))).toBeLessThanOrEqual(30)
+    // Without jitter all 40 would come back 30 s later, together.
+    expect(new Set(delays).size).toBeGreaterThanOrEqual(8)
+  })
+
+  it("a dead letter's first_attempted_at is its first processing attempt, not the time it was sent", async () => {
+    // Sent two hours before it is first processed (a backlog, a send delay): the queue's timestamp says when it was sent.
+    const sentAt = new Date(Date.now() - 2 * 3600_000)
+    const event = envelope("test.broken.happened", {})
+    const ids = [unique("qm")]
+    const firstAttempt = Date.now()
+    await deliver([event], { attempts: 1, ids, sentAt })
+    const lastAttempt = Date.now()
+    for (let attempts = 2; attempts <= RetryPolicy.events.maxRetries + 1; attempts++) await deliver([event], { attempts, ids, sentAt })
+    await drain()
+    const [row] = await deadMessages(event.idempotency_key)
+    expect(row).toMatchObject({ reason: "retries_exhausted", attempts: RetryPolicy.events.maxRetries + 1 })
+    const first = Date.parse(row!.first_attempted_at)
+    expect(first).toBeGreaterThanOrEqual(firstAttempt)
+    expect(first).toBeLessThanOrEqual(lastAttempt)
+    expect(first).toBeLessThanOrEqual(Date.parse(row!.last_attempted_at))
+
+    // Refused for good on its first attempt: that attempt, too, is now, not the send time.
+    const refused = envelope("test.refused.happened", {})
+    const before = Date.now()
+    await deliver([refused], { attempts: 1, sentAt })
+    await drain()
+    const [once] = await deadMessages(refused.idempotency_key)
+    expect(Date.parse(once!.first_attempted_at)).toBeGreaterThanOrEqual(before)
+  })
+
+  it("a dead letter whose first attempt could not be recorded gives its send time, the earliest it can have been", async () => {
+    const sentAt = new Date(Date.now() - 3600_000)
+    const event = envelope("test.broken.happened", {})
+    // Delivered first at attempt 2 under this id (its attempt 1 left no record), then exhausted.
+    await deliver([event], { attempts: RetryPolicy.events.maxRetries + 1, sentAt })
+    await drain()
+    const [row] = await deadMessages(event.idempotency_key)
+    expect(row!.first_attempted_at).toBe(sentAt.toISOString())
+  })
+
   it("a permanent handler failure is dead-lettered at once", async () => {
     const event = envelope("test.refused.happened", {})
     const { result } = await deliver([event])
@@ -163,7 +220,7 @@ describe("consumer runtime", () => {
     const good = callCompleted()
     const { batch, result, delays } = await deliver([throwing, good], { env: { ...testEnv, FACTLINE_RETRY_DELAY_SCALE: "1" } })
     expect(result.retryMessages.map((r) => r.msgId)).toEqual([batch.messages[0]!.id])
-    expect(delays).toEqual([30])
+    expect(delays).toEqual([RetryPolicy.delay(RetryPolicy.events, 1, RetryPolicy.jitterOf(batch.messages[0]!.id, 1))])
     expect(result.explicitAcks).toEqual([batch.messages[1]!.id])
     expect((await readStream("tenant-a", good.subject)).facts[0]!.type).toBe("outcome")
   })

@@ -27,13 +27,14 @@ describe("OpenAPI", () => {
     expect([...documented].sort()).toEqual([...new Set(served)].sort())
   })
 
-  it("states each route's scopes as its bearer requirement, the 401/403 of every authenticated route, and the one error shape", async () => {
+  it("states each route's scopes as its bearer requirement, the 401/403/429 of every authenticated route, and the one error shape", async () => {
     const doc = await (await request("/openapi.json")).json<any>()
     expect(doc.components.securitySchemes.bearer).toMatchObject({ type: "http", scheme: "bearer" })
     for (const route of Api.routes) {
       const op = doc.paths[route.path.replace(/:(\w+)/g, "{$1}")][route.method.toLowerCase()]
       expect(op.security, `${route.method} ${route.path}`).toEqual([{ bearer: [...route.scopes] }])
-      for (const status of ["401", "403"]) expect(op.responses[status].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/Problem" })
+      for (const status of ["401", "403", "429"]) expect(op.responses[status].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/Problem" })
+      expect(op.responses["429"].headers["retry-after"].schema, `${route.method} ${route.path} 429`).toEqual({ type: "integer", minimum: 1 })
       for (const [status, response] of Object.entries(op.responses as Record<string, any>)) {
         if (Number(status) >= 400) expect(response.content["application/json"].schema, `${route.method} ${route.path} ${status}`).toEqual({ $ref: "#/components/schemas/Problem" })
       }

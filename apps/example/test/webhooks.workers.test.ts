@@ -193,7 +193,8 @@ describe("webhooks", () => {
     expect(await deliver(good, 10)).toEqual({ d1: 3, acked: 10, retried: 0 })
     expect(await deliver(good, 2)).toEqual({ d1: 3, acked: 2, retried: 0 })
     // A failing attempt starts the endpoint's failing period: the configs are read again by the next batch.
-    expect(await deliver(bad, 1)).toEqual({ d1: 3, acked: 0, retried: 1 })
+    // Its batch also records when the retried message was first attempted (FirstAttempts: a failing batch's one more round trip).
+    expect(await deliver(bad, 1)).toEqual({ d1: 4, acked: 0, retried: 1 })
     expect((await api("GET", `/v1/webhooks/endpoints/${bad.id}`)).body.failing_since).not.toBeNull()
     expect(await deliver(good, 10)).toEqual({ d1: 4, acked: 10, retried: 0 })
     expect(await deliver(good, 10)).toEqual({ d1: 3, acked: 10, retried: 0 })

@@ -41,6 +41,18 @@ describe("the CLI's queue table", () => {
     ])
   })
 
+  it("holds the rate limits to a 10 s period and binds every tier FACTLINE_RATE_LIMIT_TIERS names", () => {
+    const config = { name: "app", triggers: { crons: Policies.bindings.crons }, migrations: [{ tag: "v1", new_sqlite_classes: ["LedgerShard"] }], ...WranglerConfig.platformBindings({ databaseName: "db", bucketName: "b" }) }
+    config.ratelimits = [{ name: "FACTLINE_RATE_LIMIT", namespace_id: "1", simple: { limit: 100, period: 60 } }]
+    config.vars = { FACTLINE_RATE_LIMIT_TIERS: JSON.stringify({ "*": "default", acme: "bulk", ops: "unlimited" }) }
+    expect(WranglerConfig.check(config)).toEqual([
+      "ratelimits[FACTLINE_RATE_LIMIT].simple.period is 60: factline's rate limits count per 10 s (the Retry-After its 429 answers)",
+      'ratelimits: missing FACTLINE_RATE_LIMIT_BULK (tier "bulk" of vars.FACTLINE_RATE_LIMIT_TIERS)'
+    ])
+    config.ratelimits = [{ name: "FACTLINE_RATE_LIMIT", namespace_id: "1", simple: { limit: 100, period: 10 } }, { name: "FACTLINE_RATE_LIMIT_BULK", namespace_id: "2", simple: { limit: 1000, period: 10 } }]
+    expect(WranglerConfig.check(config)).toEqual([])
+  })
+
   it("passes the example's wrangler.jsonc, top level and every environment", () => {
     const config = WranglerConfig.parseJsonc(readFileSync(new URL("../../../apps/example/wrangler.jsonc", import.meta.url), "utf8"))
     expect(WranglerConfig.check(WranglerConfig.forEnv(config))).toEqual([])

@@ -28,7 +28,7 @@ export const parseJsonc = (text) => {
 }
 
 /** Keys wrangler does not inherit from the top level into an environment (bindings, vars). */
-const notInherited = ["vars", "durable_objects", "d1_databases", "r2_buckets", "queues", "kv_namespaces", "services", "analytics_engine_datasets"]
+const notInherited = ["vars", "durable_objects", "d1_databases", "r2_buckets", "queues", "kv_namespaces", "services", "analytics_engine_datasets", "ratelimits"]
 
 /**
  * The configuration wrangler deploys for `env` (undefined: the top level): inherited keys fall back to the
@@ -94,6 +94,7 @@ export const check = (effective, { deployed = false } = {}) => {
   for (const cron of Policies.bindings.crons) {
     if (!(effective.triggers?.crons ?? []).includes(cron)) problems.push(`triggers.crons: missing "${cron}" (relay sweep and retention)`)
   }
+  problems.push(...rateLimitProblems(effective))
   if (deployed) {
     for (const name of Policies.localOnlyVars) {
       if (effective.vars?.[name] !== undefined) problems.push(`vars.${name} is set: local development only, never in a deployed environment`)
@@ -184,6 +185,36 @@ const databaseProblems = (effective) => {
 export const parseRetentionDays = (raw) => {
   const n = typeof raw === "number" ? raw : /^\s*[0-9]+\s*$/.test(String(raw)) ? Number(raw) : NaN
   return Number.isInteger(n) && n >= 1 ? n : undefined
+}
+
+/** The Rate Limiting binding of a tier, as the HTTP edge reads it (packages/workers/src/http/RateLimit.ts `bindingOf`). */
+const rateLimitBinding = (tier) => (tier === "default" ? "FACTLINE_RATE_LIMIT" : `FACTLINE_RATE_LIMIT_${tier.toUpperCase()}`)
+
+/**
+ * The per-tenant rate limits (optional: without FACTLINE_RATE_LIMIT nothing is limited): every factline tier
+ * counts per 10 s, the Retry-After the edge answers, and every tier FACTLINE_RATE_LIMIT_TIERS names is bound.
+ */
+const rateLimitProblems = (effective) => {
+  const problems = []
+  const limits = effective.ratelimits ?? []
+  for (const r of limits.filter((r) => String(r.name).startsWith("FACTLINE_RATE_LIMIT"))) {
+    if (r.simple?.period !== 10) problems.push(`ratelimits[${r.name}].simple.period is ${JSON.stringify(r.simple?.period)}: factline's rate limits count per 10 s (the Retry-After its 429 answers)`)
+  }
+  const tiers = effective.vars?.FACTLINE_RATE_LIMIT_TIERS
+  if (tiers !== undefined) {
+    let parsed
+    try {
+      parsed = typeof tiers === "string" ? JSON.parse(tiers) : tiers
+    } catch {
+      return [...problems, "vars.FACTLINE_RATE_LIMIT_TIERS is not JSON (a JSON object of tenant id or \"*\" → tier)"]
+    }
+    for (const tier of new Set(Object.values(parsed ?? {}))) {
+      if (tier === "unlimited") continue
+      const binding = rateLimitBinding(String(tier))
+      if (!limits.some((r) => r.name === binding)) problems.push(`ratelimits: missing ${binding} (tier ${JSON.stringify(tier)} of vars.FACTLINE_RATE_LIMIT_TIERS)`)
+    }
+  }
+  return problems
 }
 
 /** The D1 databases, R2 bucket and resources of one environment (what deploy creates when missing). */

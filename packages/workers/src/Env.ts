@@ -64,6 +64,14 @@ export interface PlatformEnv {
    * the dashboard and /docs pages. Optional: without it those two routes answer 404 saying how to add it.
    */
   readonly ASSETS?: Fetcher
+  /**
+   * The HTTP edge's default per-tenant rate limit: a Rate Limiting binding (`ratelimits` in wrangler config,
+   * `simple: { limit, period: 10 }`), keyed by tenant. Other tiers are `FACTLINE_RATE_LIMIT_<TIER>`. Not bound:
+   * requests are not limited.
+   */
+  readonly FACTLINE_RATE_LIMIT?: RateLimit
+  /** JSON `{ "*": tier, "<tenant id>": tier }`: the rate-limit tier of each tenant (default `default` for all; `unlimited` counts nothing). */
+  readonly FACTLINE_RATE_LIMIT_TIERS?: string
   /** Optional Workers Analytics Engine dataset binding: one data point per consumer batch (seed 001's metrics). */
   readonly METRICS?: AnalyticsEngineDataset
 }

@@ -105,5 +105,11 @@ export const shardRuntime = (env: PlatformEnv): ShardRuntime => {
   return runtime
 }
 
+/** A Rate Limiting binding by name (`FACTLINE_RATE_LIMIT`, `FACTLINE_RATE_LIMIT_<TIER>`): the HTTP edge's per-tenant limit; undefined when not bound. */
+export const rateLimiter = (env: PlatformEnv, binding: string): RateLimit | undefined => {
+  const bound = env[binding] as Partial<RateLimit> | undefined
+  return typeof bound?.limit === "function" ? bound as RateLimit : undefined
+}
+
 /** The static assets binding (`assets.binding` in wrangler.jsonc): the dashboard and /docs; undefined if the app has none. */
 export const staticAssets = (env: PlatformEnv): Fetcher | undefined => env.ASSETS

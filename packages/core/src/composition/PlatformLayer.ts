@@ -10,6 +10,7 @@
  */
 import { Effect, Layer } from "effect"
 import { DeadLetters } from "../consuming/DeadLetters.js"
+import { FirstAttempts } from "../consuming/FirstAttempts.js"
 import { Inbox } from "../consuming/Inbox.js"
 import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
@@ -40,6 +41,7 @@ export type Services =
   | LedgerNamespace
   | Ledger
   | Inbox
+  | FirstAttempts
   | ProjectionStore
   | DeadLetters
   | PayloadStore
@@ -93,6 +95,7 @@ export const services = (registry: Registry.Shape, options: Options) =>
       AcceptedKeys.layer,
       QueueProducer.layer((name) => queue(name), (name, tenantId) => QueueGroups.route(name, tenantId, groups)),
       Inbox.layer,
+      FirstAttempts.layer,
       ProjectionStore.layer,
       DeadLetters.layer((source) => queue(RetryPolicy.forQueue(source)?.deadLetterQueue ?? "")),
       payloads,

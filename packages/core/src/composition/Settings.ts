@@ -16,6 +16,18 @@ import { defaultBucketName } from "../producing/PayloadStore.js"
 
 export type LogAttempts = "all" | "failures" | "none"
 
+/**
+ * Which rate-limit tier counts each tenant's requests at the HTTP edge (`FACTLINE_RATE_LIMIT_TIERS`): a
+ * tier is a Cloudflare Rate Limiting binding (`default` is `FACTLINE_RATE_LIMIT`, any other `x` is
+ * `FACTLINE_RATE_LIMIT_X`; `unlimited` counts nothing) whose limit wrangler config states.
+ */
+export interface RateLimitTiers {
+  /** The tier of every tenant `tenants` does not name (the value's `*`; `default` without one). */
+  readonly fallback: string
+  /** Tier by tenant id. */
+  readonly tenants: ReadonlyMap<string, string>
+}
+
 export interface Shape {
   /** `FACTLINE_TOKENS`: JSON of the token hashes (see the HTTP API's Auth), as configured. */
   readonly tokens: string | undefined
@@ -48,6 +60,8 @@ export interface Shape {
   readonly readDatabasesOpen: ReadonlyArray<number> | undefined
   /** `FACTLINE_PLACEMENT_CACHE_SECONDS` (default 30): how long an isolate trusts a tenant's placement; a move waits twice this before its last copy. */
   readonly placementCacheMs: number
+  /** `FACTLINE_RATE_LIMIT_TIERS`: JSON `{ "*": tier, "<tenant>": tier, … }` (default: every tenant on `default`). */
+  readonly rateLimitTiers: RateLimitTiers
 }
 
 const optional = (name: string) => Config.option(Config.String(name)).pipe(Config.map(Option.getOrUndefined))
@@ -75,6 +89,28 @@ const queueGroups = optional("FACTLINE_QUEUE_GROUPS").pipe(Config.mapEffect((raw
     : Effect.die(new Error(`FACTLINE_QUEUE_GROUPS: must be a whole number from 1 to ${QueueGroups.maxGroups}, got ${JSON.stringify(raw)}`))
 }))
 
+/** A tier name: lower-case letters, digits and `_`, as its binding's suffix reads upper-cased. */
+const tierName = /^[a-z][a-z0-9_]{0,31}$/
+
+/** `FACTLINE_RATE_LIMIT_TIERS` → the tiers; anything but an object of tier names fails the runtime, naming the entry. */
+export const parseRateLimitTiers = (raw: string | undefined): RateLimitTiers | string => {
+  if (raw === undefined || raw.trim() === "") return { fallback: "default", tenants: new Map() }
+  let json: unknown
+  try {
+    json = JSON.parse(raw)
+  } catch {
+    return "must be a JSON object of tenant id (or \"*\" for every other tenant) → tier name"
+  }
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return "must be a JSON object of tenant id (or \"*\" for every other tenant) → tier name"
+  const entries = Object.entries(json as Record<string, unknown>)
+  const bad = entries.find(([, tier]) => typeof tier !== "string" || !tierName.test(tier))
+  if (bad !== undefined) return `${JSON.stringify(bad[0])}: the tier must be lower-case letters, digits and _ (default, unlimited, or the suffix of a FACTLINE_RATE_LIMIT_<TIER> binding), got ${JSON.stringify(bad[1])}`
+  const tiers = new Map(entries as Array<[string, string]>)
+  const fallback = tiers.get("*") ?? "default"
+  tiers.delete("*")
+  return { fallback, tenants: tiers }
+}
+
 export const config: Config.Config<Shape> = Config.all({
   tokens: optional("FACTLINE_TOKENS"),
   retryDelayScale: lenientNumber("FACTLINE_RETRY_DELAY_SCALE", 1),
@@ -95,7 +131,11 @@ export const config: Config.Config<Shape> = Config.all({
       ? Effect.succeed(indexes)
       : Effect.die(new Error(`FACTLINE_READ_DBS_OPEN: must list read database indexes (0, 1, …) separated by commas, got ${JSON.stringify(raw)}`))
   })),
-  placementCacheMs: lenientNumber("FACTLINE_PLACEMENT_CACHE_SECONDS", 30).pipe(Config.map((seconds) => seconds * 1000))
+  placementCacheMs: lenientNumber("FACTLINE_PLACEMENT_CACHE_SECONDS", 30).pipe(Config.map((seconds) => seconds * 1000)),
+  rateLimitTiers: optional("FACTLINE_RATE_LIMIT_TIERS").pipe(Config.mapEffect((raw) => {
+    const parsed = parseRateLimitTiers(raw)
+    return typeof parsed === "string" ? Effect.die(new Error(`FACTLINE_RATE_LIMIT_TIERS: ${parsed}`)) : Effect.succeed(parsed)
+  }))
 })
 
 export class Settings extends Context.Service<Settings, Shape>()("@factline/core/Settings") {

@@ -7,7 +7,7 @@
  * decode → (inbox check) → process its items → durable write → ack.
  * - undecodable / permanent failure → dead-lettered at once with its failure context, then acked;
  *   in a message of several items, only the failing item is dead-lettered (as its own message);
- * - transient failure → `retry({ delaySeconds })` from the queue's policy (the whole message:
+ * - transient failure → `retry({ delaySeconds })` from the queue's policy, jittered per message (the whole message:
  *   its items that succeeded are idempotent and cost nothing the second time);
  * - transient failure on the last allowed attempt → dead-lettered (`retries_exhausted`), then acked;
  * - a failure that only waits for something bound to end soon (`parkSeconds`: a tenant's writes held by a
@@ -19,7 +19,8 @@
  * ids and the projections' guarded writes — so their D1 round trips per batch are their own work;
  * a queue that opts into the inbox (batch) adds two round trips per batch (`begin`, `finish`),
  * whatever the batch size. Items that share a key in one batch are processed once and share the
- * outcome.
+ * outcome. A dead letter's `first_attempted_at` is the first processing attempt (FirstAttempts records it
+ * when a first attempt ends in a retry: a failing batch's one more round trip, never a succeeding one's).
  *
  * What "process" means is the caller's: the events consumer routes to
  * handlers; platform consumers plug in their own step.
@@ -28,6 +29,7 @@ import { Cause, Effect, Result } from "effect"
 import { type DeadLetterRecord, type FailureReason, TraceContext } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import { DeadLetters, maxErrorLength } from "./DeadLetters.js"
+import { FirstAttempts } from "./FirstAttempts.js"
 import * as Inbox from "./Inbox.js"
 import * as RetryPolicy from "./RetryPolicy.js"
 import * as QueueGroups from "./QueueGroups.js"
@@ -141,7 +143,8 @@ interface DeadRecord {
   readonly body: unknown
   readonly reason: FailureReason
   readonly error: string
-  readonly firstAttemptedAt: string
+  /** The inbox's first sight of the key (queues that keep one); otherwise settled when the record is sent. */
+  readonly firstAttemptedAt?: string
 }
 
 type Verdict =
@@ -156,6 +159,7 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
   Effect.gen(function*() {
     const inbox = yield* Inbox.Inbox
     const deadLetters = yield* DeadLetters
+    const firstAttempts = yield* FirstAttempts
     // The purpose a group queue serves (`factline-events-3` → `factline-events`): the name dead-letter records,
     // the inbox and log lines use, as metrics, outboxes and the platform's own dead letters do. A replay routes
     // a record to its tenant's group queue afresh (DeadLetterStore), so the group need not be kept.
@@ -164,15 +168,16 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
     const now = yield* Time.now
     const messages = batch.messages
     const verdicts = new Array<Verdict>(messages.length)
+    /** When the message was sent: the earliest its first attempt can have been (the fallback when none was recorded). */
     const enqueuedAt = (m: Message) => new Date(m.timestamp).toISOString()
     /**
      * A failure outside the message's own processing (loading, the inbox): retried, but on the last
      * allowed attempt dead-lettered here with its error — left to the platform, it would reach the DLQ
      * without any failure context.
      */
-    const retryOrExhausted = (m: Message, error: string, firstAttemptedAt = enqueuedAt(m)): Verdict =>
+    const retryOrExhausted = (m: Message, error: string): Verdict =>
       RetryPolicy.isLastAttempt(spec.policy, m.attempts)
-        ? { _tag: "DeadLetter", records: [{ body: m.body, reason: "retries_exhausted", error, firstAttemptedAt }] }
+        ? { _tag: "DeadLetter", records: [{ body: m.body, reason: "retries_exhausted", error }] }
         : { _tag: "Retry", error }
 
     // 1. decode every message on its own; a bad one never stops the others.
@@ -193,7 +198,7 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       } else if (r.failure.retryable) {
         verdicts[i] = retryOrExhausted(m, r.failure.message)
       } else {
-        verdicts[i] = { _tag: "DeadLetter", records: [{ body: m.body, reason: r.failure.reason, error: r.failure.message, firstAttemptedAt: enqueuedAt(m) }] }
+        verdicts[i] = { _tag: "DeadLetter", records: [{ body: m.body, reason: r.failure.reason, error: r.failure.message }] }
       }
     })
 
@@ -249,7 +254,7 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
           const atLeast = Math.max(0, ...failures.map((f) => f.failure.retryAfterSeconds ?? 0))
           return void (verdicts[i] = atLeast > 0 ? { _tag: "Retry", error: retrying.failure.message, atLeastSeconds: atLeast } : { _tag: "Retry", error: retrying.failure.message })
         }
-        const firstAttemptedAt = entries.success.get(failures[0]!.item.key)?.first_seen_at ?? enqueuedAt(m)
+        const firstSeenAt = entries.success.get(failures[0]!.item.key)?.first_seen_at
         const alone = items.length === 1 || spec.isolate === undefined
         verdicts[i] = {
           _tag: "DeadLetter",
@@ -257,14 +262,22 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
             body: alone ? m.body : spec.isolate!(item),
             reason: failure.retryable ? "retries_exhausted" : failure.reason,
             error: alone && failures.length > 1 ? failures.map((f) => `${f.item.key}: ${f.failure.message}`).join("; ") : failure.message,
-            firstAttemptedAt
+            ...(firstSeenAt === undefined ? {} : { firstAttemptedAt: firstSeenAt })
           }))
         }
       })
     }
 
-    // 5. dead letters: sent (with context) before their originals are acked.
+    // 5. dead letters: sent (with context) before their originals are acked. A first attempt is this one on
+    // delivery 1; after retries, the one recorded when the first retry was decided (FirstAttempts), else the
+    // send time, the earliest it can have been.
     const dead = verdicts.flatMap((v, i) => (v._tag === "DeadLetter" ? [{ v, m: messages[i]!, i }] : []))
+    const unsettled = dead.filter(({ v, m }) => m.attempts > 1 && v.records.some((r) => r.firstAttemptedAt === undefined)).map(({ m }) => m.id)
+    const recorded = unsettled.length === 0
+      ? new Map<string, string>()
+      : yield* firstAttempts.lookup(queue, unsettled).pipe(Effect.catch((error) =>
+        Effect.as(Effect.logWarning(`first attempts unreadable on ${queue}, dead letters give their send time: ${error.message}`), new Map<string, string>())))
+    const firstAttemptOf = (m: Message, r: DeadRecord) => r.firstAttemptedAt ?? (m.attempts <= 1 ? now : recorded.get(m.id) ?? enqueuedAt(m))
     const deadRecords: Array<DeadLetterRecord> = dead.flatMap(({ v, m }) =>
       v.records.map((r) => ({
         original_message: r.body,
@@ -272,7 +285,7 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
           reason: r.reason,
           last_error: truncate(r.error),
           attempts: m.attempts,
-          first_attempted_at: r.firstAttemptedAt,
+          first_attempted_at: firstAttemptOf(m, r),
           last_attempted_at: now,
           queue
         }
@@ -296,12 +309,20 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       }
     }
 
-    // 6. settle each message on its own.
+    // 6. a first attempt that ends in a retry is recorded, for the dead letter a later attempt may write (best
+    // effort: a refusal is logged and the retries go ahead). A queue with an inbox has its keys' first sight there.
+    const firstRetries = spec.inbox === true ? [] : verdicts.flatMap((v, i) => (v._tag === "Retry" && messages[i]!.attempts <= 1 ? [{ messageId: messages[i]!.id, firstAttemptedAt: now }] : []))
+    if (firstRetries.length > 0) {
+      yield* firstAttempts.record(queue, firstRetries).pipe(Effect.catch((error) =>
+        Effect.logWarning(`first attempts not recorded on ${queue} (their dead letters would give their send time): ${error.message}`)))
+    }
+
+    // 7. settle each message on its own.
     const scale = spec.delayScale ?? 1
     verdicts.forEach((v, i) => {
       const m = messages[i]!
       if (v._tag === "Retry") {
-        const policyDelay = Math.round(RetryPolicy.delay(spec.policy, m.attempts) * scale)
+        const policyDelay = Math.round(RetryPolicy.delay(spec.policy, m.attempts, RetryPolicy.jitterOf(m.id, m.attempts)) * scale)
         // A receiver's Retry-After is honoured as given (never scaled), up to the policy's maximum delay.
         const atLeast = Math.min(v.atLeastSeconds ?? 0, spec.policy.maxDelaySeconds)
         m.retry({ delaySeconds: Math.max(policyDelay, Math.ceil(atLeast)) })

@@ -49,6 +49,42 @@ describe("RetryPolicy", () => {
     }))
   })
 
+  it("jitter 0 gives the upper half's floor, jitter near 1 the full delay", () => {
+    expect([1, 2, 3, 4, 5].map((n) => RetryPolicy.delay(RetryPolicy.events, n, 0))).toEqual([15, 30, 60, 120, 240])
+    expect([1, 2, 3, 4, 5].map((n) => RetryPolicy.delay(RetryPolicy.events, n, 0.999_999))).toEqual([30, 60, 120, 240, 480])
+    // One second cannot be halved: the shortest delay stays 1 s.
+    expect(RetryPolicy.delay(RetryPolicy.projections, 1, 0)).toBe(1)
+  })
+
+  it("a message's jitter is in [0, 1) and the same for the same message and attempt", () => {
+    fc.assert(fc.property(fc.string(), fc.integer({ min: 1, max: 1_000 }), (id, n) => {
+      const j = RetryPolicy.jitterOf(id, n)
+      expect(j).toBeGreaterThanOrEqual(0)
+      expect(j).toBeLessThan(1)
+      expect(RetryPolicy.jitterOf(id, n)).toBe(j)
+    }))
+  })
+
+  it("a burst of 1,000 failures comes back spread over the delay's upper half, not as one burst", () => {
+    // Queue message ids as Cloudflare gives them: distinct, often differing only in their last characters.
+    const ids = Array.from({ length: 1_000 }, (_, i) => `0196f3a2c4d8e7b1a9f0${i.toString(16).padStart(12, "0")}`)
+    for (const attempts of [1, 2, 3]) {
+      const full = RetryPolicy.delay(RetryPolicy.events, attempts)
+      const delays = ids.map((id) => RetryPolicy.delay(RetryPolicy.events, attempts, RetryPolicy.jitterOf(id, attempts)))
+      expect(Math.min(...delays)).toBeGreaterThanOrEqual(full / 2)
+      expect(Math.max(...delays)).toBeLessThanOrEqual(full)
+      // Every second of the upper half gets some of the burst, and none gets more than three times its share.
+      const perSecond = new Map<number, number>()
+      for (const d of delays) perSecond.set(d, (perSecond.get(d) ?? 0) + 1)
+      // ceil(d/2 + d/2 · j): d/2 + 1 … d seconds (d/2 itself only for a jitter of exactly 0).
+      const seconds = full / 2
+      expect(perSecond.size).toBe(seconds)
+      expect(Math.max(...perSecond.values())).toBeLessThan((3 * ids.length) / seconds)
+    }
+    // The jitter of one message changes from attempt to attempt.
+    expect(new Set([1, 2, 3, 4, 5].map((n) => RetryPolicy.jitterOf(ids[0]!, n))).size).toBe(5)
+  })
+
   it("the last attempt is delivery max_retries + 1", () => {
     expect(RetryPolicy.isLastAttempt(RetryPolicy.events, 5)).toBe(false)
     expect(RetryPolicy.isLastAttempt(RetryPolicy.events, 6)).toBe(true)

@@ -79,8 +79,10 @@ export const isDeadLetterQueue = (queue: string): boolean => all.some((p) => p.d
 /**
  * Delay before the next delivery after `attempts` failed deliveries (1-based):
  * `min(initial · 2^(attempts−1), max)`, never above the platform cap. With
- * `jitter` (a number in [0, 1)), the delay is spread over [delay/2, delay] so that a
- * burst of failures does not come back as a burst.
+ * `jitter` (a number in [0, 1)), the delay is spread over [delay/2, delay] ("equal jitter") so that a
+ * burst of failures does not come back as a burst, while the floor still doubles with each attempt: a
+ * dependency that is down is never asked again sooner than half the designed delay. The consumer runtime
+ * passes `jitterOf(message id, attempts)`.
  */
 export const delay = (p: RetryPolicy, attempts: number, jitter?: number): number => {
   const n = Math.max(1, Math.floor(attempts))
@@ -88,6 +90,28 @@ export const delay = (p: RetryPolicy, attempts: number, jitter?: number): number
   const capped = Math.min(exponential, p.maxDelaySeconds, maxDelaySeconds)
   if (jitter === undefined) return Math.ceil(capped)
   return Math.ceil(capped / 2 + (capped / 2) * Math.min(Math.max(jitter, 0), 0.999999))
+}
+
+/**
+ * The jitter of one message's retry: a number in [0, 1) hashed (FNV-1a, 32 bits) from its queue message id
+ * and attempt. Messages of one burst have distinct ids, so their retries spread over the delay's upper half;
+ * one message at one attempt always gets the same delay, so a test (or an operator reading the log) can
+ * tell which delay a retry was given without seeding a random generator.
+ */
+export const jitterOf = (messageId: string, attempts: number): number => {
+  const text = `${messageId}#${attempts}`
+  let hash = 0x811c9dc5
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i)
+    hash = Math.imul(hash, 0x01000193)
+  }
+  // Murmur3's finaliser: FNV-1a alone leaves ids that differ only in their last characters close together.
+  hash ^= hash >>> 16
+  hash = Math.imul(hash, 0x85ebca6b)
+  hash ^= hash >>> 13
+  hash = Math.imul(hash, 0xc2b2ae35)
+  hash ^= hash >>> 16
+  return (hash >>> 0) / 0x1_0000_0000
 }
 
 /**

@@ -2,8 +2,8 @@
  * The scheduled maintenance, as Effects over the platform's services: what
  * the Worker's cron trigger runs, in this order — move dead letters the DLQ
  * consumer spilled to R2 during a D1 outage into `dead_messages`, re-arm shards whose relay
- * has been pending too long (a lost alarm), forget old inbox rows and
- * accepted idempotency keys, drop resolved dead letters and old metrics
+ * has been pending too long (a lost alarm), forget old inbox rows, first-attempt
+ * records and accepted idempotency keys, drop resolved dead letters and old metrics
  * minutes, fail batch jobs whose chunk message was lost, move the `facts`
  * copy's days past its window to the R2 archive (`Archive`). Each job is bounded
  * per run (a backlog is worked off over the next runs) and reads the time
@@ -17,6 +17,7 @@ import * as Archive from "../archive/Archive.js"
 import * as Placement from "../placement/Placement.js"
 import * as BatchJobs from "../batch/BatchJobs.js"
 import * as DeadLetterConsumer from "../consuming/DeadLetterConsumer.js"
+import * as FirstAttempts from "../consuming/FirstAttempts.js"
 import * as Inbox from "../consuming/Inbox.js"
 import { Ledger } from "../ledger/Ledger.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"
@@ -56,6 +57,11 @@ export const sweepStaleRelays = Effect.fn("Maintenance.sweepStaleRelays")(functi
 /** Forgets succeeded inbox rows past their retention, oldest first, at most `retentionChunk`; returns how many. */
 export const pruneInbox = Effect.fn("Maintenance.pruneInbox")(function*() {
   return yield* Inbox.prune(yield* before(inboxRetentionDays * dayMs), retentionChunk)
+})
+
+/** Forgets first-attempt records past the longest a queue keeps a message, oldest first, at most `retentionChunk`; returns how many. */
+export const pruneFirstAttempts = Effect.fn("Maintenance.pruneFirstAttempts")(function*() {
+  return yield* FirstAttempts.prune(yield* before(FirstAttempts.retentionDays * dayMs), retentionChunk)
 })
 
 /** Forgets accepted idempotency keys past their retention, oldest first, at most `limit`; returns how many. */
@@ -107,6 +113,7 @@ export const run = Effect.fn("Maintenance.run")(function*() {
   yield* recoverSpilledDeadLetters()
   yield* sweepStaleRelays()
   yield* pruneInbox()
+  yield* pruneFirstAttempts()
   yield* pruneAcceptedKeys()
   yield* pruneOperations()
   yield* failStaleBatchJobs()

@@ -21,6 +21,22 @@ export const inbox = sqliteTable(
 )
 
 /**
+ * When a queue message was first attempted, for the messages whose first attempt ended in a retry: a
+ * message's later attempts cannot carry it (`retry()` redelivers the body unchanged), and its dead letter
+ * records it as `first_attempted_at`. Written and read only by `consuming/FirstAttempts.ts`; pruned after
+ * the longest a queue keeps a message (14 days).
+ */
+export const firstAttempts = sqliteTable(
+  "first_attempts",
+  {
+    queue: text("queue").notNull(),
+    messageId: text("message_id").notNull(),
+    firstAttemptedAt: text("first_attempted_at").notNull()
+  },
+  (t) => [primaryKey({ columns: [t.queue, t.messageId] }), index("first_attempts_by_first_attempted_at").on(t.firstAttemptedAt)]
+)
+
+/**
  * Dead-lettered messages with their failure context, as persisted by the DLQ
  * consumers, and what operators did about them: `status` goes
  * `open → replaying → replayed`, or `open → skipped | escalated`, with who

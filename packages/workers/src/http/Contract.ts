@@ -5,7 +5,8 @@
  * call them and their summary. From that one description:
  *
  * - routing: `bind` registers a route on the Hono app from its endpoint, with its authentication (the
- *   scopes) and the query parameters it accepts (anything else is a 400 naming it);
+ *   scopes), its tenant's rate limit (RateLimit.ts) and the query parameters it accepts (anything else is a
+ *   400 naming it);
  * - the route table (`Routes.ts`) that the auth, tenancy and hostile-input sweeps are generated from;
  * - the OpenAPI 3.1 document (`OpenApi.fromApi`, Effect's generator) and the `/docs` reference;
  * - the error shape: every error response is `Problem` (Problem.ts writes it from the failure's class).
@@ -24,6 +25,7 @@ import { Issues } from "@factline/schemas"
 import type { PlatformEnv } from "../Env.js"
 import { type AuthVariables, requireScope, type Scope } from "./Auth.js"
 import { Problem } from "./Problem.js"
+import * as RateLimit from "./RateLimit.js"
 import { strictQuery } from "./StrictQuery.js"
 
 export { Problem }
@@ -100,6 +102,11 @@ export const describe = (d: Description) => <
       if (d.scopes !== undefined) {
         responses["401"] = { description: "`unauthorized`: no token, or an unknown one (with a `WWW-Authenticate: Bearer` challenge)", content: problemContent }
         responses["403"] = { description: `\`forbidden\`: the token holds none of the scopes ${d.scopes.join(", ")}`, content: problemContent }
+        responses["429"] = {
+          description: "`rate_limited`: the token's tenant is over its request rate (its tier's limit per 10 s); nothing of the request was read or accepted",
+          headers: { "retry-after": { description: "Seconds to wait before sending again", schema: { type: "integer", minimum: 1 } } },
+          content: problemContent
+        }
       }
       return {
         ...operation,
@@ -194,7 +201,8 @@ export const bind = <E extends HttpApiEndpoint.Constraint & Endpoint>(
   const query = checkQuery(endpoint)
   const status = successStatus(endpoint) as ContentfulStatusCode
   const guards = [
-    ...(scopes === undefined ? [] : [requireScope(...scopes)]),
+    // Authenticated, then counted against the tenant's rate limit before the query or body is read.
+    ...(scopes === undefined ? [] : [requireScope(...scopes), RateLimit.limitTenant]),
     strictQuery(queryNames(endpoint)),
     ...(query === undefined ? [] : [query])
   ]

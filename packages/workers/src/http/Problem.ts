@@ -30,14 +30,14 @@ const Details = Schema.Union([
 export const Problem = Schema.Struct({
   error: Schema.Struct({
     code: Schema.String.annotate({
-      description: "Machine-readable: invalid_request, invalid_query, invalid_events, unauthorized, forbidden, not_found, conflict, not_acceptable, unsupported_media_type, length_required, payload_too_large, too_deep, too_many_events, idempotency_conflict, unavailable, internal"
+      description: "Machine-readable: invalid_request, invalid_query, invalid_events, unauthorized, forbidden, not_found, conflict, not_acceptable, unsupported_media_type, length_required, payload_too_large, too_deep, too_many_events, idempotency_conflict, rate_limited, unavailable, internal"
     }),
     message: Schema.String.annotate({ description: "For a person: names every problem. Never a stack, SQL text or a secret." }),
     details: Schema.optional(Details)
   })
 }).annotate({
   identifier: "Problem",
-  description: "Every error of the API: a 4xx names what to fix; a 503 carries `retry-after`; a 500 says only `internal`.",
+  description: "Every error of the API: a 4xx names what to fix; a 429 and a 503 carry `retry-after`; a 500 says only `internal`.",
   examples: [{ error: { code: "invalid_query", message: "limit: must be a whole number from 1 to 500", details: { problems: [{ path: "limit", message: "must be a whole number from 1 to 500" }], problems_total: 1 } } }]
 })
 export type Problem = typeof Problem.Type
@@ -63,6 +63,22 @@ export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", { me
   get reason() { return "permanent_failure" as const }
   get publicMessage() { return this.message }
   get details() { return this.problems === undefined ? undefined : { problems: this.problems } }
+}
+
+/**
+ * 429: the token's tenant is over its request rate (RateLimit.ts); nothing of the request was read or
+ * accepted. Retryable: `retry-after` is the limiter's period, after which the tenant's window has passed.
+ */
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", {
+  message: Schema.String,
+  retryAfterSeconds: Schema.Number
+}) implements Failure.Failure {
+  readonly [Failure.TypeId] = Failure.TypeId
+  get status() { return 429 }
+  get code() { return "rate_limited" }
+  get retryable() { return true }
+  get reason() { return "retries_exhausted" as const }
+  get publicMessage() { return this.message }
 }
 
 /** 406, 411, 413, 415: the request's framing is refused before its content is read (or any is written). */

@@ -74,6 +74,14 @@ CREATE TABLE `facts` (
 ) WITHOUT ROWID;
 --> statement-breakpoint
 CREATE INDEX `facts_by_stream` ON `facts` (`tenant_id`,`stream`,`created_at`,`fact_id`);--> statement-breakpoint
+CREATE TABLE `first_attempts` (
+	`queue` text NOT NULL,
+	`message_id` text NOT NULL,
+	`first_attempted_at` text NOT NULL,
+	PRIMARY KEY(`queue`, `message_id`)
+);
+--> statement-breakpoint
+CREATE INDEX `first_attempts_by_first_attempted_at` ON `first_attempts` (`first_attempted_at`);--> statement-breakpoint
 CREATE TABLE `inbox` (
 	`queue` text NOT NULL,
 	`idempotency_key` text NOT NULL,

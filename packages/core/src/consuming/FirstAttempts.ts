@@ -1,0 +1,78 @@
+/**
+ * When each retried queue message was first attempted (table `first_attempts`, the platform database), so
+ * that its dead letter's `first_attempted_at` is the first processing attempt — not the time it was sent.
+ *
+ * A message cannot carry it: `retry()` redelivers the body unchanged, and the queue's `timestamp` is when the
+ * message was sent (a backlog or a send delay earlier). So the consumer runtime records it here at the first
+ * attempt that ends in a retry, and reads it back when the message is dead-lettered on a later attempt. Only
+ * failing batches pay: one statement for the batch's first retries, one lookup for its dead letters after
+ * retries; a batch that acks everything (or fails for good on its first attempt, whose time it knows) writes
+ * and reads nothing here. Writing is best effort: when the platform database refuses (an outage is the
+ * commonest reason for a retry), the retry goes ahead and the dead letter falls back to the send time, the
+ * earliest the first attempt can have been.
+ *
+ * It does not decide retries or dead letters (the consumer runtime does) and does not keep the inbox's
+ * per-key state (`Inbox.ts`, whose `first_seen_at` the batch queue uses instead).
+ */
+import { Context, Effect, Layer } from "effect"
+import * as Failure from "../failures/Failure.js"
+import * as Sql from "../platform/Sql.js"
+
+export interface Entry {
+  readonly messageId: string
+  readonly firstAttemptedAt: string
+}
+
+export class FirstAttempts extends Context.Service<FirstAttempts, {
+  /** Records the first attempt of each message (a message already recorded keeps its time). */
+  readonly record: (queue: string, entries: ReadonlyArray<Entry>) => Effect.Effect<void, Failure.Unavailable>
+  /** The recorded first attempts of these messages, by message id (the unrecorded ones are absent). */
+  readonly lookup: (queue: string, messageIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, string>, Failure.Unavailable>
+}>()("@factline/core/FirstAttempts") {
+  /** Over the platform database's door. */
+  static readonly layer = Layer.effect(FirstAttempts, Effect.map(Effect.service(Sql.PlatformDatabase), (sql) => make(sql)))
+}
+
+/** Queues keep a message at most 14 days (Cloudflare's longest retention): a record older than that is never read. */
+export const retentionDays = 14
+
+const chunk = <T>(items: ReadonlyArray<T>, size: number): Array<Array<T>> => {
+  const out: Array<Array<T>> = []
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
+  return out
+}
+
+const unavailable = Failure.unavailable("the platform database")
+
+export const make = (sql: Sql.Sql): FirstAttempts["Service"] => ({
+  record: Effect.fn("FirstAttempts.record")(function*(queue, entries) {
+    if (entries.length === 0) return
+    // 2 parameters per row + 1 shared: 49 rows per statement stays under D1's 100.
+    const statements = chunk(entries, 49).map((rows) =>
+      Sql.statement(
+        `INSERT INTO first_attempts (queue, message_id, first_attempted_at)
+         VALUES ${rows.map((_, i) => `(?1, ?${i * 2 + 2}, ?${i * 2 + 3})`).join(", ")}
+         ON CONFLICT (queue, message_id) DO NOTHING`,
+        queue, ...rows.flatMap((r) => [r.messageId, r.firstAttemptedAt])
+      ))
+    yield* sql.batch(statements).pipe(Effect.mapError(unavailable))
+  }),
+  lookup: Effect.fn("FirstAttempts.lookup")(function*(queue, messageIds) {
+    if (messageIds.length === 0) return new Map<string, string>()
+    const statements = chunk(messageIds, 98).map((ids) =>
+      Sql.statement(
+        `SELECT message_id, first_attempted_at FROM first_attempts WHERE queue = ?1 AND message_id IN (${ids.map((_, i) => `?${i + 2}`).join(", ")})`,
+        queue, ...ids
+      ))
+    const results = yield* sql.batch<{ message_id: string; first_attempted_at: string }>(statements).pipe(Effect.mapError(unavailable))
+    return new Map(results.flatMap((r) => r.rows).map((row) => [row.message_id, row.first_attempted_at]))
+  })
+})
+
+/** Forgets records older than `before`, oldest first, at most `limit`; how many. By rowid: bounded and indexed. */
+export const prune = (before: string, limit: number) =>
+  Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) =>
+    sql.run(Sql.statement(
+      "DELETE FROM first_attempts WHERE rowid IN (SELECT rowid FROM first_attempts WHERE first_attempted_at < ? ORDER BY first_attempted_at LIMIT ?)",
+      before, limit
+    )))
