@@ -93,13 +93,16 @@ const tenantOf = (row: Row) => row[tenantColumn]
 /**
  * Inserts `rows`: each in its tenant's read database (Placement), a row without a tenant (its body never
  * decoded) in the platform database; one transaction per database. Returns the ids of the rows stored (the
- * inserts are idempotent by id); fails only when the placements cannot be read.
+ * inserts are idempotent by id; a tenant whose writes a move holds has none stored); fails only when the
+ * placements cannot be read.
  */
 const store = Effect.fn("DeadLetterConsumer.store")(function*(rows: ReadonlyArray<Row>) {
   const platform = yield* Sql.PlatformDatabase
   const placement = yield* Placement.TenantPlacement
   const placed = rows.filter((row) => typeof tenantOf(row) === "string")
-  const groups = yield* Placement.grouped(placement, placed, (row) => tenantOf(row) as string, false)
+  // A tenant being moved holds its dead letters back (retried, as any unstored one) rather than writing them to
+  // the database its rows are leaving.
+  const { groups } = yield* Placement.groupedForWrites(placement, placed, (row) => tenantOf(row) as string)
   const all = [...groups, { sql: platform, items: rows.filter((row) => typeof tenantOf(row) !== "string") }].filter((group) => group.items.length > 0)
   const outcomes = yield* Effect.forEach(all, (group) => Effect.result(group.sql.batch(inserts(group.items))).pipe(Effect.map((result) => ({ group, result }))), { concurrency: "unbounded" })
   const stored = new Set<string>()
