@@ -6,9 +6,9 @@
  * instead of a silently rounded sum.
  */
 import { env } from "cloudflare:workers"
-import { Effect, Layer } from "effect"
+import { ConfigProvider, Effect, Layer } from "effect"
 import { describe, expect, it } from "vitest"
-import { Placement, ProjectionConsumer, ProjectionStore, Registry } from "@factline/core"
+import { Placement, ProjectionConsumer, ProjectionStore, Registry, Settings } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import { callCompleted, eventually, postEvents, request, storedFact, tokenA, unique } from "./helpers.js"
 import { platform } from "./worker.js"
@@ -24,7 +24,11 @@ const storedBudget = (buyer: string) =>
 const apply = async (facts: ReadonlyArray<Fact>) => {
   const items = facts.map((f, i) => ({ key: `${i}`, value: { fact: f } }))
   const outcomes = await Effect.runPromise(ProjectionConsumer.process(items).pipe(
-    Effect.provide(Layer.mergeAll(ProjectionStore.ProjectionStore.layer, Placement.TenantPlacement.single(env.DB), Layer.succeed(Registry.Registry, platform.registry)))
+    Effect.provide(Layer.mergeAll(
+      ProjectionStore.ProjectionStore.layer, Placement.TenantPlacement.single(env.DB), Layer.succeed(Registry.Registry, platform.registry),
+      // The D1 facts copy as the example configures it (wrangler.jsonc: all).
+      Settings.Settings.layer.pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromUnknown({ FACTLINE_FACTS_COPY: "all" }))))
+    ))
   ))
   return items.map(({ key }) => outcomes.get(key))
 }

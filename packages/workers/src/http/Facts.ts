@@ -61,13 +61,17 @@ const ListedFact = Schema.Struct({
 }).annotate({ identifier: "ListedFact" })
 type ListedFact = typeof ListedFact.Type
 
+/** An optional query parameter that, when given, must not be empty (checked before the handler runs). */
+const optionalNonEmpty = (description: string) =>
+  Schema.optionalKey(Schema.String.check(Schema.isMinLength(1, { message: "must not be empty" }))).annotate({ description })
+
 /** Ledger reads one `GET /v1/facts?subject=…&type=…` page may take at most, and the facts each reads. */
 export const streamListingReads = 4
 export const streamListingPage = 1_000
 
 export const listFacts = HttpApiEndpoint.get("listFacts", "/v1/facts", {
   query: {
-    subject: text("Only this stream's facts (read from the ledger, in stream order)"),
+    subject: optionalNonEmpty("Only this stream's facts (read from the ledger, in stream order)"),
     type: text("Only facts of this type"),
     cursor,
     limit: limitParameter(ProjectionQuery.pageLimit)
@@ -95,7 +99,7 @@ const TracedFact = Schema.Struct({ ...StoredFact.fields, depth: Schema.Int.annot
 
 export const traceFact = HttpApiEndpoint.get("traceFact", "/v1/facts/:fact_id/trace", {
   params: { fact_id: Schema.String },
-  query: { subject: text("The stream that holds the fact, if known (saves looking the fact up on every ledger shard of the tenant)") },
+  query: { subject: optionalNonEmpty("The stream that holds the fact, if known (saves looking the fact up on every ledger shard of the tenant)") },
   success: Schema.Struct({
     fact_id: Schema.String,
     subject: Schema.String,
@@ -165,8 +169,8 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
   bind(app, traceFact, async (c, reply) => {
     const tenant = c.get("principal").tenantId
     const factId = c.req.param("fact_id")!
+    // Absent, or non-empty: checked against the description before the handler runs.
     const given = c.req.query("subject")
-    if (given === "") throw new Failure.InvalidInput({ code: "invalid_query", message: "subject must not be empty", problems: [{ path: "subject", message: "must not be empty (leave it out to find the fact by its id)" }] })
     const located = given ?? (await run(c.env, Effect.flatMap(Effect.service(Ledger.Ledger), (l) => l.findFact(tenant, factId))))?.stream
     if (located === undefined) throw new Failure.NotFound({ message: `no fact ${JSON.stringify(factId.slice(0, 100))} for this tenant` })
     const subject = located
