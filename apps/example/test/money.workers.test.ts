@@ -6,9 +6,9 @@
  * instead of a silently rounded sum.
  */
 import { env } from "cloudflare:workers"
-import { ConfigProvider, Effect, Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { describe, expect, it } from "vitest"
-import { Placement, ProjectionConsumer, ProjectionStore, Registry, Settings } from "@factline/core"
+import { FactsCopy, Placement, ProjectionConsumer, ProjectionStore, Registry } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import { callCompleted, eventually, postEvents, request, storedFact, tokenA, unique } from "./helpers.js"
 import { platform } from "./worker.js"
@@ -27,7 +27,7 @@ const apply = async (facts: ReadonlyArray<Fact>) => {
     Effect.provide(Layer.mergeAll(
       ProjectionStore.ProjectionStore.layer, Placement.TenantPlacement.single(env.DB), Layer.succeed(Registry.Registry, platform.registry),
       // The D1 facts copy as the example configures it (wrangler.jsonc: all).
-      Settings.Settings.layer.pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromUnknown({ FACTLINE_FACTS_COPY: "all" }))))
+      FactsCopy.FactsCopySetting.layer(FactsCopy.all)
     ))
   ))
   return items.map(({ key }) => outcomes.get(key))

@@ -5,9 +5,9 @@
  * the stored rows.
  */
 import { env } from "cloudflare:workers"
-import { ConfigProvider, Effect, Layer, Result } from "effect"
+import { Effect, Layer, Result } from "effect"
 import { describe, expect, it } from "vitest"
-import { Placement, ProjectionConsumer, ProjectionQuery, ProjectionStore, Registry, Settings, Sql } from "@factline/core"
+import { FactsCopy, Placement, ProjectionConsumer, ProjectionQuery, ProjectionStore, Registry, Sql } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import { storedFact, unique } from "./helpers.js"
 import { countingD1, newCounts } from "./instrument.js"
@@ -20,7 +20,9 @@ import { platform } from "./worker.js"
  */
 const apply = async (facts: ReadonlyArray<Fact>, db: D1Database = env.DB, copy = "all") => {
   const items = facts.map((f, i) => ({ key: `${i}`, value: { fact: f } }))
-  const settings = Settings.Settings.layer.pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromUnknown({ FACTLINE_FACTS_COPY: copy }))))
+  const parsed = FactsCopy.parse(copy)
+  if (typeof parsed === "string") throw new Error(parsed)
+  const settings = FactsCopy.FactsCopySetting.layer(parsed)
   const outcomes = await Effect.runPromise(ProjectionConsumer.process(items).pipe(
     Effect.provide(Layer.mergeAll(ProjectionStore.ProjectionStore.layer, Placement.TenantPlacement.single(db), Layer.succeed(Registry.Registry, platform.registry), settings))
   ))

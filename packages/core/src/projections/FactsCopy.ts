@@ -9,14 +9,21 @@
  * (`charge,refund`). Readers of the copy ask `holds` before answering, so a query the copy cannot answer
  * is refused with the setting named, never answered with a page that silently misses facts.
  *
- * It parses and answers; it does not read the environment (Settings does) nor write anything.
+ * It parses and answers; it does not read the environment (Settings does, and the composition provides the
+ * parsed value as the `FactsCopySetting` service) nor write anything.
  */
+import { Context, Layer } from "effect"
 import * as Naming from "../definitions/Naming.js"
 
 export type FactsCopy =
   | { readonly kind: "none" }
   | { readonly kind: "all" }
   | { readonly kind: "types"; readonly types: ReadonlySet<string> }
+
+/** The setting in effect, as the projections consumer and the facts listing read it. */
+export class FactsCopySetting extends Context.Service<FactsCopySetting, FactsCopy>()("@factline/core/FactsCopy") {
+  static readonly layer = (copy: FactsCopy) => Layer.succeed(FactsCopySetting, copy)
+}
 
 /** The variable, for messages. */
 export const variable = "FACTLINE_FACTS_COPY"

@@ -22,7 +22,6 @@ import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as FactMessage from "../relay/FactMessage.js"
 import * as Projection from "../definitions/Projection.js"
 import { Registry, type Shape as RegistryShape } from "../registry/Registry.js"
-import { Settings } from "../composition/Settings.js"
 import * as FactsCopy from "./FactsCopy.js"
 import { ProjectionStore } from "./ProjectionStore.js"
 import * as Placement from "../placement/Placement.js"
@@ -114,7 +113,7 @@ const mappingFailed = (fact: Fact, failures: ReadonlyArray<MappingFailure>): Con
 const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) {
   const registry = yield* Registry
   const store = yield* ProjectionStore
-  const { factsCopy } = yield* Settings
+  const factsCopy = yield* FactsCopy.FactsCopySetting
   const outcomes = new Map<string, Consumer.Outcome>()
   const rebuilds = yield* Effect.orElseSucceed(store.query<ActiveRebuild>(activeRebuilds), () => null)
   if (rebuilds === null) {

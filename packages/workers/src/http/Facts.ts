@@ -12,7 +12,7 @@ import { Effect, Result, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
 import type { Fact as LedgerFact } from "@factline/schemas"
-import { FactsCopy, Failure, Ledger, ProjectionQuery, ProjectionStore, Settings } from "@factline/core"
+import { FactsCopy, Failure, Ledger, ProjectionQuery, ProjectionStore } from "@factline/core"
 import { Fact, Issues } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
 import { type AppEnv, bind, cursor, describe, limitParameter, nextCursor, type PageLimit, pageLimit, problems, raw, text, wholeNumber } from "./Contract.js"
@@ -293,7 +293,7 @@ const listStream = async (run: Run, c: Ctx, tenant: string, query: Readonly<Reco
 const listCopy = async (run: Run, c: Ctx, tenant: string, query: Readonly<Record<string, string>>): Promise<Listing> => {
   const page = ProjectionQuery.facts(tenant, query)
   if (Result.isFailure(page)) throw invalidQuery(page.failure)
-  const { factsCopy } = await run(c.env, Effect.service(Settings.Settings))
+  const factsCopy = await run(c.env, Effect.service(FactsCopy.FactsCopySetting))
   if (!FactsCopy.holds(factsCopy, query.type)) {
     const setting = `${FactsCopy.variable}=${FactsCopy.render(factsCopy)}`
     throw new Failure.Conflict({
