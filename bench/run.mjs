@@ -80,7 +80,9 @@ const config = {
     ...(example.vars ?? {}),
     ...(process.env.BENCH_SHARDS ? { FACTLINE_LEDGER_SHARDS: process.env.BENCH_SHARDS } : {}),
     // BENCH_LOG_ATTEMPTS=failures|none: the per-attempt log line's share of the figures (default: all, as shipped).
-    ...(process.env.BENCH_LOG_ATTEMPTS ? { FACTLINE_LOG_ATTEMPTS: process.env.BENCH_LOG_ATTEMPTS } : {})
+    ...(process.env.BENCH_LOG_ATTEMPTS ? { FACTLINE_LOG_ATTEMPTS: process.env.BENCH_LOG_ATTEMPTS } : {}),
+    // The framework's default D1 facts copy (none), not the example's local `all`; BENCH_FACTS_COPY=all|<types> measures a copy.
+    FACTLINE_FACTS_COPY: process.env.BENCH_FACTS_COPY ?? "none"
   },
   // The platform database only (read database 0 is then DB itself): every tenant's rows in the one file whose
   // pages the bench measures, as the before/after comparisons assume; placement across databases is tested in
@@ -547,6 +549,7 @@ const results = {
   n: N,
   settings: {
     shards_per_tenant: Number(setup.shards_per_tenant),
+    facts_copy: config.vars.FACTLINE_FACTS_COPY,
     "factline-events": settingsOf("factline-events"),
     "factline-fact-processing": settingsOf("factline-fact-processing"),
     "factline-projections": settingsOf("factline-projections"),

@@ -105,7 +105,8 @@ const FLAGS = {
   "d1-permanent-bytes-per-event": { kind: "number", min: 0, default: 0, help: "D1 bytes per event kept beyond the window (projection rows an app keeps; default 0)" },
   "rows-written-per-event": { kind: "number", min: 0, help: "D1 rows written per event by the pipeline (today 15.6; target ≤ 5)" },
   "rows-read-per-event": { kind: "number", min: 0, help: "D1 rows read per event by the pipeline" },
-  "prune-rows-per-event": { kind: "number", min: 0, help: "D1 rows written per event by retention deletes (default: accepted key + index 2, with a window + 2 per fact)" },
+  "prune-rows-per-event": { kind: "number", min: 0, help: "D1 rows written per event by retention deletes (default: the accepted key 1, with a window + 1 per copied fact)" },
+  "facts-copied-share": { kind: "number", min: 0, max: 1, help: "share of facts copied to D1 (FACTLINE_FACTS_COPY: none 0, all 1; default: the bench run's setting)" },
   "queue-ops-per-event": { kind: "number", min: 0, help: "queue operations per event (write + read + delete per 64 KB)" },
   "do-requests-per-event": { kind: "number", min: 0, help: "Durable Object requests per event (default: from shards touched per batch, tenants mixed in a batch)" },
   "shards-per-tenant": { kind: "int", min: 1, help: "ledger shards per tenant configured today (bench setting, 16)" },
@@ -205,6 +206,9 @@ export const benchFigures = (results, file = "") => {
     d1_statements: per(counted, "d1Statements"),
     // The busiest queue: factline-events, one message per event (the edge's sends).
     busiest_queue_messages: stages["http edge"] ? stages["http edge"].queueMessages / stages["http edge"].events : 1,
+    // FACTLINE_FACTS_COPY of the run: none → no fact copied to D1, all → every fact; results from before the setting copied all.
+    facts_copied_share: results.settings?.facts_copy === undefined || results.settings.facts_copy === "all" ? 1 : results.settings.facts_copy === "none" ? 0 : undefined,
+    facts_copy_source: results.settings?.facts_copy === undefined ? "bench (a run from before FACTLINE_FACTS_COPY: every fact copied)" : `bench (FACTLINE_FACTS_COPY=${results.settings.facts_copy})`,
     // Ledger stages: one RPC per shard touched per batch (events, fact-processing).
     ledger_stages: PIPELINE.filter((s) => stages[s]?.doRpcs > 0).length,
     shards_per_tenant: results.settings?.shards_per_tenant ?? 16,
@@ -247,9 +251,13 @@ export const model = (bench, options = {}) => {
   const doRowsWritten = { value: bench.do_rows_written * k, from: "bench (fact row + fact_id index per fact)" }
   const windowDays = o("window-days")
   const windowMonths = windowDays / DAYS_PER_MONTH
-  // Retention deletes are rows written too: accepted_keys (row + index) at 30 days today; with a window the
-  // facts copy (WITHOUT ROWID row + facts_by_stream index) per fact as well. The bench does not count them.
-  const pruneRows = options["prune-rows-per-event"] !== undefined ? { value: options["prune-rows-per-event"], from: "flag" } : { value: 2 + (windowDays > 0 ? 2 * facts : 0), from: "assumed from the schema (row + index per deleted row)" }
+  // The share of facts the D1 copy gets (FACTLINE_FACTS_COPY): what the window prunes and the archive holds.
+  const copied = options["facts-copied-share"] !== undefined ? { value: options["facts-copied-share"], from: "flag" }
+    : bench.facts_copied_share !== undefined ? { value: bench.facts_copied_share, from: bench.facts_copy_source }
+    : { value: 1, from: `assumed every fact: the ${bench.facts_copy_source} copied a list of types (pass --facts-copied-share)` }
+  // Retention deletes are rows written too: accepted_keys (its WITHOUT ROWID row; no index) at 30 days; with a
+  // window, each copied fact (WITHOUT ROWID row; no index) as well. The bench does not count them.
+  const pruneRows = options["prune-rows-per-event"] !== undefined ? { value: options["prune-rows-per-event"], from: "flag" } : { value: 1 + (windowDays > 0 ? copied.value * facts : 0), from: "assumed from the schema (one row per deleted key or copied fact: no secondary index)" }
   const shards = options["shards-per-tenant"] ?? bench.shards_per_tenant
   const cpuMs = options["cpu-ms-per-event"] !== undefined ? { value: options["cpu-ms-per-event"], from: "flag" } : { value: bench.wall_ms_per_event, from: "bench wall time per event (upper bound on CPU)" }
 
@@ -327,7 +335,7 @@ export const model = (bench, options = {}) => {
   ].map((r) => ({ ...r, label: r.label ?? LIMITS[r.limit].label, exceeded: r.utilisation > 1 }))
 
   // Storage growth per month.
-  const archiveBytesPerEvent = (facts * o("archived-bytes-per-fact")) / o("compression")
+  const archiveBytesPerEvent = (copied.value * facts * o("archived-bytes-per-fact")) / o("compression")
   const archiveBytes = windowDays > 0 ? events * Math.max(0, horizon - windowMonths) * archiveBytesPerEvent : 0
   const ledgerBytes = events * horizon * doBytesPerEvent
   const storage = {
@@ -343,7 +351,7 @@ export const model = (bench, options = {}) => {
 
   // Monthly cost, by product, in month `horizon` (the accumulating stores priced at their size then).
   const workerRequests = bench.worker_requests
-  const r2Puts = windowDays > 0 ? tenants * DAYS_PER_MONTH : 0 // one Parquet object per tenant and day
+  const r2Puts = windowDays > 0 && copied.value > 0 ? tenants * DAYS_PER_MONTH : 0 // one Parquet object per tenant and day
   const doGbS = events * doRequests.value * (o("do-ms-per-request") / 1000) * 0.128
   const usage = {
     workers_requests: events * workerRequests,
@@ -353,7 +361,7 @@ export const model = (bench, options = {}) => {
     do_duration_gb_s: doGbS,
     do_rows_written: events * doRowsWritten.value,
     do_rows_read: events * facts, // the appends' idempotency checks (not counted by the bench; negligible in price)
-    d1_rows_read: events * (rowsRead.value + (windowDays > 0 ? facts : 0)), // + the archive job reading the expiring copy
+    d1_rows_read: events * (rowsRead.value + (windowDays > 0 ? copied.value * facts : 0)), // + the archive job reading the expiring copy
     d1_rows_written: events * (rowsWritten.value + pruneRows.value),
     r2_class_a: r2Puts
   }
@@ -397,7 +405,7 @@ export const model = (bench, options = {}) => {
     `Worker CPU: ${fmt(cpuMs.value, 2)} ms per event (${cpuMs.from})`,
     `largest tenant: ${pct(share)} of the volume; traffic spread evenly over the rest; peak ${o("peak-factor")}× the monthly average`,
     `retention deletes: ${fmt(pruneRows.value, 2)} rows written per event (${pruneRows.from}; the bench does not count them)`,
-    `archive: ${o("archived-bytes-per-fact")} B per fact ÷ ${o("compression")} (Parquet, assumed), one object per tenant and day; analysts' reads of D1 and R2 not modelled`
+    `archive: ${o("archived-bytes-per-fact")} B per copied fact ÷ ${o("compression")} (Parquet, assumed), one object per tenant and day; ${fmt(copied.value * 100, 0)} % of facts copied to D1 (${copied.from}); analysts' reads of D1 and R2 not modelled`
   )
 
   return {
@@ -407,7 +415,7 @@ export const model = (bench, options = {}) => {
       bench: { file: bench.file, date: bench.date, n: bench.n, monthly_usd_at_10m: bench.bench_monthly_usd_at_10m },
       per_event: {
         facts: { value: facts, from: options["facts-per-event"] !== undefined ? "flag" : "bench" },
-        d1_rows_written: rowsWritten, d1_prune_rows_written: pruneRows, d1_rows_read: rowsRead, d1_bytes: d1Bytes,
+        d1_rows_written: rowsWritten, d1_prune_rows_written: pruneRows, d1_rows_read: rowsRead, d1_bytes: d1Bytes, facts_copied_share: copied,
         d1_statements: { value: bench.d1_statements, from: "bench" },
         queue_operations: queueOps, do_requests: doRequests, do_rows_written: doRowsWritten, cpu_ms: cpuMs,
         worker_requests: { value: workerRequests, from: "bench's cost model" }

@@ -92,6 +92,7 @@ await checks("contract", async ({ base, check }) => {
   await call("GET", "/v1/facts/{fact_id}/trace", { fact_id: first?.fact_id ?? "none" }, { query: `?subject=${callId(0)}` })
   await call("GET", "/v1/facts/{fact_id}/trace", { fact_id: "none" }, { query: `?subject=${callId(0)}` })
   await call("GET", "/v1/facts/{fact_id}/trace", { fact_id: "none" })
+  await call("GET", "/v1/facts/{fact_id}/trace", { fact_id: first?.fact_id ?? "none" })
 
   // Projections.
   for (let i = 0; i < 300; i++) {

@@ -139,7 +139,7 @@ await checks("interop", async ({ base, check }) => {
   const stream = await streamOf(sent.structured.subject)
   const out = await asCloudEvents(`/v1/streams/${encodeURIComponent(sent.structured.subject)}/facts`)
   checkBatch("GET /v1/streams/:subject/facts as CloudEvents", out, stream)
-  // /v1/facts reads the facts table (another shape than the ledger's): the same mapping; a subject that needs escaping.
+  // /v1/facts lists facts in another shape than the stream's (`subject`, no tenant): the same mapping; a subject that needs escaping.
   checkBatch("GET /v1/facts?subject=… as CloudEvents", await asCloudEvents(`/v1/facts?subject=${encodeURIComponent(odd.subject)}&limit=100`),
     await streamOf(odd.subject))
 

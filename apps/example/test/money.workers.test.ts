@@ -8,7 +8,7 @@
 import { env } from "cloudflare:workers"
 import { Effect, Layer } from "effect"
 import { describe, expect, it } from "vitest"
-import { Placement, ProjectionConsumer, ProjectionStore, Registry } from "@factline/core"
+import { FactsCopy, Placement, ProjectionConsumer, ProjectionStore, Registry } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import { callCompleted, eventually, postEvents, request, storedFact, tokenA, unique } from "./helpers.js"
 import { platform } from "./worker.js"
@@ -24,7 +24,11 @@ const storedBudget = (buyer: string) =>
 const apply = async (facts: ReadonlyArray<Fact>) => {
   const items = facts.map((f, i) => ({ key: `${i}`, value: { fact: f } }))
   const outcomes = await Effect.runPromise(ProjectionConsumer.process(items).pipe(
-    Effect.provide(Layer.mergeAll(ProjectionStore.ProjectionStore.layer, Placement.TenantPlacement.single(env.DB), Layer.succeed(Registry.Registry, platform.registry)))
+    Effect.provide(Layer.mergeAll(
+      ProjectionStore.ProjectionStore.layer, Placement.TenantPlacement.single(env.DB), Layer.succeed(Registry.Registry, platform.registry),
+      // The D1 facts copy as the example configures it (wrangler.jsonc: all).
+      FactsCopy.FactsCopySetting.layer(FactsCopy.all)
+    ))
   ))
   return items.map(({ key }) => outcomes.get(key))
 }

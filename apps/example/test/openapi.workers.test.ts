@@ -51,7 +51,8 @@ describe("OpenAPI", () => {
     expect(names("/v1/streams/{subject}/facts")).toEqual(["after", "limit"])
     expect(names("/v1/dlq")).toEqual(["cursor", "limit", "queue", "reason", "status", "type"])
     expect(names("/v1/facts/{fact_id}/trace")).toEqual(["subject"])
-    expect(op("/v1/facts/{fact_id}/trace").parameters.find((p: any) => p.name === "subject").required).toBe(true)
+    // A fact id alone is enough to trace it (issue 21, defect 9): subject is optional.
+    expect(op("/v1/facts/{fact_id}/trace").parameters.find((p: any) => p.name === "subject").required).not.toBe(true)
     const refused = await request("/v1/streams/x/facts?limt=10", { token: tokenA })
     expect(refused.status).toBe(400)
     expect((await refused.json<any>()).error.details.problems).toEqual([{ path: "limt", message: "unknown query parameter (known: after, limit)" }])
@@ -72,7 +73,8 @@ describe("query values checked against the description", () => {
       { path: "after", message: "must be a whole number" },
       { path: "limit", message: "must be a whole number from 1 to 1000" }
     ])
-    expect(await problemsOf("/v1/facts/f_x/trace?subject=")).toEqual([{ path: "subject", message: "is required" }])
+    expect(await problemsOf("/v1/facts/f_x/trace?subject=")).toEqual([{ path: "subject", message: "must not be empty" }])
+    expect(await problemsOf("/v1/facts?subject=")).toEqual([{ path: "subject", message: "must not be empty" }])
     expect(await problemsOf("/v1/dlq?status=gone")).toEqual([{ path: "status", message: "must be one of open, replaying, replayed, skipped, escalated" }])
     // The document states the same constraints.
     const doc = await (await request("/openapi.json")).json<any>()
@@ -111,16 +113,17 @@ describe("what the document says is what the server does", () => {
 
   it("GET /v1/facts and /v1/projections/:name: without a limit, a page of the documented default; with the maximum, every row", async () => {
     const doc = await (await request("/openapi.json")).json<any>()
+    // A type of its own, so the copy's listing of that type (no subject: the D1 copy) holds exactly these rows.
     const subject = unique("paged")
     const buyer = unique("paged_buyer")
     const rows = limitOf(doc, "/v1/facts").default + 10
     expect(limitOf(doc, "/v1/projections/{name}").default + 10).toBe(rows)
     await env.DB.batch(Array.from({ length: rows }, (_, i) =>
-      env.DB.prepare("INSERT INTO facts (tenant_id, fact_id, stream, sequence, type, body, causation_id, correlation_id, caused_by, created_at) VALUES ('tenant-a', ?, ?, ?, 'outcome', '{}', 'k', 'c', 'test', ?)")
-        .bind(`f_${subject}_${i}`, subject, i + 1, new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString())))
+      env.DB.prepare("INSERT INTO facts (tenant_id, fact_id, stream, sequence, type, body, causation_id, correlation_id, caused_by, created_at) VALUES ('tenant-a', ?, ?, ?, ?, '{}', 'k', 'c', 'test', ?)")
+        .bind(`f_${subject}_${i}`, subject, i + 1, subject, new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString())))
     await env.DB.batch(Array.from({ length: rows }, (_, i) =>
       env.DB.prepare("INSERT INTO calls (tenant_id, call_id, buyer_id, qualified) VALUES ('tenant-a', ?, ?, 1)").bind(`${buyer}_call_${i}`, buyer)))
-    for (const [path, list] of [["/v1/facts", `/v1/facts?subject=${subject}`], ["/v1/projections/{name}", `/v1/projections/calls?buyer_id=${buyer}`]] as const) {
+    for (const [path, list] of [["/v1/facts", `/v1/facts?type=${subject}`], ["/v1/projections/{name}", `/v1/projections/calls?buyer_id=${buyer}`]] as const) {
       const { default: fallback, maximum } = limitOf(doc, path)
       const page = await (await request(list, { token: tokenA })).json<any>()
       expect({ path, rows: page.data.length }).toEqual({ path, rows: fallback })
@@ -130,18 +133,19 @@ describe("what the document says is what the server does", () => {
     }
   })
 
-  it("GET /v1/facts is documented oldest first, and answers oldest first (by created_at, then fact_id)", async () => {
+  it("GET /v1/facts is documented oldest first across streams (the copy) and in stream order within one, and answers so", async () => {
     const doc = await (await request("/openapi.json")).json<any>()
-    expect(doc.paths["/v1/facts"].get.description).toMatch(/^Oldest first \(by `created_at`, then `fact_id`\)/)
+    expect(doc.paths["/v1/facts"].get.description).toMatch(/Without `subject`: oldest first \(by `created_at`, then `fact_id`\)/)
+    expect(doc.paths["/v1/facts"].get.description).toMatch(/With `subject`: that stream's facts from the ledger, in stream order \(by `sequence`\)/)
     expect(doc.paths["/v1/facts"].get.description).not.toMatch(/newest/i)
     const subject = unique("ordered")
-    // Stored out of order: the answer is in time order whatever the insertion order.
+    // Stored out of order: the answer is in time order whatever the insertion order (a type of its own: the copy's listing of it).
     const at = ["2026-03-01T00:00:02.000Z", "2026-03-01T00:00:00.000Z", "2026-03-01T00:00:01.000Z", "2026-03-01T00:00:01.000Z"]
     await env.DB.batch(at.map((createdAt, i) =>
-      env.DB.prepare("INSERT INTO facts (tenant_id, fact_id, stream, sequence, type, body, causation_id, correlation_id, caused_by, created_at) VALUES ('tenant-a', ?, ?, ?, 'outcome', '{}', 'k', 'c', 'test', ?)")
-        .bind(`f_${subject}_${"dcab"[i]}`, subject, i + 1, createdAt)))
-    const first = await (await request(`/v1/facts?subject=${subject}&limit=2`, { token: tokenA })).json<any>()
-    const rest = await (await request(`/v1/facts?subject=${subject}&limit=2&cursor=${first.next_cursor}`, { token: tokenA })).json<any>()
+      env.DB.prepare("INSERT INTO facts (tenant_id, fact_id, stream, sequence, type, body, causation_id, correlation_id, caused_by, created_at) VALUES ('tenant-a', ?, ?, ?, ?, '{}', 'k', 'c', 'test', ?)")
+        .bind(`f_${subject}_${"dcab"[i]}`, subject, i + 1, subject, createdAt)))
+    const first = await (await request(`/v1/facts?type=${subject}&limit=2`, { token: tokenA })).json<any>()
+    const rest = await (await request(`/v1/facts?type=${subject}&limit=2&cursor=${first.next_cursor}`, { token: tokenA })).json<any>()
     expect([...first.data, ...rest.data].map((f: any) => [f.created_at, f.fact_id])).toEqual([
       ["2026-03-01T00:00:00.000Z", `f_${subject}_c`],
       ["2026-03-01T00:00:01.000Z", `f_${subject}_a`],

@@ -7,18 +7,24 @@
 import { env } from "cloudflare:workers"
 import { Effect, Layer, Result } from "effect"
 import { describe, expect, it } from "vitest"
-import { Placement, ProjectionConsumer, ProjectionQuery, ProjectionStore, Registry, Sql } from "@factline/core"
+import { FactsCopy, Placement, ProjectionConsumer, ProjectionQuery, ProjectionStore, Registry, Sql } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import { storedFact, unique } from "./helpers.js"
 import { countingD1, newCounts } from "./instrument.js"
 import { fragileBuyers } from "./TestModule.js"
 import { platform } from "./worker.js"
 
-/** One queue batch, as the projections consumer processes it; returns the outcome per fact (by position). */
-const apply = async (facts: ReadonlyArray<Fact>, db: D1Database = env.DB) => {
+/**
+ * One queue batch, as the projections consumer processes it; returns the outcome per fact (by position). The D1
+ * facts copy as the example configures it (`all`) unless `copy` says otherwise (FACTLINE_FACTS_COPY).
+ */
+const apply = async (facts: ReadonlyArray<Fact>, db: D1Database = env.DB, copy = "all") => {
   const items = facts.map((f, i) => ({ key: `${i}`, value: { fact: f } }))
+  const parsed = FactsCopy.parse(copy)
+  if (typeof parsed === "string") throw new Error(parsed)
+  const settings = FactsCopy.FactsCopySetting.layer(parsed)
   const outcomes = await Effect.runPromise(ProjectionConsumer.process(items).pipe(
-    Effect.provide(Layer.mergeAll(ProjectionStore.ProjectionStore.layer, Placement.TenantPlacement.single(db), Layer.succeed(Registry.Registry, platform.registry)))
+    Effect.provide(Layer.mergeAll(ProjectionStore.ProjectionStore.layer, Placement.TenantPlacement.single(db), Layer.succeed(Registry.Registry, platform.registry), settings))
   ))
   return items.map(({ key }) => outcomes.get(key))
 }
@@ -117,9 +123,9 @@ describe("set-based projection writes", () => {
 
   it("rows D1 writes per fact, for the facts copy and for each projection", async () => {
     const n = 100
-    const written = async (facts: ReadonlyArray<Fact>) => {
+    const written = async (facts: ReadonlyArray<Fact>, copy = "all") => {
       const counts = newCounts()
-      await apply(facts, countingD1(env.DB, counts))
+      await apply(facts, countingD1(env.DB, counts), copy)
       return counts.d1RowsWritten / facts.length
     }
     // A fact type no projection reads: only the facts copy writes.
@@ -136,29 +142,53 @@ describe("set-based projection writes", () => {
       return storedFact(call_id, 3, "charge", { call_id, buyer_id: buyer, amount_cents: 1, currency: "EUR" })
     })))
     console.log(`D1 rows written per fact: facts copy ${copyOnly}; outcome (copy + calls) ${outcomes}; charge (copy + calls + budgets) ${chargesToOneBuyer}`)
-    // The row (a WITHOUT ROWID table is its primary key) and the by-subject index.
-    expect(copyOnly).toBe(2)
+    // The row alone (a WITHOUT ROWID table is its primary key; no secondary index since the subject listing reads the ledger).
+    expect(copyOnly).toBe(1)
     // + the new `calls` row: WITHOUT ROWID, so the row itself and the by-buyer index.
-    expect(outcomes).toBe(4)
-    // Copy (2) + a new `calls` row (2) + the applied-set row (1, WITHOUT ROWID) + one budget row shared by all.
-    expect(chargesToOneBuyer).toBeGreaterThanOrEqual(5)
-    expect(chargesToOneBuyer).toBeLessThan(5.1)
+    expect(outcomes).toBe(3)
+    // Copy (1) + a new `calls` row (2) + the applied-set row (1, WITHOUT ROWID) + one budget row shared by all.
+    expect(chargesToOneBuyer).toBeGreaterThanOrEqual(4)
+    expect(chargesToOneBuyer).toBeLessThan(4.1)
     // A call's whole life in one batch: one `calls` upsert for its 4 facts (2 rows), not 2 + 3 updates.
     const lives = await written((await Promise.all(Array.from({ length: n / 4 }, () => life(unique("call"), unique("buyer"))))).flat())
     console.log(`D1 rows written per fact, whole lives in one batch: ${lives}`)
-    // Per call (measured 15): copies 4 × 2, the `calls` row 2 (not 2 + 3 updates), the budget row's insert and
+    // Per call (measured 11): copies 4 × 1, the `calls` row 2 (not 2 + 3 updates), the budget row's insert and
     // update (charge and refund add different columns: two statements), 2 applied-set rows, and one more.
-    expect(lives * 4).toBeLessThanOrEqual(15)
+    expect(lives * 4).toBeLessThanOrEqual(11)
+
+    // The framework's default copies nothing: the projections' rows alone.
+    expect(await written(await Promise.all(Array.from({ length: n }, (_, i) => storedFact(unique("call"), 1, "dispute_rejected", { call_id: "c", why: "x", i }))), "none")).toBe(0)
+    expect(await written(await Promise.all(Array.from({ length: n }, () => {
+      const call_id = unique("call")
+      return storedFact(call_id, 1, "outcome", { call_id, buyer_id: "b", duration_s: 90, price_cents: 1, currency: "EUR" })
+    })), "none")).toBe(2)
   })
 
-  it("every GET /v1/facts listing reads an index in order: no table scan, no sort", async () => {
+  it("FACTLINE_FACTS_COPY decides which facts reach the D1 copy: none writes no facts row, a type list only those types; the projections get every fact", async () => {
+    const copied = async (stream: string) =>
+      (await env.DB.prepare("SELECT type FROM facts WHERE tenant_id = 'tenant-a' AND stream = ? ORDER BY sequence").bind(stream).all<{ type: string }>()).results.map((r) => r.type)
+    const [none, some, every] = [unique("call"), unique("call"), unique("call")]
+    const buyer = unique("buyer")
+    expect(await apply(await life(none, buyer), env.DB, "none")).toEqual([done, done, done, done])
+    expect(await apply(await life(some, buyer), env.DB, "charge, refund")).toEqual([done, done, done, done])
+    expect(await apply(await life(every, buyer), env.DB, "all")).toEqual([done, done, done, done])
+    expect(await copied(none)).toEqual([])
+    expect(await copied(some)).toEqual(["charge", "refund"])
+    expect(await copied(every)).toEqual(["outcome", "qualification", "charge", "refund"])
+    // Whatever the copy, the projections saw every fact.
+    for (const call of [none, some, every]) expect(await callRow(call)).toMatchObject({ buyer_id: buyer, qualified: 1, charged_cents: 500, refunded_cents: 500 })
+    expect(await budget(buyer)).toEqual({ spent_cents: 0, charges: 3, refunds: 3 })
+  })
+
+  it("every GET /v1/facts listing of the copy walks its primary key in order: no sort (a subject's listing reads the ledger)", async () => {
     const cursor = btoa(JSON.stringify(["2026-11-22T00:00:00.000Z", "f"])).replace(/=+$/, "")
-    for (const query of [{}, { subject: "s" }, { type: "charge" }, { subject: "s", type: "charge" }, { cursor }, { subject: "s", cursor }]) {
+    expect(Result.isFailure(ProjectionQuery.facts("tenant-a", { subject: "s" }))).toBe(true)
+    for (const query of [{}, { type: "charge" }, { cursor }, { type: "charge", cursor }]) {
       const page = ProjectionQuery.facts("tenant-a", query)
       if (page._tag !== "Success") throw new Error("a valid query")
       const { results } = await env.DB.prepare(`EXPLAIN QUERY PLAN ${page.success.sql.sql}`).bind(...page.success.sql.params).all<{ detail: string }>()
       const plan = results.map((r) => r.detail).join("; ")
-      expect(plan, JSON.stringify(query)).toMatch(/USING (PRIMARY KEY|(COVERING )?INDEX (sqlite_autoindex_facts_1|facts_by_stream))/)
+      expect(plan, JSON.stringify(query)).toMatch(/USING (PRIMARY KEY|(COVERING )?INDEX sqlite_autoindex_facts_1)/)
       expect(plan, JSON.stringify(query)).not.toMatch(/TEMP B-TREE|SCAN facts$/)
     }
   })

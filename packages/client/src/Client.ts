@@ -92,7 +92,7 @@ export interface StreamOptions<F extends ReadonlyArray<FactDefinition.Any>> {
   readonly limit?: number
 }
 
-/** A fact as `GET /v1/facts` lists it (the D1 facts projection: `subject`, no tenant). */
+/** A fact as `GET /v1/facts` lists it (its stream as `subject`, no tenant): from the ledger with a subject, else from the D1 facts copy. */
 export interface ListedFact<T extends string = string, D = Readonly<Record<string, unknown>>> {
   readonly fact_id: string
   readonly subject: string
@@ -159,7 +159,11 @@ export interface Client {
   readonly readStream: <const F extends ReadonlyArray<FactDefinition.Any> = readonly []>(subject: string, options?: StreamOptions<F>) => Promise<StreamPage<F>>
   /** Every fact of a stream from `after` on, page after page. */
   readonly streamFacts: <const F extends ReadonlyArray<FactDefinition.Any> = readonly []>(subject: string, options?: StreamOptions<F>) => AsyncGenerator<StreamFact<F>>
-  /** One page of the tenant's facts (`GET /v1/facts`), optionally of one type and one stream. */
+  /**
+   * One page of the tenant's facts (`GET /v1/facts`), optionally of one type and one stream. Without a stream it
+   * reads the platform's D1 facts copy: a `Conflict` (409 `facts_not_copied`) when the copy does not hold the facts
+   * asked for (`FACTLINE_FACTS_COPY`).
+   */
   readonly readFacts: <F extends FactDefinition.Any = never>(options?: FactsOptions<F>) => Promise<FactsPage<F>>
   /** One page of a projection's rows (`GET /v1/projections/:name`), filtered by queryable columns. */
   readonly readProjection: <P extends Projection.Projection | string>(projection: P, options?: ProjectionOptions<P>) => Promise<ProjectionPage<P>>

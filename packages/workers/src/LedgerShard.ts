@@ -65,6 +65,11 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     return this.ledger.readShard(after, Math.min(Math.max(1, limit), 5_000))
   }
 
+  /** The fact with this id, if this shard holds it (its unique index; reading creates no storage). */
+  async findFact(factId: string): Promise<Fact | null> {
+    return this.ledger.findFact(factId)
+  }
+
   /** Rows handed over and not yet relayed downstream. */
   async outboxSize(): Promise<number> {
     return this.ledger.outboxSize()

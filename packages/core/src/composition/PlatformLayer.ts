@@ -31,6 +31,7 @@ import { Resolver } from "../webhooks/Resolver.js"
 import * as Bindings from "../platform/Bindings.js"
 import { Settings } from "./Settings.js"
 import { FactsWindow } from "../archive/Archive.js"
+import { FactsCopySetting } from "../projections/FactsCopy.js"
 import { TenantPlacement } from "../placement/Placement.js"
 
 /** Every service the platform's programs use: the registry, the settings, the bindings and the stores over them. */
@@ -54,6 +55,7 @@ export type Services =
   | DeadLetterStore
   | BatchFiles
   | FactsWindow
+  | FactsCopySetting
   | TenantPlacement
   | SendTally.SendTally
 
@@ -110,7 +112,8 @@ export const services = (registry: Registry.Shape, options: Options) =>
       Resolver.layer({ localDevelopment: settings.localDevelopment }),
       DeadLetterStore.layer,
       BatchFiles.layer(bucket),
-      FactsWindow.layer(settings.factsWindowDays)
+      FactsWindow.layer(settings.factsWindowDays),
+      FactsCopySetting.layer(settings.factsCopy)
     ).pipe(Layer.provideMerge(TenantPlacement.layer({ open: settings.readDatabasesOpen, cacheMs: settings.placementCacheMs })))
   }))
 

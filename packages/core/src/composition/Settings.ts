@@ -12,6 +12,7 @@
 import { Config, Context, Effect, Layer, Option } from "effect"
 import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as Shards from "../ledger/Shards.js"
+import * as FactsCopy from "../projections/FactsCopy.js"
 import { defaultBucketName } from "../producing/PayloadStore.js"
 
 export type LogAttempts = "all" | "failures" | "none"
@@ -51,6 +52,11 @@ export interface Shape {
   readonly webhookEndpointsPerTenant: number
   /** `FACTLINE_LOG_ATTEMPTS`: `all` (default), `failures` or `none`. */
   readonly logAttempts: LogAttempts
+  /**
+   * `FACTLINE_FACTS_COPY`: which facts the D1 `facts` copy gets — `none` (default), `all`, or fact types
+   * separated by commas. The ledger answers every stream read itself; the copy is for SQL over many streams.
+   */
+  readonly factsCopy: FactsCopy.FactsCopy
   /** `FACTLINE_FACTS_WINDOW_DAYS`: whole days of facts the D1 `facts` copy keeps; older days are archived to R2 (default 30). */
   readonly factsWindowDays: number
   /**
@@ -123,6 +129,10 @@ export const config: Config.Config<Shape> = Config.all({
   webhookConfigTtlMs: lenientNumber("FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS", 10).pipe(Config.map((seconds) => seconds * 1000)),
   webhookEndpointsPerTenant: lenientNumber("FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT", 20).pipe(Config.map(Math.floor)),
   logAttempts: optional("FACTLINE_LOG_ATTEMPTS").pipe(Config.map((raw): LogAttempts => raw === "failures" || raw === "none" ? raw : "all")),
+  factsCopy: optional(FactsCopy.variable).pipe(Config.mapEffect((raw) => {
+    const copy = FactsCopy.parse(raw)
+    return typeof copy === "string" ? Effect.die(new Error(copy)) : Effect.succeed(copy)
+  })),
   factsWindowDays: lenientNumber("FACTLINE_FACTS_WINDOW_DAYS", 30).pipe(Config.map(Math.floor)),
   readDatabasesOpen: optional("FACTLINE_READ_DBS_OPEN").pipe(Config.mapEffect((raw) => {
     if (raw === undefined || raw.trim() === "") return Effect.succeed(undefined)

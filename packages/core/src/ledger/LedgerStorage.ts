@@ -93,6 +93,8 @@ export interface LedgerStorage {
   readonly readStream: (key: StreamKey, options?: ReadOptions) => StreamState
   /** Every fact of the shard (all streams) after a `(stream, sequence)` cursor, for rebuilds. */
   readonly readShard: (after: { readonly stream: string; readonly sequence: number } | undefined, limit: number) => ReadonlyArray<Fact>
+  /** The fact with this id, found by its unique index (one lookup, whatever the shard holds), or null. */
+  readonly findFact: (factId: string) => Fact | null
   /** Outbox rows for stored facts (unknown ids are skipped); returns the rows written. */
   readonly handover: (entries: ReadonlyArray<Handover>) => number
   readonly outboxSize: () => number
@@ -252,5 +254,11 @@ export const make = (storage: Storage): LedgerStorage => {
     else sql.exec("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", key, value)
   }
 
-  return { append, readStream, readShard, handover, outboxSize, pendingOutbox, deleteOutbox, getMeta, setMeta, exists }
+  const findFact = (factId: string): Fact | null => {
+    if (!exists()) return null
+    const row = find(factId)
+    return row === undefined ? null : toFact(row)
+  }
+
+  return { append, readStream, readShard, findFact, handover, outboxSize, pendingOutbox, deleteOutbox, getMeta, setMeta, exists }
 }

@@ -20,6 +20,13 @@
  * claimed on its own (no all-or-nothing: messages are settled one by one), in
  * one round trip per batch, and the stored hash is returned for every key, so
  * the caller refuses those bound to another payload.
+ *
+ * `prune` forgets expired keys without an index on `accepted_at` (one that cost a
+ * row written per key on insert and again on delete): it walks the primary key,
+ * a window of `limit` keys per call from where the previous call stopped (kept per
+ * database in `sweep_cursors`), deletes the expired keys of the window, and starts
+ * over from the first key after the last. Rows read are what it spends (D1 bills
+ * them at a thousandth of a row written); docs/operating.md sizes the window.
  */
 import { Context, Effect, Layer } from "effect"
 import { tenantKey } from "@factline/schemas"
@@ -27,7 +34,7 @@ import { getTableName } from "drizzle-orm"
 import * as StableJson from "../ledger/StableJson.js"
 import * as Sql from "../platform/Sql.js"
 import * as Placement from "../placement/Placement.js"
-import { acceptedKeys } from "../tables/PlatformTables.js"
+import { acceptedKeys, sweepCursors } from "../tables/PlatformTables.js"
 import * as Failure from "../failures/Failure.js"
 
 export interface Entry {
@@ -71,10 +78,11 @@ export interface Shape {
    */
   readonly claim: (entries: ReadonlyArray<Claim>, now: string) => Effect.Effect<ReadonlyMap<string, Claimed>, Failure.Unavailable>
   /**
-   * Forgets keys accepted before `before` (ISO-8601), oldest first, at most `limit` of them; returns
-   * how many were deleted. A forgotten key may be bound to a new payload afterwards.
+   * Walks the next `limit` keys of each database (by primary key, from where the last call stopped; after the
+   * last key, from the first again) and forgets those accepted before `before` (ISO-8601); returns how many
+   * were deleted. A forgotten key may be bound to a new payload afterwards.
    */
-  readonly prune: (before: string, limit: number) => Effect.Effect<number, Failure.Unavailable>
+  readonly prune: (before: string, limit: number, now: string) => Effect.Effect<number, Failure.Unavailable>
 }
 
 export class AcceptedKeys extends Context.Service<AcceptedKeys, Shape>()("@factline/core/AcceptedKeys") {
@@ -149,10 +157,45 @@ export const claimUnseen = `INSERT INTO ${table} (${column.tenant}, ${column.key
 export const selectBound = `SELECT k.${column.tenant} AS tenant_id, k.${column.key} AS idempotency_key, k.${column.hash} AS payload_hash, k.${column.at} AS accepted_at
   FROM json_each(?1) j CROSS JOIN ${table} k ON k.${column.tenant} = json_extract(j.value, '$[0]') AND k.${column.key} = json_extract(j.value, '$[1]')`
 
-// Oldest first through the accepted_at index, bounded: one scheduled run never holds D1 for long.
-export const deleteOlderThan = `DELETE FROM ${table} WHERE (${column.tenant}, ${column.key}) IN (
-    SELECT ${column.tenant}, ${column.key} FROM ${table} WHERE ${column.at} < ?1 ORDER BY ${column.at} LIMIT ?2
-  )`
+/** The name of this sweep's row in `sweep_cursors`. */
+export const sweep = table
+const cursors = {
+  table: getTableName(sweepCursors),
+  sweep: sweepCursors.sweep.name,
+  after: sweepCursors.after.name,
+  passStartedAt: sweepCursors.passStartedAt.name,
+  updatedAt: sweepCursors.updatedAt.name
+}
+const keyOrder = `${column.tenant}, ${column.key}`
+
+export const selectCursor = `SELECT ${cursors.after} AS after, ${cursors.passStartedAt} AS pass_started_at FROM ${cursors.table} WHERE ${cursors.sweep} = ?1`
+
+/**
+ * The window's last key: the `limit`-th key after the cursor (`?1, ?2`), found by walking the primary key;
+ * none when fewer keys are left (the window then runs to the end of the table). Without a cursor, from the first key.
+ */
+export const selectWindowEnd = (fromStart: boolean) =>
+  `SELECT ${column.tenant} AS tenant_id, ${column.key} AS idempotency_key FROM ${table}
+    ${fromStart ? "" : `WHERE (${keyOrder}) > (?1, ?2)`} ORDER BY ${keyOrder} LIMIT 1 OFFSET ?3`
+
+/** Deletes the window's expired keys: after the cursor (`?1, ?2`, unless from the start), up to its last key (`?3, ?4`, unless to the end). */
+export const deleteExpiredInWindow = (fromStart: boolean, toEnd: boolean) =>
+  `DELETE FROM ${table} WHERE ${column.at} < ?5
+    ${fromStart ? "" : `AND (${keyOrder}) > (?1, ?2)`} ${toEnd ? "" : `AND (${keyOrder}) <= (?3, ?4)`}`
+
+export const upsertCursor = `INSERT INTO ${cursors.table} (${cursors.sweep}, ${cursors.after}, ${cursors.passStartedAt}, ${cursors.updatedAt}) VALUES (?1, ?2, ?3, ?4)
+  ON CONFLICT (${cursors.sweep}) DO UPDATE SET ${cursors.after} = excluded.${cursors.after}, ${cursors.passStartedAt} = excluded.${cursors.passStartedAt}, ${cursors.updatedAt} = excluded.${cursors.updatedAt}`
+
+/** A stored cursor: the JSON array of a key, or nothing usable (start from the first key). */
+const parseCursor = (after: string | null | undefined): readonly [string, string] | undefined => {
+  if (after === null || after === undefined) return undefined
+  try {
+    const value = JSON.parse(after) as unknown
+    return Array.isArray(value) && value.length === 2 && value.every((v) => typeof v === "string") ? [value[0] as string, value[1] as string] : undefined
+  } catch {
+    return undefined
+  }
+}
 
 const unavailable = Failure.unavailable("the idempotency store")
 
@@ -171,15 +214,28 @@ export const placed = (placement: Placement.Shape): Shape => {
             ...held.map(({ item, failure }) => [claimKey(item.tenant_id, item.idempotency_key), { held: failure }] as const)
           ])
         )),
-    prune: (before, limit) =>
-      Effect.map(Effect.forEach(placement.everywhere, (sql) => on(sql).prune(before, limit)), (counts) => counts.reduce((a, b) => a + b, 0))
+    prune: (before, limit, now) =>
+      Effect.map(Effect.forEach(placement.everywhere, (sql) => on(sql).prune(before, limit, now)), (counts) => counts.reduce((a, b) => a + b, 0))
   }
 }
 
 export const make = (sql: Sql.Sql): Shape => ({
-  prune: Effect.fn("AcceptedKeys.prune")(function*(before, limit) {
-    return yield* sql.run(Sql.statement(deleteOlderThan, before, limit)).pipe(Effect.mapError(unavailable))
-  }),
+  prune: Effect.fn("AcceptedKeys.prune")(function*(before, limit, now) {
+    const window = Math.max(1, Math.floor(limit))
+    const stored = yield* sql.first<{ after: string | null; pass_started_at: string }>(Sql.statement(selectCursor, sweep))
+    const after = parseCursor(stored?.after)
+    const end = yield* sql.first<{ tenant_id: string; idempotency_key: string }>(
+      Sql.statement(selectWindowEnd(after === undefined), after?.[0] ?? null, after?.[1] ?? null, window - 1)
+    )
+    // The window ends at its last key (the next call starts after it), or at the table's end (the next call starts over).
+    const next = end === undefined ? null : JSON.stringify([end.tenant_id, end.idempotency_key])
+    const passStartedAt = after === undefined || stored === undefined ? now : stored.pass_started_at
+    const [deleted] = yield* sql.batch([
+      Sql.statement(deleteExpiredInWindow(after === undefined, end === undefined), after?.[0] ?? null, after?.[1] ?? null, end?.tenant_id ?? null, end?.idempotency_key ?? null, before),
+      Sql.statement(upsertCursor, sweep, next, passStartedAt, now)
+    ])
+    return deleted?.changes ?? 0
+  }, Effect.mapError(unavailable)),
   claim: Effect.fn("AcceptedKeys.claim")(function*(entries, now) {
     if (entries.length === 0) return new Map<string, Bound>() as ReadonlyMap<string, Bound>
     const chunks = chunk(entries, rowsPerStatement).map((rows) =>
@@ -226,11 +282,15 @@ export const make = (sql: Sql.Sql): Shape => ({
 export const memory = (): Shape => {
   const rows = new Map<string, string>()
   const at = new Map<string, string>()
+  let cursor: string | undefined
   return {
+    // As the database's: a window of `limit` keys (in key order) after the cursor, its expired keys deleted.
     prune: (before, limit) =>
       Effect.sync(() => {
-        const old = [...at].filter(([, when]) => when < before).sort((a, b) => a[1].localeCompare(b[1])).slice(0, limit)
-        for (const [key] of old) (rows.delete(key), at.delete(key))
+        const window = [...at.keys()].sort().filter((key) => cursor === undefined || key > cursor).slice(0, Math.max(1, Math.floor(limit)))
+        cursor = window.length === Math.max(1, Math.floor(limit)) ? window.at(-1) : undefined
+        const old = window.filter((key) => at.get(key)! < before)
+        for (const key of old) (rows.delete(key), at.delete(key))
         return old.length
       }),
     claim: (entries, now) =>

@@ -2,14 +2,15 @@
  * The consumer of `factline-projections`: facts in, read models updated.
  *
  * Per batch, two D1 round trips whatever its size: the lookup of running
- * rebuilds, and one transaction that applies every fact to the `facts`
- * projection and to each registered projection (and to a rebuild's shadow
- * table while one runs) — a few set-based statements per projection, not
+ * rebuilds, and one transaction that applies every fact to each registered
+ * projection (and to a rebuild's shadow table while one runs) and, for the
+ * fact types `FACTLINE_FACTS_COPY` names (FactsCopy; none by default), to
+ * the D1 `facts` copy — a few set-based statements per projection, not
  * one per fact. If that transaction fails, each fact is written on its own. No inbox: every write is idempotent by construction
  * (row guards, applied sets, `ON CONFLICT DO NOTHING`), so a redelivered
  * fact changes nothing and costs no bookkeeping rows. A mapping that throws
  * fails that fact for that projection only: the fact is still written to the
- * `facts` copy and every other projection, then dead-lettered (permanent)
+ * `facts` copy (when copied) and every other projection, then dead-lettered (permanent)
  * naming the projection — replaying it after the fix is safe for the same
  * reason redelivery is.
  */
@@ -21,6 +22,7 @@ import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as FactMessage from "../relay/FactMessage.js"
 import * as Projection from "../definitions/Projection.js"
 import { Registry, type Shape as RegistryShape } from "../registry/Registry.js"
+import * as FactsCopy from "./FactsCopy.js"
 import { ProjectionStore } from "./ProjectionStore.js"
 import * as Placement from "../placement/Placement.js"
 
@@ -69,16 +71,16 @@ export const partitionMappable = (p: Projection.Projection, facts: ReadonlyArray
 }
 
 /**
- * The statements that apply these facts to the `facts` projection and to
- * every registered projection (and running rebuilds' shadows): a few per
- * projection whatever the number of facts. Projections are isolated from each
- * other: when a projection's mapping throws, the facts it threw for (found one
- * by one, in memory) are left out of that projection alone — the `facts` copy
- * and every other projection still get them.
+ * The statements that apply these facts to every registered projection (and
+ * running rebuilds' shadows) and, for the types `copy` names, to the `facts`
+ * copy: a few per projection whatever the number of facts. Projections are
+ * isolated from each other: when a projection's mapping throws, the facts it
+ * threw for (found one by one, in memory) are left out of that projection
+ * alone — the `facts` copy and every other projection still get them.
  */
-export const plan = (registry: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>): Plan => {
+export const plan = (registry: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>, copy: FactsCopy.FactsCopy): Plan => {
   const failures = new Map<number, Array<MappingFailure>>()
-  const statements = [...Projection.factsStatements(facts)]
+  const statements = [...Projection.factsStatements(copy.kind === "all" ? facts : facts.filter((f) => FactsCopy.copies(copy, f.type)))]
   for (const p of registry.projections) {
     const targets = [Projection.liveTarget(p), ...rebuilds.filter((r) => r.projection === p.name).map((r) => Projection.shadowTarget(p, r.shadow_table))]
     const forTargets = (some: ReadonlyArray<Fact>) => targets.flatMap((target) => Projection.batchStatements(p, some, target))
@@ -94,8 +96,8 @@ export const plan = (registry: RegistryShape, facts: ReadonlyArray<Fact>, rebuil
 }
 
 /** The statements of `plan`, for callers that only write. */
-export const statementsFor = (registry: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>): ReadonlyArray<Projection.Sql> =>
-  plan(registry, facts, rebuilds).statements
+export const statementsFor = (registry: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>, copy: FactsCopy.FactsCopy): ReadonlyArray<Projection.Sql> =>
+  plan(registry, facts, rebuilds, copy).statements
 
 /**
  * A fact some projection could not map, once everything else was written: a
@@ -105,20 +107,21 @@ export const statementsFor = (registry: RegistryShape, facts: ReadonlyArray<Fact
  */
 const mappingFailed = (fact: Fact, failures: ReadonlyArray<MappingFailure>): Consumer.Outcome =>
   Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: `${failures.map((f) => `projection "${f.projection}" failed to map ${fact.type} fact ${fact.fact_id}: ${f.error}`).join("; ")}` +
-      ` (the fact was applied to the facts copy and every other projection; fix ${failures.map((f) => f.projection).join(", ")}, then replay this dead letter)` }))
+      ` (the fact was applied to the facts copy, if copied, and every other projection; fix ${failures.map((f) => f.projection).join(", ")}, then replay this dead letter)` }))
 
 /** Applies the facts of tenants placed on the read database in scope (one transaction). */
 const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) {
   const registry = yield* Registry
   const store = yield* ProjectionStore
+  const factsCopy = yield* FactsCopy.FactsCopySetting
   const outcomes = new Map<string, Consumer.Outcome>()
   const rebuilds = yield* Effect.orElseSucceed(store.query<ActiveRebuild>(activeRebuilds), () => null)
   if (rebuilds === null) {
     for (const item of items) outcomes.set(item.key, Consumer.failed(new Failure.TransientError({ message: "could not read running rebuilds" })))
     return outcomes
   }
-  const { statements, failures } = plan(registry, items.map((i) => i.value.fact), rebuilds)
-  const failed = yield* store.write(statements, () => items.map(({ key, value }) => ({ key, statements: statementsFor(registry, [value.fact], rebuilds) })))
+  const { statements, failures } = plan(registry, items.map((i) => i.value.fact), rebuilds, factsCopy)
+  const failed = yield* store.write(statements, () => items.map(({ key, value }) => ({ key, statements: statementsFor(registry, [value.fact], rebuilds, factsCopy) })))
   items.forEach(({ key, value }, index) => {
     const error = failed.get(key)
     const unmapped = failures.get(index)

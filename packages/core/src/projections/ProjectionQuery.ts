@@ -1,5 +1,5 @@
 /**
- * The analysts' read API as SQL: the `facts` projection and registered
+ * The analysts' read API as SQL: the `facts` copy and registered
  * projections, always scoped to one tenant, keyset-paginated, with bound
  * parameters only. Filters are allowed only on columns a projection declares
  * queryable; anything else is a problem reported to the caller, never SQL.
@@ -59,18 +59,54 @@ const page = (limit: number, keyColumns: ReadonlyArray<string>, sql: Projection.
   }
 })
 
-/** `GET /v1/facts?subject=&type=&cursor=&limit=`, ordered by (created_at, fact_id). */
+const factsParameters = new Set(["subject", "type", "cursor", "limit"])
+const unknownFactsParameters = (query: Readonly<Record<string, string | undefined>>, problems: Array<Issues.Problem>) => {
+  for (const name of Object.keys(query)) if (!factsParameters.has(name)) problems.push({ path: name, message: "unknown query parameter (allowed: subject, type, cursor, limit)" })
+}
+const malformedCursor: Issues.Problem = { path: "cursor", message: "malformed cursor; use next_cursor from a previous page of the same listing" }
+
+/**
+ * `GET /v1/facts?subject=…`: one stream's facts, which the ledger holds in order, so it is read there (no D1
+ * copy, no index): the stream, the type to keep, the sequence to start after (the cursor) and the page size.
+ */
+export interface StreamListing {
+  readonly subject: string
+  readonly type: string | undefined
+  readonly after: number
+  readonly limit: number
+}
+
+/** A stream listing's cursor: the last sequence read, as a one-element array (a copy listing's has two). */
+export const streamCursor = (sequence: number): string => Cursor.encode([sequence])
+
+/** The stream listing `query` asks for (it has a `subject`), or its problems. */
+export const streamListing = (query: Readonly<Record<string, string | undefined>>): Result.Result<StreamListing, Array<Issues.Problem>> => {
+  const problems: Array<Issues.Problem> = []
+  unknownFactsParameters(query, problems)
+  const limit = parseLimit(query.limit, problems)
+  const cursor = query.cursor === undefined ? undefined : Cursor.decode(query.cursor, ["integer"])
+  const after = cursor?.[0] as number | undefined
+  if (query.cursor !== undefined && (after === undefined || after < 0 || !Number.isSafeInteger(after))) problems.push(malformedCursor)
+  if (query.subject === undefined || query.subject === "") problems.push({ path: "subject", message: "must not be empty" })
+  if (problems.length > 0) return Result.fail(problems)
+  return Result.succeed({ subject: query.subject!, type: query.type, after: after ?? 0, limit })
+}
+
+/**
+ * `GET /v1/facts?type=&cursor=&limit=` (no subject) from the D1 `facts` copy, ordered by (created_at,
+ * fact_id): the primary key, walked in order. Whether the copy holds the facts asked for is the caller's
+ * to check first (FactsCopy.holds).
+ */
 export const facts = (tenantId: string, query: Readonly<Record<string, string | undefined>>): Result.Result<Page, Array<Issues.Problem>> => {
   const problems: Array<Issues.Problem> = []
-  const allowed = new Set(["subject", "type", "cursor", "limit"])
-  for (const name of Object.keys(query)) if (!allowed.has(name)) problems.push({ path: name, message: "unknown query parameter (allowed: subject, type, cursor, limit)" })
+  unknownFactsParameters(query, problems)
+  if (query.subject !== undefined) problems.push({ path: "subject", message: "one stream's facts are read from the ledger (streamListing), not the copy" })
   const limit = parseLimit(query.limit, problems)
   const cursor = query.cursor === undefined ? undefined : decodeCursor(query.cursor, 2)
-  if (query.cursor !== undefined && cursor === undefined) problems.push({ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" })
+  if (query.cursor !== undefined && cursor === undefined) problems.push(malformedCursor)
   if (problems.length > 0) return Result.fail(problems)
   const where = ["tenant_id = ?"]
   const params: Array<Projection.Value> = [tenantId]
-  if (query.subject !== undefined) (where.push("stream = ?"), params.push(query.subject))
   if (query.type !== undefined) (where.push("type = ?"), params.push(query.type))
   if (cursor) (where.push("(created_at, fact_id) > (?, ?)"), params.push(...cursor))
   return Result.succeed(page(limit, ["created_at", "fact_id"], {

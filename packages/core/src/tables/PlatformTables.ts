@@ -105,14 +105,17 @@ export const queueMetrics = sqliteTable(
 )
 
 /**
- * The `facts` projection: every fact of every shard, copied to D1 for analysts.
+ * The `facts` copy: the facts of the types `FACTLINE_FACTS_COPY` names (none by
+ * default, see projections/FactsCopy.ts), copied to D1 for analysts' SQL over
+ * many streams. The ledger answers a stream's facts itself (`GET /v1/facts?subject=`).
  *
- * Only what `GET /v1/facts` needs, because D1 bills every index entry as a
- * row written: the primary key is the listing order `(tenant_id, created_at,
- * fact_id)` — a fact's `created_at` is fixed in the ledger, so a re-sent fact
- * still hits the same key and is skipped — and one index serves `subject`
- * (with or without `type`). A `type`-only listing walks the tenant's facts in
- * key order; no index of its own (3 rows written per fact instead of 5).
+ * Only what `GET /v1/facts` without a subject needs, because D1 bills every
+ * index entry as a row written: the primary key is the listing order
+ * `(tenant_id, created_at, fact_id)` — a fact's `created_at` is fixed in the
+ * ledger, so a re-sent fact still hits the same key and is skipped — and no
+ * secondary index (the `facts_by_stream` index went with the subject listing
+ * moving to the ledger): one row written per copied fact. A `type` listing
+ * walks the tenant's facts in key order.
  * Stored WITHOUT ROWID (migration 0004, written by hand: Drizzle cannot declare it), so an insert is one
  * row written, not two; a test checks it, so a regenerated rebuild of this table cannot drop it silently.
  */
@@ -132,10 +135,7 @@ export const facts = sqliteTable(
     /** W3C trace context of the fact (null for facts from before it); not indexed. */
     traceparent: text("traceparent")
   },
-  (t) => [
-    primaryKey({ columns: [t.tenantId, t.createdAt, t.factId] }),
-    index("facts_by_stream").on(t.tenantId, t.stream, t.createdAt, t.factId)
-  ]
+  (t) => [primaryKey({ columns: [t.tenantId, t.createdAt, t.factId] })]
 )
 
 /** Fact ids already applied by additive projections (sums, counts): applying twice is a no-op. * Stored WITHOUT ROWID (migration 0004, written by hand: Drizzle cannot declare it), so an insert is one
@@ -210,7 +210,7 @@ export const ledgerShards = sqliteTable(
 )
 
 /**
- * Idempotency keys accepted at the HTTP edge (`POST /v1/events`), with the hash
+ * Idempotency keys accepted at the HTTP edge (`POST /v1/events`) and claimed by the events consumer, with the hash
  * of what was accepted under each: the same key with another payload is refused
  * (422 `idempotency_conflict`), with the same payload it is a replay. Written and
  * read only by `producing/AcceptedKeys.ts`.
@@ -227,8 +227,23 @@ export const acceptedKeys = sqliteTable(
     subject: text("subject").notNull(),
     acceptedAt: text("accepted_at").notNull()
   },
-  (t) => [primaryKey({ columns: [t.tenantId, t.idempotencyKey] }), index("accepted_keys_by_accepted_at").on(t.acceptedAt)]
+  // No index on accepted_at (it cost a row written per key, twice: insert and delete): retention walks the
+  // primary key a window per scheduled run (AcceptedKeys.prune, its place kept in `sweep_cursors`).
+  (t) => [primaryKey({ columns: [t.tenantId, t.idempotencyKey] })]
 )
+
+/**
+ * Where a retention sweep that walks a table by its primary key stopped, in this database: one row per
+ * sweep (today `accepted_keys`), `after` the JSON array of the last key walked (null: the next run starts
+ * from the table's first key), `pass_started_at` when the current pass over the table began. Written only
+ * by `producing/AcceptedKeys.ts`.
+ */
+export const sweepCursors = sqliteTable("sweep_cursors", {
+  sweep: text("sweep").primaryKey(),
+  after: text("after"),
+  passStartedAt: text("pass_started_at").notNull(),
+  updatedAt: text("updated_at").notNull()
+})
 
 /**
  * Tenants' webhook endpoints (admin API). `version` increases with every

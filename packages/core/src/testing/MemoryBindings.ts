@@ -183,6 +183,9 @@ export class MemoryLedgerShard implements LedgerShardRpc {
   async readShard(after: ShardCursor | undefined, limit: number): Promise<ReadonlyArray<Fact>> {
     return this.storage.readShard(after, limit)
   }
+  async findFact(factId: string): Promise<Fact | null> {
+    return this.storage.findFact(factId)
+  }
   /** No alarm here: answers how many outbox rows wait, as the Durable Object does before re-arming. */
   async relayNow(): Promise<number> {
     return this.storage.outboxSize()

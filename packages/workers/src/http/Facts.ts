@@ -2,15 +2,21 @@
  * The ledger's facts over HTTP, within the token's tenant: a stream's facts in order, the tenant's facts
  * filtered by subject and type, and the causation chain of one fact. Streams and the facts list answer
  * CloudEvents batches when asked (`Accept: application/cloudevents-batch+json`).
+ *
+ * One stream's facts (`/v1/streams/:subject/facts`, `/v1/facts?subject=`, a trace) are read from the ledger;
+ * only the listing across streams (`/v1/facts` without a subject) reads the D1 `facts` copy, and only for
+ * the fact types the copy holds (`FACTLINE_FACTS_COPY`): any other listing is refused, naming the setting,
+ * rather than answered with a page that silently misses facts.
  */
 import { Effect, Result, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { Failure, Ledger, ProjectionQuery, ProjectionStore } from "@factline/core"
+import type { Fact as LedgerFact } from "@factline/schemas"
+import { FactsCopy, Failure, Ledger, ProjectionQuery, ProjectionStore } from "@factline/core"
 import { Fact, Issues } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
-import { type AppEnv, bind, cursor, describe, limitParameter, nextCursor, type PageLimit, pageLimit, problems, raw, required, text, wholeNumber } from "./Contract.js"
-import { queryPage, type Run, runTenant } from "./Run.js"
+import { type AppEnv, bind, cursor, describe, limitParameter, nextCursor, type PageLimit, pageLimit, problems, raw, text, wholeNumber } from "./Contract.js"
+import { type Ctx, queryPage, type Run, runTenant } from "./Run.js"
 
 const StoredFact = Fact.annotate({ identifier: "Fact", description: "An immutable fact of the ledger" })
 const cloudEvents = { 200: { [CloudEvents.batchContentType]: { description: "With `Accept: application/cloudevents-batch+json`: the same facts as CloudEvents 1.0 (`id` = fact_id, `source` = /factline/tenants/<tenant>/streams/<stream>, percent-encoded, `type` = fact type, `subject` = stream, `time` = created_at, `datacontenttype` application/json, `data`; string extensions `sequence` (zero-padded to 20 digits), `causationid`, `correlationid`, `causedby`, `tenantid`, and `traceparent` when the fact has one); the next page in a `Link: <…>; rel=\"next\"` header" } } }
@@ -55,20 +61,37 @@ const ListedFact = Schema.Struct({
 }).annotate({ identifier: "ListedFact" })
 type ListedFact = typeof ListedFact.Type
 
+/** An optional query parameter that, when given, must not be empty (checked before the handler runs). */
+const optionalNonEmpty = (description: string) =>
+  Schema.optionalKey(Schema.String.check(Schema.isMinLength(1, { message: "must not be empty" }))).annotate({ description })
+
+/** Ledger reads one `GET /v1/facts?subject=…&type=…` page may take at most, and the facts each reads. */
+export const streamListingReads = 4
+export const streamListingPage = 1_000
+
 export const listFacts = HttpApiEndpoint.get("listFacts", "/v1/facts", {
   query: {
-    subject: text("Only this stream's facts"),
+    subject: optionalNonEmpty("Only this stream's facts (read from the ledger, in stream order)"),
     type: text("Only facts of this type"),
     cursor,
     limit: limitParameter(ProjectionQuery.pageLimit)
   },
   success: Schema.Struct({ data: Schema.Array(ListedFact), next_cursor: nextCursor }),
-  error: problems(400, 406, 503)
+  error: problems(400, 406, 409, 503)
 }).pipe(describe({
   summary: "List the tenant's facts",
-  description: "Oldest first (by `created_at`, then `fact_id`) from the facts read model (D1), filtered by subject and type, keyset-paged: pass `next_cursor` as `cursor` for the next page.",
+  description: "With `subject`: that stream's facts from the ledger, in stream order (by `sequence`), optionally of one `type`; " +
+    `a page reads at most ${streamListingReads * streamListingPage} facts of the stream, so with \`type\` it may hold fewer than \`limit\` (even none) and still have a \`next_cursor\`. ` +
+    "Without `subject`: oldest first (by `created_at`, then `fact_id`) from the D1 facts copy, which holds the fact types the platform's `FACTLINE_FACTS_COPY` setting names " +
+    "(`none` by default, `all`, or a list of types); a listing the copy cannot answer completely is a 409. " +
+    "Keyset-paged either way: pass `next_cursor` as `cursor` for the next page (a cursor belongs to the kind of listing that gave it).",
   scopes: ["read"],
-  errors: { 400: "`invalid_query`: an unknown parameter, a bad cursor or limit", 406: notAcceptable, 503: "`unavailable`: the facts store; retry" },
+  errors: {
+    400: "`invalid_query`: an unknown parameter, a bad cursor or limit",
+    406: notAcceptable,
+    409: "`facts_not_copied`: no `subject`, and the D1 facts copy does not hold the facts asked for (`FACTLINE_FACTS_COPY`: none, or a list without that type; without `type`, anything but all)",
+    503: "`unavailable`: the ledger or the facts store; retry"
+  },
   alsoAnswers: cloudEvents
 }))
 
@@ -76,7 +99,7 @@ const TracedFact = Schema.Struct({ ...StoredFact.fields, depth: Schema.Int.annot
 
 export const traceFact = HttpApiEndpoint.get("traceFact", "/v1/facts/:fact_id/trace", {
   params: { fact_id: Schema.String },
-  query: { subject: required("The stream that holds the fact (a causation chain stays in one stream)") },
+  query: { subject: optionalNonEmpty("The stream that holds the fact, if known (saves looking the fact up on every ledger shard of the tenant)") },
   success: Schema.Struct({
     fact_id: Schema.String,
     subject: Schema.String,
@@ -92,9 +115,10 @@ export const traceFact = HttpApiEndpoint.get("traceFact", "/v1/facts/:fact_id/tr
   error: problems(400, 404, 503)
 }).pipe(describe({
   summary: "Trace a fact's causation chain",
-  description: "Back to the message that caused it (with its accepted idempotency key), forward to every fact it caused, from the ledger's `causation_id`s.",
+  description: "Back to the message that caused it (with its accepted idempotency key), forward to every fact it caused, from the ledger's `causation_id`s. " +
+    "The fact id alone is enough: without `subject`, each of the tenant's ledger shards looks the id up in its index (in parallel) to find the stream.",
   scopes: ["read"],
-  errors: { 400: "`invalid_query`: `subject` is required", 404: "`not_found`: no such fact in that stream for this tenant", 503: "`unavailable`: the ledger; retry" }
+  errors: { 400: "`invalid_query`: an unknown or empty parameter", 404: "`not_found`: no such fact for this tenant (in that stream, when `subject` is given)", 503: "`unavailable`: the ledger; retry" }
 }))
 
 export const group = HttpApiGroup.make("facts").add(readStream, listFacts, traceFact)
@@ -138,14 +162,18 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
   /**
    * The causation chain of a fact: back to the message that caused it, and forward to what it caused. Facts
    * of one chain share their stream (processors and webhook outcomes append to the parent's stream), so the
-   * trace reads that one stream (`?subject=`, required: a fact id alone cannot be located without an index
-   * on every fact) with one ledger call per stream page.
+   * trace reads that one stream with one ledger call per stream page. The stream is `?subject=` when given;
+   * otherwise every shard of the tenant looks the fact id up in its unique index, in parallel (N indexed
+   * lookups, no scan, no D1), and the shard holding it names the stream.
    */
   bind(app, traceFact, async (c, reply) => {
     const tenant = c.get("principal").tenantId
     const factId = c.req.param("fact_id")!
-    // Given and non-empty: checked against the description (`required`) before the handler runs.
-    const subject = c.req.query("subject")!
+    // Absent, or non-empty: checked against the description before the handler runs.
+    const given = c.req.query("subject")
+    const located = given ?? (await run(c.env, Effect.flatMap(Effect.service(Ledger.Ledger), (l) => l.findFact(tenant, factId))))?.stream
+    if (located === undefined) throw new Failure.NotFound({ message: `no fact ${JSON.stringify(factId.slice(0, 100))} for this tenant` })
+    const subject = located
     const streams = await run(c.env, Effect.flatMap(Effect.service(Ledger.Ledger), (l) => l.readStreams([{ tenant_id: tenant, stream: subject }])))
     const facts = streams[0]?.facts ?? []
     const byId = new Map(facts.map((f) => [f.fact_id, f]))
@@ -190,13 +218,10 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
   })
 
   bind(app, listFacts, async (c, reply) => {
-    const page = ProjectionQuery.facts(c.get("principal").tenantId, c.req.query())
-    if (Result.isFailure(page)) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(page.failure), problems: page.failure })
+    const tenant = c.get("principal").tenantId
+    const query = c.req.query()
     const batch = CloudEvents.wantsBatch(c.req.header("accept"))
-    const rows = await queryPage(run, c, page.success)
-    // The facts copy's columns are ListedFact's, its body the fact's data as JSON (ProjectionQuery.facts selects them).
-    const data = rows.slice(0, page.success.limit).map(({ body, ...fact }) => ({ ...(fact as Omit<ListedFact, "data">), data: JSON.parse(String(body)) as ListedFact["data"] }))
-    const nextCursor = page.success.nextCursor(rows)
+    const { data, nextCursor } = query.subject !== undefined ? await listStream(run, c, tenant, query) : await listCopy(run, c, tenant, query)
     if (batch) {
       const url = new URL(c.req.url)
       if (nextCursor !== null) url.searchParams.set("cursor", nextCursor)
@@ -212,6 +237,76 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
     return reply({ data, next_cursor: nextCursor })
   })
 
+}
+
+interface Listing {
+  readonly data: ReadonlyArray<ListedFact>
+  readonly nextCursor: string | null
+}
+
+const invalidQuery = (problems: ReadonlyArray<Issues.Problem>) => new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(problems), problems })
+
+/** A ledger fact as the listing shows it: its stream as `subject`, no tenant (the token's). */
+const listed = (fact: LedgerFact): ListedFact => ({
+  fact_id: fact.fact_id,
+  subject: fact.stream,
+  sequence: fact.sequence,
+  type: fact.type,
+  causation_id: fact.causation_id,
+  correlation_id: fact.correlation_id,
+  caused_by: fact.caused_by,
+  created_at: fact.created_at,
+  traceparent: fact.traceparent ?? null,
+  data: fact.data
+})
+
+/**
+ * `GET /v1/facts?subject=…`: the stream's facts from the ledger, by sequence, after the cursor's sequence. With
+ * `type`, the stream is read a page of `streamListingPage` facts at a time, at most `streamListingReads` pages, and
+ * the facts of that type kept: the page may then hold fewer than `limit`, and its cursor is where the reading stopped.
+ */
+const listStream = async (run: Run, c: Ctx, tenant: string, query: Readonly<Record<string, string>>): Promise<Listing> => {
+  const asked = ProjectionQuery.streamListing(query)
+  if (Result.isFailure(asked)) throw invalidQuery(asked.failure)
+  const { subject, type, limit } = asked.success
+  const key = { tenant_id: tenant, stream: subject }
+  return run(c.env, Effect.gen(function*() {
+    const ledger = yield* Ledger.Ledger
+    const data: Array<ListedFact> = []
+    let after = asked.success.after
+    for (let reads = 0; reads < streamListingReads; reads++) {
+      const state = yield* ledger.read(key, { after, limit: type === undefined ? limit : streamListingPage })
+      for (const fact of state.facts) {
+        after = fact.sequence
+        if (type !== undefined && fact.type !== type) continue
+        data.push(listed(fact))
+        if (data.length === limit) return { data, nextCursor: after < state.version ? ProjectionQuery.streamCursor(after) : null }
+      }
+      if (state.facts.length === 0 || after >= state.version) return { data, nextCursor: null }
+    }
+    // The page's reads are spent before the stream's end: the next page goes on from here.
+    return { data, nextCursor: ProjectionQuery.streamCursor(after) }
+  }))
+}
+
+/** `GET /v1/facts` without a subject: the D1 copy, if it holds every fact the listing asks for. */
+const listCopy = async (run: Run, c: Ctx, tenant: string, query: Readonly<Record<string, string>>): Promise<Listing> => {
+  const page = ProjectionQuery.facts(tenant, query)
+  if (Result.isFailure(page)) throw invalidQuery(page.failure)
+  const factsCopy = await run(c.env, Effect.service(FactsCopy.FactsCopySetting))
+  if (!FactsCopy.holds(factsCopy, query.type)) {
+    const setting = `${FactsCopy.variable}=${FactsCopy.render(factsCopy)}`
+    throw new Failure.Conflict({
+      code: "facts_not_copied",
+      message: query.type === undefined
+        ? `listing facts of every type across streams needs the D1 facts copy of every type, and this platform copies ${factsCopy.kind === "none" ? "none" : `only ${FactsCopy.render(factsCopy)}`} (${setting}): pass subject= to read one stream from the ledger${factsCopy.kind === "types" ? ", or type= one of the copied types" : ""}`
+        : `the D1 facts copy holds no ${JSON.stringify(query.type.slice(0, 100))} facts (${setting}): pass subject= to read one stream from the ledger, or ask the platform operator to copy this type`
+    })
+  }
+  const rows = await queryPage(run, c, page.success)
+  // The facts copy's columns are ListedFact's, its body the fact's data as JSON (ProjectionQuery.facts selects them).
+  const data = rows.slice(0, page.success.limit).map(({ body, ...fact }) => ({ ...(fact as Omit<ListedFact, "data">), data: JSON.parse(String(body)) as ListedFact["data"] }))
+  return { data, nextCursor: page.success.nextCursor(rows) }
 }
 
 /** A whole-number query parameter within bounds, its default when absent, or the message naming the problem. */

@@ -10,7 +10,6 @@ CREATE TABLE `accepted_keys` (
 	PRIMARY KEY(`tenant_id`, `idempotency_key`)
 ) WITHOUT ROWID;
 --> statement-breakpoint
-CREATE INDEX `accepted_keys_by_accepted_at` ON `accepted_keys` (`accepted_at`);--> statement-breakpoint
 CREATE TABLE `batch_jobs` (
 	`id` text PRIMARY KEY NOT NULL,
 	`tenant_id` text NOT NULL,
@@ -73,7 +72,6 @@ CREATE TABLE `facts` (
 	PRIMARY KEY(`tenant_id`, `created_at`, `fact_id`)
 ) WITHOUT ROWID;
 --> statement-breakpoint
-CREATE INDEX `facts_by_stream` ON `facts` (`tenant_id`,`stream`,`created_at`,`fact_id`);--> statement-breakpoint
 CREATE TABLE `first_attempts` (
 	`queue` text NOT NULL,
 	`message_id` text NOT NULL,
@@ -153,6 +151,13 @@ CREATE TABLE `queue_metrics` (
 );
 --> statement-breakpoint
 CREATE INDEX `queue_metrics_by_minute` ON `queue_metrics` (`minute`);--> statement-breakpoint
+CREATE TABLE `sweep_cursors` (
+	`sweep` text PRIMARY KEY NOT NULL,
+	`after` text,
+	`pass_started_at` text NOT NULL,
+	`updated_at` text NOT NULL
+);
+--> statement-breakpoint
 CREATE TABLE `tenant_moves` (
 	`id` text PRIMARY KEY NOT NULL,
 	`tenant_id` text NOT NULL,
