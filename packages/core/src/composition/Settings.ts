@@ -46,6 +46,11 @@ export interface Shape {
    * least-used first (default: every bound one). Close a filling database to new tenants by leaving it out.
    */
   readonly readDatabasesOpen: ReadonlyArray<number> | undefined
+  /**
+   * `FACTLINE_ALERT_QUIET_MINUTES` (default 15), in milliseconds: after an alert, a better level (and new dead
+   * letters) wait this long before the next alert of its key; a worse level is sent at once.
+   */
+  readonly alertQuietMs: number
   /** `FACTLINE_PLACEMENT_CACHE_SECONDS` (default 30): how long an isolate trusts a tenant's placement; a move waits twice this before its last copy. */
   readonly placementCacheMs: number
 }
@@ -95,7 +100,8 @@ export const config: Config.Config<Shape> = Config.all({
       ? Effect.succeed(indexes)
       : Effect.die(new Error(`FACTLINE_READ_DBS_OPEN: must list read database indexes (0, 1, …) separated by commas, got ${JSON.stringify(raw)}`))
   })),
-  placementCacheMs: lenientNumber("FACTLINE_PLACEMENT_CACHE_SECONDS", 30).pipe(Config.map((seconds) => seconds * 1000))
+  placementCacheMs: lenientNumber("FACTLINE_PLACEMENT_CACHE_SECONDS", 30).pipe(Config.map((seconds) => seconds * 1000)),
+  alertQuietMs: lenientNumber("FACTLINE_ALERT_QUIET_MINUTES", 15).pipe(Config.map((minutes) => minutes * 60_000))
 })
 
 export class Settings extends Context.Service<Settings, Shape>()("@factline/core/Settings") {

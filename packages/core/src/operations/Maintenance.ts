@@ -1,7 +1,8 @@
 /**
  * The scheduled maintenance, as Effects over the platform's services: what
  * the Worker's cron trigger runs, in this order — re-arm shards whose relay
- * has been pending too long (a lost alarm), forget old inbox rows and
+ * has been pending too long (a lost alarm), evaluate the operator alerts
+ * (`Alerts`: health changes, new dead letters), forget old inbox rows and
  * accepted idempotency keys, drop resolved dead letters and old metrics
  * minutes, fail batch jobs whose chunk message was lost, move the `facts`
  * copy's days past its window to the R2 archive (`Archive`). Each job is bounded
@@ -19,6 +20,7 @@ import * as Inbox from "../consuming/Inbox.js"
 import { Ledger } from "../ledger/Ledger.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"
 import { AcceptedKeys } from "../producing/AcceptedKeys.js"
+import * as Alerts from "./Alerts.js"
 import * as Metrics from "./Metrics.js"
 
 /** Inbox rows (batch queue) older than this are pruned (DESIGN: ≥ 30 days). */
@@ -87,9 +89,17 @@ export const archiveFacts = Effect.fn("Maintenance.archiveFacts")(function*(limi
   )
 })
 
+/** Evaluates the operator alerts; a store that does not answer is logged and the next run evaluates again. */
+export const evaluateAlerts = Effect.fn("Maintenance.evaluateAlerts")(function*() {
+  return yield* Alerts.evaluate().pipe(
+    Effect.catch((error) => Effect.as(Effect.logError(`alerts could not be evaluated, the next run does: ${error.message}`), []))
+  )
+})
+
 /** One scheduled run: every job in order, as the cron trigger has always run them; the archive last. */
 export const run = Effect.fn("Maintenance.run")(function*() {
   yield* sweepStaleRelays()
+  yield* evaluateAlerts()
   yield* pruneInbox()
   yield* pruneAcceptedKeys()
   yield* pruneOperations()

@@ -128,6 +128,15 @@ const grade = (value: number | null, t: { readonly warning: number; readonly cri
 
 const worst = (levels: ReadonlyArray<Level>): Level => (levels.includes("critical") ? "critical" : levels.includes("warning") ? "warning" : "ok")
 
+/**
+ * The platform's one level (`GET /v1/queues/health`'s `status`, what the health alert announces): the worst
+ * queue's, and at least warning while a shard's relay is pending.
+ */
+export const overall = (queues: ReadonlyArray<Pick<QueueHealth, "status">>, relayPendingShards: number): Level => {
+  const level = worst(queues.map((q) => q.status))
+  return level === "ok" && relayPendingShards > 0 ? "warning" : level
+}
+
 /** The p-quantile of a histogram, as its bucket's upper bound (null when empty; the open bucket reports the last finite bound). */
 export const quantile = (counts: ReadonlyArray<number>, bounds: ReadonlyArray<number>, p: number): number | null => {
   const total = counts.reduce((a, b) => a + b, 0)

@@ -72,8 +72,7 @@ export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
       return { since, ...(yield* Metrics.readHealth(since)) }
     }))
     const { since, queues, relayPendingShards } = read
-    const levels = queues.map((q) => q.status)
-    const status: Metrics.Level = levels.includes("critical") ? "critical" : levels.includes("warning") || relayPendingShards > 0 ? "warning" : "ok"
+    const status = Metrics.overall(queues, relayPendingShards)
     return reply({
       window,
       since,
