@@ -55,7 +55,7 @@ export const createEndpoint = HttpApiEndpoint.post("createAlertEndpoint", "/v1/a
   summary: "Create an alert endpoint",
   description: `Answers the signing secret once. Alerts are delivered like webhooks (Standard Webhooks signatures, retries); their types: ${eventTypeList}.`,
   scopes: platform,
-  errors: { ...errors, 409: "`endpoint_limit`: as many alert endpoints as `FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT` allows" }
+  errors: { 400: errors[400], 409: "`endpoint_limit`: as many alert endpoints as `FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT` allows", 415: errors[415], 503: errors[503] }
 }))
 
 export const listEndpoints = HttpApiEndpoint.get("listAlertEndpoints", "/v1/alerts/endpoints", {
