@@ -1,6 +1,6 @@
 /**
  * `GET /v1/queues/health?window=1h` (scope `platform`: the queues are shared by every tenant): the five
- * queues graded against their thresholds — throughput, retries, dead letters, depth, lag — and the ledger's
+ * queues graded against their thresholds — throughput, retries, dead letters, depth, backlog age, lag — and the ledger's
  * relay backlog.
  */
 import { Clock, Effect, Schema } from "effect"
@@ -27,11 +27,12 @@ const QueueHealth = Schema.StructWithRest(Schema.Struct({
   dlq_open: Schema.Int.annotate({ description: "Open dead letters" }),
   dlq_by_reason: Schema.Record(Schema.String, Schema.Int).annotate({ description: "Dead-letter records received in the window (any status), by failure reason" }),
   depth: Schema.NullOr(Schema.Number).annotate({ description: "Messages accepted and not yet consumed (the queue's backlog now, else the last one a batch reported); null where neither is known" }),
+  backlog_age_ms: Schema.NullOr(Schema.Number).annotate({ description: "How long the oldest message still on the queue has waited (graded against the 4-day default retention); null where the queue does not say" }),
   lag_p50_ms: Latency,
   lag_p99_ms: Latency,
   processing_p99_ms: Latency,
   batches: Schema.Int,
-  checks: Schema.Record(Schema.String, Status).annotate({ description: "Each graded check (dlq_open, depth, processing_p99_ms, retry_rate)" }),
+  checks: Schema.Record(Schema.String, Status).annotate({ description: "Each graded check (dlq_open, depth, processing_p99_ms, retry_rate, backlog_age_ms)" }),
   series: Schema.Array(Schema.Struct({
     minute: Schema.String,
     sent: Schema.Int,
