@@ -217,10 +217,11 @@ describe("alerts", () => {
     expect(pending.pending).toBe(true)
     // Too soon to be taken for lost: nothing yet. Past `pendingRetryMs`: handed over.
     expect((await evaluate(0)).filter((s) => s.key === "dead_letters")).toEqual([])
-    await env.DB.prepare("UPDATE alert_state SET pending_since = ? WHERE key = 'dead_letters'").bind(new Date(Date.now() - Alerts.pendingRetryMs - 1_000).toISOString()).run()
+    await env.DB.prepare("UPDATE alert_state SET pending_since = ? WHERE pending IS NOT NULL").bind(new Date(Date.now() - Alerts.pendingRetryMs - 1_000).toISOString()).run()
     const retried = (await evaluate(0)).filter((s) => s.key === "dead_letters")
     expect(retried).toHaveLength(1)
     expect(await evaluate(0)).toEqual([])
+    expect((await api("GET", "/v1/alerts")).body.data.map((s: any) => s.pending)).toEqual([false, false])
     await drain()
     const deliveries = await received(path)
     expect(deliveries).toHaveLength(1)

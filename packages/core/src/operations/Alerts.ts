@@ -26,9 +26,8 @@
  *
  * It does not grade (Metrics does), deliver (WebhookConsumer does) or store endpoints (WebhookStore does).
  */
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import { alertsTenantId } from "@factline/schemas"
-import { Settings } from "../composition/Settings.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as Failure from "../failures/Failure.js"
 import * as Placement from "../placement/Placement.js"
@@ -102,9 +101,12 @@ export interface Sent {
 }
 
 export interface Options {
-  /** Overrides `FACTLINE_ALERT_QUIET_MINUTES`. */
-  readonly quietPeriodMs?: number
+  /** `FACTLINE_ALERT_QUIET_MINUTES` (the Worker passes its setting). */
+  readonly quietPeriodMs: number
 }
+
+/** `FACTLINE_ALERT_QUIET_MINUTES`' default. */
+export const defaultQuietMinutes = 15
 
 const unavailable = Failure.unavailable("the alert state")
 const rank: Record<string, number> = { ok: 0, warning: 1, critical: 2 }
@@ -285,8 +287,8 @@ const retryPending = (row: StateRow) =>
  * One evaluation: alerts left pending handed over again, then health, then new dead letters. Returns what
  * it handed to the webhooks queue.
  */
-export const evaluate = Effect.fn("Alerts.evaluate")(function*(options: Options = {}) {
-  const quietMs = options.quietPeriodMs ?? (yield* Settings).alertQuietMs
+export const evaluate = Effect.fn("Alerts.evaluate")(function*(options: Options) {
+  const quietMs = options.quietPeriodMs
   const nowMs = yield* Time.millis
   const sent: Array<Sent> = []
   for (const row of (yield* readState()).values()) {
@@ -296,10 +298,14 @@ export const evaluate = Effect.fn("Alerts.evaluate")(function*(options: Options 
     }
   }
   const rows = yield* readState()
-  const health = yield* evaluateHealth(rows.get("health")!, quietMs)
-  if (health !== undefined) sent.push(health)
-  const dead = yield* evaluateDeadLetters(rows.get("dead_letters")!, quietMs)
-  if (dead !== undefined) sent.push(dead)
+  // Each key on its own: health that cannot be read does not hold back the dead letters' alert, nor the reverse.
+  const results = [
+    yield* Effect.result(evaluateHealth(rows.get("health")!, quietMs)),
+    yield* Effect.result(evaluateDeadLetters(rows.get("dead_letters")!, quietMs))
+  ]
+  for (const result of results) if (Result.isSuccess(result) && result.success !== undefined) sent.push(result.success)
+  const failed = results.find(Result.isFailure)
+  if (failed !== undefined) return yield* Effect.fail(failed.failure)
   return sent as ReadonlyArray<Sent>
 })
 

@@ -90,16 +90,22 @@ export const archiveFacts = Effect.fn("Maintenance.archiveFacts")(function*(limi
 })
 
 /** Evaluates the operator alerts; a store that does not answer is logged and the next run evaluates again. */
-export const evaluateAlerts = Effect.fn("Maintenance.evaluateAlerts")(function*() {
-  return yield* Alerts.evaluate().pipe(
+export const evaluateAlerts = Effect.fn("Maintenance.evaluateAlerts")(function*(options: Alerts.Options) {
+  return yield* Alerts.evaluate(options).pipe(
     Effect.catch((error) => Effect.as(Effect.logError(`alerts could not be evaluated, the next run does: ${error.message}`), []))
   )
 })
 
+/** What a run needs of the settings (the Worker passes its own). */
+export interface Options {
+  /** `FACTLINE_ALERT_QUIET_MINUTES`, in milliseconds. */
+  readonly alertQuietMs: number
+}
+
 /** One scheduled run: every job in order, as the cron trigger has always run them; the archive last. */
-export const run = Effect.fn("Maintenance.run")(function*() {
+export const run = Effect.fn("Maintenance.run")(function*(options: Options = { alertQuietMs: Alerts.defaultQuietMinutes * 60_000 }) {
   yield* sweepStaleRelays()
-  yield* evaluateAlerts()
+  yield* evaluateAlerts({ quietPeriodMs: options.alertQuietMs })
   yield* pruneInbox()
   yield* pruneAcceptedKeys()
   yield* pruneOperations()

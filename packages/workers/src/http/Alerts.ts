@@ -136,7 +136,8 @@ export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
     })
   })
 
-  bind(app, evaluate, async (c, reply) => reply({ sent: [...await run(c.env, Alerts.evaluate())] }))
+  bind(app, evaluate, async (c, reply) =>
+    reply({ sent: [...await run(c.env, Effect.flatMap(Settings.Settings, (settings) => Alerts.evaluate({ quietPeriodMs: settings.alertQuietMs })))] }))
 
   bind(app, createEndpoint, async (c, reply) => {
     const input = await readBody(c)
