@@ -18,7 +18,11 @@
  *   policy (a `Retry-After` on 429/503 waits at least that long, up to the
  *   policy's maximum); `410 Gone` disables the endpoint at once; an endpoint
  *   failing every delivery for the disable period is disabled. A delivery
- *   already recorded as succeeded is not sent again (a redelivery).
+ *   already recorded as succeeded is not sent again (a redelivery). A
+ *   delivery naming an endpoint the cached configs do not know has its
+ *   tenant's configs read again before it is taken for deleted. The
+ *   platform's alerts (operations/Alerts.ts) send delivery messages of
+ *   their own (`deliveryMessage`), delivered the same way.
  *
  * Per batch: one read of the delivery states, one transaction recording every
  * attempt (log, delivery state, endpoint health), one ledger append of the
