@@ -191,6 +191,25 @@ await checks("contract", async ({ base, check }) => {
   await call("DELETE", "/v1/webhooks/endpoints/{id}", { id: hook })
   await call("DELETE", "/v1/webhooks/endpoints/{id}", { id: hook })
 
+  // Operator alerts (platform scope).
+  const alertEndpoint = await call("POST", "/v1/alerts/endpoints", {}, { token: platform, body: { url: "http://127.0.0.1:9/alerts", event_types: ["factline.health.changed", "factline.dead_letter.opened"], description: "contract" } })
+  await call("POST", "/v1/alerts/endpoints", {}, { token: platform, body: { url: "http://127.0.0.1:9/alerts", event_types: ["charge.created"] } })
+  await call("POST", "/v1/alerts/endpoints", {}, { body: { url: "http://127.0.0.1:9/alerts", event_types: ["factline.health.changed"] } })
+  const alertHook = alertEndpoint.body?.id ?? "none"
+  await call("GET", "/v1/alerts/endpoints", {}, { token: platform })
+  await call("GET", "/v1/alerts/endpoints", {}, { token: platform, query: "?limit=0" })
+  await call("GET", "/v1/alerts/endpoints/{id}", { id: alertHook }, { token: platform })
+  await call("GET", "/v1/alerts/endpoints/{id}", { id: "none" }, { token: platform })
+  await call("PATCH", "/v1/alerts/endpoints/{id}", { id: alertHook }, { token: platform, body: { description: "changed", enabled: false } })
+  await call("PATCH", "/v1/alerts/endpoints/{id}", { id: alertHook }, { token: platform, body: { event_types: ["nope"] } })
+  await call("POST", "/v1/alerts/endpoints/{id}/rotate-secret", { id: alertHook }, { token: platform })
+  await call("GET", "/v1/alerts/endpoints/{id}/attempts", { id: alertHook }, { token: platform })
+  await call("POST", "/v1/alerts/evaluate", {}, { token: platform })
+  await call("POST", "/v1/alerts/evaluate", {})
+  await call("GET", "/v1/alerts", {}, { token: platform })
+  await call("DELETE", "/v1/alerts/endpoints/{id}", { id: alertHook }, { token: platform })
+  await call("DELETE", "/v1/alerts/endpoints/{id}", { id: alertHook }, { token: platform })
+
   // Every operation of the document was called and answered a success at least once.
   for (const [key, statuses] of covered) {
     check(`${key} was exercised with a success`, statuses.some((s) => s >= 200 && s < 300), `answered ${statuses.join(", ") || "nothing"}`)

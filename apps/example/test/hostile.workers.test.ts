@@ -73,7 +73,11 @@ const queryOf: Record<string, ReadonlyArray<string>> = {
   "GET /v1/queues/health": ["window"],
   "GET /v1/tenants/me": [],
   "GET /v1/tenants": [],
-  "GET /v1/tenants/:tenant/moves/:move_id": []
+  "GET /v1/tenants/:tenant/moves/:move_id": [],
+  "GET /v1/alerts": [],
+  "GET /v1/alerts/endpoints": ["limit", "cursor"],
+  "GET /v1/alerts/endpoints/:id": [],
+  "GET /v1/alerts/endpoints/:id/attempts": ["limit", "cursor"]
 }
 /** A valid value per path parameter, used while another parameter carries the hostile one. */
 const validParam: Record<string, string> = { subject: "call_1", name: "calls", id: "rb_x", fact_id: "f_x", tenant: "tenant-a", move_id: "mv_x" }
@@ -143,7 +147,7 @@ const nested = (depth: number, kind: "array" | "object" | "mixed") => {
 describe("deeply nested JSON bodies on every POST route", () => {
   const posts = Api.routes.filter((r) => r.method === "POST")
   /** POST routes that read no body (their input is the path and query): a body is ignored, never a 5xx. */
-  const ignoresBody = new Set(["/v1/dlq/replay"])
+  const ignoresBody = new Set(["/v1/dlq/replay", "/v1/alerts/evaluate"])
 
   it("10,000 and 100,000 levels, as the body and inside every field an event carries: a 4xx, never a 5xx or internals", async () => {
     for (const depth of [10_000, 100_000]) {
@@ -161,7 +165,7 @@ describe("deeply nested JSON bodies on every POST route", () => {
         ]
         for (const route of posts) {
           for (const body of bodies) {
-            const response = await request(route.path, { method: "POST", token: route.path === "/v1/batches" ? tokenPlatform : tokenA, body })
+            const response = await request(route.path, { method: "POST", token: route.path === "/v1/batches" || route.path.startsWith("/v1/alerts") ? tokenPlatform : tokenA, body })
             const { status } = await check(response, `POST ${route.path} with ${kind} nesting ${depth} deep (${body.slice(0, 30)}…)`, [])
             if (ignoresBody.has(route.path)) expect(status).toBeLessThan(500)
             else expect(status).toBeGreaterThanOrEqual(400)

@@ -171,7 +171,17 @@ describe("tenancy sweep, every route of the table", () => {
     "GET /v1/tenants": { ownerStatus: undefined },
     "PUT /v1/tenants/:tenant/placement": { params: { tenant: "tenant-a" }, body: { read_database: 0 }, ownerStatus: undefined },
     "POST /v1/tenants/:tenant/moves": { params: { tenant: "tenant-a" }, body: { to_database: 1 }, ownerStatus: undefined },
-    "GET /v1/tenants/:tenant/moves/:move_id": { params: { tenant: "tenant-a", move_id: "mv_probe" }, ownerStatus: undefined }
+    "GET /v1/tenants/:tenant/moves/:move_id": { params: { tenant: "tenant-a", move_id: "mv_probe" }, ownerStatus: undefined },
+    // Operator alerts, platform scope: every tenant's token is refused (a tenant holds no alert endpoint to reach).
+    "GET /v1/alerts": { ownerStatus: undefined },
+    "POST /v1/alerts/evaluate": { ownerStatus: undefined },
+    "POST /v1/alerts/endpoints": { body: { url: "https://hooks.example.com/b", event_types: ["factline.health.changed"] }, ownerStatus: undefined },
+    "GET /v1/alerts/endpoints": { ownerStatus: undefined },
+    "GET /v1/alerts/endpoints/:id": { params: { id: a.endpoint }, ownerStatus: undefined },
+    "PATCH /v1/alerts/endpoints/:id": { params: { id: a.endpoint }, body: { description: "probe" }, ownerStatus: undefined },
+    "DELETE /v1/alerts/endpoints/:id": { params: { id: a.endpoint }, ownerStatus: undefined },
+    "POST /v1/alerts/endpoints/:id/rotate-secret": { params: { id: a.endpoint }, ownerStatus: undefined },
+    "GET /v1/alerts/endpoints/:id/attempts": { params: { id: a.endpoint }, ownerStatus: undefined }
   })
 
   it("tenant B's token on tenant A's resources: 403 or 404 (an empty page for a listing), nothing of A's in the body", async () => {

@@ -30,6 +30,13 @@ export const TenantId = Schema.String.check(
 )
 
 /**
+ * The tenant the platform's own alert endpoints belong to (operator alerts, `/v1/alerts`): a valid tenant id,
+ * so deliveries to them are ordinary webhook deliveries, and reserved — no token may be bound to it, so no
+ * tenant ever reads, writes or receives what it holds.
+ */
+export const alertsTenantId = "factline.alerts"
+
+/**
  * The one encoding of a key within a tenant (an idempotency key, a stream, a fact id, a delivery, an R2
  * object name): `tenant/key`. Unambiguous because a tenant id never contains `/`.
  */

@@ -99,6 +99,6 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform =>
       return response
     },
     queue: (batch, env) => runtime(env).runPromise(consume(batch)),
-    scheduled: (_controller, env) => runtime(env).runPromise(Maintenance.run())
+    scheduled: (_controller, env) => runtime(env).runPromise(Effect.flatMap(Settings.Settings, (settings) => Maintenance.run({ alertQuietMs: settings.alertQuietMs })))
   }
 }

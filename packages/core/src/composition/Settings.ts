@@ -64,6 +64,11 @@ export interface Shape {
    * least-used first (default: every bound one). Close a filling database to new tenants by leaving it out.
    */
   readonly readDatabasesOpen: ReadonlyArray<number> | undefined
+  /**
+   * `FACTLINE_ALERT_QUIET_MINUTES` (default 15), in milliseconds: after an alert, a better level (and new dead
+   * letters) wait this long before the next alert of its key; a worse level is sent at once.
+   */
+  readonly alertQuietMs: number
   /** `FACTLINE_PLACEMENT_CACHE_SECONDS` (default 30): how long an isolate trusts a tenant's placement; a move waits twice this before its last copy. */
   readonly placementCacheMs: number
   /** `FACTLINE_RATE_LIMIT_TIERS`: JSON `{ "*": tier, "<tenant>": tier, … }` (default: every tenant on `default`). */
@@ -145,7 +150,8 @@ export const config: Config.Config<Shape> = Config.all({
   rateLimitTiers: optional("FACTLINE_RATE_LIMIT_TIERS").pipe(Config.mapEffect((raw) => {
     const parsed = parseRateLimitTiers(raw)
     return typeof parsed === "string" ? Effect.die(new Error(`FACTLINE_RATE_LIMIT_TIERS: ${parsed}`)) : Effect.succeed(parsed)
-  }))
+  })),
+  alertQuietMs: lenientNumber("FACTLINE_ALERT_QUIET_MINUTES", 15).pipe(Config.map((minutes) => minutes * 60_000))
 })
 
 export class Settings extends Context.Service<Settings, Shape>()("@factline/core/Settings") {

@@ -2,7 +2,8 @@
  * The scheduled maintenance, as Effects over the platform's services: what
  * the Worker's cron trigger runs, in this order — move dead letters the DLQ
  * consumer spilled to R2 during a D1 outage into `dead_messages`, re-arm shards whose relay
- * has been pending too long (a lost alarm), forget old inbox rows, first-attempt
+ * has been pending too long (a lost alarm), evaluate the operator alerts
+ * (`Alerts`: health changes, new dead letters), forget old inbox rows, first-attempt
  * records and accepted idempotency keys, drop resolved dead letters and old metrics
  * minutes, fail batch jobs whose chunk message was lost, move the `facts`
  * copy's days past its window to the R2 archive (`Archive`). Each job is bounded
@@ -22,6 +23,7 @@ import * as Inbox from "../consuming/Inbox.js"
 import { Ledger } from "../ledger/Ledger.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"
 import { AcceptedKeys } from "../producing/AcceptedKeys.js"
+import * as Alerts from "./Alerts.js"
 import * as Metrics from "./Metrics.js"
 
 /** Inbox rows (batch queue) older than this are pruned (DESIGN: ≥ 30 days). */
@@ -115,13 +117,27 @@ export const recoverSpilledDeadLetters = Effect.fn("Maintenance.recoverSpilledDe
   )
 })
 
+/** Evaluates the operator alerts; a store that does not answer is logged and the next run evaluates again. */
+export const evaluateAlerts = Effect.fn("Maintenance.evaluateAlerts")(function*(options: Alerts.Options) {
+  return yield* Alerts.evaluate(options).pipe(
+    Effect.catch((error) => Effect.as(Effect.logError(`alerts could not be evaluated, the next run does: ${error.message}`), []))
+  )
+})
+
+/** What a run needs of the settings (the Worker passes its own). */
+export interface Options {
+  /** `FACTLINE_ALERT_QUIET_MINUTES`, in milliseconds. */
+  readonly alertQuietMs: number
+}
+
 /**
  * One scheduled run: every job in order; the spilled dead letters first (a failing job before them would hold
  * back what operators cannot see yet), the archive last.
  */
-export const run = Effect.fn("Maintenance.run")(function*() {
+export const run = Effect.fn("Maintenance.run")(function*(options: Options = { alertQuietMs: Alerts.defaultQuietMinutes * 60_000 }) {
   yield* recoverSpilledDeadLetters()
   yield* sweepStaleRelays()
+  yield* evaluateAlerts({ quietPeriodMs: options.alertQuietMs })
   yield* pruneInbox()
   yield* pruneFirstAttempts()
   yield* pruneAcceptedKeys()

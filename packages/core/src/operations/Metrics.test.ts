@@ -17,6 +17,25 @@ const row = (queue: string, lagsMs: ReadonlyArray<number>, durationsMs: Readonly
 const healthOf = (rows: ReadonlyArray<Metrics.RollupRow>, depth: number | null = 0) =>
   Metrics.health([RetryPolicy.events], rows, new Map(), new Map(), new Map([[RetryPolicy.events.queue, depth]]))[0]!
 
+describe("Metrics: a backlog nearing the queue's retention (seed 002)", () => {
+  const aged = (hours: number | null) =>
+    Metrics.health([RetryPolicy.events], [], new Map(), new Map(), new Map(), new Map([[RetryPolicy.events.queue, hours === null ? null : hours * 3_600_000]]))[0]!
+
+  it("the oldest message's age is graded against the 4-day default retention: over 48 h a warning, over 72 h critical", () => {
+    expect(aged(null)).toMatchObject({ backlog_age_ms: null, status: "ok", checks: expect.objectContaining({ backlog_age_ms: "ok" }) })
+    expect(aged(47).checks.backlog_age_ms).toBe("ok")
+    expect(aged(49)).toMatchObject({ status: "warning", checks: expect.objectContaining({ backlog_age_ms: "warning" }) })
+    expect(aged(73)).toMatchObject({ status: "critical", backlog_age_ms: 73 * 3_600_000, checks: expect.objectContaining({ backlog_age_ms: "critical" }) })
+  })
+
+  it("the platform's level is the worst queue's, and a warning while a relay is pending", () => {
+    expect(Metrics.overall([{ status: "ok" }, { status: "warning" }], 0)).toBe("warning")
+    expect(Metrics.overall([{ status: "critical" }, { status: "warning" }], 3)).toBe("critical")
+    expect(Metrics.overall([{ status: "ok" }], 1)).toBe("warning")
+    expect(Metrics.overall([{ status: "ok" }], 0)).toBe("ok")
+  })
+})
+
 describe("Metrics: health is graded from the histograms", () => {
   it("a processing p99 above 60 s is critical (and one between 10 s and 60 s a warning)", () => {
     expect(healthOf([row("factline-events", [50], [90_000])]).checks.processing_p99_ms).toBe("critical")

@@ -115,18 +115,32 @@ export const dataPointDoubles = [
 
 export type Level = "ok" | "warning" | "critical"
 
-/** Seed 001's thresholds: warning / critical. */
+/**
+ * Seed 001's thresholds: warning / critical; and seed 002's "backlog nearing the retention window": the age
+ * of the oldest message still on the queue against Cloudflare Queues' default retention of 4 days (half of
+ * it: warning; three quarters: critical — a message older than the retention is deleted unconsumed).
+ */
 export const thresholds = {
   dlq_open: { warning: 0, critical: 100 },
   depth: { warning: 10_000, critical: 100_000 },
   processing_p99_ms: { warning: 10_000, critical: 60_000 },
-  retry_rate: { warning: 0.05, critical: 0.2 }
+  retry_rate: { warning: 0.05, critical: 0.2 },
+  backlog_age_ms: { warning: 48 * 3_600_000, critical: 72 * 3_600_000 }
 } as const
 
 const grade = (value: number | null, t: { readonly warning: number; readonly critical: number }): Level =>
   value === null ? "ok" : value > t.critical ? "critical" : value > t.warning ? "warning" : "ok"
 
 const worst = (levels: ReadonlyArray<Level>): Level => (levels.includes("critical") ? "critical" : levels.includes("warning") ? "warning" : "ok")
+
+/**
+ * The platform's one level (`GET /v1/queues/health`'s `status`, what the health alert announces): the worst
+ * queue's, and at least warning while a shard's relay is pending.
+ */
+export const overall = (queues: ReadonlyArray<Pick<QueueHealth, "status">>, relayPendingShards: number): Level => {
+  const level = worst(queues.map((q) => q.status))
+  return level === "ok" && relayPendingShards > 0 ? "warning" : level
+}
 
 /** The p-quantile of a histogram, as its bucket's upper bound (null when empty; the open bucket reports the last finite bound). */
 export const quantile = (counts: ReadonlyArray<number>, bounds: ReadonlyArray<number>, p: number): number | null => {
@@ -174,11 +188,13 @@ export type QueueHealth = {
   readonly dlq_open: number
   readonly dlq_by_reason: Readonly<Record<string, number>>
   readonly depth: number | null
+  /** How long the oldest message still on the queue has waited (the queue's own `oldestMessageTimestamp`); null when it did not say. */
+  readonly backlog_age_ms: number | null
   readonly lag_p50_ms: number | null
   readonly lag_p99_ms: number | null
   readonly processing_p99_ms: number | null
   readonly batches: number
-  readonly checks: Readonly<Record<"dlq_open" | "depth" | "processing_p99_ms" | "retry_rate", Level>>
+  readonly checks: Readonly<Record<"dlq_open" | "depth" | "processing_p99_ms" | "retry_rate" | "backlog_age_ms", Level>>
   /** Per minute, oldest first: sent, received, lag p99 and the deepest backlog a batch saw (null: none recorded), for charts. */
   readonly series: ReadonlyArray<{ readonly minute: string; readonly sent: number; readonly received: number; readonly lag_p99_ms: number | null; readonly depth: number | null }>
 }
@@ -190,7 +206,8 @@ export const health = (
   rows: ReadonlyArray<RollupRow>,
   dlqOpen: ReadonlyMap<string, number>,
   dlqByReason: ReadonlyMap<string, Record<string, number>>,
-  depths: ReadonlyMap<string, number | null>
+  depths: ReadonlyMap<string, number | null>,
+  backlogAges: ReadonlyMap<string, number | null> = new Map()
 ): ReadonlyArray<QueueHealth> =>
   policies.map(({ queue }) => {
     const mine = rows.filter((r) => r.queue === queue).sort((a, b) => a.minute.localeCompare(b.minute))
@@ -212,11 +229,13 @@ export const health = (
     // The queue's backlog now when its binding can say, else the last one a batch of the window reported.
     const depth = depths.get(queue) ?? mine.findLast((r) => r.depth_max !== undefined && r.depth_max !== null)?.depth_max ?? null
     const open = dlqOpen.get(queue) ?? 0
+    const backlogAge = backlogAges.get(queue) ?? null
     const checks = {
       dlq_open: grade(open, thresholds.dlq_open),
       depth: grade(depth, thresholds.depth),
       processing_p99_ms: grade(processingP99, thresholds.processing_p99_ms),
-      retry_rate: grade(retryRate, thresholds.retry_rate)
+      retry_rate: grade(retryRate, thresholds.retry_rate),
+      backlog_age_ms: grade(backlogAge, thresholds.backlog_age_ms)
     }
     return {
       queue,
@@ -231,6 +250,7 @@ export const health = (
       dlq_open: open,
       dlq_by_reason: dlqByReason.get(queue) ?? {},
       depth,
+      backlog_age_ms: backlogAge,
       lag_p50_ms: quantile(lag, lagBoundsMs, 0.5),
       lag_p99_ms: quantile(lag, lagBoundsMs, 0.99),
       processing_p99_ms: processingP99,
@@ -357,19 +377,26 @@ export const readHealth = Effect.fn("Metrics.readHealth")(function*(since: strin
       byReason.set(r.queue, { ...current, [r.reason]: (current[r.reason] ?? 0) + r.n })
     }
   }
-  // A queue's depth is best effort: a binding that cannot say is shown as unknown, not as a failure of the page.
-  const depths = new Map(yield* Effect.forEach(RetryPolicy.all, (p) =>
-    Effect.tryPromise(async () => (await queue(p.queue)?.metrics())?.backlogCount ?? null).pipe(
-      Effect.orElseSucceed(() => null),
-      Effect.map((depth) => [p.queue, depth] as const)
-    ), { concurrency: "unbounded" }))
+  // A queue's depth and backlog age are best effort: a binding that cannot say is shown as unknown, not as a failure of the page.
+  const now = yield* Clock.currentTimeMillis
+  const backlogs = yield* Effect.forEach(RetryPolicy.all, (p) =>
+    Effect.tryPromise(() => queue(p.queue)?.metrics() ?? Promise.resolve(undefined)).pipe(
+      Effect.orElseSucceed(() => undefined),
+      Effect.map((metrics) => {
+        const oldest = metrics?.oldestMessageTimestamp === undefined ? NaN : new Date(metrics.oldestMessageTimestamp).getTime()
+        return { queue: p.queue, depth: metrics?.backlogCount ?? null, age: Number.isNaN(oldest) ? null : Math.max(0, now - oldest) }
+      })
+    ), { concurrency: "unbounded" })
+  const depths = new Map(backlogs.map((b) => [b.queue, b.depth] as const))
+  const backlogAges = new Map(backlogs.map((b) => [b.queue, b.age] as const))
   return {
     queues: health(
       RetryPolicy.all,
       rollup!.rows as ReadonlyArray<unknown> as ReadonlyArray<RollupRow>,
       openByQueue,
       byReason,
-      depths
+      depths,
+      backlogAges
     ),
     relayPendingShards: (pending!.rows[0] as { n: number } | undefined)?.n ?? 0
   }

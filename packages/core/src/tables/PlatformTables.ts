@@ -3,6 +3,7 @@
  * migrations in `migrations/` from this file; analysts can import it to query
  * D1 with Drizzle. Runtime code uses bound SQL shaped by these definitions.
  */
+import { sql } from "drizzle-orm"
 import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core"
 
 /** What each consumer has done, by tenant-qualified idempotency key. Kept ≥ 30 days. */
@@ -42,7 +43,9 @@ export const firstAttempts = sqliteTable(
  * `open → replaying → replayed`, or `open → skipped | escalated`, with who
  * (`resolved_by`, the token's name) and when; `history` keeps every action
  * (JSON array). `subject` is the original message's, for the reconciliation
- * fact a skip appends.
+ * fact a skip appends. `alert_id` is the `factline.dead_letter.opened` alert
+ * that counted the record (operations/Alerts.ts claims it, once): null until
+ * an alert has.
  */
 export const deadMessages = sqliteTable(
   "dead_messages",
@@ -64,10 +67,13 @@ export const deadMessages = sqliteTable(
     resolvedBy: text("resolved_by"),
     resolvedAt: text("resolved_at"),
     replayOperationId: text("replay_operation_id"),
-    history: text("history").notNull().default("[]")
+    history: text("history").notNull().default("[]"),
+    alertId: text("alert_id")
   },
   (t) => [
     index("dead_messages_by_queue_status").on(t.queue, t.status, t.receivedAt),
+    index("dead_messages_not_alerted").on(t.receivedAt).where(sql`alert_id IS NULL`),
+    index("dead_messages_by_alert").on(t.alertId),
     index("dead_messages_by_tenant").on(t.tenantId, t.status, t.receivedAt),
     index("dead_messages_by_resolved_at").on(t.resolvedAt)
   ]
@@ -398,3 +404,23 @@ export const tenantMoves = sqliteTable(
   },
   (t) => [index("tenant_moves_by_tenant").on(t.tenantId, t.startedAt)]
 )
+
+/**
+ * The platform's alert state (platform database), one row per alert key — `health` (the graded queue
+ * health) and `dead_letters` — written only by `operations/Alerts.ts`. `state` is the last graded level and
+ * `changed_at` when it last changed; `sent_state` the level the last alert announced and `sent_at` when it
+ * was handed to the webhooks queue (the quiet period runs from there). `version` is bumped by each alert
+ * (compare-and-swap: of concurrent evaluations one emits), and the alert id derives from `key` and
+ * `version`. `pending` holds the alert being handed over (JSON) until it is, so a crash between the
+ * decision and the send is finished by a later evaluation.
+ */
+export const alertState = sqliteTable("alert_state", {
+  key: text("key").primaryKey(),
+  state: text("state").notNull(),
+  changedAt: text("changed_at").notNull(),
+  sentState: text("sent_state"),
+  sentAt: text("sent_at"),
+  version: integer("version").notNull().default(0),
+  pending: text("pending"),
+  pendingSince: text("pending_since")
+})

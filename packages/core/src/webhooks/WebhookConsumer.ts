@@ -18,7 +18,11 @@
  *   policy (a `Retry-After` on 429/503 waits at least that long, up to the
  *   policy's maximum); `410 Gone` disables the endpoint at once; an endpoint
  *   failing every delivery for the disable period is disabled. A delivery
- *   already recorded as succeeded is not sent again (a redelivery).
+ *   already recorded as succeeded is not sent again (a redelivery). A
+ *   delivery naming an endpoint the cached configs do not know has its
+ *   tenant's configs read again before it is taken for deleted. The
+ *   platform's alerts (operations/Alerts.ts) send delivery messages of
+ *   their own (`deliveryMessage`), delivered the same way.
  *
  * Per batch: one read of the delivery states, one transaction recording every
  * attempt (log, delivery state, endpoint health), one ledger append of the
@@ -108,6 +112,46 @@ export const deliveryId = async (factId: string, endpointId: string) =>
 /** The body every attempt of a delivery sends (fixed: the fact's time, not the attempt's). */
 export const body = (payload: WebhookPayload) => JSON.stringify({ type: payload.event_type, timestamp: payload.occurred_at, data: payload.payload })
 
+/**
+ * The delivery message of one event to one endpoint: what the fan-out sends for a fact, and what the platform's
+ * alerts (operations/Alerts.ts) send for an alert — the delivery id (`webhook-id`) derived from the fact's id.
+ */
+export const deliveryMessage = async (input: {
+  readonly fact: Pick<Fact, "fact_id" | "type" | "stream" | "tenant_id" | "correlation_id" | "created_at" | "traceparent">
+  readonly endpoint: Pick<EndpointConfig, "id" | "version">
+  readonly eventType: string
+  readonly data: unknown
+  readonly now: string
+}): Promise<Envelope> => {
+  const { fact, endpoint } = input
+  const id = await deliveryId(fact.fact_id, endpoint.id)
+  const payload: WebhookPayload = {
+    delivery_id: id,
+    webhook_config_id: endpoint.id,
+    webhook_config_version: endpoint.version,
+    fact_id: fact.fact_id,
+    fact_type: fact.type,
+    fact_stream: fact.stream,
+    event_type: input.eventType,
+    occurred_at: fact.created_at,
+    payload: input.data
+  }
+  return {
+    schema_version: 1,
+    message_type: deliveryMessageType,
+    message_id: `msg_${id}`,
+    idempotency_key: id,
+    correlation_id: fact.correlation_id,
+    causation_id: fact.fact_id,
+    tenant_id: fact.tenant_id,
+    subject: endpoint.id,
+    source,
+    created_at: input.now,
+    payload,
+    traceparent: TraceContext.child(fact.traceparent)
+  }
+}
+
 const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind: "fact" }> }>, configs: ReadonlyMap<string, ReadonlyArray<EndpointConfig>>, outcomes: Map<string, Consumer.Outcome>, now: string) =>
   Effect.gen(function*() {
     const registry = yield* Registry
@@ -129,32 +173,7 @@ const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind:
           break
         }
         for (const endpoint of subscribed) {
-          const id = yield* Effect.promise(() => deliveryId(fact.fact_id, endpoint.id))
-          const payload: WebhookPayload = {
-            delivery_id: id,
-            webhook_config_id: endpoint.id,
-            webhook_config_version: endpoint.version,
-            fact_id: fact.fact_id,
-            fact_type: fact.type,
-            fact_stream: fact.stream,
-            event_type: event.type,
-            occurred_at: fact.created_at,
-            payload: data
-          }
-          const envelope: Envelope = {
-            schema_version: 1,
-            message_type: deliveryMessageType,
-            message_id: `msg_${id}`,
-            idempotency_key: id,
-            correlation_id: fact.correlation_id,
-            causation_id: fact.fact_id,
-            tenant_id: fact.tenant_id,
-            subject: endpoint.id,
-            source,
-            created_at: now,
-            payload,
-            traceparent: TraceContext.child(fact.traceparent)
-          }
+          const envelope = yield* Effect.promise(() => deliveryMessage({ fact, endpoint, eventType: event.type, data, now }))
           if (SendBatches.sizeOf(envelope) > maxDeliveryBytes) {
             failed = `webhook event ${event.type} of fact ${fact.fact_id} is over ${maxDeliveryBytes / 1024} KiB; publish a smaller payload`
             break
@@ -382,7 +401,18 @@ export const process = (options: Options) => (items: ReadonlyArray<{ readonly ke
     const store = yield* WebhookStore
     const outcomes = new Map<string, Consumer.Outcome>()
     const tenants = [...new Set(items.map(({ value }) => (value.kind === "fact" ? value.fact.tenant_id : value.envelope.tenant_id)))]
-    const configs = yield* Effect.result(store.configsFor(tenants))
+    let configs = yield* Effect.result(store.configsFor(tenants))
+    // A delivery to an endpoint the cached configs do not know (created through another isolate since they were
+    // read): its tenant's configs are read again before the delivery is judged deleted.
+    if (Result.isSuccess(configs)) {
+      const known = configs.success
+      const stale = [...new Set(items.flatMap(({ value }) =>
+        value.kind === "delivery" && !(known.get(value.envelope.tenant_id) ?? []).some((e) => e.id === value.payload.webhook_config_id) ? [value.envelope.tenant_id] : []))]
+      if (stale.length > 0) {
+        for (const t of stale) store.invalidate(t)
+        configs = yield* Effect.result(store.configsFor(tenants))
+      }
+    }
     if (Result.isFailure(configs)) {
       for (const { key } of items) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `webhook endpoints unavailable: ${configs.failure.message}` })))
       return outcomes as ReadonlyMap<string, Consumer.Outcome>

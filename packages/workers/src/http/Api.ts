@@ -1,6 +1,6 @@
 /**
  * The HTTP API (DESIGN.md "HTTP API"), one module per resource — Events, Facts, Projections, Batches,
- * DeadLetters, Queues, Webhooks, Documents — each describing its routes once (Contract.ts) and binding its
+ * DeadLetters, Queues, Webhooks, Alerts, Documents — each describing its routes once (Contract.ts) and binding its
  * handlers to them; `Routes.ts` puts the descriptions together.
  *
  * Every route but the public documents and `GET /health` (liveness) authenticates (Auth.ts) and is scoped to the token's tenant: a
@@ -12,6 +12,7 @@ import { Hono } from "hono"
 import { Failure, type Registry } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import type { PlatformRuntime } from "../Services.js"
+import * as Alerts from "./Alerts.js"
 import * as Batches from "./Batches.js"
 import type { AppEnv } from "./Contract.js"
 import * as DeadLetters from "./DeadLetters.js"
@@ -43,6 +44,7 @@ export const make = (registry: Registry.Shape, runtime: (env: PlatformEnv) => Pl
   Queues.mount(app, { run })
   Tenants.mount(app, { run })
   Webhooks.mount(app, { registry, run })
+  Alerts.mount(app, { run })
   Documents.mount(app, { registry, api })
   Health.mount(app)
 

@@ -4,6 +4,7 @@
  * generated from. A test checks that the app serves exactly these routes.
  */
 import { HttpApi, OpenApi } from "effect/http-api"
+import * as Alerts from "./Alerts.js"
 import type { Scope } from "./Auth.js"
 import * as Batches from "./Batches.js"
 import { scopesOf } from "./Contract.js"
@@ -27,6 +28,7 @@ export const api: HttpApi.HttpApi<"factline", any> = HttpApi.make("factline")
   .add(Queues.group)
   .add(Tenants.group)
   .add(Webhooks.group)
+  .add(Alerts.group)
   .add(Documents.group)
   .add(Health.group)
   .annotateMerge(OpenApi.annotations({
@@ -36,7 +38,7 @@ export const api: HttpApi.HttpApi<"factline", any> = HttpApi.make("factline")
     license: { name: "MIT", identifier: "MIT" },
     // Relative: the document is served by the deployment it describes, so its origin is the API's.
     servers: [{ url: "/", description: "This deployment: the origin serving this document" }],
-    description: "The HTTP API of a factline platform: ingest typed domain events, read the ledger's facts and the projections, run batch jobs, operate dead letters and queues, and manage webhook endpoints. Every route but the public documents and `GET /health` (liveness) takes a bearer token; a token belongs to one tenant and sees only that tenant's data. Errors are one shape, `Problem`.",
+    description: "The HTTP API of a factline platform: ingest typed domain events, read the ledger's facts and the projections, run batch jobs, operate dead letters and queues, manage webhook endpoints, and send operators alerts. Every route but the public documents and `GET /health` (liveness) takes a bearer token; a token belongs to one tenant and sees only that tenant's data. Errors are one shape, `Problem`.",
     transform: (spec: Record<string, any>) => ({
       ...spec,
       components: {

@@ -7,7 +7,7 @@
  * does not authenticate (Auth.ts does) and imports nothing of Cloudflare's, so Node can load it.
  */
 import { Result, Schema } from "effect"
-import { Issues, IsoDateTime, TenantId } from "@factline/schemas"
+import { alertsTenantId, Issues, IsoDateTime, TenantId } from "@factline/schemas"
 
 /**
  * `events:write`, `read` and `admin` act within the token's tenant; `platform`
@@ -22,7 +22,7 @@ export const tenantScopes: ReadonlyArray<Scope> = ["events:write", "read", "admi
 
 export const TokenEntry = Schema.Struct({
   sha256: Schema.String.check(Schema.isPattern(/^[0-9a-f]{64}$/)),
-  tenant_id: TenantId,
+  tenant_id: TenantId.check(Schema.makeFilter((id: string) => id !== alertsTenantId || `is reserved for the platform's alert endpoints; bind the token to another tenant`)),
   scopes: Schema.Array(Scope),
   name: Schema.optional(Schema.String),
   /** When the token was created (`factline tokens create` records it; informational). */

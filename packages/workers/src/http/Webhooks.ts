@@ -28,7 +28,7 @@ export interface Deps {
   readonly run: Run
 }
 
-const Endpoint = Schema.Struct({
+export const Endpoint = Schema.Struct({
   id: Schema.String,
   url: Schema.String,
   description: Schema.NullOr(Schema.String),
@@ -41,8 +41,8 @@ const Endpoint = Schema.Struct({
   created_at: Schema.String,
   updated_at: Schema.String
 }).annotate({ identifier: "WebhookEndpoint", description: "A tenant's webhook endpoint; its secret is never shown again after creation or rotation" })
-const WithSecret = Schema.Struct({ ...Endpoint.fields, secret: Schema.String.annotate({ description: "`whsec_…`: shown this once" }) })
-const EndpointInput = Schema.Struct({
+export const WithSecret = Schema.Struct({ ...Endpoint.fields, secret: Schema.String.annotate({ description: "`whsec_…`: shown this once" }) })
+export const EndpointInput = Schema.Struct({
   url: Schema.String.annotate({ description: "https only; private, loopback, link-local and metadata addresses are refused" }),
   event_types: Schema.optional(Schema.Array(Schema.String)).annotate({ description: "Catalog event types (GET /v1/webhooks/event-types)" }),
   fact_types: Schema.optional(Schema.Array(Schema.String)).annotate({ description: "Or the fact types they publish" }),
@@ -74,7 +74,7 @@ export const createEndpoint = HttpApiEndpoint.post("createEndpoint", "/v1/webhoo
 }))
 
 /** A page of the webhook listings (endpoints, delivery attempts). */
-const listLimit: PageLimit = { maximum: 100, default: 50 }
+export const listLimit: PageLimit = { maximum: 100, default: 50 }
 
 export const listEndpoints = HttpApiEndpoint.get("listEndpoints", "/v1/webhooks/endpoints", {
   query: { limit: limitParameter(listLimit), cursor },

@@ -10,6 +10,17 @@ CREATE TABLE `accepted_keys` (
 	PRIMARY KEY(`tenant_id`, `idempotency_key`)
 ) WITHOUT ROWID;
 --> statement-breakpoint
+CREATE TABLE `alert_state` (
+	`key` text PRIMARY KEY NOT NULL,
+	`state` text NOT NULL,
+	`changed_at` text NOT NULL,
+	`sent_state` text,
+	`sent_at` text,
+	`version` integer DEFAULT 0 NOT NULL,
+	`pending` text,
+	`pending_since` text
+);
+--> statement-breakpoint
 CREATE TABLE `batch_jobs` (
 	`id` text PRIMARY KEY NOT NULL,
 	`tenant_id` text NOT NULL,
@@ -51,10 +62,13 @@ CREATE TABLE `dead_messages` (
 	`resolved_by` text,
 	`resolved_at` text,
 	`replay_operation_id` text,
-	`history` text DEFAULT '[]' NOT NULL
+	`history` text DEFAULT '[]' NOT NULL,
+	`alert_id` text
 );
 --> statement-breakpoint
 CREATE INDEX `dead_messages_by_queue_status` ON `dead_messages` (`queue`,`status`,`received_at`);--> statement-breakpoint
+CREATE INDEX `dead_messages_not_alerted` ON `dead_messages` (`received_at`) WHERE alert_id IS NULL;--> statement-breakpoint
+CREATE INDEX `dead_messages_by_alert` ON `dead_messages` (`alert_id`);--> statement-breakpoint
 CREATE INDEX `dead_messages_by_tenant` ON `dead_messages` (`tenant_id`,`status`,`received_at`);--> statement-breakpoint
 CREATE INDEX `dead_messages_by_resolved_at` ON `dead_messages` (`resolved_at`);--> statement-breakpoint
 CREATE TABLE `facts` (

@@ -1,0 +1,320 @@
+/**
+ * Operator alerts: what seeds 001–003 ask to be told without asking — the platform's health changing level
+ * (`ok → warning → critical → ok`: dead letters open, depth, processing p99, retry rate over the last
+ * `windowMinutes`, a pending relay) and dead letters opening — pushed as signed webhook deliveries to the
+ * operators' endpoints.
+ *
+ * The endpoints are webhook endpoints of a reserved tenant (`alertsTenantId`, which no token can be bound
+ * to) subscribed to the alert event types; an alert is handed to the webhooks queue as ordinary delivery
+ * messages (`WebhookConsumer.deliveryMessage`), so it is signed (Standard Webhooks), SSRF-guarded, retried,
+ * logged and recoverable like any delivery.
+ *
+ * `evaluate` (the cron, every 5 minutes; `POST /v1/alerts/evaluate`) grades health as `GET /v1/queues/health`
+ * does, compares it with the level last announced (`alert_state`, platform database) and emits only on a
+ * change; new dead letters are claimed per evaluation (`dead_messages.alert_id`, each record by exactly one
+ * alert) and announced as one alert with counts by queue and reason, not one per message.
+ *
+ * - De-duplication: an alert's id derives from its key, the row's version and the time it was decided, and
+ *   the `webhook-id` of each delivery from the alert id and the endpoint; the decision is a compare-and-swap
+ *   on `version`, so of concurrent evaluations exactly one emits a given alert.
+ * - Quiet period (`FACTLINE_ALERT_QUIET_MINUTES`, default 15): after an alert of a key, a better level and
+ *   new dead letters wait until the period since it has passed (then one alert says where things stand); a
+ *   worse level than the one announced goes at once. A flap therefore sends at most one recovery per period.
+ * - Nothing lost: the alert is written as `pending` in the same statement that decides it and cleared once
+ *   handed to the queue; a pending alert older than `pendingRetryMs` is handed over again by the next
+ *   evaluation, under the same ids (the delivery consumer does not send a delivery recorded as succeeded).
+ *
+ * It does not grade (Metrics does), deliver (WebhookConsumer does) or store endpoints (WebhookStore does).
+ */
+import { Effect, Result } from "effect"
+import { alertsTenantId } from "@factline/schemas"
+import * as RetryPolicy from "../consuming/RetryPolicy.js"
+import * as Failure from "../failures/Failure.js"
+import * as Placement from "../placement/Placement.js"
+import * as Sql from "../platform/Sql.js"
+import * as Time from "../platform/Time.js"
+import { QueueProducer } from "../producing/QueueProducer.js"
+import * as SendBatches from "../producing/SendBatches.js"
+import * as WebhookConsumer from "../webhooks/WebhookConsumer.js"
+import * as WebhookStore from "../webhooks/WebhookStore.js"
+import * as Metrics from "./Metrics.js"
+
+export { alertsTenantId as tenant }
+
+/** The alert event types operators subscribe their endpoints to. */
+export const eventTypes = {
+  healthChanged: "factline.health.changed",
+  deadLettersOpened: "factline.dead_letter.opened"
+} as const
+export type EventType = (typeof eventTypes)[keyof typeof eventTypes]
+
+/** The catalog alert endpoints are validated against: the alert event types, and no fact type. */
+export const catalog: WebhookStore.Catalog = {
+  eventTypes: new Set(Object.values(eventTypes)),
+  eventTypesOfFact: () => []
+}
+
+export const descriptions: Readonly<Record<EventType, string>> = {
+  "factline.health.changed": "The platform's health level changed (ok, warning, critical): every queue's graded checks over the last 15 minutes.",
+  "factline.dead_letter.opened": "Dead letters opened since the last such alert: how many, by queue and reason."
+}
+
+/** The window health is graded over: retry rate and processing p99 sustained for this long. */
+export const windowMinutes = 15
+/** A pending alert older than this was left by a crash or a failed send: the next evaluation hands it over again. */
+export const pendingRetryMs = 60_000
+/** Dead letters one alert claims per database at most (the rest go to the next). */
+export const claimLimit = 10_000
+/** The stream of the alert tenant that delivery outcome facts (`webhook_sent`) are appended to. */
+export const stream = "alerts"
+/** The fact type an alert stands for in its deliveries (`fact_type`); alerts are not appended to the ledger. */
+export const factType = "factline.alert"
+
+export type Key = "health" | "dead_letters"
+const keys: ReadonlyArray<Key> = ["health", "dead_letters"]
+
+/** An alert as decided: its id, type and data (null: dead-letter counts, read back by the alert id). */
+interface Alert {
+  readonly alert_id: string
+  readonly event_type: EventType
+  readonly occurred_at: string
+  readonly data: Record<string, unknown> | null
+}
+
+export interface StateRow {
+  readonly key: Key
+  readonly state: string
+  readonly changed_at: string
+  readonly sent_state: string | null
+  readonly sent_at: string | null
+  readonly version: number
+  readonly pending: string | null
+  readonly pending_since: string | null
+}
+
+/** What one evaluation handed to the webhooks queue. */
+export interface Sent {
+  readonly key: Key
+  readonly alert_id: string
+  readonly event_type: EventType
+  readonly endpoints: number
+}
+
+export interface Options {
+  /** `FACTLINE_ALERT_QUIET_MINUTES` (the Worker passes its setting). */
+  readonly quietPeriodMs: number
+}
+
+/** `FACTLINE_ALERT_QUIET_MINUTES`' default. */
+export const defaultQuietMinutes = 15
+
+const unavailable = Failure.unavailable("the alert state")
+const rank: Record<string, number> = { ok: 0, warning: 1, critical: 2 }
+
+const hex = (bytes: ArrayBuffer) => [...new Uint8Array(bytes)].map((b) => b.toString(16).padStart(2, "0")).join("")
+
+/** The id of the alert a key's row decides at `version` and `at`: the same decision, the same id. */
+export const alertId = async (key: Key, version: number, at: string) =>
+  `al_${hex(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`${key}\u0000${version}\u0000${at}`))).slice(0, 32)}`
+
+/** Every key's row (each created on first read). */
+export const readState = Effect.fn("Alerts.readState")(function*() {
+  const sql = yield* Sql.PlatformDatabase
+  const now = yield* Time.now
+  const results = yield* Effect.mapError(sql.batch<StateRow>([
+    ...keys.map((key) => Sql.statement("INSERT INTO alert_state (key, state, changed_at, sent_state, version) VALUES (?, 'ok', ?, 'ok', 0) ON CONFLICT (key) DO NOTHING", key, now)),
+    Sql.statement("SELECT * FROM alert_state ORDER BY key")
+  ]), unavailable)
+  return new Map(results.at(-1)!.rows.map((r) => [r.key, r] as const)) as ReadonlyMap<Key, StateRow>
+})
+
+/** Counts of the dead letters an alert claimed, from every database (a read only: it claims nothing). */
+const deadLetterData = (alert: string) =>
+  Effect.map(
+    Placement.everywhere(Effect.flatMap(Effect.service(Sql.ReadDatabase), (read) =>
+      read.all<{ queue: string; reason: string; n: number; first: string; last: string }>(Sql.statement(
+        "SELECT queue, reason, COUNT(*) AS n, MIN(received_at) AS first, MAX(received_at) AS last FROM dead_messages WHERE alert_id = ? GROUP BY queue, reason",
+        alert
+      )))),
+    (perDatabase) => summarize(alert, perDatabase.flat())
+  )
+
+const summarize = (alert: string, rows: ReadonlyArray<{ queue: string; reason: string; n: number; first: string; last: string }>) => {
+  const merged = new Map<string, { queue: string; reason: string; count: number }>()
+  for (const r of rows) {
+    const key = `${r.queue}\u0000${r.reason}`
+    const current = merged.get(key) ?? { queue: r.queue, reason: r.reason, count: 0 }
+    merged.set(key, { ...current, count: current.count + r.n })
+  }
+  const byQueue: Record<string, number> = {}
+  for (const m of merged.values()) byQueue[m.queue] = (byQueue[m.queue] ?? 0) + m.count
+  const count = [...merged.values()].reduce((n, m) => n + m.count, 0)
+  return {
+    alert_id: alert,
+    count,
+    by_queue: byQueue,
+    by_queue_and_reason: [...merged.values()].sort((a, b) => b.count - a.count || a.queue.localeCompare(b.queue) || a.reason.localeCompare(b.reason)),
+    first_received_at: rows.length === 0 ? null : rows.map((r) => r.first).sort()[0]!,
+    last_received_at: rows.length === 0 ? null : rows.map((r) => r.last).sort().at(-1)!,
+    inspect: "GET /v1/dlq?status=open"
+  }
+}
+
+/** Hands an alert to the webhooks queue: one delivery message per enabled endpoint subscribed to its type. */
+const deliver = (alert: Alert, data: Record<string, unknown>) =>
+  Effect.gen(function*() {
+    const store = yield* WebhookStore.WebhookStore
+    // Read fresh (an alert is rare): an endpoint registered through another isolate is not missed.
+    store.invalidate(alertsTenantId)
+    const configs = (yield* store.configsFor([alertsTenantId])).get(alertsTenantId) ?? []
+    const endpoints = configs.filter((e) => e.enabled && e.event_types.includes(alert.event_type))
+    const now = yield* Time.now
+    const fact = { fact_id: alert.alert_id, type: factType, stream, tenant_id: alertsTenantId, correlation_id: alert.alert_id, created_at: alert.occurred_at }
+    const messages = yield* Effect.promise(() =>
+      Promise.all(endpoints.map((endpoint) => WebhookConsumer.deliveryMessage({ fact, endpoint, eventType: alert.event_type, data, now }))))
+    const queue = yield* QueueProducer
+    for (const chunk of SendBatches.split(messages)) yield* queue.sendBatch(RetryPolicy.webhooks.queue, chunk)
+    return endpoints.length
+  })
+
+/** Delivers a decided alert and clears it from its row (only the version that decided it). */
+const complete = (key: Key, version: number, alert: Alert) =>
+  Effect.gen(function*() {
+    const sql = yield* Sql.PlatformDatabase
+    const data = alert.data ?? (yield* deadLetterData(alert.alert_id))
+    const endpoints = key === "dead_letters" && (data as { count: number }).count === 0 ? 0 : yield* deliver(alert, data)
+    yield* Effect.mapError(sql.run(Sql.statement("UPDATE alert_state SET pending = NULL, pending_since = NULL WHERE key = ? AND version = ?", key, version)), unavailable)
+    if (key === "dead_letters" && (data as { count: number }).count === 0) return undefined
+    return { key, alert_id: alert.alert_id, event_type: alert.event_type, endpoints } satisfies Sent
+  })
+
+/**
+ * Decides an alert: bumps the row's version if it is still `row.version` (compare-and-swap), recording the
+ * alert as pending and what it announces; undefined when another evaluation decided first.
+ */
+const decide = (row: StateRow, now: string, eventType: EventType, announce: { readonly state: string; readonly data: (alert: string) => Record<string, unknown> | null }) =>
+  Effect.gen(function*() {
+    const sql = yield* Sql.PlatformDatabase
+    const id = yield* Effect.promise(() => alertId(row.key, row.version + 1, now))
+    const alert: Alert = { alert_id: id, event_type: eventType, occurred_at: now, data: announce.data(id) }
+    const won = yield* Effect.mapError(sql.all(Sql.statement(
+      `UPDATE alert_state SET state = ?, changed_at = CASE WHEN state = ? THEN changed_at ELSE ? END, sent_state = ?, sent_at = ?,
+         version = version + 1, pending = ?, pending_since = ?
+       WHERE key = ? AND version = ? AND pending IS NULL RETURNING version`,
+      announce.state, announce.state, now, announce.state, now, JSON.stringify(alert), now, row.key, row.version
+    )), unavailable)
+    return won.length === 0 ? undefined : alert
+  })
+
+const quietFor = (row: StateRow, nowMs: number, quietMs: number) => row.sent_at !== null && nowMs - Date.parse(row.sent_at) < quietMs
+
+/** The health key: grades, and announces a change of level (at once when worse, after the quiet period when better). */
+const evaluateHealth = (row: StateRow, quietMs: number) =>
+  Effect.gen(function*() {
+    const sql = yield* Sql.PlatformDatabase
+    const nowMs = yield* Time.millis
+    const now = new Date(nowMs).toISOString()
+    const since = new Date(nowMs - windowMinutes * 60_000).toISOString()
+    const { queues, relayPendingShards } = yield* Metrics.readHealth(since)
+    const level = Metrics.overall(queues, relayPendingShards)
+    const announced = row.sent_state ?? "ok"
+    const worse = (rank[level] ?? 0) > (rank[announced] ?? 0)
+    if (row.pending !== null || level === announced || (!worse && quietFor(row, nowMs, quietMs))) {
+      // Nothing to announce now (or an alert of this key is being handed over): the graded level is recorded.
+      if (level !== row.state) {
+        yield* Effect.mapError(sql.run(Sql.statement("UPDATE alert_state SET state = ?, changed_at = ? WHERE key = ? AND version = ? AND state != ?", level, now, row.key, row.version, level)), unavailable)
+      }
+      return undefined
+    }
+    const reasons = queues.flatMap((q) =>
+      Object.entries(q.checks).filter(([, l]) => l !== "ok").map(([check, l]) => `${q.queue}: ${check} ${l}`))
+    if (relayPendingShards > 0) reasons.push(`ledger: ${relayPendingShards} shard(s) with a pending relay`)
+    const alert = yield* decide(row, now, eventTypes.healthChanged, {
+      state: level,
+      data: (id) => ({
+        alert_id: id,
+        status: level,
+        previous_status: announced,
+        window: `${windowMinutes}m`,
+        reasons,
+        queues: queues.map((q) => ({
+          queue: q.queue, status: q.status, checks: q.checks, dlq_open: q.dlq_open, depth: q.depth, retry_rate: q.retry_rate,
+          processing_p99_ms: q.processing_p99_ms, lag_p99_ms: q.lag_p99_ms
+        })),
+        relay_pending_shards: relayPendingShards,
+        thresholds: Metrics.thresholds,
+        inspect: "GET /v1/queues/health"
+      })
+    })
+    return alert === undefined ? undefined : yield* complete(row.key, row.version + 1, alert)
+  })
+
+/** The dead-letter key: claims the records no alert has counted yet and announces them as one alert. */
+const evaluateDeadLetters = (row: StateRow, quietMs: number) =>
+  Effect.gen(function*() {
+    const nowMs = yield* Time.millis
+    if (row.pending !== null || quietFor(row, nowMs, quietMs)) return undefined
+    // One indexed probe per database first: the evaluation decides nothing while no dead letter is new.
+    const fresh = yield* Placement.everywhere(Effect.flatMap(Effect.service(Sql.ReadDatabase), (read) =>
+      read.first(Sql.statement("SELECT 1 AS found FROM dead_messages WHERE alert_id IS NULL LIMIT 1"))))
+    if (!fresh.some((r) => r !== undefined)) return undefined
+    const now = new Date(nowMs).toISOString()
+    const alert = yield* decide(row, now, eventTypes.deadLettersOpened, { state: "ok", data: () => null })
+    if (alert === undefined) return undefined
+    // Each record is claimed by one alert (the UPDATE only takes unclaimed ones); the counts read back are the claim's.
+    yield* Placement.everywhere(Effect.flatMap(Effect.service(Sql.ReadDatabase), (read) =>
+      read.run(Sql.statement(
+        "UPDATE dead_messages SET alert_id = ? WHERE id IN (SELECT id FROM dead_messages WHERE alert_id IS NULL ORDER BY received_at LIMIT ?)",
+        alert.alert_id, claimLimit
+      ))))
+    return yield* complete(row.key, row.version + 1, alert)
+  })
+
+/** Hands over again an alert left pending by a crash or a failed send (claimed by moving `pending_since`). */
+const retryPending = (row: StateRow) =>
+  Effect.gen(function*() {
+    const sql = yield* Sql.PlatformDatabase
+    const now = yield* Time.now
+    const claimed = yield* Effect.mapError(sql.all(Sql.statement(
+      "UPDATE alert_state SET pending_since = ? WHERE key = ? AND version = ? AND pending_since IS ? RETURNING version",
+      now, row.key, row.version, row.pending_since
+    )), unavailable)
+    if (claimed.length === 0) return undefined
+    return yield* complete(row.key, row.version, JSON.parse(row.pending!) as Alert)
+  })
+
+/**
+ * One evaluation: alerts left pending handed over again, then health, then new dead letters. Returns what
+ * it handed to the webhooks queue.
+ */
+export const evaluate = Effect.fn("Alerts.evaluate")(function*(options: Options) {
+  const quietMs = options.quietPeriodMs
+  const nowMs = yield* Time.millis
+  const sent: Array<Sent> = []
+  for (const row of (yield* readState()).values()) {
+    if (row.pending !== null && nowMs - Date.parse(row.pending_since ?? row.changed_at) >= pendingRetryMs) {
+      const retried = yield* retryPending(row)
+      if (retried !== undefined) sent.push(retried)
+    }
+  }
+  const rows = yield* readState()
+  // Each key on its own: health that cannot be read does not hold back the dead letters' alert, nor the reverse.
+  const results = [
+    yield* Effect.result(evaluateHealth(rows.get("health")!, quietMs)),
+    yield* Effect.result(evaluateDeadLetters(rows.get("dead_letters")!, quietMs))
+  ]
+  for (const result of results) if (Result.isSuccess(result) && result.success !== undefined) sent.push(result.success)
+  const failed = results.find(Result.isFailure)
+  if (failed !== undefined) return yield* Effect.fail(failed.failure)
+  return sent as ReadonlyArray<Sent>
+})
+
+/**
+ * The store of the alert endpoints: the webhook store over the alert tenant, checking event types against
+ * the alert catalog. `changed()` drops the delivery side's cached configs of the alert tenant in this isolate.
+ */
+export const endpoints = Effect.gen(function*() {
+  const main = yield* WebhookStore.WebhookStore
+  const placement = yield* Placement.TenantPlacement
+  return { store: WebhookStore.placed(placement, main.settings, catalog), changed: () => main.invalidate(alertsTenantId) }
+})
