@@ -143,7 +143,7 @@ describe("Projection.batchStatements", () => {
     const statements = Projection.batchStatements(budgets, [charge!, charge!, charge!])
     // [fact_id, tenant_id, buyer_id, charges, spent_cents]: increment columns in name order
     expect(rowsOf(statements[0]!)).toEqual([[charge!.fact_id, "t", "b_0", 1, 10]])
-    expect(JSON.parse(statements[1]!.params[1] as string)).toEqual([[charge!.fact_id]])
+    expect(JSON.parse(statements[1]!.params[1] as string)).toEqual([[charge!.fact_id, "t"]]) // [fact_id, tenant_id]: the applied set records each fact once, with its tenant
   })
 
   it("writes to a rebuild's shadow table and applied set when given its target", () => {
