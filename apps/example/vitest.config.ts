@@ -62,9 +62,10 @@ export default defineConfig({
           // New tenants on read database 0 (DB itself): the tests read each tenant's rows from env.DB; the ones
           // about placement put a tenant on FACTLINE_READ_DB_1 themselves (PUT /v1/tenants/{tenant}/placement).
           FACTLINE_READ_DBS_OPEN: "0",
-          // An isolate trusts a placement for 1 s (production: 30 s): a tenant move waits that long for every
-          // isolate to see its hold, and again before dropping the source's rows (move.workers.test.ts).
-          FACTLINE_PLACEMENT_CACHE_SECONDS: "1",
+          // An isolate trusts a placement for 10 s (production: 30 s): a tenant move waits that long for every
+          // isolate to see its hold, and again before dropping the source's rows (move.workers.test.ts) — long
+          // enough that the tests counting round trips per batch never see a placement read again.
+          FACTLINE_PLACEMENT_CACHE_SECONDS: "10",
           // What test/Drain.ts needs to count messages in flight: which binding sends to which queue, and
           // how the broker retries and dead-letters on each.
           TEST_QUEUE_PRODUCERS: Object.fromEntries(queues.producers.map((p) => [p.binding, p.queue])),
