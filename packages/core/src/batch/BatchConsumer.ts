@@ -126,16 +126,20 @@ const runMessage = (first: BatchPayload, tenantId: string) =>
     }
   })
 
-/** The next chunk goes back on the batch queue through the one queue door. */
-const enqueue = (next: Envelope, delaySeconds: number) =>
-  Effect.flatMap(Effect.service(QueueProducer), (queues) => queues.sendBatch(RetryPolicy.batch.queue, [next], delaySeconds > 0 ? { delaySeconds } : undefined))
+/**
+ * Sends a chunk to the batch queue through the one queue door (after `delaySeconds`): an operation's first
+ * chunk, sent by whoever starts it, and each next one. `tenantId` as `make`'s.
+ */
+export const send = (payload: BatchPayload, tenantId?: string, delaySeconds = 0) =>
+  Effect.flatMap(make(payload, tenantId), (message) =>
+    Effect.flatMap(Effect.service(QueueProducer), (queues) => queues.sendBatch(RetryPolicy.batch.queue, [message], delaySeconds > 0 ? { delaySeconds } : undefined)))
 
 export const process = Effect.fn("BatchConsumer.process")(function*(items: ReadonlyArray<{ readonly key: string; readonly value: Chunk }>) {
   const outcomes = new Map<string, Consumer.Outcome>()
   for (const { key, value } of items) {
     const { payload } = value
     const exit = yield* Effect.exit(
-      Effect.flatMap(runMessage(payload, value.tenantId), (next) => (next ? Effect.flatMap(make(next.payload, value.tenantId), (envelope) => enqueue(envelope, next.delaySeconds)) : Effect.void))
+      Effect.flatMap(runMessage(payload, value.tenantId), (next) => (next ? send(next.payload, value.tenantId, next.delaySeconds) : Effect.void))
     )
     if (Exit.isSuccess(exit)) {
       outcomes.set(key, Consumer.done)

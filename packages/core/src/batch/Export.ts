@@ -69,8 +69,8 @@ interface LedgerPosition {
   readonly after?: { readonly stream: string; readonly sequence: number }
 }
 
-/** A fact as `GET /v1/facts` shows it. */
-const factRow = (fact: Fact): Record<string, unknown> => ({
+/** A fact as `GET /v1/facts` lists it (and a facts export writes it): its stream as `subject`, no tenant (the caller's). */
+export const listedFact = (fact: Fact) => ({
   fact_id: fact.fact_id,
   subject: fact.stream,
   sequence: fact.sequence,
@@ -104,10 +104,10 @@ const ledgerPage = Effect.fn("Export.ledgerPage")(function*(tenantId: string, cu
   const facts = yield* ledger.readShardPage(shard, position?.after, rowsPerChunk)
   const last = facts.at(-1)
   if (facts.length === rowsPerChunk && last !== undefined) {
-    return { rows: facts.map(factRow), next: JSON.stringify({ shard, after: { stream: last.stream, sequence: last.sequence } } satisfies LedgerPosition) }
+    return { rows: facts.map(listedFact), next: JSON.stringify({ shard, after: { stream: last.stream, sequence: last.sequence } } satisfies LedgerPosition) }
   }
   const [following] = yield* LedgerTopology.shardsAfter(shard, 1, tenantId)
-  return { rows: facts.map(factRow), next: following === undefined ? undefined : JSON.stringify({ shard: following } satisfies LedgerPosition) }
+  return { rows: facts.map(listedFact), next: following === undefined ? undefined : JSON.stringify({ shard: following } satisfies LedgerPosition) }
 })
 
 /** Runs one chunk; returns the next chunk's message payload, or undefined when the export is done (or stopped). */

@@ -71,20 +71,13 @@ export const toRow = (queue: string, m: Message<unknown>, now: string): Array<st
 }
 
 /** The INSERTs of `rows`, chunked under D1's 100 bound parameters. */
-const inserts = (rows: ReadonlyArray<ReadonlyArray<unknown>>) => {
-  const statements: Array<Sql.Statement> = []
-  for (let i = 0; i < rows.length; i += rowsPerStatement) {
-    const chunk = rows.slice(i, i + rowsPerStatement)
-    statements.push(
-      Sql.statement(
-        `INSERT INTO dead_messages (${columnNames.join(", ")})
-         VALUES ${chunk.map(() => `(${new Array(columns).fill("?").join(", ")})`).join(", ")}
-         ON CONFLICT (id) DO NOTHING`
-      , ...chunk.flat())
-    )
-  }
-  return statements
-}
+const inserts = (rows: ReadonlyArray<ReadonlyArray<unknown>>) =>
+  Sql.chunks(rows, rowsPerStatement).map((chunk) =>
+    Sql.statement(
+      `INSERT INTO dead_messages (${columnNames.join(", ")})
+       VALUES ${chunk.map(() => `(${new Array(columns).fill("?").join(", ")})`).join(", ")}
+       ON CONFLICT (id) DO NOTHING`
+    , ...chunk.flat()))
 
 type Row = ReadonlyArray<string | number | null>
 const tenantColumn = columnNames.indexOf("tenant_id")

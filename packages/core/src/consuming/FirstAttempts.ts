@@ -36,19 +36,13 @@ export class FirstAttempts extends Context.Service<FirstAttempts, {
 /** Queues keep a message at most 14 days (Cloudflare's longest retention): a record older than that is never read. */
 export const retentionDays = 14
 
-const chunk = <T>(items: ReadonlyArray<T>, size: number): Array<Array<T>> => {
-  const out: Array<Array<T>> = []
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
-  return out
-}
-
 const unavailable = Failure.unavailable("the platform database")
 
 export const make = (sql: Sql.Sql): FirstAttempts["Service"] => ({
   record: Effect.fn("FirstAttempts.record")(function*(queue, entries) {
     if (entries.length === 0) return
     // 2 parameters per row + 1 shared: 49 rows per statement stays under D1's 100.
-    const statements = chunk(entries, 49).map((rows) =>
+    const statements = Sql.chunks(entries, 49).map((rows) =>
       Sql.statement(
         `INSERT INTO first_attempts (queue, message_id, first_attempted_at)
          VALUES ${rows.map((_, i) => `(?1, ?${i * 2 + 2}, ?${i * 2 + 3})`).join(", ")}
@@ -59,7 +53,7 @@ export const make = (sql: Sql.Sql): FirstAttempts["Service"] => ({
   }),
   lookup: Effect.fn("FirstAttempts.lookup")(function*(queue, messageIds) {
     if (messageIds.length === 0) return new Map<string, string>()
-    const statements = chunk(messageIds, 98).map((ids) =>
+    const statements = Sql.chunks(messageIds, 98).map((ids) =>
       Sql.statement(
         `SELECT message_id, first_attempted_at FROM first_attempts WHERE queue = ?1 AND message_id IN (${ids.map((_, i) => `?${i + 2}`).join(", ")})`,
         queue, ...ids

@@ -39,19 +39,13 @@ export class Inbox extends Context.Service<Inbox, {
   static readonly layer = Layer.effect(Inbox, Effect.map(Effect.service(Sql.PlatformDatabase), (sql) => make(sql)))
 }
 
-const chunk = <T>(items: ReadonlyArray<T>, size: number): Array<Array<T>> => {
-  const out: Array<Array<T>> = []
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
-  return out
-}
-
 const unavailable = Failure.unavailable("the inbox")
 
 export const make = (sql: Sql.Sql): Inbox["Service"] => ({
   begin: Effect.fn("Inbox.begin")(function*(queue, keys, now) {
     if (keys.length === 0) return new Map<string, Entry>()
     // 1 parameter per row + 2 shared: 98 rows per statement stays under 100.
-    const statements = chunk(keys, 98).map((rows) =>
+    const statements = Sql.chunks(keys, 98).map((rows) =>
       Sql.statement(
           `INSERT INTO inbox (queue, idempotency_key, status, attempts, last_error, first_seen_at, updated_at)
            VALUES ${rows.map((_, i) => `(?1, ?${i + 3}, 'processing', 1, NULL, ?2, ?2)`).join(", ")}
@@ -71,7 +65,7 @@ export const make = (sql: Sql.Sql): Inbox["Service"] => ({
   finish: Effect.fn("Inbox.finish")(function*(queue, outcomes, now) {
     if (outcomes.length === 0) return
     // 3 parameters per row + 2 shared: 32 rows per statement.
-    const statements = chunk(outcomes, 32).map((rows) =>
+    const statements = Sql.chunks(outcomes, 32).map((rows) =>
       Sql.statement(
           `INSERT INTO inbox (queue, idempotency_key, status, attempts, last_error, first_seen_at, updated_at)
            VALUES ${rows.map((_, i) => `(?1, ?${i * 3 + 3}, ?${i * 3 + 4}, 1, ?${i * 3 + 5}, ?2, ?2)`).join(", ")}

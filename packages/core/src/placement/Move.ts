@@ -224,27 +224,53 @@ interface Meta {
 
 const permanent = (message: string) => new Failure.PermanentError({ reason: "permanent_failure", message })
 
-const columnsOf = (sql: Sql.Sql, table: string) =>
-  sql.all<{ name: string; type: string; pk: number }>(Sql.statement("SELECT name, type, pk FROM pragma_table_info(?)", table))
+interface Column {
+  readonly tbl: string
+  readonly name: string
+  readonly type: string
+  readonly pk: number
+}
+
+/** Every column of the listed tables in one database, in one query: by table (a table it lacks is absent). */
+const columnsIn = (sql: Sql.Sql, tables: ReadonlyArray<string>) =>
+  Effect.map(
+    sql.all<Column>(Sql.statement(
+      `SELECT m.name AS tbl, p.name AS name, p.type AS type, p.pk AS pk
+       FROM sqlite_master m JOIN pragma_table_info(m.name) p
+       WHERE m.type = 'table' AND m.name IN (SELECT value FROM json_each(?)) ORDER BY m.name, p.cid`,
+      JSON.stringify(tables)
+    )),
+    (rows) => {
+      const byTable = new Map<string, Array<Column>>()
+      for (const row of rows) byTable.set(row.tbl, [...(byTable.get(row.tbl) ?? []), row])
+      return byTable
+    }
+  )
 
 /**
- * How to copy `table`: its columns and primary key in the source, which the target must have too; undefined
- * when the source has no such table (a registered projection never migrated: nothing of it to move).
+ * How to copy each table: its columns and primary key in the source, which the target must have too (one query
+ * per database). A table the source lacks (a registered projection never migrated) has nothing to move and is
+ * left out; the tables keep `tables`' order.
  */
-const metaOf = (source: Sql.Sql, target: Sql.Sql, table: string) =>
+const metasOf = (source: Sql.Sql, target: Sql.Sql, tables: ReadonlyArray<string>) =>
   Effect.gen(function*() {
-    const rows = yield* columnsOf(source, table)
-    if (rows.length === 0) return undefined
-    const key = rows.filter((r) => r.pk > 0).sort((a, b) => a.pk - b.pk).map((r) => r.name)
-    if (key.length === 0) return yield* permanent(`table ${table} has no primary key: a move cannot copy it idempotently`)
-    if (!rows.some((r) => r.name === "tenant_id")) return yield* permanent(`table ${table} has no tenant_id column`)
-    const there = new Set((yield* columnsOf(target, table)).map((r) => r.name))
-    const missing = rows.filter((r) => !there.has(r.name)).map((r) => r.name)
-    if (missing.length > 0) {
-      return yield* permanent(`the target database lacks ${there.size === 0 ? `table ${table}` : `column(s) ${missing.join(", ")} of ${table}`}: apply the migrations to every read database, then move again`)
+    const [here, there] = yield* Effect.all([columnsIn(source, tables), columnsIn(target, tables)], { concurrency: 2 })
+    const metas = new Map<string, Meta>()
+    for (const table of tables) {
+      const rows = here.get(table)
+      if (rows === undefined) continue
+      const key = rows.filter((r) => r.pk > 0).sort((a, b) => a.pk - b.pk).map((r) => r.name)
+      if (key.length === 0) return yield* permanent(`table ${table} has no primary key: a move cannot copy it idempotently`)
+      if (!rows.some((r) => r.name === "tenant_id")) return yield* permanent(`table ${table} has no tenant_id column`)
+      const targetColumns = new Set((there.get(table) ?? []).map((r) => r.name))
+      const missing = rows.filter((r) => !targetColumns.has(r.name)).map((r) => r.name)
+      if (missing.length > 0) {
+        return yield* permanent(`the target database lacks ${targetColumns.size === 0 ? `table ${table}` : `column(s) ${missing.join(", ")} of ${table}`}: apply the migrations to every read database, then move again`)
+      }
+      const numeric = rows.filter((r) => /INT|REAL|NUM|FLOA|DOUB/i.test(r.type)).map((r) => r.name)
+      metas.set(table, { columns: rows.map((r) => r.name), key, numeric })
     }
-    const numeric = rows.filter((r) => /INT|REAL|NUM|FLOA|DOUB/i.test(r.type)).map((r) => r.name)
-    return { columns: rows.map((r) => r.name), key, numeric } satisfies Meta
+    return metas
   })
 
 /** One page of the tenant's rows of `table` after `after` (primary-key order). */
@@ -259,17 +285,11 @@ const page = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string, after: 
 
 /** Statements writing `rows` to `table` (each within D1's 100 bound parameters); a row already there is replaced. */
 const inserts = (table: string, meta: Meta, rows: ReadonlyArray<Record<string, unknown>>): Array<Sql.Statement> => {
-  const perStatement = Math.max(1, Math.floor(100 / meta.columns.length))
-  const out: Array<Sql.Statement> = []
-  for (let i = 0; i < rows.length; i += perStatement) {
-    const chunk = rows.slice(i, i + perStatement)
-    const tuple = `(${meta.columns.map(() => "?").join(", ")})`
-    out.push({
-      sql: `INSERT OR REPLACE INTO ${q(table)} (${meta.columns.map(q).join(", ")}) VALUES ${chunk.map(() => tuple).join(", ")}`,
-      params: chunk.flatMap((row) => meta.columns.map((c) => row[c] ?? null))
-    })
-  }
-  return out
+  const tuple = `(${meta.columns.map(() => "?").join(", ")})`
+  return Sql.chunks(rows, Math.max(1, Math.floor(100 / meta.columns.length))).map((chunk) => ({
+    sql: `INSERT OR REPLACE INTO ${q(table)} (${meta.columns.map(q).join(", ")}) VALUES ${chunk.map(() => tuple).join(", ")}`,
+    params: chunk.flatMap((row) => meta.columns.map((c) => row[c] ?? null))
+  }))
 }
 
 /** Deletes up to `limit` of the tenant's rows of `table`; how many. */
@@ -303,16 +323,6 @@ export const step = Effect.fn("Move.step")(function*(payload: BatchPayload) {
   const source = shape.databases[move.from_database]
   const target = shape.databases[move.to_database]
   if (!source || !target) return yield* permanent(`read database ${!source ? move.from_database : move.to_database} is not bound`)
-  const metas = new Map<string, Meta>()
-  const found: Array<string> = []
-  for (const table of yield* tablesToMove) {
-    const m = yield* metaOf(source, target, table)
-    if (m === undefined) continue
-    metas.set(table, m)
-    found.push(table)
-  }
-  const tables: ReadonlyArray<string> = found
-  const meta = (table: string) => Effect.succeed(metas.get(table)!)
   const progress = progressOf(move)
   const now = yield* Time.millis
   const next = (delayMs = 0): Next => ({ payload: samePayload(payload), delaySeconds: Math.max(0, Math.ceil(delayMs / 1000)) })
@@ -332,6 +342,11 @@ export const step = Effect.fn("Move.step")(function*(payload: BatchPayload) {
     return next()
   }
 
+  // What to copy or drop, and how: read once per step, and not while waiting.
+  const metas = yield* metasOf(source, target, yield* tablesToMove)
+  const tables = [...metas.keys()]
+  const meta = (table: string) => Effect.succeed(metas.get(table)!)
+
   if (move.phase === "copying") {
     let budget = rowsPerStep
     if (!progress.cleared) {
@@ -344,6 +359,8 @@ export const step = Effect.fn("Move.step")(function*(payload: BatchPayload) {
       yield* record({ progress: { ...progress, cleared: true } })
       return next()
     }
+    // Up to `rowsPerStep` rows, a page (one target transaction) at a time; the cursors recorded once, after them: a
+    // step that fails midway copies its pages again (`INSERT OR REPLACE`: the same rows).
     const copied: Record<string, TableProgress> = { ...progress.tables }
     for (const table of tables) {
       const m = yield* meta(table)
@@ -355,10 +372,11 @@ export const step = Effect.fn("Move.step")(function*(payload: BatchPayload) {
         state = { rows: state.rows + rows.length, after: last ? m.key.map((k) => last[k]) : state.after, done: rows.length < rowsPerPage }
         copied[table] = state
         budget -= rows.length
-        yield* record({ progress: { ...progress, tables: copied } })
       }
-      if (!state.done) return next()
+      if (!state.done) break
     }
+    yield* record({ progress: { ...progress, tables: copied } })
+    if (tables.some((table) => !copied[table]?.done)) return next()
     // Everything copied: source and target must agree on every table before the switch.
     const verified: Record<string, { rows: number; equal: boolean }> = {}
     for (const table of tables) {

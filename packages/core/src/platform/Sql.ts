@@ -22,7 +22,7 @@
  * parameters shared by many rows) or built with Drizzle (`typed`). Either kind
  * runs alone or in one `batch` — one round trip and one transaction, as D1
  * has no interactive transactions. Rows come back under their column names.
- * It does not chunk at D1's 100 bound parameters: callers shape statements.
+ * It does not chunk at D1's 100 bound parameters: callers shape statements (`chunks`).
  */
 import { Context, Effect, Layer } from "effect"
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1"
@@ -40,6 +40,16 @@ export const statement = (sql: string, ...params: ReadonlyArray<unknown>): State
 export const typed = (query: { toSQL(): { sql: string; params: Array<unknown> } }): Statement => {
   const { sql, params } = query.toSQL()
   return { sql, params }
+}
+
+/**
+ * `items` in runs of at most `size`: how a caller shapes statements under D1's 100 bound parameters (or bounds a
+ * JSON parameter), one statement per run.
+ */
+export const chunks = <T>(items: ReadonlyArray<T>, size: number): Array<Array<T>> => {
+  const out: Array<Array<T>> = []
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
+  return out
 }
 
 export interface Sql {

@@ -116,12 +116,6 @@ export const payloadHash = async (event: {
  */
 const rowsPerStatement = 200
 
-const chunk = <T>(items: ReadonlyArray<T>, size: number): Array<Array<T>> => {
-  const out: Array<Array<T>> = []
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
-  return out
-}
-
 // Names from the Drizzle schema, so a renamed column fails to typecheck here.
 const table = getTableName(acceptedKeys)
 const column = {
@@ -238,7 +232,7 @@ export const make = (sql: Sql.Sql): Shape => ({
   }, Effect.mapError(unavailable)),
   claim: Effect.fn("AcceptedKeys.claim")(function*(entries, now) {
     if (entries.length === 0) return new Map<string, Bound>() as ReadonlyMap<string, Bound>
-    const chunks = chunk(entries, rowsPerStatement).map((rows) =>
+    const chunks = Sql.chunks(entries, rowsPerStatement).map((rows) =>
       JSON.stringify(rows.map((e) => [e.tenant_id, e.idempotency_key, e.payload_hash, e.message_type, e.subject]))
     )
     // One batch (one round trip, one transaction): every claim first, then what each key is bound to.
@@ -258,7 +252,7 @@ export const make = (sql: Sql.Sql): Shape => ({
   }),
   record: Effect.fn("AcceptedKeys.record")(function*(tenantId, entries, now) {
     if (entries.length === 0) return new Map<string, string>() as ReadonlyMap<string, string>
-    const chunks = chunk(entries, rowsPerStatement).map((rows) =>
+    const chunks = Sql.chunks(entries, rowsPerStatement).map((rows) =>
       JSON.stringify(rows.map((e) => [e.idempotency_key, e.payload_hash, e.message_type, e.subject]))
     )
     const all = JSON.stringify(entries.map((e) => [e.idempotency_key, e.payload_hash]))

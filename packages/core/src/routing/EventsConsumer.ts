@@ -81,8 +81,7 @@ export const process = Effect.fn("EventsConsumer.process")(function*(items: Read
   const outcomes = new Map<string, Consumer.Outcome>()
   const claimed = yield* Effect.result(keys.claim(items.map((item) => item.value.claim), yield* Time.now))
   if (Result.isFailure(claimed)) {
-    const failure = claimed.failure.parkSeconds === undefined ? new Failure.TransientError({ message: `idempotency keys could not be checked: ${claimed.failure.message}` }) : claimed.failure
-    for (const { key } of items) outcomes.set(key, Consumer.failed(failure))
+    for (const { key } of items) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `idempotency keys could not be checked: ${claimed.failure.message}` })))
     return outcomes as ReadonlyMap<string, Consumer.Outcome>
   }
   const decide: Array<Consumer.Item<Routed>> = []

@@ -20,7 +20,7 @@
 import { Effect, Result, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Failure, Import, ProjectionStore, QueueProducer, Rebuild, Reconcile, type Registry, RetryPolicy, Sql } from "@factline/core"
+import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Failure, Import, ProjectionStore, Rebuild, Reconcile, type Registry, Sql } from "@factline/core"
 import { Issues } from "@factline/schemas"
 import { type AppEnv, bind, cursor, describe, Json, limitParameter, nextCursor, oneOf, type PageLimit, pageLimit, problems, raw } from "./Contract.js"
 import { Forbidden, RequestRefused } from "./Problem.js"
@@ -205,13 +205,13 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
 
   const startRebuild = async (c: Ctx, projection: string) => {
     const started = await run(c.env, Rebuild.start(projection, c.get("principal").tenantId))
-    await run(c.env, Effect.flatMap(BatchConsumer.make(started.first), enqueue))
+    await run(c.env, BatchConsumer.send(started.first))
     return rebuildView(started.record)
   }
 
   /** Queues a created job's first chunk; a send that fails ends the job `failed` (it would never run). */
   const enqueueFirst = async (c: Ctx, job: BatchJobs.Row, total: number) => {
-    const sent = await run(c.env, Effect.result(Effect.flatMap(BatchConsumer.make({ batch_id: job.id, operation: job.operation, offset: 0, total }, job.tenant_id), enqueue)))
+    const sent = await run(c.env, Effect.result(BatchConsumer.send({ batch_id: job.id, operation: job.operation, offset: 0, total }, job.tenant_id)))
     if (Result.isFailure(sent)) {
       await runTenant(run, c, BatchJobs.fail(job.id, "the batch queue was unavailable when the job was started", new Date().toISOString()))
       throw sent.failure
@@ -380,7 +380,6 @@ export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
 }
 
 /** A chunk message onto the batch queue, through the one queue door. */
-const enqueue = (message: unknown) => Effect.flatMap(Effect.service(QueueProducer.QueueProducer), (queues) => queues.sendBatch(RetryPolicy.batch.queue, [message]))
 
 /** Upload names: a file name, never a path (the tenant prefix is the platform's, never the caller's). */
 export const uploadName = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/

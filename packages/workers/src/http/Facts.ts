@@ -11,8 +11,7 @@
 import { Effect, Result, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import type { Fact as LedgerFact } from "@factline/schemas"
-import { FactsCopy, Failure, Ledger, ProjectionQuery, ProjectionStore } from "@factline/core"
+import { Export, FactsCopy, Failure, Ledger, ProjectionQuery, ProjectionStore } from "@factline/core"
 import { Fact, Issues } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
 import { type AppEnv, bind, cursor, describe, limitParameter, nextCursor, type PageLimit, pageLimit, problems, raw, text, wholeNumber } from "./Contract.js"
@@ -246,19 +245,6 @@ interface Listing {
 
 const invalidQuery = (problems: ReadonlyArray<Issues.Problem>) => new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(problems), problems })
 
-/** A ledger fact as the listing shows it: its stream as `subject`, no tenant (the token's). */
-const listed = (fact: LedgerFact): ListedFact => ({
-  fact_id: fact.fact_id,
-  subject: fact.stream,
-  sequence: fact.sequence,
-  type: fact.type,
-  causation_id: fact.causation_id,
-  correlation_id: fact.correlation_id,
-  caused_by: fact.caused_by,
-  created_at: fact.created_at,
-  traceparent: fact.traceparent ?? null,
-  data: fact.data
-})
 
 /**
  * `GET /v1/facts?subject=…`: the stream's facts from the ledger, by sequence, after the cursor's sequence. With
@@ -279,7 +265,7 @@ const listStream = async (run: Run, c: Ctx, tenant: string, query: Readonly<Reco
       for (const fact of state.facts) {
         after = fact.sequence
         if (type !== undefined && fact.type !== type) continue
-        data.push(listed(fact))
+        data.push(Export.listedFact(fact))
         if (data.length === limit) return { data, nextCursor: after < state.version ? ProjectionQuery.streamCursor(after) : null }
       }
       if (state.facts.length === 0 || after >= state.version) return { data, nextCursor: null }

@@ -9,7 +9,7 @@
 import { Effect, Result, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { BatchConsumer, Failure, Move, Placement, QueueProducer, RetryPolicy, Sql } from "@factline/core"
+import { BatchConsumer, Failure, Move, Placement, Sql } from "@factline/core"
 import { type AppEnv, bind, describe, problems } from "./Contract.js"
 import { isObject, readBody } from "./JsonBody.js"
 import type { Run } from "./Run.js"
@@ -142,8 +142,7 @@ export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
     const principal = c.get("principal")
     return reply(await run(c.env, Effect.gen(function*() {
       const started = yield* Move.start(c.req.param("tenant")!, to, principal.name ?? principal.tenantId)
-      const queues = yield* QueueProducer.QueueProducer
-      const sent = yield* Effect.result(Effect.flatMap(BatchConsumer.make(started.first), (message) => queues.sendBatch(RetryPolicy.batch.queue, [message])))
+      const sent = yield* Effect.result(BatchConsumer.send(started.first))
       if (Result.isFailure(sent)) {
         // A move that never runs must not hold the tenant's writes.
         yield* Move.fail(started.record.id, "the batch queue was unavailable when the move was started", new Date().toISOString())
