@@ -11,6 +11,12 @@
  * so the scheduled sweep can re-arm it if an alarm is ever lost. On the happy
  * path there is no outbox row, no alarm and no delete. Nothing here creates
  * storage on a read.
+ *
+ * Timers share the alarm: it is set to the earliest of a pending outbox and
+ * the next due timer. An append that schedules a timer arms it; the alarm
+ * fires what is due (core's `LedgerStorage.fireDue`: the timer's fact and its
+ * outbox rows in one transaction, at most once per timer), relays the outbox
+ * — the fired facts with it — and sets itself to the next timer, if any.
  */
 import { DurableObject } from "cloudflare:workers"
 import { Clock, Effect } from "effect"
@@ -42,6 +48,9 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     if (first && this.ledger.getMeta("tenant_id") === undefined && results.some((r) => r.status === "appended")) {
       this.ledger.setMeta("tenant_id", first.tenant_id)
     }
+    // Only an append that scheduled or cancelled a timer touches the alarm.
+    const timed = groups.some((group, i) => results[i]!.status === "appended" && group.facts.some((f) => f.type === "timer_scheduled" || f.type === "timer_cancelled"))
+    if (timed) await this.armNextTimer()
     return results
   }
 
@@ -80,11 +89,31 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     if (shardKey !== undefined && this.ledger.exists() && this.ledger.getMeta("shard_key") === undefined) this.ledger.setMeta("shard_key", shardKey)
     const pending = this.ledger.outboxSize()
     if (pending > 0) await this.arm(0)
+    await this.armNextTimer()
     return pending
   }
 
   override async alarm(): Promise<void> {
+    await this.fireTimers()
     await this.drain()
+  }
+
+  /** Appends the facts of the timers due now, with their outbox rows: the drain that follows relays them. */
+  private async fireTimers(): Promise<void> {
+    try {
+      await this.ledger.fireDue(await this.runtime.runPromise(Clock.currentTimeMillis))
+    } catch (error) {
+      // The timers stay pending: the alarm comes back for them (armNextTimer after the drain).
+      await this.runtime.runPromise(Effect.logError(`firing timers failed: ${error instanceof Error ? error.message : String(error)}`))
+    }
+  }
+
+  /** Moves the alarm to the next pending timer's time if that is earlier. */
+  private async armNextTimer() {
+    const next = this.ledger.nextTimerAt()
+    if (next === undefined) return
+    const current = await this.ctx.storage.getAlarm()
+    if (current === null || current > next) await this.ctx.storage.setAlarm(next)
   }
 
   /** Relays the outbox; on success removes the alarm, on failure re-arms it with backoff. */
@@ -97,12 +126,17 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
       }
       // Checked right before deleting, with no await in between: a handover that wrote rows since is seen here.
       if (this.ledger.outboxSize() > 0 || result.remaining > 0) await this.arm(0)
-      else await this.ctx.storage.deleteAlarm()
+      else {
+        const next = this.ledger.nextTimerAt()
+        if (next === undefined) await this.ctx.storage.deleteAlarm()
+        else await this.ctx.storage.setAlarm(next)
+      }
     } catch (error) {
       const failures = Number(this.ledger.getMeta("relay_failures") ?? "0") + 1
       this.ledger.setMeta("relay_failures", String(failures))
       await this.runtime.runPromise(Effect.logError(`outbox relay failed (${failures} in a row): ${error instanceof Error ? error.message : String(error)}`))
       await this.arm(relayBackoffMs(failures))
+      await this.armNextTimer()
       await this.register("now").catch(() => undefined)
     }
   }

@@ -18,6 +18,7 @@ import type * as FactDefinition from "./FactDefinition.js"
 import type { HandlerError } from "../failures/Failure.js"
 import type { MessageDefinition } from "./MessageDefinition.js"
 import * as Naming from "./Naming.js"
+import type * as Timer from "./Timer.js"
 
 /** A decoded, upcast message as a handler sees it. */
 export interface Message<A> {
@@ -39,8 +40,8 @@ export interface Message<A> {
 
 type Defs = ReadonlyArray<FactDefinition.Any>
 
-/** The facts a handler or decider declaring `E` returns. */
-export type Decision<E extends Defs = Defs> = ReadonlyArray<FactDefinition.DraftOf<E>>
+/** The facts a handler or decider declaring `E` returns (and timer requests for facts of `E`: Timer.ts). */
+export type Decision<E extends Defs = Defs> = ReadonlyArray<FactDefinition.DraftOf<E> | Timer.Request<FactDefinition.DraftOf<E>>>
 
 export interface Handler<A = any, E extends Defs = Defs> {
   readonly _tag: "Handler"

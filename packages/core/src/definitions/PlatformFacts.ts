@@ -1,6 +1,6 @@
 /**
  * Facts the platform itself appends (module `factline`): webhook delivery
- * outcomes and endpoint changes. Their types are reserved — no product module
+ * outcomes and endpoint changes, operators' reconciliations, and timers. Their types are reserved — no product module
  * may emit them — and product modules may listen to them (a projection of
  * deliveries, a processor that alerts on `webhook_endpoint_disabled`).
  */
@@ -49,4 +49,22 @@ export const Reconciliation = FactDefinition.make(
   })
 )
 
-export const all: ReadonlyArray<FactDefinition.Any> = [WebhookSent, WebhookFailed, WebhookEndpointDisabled, Reconciliation]
+// --- timers (Timer.ts): what a handler or processor asked for, recorded in its stream ---
+
+/**
+ * A timer scheduled in this stream (`Timer.schedule`): at or after `fire_at` the ledger shard appends `fact`
+ * to the stream, once. Its fact id is the timer's id. A later schedule with the same `name` replaces it.
+ */
+export const TimerScheduled = FactDefinition.make(
+  "timer_scheduled",
+  Schema.Struct({
+    name: Schema.String,
+    fire_at: Schema.String,
+    fact: Schema.Struct({ type: Schema.String, data: Schema.Record(Schema.String, Schema.Unknown) })
+  })
+)
+
+/** The stream's pending timer `name` will not fire (`Timer.cancel`); nothing happens if none is pending. */
+export const TimerCancelled = FactDefinition.make("timer_cancelled", Schema.Struct({ name: Schema.String }))
+
+export const all: ReadonlyArray<FactDefinition.Any> = [WebhookSent, WebhookFailed, WebhookEndpointDisabled, Reconciliation, TimerScheduled, TimerCancelled]

@@ -7,14 +7,19 @@
  * `causation_id` and its `correlation_id`, so a re-delivered fact derives
  * nothing new. A processor is a pure Effect over the typed fact; it declares
  * what it emits like a handler does; failures are typed like handlers'
- * (`TransientError` | `PermanentError`).
+ * (`TransientError` | `PermanentError`). Beside facts it may return timer
+ * requests (`Timer.schedule`, `Timer.cancel`) for facts it declares.
  */
 import type { Effect } from "effect"
 import type * as FactDefinition from "./FactDefinition.js"
 import type { HandlerError } from "../failures/Failure.js"
 import * as Naming from "./Naming.js"
+import type * as Timer from "./Timer.js"
 
 type Defs = ReadonlyArray<FactDefinition.Any>
+
+/** What a processor declaring `E` returns: facts of `E`, and timer requests for facts of `E`. */
+export type Output<E extends Defs = Defs> = ReadonlyArray<FactDefinition.DraftOf<E> | Timer.Request<FactDefinition.DraftOf<E>>>
 
 export interface Processor<T extends string = string, D = any, E extends Defs = Defs> {
   readonly _tag: "Processor"
@@ -23,7 +28,7 @@ export interface Processor<T extends string = string, D = any, E extends Defs = 
   readonly factType: T
   readonly fact: FactDefinition.FactDefinition<T, D>
   readonly emits: E
-  readonly process: (fact: FactDefinition.StoredFact<T, D>) => Effect.Effect<ReadonlyArray<FactDefinition.DraftOf<E>>, HandlerError>
+  readonly process: (fact: FactDefinition.StoredFact<T, D>) => Effect.Effect<Output<E>, HandlerError>
 }
 
 export type Any = Processor<any, any, any>
@@ -33,7 +38,7 @@ export const make = <T extends string, D, const E extends Defs>(
   options: {
     readonly name: string
     readonly emits: E
-    readonly process: (fact: FactDefinition.StoredFact<T, D>) => Effect.Effect<ReadonlyArray<FactDefinition.DraftOf<E>>, HandlerError>
+    readonly process: (fact: FactDefinition.StoredFact<T, D>) => Effect.Effect<Output<E>, HandlerError>
   }
 ): Processor<T, D, E> => {
   Naming.check("processor", options.name)

@@ -10,11 +10,20 @@
  * never written creates no storage. This module only writes and reads; the
  * relay is OutboxRelay's, the alarm the shard's.
  *
+ * Timers (Timer.ts) live here too, in `timers`: appending a `timer_scheduled`
+ * fact adds a pending timer in the same transaction (replacing a pending one
+ * of the same stream and name), a `timer_cancelled` fact cancels one, and
+ * `fireDue` appends each due timer's fact — its id derived from the timer's,
+ * so firing twice appends it once — with its outbox rows, marking the timer
+ * fired in that same transaction. The shard's alarm calls it; when to wake is
+ * `nextTimerAt`.
+ *
  * Columns added after a shard's tables were created (`traceparent`) are added
  * on the shard's first write, once per object: a shard from before them keeps
  * working, and its older facts read without them.
  */
-import type { Fact } from "@factline/schemas"
+import { type Fact, TraceContext } from "@factline/schemas"
+import * as FactId from "./FactId.js"
 import type { AppendGroup, AppendResult, Handover, ReadOptions, StreamKey, StreamState } from "./LedgerProtocol.js"
 import * as StableJson from "./StableJson.js"
 
@@ -44,8 +53,48 @@ const schema = [
     created_at TEXT NOT NULL,
     UNIQUE (fact_id, destination)
   )`,
-  `CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`
+  `CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`,
+  // One row per timer_scheduled fact (timer_id = its fact id); status pending → fired | cancelled | replaced.
+  `CREATE TABLE IF NOT EXISTS timers (
+    timer_id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    stream TEXT NOT NULL,
+    name TEXT NOT NULL,
+    fire_at INTEGER NOT NULL,
+    destinations TEXT NOT NULL,
+    status TEXT NOT NULL,
+    settled_by TEXT
+  )`,
+  `CREATE INDEX IF NOT EXISTS timers_due ON timers (fire_at) WHERE status = 'pending'`,
+  `CREATE UNIQUE INDEX IF NOT EXISTS timers_pending_name ON timers (tenant_id, stream, name) WHERE status = 'pending'`
 ]
+
+/** Where a timer's fact goes when its schedule did not say (a fact appended outside a consumer): the facts copy. */
+const defaultTimerDestinations: ReadonlyArray<string> = ["factline-projections"]
+/** Timers fired per `fireDue` call; the alarm comes back at once while more are due. */
+export const timersPerRun = 100
+
+/** A timer as the shard keeps it. */
+export interface TimerRow extends Record<string, SqlStorageValue> {
+  timer_id: string
+  tenant_id: string
+  stream: string
+  name: string
+  /** Milliseconds since the epoch. */
+  fire_at: number
+  /** JSON array of queue names. */
+  destinations: string
+  status: "pending" | "fired" | "cancelled" | "replaced"
+  /** The fact that fired, cancelled or replaced it. */
+  settled_by: string | null
+}
+
+/** What one `fireDue` call did: the facts appended (or found already appended) for due timers. */
+export interface Fired {
+  readonly facts: ReadonlyArray<Fact>
+  /** Whether more timers were already due (the caller runs again at once). */
+  readonly more: boolean
+}
 
 /** Columns of `facts` added since shards were first created: `ALTER TABLE` for a shard whose table lacks one. */
 const addedFactColumns: ReadonlyArray<{ readonly name: string; readonly definition: string }> = [
@@ -104,6 +153,12 @@ export interface LedgerStorage {
   readonly setMeta: (key: string, value: string | undefined) => void
   /** Whether anything was ever written here (reads of a never-written shard create nothing). */
   readonly exists: () => boolean
+  /** The earliest `fire_at` (ms) of a pending timer, if any. */
+  readonly nextTimerAt: () => number | undefined
+  /** Fires the timers due at `now` (ms): appends their facts and outbox rows, once each. */
+  readonly fireDue: (now: number) => Promise<Fired>
+  /** Every timer of a stream (pending and settled), in scheduling order. */
+  readonly timers: (key: StreamKey) => ReadonlyArray<TimerRow>
 }
 
 /** What the ledger uses of a Durable Object's storage (a `DurableObjectStorage` is one): its SQL and synchronous transactions. */
@@ -136,56 +191,80 @@ export const make = (storage: Storage): LedgerStorage => {
 
   const find = (factId: string): FactRow | undefined => sql.exec<FactRow>("SELECT * FROM facts WHERE fact_id = ?", factId).toArray()[0]
 
+  /** Keeps the shard's timers in step with the timer facts just appended (same transaction). */
+  const applyTimerFacts = (group: AppendGroup, facts: ReadonlyArray<Fact>) => {
+    for (const fact of facts) {
+      if (fact.type !== "timer_scheduled" && fact.type !== "timer_cancelled") continue
+      const data = fact.data as { readonly name: string; readonly fire_at?: string }
+      sql.exec(
+        "UPDATE timers SET status = ?, settled_by = ? WHERE tenant_id = ? AND stream = ? AND name = ? AND status = 'pending'",
+        fact.type === "timer_scheduled" ? "replaced" : "cancelled", fact.fact_id, fact.tenant_id, fact.stream, data.name
+      )
+      if (fact.type === "timer_cancelled") continue
+      const fireAt = Date.parse(data.fire_at ?? "")
+      sql.exec(
+        `INSERT INTO timers (timer_id, tenant_id, stream, name, fire_at, destinations, status) VALUES (?, ?, ?, ?, ?, ?, 'pending')
+         ON CONFLICT (timer_id) DO NOTHING`,
+        fact.fact_id, fact.tenant_id, fact.stream, data.name, Number.isFinite(fireAt) ? fireAt : 0,
+        JSON.stringify(group.timers?.[fact.fact_id] ?? defaultTimerDestinations)
+      )
+    }
+  }
+
   const append = (group: AppendGroup): AppendResult => {
     ensureSchema()
-    return storage.transactionSync((): AppendResult => {
-      const existing = group.facts.map((draft) => ({ draft, row: find(draft.fact_id) }))
-      for (const { draft, row } of existing) {
-        if (row === undefined) continue
-        const same =
-          row.type === draft.type &&
-          row.tenant_id === group.tenant_id &&
-          row.stream === group.stream &&
-          row.data === StableJson.stringify(draft.data)
-        if (!same) {
-          return {
-            status: "idempotency_conflict",
-            fact_id: draft.fact_id,
-            message: `fact ${draft.fact_id} (${row.type} in ${row.stream}) already exists with a different body; the same cause decided something else`
-          }
-        }
-      }
-      const stored = existing.filter((e) => e.row !== undefined)
-      if (group.facts.length > 0 && stored.length === group.facts.length) {
-        return { status: "duplicate", version: version(group), facts: stored.map((e) => toFact(e.row!)) }
-      }
-      if (stored.length > 0) {
+    return storage.transactionSync(() => appendWithin(group))
+  }
+
+  /** An append inside the caller's transaction. */
+  const appendWithin = (group: AppendGroup): AppendResult => {
+    const existing = group.facts.map((draft) => ({ draft, row: find(draft.fact_id) }))
+    for (const { draft, row } of existing) {
+      if (row === undefined) continue
+      const same =
+        row.type === draft.type &&
+        row.tenant_id === group.tenant_id &&
+        row.stream === group.stream &&
+        row.data === StableJson.stringify(draft.data)
+      if (!same) {
         return {
           status: "idempotency_conflict",
-          fact_id: stored[0]!.draft.fact_id,
-          message: `only ${stored.length} of ${group.facts.length} facts of this decision are stored; the same cause now decides a different set`
+          fact_id: draft.fact_id,
+          message: `fact ${draft.fact_id} (${row.type} in ${row.stream}) already exists with a different body; the same cause decided something else`
         }
       }
-      const current = version(group)
-      if (group.expected_version !== undefined && group.expected_version !== current) {
-        return { status: "version_conflict", version: current, expected_version: group.expected_version }
+    }
+    const stored = existing.filter((e) => e.row !== undefined)
+    if (group.facts.length > 0 && stored.length === group.facts.length) {
+      return { status: "duplicate", version: version(group), facts: stored.map((e) => toFact(e.row!)) }
+    }
+    if (stored.length > 0) {
+      return {
+        status: "idempotency_conflict",
+        fact_id: stored[0]!.draft.fact_id,
+        message: `only ${stored.length} of ${group.facts.length} facts of this decision are stored; the same cause now decides a different set`
       }
-      const facts: Array<Fact> = group.facts.map((draft, i) => ({
-        ...draft,
-        tenant_id: group.tenant_id,
-        stream: group.stream,
-        sequence: current + i + 1
-      }))
-      for (const fact of facts) {
-        sql.exec(
-          `INSERT INTO facts (fact_id, tenant_id, stream, sequence, type, data, causation_id, correlation_id, caused_by, created_at, traceparent)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-          fact.fact_id, fact.tenant_id, fact.stream, fact.sequence, fact.type, StableJson.stringify(fact.data),
-          fact.causation_id, fact.correlation_id, fact.caused_by, fact.created_at, fact.traceparent ?? null
-        )
-      }
-      return { status: "appended", version: current + facts.length, facts }
-    })
+    }
+    const current = version(group)
+    if (group.expected_version !== undefined && group.expected_version !== current) {
+      return { status: "version_conflict", version: current, expected_version: group.expected_version }
+    }
+    const facts: Array<Fact> = group.facts.map((draft, i) => ({
+      ...draft,
+      tenant_id: group.tenant_id,
+      stream: group.stream,
+      sequence: current + i + 1
+    }))
+    for (const fact of facts) {
+      sql.exec(
+        `INSERT INTO facts (fact_id, tenant_id, stream, sequence, type, data, causation_id, correlation_id, caused_by, created_at, traceparent)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        fact.fact_id, fact.tenant_id, fact.stream, fact.sequence, fact.type, StableJson.stringify(fact.data),
+        fact.causation_id, fact.correlation_id, fact.caused_by, fact.created_at, fact.traceparent ?? null
+      )
+    }
+    applyTimerFacts(group, facts)
+    return { status: "appended", version: current + facts.length, facts }
   }
 
   const readStream = (key: StreamKey, options: ReadOptions = {}): StreamState => {
@@ -260,5 +339,70 @@ export const make = (storage: Storage): LedgerStorage => {
     return row === undefined ? null : toFact(row)
   }
 
-  return { append, readStream, readShard, findFact, handover, outboxSize, pendingOutbox, deleteOutbox, getMeta, setMeta, exists }
+  /** Whether the timers table can be read: the shard was written (an older shard gets the table on this call). */
+  const timersReady = () => {
+    if (!exists()) return false
+    ensureSchema()
+    return true
+  }
+
+  const nextTimerAt = () =>
+    timersReady()
+      ? sql.exec<{ at: number | null }>("SELECT MIN(fire_at) AS at FROM timers WHERE status = 'pending'").one().at ?? undefined
+      : undefined
+
+  const fireDue = async (now: number): Promise<Fired> => {
+    if (!timersReady()) return { facts: [], more: false }
+    const due = sql
+      .exec<TimerRow & { data: string; correlation_id: string; traceparent: string | null }>(
+        `SELECT t.*, f.data, f.correlation_id, f.traceparent FROM timers t JOIN facts f ON f.fact_id = t.timer_id
+         WHERE t.status = 'pending' AND t.fire_at <= ? ORDER BY t.fire_at, t.timer_id LIMIT ?`,
+        now, timersPerRun + 1
+      )
+      .toArray()
+    const batch = due.slice(0, timersPerRun)
+    // The fired fact's id comes from the timer's: however often this runs, the ledger holds the fact once.
+    const ids = await Promise.all(batch.map((t) => FactId.make({ tenantId: t.tenant_id, cause: t.timer_id, decidedBy: "timer", position: 0 })))
+    const createdAt = new Date(now).toISOString()
+    const facts = storage.transactionSync(() =>
+      batch.flatMap((timer, i) => {
+        // Still pending? A cancel may have landed while the ids were computed.
+        const claimed = sql.exec("UPDATE timers SET status = 'fired', settled_by = ? WHERE timer_id = ? AND status = 'pending' RETURNING timer_id", ids[i]!, timer.timer_id).toArray()
+        if (claimed.length === 0) return []
+        const scheduled = JSON.parse(timer.data) as { readonly fact: { readonly type: string; readonly data: Record<string, unknown> } }
+        const result = appendWithin({
+          tenant_id: timer.tenant_id,
+          stream: timer.stream,
+          facts: [{
+            fact_id: ids[i]!,
+            type: scheduled.fact.type,
+            data: scheduled.fact.data,
+            causation_id: timer.timer_id,
+            correlation_id: timer.correlation_id,
+            caused_by: `timer:${timer.name}`,
+            created_at: createdAt,
+            traceparent: TraceContext.child(timer.traceparent ?? undefined)
+          }]
+        })
+        if (result.status !== "appended" && result.status !== "duplicate") return []
+        for (const fact of result.facts) {
+          for (const destination of JSON.parse(timer.destinations) as ReadonlyArray<string>) {
+            sql.exec(
+              "INSERT INTO outbox (fact_id, destination, created_at) VALUES (?, ?, ?) ON CONFLICT (fact_id, destination) DO NOTHING",
+              fact.fact_id, destination, createdAt
+            )
+          }
+        }
+        return result.facts
+      })
+    )
+    return { facts, more: due.length > batch.length }
+  }
+
+  const timers = (key: StreamKey): ReadonlyArray<TimerRow> =>
+    timersReady()
+      ? sql.exec<TimerRow>("SELECT * FROM timers WHERE tenant_id = ? AND stream = ? ORDER BY rowid", key.tenant_id, key.stream).toArray()
+      : []
+
+  return { append, readStream, readShard, findFact, handover, outboxSize, pendingOutbox, deleteOutbox, getMeta, setMeta, exists, nextTimerAt, fireDue, timers }
 }

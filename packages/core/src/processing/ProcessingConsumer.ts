@@ -6,6 +6,9 @@
  * appended to the parent's stream as one group — one ledger RPC per shard
  * for the batch — and relayed once for the batch, like the events consumer's.
  * Derived facts inherit the parent's trace (same trace-id, a new parent-id).
+ * Timer requests a processor returns are recorded as `timer_scheduled` /
+ * `timer_cancelled` facts among the derived ones (`after` counts from the
+ * parent fact's `created_at`), with where each timer's fact is relayed.
  * No inbox: a redelivered fact derives the same ids, which the ledger already
  * holds. Replayed facts (from a rebuild) are acknowledged without running
  * anything: a rebuild never re-triggers processors.
@@ -21,6 +24,7 @@ import type { AppendGroup, FactDraft } from "../ledger/LedgerProtocol.js"
 import * as FactMessage from "../relay/FactMessage.js"
 import { relayFor } from "../relay/FactRelay.js"
 import { Registry, runDeclared } from "../registry/Registry.js"
+import * as Timer from "../definitions/Timer.js"
 
 export const process = Effect.fn("ProcessingConsumer.process")(function*(items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) {
   const registry = yield* Registry
@@ -40,7 +44,7 @@ export const process = Effect.fn("ProcessingConsumer.process")(function*(items: 
         // The parent's trace, one new span per (parent, processor): the W3C way, same trace-id, a new parent-id.
         const traceparent = TraceContext.child(fact.traceparent)
         const derived = yield* Effect.promise(() =>
-          Promise.all(exit.value.map(async (d, position): Promise<FactDraft> => ({
+          Promise.all(exit.value.map((d) => Timer.record(d, fact.created_at)).map(async (d, position): Promise<FactDraft> => ({
             fact_id: await FactId.make({ tenantId: fact.tenant_id, cause: fact.fact_id, decidedBy: processor.name, position }),
             type: d.type,
             data: d.data as Record<string, unknown>,
@@ -54,7 +58,8 @@ export const process = Effect.fn("ProcessingConsumer.process")(function*(items: 
         drafts.push(...derived)
       }
       if (drafts.length === 0) return void outcomes.set(key, Consumer.done)
-      groups.push({ key, group: { tenant_id: fact.tenant_id, stream: fact.stream, facts: drafts } })
+      const timers = Timer.routes(drafts, registry.destinationsFor)
+      groups.push({ key, group: { tenant_id: fact.tenant_id, stream: fact.stream, facts: drafts, ...(timers && { timers }) } })
     }), { concurrency: "unbounded", discard: true })
 
   const toRelay = new Map<string, ReadonlyArray<Fact>>()

@@ -21,6 +21,7 @@ import type * as Handler from "../definitions/Handler.js"
 import type { MessageDefinition } from "../definitions/MessageDefinition.js"
 import type { Module } from "../definitions/Module.js"
 import type * as Processor from "../definitions/Processor.js"
+import * as Timer from "../definitions/Timer.js"
 import * as PlatformFacts from "../definitions/PlatformFacts.js"
 import * as Projection from "../definitions/Projection.js"
 import type * as Webhook from "../definitions/Webhook.js"
@@ -81,8 +82,11 @@ export class Registry extends Context.Service<Registry, Shape>()("@factline/core
  * names the culprit, the fact and every bad field — a bug in product code, so
  * the message is failed permanently and nothing reaches the ledger.
  */
-export const validateDrafts = (by: DecidedBy, drafts: ReadonlyArray<FactDefinition.NewFact<string, unknown>>): Result.Result<void, string> => {
-  for (const [position, draft] of drafts.entries()) {
+export const validateDrafts = (by: DecidedBy, drafts: ReadonlyArray<FactDefinition.NewFact<string, unknown> | Timer.Request>): Result.Result<void, string> => {
+  for (const [position, entry] of drafts.entries()) {
+    // A timer: nothing to check in a cancel; a schedule's fact is checked like a returned fact (Timer.ts).
+    if (Timer.isRequest(entry) && entry._tag === "TimerCancel") continue
+    const draft = Timer.isRequest(entry) ? entry.fact : entry
     const definition = by.emits.find((d) => d.type === draft?.type)
     if (definition === undefined) {
       return Result.fail(
@@ -113,8 +117,8 @@ export interface Options {
  */
 export const runDeclared = (
   by: DecidedBy,
-  run: () => Effect.Effect<ReadonlyArray<FactDefinition.NewFact<string, unknown>>, HandlerError>
-): Effect.Effect<ReadonlyArray<FactDefinition.NewFact<string, unknown>>, HandlerError> =>
+  run: () => Effect.Effect<ReadonlyArray<FactDefinition.NewFact<string, unknown> | Timer.Request>, HandlerError>
+): Effect.Effect<ReadonlyArray<FactDefinition.NewFact<string, unknown> | Timer.Request>, HandlerError> =>
   Effect.flatMap(Effect.suspend(run), (facts) => {
     const valid = validateDrafts(by, facts)
     return Result.isFailure(valid) ? Effect.fail(new PermanentError({ message: valid.failure })) : Effect.succeed(facts)

@@ -14,6 +14,8 @@
  * by their shard's outbox. Stream identity is `tenant/subject`, never the shard.
  * The facts of a decision carry the message's trace (a new parent-id for the
  * decision); a redelivery that finds them stored keeps the stored trace.
+ * Timer requests are recorded as `timer_scheduled` / `timer_cancelled` facts
+ * of the decision (`after` counts from the message's `created_at`).
  */
 import { Clock, Effect, Exit, Result } from "effect"
 import { type Fact, TraceContext } from "@factline/schemas"
@@ -26,17 +28,18 @@ import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"
 import * as FactRelay from "../relay/FactRelay.js"
 import type * as Handler from "../definitions/Handler.js"
-import { type Routed, runDeclared } from "../registry/Registry.js"
+import { Registry, type Routed, runDeclared } from "../registry/Registry.js"
+import * as Timer from "../definitions/Timer.js"
 
 export const maxDecideRounds = 5
 
 type Item = Consumer.Item<Routed>
 
 /** The facts of one decision: ids from the message, and one new span of the message's trace (W3C: a new parent-id per hop). */
-const drafts = (routed: Routed, facts: ReadonlyArray<NewFact<string, unknown>>, now: string): Promise<Array<FactDraft>> => {
+const drafts = (routed: Routed, decision: ReadonlyArray<NewFact<string, unknown> | Timer.Request>, now: string): Promise<Array<FactDraft>> => {
   const traceparent = TraceContext.child(routed.message.traceparent)
   return Promise.all(
-    facts.map(async (fact, position): Promise<FactDraft> => ({
+    decision.map((d) => Timer.record(d, routed.message.createdAt)).map(async (fact, position): Promise<FactDraft> => ({
       fact_id: await FactId.make({ tenantId: routed.message.tenantId, cause: routed.message.idempotencyKey, decidedBy: routed.handler.name, position }),
       type: fact.type,
       data: fact.data as Record<string, unknown>,
@@ -147,6 +150,12 @@ const appendAll = Effect.fn("Dispatch.appendAll")(function*(
   now: string
 ) {
   const ledger = yield* Ledger
+  const registry = yield* Registry
+  /** Each group with where its timers' facts go when they fire. */
+  const routed = (group: AppendGroup): AppendGroup => {
+    const timers = Timer.routes(group.facts, registry.destinationsFor)
+    return timers === undefined ? group : { ...group, timers }
+  }
   let pending = decided
   let deciderGroups: Array<{ key: string; group: AppendGroup }> = []
   if (pending.length > 0) {
@@ -156,7 +165,7 @@ const appendAll = Effect.fn("Dispatch.appendAll")(function*(
   }
   let groups = [...plainGroups, ...deciderGroups]
   for (let round = 1; groups.length > 0; round++) {
-    const appended = yield* Effect.result(ledger.append(groups.map((g) => g.group)))
+    const appended = yield* Effect.result(ledger.append(groups.map((g) => routed(g.group))))
     if (Result.isFailure(appended)) return progress.fail(groups.map((g) => g.key), appended.failure.message)
     const conflicted = new Set<string>()
     appended.success.forEach((result: AppendOutcome, i) => {
