@@ -6,7 +6,7 @@
  * buyers (it writes nothing otherwise, so it changes no other test's rows).
  */
 import { Effect, Schema } from "effect"
-import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, Projection, TransientError } from "@factline/core"
+import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, Projection, Timer, TransientError } from "@factline/core"
 import { integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core"
 import { Charge } from "../src/calls/Calls.js"
 
@@ -138,8 +138,36 @@ export const fixable = Handler.handler(Fixable, {
       : Effect.succeed([FixableDone.make({ n: m.payload.n })])
 })
 
+/**
+ * Timers: `test.reminder.requested` records `reminder_requested`, whose processor schedules timer `reminder`
+ * to append `reminder_due` `after_s` seconds later; `test.reminder.cancelled` cancels it; a processor of
+ * `reminder_due` acknowledges it (the fired fact travels downstream like any other).
+ */
+export const ReminderRequest = MessageDefinition.event("test.reminder.requested").version(1, Schema.Struct({ after_s: Schema.Int, note: Schema.String }))
+export const ReminderCancel = MessageDefinition.event("test.reminder.cancelled").version(1, Schema.Struct({}))
+export const ReminderRequested = FactDefinition.make("reminder_requested", Schema.Struct({ after_s: Schema.Int, note: Schema.String }))
+export const ReminderDue = FactDefinition.make("reminder_due", Schema.Struct({ note: Schema.String }))
+export const ReminderAcknowledged = FactDefinition.make("reminder_acknowledged", Schema.Struct({ note: Schema.String }))
+export const requestReminder = Handler.handler(ReminderRequest, {
+  name: "request-reminder",
+  emits: [ReminderRequested],
+  handle: (m) => Effect.succeed([ReminderRequested.make(m.payload)])
+})
+export const cancelReminder = Handler.handler(ReminderCancel, { name: "cancel-reminder", emits: [], handle: () => Effect.succeed([Timer.cancel("reminder")]) })
+export const remind = Processor.make(ReminderRequested, {
+  name: "remind",
+  emits: [ReminderDue],
+  process: (fact) =>
+    Effect.succeed([Timer.schedule({ name: "reminder", after: { seconds: fact.data.after_s }, fact: ReminderDue.make({ note: fact.data.note }) })])
+})
+export const acknowledgeReminder = Processor.make(ReminderDue, {
+  name: "acknowledge-reminder",
+  emits: [ReminderAcknowledged],
+  process: (fact) => Effect.succeed([ReminderAcknowledged.make({ note: fact.data.note })])
+})
+
 export const testModule = Module.make("test", {
-  handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower, requestProbe, sloppy, fixable],
-  processors: [probeProcessor],
+  handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower, requestProbe, sloppy, fixable, requestReminder, cancelReminder],
+  processors: [probeProcessor, remind, acknowledgeReminder],
   projections: [fragileProjection]
 })
