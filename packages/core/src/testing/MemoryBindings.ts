@@ -190,6 +190,15 @@ export class MemoryLedgerShard implements LedgerShardRpc {
   async relayNow(): Promise<number> {
     return this.storage.outboxSize()
   }
+  /** What the Durable Object's alarm does for timers at `now` (ms): fires every due timer; returns the facts appended. */
+  async fireTimers(now: number): Promise<ReadonlyArray<Fact>> {
+    const fired: Array<Fact> = []
+    for (;;) {
+      const { facts, more } = await this.storage.fireDue(now)
+      fired.push(...facts)
+      if (!more) return fired
+    }
+  }
 }
 
 /** A `DurableObjectNamespace` of in-memory ledger shards, by name (the part the ledger calls). `shards` holds every shard created so far. */

@@ -5,9 +5,11 @@ import * as FactDefinition from "../definitions/FactDefinition.js"
 import * as Handler from "../definitions/Handler.js"
 import { PermanentError } from "../failures/Failure.js"
 import * as MessageDefinition from "../definitions/MessageDefinition.js"
+import * as Processor from "../definitions/Processor.js"
 import * as Projection from "../definitions/Projection.js"
+import * as Timer from "../definitions/Timer.js"
 import { fact, message } from "./Builders.js"
-import { DeciderSpec, HandlerSpec, ProjectionSpec, SpecError } from "./Specs.js"
+import { DeciderSpec, HandlerSpec, ProcessorSpec, ProjectionSpec, SpecError } from "./Specs.js"
 
 const Deposit = MessageDefinition.command("account.deposit").version(1, Schema.Struct({ cents: Schema.Int }))
 const Deposited = FactDefinition.make("deposited", Schema.Struct({ cents: Schema.Int, balance: Schema.Int }))
@@ -75,5 +77,56 @@ describe("test kit specs", () => {
   it("builders validate what they build, naming the field", () => {
     expect(() => message(Deposit, { cents: "1" } as never, { subject: "s" })).toThrow(/message\(account.deposit\): payload\.cents/)
     expect(() => fact(Deposited, { cents: 1 } as never)).toThrow(/fact\(deposited\): data\.balance/)
+  })
+
+  describe("timers, on a TestClock", () => {
+    const Issued = FactDefinition.make("invoice_issued", Schema.Struct({ invoice_id: Schema.String }))
+    const Overdue = FactDefinition.make("invoice_overdue", Schema.Struct({ invoice_id: Schema.String }))
+    const markOverdue = Processor.make(Issued, {
+      name: "mark-overdue",
+      emits: [Overdue],
+      process: ({ data }) => Effect.succeed([Timer.schedule({ name: "overdue", after: "30 days", fact: Overdue.make({ invoice_id: data.invoice_id }) })])
+    })
+    const issued = fact(Issued, { invoice_id: "inv-1" }, { stream: "inv-1" })
+
+    it("a processor's timer is recorded in the stream, 30 days after its fact", async () => {
+      await ProcessorSpec.for(markOverdue).when(issued).then([Timer.schedule({ name: "overdue", after: "30 days", fact: Overdue.make({ invoice_id: "inv-1" }) })])
+      const { facts } = await ProcessorSpec.for(markOverdue).when(issued).result()
+      expect(facts.map((f) => [f.type, f.data])).toEqual([
+        ["timer_scheduled", { name: "overdue", fire_at: new Date(Date.parse(issued.created_at) + 30 * 86_400_000).toISOString(), fact: { type: "invoice_overdue", data: { invoice_id: "inv-1" } } }]
+      ])
+    })
+
+    it("after(duration) moves the clock on and shows what the timers appended, once", async () => {
+      await ProcessorSpec.for(markOverdue).when(issued).after("29 days").then([])
+      await ProcessorSpec.for(markOverdue).when(issued).after("30 days").then([Overdue.make({ invoice_id: "inv-1" })])
+      const { facts } = await ProcessorSpec.for(markOverdue).when(issued).after("31 days").result()
+      expect(facts.map((f) => [f.type, f.caused_by, f.created_at])).toEqual([
+        ["invoice_overdue", "timer:overdue", new Date(Date.parse(issued.created_at) + 31 * 86_400_000).toISOString()]
+      ])
+      await expect(ProcessorSpec.for(markOverdue).when(issued).after("30 days").then([])).rejects.toThrow(/mark-overdue's timers after "30 days" appended other facts than expected/)
+    })
+
+    it("a cancel drops the pending timer; a timer's fact must be declared", async () => {
+      const Paid = FactDefinition.make("invoice_paid", Schema.Struct({ invoice_id: Schema.String }))
+      const issueAndPay = Processor.make(Issued, {
+        name: "issue-and-pay",
+        emits: [Overdue, Paid],
+        process: ({ data }) => Effect.succeed([
+          Timer.schedule({ name: "overdue", after: "30 days", fact: Overdue.make(data) }),
+          Paid.make(data),
+          Timer.cancel("overdue")
+        ])
+      })
+      await ProcessorSpec.for(issueAndPay).when(issued).after("60 days").then([])
+      const sloppy = Processor.make(Issued, {
+        name: "sloppy-timer",
+        emits: [],
+        process: ({ data }) => Effect.succeed([Timer.schedule({ name: "overdue", after: "1 day", fact: Overdue.make(data) }) as never])
+      })
+      await ProcessorSpec.for(sloppy).when(issued).thenFails(/sloppy-timer returned a fact of type "invoice_overdue"/, { permanent: true })
+      expect(() => Timer.schedule({ name: "overdue", after: "soon" as never, fact: Overdue.make({ invoice_id: "x" }) })).toThrow(/not a finite, non-negative duration/)
+      expect(() => Timer.cancel("Over Due")).toThrow(/timer name "Over Due" is not valid/)
+    })
   })
 })

@@ -7,6 +7,7 @@
  * await DeciderSpec.for(decideDispute).given([charge]).when(dispute).then([Refund.make({ … })])
  * await HandlerSpec.for(recordOutcome).when(completed).thenFails(/subject/)
  * await ProcessorSpec.for(qualifyCall).when(outcome).then([Qualification.make({ … }), Charge.make({ … })])
+ * await ProcessorSpec.for(markOverdue).when(issued).after("30 days").then([InvoiceOverdue.make({ … })])
  * await ProjectionSpec.for(buyerBudgets).given([charge, refund]).then([{ buyer_id: "b1", spent_cents: 0, … }])
  * ```
  *
@@ -14,8 +15,14 @@
  * processor's message delivered a second time appends nothing more, and a
  * projection gives the same rows when every fact is applied twice and when
  * the facts arrive in reverse order.
+ *
+ * Time in a processor spec is a `TestClock` set to the fact's `created_at`:
+ * `after(duration)` moves it on by `duration` and fires the timers then due,
+ * as the ledger shard's alarm would (twice, to check they fire once), and its
+ * `then` expects the facts those timers appended.
  */
-import { Effect, Result } from "effect"
+import { Clock, type Duration, Effect, Result } from "effect"
+import { TestClock } from "effect/testing"
 import type { Envelope, Fact } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"
@@ -23,6 +30,7 @@ import type { NewFact } from "../definitions/FactDefinition.js"
 import type * as Handler from "../definitions/Handler.js"
 import * as Module from "../definitions/Module.js"
 import type * as Processor from "../definitions/Processor.js"
+import * as Timer from "../definitions/Timer.js"
 import * as Projection from "../definitions/Projection.js"
 import * as FactId from "../ledger/FactId.js"
 import * as StableJson from "../ledger/StableJson.js"
@@ -64,13 +72,15 @@ abstract class Run {
   private outcome: Promise<Result_> | undefined
   protected abstract execute(): Promise<Result_>
   protected abstract readonly what: string
+  /** The cause's `created_at`, from which the `after` of expected timer requests counts. */
+  protected abstract readonly timeBase: string
   /** The outcome and the facts the message or fact caused, for assertions of your own. */
   result(): Promise<Result_> {
     return (this.outcome ??= this.execute())
   }
 
   /** Expects exactly these facts (type and data, in order) to be appended, and the message to succeed. */
-  then(expected: ReadonlyArray<NewFact<string, unknown>>): Promise<void> {
+  then(expected: ReadonlyArray<NewFact<string, unknown> | Timer.Request>): Promise<void> {
     if (typeof expected === "function") {
       // Awaited by mistake as a promise (`await spec.when(m)`): behave like `result()`.
       return this.result().then(expected as never, arguments[1] as never)
@@ -80,7 +90,7 @@ abstract class Run {
         throw new SpecError(`expected ${this.what} to append facts, but it failed (${kindOf(outcome.failure)}): ${outcome.failure.message}`)
       }
       const actual = drafts(facts)
-      const wanted = drafts(expected)
+      const wanted = drafts(expected.map((d) => Timer.record(d, this.timeBase)))
       if (!same(actual, wanted)) throw new SpecError(`${this.what} appended other facts than expected`, actual, wanted)
     })
   }
@@ -132,8 +142,10 @@ const readStream = (platform: TestPlatform.TestPlatform, tenant_id: string, stre
 
 class HandlerRun extends Run {
   protected readonly what: string
+  protected readonly timeBase: string
   constructor(private readonly handler: Handler.Any, private readonly given: Given, private readonly message: Envelope) {
     super()
+    this.timeBase = message.created_at
     this.what = `${handler._tag === "Decider" ? "decider" : "handler"} ${handler.name}`
   }
   protected async execute(): Promise<Result_> {
@@ -174,33 +186,52 @@ export const DeciderSpec = { for: (decider: Handler.Decider<any, any, any, any>)
 
 class ProcessorRun extends Run {
   protected readonly what: string
-  constructor(private readonly processor: Processor.Any, private readonly parent: Fact) {
+  protected readonly timeBase: string
+  constructor(private readonly processor: Processor.Any, private readonly parent: Fact, private readonly elapsed?: Duration.Input) {
     super()
-    this.what = `processor ${processor.name}`
+    this.what = elapsed === undefined ? `processor ${processor.name}` : `processor ${processor.name}'s timers after ${JSON.stringify(elapsed)}`
+    this.timeBase = parent.created_at
+  }
+  /** The facts the processor's timers append once `duration` has passed since the fact (a `TestClock` moved on). */
+  after(duration: Duration.Input): Run {
+    return new ProcessorRun(this.processor, this.parent, duration)
   }
   protected async execute(): Promise<Result_> {
-    const { processor, parent } = this
+    const { processor, parent, elapsed, what } = this
     const platform = TestPlatform.make([Module.make("spec", { processors: [processor] })], { requireEmitters: false })
     await appendGiven(platform, parent.tenant_id, parent.stream, [parent])
-    const deliver = () =>
-      platform.run(ProcessingConsumer.process([{ key: "fact", value: { fact: parent } }])).then((o) => o.get("fact") ?? Consumer.done)
-    const outcome = await deliver()
-    const first = await readStream(platform, parent.tenant_id, parent.stream)
-    if (Result.isSuccess(outcome)) {
-      const again = await deliver()
-      const second = await readStream(platform, parent.tenant_id, parent.stream)
-      if (Result.isFailure(again) || second.version !== first.version) {
-        throw new SpecError(`${this.what} is not idempotent: delivering the same fact again ${Result.isSuccess(again) ? "appended more facts" : `failed: ${errorOf(again)}`}`, second.version, first.version)
+    const read = Effect.flatMap(Effect.service(Ledger), (ledger) => ledger.read({ tenant_id: parent.tenant_id, stream: parent.stream }))
+    const deliver = Effect.map(ProcessingConsumer.process([{ key: "fact", value: { fact: parent } }]), (o) => o.get("fact") ?? Consumer.done)
+    const fire = Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.promise(() => Promise.all([...platform.ledger.shards.values()].map((shard) => shard.fireTimers(now)))))
+    return platform.run(Effect.gen(function*() {
+      // The clock stands at the fact's time: a timer's `after` counts from there.
+      yield* TestClock.setTime(Date.parse(parent.created_at))
+      const outcome = yield* deliver
+      const first = yield* read
+      if (Result.isSuccess(outcome)) {
+        const again = yield* deliver
+        const second = yield* read
+        if (Result.isFailure(again) || second.version !== first.version) {
+          throw new SpecError(`${what} is not idempotent: delivering the same fact again ${Result.isSuccess(again) ? "appended more facts" : `failed: ${errorOf(again)}`}`, second.version, first.version)
+        }
       }
-    }
-    return { outcome, facts: first.facts.filter((f) => f.causation_id === parent.fact_id && f.caused_by === processor.name) }
+      const caused = first.facts.filter((f) => f.causation_id === parent.fact_id && f.caused_by === processor.name)
+      if (elapsed === undefined || Result.isFailure(outcome)) return { outcome, facts: caused }
+      yield* TestClock.adjust(elapsed)
+      yield* fire
+      const fired = yield* read
+      yield* fire
+      if ((yield* read).version !== fired.version) throw new SpecError(`${what}: a timer fired twice`)
+      const timers = new Set(caused.filter((f) => f.type === Timer.scheduledType).map((f) => f.fact_id))
+      return { outcome, facts: fired.facts.filter((f) => timers.has(f.causation_id)) }
+    }).pipe(Effect.provide(TestClock.layer())))
   }
 }
 
 export const ProcessorSpec = {
   for: (processor: Processor.Any) => ({
-    /** The fact the processor receives (`fact(Outcome, data, { stream })`). */
-    when: (fact: Fact): Run => new ProcessorRun(processor, fact)
+    /** The fact the processor receives (`fact(Outcome, data, { stream })`); `.after(duration)` for what its timers append. */
+    when: (fact: Fact): Run & { readonly after: (duration: Duration.Input) => Run } => new ProcessorRun(processor, fact)
   })
 }
 
