@@ -20,7 +20,7 @@
  */
 import { DurableObject } from "cloudflare:workers"
 import { Clock, Effect } from "effect"
-import { Bindings, type LedgerProtocol, LedgerStorage, LedgerTopology, OutboxRelay, PayloadStore, QueueGroups, Settings } from "@factline/core"
+import { Bindings, type LedgerProtocol, LedgerStorage, LedgerTopology, OutboxRelay, PayloadStore, QueueGroups, RetryPolicy, Settings } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import type { PlatformEnv } from "./Env.js"
 import { shardRuntime, type ShardRuntime } from "./Services.js"
@@ -101,7 +101,8 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   /** Appends the facts of the timers due now, with their outbox rows: the drain that follows relays them. */
   private async fireTimers(): Promise<void> {
     try {
-      await this.ledger.fireDue(await this.runtime.runPromise(Clock.currentTimeMillis))
+      // To every fact queue: whether anything listens to the fact's type is the code's of the day it fires, not the day it was set.
+      await this.ledger.fireDue(await this.runtime.runPromise(Clock.currentTimeMillis), RetryPolicy.factQueues)
     } catch (error) {
       // The timers stay pending: the alarm comes back for them (armNextTimer after the drain).
       await this.runtime.runPromise(Effect.logError(`firing timers failed: ${error instanceof Error ? error.message : String(error)}`))

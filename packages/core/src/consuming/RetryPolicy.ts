@@ -70,6 +70,9 @@ export const all: ReadonlyArray<RetryPolicy> = [events, projections, factProcess
  */
 export const deadLetterConsumer = { maxBatchSize: 100, maxBatchTimeoutSeconds: 5, maxRetries: 10, spillFromAttempt: 8 } as const
 
+/** The queues a fact is relayed to (those that listen to its type decide what to do with it). */
+export const factQueues: ReadonlyArray<string> = [projections.queue, factProcessing.queue, webhooks.queue]
+
 /** The policy of a queue by name (a grouped purpose's group queue `factline-events-3` too), or of the queue a DLQ belongs to. */
 export const forQueue = (queue: string): RetryPolicy | undefined =>
   all.find((p) => p.queue === queue || p.deadLetterQueue === queue || (p.grouped && new RegExp(`^${p.queue}-(0|[1-9][0-9]*)$`).test(queue)))

@@ -88,16 +88,3 @@ export const record = (draft: NewFact<string, unknown> | Request, base: string):
   const fireAt = draft.at ?? new Date(Date.parse(base) + (draft.afterMs ?? 0)).toISOString()
   return { type: scheduledType, data: { name: draft.name, fire_at: fireAt, fact: { type: draft.fact.type, data: draft.fact.data } } }
 }
-
-/**
- * Where each timer scheduled among these drafts relays its fact when it fires, by the `timer_scheduled`
- * fact's id: what the ledger shard (which runs no registry) needs to relay it. Undefined when none is.
- */
-export const routes = (
-  drafts: ReadonlyArray<{ readonly fact_id: string; readonly type: string; readonly data: unknown }>,
-  destinationsFor: (factType: string) => ReadonlyArray<string>
-): Readonly<Record<string, ReadonlyArray<string>>> | undefined => {
-  const scheduled = drafts.filter((d) => d.type === scheduledType)
-  if (scheduled.length === 0) return undefined
-  return Object.fromEntries(scheduled.map((d) => [d.fact_id, destinationsFor((d.data as { fact: { type: string } }).fact.type)]))
-}

@@ -32,11 +32,6 @@ export interface AppendGroup extends StreamKey {
   /** Optimistic concurrency: append only if the stream is exactly at this version. */
   readonly expected_version?: number
   readonly facts: ReadonlyArray<FactDraft>
-  /**
-   * Timers: for each `timer_scheduled` fact of the group, by its id, the queues its fact is relayed to when it
-   * fires (the registry's destinations; the shard runs no registry). Projections only when absent.
-   */
-  readonly timers?: Readonly<Record<string, ReadonlyArray<string>>>
 }
 
 export type AppendResult =

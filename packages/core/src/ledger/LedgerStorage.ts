@@ -61,7 +61,6 @@ const schema = [
     stream TEXT NOT NULL,
     name TEXT NOT NULL,
     fire_at INTEGER NOT NULL,
-    destinations TEXT NOT NULL,
     status TEXT NOT NULL,
     settled_by TEXT
   )`,
@@ -69,8 +68,6 @@ const schema = [
   `CREATE UNIQUE INDEX IF NOT EXISTS timers_pending_name ON timers (tenant_id, stream, name) WHERE status = 'pending'`
 ]
 
-/** Where a timer's fact goes when its schedule did not say (a fact appended outside a consumer): the facts copy. */
-const defaultTimerDestinations: ReadonlyArray<string> = ["factline-projections"]
 /** Timers fired per `fireDue` call; the alarm comes back at once while more are due. */
 export const timersPerRun = 100
 
@@ -82,8 +79,6 @@ export interface TimerRow extends Record<string, SqlStorageValue> {
   name: string
   /** Milliseconds since the epoch. */
   fire_at: number
-  /** JSON array of queue names. */
-  destinations: string
   status: "pending" | "fired" | "cancelled" | "replaced"
   /** The fact that fired, cancelled or replaced it. */
   settled_by: string | null
@@ -155,8 +150,11 @@ export interface LedgerStorage {
   readonly exists: () => boolean
   /** The earliest `fire_at` (ms) of a pending timer, if any. */
   readonly nextTimerAt: () => number | undefined
-  /** Fires the timers due at `now` (ms): appends their facts and outbox rows, once each. */
-  readonly fireDue: (now: number) => Promise<Fired>
+  /**
+   * Fires the timers due at `now` (ms): appends their facts, once each, with outbox rows for `destinations` —
+   * every fact queue: which of them listen to the fact's type is decided when it arrives, by the code then deployed.
+   */
+  readonly fireDue: (now: number, destinations: ReadonlyArray<string>) => Promise<Fired>
   /** Every timer of a stream (pending and settled), in scheduling order. */
   readonly timers: (key: StreamKey) => ReadonlyArray<TimerRow>
 }
@@ -192,7 +190,7 @@ export const make = (storage: Storage): LedgerStorage => {
   const find = (factId: string): FactRow | undefined => sql.exec<FactRow>("SELECT * FROM facts WHERE fact_id = ?", factId).toArray()[0]
 
   /** Keeps the shard's timers in step with the timer facts just appended (same transaction). */
-  const applyTimerFacts = (group: AppendGroup, facts: ReadonlyArray<Fact>) => {
+  const applyTimerFacts = (facts: ReadonlyArray<Fact>) => {
     for (const fact of facts) {
       if (fact.type !== "timer_scheduled" && fact.type !== "timer_cancelled") continue
       const data = fact.data as { readonly name: string; readonly fire_at?: string }
@@ -203,10 +201,9 @@ export const make = (storage: Storage): LedgerStorage => {
       if (fact.type === "timer_cancelled") continue
       const fireAt = Date.parse(data.fire_at ?? "")
       sql.exec(
-        `INSERT INTO timers (timer_id, tenant_id, stream, name, fire_at, destinations, status) VALUES (?, ?, ?, ?, ?, ?, 'pending')
+        `INSERT INTO timers (timer_id, tenant_id, stream, name, fire_at, status) VALUES (?, ?, ?, ?, ?, 'pending')
          ON CONFLICT (timer_id) DO NOTHING`,
-        fact.fact_id, fact.tenant_id, fact.stream, data.name, Number.isFinite(fireAt) ? fireAt : 0,
-        JSON.stringify(group.timers?.[fact.fact_id] ?? defaultTimerDestinations)
+        fact.fact_id, fact.tenant_id, fact.stream, data.name, Number.isFinite(fireAt) ? fireAt : 0
       )
     }
   }
@@ -263,7 +260,7 @@ export const make = (storage: Storage): LedgerStorage => {
         fact.causation_id, fact.correlation_id, fact.caused_by, fact.created_at, fact.traceparent ?? null
       )
     }
-    applyTimerFacts(group, facts)
+    applyTimerFacts(facts)
     return { status: "appended", version: current + facts.length, facts }
   }
 
@@ -351,7 +348,7 @@ export const make = (storage: Storage): LedgerStorage => {
       ? sql.exec<{ at: number | null }>("SELECT MIN(fire_at) AS at FROM timers WHERE status = 'pending'").one().at ?? undefined
       : undefined
 
-  const fireDue = async (now: number): Promise<Fired> => {
+  const fireDue = async (now: number, destinations: ReadonlyArray<string>): Promise<Fired> => {
     if (!timersReady()) return { facts: [], more: false }
     const due = sql
       .exec<TimerRow & { data: string; correlation_id: string; traceparent: string | null }>(
@@ -386,7 +383,7 @@ export const make = (storage: Storage): LedgerStorage => {
         })
         if (result.status !== "appended" && result.status !== "duplicate") return []
         for (const fact of result.facts) {
-          for (const destination of JSON.parse(timer.destinations) as ReadonlyArray<string>) {
+          for (const destination of destinations) {
             sql.exec(
               "INSERT INTO outbox (fact_id, destination, created_at) VALUES (?, ?, ?) ON CONFLICT (fact_id, destination) DO NOTHING",
               fact.fact_id, destination, createdAt

@@ -8,7 +8,7 @@
  * Derived facts inherit the parent's trace (same trace-id, a new parent-id).
  * Timer requests a processor returns are recorded as `timer_scheduled` /
  * `timer_cancelled` facts among the derived ones (`after` counts from the
- * parent fact's `created_at`), with where each timer's fact is relayed.
+ * parent fact's `created_at`).
  * No inbox: a redelivered fact derives the same ids, which the ledger already
  * holds. Replayed facts (from a rebuild) are acknowledged without running
  * anything: a rebuild never re-triggers processors.
@@ -58,8 +58,7 @@ export const process = Effect.fn("ProcessingConsumer.process")(function*(items: 
         drafts.push(...derived)
       }
       if (drafts.length === 0) return void outcomes.set(key, Consumer.done)
-      const timers = Timer.routes(drafts, registry.destinationsFor)
-      groups.push({ key, group: { tenant_id: fact.tenant_id, stream: fact.stream, facts: drafts, ...(timers && { timers }) } })
+      groups.push({ key, group: { tenant_id: fact.tenant_id, stream: fact.stream, facts: drafts } })
     }), { concurrency: "unbounded", discard: true })
 
   const toRelay = new Map<string, ReadonlyArray<Fact>>()

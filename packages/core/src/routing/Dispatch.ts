@@ -28,7 +28,7 @@ import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"
 import * as FactRelay from "../relay/FactRelay.js"
 import type * as Handler from "../definitions/Handler.js"
-import { Registry, type Routed, runDeclared } from "../registry/Registry.js"
+import { type Routed, runDeclared } from "../registry/Registry.js"
 import * as Timer from "../definitions/Timer.js"
 
 export const maxDecideRounds = 5
@@ -150,12 +150,6 @@ const appendAll = Effect.fn("Dispatch.appendAll")(function*(
   now: string
 ) {
   const ledger = yield* Ledger
-  const registry = yield* Registry
-  /** Each group with where its timers' facts go when they fire. */
-  const routed = (group: AppendGroup): AppendGroup => {
-    const timers = Timer.routes(group.facts, registry.destinationsFor)
-    return timers === undefined ? group : { ...group, timers }
-  }
   let pending = decided
   let deciderGroups: Array<{ key: string; group: AppendGroup }> = []
   if (pending.length > 0) {
@@ -165,7 +159,7 @@ const appendAll = Effect.fn("Dispatch.appendAll")(function*(
   }
   let groups = [...plainGroups, ...deciderGroups]
   for (let round = 1; groups.length > 0; round++) {
-    const appended = yield* Effect.result(ledger.append(groups.map((g) => routed(g.group))))
+    const appended = yield* Effect.result(ledger.append(groups.map((g) => g.group)))
     if (Result.isFailure(appended)) return progress.fail(groups.map((g) => g.key), appended.failure.message)
     const conflicted = new Set<string>()
     appended.success.forEach((result: AppendOutcome, i) => {

@@ -25,6 +25,7 @@ import type { LedgerShardNamespace } from "../ledger/LedgerNamespace.js"
 import type { AppendGroup, AppendResult, Handover, LedgerShardRpc, ReadOptions, ShardCursor, StreamKey, StreamState } from "../ledger/LedgerProtocol.js"
 import * as LedgerStorage from "../ledger/LedgerStorage.js"
 import type { Bucket, BucketObject } from "../platform/Bindings.js"
+import * as RetryPolicy from "../consuming/RetryPolicy.js"
 
 type Param = string | number | bigint | null | Uint8Array
 
@@ -194,7 +195,7 @@ export class MemoryLedgerShard implements LedgerShardRpc {
   async fireTimers(now: number): Promise<ReadonlyArray<Fact>> {
     const fired: Array<Fact> = []
     for (;;) {
-      const { facts, more } = await this.storage.fireDue(now)
+      const { facts, more } = await this.storage.fireDue(now, RetryPolicy.factQueues)
       fired.push(...facts)
       if (!more) return fired
     }

@@ -107,6 +107,31 @@ describe("test kit specs", () => {
       await expect(ProcessorSpec.for(markOverdue).when(issued).after("30 days").then([])).rejects.toThrow(/mark-overdue's timers after "30 days" appended other facts than expected/)
     })
 
+    it("a handler's timer counts from its message's time, or is set at a given time", async () => {
+      const Issue = MessageDefinition.command("invoice.issue").version(1, Schema.Struct({ invoice_id: Schema.String }))
+      const issue = Handler.handler(Issue, {
+        name: "issue-invoice",
+        emits: [Issued, Overdue],
+        handle: (m) => Effect.succeed([
+          Issued.make(m.payload),
+          Timer.schedule({ name: "overdue", after: { days: 30 }, fact: Overdue.make(m.payload) }),
+          Timer.schedule({ name: "reminder", at: "2026-03-01T00:00:00Z", fact: Overdue.make(m.payload) })
+        ])
+      })
+      const sent = message(Issue, { invoice_id: "inv-2" }, { subject: "inv-2", createdAt: "2026-01-10T00:00:00.000Z" })
+      const { facts } = await HandlerSpec.for(issue).when(sent).result()
+      expect(facts.map((f) => [f.type, (f.data as { fire_at?: string }).fire_at])).toEqual([
+        ["invoice_issued", undefined],
+        ["timer_scheduled", "2026-02-09T00:00:00.000Z"],
+        ["timer_scheduled", "2026-03-01T00:00:00.000Z"]
+      ])
+      await HandlerSpec.for(issue).when(sent).then([
+        Issued.make({ invoice_id: "inv-2" }),
+        Timer.schedule({ name: "overdue", after: "30 days", fact: Overdue.make({ invoice_id: "inv-2" }) }),
+        Timer.schedule({ name: "reminder", at: new Date("2026-03-01T00:00:00Z"), fact: Overdue.make({ invoice_id: "inv-2" }) })
+      ])
+    })
+
     it("a cancel drops the pending timer; a timer's fact must be declared", async () => {
       const Paid = FactDefinition.make("invoice_paid", Schema.Struct({ invoice_id: Schema.String }))
       const issueAndPay = Processor.make(Issued, {
