@@ -31,6 +31,9 @@ export const handoverDelayMs = 1_000
 
 export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerProtocol.LedgerShardRpc {
   private readonly ledger: LedgerStorage.LedgerStorage
+  /** Firing failures in a row (this instance): while they last, due timers are retried with the relay's backoff, not at once. */
+  private timerFailures = 0
+  private timerRetryAt = 0
 
   constructor(ctx: DurableObjectState, env: PlatformEnv) {
     super(ctx, env)
@@ -100,24 +103,35 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
 
   /** Appends the facts of the timers due now, with their outbox rows: the drain that follows relays them. */
   private async fireTimers(): Promise<void> {
+    const now = await this.runtime.runPromise(Clock.currentTimeMillis)
     try {
       // To every fact queue: whether anything listens to the fact's type is the code's of the day it fires, not the day it was set.
-      await this.ledger.fireDue(await this.runtime.runPromise(Clock.currentTimeMillis), RetryPolicy.factQueues)
+      await this.ledger.fireDue(now, RetryPolicy.factQueues)
+      this.timerFailures = 0
+      this.timerRetryAt = 0
     } catch (error) {
-      // The timers stay pending: the alarm comes back for them (armNextTimer after the drain).
-      await this.runtime.runPromise(Effect.logError(`firing timers failed: ${error instanceof Error ? error.message : String(error)}`))
+      // The timers stay pending: the alarm comes back for them, with backoff (nextTimerAlarm).
+      this.timerFailures++
+      this.timerRetryAt = now + relayBackoffMs(this.timerFailures)
+      await this.runtime.runPromise(Effect.logError(`firing timers failed (${this.timerFailures} in a row): ${error instanceof Error ? error.message : String(error)}`))
     }
+  }
+
+  /** When the alarm should come back for the timers: the next one's time, not before a failed firing's backoff. */
+  private nextTimerAlarm(): number | undefined {
+    const next = this.ledger.nextTimerAt()
+    return next === undefined ? undefined : Math.max(next, this.timerRetryAt)
   }
 
   /** Moves the alarm to the next pending timer's time if that is earlier. */
   private async armNextTimer() {
-    const next = this.ledger.nextTimerAt()
+    const next = this.nextTimerAlarm()
     if (next === undefined) return
     const current = await this.ctx.storage.getAlarm()
     if (current === null || current > next) await this.ctx.storage.setAlarm(next)
   }
 
-  /** Relays the outbox; on success removes the alarm, on failure re-arms it with backoff. */
+  /** Relays the outbox; on success sets the alarm to the next timer (or removes it), on failure re-arms it with backoff. */
   private async drain(): Promise<void> {
     try {
       const result = await OutboxRelay.relay(this.ledger, await this.runtime.runPromise(this.targets()))
@@ -128,7 +142,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
       // Checked right before deleting, with no await in between: a handover that wrote rows since is seen here.
       if (this.ledger.outboxSize() > 0 || result.remaining > 0) await this.arm(0)
       else {
-        const next = this.ledger.nextTimerAt()
+        const next = this.nextTimerAlarm()
         if (next === undefined) await this.ctx.storage.deleteAlarm()
         else await this.ctx.storage.setAlarm(next)
       }
