@@ -7,7 +7,8 @@
  * `causation_id` and its `correlation_id`, so a re-delivered fact derives
  * nothing new. A processor is a pure Effect over the typed fact; it declares
  * what it emits like a handler does; failures are typed like handlers'
- * (`TransientError` | `PermanentError`).
+ * (`TransientError` | `PermanentError`), and its requirement (`Services`, the
+ * Effect's `R`) is provided by its module's `layer`, as a handler's is.
  */
 import type { Effect } from "effect"
 import type * as FactDefinition from "./FactDefinition.js"
@@ -16,26 +17,30 @@ import * as Naming from "./Naming.js"
 
 type Defs = ReadonlyArray<FactDefinition.Any>
 
-export interface Processor<T extends string = string, D = any, E extends Defs = Defs> {
+/** `Services` is the Effect requirement (`R`) of `process`: what its module's layer must provide. */
+export interface Processor<T extends string = string, D = any, E extends Defs = Defs, Services = never> {
   readonly _tag: "Processor"
   readonly name: string
   /** The fact type it listens to. */
   readonly factType: T
   readonly fact: FactDefinition.FactDefinition<T, D>
   readonly emits: E
-  readonly process: (fact: FactDefinition.StoredFact<T, D>) => Effect.Effect<ReadonlyArray<FactDefinition.DraftOf<E>>, HandlerError>
+  readonly process: (fact: FactDefinition.StoredFact<T, D>) => Effect.Effect<ReadonlyArray<FactDefinition.DraftOf<E>>, HandlerError, Services>
 }
 
-export type Any = Processor<any, any, any>
+export type Any = Processor<any, any, any, any>
 
-export const make = <T extends string, D, const E extends Defs>(
+/** The services a processor requires (its Effect's `R`). */
+export type ServicesOf<P> = P extends Processor<any, any, any, infer S> ? S : never
+
+export const make = <T extends string, D, const E extends Defs, Services = never>(
   fact: FactDefinition.FactDefinition<T, D>,
   options: {
     readonly name: string
     readonly emits: E
-    readonly process: (fact: FactDefinition.StoredFact<T, D>) => Effect.Effect<ReadonlyArray<FactDefinition.DraftOf<E>>, HandlerError>
+    readonly process: (fact: FactDefinition.StoredFact<T, D>) => Effect.Effect<ReadonlyArray<FactDefinition.DraftOf<E>>, HandlerError, Services>
   }
-): Processor<T, D, E> => {
+): Processor<T, D, E, Services> => {
   Naming.check("processor", options.name)
   return { _tag: "Processor", name: options.name, factType: fact.type, fact, emits: options.emits, process: options.process }
 }
