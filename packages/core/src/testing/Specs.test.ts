@@ -3,7 +3,7 @@ import { integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core"
 import { describe, expect, it } from "vitest"
 import * as FactDefinition from "../definitions/FactDefinition.js"
 import * as Handler from "../definitions/Handler.js"
-import { PermanentError } from "../failures/Failure.js"
+import { PermanentError, TransientError } from "../failures/Failure.js"
 import * as MessageDefinition from "../definitions/MessageDefinition.js"
 import * as Module from "../definitions/Module.js"
 import * as Processor from "../definitions/Processor.js"
@@ -124,6 +124,14 @@ describe("test kit specs", () => {
       if (Result.isSuccess(outcome)) throw new Error("expected a failure")
       expect(outcome.failure).toMatchObject({ reason: "defect", retryable: true, budget: { maxAttempts: 3 }, message: "TypeError: cannot read properties of undefined (reading 'cents')" })
       expect(outcome.failure.defectStack).toMatch(/^TypeError: cannot read properties of undefined[\s\S]*Specs\.test\.ts/)
+      // An Effect.die is a defect too; a typed TransientError is not (it keeps the queue's own budget, no stack).
+      const dies = Handler.handler(Oops, { name: "dies", emits: [], handle: () => Effect.die(new RangeError("no rate for EUR")) })
+      await HandlerSpec.for(dies).when(message(Oops, {}, { subject: "s" })).thenFails("RangeError: no rate for EUR", { permanent: false })
+      const died = (await HandlerSpec.for(dies).when(message(Oops, {}, { subject: "s" })).result()).outcome
+      expect(Result.isFailure(died) && [died.failure.reason, died.failure.defectStack?.split("\n")[0]]).toEqual(["defect", "RangeError: no rate for EUR"])
+      const transient = Handler.handler(Oops, { name: "transient", emits: [], handle: () => Effect.fail(new TransientError({ message: "busy" })) })
+      const retried = (await HandlerSpec.for(transient).when(message(Oops, {}, { subject: "s" })).result()).outcome
+      expect(Result.isFailure(retried) && [retried.failure.reason, retried.failure.budget, retried.failure.defectStack]).toEqual(["retries_exhausted", undefined, undefined])
     })
   })
 })
