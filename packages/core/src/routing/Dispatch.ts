@@ -14,6 +14,8 @@
  * by their shard's outbox. Stream identity is `tenant/subject`, never the shard.
  * The facts of a decision carry the message's trace (a new parent-id for the
  * decision); a redelivery that finds them stored keeps the stored trace.
+ * Each decision runs with its module's services (`Registry.runDeclared`:
+ * the module's layer, built once per isolate by ModuleLayers).
  */
 import { Clock, Effect, Exit, Result } from "effect"
 import { type Fact, TraceContext } from "@factline/schemas"
