@@ -119,6 +119,7 @@ export const ${camel} = Module.make("${name}", {
   handlers: [record${pascal}],
   processors: [qualify${pascal}],
   projections: [${camel}Projection]
+  // layer: the services its handlers and processors require (docs/product-teams.md#handlers-with-services)
 })
 `
 }

@@ -2,14 +2,17 @@
  * The calls module's logic, specified in plain Node with the test kit: the decider, the handler, the
  * processor and both projections. Each spec runs on the in-memory platform (the real dispatch, ledger and
  * projection SQL), and also checks that a redelivery appends nothing and that projections are order- and
- * duplicate-proof.
+ * duplicate-proof. The processor requires the module's `Pricing` service: each spec gives it a layer, the
+ * live one or a test rate card.
  */
+import { Effect, Layer } from "effect"
 import { describe, it } from "vitest"
 import { DeciderSpec, HandlerSpec, ProcessorSpec, ProjectionSpec, fact, message } from "@factline/core/testing"
 import {
   buyerBudgetsProjection, CallCompleted, CallDispute, callsProjection, Charge, decideDispute, DisputeRejected, Outcome, qualifyCall,
   Qualification, recordOutcome, Refund
 } from "../src/calls/Calls.js"
+import { Pricing } from "../src/calls/Pricing.js"
 
 const money = { call_id: "c1", buyer_id: "b1", amount_cents: 250, currency: "EUR" }
 const dispute = (subject = "c1") => message(CallDispute, { call_id: "c1", reason: "never connected" }, { subject })
@@ -44,16 +47,34 @@ describe("record-outcome", () => {
 })
 
 describe("qualify-call", () => {
-  it("qualifies and charges a call of at least a minute", () =>
-    ProcessorSpec.for(qualifyCall).when(fact(Outcome, { call_id: "c1", buyer_id: "b1", duration_s: 60, price_cents: 250, currency: "EUR" }, { stream: "c1" })).then([
+  const outcome = (buyer_id: string, duration_s: number) => fact(Outcome, { call_id: "c1", buyer_id, duration_s, price_cents: 250, currency: "EUR" }, { stream: "c1" })
+
+  it("qualifies and charges a call of at least a minute its listed price (the module's live pricing)", () =>
+    ProcessorSpec.for(qualifyCall, { layer: Pricing.layer }).when(outcome("b1", 60)).then([
       Qualification.make({ call_id: "c1", qualified: true }),
       Charge.make(money)
     ]))
 
   it("does not charge a shorter call", () =>
-    ProcessorSpec.for(qualifyCall).when(fact(Outcome, { call_id: "c1", buyer_id: "b1", duration_s: 59, price_cents: 250, currency: "EUR" }, { stream: "c1" })).then([
+    ProcessorSpec.for(qualifyCall, { layer: Pricing.layer }).when(outcome("b1", 59)).then([
       Qualification.make({ call_id: "c1", qualified: false })
     ]))
+
+  /** A test rate card in place of the module's pricing: buyer b-half pays half, everyone else the listed price. */
+  const HalfPriceForOneBuyer = Layer.succeed(Pricing, Pricing.of({
+    chargeFor: (call) => Effect.succeed(call.buyer_id === "b-half" ? Math.round(call.price_cents / 2) : call.price_cents)
+  }))
+
+  it("charges what the pricing service says (a test layer in place of the module's)", async () => {
+    await ProcessorSpec.for(qualifyCall, { layer: HalfPriceForOneBuyer }).when(outcome("b-half", 90)).then([
+      Qualification.make({ call_id: "c1", qualified: true }),
+      Charge.make({ ...money, buyer_id: "b-half", amount_cents: 125 })
+    ])
+    await ProcessorSpec.for(qualifyCall, { layer: HalfPriceForOneBuyer }).when(outcome("b1", 90)).then([
+      Qualification.make({ call_id: "c1", qualified: true }),
+      Charge.make(money)
+    ])
+  })
 })
 
 describe("projections", () => {

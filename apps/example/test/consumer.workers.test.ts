@@ -1,7 +1,7 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { RetryPolicy } from "@factline/core"
+import { Failure, RetryPolicy } from "@factline/core"
 import type { PlatformEnv } from "@factline/workers"
 import { drain } from "./Drain.js"
 import { callCompleted, deadMessages, readStream, shardKeyOf, unique } from "./helpers.js"
@@ -158,7 +158,7 @@ describe("consumer runtime", () => {
   })
 
   it("a burst of transient failures is retried spread over the delay's upper half, not as one burst", async () => {
-    const burst = Array.from({ length: 40 }, () => envelope("test.thrower.happened", {}))
+    const burst = Array.from({ length: 40 }, () => envelope("test.broken.happened", {}))
     const { batch, result, delays } = await deliver(burst, { env: { ...testEnv, FACTLINE_RETRY_DELAY_SCALE: "1" } })
     expect(result.retryMessages).toHaveLength(40)
     const byId = new Map(result.retryMessages.map((r, i) => [r.msgId, delays[i]!]))
@@ -215,12 +215,13 @@ describe("consumer runtime", () => {
     expect(rows[0]).toMatchObject({ reason: "permanent_failure", attempts: 1, last_error: "this can never succeed" })
   })
 
-  it("a handler that throws only fails its own message, transiently", async () => {
+  it("a handler that throws only fails its own message, retried on the defect budget's short delay (defects.workers.test.ts)", async () => {
     const throwing = envelope("test.thrower.happened", {})
     const good = callCompleted()
     const { batch, result, delays } = await deliver([throwing, good], { env: { ...testEnv, FACTLINE_RETRY_DELAY_SCALE: "1" } })
     expect(result.retryMessages.map((r) => r.msgId)).toEqual([batch.messages[0]!.id])
-    expect(delays).toEqual([RetryPolicy.delay(RetryPolicy.events, 1, RetryPolicy.jitterOf(batch.messages[0]!.id, 1))])
+    const defects = { ...RetryPolicy.events, initialDelaySeconds: Failure.defectBudget.initialDelaySeconds, maxDelaySeconds: Failure.defectBudget.maxDelaySeconds }
+    expect(delays).toEqual([RetryPolicy.delay(defects, 1, RetryPolicy.jitterOf(batch.messages[0]!.id, 1))])
     expect(result.explicitAcks).toEqual([batch.messages[1]!.id])
     expect((await readStream("tenant-a", good.subject)).facts[0]!.type).toBe("outcome")
   })

@@ -2,7 +2,7 @@ import { createExecutionContext, createMessageBatch, getQueueResult } from "clou
 import { env } from "cloudflare:workers"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Result } from "effect"
-import { Dispatch, Ledger, LedgerTopology, PayloadStore, QueueProducer, Registry, RetryPolicy, Sql } from "@factline/core"
+import { Dispatch, Ledger, LedgerTopology, ModuleLayers, PayloadStore, QueueProducer, Registry, RetryPolicy, Sql } from "@factline/core"
 import type { PlatformEnv } from "@factline/workers"
 import { ledger, readStream, shardKeyOf, unique } from "./helpers.js"
 import { platform } from "./worker.js"
@@ -76,6 +76,7 @@ describe("deciders", () => {
       const [outA, outB] = yield* Effect.all([Dispatch.dispatch([a]), Dispatch.dispatch([b])], { concurrency: 2 }).pipe(
         Effect.provide(Layer.mergeAll(
           Layer.succeed(Registry.Registry, platform.registry),
+          ModuleLayers.ModuleLayers.layer(platform.registry.modules),
           Layer.succeed(Ledger.Ledger, racing),
           QueueProducer.QueueProducer.layer((queue) => (env as any)[RetryPolicy.forQueue(queue)!.binding] as Queue),
           PayloadStore.PayloadStore.layer(env.PAYLOADS)

@@ -3,9 +3,11 @@
  * line must fail to compile — if a mistake below ever compiles, the directive itself becomes an error.
  * Nothing here runs; it only proves that the typed API refuses these mistakes.
  */
-import { Effect, Schema } from "effect"
-import { FactDefinition, Handler, MessageDefinition, Processor, Projection } from "@factline/core"
-import { CallCompleted, CallDispute, Charge, DisputeRejected, Outcome, Qualification, Refund } from "../src/calls/Calls.js"
+import { Context, Effect, Layer, Schema } from "effect"
+import { FactDefinition, Handler, MessageDefinition, Module, Processor, Projection } from "@factline/core"
+import { ProcessorSpec } from "@factline/core/testing"
+import { CallCompleted, CallDispute, Charge, DisputeRejected, Outcome, Qualification, qualifyCall, Refund } from "../src/calls/Calls.js"
+import { Pricing } from "../src/calls/Pricing.js"
 import * as Tables from "../src/calls/Tables.js"
 
 // 1. A misspelled fact in a projection does not compile: projections map fact definitions, not strings.
@@ -81,3 +83,32 @@ const Note = FactDefinition.make("typing_note", Schema.Struct({ text: Schema.Str
 // @ts-expect-error — `text` is a string
 Note.make({ text: 1 })
 void MessageDefinition
+
+// 6. A service that handlers, deciders or processors require must be provided by their module's layer.
+// `qualify-call` requires Pricing: a module without a layer, or with one that provides something else, does not compile.
+// @ts-expect-error — Property 'layer' is missing: the module's layer does not provide Pricing
+export const noLayer = Module.make("typing_calls", { processors: [qualifyCall] })
+class Clock2 extends Context.Service<Clock2, { readonly now: Effect.Effect<number> }>()("typing/Clock2") {}
+export const otherLayer = Module.make("typing_calls", {
+  processors: [qualifyCall],
+  // @ts-expect-error — this layer provides Clock2, not Pricing
+  layer: Layer.succeed(Clock2, Clock2.of({ now: Effect.succeed(0) }))
+})
+/** A decider requiring a service its module does not provide, beside a processor whose service it does. */
+export const stampDispute = Handler.decider(CallDispute, {
+  name: "typing-stamp",
+  emits: [DisputeRejected],
+  initialState: 0,
+  evolve: (n) => n,
+  decide: (m) => Effect.map(Effect.service(Clock2), () => [DisputeRejected.make({ call_id: m.payload.call_id, why: "not_charged" })])
+})
+export const halfProvided = Module.make("typing_calls", {
+  handlers: [stampDispute],
+  processors: [qualifyCall],
+  // @ts-expect-error — the decider's Clock2 is missing from this layer
+  layer: Pricing.layer
+})
+// Both provided: compiles.
+export const provided = Module.make("typing_calls", { handlers: [stampDispute], processors: [qualifyCall], layer: Layer.mergeAll(Pricing.layer, Layer.succeed(Clock2, Clock2.of({ now: Effect.succeed(0) }))) })
+// @ts-expect-error — a spec of code requiring Pricing must give it a layer (the module's, or a test one)
+ProcessorSpec.for(qualifyCall)

@@ -63,6 +63,8 @@ export const DeadLetter = open(deadLetter)
 /** One record with its original message and its history: what a read of one, and every action on one, answers. */
 const deadLetterDetail = {
   ...deadLetter,
+  /** Reason `defect`: the stack of the throw in product code (null otherwise; absent from older deployments). */
+  stack: Schema.optional(Nullable),
   original_message: Schema.Unknown,
   history: Schema.Array(open({ at: Schema.String, action: Schema.String, by: Schema.String, note: Schema.optional(Schema.String), operation_id: Schema.optional(Schema.String) }))
 }

@@ -16,7 +16,9 @@ export const FailureReason = Schema.Literals([
   "idempotency_conflict",
   "permanent_failure",
   "retries_exhausted",
-  "platform_retries_exhausted"
+  "platform_retries_exhausted",
+  /** A bug in product code (a throw, an `Effect.die`), after its short retry budget; its stack is in `stack`. */
+  "defect"
 ])
 export type FailureReason = typeof FailureReason.Type
 
@@ -26,7 +28,9 @@ export const Failure = Schema.Struct({
   attempts: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
   first_attempted_at: IsoDateTime,
   last_attempted_at: IsoDateTime,
-  queue: Schema.String
+  queue: Schema.String,
+  /** Where a defect came from: its stack (reason `defect`); absent otherwise. */
+  stack: Schema.optional(Schema.String)
 })
 export type Failure = typeof Failure.Type
 

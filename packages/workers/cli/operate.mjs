@@ -73,6 +73,10 @@ const showRecord = (r) => {
     if (r.history.length === 0) lines.push("  (no actions yet)")
     for (const e of r.history) lines.push(`  ${clean(e.at)}  ${clean(e.action)} by ${clean(e.by)}${e.note ? ` — ${clean(e.note)}` : ""}${e.operation_id ? ` (${clean(e.operation_id)})` : ""}`)
   }
+  if (typeof r.stack === "string" && r.stack !== "") {
+    // A defect's stack, one frame a line (each line cleaned of control characters, as every other value).
+    lines.push("", dim("stack"), ...r.stack.split("\n").map((line) => `  ${clean(line.trim())}`))
+  }
   if (r.original_message !== undefined) {
     lines.push("", dim("original message"))
     // JSON.stringify escapes control characters in strings; keys and values print as JSON.

@@ -1,10 +1,12 @@
 /**
  * The calls module of the example marketplace: `call.completed` (v1 → v2) and
  * its handler appending `outcome`, and the `call.dispute` command decided over
- * the call's stream. Subject = `call_id`.
+ * the call's stream. Subject = `call_id`. Its processor prices charges with
+ * the module's `Pricing` service (its layer: `Pricing.layer`).
  */
 import { Effect, Schema } from "effect"
 import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, Projection, Webhook } from "@factline/core"
+import { Pricing } from "./Pricing.js"
 import * as Tables from "./Tables.js"
 
 const Id = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128))
@@ -78,19 +80,22 @@ export const decideDispute = Handler.decider(CallDispute, {
     )
 })
 
-/** A call of at least a minute qualifies, and a qualified call is charged its price. */
+/** A call of at least a minute qualifies, and a qualified call is charged what `Pricing` says. */
 export const minimumQualifyingSeconds = 60
 
 export const qualifyCall = Processor.make(Outcome, {
   name: "qualify-call",
   emits: [Qualification, Charge],
-  process: ({ data }) => {
+  process: Effect.fn("qualify-call")(function*({ data }) {
     const qualified = data.duration_s >= minimumQualifyingSeconds
-    return Effect.succeed([
+    if (!qualified) return [Qualification.make({ call_id: data.call_id, qualified })]
+    const pricing = yield* Pricing
+    const amount_cents = yield* pricing.chargeFor(data)
+    return [
       Qualification.make({ call_id: data.call_id, qualified }),
-      ...(qualified ? [Charge.make({ call_id: data.call_id, buyer_id: data.buyer_id, amount_cents: data.price_cents, currency: data.currency })] : [])
-    ])
-  }
+      Charge.make({ call_id: data.call_id, buyer_id: data.buyer_id, amount_cents, currency: data.currency })
+    ]
+  })
 })
 
 export const callsProjection = Projection.rows({
@@ -125,5 +130,7 @@ export const calls = Module.make("calls", {
   handlers: [recordOutcome, decideDispute],
   processors: [qualifyCall],
   projections: [callsProjection, buyerBudgetsProjection],
-  webhooks: [chargeCreated]
+  webhooks: [chargeCreated],
+  // The services its code requires: leave one out and this does not compile.
+  layer: Pricing.layer
 })

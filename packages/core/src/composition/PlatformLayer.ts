@@ -25,6 +25,7 @@ import { Producer } from "../producing/Producer.js"
 import { QueueProducer } from "../producing/QueueProducer.js"
 import { ProjectionStore } from "../projections/ProjectionStore.js"
 import * as Registry from "../registry/Registry.js"
+import { ModuleLayers } from "../registry/ModuleLayers.js"
 import { type Catalog, WebhookStore } from "../webhooks/WebhookStore.js"
 import { WebhookTransport } from "../webhooks/WebhookTransport.js"
 import { Resolver } from "../webhooks/Resolver.js"
@@ -37,6 +38,7 @@ import { TenantPlacement } from "../placement/Placement.js"
 /** Every service the platform's programs use: the registry, the settings, the bindings and the stores over them. */
 export type Services =
   | Registry.Registry
+  | ModuleLayers
   | Settings
   | Bindings.Services
   | LedgerNamespace
@@ -92,6 +94,8 @@ export const services = (registry: Registry.Shape, options: Options) =>
     const eventsQueues = QueueGroups.queuesOf(RetryPolicy.events, groups).map(queue)
     return Layer.mergeAll(
       Layer.succeed(Registry.Registry, registry),
+      // Each module's services, built once with the runtime (per isolate), not per message.
+      ModuleLayers.layer(registry.modules),
       Layer.succeed(SendTally.SendTally, tally),
       Ledger.layer(settings.ledgerShardsPerTenant),
       AcceptedKeys.layer,

@@ -10,6 +10,8 @@
  * - transient failure → `retry({ delaySeconds })` from the queue's policy, jittered per message (the whole message:
  *   its items that succeeded are idempotent and cost nothing the second time);
  * - transient failure on the last allowed attempt → dead-lettered (`retries_exhausted`), then acked;
+ * - a defect (product code that throws or dies: `Failure.Defect`) → retried on its own short budget (three attempts,
+ *   about 2 s and 4 s apart), then dead-lettered with reason `defect` and its stack, then acked;
  * - a failure that only waits for something bound to end soon (`parkSeconds`: a tenant's writes held by a
  *   move) → parked: the same body sent again to the same queue after that delay, then acked — it spends
  *   none of the message's attempts, so a long hold never dead-letters it (a send that fails → a retry).
@@ -143,13 +145,15 @@ interface DeadRecord {
   readonly body: unknown
   readonly reason: FailureReason
   readonly error: string
+  /** A defect's stack, kept in the record beside its error. */
+  readonly stack?: string | undefined
   /** The inbox's first sight of the key (queues that keep one); otherwise settled when the record is sent. */
   readonly firstAttemptedAt?: string
 }
 
 type Verdict =
   | { readonly _tag: "Ack" }
-  | { readonly _tag: "Retry"; readonly error: string; readonly atLeastSeconds?: number }
+  | { readonly _tag: "Retry"; readonly error: string; readonly atLeastSeconds?: number; readonly budget?: Failure.Budget; readonly errorClass?: string }
   | { readonly _tag: "Park"; readonly error: string; readonly seconds: number }
   | { readonly _tag: "DeadLetter"; readonly records: ReadonlyArray<DeadRecord> }
 
@@ -248,22 +252,35 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
           return void (verdicts[i] = { _tag: "Park", error: failures[0]!.failure.message, seconds: Math.max(...failures.map((f) => f.failure.parkSeconds!)) })
         }
         const last = RetryPolicy.isLastAttempt(spec.policy, m.attempts)
-        const retrying = failures.find((f) => f.failure.retryable)
+        // A failure with a budget of its own (a defect's) is settled like a permanent one once that budget is spent.
+        const spent = (f: Failure.Failure) => f.budget !== undefined && m.attempts >= f.budget.maxAttempts
+        const retrying = failures.find((f) => f.failure.retryable && !spent(f.failure))
         // A retryable failure retries the whole message; its permanent siblings are dead-lettered when it settles.
         if (retrying && !last) {
           const atLeast = Math.max(0, ...failures.map((f) => f.failure.retryAfterSeconds ?? 0))
-          return void (verdicts[i] = atLeast > 0 ? { _tag: "Retry", error: retrying.failure.message, atLeastSeconds: atLeast } : { _tag: "Retry", error: retrying.failure.message })
+          // Only budgeted failures to retry (defects): their short delays, not the queue's.
+          const budget = failures.every((f) => !f.failure.retryable || f.failure.budget !== undefined) ? retrying.failure.budget : undefined
+          return void (verdicts[i] = {
+            _tag: "Retry",
+            error: retrying.failure.message,
+            ...(atLeast > 0 ? { atLeastSeconds: atLeast } : {}),
+            ...(budget === undefined ? {} : { budget, errorClass: retrying.failure.reason })
+          })
         }
         const firstSeenAt = entries.success.get(failures[0]!.item.key)?.first_seen_at
         const alone = items.length === 1 || spec.isolate === undefined
         verdicts[i] = {
           _tag: "DeadLetter",
-          records: (alone ? failures.slice(0, 1) : failures).map(({ item, failure }) => ({
-            body: alone ? m.body : spec.isolate!(item),
-            reason: failure.retryable ? "retries_exhausted" : failure.reason,
-            error: alone && failures.length > 1 ? failures.map((f) => `${f.item.key}: ${f.failure.message}`).join("; ") : failure.message,
-            ...(firstSeenAt === undefined ? {} : { firstAttemptedAt: firstSeenAt })
-          }))
+          records: (alone ? failures.slice(0, 1) : failures).map(({ item, failure }) => {
+            const stack = (alone ? failures.find((f) => f.failure.defectStack !== undefined)?.failure : failure)?.defectStack
+            return {
+              body: alone ? m.body : spec.isolate!(item),
+              reason: failure.retryable && failure.budget === undefined ? "retries_exhausted" : failure.reason,
+              error: alone && failures.length > 1 ? failures.map((f) => `${f.item.key}: ${f.failure.message}`).join("; ") : failure.message,
+              ...(stack === undefined ? {} : { stack }),
+              ...(firstSeenAt === undefined ? {} : { firstAttemptedAt: firstSeenAt })
+            }
+          })
         }
       })
     }
@@ -287,7 +304,8 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
           attempts: m.attempts,
           first_attempted_at: firstAttemptOf(m, r),
           last_attempted_at: now,
-          queue
+          queue,
+          ...(r.stack === undefined ? {} : { stack: r.stack })
         }
       })))
     const sent = yield* Effect.result(deadLetters.send(queue, deadRecords))
@@ -322,7 +340,8 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
     verdicts.forEach((v, i) => {
       const m = messages[i]!
       if (v._tag === "Retry") {
-        const policyDelay = Math.round(RetryPolicy.delay(spec.policy, m.attempts, RetryPolicy.jitterOf(m.id, m.attempts)) * scale)
+        const policy = v.budget === undefined ? spec.policy : { ...spec.policy, initialDelaySeconds: v.budget.initialDelaySeconds, maxDelaySeconds: v.budget.maxDelaySeconds }
+        const policyDelay = Math.round(RetryPolicy.delay(policy, m.attempts, RetryPolicy.jitterOf(m.id, m.attempts)) * scale)
         // A receiver's Retry-After is honoured as given (never scaled), up to the policy's maximum delay.
         const atLeast = Math.min(v.atLeastSeconds ?? 0, spec.policy.maxDelaySeconds)
         m.retry({ delaySeconds: Math.max(policyDelay, Math.ceil(atLeast)) })
@@ -335,7 +354,7 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
         const m = messages[i]!
         if (v._tag === "Ack") {
           if (log === "all") console.log(attemptLine(fields, m, "acked"))
-        } else if (v._tag === "Retry") console.warn(attemptLine(fields, m, "retried", "transient", v.error))
+        } else if (v._tag === "Retry") console.warn(attemptLine(fields, m, "retried", v.errorClass ?? "transient", v.error))
         else if (v._tag === "Park") console.warn(attemptLine(fields, m, "parked", "held", v.error))
         else console.error(attemptLine(fields, m, "dead_lettered", v.records[0]?.reason, v.records[0]?.error))
       })

@@ -26,7 +26,7 @@ const decodeRecord = Issues.decodeStrict(DeadLetterRecord)
 /** The columns of a `dead_messages` row as `toRow` lists them. */
 export const columnNames = [
   "id", "queue", "reason", "last_error", "attempts", "first_attempted_at", "last_attempted_at",
-  "tenant_id", "message_type", "idempotency_key", "subject", "original_message", "status", "received_at"
+  "tenant_id", "message_type", "idempotency_key", "subject", "original_message", "status", "received_at", "stack"
 ] as const
 const columns = columnNames.length
 const rowsPerStatement = Math.floor(100 / columns)
@@ -66,7 +66,8 @@ export const toRow = (queue: string, m: Message<unknown>, now: string): Array<st
     field(original, "subject"),
     JSON.stringify(original) ?? "null",
     "open",
-    now
+    now,
+    record.failure.stack ?? null
   ]
 }
 
@@ -150,8 +151,9 @@ export const recoveredPerRun = 200
 /** A spilled object's row in `toRow`'s column order, or undefined when a column is missing or of the wrong type. */
 const rowOf = (spilled: DeadLetterSpill.Spilled): Row | undefined => {
   const numeric = new Set<string>(["attempts"])
-  const nullable = new Set<string>(["tenant_id", "message_type", "idempotency_key", "subject"])
-  const row = columnNames.map((name) => spilled.row[name])
+  const nullable = new Set<string>(["tenant_id", "message_type", "idempotency_key", "subject", "stack"])
+  // `stack` is absent from objects spilled before it existed: null, as their record had none.
+  const row = columnNames.map((name) => (name === "stack" ? spilled.row[name] ?? null : spilled.row[name]))
   const ok = columnNames.every((name, i) => {
     const value = row[i]
     return numeric.has(name) ? typeof value === "number" : typeof value === "string" || (value === null && nullable.has(name))

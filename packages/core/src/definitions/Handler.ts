@@ -7,7 +7,10 @@
  * `decide(message, state)`, and appends with the stream version it read; if
  * another writer got there first it re-reads and decides again. Both are pure
  * Effects: their failures are typed (`TransientError` | `PermanentError`),
- * side effects belong to the runtime.
+ * side effects belong to the runtime. Their requirement (`Services`, an
+ * Effect's `R`) is what their module's `layer` provides (`Module.make` does
+ * not compile otherwise); a throw or an `Effect.die` is a defect
+ * (`Failure.Defect`).
  *
  * Both declare the facts they may emit (`emits: [Refund, DisputeRejected]`):
  * returning any other fact does not compile, and the registry validates every
@@ -43,15 +46,16 @@ type Defs = ReadonlyArray<FactDefinition.Any>
 /** The facts a handler or decider declaring `E` returns (and timer requests for facts of `E`: Timer.ts). */
 export type Decision<E extends Defs = Defs> = ReadonlyArray<FactDefinition.DraftOf<E> | Timer.Request<FactDefinition.DraftOf<E>>>
 
-export interface Handler<A = any, E extends Defs = Defs> {
+/** `Services` is the Effect requirement (`R`) of its code: what its module's layer must provide. */
+export interface Handler<A = any, E extends Defs = Defs, Services = never> {
   readonly _tag: "Handler"
   readonly name: string
   readonly message: MessageDefinition<string, A>
   readonly emits: E
-  readonly handle: (message: Message<A>) => Effect.Effect<Decision<E>, HandlerError>
+  readonly handle: (message: Message<A>) => Effect.Effect<Decision<E>, HandlerError, Services>
 }
 
-export interface Decider<A = any, S = any, E extends Defs = Defs, R extends Defs = Defs> {
+export interface Decider<A = any, S = any, E extends Defs = Defs, R extends Defs = Defs, Services = never> {
   readonly _tag: "Decider"
   readonly name: string
   readonly message: MessageDefinition<string, A>
@@ -62,24 +66,27 @@ export interface Decider<A = any, S = any, E extends Defs = Defs, R extends Defs
   readonly folds: ReadonlySet<string>
   readonly initialState: S
   readonly evolve: (state: S, fact: FactDefinition.FactOf<[...E, ...R]>) => S
-  readonly decide: (message: Message<A>, state: S) => Effect.Effect<Decision<E>, HandlerError>
+  readonly decide: (message: Message<A>, state: S) => Effect.Effect<Decision<E>, HandlerError, Services>
 }
 
-export type Any = Handler<any, any> | Decider<any, any, any, any>
+export type Any = Handler<any, any, any> | Decider<any, any, any, any, any>
 
-export const handler = <A, const E extends Defs>(
+/** The services a handler or decider requires (its Effect's `R`). */
+export type ServicesOf<H> = H extends Handler<any, any, infer S> ? S : H extends Decider<any, any, any, any, infer S> ? S : never
+
+export const handler = <A, const E extends Defs, Services = never>(
   message: MessageDefinition<string, A>,
   options: {
     readonly name: string
     readonly emits: E
-    readonly handle: (message: Message<A>) => Effect.Effect<Decision<E>, HandlerError>
+    readonly handle: (message: Message<A>) => Effect.Effect<Decision<E>, HandlerError, Services>
   }
-): Handler<A, E> => {
+): Handler<A, E, Services> => {
   Naming.check("handler", options.name)
   return { _tag: "Handler", message, name: options.name, emits: options.emits, handle: options.handle }
 }
 
-export const decider = <A, S, const E extends Defs, const R extends Defs = []>(
+export const decider = <A, S, const E extends Defs, const R extends Defs = [], Services = never>(
   message: MessageDefinition<string, A>,
   options: {
     readonly name: string
@@ -87,9 +94,9 @@ export const decider = <A, S, const E extends Defs, const R extends Defs = []>(
     readonly reads?: R
     readonly initialState: S
     readonly evolve: (state: S, fact: FactDefinition.FactOf<[...E, ...R]>) => S
-    readonly decide: (message: Message<A>, state: S) => Effect.Effect<Decision<E>, HandlerError>
+    readonly decide: (message: Message<A>, state: S) => Effect.Effect<Decision<E>, HandlerError, Services>
   }
-): Decider<A, S, E, R> => {
+): Decider<A, S, E, R, Services> => {
   Naming.check("decider", options.name)
   const reads = (options.reads ?? []) as R
   return {

@@ -1,9 +1,17 @@
 /**
  * A module: what one product team registers, grouped under a name —
- * handlers and deciders for messages, fact processors, projections. The
- * registry (`registry/Registry.ts`) is built from modules at startup and is
- * where conflicts between them are caught.
+ * handlers and deciders for messages, fact processors, projections, and the
+ * `layer` providing the services its handlers, deciders and processors
+ * require (a pricing service, a client). The registry (`registry/Registry.ts`)
+ * is built from modules at startup and is where conflicts between them are
+ * caught; the runtime builds each module's layer once per isolate
+ * (`registry/ModuleLayers.ts`).
+ *
+ * A requirement the layer does not provide is a compile error at `layer`
+ * (or a missing `layer`), naming the service. Projection mappings are pure
+ * functions of a fact: they require nothing.
  */
+import type { Layer } from "effect"
 import type * as Handler from "./Handler.js"
 import * as Naming from "./Naming.js"
 import type * as Processor from "./Processor.js"
@@ -19,25 +27,60 @@ export interface Module<Tables extends object = object> {
   readonly webhooks: ReadonlyArray<Webhook.Any>
   /** The module's Drizzle tables (its projections' tables), for the app's Drizzle schema. */
   readonly tables: Tables
+  /** The services its handlers, deciders and processors require, as one layer (none: they require nothing). */
+  readonly layer: AnyLayer | undefined
 }
 
-export const make = <Tables extends object = object>(
+/** A module's layer, whatever it provides: self-contained (it requires nothing), it may fail to build. */
+export type AnyLayer = Layer.Layer<never, unknown, never>
+
+/** What the handlers `H` and processors `P` require that `Provided` does not provide (`never`: nothing). */
+export type Missing<H extends ReadonlyArray<Handler.Any>, P extends ReadonlyArray<Processor.Any>, Provided> = Exclude<
+  Handler.ServicesOf<H[number]> | Processor.ServicesOf<P[number]>,
+  Provided
+>
+
+/** The compile error of a requirement no layer provides: it names the service(s) under this key. */
+export interface MissingServices<M> {
+  readonly "the module's layer does not provide": M
+}
+
+type IsAny<T> = 0 extends 1 & T ? true : false
+
+/**
+ * Nothing when every requirement is provided; otherwise `layer` must also be a `MissingServices<…>`, which
+ * no layer is: the compile error names what is missing. Code typed `Handler.Any` (its requirement erased)
+ * cannot be checked here.
+ */
+export type Requires<M> = IsAny<M> extends true ? unknown : [M] extends [never] ? unknown : { readonly layer: MissingServices<M> }
+
+export interface Parts<Tables extends object, H extends ReadonlyArray<Handler.Any>, P extends ReadonlyArray<Processor.Any>, Provided> {
+  readonly handlers?: H
+  readonly processors?: P
+  readonly projections?: ReadonlyArray<Projection>
+  readonly webhooks?: ReadonlyArray<Webhook.Any>
+  /** Its Drizzle tables module (`import * as Tables from "./Tables.js"`): typed in the app's schema. */
+  readonly tables?: Tables
+  /** The services its handlers, deciders and processors require (`Layer.mergeAll(PricingLive, …)`); it may require nothing itself. */
+  readonly layer?: Layer.Layer<Provided, unknown, never>
+}
+
+export const make = <
+  Tables extends object = object,
+  const H extends ReadonlyArray<Handler.Any> = [],
+  const P extends ReadonlyArray<Processor.Any> = [],
+  Provided = never
+>(
   name: string,
-  parts: {
-    readonly handlers?: ReadonlyArray<Handler.Any>
-    readonly processors?: ReadonlyArray<Processor.Any>
-    readonly projections?: ReadonlyArray<Projection>
-    readonly webhooks?: ReadonlyArray<Webhook.Any>
-    /** Its Drizzle tables module (`import * as Tables from "./Tables.js"`): typed in the app's schema. */
-    readonly tables?: Tables
-  }
+  parts: Parts<Tables, H, P, Provided> & Requires<Missing<H, P, Provided>>
 ): Module<Tables> => ({
   name: Naming.check("module", name),
   handlers: parts.handlers ?? [],
   processors: parts.processors ?? [],
   projections: parts.projections ?? [],
   webhooks: parts.webhooks ?? [],
-  tables: parts.tables ?? ({} as Tables)
+  tables: parts.tables ?? ({} as Tables),
+  layer: parts.layer as AnyLayer | undefined
 })
 
 type UnionToIntersection<U> = (U extends unknown ? (u: U) => void : never) extends (i: infer I) => void ? I : never

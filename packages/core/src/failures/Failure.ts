@@ -46,7 +46,31 @@ export interface Failure {
   readonly parkSeconds?: number | undefined
   /** The least delay before trying again (a receiver's `Retry-After`), in seconds. */
   readonly retryAfterSeconds?: number | undefined
+  /**
+   * A shorter retry budget than the queue's, for a retryable failure that more attempts are unlikely to fix (a
+   * defect): at most `maxAttempts` attempts, retried after `min(initialDelaySeconds · 2^(n−1), maxDelaySeconds)`
+   * (jittered like the queue's); dead-lettered with `reason` once spent.
+   */
+  readonly budget?: Budget | undefined
+  /** Where a defect came from (its stack), kept in its dead letter's `stack` beside `last_error`. */
+  readonly defectStack?: string | undefined
 }
+
+export interface Budget {
+  readonly maxAttempts: number
+  readonly initialDelaySeconds: number
+  readonly maxDelaySeconds: number
+}
+
+/**
+ * A defect's budget: three attempts, retried after about 2 s and 4 s — a fluke (a dependency's client throwing
+ * once) gets another chance, a bug reaches the dead letters within seconds instead of after the queue's whole
+ * budget (15 minutes on the events queue).
+ */
+export const defectBudget: Budget = { maxAttempts: 3, initialDelaySeconds: 2, maxDelaySeconds: 10 }
+
+/** Stacks are kept in a dead letter up to this length (the frames that matter come first). */
+export const maxStackLength = 4_000
 
 export const isFailure = (u: unknown): u is Failure => Predicate.hasProperty(u, TypeId)
 
@@ -136,11 +160,30 @@ export class PermanentError extends Schema.TaggedError<PermanentError>()("Perman
   get publicMessage() { return this.message }
 }
 
+/**
+ * A bug in product code (a handler's, decider's or processor's): a throw or an `Effect.die`, not the typed
+ * `TransientError` / `PermanentError` it fails with on purpose. Retried on the short `defectBudget`, then
+ * dead-lettered with reason `defect`, its message in `last_error` and its stack in the dead letter's `stack`.
+ * (`defectStack`, not `stack`: an error's own `stack` is where it was raised, here in the runtime.)
+ */
+export class Defect extends Schema.TaggedError<Defect>()("Defect", {
+  message: Schema.String,
+  defectStack: Schema.optional(Schema.String)
+}) {
+  readonly [TypeId] = TypeId
+  get status() { return 500 }
+  get code() { return "internal_error" }
+  get retryable() { return true }
+  get reason(): FailureReason { return "defect" }
+  get publicMessage() { return "internal error" }
+  get budget(): Budget { return defectBudget }
+}
+
 /** The two a product team's code fails with. */
 export type HandlerError = TransientError | PermanentError
 
 /** Every member of the family core raises. */
-export type Any = InvalidInput | NotFound | Conflict | Unavailable | TransientError | PermanentError
+export type Any = InvalidInput | NotFound | Conflict | Unavailable | TransientError | PermanentError | Defect
 
 /** An error's text for a log line or a dead letter: `Name: message` for anything but a family member's own. */
 export const describe = (error: unknown): string =>
@@ -154,16 +197,23 @@ export const describe = (error: unknown): string =>
 
 /**
  * The one reading of a failed `Cause` as a family member: a member is itself (a product's `TransientError`
- * keeps its tag in the text, as the dead letter has always shown it); anything else — another tagged error,
- * a thrown exception, an interruption — is a `TransientError` naming it (retried, then dead-lettered with
- * its text when retries run out).
+ * keeps its tag in the text, as the dead letter has always shown it); a defect — a throw, an `Effect.die` —
+ * is a `Defect` naming it, with its stack; anything else — another tagged error, an interruption — is a
+ * `TransientError` naming it (retried, then dead-lettered with its text when retries run out).
  */
 export const classify = (cause: Cause.Cause<unknown>): Failure => {
   const error = Cause.squash(cause)
   if (isFailure(error)) {
     return error instanceof TransientError ? new TransientError({ message: `TransientError: ${error.message}`, ...retryAfter(error) }) : error
   }
+  if (Cause.hasDies(cause) && !Cause.hasFails(cause)) return defectOf(error, cause)
   return new TransientError({ message: describe(error) })
+}
+
+/** A defect's `Defect`: its text, and its stack (the thrown error's own, else the cause's rendering), capped. */
+const defectOf = (error: unknown, cause: Cause.Cause<unknown>): Defect => {
+  const stack = error instanceof Error && typeof error.stack === "string" && error.stack.length > 0 ? error.stack : Cause.pretty(cause)
+  return new Defect({ message: describe(error), defectStack: stack.length > maxStackLength ? `${stack.slice(0, maxStackLength)}…` : stack })
 }
 
 const retryAfter = (error: TransientError) => (error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds })

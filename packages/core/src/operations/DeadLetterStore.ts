@@ -52,6 +52,8 @@ export interface Summary {
 }
 
 export interface Detail extends Summary {
+  /** A defect's stack (reason `defect`); null for every other failure. Not in the list: it can be kilobytes. */
+  readonly stack: string | null
   readonly original_message: unknown
   readonly history: ReadonlyArray<{ readonly at: string; readonly action: string; readonly by: string; readonly note?: string; readonly operation_id?: string }>
 }
@@ -169,8 +171,8 @@ export const make = (sql: Sql.Sql): Shape => {
   const query = <T>(text: string, ...params: Array<unknown>) => Effect.mapError(sql.all<T>(Sql.statement(text, ...params)), unavailable)
 
   const get = Effect.fn("DeadLetterStore.get")(function*(scope: Scope, id: string) {
-    const rows = yield* query<Summary & { readonly original_message: string; readonly history: string }>(
-      `SELECT ${summaryColumns}, original_message, history FROM dead_messages WHERE id = ?${scope.tenantId !== null ? " AND tenant_id = ?" : ""}`,
+    const rows = yield* query<Summary & { readonly stack: string | null; readonly original_message: string; readonly history: string }>(
+      `SELECT ${summaryColumns}, stack, original_message, history FROM dead_messages WHERE id = ?${scope.tenantId !== null ? " AND tenant_id = ?" : ""}`,
       id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
     )
     const row = rows[0]

@@ -11,7 +11,8 @@
  * parent fact's `created_at`).
  * No inbox: a redelivered fact derives the same ids, which the ledger already
  * holds. Replayed facts (from a rebuild) are acknowledged without running
- * anything: a rebuild never re-triggers processors.
+ * anything: a rebuild never re-triggers processors. A processor runs with its
+ * module's services (`Registry.runDeclared`); a throw in it is a defect.
  */
 import { Clock, Effect, Exit, Result } from "effect"
 import { type Fact, type FactPayload, TraceContext } from "@factline/schemas"

@@ -25,6 +25,7 @@ import * as Timer from "../definitions/Timer.js"
 import * as PlatformFacts from "../definitions/PlatformFacts.js"
 import * as Projection from "../definitions/Projection.js"
 import type * as Webhook from "../definitions/Webhook.js"
+import { ModuleLayers } from "./ModuleLayers.js"
 
 export class RegistryConfigError extends Error {
   override readonly name = "RegistryConfigError"
@@ -111,18 +112,19 @@ export interface Options {
 
 /**
  * Runs product code that returns facts (a handler, decider or processor) with what the runtime guarantees
- * around it: a throw is a defect of this message only (suspended), and the returned facts are checked
- * against what the code declares — an undeclared or invalid fact is a `PermanentError` (a bug: retrying
- * cannot fix it), so nothing is appended.
+ * around it: its module's services (ModuleLayers, built once per isolate), a throw is a defect of this
+ * message only (suspended), and the returned facts are checked against what the code declares — an
+ * undeclared or invalid fact is a `PermanentError` (a bug: retrying cannot fix it), so nothing is appended.
  */
 export const runDeclared = (
   by: DecidedBy,
-  run: () => Effect.Effect<ReadonlyArray<FactDefinition.NewFact<string, unknown> | Timer.Request>, HandlerError>
-): Effect.Effect<ReadonlyArray<FactDefinition.NewFact<string, unknown> | Timer.Request>, HandlerError> =>
-  Effect.flatMap(Effect.suspend(run), (facts) => {
-    const valid = validateDrafts(by, facts)
-    return Result.isFailure(valid) ? Effect.fail(new PermanentError({ message: valid.failure })) : Effect.succeed(facts)
-  })
+  run: () => Effect.Effect<ReadonlyArray<FactDefinition.NewFact<string, unknown> | Timer.Request>, HandlerError, any>
+): Effect.Effect<ReadonlyArray<FactDefinition.NewFact<string, unknown> | Timer.Request>, HandlerError, ModuleLayers> =>
+  Effect.flatMap(ModuleLayers, (layers) =>
+    Effect.flatMap(layers.provide(by.name, Effect.suspend(run)), (facts) => {
+      const valid = validateDrafts(by, facts)
+      return Result.isFailure(valid) ? Effect.fail(new PermanentError({ message: valid.failure })) : Effect.succeed(facts)
+    }))
 
 export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Shape => {
   const requireEmitters = options.requireEmitters ?? true

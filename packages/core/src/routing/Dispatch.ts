@@ -16,6 +16,8 @@
  * decision); a redelivery that finds them stored keeps the stored trace.
  * Timer requests are recorded as `timer_scheduled` / `timer_cancelled` facts
  * of the decision (`after` counts from the message's `created_at`).
+ * Each decision runs with its module's services (`Registry.runDeclared`:
+ * the module's layer, built once per isolate by ModuleLayers).
  */
 import { Clock, Effect, Exit, Result } from "effect"
 import { type Fact, TraceContext } from "@factline/schemas"

@@ -68,7 +68,9 @@ export const deadMessages = sqliteTable(
     resolvedAt: text("resolved_at"),
     replayOperationId: text("replay_operation_id"),
     history: text("history").notNull().default("[]"),
-    alertId: text("alert_id")
+    alertId: text("alert_id"),
+    /** A defect's stack (reason `defect`): where product code threw; null for every other failure. */
+    stack: text("stack")
   },
   (t) => [
     index("dead_messages_by_queue_status").on(t.queue, t.status, t.receivedAt),

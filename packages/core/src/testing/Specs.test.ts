@@ -1,10 +1,11 @@
-import { Effect, Result, Schema } from "effect"
+import { Context, Effect, Layer, Result, Schema } from "effect"
 import { integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core"
 import { describe, expect, it } from "vitest"
 import * as FactDefinition from "../definitions/FactDefinition.js"
 import * as Handler from "../definitions/Handler.js"
-import { PermanentError } from "../failures/Failure.js"
+import { PermanentError, TransientError } from "../failures/Failure.js"
 import * as MessageDefinition from "../definitions/MessageDefinition.js"
+import * as Module from "../definitions/Module.js"
 import * as Processor from "../definitions/Processor.js"
 import * as Projection from "../definitions/Projection.js"
 import * as Timer from "../definitions/Timer.js"
@@ -152,6 +153,59 @@ describe("test kit specs", () => {
       await ProcessorSpec.for(sloppy).when(issued).thenFails(/sloppy-timer returned a fact of type "invoice_overdue"/, { permanent: true })
       expect(() => Timer.schedule({ name: "overdue", after: "soon" as never, fact: Overdue.make({ invoice_id: "x" }) })).toThrow(/not a finite, non-negative duration/)
       expect(() => Timer.cancel("Over Due")).toThrow(/timer name "Over Due" is not valid/)
+  describe("handlers with services", () => {
+    /** A service product code requires: its module's layer provides it, a spec a test one. */
+    class Rates extends Context.Service<Rates, { readonly bonusPercent: (cents: number) => Effect.Effect<number> }>()("spec/Rates") {}
+    const RatesLive = Layer.succeed(Rates, Rates.of({ bonusPercent: () => Effect.succeed(0) }))
+    const RatesTest = Layer.succeed(Rates, Rates.of({ bonusPercent: (cents) => Effect.succeed(cents >= 100 ? 10 : 0) }))
+    const Bonus = FactDefinition.make("bonus", Schema.Struct({ cents: Schema.Int }))
+    const bonus = Processor.make(Deposited, {
+      name: "bonus",
+      emits: [Bonus],
+      process: (f) =>
+        Effect.gen(function*() {
+          const percent = yield* (yield* Rates).bonusPercent(f.data.cents)
+          return percent === 0 ? [] : [Bonus.make({ cents: (f.data.cents * percent) / 100 })]
+        })
+    })
+
+    it("a processor requiring a service is specced with a test layer in place of its module's", async () => {
+      await ProcessorSpec.for(bonus, { layer: RatesTest }).when(fact(Deposited, { cents: 200, balance: 200 })).then([Bonus.make({ cents: 20 })])
+      await ProcessorSpec.for(bonus, { layer: RatesLive }).when(fact(Deposited, { cents: 200, balance: 200 })).then([])
+      // @ts-expect-error — `bonus` requires Rates: a spec without a layer does not compile
+      ProcessorSpec.for(bonus)
+      // @ts-expect-error — a layer that does not provide Rates does not compile either
+      ProcessorSpec.for(bonus, { layer: Layer.empty })
+    })
+
+    it("a module's layer must provide what its code requires: a missing service is a compile error", () => {
+      expect(Module.make("rated", { handlers: [deposit], processors: [bonus], layer: RatesLive }).layer).toBe(RatesLive)
+      // @ts-expect-error — no layer, and `bonus` requires Rates
+      Module.make("unrated", { processors: [bonus] })
+      // @ts-expect-error — this layer provides nothing
+      Module.make("unrated", { processors: [bonus], layer: Layer.empty })
+    })
+
+    it("a module whose layer fails to build fails its code permanently, naming the module", async () => {
+      const broken = Layer.effect(Rates, Effect.fail(new Error("RATES_URL is not set")))
+      await ProcessorSpec.for(bonus, { layer: broken }).when(fact(Deposited, { cents: 200, balance: 200 })).thenFails(/module spec: its layer failed to build \(Error: RATES_URL is not set\)/, { permanent: true })
+    })
+
+    it("a handler that throws fails with a defect: retried on the short budget, its stack kept", async () => {
+      const Oops = MessageDefinition.event("x.oops").version(1, Schema.Struct({}))
+      const oops = Handler.handler(Oops, { name: "oops", emits: [], handle: () => { throw new TypeError("cannot read properties of undefined (reading 'cents')") } })
+      const { outcome } = await HandlerSpec.for(oops).when(message(Oops, {}, { subject: "s" })).result()
+      if (Result.isSuccess(outcome)) throw new Error("expected a failure")
+      expect(outcome.failure).toMatchObject({ reason: "defect", retryable: true, budget: { maxAttempts: 3 }, message: "TypeError: cannot read properties of undefined (reading 'cents')" })
+      expect(outcome.failure.defectStack).toMatch(/^TypeError: cannot read properties of undefined[\s\S]*Specs\.test\.ts/)
+      // An Effect.die is a defect too; a typed TransientError is not (it keeps the queue's own budget, no stack).
+      const dies = Handler.handler(Oops, { name: "dies", emits: [], handle: () => Effect.die(new RangeError("no rate for EUR")) })
+      await HandlerSpec.for(dies).when(message(Oops, {}, { subject: "s" })).thenFails("RangeError: no rate for EUR", { permanent: false })
+      const died = (await HandlerSpec.for(dies).when(message(Oops, {}, { subject: "s" })).result()).outcome
+      expect(Result.isFailure(died) && [died.failure.reason, died.failure.defectStack?.split("\n")[0]]).toEqual(["defect", "RangeError: no rate for EUR"])
+      const transient = Handler.handler(Oops, { name: "transient", emits: [], handle: () => Effect.fail(new TransientError({ message: "busy" })) })
+      const retried = (await HandlerSpec.for(transient).when(message(Oops, {}, { subject: "s" })).result()).outcome
+      expect(Result.isFailure(retried) && [retried.failure.reason, retried.failure.budget, retried.failure.defectStack]).toEqual(["retries_exhausted", undefined, undefined])
     })
   })
 })

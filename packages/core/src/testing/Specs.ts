@@ -20,8 +20,12 @@
  * `after(duration)` moves it on by `duration` and fires the timers then due,
  * as the ledger shard's alarm would (twice, to check they fire once), and its
  * `then` expects the facts those timers appended.
+ *
+ * Code that requires services is given a layer in place of its module's
+ * (`ProcessorSpec.for(chargeCall, { layer: PricingTest })`); without one it
+ * does not compile.
  */
-import { Clock, type Duration, Effect, Result } from "effect"
+import { Clock, type Duration, Effect, type Layer, Result } from "effect"
 import { TestClock } from "effect/testing"
 import type { Envelope, Fact } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
@@ -56,7 +60,7 @@ const json = <T>(value: T): T => JSON.parse(StableJson.stringify(JSON.parse(JSON
 const same = (a: unknown, b: unknown) => StableJson.stringify(json(a)) === StableJson.stringify(json(b))
 const drafts = (facts: ReadonlyArray<{ readonly type: string; readonly data: unknown }>) => json(facts.map(({ type, data }) => ({ type, data })))
 const errorOf = (outcome: Consumer.Outcome | undefined) => (outcome !== undefined && Result.isFailure(outcome) ? outcome.failure.message : undefined)
-const kindOf = (failure: Failure.Failure) => (failure.retryable ? "transient" : `permanent, ${failure.reason}`)
+const kindOf = (failure: Failure.Failure) => (failure.retryable ? (failure.budget === undefined ? "transient" : failure.reason) : `permanent, ${failure.reason}`)
 
 const matches = (error: string, match: string | RegExp | undefined) =>
   match === undefined || (typeof match === "string" ? error.includes(match) : match.test(error))
@@ -140,17 +144,23 @@ const appendGiven = (platform: TestPlatform.TestPlatform, tenant_id: string, str
 const readStream = (platform: TestPlatform.TestPlatform, tenant_id: string, stream: string) =>
   platform.run(Effect.flatMap(Effect.service(Ledger), (ledger) => ledger.read({ tenant_id, stream })))
 
+/** A spec's layer in place of the module's, when the code requires services; none otherwise. */
+type IsAny<T> = 0 extends 1 & T ? true : false
+export type LayerOptions<Services> = IsAny<Services> extends true ? [options?: { readonly layer?: Module.AnyLayer }]
+  : [Services] extends [never] ? [options?: { readonly layer?: Module.AnyLayer }]
+  : [options: { readonly layer: Layer.Layer<Services, unknown, never> }]
+
 class HandlerRun extends Run {
   protected readonly what: string
   protected readonly timeBase: string
-  constructor(private readonly handler: Handler.Any, private readonly given: Given, private readonly message: Envelope) {
+  constructor(private readonly handler: Handler.Any, private readonly given: Given, private readonly message: Envelope, private readonly layer: Module.AnyLayer | undefined) {
     super()
     this.timeBase = message.created_at
     this.what = `${handler._tag === "Decider" ? "decider" : "handler"} ${handler.name}`
   }
   protected async execute(): Promise<Result_> {
     const { handler, message } = this
-    const platform = TestPlatform.make([Module.make("spec", { handlers: [handler] })], { requireEmitters: false })
+    const platform = TestPlatform.make([Module.make("spec", { handlers: [handler], layer: this.layer })], { requireEmitters: false })
     await appendGiven(platform, message.tenant_id, message.subject, this.given)
     const routed = platform.registry.route(message, message.payload)
     if (Result.isFailure(routed)) return { outcome: Consumer.failed(new Failure.PermanentError({ reason: routed.failure.reason, message: `${routed.failure.message}: ${JSON.stringify(routed.failure.problems)}` })), facts: [] }
@@ -170,35 +180,40 @@ class HandlerRun extends Run {
 }
 
 class Scenario {
-  constructor(private readonly handler: Handler.Any, private readonly facts: Given = []) {}
+  constructor(private readonly handler: Handler.Any, private readonly layer: Module.AnyLayer | undefined, private readonly facts: Given = []) {}
   /** Facts already in the message's stream (`Charge.make(…)` or built with `fact(…)`), in order. */
   given(facts: Given): Scenario {
-    return new Scenario(this.handler, [...this.facts, ...facts])
+    return new Scenario(this.handler, this.layer, [...this.facts, ...facts])
   }
   /** The message (`message(Definition, payload, { subject })`). */
   when(message: Envelope): Run {
-    return new HandlerRun(this.handler, this.facts, message)
+    return new HandlerRun(this.handler, this.facts, message, this.layer)
   }
 }
 
-export const HandlerSpec = { for: (handler: Handler.Any) => new Scenario(handler) }
-export const DeciderSpec = { for: (decider: Handler.Decider<any, any, any, any>) => new Scenario(decider) }
+/** `HandlerSpec.for(handler)`, or `HandlerSpec.for(handler, { layer })` for one requiring services. */
+export const HandlerSpec = {
+  for: <H extends Handler.Any>(handler: H, ...[options]: LayerOptions<Handler.ServicesOf<H>>) => new Scenario(handler, options?.layer)
+}
+export const DeciderSpec = {
+  for: <D extends Handler.Decider<any, any, any, any, any>>(decider: D, ...[options]: LayerOptions<Handler.ServicesOf<D>>) => new Scenario(decider, options?.layer)
+}
 
 class ProcessorRun extends Run {
   protected readonly what: string
   protected readonly timeBase: string
-  constructor(private readonly processor: Processor.Any, private readonly parent: Fact, private readonly elapsed?: Duration.Input) {
+  constructor(private readonly processor: Processor.Any, private readonly parent: Fact, private readonly layer: Module.AnyLayer | undefined, private readonly elapsed?: Duration.Input) {
     super()
     this.what = elapsed === undefined ? `processor ${processor.name}` : `processor ${processor.name}'s timers after ${JSON.stringify(elapsed)}`
     this.timeBase = parent.created_at
   }
   /** The facts the processor's timers append once `duration` has passed since the fact (a `TestClock` moved on). */
   after(duration: Duration.Input): Run {
-    return new ProcessorRun(this.processor, this.parent, duration)
+    return new ProcessorRun(this.processor, this.parent, this.layer, duration)
   }
   protected async execute(): Promise<Result_> {
     const { processor, parent, elapsed, what } = this
-    const platform = TestPlatform.make([Module.make("spec", { processors: [processor] })], { requireEmitters: false })
+    const platform = TestPlatform.make([Module.make("spec", { processors: [processor], layer: this.layer })], { requireEmitters: false })
     await appendGiven(platform, parent.tenant_id, parent.stream, [parent])
     const read = Effect.flatMap(Effect.service(Ledger), (ledger) => ledger.read({ tenant_id: parent.tenant_id, stream: parent.stream }))
     const deliver = Effect.map(ProcessingConsumer.process([{ key: "fact", value: { fact: parent } }]), (o) => o.get("fact") ?? Consumer.done)
@@ -228,10 +243,11 @@ class ProcessorRun extends Run {
   }
 }
 
+/** `ProcessorSpec.for(processor)`, or `ProcessorSpec.for(processor, { layer })` for one requiring services. */
 export const ProcessorSpec = {
-  for: (processor: Processor.Any) => ({
+  for: <P extends Processor.Any>(processor: P, ...[options]: LayerOptions<Processor.ServicesOf<P>>) => ({
     /** The fact the processor receives (`fact(Outcome, data, { stream })`); `.after(duration)` for what its timers append. */
-    when: (fact: Fact): Run & { readonly after: (duration: Duration.Input) => Run } => new ProcessorRun(processor, fact)
+    when: (fact: Fact): Run & { readonly after: (duration: Duration.Input) => Run } => new ProcessorRun(processor, fact, options?.layer)
   })
 }
 

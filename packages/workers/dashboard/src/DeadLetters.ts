@@ -89,6 +89,11 @@ const detailRow = (id: string, detail: Detail) => {
   td.appendChild(d.history?.length
     ? h("ol", {}, d.history.map((e) => h("li", { text: `${e.at} — ${e.action} by ${e.by}${e.note ? ` (${e.note})` : ""}${e.operation_id ? ` · ${e.operation_id}` : ""}` })))
     : h("div", { class: "checks", text: "no actions yet" }))
+  // A defect's stack (reason `defect`): where product code threw.
+  if (typeof d.stack === "string" && d.stack !== "") {
+    td.appendChild(h("div", { class: "checks", text: "Stack" }))
+    td.appendChild(h("pre", { text: d.stack }))
+  }
   const json = JSON.stringify(d.original_message, null, 2) || "null"
   td.appendChild(h("div", { class: "checks", text: `Original message${json.length > 65_536 ? " (first 64 KiB)" : ""}` }))
   td.appendChild(h("pre", { text: json.slice(0, 65_536) }))

@@ -26,7 +26,7 @@ const DeadLetter = Schema.Struct({
   id: Schema.String,
   queue: Schema.String,
   status: Schema.Literals(DeadLetterStore.statuses),
-  reason: Schema.String.annotate({ description: "permanent_failure, retries_exhausted, …" }),
+  reason: Schema.String.annotate({ description: "permanent_failure, retries_exhausted, defect, …" }),
   last_error: Schema.String,
   attempts: Schema.Int,
   tenant_id: Schema.NullOr(Schema.String),
@@ -42,6 +42,7 @@ const DeadLetter = Schema.Struct({
 }).annotate({ identifier: "DeadLetter", description: "A message that failed for good" })
 const DeadLetterDetail = Schema.Struct({
   ...DeadLetter.fields,
+  stack: Schema.NullOr(Schema.String).annotate({ description: "Reason `defect`: the stack of the throw or die in product code (null for any other failure)" }),
   original_message: Schema.Unknown.annotate({ description: "The message as it was on the queue" }),
   history: Schema.Array(Schema.Struct({ at: Schema.String, action: Schema.String, by: Schema.String, note: Schema.optional(Schema.String), operation_id: Schema.optional(Schema.String) }))
 }).annotate({ identifier: "DeadLetterDetail", description: "A dead letter with its original message and its history (who replayed, skipped or escalated it, when)" })

@@ -63,7 +63,8 @@ CREATE TABLE `dead_messages` (
 	`resolved_at` text,
 	`replay_operation_id` text,
 	`history` text DEFAULT '[]' NOT NULL,
-	`alert_id` text
+	`alert_id` text,
+	`stack` text
 );
 --> statement-breakpoint
 CREATE INDEX `dead_messages_by_queue_status` ON `dead_messages` (`queue`,`status`,`received_at`);--> statement-breakpoint

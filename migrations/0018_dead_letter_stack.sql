@@ -1,0 +1,1 @@
+ALTER TABLE `dead_messages` ADD `stack` text;
