@@ -1,7 +1,7 @@
 /**
  * `factline new:module <name> [--app DIR] [--no-migration]`: scaffolds a module into a factline app — an event
  * type with v1, its handler, a processor, a projection with its Drizzle table, and specs with the test kit —,
- * registers it in the app's src/modules.ts and generates its D1 migration (`factline db:generate --name <name>`,
+ * registers it in the app's src/modules.ts (and its table in src/schema.ts where that lists each module's) and generates its D1 migration (`factline db:generate --name <name>`,
  * never interactive). Its specs pass unchanged (`npm run test:specs`), and the app's registry spec
  * (test/registry.spec.ts) covers it. Refuses to overwrite anything.
  *
@@ -74,8 +74,18 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
   let updated = modules.replace(list[0], `export const modules = [${entries.join(", ")}] as const`)
   updated = lastImport ? updated.replace(lastImport[0], `${lastImport[0]}\n${importLine}`) : `${importLine}\n${updated}`
   writeFileSync(modulesPath, updated)
+  // An app whose Drizzle schema lists each module's tables (`export * from "./orders/Tables.js"`, as
+  // `factline init` writes it) gets the new one's line; a schema built from the modules list needs none.
+  const schemaPath = join(app, "src", "schema.ts")
+  const schema = existsSync(schemaPath) ? readFileSync(schemaPath, "utf8") : ""
+  const tableExports = [...schema.matchAll(/^export \* from "\.\/[^"]+\/Tables\.js"$/gm)]
   for (const path of Object.keys(files)) io.out(`created ${shown(path)}\n`)
   io.out(`registered ${camel} in ${shown(modulesPath)}\n`)
+  if (tableExports.length > 0) {
+    const last = tableExports.at(-1)[0]
+    writeFileSync(schemaPath, schema.replace(last, `${last}\nexport * from "./${name}/Tables.js"`))
+    io.out(`added its table to ${shown(schemaPath)}\n`)
+  }
 
   if (!options["no-migration"]) {
     const generated = Generate.generate({ cwd: app, name })
