@@ -94,7 +94,7 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
   }
   io.out(`
 next:
-  edit src/${name}/${pascal}.ts (payload schema, facts, handler, processor, projection)
+  edit ${shown(join(dir, `${pascal}.ts`))} (payload schema, facts, handler, processor, projection)
   npm run test:specs                           # the specs, in Node, in about a second
   npm run dev                                  # then POST a ${name}.received event and query /v1/projections/${name}
 `)
