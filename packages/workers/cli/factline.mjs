@@ -21,7 +21,8 @@ const local = {
 const usage = `usage: factline <command> [options]
 
 local commands:
-  init <dir>                                write a new factline app into <dir> (npx @factline/workers init my-platform)
+  init <dir> [--from TARBALLS]              write a new factline app into <dir> (npx @factline/workers init my-platform;
+                                            --from: depend on packed tarballs, npm run pack:local in the repository)
   tokens create|list|revoke …               API tokens (factline tokens --help)
   deploy [--env NAME] [--dry-run]           create queues, D1 databases, R2, apply migrations, deploy (factline deploy --help)
   new:module <name> [--app DIR]             scaffold a module (event, handler, processor, projection, table, specs),
