@@ -1,16 +1,19 @@
 #!/usr/bin/env node
 /**
- * `npm run test:release`: the packages as a platform team gets them. Builds and packs @factline/schemas,
- * core, workers and client; runs the packed `factline init` into a temporary folder outside the workspace; installs
- * the tarballs there (no workspace links; the registry for everything else, --prefer-offline); then runs
- * the app's typecheck, its tests (specs in Node, integration tests inside workerd), `drizzle-kit generate`
- * (the template's migration must match the published tables: no change), `npm run deploy -- --dry-run`
- * (wrangler deploy --dry-run), and the token round trip against `wrangler dev`: the init's token and a
- * created one authenticate, a revoked one gets 401, and the dashboard and /docs come from the package's assets; and the packed `@factline/client`, in plain Node, emits an
- * event to `wrangler dev` and reads its projection back, and the packed `factline` command's operators'
- * commands call it through that client (`batches --json`; `health` refused with 403 for an admin token). Separate from `npm test`: it takes minutes.
+ * `npm run test:release` (the last step of `npm test`): leaving the monorepo as a platform team does, offline.
+ * Packs @factline/schemas, core, workers and client (`npm run pack:local`'s code) into a temporary folder; runs
+ * `npm run factline -- init <app> --from <tarballs>` into a folder outside the workspace (no hand edits: its
+ * package.json points at the tarballs); `npm install --prefer-offline` (the tarballs, and the npm cache the
+ * repository's own install filled: the template pins the repository's versions); scaffolds a module with the
+ * installed `npx factline new:module leads` (its migration generated without a prompt); then the app's typecheck, its tests (specs and the registry check
+ * in Node, integration tests inside workerd), `db:generate` (no change), `deploy --env staging --dry-run`; and
+ * against its `npm run dev`: an event posted with the init's token reaches its projection, a created token
+ * authenticates, the dashboard and /docs come from the package's assets, the packed @factline/client emits and
+ * reads in plain Node, and the installed `factline` command's `health` and `dlq list` answer (a platform token)
+ * — with `health` refused 403 for the admin token. KEEP=1 keeps the folder.
  */
-import { execFileSync, spawn, spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
+import * as PackLocal from "./pack-local.mjs"
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
@@ -56,12 +59,8 @@ const app = join(work, "my-platform")
 const appEnv = { WRANGLER_SEND_METRICS: "false", CI: "true", NO_COLOR: "1" }
 
 try {
-  await step("build and pack @factline/schemas, core, workers, client", () => {
-    npm(["run", "build"], root)
-    mkdirSync(tarballs)
-    npm(["pack", "--pack-destination", tarballs, "-w", "@factline/schemas", "-w", "@factline/core", "-w", "@factline/workers", "-w", "@factline/client"], root)
-    const packed = readdirSync(tarballs)
-    expect(packed.length === 4, `expected 4 tarballs, got ${packed.join(", ")}`)
+  await step("pack @factline/schemas, core, workers, client (npm run pack:local)", () => {
+    const packed = PackLocal.pack(tarballs, { quiet: true })
     for (const tgz of packed) {
       const listing = sh("tar", ["-tzf", join(tarballs, tgz)], root)
       expect(listing.includes("package/dist/index.js") && listing.includes("package/dist/index.d.ts"), `${tgz} has no dist/index.js and .d.ts`)
@@ -70,29 +69,21 @@ try {
         const assets = ["_headers", "dashboard.html", "docs.html", "static/dashboard.js", "static/dashboard.css", "static/docs.js", "static/scalar/standalone.js"]
         const missing = assets.filter((file) => !listing.includes(`package/dist/assets/${file}`))
         expect(missing.length === 0, `${tgz} lacks the static assets ${missing.join(", ")}`)
+        for (const cli of ["new-module.mjs", "generate.mjs", "DrizzleAnswers.cjs", "operate.mjs"]) expect(listing.includes(`package/cli/${cli}`), `${tgz} lacks cli/${cli}`)
       }
       // The template's own tests ship (they are the new app's); the packages' tests do not.
       expect(!listing.split("\n").some((f) => !f.startsWith("package/template/") && /\.test\.(ts|mjs)$/.test(f)), `${tgz} ships test files`)
     }
   })
 
-  await step("factline init (from the packed @factline/workers) into a folder outside the workspace", () => {
-    const unpacked = join(work, "unpacked")
-    mkdirSync(unpacked)
-    const workers = readdirSync(tarballs).find((f) => f.startsWith("factline-workers-"))
-    sh("tar", ["-xzf", join(tarballs, workers), "-C", unpacked], root)
-    const out = sh(process.execPath, [join(unpacked, "package", "cli", "factline.mjs"), "init", app], work)
-    expect(out.includes("created a factline app"), out)
-    // Install the packed tarballs instead of the registry's versions (not published yet).
-    const pkg = JSON.parse(readFileSync(join(app, "package.json"), "utf8"))
-    for (const tgz of readdirSync(tarballs)) {
-      const name = `@factline/${tgz.replace(/^factline-/, "").replace(/-\d+\.\d+\.\d+.*\.tgz$/, "")}`
-      pkg.dependencies[name] = `file:${join(tarballs, tgz)}`
-    }
-    writeFileSync(join(app, "package.json"), JSON.stringify(pkg, null, 2))
+  await step("factline init --from <tarballs> (npm run factline in this repository) into a folder outside the workspace", () => {
+    const out = npm(["run", "-s", "factline", "--", "init", app, "--from", tarballs], root)
+    expect(out.includes("created a factline app") && out.includes("from the tarballs in"), out)
+    const deps = JSON.parse(readFileSync(join(app, "package.json"), "utf8")).dependencies
+    for (const name of ["schemas", "core", "workers", "client"]) expect(deps[`@factline/${name}`]?.startsWith("file:"), `@factline/${name}: ${deps[`@factline/${name}`]}`)
   })
 
-  await step("npm install in the app (tarballs, and the registry with --prefer-offline)", () => {
+  await step("npm install in the app (the tarballs, and the npm cache: --prefer-offline)", () => {
     npm(["install", "--prefer-offline", "--no-audit", "--no-fund"], app)
     for (const name of ["schemas", "core", "workers", "client"]) {
       const dir = join(app, "node_modules", "@factline", name)
@@ -100,61 +91,35 @@ try {
     }
   })
 
+  await step("npx factline new:module leads (the installed CLI: module, specs, registration, migration without a prompt); db:generate again: no change", () => {
+    const out = sh("npx", ["--no-install", "factline", "new:module", "leads"], app, appEnv)
+    expect(out.includes("created src/leads/Leads.ts") && out.includes("registered leads in src/modules.ts") && out.includes("generated migrations/0001_leads.sql"), out)
+    expect(/No schema changes/.test(npm(["run", "db:generate"], app, appEnv)), "a second db:generate found changes: the template's migration is stale (npm run template:migrations -w @factline/workers)")
+  })
+
   await step("the app typechecks (npm run typecheck)", () => npm(["run", "typecheck"], app, appEnv))
 
-  await step("the app's tests pass: specs in Node, integration tests inside workerd (npm test)", () => {
+  await step("the app's tests pass: specs and the registry check in Node, integration tests inside workerd (npm test)", () => {
     const out = npm(["test"], app, appEnv).replace(/\x1b\[[0-9;]*m/g, "")
     const counts = [...out.matchAll(/Tests\s+(\d+) passed/g)].map((m) => Number(m[1]))
     expect(counts.length === 2 && counts.every((n) => n > 0), `expected two vitest runs with passing tests:\n${out.slice(-3000)}`)
-    process.stdout.write(`  specs: ${counts[0]} passed; workerd: ${counts[1]} passed\n`)
-  })
-
-  await step("the template's migration matches the published tables (drizzle-kit generate: no change)", () => {
-    const out = npm(["run", "db:generate"], app, appEnv)
-    expect(/No schema changes/.test(out), `drizzle-kit generated a migration: the template's is stale (npm run template:migrations -w @factline/workers)\n${out}`)
+    expect(/registry\.spec\.ts/.test(out) && /leads\.spec\.ts/.test(out), `the registry spec or the scaffolded module's specs did not run:\n${out.slice(-3000)}`)
+    process.stdout.write(`  node: ${counts[0]} passed; workerd: ${counts[1]} passed\n`)
   })
 
   await step("npm run deploy -- --env staging --dry-run (config checks, plan, wrangler deploy --dry-run)", () => {
     const out = npm(["run", "deploy", "--", "--env", "staging", "--dry-run"], app, appEnv)
     expect(out.includes("config checks: passed") && out.includes("--dry-run: exiting now.") && out.includes("dry run passed"), out)
-    const plain = npm(["exec", "--", "wrangler", "deploy", "--dry-run", "--outdir", join(work, "bundle")], app, appEnv)
-    expect(plain.includes("--dry-run: exiting now."), plain)
   })
 
-  await step("tokens round trip against npm run dev: created and init tokens authenticate, a revoked one gets 401", async () => {
+  await step("npm run dev -- --port N: an event reaches its projection, tokens authenticate, the dashboard, the packed client, and factline health / dlq list against it", async () => {
     const localToken = /fl_[0-9A-Za-z]{43}/.exec(readFileSync(join(app, ".dev.vars"), "utf8"))[0]
     const created = npm(["run", "tokens", "--", "create", "--tenant", "acme", "--scopes", "read,events:write", "--name", "billing", "--file", ".dev.vars"], app, appEnv)
     const token = /\n\s+(fl_[0-9A-Za-z]{43})\n/.exec(created)?.[1]
     expect(token && !readFileSync(join(app, ".dev.vars"), "utf8").includes(token), `no token printed, or it was stored:\n${created}`)
-    const listed = npm(["run", "tokens", "--", "list", "--file", ".dev.vars"], app, appEnv)
-    expect(/billing\s+acme\s+read,events:write\s+\d{4}-/.test(listed) && !listed.includes(token), listed)
-
-    const event = { schema_version: 1, message_type: "order.placed", idempotency_key: "order.placed:r1", subject: "r1", payload: { order_id: "r1", customer_id: "c9", total_cents: 5 } }
-    await withDev(async (base) => {
-      const post = await fetch(`${base}/v1/events`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify(event) })
-      expect(post.status === 202, `created token: POST /v1/events answered ${post.status} ${await post.text()}`)
-      const read = await fetch(`${base}/v1/projections/orders`, { headers: { authorization: `Bearer ${token}` } })
-      expect(read.status === 200, `created token: GET answered ${read.status}`)
-      const local = await fetch(`${base}/v1/projections/orders`, { headers: { authorization: `Bearer ${localToken}` } })
-      expect(local.status === 200, `init's local token: GET answered ${local.status}`)
-      // The dashboard and /docs, from the installed package's static assets, with their security headers.
-      for (const path of ["/dashboard", "/docs", "/static/dashboard.js", "/static/scalar/standalone.js"]) {
-        const page = await fetch(`${base}${path}`)
-        expect(page.status === 200, `GET ${path} answered ${page.status}`)
-        if (!path.startsWith("/static/")) expect(/script-src 'self'/.test(page.headers.get("content-security-policy") ?? ""), `GET ${path}: no CSP of its own origin`)
-      }
-    })
-    npm(["run", "tokens", "--", "revoke", "billing", "--file", ".dev.vars"], app, appEnv)
-    await withDev(async (base) => {
-      const read = await fetch(`${base}/v1/projections/orders`, { headers: { authorization: `Bearer ${token}` } })
-      expect(read.status === 401, `revoked token: GET answered ${read.status}, expected 401`)
-      const local = await fetch(`${base}/v1/projections/orders`, { headers: { authorization: `Bearer ${localToken}` } })
-      expect(local.status === 200, `the other token after the revoke: GET answered ${local.status}`)
-    })
-  })
-
-  await step("the packed @factline/client, in plain Node, emits order.placed to npm run dev and reads the orders projection; the packed factline command lists batch jobs through it", async () => {
-    const localToken = /fl_[0-9A-Za-z]{43}/.exec(readFileSync(join(app, ".dev.vars"), "utf8"))[0]
+    const ops = npm(["run", "tokens", "--", "create", "--tenant", "factline", "--scopes", "platform", "--name", "ops", "--file", ".dev.vars"], app, appEnv)
+    const platformToken = /\n\s+(fl_[0-9A-Za-z]{43})\n/.exec(ops)?.[1]
+    expect(platformToken, ops)
     // The definition as a service outside Workers declares it: from @factline/core/definitions (no runtime), the template's schema.
     writeFileSync(join(app, "client-check.mjs"), `
 import { Schema } from "effect"
@@ -176,13 +141,37 @@ for (let i = 0; i < 300; i++) {
 throw new Error("the order never reached the orders projection")
 `)
     await withDev(async (base) => {
+      const lead = { schema_version: 1, message_type: "leads.received", idempotency_key: "leads.received:l1", subject: "l1", payload: { id: "l1", score: 72 } }
+      const post = await fetch(`${base}/v1/events`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify(lead) })
+      expect(post.status === 202, `created token: POST /v1/events answered ${post.status} ${await post.text()}`)
+      let rows = []
+      for (let i = 0; i < 300 && rows.length === 0; i++) {
+        const read = await fetch(`${base}/v1/projections/leads?qualified=true`, { headers: { authorization: `Bearer ${token}` } })
+        expect(read.status === 200, `GET /v1/projections/leads answered ${read.status}`)
+        rows = (await read.json()).data
+        if (rows.length === 0) await new Promise((r) => setTimeout(r, 100))
+      }
+      expect(rows.length === 1 && rows[0].id === "l1" && rows[0].qualified === true, `the scaffolded module's projection: ${JSON.stringify(rows)}`)
+      const local = await fetch(`${base}/v1/projections/orders`, { headers: { authorization: `Bearer ${localToken}` } })
+      expect(local.status === 200, `init's local token: GET answered ${local.status}`)
+      // The dashboard and /docs, from the installed package's static assets, with their security headers.
+      for (const path of ["/dashboard", "/docs", "/static/dashboard.js", "/static/scalar/standalone.js"]) {
+        const page = await fetch(`${base}${path}`)
+        expect(page.status === 200, `GET ${path} answered ${page.status}`)
+        if (!path.startsWith("/static/")) expect(/script-src 'self'/.test(page.headers.get("content-security-policy") ?? ""), `GET ${path}: no CSP of its own origin`)
+      }
       sh(process.execPath, ["client-check.mjs", base, localToken], app)
-      // The installed bin's operators' commands reach the API through the installed client's request layer.
-      const factline = (...args) => spawnSync(process.execPath, [join(app, "node_modules", "@factline", "workers", "cli", "factline.mjs"), ...args, "--url", base, "--token", localToken], { cwd: app, encoding: "utf8" })
-      const batches = factline("batches", "--json")
+      // The installed bin (npx factline), its operators' commands through the installed client's request layer.
+      const factline = (token, ...args) => spawnSync("npx", ["--no-install", "factline", ...args, "--url", base, "--token", token], { cwd: app, encoding: "utf8", env: { ...process.env, ...appEnv } })
+      const health = factline(platformToken, "health")
+      expect(health.status === 0 && /factline-events/.test(health.stdout), `factline health: exit ${health.status}\n${health.stdout}${health.stderr}`)
+      const dlq = factline(platformToken, "dlq", "list", "--json")
+      expect(dlq.status === 0 && Array.isArray(JSON.parse(dlq.stdout).data), `factline dlq list --json: exit ${dlq.status}\n${dlq.stdout}${dlq.stderr}`)
+      const batches = factline(localToken, "batches", "--json")
       expect(batches.status === 0 && Array.isArray(JSON.parse(batches.stdout).data), `factline batches --json: exit ${batches.status}\n${batches.stdout}${batches.stderr}`)
-      const health = factline("health")
-      expect(health.status === 1 && health.stderr.includes("403 forbidden"), `factline health with an admin token: exit ${health.status}\n${health.stderr}`)
+      const refused = factline(localToken, "health")
+      expect(refused.status === 1 && refused.stderr.includes("403 forbidden"), `factline health with an admin token: exit ${refused.status}\n${refused.stderr}`)
+      process.stdout.write(`  factline health (platform token):\n${health.stdout.replace(/^/gm, "    ")}`)
     })
   })
 } catch {

@@ -1,10 +1,14 @@
 /**
- * `npm run new:module -- <name>` run into a temporary copy of the repository: it writes the module, its
- * table, its specs, registers it in src/modules.ts and generates its migration; the copy then typechecks and
- * the generated specs pass unchanged. (Runs in Node; spawns the scaffold, drizzle-kit, tsc and vitest.)
+ * The guide's commands (docs/first-handler.md), run in a temporary copy of the repository: `npm run new:module --
+ * leads` prints exactly what the guide shows (file names and the migration's real number — run with
+ * FACTLINE_UPDATE_DOCS=1 to write the real output into the guide), writes the module, its table, its specs,
+ * registers it in src/modules.ts and generates its migration; the copy then typechecks, the generated specs and
+ * the registry spec pass unchanged. Then a table edit: renaming a column makes `npm run db:generate` stop
+ * without a prompt (exit 3, nothing written, both answers named), and `--rename` generates the RENAME.
+ * (Runs in Node; spawns npm, the factline CLI, drizzle-kit, tsc and vitest.)
  */
 import { spawnSync } from "node:child_process"
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs"
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -14,38 +18,72 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..")
 const copy = mkdtempSync(join(tmpdir(), "factline-scaffold-"))
 afterAll(() => rmSync(copy, { recursive: true, force: true }))
 
-const run = (args, cwd) => {
-  const result = spawnSync(process.execPath, args, { cwd, encoding: "utf8", timeout: 120_000 })
-  return { status: result.status, output: `${result.stdout}\n${result.stderr}` }
+const run = (command, args, cwd) => {
+  const result = spawnSync(command, args, { cwd, encoding: "utf8", timeout: 120_000, env: { ...process.env, NO_COLOR: "1" } })
+  return { status: result.status, stdout: result.stdout, output: `${result.stdout}\n${result.stderr}` }
+}
+const npm = (args) => run("npm", ["run", "-s", ...args], copy)
+
+/** The guide's scaffold command and the output it shows (the fenced block after the command's). */
+const guidePath = join(root, "docs", "first-handler.md")
+const guideBlock = (guide) => {
+  const match = /```sh\n(npm run new:module -- (\w+))\n```\n```\n([\s\S]*?)\n```/.exec(guide)
+  if (!match) throw new Error("docs/first-handler.md has no ```sh npm run new:module -- NAME``` block followed by its output")
+  return { whole: match[0], command: match[1], name: match[2], shown: match[3] }
 }
 
-describe("npm run new:module", () => {
-  it("scaffolds a module whose generated specs pass unchanged, registered and migrated", () => {
+describe("the first-handler guide's commands", () => {
+  it("npm run new:module prints what the guide shows; the module is registered, migrated, typechecks, its specs and the registry spec pass", () => {
     // The repository's tracked and new files (not node_modules, not build output), with node_modules linked.
     const listed = spawnSync("git", ["ls-files", "-co", "--exclude-standard"], { cwd: root, encoding: "utf8" }).stdout.split("\n").filter(Boolean)
     for (const file of listed) if (existsSync(join(root, file))) cpSync(join(root, file), join(copy, file))
     symlinkSync(join(root, "node_modules"), join(copy, "node_modules"), "dir")
     const migrationsBefore = readdirSync(join(copy, "migrations")).filter((f) => f.endsWith(".sql"))
 
-    const scaffold = run(["apps/example/scripts/new-module.mjs", "tickets"], copy)
+    const guide = readFileSync(guidePath, "utf8")
+    const { whole, command, name, shown } = guideBlock(guide)
+    const scaffold = npm(["new:module", "--", name])
     expect(scaffold.status, scaffold.output).toBe(0)
-    expect(scaffold.output).toContain("created apps/example/src/tickets/Tickets.ts")
-    expect(readFileSync(join(copy, "apps/example/src/modules.ts"), "utf8")).toMatch(/import \{ tickets \} from "\.\/tickets\/Tickets\.js"[\s\S]*export const modules = \[calls, tickets\] as const/)
+    const real = scaffold.stdout.split("\n\nnext:")[0].trim()
+    if (process.env.FACTLINE_UPDATE_DOCS === "1") writeFileSync(guidePath, guide.replace(whole, `\`\`\`sh\n${command}\n\`\`\`\n\`\`\`\n${real}\n\`\`\``))
+    else expect(shown, "docs/first-handler.md shows other output than `npm run new:module` prints (FACTLINE_UPDATE_DOCS=1 writes the real one)").toBe(real)
+
+    expect(readFileSync(join(copy, "apps/example/src/modules.ts"), "utf8")).toMatch(/import \{ leads \} from "\.\/leads\/Leads\.js"[\s\S]*export const modules = \[calls, leads\] as const/)
     const added = readdirSync(join(copy, "migrations")).filter((f) => f.endsWith(".sql") && !migrationsBefore.includes(f))
     expect(added).toHaveLength(1)
-    expect(readFileSync(join(copy, "migrations", added[0]), "utf8")).toContain("CREATE TABLE `tickets`")
+    expect(real).toContain(`generated migrations/${added[0]}`)
+    expect(readFileSync(join(copy, "migrations", added[0]), "utf8")).toContain("CREATE TABLE `leads`")
 
-    // Running it again refuses to overwrite.
-    const again = run(["apps/example/scripts/new-module.mjs", "tickets"], copy)
+    // Running it again refuses to overwrite; a bad name is refused.
+    const again = npm(["new:module", "--", "leads"])
     expect(again.status).toBe(1)
-    expect(again.output).toContain("already exists; nothing was written")
-    expect(run(["apps/example/scripts/new-module.mjs", "Tickets"], copy).output).toContain('module name "Tickets" is not valid')
+    expect(again.output).toContain("apps/example/src/leads/Leads.ts already exists; nothing was written")
+    expect(npm(["new:module", "--", "Leads"]).output).toContain('module name "Leads" is not valid')
 
     const app = join(copy, "apps/example")
-    const typecheck = run([join(root, "node_modules/typescript/bin/tsc"), "--noEmit", "-p", "."], app)
+    const typecheck = run(process.execPath, [join(root, "node_modules/typescript/bin/tsc"), "--noEmit", "-p", "."], app)
     expect(typecheck.status, typecheck.output).toBe(0)
-    const specs = run([join(root, "node_modules/vitest/vitest.mjs"), "run", "--config", "vitest.node.config.ts", "test/tickets.spec.ts"], app)
+    const specs = run(process.execPath, [join(root, "node_modules/vitest/vitest.mjs"), "run", "--config", "vitest.node.config.ts", "test/leads.spec.ts", "test/registry.spec.ts"], app)
     expect(specs.status, specs.output).toBe(0)
-    expect(specs.output.replace(/\x1b\[[0-9;]*m/g, "")).toMatch(/Tests\s+4 passed \(4\)/)
-  }, 180_000)
+    expect(specs.output.replace(/\x1b\[[0-9;]*m/g, "")).toMatch(/Tests\s+5 passed \(5\)/)
+  }, 240_000)
+
+  it("a renamed column: npm run db:generate stops without a prompt naming both answers, and --rename generates the RENAME", () => {
+    const tables = join(copy, "apps/example/src/leads/Tables.ts")
+    writeFileSync(tables, readFileSync(tables, "utf8").replace('score: integer("score")', 'rating: integer("rating")'))
+    const before = readdirSync(join(copy, "migrations")).filter((f) => f.endsWith(".sql"))
+
+    const asked = npm(["db:generate", "--", "--name", "leads_rating"])
+    expect(asked.status, asked.output).toBe(3)
+    expect(asked.output).toContain("drizzle-kit asks whether column leads.rating is new or renamed from leads.score; nothing was generated.")
+    expect(asked.output).toContain("--rename leads.score:leads.rating")
+    expect(asked.output).toContain("--create leads.rating")
+    expect(readdirSync(join(copy, "migrations")).filter((f) => f.endsWith(".sql"))).toEqual(before)
+
+    const renamed = npm(["db:generate", "--", "--name", "leads_rating", "--rename", "leads.score:leads.rating"])
+    expect(renamed.status, renamed.output).toBe(0)
+    const added = readdirSync(join(copy, "migrations")).filter((f) => f.endsWith(".sql") && !before.includes(f))
+    expect(added).toEqual([expect.stringMatching(/^\d{4}_leads_rating\.sql$/)])
+    expect(readFileSync(join(copy, "migrations", added[0]), "utf8")).toContain('ALTER TABLE `leads` RENAME COLUMN "score" TO "rating";')
+  }, 120_000)
 })

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /**
- * The `factline` command of @factline/workers: the local commands (a new app, its tokens, its deployment)
+ * The `factline` command of @factline/workers: the local commands (a new app, its tokens, its deployment, a new
+ * module, its migrations)
  * and the operators' commands against a deployment's HTTP API (operate.mjs, through @factline/client's
  * request layer). Each command is its own module, loaded only when it runs — `npx @factline/workers init`
  * loads neither the client nor the operators' commands.
@@ -12,15 +13,22 @@ import { readFileSync } from "node:fs"
 const local = {
   init: () => import("./init.mjs"),
   tokens: () => import("./tokens.mjs"),
-  deploy: () => import("./deploy.mjs")
+  deploy: () => import("./deploy.mjs"),
+  "new:module": () => import("./new-module.mjs"),
+  "db:generate": () => import("./generate.mjs")
 }
 
 const usage = `usage: factline <command> [options]
 
 local commands:
-  init <dir>                                write a new factline app into <dir> (npx @factline/workers init my-platform)
+  init <dir> [--from TARBALLS]              write a new factline app into <dir> (npx @factline/workers init my-platform;
+                                            --from: depend on packed tarballs, npm run pack:local in the repository)
   tokens create|list|revoke …               API tokens (factline tokens --help)
   deploy [--env NAME] [--dry-run]           create queues, D1 databases, R2, apply migrations, deploy (factline deploy --help)
+  new:module <name> [--app DIR]             scaffold a module (event, handler, processor, projection, table, specs),
+                                            register it in src/modules.ts, generate its migration
+  db:generate [--name N] [--rename A:B] [--create C]
+                                            drizzle-kit generate without its interactive rename question
 
 operators' commands, against a deployment (--url, --token):
   health [--window 15m|1h|6h|24h]           every queue's health (scope platform)

@@ -5,11 +5,12 @@
  * with staging and production environments) and the package's static assets (the dashboard, /docs), vitest configs (specs in Node, integration tests in workerd
  * with @cloudflare/vitest-plugin), and a `.dev.vars` with a fresh local token and secrets key — so that
  * `npm install && npm run dev` and `npm install && npm test` work there. It refuses a non-empty directory
- * and installs nothing.
+ * and installs nothing. `--from DIR` points the app's @factline/* dependencies at packed tarballs
+ * (`npm run pack:local` in the factline repository) instead of the registry.
  */
 import { randomBytes } from "node:crypto"
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs"
-import { basename, join, relative, resolve } from "node:path"
+import { basename, join, relative, resolve, sep } from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Policies from "./Policies.mjs"
 import * as Tokens from "./tokens.mjs"
@@ -20,10 +21,34 @@ const packageJson = JSON.parse(readFileSync(new URL("../package.json", import.me
 /** The compatibility date new apps start on (the one factline is tested with). */
 export const compatibilityDate = "2026-10-01"
 
-export const usage = `usage: npx @factline/workers init <dir> [--name NAME] [--tenant TENANT]
+export const usage = `usage: npx @factline/workers init <dir> [--name NAME] [--tenant TENANT] [--from TARBALLS]
 
   --name     the Worker's name (default: the directory's name)
-  --tenant   the tenant of the local token written to .dev.vars (default: local)`
+  --tenant   the tenant of the local token written to .dev.vars (default: local)
+  --from     a folder of packed @factline/* tarballs (this repository's npm run pack:local): the app's
+             package.json points at them instead of the npm registry (before the packages are published)`
+
+/** The packages an app installs from `--from` tarballs (the client too: @factline/workers depends on it). */
+export const packed = ["schemas", "core", "workers", "client"]
+
+/**
+ * `{ "@factline/core": "file:../tarballs/factline-core-0.1.0.tgz", … }` for the tarballs of this version in
+ * `from`, relative to the app; or a message naming what is missing.
+ */
+export const tarballDependencies = (from, dir, version = packageJson.version) => {
+  if (!existsSync(from)) return { error: `--from ${from}: no such folder (npm run pack:local writes the tarballs)` }
+  const files = readdirSync(from)
+  const dependencies = {}
+  const missing = []
+  for (const name of packed) {
+    const file = `factline-${name}-${version}.tgz`
+    if (files.includes(file)) dependencies[`@factline/${name}`] = `file:${relative(dir, join(from, file)).split(sep).join("/")}`
+    else missing.push(file)
+  }
+  return missing.length > 0
+    ? { error: `--from ${from}: missing ${missing.join(", ")} (this factline is ${version}; npm run pack:local writes them)` }
+    : { dependencies }
+}
 
 /** The app's wrangler.jsonc: the platform's bindings generated from the policy table, for local and each environment. */
 export const wranglerConfig = (name) => {
@@ -94,6 +119,11 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     io.err("init: --tenant must be 1-64 letters, digits, '_', '.' or '-'\n")
     return 1
   }
+  const from = options.from === undefined ? undefined : tarballDependencies(resolve(options.from), dir)
+  if (from?.error) {
+    io.err(`init: ${from.error}; nothing was written\n`)
+    return 1
+  }
   if (existsSync(dir) && readdirSync(dir).length > 0) {
     io.err(`init: ${dir} is not empty; nothing was written\n`)
     return 1
@@ -105,12 +135,18 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     const path = join(dir, file)
     writeFileSync(path, readFileSync(path, "utf8").replaceAll("{{name}}", name).replaceAll("{{factline}}", packageJson.version))
   }
+  if (from) {
+    const path = join(dir, "package.json")
+    const pkg = JSON.parse(readFileSync(path, "utf8"))
+    pkg.dependencies = Object.fromEntries(Object.entries({ ...pkg.dependencies, ...from.dependencies }).sort(([a], [b]) => a.localeCompare(b)))
+    writeFileSync(path, `${JSON.stringify(pkg, null, 2)}\n`)
+  }
   writeFileSync(join(dir, "wrangler.jsonc"), wranglerConfig(name))
   const vars = devVars({ tenant })
   writeFileSync(join(dir, ".dev.vars"), vars.text, { mode: 0o600 })
 
   const where = relative(process.cwd(), dir) || "."
-  io.out(`created a factline app in ${where} (Worker ${name}, @factline/* ${packageJson.version})
+  io.out(`created a factline app in ${where} (Worker ${name}, @factline/* ${packageJson.version}${from ? ` from the tarballs in ${relative(process.cwd(), resolve(options.from)) || "."}` : ""})
 
 local token (tenant ${tenant}; also in .dev.vars, local only):
   ${vars.token}

@@ -80,4 +80,31 @@ describe("factline init", () => {
     for (const p of versions) for (const [dep, range] of Object.entries(p.dependencies ?? {})) if (dep.startsWith("@factline/")) expect(range, `${p.name} → ${dep}`).toBe(version)
     expect(readFileSync(join(root, "CHANGELOG.md"), "utf8")).toContain(`## ${version}`)
   })
+
+  it("one Node requirement: every package, the template and the repository declare the same engines", () => {
+    const manifests = ["package.json", ...["schemas", "core", "workers", "client"].map((p) => `packages/${p}/package.json`), "packages/workers/template/package.json"]
+    const engines = new Set(manifests.map((m) => readJson(join(root, m)).engines?.node))
+    expect([...engines]).toEqual([">=22.13"])
+  })
+
+  it("--from TARBALLS: the app's @factline/* dependencies point at the packed tarballs; a missing one writes nothing", async () => {
+    const version = readJson(join(root, "packages/workers/package.json")).version
+    const tarballs = join(scratch, "tarballs")
+    mkdirSync(tarballs)
+    for (const p of ["schemas", "core", "workers"]) writeFileSync(join(tarballs, `factline-${p}-${version}.tgz`), "")
+    let err = ""
+    const partial = join(scratch, "partial")
+    expect(await Init.run([partial, "--from", tarballs], { out: () => {}, err: (s) => (err += s) })).toBe(1)
+    expect(err).toContain(`missing factline-client-${version}.tgz`)
+    expect(existsSync(partial)).toBe(false)
+
+    writeFileSync(join(tarballs, `factline-client-${version}.tgz`), "")
+    const app = join(scratch, "apps", "packed")
+    let out = ""
+    expect(await Init.run([app, "--from", tarballs], { out: (s) => (out += s), err: () => {} })).toBe(0)
+    expect(out).toContain("from the tarballs in")
+    const deps = readJson(join(app, "package.json")).dependencies
+    for (const p of ["schemas", "core", "workers", "client"]) expect(deps[`@factline/${p}`], p).toBe(`file:../../tarballs/factline-${p}-${version}.tgz`)
+    expect(deps.effect).toBe(readJson(join(root, "package.json")).dependencies.effect)
+  })
 })

@@ -7,11 +7,17 @@
  * and every dead-letter queue) and the scheduled maintenance (core's
  * `Maintenance.run`). The registry is built here, at module load, so a
  * misconfiguration (two handlers for one type) fails the deploy, not a
- * message. Export the LedgerShard class beside it from the Worker's entry.
+ * message. In local development (`FACTLINE_LOCAL_DEVELOPMENT=true`, as `.dev.vars` sets it) a
+ * registry error does not throw: the module loads, the error is logged once at start-up, every
+ * request answers a 500 `registry_invalid` naming it and every queue message is retried, so
+ * `wrangler dev` shows the registry's message alone (a throw at load makes it add "a problem with
+ * the workerd binary" and "no LedgerShard class", both wrong). Export the LedgerShard class beside
+ * it from the Worker's entry.
  *
  * Every program runs on the isolate's one runtime (Services); nothing here
  * reads a binding or builds a layer.
  */
+import { env as workerEnv } from "cloudflare:workers"
 import { Clock, Effect } from "effect"
 import {
   BatchConsumer,
@@ -83,8 +89,56 @@ export const consume = (batch: MessageBatch<unknown>): Effect.Effect<void, never
     yield* Metrics.record(Metrics.sampleOf({ queue: purpose, messages: batch.messages, metadata: batch.metadata }, counts ?? undefined, now - started, now))
   })
 
-export const makePlatform = (modules: ReadonlyArray<Module.Module>): Platform => {
-  const registry = Registry.make(modules)
+export interface Options {
+  /**
+   * Whether a registry error is answered rather than thrown (see the header). Default: the Worker's
+   * `FACTLINE_LOCAL_DEVELOPMENT` setting, read at module load.
+   */
+  readonly localDevelopment?: boolean
+}
+
+const localDevelopmentAtLoad = (): boolean => {
+  try {
+    return (workerEnv as { readonly FACTLINE_LOCAL_DEVELOPMENT?: unknown } | undefined)?.FACTLINE_LOCAL_DEVELOPMENT === "true"
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The platform of a module list the registry refused, in local development: it loads (so wrangler
+ * reports nothing else), and says the registry's message on start-up, on every request (500
+ * `registry_invalid`) and for every queue batch (retried, never dropped, so nothing is lost once fixed).
+ */
+const refused = (error: Registry.RegistryConfigError): Platform => {
+  const message = `factline: the registry refused the module list (src/modules.ts): ${error.message}`
+  console.error(message)
+  const body = JSON.stringify({ error: { code: "registry_invalid", message } })
+  return {
+    // workerd reads the default export's properties at load: nothing here may throw (an empty registry).
+    registry: Registry.make([]),
+    runtime: () => {
+      throw error
+    },
+    fetch: async () => new Response(body, { status: 500, headers: { "content-type": "application/json" } }),
+    queue: async (batch) => {
+      console.error(`${message} (${batch.messages.length} message(s) of ${batch.queue} retried)`)
+      batch.retryAll({ delaySeconds: 10 })
+    },
+    scheduled: async () => {
+      console.error(message)
+    }
+  }
+}
+
+export const makePlatform = (modules: ReadonlyArray<Module.Module>, options: Options = {}): Platform => {
+  let registry: Registry.Shape
+  try {
+    registry = Registry.make(modules)
+  } catch (error) {
+    if (error instanceof Registry.RegistryConfigError && (options.localDevelopment ?? localDevelopmentAtLoad())) return refused(error)
+    throw error
+  }
   const runtime = Services.runtimes(registry)
   const api = Api.make(registry, runtime)
 

@@ -153,6 +153,9 @@ describe("test kit specs", () => {
       await ProcessorSpec.for(sloppy).when(issued).thenFails(/sloppy-timer returned a fact of type "invoice_overdue"/, { permanent: true })
       expect(() => Timer.schedule({ name: "overdue", after: "soon" as never, fact: Overdue.make({ invoice_id: "x" }) })).toThrow(/not a finite, non-negative duration/)
       expect(() => Timer.cancel("Over Due")).toThrow(/timer name "Over Due" is not valid/)
+    })
+  })
+
   describe("handlers with services", () => {
     /** A service product code requires: its module's layer provides it, a spec a test one. */
     class Rates extends Context.Service<Rates, { readonly bonusPercent: (cents: number) => Effect.Effect<number> }>()("spec/Rates") {}

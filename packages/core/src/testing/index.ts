@@ -1,11 +1,13 @@
 /**
  * @factline/core/testing — the test kit, for plain Node (≥ 22.13):
- * specifications for deciders, handlers, processors and projections, builders
+ * specifications for deciders, handlers, processors and projections, the
+ * registry check of an app's module list (`RegistrySpec`), builders
  * for messages and facts, and the in-memory platform they run on. The
  * counting wrappers for workerd tests are in `@factline/core/testing/bindings`.
  */
 export { DeciderSpec, HandlerSpec, ProcessorSpec, ProjectionSpec, SpecError } from "./Specs.js"
 export { defaultTenant, fact, message, type FactOptions, type MessageOptions } from "./Builders.js"
 export * as TestPlatform from "./TestPlatform.js"
+export * as RegistrySpec from "./RegistrySpec.js"
 export * as MemoryBindings from "./MemoryBindings.js"
 export { createTable } from "./Ddl.js"
