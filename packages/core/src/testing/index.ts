@@ -9,3 +9,4 @@ export { defaultTenant, fact, message, type FactOptions, type MessageOptions } f
 export * as TestPlatform from "./TestPlatform.js"
 export * as MemoryBindings from "./MemoryBindings.js"
 export { createTable } from "./Ddl.js"
+export { checkSchemaSnapshots, type Options as SchemaSnapshotOptions } from "./Snapshots.js"

@@ -1,0 +1,70 @@
+/**
+ * The schema snapshot check of an app, for its Node tests: every message and fact version its modules
+ * define has a committed JSON Schema file, `src/<module>/schemas/<type>.v<N>.json`, equal to the code's
+ * (interop/SchemaSnapshots). A schema changed without a new version, a version without its file, a file
+ * without its version: the check fails, listing each with the command that fixes it.
+ *
+ * ```ts
+ * it("every schema version has its snapshot", () => checkSchemaSnapshots({ modules, dir: srcDir }))
+ * ```
+ *
+ * Run with `FACTLINE_SNAPSHOTS=write` it writes the missing files (new types and versions) and still fails
+ * on changed ones; with `FACTLINE_SNAPSHOTS=rewrite` it also rewrites changed ones (a version that was never
+ * deployed) — the app's `snapshots:write` / `snapshots:rewrite` scripts.
+ */
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import type { Module } from "../definitions/Module.js"
+import * as SchemaSnapshots from "../interop/SchemaSnapshots.js"
+import { SpecError } from "./Specs.js"
+
+export interface Options {
+  readonly modules: ReadonlyArray<Module>
+  /** The app's source directory (the modules' directories are `<dir>/<module>`). */
+  readonly dir: string
+  /** `write`: write missing files; `rewrite`: also overwrite changed ones. Default: the `FACTLINE_SNAPSHOTS` environment variable, else check only. */
+  readonly mode?: "check" | "write" | "rewrite"
+  readonly commands?: SchemaSnapshots.Commands
+}
+
+const environment = (): string | undefined =>
+  (globalThis as { readonly process?: { readonly env?: Readonly<Record<string, string | undefined>> } }).process?.env?.FACTLINE_SNAPSHOTS
+
+/** The snapshot files present under the modules' `schemas` directories, by path relative to `dir`. */
+const present = (dir: string, modules: ReadonlyArray<Module>): Map<string, string> => {
+  const files = new Map<string, string>()
+  for (const module of modules) {
+    const relative = SchemaSnapshots.directory(module.name)
+    const absolute = join(dir, relative)
+    if (!existsSync(absolute)) continue
+    for (const name of readdirSync(absolute).sort()) {
+      if (SchemaSnapshots.parseFileName(name) !== undefined) files.set(`${relative}/${name}`, readFileSync(join(absolute, name), "utf8"))
+    }
+  }
+  return files
+}
+
+/**
+ * Checks (and in `write` / `rewrite` mode writes) the snapshots; returns the paths written. Throws a
+ * `SpecError` listing every remaining problem, each with its fix.
+ */
+export const checkSchemaSnapshots = (options: Options): ReadonlyArray<string> => {
+  const mode = options.mode ?? (environment() === "write" ? "write" : environment() === "rewrite" ? "rewrite" : "check")
+  const snapshots = SchemaSnapshots.expected(options.modules)
+  const problems = SchemaSnapshots.compare(snapshots, present(options.dir, options.modules), options.commands)
+  const written: Array<string> = []
+  const remaining = problems.filter((p) => {
+    const fixable = p.kind === "missing" ? mode !== "check" : p.kind === "changed" ? mode === "rewrite" : false
+    if (!fixable) return true
+    const snapshot = snapshots.find((s) => s.path === p.path)!
+    mkdirSync(join(options.dir, SchemaSnapshots.directory(snapshot.module)), { recursive: true })
+    writeFileSync(join(options.dir, p.path), snapshot.text)
+    written.push(p.path)
+    return false
+  })
+  for (const path of written) console.log(`wrote ${path}`)
+  if (remaining.length > 0) {
+    throw new SpecError(`${remaining.length} schema snapshot problem(s):\n${remaining.map((p) => `- ${p.message}`).join("\n")}`)
+  }
+  return written
+}
