@@ -5,33 +5,46 @@
  * without its version: the check fails, listing each with the command that fixes it.
  *
  * ```ts
- * it("every schema version has its snapshot", () => checkSchemaSnapshots({ modules, dir: srcDir }))
+ * it("every schema version has its snapshot", () => checkSchemaSnapshots({ modules })) // src/, from the app's directory
  * ```
  *
  * Run with `FACTLINE_SNAPSHOTS=write` it writes the missing files (new types and versions) and still fails
  * on changed ones; with `FACTLINE_SNAPSHOTS=rewrite` it also rewrites changed ones (a version that was never
  * deployed) — the app's `snapshots:write` / `snapshots:rewrite` scripts.
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
-import { join } from "node:path"
 import type { Module } from "../definitions/Module.js"
 import * as SchemaSnapshots from "../interop/SchemaSnapshots.js"
 import { SpecError } from "./Specs.js"
 
 export interface Options {
   readonly modules: ReadonlyArray<Module>
-  /** The app's source directory (the modules' directories are `<dir>/<module>`). */
-  readonly dir: string
+  /** The app's source directory (the modules' directories are `<dir>/<module>`); default `src`, from the working directory (the app's, where its specs run). */
+  readonly dir?: string
   /** `write`: write missing files; `rewrite`: also overwrite changed ones. Default: the `FACTLINE_SNAPSHOTS` environment variable, else check only. */
   readonly mode?: "check" | "write" | "rewrite"
   readonly commands?: SchemaSnapshots.Commands
 }
 
-const environment = (): string | undefined =>
-  (globalThis as { readonly process?: { readonly env?: Readonly<Record<string, string | undefined>> } }).process?.env?.FACTLINE_SNAPSHOTS
+/** What the check uses of Node (through `process.getBuiltinModule`: the kit's types are the Workers' only). */
+interface Node {
+  readonly env: Readonly<Record<string, string | undefined>>
+  readonly fs: {
+    existsSync(path: string): boolean
+    mkdirSync(path: string, options: { readonly recursive: boolean }): unknown
+    readdirSync(path: string): Array<string>
+    readFileSync(path: string, encoding: "utf8"): string
+    writeFileSync(path: string, data: string): void
+  }
+}
+const node = (): Node => {
+  const process = (globalThis as { readonly process?: { readonly env: Node["env"]; readonly getBuiltinModule?: (id: string) => unknown } }).process
+  if (process?.getBuiltinModule === undefined) throw new Error("the schema snapshot check runs in Node (≥ 22.3), in the app's specs")
+  return { env: process.env, fs: process.getBuiltinModule("node:fs") as Node["fs"] }
+}
+const join = (...parts: ReadonlyArray<string>) => parts.join("/").replace(/\/+/g, "/")
 
 /** The snapshot files present under the modules' `schemas` directories, by path relative to `dir`. */
-const present = (dir: string, modules: ReadonlyArray<Module>): Map<string, string> => {
+const present = ({ fs: { existsSync, readdirSync, readFileSync } }: Node, dir: string, modules: ReadonlyArray<Module>): Map<string, string> => {
   const files = new Map<string, string>()
   for (const module of modules) {
     const relative = SchemaSnapshots.directory(module.name)
@@ -49,16 +62,19 @@ const present = (dir: string, modules: ReadonlyArray<Module>): Map<string, strin
  * `SpecError` listing every remaining problem, each with its fix.
  */
 export const checkSchemaSnapshots = (options: Options): ReadonlyArray<string> => {
-  const mode = options.mode ?? (environment() === "write" ? "write" : environment() === "rewrite" ? "rewrite" : "check")
+  const nodejs = node()
+  const dir = options.dir ?? "src"
+  const asked = nodejs.env.FACTLINE_SNAPSHOTS
+  const mode = options.mode ?? (asked === "write" ? "write" : asked === "rewrite" ? "rewrite" : "check")
   const snapshots = SchemaSnapshots.expected(options.modules)
-  const problems = SchemaSnapshots.compare(snapshots, present(options.dir, options.modules), options.commands)
+  const problems = SchemaSnapshots.compare(snapshots, present(nodejs, dir, options.modules), options.commands)
   const written: Array<string> = []
   const remaining = problems.filter((p) => {
     const fixable = p.kind === "missing" ? mode !== "check" : p.kind === "changed" ? mode === "rewrite" : false
     if (!fixable) return true
     const snapshot = snapshots.find((s) => s.path === p.path)!
-    mkdirSync(join(options.dir, SchemaSnapshots.directory(snapshot.module)), { recursive: true })
-    writeFileSync(join(options.dir, p.path), snapshot.text)
+    nodejs.fs.mkdirSync(join(dir, SchemaSnapshots.directory(snapshot.module)), { recursive: true })
+    nodejs.fs.writeFileSync(join(dir, p.path), snapshot.text)
     written.push(p.path)
     return false
   })

@@ -3,9 +3,6 @@ declare module "node:fs" {
   export function mkdtempSync(prefix: string): string
   export function mkdirSync(path: string, options?: { recursive?: boolean }): string | undefined
   export function writeFileSync(path: string, data: Uint8Array | string): void
-  export function readFileSync(path: string, encoding: "utf8"): string
-  export function readdirSync(path: string): Array<string>
-  export function existsSync(path: string): boolean
 }
 declare module "node:os" {
   export function tmpdir(): string
