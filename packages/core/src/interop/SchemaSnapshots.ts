@@ -35,7 +35,8 @@ export interface Problem {
 
 /** The commands a problem names (an app can say its own, e.g. a template without `new:version`). */
 export interface Commands {
-  readonly newVersion: (module: string, type: string) => string
+  /** Absent: the message says how to add the version by hand. */
+  readonly newVersion?: (module: string, type: string) => string
   readonly write: string
   readonly rewrite: string
 }
@@ -94,7 +95,8 @@ export const compare = (snapshots: ReadonlyArray<Snapshot>, files: ReadonlyMap<s
         path: s.path,
         kind: "changed",
         message: `the schema of ${what} changed without a new version (it differs from ${s.path}): stored ${s.kind === "fact" ? "facts" : "messages"} of version ${s.version} ` +
-          `keep the old shape. Undo the change and add version ${latest + 1} with an upcaster instead: \`${commands.newVersion(s.module, s.type)}\`. ` +
+          `keep the old shape. Undo the change and add version ${latest + 1} with an upcaster instead: ` +
+          (commands.newVersion ? `\`${commands.newVersion(s.module, s.type)}\`. ` : `\`.version(${latest + 1}, Schema, (previous) => …)\` on its definition, then \`${commands.write}\`. `) +
           `Only if version ${s.version} was never deployed, accept the change: \`${commands.rewrite}\``
       })
     }
