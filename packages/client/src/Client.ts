@@ -246,7 +246,7 @@ export const make = (config: Config): Client => {
     const version = fact.schema_version ?? 1
     if (definition === undefined || version === definition.latestVersion) return fact
     const upcast = definition.upcast(version, fact.data)
-    if (upcast._tag === "Failure") throw new UnexpectedResponse({ message: `fact ${fact.fact_id}: ${upcast.failure.message}; update the client's fact definitions`, status: 200 })
+    if (Result.isFailure(upcast)) throw new UnexpectedResponse({ message: `fact ${fact.fact_id}: ${upcast.failure.message}; update the client's fact definitions`, status: 200 })
     return { ...fact, data: upcast.success, schema_version: definition.latestVersion }
   }
 

@@ -27,7 +27,8 @@ export interface Options {
 
 /** What the check uses of Node (through `process.getBuiltinModule`: the kit's types are the Workers' only). */
 interface Node {
-  readonly env: Readonly<Record<string, string | undefined>>
+  /** The Node process's environment variables (a test run's, not a Worker's bindings). */
+  readonly variables: Readonly<Record<string, string | undefined>>
   readonly fs: {
     existsSync(path: string): boolean
     mkdirSync(path: string, options: { readonly recursive: boolean }): unknown
@@ -39,7 +40,7 @@ interface Node {
 const node = (): Node => {
   const process = (globalThis as { readonly process?: { readonly env: Node["env"]; readonly getBuiltinModule?: (id: string) => unknown } }).process
   if (process?.getBuiltinModule === undefined) throw new Error("the schema snapshot check runs in Node (≥ 22.3), in the app's specs")
-  return { env: process.env, fs: process.getBuiltinModule("node:fs") as Node["fs"] }
+  return { variables: process.env, fs: process.getBuiltinModule("node:fs") as Node["fs"] }
 }
 const join = (...parts: ReadonlyArray<string>) => parts.join("/").replace(/\/+/g, "/")
 
@@ -64,7 +65,7 @@ const present = ({ fs: { existsSync, readdirSync, readFileSync } }: Node, dir: s
 export const checkSchemaSnapshots = (options: Options): ReadonlyArray<string> => {
   const nodejs = node()
   const dir = options.dir ?? "src"
-  const asked = nodejs.env.FACTLINE_SNAPSHOTS
+  const asked = nodejs.variables.FACTLINE_SNAPSHOTS
   const mode = options.mode ?? (asked === "write" ? "write" : asked === "rewrite" ? "rewrite" : "check")
   const snapshots = SchemaSnapshots.expected(options.modules)
   const problems = SchemaSnapshots.compare(snapshots, present(nodejs, dir, options.modules), options.commands)
