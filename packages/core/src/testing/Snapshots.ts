@@ -38,7 +38,7 @@ interface Node {
   }
 }
 const node = (): Node => {
-  const process = (globalThis as { readonly process?: { readonly env: Node["env"]; readonly getBuiltinModule?: (id: string) => unknown } }).process
+  const process = (globalThis as { readonly process?: { readonly env: Node["variables"]; readonly getBuiltinModule?: (id: string) => unknown } }).process
   if (process?.getBuiltinModule === undefined) throw new Error("the schema snapshot check runs in Node (≥ 22.3), in the app's specs")
   return { variables: process.env, fs: process.getBuiltinModule("node:fs") as Node["fs"] }
 }
