@@ -81,3 +81,12 @@ const Note = FactDefinition.make("typing_note", Schema.Struct({ text: Schema.Str
 // @ts-expect-error — `text` is a string
 Note.make({ text: 1 })
 void MessageDefinition
+
+// 6. Versioned facts: an upcaster must build every field of the next version, and drafts are the latest version.
+const InvoiceV1 = Schema.Struct({ invoice_id: Schema.String })
+const InvoiceV2 = Schema.Struct({ ...InvoiceV1.fields, currency: Schema.String })
+// @ts-expect-error — the upcaster from version 1 leaves `currency` out
+export const incompleteUpcaster = FactDefinition.make("typing_invoice", InvoiceV1).version(2, InvoiceV2, (v1) => ({ ...v1 }))
+export const Invoice = FactDefinition.make("typing_invoice", InvoiceV1).version(2, InvoiceV2, (v1) => ({ ...v1, currency: "USD" }))
+// @ts-expect-error — make() writes version 2: a version-1 shaped draft does not compile
+export const oldDraft = Invoice.make({ invoice_id: "i1" })
