@@ -60,7 +60,7 @@ const issue = (invoice_id: string, currency: string) => ({
 })
 
 describe("versioned facts", () => {
-  it("a fact stored at version 1 is seen at version 2 by a decider, a processor, the projection (live and rebuilt) and the HTTP reads", async () => {
+  it("a fact stored at version 1 is seen at version 2 by a decider, a processor, the projection (live and rebuilt), the HTTP reads and the export", async () => {
     await createInvoicesTable()
     const invoice = unique("inv")
     const stored = await storeAt(invoice, 1, { invoice_id: invoice, amount_cents: 1250 })
@@ -99,6 +99,16 @@ describe("versioned facts", () => {
     expect(listed.data).toEqual([expect.objectContaining({ schema_version: 2, data: { invoice_id: invoice, amount_cents: 1250, currency: "USD" } })])
     const cloudEvents = await (await request(`/v1/streams/${invoice}/facts`, { token: tokenA, headers: { accept: "application/cloudevents-batch+json" } })).json<any>()
     expect(cloudEvents[0]).toMatchObject({ type: "test_invoice_issued", schemaversion: "2", data: { invoice_id: invoice, amount_cents: 1250, currency: "USD" } })
+
+    // The NDJSON export of the tenant's facts (read from the ledger) writes it at version 2.
+    const exported = await request("/v1/batches", { method: "POST", token: tokenA, body: JSON.stringify({ operation: "export" }) })
+    expect(exported.status, await exported.clone().text()).toBe(202)
+    const exportId = (await exported.json<any>()).batch_id as string
+    await drain({ timeoutMs: 60_000 })
+    const download = await request(`/v1/batches/${exportId}/output`, { token: tokenA })
+    expect(download.status).toBe(200)
+    const lines = (await download.text()).trimEnd().split("\n").map((line) => JSON.parse(line))
+    expect(lines.find((l) => l.fact_id === stored.fact_id)).toMatchObject({ schema_version: 2, data: { invoice_id: invoice, amount_cents: 1250, currency: "USD" } })
 
     // A rebuild replays the version-1 fact as version 2 (the live row removed first, so only the replay can restore it).
     await env.DB.prepare("DELETE FROM test_invoices WHERE tenant_id = ? AND invoice_id = ?").bind(tenant, invoice).run()
