@@ -2,8 +2,10 @@
  * Test-only message types, registered beside the example's calls module in the
  * test Worker: a decider whose decision depends on its stream, a handler that
  * fails transiently a given number of times, one that always fails, and one
- * that fails permanently; and a projection whose mapping throws for marked
- * buyers (it writes nothing otherwise, so it changes no other test's rows).
+ * that fails permanently; a projection whose mapping throws for marked
+ * buyers (it writes nothing otherwise, so it changes no other test's rows);
+ * and an invoice whose fact gained a version 2 (`currency`), with a decider,
+ * a processor and a projection reading it (fact-versions.workers.test.ts).
  */
 import { Effect, Schema } from "effect"
 import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, Projection, Timer, TransientError } from "@factline/core"
@@ -166,8 +168,46 @@ export const acknowledgeReminder = Processor.make(ReminderDue, {
   process: (fact) => Effect.succeed([ReminderAcknowledged.make({ note: fact.data.note })])
 })
 
+/** `test_invoice_issued` version 1 (stored by the code before), and version 2, which adds `currency`. */
+export const InvoiceIssuedV1 = Schema.Struct({ invoice_id: Schema.String, amount_cents: Schema.Int })
+export const InvoiceIssuedV2 = Schema.Struct({ ...InvoiceIssuedV1.fields, currency: Schema.String })
+export const InvoiceIssued = FactDefinition.make("test_invoice_issued", InvoiceIssuedV1)
+  .version(2, InvoiceIssuedV2, (v1) => ({ ...v1, currency: "USD" }))
+/** A second issue of one invoice, naming the currency the decider folded from the first. */
+export const InvoiceReissueRefused = FactDefinition.make("test_invoice_reissue_refused", Schema.Struct({ invoice_id: Schema.String, issued_in: Schema.String }))
+export const IssueInvoice = MessageDefinition.command("test.invoice.issue").version(1, InvoiceIssuedV2)
+export const issueInvoice = Handler.decider(IssueInvoice, {
+  name: "issue-test-invoice",
+  emits: [InvoiceIssued, InvoiceReissueRefused],
+  initialState: undefined as string | undefined,
+  evolve: (issuedIn, fact) => (fact.type === "test_invoice_issued" ? fact.data.currency : issuedIn),
+  decide: (m, issuedIn) =>
+    Effect.succeed(issuedIn === undefined
+      ? [InvoiceIssued.make(m.payload)]
+      : [InvoiceReissueRefused.make({ invoice_id: m.payload.invoice_id, issued_in: issuedIn })])
+})
+export const InvoiceBilled = FactDefinition.make("test_invoice_billed", Schema.Struct({ invoice_id: Schema.String, billed: Schema.String }))
+export const billInvoice = Processor.make(InvoiceIssued, {
+  name: "bill-test-invoice",
+  emits: [InvoiceBilled],
+  process: ({ data }) => Effect.succeed([InvoiceBilled.make({ invoice_id: data.invoice_id, billed: `${data.amount_cents} ${data.currency}` })])
+})
+/** The `test_invoices` projection's table: not migrated (test-only); fact-versions.workers.test.ts creates it. */
+export const testInvoicesTable = sqliteTable(
+  "test_invoices",
+  { tenant_id: text("tenant_id").notNull(), invoice_id: text("invoice_id").notNull(), currency: text("currency"), ...Projection.sequenceColumns(["test_invoice_issued"]) },
+  (t) => [primaryKey({ columns: [t.tenant_id, t.invoice_id] })]
+)
+export const testInvoicesProjection = Projection.rows({
+  name: "test_invoices",
+  table: testInvoicesTable,
+  key: ["invoice_id"],
+  queryable: ["invoice_id"],
+  on: [Projection.on(InvoiceIssued, ({ invoice_id, currency }) => ({ invoice_id, currency }))]
+})
+
 export const testModule = Module.make("test", {
-  handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower, requestProbe, sloppy, fixable, requestReminder, cancelReminder],
-  processors: [probeProcessor, remind, acknowledgeReminder],
-  projections: [fragileProjection]
+  handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower, requestProbe, sloppy, fixable, requestReminder, cancelReminder, issueInvoice],
+  processors: [probeProcessor, remind, acknowledgeReminder, billInvoice],
+  projections: [fragileProjection, testInvoicesProjection]
 })

@@ -33,6 +33,7 @@ describe("CloudEvents out", () => {
       correlationid: stored[2]!.correlation_id,
       causedby: "qualify-call",
       tenantid: "tenant-a",
+      schemaversion: "1",
       traceparent: stored[2]!.traceparent
     })
     expect(stored[2]!.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/)

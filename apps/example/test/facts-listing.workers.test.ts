@@ -46,7 +46,7 @@ describe("GET /v1/facts?subject=: the stream from the ledger", () => {
     expect(pages.map((p) => p.data.map((f: any) => f.sequence))).toEqual([[1, 2, 3], [4, 5, 6], [7]])
     expect(pages[0].data[0]).toEqual({
       fact_id: `f_${stream}_1`, subject: stream, sequence: 1, type: "outcome", causation_id: `k_${stream}`, correlation_id: `c_${stream}`,
-      caused_by: "test", created_at: "2026-01-01T00:00:00.000Z", traceparent: null, data: { i: 1 }
+      caused_by: "test", created_at: "2026-01-01T00:00:00.000Z", traceparent: null, schema_version: 1, data: { i: 1 }
     })
     // A type, kept while paging: a page of exactly `limit` matching facts, then the rest.
     const first = await get(`/v1/facts?subject=${stream}&type=note&limit=2`)

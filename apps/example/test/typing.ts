@@ -112,3 +112,11 @@ export const halfProvided = Module.make("typing_calls", {
 export const provided = Module.make("typing_calls", { handlers: [stampDispute], processors: [qualifyCall], layer: Layer.mergeAll(Pricing.layer, Layer.succeed(Clock2, Clock2.of({ now: Effect.succeed(0) }))) })
 // @ts-expect-error — a spec of code requiring Pricing must give it a layer (the module's, or a test one)
 ProcessorSpec.for(qualifyCall)
+// 7. Versioned facts: an upcaster must build every field of the next version, and drafts are the latest version.
+const InvoiceV1 = Schema.Struct({ invoice_id: Schema.String })
+const InvoiceV2 = Schema.Struct({ ...InvoiceV1.fields, currency: Schema.String })
+// @ts-expect-error — the upcaster from version 1 leaves `currency` out
+export const incompleteUpcaster = FactDefinition.make("typing_invoice", InvoiceV1).version(2, InvoiceV2, (v1) => ({ ...v1 }))
+export const Invoice = FactDefinition.make("typing_invoice", InvoiceV1).version(2, InvoiceV2, (v1) => ({ ...v1, currency: "USD" }))
+// @ts-expect-error — make() writes version 2: a version-1 shaped draft does not compile
+export const oldDraft = Invoice.make({ invoice_id: "i1" })

@@ -103,6 +103,8 @@ export interface ListedFact<T extends string = string, D = Readonly<Record<strin
   readonly correlation_id: string
   readonly caused_by: string
   readonly created_at: string
+  /** The version of the type's schema `data` is in (the latest the client's definition knows, when one was given). */
+  readonly schema_version: number
 }
 
 type ListedFactOf<F> = [F] extends [never] ? ListedFact : F extends FactDefinition.FactDefinition<infer T, infer D> ? ListedFact<T, D> : never
@@ -232,14 +234,30 @@ export const make = (config: Config): Client => {
     return new Promise((resolve, reject) => batcher.add({ json, bytes, idempotency_key: options.idempotency_key, resolve, reject }))
   }
 
+  /**
+   * A fact in the shape of the client's definition of its type: the platform answers its latest version; a
+   * client whose definition is newer upcasts further, and one whose definition is older refuses the fact
+   * (its data has fields the client's types do not describe) rather than mistype it.
+   */
+  const latest = <F extends { readonly fact_id: string; readonly type: string; readonly data: unknown; readonly schema_version?: number | undefined }>(
+    definition: FactDefinition.Any | undefined,
+    fact: F
+  ): F => {
+    const version = fact.schema_version ?? 1
+    if (definition === undefined || version === definition.latestVersion) return fact
+    const upcast = definition.upcast(version, fact.data)
+    if (Result.isFailure(upcast)) throw new UnexpectedResponse({ message: `fact ${fact.fact_id}: ${upcast.failure.message}; update the client's fact definitions`, status: 200 })
+    return { ...fact, data: upcast.success, schema_version: definition.latestVersion }
+  }
+
   /** A next page that would repeat this one: stop rather than loop. */
   const stalled = (what: string) => new UnexpectedResponse({ message: `${what}: the next page starts where this one did`, status: 200 })
 
   const readStream: Client["readStream"] = async (subject, options) => {
     const page = await api.readStream({ params: { subject }, query: { after: options?.after, limit: options?.limit } })
     // No definitions (or none listed, which types every fact as stored too): no filter.
-    const types = options?.types === undefined || options.types.length === 0 ? undefined : new Set(options.types.map((d) => d.type))
-    const facts = page.facts.filter((f) => types === undefined || types.has(f.type))
+    const types = options?.types === undefined || options.types.length === 0 ? undefined : new Map(options.types.map((d) => [d.type, d]))
+    const facts = page.facts.filter((f) => types === undefined || types.has(f.type)).map((f) => latest(types?.get(f.type), f))
     return { subject, version: page.version, facts: facts as Array<any>, next_after: page.next_after }
   }
 
@@ -256,7 +274,7 @@ export const make = (config: Config): Client => {
 
   const readFacts: Client["readFacts"] = async (options) => {
     const page = await api.listFacts({ query: { type: options?.type?.type, subject: options?.subject, cursor: options?.cursor, limit: options?.limit } })
-    return { data: page.data as Array<any>, next_cursor: page.next_cursor }
+    return { data: page.data.map((f) => latest(options?.type, f)) as Array<any>, next_cursor: page.next_cursor }
   }
 
   const readProjection: Client["readProjection"] = async (projection, options) => {

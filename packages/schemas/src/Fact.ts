@@ -23,6 +23,12 @@ export const Fact = Schema.Struct({
   sequence: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
   type: FactType,
   data: Schema.Record(Schema.String, Schema.Unknown),
+  /**
+   * The version of its type's data schema `data` is written at (its definition's `.version(n, …)`); absent on
+   * facts stored before fact versions, which are version 1. Readers in the code see the latest version: the
+   * runtime upcasts older data (and refuses a version newer than the code) before any product code sees it.
+   */
+  schema_version: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))),
   /** The idempotency key of the message, or the parent fact id, that caused this fact. */
   causation_id: Schema.String,
   correlation_id: Schema.String,

@@ -97,6 +97,7 @@ const asRow = (f: Fact) => ({
   caused_by: f.caused_by,
   created_at: f.created_at,
   traceparent: f.traceparent ?? null,
+  schema_version: f.schema_version ?? 1,
   data: f.data
 })
 

@@ -77,7 +77,7 @@ const oldestBefore = (tenantId: string, before: string) =>
 
 const chunkOf = (tenantId: string, day: string, limit: number) =>
   Sql.statement(
-    `SELECT tenant_id, fact_id, stream, sequence, type, body, causation_id, correlation_id, caused_by, created_at, traceparent
+    `SELECT tenant_id, fact_id, stream, sequence, type, body, causation_id, correlation_id, caused_by, created_at, traceparent, schema_version
      FROM facts WHERE tenant_id = ? AND created_at >= ? AND created_at < ? ORDER BY created_at, fact_id LIMIT ?`,
     tenantId,
     `${day}T00:00:00.000Z`,

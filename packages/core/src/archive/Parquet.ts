@@ -29,10 +29,12 @@ export interface FactRow {
   readonly caused_by: string
   readonly created_at: string
   readonly traceparent: string | null
+  /** The version of its type's schema `body` is at (absent on rows read before the copy had the column: 1). */
+  readonly schema_version?: number | null
 }
 
 /** The columns of an archive file, in order. */
-export const columns = ["tenant_id", "fact_id", "stream", "sequence", "type", "causation_id", "correlation_id", "caused_by", "created_at", "traceparent", "data"] as const
+export const columns = ["tenant_id", "fact_id", "stream", "sequence", "type", "causation_id", "correlation_id", "caused_by", "created_at", "traceparent", "schema_version", "data"] as const
 
 /** A byte range source: a whole buffer, or an object read by ranges. */
 export interface Source {
@@ -60,6 +62,7 @@ export const encode = (rows: ReadonlyArray<FactRow>): Uint8Array => {
       text("caused_by", (r) => r.caused_by),
       text("created_at", (r) => r.created_at),
       { name: "traceparent", data: sorted.map((r) => r.traceparent), type: "STRING", nullable: true },
+      { name: "schema_version", data: sorted.map((r) => r.schema_version ?? 1), type: "INT32", nullable: false },
       text("data", (r) => r.body)
     ],
     createdBy: "factline archive"

@@ -6,7 +6,9 @@
  * window; older days are archived, see `Archive`): each chunk is one page of
  * one of the tenant's shards, in (stream, sequence) order, shard after shard —
  * the same facts with the same fields as `GET /v1/facts` (`subject`, `data`),
- * complete whatever has been archived. A projection export reads one page with
+ * complete whatever has been archived, each in its type's latest shape (older
+ * `schema_version`s upcast; a fact newer than the code fails the export,
+ * naming it, rather than writing data of an unknown shape). A projection export reads one page with
  * the analysts' own query (ProjectionQuery: tenant-scoped, keyset-paginated,
  * integers never rounded), the rows `GET /v1/projections/:name` returns. Each
  * chunk writes its page as one part object (`<tenant>/batches/<id>/output/part-000000`…);
@@ -80,6 +82,7 @@ export const listedFact = (fact: Fact) => ({
   caused_by: fact.caused_by,
   created_at: fact.created_at,
   traceparent: fact.traceparent ?? null,
+  schema_version: fact.schema_version ?? 1,
   data: fact.data
 })
 
@@ -95,13 +98,15 @@ const parsePosition = (cursor: string): LedgerPosition | undefined => {
 /** One page of the tenant's facts from the ledger, and the position after it (undefined after the last shard). */
 const ledgerPage = Effect.fn("Export.ledgerPage")(function*(tenantId: string, cursor: string | undefined) {
   const ledger = yield* Ledger
+  const { latest } = yield* Registry
   const position = cursor === undefined ? undefined : parsePosition(cursor)
   if (cursor !== undefined && position === undefined) {
     return yield* new Failure.PermanentError({ message: "the export's position is not a ledger position (the job started before exports read the ledger); start the export again" })
   }
   const shard = position?.shard ?? (yield* LedgerTopology.shardsAfter("", 1, tenantId))[0]
   if (shard === undefined) return { rows: [], next: undefined }
-  const facts = yield* ledger.readShardPage(shard, position?.after, rowsPerChunk)
+  const stored = yield* ledger.readShardPage(shard, position?.after, rowsPerChunk)
+  const facts = yield* Effect.forEach(stored, (fact) => Result.match(latest(fact), { onFailure: Effect.fail, onSuccess: Effect.succeed }))
   const last = facts.at(-1)
   if (facts.length === rowsPerChunk && last !== undefined) {
     return { rows: facts.map(listedFact), next: JSON.stringify({ shard, after: { stream: last.stream, sequence: last.sequence } } satisfies LedgerPosition) }

@@ -13,6 +13,15 @@
  * Fact data is stored as JSON, so a fact schema should describe JSON values
  * (its decoded and encoded forms the same: structs, strings, numbers,
  * booleans, arrays, literals).
+ *
+ * Versions, like messages' (MessageDefinition): `make(type, schema)` is
+ * version 1; `.version(2, V2, (v1) => ({ ...v1, currency: "USD" }))` adds the
+ * next one with the upcaster from the one before. A fact is stored with the
+ * `schema_version` it was written at (drafts are always written at the
+ * latest); everything that reads stored facts — deciders' folds, processors,
+ * projections, webhooks, exports, the HTTP reads — sees the latest shape
+ * through `upcast`, which refuses a version newer than the code knows and
+ * checks what the upcasters produced against the latest schema.
  */
 import { Result, type Schema } from "effect"
 import { type Fact, Issues } from "@factline/schemas"
@@ -24,13 +33,43 @@ export interface NewFact<T extends string = string, D = Record<string, unknown>>
   readonly data: D
 }
 
-/** A stored fact of one type, its data typed. */
+/** A stored fact of one type, its data typed (in its type's latest shape once it went through `upcast`). */
 export type StoredFact<T extends string = string, D = unknown> = Omit<Fact, "type" | "data"> & { readonly type: T; readonly data: D }
+
+/** One `schema_version` of a fact type: its schema, and the upcaster from the version before (none for 1). */
+export interface Version {
+  readonly version: number
+  readonly schema: Schema.Top
+  readonly upcast: ((previous: any) => unknown) | undefined
+}
+
+/** Why stored data cannot be brought to the latest shape. */
+export type UpcastProblem =
+  /** Written by newer code than this (or an invalid version): never applied as if it were known. */
+  | { readonly _tag: "UnsupportedVersion"; readonly message: string }
+  /** An upcaster threw, or produced data the latest schema refuses (a bug in the upcaster). */
+  | { readonly _tag: "UpcastFailed"; readonly message: string }
 
 export interface FactDefinition<T extends string = string, D = any> {
   readonly _tag: "FactDefinition"
   readonly type: T
+  /** The latest version's schema: what drafts are validated against. */
   readonly schema: Schema.Top
+  /** Every version, 1 to `latestVersion`, in order. */
+  readonly versions: ReadonlyArray<Version>
+  /** The version drafts are written at, and the shape every reader sees. */
+  readonly latestVersion: number
+  /**
+   * Adds the next version (1, 2, 3… without gaps) with the upcaster from the one before: the new
+   * definition replaces this one everywhere (handlers' emits, listeners), under the same type.
+   */
+  readonly version: <S extends Schema.Top>(version: number, schema: S, upcast: (previous: D) => S["Type"]) => FactDefinition<T, S["Type"]>
+  /**
+   * Data stored at `schemaVersion` in the latest shape: unchanged when it is the latest; else each
+   * upcaster in turn, the result checked against the latest schema. A version above `latestVersion`
+   * (or below 1) is refused, never read as if it were known.
+   */
+  readonly upcast: (schemaVersion: number, data: unknown) => Result.Result<D, UpcastProblem>
   /** A typed draft to return from a handler or processor. */
   readonly make: (data: D) => NewFact<T, D>
   readonly is: (fact: Fact | StoredFact) => fact is StoredFact<T, D> & Fact
@@ -48,21 +87,61 @@ export type DraftOf<E extends ReadonlyArray<Any>> = { [K in keyof E]: E[K] exten
 /** The stored facts of the definitions in `E`, as a discriminated union on `type`. */
 export type FactOf<E extends ReadonlyArray<Any>> = { [K in keyof E]: E[K] extends FactDefinition<infer T, infer D> ? StoredFact<T, D> : never }[number]
 
-export const make = <const T extends string, S extends Schema.Top>(type: T, schema: S): FactDefinition<T, S["Type"]> => {
-  Naming.check("fact type", type)
-  const decode = Issues.decodeStrict(schema)
+const reason = (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : String(error))
+
+const build = <T extends string, D>(type: T, versions: ReadonlyArray<Version>): FactDefinition<T, D> => {
+  const latest = versions[versions.length - 1]!
+  const latestVersion = versions.length
+  const decode = Issues.decodeStrict(latest.schema)
+  const validate = (data: unknown): Result.Result<D, ReadonlyArray<Issues.Problem>> => {
+    const result = decode(data, ["data"])
+    return Result.isSuccess(result) ? Result.succeed(result.success as D) : Result.fail(result.failure)
+  }
   return {
     _tag: "FactDefinition",
     type,
-    schema,
+    schema: latest.schema,
+    versions,
+    latestVersion,
+    version: <S extends Schema.Top>(version: number, schema: S, upcast: (previous: D) => S["Type"]) => {
+      if (version !== latestVersion + 1) {
+        throw new Error(`fact type ${type}: versions must be declared in order 1, 2, 3…; got ${version} after ${latestVersion}`)
+      }
+      if (typeof upcast !== "function") throw new Error(`fact type ${type}: version ${version} needs an upcaster from ${latestVersion}`)
+      return build<T, S["Type"]>(type, [...versions, { version, schema, upcast }])
+    },
+    upcast: (schemaVersion, data) => {
+      if (schemaVersion === latestVersion) return Result.succeed(data as D)
+      if (!Number.isInteger(schemaVersion) || schemaVersion < 1 || schemaVersion > latestVersion) {
+        return Result.fail({
+          _tag: "UnsupportedVersion",
+          message: `fact type ${type} schema_version ${schemaVersion} is not supported by this code (known: 1..${latestVersion})`
+        })
+      }
+      let value = data
+      for (const next of versions.slice(schemaVersion)) {
+        try {
+          value = next.upcast!(value)
+        } catch (error) {
+          return Result.fail({ _tag: "UpcastFailed", message: `fact type ${type}: the upcaster to version ${next.version} threw for data of version ${schemaVersion}: ${reason(error)}` })
+        }
+      }
+      const valid = validate(value)
+      return Result.isSuccess(valid)
+        ? Result.succeed(valid.success)
+        : Result.fail({ _tag: "UpcastFailed", message: `fact type ${type}: data of version ${schemaVersion} upcast to version ${latestVersion} is invalid: ${Issues.render(valid.failure)}` })
+    },
     make: (data) => ({ type, data }),
     is: (fact): fact is any => fact.type === type,
-    data: (fact) => fact.data as S["Type"],
-    validate: (data) => {
-      const result = decode(data, ["data"])
-      return Result.isSuccess(result) ? Result.succeed(result.success) : Result.fail(result.failure)
-    }
+    data: (fact) => fact.data as D,
+    validate
   }
+}
+
+/** A fact type at version 1; add later versions with `.version(2, V2, (v1) => …)`. */
+export const make = <const T extends string, S extends Schema.Top>(type: T, schema: S): FactDefinition<T, S["Type"]> => {
+  Naming.check("fact type", type)
+  return build<T, S["Type"]>(type, [{ version: 1, schema, upcast: undefined }])
 }
 
 export const isFactDefinition = (u: unknown): u is Any => typeof u === "object" && u !== null && (u as { _tag?: unknown })._tag === "FactDefinition"

@@ -60,7 +60,7 @@ export const TimerScheduled = FactDefinition.make(
   Schema.Struct({
     name: Schema.String,
     fire_at: Schema.String,
-    fact: Schema.Struct({ type: Schema.String, data: Schema.Record(Schema.String, Schema.Unknown) })
+    fact: Schema.Struct({ type: Schema.String, data: Schema.Record(Schema.String, Schema.Unknown), schema_version: Schema.optional(Schema.Int) })
   })
 )
 

@@ -419,8 +419,8 @@ export const batchStatements = (p: Projection, facts: ReadonlyArray<Fact>, targe
  * `(tenant_id, created_at, fact_id)` identifies a fact as well).
  */
 export const factsStatements = (facts: ReadonlyArray<Fact>): ReadonlyArray<Sql> => {
-  const columns = ["tenant_id", "fact_id", "stream", "sequence", "type", "body", "causation_id", "correlation_id", "caused_by", "created_at", "traceparent"]
-  const rows = facts.map((f) => [f.tenant_id, f.fact_id, f.stream, f.sequence, f.type, JSON.stringify(f.data), f.causation_id, f.correlation_id, f.caused_by, f.created_at, f.traceparent ?? null])
+  const columns = ["tenant_id", "fact_id", "stream", "sequence", "type", "body", "causation_id", "correlation_id", "caused_by", "created_at", "traceparent", "schema_version"]
+  const rows = facts.map((f) => [f.tenant_id, f.fact_id, f.stream, f.sequence, f.type, JSON.stringify(f.data), f.causation_id, f.correlation_id, f.caused_by, f.created_at, f.traceparent ?? null, f.schema_version ?? 1])
   return jsonChunks(rows).map((json) => ({
     sql: `INSERT INTO facts (${columns.join(", ")})
           SELECT ${positions(0, columns.length).join(", ")} FROM json_each(?) WHERE true

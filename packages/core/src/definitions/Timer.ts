@@ -82,9 +82,11 @@ export const cancelledType = "timer_cancelled"
  * The fact a request is recorded as (PlatformFacts' `timer_scheduled` / `timer_cancelled`); `base` is the
  * cause's `created_at`, from which `after` counts. Facts that are not requests pass unchanged.
  */
-export const record = (draft: NewFact<string, unknown> | Request, base: string): NewFact<string, unknown> => {
+export const record = <F extends NewFact<string, unknown> & { readonly schema_version?: number }>(draft: F | Request<F>, base: string): NewFact<string, unknown> & { readonly schema_version?: number } => {
   if (!isRequest(draft)) return draft
   if (draft._tag === "TimerCancel") return { type: cancelledType, data: { name: draft.name } }
   const fireAt = draft.at ?? new Date(Date.parse(base) + (draft.afterMs ?? 0)).toISOString()
-  return { type: scheduledType, data: { name: draft.name, fire_at: fireAt, fact: { type: draft.fact.type, data: draft.fact.data } } }
+  // The fact keeps the schema_version it was drafted at (its definition's latest then), so it fires in that shape.
+  const { type, data, schema_version } = draft.fact
+  return { type: scheduledType, data: { name: draft.name, fire_at: fireAt, fact: { type, data, ...(schema_version === undefined ? {} : { schema_version }) } } }
 }

@@ -15,6 +15,8 @@ export interface FactDraft {
   readonly fact_id: string
   readonly type: string
   readonly data: Record<string, unknown>
+  /** The version of its type's schema `data` is written at (absent: 1). */
+  readonly schema_version?: number
   readonly causation_id: string
   readonly correlation_id: string
   readonly caused_by: string

@@ -18,9 +18,10 @@
  * fired in that same transaction. The shard's alarm calls it; when to wake is
  * `nextTimerAt`.
  *
- * Columns added after a shard's tables were created (`traceparent`) are added
- * on the shard's first write, once per object: a shard from before them keeps
- * working, and its older facts read without them.
+ * Columns added after a shard's tables were created (`traceparent`,
+ * `schema_version`) are added on the shard's first write, once per object: a
+ * shard from before them keeps working, and its older facts read without a
+ * trace and as `schema_version` 1.
  */
 import { type Fact, TraceContext } from "@factline/schemas"
 import * as FactId from "./FactId.js"
@@ -44,6 +45,7 @@ const schema = [
     caused_by TEXT NOT NULL,
     created_at TEXT NOT NULL,
     traceparent TEXT,
+    schema_version INTEGER NOT NULL DEFAULT 1,
     PRIMARY KEY (tenant_id, stream, sequence)
   ) WITHOUT ROWID`,
   `CREATE TABLE IF NOT EXISTS outbox (
@@ -93,7 +95,8 @@ export interface Fired {
 
 /** Columns of `facts` added since shards were first created: `ALTER TABLE` for a shard whose table lacks one. */
 const addedFactColumns: ReadonlyArray<{ readonly name: string; readonly definition: string }> = [
-  { name: "traceparent", definition: "traceparent TEXT" }
+  { name: "traceparent", definition: "traceparent TEXT" },
+  { name: "schema_version", definition: "schema_version INTEGER NOT NULL DEFAULT 1" }
 ]
 
 interface FactRow extends Record<string, SqlStorageValue> {
@@ -109,6 +112,8 @@ interface FactRow extends Record<string, SqlStorageValue> {
   created_at: string
   /** Null for facts stored before trace context (missing from the rows of a shard not written since). */
   traceparent: string | null
+  /** Missing from the rows of a shard not written since fact versions (those facts are version 1). */
+  schema_version: number | null
 }
 
 const toFact = (row: FactRow): Fact => ({
@@ -118,6 +123,7 @@ const toFact = (row: FactRow): Fact => ({
   sequence: row.sequence,
   type: row.type,
   data: JSON.parse(row.data),
+  schema_version: typeof row.schema_version === "number" ? row.schema_version : 1,
   causation_id: row.causation_id,
   correlation_id: row.correlation_id,
   caused_by: row.caused_by,
@@ -248,16 +254,17 @@ export const make = (storage: Storage): LedgerStorage => {
     }
     const facts: Array<Fact> = group.facts.map((draft, i) => ({
       ...draft,
+      schema_version: draft.schema_version ?? 1,
       tenant_id: group.tenant_id,
       stream: group.stream,
       sequence: current + i + 1
     }))
     for (const fact of facts) {
       sql.exec(
-        `INSERT INTO facts (fact_id, tenant_id, stream, sequence, type, data, causation_id, correlation_id, caused_by, created_at, traceparent)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO facts (fact_id, tenant_id, stream, sequence, type, data, causation_id, correlation_id, caused_by, created_at, traceparent, schema_version)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         fact.fact_id, fact.tenant_id, fact.stream, fact.sequence, fact.type, StableJson.stringify(fact.data),
-        fact.causation_id, fact.correlation_id, fact.caused_by, fact.created_at, fact.traceparent ?? null
+        fact.causation_id, fact.correlation_id, fact.caused_by, fact.created_at, fact.traceparent ?? null, fact.schema_version ?? 1
       )
     }
     applyTimerFacts(facts)
@@ -366,7 +373,7 @@ export const make = (storage: Storage): LedgerStorage => {
         // Still pending? A cancel may have landed while the ids were computed.
         const claimed = sql.exec("UPDATE timers SET status = 'fired', settled_by = ? WHERE timer_id = ? AND status = 'pending' RETURNING timer_id", ids[i]!, timer.timer_id).toArray()
         if (claimed.length === 0) return []
-        const scheduled = JSON.parse(timer.data) as { readonly fact: { readonly type: string; readonly data: Record<string, unknown> } }
+        const scheduled = JSON.parse(timer.data) as { readonly fact: { readonly type: string; readonly data: Record<string, unknown>; readonly schema_version?: number } }
         const result = appendWithin({
           tenant_id: timer.tenant_id,
           stream: timer.stream,
@@ -374,6 +381,7 @@ export const make = (storage: Storage): LedgerStorage => {
             fact_id: ids[i]!,
             type: scheduled.fact.type,
             data: scheduled.fact.data,
+            ...(scheduled.fact.schema_version === undefined ? {} : { schema_version: scheduled.fact.schema_version }),
             causation_id: timer.timer_id,
             correlation_id: timer.correlation_id,
             caused_by: `timer:${timer.name}`,

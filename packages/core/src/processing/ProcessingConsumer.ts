@@ -13,6 +13,8 @@
  * holds. Replayed facts (from a rebuild) are acknowledged without running
  * anything: a rebuild never re-triggers processors. A processor runs with its
  * module's services (`Registry.runDeclared`); a throw in it is a defect.
+ * Processors see the fact in its type's latest shape (Registry.latest); one
+ * newer than the code is a permanent failure naming its type and version.
  */
 import { Clock, Effect, Exit, Result } from "effect"
 import { type Fact, type FactPayload, TraceContext } from "@factline/schemas"
@@ -35,8 +37,11 @@ export const process = Effect.fn("ProcessingConsumer.process")(function*(items: 
   const now = new Date(yield* Clock.currentTimeMillis).toISOString()
   yield* Effect.forEach(items, ({ key, value }) =>
     Effect.gen(function*() {
-      const { fact, replayed } = value
-      const processors = replayed ? [] : registry.processorsFor(fact.type)
+      const { replayed } = value
+      const processors = replayed ? [] : registry.processorsFor(value.fact.type)
+      const current = processors.length === 0 ? Result.succeed(value.fact) : registry.latest(value.fact)
+      if (Result.isFailure(current)) return void outcomes.set(key, Consumer.failed(current.failure))
+      const fact = current.success
       const drafts: Array<FactDraft> = []
       for (const processor of processors) {
         // A throw is a defect of this fact only; an undeclared or invalid derived fact fails it permanently.
@@ -49,6 +54,7 @@ export const process = Effect.fn("ProcessingConsumer.process")(function*(items: 
             fact_id: await FactId.make({ tenantId: fact.tenant_id, cause: fact.fact_id, decidedBy: processor.name, position }),
             type: d.type,
             data: d.data as Record<string, unknown>,
+            ...(d.schema_version === undefined ? {} : { schema_version: d.schema_version }),
             causation_id: fact.fact_id,
             correlation_id: fact.correlation_id,
             caused_by: processor.name,

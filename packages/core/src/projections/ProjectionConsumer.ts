@@ -12,9 +12,12 @@
  * fails that fact for that projection only: the fact is still written to the
  * `facts` copy (when copied) and every other projection, then dead-lettered (permanent)
  * naming the projection — replaying it after the fix is safe for the same
- * reason redelivery is.
+ * reason redelivery is. Facts are applied (and copied) in their type's
+ * latest shape (Registry.latest: older `schema_version`s upcast in memory);
+ * a fact newer than the code is applied nowhere and dead-lettered naming its
+ * type and version.
  */
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import type { Fact, FactPayload } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"
@@ -120,9 +123,16 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
     for (const item of items) outcomes.set(item.key, Consumer.failed(new Failure.TransientError({ message: "could not read running rebuilds" })))
     return outcomes
   }
-  const { statements, failures } = plan(registry, items.map((i) => i.value.fact), rebuilds, factsCopy)
-  const failed = yield* store.write(statements, () => items.map(({ key, value }) => ({ key, statements: statementsFor(registry, [value.fact], rebuilds, factsCopy) })))
-  items.forEach(({ key, value }, index) => {
+  // Every fact in its type's latest shape; one the code cannot read is left out of everything, and dead-lettered.
+  const readable: Array<{ readonly key: string; readonly value: FactPayload }> = []
+  for (const item of items) {
+    const current = registry.latest(item.value.fact)
+    if (Result.isFailure(current)) outcomes.set(item.key, Consumer.failed(current.failure))
+    else readable.push(current.success === item.value.fact ? item : { key: item.key, value: { ...item.value, fact: current.success } })
+  }
+  const { statements, failures } = plan(registry, readable.map((i) => i.value.fact), rebuilds, factsCopy)
+  const failed = yield* store.write(statements, () => readable.map(({ key, value }) => ({ key, statements: statementsFor(registry, [value.fact], rebuilds, factsCopy) })))
+  readable.forEach(({ key, value }, index) => {
     const error = failed.get(key)
     const unmapped = failures.get(index)
     // The error text in the log (Workers Logs indexes JSON lines), not only in the dead letter.

@@ -110,7 +110,7 @@ export const facts = (tenantId: string, query: Readonly<Record<string, string | 
   if (query.type !== undefined) (where.push("type = ?"), params.push(query.type))
   if (cursor) (where.push("(created_at, fact_id) > (?, ?)"), params.push(...cursor))
   return Result.succeed(page(limit, ["created_at", "fact_id"], {
-    sql: `SELECT fact_id, stream AS subject, sequence, type, body, causation_id, correlation_id, caused_by, created_at, traceparent
+    sql: `SELECT fact_id, stream AS subject, sequence, type, body, causation_id, correlation_id, caused_by, created_at, traceparent, schema_version
           FROM facts WHERE ${where.join(" AND ")} ORDER BY created_at, fact_id LIMIT ?`,
     params: [...params, limit + 1]
   }))

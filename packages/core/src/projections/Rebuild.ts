@@ -19,14 +19,16 @@
  * live traffic leaves it out of the live table (ProjectionConsumer), and the
  * replay goes on: the record counts such facts (`facts_failed`) and keeps the
  * first one's error (`first_failure`), so one bad fact neither stops the
- * rebuild nor leaves it running forever.
+ * rebuild nor leaves it running forever. Facts are replayed in their type's
+ * latest shape (older `schema_version`s upcast); one newer than the code is
+ * counted and described the same way, never applied as if it were known.
  *
  * A rebuild replays every tenant's facts, so only a platform operator may start
  * one (the HTTP edge checks the `platform` scope). Its record carries the
  * tenant of the token that started it and is read only by that tenant (`get`);
  * a refusal never names a batch its caller could not read.
  */
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import type { BatchPayload } from "@factline/schemas"
 import { Ledger } from "../ledger/Ledger.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"
@@ -165,8 +167,17 @@ export const step = Effect.fn("Rebuild.step")(function*(payload: BatchPayload) {
   const item = (payload.items?.[0] ?? { after: "" }) as SliceItem
   const shards = yield* LedgerTopology.shardsAfter(item.after, shardsPerSlice)
   const target = Projection.shadowTarget(p, record.shadow_table)
-  const facts = (yield* Effect.forEach(shards, (s) => ledger.readShard(s), { concurrency: 8 })).flat()
+  const stored = (yield* Effect.forEach(shards, (s) => ledger.readShard(s), { concurrency: 8 })).flat()
   const failures: Array<string> = []
+  // The projection's facts in their latest shape; one the code cannot read (newer than it, a failing upcaster) is left out and counted.
+  const types = new Set(Projection.factTypes(p))
+  const facts: Array<Fact> = []
+  for (const fact of stored) {
+    if (!types.has(fact.type)) continue
+    const current = registry.latest(fact)
+    if (Result.isSuccess(current)) facts.push(current.success)
+    else failures.push(`fact ${fact.fact_id} (${fact.type} in ${fact.tenant_id}/${fact.stream}): ${current.failure.message}`)
+  }
   // Each tenant's facts into the shadow of its read database.
   const placement = yield* Placement.TenantPlacement
   for (const group of yield* Placement.grouped(placement, facts, (f) => f.tenant_id, false)) {
@@ -184,7 +195,7 @@ export const step = Effect.fn("Rebuild.step")(function*(payload: BatchPayload) {
        facts_failed = facts_failed + ?,
        first_failure = COALESCE(first_failure, ?)
      WHERE id = ?`,
-    last, facts.length, failures.length, failures[0] ?? null, record.id
+    last, stored.length, failures.length, failures[0] ?? null, record.id
   )), unavailable)
   if (shards.length === shardsPerSlice) {
     return { ...payload, items: [{ projection: p.name, after: last } satisfies SliceItem], offset: payload.offset + shards.length } satisfies BatchPayload

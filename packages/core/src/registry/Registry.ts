@@ -10,11 +10,14 @@
  * twice, two projections writing one table, and a projection or processor
  * listening to a fact type that no handler or processor emits. At run time it
  * routes envelopes (decode + upcast, saying precisely why a message cannot be
- * routed), says where a fact type is relayed, and validates the facts a
- * handler or processor returns against their definitions. It runs nothing.
+ * routed), says where a fact type is relayed, validates the facts a handler
+ * or processor returns against their definitions (and stamps them with their
+ * definition's latest `schema_version`), and brings stored facts to their
+ * type's latest shape (`latest`: the upcaster chain; a version newer than the
+ * code is refused). It runs nothing.
  */
 import { Context, Effect, Layer, Result } from "effect"
-import { type Envelope, type FailureReason, Issues } from "@factline/schemas"
+import { type Envelope, type Fact, type FailureReason, Issues } from "@factline/schemas"
 import type * as FactDefinition from "../definitions/FactDefinition.js"
 import { type HandlerError, PermanentError } from "../failures/Failure.js"
 import type * as Handler from "../definitions/Handler.js"
@@ -70,6 +73,13 @@ export interface Shape {
   readonly destinationsFor: (factType: string) => ReadonlyArray<string>
   /** Routes an envelope whose payload is already loaded (`payload_ref` resolved). */
   readonly route: (envelope: Envelope, payload: unknown) => Result.Result<Routed, RouteFailure>
+  /**
+   * A stored fact in its type's latest shape: the same object when it already is (no copy, no check), else
+   * its data upcast through its definition's chain with `schema_version` the latest. Types the registry does
+   * not know pass unchanged. The failure (a version newer than this code, an upcaster that throws or
+   * produces invalid data) is a `PermanentError` naming the fact, its type and version: nothing may apply it.
+   */
+  readonly latest: (fact: Fact) => Result.Result<Fact, PermanentError>
 }
 
 export class Registry extends Context.Service<Registry, Shape>()("@factline/core/Registry") {
@@ -119,12 +129,38 @@ export interface Options {
 export const runDeclared = (
   by: DecidedBy,
   run: () => Effect.Effect<ReadonlyArray<FactDefinition.NewFact<string, unknown> | Timer.Request>, HandlerError, any>
-): Effect.Effect<ReadonlyArray<FactDefinition.NewFact<string, unknown> | Timer.Request>, HandlerError, ModuleLayers> =>
+): Effect.Effect<ReadonlyArray<Stamped | Timer.Request<Stamped>>, HandlerError, ModuleLayers> =>
   Effect.flatMap(ModuleLayers, (layers) =>
     Effect.flatMap(layers.provide(by.name, Effect.suspend(run)), (facts) => {
       const valid = validateDrafts(by, facts)
-      return Result.isFailure(valid) ? Effect.fail(new PermanentError({ message: valid.failure })) : Effect.succeed(facts)
+      return Result.isFailure(valid) ? Effect.fail(new PermanentError({ message: valid.failure })) : Effect.succeed(stamp(by, facts))
     }))
+
+/** A checked draft with the `schema_version` it is written at: its definition's latest (absent: 1). */
+export type Stamped = FactDefinition.NewFact<string, unknown> & { readonly schema_version?: number }
+
+/**
+ * Drafts (and the facts timers will append) are written at their definition's latest version; version-1
+ * drafts are left as they are (no copy).
+ */
+const stamp = (by: DecidedBy, facts: ReadonlyArray<FactDefinition.NewFact<string, unknown> | Timer.Request>): ReadonlyArray<Stamped | Timer.Request<Stamped>> => {
+  if (by.emits.every((d) => d.latestVersion === 1)) return facts
+  const one = (draft: FactDefinition.NewFact<string, unknown>): Stamped => {
+    const latestVersion = by.emits.find((d) => d.type === draft.type)!.latestVersion
+    return latestVersion === 1 ? draft : { ...draft, schema_version: latestVersion }
+  }
+  return facts.map((draft) =>
+    !Timer.isRequest(draft) ? one(draft) : draft._tag === "TimerSchedule" ? { ...draft, fact: one(draft.fact) } : draft)
+}
+
+/** The message of a fact that cannot be brought to its type's latest shape: type, version, id, what to do. */
+const notReadable = (fact: Fact, problem: FactDefinition.UpcastProblem): PermanentError =>
+  new PermanentError({
+    reason: problem._tag === "UnsupportedVersion" ? "unsupported_version" : "permanent_failure",
+    message: problem._tag === "UnsupportedVersion"
+      ? `fact ${fact.fact_id} (${fact.type}) has schema_version ${fact.schema_version ?? 1}, which this code does not know: ${problem.message}; deploy the code that defines it, then replay this dead letter`
+      : `fact ${fact.fact_id} (${fact.type}, schema_version ${fact.schema_version ?? 1}) cannot be upcast: ${problem.message}; fix the upcaster, then replay this dead letter`
+  })
 
 export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Shape => {
   const requireEmitters = options.requireEmitters ?? true
@@ -181,11 +217,16 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Sha
       }
     }
   }
+  /** Every definition the registry can upcast with: the emitted ones, and (without emitters) the listened ones. */
+  const readable = new Map<string, FactDefinition.Any>([...facts].map(([type, f]) => [type, f.definition]))
   /** A listener must use the owner's definition of a fact that some handler or processor emits. */
   const listens = (listener: string, module: string, definition: FactDefinition.Any) => {
     const owner = facts.get(definition.type)
     if (owner === undefined) {
-      if (!requireEmitters) return
+      if (!requireEmitters) {
+        if (!readable.has(definition.type)) readable.set(definition.type, definition)
+        return
+      }
       fail(`${listener} (module ${module}) listens to fact type "${definition.type}", which no handler or processor emits; add it to the emits of the handler or processor that appends it`)
     } else if (owner.definition !== definition) {
       fail(`${listener} (module ${module}) uses its own definition of fact type "${definition.type}", which ${owner.by} (module ${owner.module}) defines; import that definition instead`)
@@ -272,6 +313,16 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Sha
     })
   }
 
+  const latest = (fact: Fact): Result.Result<Fact, PermanentError> => {
+    const definition = readable.get(fact.type)
+    const stored = fact.schema_version ?? 1
+    if (definition === undefined || stored === definition.latestVersion) return Result.succeed(fact)
+    const upcast = definition.upcast(stored, fact.data)
+    return Result.isFailure(upcast)
+      ? Result.fail(notReadable(fact, upcast.failure))
+      : Result.succeed({ ...fact, data: upcast.success as Record<string, unknown>, schema_version: definition.latestVersion })
+  }
+
   return {
     modules,
     definitions,
@@ -287,6 +338,7 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Sha
       if (known === undefined) destinationCache.set(t, (known = destinations(t)))
       return known
     },
-    route
+    route,
+    latest
   }
 }

@@ -18,11 +18,13 @@
  * of the decision (`after` counts from the message's `created_at`).
  * Each decision runs with its module's services (`Registry.runDeclared`:
  * the module's layer, built once per isolate by ModuleLayers).
+ * Facts are written at their definition's latest `schema_version`; a decider
+ * folds its stream in the latest shape (older facts upcast, in memory), and a
+ * fact of a version newer than the code fails the message permanently.
  */
 import { Clock, Effect, Exit, Result } from "effect"
 import { type Fact, TraceContext } from "@factline/schemas"
 import * as FactId from "../ledger/FactId.js"
-import type { NewFact } from "../definitions/FactDefinition.js"
 import { type AppendOutcome, Ledger } from "../ledger/Ledger.js"
 import type { AppendGroup, FactDraft, StreamState } from "../ledger/LedgerProtocol.js"
 import * as Shards from "../ledger/Shards.js"
@@ -30,7 +32,7 @@ import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"
 import * as FactRelay from "../relay/FactRelay.js"
 import type * as Handler from "../definitions/Handler.js"
-import { type Routed, runDeclared } from "../registry/Registry.js"
+import { Registry, type Routed, runDeclared, type Shape as RegistryShape, type Stamped } from "../registry/Registry.js"
 import * as Timer from "../definitions/Timer.js"
 
 export const maxDecideRounds = 5
@@ -38,13 +40,14 @@ export const maxDecideRounds = 5
 type Item = Consumer.Item<Routed>
 
 /** The facts of one decision: ids from the message, and one new span of the message's trace (W3C: a new parent-id per hop). */
-const drafts = (routed: Routed, decision: ReadonlyArray<NewFact<string, unknown> | Timer.Request>, now: string): Promise<Array<FactDraft>> => {
+const drafts = (routed: Routed, decision: ReadonlyArray<Stamped | Timer.Request>, now: string): Promise<Array<FactDraft>> => {
   const traceparent = TraceContext.child(routed.message.traceparent)
   return Promise.all(
     decision.map((d) => Timer.record(d, routed.message.createdAt)).map(async (fact, position): Promise<FactDraft> => ({
       fact_id: await FactId.make({ tenantId: routed.message.tenantId, cause: routed.message.idempotencyKey, decidedBy: routed.handler.name, position }),
       type: fact.type,
       data: fact.data as Record<string, unknown>,
+      ...(fact.schema_version === undefined ? {} : { schema_version: fact.schema_version }),
       causation_id: routed.message.idempotencyKey,
       correlation_id: routed.message.correlationId,
       caused_by: routed.handler.name,
@@ -61,9 +64,21 @@ const runDecision = (routed: Routed, state: unknown) =>
   runDeclared(routed.handler, () =>
     routed.handler._tag === "Handler" ? routed.handler.handle(routed.message) : routed.handler.decide(routed.message, state))
 
-/** A decider folds only the fact types it declares (`emits` and `reads`). */
-const fold = (decider: Handler.Decider, facts: ReadonlyArray<Fact>) =>
-  facts.reduce((state, fact) => (decider.folds.has(fact.type) ? decider.evolve(state, fact as never) : state), decider.initialState)
+/**
+ * A decider folds only the fact types it declares (`emits` and `reads`), each in its latest shape; a fact
+ * it cannot read (newer than the code) fails the decision permanently. A throw in `evolve` is a defect.
+ */
+const fold = (decider: Handler.Decider, facts: ReadonlyArray<Fact>, latest: RegistryShape["latest"]) =>
+  Effect.suspend(() => {
+    let state = decider.initialState
+    for (const fact of facts) {
+      if (!decider.folds.has(fact.type)) continue
+      const current = latest(fact)
+      if (Result.isFailure(current)) return Effect.fail(current.failure)
+      state = decider.evolve(state, current.success as never)
+    }
+    return Effect.succeed(state)
+  })
 
 /** What one batch has decided so far: outcomes, and the facts each message must relay before it is done. */
 class Progress {
@@ -98,6 +113,7 @@ const decidePlain = Effect.fn("Dispatch.decidePlain")(function*(items: ReadonlyA
 
 /** Deciders: per stream, in delivery order, each decision sees the previous one's facts. */
 const decideWithState = Effect.fn("Dispatch.decideWithState")(function*(items: ReadonlyArray<Item>, states: ReadonlyMap<string, StreamState>, progress: Progress, now: string) {
+  const { latest } = yield* Registry
   const groups: Array<{ key: string; group: AppendGroup }> = []
   const byStream = new Map<string, Array<Item>>()
   for (const item of items) {
@@ -118,7 +134,7 @@ const decideWithState = Effect.fn("Dispatch.decideWithState")(function*(items: R
         progress.relay(key, decidedBefore)
         continue
       }
-      const exit = yield* Effect.exit(Effect.flatMap(Effect.sync(() => fold(decider, known)), (folded) => runDecision(value, folded)))
+      const exit = yield* Effect.exit(Effect.flatMap(fold(decider, known, latest), (folded) => runDecision(value, folded)))
       if (Exit.isFailure(exit)) {
         progress.settle(key, Consumer.failed(Failure.classify(exit.cause)))
         continue

@@ -141,7 +141,9 @@ export const facts = sqliteTable(
     causedBy: text("caused_by").notNull(),
     createdAt: text("created_at").notNull(),
     /** W3C trace context of the fact (null for facts from before it); not indexed. */
-    traceparent: text("traceparent")
+    traceparent: text("traceparent"),
+    /** The `schema_version` of `body` (the fact's type's latest when it was copied; 1 for facts copied before versions). */
+    schemaVersion: integer("schema_version").notNull().default(1)
   },
   (t) => [primaryKey({ columns: [t.tenantId, t.createdAt, t.factId] })]
 )

@@ -75,10 +75,27 @@ export interface FactOptions {
 
 const sequences = new Map<string, number>()
 
-/** A stored fact of this definition, its data validated (a builder mistake throws, naming the field). */
-export const fact = <T extends string, D>(definition: FactDefinition<T, D>, data: D, options: FactOptions = {}): Fact & { readonly type: T; readonly data: D } => {
-  const valid = definition.validate(data)
-  if (Result.isFailure(valid)) throw new Error(`fact(${definition.type}): ${Issues.render(valid.failure)}`)
+/**
+ * A stored fact of this definition, its data validated (a builder mistake throws, naming the field). With
+ * `{ version: n }` it is a fact stored at that older `schema_version`, its data validated against version
+ * n's schema: what the runtime upcasts before any product code sees it.
+ */
+export function fact<T extends string, D>(
+  definition: FactDefinition<T, D>,
+  data: unknown,
+  options: FactOptions & { readonly version: number }
+): Fact & { readonly type: T }
+export function fact<T extends string, D>(definition: FactDefinition<T, D>, data: D, options?: FactOptions): Fact & { readonly type: T; readonly data: D }
+export function fact<T extends string, D>(
+  definition: FactDefinition<T, D>,
+  data: unknown,
+  options: FactOptions & { readonly version?: number } = {}
+): Fact & { readonly type: T; readonly data: D } {
+  const version = options.version ?? definition.latestVersion
+  const schema = definition.versions[version - 1]?.schema
+  if (schema === undefined) throw new Error(`fact(${definition.type}): no version ${version} (known: 1..${definition.latestVersion})`)
+  const valid = Issues.decodeStrict(schema)(data, ["data"])
+  if (Result.isFailure(valid)) throw new Error(`fact(${definition.type})${options.version === undefined ? "" : ` version ${version}`}: ${Issues.render(valid.failure)}`)
   const n = next()
   const tenant = options.tenant ?? defaultTenant
   const stream = options.stream ?? "stream-1"
@@ -92,6 +109,7 @@ export const fact = <T extends string, D>(definition: FactDefinition<T, D>, data
     sequence,
     type: definition.type,
     data: data as D & Record<string, unknown>,
+    schema_version: version,
     causation_id: options.causationId ?? `cause_test_${n}`,
     correlation_id: options.correlationId ?? `corr_test_${n}`,
     caused_by: options.causedBy ?? "test",

@@ -130,6 +130,7 @@ const appendGiven = (platform: TestPlatform.TestPlatform, tenant_id: string, str
           fact_id: isStored(f) ? f.fact_id : await FactId.make({ tenantId: tenant_id, cause: `given:${stream}`, decidedBy: "given", position }),
           type: f.type,
           data: f.data as Record<string, unknown>,
+          ...(isStored(f) && f.schema_version !== undefined ? { schema_version: f.schema_version } : {}),
           causation_id: isStored(f) ? f.causation_id : `given:${position}`,
           correlation_id: isStored(f) ? f.correlation_id : "given",
           caused_by: isStored(f) ? f.caused_by : "given",

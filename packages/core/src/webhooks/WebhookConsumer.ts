@@ -7,7 +7,9 @@
  *   cached per isolate: no D1 round trip per fact) and fanned out into one
  *   `webhook.delivery` message per (fact, endpoint), sent back to this queue.
  *   The delivery id is deterministic (fact id + endpoint id): the
- *   `webhook-id` of every attempt and the idempotency key.
+ *   `webhook-id` of every attempt and the idempotency key. The payload is
+ *   built from the fact's latest shape (older `schema_version`s upcast); a
+ *   fact newer than the code is dead-lettered, nothing sent.
  * - **delivery messages**: POSTed per Standard Webhooks (signed with the
  *   endpoint's secret, and the previous one during a rotation), 15 s timeout,
  *   no redirects; 2xx succeeds. The endpoint's host name is resolved first
@@ -158,9 +160,15 @@ const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind:
     const queue = yield* QueueProducer
     const out: Array<{ key: string; body: Envelope }> = []
     for (const { key, value } of items) {
-      const { fact } = value
-      const events = value.replayed ? [] : registry.webhooksFor(fact.type)
-      const endpoints = (configs.get(fact.tenant_id) ?? []).filter((e) => e.enabled)
+      const events = value.replayed ? [] : registry.webhooksFor(value.fact.type)
+      const endpoints = (configs.get(value.fact.tenant_id) ?? []).filter((e) => e.enabled)
+      // Payloads are built from the fact's latest shape; one newer than the code is refused (dead-lettered), never sent.
+      const current = events.length === 0 || endpoints.length === 0 ? Result.succeed(value.fact) : registry.latest(value.fact)
+      if (Result.isFailure(current)) {
+        outcomes.set(key, Consumer.failed(current.failure))
+        continue
+      }
+      const fact = current.success
       let failed: string | undefined
       for (const event of events) {
         const subscribed = endpoints.filter((e) => e.event_types.includes(event.type))

@@ -142,8 +142,10 @@ export const wantsBatch = (accept: string | undefined): boolean => Accept.negoti
  * position in the stream, zero-padded to 20 digits — the CloudEvents Sequence
  * extension requires a string that orders lexicographically, and the source is
  * one stream), `causationid` and `correlationid` (the Correlation extension's
- * attributes), `causedby`, `tenantid`; and
- * `traceparent` (the distributed-tracing extension) when the fact has one.
+ * attributes), `causedby`, `tenantid`, `schemaversion` (the version of the
+ * type's schema `data` is in: the latest this platform knows, older facts
+ * upcast); and `traceparent` (the distributed-tracing extension) when the
+ * fact has one.
  */
 export const fromFact = (fact: {
   readonly fact_id: string
@@ -157,6 +159,7 @@ export const fromFact = (fact: {
   readonly caused_by: string
   readonly created_at: string
   readonly traceparent?: string | null | undefined
+  readonly schema_version?: number | undefined
 }) => ({
   specversion: "1.0",
   id: fact.fact_id,
@@ -171,5 +174,6 @@ export const fromFact = (fact: {
   correlationid: fact.correlation_id,
   causedby: fact.caused_by,
   tenantid: fact.tenant_id,
+  schemaversion: String(fact.schema_version ?? 1),
   ...(typeof fact.traceparent === "string" ? { traceparent: fact.traceparent } : {})
 })

@@ -7,18 +7,22 @@
  * only the listing across streams (`/v1/facts` without a subject) reads the D1 `facts` copy, and only for
  * the fact types the copy holds (`FACTLINE_FACTS_COPY`): any other listing is refused, naming the setting,
  * rather than answered with a page that silently misses facts.
+ *
+ * Every fact is answered in its type's latest shape (`schema_version` the latest; older facts upcast
+ * through the definitions' upcasters), as the typed client's types say; a fact stored by code newer than
+ * this deployment is answered as stored, its `schema_version` saying so, never reshaped by a guess.
  */
 import { Effect, Result, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { Export, FactsCopy, Failure, Ledger, ProjectionQuery, ProjectionStore } from "@factline/core"
+import { Export, FactsCopy, Failure, Ledger, ProjectionQuery, ProjectionStore, Registry } from "@factline/core"
 import { Fact, Issues } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
 import { type AppEnv, bind, cursor, describe, limitParameter, nextCursor, type PageLimit, pageLimit, problems, raw, text, wholeNumber } from "./Contract.js"
 import { type Ctx, queryPage, type Run, runTenant } from "./Run.js"
 
 const StoredFact = Fact.annotate({ identifier: "Fact", description: "An immutable fact of the ledger" })
-const cloudEvents = { 200: { [CloudEvents.batchContentType]: { description: "With `Accept: application/cloudevents-batch+json`: the same facts as CloudEvents 1.0 (`id` = fact_id, `source` = /factline/tenants/<tenant>/streams/<stream>, percent-encoded, `type` = fact type, `subject` = stream, `time` = created_at, `datacontenttype` application/json, `data`; string extensions `sequence` (zero-padded to 20 digits), `causationid`, `correlationid`, `causedby`, `tenantid`, and `traceparent` when the fact has one); the next page in a `Link: <…>; rel=\"next\"` header" } } }
+const cloudEvents = { 200: { [CloudEvents.batchContentType]: { description: "With `Accept: application/cloudevents-batch+json`: the same facts as CloudEvents 1.0 (`id` = fact_id, `source` = /factline/tenants/<tenant>/streams/<stream>, percent-encoded, `type` = fact type, `subject` = stream, `time` = created_at, `datacontenttype` application/json, `data`; string extensions `sequence` (zero-padded to 20 digits), `causationid`, `correlationid`, `causedby`, `tenantid`, `schemaversion` (of `data`: the latest the platform knows), and `traceparent` when the fact has one); the next page in a `Link: <…>; rel=\"next\"` header" } } }
 
 /** A page of one stream's facts. */
 export const streamLimit: PageLimit = { maximum: 1_000, default: 100 }
@@ -56,6 +60,7 @@ const ListedFact = Schema.Struct({
   caused_by: Schema.String,
   created_at: Schema.String,
   traceparent: Schema.NullOr(Schema.String).annotate({ description: "W3C trace context of the fact; null for facts stored before it" }),
+  schema_version: Schema.Int.annotate({ description: "The version of the fact type's schema `data` is in: the latest this platform knows (older facts are upcast)" }),
   data: Schema.Record(Schema.String, Schema.Unknown)
 }).annotate({ identifier: "ListedFact" })
 type ListedFact = typeof ListedFact.Type
@@ -136,10 +141,10 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
     if (typeof after === "string") throw new Failure.InvalidInput({ code: "invalid_query", message: after })
     const limit = pageLimit(c.req.query("limit"), streamLimit)
     const batch = CloudEvents.wantsBatch(c.req.header("accept"))
-    const state = await run(
-      c.env,
-      Effect.flatMap(Effect.service(Ledger.Ledger), (l) => l.read({ tenant_id: principal.tenantId, stream: subject }, { after, limit }))
-    )
+    const state = await run(c.env, Effect.gen(function*() {
+      const read = yield* (yield* Ledger.Ledger).read({ tenant_id: principal.tenantId, stream: subject }, { after, limit })
+      return { ...read, facts: read.facts.map(readable(yield* Registry.Registry)) }
+    }))
     if (state.version === 0) throw new Failure.NotFound({ message: `no stream "${subject}" for this tenant` })
     const last = state.facts.at(-1)?.sequence
     if (batch) {
@@ -173,8 +178,10 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
     const located = given ?? (await run(c.env, Effect.flatMap(Effect.service(Ledger.Ledger), (l) => l.findFact(tenant, factId))))?.stream
     if (located === undefined) throw new Failure.NotFound({ message: `no fact ${JSON.stringify(factId.slice(0, 100))} for this tenant` })
     const subject = located
-    const streams = await run(c.env, Effect.flatMap(Effect.service(Ledger.Ledger), (l) => l.readStreams([{ tenant_id: tenant, stream: subject }])))
-    const facts = streams[0]?.facts ?? []
+    const facts = await run(c.env, Effect.gen(function*() {
+      const streams = yield* (yield* Ledger.Ledger).readStreams([{ tenant_id: tenant, stream: subject }])
+      return (streams[0]?.facts ?? []).map(readable(yield* Registry.Registry))
+    }))
     const byId = new Map(facts.map((f) => [f.fact_id, f]))
     const fact = byId.get(factId)
     if (!fact) throw new Failure.NotFound({ message: `no fact ${JSON.stringify(factId.slice(0, 100))} in stream ${JSON.stringify(subject.slice(0, 200))} for this tenant` })
@@ -258,6 +265,7 @@ const listStream = async (run: Run, c: Ctx, tenant: string, query: Readonly<Reco
   const key = { tenant_id: tenant, stream: subject }
   return run(c.env, Effect.gen(function*() {
     const ledger = yield* Ledger.Ledger
+    const latest = readable(yield* Registry.Registry)
     const data: Array<ListedFact> = []
     let after = asked.success.after
     for (let reads = 0; reads < streamListingReads; reads++) {
@@ -265,7 +273,7 @@ const listStream = async (run: Run, c: Ctx, tenant: string, query: Readonly<Reco
       for (const fact of state.facts) {
         after = fact.sequence
         if (type !== undefined && fact.type !== type) continue
-        data.push(Export.listedFact(fact))
+        data.push(Export.listedFact(latest(fact)))
         if (data.length === limit) return { data, nextCursor: after < state.version ? ProjectionQuery.streamCursor(after) : null }
       }
       if (state.facts.length === 0 || after >= state.version) return { data, nextCursor: null }
@@ -290,9 +298,21 @@ const listCopy = async (run: Run, c: Ctx, tenant: string, query: Readonly<Record
     })
   }
   const rows = await queryPage(run, c, page.success)
-  // The facts copy's columns are ListedFact's, its body the fact's data as JSON (ProjectionQuery.facts selects them).
-  const data = rows.slice(0, page.success.limit).map(({ body, ...fact }) => ({ ...(fact as Omit<ListedFact, "data">), data: JSON.parse(String(body)) as ListedFact["data"] }))
+  const registry = await run(c.env, Effect.service(Registry.Registry))
+  // The facts copy's columns are ListedFact's, its body the fact's data as JSON (ProjectionQuery.facts selects them), at its `schema_version`.
+  const data = rows.slice(0, page.success.limit).map(({ body, ...row }) => {
+    const fact = row as Omit<ListedFact, "data">
+    const { subject, traceparent: _, ...rest } = fact
+    const current = readable(registry)({ ...rest, stream: subject, tenant_id: tenant, data: JSON.parse(String(body)) as ListedFact["data"] })
+    return { ...fact, schema_version: current.schema_version ?? 1, data: current.data }
+  })
   return { data, nextCursor: page.success.nextCursor(rows) }
+}
+
+/** A stored fact as readers get it: in its type's latest shape; one newer than this code (or not upcastable) as stored. */
+const readable = (registry: Registry.Shape) => <F extends Fact>(fact: F): F => {
+  const current = registry.latest(fact)
+  return Result.isSuccess(current) ? (current.success as F) : fact
 }
 
 /** A whole-number query parameter within bounds, its default when absent, or the message naming the problem. */

@@ -84,6 +84,7 @@ CREATE TABLE `facts` (
 	`caused_by` text NOT NULL,
 	`created_at` text NOT NULL,
 	`traceparent` text,
+	`schema_version` integer DEFAULT 1 NOT NULL,
 	PRIMARY KEY(`tenant_id`, `created_at`, `fact_id`)
 ) WITHOUT ROWID;
 --> statement-breakpoint

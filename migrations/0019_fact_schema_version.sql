@@ -1,0 +1,1 @@
+ALTER TABLE `facts` ADD `schema_version` integer DEFAULT 1 NOT NULL;
