@@ -4,7 +4,7 @@
 //
 //   1. posts `--events` call.completed events (default 1,200, in requests of 400) for 8 buyers;
 //   2. hard-stops the stack with that work in flight — SIGKILL to wrangler and workerd, `--after` ms after the
-//      last 202 (default 300) — or, with `--reload`, edits a source file instead (wrangler reloads the Worker);
+//      last 202 (default 100) — or, with `--reload`, edits a source file instead (wrangler reloads the Worker);
 //   3. starts it again on the same state (.wrangler/state), waits, and counts what survived: each call's stream
 //      (complete, outcome only, nothing) and the projections' rows — the figures of docs/reliability.md;
 //   4. checks the start-up notice (StartupCheck.mjs, what `npm run dev` prints) names the facts to recover;
@@ -23,7 +23,7 @@ import { parseArgs } from "node:util"
 import { app, freePort, sleep, start } from "./LocalStack.mjs"
 import * as StartupCheck from "./StartupCheck.mjs"
 
-const { values: options } = parseArgs({ options: { events: { type: "string", default: "1200" }, after: { type: "string", default: "300" }, reload: { type: "boolean", default: false } } })
+const { values: options } = parseArgs({ options: { events: { type: "string", default: "1200" }, after: { type: "string", default: "100" }, reload: { type: "boolean", default: false } } })
 const total = Number(options.events)
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..")
 const vars = { FACTLINE_KEEP_ACCEPTED: StartupCheck.keepAccepted }
@@ -147,13 +147,13 @@ try {
   check(`${total} events accepted (202) in ${Math.ceil(total / 400)} requests`, accepted === total, `${accepted} accepted`)
   await sleep(Number(options.after))
   if (options.reload) {
-    // A file edit: wrangler rebuilds and reloads the Worker (workerd restarts with the new script).
+    // A file edit (a comment; restored at the end): wrangler rebuilds and reloads the Worker.
     const before = stack.output().length
     writeFileSync(source, `${original}\n// reloaded ${run}\n`)
-    for (let i = 0; i < 300 && !/Reloading|Updated|reload/i.test(stack.output().slice(before)); i++) await sleep(100)
-    console.log(`  reloaded by an edit of src/index.ts ${Number(options.after)} ms after the last 202 (${elapsed()})`)
-    writeFileSync(source, original)
-    await sleep(3_000)
+    const edited = Date.now()
+    let seen
+    for (let i = 0; i < 300 && !(seen = /^.*(reload|updated).*$/im.exec(stack.output().slice(before))); i++) await sleep(100)
+    console.log(`  src/index.ts edited ${Number(options.after)} ms after the last 202; wrangler said ${JSON.stringify(seen?.[0]?.trim() ?? "nothing")} ${((Date.now() - edited) / 1000).toFixed(1)} s later (${elapsed()})`)
   } else {
     await stack.kill()
     console.log(`  hard-stopped (SIGKILL, wrangler and workerd) ${Number(options.after)} ms after the last 202 (${elapsed()})`)

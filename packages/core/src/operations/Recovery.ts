@@ -29,7 +29,6 @@ import * as KeptEvents from "../producing/KeptEvents.js"
 import { Producer } from "../producing/Producer.js"
 import * as FactRelay from "../relay/FactRelay.js"
 import { Registry } from "../registry/Registry.js"
-import { Settings } from "../composition/Settings.js"
 import * as Bindings from "../platform/Bindings.js"
 
 /** Facts one shard window scans (the shard's RPC caps it at 5,000). */
@@ -86,13 +85,12 @@ export interface Report {
 const invalidCursor = () => new Failure.InvalidInput({ code: "invalid_request", message: "cursor is not one this endpoint answered; start again without it", problems: [{ path: "cursor", message: "malformed" }] })
 
 /** The kept events accepted since `since`, which have no fact caused by their key yet: sent again unless `dryRun`. */
-const recoverEvents = (since: string, dryRun: boolean) =>
+const recoverEvents = (since: string, dryRun: boolean, keepAcceptedMs: number) =>
   Effect.gen(function*() {
-    const settings = yield* Settings
-    if (settings.keepAcceptedMs <= 0) return null
+    if (keepAcceptedMs <= 0) return null
     const { bucket } = yield* Bindings.PayloadBucket
     const now = yield* Clock.currentTimeMillis
-    if (!dryRun) yield* KeptEvents.prune(bucket, new Date(now - settings.keepAcceptedMs).toISOString())
+    if (!dryRun) yield* KeptEvents.prune(bucket, new Date(now - keepAcceptedMs).toISOString())
     // One copy per key (a client's retry was kept twice).
     const byKey = new Map<string, Envelope>()
     for (const e of yield* KeptEvents.since(bucket, since)) byKey.set(`${e.tenant_id}\u0000${e.idempotency_key}`, e)
@@ -111,13 +109,16 @@ const recoverEvents = (since: string, dryRun: boolean) =>
     return { kept: kept.length, decided: kept.length - undecided.length, resent: undecided.length } satisfies EventsReport
   })
 
-/** One call of recovery: see the module comment. `since` is ISO-8601. */
-export const recover = Effect.fn("Recovery.recover")(function*(options: { readonly since: string; readonly dryRun: boolean; readonly cursor?: string }) {
+/**
+ * One call of recovery: see the module comment. `since` is ISO-8601; `keepAcceptedMs` is the setting
+ * `FACTLINE_KEEP_ACCEPTED` (0: events are not kept, only facts are recovered).
+ */
+export const recover = Effect.fn("Recovery.recover")(function*(options: { readonly since: string; readonly dryRun: boolean; readonly keepAcceptedMs: number; readonly cursor?: string }) {
   const position = options.cursor === undefined ? undefined : decode(options.cursor)
   if (options.cursor !== undefined && position === undefined) return yield* invalidCursor()
   const ledger = yield* Ledger
   const registry = yield* Registry
-  const events = position === undefined ? yield* recoverEvents(options.since, options.dryRun) : null
+  const events = position === undefined ? yield* recoverEvents(options.since, options.dryRun, options.keepAcceptedMs) : null
 
   let facts = 0
   let relayed = 0

@@ -8,7 +8,7 @@
 import { Effect, Schema } from "effect"
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
 import type { Hono } from "hono"
-import { Failure, Recovery } from "@factline/core"
+import { Failure, Recovery, Settings } from "@factline/core"
 import { type AppEnv, bind, describe, problems } from "./Contract.js"
 import { isObject, readBody } from "./JsonBody.js"
 import type { Run } from "./Run.js"
@@ -63,11 +63,12 @@ export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
     if (input.dry_run !== undefined && typeof input.dry_run !== "boolean") problems.push({ path: "dry_run", message: "must be true or false" })
     if (input.cursor !== undefined && typeof input.cursor !== "string") problems.push({ path: "cursor", message: "must be the next_cursor of a previous call" })
     if (problems.length > 0) throw new Failure.InvalidInput({ message: usage, problems })
-    const result = await run(c.env, Recovery.recover({
+    const result = await run(c.env, Effect.flatMap(Settings.Settings, (settings) => Recovery.recover({
       since: new Date(since as string).toISOString(),
       dryRun: input.dry_run === true,
+      keepAcceptedMs: settings.keepAcceptedMs,
       ...(typeof input.cursor === "string" ? { cursor: input.cursor } : {})
-    }))
+    })))
     return reply(result)
   })
 }
