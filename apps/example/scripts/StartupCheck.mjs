@@ -37,6 +37,7 @@ export const check = async (base, { window = "10m", minutes = 10 } = {}) => {
   const lines = []
   if (total.facts > 0) lines.push(`factline: ${total.facts} facts appended in the last ${minutes} min may not have reached their queues — run \`${command(window)}\``)
   if ((total.events?.resent ?? 0) > 0) lines.push(`factline: ${total.events.resent} accepted events of the last ${minutes} min have no fact yet (kept by FACTLINE_KEEP_ACCEPTED) — the same command sends them again`)
+  if (lines.length === 0) lines.push(`factline: no facts appended in the last ${minutes} min: nothing a restart could have lost`)
   if (total.events === null) lines.push("factline: accepted events are not kept (FACTLINE_KEEP_ACCEPTED is off): an event on the events queue when the stack stops is lost, and nothing can re-send it")
   return { report: total, lines }
 }
