@@ -8,10 +8,11 @@
 import { env } from "cloudflare:workers"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import { FactId, type LedgerProtocol } from "@factline/core"
+import { FactId, KeptEvents, type LedgerProtocol } from "@factline/core"
 import type { LedgerShard } from "@factline/workers"
 import { drain } from "./Drain.js"
-import { ledger, request, tokenA, tokenPlatform, unique } from "./helpers.js"
+import { callCompleted, ledger, postEvents, request, tokenA, tokenPlatform, unique } from "./helpers.js"
+import { overrideSettings } from "./worker.js"
 
 /** An `outcome` fact of a call, appended to the ledger only: its messages to the queues are "lost". */
 const appendUnrelayed = async (callId: string, buyerId: string, price: number) => {
@@ -108,6 +109,49 @@ describe("POST /v1/recover", () => {
       if (path !== "cursor") expect(error.details?.problems?.map((p) => p.path), JSON.stringify(body)).toContain(path)
       expect(error.message).not.toMatch(/sqlite|SQL|stack/i)
     }
+  })
+})
+
+describe("accepted events kept in development (FACTLINE_KEEP_ACCEPTED)", () => {
+  it("the HTTP edge keeps each request's accepted envelopes; recover re-sends a kept event that has no fact yet, not one already decided", async () => {
+    overrideSettings({ FACTLINE_KEEP_ACCEPTED: "10m" })
+    try {
+      const since = new Date(Date.now() - 1_000).toISOString()
+      const buyer = unique("buyer")
+      const decided = callCompleted({}, { buyer_id: buyer, duration_s: 90, price_cents: 300 })
+      expect((await postEvents(decided)).status).toBe(202)
+      await drain()
+      const kept = await Effect.runPromise(KeptEvents.since(env.PAYLOADS, since))
+      expect(kept.map((e) => e.idempotency_key)).toContain(decided.idempotency_key)
+
+      // An accepted event the events queue lost: kept, never delivered.
+      const lostEnvelope = callCompleted({}, { buyer_id: buyer, duration_s: 120, price_cents: 400 })
+      await Effect.runPromise(KeptEvents.keeper(env.PAYLOADS)([lostEnvelope as never], new Date().toISOString()))
+
+      const dry = await (await recover({ since, dry_run: true })).json() as { events: { kept: number; decided: number; resent: number } }
+      expect(dry.events).toMatchObject({ resent: 1 })
+      expect(dry.events.decided).toBeGreaterThanOrEqual(1)
+      const report = await (await recover({ since })).json() as { events: { resent: number } }
+      expect(report.events.resent).toBe(1)
+      await drain()
+      expect(await projection("buyer_budgets", `buyer_id=${buyer}`)).toMatchObject([{ spent_cents: 700, charges: 2 }])
+      const again = await (await recover({ since })).json() as { events: { resent: number } }
+      expect(again.events.resent, "decided now: not sent again").toBe(0)
+      await drain()
+      expect(await projection("buyer_budgets", `buyer_id=${buyer}`)).toMatchObject([{ spent_cents: 700, charges: 2 }])
+    } finally {
+      overrideSettings(undefined)
+    }
+  })
+
+  it("without the setting nothing is kept, and recover says events are not kept (events: null)", async () => {
+    const since = new Date(Date.now() - 1_000).toISOString()
+    const event = callCompleted()
+    expect((await postEvents(event)).status).toBe(202)
+    await drain()
+    expect((await Effect.runPromise(KeptEvents.since(env.PAYLOADS, since))).map((e) => e.idempotency_key)).not.toContain(event.idempotency_key)
+    const report = await (await recover({ since, dry_run: true })).json() as { events: unknown }
+    expect(report.events).toBeNull()
   })
 })
 
