@@ -32,10 +32,12 @@ export const freePort = () =>
   })
 
 /**
- * Starts the stack; resolves to `{ base, stop, output }` once wrangler reports it is ready. The static assets
- * (the dashboard and /docs) are built first, from their current source.
+ * Starts the stack; resolves to `{ base, stop, kill, output }` once wrangler reports it is ready. The static assets
+ * (the dashboard and /docs) are built first, from their current source. `vars` are passed as `--var NAME:VALUE`
+ * (as `npm run dev` passes FACTLINE_KEEP_ACCEPTED). `kill()` is a hard stop — SIGKILL to wrangler and workerd
+ * at once, nothing flushed — and resolves once the process has exited.
  */
-export const start = async ({ cwd, state, port, config }) => {
+export const start = async ({ cwd, state, port, config, vars = {} }) => {
   await buildAssets()
   const configArgs = config ? ["--config", config] : []
   // Every database of the config gets the migrations: the platform database and each read database (placement).
@@ -44,7 +46,8 @@ export const start = async ({ cwd, state, port, config }) => {
   for (const { database_name: database } of databases) {
     execFileSync(process.execPath, [wrangler, "d1", "migrations", "apply", database, "--local", ...configArgs, "--persist-to", state], { cwd, env, stdio: "ignore" })
   }
-  const dev = spawn(process.execPath, [wrangler, "dev", ...configArgs, "--persist-to", state, "--port", String(port), "--ip", "127.0.0.1"], {
+  const varArgs = Object.entries(vars).flatMap(([name, value]) => ["--var", `${name}:${value}`])
+  const dev = spawn(process.execPath, [wrangler, "dev", ...configArgs, ...varArgs, "--persist-to", state, "--port", String(port), "--ip", "127.0.0.1"], {
     cwd, env, stdio: ["ignore", "pipe", "pipe"], detached: true
   })
   let output = ""
@@ -55,6 +58,13 @@ export const start = async ({ cwd, state, port, config }) => {
       process.kill(-dev.pid, "SIGTERM")
     } catch {}
   }
+  const exited = new Promise((resolve) => dev.once("exit", resolve))
+  const kill = async () => {
+    try {
+      process.kill(-dev.pid, "SIGKILL")
+    } catch {}
+    await exited
+  }
   for (let i = 0; !output.includes("Ready on"); i++) {
     if (i > 900 || dev.exitCode !== null) {
       stop()
@@ -62,7 +72,7 @@ export const start = async ({ cwd, state, port, config }) => {
     }
     await new Promise((r) => setTimeout(r, 100))
   }
-  return { base: `http://127.0.0.1:${port}`, stop, output: () => output }
+  return { base: `http://127.0.0.1:${port}`, stop, kill, output: () => output }
 }
 
 /**

@@ -165,6 +165,8 @@ describe("tenancy sweep, every route of the table", () => {
     "POST /v1/dlq/:id/skip": { params: { id: a.deadLetter }, body: { reason: "probe" }, ownerStatus: undefined },
     "POST /v1/dlq/:id/escalate": { params: { id: a.deadLetter }, body: { note: "probe" }, ownerStatus: undefined },
     "GET /v1/queues/health": { ownerStatus: undefined },
+    // Recovery walks every tenant's shards: platform scope, every tenant's token is refused.
+    "POST /v1/recover": { body: { since: "2026-01-01T00:00:00Z", dry_run: true }, ownerStatus: undefined },
     // B learns its own placement only.
     "GET /v1/tenants/me": { ownerStatus: 200, ownMarkers: ['"read_database"'], answersB: true },
     // Platform scope: every tenant's token is refused.

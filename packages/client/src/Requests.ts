@@ -108,6 +108,12 @@ export type StartBatch =
 /** Where a tenant's read side lives (`GET /v1/tenants/me`). */
 const Placement = open({ tenant_id: Schema.String, read_database: Schema.Int, binding: Schema.String, placed_at: Schema.String, writes_held_since: Nullable })
 /** A move of a tenant between read databases. */
+/** `POST /v1/recover`: what one call of recovery did (Recovery). */
+export const RecoveryReport = open({
+  since: Schema.String, dry_run: Schema.Boolean, facts: Schema.Number, relayed: Schema.Number, sends: Schema.Number, handed_over: Schema.Number, shards: Schema.Number,
+  events: Schema.NullOr(open({ kept: Schema.Number, decided: Schema.Number, resent: Schema.Number })),
+  next_cursor: Nullable
+})
 const TenantMove = open({
   move_id: Schema.String, tenant_id: Schema.String, from_database: Schema.Int, to_database: Schema.Int, phase: Schema.String,
   copy_round: Schema.Int, copied: Schema.Record(Schema.String, Schema.Number), verified: Schema.NullOr(Json), error: Nullable,
@@ -177,7 +183,8 @@ export const routes = {
   listPlacements: route("GET", "/v1/tenants", 200, open({ databases: Schema.Array(open({ read_database: Schema.Int, binding: Schema.String, tenants: Schema.Int })), data: Schema.Array(Placement) })),
   placeTenant: route("PUT", "/v1/tenants/:tenant/placement", 200, Placement, { body: json<{ readonly read_database: number }>() }),
   moveTenant: route("POST", "/v1/tenants/:tenant/moves", 202, TenantMove, { body: json<{ readonly to_database: number }>() }),
-  getTenantMove: route("GET", "/v1/tenants/:tenant/moves/:move_id", 200, TenantMove)
+  getTenantMove: route("GET", "/v1/tenants/:tenant/moves/:move_id", 200, TenantMove),
+  recover: route("POST", "/v1/recover", 200, RecoveryReport, { body: json<{ readonly since: string; readonly dry_run?: boolean; readonly cursor?: string }>() })
 } as const
 
 type Params<P extends string> = P extends `${string}:${infer Name}/${infer Rest}` ? Name | Params<`/${Rest}`> : P extends `${string}:${infer Name}` ? Name : never

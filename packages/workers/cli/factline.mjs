@@ -46,6 +46,8 @@ operators' commands, against a deployment (--url, --token):
   reconcile PROJECTION [--repair]           compare a projection with the ledger; --repair fixes the drifted rows
   rebuild PROJECTION                        rebuild a projection from the ledger (scope platform)
   batch show|cancel ID                      one batch job, or stop its further chunks
+  recover --since 10m [--dry-run]           relay again the facts appended since then, re-send kept events not yet decided:
+                                            after a restart of the local queues (scope platform)
   tenants [me]                              where every tenant's read side lives (scope platform), or this token's tenant
   tenants place TENANT --to N               place a tenant not used yet on read database N (scope platform)
   tenants move TENANT --to N [--no-wait]    move a tenant's read side to read database N under live traffic, following it (scope platform)

@@ -326,6 +326,47 @@ Object.assign(commands, {
   }
 })
 
+// `recover --since 10m [--dry-run]`: after a restart of the local queues (or any loss of queued messages) — the
+// facts appended since then are relayed again, and kept accepted events with no fact yet are sent again
+// (POST /v1/recover, scope platform). The API walks the ledger a bounded amount per call; this repeats the call
+// with its cursor, summing what each call did, until it is done.
+/** `10m`, `90s`, `2h`, `1d`, or an ISO 8601 time → the ISO time it means. */
+const sinceOf = (raw) => {
+  const match = /^(\d+)(s|m|h|d)$/.exec(String(raw ?? "").trim())
+  if (match) return new Date(Date.now() - Number(match[1]) * { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2]]).toISOString()
+  if (/^\d{4}-\d{2}-\d{2}T/.test(String(raw)) && !Number.isNaN(Date.parse(raw))) return new Date(raw).toISOString()
+  throw new UsageError("recover needs --since: a duration back from now (10m, 2h, 1d) or an ISO 8601 time")
+}
+
+Object.assign(commands, {
+  async recover(api, { flags, positional }) {
+    if (positional.length > 1) throw new UsageError(`unexpected argument ${positional[1]}`)
+    const since = sinceOf(flags.since)
+    const dryRun = flags["dry-run"] === true
+    const total = { since, dry_run: dryRun, facts: 0, relayed: 0, sends: 0, handed_over: 0, shards: 0, events: null, calls: 0 }
+    let cursor
+    do {
+      const r = await api.recover({ body: { since, ...(dryRun ? { dry_run: true } : {}), ...(cursor ? { cursor } : {}) } })
+      for (const k of ["facts", "relayed", "sends", "handed_over", "shards"]) total[k] += r[k]
+      if (r.events) total.events = r.events
+      total.calls++
+      cursor = r.next_cursor ?? undefined
+      if (cursor && process.stderr.isTTY) process.stderr.write(`\r${num(total.shards)} shards walked, ${num(total.facts)} facts since ${since}\u001b[K`)
+    } while (cursor)
+    if (process.stderr.isTTY && total.calls > 1) process.stderr.write("\n")
+    if (flags.json) return total
+    const would = dryRun ? "would be " : ""
+    const lines = [
+      `${num(total.facts)} fact(s) appended since ${clean(since)} in ${num(total.shards)} ledger shard(s): ${num(total.relayed)} (fact, queue) pair(s) ${would}relayed again${dryRun ? "" : ` in ${num(total.sends)} send(s)`}${total.handed_over > 0 ? `, ${num(total.handed_over)} handed to their shard's outbox (a send failed)` : ""}`,
+      total.events === null
+        ? dim("accepted events are not kept here (FACTLINE_KEEP_ACCEPTED is off): an event lost from the events queue before it was decided cannot be re-sent")
+        : `${num(total.events.kept)} accepted event(s) kept since then: ${num(total.events.decided)} already decided, ${num(total.events.resent)} ${would}sent again`
+    ]
+    if (dryRun) lines.push(dim("dry run: nothing was sent; run without --dry-run to recover"))
+    return lines.join("\n")
+  }
+})
+
 /** The error an answer (or no answer) makes, for a person: the API's status, code and message, and each problem it names. */
 const refusal = (error, url) => {
   if (error instanceof Unavailable && error.status === undefined) return `cannot reach ${url}: ${clean(error.last)}`
@@ -342,8 +383,8 @@ export const run = async (argv) => {
   let url
   try {
     const { options, positional } = Args.parse(argv, {
-      values: ["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out", "to"],
-      switches: ["json", "all-matching", "repair", "no-wait"]
+      values: ["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out", "to", "since"],
+      switches: ["json", "all-matching", "repair", "no-wait", "dry-run"]
     })
     const args = { flags: (flags = options), positional }
     const command = Object.hasOwn(commands, args.positional[0]) ? commands[args.positional[0]] : undefined

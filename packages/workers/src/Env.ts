@@ -53,6 +53,11 @@ export interface PlatformEnv {
    * plain http and loopback addresses. Never set it in production.
    */
   readonly FACTLINE_LOCAL_DEVELOPMENT?: string
+  /**
+   * Development only (`npm run dev` sets `10m`): accepted events are kept in R2 this long, so
+   * `factline recover` can re-send those the local queues lost in a restart. Default off.
+   */
+  readonly FACTLINE_KEEP_ACCEPTED?: string
   /** Hours an endpoint may fail every delivery before it is disabled (default 120 = 5 days). */
   readonly FACTLINE_WEBHOOK_DISABLE_AFTER_HOURS?: string
   /** Seconds endpoint configs are cached per isolate (default 10). */

@@ -77,6 +77,11 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     return this.ledger.readShard(after, Math.min(Math.max(1, limit), 5_000))
   }
 
+  /** The facts appended since `since` among the next `scan` (at most 5,000) after `after`, and where to go on: recovery's walk. */
+  async readShardSince(after: LedgerProtocol.ShardCursor | undefined, since: string, scan: number) {
+    return this.ledger.readShardSince(after, since, Math.min(Math.max(1, scan), 5_000))
+  }
+
   /** The fact with this id, if this shard holds it (its unique index; reading creates no storage). */
   async findFact(factId: string): Promise<Fact | null> {
     return this.ledger.findFact(factId)

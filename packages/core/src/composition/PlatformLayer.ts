@@ -21,6 +21,7 @@ import { DeadLetterStore } from "../operations/DeadLetterStore.js"
 import * as SendTally from "../operations/SendTally.js"
 import { AcceptedKeys } from "../producing/AcceptedKeys.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
+import * as KeptEvents from "../producing/KeptEvents.js"
 import { Producer } from "../producing/Producer.js"
 import { QueueProducer } from "../producing/QueueProducer.js"
 import { ProjectionStore } from "../projections/ProjectionStore.js"
@@ -105,7 +106,12 @@ export const services = (registry: Registry.Shape, options: Options) =>
       ProjectionStore.layer,
       DeadLetters.layer((source) => queue(RetryPolicy.forQueue(source)?.deadLetterQueue ?? "")),
       payloads,
-      Producer.layer({ queue: (tenantId) => eventsQueues[QueueGroups.groupOf(tenantId, groups)], definitions: registry.definitions, defaultSource: options.defaultSource }).pipe(Layer.provide(payloads)),
+      Producer.layer({
+        queue: (tenantId) => eventsQueues[QueueGroups.groupOf(tenantId, groups)],
+        definitions: registry.definitions,
+        defaultSource: options.defaultSource,
+        ...(settings.keepAcceptedMs > 0 ? { keep: KeptEvents.keeper(bucket) } : {})
+      }).pipe(Layer.provide(payloads)),
       WebhookStore.layer({
         secretsKey: settings.secretsKey,
         localDevelopment: settings.localDevelopment,

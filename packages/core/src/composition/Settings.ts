@@ -14,6 +14,7 @@ import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as Shards from "../ledger/Shards.js"
 import * as FactsCopy from "../projections/FactsCopy.js"
 import { defaultBucketName } from "../producing/PayloadStore.js"
+import * as KeptEvents from "../producing/KeptEvents.js"
 
 export type LogAttempts = "all" | "failures" | "none"
 
@@ -44,6 +45,11 @@ export interface Shape {
   readonly secretsKey: string | undefined
   /** `FACTLINE_LOCAL_DEVELOPMENT=true`: http and loopback webhook endpoints allowed (never in production). */
   readonly localDevelopment: boolean
+  /**
+   * `FACTLINE_KEEP_ACCEPTED` (`10m`; default off): development only — accepted events are kept in R2 this long,
+   * so `factline recover` can re-send those a restart of the local queues lost (KeptEvents). 0: off.
+   */
+  readonly keepAcceptedMs: number
   /** `FACTLINE_WEBHOOK_DISABLE_AFTER_HOURS` (default 120), in milliseconds. */
   readonly webhookDisableAfterMs: number
   /** `FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS` (default 10), in milliseconds. */
@@ -130,6 +136,10 @@ export const config: Config.Config<Shape> = Config.all({
   payloadBucket: optional("FACTLINE_PAYLOAD_BUCKET").pipe(Config.map((name) => name === undefined || name === "" ? defaultBucketName : name)),
   secretsKey: optional("FACTLINE_SECRETS_KEY"),
   localDevelopment: optional("FACTLINE_LOCAL_DEVELOPMENT").pipe(Config.map((raw) => raw === "true")),
+  keepAcceptedMs: optional(KeptEvents.variable).pipe(Config.mapEffect((raw) => {
+    const ms = KeptEvents.parseDuration(raw)
+    return typeof ms === "string" ? Effect.die(new Error(ms)) : Effect.succeed(ms)
+  })),
   webhookDisableAfterMs: lenientNumber("FACTLINE_WEBHOOK_DISABLE_AFTER_HOURS", 120).pipe(Config.map((hours) => hours * 3600 * 1000)),
   webhookConfigTtlMs: lenientNumber("FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS", 10).pipe(Config.map((seconds) => seconds * 1000)),
   webhookEndpointsPerTenant: lenientNumber("FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT", 20).pipe(Config.map(Math.floor)),

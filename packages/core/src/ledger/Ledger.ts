@@ -55,6 +55,11 @@ export class Ledger extends Context.Service<Ledger, {
   /** One page of a shard's facts after a (stream, sequence) position, in that order: at most `limit` (≤ `shardPageSize`). */
   readonly readShardPage: (shardKey: string, after: ShardCursor | undefined, limit: number) => Effect.Effect<ReadonlyArray<Fact>, Failure.Unavailable>
   /**
+   * One window of a shard's walk for recovery: the facts appended since `since` (ISO-8601) among the next `scan`
+   * after `after`, and the position to go on from (undefined: the shard is walked).
+   */
+  readonly readShardSince: (shardKey: string, after: ShardCursor | undefined, since: string, scan: number) => Effect.Effect<{ readonly facts: ReadonlyArray<Fact>; readonly next: ShardCursor | undefined }, Failure.Unavailable>
+  /**
    * The tenant's fact with this id, wherever its stream lives: every shard of the tenant is asked in parallel
    * (each finds it by its unique index: N indexed lookups, no scan, no D1 copy). Null for an unknown tenant or id.
    */
@@ -220,6 +225,9 @@ export const make = (namespace: LedgerShardNamespace, topology: LedgerTopology.L
         },
         catch: unavailable
       })
+    }),
+    readShardSince: Effect.fn("Ledger.readShardSince")(function*(key, after, since, scan) {
+      return yield* Effect.tryPromise({ try: () => stub(key).readShardSince(after, since, scan), catch: unavailable })
     }),
     readShardPage: Effect.fn("Ledger.readShardPage")(function*(key, after, limit) {
       return yield* Effect.tryPromise({ try: () => stub(key).readShard(after, Math.min(limit, shardPageSize)), catch: unavailable })

@@ -69,6 +69,8 @@ export interface LedgerShardRpc {
   readStreams(keys: ReadonlyArray<StreamKey>): Promise<ReadonlyArray<StreamState>>
   read(key: StreamKey, options?: ReadOptions): Promise<StreamState>
   readShard(after: ShardCursor | undefined, limit: number): Promise<ReadonlyArray<Fact>>
+  /** The facts appended since `since` among the next `scan` facts after `after`, and where to go on (Recovery). */
+  readShardSince(after: ShardCursor | undefined, since: string, scan: number): Promise<{ readonly facts: ReadonlyArray<Fact>; readonly next: ShardCursor | undefined }>
   /** The fact with this id if this shard holds it (an indexed lookup), else null. */
   findFact(factId: string): Promise<Fact | null>
   /** Re-arms the relay if outbox rows are waiting (the scheduled sweep); returns how many wait. */

@@ -25,7 +25,7 @@
  */
 import { type Fact, TraceContext } from "@factline/schemas"
 import * as FactId from "./FactId.js"
-import type { AppendGroup, AppendResult, Handover, ReadOptions, StreamKey, StreamState } from "./LedgerProtocol.js"
+import type { AppendGroup, AppendResult, Handover, ReadOptions, ShardCursor, StreamKey, StreamState } from "./LedgerProtocol.js"
 import * as StableJson from "./StableJson.js"
 
 /** Facts returned by one stream read at most; a decider folds longer streams page by page. */
@@ -131,6 +131,12 @@ const toFact = (row: FactRow): Fact => ({
   ...(typeof row.traceparent === "string" ? { traceparent: row.traceparent } : {})
 })
 
+/** A window of a shard's facts walked by `readShardSince`: those in time, and where the walk goes on (none: the end). */
+export interface ShardWindow {
+  readonly facts: ReadonlyArray<Fact>
+  readonly next: ShardCursor | undefined
+}
+
 /** An outbox row with its fact: what the relay sends. */
 export interface OutboxEntry {
   readonly id: number
@@ -143,6 +149,12 @@ export interface LedgerStorage {
   readonly readStream: (key: StreamKey, options?: ReadOptions) => StreamState
   /** Every fact of the shard (all streams) after a `(stream, sequence)` cursor, for rebuilds. */
   readonly readShard: (after: { readonly stream: string; readonly sequence: number } | undefined, limit: number) => ReadonlyArray<Fact>
+  /**
+   * The facts appended at or after `since` (ISO-8601 `created_at`) among the next `scan` facts after a
+   * `(stream, sequence)` cursor, and the cursor to continue from (undefined: the shard is walked). Bounded
+   * work per call whatever the shard holds: recovery (Recovery.ts) walks a shard this way.
+   */
+  readonly readShardSince: (after: ShardCursor | undefined, since: string, scan: number) => ShardWindow
   /** The fact with this id, found by its unique index (one lookup, whatever the shard holds), or null. */
   readonly findFact: (factId: string) => Fact | null
   /** Outbox rows for stored facts (unknown ids are skipped); returns the rows written. */
@@ -329,6 +341,28 @@ export const make = (storage: Storage): LedgerStorage => {
       .toArray()
       .map(toFact)
 
+  const readShardSince = (after: ShardCursor | undefined, since: string, scan: number): ShardWindow => {
+    if (!exists()) return { facts: [], next: undefined }
+    const from = [after?.stream ?? "", after?.sequence ?? 0] as const
+    // The last position of the window (the `scan`-th fact after the cursor); none: the window runs to the end.
+    const last = sql
+      .exec<{ stream: string; sequence: number }>(
+        "SELECT stream, sequence FROM facts WHERE (stream, sequence) > (?, ?) ORDER BY stream, sequence LIMIT 1 OFFSET ?",
+        ...from, Math.max(1, scan) - 1
+      )
+      .toArray()[0]
+    const facts = sql
+      .exec<FactRow>(
+        last === undefined
+          ? "SELECT * FROM facts WHERE (stream, sequence) > (?, ?) AND created_at >= ? ORDER BY stream, sequence"
+          : "SELECT * FROM facts WHERE (stream, sequence) > (?, ?) AND (stream, sequence) <= (?, ?) AND created_at >= ? ORDER BY stream, sequence",
+        ...from, ...(last === undefined ? [] : [last.stream, last.sequence]), since
+      )
+      .toArray()
+      .map(toFact)
+    return { facts, next: last === undefined ? undefined : { stream: last.stream, sequence: last.sequence } }
+  }
+
   const getMeta = (key: string) =>
     exists() ? sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = ?", key).toArray()[0]?.value : undefined
   const setMeta = (key: string, value: string | undefined) => {
@@ -409,5 +443,5 @@ export const make = (storage: Storage): LedgerStorage => {
       ? sql.exec<TimerRow>("SELECT * FROM timers WHERE tenant_id = ? AND stream = ? ORDER BY rowid", key.tenant_id, key.stream).toArray()
       : []
 
-  return { append, readStream, readShard, findFact, handover, outboxSize, pendingOutbox, deleteOutbox, getMeta, setMeta, exists, nextTimerAt, fireDue, timers }
+  return { append, readStream, readShard, readShardSince, findFact, handover, outboxSize, pendingOutbox, deleteOutbox, getMeta, setMeta, exists, nextTimerAt, fireDue, timers }
 }

@@ -34,6 +34,7 @@ import * as StableJson from "../ledger/StableJson.js"
 import * as Failure from "../failures/Failure.js"
 import { AcceptedKeys, payloadHash } from "./AcceptedKeys.js"
 import { PayloadStore, clientRefRefused, offloadThresholdBytes } from "./PayloadStore.js"
+import type * as KeptEvents from "./KeptEvents.js"
 import * as SendBatches from "./SendBatches.js"
 import * as Time from "../platform/Time.js"
 
@@ -133,6 +134,8 @@ export class Producer extends Context.Service<Producer, {
     readonly queue: Queue | ((tenantId: string) => Queue | undefined)
     readonly definitions: ReadonlyMap<string, MessageDefinition>
     readonly defaultSource?: string
+    /** Development only: keeps each request's accepted envelopes (KeptEvents) before they are sent. */
+    readonly keep?: KeptEvents.Keep
   }) =>
     Layer.effect(
       Producer,
@@ -145,6 +148,7 @@ export const make = (config: {
   readonly definitions: ReadonlyMap<string, MessageDefinition>
   readonly payloads: PayloadStore["Service"]
   readonly defaultSource?: string
+  readonly keep?: KeptEvents.Keep
 }): Producer["Service"] => {
   interface Validated {
     /** One per input, in order. */
@@ -306,6 +310,7 @@ export const make = (config: {
       }
     }
     if (conflicts.length > 0) return yield* new IdempotencyConflict({ conflicts })
+    if (config.keep !== undefined) yield* config.keep(firsts.map(({ e }) => e), now)
     const sent = yield* sendFirstCopies(validated.success)
     return sent.map((envelope, index): AcceptedItem => ({ envelope, duplicate: firstOf[index] !== index || replayed.has(index) }))
   })

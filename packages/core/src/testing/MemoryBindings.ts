@@ -184,6 +184,9 @@ export class MemoryLedgerShard implements LedgerShardRpc {
   async readShard(after: ShardCursor | undefined, limit: number): Promise<ReadonlyArray<Fact>> {
     return this.storage.readShard(after, limit)
   }
+  async readShardSince(after: ShardCursor | undefined, since: string, scan: number) {
+    return this.storage.readShardSince(after, since, scan)
+  }
   async findFact(factId: string): Promise<Fact | null> {
     return this.storage.findFact(factId)
   }

@@ -23,6 +23,7 @@ import * as Facts from "./Facts.js"
 import * as Health from "./Health.js"
 import * as Projections from "./Projections.js"
 import * as Queues from "./Queues.js"
+import * as Recovery from "./Recovery.js"
 import * as Tenants from "./Tenants.js"
 import { api } from "./Routes.js"
 import { makeRun } from "./Run.js"
@@ -42,6 +43,7 @@ export const make = (registry: Registry.Shape, runtime: (env: PlatformEnv) => Pl
   Batches.mountUploads(app, { run })
   DeadLetters.mount(app, { run })
   Queues.mount(app, { run })
+  Recovery.mount(app, { run })
   Tenants.mount(app, { run })
   Webhooks.mount(app, { registry, run })
   Alerts.mount(app, { run })

@@ -15,6 +15,7 @@ import * as Facts from "./Facts.js"
 import * as Health from "./Health.js"
 import * as Projections from "./Projections.js"
 import * as Queues from "./Queues.js"
+import * as Recovery from "./Recovery.js"
 import * as Tenants from "./Tenants.js"
 import * as Webhooks from "./Webhooks.js"
 
@@ -26,6 +27,7 @@ export const api: HttpApi.HttpApi<"factline", any> = HttpApi.make("factline")
   .add(Batches.group)
   .add(DeadLetters.group)
   .add(Queues.group)
+  .add(Recovery.group)
   .add(Tenants.group)
   .add(Webhooks.group)
   .add(Alerts.group)

@@ -1,0 +1,74 @@
+/**
+ * `POST /v1/recover` `{ since, dry_run?, cursor? }` (scope `platform`: it walks every tenant's ledger shards) —
+ * core's `Recovery`: the facts appended since `since` are relayed again to their queues, and the accepted
+ * events kept in development (`FACTLINE_KEEP_ACCEPTED`) that have no fact yet are sent again. What a restart
+ * of `wrangler dev` loses (docs/reliability.md); `factline recover --since 10m` calls it until `next_cursor`
+ * is null, and `npm run dev` calls it with `dry_run` at start to say how many facts it may concern.
+ */
+import { Effect, Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import type { Hono } from "hono"
+import { Failure, Recovery, Settings } from "@factline/core"
+import { type AppEnv, bind, describe, problems } from "./Contract.js"
+import { isObject, readBody } from "./JsonBody.js"
+import type { Run } from "./Run.js"
+
+const fields = ["since", "dry_run", "cursor"]
+
+const EventsReport = Schema.NullOr(Schema.Struct({
+  kept: Schema.Int.annotate({ description: "Events kept (FACTLINE_KEEP_ACCEPTED) and accepted since `since`" }),
+  decided: Schema.Int.annotate({ description: "Of those, events whose stream holds a fact caused by their idempotency key: nothing to do" }),
+  resent: Schema.Int.annotate({ description: "Sent again to the events queue with their idempotency key (dry run: would be)" })
+})).annotate({ description: "Null when accepted events are not kept (the default outside development) or on a call with a cursor (the first call does them)" })
+
+export const recover = HttpApiEndpoint.post("recover", "/v1/recover", {
+  payload: Schema.Struct({
+    since: Schema.String.annotate({ description: "ISO 8601 time: facts appended (and events accepted) since then" }),
+    dry_run: Schema.optionalKey(Schema.Boolean).annotate({ description: "Count only; send nothing" }),
+    cursor: Schema.optionalKey(Schema.String).annotate({ description: "`next_cursor` of the previous call (opaque)" })
+  }),
+  success: Schema.Struct({
+    since: Schema.String,
+    dry_run: Schema.Boolean,
+    facts: Schema.Int.annotate({ description: "Facts appended since `since` in the shards this call walked" }),
+    relayed: Schema.Int.annotate({ description: "(fact, destination queue) pairs sent again (dry run: would be)" }),
+    sends: Schema.Int.annotate({ description: "`sendBatch` calls made" }),
+    handed_over: Schema.Int.annotate({ description: "Facts whose send failed, handed to their shard's outbox (relayed by its alarm)" }),
+    shards: Schema.Int.annotate({ description: "Ledger shards walked to their end by this call" }),
+    events: EventsReport,
+    next_cursor: Schema.NullOr(Schema.String).annotate({ description: "Call again with it to go on; null: done" })
+  }),
+  error: problems(400, 415, 503)
+}).pipe(describe({
+  summary: "Recover what the queues lost",
+  description: "Relays every fact appended since `since` again to its queues (fact-processing, projections, webhooks) — idempotent: every consumer dedupes by fact id — and, where accepted events are kept (`FACTLINE_KEEP_ACCEPTED`, development), sends again those with no fact yet. For a restart of the local queues (`wrangler dev` keeps nothing queued). A bounded amount per call: repeat with `next_cursor` until it is null.",
+  scopes: ["platform"],
+  errors: { 400: "`invalid_request`: `since` not an ISO 8601 time, an unknown field, a malformed cursor", 415: "`unsupported_media_type`", 503: "`unavailable`: the ledger, a queue or R2; run it again (it is idempotent)" }
+}))
+
+export const group = HttpApiGroup.make("recovery").add(recover)
+  .annotateMerge(OpenApi.annotations({
+    title: "Recovery",
+    description: "Re-relaying what the queues lost: a restart of the local queues, or any outage that dropped messages."
+  }))
+
+export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
+  bind(app, recover, async (c, reply) => {
+    const input = await readBody(c)
+    const usage = 'send { "since": "<ISO 8601 time>", "dry_run"?: true, "cursor"?: "<next_cursor>" }'
+    if (!isObject(input)) throw new Failure.InvalidInput({ message: usage })
+    const problems: Array<Failure.Problem> = Object.keys(input).filter((k) => !fields.includes(k)).map((path) => ({ path, message: `is not a field (${fields.join(", ")})` }))
+    const since = input.since
+    if (typeof since !== "string" || !/^\d{4}-\d{2}-\d{2}T/.test(since) || Number.isNaN(Date.parse(since))) problems.push({ path: "since", message: "must be an ISO 8601 time" })
+    if (input.dry_run !== undefined && typeof input.dry_run !== "boolean") problems.push({ path: "dry_run", message: "must be true or false" })
+    if (input.cursor !== undefined && typeof input.cursor !== "string") problems.push({ path: "cursor", message: "must be the next_cursor of a previous call" })
+    if (problems.length > 0) throw new Failure.InvalidInput({ message: usage, problems })
+    const result = await run(c.env, Effect.flatMap(Settings.Settings, (settings) => Recovery.recover({
+      since: new Date(since as string).toISOString(),
+      dryRun: input.dry_run === true,
+      keepAcceptedMs: settings.keepAcceptedMs,
+      ...(typeof input.cursor === "string" ? { cursor: input.cursor } : {})
+    })))
+    return reply(result)
+  })
+}
