@@ -108,6 +108,19 @@ describe("test kit specs", () => {
       await expect(ProcessorSpec.for(markOverdue).when(issued).after("30 days").then([])).rejects.toThrow(/mark-overdue's timers after "30 days" appended other facts than expected/)
     })
 
+    it("a timer's fact fires at the version it was drafted at, and reads in the latest shape", async () => {
+      const Due = FactDefinition.make("invoice_due", Schema.Struct({ invoice_id: Schema.String }))
+        .version(2, Schema.Struct({ invoice_id: Schema.String, currency: Schema.String }), (v1) => ({ ...v1, currency: "USD" }))
+      const markDue = Processor.make(Issued, {
+        name: "mark-due",
+        emits: [Due],
+        process: ({ data }) => Effect.succeed([Timer.schedule({ name: "due", after: "1 day", fact: Due.make({ invoice_id: data.invoice_id, currency: "EUR" }) })])
+      })
+      const { facts } = await ProcessorSpec.for(markDue).when(issued).after("1 day").result()
+      // Stored as version 1, the EUR draft would be upcast to USD on every read.
+      expect(facts.map((f) => [f.type, f.schema_version, f.data])).toEqual([["invoice_due", 2, { invoice_id: "inv-1", currency: "EUR" }]])
+    })
+
     it("a handler's timer counts from its message's time, or is set at a given time", async () => {
       const Issue = MessageDefinition.command("invoice.issue").version(1, Schema.Struct({ invoice_id: Schema.String }))
       const issue = Handler.handler(Issue, {
