@@ -161,7 +161,7 @@ export class Runs extends Context.Service<Runs, {
   /** Runs matching the filters, the most recently updated first, a page at a time. */
   readonly list: (scope: Scope, filters: Filters, page: { readonly cursor?: string; readonly limit: number }) => Effect.Effect<{ readonly data: ReadonlyArray<Run>; readonly next_cursor: string | null }, Failure.InvalidInput | Failure.Unavailable>
   readonly get: (scope: Scope, id: string) => Effect.Effect<Run, Failure.NotFound | Failure.Unavailable>
-  /** The kept message of a run that can be retried now, and marks it `rerun` (compare-and-set on its update time). */
+  /** The kept message of a run that can be retried now, and marks it `rerun` (only while it still waits). */
   readonly claimRerun: (scope: Scope, id: string) => Effect.Effect<{ readonly run: Run; readonly body: unknown }, Failure.NotFound | Failure.Conflict | Failure.Unavailable>
 }>()("@factline/core/Runs") {
   /** Over the platform database's door. */
@@ -264,11 +264,13 @@ export const make = (sql: Sql.Sql): Runs["Service"] => {
       }
       if (!run.can_retry) return yield* new Failure.Conflict({ code: "not_kept", message: `run ${id}'s message was not kept (larger than ${maxKeptBodyBytes / 1024} KiB); the queue retries it at ${run.next_retry_at ?? "its next delivery"}` })
       const now = yield* Time.now
+      // Still waiting when marked (an attempt may have settled since it was read: one that succeeded or
+      // dead-lettered it ends the retry; another retry does not matter — the copy is idempotent all the same).
       const claimed = yield* sql.first<{ body: string }>(Sql.statement(
-        "UPDATE runs SET outcome = 'rerun', updated_at = ? WHERE id = ? AND updated_at = ? AND body IS NOT NULL RETURNING body",
-        now, id, run.updated_at
+        "UPDATE runs SET outcome = 'rerun', updated_at = ? WHERE id = ? AND outcome IN ('retry', 'park', 'rerun') AND body IS NOT NULL RETURNING body",
+        now, id
       )).pipe(Effect.mapError(unavailable))
-      if (claimed === undefined) return yield* new Failure.Conflict({ message: `run ${id} changed meanwhile (an attempt settled); read it and retry again` })
+      if (claimed === undefined) return yield* new Failure.Conflict({ message: `run ${id} settled meanwhile (it succeeded or was dead-lettered); read it again` })
       return { run: { ...run, outcome: "rerun" as const, updated_at: now }, body: JSON.parse(claimed.body) as unknown }
     })
   }

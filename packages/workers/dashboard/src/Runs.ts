@@ -94,6 +94,8 @@ export const start = (): void => {
 /** Nothing of the previous session stays. */
 export const reset = (): void => {
   stop()
+  // A load of the ended session never settles (Api): the next session starts unblocked.
+  loading = false
   clear(byId("runs-rows"))
   byId("runs-sub").textContent = ""
   byId("runs-empty").hidden = true

@@ -64,7 +64,7 @@ export const retryRun = HttpApiEndpoint.post("retryRun", "/v1/runs/:id/retry", {
     scopes,
     errors: {
       404: "`not_found`: no such run for this token",
-      409: "`already_succeeded`; `dead_lettered` (replay its dead letter: the details name its queue, type and idempotency key); `not_kept` (its message was too large to keep); `conflict` (an attempt settled meanwhile)",
+      409: "`already_succeeded`; `dead_lettered` (replay its dead letter: the details name its queue, type and idempotency key); `not_kept` (its message was too large to keep); `conflict` (it succeeded or was dead-lettered meanwhile)",
       503: "`unavailable`: the runs store or the queue; retry"
     }
   }))
