@@ -5,10 +5,12 @@
  */
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
 import { env } from "cloudflare:workers"
+import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
+import { Runs, Sql } from "@factline/core"
 import type { PlatformEnv } from "@factline/workers"
 import { drain } from "./Drain.js"
-import { readStream, request, tokenA, tokenB, tokenPlatform, unique } from "./helpers.js"
+import { platformDatabase, readStream, request, tokenA, tokenB, tokenPlatform, unique } from "./helpers.js"
 import { platform } from "./worker.js"
 
 const testEnv = env as unknown as PlatformEnv
@@ -178,5 +180,24 @@ describe("the runs view", () => {
     expect(all.map((r) => r.updated_at)).toEqual([...all.map((r) => r.updated_at)].sort().reverse())
     const since = await list(`?subject=${subject}&since=${encodeURIComponent(new Date(Date.parse(newest) + 1).toISOString())}`)
     expect(since.body.data).toEqual([])
+  })
+
+  it("stays bounded: runs not updated for the retention are pruned, and beyond the count the least recently updated", async () => {
+    const subject = unique("pruned")
+    const insert = (id: string, updatedAt: string) => env.DB.prepare(
+      `INSERT INTO runs (id, queue, message_id, tenant_id, subject, attempt, attempts, outcome, first_attempted_at, updated_at)
+       VALUES (?, 'factline-events', ?, 'tenant-a', ?, 1, 1, 'ok', ?, ?)`
+    ).bind(id, id, subject, updatedAt, updatedAt).run()
+    const day = 24 * 3600 * 1000
+    await insert(`${subject}_old`, new Date(Date.now() - (Runs.retentionDays + 1) * day).toISOString())
+    await insert(`${subject}_kept`, new Date(Date.now() + 60_000).toISOString())
+    const prune = (keep: number) => Effect.runPromise(Effect.provideService(Runs.prune(new Date(Date.now() - Runs.retentionDays * day).toISOString(), 100, keep), Sql.PlatformDatabase, platformDatabase()))
+    expect(await prune(Runs.maxRuns)).toBeGreaterThanOrEqual(1)
+    const left = async () => (await env.DB.prepare("SELECT id FROM runs WHERE subject = ?").bind(subject).all<{ id: string }>()).results.map((r) => r.id)
+    expect(await left()).toEqual([`${subject}_kept`])
+    // Beyond the count (here: keep 1): the most recently updated run stays, an hour-old one within the retention goes.
+    await insert(`${subject}_recent`, new Date(Date.now() - 3_600_000).toISOString())
+    await prune(1)
+    expect(await left()).toEqual([`${subject}_kept`])
   })
 })
