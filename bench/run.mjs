@@ -15,7 +15,7 @@
 //   BENCH_RESULTS=file.json           (write the results to bench/file.json instead)
 import { execFileSync } from "node:child_process"
 import { cpus, loadavg } from "node:os"
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, copyFileSync } from "node:fs"
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { dirname, join, relative } from "node:path"
 import { fileURLToPath } from "node:url"
 import { gzipSync } from "node:zlib"
@@ -101,7 +101,9 @@ const settingsOf = (queue) => {
   return `${c.max_batch_size} / ${c.max_batch_timeout} s`
 }
 writeFileSync(join(out, "wrangler.jsonc"), JSON.stringify(config, null, 2))
-copyFileSync(join(exampleDir, ".dev.vars"), join(out, ".dev.vars"))
+// The local tokens and keys, without the development-only settings (retry delay scale, every run recorded):
+// the bench measures what production runs.
+writeFileSync(join(out, ".dev.vars"), readFileSync(join(exampleDir, ".dev.vars"), "utf8").split("\n").filter((line) => !/^(FACTLINE_RETRY_DELAY_SCALE|FACTLINE_RUNS)=/.test(line)).join("\n"))
 const state = join(out, "state")
 const env = LocalStack.env
 

@@ -53,6 +53,8 @@ export default defineConfig({
           FACTLINE_TOKENS: tokens,
           // Retries come back at once in tests; the policy itself is unchanged (configuration, not code).
           FACTLINE_RETRY_DELAY_SCALE: "0",
+          // What production records in the runs view (.dev.vars says `all` for `npm run dev`; the tests count round trips).
+          FACTLINE_RUNS: "failures",
           // One log line per processing attempt would print thousands of lines per run: only retries and dead letters.
           FACTLINE_LOG_ATTEMPTS: "failures",
           // One tenant group: every tenant's events on factline-events-0 (bound as EVENTS_QUEUE), so the tests that

@@ -4,12 +4,14 @@
 //   - drives the dashboard (GET /dashboard) in headless Chromium (playwright-core, with the browser that
 //     @sparticuz/chromium ships through npm install): signs in, sees the health table and charts, finds a
 //     dead letter (whose subject is an HTML payload: it must render as text), replays it and sees it
-//     resolved, skips one through the reason dialog, sees the batch job; a tenant's token sees only its
+//     resolved, skips one through the reason dialog, sees the batch job, watches a failing webhook delivery's
+//     attempts live in the Runs panel, retries it now and sees it end ok once a receiver listens, opens a dead
+//     run's dead letter; a tenant's token sees only its
 //     tenant; screenshots go to apps/example/.artifacts/ (git-ignored);
 //   - opens the API reference (GET /docs) with every request outside the local stack refused: Scalar comes
 //     from the same static assets as the page, and renders the routes of /openapi.json;
 //   - runs the CLI (the `factline` bin of @factline/workers, as `npm run factline` does) against it: health,
-//     dlq list/show/replay/skip, bulk replay, errors.
+//     dlq list/show/replay/skip, bulk replay, runs (list, --follow, retry), errors.
 // Waits on selectors and on the API's state, never on fixed sleeps. Stops every process it starts.
 // Prints `cli: N passed, M failed` and `browser: N passed, M failed`; exits non-zero on any failure. Part of `npm test`.
 import chromium from "@sparticuz/chromium"
@@ -183,6 +185,69 @@ try {
   await page.screenshot({ path: join(artifacts, "dashboard-after-replay.png"), fullPage: true })
   await page.locator("#toast").evaluate((el) => { el.hidden = false })
 
+  // Runs: a webhook delivery to a port nobody listens on fails (transiently) and is retried at development
+  // speed (.dev.vars: 1/60); the Runs panel shows each attempt live. "Retry now" sends a copy at once (its
+  // attempt is the queue's first again); once the receiver listens, the run ends ok. A dead run opens its dead letter.
+  const hookPort = await LocalStack.freePort()
+  const hook = await api("POST", "/v1/webhooks/endpoints", { token: "dev-token-tenant-a", body: { url: `http://127.0.0.1:${hookPort}/hooks`, event_types: ["charge.created"], description: "browser runs" } })
+  const hooked = call(`hook_${run}`)
+  await api("POST", "/v1/events", { token: "dev-token-tenant-a", body: { events: [hooked] } })
+  const runOf = async () => (await api("GET", `/v1/runs?queue=factline-webhooks&type=webhook.delivery&subject=${hook.body.id}`)).body.data?.[0]
+  const failing = await until(runOf, (r) => r?.outcome === "retry", { what: "the failing delivery's run" })
+  await page.selectOption("#r-queue", "factline-webhooks")
+  const runRow = page.locator(`#runs-rows tr[data-run="${failing.id}"]`)
+  await runRow.waitFor()
+  check("browser", "Runs shows the failing delivery with its queue, outcome, error and next retry",
+    (await runRow.getAttribute("data-outcome")) !== "ok" && (await runRow.textContent()).includes("factline-webhooks") && (await runRow.locator("td.error-text").textContent()).length > 0,
+    await runRow.textContent())
+  // Each new attempt the API records is on the page within the panel's 1 s reload (2 s allowed).
+  const lags = []
+  for (let seen = failing.attempts; lags.length < 2;) {
+    const next = await until(runOf, (r) => r.attempts > seen || r.outcome === "dead", { what: "the next attempt" })
+    if (next.outcome === "dead") break
+    seen = next.attempts
+    const at = Date.now()
+    await page.locator(`#runs-rows tr[data-run="${failing.id}"] td[data-attempts="${seen}"]`).waitFor({ timeout: 2_000 })
+    lags.push(Date.now() - at)
+  }
+  check("browser", `each new attempt shows in the Runs panel within 2 s of the API recording it (${lags.map((l) => `${l} ms`).join(", ")})`, lags.length === 2, JSON.stringify(lags))
+  const before = await runOf()
+  await runRow.locator('button[data-action="retry-now"]').click()
+  await page.locator("#toast div", { hasText: "Retrying" }).first().waitFor({ timeout: 5_000 })
+  const rerun = await until(runOf, (r) => r.attempts > before.attempts, { timeoutMs: 20_000, what: "another attempt" })
+  check("browser", "Retry now sends a copy at once (the API accepts it); the attempt count rises", rerun.attempts > before.attempts, JSON.stringify([before, rerun]))
+  // The fault lifted: a receiver listens on the port; the next attempt (the copy's or the scheduled one) delivers.
+  const { createServer } = await import("node:http")
+  const received = []
+  const receiver = createServer((req, res) => {
+    req.on("data", () => {})
+    req.on("end", () => {
+      received.push(req.url)
+      res.writeHead(204).end()
+    })
+  }).listen(hookPort, "127.0.0.1")
+  const retryAgain = page.locator(`#runs-rows tr[data-run="${failing.id}"] button[data-action="retry-now"]`)
+  if (await retryAgain.count()) await retryAgain.click().catch(() => {})
+  await page.locator(`#runs-rows tr[data-run="${failing.id}"][data-outcome="ok"]`).waitFor({ timeout: 60_000 })
+  check("browser", "once the receiver listens the run ends ok, and the delivery arrived", (await runOf()).outcome === "ok" && received.length >= 1, JSON.stringify([await runOf(), received]))
+  receiver.close()
+  await api("DELETE", `/v1/webhooks/endpoints/${hook.body.id}`, { token: "dev-token-tenant-a" }).catch(() => {})
+  // A dead run (a call refused for good) opens its dead letters below.
+  await page.selectOption("#r-queue", "factline-events")
+  await page.selectOption("#r-outcome", "dead")
+  await page.fill("#r-subject", bad.cliReplay.subject)
+  await page.click('#runs-filters button[type="submit"]')
+  const deadRow = page.locator('#runs-rows tr[data-outcome="dead"]').first()
+  await deadRow.waitFor()
+  await deadRow.locator('button[data-action="open-dead-letter"]').click()
+  await page.locator(`#dlq-rows tr[data-id="${idOf.cliReplay}"]`).waitFor()
+  check("browser", "Open dead letter shows the run's dead letters (queue and type filtered)",
+    (await page.inputValue("#f-type")) === "call.completed" && (await page.inputValue("#f-queue")) === "factline-events", await page.inputValue("#f-type"))
+  await page.locator("#toast").evaluate((el) => { el.hidden = true })
+  await page.locator("#runs").screenshot({ path: join(artifacts, "dashboard-runs.png") })
+  await page.locator("#toast").evaluate((el) => { el.hidden = false })
+  const failingRun = failing.id
+
   check("browser", "no CSP violation or script error on the page", problems.length === 0, problems.join("; "))
 
   // Sign out clears the token; a tenant's admin token sees its own tenant only, and no queue health.
@@ -283,6 +348,13 @@ try {
   const bulkRecord = await api("GET", `/v1/dlq/${idOf.cliBulk}`)
   check("cli", "dlq replay --all-matching replays every open match under one operation id",
     r.code === 0 && bulk !== null && Number(bulk[1]) >= 1 && bulkRecord.body.status === "replayed" && bulkRecord.body.replay_operation_id === bulk[3], show([r, bulkRecord.body]))
+  r = await cli(["runs", "--queue", "factline-webhooks", ...as])
+  check("cli", "runs lists the webhook delivery's run with its outcome and attempts", r.code === 0 && /^UPDATED\s+ID\s+QUEUE/m.test(r.stdout) && r.stdout.includes(failingRun) && /recording: all/.test(r.stdout), show(r))
+  r = await cli(["runs", "--follow", "--follow-for", "2", "--outcome", "dead", ...as])
+  check("cli", "runs --follow prints a line per run, then each change, until stopped", r.code === 0 && r.stdout.includes(bad.cliSkip.subject) && r.stderr.includes("following runs"), show(r))
+  const deadRun = (await api("GET", `/v1/runs?outcome=dead&subject=${bad.cliSkip.subject}`)).body.data[0]
+  r = await cli(["runs", "retry", deadRun?.id ?? "none", ...as])
+  check("cli", "runs retry of a dead run fails (exit 1): 409 names its dead letter", r.code === 1 && r.stderr.includes("409 dead_lettered") && r.stderr.includes("POST /v1/dlq/:id/replay"), show(r))
   r = await cli(["batches", ...as])
   check("cli", "batches lists the rebuild", r.code === 0 && r.stdout.includes(batchId), show(r))
   // An import streamed up and followed to its end (4 calls, 1 line refused), then the tenant's facts exported.

@@ -151,6 +151,26 @@ await checks("contract", async ({ base, check }) => {
   await call("POST", "/v1/dlq/replay", {}, { query: "?type=none.such" })
   await call("POST", "/v1/dlq/replay", {}, { query: "?queue=nope" })
 
+  // Runs: a webhook delivery to a closed port retries (transiently); caught while it waits, it is retried now.
+  const runsHook = await (await fetch(`${base}/v1/webhooks/endpoints`, {
+    method: "POST", headers: { authorization: `Bearer ${tenantA}`, "content-type": "application/json" },
+    body: JSON.stringify({ url: "http://127.0.0.1:9/runs", event_types: ["charge.created"], description: "contract runs" })
+  })).json()
+  await fetch(`${base}/v1/events`, { method: "POST", headers: { authorization: `Bearer ${tenantA}`, "content-type": "application/json" }, body: JSON.stringify({ events: [event(9)] }) })
+  let rerun
+  for (let i = 0; i < 300 && rerun?.status !== 202; i++) {
+    const r = await (await fetch(`${base}/v1/runs?queue=factline-webhooks&outcome=retry`, { headers: { authorization: `Bearer ${tenantA}` } })).json()
+    const waiting = (r.data ?? []).find((x) => x.can_retry)
+    if (waiting !== undefined) rerun = await call("POST", "/v1/runs/{id}/retry", { id: waiting.id })
+    else await sleep(100)
+  }
+  await fetch(`${base}/v1/webhooks/endpoints/${runsHook.id}`, { method: "DELETE", headers: { authorization: `Bearer ${tenantA}` } })
+  await call("GET", "/v1/runs", {}, { query: "?limit=5" })
+  await call("GET", "/v1/runs", {}, { token: platform, query: "?queue=factline-events&outcome=dead" })
+  await call("GET", "/v1/runs", {}, { query: "?outcome=nope" })
+  await call("GET", "/v1/runs", {}, { token: null })
+  await call("POST", "/v1/runs/{id}/retry", { id: "none" })
+
   // Queue health (platform scope).
   await call("GET", "/v1/queues/health", {}, { token: platform, query: "?window=15m" })
   await call("GET", "/v1/queues/health", {}, { token: platform, query: "?window=2d" })

@@ -85,7 +85,8 @@ describe("tenancy sweep, every route of the table", () => {
     job: unique("bt_tenant_a"),
     endpoint: "",
     hookPath: `/hooks/${unique("secret_hook")}`,
-    deadLetter: unique("dlq_tenant_a")
+    deadLetter: unique("dlq_tenant_a"),
+    run: unique("run_tenant_a")
   }
 
   beforeAll(async () => {
@@ -113,6 +114,10 @@ describe("tenancy sweep, every route of the table", () => {
       `INSERT INTO dead_messages (id, queue, reason, last_error, attempts, first_attempted_at, last_attempted_at, tenant_id, message_type, idempotency_key, subject, original_message, status, received_at)
        VALUES (?, 'factline-events', 'permanent_failure', ?, 1, ?, ?, 'tenant-a', 'call.completed', ?, ?, '{}', 'open', ?)`
     ).bind(a.deadLetter, `bug for ${a.buyer}`, new Date().toISOString(), new Date().toISOString(), `call.completed:${a.subject}`, a.subject, new Date().toISOString()).run()
+    await env.DB.prepare(
+      `INSERT INTO runs (id, queue, message_id, tenant_id, message_type, subject, idempotency_key, attempt, attempts, outcome, error, next_retry_at, body, first_attempted_at, updated_at)
+       VALUES (?, 'factline-events', ?, 'tenant-a', 'call.completed', ?, ?, 1, 1, 'retry', ?, ?, '{}', ?, ?)`
+    ).bind(a.run, unique("msg"), a.subject, `call.completed:${a.subject}`, `retrying for ${a.buyer}`, new Date(Date.now() + 60_000).toISOString(), new Date().toISOString(), new Date().toISOString()).run()
   }, 60_000)
 
   interface Probe {
@@ -167,6 +172,9 @@ describe("tenancy sweep, every route of the table", () => {
     "GET /v1/queues/health": { ownerStatus: undefined },
     // Recovery walks every tenant's shards: platform scope, every tenant's token is refused.
     "POST /v1/recover": { body: { since: "2026-01-01T00:00:00Z", dry_run: true }, ownerStatus: undefined },
+    "GET /v1/runs": { ownerStatus: 200, ownMarkers: [a.run], answersB: true },
+    // A's own retry is not sent: it would send A's stored body to the queue.
+    "POST /v1/runs/:id/retry": { params: { id: a.run }, ownerStatus: undefined },
     // B learns its own placement only.
     "GET /v1/tenants/me": { ownerStatus: 200, ownMarkers: ['"read_database"'], answersB: true },
     // Platform scope: every tenant's token is refused.

@@ -69,6 +69,13 @@ const deadLetterDetail = {
   history: Schema.Array(open({ at: Schema.String, action: Schema.String, by: Schema.String, note: Schema.optional(Schema.String), operation_id: Schema.optional(Schema.String) }))
 }
 export const DeadLetterDetail = open(deadLetterDetail)
+/** A queue message's attempts: its latest one's outcome (`GET /v1/runs`). */
+export const Run = open({
+  id: Schema.String, queue: Schema.String, message_id: Schema.String, tenant_id: Nullable, message_type: Nullable, subject: Nullable,
+  idempotency_key: Nullable, trace_id: Nullable, attempt: Schema.Number, attempts: Schema.Number, outcome: Schema.String, error: Nullable,
+  next_retry_at: Nullable, first_attempted_at: Schema.String, updated_at: Schema.String, can_retry: Schema.Boolean
+})
+export const RunsPage = open({ data: Schema.Array(Run), next_cursor: Schema.NullOr(Schema.String), recording: Schema.String })
 export const ReplayOperation = open({ operation_id: Schema.String, count: Schema.Number, waves: Schema.Number, wave_size: Schema.Number, wave_delay_seconds: Schema.Number })
 const job = {
   batch_id: Schema.String, operation: Schema.String, status: Schema.String, tenant_id: Schema.String, offset: Schema.Number,
@@ -173,6 +180,8 @@ export const routes = {
   replayDeadLetters: route("POST", "/v1/dlq/replay", 202, ReplayOperation, { query: ["queue", "type", "reason"] }),
   skipDeadLetter: route("POST", "/v1/dlq/:id/skip", 200, open({ ...deadLetterDetail, reconciliation_fact_id: Schema.String }), { body: json<{ readonly reason: string }>() }),
   escalateDeadLetter: route("POST", "/v1/dlq/:id/escalate", 200, DeadLetterDetail, { body: json<{ readonly note?: string }>() }),
+  listRuns: route("GET", "/v1/runs", 200, RunsPage, { query: ["queue", "type", "outcome", "subject", "since", "cursor", "limit"] }),
+  retryRun: route("POST", "/v1/runs/:id/retry", 202, Run),
   startBatch: route("POST", "/v1/batches", 202, BatchJob, { body: json<StartBatch>() }),
   listBatches: route("GET", "/v1/batches", 200, page(BatchJob), { query: ["status", "cursor", "limit"] }),
   getBatch: route("GET", "/v1/batches/:id", 200, BatchJob),

@@ -39,6 +39,10 @@ operators' commands, against a deployment (--url, --token):
   dlq replay --all-matching [filters]       replay every open one matching --queue --type --reason (in waves)
   dlq skip ID --reason "…"                  give its work up (recorded as a reconciliation fact)
   dlq escalate ID [--note "…"]              mark it escalated
+  runs [filters] [--follow]                 every message attempt, newest first (filters: --queue --type --outcome --subject --since);
+                                            --follow prints each new or changed run every second until ctrl-c
+                                            (--follow-for S: for S seconds)
+  runs retry ID                             retry a waiting message now (a dead one: replay its dead letter)
   batches [--status S] [--limit N]          batch jobs (imports, exports, reconciles, rebuilds) of this token's tenant
   import FILE [--name NAME] [--no-wait]     upload an NDJSON file of envelopes, import it, show progress until done (scope admin)
   export [--projection P] [--format F] [--out FILE]

@@ -92,6 +92,10 @@ FACTLINE_TOKENS='${Tokens.serialize([entry])}'
 FACTLINE_SECRETS_KEY='${randomBytes(32).toString("base64")}'
 # Webhook endpoints may be http and on loopback (a receiver on this machine). Never in production.
 FACTLINE_LOCAL_DEVELOPMENT='true'
+# Retries at development speed (the backoff's minutes become seconds; production unchanged), and every
+# attempt recorded in the runs view (factline runs --follow; production records the failing ones only).
+FACTLINE_RETRY_DELAY_SCALE='1/60'
+FACTLINE_RUNS='all'
 `
   }
 }

@@ -1,7 +1,8 @@
 /**
  * The operators' commands of `factline`, against any deployment's HTTP API: queue health, dead letters
  * (list, show, replay one or all matching, skip, escalate), batch jobs (list, show, cancel; import, export,
- * reconcile, rebuild with a progress bar), tenants (where each lives, place one, move one and follow the move). Every call goes through the client's request layer
+ * reconcile, rebuild with a progress bar), tenants (where each lives, place one, move one and follow the move), runs (every
+ * message attempt, followed live; retry now). Every call goes through the client's request layer
  * (`Requests` of @factline/client): this module knows the commands, their options and their output —
  * tables, `--json` for the API's JSON as is, the error to print — not the routes.
  *
@@ -367,6 +368,72 @@ Object.assign(commands, {
   }
 })
 
+// ------------------------------------------------------------------ runs (GET /v1/runs, POST /v1/runs/:id/retry)
+
+const runColumns = [
+  { title: "UPDATED", get: (r) => clock(r.updated_at) },
+  { title: "ID", get: (r) => r.id, max: 40 },
+  { title: "QUEUE", get: (r) => r.queue.replace(/^factline-/, "") },
+  { title: "TYPE", get: (r) => r.message_type ?? "—", max: 32 },
+  { title: "SUBJECT", get: (r) => r.subject ?? "—", max: 28 },
+  { title: "TENANT", get: (r) => r.tenant_id ?? "—", max: 20 },
+  { title: "ATT", get: (r) => r.attempts, align: "right" },
+  { title: "OUTCOME", get: (r) => r.outcome, color: (padded, raw) => colored(raw) + padded.slice(raw.length) },
+  { title: "NEXT RETRY", get: (r) => (r.next_retry_at ? `in ${Math.max(0, Math.round((Date.parse(r.next_retry_at) - Date.now()) / 1_000))}s` : "") },
+  { title: "ERROR", get: (r) => r.error ?? "", max: 60 },
+  { title: "TRACE", get: (r) => r.trace_id ?? "", max: 32 }
+]
+Object.assign(statusColor, { retry: 33, park: 33, rerun: 36, dead: 31 })
+/** HH:MM:SS of an ISO time, local. */
+const clock = (iso) => (iso ? new Date(iso).toTimeString().slice(0, 8) : "—")
+const runLine = (r) => [
+  dim(clock(r.updated_at)), clean(r.queue.replace(/^factline-/, "")), clean(r.message_type ?? "—"), clean(r.subject ?? "—"), clean(r.tenant_id ?? "—"),
+  `#${r.attempts}`, colored(clean(r.outcome)), r.next_retry_at ? dim(`retry ${clock(r.next_retry_at)}`) : "", clean(r.error ?? ""), r.trace_id ? dim(`trace ${clean(r.trace_id)}`) : "", dim(clean(r.id))
+].filter((part) => part !== "").join("  ")
+
+Object.assign(commands, {
+  /**
+   * `runs [filters]`: each message's latest attempt, newest first; `--follow` polls every second and prints a
+   * line per new or changed run until interrupted; `runs retry ID`: retry now.
+   */
+  async runs(api, { flags, positional }) {
+    const [, sub, id] = positional
+    if (sub === "retry") {
+      if (!id || positional.length > 3) throw new UsageError("runs retry needs a run ID")
+      const r = await api.retryRun({ params: { id } })
+      return flags.json ? r : `retrying ${clean(r.id)} now: a copy is on ${clean(r.queue)} (its own delayed delivery will find the work done)`
+    }
+    if (sub !== undefined) throw new UsageError(`unknown runs subcommand ${sub} (runs [filters] [--follow], runs retry ID)`)
+    const filters = query(flags, Requests.routes.listRuns)
+    const page = await api.listRuns({ query: filters })
+    if (!flags.follow) {
+      if (flags.json) return page
+      if (page.data.length === 0) return dim(`no runs match (recording: ${clean(page.recording)})`)
+      return [table(runColumns, page.data), "", dim(`${page.data.length} shown${page.next_cursor ? `; more with --cursor ${page.next_cursor}` : ""}; recording: ${clean(page.recording)}`)].join("\n")
+    }
+    // Follow: what changed since the newest update seen (the same instant again, so nothing is missed; a run
+    // already printed in the same state is not printed twice), every second, until interrupted.
+    const seen = new Map()
+    const print = (r) => {
+      const state = `${r.updated_at}|${r.attempts}|${r.outcome}`
+      if (seen.get(r.id) === state) return
+      seen.set(r.id, state)
+      console.log(flags.json ? JSON.stringify(r) : runLine(r))
+    }
+    if (!flags.json) console.error(dim(`following runs (recording: ${page.recording}); ctrl-c to stop`))
+    for (const r of [...page.data].reverse()) print(r)
+    let since = page.data[0]?.updated_at ?? new Date(Date.now() - 1_000).toISOString()
+    const stopAfter = flags["follow-for"] === undefined ? Infinity : Date.now() + Number(flags["follow-for"]) * 1_000
+    while (Date.now() < stopAfter) {
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
+      const changed = await api.listRuns({ query: { ...filters, since, limit: 200, cursor: undefined } })
+      for (const r of [...changed.data].reverse()) print(r)
+      if (changed.data[0] !== undefined && changed.data[0].updated_at > since) since = changed.data[0].updated_at
+    }
+    return ""
+  }
+})
+
 /** The error an answer (or no answer) makes, for a person: the API's status, code and message, and each problem it names. */
 const refusal = (error, url) => {
   if (error instanceof Unavailable && error.status === undefined) return `cannot reach ${url}: ${clean(error.last)}`
@@ -383,8 +450,8 @@ export const run = async (argv) => {
   let url
   try {
     const { options, positional } = Args.parse(argv, {
-      values: ["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out", "to", "since"],
-      switches: ["json", "all-matching", "repair", "no-wait", "dry-run"]
+      values: ["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out", "to", "outcome", "subject", "since", "follow-for"],
+      switches: ["json", "all-matching", "repair", "no-wait", "dry-run", "follow"]
     })
     const args = { flags: (flags = options), positional }
     const command = Object.hasOwn(commands, args.positional[0]) ? commands[args.positional[0]] : undefined
@@ -395,7 +462,7 @@ export const run = async (argv) => {
     if (!token) throw new UsageError("no token: pass --token or set FACTLINE_TOKEN")
     // One attempt per call: an operator sees a refusal or an outage at once, and runs the command again.
     const out = await command(Requests.make({ baseUrl: url, token, retry: { maxAttempts: 1 } }), args)
-    console.log(typeof out === "string" ? out : JSON.stringify(out, null, 2))
+    if (out !== "") console.log(typeof out === "string" ? out : JSON.stringify(out, null, 2))
     return 0
   } catch (error) {
     if (error instanceof UsageError || error instanceof Args.ArgsError) {

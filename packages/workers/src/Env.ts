@@ -32,7 +32,7 @@ export interface PlatformEnv {
    * A secret in production (`wrangler secret put FACTLINE_TOKENS`); `.dev.vars` locally.
    */
   readonly FACTLINE_TOKENS?: string
-  /** Multiplies retry delays; tests set `0` so retries come back at once. Defaults to 1. */
+  /** Multiplies retry delays (a number or a fraction, `1/60`: `npm run dev` sets it in .dev.vars); tests set `0` so retries come back at once. Defaults to 1. */
   readonly FACTLINE_RETRY_DELAY_SCALE?: string
   /**
    * Ledger shards per tenant, recorded for each tenant when it is first seen and
@@ -64,6 +64,8 @@ export interface PlatformEnv {
   readonly FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS?: string
   /** The structured log line per processing attempt: `all` (default), `failures`, or `none`. */
   readonly FACTLINE_LOG_ATTEMPTS?: string
+  /** Which attempts the runs view records: `failures` (default), `all` (what `npm run dev` sets), or `none`. */
+  readonly FACTLINE_RUNS?: string
   /**
    * The static assets binding (`assets.binding` in wrangler.jsonc, directory `@factline/workers/dist/assets`):
    * the dashboard and /docs pages. Optional: without it those two routes answer 404 saying how to add it.

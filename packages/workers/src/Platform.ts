@@ -56,7 +56,7 @@ type Counts = {
 }
 type ConsumerProgram = (batch: MessageBatch<unknown>, settings: Settings.Shape) => Effect.Effect<Counts | void, never, Services.PlatformServices>
 
-const options = (settings: Settings.Shape) => ({ delayScale: settings.retryDelayScale, log: settings.logAttempts })
+const options = (settings: Settings.Shape) => ({ delayScale: settings.retryDelayScale, log: settings.logAttempts, runs: settings.runs })
 
 /** Queue name (a grouped purpose's logical name stands for each of its group queues) → the consumer of its batches. */
 export const consumers: ReadonlyMap<string, ConsumerProgram> = new Map<string, ConsumerProgram>([

@@ -32,6 +32,8 @@ export default defineConfig({
           TEST_TOKEN: testToken,
           FACTLINE_TOKENS: tokens,
           FACTLINE_RETRY_DELAY_SCALE: "0",
+          // What production records in the runs view (.dev.vars says `all` for `npm run dev`; the tests count round trips).
+          FACTLINE_RUNS: "failures",
           FACTLINE_LOCAL_DEVELOPMENT: "true",
           FACTLINE_SECRETS_KEY: Buffer.alloc(32, 1).toString("base64")
         },

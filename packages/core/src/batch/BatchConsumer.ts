@@ -162,7 +162,7 @@ export const process = Effect.fn("BatchConsumer.process")(function*(items: Reado
 
 export const consume = Effect.fn("BatchConsumer.consume")(function*(
   batch: MessageBatch<unknown>,
-  options: { readonly delayScale?: number; readonly log?: Consumer.LogLevel } = {}
+  options: Consumer.Options = {}
 ) {
-  return yield* Consumer.run({ policy: RetryPolicy.batch, decode, process, delayScale: options.delayScale, log: options.log, inbox: true }, batch)
+  return yield* Consumer.run({ policy: RetryPolicy.batch, decode, process, delayScale: options.delayScale, log: options.log, runs: options.runs, inbox: true }, batch)
 })

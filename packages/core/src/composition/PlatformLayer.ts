@@ -12,6 +12,7 @@ import { Effect, Layer } from "effect"
 import { DeadLetters } from "../consuming/DeadLetters.js"
 import { FirstAttempts } from "../consuming/FirstAttempts.js"
 import { Inbox } from "../consuming/Inbox.js"
+import { Runs } from "../consuming/Runs.js"
 import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import { BatchFiles } from "../batch/BatchFiles.js"
@@ -46,6 +47,7 @@ export type Services =
   | Ledger
   | Inbox
   | FirstAttempts
+  | Runs
   | ProjectionStore
   | DeadLetters
   | PayloadStore
@@ -103,6 +105,7 @@ export const services = (registry: Registry.Shape, options: Options) =>
       QueueProducer.layer((name) => queue(name), (name, tenantId) => QueueGroups.route(name, tenantId, groups)),
       Inbox.layer,
       FirstAttempts.layer,
+      Runs.layer,
       ProjectionStore.layer,
       DeadLetters.layer((source) => queue(RetryPolicy.forQueue(source)?.deadLetterQueue ?? "")),
       payloads,

@@ -17,6 +17,8 @@ import { defaultBucketName } from "../producing/PayloadStore.js"
 import * as KeptEvents from "../producing/KeptEvents.js"
 
 export type LogAttempts = "all" | "failures" | "none"
+/** `FACTLINE_RUNS`: which attempts the runs view records (consuming/Runs.ts). */
+export type RunsLevel = "all" | "failures" | "none"
 
 /**
  * Which rate-limit tier counts each tenant's requests at the HTTP edge (`FACTLINE_RATE_LIMIT_TIERS`): a
@@ -33,7 +35,10 @@ export interface RateLimitTiers {
 export interface Shape {
   /** `FACTLINE_TOKENS`: JSON of the token hashes (see the HTTP API's Auth), as configured. */
   readonly tokens: string | undefined
-  /** `FACTLINE_RETRY_DELAY_SCALE`: multiplies retry delays (tests set 0); default 1. */
+  /**
+   * `FACTLINE_RETRY_DELAY_SCALE`: multiplies retry delays — a number or a fraction (`1/60`: `npm run dev`'s
+   * development scale, seconds instead of minutes; tests set 0); default 1, production's.
+   */
   readonly retryDelayScale: number
   /** `FACTLINE_LEDGER_SHARDS`: shards recorded for tenants seen from now on (default 16, 1…1024). */
   readonly ledgerShardsPerTenant: number
@@ -58,6 +63,11 @@ export interface Shape {
   readonly webhookEndpointsPerTenant: number
   /** `FACTLINE_LOG_ATTEMPTS`: `all` (default), `failures` or `none`. */
   readonly logAttempts: LogAttempts
+  /**
+   * `FACTLINE_RUNS`: `failures` (default: the attempts that do not succeed at once, and every later attempt of
+   * their messages), `all` (every attempt: `npm run dev`) or `none`.
+   */
+  readonly runs: RunsLevel
   /**
    * `FACTLINE_FACTS_COPY`: which facts the D1 `facts` copy gets — `none` (default), `all`, or fact types
    * separated by commas. The ledger answers every stream read itself; the copy is for SQL over many streams.
@@ -89,6 +99,17 @@ const lenientNumber = (name: string, fallback: number) =>
     const n = raw === undefined || raw === "" ? NaN : Number(raw)
     return Number.isFinite(n) && n >= 0 ? n : fallback
   }))
+
+/**
+ * A delay scale: a non-negative number (`0.5`) or a fraction (`1/60`); undefined when absent or unparsable
+ * (the scale falls back to 1, as it always has: a typo never failed a deploy).
+ */
+export const parseScale = (raw: string | undefined): number | undefined => {
+  if (raw === undefined || raw.trim() === "") return undefined
+  const fraction = /^\s*(\d+(?:\.\d+)?)\s*\/\s*(\d+(?:\.\d+)?)\s*$/.exec(raw)
+  const n = fraction === null ? Number(raw) : Number(fraction[1]) / Number(fraction[2])
+  return Number.isFinite(n) && n >= 0 ? n : undefined
+}
 
 const shardCount = optional("FACTLINE_LEDGER_SHARDS").pipe(Config.mapEffect((raw) => {
   if (raw === undefined || raw === "") return Effect.succeed(Shards.defaultShardsPerTenant)
@@ -130,7 +151,7 @@ export const parseRateLimitTiers = (raw: string | undefined): RateLimitTiers | s
 
 export const config: Config.Config<Shape> = Config.all({
   tokens: optional("FACTLINE_TOKENS"),
-  retryDelayScale: lenientNumber("FACTLINE_RETRY_DELAY_SCALE", 1),
+  retryDelayScale: optional("FACTLINE_RETRY_DELAY_SCALE").pipe(Config.map((raw) => parseScale(raw) ?? 1)),
   ledgerShardsPerTenant: shardCount,
   queueGroups,
   payloadBucket: optional("FACTLINE_PAYLOAD_BUCKET").pipe(Config.map((name) => name === undefined || name === "" ? defaultBucketName : name)),
@@ -144,6 +165,7 @@ export const config: Config.Config<Shape> = Config.all({
   webhookConfigTtlMs: lenientNumber("FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS", 10).pipe(Config.map((seconds) => seconds * 1000)),
   webhookEndpointsPerTenant: lenientNumber("FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT", 20).pipe(Config.map(Math.floor)),
   logAttempts: optional("FACTLINE_LOG_ATTEMPTS").pipe(Config.map((raw): LogAttempts => raw === "failures" || raw === "none" ? raw : "all")),
+  runs: optional("FACTLINE_RUNS").pipe(Config.map((raw): RunsLevel => raw === "all" || raw === "none" ? raw : "failures")),
   factsCopy: optional(FactsCopy.variable).pipe(Config.mapEffect((raw) => {
     const copy = FactsCopy.parse(raw)
     return typeof copy === "string" ? Effect.die(new Error(copy)) : Effect.succeed(copy)

@@ -22,7 +22,9 @@
  * a queue that opts into the inbox (batch) adds two round trips per batch (`begin`, `finish`),
  * whatever the batch size. Items that share a key in one batch are processed once and share the
  * outcome. A dead letter's `first_attempted_at` is the first processing attempt (FirstAttempts records it
- * when a first attempt ends in a retry: a failing batch's one more round trip, never a succeeding one's).
+ * when a first attempt ends in a retry). The runs view (Runs) records the attempts that do not succeed at
+ * once (every attempt with `runs: "all"`) in that same round trip: a failing batch's one more round trip,
+ * never — unless `runs: "all"` — a succeeding one's.
  *
  * What "process" means is the caller's: the events consumer routes to
  * handlers; platform consumers plug in their own step.
@@ -31,10 +33,11 @@ import { Cause, Effect, Result } from "effect"
 import { type DeadLetterRecord, type FailureReason, TraceContext } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import { DeadLetters, maxErrorLength } from "./DeadLetters.js"
-import { FirstAttempts } from "./FirstAttempts.js"
+import * as FirstAttempts from "./FirstAttempts.js"
 import * as Inbox from "./Inbox.js"
 import * as RetryPolicy from "./RetryPolicy.js"
 import * as QueueGroups from "./QueueGroups.js"
+import * as Runs from "./Runs.js"
 import * as Time from "../platform/Time.js"
 import { QueueProducer } from "../producing/QueueProducer.js"
 
@@ -111,6 +114,13 @@ export const attemptLine = (queue: QueueFields, m: { readonly id: string; readon
     ...(error === undefined ? {} : { error: error.split("\n")[0]!.slice(0, 500) })
   })
 
+/** What the Worker's settings choose for every consumer (`FACTLINE_RETRY_DELAY_SCALE`, `FACTLINE_LOG_ATTEMPTS`, `FACTLINE_RUNS`). */
+export interface Options {
+  readonly delayScale?: number
+  readonly log?: LogLevel
+  readonly runs?: Runs.Level
+}
+
 /** The queue's view of a message being decoded. */
 export interface Delivery {
   readonly id: string
@@ -135,6 +145,8 @@ export interface Spec<T, R, P = R> {
   readonly delayScale?: number
   /** One JSON log line per processing attempt: for every message (default), only for failures, or none. */
   readonly log?: LogLevel
+  /** Which attempts the runs view records (Runs): all, those that do not succeed at once (default), or none. */
+  readonly runs?: Runs.Level
   /** `true` for a queue that records each key's outcome in the D1 inbox (two round trips per batch). */
   readonly inbox?: boolean
   /** The message to dead-letter for one failed item of a message of several (default: the whole body). */
@@ -163,7 +175,8 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
   Effect.gen(function*() {
     const inbox = yield* Inbox.Inbox
     const deadLetters = yield* DeadLetters
-    const firstAttempts = yield* FirstAttempts
+    const firstAttempts = yield* FirstAttempts.FirstAttempts
+    const runs = yield* Runs.Runs
     // The purpose a group queue serves (`factline-events-3` → `factline-events`): the name dead-letter records,
     // the inbox and log lines use, as metrics, outboxes and the platform's own dead letters do. A replay routes
     // a record to its tenant's group queue afresh (DeadLetterStore), so the group need not be kept.
@@ -327,25 +340,47 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       }
     }
 
-    // 6. a first attempt that ends in a retry is recorded, for the dead letter a later attempt may write (best
+    // 6. each retry's delay, decided now: the queue is told it when the message is settled, the runs view records it.
+    const scale = spec.delayScale ?? 1
+    const delays = verdicts.map((v, i) => {
+      if (v._tag !== "Retry") return 0
+      const m = messages[i]!
+      // A budgeted failure (a defect) retries on its own short delays, not the queue's.
+      const policy = v.budget === undefined ? spec.policy : { ...spec.policy, initialDelaySeconds: v.budget.initialDelaySeconds, maxDelaySeconds: v.budget.maxDelaySeconds }
+      const policyDelay = Math.ceil(RetryPolicy.delay(policy, m.attempts, RetryPolicy.jitterOf(m.id, m.attempts)) * scale)
+      // A receiver's Retry-After is honoured as given (never scaled), up to the policy's maximum delay.
+      const atLeast = Math.min(v.atLeastSeconds ?? 0, spec.policy.maxDelaySeconds)
+      return Math.max(policyDelay, Math.ceil(atLeast))
+    })
+
+    // 7. a first attempt that ends in a retry is recorded, for the dead letter a later attempt may write (best
     // effort: a refusal is logged and the retries go ahead). A queue with an inbox has its keys' first sight there.
+    // The runs view's attempts (Runs) go in the same round trip; a batch with neither writes nothing.
     const firstRetries = spec.inbox === true ? [] : verdicts.flatMap((v, i) => (v._tag === "Retry" && messages[i]!.attempts <= 1 ? [{ messageId: messages[i]!.id, firstAttemptedAt: now }] : []))
-    if (firstRetries.length > 0) {
+    const level = spec.runs ?? "failures"
+    const at = (seconds: number) => new Date(Date.parse(now) + seconds * 1_000).toISOString()
+    const attempts: ReadonlyArray<Runs.Attempt> = level === "none" ? [] : verdicts.map((v, i) => {
+      const m = messages[i]!
+      const common = { messageId: m.id, attempt: m.attempts, body: m.body }
+      switch (v._tag) {
+        case "Ack": return { ...common, outcome: "ok" }
+        case "Retry": return { ...common, outcome: "retry", error: v.error, nextRetryAt: at(delays[i]!) }
+        case "Park": return { ...common, outcome: "park", error: v.error, nextRetryAt: at(v.seconds) }
+        case "DeadLetter": return { ...common, outcome: "dead", error: v.records[0]?.error ?? "dead-lettered" }
+      }
+    })
+    if (attempts.some((a) => Runs.records(level, a))) {
+      yield* runs.record(queue, level, attempts, FirstAttempts.statements(queue, firstRetries)).pipe(Effect.catch((error) =>
+        Effect.logWarning(`runs${firstRetries.length > 0 ? " and first attempts" : ""} not recorded on ${queue}: ${error.message}`)))
+    } else if (firstRetries.length > 0) {
       yield* firstAttempts.record(queue, firstRetries).pipe(Effect.catch((error) =>
         Effect.logWarning(`first attempts not recorded on ${queue} (their dead letters would give their send time): ${error.message}`)))
     }
 
-    // 7. settle each message on its own.
-    const scale = spec.delayScale ?? 1
+    // 8. settle each message on its own.
     verdicts.forEach((v, i) => {
       const m = messages[i]!
-      if (v._tag === "Retry") {
-        const policy = v.budget === undefined ? spec.policy : { ...spec.policy, initialDelaySeconds: v.budget.initialDelaySeconds, maxDelaySeconds: v.budget.maxDelaySeconds }
-        const policyDelay = Math.round(RetryPolicy.delay(policy, m.attempts, RetryPolicy.jitterOf(m.id, m.attempts)) * scale)
-        // A receiver's Retry-After is honoured as given (never scaled), up to the policy's maximum delay.
-        const atLeast = Math.min(v.atLeastSeconds ?? 0, spec.policy.maxDelaySeconds)
-        m.retry({ delaySeconds: Math.max(policyDelay, Math.ceil(atLeast)) })
-      }
+      if (v._tag === "Retry") m.retry({ delaySeconds: delays[i]! })
       else m.ack()
     })
     const log = spec.log ?? "all"

@@ -38,18 +38,24 @@ export const retentionDays = 14
 
 const unavailable = Failure.unavailable("the platform database")
 
+/**
+ * The statements that record these first attempts (none for none): what `record` runs, and what the consumer
+ * runtime sends in the same round trip as its runs (Runs.record) when it records both.
+ */
+export const statements = (queue: string, entries: ReadonlyArray<Entry>): Array<Sql.Statement> =>
+  // 2 parameters per row + 1 shared: 49 rows per statement stays under D1's 100.
+  Sql.chunks(entries, 49).map((rows) =>
+    Sql.statement(
+      `INSERT INTO first_attempts (queue, message_id, first_attempted_at)
+       VALUES ${rows.map((_, i) => `(?1, ?${i * 2 + 2}, ?${i * 2 + 3})`).join(", ")}
+       ON CONFLICT (queue, message_id) DO NOTHING`,
+      queue, ...rows.flatMap((r) => [r.messageId, r.firstAttemptedAt])
+    ))
+
 export const make = (sql: Sql.Sql): FirstAttempts["Service"] => ({
   record: Effect.fn("FirstAttempts.record")(function*(queue, entries) {
     if (entries.length === 0) return
-    // 2 parameters per row + 1 shared: 49 rows per statement stays under D1's 100.
-    const statements = Sql.chunks(entries, 49).map((rows) =>
-      Sql.statement(
-        `INSERT INTO first_attempts (queue, message_id, first_attempted_at)
-         VALUES ${rows.map((_, i) => `(?1, ?${i * 2 + 2}, ?${i * 2 + 3})`).join(", ")}
-         ON CONFLICT (queue, message_id) DO NOTHING`,
-        queue, ...rows.flatMap((r) => [r.messageId, r.firstAttemptedAt])
-      ))
-    yield* sql.batch(statements).pipe(Effect.mapError(unavailable))
+    yield* sql.batch(statements(queue, entries)).pipe(Effect.mapError(unavailable))
   }),
   lookup: Effect.fn("FirstAttempts.lookup")(function*(queue, messageIds) {
     if (messageIds.length === 0) return new Map<string, string>()

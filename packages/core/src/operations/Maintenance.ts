@@ -4,7 +4,7 @@
  * consumer spilled to R2 during a D1 outage into `dead_messages`, re-arm shards whose relay
  * has been pending too long (a lost alarm), evaluate the operator alerts
  * (`Alerts`: health changes, new dead letters), forget old inbox rows, first-attempt
- * records and accepted idempotency keys, drop resolved dead letters and old metrics
+ * records, runs (by age and beyond `Runs.maxRuns`) and accepted idempotency keys, drop resolved dead letters and old metrics
  * minutes, fail batch jobs whose chunk message was lost, move the `facts`
  * copy's days past its window to the R2 archive (`Archive`). Each job is bounded
  * per run (a backlog is worked off over the next runs) and reads the time
@@ -20,6 +20,7 @@ import * as BatchJobs from "../batch/BatchJobs.js"
 import * as DeadLetterConsumer from "../consuming/DeadLetterConsumer.js"
 import * as FirstAttempts from "../consuming/FirstAttempts.js"
 import * as Inbox from "../consuming/Inbox.js"
+import * as Runs from "../consuming/Runs.js"
 import { Ledger } from "../ledger/Ledger.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"
 import { AcceptedKeys } from "../producing/AcceptedKeys.js"
@@ -70,6 +71,11 @@ export const pruneInbox = Effect.fn("Maintenance.pruneInbox")(function*() {
 /** Forgets first-attempt records past the longest a queue keeps a message, oldest first, at most `retentionChunk`; returns how many. */
 export const pruneFirstAttempts = Effect.fn("Maintenance.pruneFirstAttempts")(function*() {
   return yield* FirstAttempts.prune(yield* before(FirstAttempts.retentionDays * dayMs), retentionChunk)
+})
+
+/** Forgets runs not updated for `Runs.retentionDays`, and the oldest beyond `Runs.maxRuns`, at most `retentionChunk` each; returns how many. */
+export const pruneRuns = Effect.fn("Maintenance.pruneRuns")(function*() {
+  return yield* Runs.prune(yield* before(Runs.retentionDays * dayMs), retentionChunk)
 })
 
 /**
@@ -140,6 +146,7 @@ export const run = Effect.fn("Maintenance.run")(function*(options: Options = { a
   yield* evaluateAlerts({ quietPeriodMs: options.alertQuietMs })
   yield* pruneInbox()
   yield* pruneFirstAttempts()
+  yield* pruneRuns()
   yield* pruneAcceptedKeys()
   yield* pruneOperations()
   yield* failStaleBatchJobs()

@@ -85,12 +85,12 @@ export const process = Effect.fn("ProcessingConsumer.process")(function*(items: 
   return outcomes as ReadonlyMap<string, Consumer.Outcome>
 })
 
-export const consume = Effect.fn("ProcessingConsumer.consume")(function*(batch: MessageBatch<unknown>, options: { readonly delayScale?: number; readonly log?: Consumer.LogLevel } = {}) {
+export const consume = Effect.fn("ProcessingConsumer.consume")(function*(batch: MessageBatch<unknown>, options: Consumer.Options = {}) {
   return yield* Consumer.run({
     policy: RetryPolicy.factProcessing,
     decode: FactMessage.decode,
     isolate: FactMessage.isolate,
     process,
-    delayScale: options.delayScale, log: options.log
+    delayScale: options.delayScale, log: options.log, runs: options.runs
   }, batch)
 })

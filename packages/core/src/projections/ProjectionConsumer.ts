@@ -160,9 +160,9 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
 export const process = (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
   Placement.byDatabase(items, (item) => item.value.fact.tenant_id, (item) => item.key, processPlaced, (error) => Consumer.failed(error))
 
-export const consume = Effect.fn("ProjectionConsumer.consume")(function*(batch: MessageBatch<unknown>, options: { readonly delayScale?: number; readonly log?: Consumer.LogLevel } = {}) {
+export const consume = Effect.fn("ProjectionConsumer.consume")(function*(batch: MessageBatch<unknown>, options: Consumer.Options = {}) {
   return yield* Consumer.run(
-    { policy: RetryPolicy.projections, decode: FactMessage.decode, isolate: FactMessage.isolate, process, delayScale: options.delayScale, log: options.log },
+    { policy: RetryPolicy.projections, decode: FactMessage.decode, isolate: FactMessage.isolate, process, delayScale: options.delayScale, log: options.log, runs: options.runs },
     batch
   )
 })

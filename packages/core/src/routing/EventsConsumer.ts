@@ -97,11 +97,11 @@ export const process = Effect.fn("EventsConsumer.process")(function*(items: Read
   return outcomes as ReadonlyMap<string, Consumer.Outcome>
 })
 
-export const consume = Effect.fn("EventsConsumer.consume")(function*(batch: MessageBatch<unknown>, options: { readonly delayScale?: number; readonly log?: Consumer.LogLevel } = {}) {
+export const consume = Effect.fn("EventsConsumer.consume")(function*(batch: MessageBatch<unknown>, options: Consumer.Options = {}) {
   return yield* Consumer.run({
     policy: RetryPolicy.events,
     decode,
     process,
-    delayScale: options.delayScale, log: options.log
+    delayScale: options.delayScale, log: options.log, runs: options.runs
   }, batch)
 })

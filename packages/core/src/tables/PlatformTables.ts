@@ -428,3 +428,35 @@ export const alertState = sqliteTable("alert_state", {
   pending: text("pending"),
   pendingSince: text("pending_since")
 })
+
+/**
+ * The runs view (platform database): one row per queue message — its redeliveries, a park's re-send and a
+ * "retry now" copy are the same run — updated by each attempt the consumer runtime records (every attempt
+ * that does not succeed at once; every attempt with `FACTLINE_RUNS=all`). `attempts` counts the recorded
+ * attempts, `attempt` is the queue's number of the latest; `outcome` is `ok`, `retry`, `park`, `dead` or
+ * `rerun` (a copy sent by "retry now", not attempted yet); `body` is kept while the run may be retried
+ * (for "retry now"), dropped when it settles. Written and read only by `consuming/Runs.ts`; pruned by age
+ * and by count (Maintenance).
+ */
+export const runs = sqliteTable(
+  "runs",
+  {
+    id: text("id").primaryKey(),
+    queue: text("queue").notNull(),
+    messageId: text("message_id").notNull(),
+    tenantId: text("tenant_id"),
+    messageType: text("message_type"),
+    subject: text("subject"),
+    idempotencyKey: text("idempotency_key"),
+    traceId: text("trace_id"),
+    attempt: integer("attempt").notNull(),
+    attempts: integer("attempts").notNull().default(1),
+    outcome: text("outcome", { enum: ["ok", "retry", "park", "dead", "rerun"] }).notNull(),
+    error: text("error"),
+    nextRetryAt: text("next_retry_at"),
+    body: text("body"),
+    firstAttemptedAt: text("first_attempted_at").notNull(),
+    updatedAt: text("updated_at").notNull()
+  },
+  (t) => [index("runs_by_updated_at").on(t.updatedAt), index("runs_by_tenant").on(t.tenantId, t.updatedAt)]
+)

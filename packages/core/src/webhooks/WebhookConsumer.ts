@@ -77,6 +77,7 @@ export interface Options {
   readonly localDevelopment?: boolean
   readonly delayScale?: number
   readonly log?: Consumer.LogLevel
+  readonly runs?: Consumer.Options["runs"]
   readonly disableAfterMs?: number
 }
 
@@ -436,5 +437,5 @@ const isolate = (item: { readonly key: string; readonly value: Item }): unknown 
   item.value.kind === "fact" ? FactMessage.isolate({ key: item.key, value: { fact: item.value.fact } }) : item.value.envelope
 
 export const consume = Effect.fn("WebhookConsumer.consume")(function*(batch: MessageBatch<unknown>, options: Options = {}) {
-  return yield* Consumer.run({ policy: RetryPolicy.webhooks, decode, isolate, process: process(options), delayScale: options.delayScale, log: options.log }, batch)
+  return yield* Consumer.run({ policy: RetryPolicy.webhooks, decode, isolate, process: process(options), delayScale: options.delayScale, log: options.log, runs: options.runs }, batch)
 })

@@ -116,3 +116,18 @@ export const replayMatching = (filters: DeadLetterFilters) =>
 export type BatchJob = Requests.Output<Routes["listBatches"]>["data"][number]
 
 export const batches = (limit: number) => call((api) => api.listBatches({ query: { limit } }))
+
+// ------------------------------------------------------------------ runs (/v1/runs)
+
+export interface RunFilters {
+  readonly queue: string
+  readonly outcome: string
+  readonly type: string
+  readonly subject: string
+}
+export type Run = Requests.Output<Routes["listRuns"]>["data"][number]
+
+export const runs = (filters: RunFilters) =>
+  call((api) => api.listRuns({ query: { queue: given(filters.queue), outcome: given(filters.outcome), type: given(filters.type), subject: given(filters.subject), limit: 50 } }))
+/** Sends a copy of a waiting message to its queue now. */
+export const retryRun = (id: string) => call((api) => api.retryRun({ params: { id } }))

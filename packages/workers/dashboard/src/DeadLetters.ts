@@ -176,6 +176,16 @@ const filtersChanged = () => {
   void load(false)
 }
 
+/** Shows the open dead letters of this queue and message type (the runs panel's "Open dead letter"), scrolled into view. */
+export const show = (chosen: { readonly queue: string; readonly type: string }): void => {
+  byId<HTMLSelectElement>("f-status").value = "open"
+  byId<HTMLSelectElement>("f-queue").value = chosen.queue
+  byId<HTMLInputElement>("f-type").value = chosen.type
+  byId<HTMLInputElement>("f-reason").value = ""
+  filtersChanged()
+  byId("dlq").scrollIntoView({ behavior: "smooth", block: "start" })
+}
+
 /** Nothing of the previous session stays. */
 export const reset = (): void => {
   rows = []

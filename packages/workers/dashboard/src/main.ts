@@ -1,7 +1,7 @@
 /**
- * The operators' dashboard (`GET /dashboard`), the page's entry: sign-in and sign-out, the three panels
- * (queue health, dead letters, batch jobs) refreshed together — by hand, and every 10 s while auto-refresh is
- * on, the tab is visible and no dialog is open.
+ * The operators' dashboard (`GET /dashboard`), the page's entry: sign-in and sign-out, the panels (queue
+ * health, runs, dead letters, batch jobs) refreshed together — by hand, and every 10 s while auto-refresh is
+ * on, the tab is visible and no dialog is open; the runs panel also reloads itself every second while live.
  *
  * The page holds no data and needs no token itself. The operator enters a token once; it lives in the tab's
  * `sessionStorage` (Session.ts) and every call sends it to this origin's API (Api.ts, the page's only caller,
@@ -15,6 +15,7 @@ import * as DeadLetters from "./DeadLetters.js"
 import * as Dialog from "./Dialog.js"
 import { byId } from "./Dom.js"
 import * as Health from "./Health.js"
+import * as Runs from "./Runs.js"
 import * as Session from "./Session.js"
 
 const refreshEveryMs = 10_000
@@ -47,7 +48,7 @@ const refresh = async (): Promise<void> => {
   loading = true
   refreshButton().disabled = true
   try {
-    await Promise.all([Health.load(), DeadLetters.load(false), Batches.load()])
+    await Promise.all([Health.load(), Runs.load(), DeadLetters.load(false), Batches.load()])
     if (generation === Session.currentGeneration()) byId("updated").textContent = `updated ${new Date().toLocaleTimeString()}`
   } finally {
     if (generation === Session.currentGeneration()) {
@@ -71,6 +72,7 @@ const signOut = (message: string) => {
   Dialog.close()
   // Nothing of the previous session stays on the page.
   Health.reset()
+  Runs.reset()
   DeadLetters.reset()
   Batches.reset()
   byId("updated").textContent = ""
@@ -90,12 +92,14 @@ const signIn = (token: string) => {
   byId("login").hidden = true
   byId("app").hidden = false
   void refresh()
+  Runs.start()
 }
 
 const start = () => {
   Api.onUnauthorized(signOut)
   Health.setup()
   DeadLetters.setup({ healthChanged: () => void Health.load(), refresh })
+  Runs.setup({ openDeadLetters: DeadLetters.show })
   Dialog.setup()
   byId("host").textContent = location.host
   byId("login-form").addEventListener("submit", (event) => {

@@ -1,6 +1,6 @@
 /**
  * The HTTP API (DESIGN.md "HTTP API"), one module per resource — Events, Facts, Projections, Batches,
- * DeadLetters, Queues, Webhooks, Alerts, Documents — each describing its routes once (Contract.ts) and binding its
+ * DeadLetters, Runs, Queues, Webhooks, Alerts, Documents — each describing its routes once (Contract.ts) and binding its
  * handlers to them; `Routes.ts` puts the descriptions together.
  *
  * Every route but the public documents and `GET /health` (liveness) authenticates (Auth.ts) and is scoped to the token's tenant: a
@@ -24,6 +24,7 @@ import * as Health from "./Health.js"
 import * as Projections from "./Projections.js"
 import * as Queues from "./Queues.js"
 import * as Recovery from "./Recovery.js"
+import * as Runs from "./Runs.js"
 import * as Tenants from "./Tenants.js"
 import { api } from "./Routes.js"
 import { makeRun } from "./Run.js"
@@ -42,6 +43,7 @@ export const make = (registry: Registry.Shape, runtime: (env: PlatformEnv) => Pl
   Batches.mount(app, { registry, run })
   Batches.mountUploads(app, { run })
   DeadLetters.mount(app, { run })
+  Runs.mount(app, { run })
   Queues.mount(app, { run })
   Recovery.mount(app, { run })
   Tenants.mount(app, { run })

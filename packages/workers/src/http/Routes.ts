@@ -16,6 +16,7 @@ import * as Health from "./Health.js"
 import * as Projections from "./Projections.js"
 import * as Queues from "./Queues.js"
 import * as Recovery from "./Recovery.js"
+import * as Runs from "./Runs.js"
 import * as Tenants from "./Tenants.js"
 import * as Webhooks from "./Webhooks.js"
 
@@ -26,6 +27,7 @@ export const api: HttpApi.HttpApi<"factline", any> = HttpApi.make("factline")
   .add(Projections.group)
   .add(Batches.group)
   .add(DeadLetters.group)
+  .add(Runs.group)
   .add(Queues.group)
   .add(Recovery.group)
   .add(Tenants.group)
@@ -40,7 +42,7 @@ export const api: HttpApi.HttpApi<"factline", any> = HttpApi.make("factline")
     license: { name: "MIT", identifier: "MIT" },
     // Relative: the document is served by the deployment it describes, so its origin is the API's.
     servers: [{ url: "/", description: "This deployment: the origin serving this document" }],
-    description: "The HTTP API of a factline platform: ingest typed domain events, read the ledger's facts and the projections, run batch jobs, operate dead letters and queues, manage webhook endpoints, and send operators alerts. Every route but the public documents and `GET /health` (liveness) takes a bearer token; a token belongs to one tenant and sees only that tenant's data. Errors are one shape, `Problem`.",
+    description: "The HTTP API of a factline platform: ingest typed domain events, read the ledger's facts and the projections, run batch jobs, watch every message attempt (runs) and retry it, operate dead letters and queues, manage webhook endpoints, and send operators alerts. Every route but the public documents and `GET /health` (liveness) takes a bearer token; a token belongs to one tenant and sees only that tenant's data. Errors are one shape, `Problem`.",
     transform: (spec: Record<string, any>) => ({
       ...spec,
       components: {

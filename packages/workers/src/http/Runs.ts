@@ -1,0 +1,97 @@
+/**
+ * The runs view (scope `admin` — a tenant's own runs only — or `platform`, every tenant's), core's `Runs`:
+ *
+ * - `GET /v1/runs?queue=&type=&outcome=&subject=&since=&cursor=&limit=` — each message's latest attempt
+ *   (queue, type, subject, tenant, attempt, outcome, error, next retry, trace), the most recently updated first.
+ * - `POST /v1/runs/:id/retry` — "retry now": a copy of a waiting message sent to its queue at once; a dead
+ *   one is answered with a 409 naming its dead letter's filters (replay it there).
+ */
+import { Effect, Schema } from "effect"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import type { Hono } from "hono"
+import { Failure, RetryPolicy, Runs, Settings } from "@factline/core"
+import { Issues } from "@factline/schemas"
+import type { Principal } from "./Auth.js"
+import { type AppEnv, bind, cursor, describe, limitParameter, nextCursor, oneOf, type PageLimit, pageLimit, problems, text } from "./Contract.js"
+import type { Run } from "./Run.js"
+
+const queueNames = RetryPolicy.all.map((p) => p.queue)
+/** A page of runs. */
+const listLimit: PageLimit = { maximum: 200, default: 50 }
+const filters = {
+  queue: oneOf(queueNames as [string, ...Array<string>], "The queue the message is on"),
+  type: text("Message type (`fact.<type>` or `facts.batch` on the fact queues)"),
+  outcome: oneOf(Runs.outcomes, "The latest attempt's outcome"),
+  subject: text("The message's subject"),
+  since: text("Runs updated at or after this time (ISO-8601): what `factline runs --follow` polls with")
+}
+export const RunSchema = Schema.Struct({
+  id: Schema.String,
+  queue: Schema.String,
+  message_id: Schema.String.annotate({ description: "The envelope's message_id (the queue's message id for a body without one)" }),
+  tenant_id: Schema.NullOr(Schema.String),
+  message_type: Schema.NullOr(Schema.String),
+  subject: Schema.NullOr(Schema.String),
+  idempotency_key: Schema.NullOr(Schema.String),
+  trace_id: Schema.NullOr(Schema.String).annotate({ description: "The W3C trace id of the message (of its first fact on the fact queues)" }),
+  attempt: Schema.Int.annotate({ description: "The queue's number of the latest attempt (a \"retry now\" copy starts at 1)" }),
+  attempts: Schema.Int.annotate({ description: "Attempts recorded for this message, every delivery and copy together" }),
+  outcome: Schema.Literals(Runs.outcomes).annotate({ description: "ok, retry (waiting for next_retry_at), park (held, sent again at next_retry_at), dead (dead-lettered), rerun (a \"retry now\" copy is on its way)" }),
+  error: Schema.NullOr(Schema.String).annotate({ description: "The latest attempt's error (its first line)" }),
+  next_retry_at: Schema.NullOr(Schema.String),
+  first_attempted_at: Schema.String,
+  updated_at: Schema.String,
+  can_retry: Schema.Boolean.annotate({ description: "Whether POST /v1/runs/:id/retry can send it now" })
+}).annotate({ identifier: "Run", description: "A queue message's attempts: the latest one's outcome" })
+const id = { id: Schema.String.annotate({ description: "A run's id" }) }
+const scopes = ["admin", "platform"] as const
+
+export const listRuns = HttpApiEndpoint.get("listRuns", "/v1/runs", {
+  query: { ...filters, cursor, limit: limitParameter(listLimit) },
+  success: Schema.Struct({ data: Schema.Array(RunSchema), next_cursor: nextCursor, recording: Schema.Literals(["all", "failures", "none"]).annotate({ description: "Which attempts are recorded (`FACTLINE_RUNS`): failures (default) leaves out messages that succeed on their first delivery" }) }),
+  error: problems(400, 503)
+}).pipe(describe({
+  summary: "List runs",
+  description: "Every message attempt as it happens, the most recently updated first: its latest attempt, outcome, error and next retry. A tenant admin sees its own, the platform scope every tenant's. Kept 7 days, at most 100,000 runs.",
+  scopes,
+  errors: { 400: "`invalid_query`, naming the parameter (an unknown queue or outcome, a malformed time or cursor)", 503: "`unavailable`: the runs store; retry" }
+}))
+
+export const retryRun = HttpApiEndpoint.post("retryRun", "/v1/runs/:id/retry", { params: id, success: RunSchema.pipe(HttpApiSchema.status(202)), error: problems(404, 409, 503) })
+  .pipe(describe({
+    summary: "Retry a run now",
+    description: "Sends a copy of the waiting message to its queue at once (its own delayed delivery still comes, and does nothing: idempotency keys and fact ids make the work happen once).",
+    scopes,
+    errors: {
+      404: "`not_found`: no such run for this token",
+      409: "`already_succeeded`; `dead_lettered` (replay its dead letter: the details name its queue, type and idempotency key); `not_kept` (its message was too large to keep); `conflict` (it succeeded or was dead-lettered meanwhile)",
+      503: "`unavailable`: the runs store or the queue; retry"
+    }
+  }))
+
+export const group = HttpApiGroup.make("runs").add(listRuns, retryRun)
+  .annotateMerge(OpenApi.annotations({
+    title: "Runs",
+    description: "Every queue message's attempts as they happen — outcome, error, next retry, trace — with \"retry now\"."
+  }))
+
+const scopeOf = (p: Principal): Runs.Scope => ({ tenantId: p.scopes.includes("platform") ? null : p.tenantId })
+
+export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
+  bind(app, listRuns, async (c, reply) => {
+    const q = (name: string) => c.req.query(name)
+    const given: Runs.Filters = { queue: q("queue"), type: q("type"), outcome: q("outcome"), subject: q("subject"), since: q("since") }
+    const wrong = Runs.validateFilters(given)
+    if (wrong.length > 0) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(wrong), problems: wrong })
+    const limit = pageLimit(q("limit"), listLimit)
+    const after = q("cursor")
+    const result = await run(c.env, Effect.gen(function*() {
+      const runs = yield* Runs.Runs
+      const page = yield* runs.list(scopeOf(c.get("principal")), given, after === undefined ? { limit } : { cursor: after, limit })
+      return { ...page, recording: (yield* Settings.Settings).runs }
+    }))
+    return reply(result)
+  })
+
+  bind(app, retryRun, async (c, reply) => reply(await run(c.env, Runs.retryNow(scopeOf(c.get("principal")), c.req.param("id")!))))
+}
