@@ -13,6 +13,14 @@
  * `facts` copy (when copied) and every other projection, then dead-lettered (permanent)
  * naming the projection — replaying it after the fix is safe for the same
  * reason redelivery is.
+ *
+ * A projection whose write fails is isolated the same way: when the one
+ * transaction fails, the `facts` copy and each projection are written in their
+ * own transaction (one round trip each, on this slow path only). A projection
+ * whose table does not exist fails its facts permanently (`projection_not_migrated`,
+ * naming the projection and its table: apply the migration, then replay — the
+ * catch-up replays it too); any other write failure of one projection retries
+ * only that projection's facts, found fact by fact.
  */
 import { Effect } from "effect"
 import type { Fact, FactPayload } from "@factline/schemas"
@@ -23,7 +31,7 @@ import * as FactMessage from "../relay/FactMessage.js"
 import * as Projection from "../definitions/Projection.js"
 import { Registry, type Shape as RegistryShape } from "../registry/Registry.js"
 import * as FactsCopy from "./FactsCopy.js"
-import { ProjectionStore } from "./ProjectionStore.js"
+import * as ProjectionStore from "./ProjectionStore.js"
 import * as Placement from "../placement/Placement.js"
 
 export interface ActiveRebuild {
@@ -46,6 +54,8 @@ export interface Plan {
   readonly statements: ReadonlyArray<Projection.Sql>
   /** By the fact's position in the input: the projections that could not map it (absent when all could). */
   readonly failures: ReadonlyMap<number, ReadonlyArray<MappingFailure>>
+  /** The same statements by writer: the `facts` copy (`projection` undefined) and each projection (its live table and shadows). */
+  readonly groups: ReadonlyArray<{ readonly projection: Projection.Projection | undefined; readonly statements: ReadonlyArray<Projection.Sql> }>
 }
 
 const reason = (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : String(error))
@@ -70,6 +80,20 @@ export const partitionMappable = (p: Projection.Projection, facts: ReadonlyArray
   return { mappable, failed }
 }
 
+/** The statements that apply `facts` to one projection: its live table and the shadows of its running rebuilds. Throws as its mapping does. */
+const projectionStatements = (p: Projection.Projection, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>) =>
+  [Projection.liveTarget(p), ...rebuilds.filter((r) => r.projection === p.name).map((r) => Projection.shadowTarget(p, r.shadow_table))]
+    .flatMap((target) => Projection.batchStatements(p, facts, target))
+
+/** One fact's statements for one projection; none when its mapping throws for it (that failure is already recorded). */
+const oneFact = (p: Projection.Projection, fact: Fact, rebuilds: ReadonlyArray<ActiveRebuild>) => {
+  try {
+    return projectionStatements(p, [fact], rebuilds)
+  } catch {
+    return []
+  }
+}
+
 /**
  * The statements that apply these facts to every registered projection (and
  * running rebuilds' shadows) and, for the types `copy` names, to the `facts`
@@ -80,19 +104,23 @@ export const partitionMappable = (p: Projection.Projection, facts: ReadonlyArray
  */
 export const plan = (registry: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>, copy: FactsCopy.FactsCopy): Plan => {
   const failures = new Map<number, Array<MappingFailure>>()
-  const statements = [...Projection.factsStatements(copy.kind === "all" ? facts : facts.filter((f) => FactsCopy.copies(copy, f.type)))]
+  const copied = Projection.factsStatements(copy.kind === "all" ? facts : facts.filter((f) => FactsCopy.copies(copy, f.type)))
+  const statements = [...copied]
+  const groups: Array<Plan["groups"][number]> = [{ projection: undefined, statements: copied }]
   for (const p of registry.projections) {
-    const targets = [Projection.liveTarget(p), ...rebuilds.filter((r) => r.projection === p.name).map((r) => Projection.shadowTarget(p, r.shadow_table))]
-    const forTargets = (some: ReadonlyArray<Fact>) => targets.flatMap((target) => Projection.batchStatements(p, some, target))
+    const forTargets = (some: ReadonlyArray<Fact>) => projectionStatements(p, some, rebuilds)
+    let own: ReadonlyArray<Projection.Sql>
     try {
-      statements.push(...forTargets(facts))
+      own = forTargets(facts)
     } catch {
       const { mappable, failed } = partitionMappable(p, facts)
       for (const { index, error } of failed) failures.set(index, [...(failures.get(index) ?? []), { projection: p.name, error }])
-      statements.push(...forTargets(mappable))
+      own = forTargets(mappable)
     }
+    statements.push(...own)
+    if (own.length > 0) groups.push({ projection: p, statements: own })
   }
-  return { statements, failures }
+  return { statements, failures, groups }
 }
 
 /** The statements of `plan`, for callers that only write. */
@@ -112,7 +140,7 @@ const mappingFailed = (fact: Fact, failures: ReadonlyArray<MappingFailure>): Con
 /** Applies the facts of tenants placed on the read database in scope (one transaction). */
 const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) {
   const registry = yield* Registry
-  const store = yield* ProjectionStore
+  const store = yield* ProjectionStore.ProjectionStore
   const factsCopy = yield* FactsCopy.FactsCopySetting
   const outcomes = new Map<string, Consumer.Outcome>()
   const rebuilds = yield* Effect.orElseSucceed(store.query<ActiveRebuild>(activeRebuilds), () => null)
@@ -120,10 +148,37 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
     for (const item of items) outcomes.set(item.key, Consumer.failed(new Failure.TransientError({ message: "could not read running rebuilds" })))
     return outcomes
   }
-  const { statements, failures } = plan(registry, items.map((i) => i.value.fact), rebuilds, factsCopy)
-  const failed = yield* store.write(statements, () => items.map(({ key, value }) => ({ key, statements: statementsFor(registry, [value.fact], rebuilds, factsCopy) })))
+  const facts = items.map((i) => i.value.fact)
+  const { statements, failures, groups } = plan(registry, facts, rebuilds, factsCopy)
+  // On the slow path only: the facts copy and each projection on its own (their keys are their positions).
+  const failedGroups = yield* store.write(statements, () => groups.map((g, at) => ({ key: String(at), statements: g.statements })))
+  /** By fact key: why its write failed, transient (retried) or not. */
+  const writeFailures = new Map<string, { readonly error: string; readonly permanent: boolean }>()
+  for (const [at, error] of failedGroups) {
+    const group = groups[Number(at)]!
+    const p = group.projection
+    if (p === undefined) {
+      // The copy failed: the store itself is failing (or a fact is); each fact is retried whole.
+      for (const { key } of items) writeFailures.set(key, { error, permanent: false })
+      break
+    }
+    const mine = items.filter(({ value }) => p.byType.has(value.fact.type))
+    if (ProjectionStore.isMissingTable(error)) {
+      const why = ProjectionStore.notMigratedMessage(p)
+      console.error(JSON.stringify({ level: "error", message: "projection not migrated", projection: p.name, table: Projection.tableName(p), facts: mine.length, error }))
+      for (const { key, value } of mine) {
+        writeFailures.set(key, { error: `projection_not_migrated: ${why}; ${value.fact.type} fact ${value.fact.fact_id} was applied to the facts copy, if copied, and every other projection; apply the migration, then replay this dead letter (or let the projection catch up)`, permanent: true })
+      }
+      continue
+    }
+    // Another failure of this projection alone: its facts one by one, so one bad fact does not hold back the rest.
+    const alone = yield* store.write(group.statements, () =>
+      mine.map(({ key, value }) => ({ key, statements: oneFact(p, value.fact, rebuilds) })))
+    for (const [key, e] of alone) writeFailures.set(key, { error: `projection "${p.name}" write failed: ${e}`, permanent: false })
+  }
   items.forEach(({ key, value }, index) => {
-    const error = failed.get(key)
+    const failedWrite = writeFailures.get(key)
+    const error = failedWrite?.error
     const unmapped = failures.get(index)
     // The error text in the log (Workers Logs indexes JSON lines), not only in the dead letter.
     if (unmapped !== undefined) {
@@ -131,12 +186,14 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
         console.error(JSON.stringify({ level: "error", message: "projection mapping failed", projection: f.projection, fact_type: value.fact.type, fact_id: value.fact.fact_id, traceparent: value.fact.traceparent, error: f.error }))
       }
     }
-    if (error !== undefined) {
+    if (error !== undefined && failedWrite?.permanent !== true) {
       console.error(JSON.stringify({ level: "error", message: "projection write failed", fact_type: value.fact.type, fact_id: value.fact.fact_id, traceparent: value.fact.traceparent, error }))
     }
     outcomes.set(
       key,
-      error !== undefined
+      failedWrite?.permanent === true
+        ? Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: failedWrite.error }))
+        : error !== undefined
         ? Consumer.failed(new Failure.TransientError({ message: `projection write failed: ${error}` }))
         : unmapped !== undefined
         ? mappingFailed(value.fact, unmapped)
