@@ -31,6 +31,7 @@ operators' commands, against a deployment (--url, --token):
   dlq replay --all-matching [filters]       replay every open one matching --queue --type --reason (in waves)
   dlq skip ID --reason "…"                  give its work up (recorded as a reconciliation fact)
   dlq escalate ID [--note "…"]              mark it escalated
+  projections [catch-up]                    every projection's catch-up (current, catching_up, not_migrated); catch-up checks now (scope platform)
   batches [--status S] [--limit N]          batch jobs (imports, exports, reconciles, rebuilds) of this token's tenant
   import FILE [--name NAME] [--no-wait]     upload an NDJSON file of envelopes, import it, show progress until done (scope admin)
   export [--projection P] [--format F] [--out FILE]

@@ -291,7 +291,8 @@ export const readStatus = Effect.fn("CatchUp.readStatus")(function*(p: Projectio
   const state = stateOf(p, row)
   if (state.status === "current") seen.set(p.name, version)
   if (state.status !== "catching_up") return undefined
-  const r = state.rebuild
+  // A row of another version: its replay is yet to start (the next check), whatever an older one did.
+  const r = row?.version === version ? state.rebuild : null
   return {
     status: "catching_up",
     progress: r === null || r.shards_total === 0 ? 0 : Math.floor((r.shards_done / r.shards_total) * 100) / 100,
