@@ -1,7 +1,8 @@
 /**
  * @factline/core/testing — the test kit, for plain Node (≥ 22.13):
  * specifications for deciders, handlers, processors and projections, builders
- * for messages and facts, and the in-memory platform they run on. The
+ * for messages and facts, the in-memory platform they run on, and the check
+ * that every projection has a migration (`checkMigrations`). The
  * counting wrappers for workerd tests are in `@factline/core/testing/bindings`.
  */
 export { DeciderSpec, HandlerSpec, ProcessorSpec, ProjectionSpec, SpecError } from "./Specs.js"
@@ -9,3 +10,4 @@ export { defaultTenant, fact, message, type FactOptions, type MessageOptions } f
 export * as TestPlatform from "./TestPlatform.js"
 export * as MemoryBindings from "./MemoryBindings.js"
 export { createTable } from "./Ddl.js"
+export { checkMigrations, unmigrated, type Unmigrated } from "./Migrations.js"
