@@ -8,14 +8,17 @@ import { checkMigrations, unmigrated } from "@factline/core/testing"
 import { modules } from "../src/modules.js"
 import { testModule } from "./TestModule.js"
 
+/** The repository's migrations folder (this file is apps/example/test/migrations.spec.ts). */
+const folder = new URL("../../../migrations/", (import.meta as ImportMeta & { readonly url: string }).url)
+
 describe("migrations", () => {
   it("every registered projection has a table some migration creates", () => {
-    checkMigrations(modules, new URL("../../../migrations/", import.meta.url))
+    checkMigrations(modules, folder)
   })
 
   it("a projection without one is named, with its table", () => {
     // The test module's projections create their tables in the tests that use them; no migration does.
-    expect(() => checkMigrations([...modules, testModule], new URL("../../../migrations/", import.meta.url))).toThrow(
+    expect(() => checkMigrations([...modules, testModule], folder)).toThrow(
       /projection "tallies": no migration in .*migrations\/ creates its table test_tallies/
     )
     expect(unmigrated([testModule], ["CREATE TABLE `test_tallies` (x int);", "CREATE TABLE IF NOT EXISTS \"test_fragile\" (y int)"]).map((m) => m.projection)).toEqual(["unmigrated"])

@@ -1,3 +1,4 @@
+/// <reference path="./node-fs.d.ts" preserve="true" />
 /**
  * The check an app's `npm test` runs so that a projection never reaches a deployment without its table:
  * every projection its modules register must have a table some migration creates (`CREATE TABLE`). It reads

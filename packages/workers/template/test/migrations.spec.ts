@@ -7,6 +7,9 @@ import { it } from "vitest"
 import { checkMigrations } from "@factline/core/testing"
 import { modules } from "../src/modules.js"
 
+/** The app's migrations folder (this file is test/migrations.spec.ts). */
+const folder = new URL("../migrations/", (import.meta as ImportMeta & { readonly url: string }).url)
+
 it("every registered projection has a table some migration creates", () => {
-  checkMigrations(modules, new URL("../migrations/", import.meta.url))
+  checkMigrations(modules, folder)
 })
