@@ -116,3 +116,9 @@ export const replayMatching = (filters: DeadLetterFilters) =>
 export type BatchJob = Requests.Output<Routes["listBatches"]>["data"][number]
 
 export const batches = (limit: number) => call((api) => api.listBatches({ query: { limit } }))
+
+// ------------------------------------------------------------------ projections (GET /v1/projections)
+
+export type ProjectionState = Requests.Output<Routes["listProjections"]>["data"][number]
+
+export const projections = () => call((api) => api.listProjections({}))
