@@ -165,6 +165,9 @@ describe("tenancy sweep, every route of the table", () => {
     "POST /v1/dlq/:id/skip": { params: { id: a.deadLetter }, body: { reason: "probe" }, ownerStatus: undefined },
     "POST /v1/dlq/:id/escalate": { params: { id: a.deadLetter }, body: { note: "probe" }, ownerStatus: undefined },
     "GET /v1/queues/health": { ownerStatus: undefined },
+    // The projections' catch-up spans every tenant: platform scope, every tenant's token is refused.
+    "GET /v1/projections": { ownerStatus: undefined },
+    "POST /v1/projections/catch-up": { ownerStatus: undefined },
     // B learns its own placement only.
     "GET /v1/tenants/me": { ownerStatus: 200, ownMarkers: ['"read_database"'], answersB: true },
     // Platform scope: every tenant's token is refused.
