@@ -106,14 +106,14 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Sha
     ], { concurrency: 2 }))
     const booleans = Projection.booleanColumns(projection)
     return reply({
-      ...(catching === undefined ? {} : { status: catching.status, catch_up: { progress: catching.progress, since: catching.since } }),
       projection: projection.name,
       data: rows.slice(0, page.success.limit).map((row) => {
         const out: Record<string, unknown> = { ...row }
         for (const b of booleans) if (out[b] !== null && out[b] !== undefined) out[b] = out[b] === 1
         return out
       }),
-      next_cursor: page.success.nextCursor(rows)
+      next_cursor: page.success.nextCursor(rows),
+      ...(catching === undefined ? {} : { status: catching.status, catch_up: { progress: catching.progress, since: catching.since } })
     })
   })
 
