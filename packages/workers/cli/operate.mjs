@@ -198,7 +198,8 @@ const commands = {
     if (page.data.length === 0) return dim("no batch jobs")
     return table([
       { title: "BATCH", get: (b) => b.batch_id, max: 40 },
-      { title: "OPERATION", get: (b) => `${b.operation} ${b.projection ?? b.params?.projection ?? b.params?.manifest ?? ""}`.trim() },
+      // A rebuild the system started (`cu_…`) is a projection catching up.
+      { title: "OPERATION", get: (b) => `${b.operation === "rebuild" && b.batch_id.startsWith("cu_") ? "catch-up" : b.operation} ${b.projection ?? b.params?.projection ?? b.params?.manifest ?? ""}`.trim() },
       { title: "STATUS", get: (b) => b.status, color: (padded, raw) => colored(raw) + padded.slice(raw.length) },
       { title: "PROGRESS", get: (b) => `${b.offset}/${b.total ?? "?"}${b.operation === "rebuild" ? " shards" : ""}`, align: "right" },
       { title: "DONE", get: (b) => num(b.succeeded), align: "right" },
