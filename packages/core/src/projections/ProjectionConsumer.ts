@@ -158,9 +158,11 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
     const group = groups[Number(at)]!
     const p = group.projection
     if (p === undefined) {
-      // The copy failed: the store itself is failing (or a fact is); each fact is retried whole.
-      for (const { key } of items) writeFailures.set(key, { error, permanent: false })
-      break
+      // The copy failed: its facts one by one, so one fact the copy refuses does not hold back the rest.
+      const alone = yield* store.write(group.statements, () =>
+        items.map(({ key, value }) => ({ key, statements: FactsCopy.copies(factsCopy, value.fact.type) ? Projection.factsStatements([value.fact]) : [] })))
+      for (const [key, e] of alone) writeFailures.set(key, { error: `facts copy write failed: ${e}`, permanent: false })
+      continue
     }
     const mine = items.filter(({ value }) => p.byType.has(value.fact.type))
     if (ProjectionStore.isMissingTable(error)) {
