@@ -154,6 +154,11 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
   const failedGroups = yield* store.write(statements, () => groups.map((g, at) => ({ key: String(at), statements: g.statements })))
   /** By fact key: why its write failed, transient (retried) or not. */
   const writeFailures = new Map<string, { readonly error: string; readonly permanent: boolean }>()
+  // A fact several writers failed: permanent only if every one of them is (a transient one may still apply).
+  const failWrite = (key: string, error: string, permanent: boolean) => {
+    const before = writeFailures.get(key)
+    writeFailures.set(key, before === undefined ? { error, permanent } : { error: `${before.error}; ${error}`, permanent: before.permanent && permanent })
+  }
   for (const [at, error] of failedGroups) {
     const group = groups[Number(at)]!
     const p = group.projection
@@ -161,22 +166,23 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
       // The copy failed: its facts one by one, so one fact the copy refuses does not hold back the rest.
       const alone = yield* store.write(group.statements, () =>
         items.map(({ key, value }) => ({ key, statements: FactsCopy.copies(factsCopy, value.fact.type) ? Projection.factsStatements([value.fact]) : [] })))
-      for (const [key, e] of alone) writeFailures.set(key, { error: `facts copy write failed: ${e}`, permanent: false })
+      for (const [key, e] of alone) failWrite(key, `the facts copy: ${e}`, false)
       continue
     }
-    const mine = items.filter(({ value }) => p.byType.has(value.fact.type))
+    // The facts this projection writes something for (a mapping may return nothing for a fact).
+    const mine = items.filter(({ value }) => p.byType.has(value.fact.type) && oneFact(p, value.fact, rebuilds).length > 0)
     if (ProjectionStore.isMissingTable(error)) {
       const why = ProjectionStore.notMigratedMessage(p)
       console.error(JSON.stringify({ level: "error", message: "projection not migrated", projection: p.name, table: Projection.tableName(p), facts: mine.length, error }))
       for (const { key, value } of mine) {
-        writeFailures.set(key, { error: `projection_not_migrated: ${why}; ${value.fact.type} fact ${value.fact.fact_id} was applied to the facts copy, if copied, and every other projection; apply the migration, then replay this dead letter (or let the projection catch up)`, permanent: true })
+        failWrite(key, `projection_not_migrated: ${why}; ${value.fact.type} fact ${value.fact.fact_id} was applied to the facts copy, if copied, and every other projection; apply the migration, then replay this dead letter (or let the projection catch up)`, true)
       }
       continue
     }
     // Another failure of this projection alone: its facts one by one, so one bad fact does not hold back the rest.
     const alone = yield* store.write(group.statements, () =>
       mine.map(({ key, value }) => ({ key, statements: oneFact(p, value.fact, rebuilds) })))
-    for (const [key, e] of alone) writeFailures.set(key, { error: `projection "${p.name}" write failed: ${e}`, permanent: false })
+    for (const [key, e] of alone) failWrite(key, `projection "${p.name}": ${e}`, false)
   }
   items.forEach(({ key, value }, index) => {
     const failedWrite = writeFailures.get(key)
