@@ -3,8 +3,6 @@ declare module "node:fs" {
   export function mkdtempSync(prefix: string): string
   export function mkdirSync(path: string, options?: { recursive?: boolean }): string | undefined
   export function writeFileSync(path: string, data: Uint8Array | string): void
-  export function readdirSync(path: string | URL): Array<string>
-  export function readFileSync(path: string | URL, encoding: "utf8"): string
 }
 declare module "node:os" {
   export function tmpdir(): string
