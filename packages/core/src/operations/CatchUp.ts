@@ -145,7 +145,7 @@ const tickOne = (p: Projection.Projection, row: Row | undefined, missing: { read
     const version = Projection.versionOf(p)
     const now = yield* Time.now
     const base = { projection: p.name, version }
-    if (row !== undefined && row.version === version && row.status === "current") return { projection: p.name, action: "current" } satisfies Step
+    // A missing table first: a projection recorded current whose table has gone (a database recreated) is reported too.
     if (missing !== undefined) {
       const detail = notMigratedDetail(p.name, missing.table, missing.databases)
       if (row?.status !== "not_migrated" || row.detail !== detail || row.version !== version) {
@@ -154,6 +154,7 @@ const tickOne = (p: Projection.Projection, row: Row | undefined, missing: { read
       }
       return { projection: p.name, action: "not_migrated", detail } satisfies Step
     }
+    if (row !== undefined && row.version === version && row.status === "current") return { projection: p.name, action: "current" } satisfies Step
     if (row !== undefined && row.status === "catching_up" && row.version === version && row.rebuild_id !== null) {
       const rebuild = yield* findRebuild(row.rebuild_id)
       if (rebuild?.status === "running") return { projection: p.name, action: "running", batch_id: rebuild.id } satisfies Step
