@@ -179,6 +179,11 @@ try {
   await batchRow.waitFor()
   const batch = await batchRow.evaluate((tr) => ({ status: tr.dataset.status, bar: tr.querySelector('[role="progressbar"]')?.getAttribute("aria-valuemax"), text: tr.textContent }))
   check("browser", "the rebuild shows under batch jobs with a progress bar", ["running", "completed"].includes(batch.status) && Number(batch.bar) > 0, JSON.stringify(batch))
+  // The projections panel: every registered projection with its catch-up state.
+  await page.locator('#projections tr[data-projection="buyer_budgets"]').waitFor()
+  const projectionRows = await page.locator("#projections tbody tr").evaluateAll((rows) => rows.map((r) => [r.dataset.projection, r.dataset.status]))
+  check("browser", "the projections panel lists calls and buyer_budgets with a catch-up status each",
+    ["calls", "buyer_budgets"].every((name) => projectionRows.some(([p, status]) => p === name && ["current", "catching_up", "unchecked"].includes(status))), JSON.stringify(projectionRows))
   // The toasts would float over the middle of a full-page picture: hidden for it (the screenshot's own `style`
   // option would inject a <style> element, which the page's CSP rightly refuses).
   await page.locator("#toast").evaluate((el) => { el.hidden = true })
@@ -257,6 +262,7 @@ try {
   await page.fill("#token", "dev-token-tenant-b")
   await page.press("#token", "Enter")
   await page.locator("#health-forbidden").waitFor()
+  await page.locator("#projections-forbidden").waitFor()
   await page.locator("#dlq-empty:not([hidden])").waitFor()
   check("browser", "tenant B's admin token: no queue health (platform scope), none of tenant A's dead letters",
     (await page.locator("#dlq-rows tr").count()) === 0 && (await page.locator("#batches-empty").count()) === 1, await page.locator("#app").textContent())

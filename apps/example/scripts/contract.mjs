@@ -103,6 +103,9 @@ await checks("contract", async ({ base, check }) => {
   await call("GET", "/v1/projections/{name}", { name: "calls" }, { query: `?buyer_id=buyer_${run}&limit=1` })
   await call("GET", "/v1/projections/{name}", { name: "nope" })
   await call("GET", "/v1/projections/{name}", { name: "calls" }, { query: "?nope=1" })
+  await call("POST", "/v1/projections/catch-up", {}, { token: platform })
+  await call("GET", "/v1/projections", {}, { token: platform })
+  await call("GET", "/v1/projections", {})
 
   // Batches: an upload, an import of it, an export, its output, a cancel of an ended job, a rebuild without the platform scope.
   const ndjson = JSON.stringify(event(5)) + "\n"

@@ -206,8 +206,64 @@ export const testInvoicesProjection = Projection.rows({
   on: [Projection.on(InvoiceIssued, ({ invoice_id, currency }) => ({ invoice_id, currency }))]
 })
 
+/** Tallies per group, for catch-up.workers.test.ts: facts appended straight to the ledger never reach a projection. */
+export const Tally = MessageDefinition.event("test.tally.recorded").version(1, Schema.Struct({ group: Schema.String, amount: Schema.Int }))
+export const Tallied = FactDefinition.make("tallied", Schema.Struct({ group: Schema.String, amount: Schema.Int }))
+export const tally = Handler.handler(Tally, { name: "tally", emits: [Tallied], handle: (m) => Effect.succeed([Tallied.make(m.payload)]) })
+
+/** Notes, for projection-isolation.workers.test.ts: mapped by `tallies` (migrated there) and by `unmigrated` (never). */
+export const Note = MessageDefinition.event("test.note.recorded").version(1, Schema.Struct({ group: Schema.String }))
+export const Noted = FactDefinition.make("noted", Schema.Struct({ group: Schema.String }))
+export const note = Handler.handler(Note, { name: "note", emits: [Noted], handle: (m) => Effect.succeed([Noted.make(m.payload)]) })
+
+/**
+ * The `tallies` projection's table: created only by the tests that use it (the example's migrations do not
+ * hold it), so elsewhere `tallies` is "not migrated" — only those tests emit its facts.
+ */
+export const talliesTable = sqliteTable(
+  "test_tallies",
+  {
+    tenant_id: text("tenant_id").notNull(),
+    group_id: text("group_id").notNull(),
+    total: integer("total").notNull().default(0),
+    facts: integer("facts").notNull().default(0),
+    notes: integer("notes").notNull().default(0)
+  },
+  (t) => [primaryKey({ columns: [t.tenant_id, t.group_id] })]
+)
+
+/** Its migration, as the tests that use `tallies` apply it to each read database. */
+export const talliesMigration =
+  "CREATE TABLE IF NOT EXISTS test_tallies (tenant_id TEXT NOT NULL, group_id TEXT NOT NULL, total INTEGER NOT NULL DEFAULT 0, facts INTEGER NOT NULL DEFAULT 0, notes INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (tenant_id, group_id))"
+
+/** Sums and counts per group: additive, so a fact applied twice would show. */
+export const talliesProjection = Projection.additive({
+  name: "tallies",
+  table: talliesTable,
+  key: ["group_id"],
+  queryable: ["group_id"],
+  on: [
+    Projection.on(Tallied, (data) => ({ key: { group_id: data.group }, add: { total: data.amount, facts: 1 } })),
+    Projection.on(Noted, (data) => ({ key: { group_id: data.group }, add: { notes: 1 } }))
+  ]
+})
+
+/** A projection whose table no migration creates (never created in D1): its writes fail "no such table". */
+const unmigratedTable = sqliteTable(
+  "test_unmigrated",
+  { tenant_id: text("tenant_id").notNull(), group_id: text("group_id").notNull(), notes: integer("notes").notNull().default(0) },
+  (t) => [primaryKey({ columns: [t.tenant_id, t.group_id] })]
+)
+export const unmigratedProjection = Projection.additive({
+  name: "unmigrated",
+  table: unmigratedTable,
+  key: ["group_id"],
+  queryable: ["group_id"],
+  on: [Projection.on(Noted, (data) => ({ key: { group_id: data.group }, add: { notes: 1 } }))]
+})
+
 export const testModule = Module.make("test", {
-  handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower, requestProbe, sloppy, fixable, requestReminder, cancelReminder, issueInvoice],
+  handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower, requestProbe, sloppy, fixable, requestReminder, cancelReminder, issueInvoice, tally, note],
   processors: [probeProcessor, remind, acknowledgeReminder, billInvoice],
-  projections: [fragileProjection, testInvoicesProjection]
+  projections: [fragileProjection, testInvoicesProjection, talliesProjection, unmigratedProjection]
 })

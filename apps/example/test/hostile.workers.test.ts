@@ -60,6 +60,7 @@ const queryOf: Record<string, ReadonlyArray<string>> = {
   "GET /v1/streams/:subject/facts": ["after", "limit"],
   "GET /v1/facts": ["subject", "type", "cursor", "limit"],
   "GET /v1/facts/:fact_id/trace": ["subject"],
+  "GET /v1/projections": [],
   "GET /v1/projections/:name": ["call_id", "buyer_id", "duration_s", "cursor", "limit"],
   "GET /v1/batches/:id": [],
   "GET /v1/batches/:id/output": [],

@@ -175,6 +175,9 @@ describe("tenancy sweep, every route of the table", () => {
     "GET /v1/runs": { ownerStatus: 200, ownMarkers: [a.run], answersB: true },
     // A's own retry is not sent: it would send A's stored body to the queue.
     "POST /v1/runs/:id/retry": { params: { id: a.run }, ownerStatus: undefined },
+    // The projections' catch-up spans every tenant: platform scope, every tenant's token is refused.
+    "GET /v1/projections": { ownerStatus: undefined },
+    "POST /v1/projections/catch-up": { ownerStatus: undefined },
     // B learns its own placement only.
     "GET /v1/tenants/me": { ownerStatus: 200, ownMarkers: ['"read_database"'], answersB: true },
     // Platform scope: every tenant's token is refused.

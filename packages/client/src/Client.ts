@@ -145,6 +145,10 @@ export interface ProjectionPage<P> {
   readonly projection: string
   readonly data: ReadonlyArray<ProjectionRow<P>>
   readonly next_cursor: string | null
+  /** Present while the projection replays the ledger (new to the deployment, or re-versioned): the rows are not complete yet. */
+  readonly status?: "catching_up"
+  /** Its progress then: the share of the ledger's shards replayed (0 to 1) and when the replay started. */
+  readonly catch_up?: { readonly progress: number; readonly since: string | null }
 }
 
 export interface Client {
@@ -281,7 +285,11 @@ export const make = (config: Config): Client => {
     const name = typeof projection === "string" ? projection : projection.name
     const where = options?.where as Readonly<Record<string, string | number | boolean>> | undefined
     const page = await api.readProjection({ params: { name }, query: { ...where, cursor: options?.cursor, limit: options?.limit } })
-    return { projection: name, data: page.data as Array<any>, next_cursor: page.next_cursor }
+    return {
+      projection: name, data: page.data as Array<any>, next_cursor: page.next_cursor,
+      ...(page.status === undefined ? {} : { status: page.status }),
+      ...(page.catch_up === undefined ? {} : { catch_up: { progress: page.catch_up.progress, since: page.catch_up.since } })
+    }
   }
 
   const projectionRows: Client["projectionRows"] = async function*(projection, options) {

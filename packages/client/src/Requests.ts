@@ -95,7 +95,21 @@ export const StreamPage = open({
   facts: Schema.Array(open({ fact_id: Schema.String, sequence: Schema.Number, type: Schema.String, data: Json }))
 })
 export const FactsPage = page(open({ fact_id: Schema.String, subject: Schema.String, sequence: Schema.Number, type: Schema.String, data: Json }))
-export const ProjectionPage = open({ projection: Schema.String, data: Schema.Array(Json), next_cursor: Nullable })
+/** A page of a projection; `status: "catching_up"` and `catch_up` while it replays the ledger (absent once current). */
+export const ProjectionPage = open({
+  projection: Schema.String, data: Schema.Array(Json), next_cursor: Nullable,
+  status: Schema.optional(Schema.Literal("catching_up")),
+  catch_up: Schema.optional(open({ progress: Schema.Number, since: Nullable }))
+})
+/** A registered projection and its catch-up (`GET /v1/projections`). */
+export const ProjectionState = open({
+  projection: Schema.String, version: Schema.Number, status: Schema.Literals(["current", "catching_up", "not_migrated", "unchecked"]),
+  recorded_version: Schema.NullOr(Schema.Number), detail: Nullable, updated_at: Nullable,
+  rebuild: Schema.NullOr(open({
+    batch_id: Schema.String, status: Schema.String, shards_done: Schema.Number, shards_total: Schema.Number,
+    facts_replayed: Schema.Number, facts_failed: Schema.Number, started_at: Schema.String, finished_at: Nullable
+  }))
+})
 export const Accepted = open({ items: Schema.Array(open({ idempotency_key: Schema.String, duplicate: Schema.Boolean })) })
 export const Uploaded = open({ manifest: Schema.String, size: Schema.Number })
 
@@ -172,6 +186,11 @@ export const routes = {
   readStream: route("GET", "/v1/streams/:subject/facts", 200, StreamPage, { query: ["after", "limit"] }),
   listFacts: route("GET", "/v1/facts", 200, FactsPage, { query: ["type", "subject", "cursor", "limit"] }),
   readProjection: route<"/v1/projections/:name", typeof ProjectionPage, string>("GET", "/v1/projections/:name", 200, ProjectionPage, { query: ["cursor", "limit"], openQuery: true }),
+  listProjections: route("GET", "/v1/projections", 200, open({ data: Schema.Array(ProjectionState) })),
+  catchUpProjections: route("POST", "/v1/projections/catch-up", 200, open({
+    steps: Schema.Array(open({ projection: Schema.String, action: Schema.String, batch_id: Schema.optional(Schema.String), detail: Schema.optional(Schema.String) })),
+    data: Schema.Array(ProjectionState)
+  })),
   liveness: route("GET", "/health", 200, open({ status: Schema.Literal("ok"), version: Schema.String })),
   queueHealth: route("GET", "/v1/queues/health", 200, QueueHealth, { query: ["window"] }),
   listDeadLetters: route("GET", "/v1/dlq", 200, page(DeadLetter), { query: ["queue", "status", "type", "reason", "cursor", "limit"] }),

@@ -43,6 +43,7 @@ operators' commands, against a deployment (--url, --token):
                                             --follow prints each new or changed run every second until ctrl-c
                                             (--follow-for S: for S seconds)
   runs retry ID                             retry a waiting message now (a dead one: replay its dead letter)
+  projections [catch-up]                    every projection's catch-up (current, catching_up, not_migrated); catch-up checks now (scope platform)
   batches [--status S] [--limit N]          batch jobs (imports, exports, reconciles, rebuilds) of this token's tenant
   import FILE [--name NAME] [--no-wait]     upload an NDJSON file of envelopes, import it, show progress until done (scope admin)
   export [--projection P] [--format F] [--out FILE]

@@ -1,7 +1,7 @@
 /**
  * The operators' commands of `factline`, against any deployment's HTTP API: queue health, dead letters
  * (list, show, replay one or all matching, skip, escalate), batch jobs (list, show, cancel; import, export,
- * reconcile, rebuild with a progress bar), tenants (where each lives, place one, move one and follow the move), runs (every
+ * reconcile, rebuild with a progress bar), projections (their catch-up, and the check now), tenants (where each lives, place one, move one and follow the move), runs (every
  * message attempt, followed live; retry now). Every call goes through the client's request layer
  * (`Requests` of @factline/client): this module knows the commands, their options and their output —
  * tables, `--json` for the API's JSON as is, the error to print — not the routes.
@@ -173,6 +173,29 @@ const commands = {
     }
   },
 
+  async projections(api, { flags, positional }) {
+    const sub = positional[1]
+    if (sub !== undefined && sub !== "catch-up") throw new UsageError(`unknown projections subcommand ${sub} (catch-up, or none to list)`)
+    if (positional.length > 2) throw new UsageError(`unexpected argument ${positional[2]}`)
+    const answer = sub === "catch-up" ? await api.catchUpProjections({}) : await api.listProjections({})
+    if (flags.json) return answer
+    const lines = [table([
+      { title: "PROJECTION", get: (p) => p.projection, max: 40 },
+      { title: "VERSION", get: (p) => (p.recorded_version === null || p.recorded_version === p.version ? `v${p.version}` : `v${p.recorded_version} → v${p.version}`) },
+      { title: "STATUS", get: (p) => p.status, color: (padded, raw) => paint({ current: 32, catching_up: 33, not_migrated: 31, unchecked: 90 }[raw] ?? 0, raw) + padded.slice(raw.length) },
+      { title: "REPLAY", get: (p) => (p.rebuild === null ? "—" : `${p.rebuild.batch_id} ${p.rebuild.status}`), max: 40 },
+      { title: "PROGRESS", get: (p) => (p.rebuild === null ? "—" : `${p.rebuild.shards_done}/${p.rebuild.shards_total} shards`), align: "right" },
+      { title: "FACTS", get: (p) => (p.rebuild === null ? "—" : num(p.rebuild.facts_replayed)), align: "right" },
+      { title: "UPDATED", get: (p) => ago(p.updated_at) },
+      { title: "DETAIL", get: (p) => p.detail ?? "", max: 80 }
+    ], answer.data)]
+    if (sub === "catch-up") {
+      const moved = answer.steps.filter((s) => !["current", "running"].includes(s.action))
+      lines.push("", moved.length === 0 ? dim("nothing to start: every projection is current or already catching up") : moved.map((s) => `${clean(s.projection)}: ${clean(s.action)}${s.batch_id ? ` ${clean(s.batch_id)}` : ""}`).join("\n"))
+    }
+    return lines.join("\n")
+  },
+
   async batches(api, { flags, positional }) {
     if (positional.length > 1) throw new UsageError(`unexpected argument ${positional[1]}`)
     const page = await api.listBatches({ query: query(flags, Requests.routes.listBatches) })
@@ -180,7 +203,8 @@ const commands = {
     if (page.data.length === 0) return dim("no batch jobs")
     return table([
       { title: "BATCH", get: (b) => b.batch_id, max: 40 },
-      { title: "OPERATION", get: (b) => `${b.operation} ${b.projection ?? b.params?.projection ?? b.params?.manifest ?? ""}`.trim() },
+      // A rebuild the system started (`cu_…`) is a projection catching up.
+      { title: "OPERATION", get: (b) => `${b.operation === "rebuild" && b.batch_id.startsWith("cu_") ? "catch-up" : b.operation} ${b.projection ?? b.params?.projection ?? b.params?.manifest ?? ""}`.trim() },
       { title: "STATUS", get: (b) => b.status, color: (padded, raw) => colored(raw) + padded.slice(raw.length) },
       { title: "PROGRESS", get: (b) => `${b.offset}/${b.total ?? "?"}${b.operation === "rebuild" ? " shards" : ""}`, align: "right" },
       { title: "DONE", get: (b) => num(b.succeeded), align: "right" },

@@ -45,6 +45,11 @@ interface Common<Table extends SQLiteTable = SQLiteTable> {
   readonly key: ReadonlyArray<string>
   /** Columns the HTTP query API may filter on. */
   readonly queryable: ReadonlyArray<string>
+  /**
+   * The mapping's version (a whole number ≥ 1, default 1). Raise it when the mapping changes what it writes
+   * for facts already stored: the deployment then replays the ledger into the projection by itself (CatchUp).
+   */
+  readonly version?: number
 }
 
 /** How one fact type changes a projection: `Projection.on(Charge, (data, fact) => …)`. `T` is the fact type's name. */
@@ -159,6 +164,9 @@ const check = (p: Projection) => {
     const absent = names.filter((n) => !columns.has(n))
     if (absent.length > 0) throw new ProjectionConfigError(`projection ${p.name}: ${what} ${absent.join(", ")} not in table ${tableName(p)}`)
   }
+  if (p.version !== undefined && (!Number.isSafeInteger(p.version) || p.version < 1)) {
+    throw new ProjectionConfigError(`projection ${p.name}: version must be a whole number ≥ 1 (got ${p.version})`)
+  }
   missing(["tenant_id"], "column")
   missing(p.key, "key column(s)")
   missing(p.queryable, "queryable column(s)")
@@ -194,6 +202,9 @@ export type RowOf<P> = P extends RowsProjection<infer Table, infer Types> ? Visi
   : P extends AdditiveProjection<infer Table> ? Visible<Table["$inferSelect"], "tenant_id">
   : never
 type Visible<Row, Hidden> = { readonly [K in keyof Row as K extends Hidden ? never : K]: Row[K] }
+
+/** The mapping's version: the definition's `version`, 1 when it declares none. */
+export const versionOf = (p: Projection): number => p.version ?? 1
 
 /** The fact types a projection listens to. */
 export const factTypes = (p: Projection): ReadonlyArray<string> => [...p.byType.keys()]

@@ -5,7 +5,9 @@
  * has been pending too long (a lost alarm), evaluate the operator alerts
  * (`Alerts`: health changes, new dead letters), forget old inbox rows, first-attempt
  * records, runs (by age and beyond `Runs.maxRuns`) and accepted idempotency keys, drop resolved dead letters and old metrics
- * minutes, fail batch jobs whose chunk message was lost, move the `facts`
+ * minutes, fail batch jobs whose chunk message was lost, start the catch-up
+ * of projections new to the deployment or re-versioned and report those whose
+ * table is missing (`CatchUp`), move the `facts`
  * copy's days past its window to the R2 archive (`Archive`). Each job is bounded
  * per run (a backlog is worked off over the next runs) and reads the time
  * from `Clock`.
@@ -17,6 +19,7 @@ import { Clock, Effect } from "effect"
 import * as Archive from "../archive/Archive.js"
 import * as Placement from "../placement/Placement.js"
 import * as BatchJobs from "../batch/BatchJobs.js"
+import * as CatchUp from "./CatchUp.js"
 import * as DeadLetterConsumer from "../consuming/DeadLetterConsumer.js"
 import * as FirstAttempts from "../consuming/FirstAttempts.js"
 import * as Inbox from "../consuming/Inbox.js"
@@ -130,6 +133,17 @@ export const evaluateAlerts = Effect.fn("Maintenance.evaluateAlerts")(function*(
   )
 })
 
+/**
+ * Starts the catch-up of projections new to the deployment (or re-versioned), records those caught up, and
+ * reports those whose table is missing (CatchUp.tick); a store that does not answer is logged and the next
+ * run checks again. Returns what it did per projection.
+ */
+export const catchUpProjections = Effect.fn("Maintenance.catchUpProjections")(function*() {
+  return yield* CatchUp.tick().pipe(
+    Effect.catch((error) => Effect.as(Effect.logError(`projections could not be checked for catch-up, the next run does: ${error.message}`), []))
+  )
+})
+
 /** What a run needs of the settings (the Worker passes its own). */
 export interface Options {
   /** `FACTLINE_ALERT_QUIET_MINUTES`, in milliseconds. */
@@ -150,5 +164,6 @@ export const run = Effect.fn("Maintenance.run")(function*(options: Options = { a
   yield* pruneAcceptedKeys()
   yield* pruneOperations()
   yield* failStaleBatchJobs()
+  yield* catchUpProjections()
   yield* archiveFacts()
 })

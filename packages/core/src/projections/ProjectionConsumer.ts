@@ -16,6 +16,14 @@
  * latest shape (Registry.latest: older `schema_version`s upcast in memory);
  * a fact newer than the code is applied nowhere and dead-lettered naming its
  * type and version.
+ *
+ * A projection whose write fails is isolated the same way: when the one
+ * transaction fails, the `facts` copy and each projection are written in their
+ * own transaction (one round trip each, on this slow path only). A projection
+ * whose table does not exist fails its facts permanently (`projection_not_migrated`,
+ * naming the projection and its table: apply the migration, then replay — the
+ * catch-up replays it too); any other write failure of one projection retries
+ * only that projection's facts, found fact by fact.
  */
 import { Effect, Result } from "effect"
 import type { Fact, FactPayload } from "@factline/schemas"
@@ -26,7 +34,7 @@ import * as FactMessage from "../relay/FactMessage.js"
 import * as Projection from "../definitions/Projection.js"
 import { Registry, type Shape as RegistryShape } from "../registry/Registry.js"
 import * as FactsCopy from "./FactsCopy.js"
-import { ProjectionStore } from "./ProjectionStore.js"
+import * as ProjectionStore from "./ProjectionStore.js"
 import * as Placement from "../placement/Placement.js"
 
 export interface ActiveRebuild {
@@ -49,6 +57,8 @@ export interface Plan {
   readonly statements: ReadonlyArray<Projection.Sql>
   /** By the fact's position in the input: the projections that could not map it (absent when all could). */
   readonly failures: ReadonlyMap<number, ReadonlyArray<MappingFailure>>
+  /** The same statements by writer: the `facts` copy (`projection` undefined) and each projection (its live table and shadows). */
+  readonly groups: ReadonlyArray<{ readonly projection: Projection.Projection | undefined; readonly statements: ReadonlyArray<Projection.Sql> }>
 }
 
 const reason = (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : String(error))
@@ -73,6 +83,20 @@ export const partitionMappable = (p: Projection.Projection, facts: ReadonlyArray
   return { mappable, failed }
 }
 
+/** The statements that apply `facts` to one projection: its live table and the shadows of its running rebuilds. Throws as its mapping does. */
+const projectionStatements = (p: Projection.Projection, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>) =>
+  [Projection.liveTarget(p), ...rebuilds.filter((r) => r.projection === p.name).map((r) => Projection.shadowTarget(p, r.shadow_table))]
+    .flatMap((target) => Projection.batchStatements(p, facts, target))
+
+/** One fact's statements for one projection; none when its mapping throws for it (that failure is already recorded). */
+const oneFact = (p: Projection.Projection, fact: Fact, rebuilds: ReadonlyArray<ActiveRebuild>) => {
+  try {
+    return projectionStatements(p, [fact], rebuilds)
+  } catch {
+    return []
+  }
+}
+
 /**
  * The statements that apply these facts to every registered projection (and
  * running rebuilds' shadows) and, for the types `copy` names, to the `facts`
@@ -83,19 +107,23 @@ export const partitionMappable = (p: Projection.Projection, facts: ReadonlyArray
  */
 export const plan = (registry: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>, copy: FactsCopy.FactsCopy): Plan => {
   const failures = new Map<number, Array<MappingFailure>>()
-  const statements = [...Projection.factsStatements(copy.kind === "all" ? facts : facts.filter((f) => FactsCopy.copies(copy, f.type)))]
+  const copied = Projection.factsStatements(copy.kind === "all" ? facts : facts.filter((f) => FactsCopy.copies(copy, f.type)))
+  const statements = [...copied]
+  const groups: Array<Plan["groups"][number]> = [{ projection: undefined, statements: copied }]
   for (const p of registry.projections) {
-    const targets = [Projection.liveTarget(p), ...rebuilds.filter((r) => r.projection === p.name).map((r) => Projection.shadowTarget(p, r.shadow_table))]
-    const forTargets = (some: ReadonlyArray<Fact>) => targets.flatMap((target) => Projection.batchStatements(p, some, target))
+    const forTargets = (some: ReadonlyArray<Fact>) => projectionStatements(p, some, rebuilds)
+    let own: ReadonlyArray<Projection.Sql>
     try {
-      statements.push(...forTargets(facts))
+      own = forTargets(facts)
     } catch {
       const { mappable, failed } = partitionMappable(p, facts)
       for (const { index, error } of failed) failures.set(index, [...(failures.get(index) ?? []), { projection: p.name, error }])
-      statements.push(...forTargets(mappable))
+      own = forTargets(mappable)
     }
+    statements.push(...own)
+    if (own.length > 0) groups.push({ projection: p, statements: own })
   }
-  return { statements, failures }
+  return { statements, failures, groups }
 }
 
 /** The statements of `plan`, for callers that only write. */
@@ -115,7 +143,7 @@ const mappingFailed = (fact: Fact, failures: ReadonlyArray<MappingFailure>): Con
 /** Applies the facts of tenants placed on the read database in scope (one transaction). */
 const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) {
   const registry = yield* Registry
-  const store = yield* ProjectionStore
+  const store = yield* ProjectionStore.ProjectionStore
   const factsCopy = yield* FactsCopy.FactsCopySetting
   const outcomes = new Map<string, Consumer.Outcome>()
   const rebuilds = yield* Effect.orElseSucceed(store.query<ActiveRebuild>(activeRebuilds), () => null)
@@ -130,10 +158,45 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
     if (Result.isFailure(current)) outcomes.set(item.key, Consumer.failed(current.failure))
     else readable.push(current.success === item.value.fact ? item : { key: item.key, value: { ...item.value, fact: current.success } })
   }
-  const { statements, failures } = plan(registry, readable.map((i) => i.value.fact), rebuilds, factsCopy)
-  const failed = yield* store.write(statements, () => readable.map(({ key, value }) => ({ key, statements: statementsFor(registry, [value.fact], rebuilds, factsCopy) })))
+  const facts = readable.map((i) => i.value.fact)
+  const { statements, failures, groups } = plan(registry, facts, rebuilds, factsCopy)
+  // On the slow path only: the facts copy and each projection on its own (their keys are their positions).
+  const failedGroups = yield* store.write(statements, () => groups.map((g, at) => ({ key: String(at), statements: g.statements })))
+  /** By fact key: why its write failed, transient (retried) or not. */
+  const writeFailures = new Map<string, { readonly error: string; readonly permanent: boolean }>()
+  // A fact several writers failed: permanent only if every one of them is (a transient one may still apply).
+  const failWrite = (key: string, error: string, permanent: boolean) => {
+    const before = writeFailures.get(key)
+    writeFailures.set(key, before === undefined ? { error, permanent } : { error: `${before.error}; ${error}`, permanent: before.permanent && permanent })
+  }
+  for (const [at, error] of failedGroups) {
+    const group = groups[Number(at)]!
+    const p = group.projection
+    if (p === undefined) {
+      // The copy failed: its facts one by one, so one fact the copy refuses does not hold back the rest.
+      const alone = yield* store.write(group.statements, () =>
+        readable.map(({ key, value }) => ({ key, statements: FactsCopy.copies(factsCopy, value.fact.type) ? Projection.factsStatements([value.fact]) : [] })))
+      for (const [key, e] of alone) failWrite(key, `the facts copy: ${e}`, false)
+      continue
+    }
+    // The facts this projection writes something for (a mapping may return nothing for a fact).
+    const mine = readable.filter(({ value }) => p.byType.has(value.fact.type) && oneFact(p, value.fact, rebuilds).length > 0)
+    if (ProjectionStore.isMissingTable(error)) {
+      const why = ProjectionStore.notMigratedMessage(p)
+      console.error(JSON.stringify({ level: "error", message: "projection not migrated", projection: p.name, table: Projection.tableName(p), facts: mine.length, error }))
+      for (const { key, value } of mine) {
+        failWrite(key, `projection_not_migrated: ${why}; ${value.fact.type} fact ${value.fact.fact_id} was applied to the facts copy, if copied, and every other projection; apply the migration, then replay this dead letter (or let the projection catch up)`, true)
+      }
+      continue
+    }
+    // Another failure of this projection alone: its facts one by one, so one bad fact does not hold back the rest.
+    const alone = yield* store.write(group.statements, () =>
+      mine.map(({ key, value }) => ({ key, statements: oneFact(p, value.fact, rebuilds) })))
+    for (const [key, e] of alone) failWrite(key, `projection "${p.name}": ${e}`, false)
+  }
   readable.forEach(({ key, value }, index) => {
-    const error = failed.get(key)
+    const failedWrite = writeFailures.get(key)
+    const error = failedWrite?.error
     const unmapped = failures.get(index)
     // The error text in the log (Workers Logs indexes JSON lines), not only in the dead letter.
     if (unmapped !== undefined) {
@@ -141,12 +204,14 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
         console.error(JSON.stringify({ level: "error", message: "projection mapping failed", projection: f.projection, fact_type: value.fact.type, fact_id: value.fact.fact_id, traceparent: value.fact.traceparent, error: f.error }))
       }
     }
-    if (error !== undefined) {
+    if (error !== undefined && failedWrite?.permanent !== true) {
       console.error(JSON.stringify({ level: "error", message: "projection write failed", fact_type: value.fact.type, fact_id: value.fact.fact_id, traceparent: value.fact.traceparent, error }))
     }
     outcomes.set(
       key,
-      error !== undefined
+      failedWrite?.permanent === true
+        ? Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: failedWrite.error }))
+        : error !== undefined
         ? Consumer.failed(new Failure.TransientError({ message: `projection write failed: ${error}` }))
         : unmapped !== undefined
         ? mappingFailed(value.fact, unmapped)

@@ -5,10 +5,13 @@
  * one transaction for a whole queue batch. If that transaction fails, the
  * batch is written again group by group (one group per fact, built only
  * then) so that one bad fact cannot hold back the others (the slow path only
- * runs on failure). `query` runs one read.
+ * runs on failure). `query` runs one read. A missing table (a projection
+ * never migrated) is told apart from the store being down
+ * (`ProjectionNotMigrated`, `isMissingTable`).
  */
-import { Context, Effect, Layer, Result } from "effect"
-import type { Sql, Value } from "../definitions/Projection.js"
+import { Context, Effect, Layer, Result, Schema } from "effect"
+import type { FailureReason } from "@factline/schemas"
+import { type Projection, type Sql, tableName, type Value } from "../definitions/Projection.js"
 import * as Door from "../platform/Sql.js"
 import * as Placement from "../placement/Placement.js"
 import * as Failure from "../failures/Failure.js"
@@ -66,3 +69,32 @@ export const make = (sql: Door.Sql): Shape => ({
   query: <T>(statement: Sql) =>
     sql.all<T>(statement).pipe(Effect.mapError(unavailable), Effect.withSpan("ProjectionStore.query"))
 })
+
+/** A D1 error saying a table does not exist: a projection whose migration was never applied. */
+export const isMissingTable = (error: string): boolean => /no such table/i.test(error)
+
+/** What a projection whose table is missing tells an operator: which table, and how to create it. */
+export const notMigratedMessage = (p: Projection) =>
+  `projection "${p.name}" is not migrated: its table ${tableName(p)} does not exist in this read database; ` +
+  `generate its migration (npm run db:generate) and apply it (wrangler d1 migrations apply)`
+
+/**
+ * 503 `projection_not_migrated`: the projection's table does not exist (its migration was never applied).
+ * Not the store being down: retrying does not help until an operator applies the migration.
+ */
+export class ProjectionNotMigrated extends Schema.TaggedError<ProjectionNotMigrated>()("ProjectionNotMigrated", {
+  projection: Schema.String,
+  table: Schema.String,
+  message: Schema.String
+}) {
+  readonly [Failure.TypeId] = Failure.TypeId
+  get status() { return 503 }
+  get code() { return "projection_not_migrated" }
+  get retryable() { return false }
+  get reason(): FailureReason { return "permanent_failure" }
+  get publicMessage() { return this.message }
+}
+
+/** A read's failure as `ProjectionNotMigrated` when it is a missing table, as itself otherwise. */
+export const notMigrated = (p: Projection) => (error: Failure.Unavailable): Failure.Unavailable | ProjectionNotMigrated =>
+  isMissingTable(error.message) ? new ProjectionNotMigrated({ projection: p.name, table: tableName(p), message: notMigratedMessage(p) }) : error

@@ -110,9 +110,11 @@ const onEachDatabase = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 
 /**
  * Creates the shadow table and the rebuild record, owned by `tenantId` (the
- * caller's tenant); returns the record and the first slice to enqueue.
+ * caller's tenant); returns the record and the first slice to enqueue. A
+ * rebuild the system starts (a projection catching up, operations/CatchUp.ts)
+ * is named `cu_…` instead of `rb_…`.
  */
-export const start = Effect.fn("Rebuild.start")(function*(projectionName: string, tenantId: string) {
+export const start = Effect.fn("Rebuild.start")(function*(projectionName: string, tenantId: string, startedBy: "operator" | "system" = "operator") {
   const registry = yield* Registry
   const store = yield* ProjectionStore
   const platform = yield* Sql.PlatformDatabase
@@ -132,7 +134,7 @@ export const start = Effect.fn("Rebuild.start")(function*(projectionName: string
   // Every read database has the same migrations: the first one's DDL is every one's.
   const { table } = yield* Effect.provideService(ddl(live), Sql.ReadDatabase, (yield* Placement.TenantPlacement).databases[0]!)
   if (!table) return yield* new Failure.NotFound({ message: `table ${live} does not exist; apply the migrations` })
-  const id = `rb_${(yield* Time.millis).toString(36)}_${crypto.randomUUID().slice(0, 8)}`
+  const id = `${startedBy === "system" ? "cu" : "rb"}_${(yield* Time.millis).toString(36)}_${crypto.randomUUID().slice(0, 8)}`
   const shadow = `${live}__${id}`
   const createShadow = table.replace(/^CREATE TABLE\s+(["`]?)[^"`\s(]+\1/i, `CREATE TABLE ${q(shadow)}`)
   const total = yield* LedgerTopology.shardCount

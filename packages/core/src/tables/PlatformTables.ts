@@ -460,3 +460,20 @@ export const runs = sqliteTable(
   },
   (t) => [index("runs_by_updated_at").on(t.updatedAt), index("runs_by_tenant").on(t.tenantId, t.updatedAt)]
 )
+
+/**
+ * What the deployment knows of each registered projection's mapping version (platform database), one row per
+ * projection, written only by `operations/CatchUp.ts`. A projection without a row (new to the deployment), or
+ * whose definition's `version` differs from the row's, catches up: a rebuild started by the system replays the
+ * ledger into it (`rebuild_id`), and the row says `catching_up` until the rebuild has swapped, then `current`.
+ * `not_migrated`: the projection's table is missing from a read database (`detail` says which); it catches
+ * up once the migration is applied.
+ */
+export const projectionVersions = sqliteTable("projection_versions", {
+  projection: text("projection").primaryKey(),
+  version: integer("version").notNull(),
+  status: text("status", { enum: ["catching_up", "current", "not_migrated"] }).notNull(),
+  rebuildId: text("rebuild_id"),
+  detail: text("detail"),
+  updatedAt: text("updated_at").notNull()
+})

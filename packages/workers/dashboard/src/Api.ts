@@ -131,3 +131,9 @@ export const runs = (filters: RunFilters) =>
   call((api) => api.listRuns({ query: { queue: given(filters.queue), outcome: given(filters.outcome), type: given(filters.type), subject: given(filters.subject), limit: 50 } }))
 /** Sends a copy of a waiting message to its queue now. */
 export const retryRun = (id: string) => call((api) => api.retryRun({ params: { id } }))
+
+// ------------------------------------------------------------------ projections (GET /v1/projections)
+
+export type ProjectionState = Requests.Output<Routes["listProjections"]>["data"][number]
+
+export const projections = () => call((api) => api.listProjections({}))

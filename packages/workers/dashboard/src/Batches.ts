@@ -18,7 +18,8 @@ const row = (b: Api.BatchJob) => {
   const firstError = b.errors?.[0]
   return h("tr", { "data-batch": b.batch_id, "data-status": b.status },
     h("td", { class: "mono", text: b.batch_id }),
-    h("td", { text: b.operation + (target ? ` ${target}` : "") }),
+    // A rebuild the system started (`cu_…`) is a projection catching up.
+    h("td", { text: (rebuild && b.batch_id.startsWith("cu_") ? "catch-up" : b.operation) + (target ? ` ${target}` : "") }),
     h("td", {}, badge(b.status)),
     h("td", {}, h("div", { class: "bar", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": total, "aria-valuenow": done }, fill),
       " ", h("span", { class: "checks", text: `${done} / ${b.total === null ? "?" : total}${rebuild ? " shards" : " items"}` })),

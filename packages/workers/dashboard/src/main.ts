@@ -11,6 +11,7 @@
  */
 import * as Api from "./Api.js"
 import * as Batches from "./Batches.js"
+import * as Projections from "./Projections.js"
 import * as DeadLetters from "./DeadLetters.js"
 import * as Dialog from "./Dialog.js"
 import { byId } from "./Dom.js"
@@ -41,14 +42,14 @@ const schedule = () => {
   }, refreshEveryMs)
 }
 
-/** Reloads the three panels (one refresh at a time). */
+/** Reloads the panels (one refresh at a time). */
 const refresh = async (): Promise<void> => {
   if (Session.token() === null || loading) return
   const generation = Session.currentGeneration()
   loading = true
   refreshButton().disabled = true
   try {
-    await Promise.all([Health.load(), Runs.load(), DeadLetters.load(false), Batches.load()])
+    await Promise.all([Health.load(), Runs.load(), DeadLetters.load(false), Batches.load(), Projections.load()])
     if (generation === Session.currentGeneration()) byId("updated").textContent = `updated ${new Date().toLocaleTimeString()}`
   } finally {
     if (generation === Session.currentGeneration()) {
@@ -75,6 +76,7 @@ const signOut = (message: string) => {
   Runs.reset()
   DeadLetters.reset()
   Batches.reset()
+  Projections.reset()
   byId("updated").textContent = ""
   byId("app").hidden = true
   byId("login").hidden = false

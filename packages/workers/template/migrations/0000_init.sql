@@ -147,6 +147,15 @@ CREATE TABLE `projection_rebuilds` (
 );
 --> statement-breakpoint
 CREATE INDEX `projection_rebuilds_by_status` ON `projection_rebuilds` (`status`,`projection`);--> statement-breakpoint
+CREATE TABLE `projection_versions` (
+	`projection` text PRIMARY KEY NOT NULL,
+	`version` integer NOT NULL,
+	`status` text NOT NULL,
+	`rebuild_id` text,
+	`detail` text,
+	`updated_at` text NOT NULL
+);
+--> statement-breakpoint
 CREATE TABLE `queue_metrics` (
 	`queue` text NOT NULL,
 	`minute` text NOT NULL,
