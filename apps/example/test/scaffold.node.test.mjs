@@ -85,5 +85,9 @@ describe("the first-handler guide's commands", () => {
     const added = readdirSync(join(copy, "migrations")).filter((f) => f.endsWith(".sql") && !before.includes(f))
     expect(added).toEqual([expect.stringMatching(/^\d{4}_leads_rating\.sql$/)])
     expect(readFileSync(join(copy, "migrations", added[0]), "utf8")).toContain('ALTER TABLE `leads` RENAME COLUMN "score" TO "rating";')
+    // The guide names the file the real run wrote (FACTLINE_UPDATE_DOCS=1 writes it).
+    const shown = /migrations\/(\d{4}_leads_rating\.sql)/
+    if (process.env.FACTLINE_UPDATE_DOCS === "1") writeFileSync(guidePath, readFileSync(guidePath, "utf8").replace(shown, `migrations/${added[0]}`))
+    expect(shown.exec(readFileSync(guidePath, "utf8"))?.[1]).toBe(added[0])
   }, 120_000)
 })
