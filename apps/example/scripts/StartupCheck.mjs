@@ -41,3 +41,19 @@ export const check = async (base, { window = "10m", minutes = 10 } = {}) => {
   if (total.events === null) lines.push("factline: accepted events are not kept (FACTLINE_KEEP_ACCEPTED is off): an event on the events queue when the stack stops is lost, and nothing can re-send it")
   return { report: total, lines }
 }
+
+/**
+ * `wrangler dev` never fires the cron, whose run starts the catch-up of projections new to the deployment or
+ * re-versioned: `npm run dev` asks for that check once the stack serves (`POST /v1/projections/catch-up`, what
+ * `factline projections catch-up` does) and says what it started or found.
+ */
+export const catchUp = async (base) => {
+  const response = await fetch(`${base}/v1/projections/catch-up`, { method: "POST", headers: { authorization: `Bearer ${platformToken}` } })
+  if (!response.ok) return [`factline: could not check the projections' catch-up (${response.status} ${await response.text()})`]
+  const { steps } = await response.json()
+  const said = steps.filter((s) => s.action !== "current")
+  if (said.length === 0) return [`factline: every projection is current (${steps.length})`]
+  return said.map((s) =>
+    s.action === "not_migrated" ? `factline: projection ${s.projection} is not migrated — ${s.detail ?? "apply its migration"}`
+      : `factline: projection ${s.projection}: catch-up ${s.action}${s.batch_id ? ` (${s.batch_id}; follow it with \`npm run factline -- projections --token ${platformToken}\`)` : ""}`)
+}

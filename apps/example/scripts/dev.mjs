@@ -3,11 +3,13 @@
  * `npm run dev`'s last step: `wrangler dev` with the arguments given (`npm run dev -- --port 8795`), plus
  * `FACTLINE_KEEP_ACCEPTED=10m` (accepted events kept in R2 for 10 minutes, so `factline recover` can re-send
  * what a restart of the local queues lost), and, once it serves, the start-up check (StartupCheck.mjs): how
- * many facts of the last 10 minutes may not have reached their queues, and the command that recovers them.
+ * many facts of the last 10 minutes may not have reached their queues, and the command that recovers them; then
+ * the projections' catch-up check, which the cron would run in a deployment (a projection new since the last
+ * start replays the ledger by itself).
  * Wrangler's own output is passed through untouched; stopping this stops wrangler.
  */
 import { spawn } from "node:child_process"
-import { check, keepAccepted } from "./StartupCheck.mjs"
+import { catchUp, check, keepAccepted } from "./StartupCheck.mjs"
 
 const args = process.argv.slice(2)
 const portArg = args.indexOf("--port")
@@ -24,6 +26,7 @@ for (let i = 0; i < 600 && dev.exitCode === null; i++) {
     if (response.ok) {
       const { lines } = await check(`http://localhost:${port}`)
       for (const line of lines) console.log(line)
+      for (const line of await catchUp(`http://localhost:${port}`)) console.log(line)
       break
     }
   } catch {}
