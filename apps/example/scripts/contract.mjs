@@ -106,6 +106,11 @@ await checks("contract", async ({ base, check }) => {
   await call("POST", "/v1/projections/catch-up", {}, { token: platform })
   await call("GET", "/v1/projections", {}, { token: platform })
   await call("GET", "/v1/projections", {})
+  // Recovery after a restart: a dry run and a real one (idempotent), a bad window, a tenant's token.
+  await call("POST", "/v1/recover", {}, { token: platform, body: { since: new Date(Date.now() - 600_000).toISOString(), dry_run: true } })
+  await call("POST", "/v1/recover", {}, { token: platform, body: { since: new Date(Date.now() - 600_000).toISOString() } })
+  await call("POST", "/v1/recover", {}, { token: platform, body: { since: "yesterday" } })
+  await call("POST", "/v1/recover", {}, { body: { since: new Date().toISOString() } })
 
   // Batches: an upload, an import of it, an export, its output, a cancel of an ended job, a rebuild without the platform scope.
   const ndjson = JSON.stringify(event(5)) + "\n"
