@@ -98,6 +98,8 @@ export const check = (root) => {
     const { bare } = read(file)
     for (const m of matches(bare, /(?<![\w$])env\s*(?:\??\.\s*[\w$]|(?:\?\.)?\s*\[)/g)) envHits.push(hit(file, m.index))
     for (const m of matches(bare, /\{[^{}]*\}\s*=\s*(?:[\w$]+\s*\.\s*)?env\b(?!\s*[\w$.?[(])/g)) envHits.push(hit(file, m.index))
+    // `env` imported from cloudflare:workers (under any local name) is an env read too.
+    for (const m of matches(texts.get(file), /import\s*\{[^}]*\benv\b[^}]*\}\s*from\s*["']cloudflare:workers["']/g)) envHits.push(hit(file, m.index))
   }
 
   // 2. Call sites that pick an HTTP error status: errorResponse(…) anywhere but its definition, and error
@@ -218,7 +220,7 @@ export const check = (root) => {
 
   const scope = "packages/*/src"
   const rules = [
-    { name: "env reads outside the composition", limit: 0, hits: envHits, scans: `${scope}; env.X, env?.X, env[…], { … } = env; allowed in ${compositionFiles.join(", ") || "(none)"}` },
+    { name: "env reads outside the composition", limit: 0, hits: envHits, scans: `${scope}; env.X, env?.X, env[…], { … } = env, env imported from cloudflare:workers; allowed in ${compositionFiles.join(", ") || "(none)"}` },
     { name: "errorResponse-style call sites", limit: 0, hits: errorHits, scans: `${scope}; errorResponse( calls, .json({ error …}) and new Response(JSON.stringify({ error …})) outside ${errorBodyFiles.join(", ") || "(none)"}` },
     {
       name: "_tag string matches on errors",

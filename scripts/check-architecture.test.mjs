@@ -63,6 +63,7 @@ test("a clean repository passes, and the type-only circle is reported, not faile
 
 const violations = {
   "env reads outside the composition": ["packages/workers/src/Platform.ts", "export const f = (env: Env) => 1\nexport const g = (env: Env) => env.DB\n", 2],
+  "env imported from cloudflare:workers": ["packages/workers/src/Platform.ts", 'export const a = 1\nimport { env as workerEnv } from "cloudflare:workers"\n', 2],
   "env reads, by index": ["packages/workers/src/http/Queues.ts", 'export const f = (c: any) => c.env["DLQ"]\n', 1],
   "errorResponse-style call sites": ["packages/workers/src/http/Facts.ts", 'import { errorResponse } from "./Errors.js"\nexport const f = (c: any) => errorResponse(c, 404, "not_found")\n', 2],
   "error bodies by hand": ["packages/workers/src/http/Auth.ts", 'export const f = (c: any) =>\n  c.json({ error: { code: "forbidden" } }, 403)\n', 2],

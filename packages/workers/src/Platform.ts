@@ -17,7 +17,6 @@
  * Every program runs on the isolate's one runtime (Services); nothing here
  * reads a binding or builds a layer.
  */
-import { env as workerEnv } from "cloudflare:workers"
 import { Clock, Effect } from "effect"
 import {
   BatchConsumer,
@@ -97,13 +96,6 @@ export interface Options {
   readonly localDevelopment?: boolean
 }
 
-const localDevelopmentAtLoad = (): boolean => {
-  try {
-    return (workerEnv as { readonly FACTLINE_LOCAL_DEVELOPMENT?: unknown } | undefined)?.FACTLINE_LOCAL_DEVELOPMENT === "true"
-  } catch {
-    return false
-  }
-}
 
 /**
  * The platform of a module list the registry refused, in local development: it loads (so wrangler
@@ -136,7 +128,7 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>, options: Opt
   try {
     registry = Registry.make(modules)
   } catch (error) {
-    if (error instanceof Registry.RegistryConfigError && (options.localDevelopment ?? localDevelopmentAtLoad())) return refused(error)
+    if (error instanceof Registry.RegistryConfigError && (options.localDevelopment ?? Services.localDevelopmentAtLoad())) return refused(error)
     throw error
   }
   const runtime = Services.runtimes(registry)
