@@ -27,7 +27,7 @@ const attempt = (f) => {
 const rfc3339 = /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$/
 /** The context attributes (and `data`) every fact's CloudEvent has, and factline's extension attributes. */
 const core = ["specversion", "id", "source", "type", "subject", "time", "datacontenttype", "data"]
-const extensions = ["sequence", "causationid", "correlationid", "causedby", "tenantid"]
+const extensions = ["sequence", "causationid", "correlationid", "causedby", "tenantid", "schemaversion"]
 const tenant = "tenant-a"
 
 await checks("interop", async ({ base, check }) => {
@@ -117,6 +117,7 @@ await checks("interop", async ({ base, check }) => {
     expect("correlationid", event.correlationid === fact.correlation_id)
     expect("causedby", event.causedby === fact.caused_by)
     expect("tenantid", event.tenantid === tenant)
+    expect("schemaversion = the fact's schema_version, as a string", event.schemaversion === String(fact.schema_version ?? 1))
     expect("every extension value is a non-empty string", extensions.every((k) => typeof event[k] === "string" && event[k] !== ""))
     const strict = attempt(() => new CloudEvent(event))
     expect(`new CloudEvent(obj) validates: ${strict.error}`, strict.error === undefined)
