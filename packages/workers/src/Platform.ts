@@ -18,7 +18,8 @@
  * reads a binding or builds a layer.
  */
 import { env as workerEnv } from "cloudflare:workers"
-import { Clock, Effect } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import {
   BatchConsumer,
   DeadLetterConsumer,

@@ -25,7 +25,10 @@
  * (`ProcessorSpec.for(chargeCall, { layer: PricingTest })`); without one it
  * does not compile.
  */
-import { Clock, type Duration, Effect, type Layer, Result } from "effect"
+import type { Duration, Layer } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import { TestClock } from "effect/testing"
 import type { Envelope, Fact } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
