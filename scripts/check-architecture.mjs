@@ -228,7 +228,7 @@ export const check = (root) => {
       if (!isCode(lexedFile, m.index)) continue
       const names = m[1]
       const values = /^\s*\{/.test(names) ? names.replace(/[{}]/g, "").split(",").map((n) => n.trim()).filter((n) => n !== "" && !n.startsWith("type ")) : [names.trim()]
-      if (values.length > 0) barrelHits.push(hit(file, m.index, `${values.join(", ")} from "${m[3]}": import each module by its path (import * as X from "${m[3]}/X")`))
+      if (values.length > 0) barrelHits.push(hit(file, m.index, `${values.join(", ")} from "${m[3]}": import each module by its path (import * as X from "${m[3]}/X"; node scripts/effect-imports.mjs FILE rewrites it)`))
     }
   }
 
