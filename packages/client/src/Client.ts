@@ -21,7 +21,8 @@
  * upcast what it reads: stored facts were validated when they were appended, and projection rows are what
  * the platform's query API returns.
  */
-import { Result, Schema } from "effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 import type { FactDefinition, MessageDefinition, Projection } from "@factline/core/definitions"
 import { EnvelopeInput, type Fact, Issues } from "@factline/schemas"
 import * as Batcher from "./Batcher.js"

@@ -6,7 +6,7 @@
  * Which failures are retried is decided once, in the Transport (429, 5xx, network): what reaches a caller
  * here is final for that call.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { Issues } from "@factline/schemas"
 
 /** One problem with one field; `path` is dotted, relative to the event's envelope (`payload.duration_s`, `subject`). */

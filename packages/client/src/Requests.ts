@@ -19,7 +19,8 @@
  * any other answer is a typed error (ClientError) carrying the API's status and body. It does not retry
  * (Transport does), build events (Client does) or format anything for a person (the CLI does).
  */
-import { Result, Schema } from "effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 import { Issues } from "@factline/schemas"
 import * as Backoff from "./Backoff.js"
 import { Conflict, Forbidden, InvalidQuery, InvalidRequest, NotFound, type Problem, type RequestError, Unauthorized, UnexpectedResponse } from "./ClientError.js"

@@ -5,7 +5,7 @@
  * its original idempotency key. Records written by the platform itself (when a
  * consumer crashed past `max_retries`) carry the reason `platform_retries_exhausted`.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { IsoDateTime } from "./Envelope.js"
 
 export const FailureReason = Schema.Literals([

@@ -6,7 +6,7 @@
  * `payload` / `payload_ref` is present. This module validates the envelope only;
  * the payload is validated against the registered schema by the events consumer (through the registry).
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { Traceparent } from "./TraceContext.js"
 
 const NonEmpty = (max: number) => Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(max))

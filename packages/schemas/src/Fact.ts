@@ -5,7 +5,7 @@
  * the position in its stream (1-based, gap-free). This module only describes the
  * shape; appending and ordering live in the ledger.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { IsoDateTime, TenantId } from "./Envelope.js"
 import { Traceparent } from "./TraceContext.js"
 

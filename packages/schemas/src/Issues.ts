@@ -11,7 +11,9 @@
  * `maxProblemChars`. Collect problems with a loop, never `push(...list)`: a
  * spread of a large array overflows the engine's argument count.
  */
-import { Result, Schema, SchemaIssue } from "effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
 
 /**
  * One problem with one field. `path` is dotted (`payload.duration_s`, `events.3.tenant_id`); `""` is the whole

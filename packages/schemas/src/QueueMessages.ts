@@ -6,7 +6,7 @@
  * carry platform payloads adapted from the z0 queue spec: the fact itself for
  * projections and fact-processing, a delivery for webhooks, a work slice for batch.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { Envelope, IsoDateTime, PayloadRef } from "./Envelope.js"
 import { Fact, FactType } from "./Fact.js"
 

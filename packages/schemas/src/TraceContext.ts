@@ -15,7 +15,7 @@
  * each of its attempts. This module only reads, checks and derives the value;
  * it records no spans and does not propagate `tracestate`.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 const hex = (n: number) => `[0-9a-f]{${n}}`
 const fields = `-(?!0{32})${hex(32)}-(?!0{16})${hex(16)}-${hex(2)}`

@@ -107,7 +107,8 @@ function moduleSource(name, pascal, camel) {
  * qualified by a processor (\`${name}_qualified\`), and projected into the \`${name}\` table.
  * Subject = the ${name} id. Scaffolded by \`factline new:module ${name}\`; make it yours.
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, Projection } from "@factline/core"
 import * as Tables from "./Tables.js"
 

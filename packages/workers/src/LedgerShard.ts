@@ -19,7 +19,8 @@
  * — the fired facts with it — and sets itself to the next timer, if any.
  */
 import { DurableObject } from "cloudflare:workers"
-import { Clock, Effect } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import { Bindings, type LedgerProtocol, LedgerStorage, LedgerTopology, OutboxRelay, PayloadStore, QueueGroups, RetryPolicy, Settings } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import type { PlatformEnv } from "./Env.js"

@@ -17,7 +17,8 @@
  * Every program runs on the isolate's one runtime (Services); nothing here
  * reads a binding or builds a layer.
  */
-import { Clock, Effect } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import {
   BatchConsumer,
   DeadLetterConsumer,

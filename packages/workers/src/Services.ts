@@ -8,7 +8,10 @@
  * It does not compose services (core does, once, for the Worker and the Node
  * test kit alike).
  */
-import { ConfigProvider, Effect, Layer, ManagedRuntime } from "effect"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
 import { Bindings, LedgerNamespace, PlatformLayer, QueueGroups, type Registry, Settings } from "@factline/core"
 import { env as workerEnv } from "cloudflare:workers"
 import type { PlatformEnv } from "./Env.js"

@@ -4,7 +4,8 @@
  * the call's stream. Subject = `call_id`. Its processor prices charges with
  * the module's `Pricing` service (its layer: `Pricing.layer`).
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, Projection, Webhook } from "@factline/core"
 import { Pricing } from "./Pricing.js"
 import * as Tables from "./Tables.js"

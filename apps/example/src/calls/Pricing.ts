@@ -6,7 +6,9 @@
  * The live price is the one the call was completed with, in its currency: a marketplace with negotiated
  * rates would read them here (a table, a client), not in the processor.
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 
 /** The call being charged: who pays, how long it lasted, its listed price. */
 export interface PricedCall {

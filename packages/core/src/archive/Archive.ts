@@ -25,7 +25,9 @@
  * object; or coordinate two overlapping runs (the cron's runs are short and
  * bounded; see docs/archive.md).
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Failure from "../failures/Failure.js"
 import { type Bucket, PayloadBucket } from "../platform/Bindings.js"
 import * as Sql from "../platform/Sql.js"

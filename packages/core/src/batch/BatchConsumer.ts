@@ -14,7 +14,10 @@
  * the error (and a rebuild's shadow table dropped) before it is dead-lettered:
  * a job that cannot finish never stays `running`, nor blocks the next rebuild.
  */
-import { Cause, Effect, Exit, Result } from "effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Result from "effect/Result"
 import { type BatchPayload, BatchPayload as BatchPayloadSchema, Envelope, Issues, tenantKey } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"

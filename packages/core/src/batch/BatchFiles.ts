@@ -5,7 +5,9 @@
  * byte range: a job never loads a whole input. Downloads and uploads stream
  * (`stream`, `upload`): the HTTP edge passes bodies through, never buffering them.
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Failure from "../failures/Failure.js"
 import type { Bucket } from "../platform/Bindings.js"
 

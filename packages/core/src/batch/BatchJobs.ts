@@ -13,7 +13,7 @@
  * Rebuilds keep their own record (`projection_rebuilds`, Rebuild.ts): they are
  * platform-wide, owned by the platform's tenant.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { ProjectionStore } from "../projections/ProjectionStore.js"
 import * as Failure from "../failures/Failure.js"
 import * as Time from "../platform/Time.js"

@@ -19,7 +19,8 @@
  * It does not: export another tenant's data (the query is scoped to the job's
  * tenant), or filter (the whole projection or all facts).
  */
-import { Effect, Result } from "effect"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import type { BatchPayload } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
 import * as ProjectionQuery from "../projections/ProjectionQuery.js"

@@ -24,7 +24,9 @@
  * It does not: dead-letter a bad line (it is reported on the job instead),
  * or accept a line longer than `maxLineBytes`.
  */
-import { Effect, Exit, Result } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Result from "effect/Result"
 import type { BatchPayload } from "@factline/schemas"
 import type * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"

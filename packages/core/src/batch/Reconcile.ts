@@ -19,7 +19,7 @@
  * traffic is quiet — a row written meanwhile could be reported, and repaired,
  * to the ledger's state at the replay; or compare another tenant's rows.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { BatchPayload } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
 import { Ledger } from "../ledger/Ledger.js"

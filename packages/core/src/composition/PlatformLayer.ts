@@ -8,7 +8,8 @@
  * It does not read env variables or bindings itself (`Bindings`, `Settings`),
  * and builds no runtime: the caller keeps one `ManagedRuntime` per isolate.
  */
-import { Effect, Layer } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { DeadLetters } from "../consuming/DeadLetters.js"
 import { FirstAttempts } from "../consuming/FirstAttempts.js"
 import { Inbox } from "../consuming/Inbox.js"

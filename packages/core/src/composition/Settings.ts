@@ -9,7 +9,11 @@
  * It does not read bindings (`Bindings`) and holds no secrets beyond passing
  * the configured ones on.
  */
-import { Config, Context, Effect, Layer, Option } from "effect"
+import * as Config from "effect/Config"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as Shards from "../ledger/Shards.js"
 import * as FactsCopy from "../projections/FactsCopy.js"

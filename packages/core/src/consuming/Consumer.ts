@@ -29,7 +29,9 @@
  * What "process" means is the caller's: the events consumer routes to
  * handlers; platform consumers plug in their own step.
  */
-import { Cause, Effect, Result } from "effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import { type DeadLetterRecord, type FailureReason, TraceContext } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import { DeadLetters, maxErrorLength } from "./DeadLetters.js"

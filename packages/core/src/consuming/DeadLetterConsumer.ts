@@ -14,7 +14,9 @@
  * leaves it retried — and `recoverSpilled` (the cron) moves spilled records
  * into `dead_messages` later, keyed by the same id.
  */
-import { Clock, Effect, Result } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import { DeadLetterRecord, Issues } from "@factline/schemas"
 import * as Predicate from "effect/Predicate"
 import * as Sql from "../platform/Sql.js"

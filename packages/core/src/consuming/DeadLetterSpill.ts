@@ -13,7 +13,8 @@
  *
  * It does not decide when to spill, read D1 or write it (DeadLetterConsumer does both).
  */
-import { Effect, Result } from "effect"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import * as Failure from "../failures/Failure.js"
 import { PayloadBucket } from "../platform/Bindings.js"
 

@@ -7,7 +7,9 @@
  * after the send resolved is the original acked; if it fails, the message is
  * retried instead, so nothing is lost.
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import type { DeadLetterRecord } from "@factline/schemas"
 import * as SendBatches from "../producing/SendBatches.js"
 import * as Failure from "../failures/Failure.js"

@@ -14,7 +14,9 @@
  * It does not decide retries or dead letters (the consumer runtime does) and does not keep the inbox's
  * per-key state (`Inbox.ts`, whose `first_seen_at` the batch queue uses instead).
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Failure from "../failures/Failure.js"
 import * as Sql from "../platform/Sql.js"
 

@@ -11,7 +11,9 @@
  * delivered again with the same key. Statements are chunked to stay under D1's
  * 100 bound parameters and sent together in one `batch()`.
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Sql from "../platform/Sql.js"
 import * as Failure from "../failures/Failure.js"
 

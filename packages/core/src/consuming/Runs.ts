@@ -21,7 +21,9 @@
  *
  * It does not decide verdicts (the consumer runtime does) and does not keep dead letters (DeadLetterStore).
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { type Issues, TraceContext } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import * as Sql from "../platform/Sql.js"

@@ -23,7 +23,8 @@
  * through `upcast`, which refuses a version newer than the code knows and
  * checks what the upcasters produced against the latest schema.
  */
-import { Result, type Schema } from "effect"
+import type { Schema } from "effect"
+import * as Result from "effect/Result"
 import { type Fact, Issues } from "@factline/schemas"
 import * as Naming from "./Naming.js"
 

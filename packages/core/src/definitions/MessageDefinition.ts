@@ -11,7 +11,8 @@
  * The handler of a definition only ever sees the latest version. This module
  * decodes and upcasts payloads; it does not route or handle anything.
  */
-import { Result, Schema } from "effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 import { Issues } from "@factline/schemas"
 import * as Naming from "./Naming.js"
 

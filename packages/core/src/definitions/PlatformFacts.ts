@@ -4,7 +4,7 @@
  * may emit them — and product modules may listen to them (a projection of
  * deliveries, a processor that alerts on `webhook_endpoint_disabled`).
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import * as FactDefinition from "./FactDefinition.js"
 
 export const moduleName = "factline"

@@ -22,7 +22,7 @@
  *
  * This module only describes requests; the ledger (LedgerStorage) keeps and fires them.
  */
-import { Duration } from "effect"
+import * as Duration from "effect/Duration"
 import type { NewFact } from "./FactDefinition.js"
 import * as Naming from "./Naming.js"
 

@@ -12,7 +12,7 @@
  * and `GET /v1/webhooks/event-types` lists them with a JSON Schema of each
  * payload (generated from `schema`). Delivery is the webhooks capability's job.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import type * as FactDefinition from "./FactDefinition.js"
 import * as Naming from "./Naming.js"
 

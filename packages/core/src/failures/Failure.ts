@@ -14,7 +14,10 @@
  * It does not render responses (the HTTP edge does, from `status`, `code`, `publicMessage` and `details`)
  * and knows nothing of queues.
  */
-import { Cause, Effect, Predicate, Schema } from "effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
 import { FailureReason, Issues } from "@factline/schemas"
 
 /** Marks a member of the family; a module with a failure richer than the common ones implements `Failure` with it. */

@@ -6,7 +6,7 @@
  * definitions, the platform's own included), and the webhook event catalog.
  * Served at `GET /asyncapi.json`; `npm run asyncapi` writes it to a file.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { BatchPayload, DeadLetterRecord, Envelope, FactBatchPayload, FactPayload, WebhookPayload } from "@factline/schemas"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as Webhook from "../definitions/Webhook.js"

@@ -14,7 +14,9 @@
  * read page by page. The live layer wraps a `DurableObjectNamespace` of
  * LedgerShard and the D1 database holding the topology.
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import type { Fact } from "@factline/schemas"
 import type { AppendGroup, AppendResult, Handover, LedgerShardRpc, ReadOptions, ShardCursor, StreamKey, StreamState } from "./LedgerProtocol.js"
 import { LedgerNamespace, type LedgerShardNamespace } from "./LedgerNamespace.js"

@@ -7,7 +7,8 @@
  * It is the one binding whose service is not in `platform/Bindings`: its type
  * is the ledger's protocol, and the platform folder sits below the ledger.
  */
-import { Context, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Layer from "effect/Layer"
 import type { LedgerShardRpc } from "./LedgerProtocol.js"
 
 /** The part of a `DurableObjectNamespace` the ledger uses, with stubs typed by the shard protocol. */

@@ -14,7 +14,8 @@
  * health page's reads of them are here too.
  */
 import { and, eq, gt, isNotNull, lte, sql as drizzle } from "drizzle-orm"
-import { Clock, Effect } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import * as Sql from "../platform/Sql.js"
 import { ledgerShards, ledgerTenants } from "../tables/PlatformTables.js"
 import * as Shards from "./Shards.js"

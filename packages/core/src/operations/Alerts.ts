@@ -26,7 +26,8 @@
  *
  * It does not grade (Metrics does), deliver (WebhookConsumer does) or store endpoints (WebhookStore does).
  */
-import { Effect, Result } from "effect"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import { alertsTenantId } from "@factline/schemas"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as Failure from "../failures/Failure.js"

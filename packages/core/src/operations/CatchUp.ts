@@ -21,7 +21,8 @@
  * progress until the projection is current (one platform read per request, none once this isolate has
  * seen it current). It owns `projection_versions`.
  */
-import { Effect, Result } from "effect"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import * as BatchConsumer from "../batch/BatchConsumer.js"
 import * as Projection from "../definitions/Projection.js"
 import * as Failure from "../failures/Failure.js"

@@ -14,7 +14,10 @@
  * to `maxBulk` matching records and sends them in waves of 100 with
  * staggered delays (`waveDelaySeconds` apart), under one operation id.
  */
-import { Context, Effect, Layer, Result } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
 import type { Issues } from "@factline/schemas"
 import { QueueProducer } from "../producing/QueueProducer.js"
 import * as SendBatches from "../producing/SendBatches.js"

@@ -15,7 +15,8 @@
  * It does not schedule itself (the Worker's `scheduled` handler does) and
  * owns no table: each job asks the module owning its table.
  */
-import { Clock, Effect } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import * as Archive from "../archive/Archive.js"
 import * as Placement from "../placement/Placement.js"
 import * as BatchJobs from "../batch/BatchJobs.js"

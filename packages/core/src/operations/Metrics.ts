@@ -13,7 +13,8 @@
  * thresholds. The names, labels and where each is recorded: docs/operating.md.
  */
 import { and, inArray, lt } from "drizzle-orm"
-import { Clock, Effect } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import type * as Failure from "../failures/Failure.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"

@@ -18,7 +18,8 @@
  * batch job's own chunk messages live on a queue — the very thing a restart loses. `dryRun` counts and
  * changes nothing. Scanning reads rows; in production prefer a short window (each shard is walked whole).
  */
-import { Clock, Effect } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import type { Envelope, Fact } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import { Ledger } from "../ledger/Ledger.js"

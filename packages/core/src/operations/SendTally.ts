@@ -8,7 +8,7 @@
  * counted here: dead-lettering is its own metric (`dlq_total`). It does not count sends made outside a
  * runtime that has it (the ledger shard's outbox relay, the fallback when a consumer could not send).
  */
-import { Context } from "effect"
+import * as Context from "effect/Context"
 import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 

@@ -6,7 +6,9 @@
  * handed to its shard's outbox, the record is opened again and the skip fails, so it can simply be retried
  * (the fact's id comes from the dead letter's: a fact that did land is found, not appended twice, and relayed).
  */
-import { Effect, Result, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 import { TraceContext } from "@factline/schemas"
 import type * as Consumer from "../consuming/Consumer.js"
 import * as PlatformFacts from "../definitions/PlatformFacts.js"

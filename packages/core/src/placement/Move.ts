@@ -25,7 +25,8 @@
  * A move refuses to start while a rebuild runs, and a rebuild refuses to start while a move runs
  * (`active`): a rebuild replays each tenant into the database it is placed on.
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import type { BatchPayload } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import * as Sql from "../platform/Sql.js"

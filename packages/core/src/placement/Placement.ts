@@ -20,7 +20,11 @@
  * whose move is taking its last copy (`frozen_since`) are refused with a
  * retryable failure until the move switches it.
  */
-import { Clock, Context, Effect, Layer, Result } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
 import * as Sql from "../platform/Sql.js"
 import * as Failure from "../failures/Failure.js"
 import { ReadDatabases } from "../platform/Bindings.js"

@@ -11,7 +11,9 @@
  * It does not name env variables: which binding is called what is the
  * Worker's business (`@factline/workers`' Services).
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { make as door, PlatformDatabase, type Sql } from "./Sql.js"
 
 /** The read databases (`FACTLINE_READ_DB_0…`) by index, each behind its door; empty when none is bound (the platform database serves). */

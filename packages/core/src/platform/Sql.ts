@@ -24,7 +24,9 @@
  * has no interactive transactions. Rows come back under their column names.
  * It does not chunk at D1's 100 bound parameters: callers shape statements (`chunks`).
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1"
 import * as Failure from "../failures/Failure.js"
 

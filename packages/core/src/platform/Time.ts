@@ -3,7 +3,8 @@
  * test can move it (`TestClock`) and nothing reads the wall clock behind its back. It only reads and formats;
  * durations and delays are the callers'.
  */
-import { Clock, Effect } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 
 /** Milliseconds since the epoch. */
 export const millis: Effect.Effect<number> = Clock.currentTimeMillis

@@ -16,7 +16,10 @@
  * Processors see the fact in its type's latest shape (Registry.latest); one
  * newer than the code is a permanent failure naming its type and version.
  */
-import { Clock, Effect, Exit, Result } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Result from "effect/Result"
 import { type Fact, type FactPayload, TraceContext } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"

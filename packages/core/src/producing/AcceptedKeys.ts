@@ -28,7 +28,9 @@
  * over from the first key after the last. Rows read are what it spends (D1 bills
  * them at a thousandth of a row written); docs/operating.md sizes the window.
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { tenantKey } from "@factline/schemas"
 import { getTableName } from "drizzle-orm"
 import * as StableJson from "../ledger/StableJson.js"

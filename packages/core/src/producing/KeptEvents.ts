@@ -13,7 +13,7 @@
  * its key) is Recovery's question, and sending one twice is harmless (the events consumer dedupes by key).
  * A tenant id never starts with `_`, so `_kept/` is never a tenant's prefix.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { Envelope } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import type { Bucket } from "../platform/Bindings.js"

@@ -19,7 +19,10 @@
  * References written before the `_payloads/` layout (`<bucket>/<tenant>/<name>`)
  * still load, under the same tenant check.
  */
-import { Context, Effect, Layer, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { tenantKey } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import type { Bucket } from "../platform/Bindings.js"

@@ -27,7 +27,11 @@
  * recorded). Keys are recorded before the send, so a key whose request failed
  * to send stays bound to its payload: a retry with the same payload succeeds.
  */
-import { Context, Effect, Layer, Result, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 import { type Envelope, EnvelopeInput, Issues, TraceContext } from "@factline/schemas"
 import type { MessageDefinition } from "../definitions/MessageDefinition.js"
 import * as StableJson from "../ledger/StableJson.js"

@@ -8,7 +8,9 @@
  * `route` names the queue a tenant's message of a grouped purpose goes to
  * (QueueGroups): the one place senders learn the deployment's group count.
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Failure from "../failures/Failure.js"
 
 export class QueueProducer extends Context.Service<QueueProducer, {

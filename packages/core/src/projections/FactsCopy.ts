@@ -12,7 +12,8 @@
  * It parses and answers; it does not read the environment (Settings does, and the composition provides the
  * parsed value as the `FactsCopySetting` service) nor write anything.
  */
-import { Context, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Layer from "effect/Layer"
 import * as Naming from "../definitions/Naming.js"
 
 export type FactsCopy =

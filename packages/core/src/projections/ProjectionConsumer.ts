@@ -25,7 +25,8 @@
  * catch-up replays it too); any other write failure of one projection retries
  * only that projection's facts, found fact by fact.
  */
-import { Effect, Result } from "effect"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import type { Fact, FactPayload } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"

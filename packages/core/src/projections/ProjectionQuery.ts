@@ -14,7 +14,7 @@
  * caller's digits (the column's affinity compares them as integers), never
  * through a double.
  */
-import { Result } from "effect"
+import * as Result from "effect/Result"
 import type { Issues } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
 import * as Cursor from "../tables/Cursor.js"

@@ -9,7 +9,11 @@
  * never migrated) is told apart from the store being down
  * (`ProjectionNotMigrated`, `isMissingTable`).
  */
-import { Context, Effect, Layer, Result, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 import type { FailureReason } from "@factline/schemas"
 import { type Projection, type Sql, tableName, type Value } from "../definitions/Projection.js"
 import * as Door from "../platform/Sql.js"

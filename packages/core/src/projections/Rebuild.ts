@@ -28,7 +28,8 @@
  * tenant of the token that started it and is read only by that tenant (`get`);
  * a refusal never names a batch its caller could not read.
  */
-import { Effect, Result } from "effect"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import type { BatchPayload } from "@factline/schemas"
 import { Ledger } from "../ledger/Ledger.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"

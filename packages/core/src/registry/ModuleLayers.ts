@@ -10,7 +10,11 @@
  *
  * It does not type-check requirements (`Module.make` does, at compile time) and runs no product code itself.
  */
-import { Cause, Context, Effect, Exit, Layer } from "effect"
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
 import type { Module } from "../definitions/Module.js"
 import * as Failure from "../failures/Failure.js"
 

@@ -16,7 +16,10 @@
  * type's latest shape (`latest`: the upcaster chain; a version newer than the
  * code is refused). It runs nothing.
  */
-import { Context, Effect, Layer, Result } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
 import { type Envelope, type Fact, type FailureReason, Issues } from "@factline/schemas"
 import type * as FactDefinition from "../definitions/FactDefinition.js"
 import { type HandlerError, PermanentError } from "../failures/Failure.js"

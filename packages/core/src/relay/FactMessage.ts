@@ -10,7 +10,8 @@
  * batch: consumers dedupe per fact, by fact id. A single fact's message
  * carries its `traceparent`; in a batch each fact carries its own.
  */
-import { Effect, Result } from "effect"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import { Envelope, type Fact, FactBatchPayload, FactPayload, Issues, tenantKey } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import { PayloadStore } from "../producing/PayloadStore.js"

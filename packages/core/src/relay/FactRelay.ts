@@ -13,7 +13,8 @@
  * message re-appends as a duplicate and relays its stored facts again: every
  * consumer downstream dedupes by fact id, so a double send changes nothing.
  */
-import { Effect, Result } from "effect"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import { type Fact, TraceContext } from "@factline/schemas"
 import { Ledger, type StreamHandover } from "../ledger/Ledger.js"
 import * as Shards from "../ledger/Shards.js"

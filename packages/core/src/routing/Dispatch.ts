@@ -22,7 +22,10 @@
  * folds its stream in the latest shape (older facts upcast, in memory), and a
  * fact of a version newer than the code fails the message permanently.
  */
-import { Clock, Effect, Exit, Result } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Result from "effect/Result"
 import { type Fact, TraceContext } from "@factline/schemas"
 import * as FactId from "../ledger/FactId.js"
 import { type AppendOutcome, Ledger } from "../ledger/Ledger.js"

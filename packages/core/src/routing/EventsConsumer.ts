@@ -20,7 +20,8 @@
  * when the facts come out the same, nor see a key reused on a subject that
  * lives on another shard.
  */
-import { Effect, Result } from "effect"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import { Envelope, Issues, tenantKey } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"

@@ -8,7 +8,7 @@
  * const charge = fact(Charge, { call_id: "c1", buyer_id: "b1", amount_cents: 250, currency: "EUR" }, { stream: "c1" })
  * ```
  */
-import { Result } from "effect"
+import * as Result from "effect/Result"
 import { type Envelope, type Fact, Issues } from "@factline/schemas"
 import type { FactDefinition } from "../definitions/FactDefinition.js"
 import type { MessageDefinition } from "../definitions/MessageDefinition.js"

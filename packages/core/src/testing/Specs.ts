@@ -25,8 +25,11 @@
  * (`ProcessorSpec.for(chargeCall, { layer: PricingTest })`); without one it
  * does not compile.
  */
-import { Clock, type Duration, Effect, type Layer, Result } from "effect"
-import { TestClock } from "effect/testing"
+import type { Duration, Layer } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import * as TestClock from "effect/testing/TestClock"
 import type { Envelope, Fact } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"

@@ -12,7 +12,10 @@
  */
 import { is } from "drizzle-orm"
 import { SQLiteTable } from "drizzle-orm/sqlite-core"
-import { ConfigProvider, type Effect, Layer, ManagedRuntime } from "effect"
+import type { Effect } from "effect"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
 import type { Module } from "../definitions/Module.js"
 import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"

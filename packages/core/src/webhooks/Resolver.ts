@@ -20,7 +20,10 @@
  * It does not decide what is allowed (`UrlGuard` does) and resolves no IP
  * literal (the consumer passes only names).
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Failure from "../failures/Failure.js"
 
 export const defaultEndpoint = "https://cloudflare-dns.com/dns-query"

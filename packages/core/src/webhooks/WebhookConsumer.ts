@@ -42,7 +42,9 @@
  * header's value — so a receiver's trace, the fact that caused the delivery
  * and the `webhook_sent` that recorded it share one trace id.
  */
-import { Clock, Effect, Result } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import { Envelope, type Fact, Issues, TraceContext, type WebhookPayload, WebhookPayload as WebhookPayloadSchema, tenantKey } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"

@@ -8,7 +8,9 @@
  * only to sign; no method returns a stored secret except right after
  * creating or rotating it.
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { Issues } from "@factline/schemas"
 import { tenantKey } from "@factline/schemas"
 import * as Sql from "../platform/Sql.js"

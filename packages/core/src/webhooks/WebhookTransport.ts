@@ -5,7 +5,9 @@
  * so a public URL cannot bounce the request to a private one), and at most
  * 1 KiB of the response kept for the delivery log.
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Time from "../platform/Time.js"
 
 export interface Response_ {

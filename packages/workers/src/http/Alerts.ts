@@ -12,8 +12,12 @@
  * The endpoints are webhook endpoints of the reserved alert tenant: deliveries are signed (Standard
  * Webhooks), SSRF-guarded and retried like every delivery.
  */
-import { Effect, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
+import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
 import { Alerts, Failure, Settings, type WebhookStore } from "@factline/core"
 import { type AppEnv, bind, cursor, describe, Json, limitParameter, nextCursor, pageLimit, problems, raw } from "./Contract.js"

@@ -7,7 +7,7 @@
  * response of an authenticated route, errors included, carries
  * `cache-control: no-store`: no shared or browser cache may keep tenant data.
  */
-import { Result } from "effect"
+import * as Result from "effect/Result"
 import type { MiddlewareHandler } from "hono"
 import type { PlatformEnv } from "../Env.js"
 import { settingsOf } from "../Services.js"

@@ -17,8 +17,13 @@
  * rebuilds for the platform's tokens); another tenant's id is the same 404 as
  * an unknown one.
  */
-import { Effect, Result, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
+import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
 import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Failure, Import, ProjectionStore, Rebuild, Reconcile, type Registry, Sql } from "@factline/core"
 import { Issues } from "@factline/schemas"

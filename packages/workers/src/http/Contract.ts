@@ -15,9 +15,15 @@
  * cursor) are validated by the handlers and the core, which know more than a static schema can say; their
  * 400s are documented here and come back as `Problem`s naming each field.
  */
-import { Context, Option, Result, Schema, SchemaAST } from "effect"
+import * as Context from "effect/Context"
+import * as Option from "effect/Option"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as SchemaAST from "effect/SchemaAST"
 import type { HttpMethod } from "effect/http"
-import { type HttpApiEndpoint, HttpApiSchema, OpenApi } from "effect/http-api"
+import type { HttpApiEndpoint } from "effect/http-api"
+import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
+import * as OpenApi from "effect/http-api/OpenApi"
 import type { Context as HonoContext, Handler, Hono, MiddlewareHandler } from "hono"
 import type { ContentfulStatusCode } from "hono/utils/http-status"
 import { Failure } from "@factline/core"

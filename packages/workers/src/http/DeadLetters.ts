@@ -4,8 +4,12 @@
  * `POST /v1/dlq/:id/replay`, `POST /v1/dlq/replay` (bulk, by the same filters),
  * `POST /v1/dlq/:id/skip {"reason"}` (appends a `reconciliation` fact), `POST /v1/dlq/:id/escalate {"note"?}`.
  */
-import { Effect, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
+import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
 import { DeadLetterSkip, DeadLetterSpill, DeadLetterStore, Failure, RetryPolicy } from "@factline/core"
 import { Issues } from "@factline/schemas"

@@ -13,8 +13,12 @@
  * (a test calling the Worker, an app with `run_worker_first`) is answered from the same files through the
  * `ASSETS` binding — the same bytes and headers. The Worker bundle holds neither page nor Scalar.
  */
-import { Schema } from "effect"
-import { type HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import * as Schema from "effect/Schema"
+import type { HttpApi } from "effect/http-api"
+import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
+import * as OpenApi from "effect/http-api/OpenApi"
 import type { Context, Hono } from "hono"
 import { AsyncApi, Failure, type Registry } from "@factline/core"
 import * as Services from "../Services.js"

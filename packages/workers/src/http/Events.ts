@@ -3,8 +3,12 @@
  * (structured, batched or binary). The tenant comes from the token; every event is validated against its
  * registered message type before any is accepted, and accepted ones are deduplicated by idempotency key.
  */
-import { Effect, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
+import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
 import { Failure, Producer, type Registry } from "@factline/core"
 import { EnvelopeInput, Issues } from "@factline/schemas"

@@ -12,8 +12,12 @@
  * through the definitions' upcasters), as the typed client's types say; a fact stored by code newer than
  * this deployment is answered as stored, its `schema_version` saying so, never reshaped by a guess.
  */
-import { Effect, Result, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
 import { Export, FactsCopy, Failure, Ledger, ProjectionQuery, ProjectionStore, Registry } from "@factline/core"
 import { Fact, Issues } from "@factline/schemas"

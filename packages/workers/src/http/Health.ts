@@ -3,8 +3,10 @@
  * a probe holds no token — so it says nothing of any tenant and reads no store: that this Worker runs and
  * routes, and factline's version. Whether the queues keep up is `GET /v1/queues/health` (scope `platform`).
  */
-import { Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import * as Schema from "effect/Schema"
+import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
 import { type AppEnv, bind, describe, problems } from "./Contract.js"
 

@@ -10,7 +10,7 @@
  * A `details.problems` list, however long the failure's, is written as its first 100 with `problems_total`
  * (`Issues.listed`): an error body stays small whatever the request held.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import type { Context } from "hono"
 import type { ContentfulStatusCode } from "hono/utils/http-status"
 import { Failure } from "@factline/core"

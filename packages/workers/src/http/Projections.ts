@@ -8,8 +8,12 @@
  * `GET /v1/projections` (scope `platform`): every registered projection's catch-up state, and
  * `POST /v1/projections/catch-up` (scope `platform`): the scheduled run's check, now (after a deploy).
  */
-import { Effect, Result, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
 import { CatchUp, Failure, Projection, ProjectionQuery, ProjectionStore, type Registry } from "@factline/core"
 import { Issues } from "@factline/schemas"

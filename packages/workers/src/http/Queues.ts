@@ -3,8 +3,12 @@
  * queues graded against their thresholds — throughput, retries, dead letters, depth, backlog age, lag — the
  * ledger's relay backlog, and the dead letters spilled to R2 during a D1 outage that the cron has not moved back yet.
  */
-import { Clock, Effect, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
 import { DeadLetterSpill, Metrics } from "@factline/core"
 import { type AppEnv, bind, describe, Json, oneOf, problems } from "./Contract.js"

@@ -5,8 +5,11 @@
  * of `wrangler dev` loses (docs/reliability.md); `factline recover --since 10m` calls it until `next_cursor`
  * is null, and `npm run dev` calls it with `dry_run` at start to say how many facts it may concern.
  */
-import { Effect, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
 import { Failure, Recovery, Settings } from "@factline/core"
 import { type AppEnv, bind, describe, problems } from "./Contract.js"

@@ -3,7 +3,8 @@
  * OpenAPI document is generated from, and the route table the auth, tenancy and hostile-input sweeps are
  * generated from. A test checks that the app serves exactly these routes.
  */
-import { HttpApi, OpenApi } from "effect/http-api"
+import * as HttpApi from "effect/http-api/HttpApi"
+import * as OpenApi from "effect/http-api/OpenApi"
 import * as Alerts from "./Alerts.js"
 import type { Scope } from "./Auth.js"
 import * as Batches from "./Batches.js"

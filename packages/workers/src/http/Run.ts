@@ -2,7 +2,9 @@
  * Running a route's Effect program on the isolate's runtime: its value, or its failure thrown for
  * `app.onError` to answer from the failure's class (Problem.ts) — a handler never writes an error response.
  */
-import { Cause, Effect, Exit } from "effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import type { Context } from "hono"
 import { Placement, type ProjectionQuery, ProjectionStore, type Sql } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"

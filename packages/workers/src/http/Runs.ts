@@ -6,8 +6,12 @@
  * - `POST /v1/runs/:id/retry` — "retry now": a copy of a waiting message sent to its queue at once; a dead
  *   one is answered with a 409 naming its dead letter's filters (replay it there).
  */
-import { Effect, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
+import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
 import { Failure, RetryPolicy, Runs, Settings } from "@factline/core"
 import { Issues } from "@factline/schemas"

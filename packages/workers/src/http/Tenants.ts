@@ -6,8 +6,13 @@
  * and moves a tenant to another database under live traffic (`POST /v1/tenants/:tenant/moves`, core's Move:
  * a resumable operation of the batch queue), following it with `GET /v1/tenants/:tenant/moves/:move_id`.
  */
-import { Effect, Result, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
+import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
 import { BatchConsumer, Failure, Move, Placement, Sql } from "@factline/core"
 import { type AppEnv, bind, describe, problems } from "./Contract.js"

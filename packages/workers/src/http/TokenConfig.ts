@@ -6,7 +6,8 @@
  * A JSON array of `{ sha256, tenant_id, scopes, name?, created_at? }` — hashes only, never tokens. It
  * does not authenticate (Auth.ts does) and imports nothing of Cloudflare's, so Node can load it.
  */
-import { Result, Schema } from "effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 import { alertsTenantId, Issues, IsoDateTime, TenantId } from "@factline/schemas"
 
 /**

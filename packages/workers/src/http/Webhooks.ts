@@ -15,8 +15,12 @@
  * Another tenant's endpoint is the same 404 as a missing one. Secrets are
  * never logged and never returned after creation or rotation.
  */
-import { Effect, Schema } from "effect"
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/http-api"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
+import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
 import { Failure, QueueProducer, RetryPolicy, type Registry, SendBatches, Webhook, WebhookStore } from "@factline/core"
 import { type AppEnv, bind, cursor, describe, Json, limitParameter, nextCursor, type PageLimit, pageLimit, problems, raw } from "./Contract.js"

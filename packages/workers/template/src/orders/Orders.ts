@@ -3,7 +3,8 @@
  * into the `orders` table. Subject = the order id. Make it yours: add versions with upcasters, deciders
  * over the stream, processors deriving facts, more projections, webhooks.
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Projection } from "@factline/core"
 import * as Tables from "./Tables.js"
 
