@@ -33,7 +33,7 @@ const guideBlock = (guide) => {
 }
 
 describe("the first-handler guide's commands", () => {
-  it("npm run new:module prints what the guide shows; the module is registered, migrated, typechecks, its specs and the registry spec pass", () => {
+  it("npm run new:module prints what the guide shows; the module is registered, migrated, typechecks, its specs, the registry spec and the schema snapshots spec pass", () => {
     // The repository's tracked and new files (not node_modules, not build output), with node_modules linked.
     const listed = spawnSync("git", ["ls-files", "-co", "--exclude-standard"], { cwd: root, encoding: "utf8" }).stdout.split("\n").filter(Boolean)
     for (const file of listed) if (existsSync(join(root, file))) cpSync(join(root, file), join(copy, file))
@@ -63,9 +63,9 @@ describe("the first-handler guide's commands", () => {
     const app = join(copy, "apps/example")
     const typecheck = run(process.execPath, [join(root, "node_modules/typescript/bin/tsc"), "--noEmit", "-p", "."], app)
     expect(typecheck.status, typecheck.output).toBe(0)
-    const specs = run(process.execPath, [join(root, "node_modules/vitest/vitest.mjs"), "run", "--config", "vitest.node.config.ts", "test/leads.spec.ts", "test/registry.spec.ts"], app)
+    const specs = run(process.execPath, [join(root, "node_modules/vitest/vitest.mjs"), "run", "--config", "vitest.node.config.ts", "test/leads.spec.ts", "test/registry.spec.ts", "test/schemas.spec.ts"], app)
     expect(specs.status, specs.output).toBe(0)
-    expect(specs.output.replace(/\x1b\[[0-9;]*m/g, "")).toMatch(/Tests\s+5 passed \(5\)/)
+    expect(specs.output.replace(/\x1b\[[0-9;]*m/g, "")).toMatch(/Tests\s+6 passed \(6\)/)
   }, 240_000)
 
   it("a renamed column: npm run db:generate stops without a prompt naming both answers, and --rename generates the RENAME", () => {

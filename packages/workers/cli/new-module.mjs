@@ -1,13 +1,14 @@
 /**
  * `factline new:module <name> [--app DIR] [--no-migration]`: scaffolds a module into a factline app — an event
  * type with v1, its handler, a processor, a projection with its Drizzle table, and specs with the test kit —,
- * registers it in the app's src/modules.ts (and its table in src/schema.ts where that lists each module's) and generates its D1 migration (`factline db:generate --name <name>`,
- * never interactive). Its specs pass unchanged (`npm run test:specs`), and the app's registry spec
+ * registers it in the app's src/modules.ts (and its table in src/schema.ts where that lists each module's), generates its D1 migration (`factline db:generate --name <name>`,
+ * never interactive) and writes its types' schema snapshots (the app's `snapshots:write`). Its specs pass unchanged (`npm run test:specs`), and the app's registry spec
  * (test/registry.spec.ts) covers it. Refuses to overwrite anything.
  *
  * The app is the current directory (`npx factline new:module leads` in an app made by `factline init`) or
  * `--app DIR` (this repository's `npm run new:module -- leads` passes `--app apps/example`).
  */
+import { spawnSync } from "node:child_process"
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join, relative, resolve } from "node:path"
 import * as Args from "./Args.mjs"
@@ -91,6 +92,14 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     const generated = Generate.generate({ cwd: app, name })
     if (generated.status !== 0) return fail(`the module is written, but db:generate failed (run it again: npm run db:generate -- --name ${name}):\n${generated.output}`)
     io.out(generated.migration ? `generated ${relative(process.cwd(), join(app, generated.migration))}\n` : `${generated.output.trim().split("\n").at(-1)}\n`)
+  }
+  // Its message and fact types are new: their version-1 JSON Schemas are written now, so the app's schema
+  // snapshot spec (test/schemas.spec.ts) holds them from the start (an app without the script is left as it is).
+  const scripts = existsSync(join(app, "package.json")) ? JSON.parse(readFileSync(join(app, "package.json"), "utf8")).scripts ?? {} : {}
+  if (typeof scripts["snapshots:write"] === "string") {
+    const written = spawnSync("npm", ["run", "-s", "snapshots:write"], { cwd: app, encoding: "utf8", env: { ...process.env, NO_COLOR: "1" } })
+    if (written.status !== 0) return fail(`the module is written, but its schema snapshots were not (run npm run snapshots:write):\n${written.stdout}${written.stderr}`)
+    io.out(`wrote its schema snapshots to ${shown(join(dir, "schemas"))}/\n`)
   }
   io.out(`
 next:
