@@ -412,7 +412,7 @@ const median = (xs: ReadonlyArray<number>) => {
 /**
  * The per-stage budget: `batches` synthetic batches of 100 events per stage, one at a time, on the real
  * bindings without latency (every stage's sends go to the sink), after one warm-up batch per stage. Per stage:
- * the median batch's milliseconds — wall time inside the one workerd thread, i.e. CPU locally — and where the
+ * the 25th-percentile and median batch's milliseconds — wall time inside the one workerd thread, i.e. CPU locally — and where the
  * time went (StageTiming: time inside each kind of binding call, the rest is the worker's own CPU).
  */
 const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number) => {
@@ -461,6 +461,8 @@ const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number) => {
       samples.push({ ms, kinds: { ...timing.ms }, calls: { ...timing.calls }, bindingMs: timing.anyMs })
     }
     const mid = median(samples.map((x) => x.ms))
+    // The figure the budget and its baseline check use: the 25th-percentile batch, less moved by other work on a shared machine than the median.
+    const p25 = [...samples.map((x) => x.ms)].sort((a, b) => a - b)[Math.floor(samples.length / 4)]!
     const mean = (f: (x: (typeof samples)[number]) => number) => samples.reduce((n, x) => n + f(x), 0) / samples.length
     const kinds = [...new Set(samples.flatMap((x) => Object.keys(x.kinds)))]
     const meanMs = mean((x) => x.ms)
@@ -468,7 +470,8 @@ const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number) => {
       stage: name, events: size, batches,
       ms_per_batch_median: Math.round(mid * 10) / 10,
       ms_per_batch: samples.map((x) => Math.round(x.ms * 10) / 10),
-      cpu_ms_per_event: Math.round((mid / size) * 1000) / 1000,
+      cpu_ms_per_event: Math.round((p25 / size) * 1000) / 1000,
+      median_cpu_ms_per_event: Math.round((mid / size) * 1000) / 1000,
       // Mean shares of a batch (they add up to the mean batch, not the median).
       where_ms_per_event: {
         ...Object.fromEntries(kinds.map((k) => [k, Math.round((mean((x) => x.kinds[k] ?? 0) / size) * 1000) / 1000])),
