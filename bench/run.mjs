@@ -13,6 +13,16 @@
 //                                     10,000 events (BENCH_NOISY_N), then tenant B posts one; B's latency to
 //                                     its projection row, against its idle latency measured first)
 //   BENCH_RESULTS=file.json           (write the results to bench/file.json instead)
+//   BENCH_PROFILE=production          (every compared pipeline's binding calls wait production-like latency —
+//                                     bench/Latency.ts's table, p50/p99 with sources — parallel calls overlapping;
+//                                     results → bench/results-production.json; the naive runs use BENCH_NAIVE_N,
+//                                     default 1000 under this profile, as each batch waits 300 D1 round trips)
+//   BENCH_FRESH_RATES=200,1000        (freshness: events/s offered over HTTP for BENCH_FRESH_SECONDS (default 8),
+//                                     p50/p99 from the 202 to the effect in buyer_budgets; "" skips)
+//   BENCH_CPU_BATCHES=11              (per-stage budget: synthetic batches of 100 per stage, median taken)
+//   BENCH_UPDATE_BASELINE=1           (write the per-stage CPU per event to bench/baseline.json; otherwise the
+//                                     run fails when a stage's CPU per event is more than 20 % over it —
+//                                     BENCH_BASELINE_TOLERANCE=0.2)
 import { execFileSync } from "node:child_process"
 import { cpus, loadavg } from "node:os"
 import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
@@ -30,6 +40,15 @@ const webhooksN = Number(process.env.BENCH_WEBHOOKS_N ?? "1000")
 const only = process.env.BENCH_ONLY ?? ""
 if (only !== "" && only !== "webhooks" && only !== "noisy") throw new Error(`BENCH_ONLY must be "webhooks" or "noisy" (or unset), not ${JSON.stringify(only)}`)
 const noisyN = Number(process.env.BENCH_NOISY_N ?? "10000")
+const profile = process.env.BENCH_PROFILE ?? "local"
+if (profile !== "local" && profile !== "production") throw new Error(`BENCH_PROFILE must be "production" (or unset: "local"), not ${JSON.stringify(profile)}`)
+// Under the production profile the naive consumer waits 300 D1 round trips per batch of 100 (≈ 4.5 s): fewer messages.
+const naiveN = Number(process.env.BENCH_NAIVE_N ?? (profile === "production" ? String(Math.min(N, 1000)) : String(N)))
+const freshRates = (process.env.BENCH_FRESH_RATES ?? "200,1000").split(",").filter((x) => x.trim() !== "").map(Number)
+const freshSeconds = Number(process.env.BENCH_FRESH_SECONDS ?? "8")
+const cpuBatches = Number(process.env.BENCH_CPU_BATCHES ?? "11")
+const baselineTolerance = Number(process.env.BENCH_BASELINE_TOLERANCE ?? "0.2")
+const updateBaseline = process.env.BENCH_UPDATE_BASELINE === "1"
 const port = Number(process.env.BENCH_PORT ?? "8799")
 const base = `http://127.0.0.1:${port}`
 const wrangler = LocalStack.wrangler
@@ -82,7 +101,9 @@ const config = {
     // BENCH_LOG_ATTEMPTS=failures|none: the per-attempt log line's share of the figures (default: all, as shipped).
     ...(process.env.BENCH_LOG_ATTEMPTS ? { FACTLINE_LOG_ATTEMPTS: process.env.BENCH_LOG_ATTEMPTS } : {}),
     // The framework's default D1 facts copy (none), not the example's local `all`; BENCH_FACTS_COPY=all|<types> measures a copy.
-    FACTLINE_FACTS_COPY: process.env.BENCH_FACTS_COPY ?? "none"
+    FACTLINE_FACTS_COPY: process.env.BENCH_FACTS_COPY ?? "none",
+    // BENCH_PROFILE=production: bench/Latency.ts waits around every compared pipeline's binding calls (bench Worker only).
+    ...(profile === "production" ? { FACTLINE_BENCH_LATENCY: "production" } : {})
   },
   // The platform database only (read database 0 is then DB itself): every tenant's rows in the one file whose
   // pages the bench measures, as the before/after comparisons assume; placement across databases is tested in
@@ -220,11 +241,109 @@ const stage = async (queue, n, processed, done) => {
   return { run, messages: n, seconds: round(seconds), messages_per_second: round(n / seconds, 0) }
 }
 
+/**
+ * Per consumer invocation, from wrangler dev's log between two offsets (`QUEUE <queue> <ok>/<messages> (<ms>ms)`
+ * per batch): invocations, median messages, median and p99 milliseconds, and messages per second of one
+ * invocation (all messages over all batches' time). A group queue (`factline-events-3`) counts as its purpose.
+ */
+const invocations = (queuePattern, from, to = stack.output().length) => {
+  const pattern = /QUEUE (\S+) (\d+)\/(\d+)\S* \S*\((\d+)ms\)/
+  const batches = stack.output().slice(from, to).replace(/\x1b\[[0-9;]*m/g, "").split("\n").map((l) => l.match(pattern))
+    .filter((m) => m && queuePattern.test(m[1])).map((m) => ({ messages: Number(m[3]), ms: Number(m[4]) }))
+  if (batches.length === 0) return null
+  const q = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]
+  const messages = batches.reduce((n, b) => n + b.messages, 0)
+  const ms = batches.reduce((n, b) => n + b.ms, 0)
+  return {
+    invocations: batches.length, median_messages: q(batches.map((b) => b.messages), 0.5),
+    median_ms: q(batches.map((b) => b.ms), 0.5), p99_ms: q(batches.map((b) => b.ms), 0.99),
+    messages_per_invocation_second: ms === 0 ? null : round((messages / ms) * 1000, 0)
+  }
+}
+/** Runs `body` and notes the log offsets around it, for `invocations`. */
+const windows = {}
+const logged = async (name, body) => {
+  const from = stack.output().length
+  const result = await body()
+  windows[name] = [from, stack.output().length]
+  return result
+}
+
+/** A freshness run's event: every one qualifies (so each adds a charge), its buyer shared by the 10 events of its group. */
+const freshEvent = (run, i) => {
+  const call_id = `${run}_c${i}`
+  return {
+    schema_version: 2, message_type: "call.completed", idempotency_key: `call.completed:${call_id}`, subject: call_id, source: "bench",
+    payload: { call_id, buyer_id: `${run}_g${String(Math.floor(i / 10)).padStart(7, "0")}`, duration_s: 60 + (i % 120), price_cents: 100 + ((i * 53) % 900), currency: "USD" }
+  }
+}
+const quantile = (xs, p) => (xs.length === 0 ? null : [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))])
+
+/**
+ * Freshness at a steady offered load: every 100 ms one POST /v1/events of rate/10 events (not waiting for
+ * the previous POST), for `seconds`; meanwhile every 100 ms the bench reads which groups of 10 events have all
+ * their charges in buyer_budgets. A group's freshness: from its POST's 202 to the first read that sees all ten
+ * (so the last of its events; resolution ≈ the 100 ms between reads). p50 / p99 over the groups.
+ */
+const freshness = async (rate, seconds) => {
+  const run = runId(`fr${rate}x`)
+  const tickMs = 100
+  const perTick = Math.max(10, Math.round((rate * tickMs) / 1000 / 10) * 10) // whole groups of 10 per POST
+  const ticks = Math.round((seconds * 1000) / tickMs)
+  const total = perTick * ticks
+  const groups = total / 10
+  const accepted = new Array(groups).fill(null)
+  const visible = new Array(groups).fill(null)
+  const started = performance.now()
+  let failed = null
+  const posts = []
+  const poller = (async () => {
+    let lowest = 0
+    const deadline = started + seconds * 1000 + timeoutFor(total)
+    while (lowest < groups && failed === null) {
+      const asked = performance.now()
+      const rows = await call(`/bench/fresh?run=${run}&from=${lowest}`)
+      const at = performance.now()
+      for (const [g, charges] of rows) if (charges >= 10 && visible[g] === null) visible[g] = at
+      while (lowest < groups && visible[lowest] !== null) lowest++
+      if (at > deadline) throw new Error(`freshness ${rate}/s: ${groups - lowest} groups not visible after ${round((at - started) / 1000)} s`)
+      await sleep(Math.max(0, tickMs - (performance.now() - asked)))
+    }
+  })()
+  for (let t = 0; t < ticks; t++) {
+    await sleep(Math.max(0, started + t * tickMs - performance.now()))
+    const from = t * perTick
+    const body = JSON.stringify({ events: Array.from({ length: perTick }, (_, i) => freshEvent(run, from + i)) })
+    posts.push(fetch(`${base}/v1/events`, { method: "POST", body, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } }).then(async (r) => {
+      const at = performance.now()
+      const text = await r.text()
+      if (r.status !== 202) failed = new Error(`freshness POST → ${r.status} ${text}`)
+      for (let g = from / 10; g < (from + perTick) / 10; g++) accepted[g] = at
+    }))
+  }
+  await Promise.all(posts)
+  const posted = performance.now()
+  if (failed) throw failed
+  await poller
+  const lags = visible.map((v, g) => (v - accepted[g]) / 1000)
+  const postMs = accepted.map((a, g) => a - (started + Math.floor((g * 10) / perTick) * tickMs))
+  return {
+    offered_events_per_second: round((perTick * 1000) / tickMs, 0), seconds, events: total, events_per_post: perTick,
+    accepted_events_per_second: round(total / ((posted - started) / 1000), 0),
+    post_p50_ms: round(quantile(postMs, 0.5), 0), post_p99_ms: round(quantile(postMs, 0.99), 0),
+    freshness_p50_seconds: round(quantile(lags, 0.5)), freshness_p99_seconds: round(quantile(lags, 0.99)), freshness_max_seconds: round(Math.max(...lags)),
+    drained_seconds_after_last_post: round((Math.max(...visible) - posted) / 1000)
+  }
+}
+
 // ---- the runs -------------------------------------------------------------------------------------
 if (only !== "noisy") log(only === "webhooks" ? "round trips per webhooks batch…" : `round trips per 100 events and per webhooks batch…`)
 const roundTripRows = only === "noisy" ? [] : await call(`/bench/roundtrips?run=${runId("rt")}&webhook_endpoint=${endpoint.id}&webhook_version=${endpoint.version}${only ? `&only=${only}` : ""}`, { method: "POST" })
 const roundTrips = roundTripRows.filter((r) => !r.stage.startsWith("webhooks"))
 const webhookRoundTrips = roundTripRows.filter((r) => r.stage.startsWith("webhooks"))
+// The per-stage budget, on the idle stack: CPU per event per stage and where it goes (no latency profile applies).
+if (only === "") log(`per-stage budget: ${cpuBatches} synthetic batches of 100 per stage…`)
+const cpuRows = only === "" ? await call(`/bench/cpu?run=${runId("cpu")}&batches=${cpuBatches}`, { method: "POST" }) : []
 
 /**
  * One webhooks run: send n messages (`queue`: webhook.delivery messages, fact messages of charges, or
@@ -447,18 +566,18 @@ if (only === "webhooks") {
 }
 
 log(`bare hop: ${N} messages, one multi-row insert per batch (${settingsOf("bench-bare")})…`)
-const bare = await stage("bare", N, (p) => p.bare, (p) => p.bare >= N)
-log(`naive pattern (seed 003) at factline's settings (${settingsOf("bench-naive")}): ${N} messages…`)
-const naive = await stage("naive", N, (p) => p.naive, (p) => p.naive >= N)
-log(`naive pattern (seed 003) at the seed's settings (${settingsOf("bench-naive-seed")}): ${N} messages…`)
-const naiveSeed = await stage("naive-seed", N, (p) => p.naive, (p) => p.naive >= N)
+const bare = await logged("bare", () => stage("bare", N, (p) => p.bare, (p) => p.bare >= N))
+log(`naive pattern (seed 003) at factline's settings (${settingsOf("bench-naive")}): ${naiveN} messages…`)
+const naive = await logged("naive", () => stage("naive", naiveN, (p) => p.naive, (p) => p.naive >= naiveN))
+log(`naive pattern (seed 003) at the seed's settings (${settingsOf("bench-naive-seed")}): ${naiveN} messages…`)
+const naiveSeed = await logged("naive-seed", () => stage("naive-seed", naiveN, (p) => p.naive, (p) => p.naive >= naiveN))
 log(`factline events stage, isolated (relay to a sink, ${settingsOf("bench-events")}): ${N} events…`)
 // Each outcome goes to projections and fact-processing: both point at the sink, so 2 facts per event arrive there.
-const factlineStage = await stage("events", N, (p) => p.sink / 2, (p) => p.sink >= 2 * N)
+const factlineStage = await logged("events", () => stage("events", N, (p) => p.sink / 2, (p) => p.sink >= 2 * N))
 log(`hand-written events stage, isolated (facts table + one sendBatch per batch to the sink): ${N} events…`)
-const handStage = await stage("hand-isolated", N, (p) => p.sink, (p) => p.sink >= N)
+const handStage = await logged("hand-isolated", () => stage("hand-isolated", N, (p) => p.sink, (p) => p.sink >= N))
 log(`hand-written same topology end to end (events → facts table → fact queue → budgets): ${N} events…`)
-const handE2e = await stage("hand", N, (p) => p.hand_outcomes, (p) => p.hand_charges === expected(N).charges && p.hand_spent_cents === expected(N).spent)
+const handE2e = await logged("hand", () => stage("hand", N, (p) => p.hand_outcomes, (p) => p.hand_charges === expected(N).charges && p.hand_spent_cents === expected(N).spent))
 
 const scale = []
 // D1 bytes per event in the live window: the D1 file's pages in use before and after the first end-to-end
@@ -481,7 +600,7 @@ const dbSize = () => {
 for (const multiple of (process.env.BENCH_SCALE ?? "1,2,4").split(",").map(Number)) {
   log(`factline end to end over HTTP: ${multiple * N} events…`)
   const before = scale.length === 0 ? dbSize() : null
-  scale.push({ multiple, ...(await endToEnd(multiple * N)) })
+  scale.push({ multiple, ...(await logged(`e2e${multiple}`, () => endToEnd(multiple * N))) })
   if (before) {
     const after = dbSize()
     const events = multiple * N
@@ -490,6 +609,13 @@ for (const multiple of (process.env.BENCH_SCALE ?? "1,2,4").split(",").map(Numbe
     d1Bytes = { events, per_event: round(total / events, 0), by_table }
   }
 }
+const fresh = []
+for (const rate of freshRates) {
+  await quiet(2_000)
+  log(`freshness: ${rate} events/s offered over HTTP for ${freshSeconds} s…`)
+  fresh.push(await logged(`fresh${rate}`, () => freshness(rate, freshSeconds)))
+}
+const latencyTally = await call("/bench/latency")
 const webhooks = await webhooksStage()
 log(`noisy neighbour: tenant A posts ${noisyN} events, then tenant B one…`)
 const noisyNeighbourRun = await noisyNeighbour(noisyN)
@@ -544,11 +670,75 @@ const cost = {
 }
 const totalCost = Object.values(cost).reduce((a, b) => a + b, 0)
 
+// ---- per consumer invocation, the per-stage budget and its baseline ----------------------------
+const perInvocation = [
+  ["bare hop", "bare", /^bench-bare$/],
+  ["naive (seed 003), same settings", "naive", /^bench-naive$/],
+  ["factline events stage, isolated", "events", /^bench-events$/],
+  ["hand-written events stage, isolated", "hand-isolated", /^bench-hand-events$/],
+  ["hand-written e2e: events hop", "hand", /^bench-hand-events$/],
+  ["hand-written e2e: facts hop", "hand", /^bench-hand-facts$/],
+  ["factline e2e: events", "e2e" + scale[0].multiple, /^factline-events(-\d+)?$/],
+  ["factline e2e: fact-processing", "e2e" + scale[0].multiple, /^factline-fact-processing(-\d+)?$/],
+  ["factline e2e: projections", "e2e" + scale[0].multiple, /^factline-projections(-\d+)?$/],
+  ...freshRates.flatMap((rate) => [
+    [`freshness ${rate}/s: events`, `fresh${rate}`, /^factline-events(-\d+)?$/],
+    [`freshness ${rate}/s: fact-processing`, `fresh${rate}`, /^factline-fact-processing(-\d+)?$/],
+    [`freshness ${rate}/s: projections`, `fresh${rate}`, /^factline-projections(-\d+)?$/]
+  ])
+].map(([name, window, pattern]) => ({ run: name, ...(windows[window] ? invocations(pattern, ...windows[window]) : null) }))
+
+// Counted operations per event (the round-trip rows cover 100 events) beside CPU per event, per stage.
+const budgetStages = ["http edge", "events", "fact-processing", "projections"]
+const budget = budgetStages.map((name) => {
+  const counted = roundTrips.find((r) => r.stage === name)
+  const cpu = cpuRows.find((r) => r.stage === name)
+  const perEvent = (field) => round(counted[field] / counted.events, 3)
+  return {
+    stage: name,
+    counted_per_event: {
+      d1_round_trips: perEvent("d1RoundTrips"), d1_statements: perEvent("d1Statements"), d1_rows_read: perEvent("d1RowsRead"), d1_rows_written: perEvent("d1RowsWritten"),
+      do_rpcs: perEvent("doRpcs"), queue_sends: perEvent("queueSends"), queue_messages: perEvent("queueMessages")
+    },
+    cpu_ms_per_event: cpu.cpu_ms_per_event,
+    median_cpu_ms_per_event: cpu.median_cpu_ms_per_event,
+    ms_per_batch: cpu.ms_per_batch,
+    where_ms_per_event: cpu.where_ms_per_event,
+    calls_per_batch: cpu.calls_per_batch
+  }
+})
+const reference = cpuRows.filter((r) => !budgetStages.includes(r.stage)).map((r) => ({ stage: r.stage, cpu_ms_per_event: r.cpu_ms_per_event, median_cpu_ms_per_event: r.median_cpu_ms_per_event, where_ms_per_event: r.where_ms_per_event }))
+const baselineFile = join(root, "bench", "baseline.json")
+const baseline = (() => {
+  try {
+    return JSON.parse(readFileSync(baselineFile, "utf8"))
+  } catch {
+    return null
+  }
+})()
+const baselineCheck = budget.map((b) => {
+  const before = baseline?.stages?.[b.stage]?.cpu_ms_per_event ?? null
+  const change = before === null || before === 0 ? null : b.cpu_ms_per_event / before - 1
+  return { stage: b.stage, baseline_cpu_ms_per_event: before, cpu_ms_per_event: b.cpu_ms_per_event, change: change === null ? null : round(change, 3), over: change !== null && change > baselineTolerance }
+})
+if (updateBaseline) {
+  writeFileSync(baselineFile, JSON.stringify({
+    note: "CPU per event per stage (bench/run.mjs's per-stage budget: the 25th-percentile of synthetic batches of 100, wall time in the one local workerd thread). Taken on a loaded shared 2-core machine during development: refresh on a quiet one. `npm run bench` fails when a stage grows more than 20 % over it; BENCH_UPDATE_BASELINE=1 rewrites it",
+    date: new Date().toISOString(),
+    machine: { cores: cpus().length, cpu: cpus()[0]?.model, node: process.version, load_average: loadavg().map((x) => round(x)) },
+    batches: cpuBatches,
+    stages: Object.fromEntries(budget.map((b) => [b.stage, { cpu_ms_per_event: b.cpu_ms_per_event, counted_per_event: b.counted_per_event }])),
+    reference: Object.fromEntries(reference.map((r) => [r.stage, { cpu_ms_per_event: r.cpu_ms_per_event }]))
+  }, null, 2) + "\n")
+}
+
 const strip = (r) => ({ ...r, run: undefined })
 const results = {
   date: new Date().toISOString(),
   machine: { cores: cpus().length, cpu: cpus()[0]?.model, node: process.version },
   n: N,
+  profile,
+  ...(profile === "production" ? { naive_n: naiveN, latency: latencyTally } : {}),
   settings: {
     shards_per_tenant: Number(setup.shards_per_tenant),
     facts_copy: config.vars.FACTLINE_FACTS_COPY,
@@ -573,6 +763,9 @@ const results = {
     events_stage_share_of_hand_written: round(factlineStage.messages_per_second / handStage.messages_per_second)
   },
   round_trips_per_100_events: roundTrips,
+  per_stage_budget: { stages: budget, reference, baseline: baseline ? { date: baseline.date, tolerance: baselineTolerance, check: baselineCheck } : null },
+  per_consumer_invocation: perInvocation,
+  freshness: fresh,
   cost_model: {
     assumptions: {
       events_per_month: monthly, facts_per_event: round(factsPerEvent), qualified_share: round(qualifiedShare),
@@ -609,14 +802,15 @@ const results = {
     // Linear: the time per event does not grow with the volume (the largest run costs at most 25 % more per event than the smallest).
     linear_scale: scale.at(-1).seconds / scale.at(-1).events <= 1.25 * (scale[0].seconds / scale[0].events),
     gzip_bundle_at_most_300_kib: bundleGzip <= 300 * 1024,
-    noisy_neighbour_within_bound: noisyNeighbourRun.met
+    noisy_neighbour_within_bound: noisyNeighbourRun.met,
+    stage_cpu_within_baseline: baseline === null || updateBaseline || baselineCheck.every((c) => !c.over)
   }
 }
-const resultsFile = process.env.BENCH_RESULTS ?? (process.env.BENCH_SHARDS ? `results-shards-${process.env.BENCH_SHARDS}.json` : "results.json")
+const resultsFile = process.env.BENCH_RESULTS ?? (process.env.BENCH_SHARDS ? `results-shards-${process.env.BENCH_SHARDS}.json` : profile === "production" ? "results-production.json" : "results.json")
 writeFileSync(join(root, "bench", resultsFile), JSON.stringify(results, null, 2) + "\n")
 
 // ---- the table ----------------------------------------------------------------------------------
-console.log(`\nfactline benchmark — ${results.date} — ${results.machine.cores} cores (${results.machine.cpu}) — N = ${N}`)
+console.log(`\nfactline benchmark — ${results.date} — ${results.machine.cores} cores (${results.machine.cpu}) — N = ${N}${profile === "production" ? ` — PRODUCTION PROFILE (latency per binding call, bench/Latency.ts; naive runs N = ${naiveN})` : ""}`)
 console.log(`shards per tenant: ${results.settings.shards_per_tenant}; consumer settings (max_batch_size / max_batch_timeout): ${JSON.stringify(results.settings)}\n`)
 const w = [74, 12, 10, 12]
 console.log(line(["run", "settings", "seconds", "per second"], w))
@@ -637,6 +831,41 @@ console.log(`D1 rows written per event: ${round(d1RowsWrittenPerEvent)}; D1 byte
 console.log(`bundle: ${results.bundle.raw_kib} KiB raw, ${results.bundle.gzip_kib} KiB gzip`)
 console.log(`\nscale:`)
 for (const s of results.scale) console.log(`  ${s.multiple}× (${s.events} events): ${s.seconds} s, ${s.events_per_second} events/s, ${s.seconds_per_1000_events} s per 1000`)
+const w3 = [26, 9, 9, 9, 8, 14, 11, 9]
+console.log(`\nper-stage budget, per event (counted: one synthetic batch of 100; CPU: the 25th-percentile of ${cpuBatches} synthetic batches of 100 (median in parentheses), wall time in the one local workerd thread, no latency profile):`)
+console.log(line(["stage", "D1 trips", "D1 rows w", "DO RPCs", "sends", "CPU ms", "baseline ms", "change"], w3))
+for (const b of budget) {
+  const c = baselineCheck.find((x) => x.stage === b.stage)
+  console.log(line([b.stage, b.counted_per_event.d1_round_trips, b.counted_per_event.d1_rows_written, b.counted_per_event.do_rpcs, b.counted_per_event.queue_sends, `${b.cpu_ms_per_event} (${b.median_cpu_ms_per_event})`,
+    c.baseline_cpu_ms_per_event ?? "n/a", c.change === null ? "n/a" : `${c.change >= 0 ? "+" : ""}${round(c.change * 100, 0)} %${c.over ? " OVER" : ""}`], w3))
+}
+for (const r of reference) console.log(line([r.stage, "", "", "", "", `${r.cpu_ms_per_event} (${r.median_cpu_ms_per_event})`, "", ""], w3))
+console.log(`where the time goes (ms per event; binding calls timed while in flight, parallel calls once; the rest is the worker's own CPU):`)
+for (const b of [...budget, ...reference]) console.log(`  ${b.stage}: ${Object.entries(b.where_ms_per_event).sort((x, y) => y[1] - x[1]).map(([k, v]) => `${k} ${v}`).join("; ")}`)
+console.log(`\nper consumer invocation (wrangler dev's log of each batch; locally one batch per queue at a time):`)
+const w4 = [44, 11, 9, 10, 8, 18]
+console.log(line(["run", "invocations", "messages", "median ms", "p99 ms", "messages/s per inv."], w4))
+for (const r of perInvocation) console.log(line([r.run, r.invocations ?? "n/a", r.median_messages ?? "", r.median_ms ?? "", r.p99_ms ?? "", r.messages_per_invocation_second ?? ""], w4))
+if (fresh.length > 0) {
+  console.log(`\nfreshness (POST /v1/events 202 → the charge in buyer_budgets; a POST every 100 ms; groups of 10 events, read every 100 ms):`)
+  const w5 = [16, 12, 12, 14, 14, 12, 16]
+  console.log(line(["offered /s", "accepted /s", "POST p50/p99", "fresh p50 s", "fresh p99 s", "max s", "drained after s"], w5))
+  for (const f of fresh) console.log(line([f.offered_events_per_second, f.accepted_events_per_second, `${f.post_p50_ms}/${f.post_p99_ms} ms`, f.freshness_p50_seconds, f.freshness_p99_seconds, f.freshness_max_seconds, f.drained_seconds_after_last_post], w5))
+}
+if (profile === "production") {
+  console.log(`\nlatency profile (bench/Latency.ts; p50/p99 ms, log-normal; calls and mean wait drawn this run):`)
+  for (const [op, f] of Object.entries(latencyTally.table)) {
+    const calls = latencyTally.tally.calls[op]
+    console.log(`  ${op}: ${f.p50}/${f.p99} ms — ${f.source}${calls ? ` — ${calls} calls, mean drawn ${round(latencyTally.tally.drawnMs[op] / calls, 1)} ms, mean elapsed ${round(latencyTally.tally.elapsedMs[op] / calls, 1)} ms` : ""}`)
+  }
+}
 console.log(`\ntargets: ${JSON.stringify(results.targets, null, 1)}`)
 console.log(`\nwritten: bench/${resultsFile}`)
+if (updateBaseline) console.log(`baseline rewritten: bench/baseline.json`)
+const over = baselineCheck.filter((c) => c.over)
+if (!updateBaseline && over.length > 0) {
+  console.error(`\nbench: CPU per event over the baseline by more than ${round(baselineTolerance * 100, 0)} % (bench/baseline.json, ${baseline.date}): ${over.map((c) => `${c.stage} ${c.cpu_ms_per_event} ms vs ${c.baseline_cpu_ms_per_event} ms (+${round(c.change * 100, 0)} %)`).join("; ")}. Cut the cost, or if it is the price of a feature, say so and rewrite the baseline with BENCH_UPDATE_BASELINE=1.`)
+  process.exit(1)
+}
+if (baseline === null && !updateBaseline) console.log(`no bench/baseline.json: nothing to check the per-stage CPU against (BENCH_UPDATE_BASELINE=1 writes it)`)
 process.exit(0)

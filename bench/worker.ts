@@ -17,7 +17,11 @@
  *   endpoint points at the bench's local receiver; `bench-hooks-bare` is its floor at the same
  *   settings — POST each message's body to the receiver, nothing else (no signing, no D1, no ledger).
  * `/bench/*` routes drive the runs and read progress; `/bench/roundtrips` pushes synthetic
- * batches through each stage with counting wrappers around the real bindings. Used only by
+ * batches through each stage with counting wrappers around the real bindings; `/bench/cpu` times
+ * synthetic batches per stage and where their time goes (StageTiming.ts); `/bench/fresh` reads the
+ * freshness runs' budgets. With `FACTLINE_BENCH_LATENCY=production` (`BENCH_PROFILE=production`) every
+ * compared pipeline's bindings — the consumers', the HTTP edge's and the LedgerShard's own — wait the
+ * production profile's latency (Latency.ts); the drivers' own reads and sends do not. Used only by
  * `npm run bench`.
  */
 import { makePlatform, type PlatformEnv } from "@factline/workers"
@@ -25,8 +29,16 @@ import { FactId, FactMessage, QueueGroups, RetryPolicy, Shards, WebhookConsumer 
 import type { Fact } from "@factline/schemas"
 import { modules } from "../apps/example/src/modules.js"
 import * as CountingBindings from "@factline/core/testing/bindings"
+import { LedgerShard as PlatformLedgerShard } from "@factline/workers"
+import * as Latency from "./Latency.js"
+import * as StageTiming from "./StageTiming.js"
 
-export { LedgerShard } from "@factline/workers"
+/** The platform's LedgerShard, its own outgoing calls (relay sends, payload puts) under the bench's latency profile. */
+export class LedgerShard extends PlatformLedgerShard {
+  constructor(ctx: DurableObjectState, env: PlatformEnv) {
+    super(ctx, Latency.env(env))
+  }
+}
 
 const platform = makePlatform(modules)
 
@@ -211,7 +223,13 @@ const hooksBareMessage = (run: string, i: number, url: string) => {
 /** Every group's projections and fact-processing binding (`PROJECTIONS_QUEUE`, `PROJECTIONS_QUEUE_1`, …) → the sink. */
 const sinkBindings = [RetryPolicy.projections, RetryPolicy.factProcessing].flatMap((policy) =>
   Array.from({ length: QueueGroups.maxGroups }, (_, group) => QueueGroups.bindingName(policy, group)))
-const sinkEnv = (env: BenchEnv): BenchEnv => ({ ...env, ...Object.fromEntries(sinkBindings.map((binding) => [binding, env.BENCH_SINK])) })
+const sinkEnvs = new WeakMap<BenchEnv, BenchEnv>()
+/** The same object for the same env: the platform keeps one runtime (and its caches) per env object, as a deployed isolate does. */
+const sinkEnv = (env: BenchEnv): BenchEnv => {
+  let sunk = sinkEnvs.get(env)
+  if (!sunk) sinkEnvs.set(env, (sunk = { ...env, ...Object.fromEntries(sinkBindings.map((binding) => [binding, env.BENCH_SINK])) }))
+  return sunk
+}
 
 /** The batch as the events consumer sees it: from `factline-events`. */
 const asEventsBatch = (batch: MessageBatch<unknown>): MessageBatch<unknown> =>
@@ -372,13 +390,124 @@ const pipelineRoundTrips = async (env: BenchEnv, run: string) => {
   return rows
 }
 
+/**
+ * Every platform queue producer (each purpose's group bindings, `*_DLQ` left alone) → the sink: the CPU runs
+ * time one stage alone, its sends reaching no consumer that would share the thread meanwhile.
+ */
+const cpuEnvs = new WeakMap<BenchEnv, BenchEnv>()
+const allToSink = (env: BenchEnv): BenchEnv => {
+  let sunk = cpuEnvs.get(env)
+  if (!sunk) {
+    const bindings = RetryPolicy.all.flatMap((policy) => Array.from({ length: QueueGroups.maxGroups }, (_, group) => QueueGroups.bindingName(policy, group)))
+    cpuEnvs.set(env, (sunk = { ...env, ...Object.fromEntries(bindings.map((binding) => [binding, env.BENCH_SINK])) }))
+  }
+  return sunk
+}
+
+const median = (xs: ReadonlyArray<number>) => {
+  const sorted = [...xs].sort((a, b) => a - b)
+  return sorted.length === 0 ? 0 : sorted[Math.floor(sorted.length / 2)]!
+}
+
+/**
+ * The per-stage budget: `batches` synthetic batches of 100 events per stage, one at a time, on the real
+ * bindings without latency (every stage's sends go to the sink), after one warm-up batch per stage. Per stage:
+ * the 25th-percentile and median batch's milliseconds — wall time inside the one workerd thread, i.e. CPU locally — and where the
+ * time went (StageTiming: time inside each kind of binding call, the rest is the worker's own CPU).
+ */
+const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number) => {
+  const base = allToSink(rawEnv)
+  const timing = StageTiming.make()
+  const timedEnv = StageTiming.env(base, timing)
+  const zeroTiming = () => {
+    for (const k of Object.keys(timing.ms)) delete timing.ms[k]
+    for (const k of Object.keys(timing.calls)) delete timing.calls[k]
+    timing.anyMs = 0
+  }
+  const size = 100
+  const ctx = { waitUntil: () => undefined, passThroughOnException: () => undefined } as unknown as ExecutionContext
+  const post = (events: ReadonlyArray<ReturnType<typeof callEvent>>, e: BenchEnv) =>
+    platform.fetch(new Request("http://bench/v1/events", {
+      method: "POST", body: JSON.stringify({ events: events.map(({ tenant_id: _t, message_id: _m, created_at: _c, ...ev }) => ev) }),
+      headers: { authorization: "Bearer dev-token-tenant-a", "content-type": "application/json" }
+    }), e, ctx).then(async (r) => {
+      if (r.status !== 202) throw new Error(`POST /v1/events → ${r.status} ${await r.text()}`)
+    })
+  const consume = (queue: string, bodies: ReadonlyArray<unknown>, e: BenchEnv, consumer?: (b: MessageBatch<any>, e: BenchEnv) => Promise<void>) => {
+    const { batch } = syntheticBatch(queue, bodies)
+    return consumer ? consumer(batch, e) : platform.queue(batch, e, undefined as never)
+  }
+  // The clock advances only at I/O: a timer after the call brings it up to date with the call's trailing
+  // synchronous work; the timer's own cost (median of 21) is subtracted.
+  const tick = () => new Promise<void>((resolve) => setTimeout(resolve, 0))
+  const ticks: Array<number> = []
+  for (let i = 0; i < 21; i++) {
+    const t0 = performance.now()
+    await tick()
+    ticks.push(performance.now() - t0)
+  }
+  const tickMs = median(ticks)
+  /** One stage: `prepare(i)` (untimed, on the untimed env) makes batch i's input, `call` is timed. */
+  const stage = async <I>(name: string, prepare: (i: number) => Promise<I>, call: (input: I, e: BenchEnv) => Promise<void>) => {
+    await call(await prepare(-1), timedEnv)
+    const samples: Array<{ ms: number; kinds: Record<string, number>; calls: Record<string, number>; bindingMs: number }> = []
+    for (let i = 0; i < batches; i++) {
+      const input = await prepare(i)
+      zeroTiming()
+      const started = performance.now()
+      await call(input, timedEnv)
+      await tick()
+      const ms = Math.max(0, performance.now() - started - tickMs)
+      samples.push({ ms, kinds: { ...timing.ms }, calls: { ...timing.calls }, bindingMs: timing.anyMs })
+    }
+    const mid = median(samples.map((x) => x.ms))
+    // The figure the budget and its baseline check use: the 25th-percentile batch, less moved by other work on a shared machine than the median.
+    const p25 = [...samples.map((x) => x.ms)].sort((a, b) => a - b)[Math.floor(samples.length / 4)]!
+    const mean = (f: (x: (typeof samples)[number]) => number) => samples.reduce((n, x) => n + f(x), 0) / samples.length
+    const kinds = [...new Set(samples.flatMap((x) => Object.keys(x.kinds)))]
+    const meanMs = mean((x) => x.ms)
+    return {
+      stage: name, events: size, batches,
+      ms_per_batch_median: Math.round(mid * 10) / 10,
+      ms_per_batch: samples.map((x) => Math.round(x.ms * 10) / 10),
+      cpu_ms_per_event: Math.round((p25 / size) * 1000) / 1000,
+      median_cpu_ms_per_event: Math.round((mid / size) * 1000) / 1000,
+      // Mean shares of a batch (they add up to the mean batch, not the median).
+      where_ms_per_event: {
+        ...Object.fromEntries(kinds.map((k) => [k, Math.round((mean((x) => x.kinds[k] ?? 0) / size) * 1000) / 1000])),
+        "worker CPU (decode, dispatch, handlers, logging, tracing)": Math.round((mean((x) => Math.max(0, x.ms - x.bindingMs)) / size) * 1000) / 1000
+      },
+      mean_ms_per_batch: Math.round(meanMs * 10) / 10,
+      calls_per_batch: Object.fromEntries(kinds.map((k) => [k, Math.round(mean((x) => x.calls[k] ?? 0) * 10) / 10]))
+    }
+  }
+  const eventsOf = (i: number, tag: string) => Array.from({ length: size }, (_, j) => callEvent(`${run}${tag}${i < 0 ? "w" : i}`, j))
+  const rows = []
+  rows.push(await stage("http edge", async (i) => eventsOf(i, "h"), (events, e) => post(events, e)))
+  // The events stage consumes events the edge accepted (their keys bound there), as in production.
+  rows.push(await stage("events", async (i) => {
+    const events = eventsOf(i, "e")
+    await post(events, base)
+    return events
+  }, (events, e) => consume("factline-events", events, e)))
+  rows.push(await stage("fact-processing", async (i) => (await factsOf(eventsOf(i, "f"))).outcomes, (outcomes, e) => consume("factline-fact-processing", [FactMessage.make(outcomes)], e)))
+  rows.push(await stage("projections", async (i) => {
+    const { outcomes, derived } = await factsOf(eventsOf(i, "p"))
+    return [FactMessage.make(outcomes), FactMessage.make(derived)]
+  }, (messages, e) => consume("factline-projections", messages, e)))
+  rows.push(await stage("hand-written events stage", async (i) => Array.from({ length: size }, (_, j) => benchMessage(`${run}k${i}`, j, true)), (bodies, e) => consume("bench-hand-events", bodies, e, handEvents)))
+  rows.push(await stage("bare", async (i) => Array.from({ length: size }, (_, j) => benchMessage(`${run}b${i}`, j)), (bodies, e) => consume("bench-bare", bodies, e, bare)))
+  return rows
+}
+
 const count = async (env: BenchEnv, sql: string, ...params: Array<string>) =>
   ((await env.DB.prepare(sql).bind(...params).first<{ n: number }>())?.n ?? 0)
 
 export default {
   async fetch(request: Request, env: BenchEnv, ctx: ExecutionContext) {
     const url = new URL(request.url)
-    if (!url.pathname.startsWith("/bench/")) return platform.fetch(request, env, ctx)
+    // The HTTP edge under the latency profile; the bench's own routes (drivers, progress reads) without it.
+    if (!url.pathname.startsWith("/bench/")) return platform.fetch(request, Latency.env(env), ctx)
     const run = url.searchParams.get("run") ?? "r"
     const n = Number(url.searchParams.get("n") ?? "0")
     const from = Number(url.searchParams.get("from") ?? "0")
@@ -438,6 +567,19 @@ export default {
           hand_spent_cents: hand?.spent ?? 0, hand_charges: hand?.charges ?? 0
         })
       }
+      case "/bench/cpu":
+        return json(await cpuBudget(env, run, Math.max(1, Number(url.searchParams.get("batches") ?? "5"))))
+      case "/bench/fresh": {
+        // The freshness groups of a run visible in buyer_budgets from group `from` on: [group, charges]. A freshness
+        // run's events all qualify, ten to a buyer `<run>_g<group, 7 digits>` (bench/run.mjs).
+        const fromGroup = `${run}_g${String(Number(url.searchParams.get("from") ?? "0")).padStart(7, "0")}`
+        const rows = await env.DB.prepare("SELECT buyer_id, charges FROM buyer_budgets WHERE tenant_id = 'tenant-a' AND buyer_id >= ? AND buyer_id < ?")
+          .bind(fromGroup, `${run}_h`).raw<[string, number]>()
+        return json(rows.map(([buyer, charges]) => [Number(buyer.slice(buyer.lastIndexOf("_g") + 2)), charges]))
+      }
+      case "/bench/latency":
+        if (request.method === "POST") Latency.resetTally()
+        return json({ profile: env.FACTLINE_BENCH_LATENCY ?? "none", table: Latency.production, tally: Latency.tally })
       case "/bench/roundtrips": {
         const endpoint = url.searchParams.get("webhook_endpoint")
         const version = Number(url.searchParams.get("webhook_version") ?? "1")
@@ -447,12 +589,14 @@ export default {
         return json({ error: "unknown bench route" }, 404)
     }
   },
-  async queue(batch: MessageBatch<unknown>, env: BenchEnv, ctx: ExecutionContext) {
+  async queue(batch: MessageBatch<unknown>, rawEnv: BenchEnv, ctx: ExecutionContext) {
+    // Every compared consumer under the latency profile (the env itself without it).
+    const env = Latency.env(rawEnv)
     switch (batch.queue) {
       case "bench-bare": return bare(batch as MessageBatch<BenchMessage>, env)
       case "bench-naive":
       case "bench-naive-seed": return naive(batch as MessageBatch<BenchMessage>, env)
-      case "bench-sink": return sink(batch, env)
+      case "bench-sink": return sink(batch, rawEnv) // the bench's counter, not a compared pipeline
       case "bench-events": return platform.queue(asEventsBatch(batch), sinkEnv(env), ctx)
       case "bench-hand-events": return handEvents(batch as MessageBatch<BenchMessage>, env)
       case "bench-hand-facts": return handFacts(batch as MessageBatch<any>, env)

@@ -1,0 +1,165 @@
+/**
+ * The bench's production profile: asynchronous latency around every binding call, so that a run on one
+ * local workerd thread (where every binding call is CPU of the same process) also shows what the network
+ * does in production — parallel calls overlap, sequential rounds add up.
+ *
+ * One table of figures (`production`) for every compared pipeline; each call draws its latency from a
+ * log-normal distribution through the figure's p50 and p99 and waits half of it before the real call and
+ * half after (a write becomes visible mid-way, as in production). A D1 `batch()` is one round trip.
+ * Turned on only by the bench config's `FACTLINE_BENCH_LATENCY=production` (`BENCH_PROFILE=production`);
+ * never part of a production code path. The waits actually slept (timer overshoot included) are tallied.
+ */
+
+export interface Figure {
+  readonly p50: number
+  readonly p99: number
+  /** Where the figure comes from: a published or measured source, or "estimate". */
+  readonly source: string
+}
+
+export type Operation = "queue_send" | "do_rpc" | "d1_round_trip" | "r2_get" | "r2_put"
+
+/** The production table (milliseconds). Keep in step with README's Performance section and docs/performance.md. */
+export const production: Readonly<Record<Operation, Figure>> = {
+  queue_send: {
+    p50: 60, p99: 200,
+    source: "p50: Cloudflare blog, \"Durable Objects aren't just durable, they're fast: a 10x speedup for Cloudflare Queues\" (2024-10-24, blog.cloudflare.com/how-we-built-cloudflare-queues): median send latency ~60 ms; p99: estimate"
+  },
+  do_rpc: { p50: 10, p99: 40, source: "p50: a warm Durable Object write RPC from a Worker, output-gate flush included, as measured for issue 22's prototype (not published by Cloudflare); p99: estimate" },
+  d1_round_trip: { p50: 15, p99: 60, source: "estimate (nothing published; Worker and primary in one region)" },
+  r2_get: { p50: 40, p99: 150, source: "estimate (nothing published for same-region gets)" },
+  r2_put: { p50: 40, p99: 150, source: "estimate (nothing published for same-region puts)" }
+}
+
+/** Waits drawn and time elapsed around the calls, per operation: what the profile added to a run. */
+export interface Tally {
+  calls: Record<Operation, number>
+  drawnMs: Record<Operation, number>
+  /** From before the first wait to after the second: both waits, their timers' overshoot and the local call. */
+  elapsedMs: Record<Operation, number>
+}
+
+const zero = (): Record<Operation, number> => ({ queue_send: 0, do_rpc: 0, d1_round_trip: 0, r2_get: 0, r2_put: 0 })
+export const tally: Tally = { calls: zero(), drawnMs: zero(), elapsedMs: zero() }
+export const resetTally = () => Object.assign(tally, { calls: zero(), drawnMs: zero(), elapsedMs: zero() })
+
+/** z of the 99th percentile of the standard normal. */
+const z99 = 2.3263
+const normal = () => {
+  // Box–Muller.
+  const u = 1 - Math.random()
+  const v = Math.random()
+  return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * v)
+}
+/** A draw from the log-normal whose median is p50 and whose 99th percentile is p99. */
+export const draw = (figure: Figure) => figure.p50 * Math.exp((Math.log(figure.p99 / figure.p50) / z99) * normal())
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/** `call` with the operation's latency around it: half before, half after. */
+const around = async <A>(table: Readonly<Record<Operation, Figure>>, operation: Operation, call: () => Promise<A>): Promise<A> => {
+  const ms = draw(table[operation])
+  tally.calls[operation]++
+  tally.drawnMs[operation] += ms
+  const started = performance.now()
+  await sleep(ms / 2)
+  const result = await call()
+  await sleep(ms / 2)
+  // performance.now() advances across I/O in workerd: the two waits (overshoot included) and the real call between them.
+  tally.elapsedMs[operation] += performance.now() - started
+  return result
+}
+
+const bindIfFunction = (target: object, prop: PropertyKey) => {
+  const value = (target as any)[prop]
+  return typeof value === "function" ? value.bind(target) : value
+}
+
+/** Answered by the proxies: the real binding (so per-binding caches keyed on it see one binding). */
+const unwrap = Symbol.for("@factline/core/testing/unwrap")
+
+export const d1 = (db: D1Database, table = production): D1Database => {
+  const real = new WeakMap<object, D1PreparedStatement>()
+  const wrap = (statement: D1PreparedStatement): D1PreparedStatement => {
+    const proxy = new Proxy(statement, {
+      get(target, prop) {
+        if (prop === "bind") return (...args: Array<unknown>) => wrap(target.bind(...args))
+        if (prop === "run" || prop === "all" || prop === "first" || prop === "raw") {
+          return (...args: Array<any>) => around(table, "d1_round_trip", () => (target as any)[prop](...args))
+        }
+        return bindIfFunction(target, prop)
+      }
+    })
+    real.set(proxy, statement)
+    return proxy
+  }
+  return new Proxy(db, {
+    get(target, prop) {
+      if (prop === unwrap) return (target as any)[unwrap] ?? target
+      if (prop === "prepare") return (sql: string) => wrap(target.prepare(sql))
+      if (prop === "batch") return (statements: Array<D1PreparedStatement>) => around(table, "d1_round_trip", () => target.batch(statements.map((s) => real.get(s) ?? s)))
+      if (prop === "exec") return (sql: string) => around(table, "d1_round_trip", () => target.exec(sql))
+      return bindIfFunction(target, prop)
+    }
+  })
+}
+
+export const durableObjects = <N extends { get(id: DurableObjectId): unknown }>(ns: N, table = production): N =>
+  new Proxy(ns, {
+    get(target, prop) {
+      if (prop === unwrap) return (target as any)[unwrap] ?? target
+      if (prop !== "get") return bindIfFunction(target, prop)
+      return (id: DurableObjectId, options?: unknown) => {
+        const stub = (target.get as any)(id, options)
+        return new Proxy(stub, {
+          get(s, method) {
+            if (typeof method !== "string" || method === "then") return s[method]
+            return (...args: Array<unknown>) => around(table, "do_rpc", () => s[method](...args))
+          }
+        })
+      }
+    }
+  })
+
+export const queue = <T>(q: Queue<T>, table = production): Queue<T> => ({
+  send: (body: T, options?: QueueSendOptions) => around(table, "queue_send", () => q.send(body, options)),
+  sendBatch: (messages: Iterable<MessageSendRequest<T>>, options?: QueueSendBatchOptions) => {
+    const list = [...messages]
+    return around(table, "queue_send", () => q.sendBatch(list, options))
+  },
+  metrics: () => (q as any).metrics(),
+  [unwrap]: (q as any)[unwrap] ?? q
+}) as Queue<T>
+
+export const r2 = (bucket: R2Bucket, table = production): R2Bucket =>
+  new Proxy(bucket, {
+    get(target, prop) {
+      if (prop === unwrap) return (target as any)[unwrap] ?? target
+      if (prop === "get" || prop === "head") return (...args: Array<any>) => around(table, "r2_get", () => (target as any)[prop](...args))
+      if (prop === "put" || prop === "delete") return (...args: Array<any>) => around(table, "r2_put", () => (target as any)[prop](...args))
+      return bindIfFunction(target, prop)
+    }
+  })
+
+const wrapped = new WeakMap<object, object>()
+/**
+ * A copy of a Worker env with the profile's latency around its D1 databases (`DB`, `FACTLINE_READ_DB_n`),
+ * the ledger namespace (`LEDGER`), every queue producer (`*_QUEUE`, `*_QUEUE_n`, `*_DLQ`, the bench's
+ * `BENCH_*`) and the payload bucket (`PAYLOADS`); the same copy for the same env (the platform keeps one
+ * runtime per env object). Without `FACTLINE_BENCH_LATENCY=production` the env itself.
+ */
+export const env = <E extends Record<string, unknown>>(source: E): E => {
+  if (source.FACTLINE_BENCH_LATENCY !== "production") return source
+  const known = wrapped.get(source)
+  if (known) return known as E
+  const out: Record<string, unknown> = { ...source }
+  for (const [name, value] of Object.entries(source)) {
+    if (typeof value !== "object" || value === null) continue
+    if (name === "DB" || /^FACTLINE_READ_DB_\d+$/.test(name)) out[name] = d1(value as D1Database)
+    else if (name === "LEDGER") out[name] = durableObjects(value as DurableObjectNamespace)
+    else if (/_(QUEUE|DLQ)(_\d+)?$/.test(name) || /^BENCH_[A-Z_]+$/.test(name)) out[name] = queue(value as Queue)
+    else if (name === "PAYLOADS") out[name] = r2(value as R2Bucket)
+  }
+  wrapped.set(source, out)
+  return out as E
+}
