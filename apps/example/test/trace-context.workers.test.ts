@@ -222,9 +222,34 @@ describe("trace context", () => {
     const [outcome] = (await readStream("tenant-a", call.subject)).facts
     const other = { ...outcome!, fact_id: unique("f"), sequence: 99, traceparent: sentBy(traceId()) }
     const processed = await logged("log", () => deliver("factline-fact-processing", FactMessage.make([outcome!, other])))
-    expect(processed.find((l) => l.queue === "factline-fact-processing")).toMatchObject({
+    expect(processed.find((l) => l.message === "queue message processed" && l.queue === "factline-fact-processing")).toMatchObject({
       outcome: "acked", trace_ids: [trace, TraceContext.traceId(other.traceparent)]
     })
+    await drain()
+  })
+
+  it("by default a batch logs one line with its counts and a line per failed attempt, none per acked attempt", async () => {
+    // FACTLINE_LOG_ATTEMPTS unset: the default (`batch`).
+    const { FACTLINE_LOG_ATTEMPTS: _set, ...defaults } = env as unknown as PlatformEnv & Record<string, unknown>
+    const trace = traceId()
+    const calls = [callCompleted({ traceparent: sentBy(trace) }), callCompleted()]
+    const flaky = { ...callCompleted(), message_type: "test.flaky.happened", schema_version: 1, idempotency_key: unique("flaky"), payload: { fail_times: 1 }, traceparent: sentBy(trace) }
+    const batch = createMessageBatch("factline-events", [...calls, flaky].map((body) => ({ id: unique("qm"), timestamp: new Date(), attempts: 1, body })))
+    const ctx = createExecutionContext()
+    const lines: Record<"log" | "warn" | "error", Array<Record<string, any>>> = { log: [], warn: [], error: [] }
+    lines.warn = await logged("warn", async () => {
+      lines.log = await logged("log", () => platform.queue(batch, defaults as unknown as PlatformEnv, ctx))
+    })
+    const result = await getQueueResult(batch, ctx)
+    expect(result.explicitAcks).toHaveLength(2)
+    expect(result.retryMessages).toHaveLength(1)
+    expect(lines.log.filter((l) => l.message === "queue message processed")).toEqual([])
+    expect(lines.log.filter((l) => l.message === "queue batch processed")).toEqual([
+      { level: "info", message: "queue batch processed", queue: "factline-events", messages: 3, acked: 2, retried: 1, parked: 0, dead_lettered: 0 }
+    ])
+    const retried = lines.warn.filter((l) => l.message === "queue message processed")
+    expect(retried).toHaveLength(1)
+    expect(retried[0]).toMatchObject({ outcome: "retried", idempotency_key: flaky.idempotency_key, traceparent: sentBy(trace) })
     await drain()
   })
 

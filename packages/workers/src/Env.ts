@@ -62,7 +62,7 @@ export interface PlatformEnv {
   readonly FACTLINE_WEBHOOK_DISABLE_AFTER_HOURS?: string
   /** Seconds endpoint configs are cached per isolate (default 10). */
   readonly FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS?: string
-  /** The structured log line per processing attempt: `all` (default), `failures`, or `none`. */
+  /** Consumers' log lines: `batch` (default: a line per batch with its counts, and one per failed attempt), `all` (also one per acked attempt), `failures`, or `none`. */
   readonly FACTLINE_LOG_ATTEMPTS?: string
   /** Which attempts the runs view records: `failures` (default), `all` (what `npm run dev` sets), or `none`. */
   readonly FACTLINE_RUNS?: string

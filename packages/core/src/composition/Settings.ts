@@ -20,7 +20,7 @@ import * as FactsCopy from "../projections/FactsCopy.js"
 import { defaultBucketName } from "../producing/PayloadStore.js"
 import * as KeptEvents from "../producing/KeptEvents.js"
 
-export type LogAttempts = "all" | "failures" | "none"
+export type LogAttempts = "all" | "batch" | "failures" | "none"
 /** `FACTLINE_RUNS`: which attempts the runs view records (consuming/Runs.ts). */
 export type RunsLevel = "all" | "failures" | "none"
 
@@ -65,7 +65,11 @@ export interface Shape {
   readonly webhookConfigTtlMs: number
   /** `FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT` (default 20): a tenant's endpoints, so one fact's fan-out stays bounded. */
   readonly webhookEndpointsPerTenant: number
-  /** `FACTLINE_LOG_ATTEMPTS`: `all` (default), `failures` or `none`. */
+  /**
+   * `FACTLINE_LOG_ATTEMPTS`: `batch` (default: one line per consumer batch with its counts, and one per attempt
+   * that did not succeed), `all` (also one per acked attempt: opt-in, it costs CPU per message), `failures`
+   * (the failures' lines alone) or `none`. See Consumer.LogLevel.
+   */
   readonly logAttempts: LogAttempts
   /**
    * `FACTLINE_RUNS`: `failures` (default: the attempts that do not succeed at once, and every later attempt of
@@ -168,7 +172,7 @@ export const config: Config.Config<Shape> = Config.all({
   webhookDisableAfterMs: lenientNumber("FACTLINE_WEBHOOK_DISABLE_AFTER_HOURS", 120).pipe(Config.map((hours) => hours * 3600 * 1000)),
   webhookConfigTtlMs: lenientNumber("FACTLINE_WEBHOOK_CONFIG_TTL_SECONDS", 10).pipe(Config.map((seconds) => seconds * 1000)),
   webhookEndpointsPerTenant: lenientNumber("FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT", 20).pipe(Config.map(Math.floor)),
-  logAttempts: optional("FACTLINE_LOG_ATTEMPTS").pipe(Config.map((raw): LogAttempts => raw === "failures" || raw === "none" ? raw : "all")),
+  logAttempts: optional("FACTLINE_LOG_ATTEMPTS").pipe(Config.map((raw): LogAttempts => raw === "all" || raw === "failures" || raw === "none" ? raw : "batch")),
   runs: optional("FACTLINE_RUNS").pipe(Config.map((raw): RunsLevel => raw === "all" || raw === "none" ? raw : "failures")),
   factsCopy: optional(FactsCopy.variable).pipe(Config.mapEffect((raw) => {
     const copy = FactsCopy.parse(raw)

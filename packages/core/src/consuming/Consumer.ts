@@ -24,7 +24,8 @@
  * outcome. A dead letter's `first_attempted_at` is the first processing attempt (FirstAttempts records it
  * when a first attempt ends in a retry). The runs view (Runs) records the attempts that do not succeed at
  * once (every attempt with `runs: "all"`) in that same round trip: a failing batch's one more round trip,
- * never — unless `runs: "all"` — a succeeding one's.
+ * never — unless `runs: "all"` — a succeeding one's. Log lines (`LogLevel`): one per batch with its counts
+ * and one per attempt that did not succeed; a line per acked attempt only when asked for (`all`).
  *
  * What "process" means is the caller's: the events consumer routes to
  * handlers; platform consumers plug in their own step.
@@ -52,7 +53,13 @@ export type Outcome = Result.Result<void, Failure.Failure>
 export const done: Outcome = Result.succeed(undefined)
 export const failed = (failure: Failure.Failure): Outcome => Result.fail(failure)
 
-export type LogLevel = "all" | "failures" | "none"
+/**
+ * Which log lines a batch writes (`FACTLINE_LOG_ATTEMPTS`): `batch` (default) — one line per batch with its
+ * counts, and one per attempt that did not succeed (retried, parked, dead-lettered); `all` — that, and a
+ * line per acked attempt too (opt-in: a line per message costs CPU on the hot path); `failures` — the
+ * failures' lines alone; `none`.
+ */
+export type LogLevel = "all" | "batch" | "failures" | "none"
 
 const text = (body: unknown, field: string): string | undefined => {
   if (typeof body !== "object" || body === null) return undefined
@@ -116,6 +123,29 @@ export const attemptLine = (queue: QueueFields, m: { readonly id: string; readon
     ...(error === undefined ? {} : { error: error.split("\n")[0]!.slice(0, 500) })
   })
 
+/**
+ * The one log line of a batch (`FACTLINE_LOG_ATTEMPTS=batch`, the default, and `all`): its queue, size and
+ * counts — no per-message field, so it costs the same for 1 message or 100. Its failures have lines of their own.
+ */
+export const batchLine = (
+  queue: QueueFields,
+  messages: number,
+  counts: { readonly acked: number; readonly retried: number; readonly deadLettered: number; readonly deadLetteredByReason: Readonly<Record<string, number>> },
+  parked: number
+) =>
+  JSON.stringify({
+    // Info whatever the counts: each failure has its own warn or error line.
+    level: "info",
+    message: "queue batch processed",
+    ...queue,
+    messages,
+    acked: counts.acked,
+    retried: counts.retried - parked,
+    parked,
+    dead_lettered: counts.deadLettered,
+    ...(counts.deadLettered > 0 ? { dead_lettered_by_reason: counts.deadLetteredByReason } : {})
+  })
+
 /** What the Worker's settings choose for every consumer (`FACTLINE_RETRY_DELAY_SCALE`, `FACTLINE_LOG_ATTEMPTS`, `FACTLINE_RUNS`). */
 export interface Options {
   readonly delayScale?: number
@@ -145,7 +175,7 @@ export interface Spec<T, R, P = R> {
   readonly process: (items: ReadonlyArray<Item<T>>) => Effect.Effect<ReadonlyMap<string, Outcome>, never, P>
   /** Multiplies every retry delay (tests use 0). Defaults to 1. */
   readonly delayScale?: number
-  /** One JSON log line per processing attempt: for every message (default), only for failures, or none. */
+  /** The batch's log lines (see `LogLevel`): its counts and its failures (default), every attempt, failures only, or none. */
   readonly log?: LogLevel
   /** Which attempts the runs view records (Runs): all, those that do not succeed at once (default), or none. */
   readonly runs?: Runs.Level
@@ -385,28 +415,34 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       if (v._tag === "Retry") m.retry({ delaySeconds: delays[i]! })
       else m.ack()
     })
-    const log = spec.log ?? "all"
-    if (log !== "none") {
-      verdicts.forEach((v, i) => {
-        const m = messages[i]!
-        if (v._tag === "Ack") {
-          if (log === "all") console.log(attemptLine(fields, m, "acked"))
-        } else if (v._tag === "Retry") console.warn(attemptLine(fields, m, "retried", v.errorClass ?? "transient", v.error))
-        else if (v._tag === "Park") console.warn(attemptLine(fields, m, "parked", "held", v.error))
-        else console.error(attemptLine(fields, m, "dead_lettered", v.records[0]?.reason, v.records[0]?.error))
-      })
-    }
+    // 9. log lines: a line per attempt that did not succeed (its trace read from that message alone), a line per
+    // acked attempt only with `all`, and one line for the batch with its counts (`batch`, `all`).
+    const log = spec.log ?? "batch"
     const counts = { acked: 0, retried: 0, deadLettered: 0, deadLetteredByReason: {} as Record<string, number> }
-    for (const v of verdicts) {
+    let parkedCount = 0
+    for (let i = 0; i < verdicts.length; i++) {
+      const v = verdicts[i]!
+      if (v._tag === "Ack") {
+        counts.acked++
+        if (log === "all") console.log(attemptLine(fields, messages[i]!, "acked"))
+        continue
+      }
       // A parked message comes back as a new one: counted as a retry, as it is one for the queue's health.
-      if (v._tag === "Retry" || v._tag === "Park") counts.retried++
-      else if (v._tag === "Ack") counts.acked++
-      else {
+      if (v._tag === "Retry" || v._tag === "Park") {
+        counts.retried++
+        if (v._tag === "Park") parkedCount++
+      } else {
         counts.deadLettered++
         // One count per message, under its first record's reason (as its log line): the reasons sum to `deadLettered`.
         const reason = v.records[0]?.reason ?? "unknown"
         counts.deadLetteredByReason[reason] = (counts.deadLetteredByReason[reason] ?? 0) + 1
       }
+      if (log === "none") continue
+      const m = messages[i]!
+      if (v._tag === "Retry") console.warn(attemptLine(fields, m, "retried", v.errorClass ?? "transient", v.error))
+      else if (v._tag === "Park") console.warn(attemptLine(fields, m, "parked", "held", v.error))
+      else console.error(attemptLine(fields, m, "dead_lettered", v.records[0]?.reason, v.records[0]?.error))
     }
+    if (log === "batch" || log === "all") console.log(batchLine(fields, messages.length, counts, parkedCount))
     return counts
   }).pipe(Effect.withSpan("Consumer.run"))

@@ -27,9 +27,11 @@
  *   their own (`deliveryMessage`), delivered the same way.
  *
  * Per batch: one read of the delivery states, one transaction recording every
- * attempt (log, delivery state, endpoint health), one ledger append of the
- * outcome facts (`webhook_sent`, `webhook_failed`, `webhook_endpoint_disabled`,
- * caused by the triggering fact) and their relay — constant in batch size.
+ * attempt (log, delivery state, endpoint health) and — at the same time, not
+ * after it — one ledger append of the outcome facts (`webhook_sent`,
+ * `webhook_failed`, caused by the triggering fact), then their relay — constant
+ * in batch size. An endpoint the record disabled adds one append of its
+ * `webhook_endpoint_disabled` fact.
  *
  * Tenant isolation (`TenantHolds`): a tenant whose deliveries held a batch
  * for a second or more is held for as long after it; its deliveries not yet
@@ -373,14 +375,38 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
     record.endpoints.push(...health.values())
     // Batch-level log lines name the traces of the attempts they are about.
     const traced = Effect.annotateLogs({ trace_ids: TraceContext.traceIds(attempted.map((a) => a.traceparent)) })
-    const disabled = yield* Effect.orElseSucceed(
-      Effect.tapError(store.record(record), (e) => traced(Effect.logError(`webhook attempts could not be recorded: ${e.message}`))),
-      () => new Set<string>()
-    )
+    // Outcome facts: one append (one RPC per shard); failures are logged — the attempt itself is recorded.
+    const append = (facts: ReadonlyArray<{ tenant_id: string; stream: string; draft: Promise<FactDraft> }>) =>
+      Effect.gen(function*() {
+        const toRelay = new Map<string, ReadonlyArray<Fact>>()
+        if (facts.length === 0) return toRelay
+        const drafts = yield* Effect.promise(() => Promise.all(facts.map((f) => f.draft)))
+        const groups: Array<AppendGroup> = facts.map((f, i) => ({ tenant_id: f.tenant_id, stream: f.stream, facts: [drafts[i]!] }))
+        const appended = yield* Effect.result(ledger.append(groups))
+        if (Result.isFailure(appended)) {
+          yield* traced(Effect.logError(`webhook outcome facts could not be appended: ${appended.failure.message}`))
+          return toRelay
+        }
+        appended.success.forEach((r, i) => (r.status === "appended" || r.status === "duplicate") && toRelay.set(`${drafts[i]!.fact_id}`, r.facts))
+        // A shard that could not take its outcome facts answers per group, not as a failure of the whole append.
+        const notAppended = appended.success.filter((r) => r.status !== "appended" && r.status !== "duplicate")
+        if (notAppended.length > 0) yield* traced(Effect.logError(`${notAppended.length} webhook outcome fact(s) could not be appended: ${notAppended.map((r) => ("message" in r ? r.message : r.status)).join("; ")}`))
+        return toRelay
+      })
+    // The attempts' record (D1) and their outcome facts' append (the ledger) are independent: one round trip
+    // of waiting for both, not two in a row. Only an endpoint the record disabled adds an append after it.
+    const [disabled, toRelay] = yield* Effect.all([
+      Effect.orElseSucceed(
+        Effect.tapError(store.record(record), (e) => traced(Effect.logError(`webhook attempts could not be recorded: ${e.message}`))),
+        () => new Set<string>() as ReadonlySet<string>
+      ),
+      append(newFacts)
+    ], { concurrency: 2 })
+    const disabledFacts: typeof newFacts = []
     for (const h of health.values()) {
       if (!disabled.has(tenantKey(h.tenant_id, h.endpoint_id))) continue
       const endpoint = attempted.find((a) => a.endpoint.id === h.endpoint_id && a.item.envelope.tenant_id === h.tenant_id)!
-      newFacts.push({
+      disabledFacts.push({
         tenant_id: h.tenant_id,
         stream: h.endpoint_id,
         draft: FactId.make({ tenantId: h.tenant_id, cause: `${h.endpoint_id}:disabled:${endpoint.endpoint.version}`, decidedBy: source, position: 0 }).then((fact_id) => ({
@@ -391,17 +417,9 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
         }))
       })
     }
-    if (newFacts.length === 0) return
-    // Outcome facts: one append (one RPC per shard), then relayed; failures are logged — the attempt itself is recorded above.
-    const drafts = yield* Effect.promise(() => Promise.all(newFacts.map((f) => f.draft)))
-    const groups: Array<AppendGroup> = newFacts.map((f, i) => ({ tenant_id: f.tenant_id, stream: f.stream, facts: [drafts[i]!] }))
-    const appended = yield* Effect.result(ledger.append(groups))
-    if (Result.isFailure(appended)) return yield* traced(Effect.logError(`webhook outcome facts could not be appended: ${appended.failure.message}`))
-    const toRelay = new Map<string, ReadonlyArray<Fact>>()
-    appended.success.forEach((r, i) => (r.status === "appended" || r.status === "duplicate") && toRelay.set(`outcome-${i}`, r.facts))
-    // A shard that could not take its outcome facts answers per group, not as a failure of the whole append.
-    const notAppended = appended.success.filter((r) => r.status !== "appended" && r.status !== "duplicate")
-    if (notAppended.length > 0) yield* traced(Effect.logError(`${notAppended.length} webhook outcome fact(s) could not be appended: ${notAppended.map((r) => ("message" in r ? r.message : r.status)).join("; ")}`))
+    for (const [id, facts] of yield* append(disabledFacts)) toRelay.set(id, facts)
+    if (toRelay.size === 0) return
+    // Relayed once for the batch; a failure is logged (the attempts are recorded, the facts are in the ledger).
     const relayOutcomes = new Map<string, Consumer.Outcome>()
     yield* relayFor(toRelay, relayOutcomes)
     if (relayOutcomes.size > 0) yield* traced(Effect.logError("webhook outcome facts could not be relayed"))
