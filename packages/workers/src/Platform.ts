@@ -36,6 +36,7 @@ import {
 } from "@factline/core"
 import type { PlatformEnv } from "./Env.js"
 import * as Api from "./http/Api.js"
+import * as LoadTimeEnv from "./LoadTimeEnv.js"
 import * as Services from "./Services.js"
 
 export interface Platform {
@@ -129,7 +130,7 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>, options: Opt
   try {
     registry = Registry.make(modules)
   } catch (error) {
-    if (error instanceof Registry.RegistryConfigError && (options.localDevelopment ?? Services.localDevelopmentAtLoad())) return refused(error)
+    if (error instanceof Registry.RegistryConfigError && (options.localDevelopment ?? LoadTimeEnv.localDevelopmentAtLoad())) return refused(error)
     throw error
   }
   const runtime = Services.runtimes(registry)

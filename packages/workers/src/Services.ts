@@ -13,7 +13,6 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import { Bindings, LedgerNamespace, PlatformLayer, QueueGroups, type Registry, Settings } from "@factline/core"
-import { env as workerEnv } from "cloudflare:workers"
 import type { PlatformEnv } from "./Env.js"
 
 /** A platform queue's (a group queue's, or a DLQ's) producer binding by queue name; undefined for an unknown queue or a missing binding. */
@@ -117,15 +116,3 @@ export const rateLimiter = (env: PlatformEnv, binding: string): RateLimit | unde
 
 /** The static assets binding (`assets.binding` in wrangler.jsonc): the dashboard and /docs; undefined if the app has none. */
 export const staticAssets = (env: PlatformEnv): Fetcher | undefined => env.ASSETS
-
-/**
- * `FACTLINE_LOCAL_DEVELOPMENT`, read when the Worker's module loads (before any request or `env` argument
- * exists), through `cloudflare:workers`' `env`: whether a refused registry is answered rather than thrown.
- */
-export const localDevelopmentAtLoad = (): boolean => {
-  try {
-    return (workerEnv as { readonly FACTLINE_LOCAL_DEVELOPMENT?: unknown } | undefined)?.FACTLINE_LOCAL_DEVELOPMENT === "true"
-  } catch {
-    return false
-  }
-}
