@@ -31,6 +31,7 @@ import { Producer } from "../producing/Producer.js"
 import * as FactRelay from "../relay/FactRelay.js"
 import { Registry } from "../registry/Registry.js"
 import * as Bindings from "../platform/Bindings.js"
+import * as Cursor from "../tables/Cursor.js"
 
 /** Facts one shard window scans (the shard's RPC caps it at 5,000). */
 export const scanPerWindow = 1_000
@@ -43,16 +44,13 @@ interface Position {
   readonly after?: ShardCursor
 }
 
-const encode = (p: Position) => btoa(JSON.stringify(p)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
+/** The walk's cursor (`tables/Cursor`): `[shard]`, or `[shard, stream, sequence]` inside a shard. */
+const encode = (p: Position) => Cursor.encode(p.after === undefined ? [p.shard] : [p.shard, p.after.stream, p.after.sequence])
 const decode = (cursor: string): Position | undefined => {
-  try {
-    const p = JSON.parse(atob(cursor.replace(/-/g, "+").replace(/_/g, "/"))) as Position
-    if (typeof p?.shard !== "string") return undefined
-    if (p.after !== undefined && (typeof p.after.stream !== "string" || !Number.isInteger(p.after.sequence))) return undefined
-    return p.after === undefined ? { shard: p.shard } : { shard: p.shard, after: { stream: p.after.stream, sequence: p.after.sequence } }
-  } catch {
-    return undefined
-  }
+  const inside = Cursor.decode(cursor, ["string", "string", "integer"])
+  if (inside !== undefined) return { shard: inside[0] as string, after: { stream: inside[1] as string, sequence: inside[2] as number } }
+  const between = Cursor.decode(cursor, ["string"])
+  return between === undefined ? undefined : { shard: between[0] as string }
 }
 
 /** What the kept events say (null when keeping is off, or on a call with a cursor: the first call does them). */

@@ -22,8 +22,8 @@
  * own transaction (one round trip each, on this slow path only). A projection
  * whose table does not exist fails its facts permanently (`projection_not_migrated`,
  * naming the projection and its table: apply the migration, then replay — the
- * catch-up replays it too); any other write failure of one projection retries
- * only that projection's facts, found fact by fact.
+ * catch-up replays it too); any other failure retries only the failed writers'
+ * facts, found fact by fact (all of those writers for one fact in one round trip).
  */
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
@@ -127,10 +127,6 @@ export const plan = (registry: RegistryShape, facts: ReadonlyArray<Fact>, rebuil
   return { statements, failures, groups }
 }
 
-/** The statements of `plan`, for callers that only write. */
-export const statementsFor = (registry: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>, copy: FactsCopy.FactsCopy): ReadonlyArray<Projection.Sql> =>
-  plan(registry, facts, rebuilds, copy).statements
-
 /**
  * A fact some projection could not map, once everything else was written: a
  * permanent failure naming the projection(s), so the dead letter tells an
@@ -170,30 +166,37 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
     const before = writeFailures.get(key)
     writeFailures.set(key, before === undefined ? { error, permanent } : { error: `${before.error}; ${error}`, permanent: before.permanent && permanent })
   }
+  // Writers that failed for another reason than a missing table: their facts one by one, so one bad fact does
+  // not hold back the rest. While another writer could write, each failed writer on its own (its failures are
+  // its own, named by it); when none could (the store is down, most likely), every failed writer's statements
+  // for a fact in one transaction — one round trip per fact, not one per writer and fact.
+  const retried: Array<Plan["groups"][number]> = []
   for (const [at, error] of failedGroups) {
     const group = groups[Number(at)]!
     const p = group.projection
-    if (p === undefined) {
-      // The copy failed: its facts one by one, so one fact the copy refuses does not hold back the rest.
-      const alone = yield* store.write(group.statements, () =>
-        readable.map(({ key, value }) => ({ key, statements: FactsCopy.copies(factsCopy, value.fact.type) ? Projection.factsStatements([value.fact]) : [] })))
-      for (const [key, e] of alone) failWrite(key, `the facts copy: ${e}`, false)
+    if (p === undefined || !ProjectionStore.isMissingTable(error)) {
+      retried.push(group)
       continue
     }
     // The facts this projection writes something for (a mapping may return nothing for a fact).
     const mine = readable.filter(({ value }) => p.byType.has(value.fact.type) && oneFact(p, value.fact, rebuilds).length > 0)
-    if (ProjectionStore.isMissingTable(error)) {
-      const why = ProjectionStore.notMigratedMessage(p)
-      console.error(JSON.stringify({ level: "error", message: "projection not migrated", projection: p.name, table: Projection.tableName(p), facts: mine.length, error }))
-      for (const { key, value } of mine) {
-        failWrite(key, `projection_not_migrated: ${why}; ${value.fact.type} fact ${value.fact.fact_id} was applied to the facts copy, if copied, and every other projection; apply the migration, then replay this dead letter (or let the projection catch up)`, true)
-      }
-      continue
+    const why = ProjectionStore.notMigratedMessage(p)
+    console.error(JSON.stringify({ level: "error", message: "projection not migrated", projection: p.name, table: Projection.tableName(p), facts: mine.length, error }))
+    for (const { key, value } of mine) {
+      failWrite(key, `projection_not_migrated: ${why}; ${value.fact.type} fact ${value.fact.fact_id} was applied to the facts copy, if copied, and every other projection; apply the migration, then replay this dead letter (or let the projection catch up)`, true)
     }
-    // Another failure of this projection alone: its facts one by one, so one bad fact does not hold back the rest.
-    const alone = yield* store.write(group.statements, () =>
-      mine.map(({ key, value }) => ({ key, statements: oneFact(p, value.fact, rebuilds) })))
-    for (const [key, e] of alone) failWrite(key, `projection "${p.name}": ${e}`, false)
+  }
+  const statementsOf = (writers: ReadonlyArray<Plan["groups"][number]>, fact: Fact) =>
+    writers.flatMap(({ projection: p }) =>
+      p === undefined
+        ? (FactsCopy.copies(factsCopy, fact.type) ? Projection.factsStatements([fact]) : [])
+        : (p.byType.has(fact.type) ? oneFact(p, fact, rebuilds) : []))
+  const nameOf = ({ projection: p }: Plan["groups"][number]) => (p === undefined ? "the facts copy" : `projection "${p.name}"`)
+  const noneWrote = failedGroups.size === groups.filter((g) => g.statements.length > 0).length
+  for (const writers of noneWrote ? [retried] : retried.map((g) => [g])) {
+    if (writers.length === 0) continue
+    const alone = yield* store.writeEach(readable.map(({ key, value }) => ({ key, statements: statementsOf(writers, value.fact) })))
+    for (const [key, e] of alone) failWrite(key, `${writers.map(nameOf).join(", ")}: ${e}`, false)
   }
   readable.forEach(({ key, value }, index) => {
     const failedWrite = writeFailures.get(key)

@@ -3,9 +3,9 @@
  *
  * `write` runs a batch's statements in ONE `db.batch()` — one round trip and
  * one transaction for a whole queue batch. If that transaction fails, the
- * batch is written again group by group (one group per fact, built only
- * then) so that one bad fact cannot hold back the others (the slow path only
- * runs on failure). `query` runs one read. A missing table (a projection
+ * batch is written again group by group (`writeEach`: the groups the caller
+ * builds only then — one per writer, one per fact) so that one bad writer or
+ * fact cannot hold back the others (the slow path only runs on failure). `query` runs one read. A missing table (a projection
  * never migrated) is told apart from the store being down
  * (`ProjectionNotMigrated`, `isMissingTable`).
  */
@@ -35,6 +35,8 @@ export interface Shape<R = never> {
    * group key that failed on its own (empty when all applied).
    */
   readonly write: (statements: ReadonlyArray<Sql>, isolate: () => ReadonlyArray<Group>) => Effect.Effect<ReadonlyMap<string, string>, never, R>
+  /** Runs each group (an empty one is skipped) in its own transaction; the error per group key that failed. */
+  readonly writeEach: (groups: ReadonlyArray<Group>) => Effect.Effect<ReadonlyMap<string, string>, never, R>
   readonly query: <T = Record<string, Value>>(statement: Sql) => Effect.Effect<ReadonlyArray<T>, Failure.Unavailable, R>
   /** Runs statements as one transaction (one round trip); all or nothing. */
   readonly execute: (statements: ReadonlyArray<Sql>) => Effect.Effect<void, Failure.Unavailable, R>
@@ -47,32 +49,39 @@ export class ProjectionStore extends Context.Service<ProjectionStore, Shape<Door
     const inScope = Effect.map(Effect.service(Door.ReadDatabase), on)
     return {
       write: (statements, isolate) => Effect.flatMap(inScope, (store) => store.write(statements, isolate)),
+      writeEach: (groups) => Effect.flatMap(inScope, (store) => store.writeEach(groups)),
       execute: (statements) => Effect.flatMap(inScope, (store) => store.execute(statements)),
       query: <T>(statement: Sql) => Effect.flatMap(inScope, (store) => store.query<T>(statement))
     }
   })
 }
 
-export const make = (sql: Door.Sql): Shape => ({
-  write: Effect.fn("ProjectionStore.write")(function*(statements, isolate) {
+export const make = (sql: Door.Sql): Shape => {
+  const writeEach = Effect.fn("ProjectionStore.writeEach")(function*(groups: ReadonlyArray<Group>) {
     const failed = new Map<string, string>()
-    if (statements.length === 0) return failed
-    const together = yield* Effect.result(sql.batch(statements))
-    if (Result.isSuccess(together)) return failed
-    for (const group of isolate()) {
+    for (const group of groups) {
       if (group.statements.length === 0) continue
       const alone = yield* Effect.result(sql.batch(group.statements))
       if (Result.isFailure(alone)) failed.set(group.key, alone.failure.message)
     }
-    return failed
-  }),
-  execute: Effect.fn("ProjectionStore.execute")(function*(statements) {
-    yield* sql.batch(statements).pipe(Effect.mapError(unavailable))
-  }),
-  // A generic method: `Effect.fn` would fix `T`, so the span is added with `withSpan`.
-  query: <T>(statement: Sql) =>
-    sql.all<T>(statement).pipe(Effect.mapError(unavailable), Effect.withSpan("ProjectionStore.query"))
-})
+    return failed as ReadonlyMap<string, string>
+  })
+  return {
+    write: Effect.fn("ProjectionStore.write")(function*(statements, isolate) {
+      if (statements.length === 0) return new Map<string, string>()
+      const together = yield* Effect.result(sql.batch(statements))
+      if (Result.isSuccess(together)) return new Map<string, string>()
+      return yield* writeEach(isolate())
+    }),
+    writeEach,
+    execute: Effect.fn("ProjectionStore.execute")(function*(statements) {
+      yield* sql.batch(statements).pipe(Effect.mapError(unavailable))
+    }),
+    // A generic method: `Effect.fn` would fix `T`, so the span is added with `withSpan`.
+    query: <T>(statement: Sql) =>
+      sql.all<T>(statement).pipe(Effect.mapError(unavailable), Effect.withSpan("ProjectionStore.query"))
+  }
+}
 
 /** A D1 error saying a table does not exist: a projection whose migration was never applied. */
 export const isMissingTable = (error: string): boolean => /no such table/i.test(error)
