@@ -447,28 +447,36 @@ const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number) => {
     ticks.push(performance.now() - t0)
   }
   const tickMs = median(ticks)
-  /** One stage: `prepare(i)` (untimed, on the untimed env) makes batch i's input, `call` is timed. */
-  const stage = async <I>(name: string, prepare: (i: number) => Promise<I>, call: (input: I, e: BenchEnv) => Promise<void>) => {
-    await call(await prepare(-1), timedEnv)
-    const samples: Array<{ ms: number; kinds: Record<string, number>; calls: Record<string, number>; bindingMs: number }> = []
-    for (let i = 0; i < batches; i++) {
-      const input = await prepare(i)
-      zeroTiming()
-      const started = performance.now()
-      await call(input, timedEnv)
-      await tick()
-      const ms = Math.max(0, performance.now() - started - tickMs)
-      samples.push({ ms, kinds: { ...timing.ms }, calls: { ...timing.calls }, bindingMs: timing.anyMs })
-    }
+  interface Stage<I> {
+    readonly name: string
+    /** Makes batch i's input (untimed, on the untimed env; -1: the warm-up batch). */
+    readonly prepare: (i: number) => Promise<I>
+    /** The timed call. */
+    readonly call: (input: I, e: BenchEnv) => Promise<void>
+  }
+  const stageOf = <I>(name: string, prepare: (i: number) => Promise<I>, call: (input: I, e: BenchEnv) => Promise<void>): Stage<unknown> =>
+    ({ name, prepare, call: call as (input: unknown, e: BenchEnv) => Promise<void> })
+  type Sample = { ms: number; kinds: Record<string, number>; calls: Record<string, number>; bindingMs: number }
+  const timed = async (stage: Stage<unknown>, i: number): Promise<Sample> => {
+    const input = await stage.prepare(i)
+    zeroTiming()
+    const started = performance.now()
+    await stage.call(input, timedEnv)
+    await tick()
+    const ms = Math.max(0, performance.now() - started - tickMs)
+    return { ms, kinds: { ...timing.ms }, calls: { ...timing.calls }, bindingMs: timing.anyMs }
+  }
+  const summary = (name: string, samples: ReadonlyArray<Sample>) => {
     const mid = median(samples.map((x) => x.ms))
     // The figure the budget and its baseline check use: the 25th-percentile batch, less moved by other work on a shared machine than the median.
     const p25 = [...samples.map((x) => x.ms)].sort((a, b) => a - b)[Math.floor(samples.length / 4)]!
-    const mean = (f: (x: (typeof samples)[number]) => number) => samples.reduce((n, x) => n + f(x), 0) / samples.length
+    const mean = (f: (x: Sample) => number) => samples.reduce((n, x) => n + f(x), 0) / samples.length
     const kinds = [...new Set(samples.flatMap((x) => Object.keys(x.kinds)))]
     const meanMs = mean((x) => x.ms)
     return {
       stage: name, events: size, batches,
       ms_per_batch_median: Math.round(mid * 10) / 10,
+      ms_per_batch_p25: Math.round(p25 * 100) / 100,
       ms_per_batch: samples.map((x) => Math.round(x.ms * 10) / 10),
       cpu_ms_per_event: Math.round((p25 / size) * 1000) / 1000,
       median_cpu_ms_per_event: Math.round((mid / size) * 1000) / 1000,
@@ -482,22 +490,39 @@ const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number) => {
     }
   }
   const eventsOf = (i: number, tag: string) => Array.from({ length: size }, (_, j) => callEvent(`${run}${tag}${i < 0 ? "w" : i}`, j))
-  const rows = []
-  rows.push(await stage("http edge", async (i) => eventsOf(i, "h"), (events, e) => post(events, e)))
-  // The events stage consumes events the edge accepted (their keys bound there), as in production.
-  rows.push(await stage("events", async (i) => {
-    const events = eventsOf(i, "e")
-    await post(events, base)
-    return events
-  }, (events, e) => consume("factline-events", events, e)))
-  rows.push(await stage("fact-processing", async (i) => (await factsOf(eventsOf(i, "f"))).outcomes, (outcomes, e) => consume("factline-fact-processing", [FactMessage.make(outcomes)], e)))
-  rows.push(await stage("projections", async (i) => {
-    const { outcomes, derived } = await factsOf(eventsOf(i, "p"))
-    return [FactMessage.make(outcomes), FactMessage.make(derived)]
-  }, (messages, e) => consume("factline-projections", messages, e)))
-  rows.push(await stage("hand-written events stage", async (i) => Array.from({ length: size }, (_, j) => benchMessage(`${run}k${i}`, j, true)), (bodies, e) => consume("bench-hand-events", bodies, e, handEvents)))
-  rows.push(await stage("bare", async (i) => Array.from({ length: size }, (_, j) => benchMessage(`${run}b${i}`, j)), (bodies, e) => consume("bench-bare", bodies, e, bare)))
-  return rows
+  // The calibration: fixed work of plain JavaScript and one digest (no binding), as large as a small stage's batch.
+  // Timed in every round beside the stages, it tells how fast this machine ran meanwhile: the baseline check
+  // compares each stage's CPU relative to it, so a slower or busier host moves both and a costlier stage only its own.
+  const calibrationInput = JSON.stringify(eventsOf(0, "cal"))
+  const calibrate = async () => {
+    let n = 0
+    for (let k = 0; k < 100; k++) n += (JSON.parse(calibrationInput) as Array<unknown>).length + JSON.stringify(JSON.parse(calibrationInput)).length
+    await crypto.subtle.digest("SHA-256", new TextEncoder().encode(calibrationInput))
+    if (n === 0) throw new Error("calibration did no work")
+  }
+  const stages: ReadonlyArray<Stage<unknown>> = [
+    stageOf("http edge", async (i) => eventsOf(i, "h"), (events, e) => post(events, e)),
+    // The events stage consumes events the edge accepted (their keys bound there), as in production.
+    stageOf("events", async (i) => {
+      const events = eventsOf(i, "e")
+      await post(events, base)
+      return events
+    }, (events, e) => consume("factline-events", events, e)),
+    stageOf("fact-processing", async (i) => (await factsOf(eventsOf(i, "f"))).outcomes, (outcomes, e) => consume("factline-fact-processing", [FactMessage.make(outcomes)], e)),
+    stageOf("projections", async (i) => {
+      const { outcomes, derived } = await factsOf(eventsOf(i, "p"))
+      return [FactMessage.make(outcomes), FactMessage.make(derived)]
+    }, (messages, e) => consume("factline-projections", messages, e)),
+    stageOf("hand-written events stage", async (i) => Array.from({ length: size }, (_, j) => benchMessage(`${run}k${i}`, j, true)), (bodies, e) => consume("bench-hand-events", bodies, e, handEvents)),
+    stageOf("bare", async (i) => Array.from({ length: size }, (_, j) => benchMessage(`${run}b${i}`, j)), (bodies, e) => consume("bench-bare", bodies, e, bare)),
+    stageOf("calibration", async () => undefined, () => calibrate())
+  ]
+  for (const stage of stages) await stage.call(await stage.prepare(-1), timedEnv)
+  // Rounds, not stages one after another: round i times batch i of every stage, so a spell of other work on
+  // the machine lands on every stage alike instead of on whichever stage ran then.
+  const samples = new Map<string, Array<Sample>>(stages.map((s) => [s.name, []]))
+  for (let i = 0; i < batches; i++) for (const stage of stages) samples.get(stage.name)!.push(await timed(stage, i))
+  return stages.map((stage) => summary(stage.name, samples.get(stage.name)!))
 }
 
 const count = async (env: BenchEnv, sql: string, ...params: Array<string>) =>
