@@ -17,7 +17,7 @@ export interface Figure {
   readonly source: string
 }
 
-export type Operation = "queue_send" | "do_rpc" | "d1_round_trip" | "r2_get" | "r2_put"
+export type Operation = "queue_send" | "do_rpc" | "d1_round_trip" | "r2_get" | "r2_put" | "webhook_post"
 
 /** The production table (milliseconds). Keep in step with README's Performance section and docs/performance.md. */
 export const production: Readonly<Record<Operation, Figure>> = {
@@ -28,7 +28,11 @@ export const production: Readonly<Record<Operation, Figure>> = {
   do_rpc: { p50: 10, p99: 40, source: "p50: a warm Durable Object write RPC from a Worker, output-gate flush included, as measured for issue 22's prototype (not published by Cloudflare); p99: estimate" },
   d1_round_trip: { p50: 15, p99: 60, source: "estimate (nothing published; Worker and primary in one region)" },
   r2_get: { p50: 40, p99: 150, source: "estimate (nothing published for same-region gets)" },
-  r2_put: { p50: 40, p99: 150, source: "estimate (nothing published for same-region puts)" }
+  r2_put: { p50: 40, p99: 150, source: "estimate (nothing published for same-region puts)" },
+  webhook_post: {
+    p50: 100, p99: 500,
+    source: "estimate: a tenant's receiver on the public internet answering a small POST on a reused connection; the same for factline's deliveries and the bare POST floor (the bench receiver's own answer is local)"
+  }
 }
 
 /** Waits drawn and time elapsed around the calls, per operation: what the profile added to a run. */
@@ -39,7 +43,7 @@ export interface Tally {
   elapsedMs: Record<Operation, number>
 }
 
-const zero = (): Record<Operation, number> => ({ queue_send: 0, do_rpc: 0, d1_round_trip: 0, r2_get: 0, r2_put: 0 })
+const zero = (): Record<Operation, number> => ({ queue_send: 0, do_rpc: 0, d1_round_trip: 0, r2_get: 0, r2_put: 0, webhook_post: 0 })
 export const tally: Tally = { calls: zero(), drawnMs: zero(), elapsedMs: zero() }
 export const resetTally = () => Object.assign(tally, { calls: zero(), drawnMs: zero(), elapsedMs: zero() })
 
@@ -162,4 +166,20 @@ export const env = <E extends Record<string, unknown>>(source: E): E => {
   }
   wrapped.set(source, out)
   return out as E
+}
+
+let fetchWrapped = false
+/**
+ * Under the profile, the isolate's `fetch` waits `webhook_post` around every POST to the bench receiver's
+ * `/hooks/` paths — factline's deliveries (WebhookTransport) and the bare POST floor alike; any other fetch is
+ * left alone. Installed once per isolate; without `FACTLINE_BENCH_LATENCY=production` nothing changes.
+ */
+export const installFetch = (source: Record<string, unknown>, table = production) => {
+  if (source.FACTLINE_BENCH_LATENCY !== "production" || fetchWrapped) return
+  fetchWrapped = true
+  const real = globalThis.fetch
+  globalThis.fetch = ((input: RequestInfo | URL, init?: RequestInit) => {
+    const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url
+    return new URL(url).pathname.startsWith("/hooks/") ? around(table, "webhook_post", () => real(input, init)) : real(input, init)
+  }) as typeof fetch
 }
