@@ -196,7 +196,8 @@ const waitFor = async (run, done, timeoutMs) => {
   }
 }
 
-const timeoutFor = (n) => Math.max(120_000, n * 60)
+// Under the production profile a naive batch of 10 waits 30 D1 round trips (≈ 2 s with the timers' overshoot).
+const timeoutFor = (n) => (profile === "production" ? Math.max(300_000, n * 400) : Math.max(120_000, n * 60))
 const runId = (name) => `${name}${Date.now().toString(36)}`
 
 /** Factline end to end over HTTP: POST /v1/events in batches of 500 → buyer_budgets exact. */

@@ -610,7 +610,7 @@ export default {
         {
           const endpoint = url.searchParams.get("webhook_endpoint")
           const hooks = endpoint ? { endpoint: { id: endpoint, version: Number(url.searchParams.get("webhook_version") ?? "1") }, bareUrl: url.searchParams.get("bare_url") ?? "" } : undefined
-          return json(await cpuBudget(env, run, Math.max(1, Number(url.searchParams.get("batches") ?? "5")), hooks))
+          return json(await Latency.withoutFetchLatency(() => cpuBudget(env, run, Math.max(1, Number(url.searchParams.get("batches") ?? "5")), hooks)))
         }
       case "/bench/fresh": {
         // The freshness groups of a run visible in buyer_budgets from group `from` on: [group, charges]. A freshness

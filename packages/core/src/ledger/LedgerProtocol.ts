@@ -37,7 +37,7 @@ export interface AppendGroup extends StreamKey {
 }
 
 export type AppendResult =
-  /** Facts were written, with their outbox rows, in one transaction. */
+  /** Facts were written in one transaction (no outbox rows: the caller relays them; see `handover`). */
   | { readonly status: "appended"; readonly version: number; readonly facts: ReadonlyArray<Fact> }
   /** Every fact already existed with the same body: nothing written, the stored facts returned. */
   | { readonly status: "duplicate"; readonly version: number; readonly facts: ReadonlyArray<Fact> }
