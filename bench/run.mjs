@@ -347,15 +347,22 @@ const roundTrips = roundTripRows.filter((r) => !r.stage.startsWith("webhooks"))
 const webhookRoundTrips = roundTripRows.filter((r) => r.stage.startsWith("webhooks"))
 // The per-stage budget, on the idle stack: CPU per event per stage and where it goes (no latency profile applies).
 if (only === "" || only === "cpu") log(`per-stage budget: ${cpuBatches} rounds of one synthetic batch of 100 per stage…`)
-// Nothing else on the stack meanwhile: the round trips' messages reach their consumers first.
-const settle = async (ms = 2_000, maxMs = 30_000) => {
+/**
+ * Waits until no queue has logged a batch for `ms` (at most `maxMs`): the previous runs' tails done. Longer
+ * than factline-webhooks' batch timeout, so a partial batch still waiting in that queue (say the last charges
+ * of the end-to-end runs) is flushed first: left in, it would shift the run's batches and leave its last few
+ * deliveries waiting out the 5 s timeout.
+ */
+const quiet = async (ms = (webhooksPolicy.max_batch_timeout + 1) * 1_000, maxMs = 90_000) => {
   const started = Date.now()
-  for (let length = -1; length !== stack.output().length && Date.now() - started < maxMs; ) {
-    length = stack.output().length
+  for (;;) {
+    const length = stack.output().length
     await sleep(ms)
+    if (stack.output().length === length || Date.now() - started > maxMs) return
   }
 }
-if (only === "" || only === "cpu") await settle()
+// Nothing else on the stack meanwhile: the round trips' messages reach their consumers first.
+if (only === "" || only === "cpu") await quiet(2_000, 30_000)
 const cpuRows = only === "" || only === "cpu" ? await call(`/bench/cpu?run=${runId("cpu")}&batches=${cpuBatches}&webhook_endpoint=${endpoint.id}&webhook_version=${endpoint.version}&bare_url=${encodeURIComponent(`${receiver.url}/hooks/bare`)}`, { method: "POST" }) : []
 
 // Counted operations per event (the round-trip rows cover 100 events) beside CPU per event, per stage.
@@ -444,20 +451,6 @@ const medianBatchMs = (queue, offset) => {
   const ms = stack.output().slice(offset).replace(/\x1b\[[0-9;]*m/g, "").split("\n").map((l) => l.match(pattern))
     .filter((m) => m && m[1] === m[2] && Number(m[2]) === webhooksPolicy.max_batch_size).map((m) => Number(m[3])).sort((a, b) => a - b)
   return ms.length === 0 ? null : ms[Math.floor(ms.length / 2)]
-}
-/**
- * Waits until no queue has logged a batch for `ms` (at most `maxMs`): the previous runs' tails done. Longer
- * than factline-webhooks' batch timeout, so a partial batch still waiting in that queue (say the last charges
- * of the end-to-end runs) is flushed first: left in, it would shift the run's batches and leave its last few
- * deliveries waiting out the 5 s timeout.
- */
-const quiet = async (ms = (webhooksPolicy.max_batch_timeout + 1) * 1_000, maxMs = 90_000) => {
-  const started = Date.now()
-  for (;;) {
-    const length = stack.output().length
-    await sleep(ms)
-    if (stack.output().length === length || Date.now() - started > maxMs) return
-  }
 }
 const webhooksStage = async () => {
   await quiet()
@@ -610,17 +603,16 @@ const printNoisy = (r) => {
 /** The per-stage budget table, where the time goes, and the baseline check's verdict. */
 function printBudget() {
   const w3 = [26, 9, 9, 9, 8, 14, 11, 16]
+  const pct = (x) => `${x >= 0 ? "+" : ""}${round(x * 100, 0)} %`
   console.log(`\nper-stage budget, per event (counted: one synthetic batch of 100; CPU: the mean of the faster half of ${cpuBatches} rounds of one synthetic batch of 100 per stage (median in parentheses), wall time in the one local workerd thread, no latency profile):`)
   console.log(line(["stage", "D1 trips", "D1 rows w", "DO RPCs", "sends", "CPU ms", "baseline ms", "change"], w3))
   for (const b of budget) {
     const c = baselineCheck.find((x) => x.stage === b.stage)
-    const pct = (x) => `${x >= 0 ? "+" : ""}${round(x * 100, 0)} %`
     console.log(line([b.stage, b.counted_per_event.d1_round_trips, b.counted_per_event.d1_rows_written, b.counted_per_event.do_rpcs, b.counted_per_event.queue_sends, `${b.cpu_ms_per_event} (${b.median_cpu_ms_per_event})`,
       c.baseline_cpu_ms_per_event ?? "n/a", c.change === null ? "n/a" : `${pct(c.change)}${c.over ? " OVER" : ""}`], w3))
   }
   for (const r of reference) {
     const c = baselineCheck.find((x) => x.stage === r.stage)
-    const pct = (x) => `${x >= 0 ? "+" : ""}${round(x * 100, 0)} %`
     console.log(line([r.stage, "", "", "", "", `${r.cpu_ms_per_event} (${r.median_cpu_ms_per_event})`, c?.baseline_cpu_ms_per_event ?? "", c && c.change !== null ? `${pct(c.change)}${c.over ? " OVER" : ""}` : ""], w3))
   }
   const [delivery, oneStream, barePost] = ["webhooks delivery", "webhooks delivery, one stream", "bare POST"].map((name) => reference.find((r) => r.stage === name))
