@@ -125,9 +125,9 @@ const settingsOf = (queue) => {
   return `${c.max_batch_size} / ${c.max_batch_timeout} s`
 }
 writeFileSync(join(out, "wrangler.jsonc"), JSON.stringify(config, null, 2))
-// The local tokens and keys, without the development-only settings (retry delay scale, every run recorded):
-// the bench measures what production runs.
-writeFileSync(join(out, ".dev.vars"), readFileSync(join(exampleDir, ".dev.vars"), "utf8").split("\n").filter((line) => !/^(FACTLINE_RETRY_DELAY_SCALE|FACTLINE_RUNS)=/.test(line)).join("\n"))
+// The local tokens and keys, without the development-only settings (retry delay scale, every run recorded,
+// metrics written every batch): the bench measures what production runs.
+writeFileSync(join(out, ".dev.vars"), readFileSync(join(exampleDir, ".dev.vars"), "utf8").split("\n").filter((line) => !/^(FACTLINE_RETRY_DELAY_SCALE|FACTLINE_RUNS|FACTLINE_METRICS_FLUSH_SECONDS)=/.test(line)).join("\n"))
 const state = join(out, "state")
 const env = LocalStack.env
 

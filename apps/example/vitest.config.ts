@@ -57,6 +57,10 @@ export default defineConfig({
           FACTLINE_RUNS: "failures",
           // One log line per processing attempt would print thousands of lines per run: only retries and dead letters.
           FACTLINE_LOG_ATTEMPTS: "failures",
+          // Every consumer batch writes its metrics at once (production keeps clean batches' metrics in the isolate
+          // up to 10 s): the tests count round trips per batch and read the rollup right after a drain. The deferral
+          // is specified in core's Metrics.test.ts and metrics.workers.test.ts.
+          FACTLINE_METRICS_FLUSH_SECONDS: "0",
           // One tenant group: every tenant's events on factline-events-0 (bound as EVENTS_QUEUE), so the tests that
           // swap a queue binding (PROJECTIONS_QUEUE: down) reach every tenant; the grouped routing is specified in
           // core's QueueGroups.test.ts and measured by the bench's noisy-neighbour run with the default 4 groups.

@@ -1,8 +1,8 @@
 /**
  * `makePlatform(modules)`: a whole factline Worker from a product team's modules.
  *
- * Returns `{ fetch, queue, scheduled }`: the HTTP API (then, after the response, the isolate's sent counts
- * — `Metrics.flushSent`), the queue dispatcher
+ * Returns `{ fetch, queue, scheduled }`: the HTTP API (then, after the response, the isolate's metrics
+ * tally when due — `Metrics.flushPending`), the queue dispatcher
  * (a table from queue name to its consumer program: the five platform queues
  * and every dead-letter queue) and the scheduled maintenance (core's
  * `Maintenance.run`). The registry is built here, at module load, so a
@@ -84,11 +84,15 @@ export const consume = (batch: MessageBatch<unknown>): Effect.Effect<void, never
       return
     }
     const started = yield* Clock.currentTimeMillis
-    const counts = yield* consumer(batch, yield* Settings.Settings)
+    const settings = yield* Settings.Settings
+    const counts = yield* consumer(batch, settings)
     if (RetryPolicy.isDeadLetterQueue(batch.queue)) return
     const now = yield* Clock.currentTimeMillis
-    yield* Metrics.record(Metrics.sampleOf({ queue: purpose, messages: batch.messages, metadata: batch.metadata }, counts ?? undefined, now - started, now))
+    yield* Metrics.record(Metrics.sampleOf({ queue: purpose, messages: batch.messages, metadata: batch.metadata }, counts ?? undefined, now - started, now), settings.metricsFlushMs)
   })
+
+/** The isolate's metrics tally, written when its interval has passed (at most every 10 s from here). */
+const flushPending = Effect.flatMap(Settings.Settings, (settings) => Metrics.flushPending(Math.max(Metrics.edgeFlushIntervalMs, settings.metricsFlushMs)))
 
 export interface Options {
   /**
@@ -141,12 +145,14 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>, options: Opt
     runtime,
     fetch: async (request, env, ctx) => {
       const response = await api.fetch(request, env, ctx)
-      // Messages the request sent are tallied in the isolate; after the response they are written, at most
-      // every 10 s (Metrics.flushSent) — consumer batches carry them in between, at no round trip of their own.
-      ctx.waitUntil(runtime(env).runPromise(Metrics.flushSent()).catch(() => undefined))
+      // Messages the request sent are tallied in the isolate; after the response the tally is written when due
+      // (Metrics.flushPending: at most every 10 s, or FACTLINE_METRICS_FLUSH_SECONDS if longer) — consumer batches carry it in between.
+      ctx.waitUntil(runtime(env).runPromise(flushPending).catch(() => undefined))
       return response
     },
     queue: (batch, env) => runtime(env).runPromise(consume(batch)),
-    scheduled: (_controller, env) => runtime(env).runPromise(Effect.flatMap(Settings.Settings, (settings) => Maintenance.run({ alertQuietMs: settings.alertQuietMs })))
+    // The maintenance, then this isolate's metrics tally when due (an idle consumer isolate's last counts).
+    scheduled: (_controller, env) =>
+      runtime(env).runPromise(Effect.flatMap(Settings.Settings, (settings) => Maintenance.run({ alertQuietMs: settings.alertQuietMs })).pipe(Effect.andThen(flushPending)))
   }
 }

@@ -20,7 +20,7 @@ import { BatchFiles } from "../batch/BatchFiles.js"
 import { Ledger } from "../ledger/Ledger.js"
 import type { LedgerNamespace } from "../ledger/LedgerNamespace.js"
 import { DeadLetterStore } from "../operations/DeadLetterStore.js"
-import * as SendTally from "../operations/SendTally.js"
+import * as MetricsTally from "../operations/MetricsTally.js"
 import { AcceptedKeys } from "../producing/AcceptedKeys.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
 import * as KeptEvents from "../producing/KeptEvents.js"
@@ -63,7 +63,7 @@ export type Services =
   | FactsWindow
   | FactsCopySetting
   | TenantPlacement
-  | SendTally.SendTally
+  | MetricsTally.MetricsTally
 
 export interface Options {
   /** `source` of events accepted without one (`http` in the Worker). */
@@ -82,12 +82,12 @@ export const services = (registry: Registry.Shape, options: Options) =>
     const { queue: bound } = yield* Bindings.QueueBindings
     // Every send to a platform queue is tallied for `messages_sent_total` (Metrics writes the tally with the rollup).
     // Each queue's counting binding is made once, on its first lookup, not per send.
-    const tally = SendTally.make()
+    const tally = MetricsTally.make()
     const counted = new Map<string, Queue | undefined>()
     const queue = (name: string) => {
       if (!counted.has(name)) {
         const binding = bound(name)
-        counted.set(name, binding === undefined ? undefined : SendTally.counting(binding, name, tally))
+        counted.set(name, binding === undefined ? undefined : MetricsTally.counting(binding, name, tally))
       }
       return counted.get(name)
     }
@@ -100,7 +100,7 @@ export const services = (registry: Registry.Shape, options: Options) =>
       Layer.succeed(Registry.Registry, registry),
       // Each module's services, built once with the runtime (per isolate), not per message.
       ModuleLayers.layer(registry.modules),
-      Layer.succeed(SendTally.SendTally, tally),
+      Layer.succeed(MetricsTally.MetricsTally, tally),
       Ledger.layer(settings.ledgerShardsPerTenant),
       AcceptedKeys.layer,
       QueueProducer.layer((name) => queue(name), (name, tenantId) => QueueGroups.route(name, tenantId, groups)),

@@ -95,6 +95,11 @@ export interface Shape {
   readonly alertQuietMs: number
   /** `FACTLINE_PLACEMENT_CACHE_SECONDS` (default 30): how long an isolate trusts a tenant's placement; a move waits twice this before its last copy. */
   readonly placementCacheMs: number
+  /**
+   * `FACTLINE_METRICS_FLUSH_SECONDS` (default 10; 0: every batch), in milliseconds: how long an isolate may keep
+   * clean consumer batches' metrics and its sent counts before writing them to the rollup (Metrics.record).
+   */
+  readonly metricsFlushMs: number
   /** `FACTLINE_RATE_LIMIT_TIERS`: JSON `{ "*": tier, "<tenant>": tier, … }` (default: every tenant on `default`). */
   readonly rateLimitTiers: RateLimitTiers
 }
@@ -191,7 +196,8 @@ export const config: Config.Config<Shape> = Config.all({
     const parsed = parseRateLimitTiers(raw)
     return typeof parsed === "string" ? Effect.die(new Error(`FACTLINE_RATE_LIMIT_TIERS: ${parsed}`)) : Effect.succeed(parsed)
   })),
-  alertQuietMs: lenientNumber("FACTLINE_ALERT_QUIET_MINUTES", 15).pipe(Config.map((minutes) => minutes * 60_000))
+  alertQuietMs: lenientNumber("FACTLINE_ALERT_QUIET_MINUTES", 15).pipe(Config.map((minutes) => minutes * 60_000)),
+  metricsFlushMs: lenientNumber("FACTLINE_METRICS_FLUSH_SECONDS", 10).pipe(Config.map((seconds) => seconds * 1000))
 })
 
 export class Settings extends Context.Service<Settings, Shape>()("@factline/core/Settings") {

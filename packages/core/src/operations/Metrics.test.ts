@@ -105,13 +105,48 @@ describe("Metrics: recording", () => {
     const send = (queue: string, n: number) => platform.run(Effect.flatMap(Effect.service(QueueProducer), (q) => q.sendBatch(queue, Array.from({ length: n }, (_, i) => ({ i })))))
     await send("factline-webhooks", 3)
     await send("factline-webhooks-dlq", 1)                                // dead-lettering is counted as dlq_total, not as a send
-    await platform.run(Metrics.flushSent())                              // the edge: first write of this isolate
+    await platform.run(Metrics.flushPending(Metrics.edgeFlushIntervalMs))  // the edge: first write of this isolate
     await send("factline-webhooks", 2)
-    await platform.run(Metrics.flushSent())                              // within 10 s: left in the tally
+    await platform.run(Metrics.flushPending(Metrics.edgeFlushIntervalMs))  // within 10 s: left in the tally
     expect((await rollup(platform)).map((r: any) => [r.queue, r.sent])).toEqual([["factline-webhooks", 3]])
     await send("factline-batch", 4)
     await platform.run(Metrics.record(sample({})))                       // a consumer batch carries the rest
     expect((await rollup(platform)).map((r: any) => [r.queue, r.sent])).toEqual([["factline-batch", 4], ["factline-events", 0], ["factline-webhooks", 5]])
     expect(platform.dataPoints.map((p) => [p.blobs?.[0], p.doubles?.[7]])).toEqual([["factline-webhooks", 3], ["factline-events", 0], ["factline-webhooks", 2], ["factline-batch", 4]])
+  })
+
+  it("with an interval, a clean batch waits in the isolate's tally; a retry or dead letter writes every waiting batch at once, merged per minute", async () => {
+    const platform = TestPlatform.make([])
+    const clean: Metrics.Sample = { queue: "factline-projections", received: 2, acked: 2, retried: 0, deadLettered: 0, durationMs: 5, lagsMs: [10, 2_000], depth: 1 }
+    const rows = () => platform.db.prepare("SELECT batches, received, acked, retried, depth_max, lag_histogram, duration_histogram FROM queue_metrics WHERE queue = 'factline-projections'").all<any>().then((r) => r.results)
+    await platform.run(Metrics.record(clean, 60_000))                    // the isolate's first batch: written
+    await platform.run(Metrics.record({ ...clean, depth: 7 }, 60_000))   // within the interval: waits
+    await platform.run(Metrics.record({ ...clean, durationMs: 700 }, 60_000))
+    expect((await rows()).map((r: any) => [r.batches, r.received, r.depth_max])).toEqual([[1, 2, 1]])
+    await platform.run(Metrics.flushPending(60_000))                     // the edge within the interval: nothing
+    expect((await rows()).map((r: any) => r.batches)).toEqual([1])
+    await platform.run(Metrics.record({ ...clean, acked: 1, retried: 1 }, 60_000))   // a retry: the two waiting go with it
+    const [row] = await rows()
+    expect(row).toMatchObject({ batches: 4, received: 8, acked: 7, retried: 1, depth_max: 7 })
+    expect(JSON.parse(row.lag_histogram)).toEqual(Metrics.histogram([10, 10, 10, 10, 2_000, 2_000, 2_000, 2_000], Metrics.lagBoundsMs))
+    expect(JSON.parse(row.duration_histogram)).toEqual(Metrics.histogram([5, 5, 700, 5], Metrics.durationBoundsMs))
+    expect(platform.dataPoints.filter((p) => p.blobs?.[0] === "factline-projections")).toHaveLength(4)   // Analytics Engine: every batch at once
+  })
+
+  it("an isolate's waiting batches are written by the next call past the interval, and go back to the tally when the write fails", async () => {
+    const platform = TestPlatform.make([])
+    const clean: Metrics.Sample = { queue: "factline-events", received: 3, acked: 3, retried: 0, deadLettered: 0, durationMs: 5, lagsMs: [10, 10, 10], depth: null }
+    const batches = () => platform.db.prepare("SELECT COALESCE(SUM(batches), 0) AS n FROM queue_metrics WHERE queue = 'factline-events'").first<{ n: number }>().then((r) => r!.n)
+    await platform.run(Metrics.record(clean, 60_000))
+    await platform.run(Metrics.record(clean, 60_000))
+    expect(await batches()).toBe(1)
+    await platform.db.exec("ALTER TABLE queue_metrics RENAME TO queue_metrics_away")
+    await platform.run(Metrics.flushPending(0))                          // the write fails: logged, counts kept
+    await platform.db.exec("ALTER TABLE queue_metrics_away RENAME TO queue_metrics")
+    expect(await batches()).toBe(1)
+    await platform.run(Metrics.flushPending(0))                          // past the interval (0): written
+    expect(await batches()).toBe(2)
+    await platform.run(Metrics.flushPending(0))                          // nothing waits: nothing written twice
+    expect(await batches()).toBe(2)
   })
 })

@@ -4,13 +4,16 @@
  *
  * A batch's sample (received, acked, retried, dead-lettered by reason,
  * processing time, batch size, depth, lag = now − each message's
- * `created_at`) becomes ONE upsert of the D1 rollup `queue_metrics` (per queue
- * per minute; histograms merged in SQL) and, when the Worker has an Analytics
- * Engine binding, one data point there (the production path, queryable with
- * its SQL API). Messages sent ride along: the isolate's `SendTally` is drained
- * into the same round trip (one more statement per queue sent to). Health
- * reads the rollup over a window and grades each queue against seed 001's
- * thresholds. The names, labels and where each is recorded: docs/operating.md.
+ * `created_at`) becomes a rollup of its queue's minute (`MetricsTally.Rollup`),
+ * upserted into the D1 table `queue_metrics` (per queue per minute; histograms
+ * merged in SQL), and, when the Worker has an Analytics Engine binding, one
+ * data point there at once (the production path, queryable with its SQL API).
+ * The isolate's tally keeps clean batches' rollups and the messages sent, and
+ * writes them in one round trip at most every `FACTLINE_METRICS_FLUSH_SECONDS`
+ * (default 10; 0: every batch) — at once for a batch with a retry or a dead
+ * letter. Health reads the rollup over a window and grades each queue against
+ * seed 001's thresholds. The names, labels and where each is recorded:
+ * docs/operating.md.
  */
 import { and, inArray, lt } from "drizzle-orm"
 import * as Clock from "effect/Clock"
@@ -22,7 +25,7 @@ import { AnalyticsEngine, QueueBindings } from "../platform/Bindings.js"
 import * as Sql from "../platform/Sql.js"
 import * as Placement from "../placement/Placement.js"
 import { deadMessages } from "../tables/PlatformTables.js"
-import { SendTally } from "./SendTally.js"
+import { MetricsTally, type Rollup } from "./MetricsTally.js"
 
 /**
  * Histogram upper bounds in ms (the last is +∞). A quantile reads as its bucket's upper bound, so a check
@@ -61,19 +64,36 @@ export const histogram = (values: ReadonlyArray<number>, bounds: ReadonlyArray<n
 
 const minuteOf = (at: Date) => new Date(Math.floor(at.getTime() / 60_000) * 60_000).toISOString()
 
-/** The one statement that adds a batch's sample to its minute's row. */
-export const upsert = (sample: Sample, at: Date): { readonly sql: string; readonly params: ReadonlyArray<string | number | null> } => {
+/** A batch's sample as its minute's rollup (`at`: when it was recorded). */
+export const rollupOf = (sample: Sample, at: Date): Rollup => ({
+  queue: sample.queue,
+  minute: minuteOf(at),
+  batches: 1,
+  received: sample.received,
+  acked: sample.acked,
+  retried: sample.retried,
+  deadLettered: sample.deadLettered,
+  deadLetteredByReason: sample.deadLetteredByReason ?? {},
+  durationMsSum: Math.round(sample.durationMs),
+  durationMsMax: Math.round(sample.durationMs),
+  batchSizeMax: sample.received,
+  depthMax: sample.depth ?? null,
+  lagHistogram: histogram(sample.lagsMs, lagBoundsMs),
+  durationHistogram: histogram([sample.durationMs], durationBoundsMs)
+})
+
+/** The one statement that adds a rollup (one batch's, or several merged) to its minute's row. */
+export const upsert = (rollup: Rollup): { readonly sql: string; readonly params: ReadonlyArray<string | number | null> } => {
   const merge = (column: string) =>
     `(SELECT json_group_array(COALESCE(json_extract(queue_metrics.${column}, '$[' || key || ']'), 0) + value) FROM json_each(excluded.${column}))`
   // Counts by reason, added key by key (a reason new to the minute starts at the batch's count).
   const mergeCounts = (column: string) =>
     `(SELECT json_group_object(key, total) FROM (SELECT key, SUM(value) AS total FROM (SELECT key, value FROM json_each(queue_metrics.${column}) UNION ALL SELECT key, value FROM json_each(excluded.${column})) GROUP BY key))`
-  const depth = sample.depth ?? null
   return {
     sql: `INSERT INTO queue_metrics (queue, minute, batches, received, acked, retried, dead_lettered, dead_lettered_by_reason, duration_ms_sum, duration_ms_max, batch_size_max, depth_max, lag_histogram, duration_histogram)
-          VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
           ON CONFLICT (queue, minute) DO UPDATE SET
-            batches = queue_metrics.batches + 1, received = queue_metrics.received + excluded.received, acked = queue_metrics.acked + excluded.acked,
+            batches = queue_metrics.batches + excluded.batches, received = queue_metrics.received + excluded.received, acked = queue_metrics.acked + excluded.acked,
             retried = queue_metrics.retried + excluded.retried, dead_lettered = queue_metrics.dead_lettered + excluded.dead_lettered,
             dead_lettered_by_reason = ${mergeCounts("dead_lettered_by_reason")},
             duration_ms_sum = queue_metrics.duration_ms_sum + excluded.duration_ms_sum, duration_ms_max = MAX(queue_metrics.duration_ms_max, excluded.duration_ms_max),
@@ -81,9 +101,9 @@ export const upsert = (sample: Sample, at: Date): { readonly sql: string; readon
             depth_max = MAX(COALESCE(queue_metrics.depth_max, excluded.depth_max), COALESCE(excluded.depth_max, queue_metrics.depth_max)),
             lag_histogram = ${merge("lag_histogram")}, duration_histogram = ${merge("duration_histogram")}`,
     params: [
-      sample.queue, minuteOf(at), sample.received, sample.acked, sample.retried, sample.deadLettered, JSON.stringify(sample.deadLetteredByReason ?? {}),
-      Math.round(sample.durationMs), Math.round(sample.durationMs), sample.received, depth,
-      JSON.stringify(histogram(sample.lagsMs, lagBoundsMs)), JSON.stringify(histogram([sample.durationMs], durationBoundsMs))
+      rollup.queue, rollup.minute, rollup.batches, rollup.received, rollup.acked, rollup.retried, rollup.deadLettered, JSON.stringify(rollup.deadLetteredByReason),
+      rollup.durationMsSum, rollup.durationMsMax, rollup.batchSizeMax, rollup.depthMax,
+      JSON.stringify(rollup.lagHistogram), JSON.stringify(rollup.durationHistogram)
     ]
   }
 }
@@ -303,54 +323,76 @@ export const sampleOf = (
 })
 
 /**
- * Records one sample: one upsert of the D1 rollup — with the messages this isolate sent since the tally was
- * last drained, one statement per queue, in the same round trip — then the Analytics Engine data points. A
- * failure to record is logged, never the batch's failure (the drained sends go back to the tally).
+ * Writes what the tally holds — the rollups waiting and the messages sent — in one round trip (a statement
+ * per queue and minute), then the sent counts' Analytics Engine points (`ownPoint`: a sample's point, which
+ * carries its own queue's sends). A failure is logged, never the caller's failure: the counts go back to
+ * the tally for the next write.
  */
-export const record = Effect.fn("Metrics.record")(function*(sample: Sample) {
-  const sql = yield* Sql.PlatformDatabase
-  const analytics = yield* AnalyticsEngine
-  const tally = yield* SendTally
-  const at = new Date(yield* Clock.currentTimeMillis)
-  const sent = tally.drain()
-  const { sql: text, params } = upsert(sample, at)
-  const statements = [Sql.statement(text, ...params), ...[...sent].map(([queue, n]) => sentUpsert(queue, n, at)).map((s) => Sql.statement(s.sql, ...s.params))]
-  // One statement alone is a `run`, as before; with sends, one `batch`: one round trip either way.
-  const write: Effect.Effect<unknown, Failure.Unavailable> = statements.length === 1 ? sql.run(statements[0]!) : sql.batch(statements)
-  yield* write.pipe(
-    Effect.andThen(analytics.writeDataPoint(dataPoint(sample, sent.get(sample.queue) ?? 0))),
-    Effect.andThen(Effect.forEach([...sent].filter(([queue]) => queue !== sample.queue), ([queue, n]) => analytics.writeDataPoint(sentDataPoint(queue, n)), { discard: true })),
-    Effect.catch((error) =>
-      Effect.sync(() => tally.restore(sent)).pipe(
-        Effect.andThen(Effect.logError("queue metrics could not be recorded")),
-        Effect.annotateLogs({ queue: sample.queue, error: error.message })
-      ))
-  )
-})
-
-/** How often, at most, the HTTP edge writes an isolate's sent counts itself (between consumer batches that carry them). */
-export const sentFlushIntervalMs = 10_000
+const write = (ownPoint?: Sample) =>
+  Effect.gen(function*() {
+    const sql = yield* Sql.PlatformDatabase
+    const analytics = yield* AnalyticsEngine
+    const tally = yield* MetricsTally
+    const now = yield* Clock.currentTimeMillis
+    tally.lastFlushMs = now
+    const rollups = tally.drainRollups()
+    const sent = tally.drain()
+    const at = new Date(now)
+    const statements = [...rollups.map(upsert), ...[...sent].map(([queue, n]) => sentUpsert(queue, n, at))].map((s) => Sql.statement(s.sql, ...s.params))
+    const points = [
+      ...(ownPoint === undefined ? [] : [dataPoint(ownPoint, sent.get(ownPoint.queue) ?? 0)]),
+      ...[...sent].filter(([queue]) => queue !== ownPoint?.queue).map(([queue, n]) => sentDataPoint(queue, n))
+    ]
+    if (statements.length === 0) return yield* Effect.forEach(points, (p) => analytics.writeDataPoint(p), { discard: true })
+    // One statement alone is a `run`; more, one `batch`: one round trip either way.
+    const written: Effect.Effect<unknown, Failure.Unavailable> = statements.length === 1 ? sql.run(statements[0]!) : sql.batch(statements)
+    yield* written.pipe(
+      Effect.andThen(Effect.forEach(points, (p) => analytics.writeDataPoint(p), { discard: true })),
+      Effect.catch((error) =>
+        Effect.sync(() => {
+          tally.restoreRollups(rollups)
+          tally.restore(sent)
+        }).pipe(
+          Effect.andThen(Effect.logError("queue metrics could not be recorded")),
+          Effect.annotateLogs({ queue: ownPoint?.queue ?? "(pending)", error: error.message })
+        ))
+    )
+  })
 
 /**
- * The HTTP edge's write of the sent counts: when the tally holds some and the isolate last wrote it at least
- * `sentFlushIntervalMs` ago, one round trip (a statement per queue); else nothing — the counts wait for the
- * next consumer batch's rollup or the next request past the interval. Run it after the response
- * (`waitUntil`); a failure is logged and the counts go back.
+ * Records one consumer batch's sample: its rollup joins the tally, its Analytics Engine point is written at
+ * once. The tally is written (one round trip, `write`) when the batch retried or dead-lettered a message,
+ * when the isolate has not written it for `FACTLINE_METRICS_FLUSH_SECONDS` (an isolate's first batch
+ * included), or always with `flushMs` 0 (the default here; the Worker passes the setting); else the batch
+ * costs no round trip. An isolate evicted between
+ * two writes loses the clean batches' counts since the last one (at most the interval's); Analytics Engine
+ * has every batch. A failure to record is logged, never the batch's failure.
  */
-export const flushSent = Effect.fn("Metrics.flushSent")(function*() {
-  const tally = yield* SendTally
+export const record = Effect.fn("Metrics.record")(function*(sample: Sample, metricsFlushMs: number = 0) {
+  const tally = yield* MetricsTally
   const now = yield* Clock.currentTimeMillis
-  if (tally.size() === 0 || now - tally.lastFlushMs < sentFlushIntervalMs) return
-  const sql = yield* Sql.PlatformDatabase
+  tally.addRollup(rollupOf(sample, new Date(now)))
+  const due = metricsFlushMs === 0 || sample.retried > 0 || sample.deadLettered > 0 || now - tally.lastFlushMs >= metricsFlushMs
+  if (due) return yield* write(sample)
   const analytics = yield* AnalyticsEngine
-  tally.lastFlushMs = now
-  const sent = tally.drain()
-  const at = new Date(now)
-  yield* sql.batch([...sent].map(([queue, n]) => sentUpsert(queue, n, at)).map((s) => Sql.statement(s.sql, ...s.params))).pipe(
-    Effect.andThen(Effect.forEach([...sent], ([queue, n]) => analytics.writeDataPoint(sentDataPoint(queue, n)), { discard: true })),
-    Effect.catch((error) =>
-      Effect.sync(() => tally.restore(sent)).pipe(Effect.andThen(Effect.logError("sent counts could not be recorded")), Effect.annotateLogs({ error: error.message })))
-  )
+  yield* analytics.writeDataPoint(dataPoint(sample, 0))
+})
+
+/** How often, at least, the HTTP edge and the cron leave the tally to consumer batches (`flushPending`). */
+export const edgeFlushIntervalMs = 10_000
+
+/**
+ * Writes the tally (rollups waiting, messages sent) when it holds something and was last written at least
+ * `metricsFlushMs` ago; else nothing — it waits for the next consumer batch or call past the interval. The
+ * Worker runs it after each HTTP response (`waitUntil`) and on the cron, with the larger of
+ * `edgeFlushIntervalMs` and `FACTLINE_METRICS_FLUSH_SECONDS`, so an idle isolate's last counts are not held
+ * back and a busy edge does not write per request; a failure is logged and the counts go back.
+ */
+export const flushPending = Effect.fn("Metrics.flushPending")(function*(metricsFlushMs: number) {
+  const tally = yield* MetricsTally
+  const now = yield* Clock.currentTimeMillis
+  if ((tally.size() === 0 && tally.pendingRollups() === 0) || now - tally.lastFlushMs < metricsFlushMs) return
+  yield* write()
 })
 
 /**
