@@ -14,6 +14,10 @@
 //   BENCH_ONLY=noisy npm run bench    (only the noisy-neighbour run → bench/results-noisy.json: tenant A floods
 //                                     10,000 events (BENCH_NOISY_N), then tenant B posts one; B's latency to
 //                                     its projection row, against its idle latency measured first)
+//   BENCH_ONLY=fresh npm run bench    (only the freshness runs → bench/results-fresh.json; with BENCH_PROFILE and
+//                                     BENCH_FRESH_TENANTS as below)
+//   BENCH_FACT_QUEUES_TIMEOUT=0.25    (max_batch_timeout of the projections and fact-processing queues, default the
+//                                     policy's 1 s: what that timeout costs freshness)
 //   BENCH_RESULTS=file.json           (write the results to bench/file.json instead)
 //   BENCH_PROFILE=production          (every compared pipeline's binding calls wait production-like latency —
 //                                     bench/Latency.ts's table, p50/p99 with sources — parallel calls overlapping;
@@ -21,12 +25,16 @@
 //                                     default 1000 under this profile, as each batch waits 300 D1 round trips)
 //   BENCH_FRESH_RATES=200,1000        (freshness: events/s offered over HTTP for BENCH_FRESH_SECONDS (default 8),
 //                                     p50/p99 from the 202 to the effect in buyer_budgets; "" skips)
+//   BENCH_FRESH_TENANTS=4             (freshness: the offered load spread over this many tenants, one per queue group
+//                                     (default 1: tenant-a alone) — each group's queues have their own local
+//                                     consumer, as production scales a queue's consumer out)
 //   BENCH_CPU_BATCHES=15              (per-stage budget: rounds of one synthetic batch of 100 per stage and of the
 //                                     calibration; the mean of the faster half taken)
 //   BENCH_UPDATE_BASELINE=1           (write the per-stage CPU per event to bench/baseline.json; otherwise the
 //                                     run fails when a stage's CPU per event is more than 20 % over it —
 //                                     BENCH_BASELINE_TOLERANCE=0.2)
 import { execFileSync } from "node:child_process"
+import { createHash } from "node:crypto"
 import { cpus, loadavg } from "node:os"
 import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { dirname, join, relative } from "node:path"
@@ -41,7 +49,7 @@ const out = join(root, "bench", "out")
 const N = Number(process.env.BENCH_N ?? "10000")
 const webhooksN = Number(process.env.BENCH_WEBHOOKS_N ?? "1000")
 const only = process.env.BENCH_ONLY ?? ""
-if (!["", "webhooks", "noisy", "cpu"].includes(only)) throw new Error(`BENCH_ONLY must be "webhooks", "noisy" or "cpu" (or unset), not ${JSON.stringify(only)}`)
+if (!["", "webhooks", "noisy", "cpu", "fresh"].includes(only)) throw new Error(`BENCH_ONLY must be "webhooks", "noisy", "cpu" or "fresh" (or unset), not ${JSON.stringify(only)}`)
 const noisyN = Number(process.env.BENCH_NOISY_N ?? "10000")
 const profile = process.env.BENCH_PROFILE ?? "local"
 if (profile !== "local" && profile !== "production") throw new Error(`BENCH_PROFILE must be "production" (or unset: "local"), not ${JSON.stringify(profile)}`)
@@ -49,6 +57,7 @@ if (profile !== "local" && profile !== "production") throw new Error(`BENCH_PROF
 const naiveN = Number(process.env.BENCH_NAIVE_N ?? (profile === "production" ? String(Math.min(N, 1000)) : String(N)))
 const freshRates = (process.env.BENCH_FRESH_RATES ?? "200,1000").split(",").filter((x) => x.trim() !== "").map(Number)
 const freshSeconds = Number(process.env.BENCH_FRESH_SECONDS ?? "8")
+const freshTenantCount = Number(process.env.BENCH_FRESH_TENANTS ?? "1")
 const cpuBatches = Number(process.env.BENCH_CPU_BATCHES ?? "15")
 const baselineTolerance = Number(process.env.BENCH_BASELINE_TOLERANCE ?? "0.2")
 const updateBaseline = process.env.BENCH_UPDATE_BASELINE === "1"
@@ -116,7 +125,13 @@ const config = {
   ...(example.assets ? { assets: { ...example.assets, directory: relative(out, join(exampleDir, example.assets.directory)) } } : {}),
   queues: {
     producers: [...example.queues.producers, ...benchQueues.map(([queue, binding]) => ({ queue, binding }))],
-    consumers: [...example.queues.consumers, ...benchQueues.map(([queue, , settings]) => ({ queue, ...settings }))]
+    // BENCH_FACT_QUEUES_TIMEOUT=0.25: another max_batch_timeout on the projections and fact-processing queues (default:
+    // the policy's 1 s) — what the fact queues' batch timeout costs freshness; it changes no compared pipeline's settings.
+    consumers: [
+      ...example.queues.consumers.map((c) =>
+        process.env.BENCH_FACT_QUEUES_TIMEOUT && /^factline-(projections|fact-processing)-\d+$/.test(c.queue) ? { ...c, max_batch_timeout: Number(process.env.BENCH_FACT_QUEUES_TIMEOUT) } : c),
+      ...benchQueues.map(([queue, , settings]) => ({ queue, ...settings }))
+    ]
   }
 }
 const settingsOf = (queue) => {
@@ -127,7 +142,34 @@ const settingsOf = (queue) => {
 writeFileSync(join(out, "wrangler.jsonc"), JSON.stringify(config, null, 2))
 // The local tokens and keys, without the development-only settings (retry delay scale, every run recorded,
 // metrics written every batch): the bench measures what production runs.
-writeFileSync(join(out, ".dev.vars"), readFileSync(join(exampleDir, ".dev.vars"), "utf8").split("\n").filter((line) => !/^(FACTLINE_RETRY_DELAY_SCALE|FACTLINE_RUNS|FACTLINE_METRICS_FLUSH_SECONDS)=/.test(line)).join("\n"))
+/** The queue group of a tenant: QueueGroups.route's FNV-1a hash of the tenant id, modulo the group count. */
+const queueGroups = Number(config.vars?.FACTLINE_QUEUE_GROUPS ?? 4)
+const groupOf = (t) => { let h = 0x811c9dc5; for (let i = 0; i < t.length; i++) { h ^= t.charCodeAt(i); h = Math.imul(h, 0x01000193) } return (h >>> 0) % queueGroups }
+/** The freshness runs' tenants: tenant-a alone, or BENCH_FRESH_TENANTS bench tenants, each in a group of its own. */
+const freshTenants = (() => {
+  if (!Number.isInteger(freshTenantCount) || freshTenantCount < 1 || freshTenantCount > queueGroups) {
+    throw new Error(`BENCH_FRESH_TENANTS must be a whole number from 1 to the queue groups (${queueGroups}), not ${JSON.stringify(process.env.BENCH_FRESH_TENANTS)}`)
+  }
+  if (freshTenantCount === 1) return [{ tenant: "tenant-a", token: "dev-token-tenant-a", group: groupOf("tenant-a") }]
+  const chosen = new Map()
+  for (let i = 0; chosen.size < freshTenantCount; i++) {
+    const tenant = `bench-fresh-${i}`
+    if (!chosen.has(groupOf(tenant))) chosen.set(groupOf(tenant), { tenant, token: `bench-token-${tenant}`, group: groupOf(tenant) })
+  }
+  return [...chosen.values()]
+})()
+// The local tokens and keys, without the development-only settings (retry delay scale, every run recorded,
+// metrics written every batch): the bench measures what production runs. The freshness tenants' tokens added.
+writeFileSync(join(out, ".dev.vars"), readFileSync(join(exampleDir, ".dev.vars"), "utf8").split("\n")
+  .filter((line) => !/^(FACTLINE_RETRY_DELAY_SCALE|FACTLINE_RUNS|FACTLINE_METRICS_FLUSH_SECONDS)=/.test(line))
+  .map((line) => {
+    if (!line.startsWith("FACTLINE_TOKENS=") || freshTenantCount === 1) return line
+    const tokens = JSON.parse(line.slice("FACTLINE_TOKENS=".length).replace(/^'|'$/g, ""))
+    for (const { tenant, token } of freshTenants) {
+      tokens.push({ name: tenant, sha256: createHash("sha256").update(token).digest("hex"), tenant_id: tenant, scopes: ["events:write", "read"] })
+    }
+    return `FACTLINE_TOKENS='${JSON.stringify(tokens)}'`
+  }).join("\n"))
 const state = join(out, "state")
 const env = LocalStack.env
 
@@ -306,7 +348,7 @@ const freshness = async (rate, seconds) => {
     const deadline = started + seconds * 1000 + timeoutFor(total)
     while (lowest < groups && failed === null) {
       const asked = performance.now()
-      const rows = await call(`/bench/fresh?run=${run}&from=${lowest}`)
+      const rows = await call(`/bench/fresh?run=${run}&from=${lowest}&tenants=${freshTenants.map((t) => t.tenant).join(",")}`)
       const at = performance.now()
       for (const [g, charges] of rows) if (charges >= 10 && visible[g] === null) visible[g] = at
       while (lowest < groups && visible[lowest] !== null) lowest++
@@ -318,7 +360,9 @@ const freshness = async (rate, seconds) => {
     await sleep(Math.max(0, started + t * tickMs - performance.now()))
     const from = t * perTick
     const body = JSON.stringify({ events: Array.from({ length: perTick }, (_, i) => freshEvent(run, from + i)) })
-    posts.push(fetch(`${base}/v1/events`, { method: "POST", body, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } }).then(async (r) => {
+    // Tick t's POST is tenant t mod K's: each tenant offers rate / K, on its own group's queues.
+    const { token: tenantToken } = freshTenants[t % freshTenants.length]
+    posts.push(fetch(`${base}/v1/events`, { method: "POST", body, headers: { authorization: `Bearer ${tenantToken}`, "content-type": "application/json" } }).then(async (r) => {
       const at = performance.now()
       const text = await r.text()
       if (r.status !== 202) failed = new Error(`freshness POST → ${r.status} ${text}`)
@@ -333,6 +377,7 @@ const freshness = async (rate, seconds) => {
   const postMs = accepted.map((a, g) => a - (started + Math.floor((g * 10) / perTick) * tickMs))
   return {
     offered_events_per_second: round((perTick * 1000) / tickMs, 0), seconds, events: total, events_per_post: perTick,
+    tenants: freshTenants.map(({ tenant, group }) => ({ tenant, group })),
     accepted_events_per_second: round(total / ((posted - started) / 1000), 0),
     post_p50_ms: round(quantile(postMs, 0.5), 0), post_p99_ms: round(quantile(postMs, 0.99), 0),
     freshness_p50_seconds: round(quantile(lags, 0.5)), freshness_p99_seconds: round(quantile(lags, 0.99)), freshness_max_seconds: round(Math.max(...lags)),
@@ -341,8 +386,8 @@ const freshness = async (rate, seconds) => {
 }
 
 // ---- the runs -------------------------------------------------------------------------------------
-if (only !== "noisy") log(only === "webhooks" ? "round trips per webhooks batch…" : `round trips per 100 events and per webhooks batch…`)
-const roundTripRows = only === "noisy" ? [] : await call(`/bench/roundtrips?run=${runId("rt")}&webhook_endpoint=${endpoint.id}&webhook_version=${endpoint.version}${only ? `&only=${only}` : ""}`, { method: "POST" })
+if (only !== "noisy" && only !== "fresh") log(only === "webhooks" ? "round trips per webhooks batch…" : `round trips per 100 events and per webhooks batch…`)
+const roundTripRows = only === "noisy" || only === "fresh" ? [] : await call(`/bench/roundtrips?run=${runId("rt")}&webhook_endpoint=${endpoint.id}&webhook_version=${endpoint.version}${only ? `&only=${only}` : ""}`, { method: "POST" })
 const roundTrips = roundTripRows.filter((r) => !r.stage.startsWith("webhooks"))
 const webhookRoundTrips = roundTripRows.filter((r) => r.stage.startsWith("webhooks"))
 // The per-stage budget, on the idle stack: CPU per event per stage and where it goes (no latency profile applies).
@@ -581,8 +626,7 @@ const noisyNeighbour = async (n) => {
       await sleep(500)
     }
   })()
-  const groups = Number(config.vars?.FACTLINE_QUEUE_GROUPS ?? 4)
-  const groupOf = (t) => { let h = 0x811c9dc5; for (let i = 0; i < t.length; i++) { h ^= t.charCodeAt(i); h = Math.imul(h, 0x01000193) } return (h >>> 0) % groups }
+  const groups = queueGroups
   return {
     n, queue_groups: groups, tenant_a: { tenant: "tenant-a", group: groupOf("tenant-a") }, tenant_b: { tenant: "tenant-b", group: groupOf("tenant-b") },
     idle_seconds: round(idle), idle_runs_seconds: idleRuns.map((x) => round(x)),
@@ -644,6 +688,31 @@ if (only === "cpu") {
   printBudget()
   console.log(`\nwritten: bench/${resultsFile}`)
   checkBaseline()
+  process.exit(0)
+}
+
+const printFresh = (fresh) => {
+  console.log(`\nfreshness (POST /v1/events 202 → the charge in buyer_budgets; a POST every 100 ms; groups of 10 events, read every 100 ms; ${freshTenants.length === 1 ? "one tenant" : `${freshTenants.length} tenants in groups ${freshTenants.map((t) => t.group).join(", ")}, the POSTs taking turns`}):`)
+  const w5 = [16, 12, 12, 14, 14, 12, 16]
+  console.log(line(["offered /s", "accepted /s", "POST p50/p99", "fresh p50 s", "fresh p99 s", "max s", "drained after s"], w5))
+  for (const f of fresh) console.log(line([f.offered_events_per_second, f.accepted_events_per_second, `${f.post_p50_ms}/${f.post_p99_ms} ms`, f.freshness_p50_seconds, f.freshness_p99_seconds, f.freshness_max_seconds, f.drained_seconds_after_last_post], w5))
+}
+
+if (only === "fresh") {
+  const fresh = []
+  for (const rate of freshRates) {
+    await quiet(2_000, 60_000)
+    log(`freshness: ${rate} events/s offered over HTTP for ${freshSeconds} s…`)
+    fresh.push(await freshness(rate, freshSeconds))
+  }
+  stop()
+  const resultsFile = process.env.BENCH_RESULTS ?? "results-fresh.json"
+  const result = { date: new Date().toISOString(), machine: { cores: cpus().length, cpu: cpus()[0]?.model, node: process.version, load_average: loadavg().map((x) => round(x)) }, profile,
+    settings: { events: settingsOf("factline-events"), fact_processing: settingsOf("factline-fact-processing"), projections: settingsOf("factline-projections") }, freshness: fresh }
+  writeFileSync(join(root, "bench", resultsFile), JSON.stringify(result, null, 2) + "\n")
+  console.log(`\nfactline benchmark, freshness only (${profile} profile) — ${result.date} — ${result.machine.cores} cores (${result.machine.cpu})`)
+  printFresh(fresh)
+  console.log(`\nwritten: bench/${resultsFile}`)
   process.exit(0)
 }
 
@@ -899,12 +968,7 @@ console.log(`\nper consumer invocation (wrangler dev's log of each batch; locall
 const w4 = [44, 11, 9, 10, 8, 18]
 console.log(line(["run", "invocations", "messages", "median ms", "p99 ms", "messages/s per inv."], w4))
 for (const r of perInvocation) console.log(line([r.run, r.invocations ?? "n/a", r.median_messages ?? "", r.median_ms ?? "", r.p99_ms ?? "", r.messages_per_invocation_second ?? ""], w4))
-if (fresh.length > 0) {
-  console.log(`\nfreshness (POST /v1/events 202 → the charge in buyer_budgets; a POST every 100 ms; groups of 10 events, read every 100 ms):`)
-  const w5 = [16, 12, 12, 14, 14, 12, 16]
-  console.log(line(["offered /s", "accepted /s", "POST p50/p99", "fresh p50 s", "fresh p99 s", "max s", "drained after s"], w5))
-  for (const f of fresh) console.log(line([f.offered_events_per_second, f.accepted_events_per_second, `${f.post_p50_ms}/${f.post_p99_ms} ms`, f.freshness_p50_seconds, f.freshness_p99_seconds, f.freshness_max_seconds, f.drained_seconds_after_last_post], w5))
-}
+if (fresh.length > 0) printFresh(fresh)
 if (profile === "production") {
   console.log(`\nlatency profile (bench/Latency.ts; p50/p99 ms, log-normal; calls and mean wait drawn this run):`)
   for (const [op, f] of Object.entries(latencyTally.table)) {

@@ -621,8 +621,10 @@ export default {
         // The freshness groups of a run visible in buyer_budgets from group `from` on: [group, charges]. A freshness
         // run's events all qualify, ten to a buyer `<run>_g<group, 7 digits>` (bench/run.mjs).
         const fromGroup = `${run}_g${String(Number(url.searchParams.get("from") ?? "0")).padStart(7, "0")}`
-        const rows = await env.DB.prepare("SELECT buyer_id, charges FROM buyer_budgets WHERE tenant_id = 'tenant-a' AND buyer_id >= ? AND buyer_id < ?")
-          .bind(fromGroup, `${run}_h`).raw<[string, number]>()
+        // `tenants`: the run's tenants, comma-separated (default tenant-a); every tenant's rows are in DB (bench config).
+        const tenants = (url.searchParams.get("tenants") ?? "tenant-a").split(",")
+        const rows = await env.DB.prepare("SELECT buyer_id, charges FROM buyer_budgets WHERE tenant_id IN (SELECT value FROM json_each(?)) AND buyer_id >= ? AND buyer_id < ?")
+          .bind(JSON.stringify(tenants), fromGroup, `${run}_h`).raw<[string, number]>()
         return json(rows.map(([buyer, charges]) => [Number(buyer.slice(buyer.lastIndexOf("_g") + 2)), charges]))
       }
       case "/bench/latency":
