@@ -58,6 +58,8 @@ const naiveN = Number(process.env.BENCH_NAIVE_N ?? (profile === "production" ? S
 const freshRates = (process.env.BENCH_FRESH_RATES ?? "200,1000").split(",").filter((x) => x.trim() !== "").map(Number)
 const freshSeconds = Number(process.env.BENCH_FRESH_SECONDS ?? "8")
 const freshTenantCount = Number(process.env.BENCH_FRESH_TENANTS ?? "1")
+/** The machine and its load now, for a results file. */
+const machineNow = () => ({ cores: cpus().length, cpu: cpus()[0]?.model, node: process.version, load_average: loadavg().map((x) => round(x)) })
 const cpuBatches = Number(process.env.BENCH_CPU_BATCHES ?? "15")
 const baselineTolerance = Number(process.env.BENCH_BASELINE_TOLERANCE ?? "0.2")
 const updateBaseline = process.env.BENCH_UPDATE_BASELINE === "1"
@@ -455,7 +457,7 @@ if (updateBaseline && budget.length > 0) {
   writeFileSync(baselineFile, JSON.stringify({
     note: "CPU per event per stage (bench/run.mjs's per-stage budget: the mean of the faster half of rounds of one synthetic batch of 100 per stage, wall time in the one local workerd thread). Taken on a quiet 2-core machine. `npm run bench` (and BENCH_ONLY=cpu) fails when a stage grows more than 20 % over it, with the calibration timed in the same rounds beside it (calibration_ms_per_batch: plain JavaScript, no binding), which tells a slower host from a costlier stage; BENCH_UPDATE_BASELINE=1 rewrites it",
     date: new Date().toISOString(),
-    machine: { cores: cpus().length, cpu: cpus()[0]?.model, node: process.version, load_average: loadavg().map((x) => round(x)) },
+    machine: machineNow(),
     batches: cpuBatches,
     calibration_ms_per_batch: calibrationMs,
     stages: Object.fromEntries(budget.map((b) => [b.stage, { cpu_ms_per_event: b.cpu_ms_per_event, counted_per_event: b.counted_per_event }])),
@@ -681,7 +683,7 @@ if (only === "cpu") {
   stop()
   const resultsFile = process.env.BENCH_RESULTS ?? "results-cpu.json"
   writeFileSync(join(root, "bench", resultsFile), JSON.stringify({
-    date: new Date().toISOString(), machine: { cores: cpus().length, cpu: cpus()[0]?.model, node: process.version, load_average: loadavg().map((x) => round(x)) },
+    date: new Date().toISOString(), machine: machineNow(),
     per_stage_budget: { stages: budget, reference, calibration, baseline: baseline ? { date: baseline.date, tolerance: baselineTolerance, calibration_ms_per_batch: baselineCalibrationMs, check: baselineCheck } : null }
   }, null, 2) + "\n")
   console.log(`\nfactline benchmark, per-stage budget only — ${cpus().length} cores (${cpus()[0]?.model})`)
@@ -698,16 +700,22 @@ const printFresh = (fresh) => {
   for (const f of fresh) console.log(line([f.offered_events_per_second, f.accepted_events_per_second, `${f.post_p50_ms}/${f.post_p99_ms} ms`, f.freshness_p50_seconds, f.freshness_p99_seconds, f.freshness_max_seconds, f.drained_seconds_after_last_post], w5))
 }
 
-if (only === "fresh") {
+/** The freshness runs, one per offered rate, each after the stack is quiet. */
+const freshRuns = async () => {
   const fresh = []
   for (const rate of freshRates) {
-    await quiet(2_000, 60_000)
+    await quiet(2_000)
     log(`freshness: ${rate} events/s offered over HTTP for ${freshSeconds} s…`)
-    fresh.push(await freshness(rate, freshSeconds))
+    fresh.push(await logged(`fresh${rate}`, () => freshness(rate, freshSeconds)))
   }
+  return fresh
+}
+
+if (only === "fresh") {
+  const fresh = await freshRuns()
   stop()
   const resultsFile = process.env.BENCH_RESULTS ?? "results-fresh.json"
-  const result = { date: new Date().toISOString(), machine: { cores: cpus().length, cpu: cpus()[0]?.model, node: process.version, load_average: loadavg().map((x) => round(x)) }, profile,
+  const result = { date: new Date().toISOString(), machine: machineNow(), profile,
     settings: { events: settingsOf("factline-events"), fact_processing: settingsOf("factline-fact-processing"), projections: settingsOf("factline-projections") }, freshness: fresh }
   writeFileSync(join(root, "bench", resultsFile), JSON.stringify(result, null, 2) + "\n")
   console.log(`\nfactline benchmark, freshness only (${profile} profile) — ${result.date} — ${result.machine.cores} cores (${result.machine.cpu})`)
@@ -720,7 +728,7 @@ if (only === "noisy") {
   const noisy = await noisyNeighbour(noisyN)
   stop()
   const resultsFile = process.env.BENCH_RESULTS ?? "results-noisy.json"
-  const result = { date: new Date().toISOString(), machine: { cores: cpus().length, cpu: cpus()[0]?.model, node: process.version, load_average: loadavg().map((x) => round(x)) }, noisy_neighbour: noisy }
+  const result = { date: new Date().toISOString(), machine: machineNow(), noisy_neighbour: noisy }
   writeFileSync(join(root, "bench", resultsFile), JSON.stringify(result, null, 2) + "\n")
   console.log(`\nfactline benchmark, noisy neighbour only — ${result.date} — ${result.machine.cores} cores (${result.machine.cpu})`)
   printNoisy(noisy)
@@ -785,12 +793,7 @@ for (const multiple of (process.env.BENCH_SCALE ?? "1,2,4").split(",").map(Numbe
     d1Bytes = { events, per_event: round(total / events, 0), by_table }
   }
 }
-const fresh = []
-for (const rate of freshRates) {
-  await quiet(2_000)
-  log(`freshness: ${rate} events/s offered over HTTP for ${freshSeconds} s…`)
-  fresh.push(await logged(`fresh${rate}`, () => freshness(rate, freshSeconds)))
-}
+const fresh = await freshRuns()
 const latencyTally = await call("/bench/latency")
 const webhooks = await webhooksStage()
 log(`noisy neighbour: tenant A posts ${noisyN} events, then tenant B one…`)

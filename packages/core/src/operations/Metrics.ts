@@ -343,7 +343,7 @@ const write = (ownPoint?: Sample) =>
       ...(ownPoint === undefined ? [] : [dataPoint(ownPoint, sent.get(ownPoint.queue) ?? 0)]),
       ...[...sent].filter(([queue]) => queue !== ownPoint?.queue).map(([queue, n]) => sentDataPoint(queue, n))
     ]
-    if (statements.length === 0) return yield* Effect.forEach(points, (p) => analytics.writeDataPoint(p), { discard: true })
+    // Never empty: `record` has just added a rollup, `flushPending` writes only a tally that holds something.
     // One statement alone is a `run`; more, one `batch`: one round trip either way.
     const written: Effect.Effect<unknown, Failure.Unavailable> = statements.length === 1 ? sql.run(statements[0]!) : sql.batch(statements)
     yield* written.pipe(
