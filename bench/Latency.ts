@@ -4,8 +4,9 @@
  * does in production — parallel calls overlap, sequential rounds add up.
  *
  * One table of figures (`production`) for every compared pipeline; each call draws its latency from a
- * log-normal distribution through the figure's p50 and p99 and waits half of it before the real call and
- * half after (a write becomes visible mid-way, as in production). A D1 `batch()` is one round trip.
+ * log-normal distribution through the figure's p50 and p99 (or, with `BENCH_LATENCY_SHAPE=two-point`, p50 with
+ * p99 on 1 % of calls: see `Shape`) and waits half of it before the real call and half after (a write becomes
+ * visible mid-way, as in production). A D1 `batch()` is one round trip.
  * Turned on only by the bench config's `FACTLINE_BENCH_LATENCY=production` (`BENCH_PROFILE=production`);
  * never part of a production code path. The waits actually slept (timer overshoot included) are tallied.
  */
@@ -55,8 +56,23 @@ const normal = () => {
   const v = Math.random()
   return Math.sqrt(-2 * Math.log(u)) * Math.cos(2 * Math.PI * v)
 }
-/** A draw from the log-normal whose median is p50 and whose 99th percentile is p99. */
-export const draw = (figure: Figure) => figure.p50 * Math.exp((Math.log(figure.p99 / figure.p50) / z99) * normal())
+/**
+ * How a call's latency is drawn from its figure:
+ * - `lognormal` (the default): the log-normal whose median is p50 and whose 99th percentile is p99 — a spread
+ *   around the median, so the slowest of N parallel calls is well above p50 (16 calls: ≈ 2.9 × p50 at p99/p50 = 4);
+ * - `two-point`: p50, and p99 on 1 % of calls — issue 22's prototype, the model its production targets were
+ *   derived under (a network floor near the median with a rare tail).
+ * Set per run by the bench config's `FACTLINE_BENCH_LATENCY_SHAPE` (`BENCH_LATENCY_SHAPE`).
+ */
+export type Shape = "lognormal" | "two-point"
+let shape: Shape = "lognormal"
+export const shapeOf = () => shape
+
+/** A draw of the figure's latency in the run's shape. */
+export const draw = (figure: Figure) =>
+  shape === "two-point"
+    ? (Math.random() < 0.01 ? figure.p99 : figure.p50)
+    : figure.p50 * Math.exp((Math.log(figure.p99 / figure.p50) / z99) * normal())
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
@@ -154,6 +170,7 @@ const wrapped = new WeakMap<object, object>()
  */
 export const env = <E extends Record<string, unknown>>(source: E): E => {
   if (source.FACTLINE_BENCH_LATENCY !== "production") return source
+  if (source.FACTLINE_BENCH_LATENCY_SHAPE === "two-point") shape = "two-point"
   const known = wrapped.get(source)
   if (known) return known as E
   const out: Record<string, unknown> = { ...source }

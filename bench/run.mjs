@@ -17,12 +17,14 @@
 //   BENCH_ONLY=fresh npm run bench    (only the freshness runs → bench/results-fresh.json; with BENCH_PROFILE and
 //                                     BENCH_FRESH_TENANTS as below)
 //   BENCH_FACT_QUEUES_TIMEOUT=0.25    (max_batch_timeout of the projections and fact-processing queues, default the
-//                                     policy's 1 s: what that timeout costs freshness)
+//                                     policy's 0.5 s: what that timeout costs freshness)
 //   BENCH_RESULTS=file.json           (write the results to bench/file.json instead)
 //   BENCH_PROFILE=production          (every compared pipeline's binding calls wait production-like latency —
 //                                     bench/Latency.ts's table, p50/p99 with sources — parallel calls overlapping;
 //                                     results → bench/results-production.json; the naive runs use BENCH_NAIVE_N,
 //                                     default 1000 under this profile, as each batch waits 300 D1 round trips)
+//   BENCH_LATENCY_SHAPE=two-point     (production profile: each call waits p50, and p99 on 1 % of calls — issue 22's
+//                                     prototype — instead of a log-normal draw through p50 and p99; see Latency.ts)
 //   BENCH_FRESH_RATES=200,1000        (freshness: events/s offered over HTTP for BENCH_FRESH_SECONDS (default 8),
 //                                     p50/p99 from the 202 to the effect in buyer_budgets; "" skips)
 //   BENCH_FRESH_TENANTS=4             (freshness: the offered load spread over this many tenants, one per queue group
@@ -53,6 +55,8 @@ if (!["", "webhooks", "noisy", "cpu", "fresh"].includes(only)) throw new Error(`
 const noisyN = Number(process.env.BENCH_NOISY_N ?? "10000")
 const profile = process.env.BENCH_PROFILE ?? "local"
 if (profile !== "local" && profile !== "production") throw new Error(`BENCH_PROFILE must be "production" (or unset: "local"), not ${JSON.stringify(profile)}`)
+const latencyShape = process.env.BENCH_LATENCY_SHAPE ?? "lognormal"
+if (latencyShape !== "lognormal" && latencyShape !== "two-point") throw new Error(`BENCH_LATENCY_SHAPE must be "two-point" (or unset: "lognormal"), not ${JSON.stringify(latencyShape)}`)
 // Under the production profile the naive consumer waits 300 D1 round trips per batch of 100 (≈ 4.5 s): fewer messages.
 const naiveN = Number(process.env.BENCH_NAIVE_N ?? (profile === "production" ? String(Math.min(N, 1000)) : String(N)))
 const freshRates = (process.env.BENCH_FRESH_RATES ?? "200,1000").split(",").filter((x) => x.trim() !== "").map(Number)
@@ -85,6 +89,9 @@ const eventsPolicy = example.queues.consumers.find((c) => c.queue === "factline-
 // Every compared consumer runs with factline-events' settings (batch size and timeout), except the
 // seed-003 reference run, which keeps the seed's own 10 / 5 s.
 const same = { max_batch_size: eventsPolicy.max_batch_size, max_batch_timeout: eventsPolicy.max_batch_timeout, max_retries: 3 }
+// The hand-written facts hop runs at factline's fact queues' settings (factline-fact-processing: 100 / 0.5 s).
+const factsPolicy = example.queues.consumers.find((c) => c.queue === "factline-fact-processing-0")
+const sameAsFacts = { max_batch_size: factsPolicy.max_batch_size, max_batch_timeout: factsPolicy.max_batch_timeout, max_retries: 3 }
 // The webhooks floor runs at factline-webhooks' own settings (production config: 10 / 5 s).
 const webhooksPolicy = example.queues.consumers.find((c) => c.queue === "factline-webhooks")
 const sameAsWebhooks = { max_batch_size: webhooksPolicy.max_batch_size, max_batch_timeout: webhooksPolicy.max_batch_timeout, max_retries: 3 }
@@ -95,7 +102,7 @@ const benchQueues = [
   ["bench-events", "BENCH_EVENTS", same],
   ["bench-sink", "BENCH_SINK", same],
   ["bench-hand-events", "BENCH_HAND_EVENTS", same],
-  ["bench-hand-facts", "BENCH_HAND_FACTS", same],
+  ["bench-hand-facts", "BENCH_HAND_FACTS", sameAsFacts],
   ["bench-hooks-bare", "BENCH_HOOKS_BARE", sameAsWebhooks]
 ]
 const config = {
@@ -117,7 +124,7 @@ const config = {
     // The framework's default D1 facts copy (none), not the example's local `all`; BENCH_FACTS_COPY=all|<types> measures a copy.
     FACTLINE_FACTS_COPY: process.env.BENCH_FACTS_COPY ?? "none",
     // BENCH_PROFILE=production: bench/Latency.ts waits around every compared pipeline's binding calls (bench Worker only).
-    ...(profile === "production" ? { FACTLINE_BENCH_LATENCY: "production" } : {})
+    ...(profile === "production" ? { FACTLINE_BENCH_LATENCY: "production", FACTLINE_BENCH_LATENCY_SHAPE: latencyShape } : {})
   },
   // The platform database only (read database 0 is then DB itself): every tenant's rows in the one file whose
   // pages the bench measures, as the before/after comparisons assume; placement across databases is tested in
@@ -128,7 +135,7 @@ const config = {
   queues: {
     producers: [...example.queues.producers, ...benchQueues.map(([queue, binding]) => ({ queue, binding }))],
     // BENCH_FACT_QUEUES_TIMEOUT=0.25: another max_batch_timeout on the projections and fact-processing queues (default:
-    // the policy's 1 s) — what the fact queues' batch timeout costs freshness; it changes no compared pipeline's settings.
+    // the policy's 0.5 s) — what the fact queues' batch timeout costs freshness; it changes no compared pipeline's settings.
     consumers: [
       ...example.queues.consumers.map((c) =>
         process.env.BENCH_FACT_QUEUES_TIMEOUT && /^factline-(projections|fact-processing)-\d+$/.test(c.queue) ? { ...c, max_batch_timeout: Number(process.env.BENCH_FACT_QUEUES_TIMEOUT) } : c),
@@ -881,7 +888,7 @@ const results = {
     "factline-fact-processing": settingsOf("factline-fact-processing"),
     "factline-projections": settingsOf("factline-projections"),
     bare: settingsOf("bench-bare"), naive: settingsOf("bench-naive"), naive_seed_003: settingsOf("bench-naive-seed"),
-    factline_events_isolated: settingsOf("bench-events"), hand_written: settingsOf("bench-hand-events")
+    factline_events_isolated: settingsOf("bench-events"), hand_written: settingsOf("bench-hand-events"), hand_written_facts: settingsOf("bench-hand-facts")
   },
   end_to_end: e2e,
   bare_hop: strip(bare),
@@ -973,7 +980,7 @@ console.log(line(["run", "invocations", "messages", "median ms", "p99 ms", "mess
 for (const r of perInvocation) console.log(line([r.run, r.invocations ?? "n/a", r.median_messages ?? "", r.median_ms ?? "", r.p99_ms ?? "", r.messages_per_invocation_second ?? ""], w4))
 if (fresh.length > 0) printFresh(fresh)
 if (profile === "production") {
-  console.log(`\nlatency profile (bench/Latency.ts; p50/p99 ms, log-normal; calls and mean wait drawn this run):`)
+  console.log(`\nlatency profile (bench/Latency.ts; p50/p99 ms, ${latencyShape === "two-point" ? "two-point: p50, p99 on 1 % of calls" : "log-normal"}; calls and mean wait drawn this run):`)
   for (const [op, f] of Object.entries(latencyTally.table)) {
     const calls = latencyTally.tally.calls[op]
     console.log(`  ${op}: ${f.p50}/${f.p99} ms — ${f.source}${calls ? ` — ${calls} calls, mean drawn ${round(latencyTally.tally.drawnMs[op] / calls, 1)} ms, mean elapsed ${round(latencyTally.tally.elapsedMs[op] / calls, 1)} ms` : ""}`)

@@ -99,6 +99,34 @@ describe("LedgerShard", () => {
     expect(read.facts.map((f) => [f.sequence, f.causation_id])).toEqual([[2, "c6"]])
   })
 
+  it("one call's groups are judged in turn against what the groups before them appended, and every field reads back as sent", async () => {
+    const { stub, rpc } = ownShard()
+    // Stream names and data that need escaping in the call's JSON parameters.
+    const stream = `${unique("s")} "quoted" 'ü' \\ \n end`
+    const other = unique("s")
+    const traced = { ...(await draft(unique("c"), 0, { text: "ü \"x\" \u2028", nested: { list: [1, 2.5, null, true] } })), traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", schema_version: 2 }
+    const plain = await draft(unique("c"), 0, { n: 1 })
+    const results = await rpc.append([
+      { tenant_id: "tenant-a", stream, facts: [traced] },
+      { tenant_id: "tenant-a", stream: other, facts: [plain] },
+      // The same decision again within the call: a duplicate of what the first group appended.
+      { tenant_id: "tenant-a", stream, facts: [{ ...traced, data: { nested: { list: [1, 2.5, null, true] }, text: "ü \"x\" \u2028" } }] },
+      // Part of it plus a new fact: the same cause deciding a different set.
+      { tenant_id: "tenant-a", stream, facts: [traced, await draft(unique("c"), 0, {})] },
+      // The first group's append moved the stream to version 1.
+      { tenant_id: "tenant-a", stream, expected_version: 1, facts: [await draft(unique("c"), 0, { n: 2 })] }
+    ])
+    expect(results.map((r) => r.status)).toEqual(["appended", "appended", "duplicate", "idempotency_conflict", "appended"])
+    expect(results[2]).toEqual({ ...results[0], status: "duplicate" })
+    expect(results[4]).toMatchObject({ version: 2 })
+    const read = await rpc.read({ tenant_id: "tenant-a", stream })
+    expect(read.version).toBe(2)
+    expect(read.facts[0]).toEqual({ ...traced, tenant_id: "tenant-a", stream, sequence: 1 })
+    expect(read.facts[1]).toMatchObject({ sequence: 2, data: { n: 2 } })
+    expect((await rpc.read({ tenant_id: "tenant-a", stream: other })).facts).toEqual([{ ...plain, tenant_id: "tenant-a", stream: other, sequence: 1, schema_version: 1 }])
+    expect((await storage(stub)).facts).toHaveLength(3)
+  })
+
   it("handed-over facts are relayed by the alarm: with backoff while the queues are down, and the sweep re-arms a stale shard", async () => {
     const { key, stub, rpc } = ownShard()
     const stream = unique("s")

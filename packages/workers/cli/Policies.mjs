@@ -8,8 +8,8 @@
 /** One entry per platform queue: its producer binding, its dead-letter queue and the consumer settings. */
 export const queues = [
   { queue: "factline-events", grouped: true, binding: "EVENTS_QUEUE", deadLetterQueue: "factline-events-dlq", deadLetterBinding: "EVENTS_DLQ", maxRetries: 5, maxBatchSize: 100, maxBatchTimeoutSeconds: 1 },
-  { queue: "factline-projections", grouped: true, binding: "PROJECTIONS_QUEUE", deadLetterQueue: "factline-projections-dlq", deadLetterBinding: "PROJECTIONS_DLQ", maxRetries: 10, maxBatchSize: 100, maxBatchTimeoutSeconds: 1 },
-  { queue: "factline-fact-processing", grouped: true, binding: "FACT_PROCESSING_QUEUE", deadLetterQueue: "factline-fact-processing-dlq", deadLetterBinding: "FACT_PROCESSING_DLQ", maxRetries: 5, maxBatchSize: 100, maxBatchTimeoutSeconds: 1 },
+  { queue: "factline-projections", grouped: true, binding: "PROJECTIONS_QUEUE", deadLetterQueue: "factline-projections-dlq", deadLetterBinding: "PROJECTIONS_DLQ", maxRetries: 10, maxBatchSize: 100, maxBatchTimeoutSeconds: 0.5 },
+  { queue: "factline-fact-processing", grouped: true, binding: "FACT_PROCESSING_QUEUE", deadLetterQueue: "factline-fact-processing-dlq", deadLetterBinding: "FACT_PROCESSING_DLQ", maxRetries: 5, maxBatchSize: 100, maxBatchTimeoutSeconds: 0.5 },
   { queue: "factline-webhooks", binding: "WEBHOOKS_QUEUE", deadLetterQueue: "factline-webhooks-dlq", deadLetterBinding: "WEBHOOKS_DLQ", maxRetries: 5, maxBatchSize: 10, maxBatchTimeoutSeconds: 5 },
   { queue: "factline-batch", binding: "BATCH_QUEUE", deadLetterQueue: "factline-batch-dlq", deadLetterBinding: "BATCH_DLQ", maxRetries: 3, maxBatchSize: 10, maxBatchTimeoutSeconds: 10 }
 ]

@@ -219,7 +219,7 @@ describe("factline deploy", () => {
     const dry = await run(["--config", join(dir, "wrangler.jsonc"), "--env", "production", "--dry-run"])
     expect(dry.code, dry.err + dry.out).toBe(0)
     expect(dry.out).toContain("in 2 tenant groups each")
-    expect(dry.out).toContain("factline-projections (2 tenant groups): consumer batches of 100 / 1 s, 10 retries, then factline-projections-dlq\n       - factline-projections-0\n       - factline-projections-1\n       - factline-projections-dlq\n")
+    expect(dry.out).toContain("factline-projections (2 tenant groups): consumer batches of 100 / 0.5 s, 10 retries, then factline-projections-dlq\n       - factline-projections-0\n       - factline-projections-1\n       - factline-projections-dlq\n")
     expect(dry.out).not.toContain("factline-events-2")
     const result = await run(["--config", join(dir, "wrangler.jsonc"), "--env", "production"], secretsEnv)
     expect(result.code, result.err + result.out).toBe(0)

@@ -47,7 +47,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   }
 
   async append(groups: ReadonlyArray<LedgerProtocol.AppendGroup>): Promise<ReadonlyArray<LedgerProtocol.AppendResult>> {
-    const results = groups.map((group) => this.ledger.append(group))
+    const results = this.ledger.appendAll(groups)
     const first = groups[0]
     if (first && this.ledger.getMeta("tenant_id") === undefined && results.some((r) => r.status === "appended")) {
       this.ledger.setMeta("tenant_id", first.tenant_id)

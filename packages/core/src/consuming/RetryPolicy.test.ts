@@ -12,8 +12,8 @@ describe("RetryPolicy", () => {
   it("the table of DESIGN.md, as data", () => {
     expect(RetryPolicy.all.map((p) => [p.queue, p.maxRetries, p.initialDelaySeconds, p.maxDelaySeconds, p.maxBatchSize, p.maxBatchTimeoutSeconds])).toEqual([
       ["factline-events", 5, 30, 480, 100, 1],
-      ["factline-projections", 10, 1, 60, 100, 1],
-      ["factline-fact-processing", 5, 5, 120, 100, 1],
+      ["factline-projections", 10, 1, 60, 100, 0.5],
+      ["factline-fact-processing", 5, 5, 120, 100, 0.5],
       ["factline-webhooks", 5, 10, 300, 10, 5],
       ["factline-batch", 3, 30, 300, 10, 10]
     ])

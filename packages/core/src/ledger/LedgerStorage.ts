@@ -2,8 +2,9 @@
  * The ledger inside one LedgerShard: facts in the Durable Object's SQLite
  * storage, and the outbox the shard relays from when a caller could not.
  *
- * Every append group is one `transactionSync`: the facts (unique `fact_id`,
- * gap-free per-stream sequence) are written together or not at all. Appends
+ * Every append call is one `transactionSync`: its groups' facts (unique `fact_id`,
+ * gap-free per-stream sequence) are written together or not at all, in a fixed
+ * number of statements whatever the count of groups and facts. Appends
  * write facts only — the consumer that appended relays them itself; the
  * outbox gets rows only through `handover`, when that relay failed. Tables
  * are created on the first write, so reading a shard (or a stream) that was
@@ -131,6 +132,22 @@ const toFact = (row: FactRow): Fact => ({
   ...(typeof row.traceparent === "string" ? { traceparent: row.traceparent } : {})
 })
 
+/** A fact as its row reads back (an appended fact stands in for its row until the call's insert). */
+const toRow = (fact: Fact): FactRow => ({
+  fact_id: fact.fact_id,
+  tenant_id: fact.tenant_id,
+  stream: fact.stream,
+  sequence: fact.sequence,
+  type: fact.type,
+  data: StableJson.stringify(fact.data),
+  causation_id: fact.causation_id,
+  correlation_id: fact.correlation_id,
+  caused_by: fact.caused_by,
+  created_at: fact.created_at,
+  traceparent: fact.traceparent ?? null,
+  schema_version: fact.schema_version ?? 1
+})
+
 /** A window of a shard's facts walked by `readShardSince`: those in time, and where the walk goes on (none: the end). */
 export interface ShardWindow {
   readonly facts: ReadonlyArray<Fact>
@@ -146,6 +163,8 @@ export interface OutboxEntry {
 
 export interface LedgerStorage {
   readonly append: (group: AppendGroup) => AppendResult
+  /** The groups of one call in one transaction, a result per group in order (each as if appended alone, in turn). */
+  readonly appendAll: (groups: ReadonlyArray<AppendGroup>) => Array<AppendResult>
   readonly readStream: (key: StreamKey, options?: ReadOptions) => StreamState
   /** Every fact of the shard (all streams) after a `(stream, sequence)` cursor, for rebuilds. */
   readonly readShard: (after: { readonly stream: string; readonly sequence: number } | undefined, limit: number) => ReadonlyArray<Fact>
@@ -226,14 +245,65 @@ export const make = (storage: Storage): LedgerStorage => {
     }
   }
 
-  const append = (group: AppendGroup): AppendResult => {
+  /**
+   * The groups of one call, in order, in one transaction and a fixed number of statements whatever their
+   * count: one read of every fact id they carry, one of every stream's version (one index seek each), one
+   * insert of every new fact (its rows as one JSON parameter: a Durable Object binds at most 100 parameters).
+   * Each group is judged against what is stored and what the groups before it appended, as if appended alone.
+   */
+  const appendAll = (groups: ReadonlyArray<AppendGroup>): Array<AppendResult> => {
+    if (groups.length === 0) return []
     ensureSchema()
-    return storage.transactionSync(() => appendWithin(group))
+    return storage.transactionSync(() => appendAllWithin(groups))
   }
 
-  /** An append inside the caller's transaction. */
-  const appendWithin = (group: AppendGroup): AppendResult => {
-    const existing = group.facts.map((draft) => ({ draft, row: find(draft.fact_id) }))
+  const append = (group: AppendGroup): AppendResult => appendAll([group])[0]!
+
+  /** `appendAll` inside the caller's transaction. */
+  const appendAllWithin = (groups: ReadonlyArray<AppendGroup>): Array<AppendResult> => {
+    const ids = groups.flatMap((group) => group.facts.map((draft) => draft.fact_id))
+    const stored = new Map<string, FactRow>()
+    if (ids.length > 0) {
+      for (const row of sql.exec<FactRow>("SELECT * FROM facts WHERE fact_id IN (SELECT value FROM json_each(?))", JSON.stringify(ids))) stored.set(row.fact_id, row)
+    }
+    const keys = [...new Set(groups.map((group) => JSON.stringify([group.tenant_id, group.stream])))]
+    const versions = new Map<string, number>()
+    for (const row of sql.exec<{ i: number; v: number }>(
+      `SELECT k.key AS i, (SELECT COALESCE(MAX(sequence), 0) FROM facts WHERE tenant_id = k.value ->> 0 AND stream = k.value ->> 1) AS v
+       FROM json_each(?) AS k`,
+      `[${keys.join(",")}]`
+    )) versions.set(keys[row.i]!, row.v)
+    const appended: Array<Fact> = []
+    const results = groups.map((group) => {
+      const key = JSON.stringify([group.tenant_id, group.stream])
+      const result = judge(group, stored, versions.get(key) ?? 0)
+      if (result.status === "appended") {
+        versions.set(key, result.version)
+        for (const fact of result.facts) {
+          appended.push(fact)
+          stored.set(fact.fact_id, toRow(fact))
+        }
+      }
+      return result
+    })
+    if (appended.length > 0) {
+      sql.exec(
+        `INSERT INTO facts (fact_id, tenant_id, stream, sequence, type, data, causation_id, correlation_id, caused_by, created_at, traceparent, schema_version)
+         SELECT r.value ->> 0, r.value ->> 1, r.value ->> 2, r.value ->> 3, r.value ->> 4, r.value ->> 5, r.value ->> 6, r.value ->> 7, r.value ->> 8, r.value ->> 9, r.value ->> 10, r.value ->> 11
+         FROM json_each(?) AS r`,
+        JSON.stringify(appended.map((fact) => [
+          fact.fact_id, fact.tenant_id, fact.stream, fact.sequence, fact.type, StableJson.stringify(fact.data),
+          fact.causation_id, fact.correlation_id, fact.caused_by, fact.created_at, fact.traceparent ?? null, fact.schema_version ?? 1
+        ]))
+      )
+      applyTimerFacts(appended)
+    }
+    return results
+  }
+
+  /** One group against the stored facts (and those appended before it in the same call) and its stream's version. */
+  const judge = (group: AppendGroup, stored: ReadonlyMap<string, FactRow>, current: number): AppendResult => {
+    const existing = group.facts.map((draft) => ({ draft, row: stored.get(draft.fact_id) }))
     for (const { draft, row } of existing) {
       if (row === undefined) continue
       const same =
@@ -249,18 +319,17 @@ export const make = (storage: Storage): LedgerStorage => {
         }
       }
     }
-    const stored = existing.filter((e) => e.row !== undefined)
-    if (group.facts.length > 0 && stored.length === group.facts.length) {
-      return { status: "duplicate", version: version(group), facts: stored.map((e) => toFact(e.row!)) }
+    const found = existing.filter((e) => e.row !== undefined)
+    if (group.facts.length > 0 && found.length === group.facts.length) {
+      return { status: "duplicate", version: current, facts: found.map((e) => toFact(e.row!)) }
     }
-    if (stored.length > 0) {
+    if (found.length > 0) {
       return {
         status: "idempotency_conflict",
-        fact_id: stored[0]!.draft.fact_id,
-        message: `only ${stored.length} of ${group.facts.length} facts of this decision are stored; the same cause now decides a different set`
+        fact_id: found[0]!.draft.fact_id,
+        message: `only ${found.length} of ${group.facts.length} facts of this decision are stored; the same cause now decides a different set`
       }
     }
-    const current = version(group)
     if (group.expected_version !== undefined && group.expected_version !== current) {
       return { status: "version_conflict", version: current, expected_version: group.expected_version }
     }
@@ -271,15 +340,6 @@ export const make = (storage: Storage): LedgerStorage => {
       stream: group.stream,
       sequence: current + i + 1
     }))
-    for (const fact of facts) {
-      sql.exec(
-        `INSERT INTO facts (fact_id, tenant_id, stream, sequence, type, data, causation_id, correlation_id, caused_by, created_at, traceparent, schema_version)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        fact.fact_id, fact.tenant_id, fact.stream, fact.sequence, fact.type, StableJson.stringify(fact.data),
-        fact.causation_id, fact.correlation_id, fact.caused_by, fact.created_at, fact.traceparent ?? null, fact.schema_version ?? 1
-      )
-    }
-    applyTimerFacts(facts)
     return { status: "appended", version: current + facts.length, facts }
   }
 
@@ -408,7 +468,7 @@ export const make = (storage: Storage): LedgerStorage => {
         const claimed = sql.exec("UPDATE timers SET status = 'fired', settled_by = ? WHERE timer_id = ? AND status = 'pending' RETURNING timer_id", ids[i]!, timer.timer_id).toArray()
         if (claimed.length === 0) return []
         const scheduled = JSON.parse(timer.data) as { readonly fact: { readonly type: string; readonly data: Record<string, unknown>; readonly schema_version?: number } }
-        const result = appendWithin({
+        const [result] = appendAllWithin([{
           tenant_id: timer.tenant_id,
           stream: timer.stream,
           facts: [{
@@ -422,8 +482,8 @@ export const make = (storage: Storage): LedgerStorage => {
             created_at: createdAt,
             traceparent: TraceContext.child(timer.traceparent ?? undefined)
           }]
-        })
-        if (result.status !== "appended" && result.status !== "duplicate") return []
+        }])
+        if (result === undefined || result.status !== "appended" && result.status !== "duplicate") return []
         for (const fact of result.facts) {
           for (const destination of destinations) {
             sql.exec(
@@ -443,5 +503,5 @@ export const make = (storage: Storage): LedgerStorage => {
       ? sql.exec<TimerRow>("SELECT * FROM timers WHERE tenant_id = ? AND stream = ? ORDER BY rowid", key.tenant_id, key.stream).toArray()
       : []
 
-  return { append, readStream, readShard, readShardSince, findFact, handover, outboxSize, pendingOutbox, deleteOutbox, getMeta, setMeta, exists, nextTimerAt, fireDue, timers }
+  return { append, appendAll, readStream, readShard, readShardSince, findFact, handover, outboxSize, pendingOutbox, deleteOutbox, getMeta, setMeta, exists, nextTimerAt, fireDue, timers }
 }

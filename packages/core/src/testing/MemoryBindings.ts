@@ -170,7 +170,7 @@ export const memoryDurableStorage = (): LedgerStorage.Storage => {
 export class MemoryLedgerShard implements LedgerShardRpc {
   readonly storage = LedgerStorage.make(memoryDurableStorage())
   async append(groups: ReadonlyArray<AppendGroup>): Promise<ReadonlyArray<AppendResult>> {
-    return groups.map((group) => this.storage.append(group))
+    return this.storage.appendAll(groups)
   }
   async handover(entries: ReadonlyArray<Handover>): Promise<number> {
     return this.storage.handover(entries)
