@@ -2,7 +2,7 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
 import { Effect } from "effect"
-import { FactId, Ledger, LedgerTopology, Maintenance, Shards, Sql, type LedgerProtocol } from "@factline/core"
+import { FactId, Ledger, LedgerProtocol, LedgerTopology, Maintenance, Shards, Sql } from "@factline/core"
 import type { LedgerShard, PlatformEnv } from "@factline/workers"
 import { drain } from "./Drain.js"
 import { ledger, unique } from "./helpers.js"
@@ -69,9 +69,14 @@ describe("LedgerShard", () => {
     const stream = unique("s")
     const facts = [await draft(unique("c"), 0, { a: 1, b: { c: [1, 2] } })]
     const [first] = await rpc.append([{ tenant_id: "tenant-a", stream, facts }])
-    // Same body with its keys in another order is the same fact.
+    // The shard answers an append with the new version only: its facts are the drafts sent, numbered (toResult).
+    expect(first).toEqual({ status: "appended", version: 1 })
+    const stored = LedgerProtocol.toResult({ tenant_id: "tenant-a", stream, facts }, first!)
+    expect(stored).toMatchObject({ facts: [{ ...facts[0], tenant_id: "tenant-a", stream, sequence: 1, schema_version: 1 }] })
+    expect((await rpc.read({ tenant_id: "tenant-a", stream })).facts).toEqual("facts" in stored ? stored.facts : [])
+    // Same body with its keys in another order is the same fact: a duplicate answers with the stored facts.
     const [again] = await rpc.append([{ tenant_id: "tenant-a", stream, facts: [{ ...facts[0]!, data: { b: { c: [1, 2] }, a: 1 } }] }])
-    expect(again).toEqual({ ...first, status: "duplicate" })
+    expect(again).toEqual({ ...stored, status: "duplicate" })
     expect((await storage(stub)).facts).toHaveLength(1)
   })
 
@@ -117,7 +122,7 @@ describe("LedgerShard", () => {
       { tenant_id: "tenant-a", stream, expected_version: 1, facts: [await draft(unique("c"), 0, { n: 2 })] }
     ])
     expect(results.map((r) => r.status)).toEqual(["appended", "appended", "duplicate", "idempotency_conflict", "appended"])
-    expect(results[2]).toEqual({ ...results[0], status: "duplicate" })
+    expect(results[2]).toEqual({ status: "duplicate", version: 1, facts: [{ ...traced, tenant_id: "tenant-a", stream, sequence: 1 }] })
     expect(results[4]).toMatchObject({ version: 2 })
     const read = await rpc.read({ tenant_id: "tenant-a", stream })
     expect(read.version).toBe(2)

@@ -21,7 +21,7 @@
 import { DurableObject } from "cloudflare:workers"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import { Bindings, type LedgerProtocol, LedgerStorage, LedgerTopology, OutboxRelay, PayloadStore, QueueGroups, RetryPolicy, Settings } from "@factline/core"
+import { Bindings, LedgerProtocol, LedgerStorage, LedgerTopology, OutboxRelay, PayloadStore, QueueGroups, RetryPolicy, Settings } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import type { PlatformEnv } from "./Env.js"
 import { shardRuntime, type ShardRuntime } from "./Services.js"
@@ -46,7 +46,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     return shardRuntime(this.env)
   }
 
-  async append(groups: ReadonlyArray<LedgerProtocol.AppendGroup>): Promise<ReadonlyArray<LedgerProtocol.AppendResult>> {
+  async append(groups: ReadonlyArray<LedgerProtocol.AppendGroup>): Promise<ReadonlyArray<LedgerProtocol.AppendAnswer>> {
     const results = this.ledger.appendAll(groups)
     const first = groups[0]
     if (first && this.ledger.getMeta("tenant_id") === undefined && results.some((r) => r.status === "appended")) {
@@ -55,7 +55,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     // Only an append that scheduled or cancelled a timer touches the alarm.
     const timed = groups.some((group, i) => results[i]!.status === "appended" && group.facts.some((f) => f.type === "timer_scheduled" || f.type === "timer_cancelled"))
     if (timed) await this.armNextTimer()
-    return results
+    return results.map(LedgerProtocol.toAnswer)
   }
 
   async handover(entries: ReadonlyArray<LedgerProtocol.Handover>, shardKey: string): Promise<number> {

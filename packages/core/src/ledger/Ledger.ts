@@ -18,7 +18,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { Fact } from "@factline/schemas"
-import type { AppendGroup, AppendResult, Handover, LedgerShardRpc, ReadOptions, ShardCursor, StreamKey, StreamState } from "./LedgerProtocol.js"
+import { type AppendGroup, type AppendResult, type Handover, type LedgerShardRpc, type ReadOptions, type ShardCursor, type StreamKey, type StreamState, toResult } from "./LedgerProtocol.js"
 import { LedgerNamespace, type LedgerShardNamespace } from "./LedgerNamespace.js"
 import * as Sql from "../platform/Sql.js"
 import * as LedgerTopology from "./LedgerTopology.js"
@@ -175,7 +175,8 @@ export const make = (namespace: LedgerShardNamespace, topology: LedgerTopology.L
     append: Effect.fn("Ledger.append")(function*(groups) {
       if (groups.length === 0) return []
       return yield* Effect.flatMap(register(groups), (shards) =>
-        perShardSettled(groups, shards, (shard, items) => shard.append(items), (message): AppendOutcome => ({ status: "unavailable", message })))
+        perShardSettled(groups, shards, async (shard, items) => (await shard.append(items)).map((answer, i) => toResult(items[i]!, answer)),
+          (message): AppendOutcome => ({ status: "unavailable", message })))
     }),
     readStreams: Effect.fn("Ledger.readStreams")(function*(keys) {
       const shards = yield* known(keys)

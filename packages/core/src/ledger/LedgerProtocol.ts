@@ -3,8 +3,8 @@
  *
  * Plain, structured-clone-safe data (it crosses a Durable Object RPC boundary).
  * One `append` call carries every group of a batch that lands on one shard
- * (a shard holds many streams); each group is appended atomically on its own,
- * so one conflict does not undo its neighbours. Appending writes facts only:
+ * (a shard holds many streams), written in one transaction; each group is
+ * judged on its own, in turn, so one conflict does not undo its neighbours. Appending writes facts only:
  * the caller relays them. `handover` gives the shard the facts a caller could
  * not send, to relay from its outbox with its alarm.
  */
@@ -45,6 +45,30 @@ export type AppendResult =
   /** A fact id exists with a different body: the same cause decided something else. Permanent. */
   | { readonly status: "idempotency_conflict"; readonly fact_id: string; readonly message: string }
 
+/**
+ * A shard's answer per group over RPC: an appended group's facts are its drafts as sent, numbered up to `version`
+ * (`appendedFacts`), so they do not travel back; the ledger client completes the answer (`toResult`).
+ */
+export type AppendAnswer = Exclude<AppendResult, { readonly status: "appended" }> | { readonly status: "appended"; readonly version: number }
+
+/** The facts an append of `group` stored, its stream now at `version`: the drafts, numbered, at their schema version. */
+export const appendedFacts = (group: AppendGroup, version: number): Array<Fact> =>
+  group.facts.map((draft, i) => ({
+    ...draft,
+    schema_version: draft.schema_version ?? 1,
+    tenant_id: group.tenant_id,
+    stream: group.stream,
+    sequence: version - group.facts.length + i + 1
+  }))
+
+/** What the shard sends back for a result. */
+export const toAnswer = (result: AppendResult): AppendAnswer =>
+  result.status === "appended" ? { status: "appended", version: result.version } : result
+
+/** A shard's answer for `group` completed with its facts. */
+export const toResult = (group: AppendGroup, answer: AppendAnswer): AppendResult =>
+  answer.status === "appended" ? { status: "appended", version: answer.version, facts: appendedFacts(group, answer.version) } : answer
+
 export interface StreamState extends StreamKey {
   readonly version: number
   readonly facts: ReadonlyArray<Fact>
@@ -63,7 +87,8 @@ export interface Handover {
 
 /** The RPC surface of the LedgerShard Durable Object. */
 export interface LedgerShardRpc {
-  append(groups: ReadonlyArray<AppendGroup>): Promise<ReadonlyArray<AppendResult>>
+  /** A result per group, in order; an appended group's facts are left for the caller to number (`toResult`). */
+  append(groups: ReadonlyArray<AppendGroup>): Promise<ReadonlyArray<AppendAnswer>>
   /** Writes outbox rows for these stored facts and arms the relay alarm; returns how many rows were written. */
   handover(entries: ReadonlyArray<Handover>, shardKey: string): Promise<number>
   readStreams(keys: ReadonlyArray<StreamKey>): Promise<ReadonlyArray<StreamState>>

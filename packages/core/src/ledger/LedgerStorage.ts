@@ -26,7 +26,7 @@
  */
 import { type Fact, TraceContext } from "@factline/schemas"
 import * as FactId from "./FactId.js"
-import type { AppendGroup, AppendResult, Handover, ReadOptions, ShardCursor, StreamKey, StreamState } from "./LedgerProtocol.js"
+import { type AppendGroup, appendedFacts, type AppendResult, type Handover, type ReadOptions, type ShardCursor, type StreamKey, type StreamState } from "./LedgerProtocol.js"
 import * as StableJson from "./StableJson.js"
 
 /** Facts returned by one stream read at most; a decider folds longer streams page by page. */
@@ -333,14 +333,8 @@ export const make = (storage: Storage): LedgerStorage => {
     if (group.expected_version !== undefined && group.expected_version !== current) {
       return { status: "version_conflict", version: current, expected_version: group.expected_version }
     }
-    const facts: Array<Fact> = group.facts.map((draft, i) => ({
-      ...draft,
-      schema_version: draft.schema_version ?? 1,
-      tenant_id: group.tenant_id,
-      stream: group.stream,
-      sequence: current + i + 1
-    }))
-    return { status: "appended", version: current + facts.length, facts }
+    const version = current + group.facts.length
+    return { status: "appended", version, facts: appendedFacts(group, version) }
   }
 
   const readStream = (key: StreamKey, options: ReadOptions = {}): StreamState => {

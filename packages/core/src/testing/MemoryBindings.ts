@@ -22,7 +22,7 @@
 import { DatabaseSync } from "node:sqlite"
 import type { Fact } from "@factline/schemas"
 import type { LedgerShardNamespace } from "../ledger/LedgerNamespace.js"
-import type { AppendGroup, AppendResult, Handover, LedgerShardRpc, ReadOptions, ShardCursor, StreamKey, StreamState } from "../ledger/LedgerProtocol.js"
+import { type AppendAnswer, type AppendGroup, type Handover, type LedgerShardRpc, type ReadOptions, type ShardCursor, type StreamKey, type StreamState, toAnswer } from "../ledger/LedgerProtocol.js"
 import * as LedgerStorage from "../ledger/LedgerStorage.js"
 import type { Bucket, BucketObject } from "../platform/Bindings.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
@@ -169,8 +169,8 @@ export const memoryDurableStorage = (): LedgerStorage.Storage => {
 /** One in-memory ledger shard: the real LedgerStorage, without the relay alarm (handed-over rows stay in its outbox). */
 export class MemoryLedgerShard implements LedgerShardRpc {
   readonly storage = LedgerStorage.make(memoryDurableStorage())
-  async append(groups: ReadonlyArray<AppendGroup>): Promise<ReadonlyArray<AppendResult>> {
-    return this.storage.appendAll(groups)
+  async append(groups: ReadonlyArray<AppendGroup>): Promise<ReadonlyArray<AppendAnswer>> {
+    return this.storage.appendAll(groups).map(toAnswer)
   }
   async handover(entries: ReadonlyArray<Handover>): Promise<number> {
     return this.storage.handover(entries)
