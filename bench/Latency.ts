@@ -42,11 +42,21 @@ export interface Tally {
   drawnMs: Record<Operation, number>
   /** From before the first wait to after the second: both waits, their timers' overshoot and the local call. */
   elapsedMs: Record<Operation, number>
+  /**
+   * Phases: spells with at least one call of the operation in flight (parallel calls are one phase, as a batch's
+   * 16 shard appends are), their wall time, and the longest wait drawn in each — what the phase would take with
+   * no local work. The difference is the local calls themselves and the one thread's other work meanwhile.
+   */
+  phases: Record<Operation, number>
+  phaseMs: Record<Operation, number>
+  phaseDrawnMaxMs: Record<Operation, number>
 }
 
 const zero = (): Record<Operation, number> => ({ queue_send: 0, do_rpc: 0, d1_round_trip: 0, r2_get: 0, r2_put: 0, webhook_post: 0 })
-export const tally: Tally = { calls: zero(), drawnMs: zero(), elapsedMs: zero() }
-export const resetTally = () => Object.assign(tally, { calls: zero(), drawnMs: zero(), elapsedMs: zero() })
+const fresh = (): Tally => ({ calls: zero(), drawnMs: zero(), elapsedMs: zero(), phases: zero(), phaseMs: zero(), phaseDrawnMaxMs: zero() })
+export const tally: Tally = fresh()
+export const resetTally = () => Object.assign(tally, fresh())
+const inFlight = { count: zero(), started: zero(), drawnMax: zero() }
 
 /** z of the 99th percentile of the standard normal. */
 const z99 = 2.3263
@@ -82,12 +92,26 @@ const around = async <A>(table: Readonly<Record<Operation, Figure>>, operation: 
   tally.calls[operation]++
   tally.drawnMs[operation] += ms
   const started = performance.now()
-  await sleep(ms / 2)
-  const result = await call()
-  await sleep(ms / 2)
-  // performance.now() advances across I/O in workerd: the two waits (overshoot included) and the real call between them.
-  tally.elapsedMs[operation] += performance.now() - started
-  return result
+  if (inFlight.count[operation]++ === 0) {
+    inFlight.started[operation] = started
+    inFlight.drawnMax[operation] = 0
+  }
+  inFlight.drawnMax[operation] = Math.max(inFlight.drawnMax[operation], ms)
+  try {
+    await sleep(ms / 2)
+    const result = await call()
+    await sleep(ms / 2)
+    return result
+  } finally {
+    // performance.now() advances across I/O in workerd: the two waits (overshoot included) and the real call between them.
+    const ended = performance.now()
+    tally.elapsedMs[operation] += ended - started
+    if (--inFlight.count[operation] === 0) {
+      tally.phases[operation]++
+      tally.phaseMs[operation] += ended - inFlight.started[operation]
+      tally.phaseDrawnMaxMs[operation] += inFlight.drawnMax[operation]
+    }
+  }
 }
 
 const bindIfFunction = (target: object, prop: PropertyKey) => {

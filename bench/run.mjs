@@ -764,7 +764,23 @@ log(`naive pattern (seed 003) at the seed's settings (${settingsOf("bench-naive-
 const naiveSeed = await logged("naive-seed", () => stage("naive-seed", naiveN, (p) => p.naive, (p) => p.naive >= naiveN))
 log(`factline events stage, isolated (relay to a sink, ${settingsOf("bench-events")}): ${N} events…`)
 // Each outcome goes to projections and fact-processing: both point at the sink, so 2 facts per event arrive there.
+const latencyBeforeStage = profile === "production" ? (await call("/bench/latency")).tally : undefined
 const factlineStage = await logged("events", () => stage("events", N, (p) => p.sink / 2, (p) => p.sink >= 2 * N))
+// Under the production profile: the isolated events stage's phases per operation — a batch's key claim (D1), its shard
+// appends (DO RPCs in parallel: one phase), its relay (sends in parallel) — their mean wall time against the longest
+// wait drawn in each; the rest is the local calls and the one thread's other work meanwhile.
+const stagePhases = latencyBeforeStage && await (async () => {
+  const after = (await call("/bench/latency")).tally
+  const out = {}
+  for (const op of Object.keys(after.calls)) {
+    const phases = after.phases[op] - latencyBeforeStage.phases[op]
+    if (phases <= 0) continue
+    const wall = (after.phaseMs[op] - latencyBeforeStage.phaseMs[op]) / phases
+    const drawnMax = (after.phaseDrawnMaxMs[op] - latencyBeforeStage.phaseDrawnMaxMs[op]) / phases
+    out[op] = { phases, calls: after.calls[op] - latencyBeforeStage.calls[op], mean_phase_ms: round(wall, 1), mean_longest_wait_drawn_ms: round(drawnMax, 1), mean_local_ms: round(wall - drawnMax, 1) }
+  }
+  return out
+})()
 log(`hand-written events stage, isolated (facts table + one sendBatch per batch to the sink): ${N} events…`)
 const handStage = await logged("hand-isolated", () => stage("hand-isolated", N, (p) => p.sink, (p) => p.sink >= N))
 log(`hand-written same topology end to end (events → facts table → fact queue → budgets): ${N} events…`)
@@ -880,7 +896,7 @@ const results = {
   machine: { cores: cpus().length, cpu: cpus()[0]?.model, node: process.version },
   n: N,
   profile,
-  ...(profile === "production" ? { naive_n: naiveN, latency: latencyTally } : {}),
+  ...(profile === "production" ? { naive_n: naiveN, latency: latencyTally, events_stage_phases: stagePhases } : {}),
   settings: {
     shards_per_tenant: Number(setup.shards_per_tenant),
     facts_copy: config.vars.FACTLINE_FACTS_COPY,
@@ -985,6 +1001,8 @@ if (profile === "production") {
     const calls = latencyTally.tally.calls[op]
     console.log(`  ${op}: ${f.p50}/${f.p99} ms — ${f.source}${calls ? ` — ${calls} calls, mean drawn ${round(latencyTally.tally.drawnMs[op] / calls, 1)} ms, mean elapsed ${round(latencyTally.tally.elapsedMs[op] / calls, 1)} ms` : ""}`)
   }
+  console.log(`events stage, isolated, per phase (parallel calls of one kind = one phase; mean wall ms / mean longest wait drawn / the rest, local):`)
+  for (const [op, p] of Object.entries(stagePhases ?? {})) console.log(`  ${op}: ${p.phases} phases, ${p.calls} calls — ${p.mean_phase_ms} / ${p.mean_longest_wait_drawn_ms} / ${p.mean_local_ms} ms`)
 }
 console.log(`\ntargets: ${JSON.stringify(results.targets, null, 1)}`)
 console.log(`\nwritten: bench/${resultsFile}`)
