@@ -132,6 +132,25 @@ describe("LedgerShard", () => {
     expect((await storage(stub)).facts).toHaveLength(3)
   })
 
+  it("a call whose facts together pass the 2 MB a Durable Object allows per value is written whole, each fact within it", async () => {
+    const { stub, rpc } = ownShard()
+    const stream = unique("s")
+    // Six facts of ≈ 600 KB each: ≈ 3.6 MB in one call, more than one bound value may hold.
+    const big = (i: number) => ({ blob: `${i}`.repeat(1).padEnd(600_000, "é") })
+    const facts = await Promise.all([0, 1, 2, 3, 4, 5].map((i) => draft(unique("c"), 0, big(i))))
+    const results = await rpc.append([
+      { tenant_id: "tenant-a", stream, facts: facts.slice(0, 3) },
+      { tenant_id: "tenant-a", stream, facts: facts.slice(3) }
+    ])
+    expect(results).toEqual([{ status: "appended", version: 3 }, { status: "appended", version: 6 }])
+    // The same call again: every fact found, nothing written twice.
+    const again = await rpc.append([{ tenant_id: "tenant-a", stream, facts: facts.slice(0, 3) }, { tenant_id: "tenant-a", stream, facts: facts.slice(3) }])
+    expect(again.map((r) => r.status)).toEqual(["duplicate", "duplicate"])
+    const read = await rpc.read({ tenant_id: "tenant-a", stream })
+    expect(read.facts.map((f) => [f.sequence, (f.data as { blob: string }).blob.length, (f.data as { blob: string }).blob[0]])).toEqual([0, 1, 2, 3, 4, 5].map((i) => [i + 1, 600_000, `${i}`]))
+    expect((await storage(stub)).facts).toHaveLength(6)
+  })
+
   it("handed-over facts are relayed by the alarm: with backoff while the queues are down, and the sweep re-arms a stale shard", async () => {
     const { key, stub, rpc } = ownShard()
     const stream = unique("s")

@@ -132,6 +132,30 @@ const toFact = (row: FactRow): Fact => ({
   ...(typeof row.traceparent === "string" ? { traceparent: row.traceparent } : {})
 })
 
+/**
+ * A Durable Object holds a string of at most 2 MB, a bound parameter included: JSON texts are joined into arrays of at
+ * most this many characters (a character of JSON takes at most 3 bytes of UTF-8), a longer text alone.
+ */
+export const maxJsonParameterChars = 512 * 1024
+
+/** JSON texts as JSON arrays within `maxJsonParameterChars` each, in order (none for none). */
+const jsonArrays = (texts: ReadonlyArray<string>): Array<string> => {
+  const out: Array<string> = []
+  let current: Array<string> = []
+  let chars = 2
+  for (const text of texts) {
+    if (current.length > 0 && chars + text.length + 1 > maxJsonParameterChars) {
+      out.push(`[${current.join(",")}]`)
+      current = []
+      chars = 2
+    }
+    current.push(text)
+    chars += text.length + 1
+  }
+  if (current.length > 0) out.push(`[${current.join(",")}]`)
+  return out
+}
+
 /** A fact as its row reads back (an appended fact stands in for its row until the call's insert). */
 const toRow = (fact: Fact): FactRow => ({
   fact_id: fact.fact_id,
@@ -261,18 +285,26 @@ export const make = (storage: Storage): LedgerStorage => {
 
   /** `appendAll` inside the caller's transaction. */
   const appendAllWithin = (groups: ReadonlyArray<AppendGroup>): Array<AppendResult> => {
-    const ids = groups.flatMap((group) => group.facts.map((draft) => draft.fact_id))
+    const ids = groups.flatMap((group) => group.facts.map((draft) => JSON.stringify(draft.fact_id)))
     const stored = new Map<string, FactRow>()
-    if (ids.length > 0) {
-      for (const row of sql.exec<FactRow>("SELECT * FROM facts WHERE fact_id IN (SELECT value FROM json_each(?))", JSON.stringify(ids))) stored.set(row.fact_id, row)
+    for (const chunk of jsonArrays(ids)) {
+      for (const row of sql.exec<FactRow>("SELECT * FROM facts WHERE fact_id IN (SELECT value FROM json_each(?))", chunk)) stored.set(row.fact_id, row)
     }
     const keys = [...new Set(groups.map((group) => JSON.stringify([group.tenant_id, group.stream])))]
     const versions = new Map<string, number>()
-    for (const row of sql.exec<{ i: number; v: number }>(
-      `SELECT k.key AS i, (SELECT COALESCE(MAX(sequence), 0) FROM facts WHERE tenant_id = k.value ->> 0 AND stream = k.value ->> 1) AS v
-       FROM json_each(?) AS k`,
-      `[${keys.join(",")}]`
-    )) versions.set(keys[row.i]!, row.v)
+    let offset = 0
+    for (const chunk of jsonArrays(keys)) {
+      let n = 0
+      for (const row of sql.exec<{ i: number; v: number }>(
+        `SELECT k.key AS i, (SELECT COALESCE(MAX(sequence), 0) FROM facts WHERE tenant_id = k.value ->> 0 AND stream = k.value ->> 1) AS v
+         FROM json_each(?) AS k`,
+        chunk
+      )) {
+        versions.set(keys[offset + row.i]!, row.v)
+        n++
+      }
+      offset += n
+    }
     const appended: Array<Fact> = []
     const results = groups.map((group) => {
       const key = JSON.stringify([group.tenant_id, group.stream])
@@ -287,15 +319,21 @@ export const make = (storage: Storage): LedgerStorage => {
       return result
     })
     if (appended.length > 0) {
-      sql.exec(
-        `INSERT INTO facts (fact_id, tenant_id, stream, sequence, type, data, causation_id, correlation_id, caused_by, created_at, traceparent, schema_version)
-         SELECT r.value ->> 0, r.value ->> 1, r.value ->> 2, r.value ->> 3, r.value ->> 4, r.value ->> 5, r.value ->> 6, r.value ->> 7, r.value ->> 8, r.value ->> 9, r.value ->> 10, r.value ->> 11
-         FROM json_each(?) AS r`,
-        JSON.stringify(appended.map((fact) => [
-          fact.fact_id, fact.tenant_id, fact.stream, fact.sequence, fact.type, StableJson.stringify(fact.data),
-          fact.causation_id, fact.correlation_id, fact.caused_by, fact.created_at, fact.traceparent ?? null, fact.schema_version ?? 1
-        ]))
-      )
+      const rows = appended.map((fact) => {
+        const row = stored.get(fact.fact_id)!
+        return JSON.stringify([
+          row.fact_id, row.tenant_id, row.stream, row.sequence, row.type, row.data,
+          row.causation_id, row.correlation_id, row.caused_by, row.created_at, row.traceparent, row.schema_version
+        ])
+      })
+      for (const chunk of jsonArrays(rows)) {
+        sql.exec(
+          `INSERT INTO facts (fact_id, tenant_id, stream, sequence, type, data, causation_id, correlation_id, caused_by, created_at, traceparent, schema_version)
+           SELECT r.value ->> 0, r.value ->> 1, r.value ->> 2, r.value ->> 3, r.value ->> 4, r.value ->> 5, r.value ->> 6, r.value ->> 7, r.value ->> 8, r.value ->> 9, r.value ->> 10, r.value ->> 11
+           FROM json_each(?) AS r`,
+          chunk
+        )
+      }
       applyTimerFacts(appended)
     }
     return results
