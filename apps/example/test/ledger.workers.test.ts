@@ -48,6 +48,9 @@ describe("LedgerShard", () => {
     expect(stored.facts.map((f) => [f.stream, f.sequence])).toEqual([[a, 1], [a, 2], [b, 1]].sort((x, y) => String(x[0]).localeCompare(String(y[0]))))
     expect(stored.outbox).toEqual([])
     expect(await runInDurableObject(stub, (_i, state) => state.storage.getAlarm())).toBe(null)
+    // The first append records the shard's tenant, once.
+    await rpc.append([{ tenant_id: "tenant-a", stream: a, facts: [await draft(unique("c"), 0, { n: 4 })] }])
+    expect(await runInDurableObject(stub, (_i, state) => state.storage.sql.exec("SELECT key, value FROM meta").toArray())).toEqual([{ key: "tenant_id", value: "tenant-a" }])
     const read = await rpc.read({ tenant_id: "tenant-a", stream: b })
     expect(read.facts.map((f) => f.data)).toEqual([{ n: 3 }])
   })

@@ -34,6 +34,8 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   private readonly ledger: LedgerStorage.LedgerStorage
   /** Firing failures in a row (this instance): while they last, due timers are retried with the relay's backoff, not at once. */
   private timerFailures = 0
+  /** Whether this object has seen its `tenant_id` meta recorded. */
+  private tenantRecorded = false
   private timerRetryAt = 0
 
   constructor(ctx: DurableObjectState, env: PlatformEnv) {
@@ -49,8 +51,10 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   async append(groups: ReadonlyArray<LedgerProtocol.AppendGroup>): Promise<ReadonlyArray<LedgerProtocol.AppendAnswer>> {
     const results = this.ledger.appendAll(groups)
     const first = groups[0]
-    if (first && this.ledger.getMeta("tenant_id") === undefined && results.some((r) => r.status === "appended")) {
-      this.ledger.setMeta("tenant_id", first.tenant_id)
+    // The shard's tenant, recorded by its first append (never changed or removed): read once per object.
+    if (!this.tenantRecorded && first && results.some((r) => r.status === "appended")) {
+      if (this.ledger.getMeta("tenant_id") === undefined) this.ledger.setMeta("tenant_id", first.tenant_id)
+      this.tenantRecorded = true
     }
     // Only an append that scheduled or cancelled a timer touches the alarm.
     const timed = groups.some((group, i) => results[i]!.status === "appended" && group.facts.some((f) => f.type === "timer_scheduled" || f.type === "timer_cancelled"))
