@@ -28,6 +28,7 @@ import { getTableConfig, integer, type SQLiteTable } from "drizzle-orm/sqlite-co
 import type { Fact } from "@factline/schemas"
 import type * as FactDefinition from "./FactDefinition.js"
 import * as Naming from "./Naming.js"
+import { jsonArrays } from "../platform/JsonArrays.js"
 
 export type Value = string | number | boolean | null
 export type Row = Readonly<Record<string, Value>>
@@ -233,23 +234,8 @@ export const factsPerStatement = 500
 const maxJsonChars = 500_000
 
 /** Rows (arrays of values) as JSON arrays of at most `factsPerStatement` rows and about `maxJsonChars` characters. */
-const jsonChunks = (rows: ReadonlyArray<ReadonlyArray<Value>>): Array<string> => {
-  const chunks: Array<string> = []
-  let current: Array<string> = []
-  let chars = 0
-  for (const row of rows) {
-    const json = JSON.stringify(row)
-    if (current.length > 0 && (current.length >= factsPerStatement || chars + json.length > maxJsonChars)) {
-      chunks.push(`[${current.join(",")}]`)
-      current = []
-      chars = 0
-    }
-    current.push(json)
-    chars += json.length + 1
-  }
-  if (current.length > 0) chunks.push(`[${current.join(",")}]`)
-  return chunks
-}
+const jsonChunks = (rows: ReadonlyArray<ReadonlyArray<Value>>): Array<string> =>
+  jsonArrays(rows.map((row) => JSON.stringify(row)), maxJsonChars, factsPerStatement)
 
 /** `json_extract(value, '$[0]'), …` for `count` positions starting at `from`. */
 const positions = (from: number, count: number): Array<string> =>

@@ -28,6 +28,7 @@ import { type Fact, TraceContext } from "@factline/schemas"
 import * as FactId from "./FactId.js"
 import { type AppendGroup, appendedFacts, type AppendResult, type Handover, type ReadOptions, type ShardCursor, type StreamKey, type StreamState } from "./LedgerProtocol.js"
 import * as StableJson from "./StableJson.js"
+import * as JsonArrays from "../platform/JsonArrays.js"
 
 /** Facts returned by one stream read at most; a decider folds longer streams page by page. */
 export const maxReadLimit = 10_000
@@ -133,28 +134,14 @@ const toFact = (row: FactRow): Fact => ({
 })
 
 /**
- * A Durable Object holds a string of at most 2 MB, a bound parameter included: JSON texts are joined into arrays of at
- * most this many characters (a character of JSON takes at most 3 bytes of UTF-8), a longer text alone.
+ * A Durable Object holds a string of at most 2 MB, a bound parameter included: a call's JSON parameters are split
+ * at this many characters (a character of JSON takes at most 3 bytes of UTF-8; `JsonArrays`).
  */
 export const maxJsonParameterChars = 512 * 1024
+const jsonArrays = (texts: ReadonlyArray<string>) => JsonArrays.jsonArrays(texts, maxJsonParameterChars)
 
-/** JSON texts as JSON arrays within `maxJsonParameterChars` each, in order (none for none). */
-const jsonArrays = (texts: ReadonlyArray<string>): Array<string> => {
-  const out: Array<string> = []
-  let current: Array<string> = []
-  let chars = 2
-  for (const text of texts) {
-    if (current.length > 0 && chars + text.length + 1 > maxJsonParameterChars) {
-      out.push(`[${current.join(",")}]`)
-      current = []
-      chars = 2
-    }
-    current.push(text)
-    chars += text.length + 1
-  }
-  if (current.length > 0) out.push(`[${current.join(",")}]`)
-  return out
-}
+/** A stream's key in one call's maps: its tenant and name as a JSON pair (what the version read sends and answers). */
+const keyOf = (key: StreamKey) => JSON.stringify([key.tenant_id, key.stream])
 
 /** A fact as its row reads back (an appended fact stands in for its row until the call's insert). */
 const toRow = (fact: Fact): FactRow => ({
@@ -290,24 +277,18 @@ export const make = (storage: Storage): LedgerStorage => {
     for (const chunk of jsonArrays(ids)) {
       for (const row of sql.exec<FactRow>("SELECT * FROM facts WHERE fact_id IN (SELECT value FROM json_each(?))", chunk)) stored.set(row.fact_id, row)
     }
-    const keys = [...new Set(groups.map((group) => JSON.stringify([group.tenant_id, group.stream])))]
     const versions = new Map<string, number>()
-    let offset = 0
-    for (const chunk of jsonArrays(keys)) {
-      let n = 0
-      for (const row of sql.exec<{ i: number; v: number }>(
-        `SELECT k.key AS i, (SELECT COALESCE(MAX(sequence), 0) FROM facts WHERE tenant_id = k.value ->> 0 AND stream = k.value ->> 1) AS v
+    for (const chunk of jsonArrays([...new Set(groups.map(keyOf))])) {
+      for (const row of sql.exec<{ tenant_id: string; stream: string; v: number }>(
+        `SELECT k.value ->> 0 AS tenant_id, k.value ->> 1 AS stream,
+           (SELECT COALESCE(MAX(sequence), 0) FROM facts WHERE tenant_id = k.value ->> 0 AND stream = k.value ->> 1) AS v
          FROM json_each(?) AS k`,
         chunk
-      )) {
-        versions.set(keys[offset + row.i]!, row.v)
-        n++
-      }
-      offset += n
+      )) versions.set(keyOf(row), row.v)
     }
     const appended: Array<Fact> = []
     const results = groups.map((group) => {
-      const key = JSON.stringify([group.tenant_id, group.stream])
+      const key = keyOf(group)
       const result = judge(group, stored, versions.get(key) ?? 0)
       if (result.status === "appended") {
         versions.set(key, result.version)

@@ -22,7 +22,8 @@
  * parameters shared by many rows) or built with Drizzle (`typed`). Either kind
  * runs alone or in one `batch` — one round trip and one transaction, as D1
  * has no interactive transactions. Rows come back under their column names.
- * It does not chunk at D1's 100 bound parameters: callers shape statements (`chunks`).
+ * It does not chunk at D1's 100 bound parameters: callers shape statements (`chunks`, and `JsonArrays` for a JSON
+ * parameter).
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
