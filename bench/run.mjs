@@ -14,11 +14,16 @@
 //   BENCH_ONLY=noisy npm run bench    (only the noisy-neighbour run → bench/results-noisy.json: tenant A floods
 //                                     10,000 events (BENCH_NOISY_N), then tenant B posts one; B's latency to
 //                                     its projection row, against its idle latency measured first)
+//   BENCH_ONLY=stage npm run bench    (only the isolated events stages — naive at factline's settings, factline,
+//                                     hand-written — their ratios, per-invocation figures and, under the production
+//                                     profile, factline's phases → bench/results-stage.json)
 //   BENCH_ONLY=fresh npm run bench    (only the freshness runs → bench/results-fresh.json; with BENCH_PROFILE and
 //                                     BENCH_FRESH_TENANTS as below)
 //   BENCH_FACT_QUEUES_TIMEOUT=0.25    (max_batch_timeout of the projections and fact-processing queues, default the
 //                                     policy's 0.5 s: what that timeout costs freshness)
 //   BENCH_RESULTS=file.json           (write the results to bench/file.json instead)
+//   BENCH_STATE=disk                  (keep the local state in bench/out/state; default: on tmpfs, /dev/shm, when
+//                                     the machine has it — a local write on disk also waits for the VM's fsync)
 //   BENCH_PROFILE=production          (every compared pipeline's binding calls wait production-like latency —
 //                                     bench/Latency.ts's table, p50/p99 with sources — parallel calls overlapping;
 //                                     results → bench/results-production.json; the naive runs use BENCH_NAIVE_N,
@@ -38,7 +43,7 @@
 import { execFileSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import { cpus, loadavg } from "node:os"
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { dirname, join, relative } from "node:path"
 import { fileURLToPath } from "node:url"
 import { gzipSync } from "node:zlib"
@@ -51,7 +56,7 @@ const out = join(root, "bench", "out")
 const N = Number(process.env.BENCH_N ?? "10000")
 const webhooksN = Number(process.env.BENCH_WEBHOOKS_N ?? "1000")
 const only = process.env.BENCH_ONLY ?? ""
-if (!["", "webhooks", "noisy", "cpu", "fresh"].includes(only)) throw new Error(`BENCH_ONLY must be "webhooks", "noisy", "cpu" or "fresh" (or unset), not ${JSON.stringify(only)}`)
+if (!["", "webhooks", "noisy", "cpu", "fresh", "stage"].includes(only)) throw new Error(`BENCH_ONLY must be "webhooks", "noisy", "cpu", "fresh" or "stage" (or unset), not ${JSON.stringify(only)}`)
 const noisyN = Number(process.env.BENCH_NOISY_N ?? "10000")
 const profile = process.env.BENCH_PROFILE ?? "local"
 if (profile !== "local" && profile !== "production") throw new Error(`BENCH_PROFILE must be "production" (or unset: "local"), not ${JSON.stringify(profile)}`)
@@ -63,7 +68,7 @@ const freshRates = (process.env.BENCH_FRESH_RATES ?? "200,1000").split(",").filt
 const freshSeconds = Number(process.env.BENCH_FRESH_SECONDS ?? "8")
 const freshTenantCount = Number(process.env.BENCH_FRESH_TENANTS ?? "1")
 /** The machine and its load now, for a results file. */
-const machineNow = () => ({ cores: cpus().length, cpu: cpus()[0]?.model, node: process.version, load_average: loadavg().map((x) => round(x)) })
+const machineNow = () => ({ cores: cpus().length, cpu: cpus()[0]?.model, node: process.version, load_average: loadavg().map((x) => round(x)), local_state: stateKind })
 const cpuBatches = Number(process.env.BENCH_CPU_BATCHES ?? "15")
 const baselineTolerance = Number(process.env.BENCH_BASELINE_TOLERANCE ?? "0.2")
 const updateBaseline = process.env.BENCH_UPDATE_BASELINE === "1"
@@ -179,7 +184,15 @@ writeFileSync(join(out, ".dev.vars"), readFileSync(join(exampleDir, ".dev.vars")
     }
     return `FACTLINE_TOKENS='${JSON.stringify(tokens)}'`
   }).join("\n"))
-const state = join(out, "state")
+// The local state (D1, Durable Objects, Queues) on tmpfs when the machine has one (/dev/shm): on disk every local
+// write also waits for the VM's fsync — each of a batch's 16 shard commits — which is neither CPU nor what
+// production's storage does (the production profile's figures already include each write's durability: a DO
+// RPC's output-gate flush, a D1 round trip). BENCH_STATE=disk keeps it in bench/out/state; any other value is a path.
+const stateOnTmpfs = process.env.BENCH_STATE === undefined && existsSync("/dev/shm")
+const state = process.env.BENCH_STATE === "disk" || (process.env.BENCH_STATE === undefined && !stateOnTmpfs)
+  ? join(out, "state")
+  : process.env.BENCH_STATE ?? join("/dev/shm", `factline-bench-${process.pid}`)
+const stateKind = state.startsWith("/dev/shm/") ? "tmpfs" : "disk"
 const env = LocalStack.env
 
 // ---- bundle size (the example platform Worker, as it would deploy) -------------------------------
@@ -204,7 +217,10 @@ const stop = () => {
   // wrangler dev's log (every queue batch with its duration), for looking into a figure afterwards.
   writeFileSync(join(out, "wrangler.log"), stack.output())
 }
-process.on("exit", stack.stop)
+process.on("exit", () => {
+  stack.stop()
+  if (stateOnTmpfs) rmSync(state, { recursive: true, force: true })
+})
 process.on("SIGINT", () => process.exit(130))
 
 const call = async (path, init = {}) => {
@@ -395,8 +411,8 @@ const freshness = async (rate, seconds) => {
 }
 
 // ---- the runs -------------------------------------------------------------------------------------
-if (only !== "noisy" && only !== "fresh") log(only === "webhooks" ? "round trips per webhooks batch…" : `round trips per 100 events and per webhooks batch…`)
-const roundTripRows = only === "noisy" || only === "fresh" ? [] : await call(`/bench/roundtrips?run=${runId("rt")}&webhook_endpoint=${endpoint.id}&webhook_version=${endpoint.version}${only ? `&only=${only}` : ""}`, { method: "POST" })
+if (only !== "noisy" && only !== "fresh" && only !== "stage") log(only === "webhooks" ? "round trips per webhooks batch…" : `round trips per 100 events and per webhooks batch…`)
+const roundTripRows = only === "noisy" || only === "fresh" || only === "stage" ? [] : await call(`/bench/roundtrips?run=${runId("rt")}&webhook_endpoint=${endpoint.id}&webhook_version=${endpoint.version}${only ? `&only=${only}` : ""}`, { method: "POST" })
 const roundTrips = roundTripRows.filter((r) => !r.stage.startsWith("webhooks"))
 const webhookRoundTrips = roundTripRows.filter((r) => r.stage.startsWith("webhooks"))
 // The per-stage budget, on the idle stack: CPU per event per stage and where it goes (no latency profile applies).
@@ -756,33 +772,67 @@ if (only === "webhooks") {
   process.exit(0)
 }
 
+/** Naive at factline's settings, the factline and hand-written events stages isolated, and factline's phases. */
+const stageRuns = async () => {
+  log(`naive pattern (seed 003) at factline's settings (${settingsOf("bench-naive")}): ${naiveN} messages…`)
+  const naive = await logged("naive", () => stage("naive", naiveN, (p) => p.naive, (p) => p.naive >= naiveN))
+  log(`factline events stage, isolated (relay to a sink, ${settingsOf("bench-events")}): ${N} events…`)
+  // Each outcome goes to projections and fact-processing: both point at the sink, so 2 facts per event arrive there.
+  const latencyBeforeStage = profile === "production" ? (await call("/bench/latency")).tally : undefined
+  const factlineStage = await logged("events", () => stage("events", N, (p) => p.sink / 2, (p) => p.sink >= 2 * N))
+  // Under the production profile: the isolated events stage's phases per operation — a batch's key claim (D1), its shard
+  // appends (DO RPCs in parallel: one phase), its relay (sends in parallel) — their mean wall time against the longest
+  // wait drawn in each; the rest is the local calls and the one thread's other work meanwhile.
+  const stagePhases = latencyBeforeStage && await (async () => {
+    const after = (await call("/bench/latency")).tally
+    const out = {}
+    for (const op of Object.keys(after.calls)) {
+      const phases = after.phases[op] - latencyBeforeStage.phases[op]
+      if (phases <= 0) continue
+      const wall = (after.phaseMs[op] - latencyBeforeStage.phaseMs[op]) / phases
+      const drawnMax = (after.phaseDrawnMaxMs[op] - latencyBeforeStage.phaseDrawnMaxMs[op]) / phases
+      out[op] = { phases, calls: after.calls[op] - latencyBeforeStage.calls[op], mean_phase_ms: round(wall, 1), mean_longest_wait_drawn_ms: round(drawnMax, 1), mean_local_ms: round(wall - drawnMax, 1) }
+    }
+    return out
+  })()
+  log(`hand-written events stage, isolated (facts table + one sendBatch per batch to the sink): ${N} events…`)
+  const handStage = await logged("hand-isolated", () => stage("hand-isolated", N, (p) => p.sink, (p) => p.sink >= N))
+  return { naive, factlineStage, stagePhases, handStage }
+}
+const stageInvocations = () => [
+  ["naive (seed 003), same settings", "naive", /^bench-naive$/],
+  ["factline events stage, isolated", "events", /^bench-events$/],
+  ["hand-written events stage, isolated", "hand-isolated", /^bench-hand-events$/]
+].map(([name, window, pattern]) => ({ run: name, ...(windows[window] ? invocations(pattern, ...windows[window]) : null) }))
+
+if (only === "stage") {
+  const runs = await stageRuns()
+  stop()
+  const resultsFile = process.env.BENCH_RESULTS ?? "results-stage.json"
+  const result = {
+    date: new Date().toISOString(), machine: machineNow(), n: N, naive_n: naiveN, profile,
+    ...(profile === "production" ? { latency_shape: latencyShape, events_stage_phases: runs.stagePhases } : {}),
+    naive_seed_003_same_settings: runs.naive, factline_events_stage_isolated: runs.factlineStage, hand_written_events_stage_isolated: runs.handStage,
+    ratios: {
+      events_stage_vs_naive_same_settings: round(runs.factlineStage.messages_per_second / runs.naive.messages_per_second),
+      events_stage_share_of_hand_written: round(runs.factlineStage.messages_per_second / runs.handStage.messages_per_second)
+    },
+    per_consumer_invocation: stageInvocations()
+  }
+  writeFileSync(join(root, "bench", resultsFile), JSON.stringify(result, null, 2) + "\n")
+  console.log(`\nfactline benchmark, isolated events stages only (${profile} profile${profile === "production" ? `, ${latencyShape}` : ""}) — ${result.date} — ${result.machine.cores} cores (${result.machine.cpu})`)
+  console.log(JSON.stringify({ ratios: result.ratios, naive: runs.naive.messages_per_second, factline: runs.factlineStage.messages_per_second, hand_written: runs.handStage.messages_per_second }, null, 1))
+  for (const r of result.per_consumer_invocation) console.log(`  ${r.run}: median batch ${r.median_messages} in ${r.median_ms} ms (p99 ${r.p99_ms} ms)`)
+  if (runs.stagePhases) for (const [op, p] of Object.entries(runs.stagePhases)) console.log(`  phase ${op}: ${p.mean_phase_ms} ms wall, longest wait drawn ${p.mean_longest_wait_drawn_ms} ms, local ${p.mean_local_ms} ms`)
+  console.log(`\nwritten: bench/${resultsFile}`)
+  process.exit(0)
+}
+
 log(`bare hop: ${N} messages, one multi-row insert per batch (${settingsOf("bench-bare")})…`)
 const bare = await logged("bare", () => stage("bare", N, (p) => p.bare, (p) => p.bare >= N))
-log(`naive pattern (seed 003) at factline's settings (${settingsOf("bench-naive")}): ${naiveN} messages…`)
-const naive = await logged("naive", () => stage("naive", naiveN, (p) => p.naive, (p) => p.naive >= naiveN))
+const { naive, factlineStage, stagePhases, handStage } = await stageRuns()
 log(`naive pattern (seed 003) at the seed's settings (${settingsOf("bench-naive-seed")}): ${naiveN} messages…`)
 const naiveSeed = await logged("naive-seed", () => stage("naive-seed", naiveN, (p) => p.naive, (p) => p.naive >= naiveN))
-log(`factline events stage, isolated (relay to a sink, ${settingsOf("bench-events")}): ${N} events…`)
-// Each outcome goes to projections and fact-processing: both point at the sink, so 2 facts per event arrive there.
-const latencyBeforeStage = profile === "production" ? (await call("/bench/latency")).tally : undefined
-const factlineStage = await logged("events", () => stage("events", N, (p) => p.sink / 2, (p) => p.sink >= 2 * N))
-// Under the production profile: the isolated events stage's phases per operation — a batch's key claim (D1), its shard
-// appends (DO RPCs in parallel: one phase), its relay (sends in parallel) — their mean wall time against the longest
-// wait drawn in each; the rest is the local calls and the one thread's other work meanwhile.
-const stagePhases = latencyBeforeStage && await (async () => {
-  const after = (await call("/bench/latency")).tally
-  const out = {}
-  for (const op of Object.keys(after.calls)) {
-    const phases = after.phases[op] - latencyBeforeStage.phases[op]
-    if (phases <= 0) continue
-    const wall = (after.phaseMs[op] - latencyBeforeStage.phaseMs[op]) / phases
-    const drawnMax = (after.phaseDrawnMaxMs[op] - latencyBeforeStage.phaseDrawnMaxMs[op]) / phases
-    out[op] = { phases, calls: after.calls[op] - latencyBeforeStage.calls[op], mean_phase_ms: round(wall, 1), mean_longest_wait_drawn_ms: round(drawnMax, 1), mean_local_ms: round(wall - drawnMax, 1) }
-  }
-  return out
-})()
-log(`hand-written events stage, isolated (facts table + one sendBatch per batch to the sink): ${N} events…`)
-const handStage = await logged("hand-isolated", () => stage("hand-isolated", N, (p) => p.sink, (p) => p.sink >= N))
 log(`hand-written same topology end to end (events → facts table → fact queue → budgets): ${N} events…`)
 const handE2e = await logged("hand", () => stage("hand", N, (p) => p.hand_outcomes, (p) => p.hand_charges === expected(N).charges && p.hand_spent_cents === expected(N).spent))
 
@@ -893,7 +943,7 @@ const perInvocation = [
 const strip = (r) => ({ ...r, run: undefined })
 const results = {
   date: new Date().toISOString(),
-  machine: { cores: cpus().length, cpu: cpus()[0]?.model, node: process.version },
+  machine: { cores: cpus().length, cpu: cpus()[0]?.model, node: process.version, local_state: stateKind },
   n: N,
   profile,
   ...(profile === "production" ? { naive_n: naiveN, latency: latencyTally, events_stage_phases: stagePhases } : {}),
