@@ -4,7 +4,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Result } from "effect"
 import { Dispatch, Ledger, LedgerTopology, ModuleLayers, PayloadStore, QueueProducer, Registry, RetryPolicy, Sql } from "@factline/core"
 import type { PlatformEnv } from "@factline/workers"
-import { ledger, readStream, shardKeyOf, unique } from "./helpers.js"
+import { deadMessages, eventually, ledger, readStream, shardKeyOf, unique } from "./helpers.js"
 import { platform } from "./worker.js"
 
 const bump = (subject: string, by: string) => ({
@@ -45,6 +45,27 @@ describe("deciders", () => {
       const again = yield* deliver([{ ...first, message_id: unique("msg") }])
       assert.strictEqual(again.explicitAcks.length, 1)
       assert.strictEqual((yield* counted(subject)).length, 4)
+    }))
+
+  it.effect("a command its key's binding refuses writes nothing; the next command of its stream decides without it", () =>
+    Effect.gen(function*() {
+      const subject = unique("counter")
+      const taken = bump(unique("counter"), "zed")
+      yield* deliver([taken])
+      // Alice's key is bound to zed's payload. The batch is decided while its keys are claimed, so bob first decides
+      // after alice's bump (n = 2); once the claim refuses alice, bob's append meets the stream at version 0 and bob
+      // decides again against what is stored.
+      const refused = { ...bump(subject, "alice"), idempotency_key: taken.idempotency_key }
+      const result = yield* deliver([refused, bump(subject, "bob")])
+      assert.deepStrictEqual(result.retryMessages, [])
+      assert.deepStrictEqual(yield* counted(subject), [[1, 1, "bob"]])
+      const rows = yield* Effect.promise(() => eventually(async () => {
+        const found = await deadMessages(taken.idempotency_key)
+        return found.length > 0 ? found : undefined
+      }, 30_000, "alice's dead letter"))
+      assert.strictEqual(rows.length, 1)
+      assert.strictEqual(rows[0]!.reason, "idempotency_conflict")
+      assert.strictEqual(JSON.parse(rows[0]!.original_message).message_id, refused.message_id)
     }))
 
   it.effect("two concurrent decisions on one stream both apply against the latest state", () =>

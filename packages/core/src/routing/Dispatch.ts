@@ -12,6 +12,9 @@
  * stored ones a redelivered message re-appended — are relayed once for the
  * batch (FactRelay); a message is only done once its facts are sent or owned
  * by their shard's outbox. Stream identity is `tenant/subject`, never the shard.
+ * `decide` (handlers, deciders' reads and decisions: nothing written) and
+ * `commit` (appends, relay) are separate steps, so the events consumer can
+ * claim its keys while the batch is being decided and drop what the claim refuses.
  * The facts of a decision carry the message's trace (a new parent-id for the
  * decision); a redelivery that finds them stored keeps the stored trace.
  * Timer requests are recorded as `timer_scheduled` / `timer_cancelled` facts
@@ -84,7 +87,7 @@ const fold = (decider: Handler.Decider, facts: ReadonlyArray<Fact>, latest: Regi
   })
 
 /** What one batch has decided so far: outcomes, and the facts each message must relay before it is done. */
-class Progress {
+export class Progress {
   readonly outcomes = new Map<string, Consumer.Outcome>()
   readonly toRelay = new Map<string, ReadonlyArray<Fact>>()
   settle(key: string, outcome: Consumer.Outcome) {
@@ -165,20 +168,13 @@ const readStates = Effect.fn("Dispatch.readStates")(function*(items: ReadonlyArr
 
 /** Appends, and re-decides deciders that lost a race, up to `maxDecideRounds`. */
 const appendAll = Effect.fn("Dispatch.appendAll")(function*(
-  plainGroups: ReadonlyArray<{ key: string; group: AppendGroup }>,
-  decided: ReadonlyArray<Item>,
+  initial: ReadonlyArray<{ key: string; group: AppendGroup }>,
+  deciders: ReadonlyArray<Item>,
   progress: Progress,
   now: string
 ) {
   const ledger = yield* Ledger
-  let pending = decided
-  let deciderGroups: Array<{ key: string; group: AppendGroup }> = []
-  if (pending.length > 0) {
-    const states = yield* Effect.result(readStates(pending))
-    if (Result.isFailure(states)) progress.fail(pending.map((p) => p.key), states.failure.message)
-    else deciderGroups = yield* decideWithState(pending, states.success, progress, now)
-  }
-  let groups = [...plainGroups, ...deciderGroups]
+  let groups = initial
   for (let round = 1; groups.length > 0; round++) {
     const appended = yield* Effect.result(ledger.append(groups.map((g) => g.group)))
     if (Result.isFailure(appended)) return progress.fail(groups.map((g) => g.key), appended.failure.message)
@@ -199,7 +195,7 @@ const appendAll = Effect.fn("Dispatch.appendAll")(function*(
       }
     })
     if (conflicted.size === 0) return
-    pending = decided.filter((d) => conflicted.has(d.key))
+    const pending = deciders.filter((d) => conflicted.has(d.key))
     if (round >= maxDecideRounds) return progress.fail(conflicted, `stream version kept changing under ${maxDecideRounds} decisions in a row`)
     yield* Effect.logDebug(`re-deciding ${conflicted.size} message(s) after a version conflict`)
     const states = yield* Effect.result(readStates(pending))
@@ -208,11 +204,51 @@ const appendAll = Effect.fn("Dispatch.appendAll")(function*(
   }
 })
 
-export const dispatch = Effect.fn("Dispatch.dispatch")(function*(items: ReadonlyArray<Item>) {
+/** A batch decided, nothing written yet: what `commit` appends and relays. */
+export interface Decided {
+  readonly progress: Progress
+  readonly groups: ReadonlyArray<{ readonly key: string; readonly group: AppendGroup }>
+  readonly deciders: ReadonlyArray<Item>
+  readonly now: string
+}
+
+/**
+ * Decides the batch without writing: handlers run, deciders read their streams (one RPC per shard) and decide.
+ * Only reads and the handlers' pure code: the events consumer runs it while its keys are being claimed, and
+ * drops the decisions of the messages the claim refuses (as a redelivery re-runs a handler whose facts are stored).
+ */
+export const decide = Effect.fn("Dispatch.decide")(function*(items: ReadonlyArray<Item>) {
   const progress = new Progress()
   const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-  const plainGroups = yield* decidePlain(items.filter((i) => i.value.handler._tag === "Handler"), progress, now)
-  yield* appendAll(plainGroups, items.filter((i) => i.value.handler._tag === "Decider"), progress, now)
+  const groups = yield* decidePlain(items.filter((i) => i.value.handler._tag === "Handler"), progress, now)
+  const deciders = items.filter((i) => i.value.handler._tag === "Decider")
+  if (deciders.length > 0) {
+    const states = yield* Effect.result(readStates(deciders))
+    if (Result.isFailure(states)) progress.fail(deciders.map((p) => p.key), states.failure.message)
+    else groups.push(...yield* decideWithState(deciders, states.success, progress, now))
+  }
+  return { progress, groups, deciders, now } satisfies Decided
+})
+
+/**
+ * Appends what `decide` decided and relays it; `refused` settles messages whose decisions must not be written
+ * (their outcome is given: a key bound to another payload, a key not claimed). A decider decided after a refused
+ * message of its stream expected that message's facts: its append meets a version conflict, and it decides again
+ * against what is stored.
+ */
+export const commit = Effect.fn("Dispatch.commit")(function*(decided: Decided, refused: ReadonlyMap<string, Consumer.Outcome> = new Map()) {
+  const { progress, now } = decided
+  for (const [key, outcome] of refused) {
+    progress.settle(key, outcome)
+    progress.toRelay.delete(key)
+  }
+  const kept = <A extends { readonly key: string }>(xs: ReadonlyArray<A>) => refused.size === 0 ? xs : xs.filter((x) => !refused.has(x.key))
+  yield* appendAll(kept(decided.groups), kept(decided.deciders), progress, now)
   yield* FactRelay.relayFor(progress.toRelay, progress.outcomes)
   return progress.outcomes as ReadonlyMap<string, Consumer.Outcome>
+})
+
+/** Decides, appends and relays a batch: `decide`, then `commit`. */
+export const dispatch = Effect.fn("Dispatch.dispatch")(function*(items: ReadonlyArray<Item>) {
+  return yield* commit(yield* decide(items))
 })

@@ -10,12 +10,12 @@
  * appends nothing (and its stored facts are relayed again, harmlessly).
  *
  * One key, one payload (Stripe's semantics, as at the HTTP edge): before
- * anything is decided, each key is bound to the hash of what its message says
+ * anything is written, each key is bound to the hash of what its message says
  * (`AcceptedKeys`, the same `accepted_keys` rows the HTTP edge writes, one D1
- * round trip per batch). A message whose key is bound to another payload —
- * sent earlier over HTTP or through the queue, or by another message of this
- * batch — is dead-lettered as `idempotency_conflict` with both hashes, and
- * decides nothing: a redelivery or replay of the same payload is no conflict,
+ * round trip per batch, made while the batch is decided). A message whose key
+ * is bound to another payload — sent earlier over HTTP or through the queue, or
+ * by another message of this batch — is dead-lettered as `idempotency_conflict`
+ * with both hashes, and writes nothing: a redelivery or replay of the same payload is no conflict,
  * while the ledger alone could not tell a changed payload from a redelivery
  * when the facts come out the same, nor see a key reused on a subject that
  * lives on another shard.
@@ -28,7 +28,7 @@ import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import { AcceptedKeys, type Claim, claimKey, payloadHash } from "../producing/AcceptedKeys.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
-import { dispatch } from "./Dispatch.js"
+import * as Dispatch from "./Dispatch.js"
 import { Registry, type Routed } from "../registry/Registry.js"
 import * as Time from "../platform/Time.js"
 
@@ -73,29 +73,36 @@ const conflict = (idempotencyKey: string, bound: { readonly payload_hash: string
   Consumer.failed(new Failure.PermanentError({
     reason: "idempotency_conflict",
     message: `idempotency key ${JSON.stringify(idempotencyKey)} is bound to another payload: accepted payload_hash ${bound.payload_hash} (first accepted ${bound.accepted_at}); ` +
-      `this message's payload_hash ${hash}. Nothing was decided for it; send new work under a new idempotency key`
+      `this message's payload_hash ${hash}. Nothing was appended for it; send new work under a new idempotency key`
   }))
 
-/** Binds every key to its payload (one D1 round trip), then decides the messages whose key is bound to theirs. */
+/**
+ * Binds every key to its payload (one D1 round trip) while the batch is decided (handlers are pure; deciders only
+ * read), then appends the decisions of the messages whose key is bound to theirs — so the claim is off the critical
+ * path: it overlaps the handlers' CPU and the deciders' stream reads. A refused message's decision is dropped
+ * unwritten, as a redelivery's is when its facts are stored.
+ */
 export const process = Effect.fn("EventsConsumer.process")(function*(items: ReadonlyArray<Consumer.Item<Keyed>>) {
   const keys = yield* AcceptedKeys
-  const outcomes = new Map<string, Consumer.Outcome>()
-  const claimed = yield* Effect.result(keys.claim(items.map((item) => item.value.claim), yield* Time.now))
+  const now = yield* Time.now
+  const [claimed, decided] = yield* Effect.all([
+    Effect.result(keys.claim(items.map((item) => item.value.claim), now)),
+    Dispatch.decide(items.map(({ key, value }) => ({ key, value: value.routed })))
+  ], { concurrency: 2 })
   if (Result.isFailure(claimed)) {
+    const outcomes = new Map<string, Consumer.Outcome>()
     for (const { key } of items) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `idempotency keys could not be checked: ${claimed.failure.message}` })))
     return outcomes as ReadonlyMap<string, Consumer.Outcome>
   }
-  const decide: Array<Consumer.Item<Routed>> = []
+  const refused = new Map<string, Consumer.Outcome>()
   for (const { key, value } of items) {
     const { tenant_id, idempotency_key, payload_hash } = value.claim
     const bound = claimed.success.get(claimKey(tenant_id, idempotency_key))
-    if (bound === undefined) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: "the idempotency key was not recorded" })))
-    else if ("held" in bound) outcomes.set(key, Consumer.failed(bound.held))
-    else if (bound.payload_hash !== payload_hash) outcomes.set(key, conflict(idempotency_key, bound, payload_hash))
-    else decide.push({ key, value: value.routed })
+    if (bound === undefined) refused.set(key, Consumer.failed(new Failure.TransientError({ message: "the idempotency key was not recorded" })))
+    else if ("held" in bound) refused.set(key, Consumer.failed(bound.held))
+    else if (bound.payload_hash !== payload_hash) refused.set(key, conflict(idempotency_key, bound, payload_hash))
   }
-  if (decide.length > 0) for (const [key, outcome] of yield* dispatch(decide)) outcomes.set(key, outcome)
-  return outcomes as ReadonlyMap<string, Consumer.Outcome>
+  return yield* Dispatch.commit(decided, refused)
 })
 
 export const consume = Effect.fn("EventsConsumer.consume")(function*(batch: MessageBatch<unknown>, options: Consumer.Options = {}) {
