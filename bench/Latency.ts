@@ -5,8 +5,13 @@
  *
  * One table of figures (`production`) for every compared pipeline; each call draws its latency from a
  * log-normal distribution through the figure's p50 and p99 (or, with `BENCH_LATENCY_SHAPE=two-point`, p50 with
- * p99 on 1 % of calls: see `Shape`) and waits half of it before the real call and half after (a write becomes
- * visible mid-way, as in production). A D1 `batch()` is one round trip.
+ * p99 on 1 % of calls: see `Shape`) and waits half of it before the real call and the rest after (a write becomes
+ * visible mid-way, as in production). A D1 `batch()` is one round trip. A figure is the whole call as its caller
+ * sees it, the callee's own work included (the DO RPC's is a measured warm write, output-gate flush and all): by
+ * default the local call's time counts toward the second half — the wait after it is what is left of the draw —
+ * so the callee's work, which the one local thread runs in turn for 16 parallel shard appends where Cloudflare
+ * runs 16 objects side by side, is not added on top; `BENCH_LATENCY_LOCAL=added` adds it (issue 22's prototype:
+ * both halves waited in full around the local call). See `Local`.
  * Turned on only by the bench config's `FACTLINE_BENCH_LATENCY=production` (`BENCH_PROFILE=production`);
  * never part of a production code path. The waits actually slept (timer overshoot included) are tallied.
  */
@@ -84,9 +89,21 @@ export const draw = (figure: Figure) =>
     ? (Math.random() < 0.01 ? figure.p99 : figure.p50)
     : figure.p50 * Math.exp((Math.log(figure.p99 / figure.p50) / z99) * normal())
 
+/**
+ * Where the local call's own time goes:
+ * - `inside` (the default): within the drawn latency — after the call, the wait is what is left of the draw since
+ *   the first wait began (none when the local call took longer). The call, whatever ran on the thread meanwhile, is
+ *   the remote side's work, which the figure already includes;
+ * - `added`: on top of it — half the draw before the call and half after, in full (issue 22's prototype).
+ * Set per run by the bench config's `FACTLINE_BENCH_LATENCY_LOCAL` (`BENCH_LATENCY_LOCAL`).
+ */
+export type Local = "inside" | "added"
+let local: Local = "inside"
+export const localOf = () => local
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
-/** `call` with the operation's latency around it: half before, half after. */
+/** `call` with the operation's latency around it: half before, the rest after (`Local`). */
 const around = async <A>(table: Readonly<Record<Operation, Figure>>, operation: Operation, call: () => Promise<A>): Promise<A> => {
   const ms = draw(table[operation])
   tally.calls[operation]++
@@ -100,7 +117,9 @@ const around = async <A>(table: Readonly<Record<Operation, Figure>>, operation: 
   try {
     await sleep(ms / 2)
     const result = await call()
-    await sleep(ms / 2)
+    // performance.now() has moved: the local call returned through I/O.
+    const left = local === "added" ? ms / 2 : ms - (performance.now() - started)
+    if (left > 0) await sleep(left)
     return result
   } finally {
     // performance.now() advances across I/O in workerd: the two waits (overshoot included) and the real call between them.
@@ -195,6 +214,7 @@ const wrapped = new WeakMap<object, object>()
 export const env = <E extends Record<string, unknown>>(source: E): E => {
   if (source.FACTLINE_BENCH_LATENCY !== "production") return source
   if (source.FACTLINE_BENCH_LATENCY_SHAPE === "two-point") shape = "two-point"
+  if (source.FACTLINE_BENCH_LATENCY_LOCAL === "added") local = "added"
   const known = wrapped.get(source)
   if (known) return known as E
   const out: Record<string, unknown> = { ...source }

@@ -30,6 +30,8 @@
 //                                     default 1000 under this profile, as each batch waits 300 D1 round trips)
 //   BENCH_LATENCY_SHAPE=two-point     (production profile: each call waits p50, and p99 on 1 % of calls — issue 22's
 //                                     prototype — instead of a log-normal draw through p50 and p99; see Latency.ts)
+//   BENCH_LATENCY_LOCAL=added         (production profile: a call's local time is added to its drawn latency, as in
+//                                     issue 22's prototype, instead of counted within it — Latency.ts's `Local`)
 //   BENCH_FRESH_RATES=200,1000        (freshness: events/s offered over HTTP for BENCH_FRESH_SECONDS (default 8),
 //                                     p50/p99 from the 202 to the effect in buyer_budgets; "" skips)
 //   BENCH_FRESH_TENANTS=4             (freshness: the offered load spread over this many tenants, one per queue group
@@ -62,6 +64,8 @@ const profile = process.env.BENCH_PROFILE ?? "local"
 if (profile !== "local" && profile !== "production") throw new Error(`BENCH_PROFILE must be "production" (or unset: "local"), not ${JSON.stringify(profile)}`)
 const latencyShape = process.env.BENCH_LATENCY_SHAPE ?? "lognormal"
 if (latencyShape !== "lognormal" && latencyShape !== "two-point") throw new Error(`BENCH_LATENCY_SHAPE must be "two-point" (or unset: "lognormal"), not ${JSON.stringify(latencyShape)}`)
+const latencyLocal = process.env.BENCH_LATENCY_LOCAL ?? "inside"
+if (latencyLocal !== "inside" && latencyLocal !== "added") throw new Error(`BENCH_LATENCY_LOCAL must be "added" (or unset: "inside"), not ${JSON.stringify(latencyLocal)}`)
 // Under the production profile the naive consumer waits 300 D1 round trips per batch of 100 (≈ 4.5 s): fewer messages.
 const naiveN = Number(process.env.BENCH_NAIVE_N ?? (profile === "production" ? String(Math.min(N, 1000)) : String(N)))
 const freshRates = (process.env.BENCH_FRESH_RATES ?? "200,1000").split(",").filter((x) => x.trim() !== "").map(Number)
@@ -129,7 +133,7 @@ const config = {
     // The framework's default D1 facts copy (none), not the example's local `all`; BENCH_FACTS_COPY=all|<types> measures a copy.
     FACTLINE_FACTS_COPY: process.env.BENCH_FACTS_COPY ?? "none",
     // BENCH_PROFILE=production: bench/Latency.ts waits around every compared pipeline's binding calls (bench Worker only).
-    ...(profile === "production" ? { FACTLINE_BENCH_LATENCY: "production", FACTLINE_BENCH_LATENCY_SHAPE: latencyShape } : {})
+    ...(profile === "production" ? { FACTLINE_BENCH_LATENCY: "production", FACTLINE_BENCH_LATENCY_SHAPE: latencyShape, FACTLINE_BENCH_LATENCY_LOCAL: latencyLocal } : {})
   },
   // The platform database only (read database 0 is then DB itself): every tenant's rows in the one file whose
   // pages the bench measures, as the before/after comparisons assume; placement across databases is tested in
@@ -811,7 +815,7 @@ if (only === "stage") {
   const resultsFile = process.env.BENCH_RESULTS ?? "results-stage.json"
   const result = {
     date: new Date().toISOString(), machine: machineNow(), n: N, naive_n: naiveN, profile,
-    ...(profile === "production" ? { latency_shape: latencyShape, events_stage_phases: runs.stagePhases } : {}),
+    ...(profile === "production" ? { latency_shape: latencyShape, latency_local: latencyLocal, events_stage_phases: runs.stagePhases } : {}),
     naive_seed_003_same_settings: runs.naive, factline_events_stage_isolated: runs.factlineStage, hand_written_events_stage_isolated: runs.handStage,
     ratios: {
       events_stage_vs_naive_same_settings: round(runs.factlineStage.messages_per_second / runs.naive.messages_per_second),
@@ -820,7 +824,7 @@ if (only === "stage") {
     per_consumer_invocation: stageInvocations()
   }
   writeFileSync(join(root, "bench", resultsFile), JSON.stringify(result, null, 2) + "\n")
-  console.log(`\nfactline benchmark, isolated events stages only (${profile} profile${profile === "production" ? `, ${latencyShape}` : ""}) — ${result.date} — ${result.machine.cores} cores (${result.machine.cpu})`)
+  console.log(`\nfactline benchmark, isolated events stages only (${profile} profile${profile === "production" ? `, ${latencyShape}, local time ${latencyLocal}` : ""}) — ${result.date} — ${result.machine.cores} cores (${result.machine.cpu})`)
   console.log(JSON.stringify({ ratios: result.ratios, naive: runs.naive.messages_per_second, factline: runs.factlineStage.messages_per_second, hand_written: runs.handStage.messages_per_second }, null, 1))
   for (const r of result.per_consumer_invocation) console.log(`  ${r.run}: median batch ${r.median_messages} in ${r.median_ms} ms (p99 ${r.p99_ms} ms)`)
   if (runs.stagePhases) for (const [op, p] of Object.entries(runs.stagePhases)) console.log(`  phase ${op}: ${p.mean_phase_ms} ms wall, longest wait drawn ${p.mean_longest_wait_drawn_ms} ms, local ${p.mean_local_ms} ms`)

@@ -629,7 +629,7 @@ export default {
       }
       case "/bench/latency":
         if (request.method === "POST") Latency.resetTally()
-        return json({ profile: env.FACTLINE_BENCH_LATENCY ?? "none", shape: env.FACTLINE_BENCH_LATENCY === "production" ? (env.FACTLINE_BENCH_LATENCY_SHAPE ?? "lognormal") : "none", table: Latency.production, tally: Latency.tally })
+        return json({ profile: env.FACTLINE_BENCH_LATENCY ?? "none", shape: env.FACTLINE_BENCH_LATENCY === "production" ? (env.FACTLINE_BENCH_LATENCY_SHAPE ?? "lognormal") : "none", local: env.FACTLINE_BENCH_LATENCY === "production" ? Latency.localOf() : "none", table: Latency.production, tally: Latency.tally })
       case "/bench/roundtrips": {
         const endpoint = url.searchParams.get("webhook_endpoint")
         const version = Number(url.searchParams.get("webhook_version") ?? "1")
