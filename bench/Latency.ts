@@ -102,23 +102,29 @@ let local: Local = "inside"
 export const localOf = () => local
 
 /**
- * Waits until `ms` from now, on one timer per millisecond of the local clock: waits that end in the same
- * millisecond end together. Calls issued together then reach their bindings together — the 16 shard appends of a
- * batch, each waiting the first half of the same p50 — as they leave a Worker together in production. With a timer
- * each, workerd ran the calls one per timer, ≈ 1.3 ms of local scheduling apart: 16 appends took ≈ 27 ms where
- * their 5 ms waits and the 16 local calls issued at once took 10 (a bare workerd Worker and Durable Object,
- * measured 2026-11-24), and only the fan-outs paid it.
+ * Waits until `ms` from now. Waits begun in one synchronous run of code (the 16 shard appends a batch issues at once,
+ * each waiting the first half of the same p50) that end in the same millisecond share one timer, so the calls
+ * reach their bindings together, as they leave a Worker together in production. With a timer each, workerd ran
+ * the calls one per timer, ≈ 1.3 ms of local scheduling apart: 16 appends took ≈ 27 ms where their 5 ms waits and
+ * the 16 local calls issued at once took 10 (a bare workerd Worker and Durable Object, measured 2026-11-24), and
+ * only the fan-outs paid it. Only one run of code shares — one request's: a timer belongs to the request that set it.
  */
-const due = new Map<number, Array<() => void>>()
+let burst: Map<number, Array<() => void>> | undefined
 const sleep = (ms: number) =>
   new Promise<void>((resolve) => {
+    if (burst === undefined) {
+      const mine = new Map<number, Array<() => void>>()
+      burst = mine
+      queueMicrotask(() => {
+        if (burst === mine) burst = undefined
+      })
+    }
     const at = Math.ceil(performance.now() + ms)
-    const waiting = due.get(at)
+    const waiting = burst.get(at)
     if (waiting) return void waiting.push(resolve)
     const list = [resolve]
-    due.set(at, list)
+    burst.set(at, list)
     setTimeout(() => {
-      due.delete(at)
       for (const wake of list) wake()
     }, Math.max(0, at - performance.now()))
   })
