@@ -589,6 +589,13 @@ export default {
         return json({ sent: n })
       }
       case "/bench/progress": {
+        if (url.searchParams.get("only") === "backlog") {
+          // Messages waiting in the platform's queues (the local broker's backlog of each): what the local broker can
+          // hold is what the end-to-end run throttles on; null when a queue does not say.
+          const queues = Object.entries(env).filter(([name]) => /^(EVENTS|FACT_PROCESSING|PROJECTIONS)_QUEUE(_\d+)?$/.test(name)).map(([, q]) => q as Queue)
+          const depths = await Promise.all(queues.map(async (q) => (await q.metrics().catch(() => undefined))?.backlogCount))
+          return json({ backlog: depths.every((d) => typeof d === "number") ? depths.reduce((n: number, d) => n + d!, 0) : null })
+        }
         if (url.searchParams.get("only") === "calls") {
           // `tenant`: the noisy-neighbour run reads tenant-b's row too (default tenant-a, the other runs' tenant).
           const tenant = url.searchParams.get("tenant") ?? "tenant-a"
