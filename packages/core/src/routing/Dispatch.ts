@@ -101,6 +101,11 @@ export class Progress {
     this.outcomes.set(key, Consumer.done)
     if (facts.length > 0) this.toRelay.set(key, facts)
   }
+  /** Settled as `outcome` whatever was decided for it: nothing of its decision is appended or relayed. */
+  refuse(key: string, outcome: Consumer.Outcome) {
+    this.outcomes.set(key, outcome)
+    this.toRelay.delete(key)
+  }
 }
 
 /** Plain handlers: decide everything concurrently; no state needed. */
@@ -238,10 +243,7 @@ export const decide = Effect.fn("Dispatch.decide")(function*(items: ReadonlyArra
  */
 export const commit = Effect.fn("Dispatch.commit")(function*(decided: Decided, refused: ReadonlyMap<string, Consumer.Outcome> = new Map()) {
   const { progress, now } = decided
-  for (const [key, outcome] of refused) {
-    progress.settle(key, outcome)
-    progress.toRelay.delete(key)
-  }
+  for (const [key, outcome] of refused) progress.refuse(key, outcome)
   const kept = <A extends { readonly key: string }>(xs: ReadonlyArray<A>) => refused.size === 0 ? xs : xs.filter((x) => !refused.has(x.key))
   yield* appendAll(kept(decided.groups), kept(decided.deciders), progress, now)
   yield* FactRelay.relayFor(progress.toRelay, progress.outcomes)
