@@ -124,6 +124,8 @@ const config = {
   // Local observability keeps every span in a SQLite trace store (hundreds of MB in a run) and slows the
   // single workerd thread down as it grows; production observability is remote, so the bench turns it off.
   observability: { enabled: false },
+  // BENCH_MINIFY=0: an unminified bundle, for reading a CPU profile of the run (wrangler dev's inspector, port 9229).
+  ...(process.env.BENCH_MINIFY === "0" ? { minify: false } : {}),
   // BENCH_SHARDS=4 measures another shard count per tenant (default: the platform's, 16).
   vars: {
     ...(example.vars ?? {}),

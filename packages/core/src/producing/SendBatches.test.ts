@@ -20,3 +20,13 @@ describe("SendBatches.split", () => {
     expect(SendBatches.split(Array.from({ length: 250 }, (_, i) => ({ i }))).map((b) => b.length)).toEqual([100, 100, 50])
   })
 })
+
+describe("SendBatches.utf8Bytes", () => {
+  it("counts what TextEncoder writes, for any text (surrogate pairs and lone surrogates included)", () => {
+    const encoder = new TextEncoder()
+    fc.assert(fc.property(fc.string({ unit: "binary", maxLength: 300 }), fc.nat(70_000), (text, pad) => {
+      const long = text + "é".repeat(pad % 3 === 0 ? pad : 0)
+      expect(SendBatches.utf8Bytes(long)).toBe(encoder.encode(long).byteLength)
+    }), { numRuns: 200 })
+  })
+})

@@ -8,15 +8,33 @@ export const maxBatchBytes = 256 * 1000
 export const perMessageOverheadBytes = 100
 
 const encoder = new TextEncoder()
-export const sizeOf = (body: unknown): number => encoder.encode(JSON.stringify(body)).byteLength + perMessageOverheadBytes
+/** Scratch space `utf8Bytes` encodes into, grown as needed: counting bytes allocates nothing per call. */
+let scratch = new Uint8Array(64 * 1024)
 
-/** Splits items into send calls; `bodyOf` picks the message body of an item (the item itself by default). */
-export const split = <T>(items: ReadonlyArray<T>, bodyOf: (item: T) => unknown = (item) => item): Array<Array<T>> => {
+/** The UTF-8 byte length of a string, as `TextEncoder` writes it, without allocating the bytes. */
+export const utf8Bytes = (text: string): number => {
+  // At most 3 bytes per UTF-16 unit: a scratch buffer that large takes the whole string in one call.
+  if (scratch.length < text.length * 3) scratch = new Uint8Array(text.length * 3)
+  return encoder.encodeInto(text, scratch).written
+}
+
+/** The JSON byte length of a message body plus the per-message allowance. */
+export const sizeOf = (body: unknown): number => utf8Bytes(JSON.stringify(body)) + perMessageOverheadBytes
+
+/**
+ * Splits items into send calls; `bodyOf` picks the message body of an item (the item itself by default), and
+ * `sizeOfItem` gives its size where the caller already knows it (default: `sizeOf` of its body).
+ */
+export const split = <T>(
+  items: ReadonlyArray<T>,
+  bodyOf: (item: T) => unknown = (item) => item,
+  sizeOfItem: (item: T) => number = (item) => sizeOf(bodyOf(item))
+): Array<Array<T>> => {
   const batches: Array<Array<T>> = []
   let current: Array<T> = []
   let bytes = 0
   for (const body of items) {
-    const size = sizeOf(bodyOf(body))
+    const size = sizeOfItem(body)
     if (current.length > 0 && (current.length === maxMessages || bytes + size > maxBatchBytes)) {
       batches.push(current)
       current = []

@@ -49,43 +49,69 @@ export const make = (facts: Fact | ReadonlyArray<Fact>, options: Options = {}): 
   }
 }
 
+/** A fact's JSON byte length (no allowance): what it adds to a message's `facts`, besides a comma. */
+export const factBytes = (fact: Fact): number => SendBatches.utf8Bytes(JSON.stringify(fact))
+
+/** One packed message: its body, the facts it carries and its size as `SendBatches.sizeOf` counts it. */
+export interface Packed {
+  readonly body: Envelope
+  readonly facts: ReadonlyArray<Fact>
+  readonly bytes: number
+}
+
 /**
  * Packs facts into as few messages as the size limit allows: one tenant per
  * message, in order. A fact whose own message would be too large is put in
- * R2 by `offload` and sent alone as a `payload_ref`.
+ * R2 by `offload` and sent alone as a `payload_ref`. Each fact is measured once
+ * (`bytesOf`: a caller packing the same facts for several destinations passes
+ * one memo to them all), and a message's size is its envelope's plus its facts':
+ * the JSON text of `{ facts: [a, b] }` is that of `{ facts: [] }` with `a,b` inside.
  */
 export const pack = async (
   facts: ReadonlyArray<Fact>,
   offload: (tenantId: string, name: string, payload: unknown) => Promise<string>,
-  options: Options = {}
-): Promise<Array<{ readonly body: Envelope; readonly facts: ReadonlyArray<Fact> }>> => {
-  const out: Array<{ body: Envelope; facts: ReadonlyArray<Fact> }> = []
+  options: Options = {},
+  bytesOf: (fact: Fact) => number = factBytes
+): Promise<Array<Packed>> => {
+  const out: Array<Packed> = []
   const byTenant = new Map<string, Array<Fact>>()
   for (const fact of facts) {
     const list = byTenant.get(fact.tenant_id)
     if (list) list.push(fact)
     else byTenant.set(fact.tenant_id, [fact])
   }
-  const overhead = SendBatches.sizeOf(make([facts[0]!, facts[0]!], options)) - 2 * SendBatches.sizeOf(facts[0])
+  /** A message's size: its envelope with no facts, plus the facts and the commas between them. */
+  const sizeOfMessage = (body: Envelope, list: ReadonlyArray<Fact>, factsBytes: number) =>
+    SendBatches.sizeOf({ ...body, payload: { ...(body.payload as object), facts: [] } }) + factsBytes + list.length - 1
+  // The estimate the split is made on: an envelope with two facts, less what the facts add (as before).
+  const overhead = SendBatches.sizeOf(make([facts[0]!, facts[0]!], options)) - 2 * (bytesOf(facts[0]!) + SendBatches.perMessageOverheadBytes)
   for (const list of byTenant.values()) {
     let current: Array<Fact> = []
     let bytes = overhead
+    let factsBytes = 0
     const flush = () => {
-      if (current.length > 0) out.push({ body: make(current, options), facts: current })
+      if (current.length > 0) {
+        const body = make(current, options)
+        out.push({ body, facts: current, bytes: sizeOfMessage(body, current, factsBytes) })
+      }
       current = []
       bytes = overhead
+      factsBytes = 0
     }
     for (const fact of list) {
-      const size = SendBatches.sizeOf(fact)
+      const exact = bytesOf(fact)
+      const size = exact + SendBatches.perMessageOverheadBytes
       if (overhead + size > maxMessageBytes) {
         const { payload, ...rest } = make(fact, options)
         const payload_ref = await offload(fact.tenant_id, `facts/${fact.fact_id}`, payload)
-        out.push({ body: { ...rest, payload_ref }, facts: [fact] })
+        const body = { ...rest, payload_ref }
+        out.push({ body, facts: [fact], bytes: SendBatches.sizeOf(body) })
         continue
       }
       if (bytes + size > maxMessageBytes) flush()
       current.push(fact)
       bytes += size
+      factsBytes += exact
     }
     flush()
   }

@@ -64,12 +64,19 @@ export const relay = (items: ReadonlyArray<Relayable>) =>
     if (byDestination.size === 0) return { sends: 0, handedOver: 0, unrelayed: new Set<string>() } satisfies RelayReport
 
     const offload = (tenantId: string, name: string, payload: unknown) => Effect.runPromise(payloads.put(tenantId, name, payload))
+    // Each fact measured once, whatever the number of destinations it is packed for.
+    const measured = new Map<string, number>()
+    const bytesOf = (fact: Fact) => {
+      let bytes = measured.get(fact.fact_id)
+      if (bytes === undefined) measured.set(fact.fact_id, (bytes = FactMessage.factBytes(fact)))
+      return bytes
+    }
     const results = yield* Effect.forEach([...byDestination], ([destination, facts]) =>
       Effect.gen(function*() {
-        const packed = yield* Effect.result(Effect.tryPromise(() => FactMessage.pack([...facts.values()], offload)))
+        const packed = yield* Effect.result(Effect.tryPromise(() => FactMessage.pack([...facts.values()], offload, {}, bytesOf)))
         if (Result.isFailure(packed)) return { destination, sends: 0, unsent: [...facts.values()], error: `could not store a large fact in R2: ${String(packed.failure)}` }
         let sends = 0
-        const chunks = SendBatches.split(packed.success, (m) => m.body)
+        const chunks = SendBatches.split(packed.success, (m) => m.body, (m) => m.bytes)
         for (let i = 0; i < chunks.length; i++) {
           const sent = yield* Effect.result(queues.sendBatch(destination, chunks[i]!.map((m) => m.body)))
           sends++

@@ -42,7 +42,7 @@ export const relay = async (ledger: LedgerStorage, targets: RelayTargets, limit:
     if (!queue) throw new Error(`no queue binding for outbox destination ${destination}`)
     const rowIds = new Map<Fact, number>(rows.map((row) => [row.fact, row.id]))
     const messages = await FactMessage.pack(rows.map((row) => row.fact), targets.offload)
-    for (const chunk of SendBatches.split(messages, (m) => m.body)) {
+    for (const chunk of SendBatches.split(messages, (m) => m.body, (m) => m.bytes)) {
       await queue.sendBatch(chunk.map((m) => ({ body: m.body, contentType: "json" as const })))
       const ids = chunk.flatMap((m) => m.facts.map((f) => rowIds.get(f)!))
       ledger.deleteOutbox(ids)
