@@ -59,11 +59,42 @@ export const render = (problems: ReadonlyArray<Problem>): string => {
 /**
  * Strict, total decoding: unknown fields are errors, every problem is reported
  * (not just the first), and the result is a `Result`, never a throw.
+ *
+ * Valid input, the common case, is decoded once without the excess-property
+ * check (half the cost: the check walks every object's keys against its
+ * schema's) and accepted when the decoded value kept every key the input had
+ * (`keptEveryKey`): a struct drops only the keys it does not know, and those
+ * are what strict decoding refuses. Anything else, invalid input or a dropped
+ * key, is decoded again strictly, which decides and reports every problem.
  */
 export const decodeStrict = <S extends Schema.Top>(schema: S) => {
   const decode = Schema.decodeUnknownResult(schema as any)
   return (input: unknown, prefix: ReadonlyArray<PropertyKey> = []): Result.Result<S["Type"], Array<Problem>> => {
+    const lenient = decode(input) as Result.Result<S["Type"], Schema.SchemaError>
+    if (Result.isSuccess(lenient) && keptEveryKey(input, lenient.success)) return Result.succeed(lenient.success)
     const result = decode(input, { errors: "all", onExcessProperty: "error" }) as Result.Result<S["Type"], Schema.SchemaError>
     return Result.isSuccess(result) ? Result.succeed(result.success) : Result.fail(fromIssue(result.failure.issue, prefix))
   }
+}
+
+/**
+ * Whether a decoded value kept every key of the input, at every depth where the
+ * input is an object or an array. A primitive input cannot hide a key, whatever it
+ * decoded to; an object or array input decoded to something of another shape (a
+ * transformation) counts as a dropped key, so strict decoding decides.
+ */
+export const keptEveryKey = (input: unknown, output: unknown): boolean => {
+  if (input === output || input === null || typeof input !== "object") return true
+  if (output === null || typeof output !== "object") return false
+  if (Array.isArray(input)) {
+    if (!Array.isArray(output) || output.length !== input.length) return false
+    for (let i = 0; i < input.length; i++) if (!keptEveryKey(input[i], output[i])) return false
+    return true
+  }
+  if (Array.isArray(output)) return false
+  for (const key of Object.keys(input)) {
+    if (!Object.hasOwn(output, key)) return false
+    if (!keptEveryKey((input as Record<string, unknown>)[key], (output as Record<string, unknown>)[key])) return false
+  }
+  return true
 }
