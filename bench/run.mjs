@@ -42,6 +42,9 @@
 //   BENCH_UPDATE_BASELINE=1           (write the per-stage CPU per event to bench/baseline.json; otherwise the
 //                                     run fails when a stage's CPU per event is more than 20 % over it —
 //                                     BENCH_BASELINE_TOLERANCE=0.2)
+//   BENCH_CPU_PROFILE=1               (a V8 CPU profile of the Worker's isolate during the first end-to-end run, through
+//                                     wrangler dev's inspector → bench/out/end-to-end.cpuprofile, its top functions
+//                                     printed; with BENCH_MINIFY=0 the Worker is bundled unminified — bench/CpuProfile.mjs)
 import { execFileSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import { cpus, loadavg } from "node:os"
@@ -52,6 +55,7 @@ import { gzipSync } from "node:zlib"
 import { DatabaseSync } from "node:sqlite"
 import * as LocalStack from "../apps/example/scripts/LocalStack.mjs"
 import * as Receiver from "./CountingReceiver.mjs"
+import * as CpuProfile from "./CpuProfile.mjs"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
 const out = join(root, "bench", "out")
@@ -864,10 +868,22 @@ const dbSize = () => {
     db.close()
   }
 }
+/** The Worker as wrangler dev bundled it (what a profile's lines and columns refer to), if it is there. */
+const devBundle = () => {
+  const tmp = join(out, ".wrangler", "tmp")
+  const dir = existsSync(tmp) ? readdirSync(tmp).find((d) => d.startsWith("dev-")) : undefined
+  return dir && existsSync(join(tmp, dir, "worker.js")) ? join(tmp, dir, "worker.js") : undefined
+}
 for (const multiple of (process.env.BENCH_SCALE ?? "1,2,4").split(",").map(Number)) {
   log(`factline end to end over HTTP: ${multiple * N} events…`)
   const before = scale.length === 0 ? dbSize() : null
+  const profiling = scale.length === 0 && process.env.BENCH_CPU_PROFILE === "1" ? await CpuProfile.start({ bundle: devBundle() }) : undefined
   scale.push({ multiple, ...(await logged(`e2e${multiple}`, () => endToEnd(multiple * N))) })
+  if (profiling) {
+    const file = join(out, "end-to-end.cpuprofile")
+    const top = await profiling.stop(file)
+    console.log(`\nCPU profile of the Worker's isolate during the end-to-end run (the profile's effect on the run's figures included) → ${relative(root, file)}; most samples of their own:\n${top.join("\n")}\n`)
+  }
   if (before) {
     const after = dbSize()
     const events = multiple * N
