@@ -8,13 +8,17 @@ export const maxBatchBytes = 256 * 1000
 export const perMessageOverheadBytes = 100
 
 const encoder = new TextEncoder()
-/** Scratch space `utf8Bytes` encodes into, grown as needed: counting bytes allocates nothing per call. */
+/** The scratch space `utf8Bytes` keeps at most: a message's worth (the queue's limit is 128 KB), at 3 bytes a unit. */
+const maxScratchBytes = 3 * 128 * 1024
+/** Scratch space `utf8Bytes` encodes into, grown as needed up to `maxScratchBytes`. */
 let scratch = new Uint8Array(64 * 1024)
 
-/** The UTF-8 byte length of a string, as `TextEncoder` writes it, without allocating the bytes. */
+/** The UTF-8 byte length of a string, as `TextEncoder` writes it; up to a message's size, without allocating the bytes. */
 export const utf8Bytes = (text: string): number => {
   // At most 3 bytes per UTF-16 unit: a scratch buffer that large takes the whole string in one call.
-  if (scratch.length < text.length * 3) scratch = new Uint8Array(text.length * 3)
+  const room = text.length * 3
+  if (room > maxScratchBytes) return encoder.encode(text).byteLength
+  if (scratch.length < room) scratch = new Uint8Array(room)
   return encoder.encodeInto(text, scratch).written
 }
 
