@@ -64,8 +64,7 @@ export interface Packed {
  * message, in order. A fact whose own message would be too large is put in
  * R2 by `offload` and sent alone as a `payload_ref`. Each fact is measured once
  * (`bytesOf`: a caller packing the same facts for several destinations passes
- * one memo to them all), and a message's size is its envelope's plus its facts':
- * the JSON text of `{ facts: [a, b] }` is that of `{ facts: [] }` with `a,b` inside.
+ * one memo to them all), and a message's size is its envelope's plus its facts'.
  */
 export const pack = async (
   facts: ReadonlyArray<Fact>,
@@ -80,11 +79,11 @@ export const pack = async (
     if (list) list.push(fact)
     else byTenant.set(fact.tenant_id, [fact])
   }
-  /** A message's size: its envelope with no facts, plus the facts and the commas between them. */
-  const sizeOfMessage = (body: Envelope, list: ReadonlyArray<Fact>, factsBytes: number) =>
-    SendBatches.sizeOf({ ...body, payload: { ...(body.payload as object), facts: [] } }) + factsBytes + list.length - 1
-  // The estimate the split is made on: an envelope with two facts, less what the facts add (as before).
-  const overhead = SendBatches.sizeOf(make([facts[0]!, facts[0]!], options)) - 2 * (bytesOf(facts[0]!) + SendBatches.perMessageOverheadBytes)
+  /** The size of a batch message's envelope with no facts in it. */
+  const emptySize = (body: Envelope) => SendBatches.sizeOf({ ...body, payload: { ...(body.payload as object), facts: [] } })
+  // What a message adds besides its facts' own sizes (each counted with the per-message allowance): the envelope,
+  // the comma between two facts, less the allowance counted twice for them.
+  const overhead = emptySize(make([facts[0]!], options)) + 1 - 2 * SendBatches.perMessageOverheadBytes
   for (const list of byTenant.values()) {
     let current: Array<Fact> = []
     let bytes = overhead
@@ -92,7 +91,8 @@ export const pack = async (
     const flush = () => {
       if (current.length > 0) {
         const body = make(current, options)
-        out.push({ body, facts: current, bytes: sizeOfMessage(body, current, factsBytes) })
+        // Exact: the JSON text of `{ facts: [a, b] }` is that of `{ facts: [] }` with `a,b` inside.
+        out.push({ body, facts: current, bytes: emptySize(body) + factsBytes + current.length - 1 })
       }
       current = []
       bytes = overhead
