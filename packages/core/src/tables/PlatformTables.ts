@@ -88,7 +88,10 @@ export const deadMessages = sqliteTable(
  * the health endpoint estimates p50/p99; processing time per batch likewise.
  * `sent` is added from the isolate's send tally (with a batch's upsert, or by
  * the HTTP edge at most every 10 s); `depth_max` is the deepest backlog a
- * batch of the minute was delivered with. Pruned after 14 days.
+ * batch of the minute was delivered with, `depth_by_group` the same per group
+ * queue of a grouped purpose (`{"3": 1200}`: health adds the groups up);
+ * `batch_size_histogram` counts batches by size (`Metrics.batchSizeBounds`).
+ * Pruned after 14 days.
  */
 export const queueMetrics = sqliteTable(
   "queue_metrics",
@@ -106,6 +109,8 @@ export const queueMetrics = sqliteTable(
     durationMsSum: integer("duration_ms_sum").notNull().default(0),
     durationMsMax: integer("duration_ms_max").notNull().default(0),
     batchSizeMax: integer("batch_size_max").notNull().default(0),
+    batchSizeHistogram: text("batch_size_histogram").notNull().default("[]"),
+    depthByGroup: text("depth_by_group").notNull().default("{}"),
     lagHistogram: text("lag_histogram").notNull().default("[]"),
     durationHistogram: text("duration_histogram").notNull().default("[]")
   },
