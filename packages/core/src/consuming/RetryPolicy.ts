@@ -10,6 +10,15 @@
 /** Cloudflare Queues refuses `delaySeconds` above 12 hours (the conservative cap across APIs). */
 export const maxDelaySeconds = 12 * 60 * 60
 
+/**
+ * Message retention (seed 001's queue table): a primary queue keeps an unconsumed message 4 days (Cloudflare's
+ * default), a dead-letter queue 14 days (the most Queues allows on a paid plan) so that a dead letter its
+ * consumer could not store outlives a long outage. `factline deploy` creates every queue with its retention
+ * (`--message-retention-period-secs`); health grades each queue's backlog age against it.
+ */
+export const defaultRetentionSeconds = 4 * 24 * 60 * 60
+export const deadLetterRetentionSeconds = 14 * 24 * 60 * 60
+
 export interface RetryPolicy {
   readonly queue: string
   readonly deadLetterQueue: string
@@ -23,6 +32,9 @@ export interface RetryPolicy {
   readonly maxBatchTimeoutSeconds: number
   /** Run as one queue per tenant group (`factline-{purpose}-{group}`, see QueueGroups) rather than one queue. */
   readonly grouped: boolean
+  /** How long the queue (each group queue) keeps an unconsumed message, and its DLQ (seconds; see `defaultRetentionSeconds`). */
+  readonly messageRetentionSeconds: number
+  readonly deadLetterRetentionSeconds: number
 }
 
 const policy = (
@@ -44,7 +56,9 @@ const policy = (
   maxDelaySeconds: maxDelay,
   maxBatchSize,
   maxBatchTimeoutSeconds,
-  grouped
+  grouped,
+  messageRetentionSeconds: defaultRetentionSeconds,
+  deadLetterRetentionSeconds
 })
 
 // Batch settings: the local broker (and a production consumer that is not scaled out) runs one batch
