@@ -384,7 +384,13 @@ export const tenantPlacements = sqliteTable(
     tenantId: text("tenant_id").primaryKey(),
     database: integer("database").notNull(),
     placedAt: text("placed_at").notNull(),
-    frozenSince: text("frozen_since")
+    frozenSince: text("frozen_since"),
+    /**
+     * Set when an operator removed a placement that held no data (`DELETE /v1/tenants/:tenant/placement`):
+     * not listed nor counted any more; the tenant's next use clears it and keeps the same database, so a
+     * writer that still trusted the placement never splits the tenant's rows across two databases.
+     */
+    removedAt: text("removed_at")
   },
   (t) => [index("tenant_placements_by_database").on(t.database)]
 )

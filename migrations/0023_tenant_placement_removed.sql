@@ -1,0 +1,1 @@
+ALTER TABLE `tenant_placements` ADD `removed_at` text;
