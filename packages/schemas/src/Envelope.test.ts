@@ -1,6 +1,6 @@
 import { Result } from "effect"
 import { describe, expect, it } from "vitest"
-import { DeadLetterRecord, Envelope, Issues } from "./index.js"
+import { DeadLetterRecord, Envelope, EnvelopeInput, Issues } from "./index.js"
 
 const decode = Issues.decodeStrict(Envelope)
 const valid = {
@@ -24,6 +24,27 @@ describe("Envelope", () => {
     expect(Result.isFailure(decode({ ...valid, payload_ref: "r2://b/k" }))).toBe(true)
     expect(Result.isSuccess(decode({ ...none, payload_ref: "r2://b/k" }))).toBe(true)
     expect(Result.isFailure(decode({ ...none, payload_ref: "s3://b/k" }))).toBe(true)
+  })
+
+  it("deliver_after is optional: an envelope from before it decodes, one with it keeps it", () => {
+    expect(Result.isSuccess(decode(valid))).toBe(true)
+    expect(Result.getOrThrow(decode({ ...valid, deliver_after: "2026-11-22T10:00:30.000Z" })).deliver_after).toBe("2026-11-22T10:00:30.000Z")
+    const r = decode({ ...valid, deliver_after: "soon" })
+    expect(Result.isFailure(r) && r.failure.map((p) => p.path)).toEqual(["deliver_after"])
+    // delay_seconds is an input of the producer, never a field on the queue.
+    const onQueue = decode({ ...valid, delay_seconds: 5 })
+    expect(Result.isFailure(onQueue) && onQueue.failure.map((p) => p.path)).toEqual(["delay_seconds"])
+  })
+
+  it("an input's delay_seconds is a whole number from 0 to 43,200 (Cloudflare's 12 hours), and excludes deliver_after", () => {
+    const input = Issues.decodeStrict(EnvelopeInput)
+    for (const ok of [0, 1, 43_200]) expect(Result.isSuccess(input({ ...valid, delay_seconds: ok }))).toBe(true)
+    for (const bad of [-1, 1.5, 43_201, "30", null]) {
+      const r = input({ ...valid, delay_seconds: bad })
+      expect(Result.isFailure(r) && r.failure.map((p) => p.path)).toEqual(["delay_seconds"])
+    }
+    const both = input({ ...valid, delay_seconds: 5, deliver_after: "2026-11-22T10:00:30Z" })
+    expect(Result.isFailure(both) && both.failure).toEqual([{ path: "delay_seconds", message: "give delay_seconds or deliver_after, not both" }])
   })
 
   it("a dead-letter record keeps the original message and the failure context", () => {

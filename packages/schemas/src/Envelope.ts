@@ -82,21 +82,46 @@ const fields = {
    * the HTTP `traceparent` header, or a new trace) when absent; optional on the queue, so messages from
    * before trace context still decode (their facts start a trace of their own).
    */
-  traceparent: Schema.optional(Traceparent)
+  traceparent: Schema.optional(Traceparent),
+  /**
+   * Not to be processed before this time: set once, when the producer accepts a delayed send (`delay_seconds`),
+   * and carried as it is by every later copy (a consumer retry, a redelivery, a dead-letter replay, a recover
+   * re-send) — the events consumer parks a copy that arrives earlier for what is left, so no copy restarts the
+   * delay. Optional: messages without it (all those from before it) are due at once.
+   */
+  deliver_after: Schema.optional(IsoDateTime)
 }
 
 /** A complete envelope, as it travels on a queue. */
 export const Envelope = Schema.Struct(fields).check(exactlyOnePayload)
 export type Envelope = typeof Envelope.Type
 
+/** Cloudflare Queues' longest delivery delay (`delaySeconds`): 12 hours. */
+export const maxDelaySeconds = 43_200
+
+/** A delivery delay in whole seconds, 0 to 43,200 (12 h, the most Cloudflare Queues allows). */
+export const DelaySeconds = Schema.Int.check(
+  Schema.isBetween({ minimum: 0, maximum: maxDelaySeconds }, { message: "must be a whole number of seconds from 0 to 43200 (12 hours)" })
+)
+
+const oneDelay = Schema.makeFilter(
+  (e: { readonly delay_seconds?: unknown; readonly deliver_after?: unknown }) =>
+    e.delay_seconds !== undefined && e.deliver_after !== undefined
+      ? { path: ["delay_seconds"], issue: "give delay_seconds or deliver_after, not both" }
+      : undefined
+)
+
 /**
  * What a producer (or an HTTP client) hands in: the envelope before the
- * producer-side defaults (`message_id`, `created_at`, `correlation_id`) are filled.
+ * producer-side defaults (`message_id`, `created_at`, `correlation_id`) are filled,
+ * with an optional `delay_seconds` the producer turns into `deliver_after`
+ * (`deliver_after` itself is accepted for a re-send of an envelope that has one).
  */
 export const EnvelopeInput = Schema.Struct({
   ...fields,
   message_id: Schema.optional(fields.message_id),
   correlation_id: Schema.optional(fields.correlation_id),
-  created_at: Schema.optional(fields.created_at)
-}).check(exactlyOnePayload)
+  created_at: Schema.optional(fields.created_at),
+  delay_seconds: Schema.optional(DelaySeconds)
+}).check(exactlyOnePayload, oneDelay)
 export type EnvelopeInput = typeof EnvelopeInput.Type

@@ -19,6 +19,11 @@
  * sent once — the first copy is the one sent, later copies are `duplicate`;
  * differing copies are an `IdempotencyConflict` and nothing is sent.
  *
+ * A delayed send (`delay_seconds`, 0 to 43,200: Cloudflare Queues' 12 hours; Delay.ts) is turned once, at
+ * acceptance, into the envelope's `deliver_after`, and sent with the queue's `delaySeconds` for what is left;
+ * `emitBatch` can stagger a batch (`{ stagger: { seconds, every } }`). The delay is not part of the payload
+ * hash: a resend with another delay is the same event, not a conflict.
+ *
  * `accept` is the HTTP edge: it also checks the keys against those accepted
  * before (`AcceptedKeys`, one D1 round trip) — another payload under an
  * accepted key is an `IdempotencyConflict`, the same payload is a replay,
@@ -39,6 +44,7 @@ import * as Failure from "../failures/Failure.js"
 import { AcceptedKeys, payloadHash } from "./AcceptedKeys.js"
 import { PayloadStore, clientRefRefused, offloadThresholdBytes } from "./PayloadStore.js"
 import type * as KeptEvents from "./KeptEvents.js"
+import * as Delay from "./Delay.js"
 import * as SendBatches from "./SendBatches.js"
 import * as Time from "../platform/Time.js"
 
@@ -113,6 +119,13 @@ export interface EmitOptions {
   readonly traceparent?: string
   /** Send an older version on purpose (defaults to the latest). */
   readonly schema_version?: number
+  /** Deliver no sooner than this many seconds from now (0 to 43,200, Cloudflare Queues' 12 hours); kept across retries as `deliver_after`. */
+  readonly delay_seconds?: number
+}
+
+export interface EmitBatchOptions {
+  /** Spread the batch: event `i` waits `floor(i / every) * seconds` more than its own `delay_seconds` (seed 003's staggered sends). */
+  readonly stagger?: Delay.Stagger
 }
 
 export interface Emission<A = any> {
@@ -126,7 +139,7 @@ const decodeInput = Issues.decodeStrict(EnvelopeInput)
 export class Producer extends Context.Service<Producer, {
   readonly send: (inputs: ReadonlyArray<unknown>, options?: { readonly pathPrefix?: string }) => Effect.Effect<ReadonlyArray<Envelope>, ProducerError>
   readonly emit: <A>(definition: MessageDefinition<string, A>, payload: A, options: EmitOptions) => Effect.Effect<Envelope, ProducerError>
-  readonly emitBatch: (emissions: ReadonlyArray<Emission>) => Effect.Effect<ReadonlyArray<Envelope>, ProducerError>
+  readonly emitBatch: (emissions: ReadonlyArray<Emission>, options?: EmitBatchOptions) => Effect.Effect<ReadonlyArray<Envelope>, ProducerError>
   /** The HTTP edge: `send`, plus the check of every key against those accepted before (one D1 round trip). */
   readonly accept: (
     inputs: ReadonlyArray<unknown>,
@@ -181,7 +194,9 @@ export const make = (config: {
         for (const problem of decoded.failure) problems.push(problem)
         return
       }
-      const e = decoded.success
+      const { delay_seconds: _delay, ...e } = decoded.success
+      const scheduled = Delay.deliverAfterOf(decoded.success, Date.parse(now), path.join("."))
+      if (scheduled.problem !== undefined) problems.push(scheduled.problem)
       const definition = config.definitions.get(e.message_type)
       if (!definition) {
         problems.push({ path: at(index, "message_type"), message: `unknown message type "${e.message_type}"` })
@@ -198,7 +213,8 @@ export const make = (config: {
         message_id: e.message_id ?? `msg_${crypto.randomUUID()}`,
         correlation_id: e.correlation_id ?? e.idempotency_key,
         created_at: e.created_at ?? now,
-        traceparent: e.traceparent ?? TraceContext.generate()
+        traceparent: e.traceparent ?? TraceContext.generate(),
+        ...(scheduled.deliver_after === undefined ? {} : { deliver_after: scheduled.deliver_after })
       }
     })
     if (problems.length > 0) return Result.fail(invalidMessages(problems))
@@ -241,8 +257,8 @@ export const make = (config: {
     return Effect.map(config.payloads.put(envelope.tenant_id, `p_${crypto.randomUUID()}`, payload), (payload_ref): Envelope => ({ ...rest, payload_ref }))
   }
 
-  /** Offloads and sends the first copy of each key; on a failed call, says which keys were already sent. */
-  const sendFirstCopies = (validated: Validated) =>
+  /** Offloads and sends the first copy of each key (each held back until its `deliver_after`); on a failed call, says which keys were already sent. */
+  const sendFirstCopies = (validated: Validated, now: string) =>
     Effect.gen(function*() {
       const firstIndexes = validated.firstOf.filter((first, index) => first === index)
       const envelopes = yield* Effect.forEach(firstIndexes, (index) => offload(validated.envelopes[index]!), { concurrency: 8 })
@@ -263,7 +279,10 @@ export const make = (config: {
         yield* Effect.tryPromise({
           try: () => {
             if (q === undefined) throw new Error(`no events queue bound for tenant ${batch[0]!.tenant_id}'s group`)
-            return q.sendBatch(batch.map((body) => ({ body, contentType: "json" as const })))
+            return q.sendBatch(batch.map((body) => {
+              const delaySeconds = Delay.secondsUntil(body.deliver_after, Date.parse(now))
+              return delaySeconds > 0 ? { body, contentType: "json" as const, delaySeconds } : { body, contentType: "json" as const }
+            }))
           },
           catch: (cause) =>
             new QueueSendFailed({
@@ -279,9 +298,10 @@ export const make = (config: {
     })
 
   const send: Producer["Service"]["send"] = Effect.fn("Producer.send")(function*(inputs, options) {
-    const validated = validate(inputs, options?.pathPrefix, yield* Time.now)
+    const now = yield* Time.now
+    const validated = validate(inputs, options?.pathPrefix, now)
     if (Result.isFailure(validated)) return yield* validated.failure
-    return yield* sendFirstCopies(validated.success)
+    return yield* sendFirstCopies(validated.success, now)
   })
 
   const accept: Producer["Service"]["accept"] = Effect.fn("Producer.accept")(function*(inputs, options) {
@@ -315,7 +335,7 @@ export const make = (config: {
     }
     if (conflicts.length > 0) return yield* new IdempotencyConflict({ conflicts })
     if (config.keep !== undefined) yield* config.keep(firsts.map(({ e }) => e), now)
-    const sent = yield* sendFirstCopies(validated.success)
+    const sent = yield* sendFirstCopies(validated.success, now)
     return sent.map((envelope, index): AcceptedItem => ({ envelope, duplicate: firstOf[index] !== index || replayed.has(index) }))
   })
 
@@ -333,8 +353,12 @@ export const make = (config: {
     emit: Effect.fn("Producer.emit")(function*(definition, payload, options) {
       return yield* Effect.map(send([toInput({ definition, payload, options })]), (all) => all[0]!)
     }),
-    emitBatch: Effect.fn("Producer.emitBatch")(function*(emissions) {
-      return yield* send(emissions.map(toInput), { pathPrefix: "events" })
+    emitBatch: Effect.fn("Producer.emitBatch")(function*(emissions, options) {
+      const stagger = options?.stagger
+      const inputs = stagger === undefined
+        ? emissions.map(toInput)
+        : emissions.map((e, i) => ({ ...toInput(e), delay_seconds: (e.options.delay_seconds ?? 0) + Delay.staggerOf(stagger, i) }))
+      return yield* send(inputs, { pathPrefix: "events" })
     })
   }
 }

@@ -19,6 +19,11 @@
  * while the ledger alone could not tell a changed payload from a redelivery
  * when the facts come out the same, nor see a key reused on a subject that
  * lives on another shard.
+ *
+ * Not before its time: a message whose envelope says `deliver_after` (a delayed send, Delay.ts) and arrives
+ * earlier — a dead-letter replay, a recover re-send, a redelivery of a copy sent early — is parked for what is
+ * left (sent again with that delay, then acked: no attempt spent, never dead-lettered), and neither claims its
+ * key nor is decided. A retry after a failure never restarts the delay: the copy keeps its `deliver_after`.
  */
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
@@ -27,6 +32,7 @@ import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import { AcceptedKeys, type Claim, claimKey, payloadHash } from "../producing/AcceptedKeys.js"
+import * as Delay from "../producing/Delay.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
 import * as Dispatch from "./Dispatch.js"
 import { Registry, type Routed } from "../registry/Registry.js"
@@ -40,6 +46,8 @@ export const itemKey = tenantKey
 export interface Keyed {
   readonly routed: Routed
   readonly claim: Claim
+  /** The envelope's `deliver_after`: not processed before it. */
+  readonly deliverAfter?: string | undefined
 }
 
 export const decode = (body: unknown) =>
@@ -66,7 +74,7 @@ export const decode = (body: unknown) =>
     const hash = yield* Effect.promise(() => payloadHash({ message_type: e.message_type, schema_version: e.schema_version, subject: e.subject, payload }))
     // The hash is part of the item key: copies of one payload are one item, another payload under the key is another.
     const claim: Claim = { tenant_id: e.tenant_id, idempotency_key: e.idempotency_key, payload_hash: hash, message_type: e.message_type, subject: e.subject }
-    return [{ key: `${itemKey(e.tenant_id, e.idempotency_key)}#${hash}`, value: { routed: routed.success as Routed, claim } }]
+    return [{ key: `${itemKey(e.tenant_id, e.idempotency_key)}#${hash}`, value: { routed: routed.success as Routed, claim, deliverAfter: e.deliver_after } }]
   })
 
 const conflict = (idempotencyKey: string, bound: { readonly payload_hash: string; readonly accepted_at: string }, hash: string): Consumer.Outcome =>
@@ -82,9 +90,18 @@ const conflict = (idempotencyKey: string, bound: { readonly payload_hash: string
  * path: it overlaps the handlers' CPU and the deciders' stream reads. A refused message's decision is dropped
  * unwritten, as a redelivery's is when its facts are stored.
  */
-export const process = Effect.fn("EventsConsumer.process")(function*(items: ReadonlyArray<Consumer.Item<Keyed>>) {
-  const keys = yield* AcceptedKeys
+export const process = Effect.fn("EventsConsumer.process")(function*(all: ReadonlyArray<Consumer.Item<Keyed>>) {
   const now = yield* Time.now
+  // Arrived before its time: parked for what is left, untouched otherwise.
+  const early = new Map<string, Consumer.Outcome>()
+  const nowMs = Date.parse(now)
+  for (const { key, value } of all) {
+    const seconds = Delay.secondsUntil(value.deliverAfter, nowMs)
+    if (seconds > 0) early.set(key, Consumer.failed(Delay.notDue(value.deliverAfter!, seconds)))
+  }
+  if (early.size === all.length) return early as ReadonlyMap<string, Consumer.Outcome>
+  const items = early.size === 0 ? all : all.filter(({ key }) => !early.has(key))
+  const keys = yield* AcceptedKeys
   const [claimed, decided] = yield* Effect.all([
     Effect.result(keys.claim(items.map((item) => item.value.claim), now)),
     Dispatch.decide(items.map(({ key, value }) => ({ key, value: value.routed })))
@@ -92,6 +109,7 @@ export const process = Effect.fn("EventsConsumer.process")(function*(items: Read
   if (Result.isFailure(claimed)) {
     const outcomes = new Map<string, Consumer.Outcome>()
     for (const { key } of items) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `idempotency keys could not be checked: ${claimed.failure.message}` })))
+    for (const [key, outcome] of early) outcomes.set(key, outcome)
     return outcomes as ReadonlyMap<string, Consumer.Outcome>
   }
   const refused = new Map<string, Consumer.Outcome>()
@@ -102,7 +120,11 @@ export const process = Effect.fn("EventsConsumer.process")(function*(items: Read
     else if ("held" in bound) refused.set(key, Consumer.failed(bound.held))
     else if (bound.payload_hash !== payload_hash) refused.set(key, conflict(idempotency_key, bound, payload_hash))
   }
-  return yield* Dispatch.commit(decided, refused)
+  const outcomes = yield* Dispatch.commit(decided, refused)
+  if (early.size === 0) return outcomes
+  const merged = new Map(outcomes)
+  for (const [key, outcome] of early) merged.set(key, outcome)
+  return merged as ReadonlyMap<string, Consumer.Outcome>
 })
 
 export const consume = Effect.fn("EventsConsumer.consume")(function*(batch: MessageBatch<unknown>, options: Consumer.Options = {}) {
