@@ -67,6 +67,12 @@ export interface EmitOptions {
   readonly message_id?: string
   /** Overrides the client's `source` for this event. */
   readonly source?: string
+  /**
+   * Deliver no sooner than this many seconds after `created_at` (0 to 43,200: Cloudflare Queues' 12 hours). The
+   * platform turns it once into the envelope's `deliver_after`; a retry of this emit sends the same body (the same
+   * `created_at`), so it never restarts the delay.
+   */
+  readonly delay_seconds?: number
 }
 
 /** A stream's facts: typed by the fact definitions asked for, or every fact as stored. */

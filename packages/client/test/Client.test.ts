@@ -147,6 +147,27 @@ describe("retries reuse the same body, so the same idempotency keys", () => {
     ])
   })
 
+  it("a delayed emit carries delay_seconds beside its created_at, and its retry sends both unchanged (the delay is not restarted)", async () => {
+    const s = await serve((r, n) => (n === 0 ? FaultServer.error(503, "unavailable", "try again", undefined, { "retry-after": "0" }) : FaultServer.accepted(r)))
+    const c = client(s.url)
+    await c.emit(CallCompleted, payload("c1"), { subject: "c1", idempotency_key: "call.completed:c1", delay_seconds: 90 })
+    expect(s.received).toHaveLength(2)
+    expect(s.received[1]!.body).toBe(s.received[0]!.body)
+    expect(s.received[0]!.events[0]).toMatchObject({ delay_seconds: 90, created_at: expect.any(String) })
+  })
+
+  it("a delay outside 0..43,200 seconds is refused before sending, naming delay_seconds", async () => {
+    const s = await serve((r) => FaultServer.accepted(r))
+    const c = client(s.url)
+    for (const delay_seconds of [-1, 43_201, 1.5]) {
+      const result = await settle(c.emit(CallCompleted, payload("c1"), { subject: "c1", idempotency_key: "call.completed:c1", delay_seconds }))
+      expect(result.ok).toBe(false)
+      expect((result as { error: InvalidPayload }).error.problems.map((p) => p.path)).toEqual(["delay_seconds"])
+    }
+    await c.flush()
+    expect(s.received).toHaveLength(0)
+  })
+
   it("a connection reset is retried with the identical body", async () => {
     const s = await serve((r, n) => (n < 2 ? "reset" : FaultServer.accepted(r)))
     const c = client(s.url)

@@ -10,7 +10,9 @@
  * percent-encoded — see `defaultIdempotencyKey`; CloudEvents requires
  * source + id to be unique per event, so a producer's retry keeps it),
  * `correlationid`, `causationid`, `tenantid`, and `traceparent` (the
- * distributed-tracing extension: the envelope's W3C `traceparent`). Other
+ * distributed-tracing extension: the envelope's W3C `traceparent`), and
+ * `delayseconds` (the envelope input's `delay_seconds`, a delayed send: an
+ * integer or its decimal string, as binary mode carries it). Other
  * attributes are ignored, as the spec asks of consumers. Validation then
  * happens on the envelope, as for any other input.
  */
@@ -63,6 +65,8 @@ export const toEnvelope = (
   }
   const optional: Record<string, string> = { time: "created_at", correlationid: "correlation_id", causationid: "causation_id", tenantid: "tenant_id", traceparent: "traceparent" }
   for (const [attribute, field] of Object.entries(optional)) if (event[attribute] !== undefined) input[field] = event[attribute]
+  const delay = event.delayseconds
+  if (delay !== undefined) input.delay_seconds = typeof delay === "string" && /^\d+$/.test(delay) ? Number(delay) : delay
   return { input, problems: [] }
 }
 

@@ -10,7 +10,7 @@ import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
-import { Failure, Producer, type Registry } from "@factline/core"
+import { Failure, Producer, type Registry, Telemetry } from "@factline/core"
 import { EnvelopeInput, Issues } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
 import { Forbidden } from "./Problem.js"
@@ -61,10 +61,10 @@ export const ingest = HttpApiEndpoint.post("ingest", "/v1/events", {
   error: problems(400, 403, 413, 415, 422, 503)
 }).pipe(describe({
   summary: "Ingest events",
-  description: "Accepts one envelope or `{ \"events\": [...] }` (1 to 1,000), or CloudEvents in structured, batch or binary mode. All or nothing: one invalid event and nothing is accepted. Sending again is safe: an idempotency key already accepted with the same payload is a duplicate, answered 202 with `idempotent-replay: true` when every item is one. A W3C `traceparent` header is the trace of every event without its own (`traceparent` field or CloudEvents attribute); without one the request starts a new trace; the 202 returns the request's trace in a `traceparent` header.",
+  description: "Accepts one envelope or `{ \"events\": [...] }` (1 to 1,000), or CloudEvents in structured, batch or binary mode. All or nothing: one invalid event and nothing is accepted. Sending again is safe: an idempotency key already accepted with the same payload is a duplicate, answered 202 with `idempotent-replay: true` when every item is one. A W3C `traceparent` header is the trace of every event without its own (`traceparent` field or CloudEvents attribute); without one the request starts a new trace; the 202 returns the request's trace in a `traceparent` header. A delayed send: `delay_seconds` (0 to 43,200, Cloudflare Queues' 12 hours; CloudEvents extension `delayseconds`) is turned once into the envelope's `deliver_after` (`created_at` + the delay, never later than now + the delay), so a resend of the same body keeps its time and no retry or replay restarts it.",
   scopes: ["events:write"],
   errors: {
-    400: "`invalid_events` (one `problems` entry per field, `events.<i>.<field>`), `invalid_request` (also an invalid `traceparent` header, `headers.traceparent`), `too_many_events`, `too_deep`, or a body that is not JSON",
+    400: "`invalid_events` (one `problems` entry per field, `events.<i>.<field>`; also a `delay_seconds` outside 0..43,200 or a `deliver_after` more than 12 hours ahead), `invalid_request` (also an invalid `traceparent` header, `headers.traceparent`), `too_many_events`, `too_deep`, or a body that is not JSON",
     403: "`forbidden`: an event names another tenant",
     413: "`payload_too_large`: the body exceeds 5 MiB",
     415: "`unsupported_media_type`: not JSON or CloudEvents",
@@ -125,7 +125,10 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Sha
     })
     if (foreign.length > 0) throw new Forbidden({ message: "events for another tenant", problems: foreign })
 
-    const items = await run(c.env, Effect.flatMap(Effect.service(Producer.Producer), (p) => p.accept(inputs, { pathPrefix: batch ? "events" : undefined })))
+    // Exporting spans (Telemetry), the request is a span in its trace: the header's, or the one it started.
+    const items = await run(c.env, Effect.flatMap(Effect.service(Producer.Producer), (p) => p.accept(inputs, { pathPrefix: batch ? "events" : undefined })).pipe(
+      Telemetry.continuing("POST /v1/events", [trace.traceparent], { kind: "server", attributes: { "http.request.method": "POST", "http.route": "/v1/events", "factline.tenant_id": principal.tenantId, "factline.events": list.length } })
+    ))
     const replay = items.every((item) => item.duplicate)
     return reply({
         accepted: items.length,
