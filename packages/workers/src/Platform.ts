@@ -88,7 +88,8 @@ export const consume = (batch: MessageBatch<unknown>): Effect.Effect<void, never
     const counts = yield* consumer(batch, settings)
     if (RetryPolicy.isDeadLetterQueue(batch.queue)) return
     const now = yield* Clock.currentTimeMillis
-    yield* Metrics.record(Metrics.sampleOf({ queue: purpose, messages: batch.messages, metadata: batch.metadata }, counts ?? undefined, now - started, now), settings.metricsFlushMs)
+    // Recorded under its purpose, with its group: health adds the group queues' backlogs up.
+    yield* Metrics.record(Metrics.sampleOf(batch, counts ?? undefined, now - started, now), settings.metricsFlushMs)
   })
 
 /** The isolate's metrics tally, written when its interval has passed (at most every 10 s from here). */

@@ -18,6 +18,7 @@
 import { and, inArray, lt } from "drizzle-orm"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import type * as Failure from "../failures/Failure.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"
@@ -38,9 +39,14 @@ export const lagBoundsMs: ReadonlyArray<number> = [
   100, 500, 1_000, 5_000, 10_000, 30_000, 60_000, 300_000, 900_000, 3_600_000, 10_800_000, 43_200_000, Infinity
 ]
 export const durationBoundsMs: ReadonlyArray<number> = [10, 50, 100, 500, 1_000, 5_000, 10_000, 60_000, 120_000, 300_000, 900_000, Infinity]
+/** `queue_batch_size` as a distribution: batches counted by size (messages), up to the largest `max_batch_size` (100). */
+export const batchSizeBounds: ReadonlyArray<number> = [1, 2, 5, 10, 20, 50, 100, Infinity]
 
 export interface Sample {
+  /** The queue's purpose (`factline-events`: every group queue of it records under that name). */
   readonly queue: string
+  /** The group queue the batch came from (`factline-events-3` → 3); undefined for an ungrouped queue. */
+  readonly group?: number | undefined
   readonly received: number
   readonly acked: number
   readonly retried: number
@@ -77,7 +83,9 @@ export const rollupOf = (sample: Sample, at: Date): Rollup => ({
   durationMsSum: Math.round(sample.durationMs),
   durationMsMax: Math.round(sample.durationMs),
   batchSizeMax: sample.received,
+  batchSizeHistogram: histogram([sample.received], batchSizeBounds),
   depthMax: sample.depth ?? null,
+  depthByGroup: sample.group === undefined || sample.depth === undefined || sample.depth === null ? {} : { [String(sample.group)]: sample.depth },
   lagHistogram: histogram(sample.lagsMs, lagBoundsMs),
   durationHistogram: histogram([sample.durationMs], durationBoundsMs)
 })
@@ -87,11 +95,11 @@ export const upsert = (rollup: Rollup): { readonly sql: string; readonly params:
   const merge = (column: string) =>
     `(SELECT json_group_array(COALESCE(json_extract(queue_metrics.${column}, '$[' || key || ']'), 0) + value) FROM json_each(excluded.${column}))`
   // Counts by reason, added key by key (a reason new to the minute starts at the batch's count).
-  const mergeCounts = (column: string) =>
-    `(SELECT json_group_object(key, total) FROM (SELECT key, SUM(value) AS total FROM (SELECT key, value FROM json_each(queue_metrics.${column}) UNION ALL SELECT key, value FROM json_each(excluded.${column})) GROUP BY key))`
+  const mergeCounts = (column: string, combine: "SUM" | "MAX" = "SUM") =>
+    `(SELECT json_group_object(key, total) FROM (SELECT key, ${combine}(value) AS total FROM (SELECT key, value FROM json_each(queue_metrics.${column}) UNION ALL SELECT key, value FROM json_each(excluded.${column})) GROUP BY key))`
   return {
-    sql: `INSERT INTO queue_metrics (queue, minute, batches, received, acked, retried, dead_lettered, dead_lettered_by_reason, duration_ms_sum, duration_ms_max, batch_size_max, depth_max, lag_histogram, duration_histogram)
-          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    sql: `INSERT INTO queue_metrics (queue, minute, batches, received, acked, retried, dead_lettered, dead_lettered_by_reason, duration_ms_sum, duration_ms_max, batch_size_max, depth_max, lag_histogram, duration_histogram, batch_size_histogram, depth_by_group)
+          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
           ON CONFLICT (queue, minute) DO UPDATE SET
             batches = queue_metrics.batches + excluded.batches, received = queue_metrics.received + excluded.received, acked = queue_metrics.acked + excluded.acked,
             retried = queue_metrics.retried + excluded.retried, dead_lettered = queue_metrics.dead_lettered + excluded.dead_lettered,
@@ -99,11 +107,12 @@ export const upsert = (rollup: Rollup): { readonly sql: string; readonly params:
             duration_ms_sum = queue_metrics.duration_ms_sum + excluded.duration_ms_sum, duration_ms_max = MAX(queue_metrics.duration_ms_max, excluded.duration_ms_max),
             batch_size_max = MAX(queue_metrics.batch_size_max, excluded.batch_size_max),
             depth_max = MAX(COALESCE(queue_metrics.depth_max, excluded.depth_max), COALESCE(excluded.depth_max, queue_metrics.depth_max)),
-            lag_histogram = ${merge("lag_histogram")}, duration_histogram = ${merge("duration_histogram")}`,
+            lag_histogram = ${merge("lag_histogram")}, duration_histogram = ${merge("duration_histogram")},
+            batch_size_histogram = ${merge("batch_size_histogram")}, depth_by_group = ${mergeCounts("depth_by_group", "MAX")}`,
     params: [
       rollup.queue, rollup.minute, rollup.batches, rollup.received, rollup.acked, rollup.retried, rollup.deadLettered, JSON.stringify(rollup.deadLetteredByReason),
       rollup.durationMsSum, rollup.durationMsMax, rollup.batchSizeMax, rollup.depthMax,
-      JSON.stringify(rollup.lagHistogram), JSON.stringify(rollup.durationHistogram)
+      JSON.stringify(rollup.lagHistogram), JSON.stringify(rollup.durationHistogram), JSON.stringify(rollup.batchSizeHistogram), JSON.stringify(rollup.depthByGroup)
     ]
   }
 }
@@ -138,16 +147,23 @@ export type Level = "ok" | "warning" | "critical"
 
 /**
  * Seed 001's thresholds: warning / critical; and seed 002's "backlog nearing the retention window": the age
- * of the oldest message still on the queue against Cloudflare Queues' default retention of 4 days (half of
- * it: warning; three quarters: critical — a message older than the retention is deleted unconsumed).
+ * of the oldest message still on the queue as a share of that queue's configured retention
+ * (`RetryPolicy.messageRetentionSeconds`, what `factline deploy` creates it with: 4 days) — half of it a
+ * warning, three quarters critical (a message older than the retention is deleted unconsumed).
  */
 export const thresholds = {
   dlq_open: { warning: 0, critical: 100 },
   depth: { warning: 10_000, critical: 100_000 },
   processing_p99_ms: { warning: 10_000, critical: 60_000 },
   retry_rate: { warning: 0.05, critical: 0.2 },
-  backlog_age_ms: { warning: 48 * 3_600_000, critical: 72 * 3_600_000 }
+  backlog_age_of_retention: { warning: 0.5, critical: 0.75 }
 } as const
+
+/** The backlog-age thresholds of a queue retaining messages `retentionSeconds` (ms). */
+export const backlogAgeThresholds = (retentionSeconds: number) => ({
+  warning: thresholds.backlog_age_of_retention.warning * retentionSeconds * 1_000,
+  critical: thresholds.backlog_age_of_retention.critical * retentionSeconds * 1_000
+})
 
 const grade = (value: number | null, t: { readonly warning: number; readonly critical: number }): Level =>
   value === null ? "ok" : value > t.critical ? "critical" : value > t.warning ? "warning" : "ok"
@@ -189,6 +205,10 @@ export interface RollupRow {
   readonly duration_ms_sum: number
   readonly duration_ms_max: number
   readonly batch_size_max: number
+  /** JSON array of batch counts by `batchSizeBounds` (`[]` in rows written before it was recorded). */
+  readonly batch_size_histogram?: string
+  /** JSON object: group → the deepest backlog a batch of that group queue reported in the minute (`{}`: none, or ungrouped). */
+  readonly depth_by_group?: string
   readonly lag_histogram: string
   readonly duration_histogram: string
   readonly minute: string
@@ -208,36 +228,97 @@ export type QueueHealth = {
   readonly retry_rate: number
   readonly dlq_open: number
   readonly dlq_by_reason: Readonly<Record<string, number>>
+  /** The backlog: for a grouped purpose the SUM over its group queues (each the queue's own count now, else the last a batch reported). */
   readonly depth: number | null
-  /** How long the oldest message still on the queue has waited (the queue's own `oldestMessageTimestamp`); null when it did not say. */
+  /** How long the oldest message still on the queue has waited (the OLDEST across a purpose's group queues); null when none said. */
   readonly backlog_age_ms: number | null
+  /** The queue's message retention, which `backlog_age_ms` is graded against. */
+  readonly retention_seconds: number
+  /** A grouped purpose's group queues, each with its own backlog (absent for an ungrouped queue). */
+  readonly groups?: ReadonlyArray<GroupBacklog>
+  /** `messages_sent_total{queue=<its DLQ>}`: messages the consumers dead-lettered to its DLQ in the window. */
+  readonly dead_letter_sent: number
+  /** `queue_batch_size`: batches by size in the window (non-cumulative; keys are upper bounds, `+Inf` the open bucket), and its quantiles. */
+  readonly batch_size_buckets: Readonly<Record<string, number>>
+  readonly batch_size_p50: number | null
+  readonly batch_size_p99: number | null
+  readonly batch_size_max: number
   readonly lag_p50_ms: number | null
   readonly lag_p99_ms: number | null
   readonly processing_p99_ms: number | null
   readonly batches: number
   readonly checks: Readonly<Record<"dlq_open" | "depth" | "processing_p99_ms" | "retry_rate" | "backlog_age_ms", Level>>
-  /** Per minute, oldest first: sent, received, lag p99 and the deepest backlog a batch saw (null: none recorded), for charts. */
+  /** Per minute, oldest first: sent, received, lag p99 and the deepest backlog batches saw (summed over group queues; null: none recorded), for charts. */
   readonly series: ReadonlyArray<{ readonly minute: string; readonly sent: number; readonly received: number; readonly lag_p99_ms: number | null; readonly depth: number | null }>
 }
 
 const sum = (a: Array<number>, b: ReadonlyArray<number>) => b.forEach((v, i) => (a[i] = (a[i] ?? 0) + v))
+
+/** One group queue's backlog (or an ungrouped queue's, `group` undefined). */
+export interface GroupBacklog {
+  readonly queue: string
+  readonly group: number
+  readonly depth: number | null
+  readonly backlog_age_ms: number | null
+}
+
+/** What a queue's producer binding said of its backlog now (`Queue.metrics()`), per physical queue. */
+export interface Backlog {
+  /** The physical queue (`factline-events-3`). */
+  readonly queue: string
+  /** Its group; undefined for an ungrouped queue. */
+  readonly group: number | undefined
+  readonly depth: number | null
+  readonly ageMs: number | null
+}
+
+const parseJson = <A>(text: string | undefined, empty: A): A => (text === undefined || text === "" ? empty : JSON.parse(text) as A)
+
+/** Non-cumulative bucket counts keyed by upper bound (`+Inf`: the open bucket). */
+const buckets = (counts: ReadonlyArray<number>, bounds: ReadonlyArray<number>): Record<string, number> =>
+  Object.fromEntries(bounds.map((b, i) => [Number.isFinite(b) ? String(b) : "+Inf", counts[i] ?? 0]))
+
+/**
+ * A grouped purpose's backlog per group: each group queue's own figure now (`live`), else the last one a batch
+ * of that group reported in the window; depth summed, age the oldest. An ungrouped queue is its one queue.
+ */
+const backlogOf = (policy: RetryPolicy.RetryPolicy, mine: ReadonlyArray<RollupRow>, live: ReadonlyArray<Backlog>) => {
+  const lastRecorded = mine.findLast((r) => r.depth_max !== undefined && r.depth_max !== null)?.depth_max ?? null
+  if (!policy.grouped) {
+    const now = live.find((b) => b.group === undefined)
+    return { depth: now?.depth ?? lastRecorded, age: now?.ageMs ?? null, groups: undefined }
+  }
+  const recorded = new Map<number, number>()
+  for (const r of mine) for (const [g, n] of Object.entries(parseJson<Record<string, number>>(r.depth_by_group, {}))) recorded.set(Number(g), n)
+  const numbers = new Set<number>([...live.flatMap((b) => b.group === undefined ? [] : [b.group]), ...recorded.keys()])
+  const groups: Array<GroupBacklog> = [...numbers].sort((a, b) => a - b).map((group) => {
+    const now = live.find((b) => b.group === group)
+    return { queue: `${policy.queue}-${group}`, group, depth: now?.depth ?? recorded.get(group) ?? null, backlog_age_ms: now?.ageMs ?? null }
+  })
+  const depths = groups.flatMap((g) => g.depth === null ? [] : [g.depth])
+  const ages = groups.flatMap((g) => g.backlog_age_ms === null ? [] : [g.backlog_age_ms])
+  // Rows written before depths were kept per group have only the deepest batch's figure: the best there is.
+  return { depth: depths.length > 0 ? depths.reduce((a, b) => a + b, 0) : lastRecorded, age: ages.length > 0 ? Math.max(...ages) : null, groups }
+}
 
 export const health = (
   policies: ReadonlyArray<RetryPolicy.RetryPolicy>,
   rows: ReadonlyArray<RollupRow>,
   dlqOpen: ReadonlyMap<string, number>,
   dlqByReason: ReadonlyMap<string, Record<string, number>>,
-  depths: ReadonlyMap<string, number | null>,
-  backlogAges: ReadonlyMap<string, number | null> = new Map()
+  backlogs: ReadonlyMap<string, ReadonlyArray<Backlog>> = new Map()
 ): ReadonlyArray<QueueHealth> =>
-  policies.map(({ queue }) => {
+  policies.map((policy) => {
+    const { queue } = policy
     const mine = rows.filter((r) => r.queue === queue).sort((a, b) => a.minute.localeCompare(b.minute))
     const total = (f: keyof Pick<RollupRow, "received" | "acked" | "retried" | "dead_lettered" | "batches">) => mine.reduce((n, r) => n + r[f], 0)
     const lag: Array<number> = []
     const duration: Array<number> = []
+    const batchSizes: Array<number> = []
     for (const r of mine) {
       sum(lag, JSON.parse(r.lag_histogram) as Array<number>)
       sum(duration, JSON.parse(r.duration_histogram) as Array<number>)
+      sum(batchSizes, parseJson<Array<number>>(r.batch_size_histogram, []))
     }
     const byReason: Record<string, number> = {}
     for (const r of mine) {
@@ -247,16 +328,14 @@ export const health = (
     const retried = total("retried")
     const retryRate = received === 0 ? 0 : retried / received
     const processingP99 = quantile(duration, durationBoundsMs, 0.99)
-    // The queue's backlog now when its binding can say, else the last one a batch of the window reported.
-    const depth = depths.get(queue) ?? mine.findLast((r) => r.depth_max !== undefined && r.depth_max !== null)?.depth_max ?? null
+    const backlog = backlogOf(policy, mine, backlogs.get(queue) ?? [])
     const open = dlqOpen.get(queue) ?? 0
-    const backlogAge = backlogAges.get(queue) ?? null
     const checks = {
       dlq_open: grade(open, thresholds.dlq_open),
-      depth: grade(depth, thresholds.depth),
+      depth: grade(backlog.depth, thresholds.depth),
       processing_p99_ms: grade(processingP99, thresholds.processing_p99_ms),
       retry_rate: grade(retryRate, thresholds.retry_rate),
-      backlog_age_ms: grade(backlogAge, thresholds.backlog_age_ms)
+      backlog_age_ms: grade(backlog.age, backlogAgeThresholds(policy.messageRetentionSeconds))
     }
     return {
       queue,
@@ -267,23 +346,33 @@ export const health = (
       dead_lettered: total("dead_lettered"),
       dead_lettered_by_reason: byReason,
       sent: mine.reduce((n, r) => n + (r.sent ?? 0), 0),
+      dead_letter_sent: rows.reduce((n, r) => n + (r.queue === policy.deadLetterQueue ? r.sent ?? 0 : 0), 0),
       retry_rate: Math.round(retryRate * 10_000) / 10_000,
       dlq_open: open,
       dlq_by_reason: dlqByReason.get(queue) ?? {},
-      depth,
-      backlog_age_ms: backlogAge,
+      depth: backlog.depth,
+      backlog_age_ms: backlog.age,
+      retention_seconds: policy.messageRetentionSeconds,
+      ...(backlog.groups === undefined ? {} : { groups: backlog.groups }),
       lag_p50_ms: quantile(lag, lagBoundsMs, 0.5),
       lag_p99_ms: quantile(lag, lagBoundsMs, 0.99),
       processing_p99_ms: processingP99,
+      batch_size_buckets: buckets(batchSizes, batchSizeBounds),
+      batch_size_p50: quantile(batchSizes, batchSizeBounds, 0.5),
+      batch_size_p99: quantile(batchSizes, batchSizeBounds, 0.99),
+      batch_size_max: mine.reduce((n, r) => Math.max(n, r.batch_size_max), 0),
       batches: total("batches"),
       checks,
-      series: mine.map((r) => ({
-        minute: r.minute,
-        sent: r.sent ?? 0,
-        received: r.received,
-        lag_p99_ms: quantile(JSON.parse(r.lag_histogram) as Array<number>, lagBoundsMs, 0.99),
-        depth: r.depth_max ?? null
-      }))
+      series: mine.map((r) => {
+        const byGroup = Object.values(parseJson<Record<string, number>>(r.depth_by_group, {}))
+        return {
+          minute: r.minute,
+          sent: r.sent ?? 0,
+          received: r.received,
+          lag_p99_ms: quantile(JSON.parse(r.lag_histogram) as Array<number>, lagBoundsMs, 0.99),
+          depth: byGroup.length > 0 ? byGroup.reduce((a, b) => a + b, 0) : r.depth_max ?? null
+        }
+      })
     }
   })
 
@@ -297,6 +386,7 @@ export const health = (
  * cost and is what the queue itself will still deliver.
  */
 export const sampleOf = (
+  /** `queue`: the queue the batch came from (a group queue is recorded under its purpose, with its group). */
   batch: Pick<MessageBatch<unknown>, "queue" | "messages"> & { readonly metadata?: Partial<MessageBatchMetadata> | undefined },
   counts: {
     readonly acked?: number
@@ -307,7 +397,8 @@ export const sampleOf = (
   durationMs: number,
   now: number
 ): Sample => ({
-  queue: batch.queue,
+  queue: QueueGroups.purposeOf(batch.queue),
+  group: QueueGroups.parse(batch.queue)?.group,
   received: batch.messages.length,
   acked: counts?.acked ?? 0,
   retried: counts?.retried ?? 0,
@@ -396,6 +487,34 @@ export const flushPending = Effect.fn("Metrics.flushPending")(function*(metricsF
 })
 
 /**
+ * Every platform queue's backlog now, from its producer binding (`Queue.metrics()`): each group queue of a
+ * grouped purpose that is bound — up to `QueueGroups.maxGroups`, so a group queue beyond the deployment's
+ * `FACTLINE_QUEUE_GROUPS` that still drains is counted too — and each ungrouped queue. Best effort: a binding
+ * that cannot say is unknown (null), not a failure of the page. An empty queue has no oldest message (age null).
+ */
+export const readBacklogs = Effect.fn("Metrics.readBacklogs")(function*(queue: (name: string) => Queue | undefined) {
+  const now = yield* Clock.currentTimeMillis
+  const physical = RetryPolicy.all.flatMap((policy) =>
+    (policy.grouped ? QueueGroups.queuesOf(policy, QueueGroups.maxGroups) : [policy.queue]).flatMap((name) => {
+      const binding = queue(name)
+      return binding === undefined ? [] : [{ policy, name, binding, group: policy.grouped ? QueueGroups.parse(name)?.group : undefined }]
+    }))
+  const read = yield* Effect.forEach(physical, ({ policy, name, binding, group }) =>
+    Effect.tryPromise(() => binding.metrics()).pipe(
+      Effect.orElseSucceed(() => undefined),
+      Effect.map((metrics): readonly [string, Backlog] => {
+        const depth = typeof metrics?.backlogCount === "number" ? metrics.backlogCount : null
+        const oldest = metrics?.oldestMessageTimestamp === undefined ? NaN : new Date(metrics.oldestMessageTimestamp).getTime()
+        const age = depth === 0 || Number.isNaN(oldest) || oldest <= 0 ? null : Math.max(0, now - oldest)
+        return [policy.queue, { queue: name, group, depth, ageMs: age }]
+      })
+    ), { concurrency: "unbounded" })
+  const byPurpose = new Map<string, Array<Backlog>>()
+  for (const [purpose, backlog] of read) byPurpose.set(purpose, [...(byPurpose.get(purpose) ?? []), backlog])
+  return byPurpose as ReadonlyMap<string, ReadonlyArray<Backlog>>
+})
+
+/**
  * What the health page reads: the rollup since the window's first minute and pending relays (the platform
  * database, one round trip), open and recent dead letters (one round trip per database that holds tenants).
  */
@@ -420,26 +539,14 @@ export const readHealth = Effect.fn("Metrics.readHealth")(function*(since: strin
       byReason.set(r.queue, { ...current, [r.reason]: (current[r.reason] ?? 0) + r.n })
     }
   }
-  // A queue's depth and backlog age are best effort: a binding that cannot say is shown as unknown, not as a failure of the page.
-  const now = yield* Clock.currentTimeMillis
-  const backlogs = yield* Effect.forEach(RetryPolicy.all, (p) =>
-    Effect.tryPromise(() => queue(p.queue)?.metrics() ?? Promise.resolve(undefined)).pipe(
-      Effect.orElseSucceed(() => undefined),
-      Effect.map((metrics) => {
-        const oldest = metrics?.oldestMessageTimestamp === undefined ? NaN : new Date(metrics.oldestMessageTimestamp).getTime()
-        return { queue: p.queue, depth: metrics?.backlogCount ?? null, age: Number.isNaN(oldest) ? null : Math.max(0, now - oldest) }
-      })
-    ), { concurrency: "unbounded" })
-  const depths = new Map(backlogs.map((b) => [b.queue, b.depth] as const))
-  const backlogAges = new Map(backlogs.map((b) => [b.queue, b.age] as const))
+  const backlogs = yield* readBacklogs(queue)
   return {
     queues: health(
       RetryPolicy.all,
       rollup!.rows as ReadonlyArray<unknown> as ReadonlyArray<RollupRow>,
       openByQueue,
       byReason,
-      depths,
-      backlogAges
+      backlogs
     ),
     relayPendingShards: (pending!.rows[0] as { n: number } | undefined)?.n ?? 0
   }

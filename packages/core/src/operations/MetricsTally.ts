@@ -7,9 +7,10 @@
  * cron. So a clean batch costs no D1 round trip of its own, and a send none at all.
  *
  * `counting` wraps a queue producer binding: every send that resolved is added under the queue's purpose
- * (a group queue `factline-events-3` counts as `factline-events`). Sends to a dead-letter queue are not
- * counted here: dead-lettering is its own metric (`dlq_total`). It does not count sends made outside a
- * runtime that has it (the ledger shard's outbox relay, the fallback when a consumer could not send).
+ * (a group queue `factline-events-3` counts as `factline-events`); a send to a dead-letter queue (a consumer
+ * dead-lettering a message) under the DLQ's own name (`factline-events-dlq`), beside `dlq_total`. The ledger
+ * shard's outbox relay runs outside the platform runtime: it counts its sends with a tally of its own and
+ * writes them after each relay (`Metrics.recordSent`).
  */
 import * as Context from "effect/Context"
 import * as QueueGroups from "../consuming/QueueGroups.js"
@@ -29,12 +30,21 @@ export interface Rollup {
   readonly durationMsSum: number
   readonly durationMsMax: number
   readonly batchSizeMax: number
+  /** Batches by size (`Metrics.batchSizeBounds`). */
+  readonly batchSizeHistogram: ReadonlyArray<number>
   readonly depthMax: number | null
+  /** The deepest backlog per group queue of a grouped purpose (`{"3": 1200}`); `{}` for an ungrouped queue. */
+  readonly depthByGroup: Readonly<Record<string, number>>
   readonly lagHistogram: ReadonlyArray<number>
   readonly durationHistogram: ReadonlyArray<number>
 }
 
 const addCounts = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) => Array.from({ length: Math.max(a.length, b.length) }, (_, i) => (a[i] ?? 0) + (b[i] ?? 0))
+const maxByKey = (a: Readonly<Record<string, number>>, b: Readonly<Record<string, number>>) => {
+  const out: Record<string, number> = { ...a }
+  for (const [key, n] of Object.entries(b)) out[key] = Math.max(out[key] ?? n, n)
+  return out
+}
 
 /** Two rollups of one queue and minute as one: what the rollup's upsert does in SQL, done in memory. */
 export const merge = (a: Rollup, b: Rollup): Rollup => {
@@ -52,7 +62,9 @@ export const merge = (a: Rollup, b: Rollup): Rollup => {
     durationMsSum: a.durationMsSum + b.durationMsSum,
     durationMsMax: Math.max(a.durationMsMax, b.durationMsMax),
     batchSizeMax: Math.max(a.batchSizeMax, b.batchSizeMax),
+    batchSizeHistogram: addCounts(a.batchSizeHistogram, b.batchSizeHistogram),
     depthMax: a.depthMax === null ? b.depthMax : b.depthMax === null ? a.depthMax : Math.max(a.depthMax, b.depthMax),
+    depthByGroup: maxByKey(a.depthByGroup, b.depthByGroup),
     lagHistogram: addCounts(a.lagHistogram, b.lagHistogram),
     durationHistogram: addCounts(a.durationHistogram, b.durationHistogram)
   }
@@ -111,10 +123,10 @@ export const make = (): Shape => {
   }
 }
 
-/** The platform queue a send to `queue` counts under, or undefined (a dead-letter queue, an unknown name). */
+/** The platform queue a send to `queue` counts under (a DLQ under its own name), or undefined (an unknown name). */
 export const countedAs = (queue: string): string | undefined => {
   const purpose = QueueGroups.purposeOf(queue)
-  return RetryPolicy.all.some((p) => p.queue === purpose) ? purpose : undefined
+  return RetryPolicy.all.some((p) => p.queue === purpose || p.deadLetterQueue === purpose) ? purpose : undefined
 }
 
 /** `queue` with every resolved send added to `tally`. */
