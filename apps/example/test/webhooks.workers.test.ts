@@ -10,7 +10,9 @@ import { Webhook } from "standardwebhooks"
 import { afterEach, describe, expect, it } from "vitest"
 import type { PlatformEnv } from "@factline/workers"
 import { drain } from "./Drain.js"
-import { callCompleted, deadMessages, postEvents, readStream, request, tokenA, tokenAReadOnly, tokenB, unique } from "./helpers.js"
+import { Effect } from "effect"
+import { FactId, type LedgerProtocol } from "@factline/core"
+import { callCompleted, deadMessages, ledger, postEvents, readStream, request, tokenA, tokenAReadOnly, tokenB, tokenPlatform, unique } from "./helpers.js"
 import { recordingBatch } from "./instrument.js"
 import { platform } from "./worker.js"
 import * as CountingBindings from "@factline/core/testing/bindings"
@@ -409,6 +411,45 @@ describe("webhooks", () => {
     expect(seen.filter((id) => ids.includes(id))).toEqual(ids)
     expect((await api("GET", "/v1/webhooks/endpoints?cursor=not-a-cursor!")).status).toBe(400)
     expect((await api("GET", "/v1/webhooks/endpoints?limit=101")).status).toBe(400)
+  })
+
+  it("POST /v1/recover delivers a fact only to the endpoints that existed when it was appended, never to one created after it", async () => {
+    const since = new Date(Date.now() - 1_000).toISOString()
+    const earlyPath = hookPath("ok")
+    const early = await createEndpoint(earlyPath)
+    const [old] = await charge(1)
+    expect(await received(earlyPath)).toHaveLength(1)
+    const latePath = hookPath("ok")
+    const late = await createEndpoint(latePath)
+    // A charge appended after both endpoints existed, whose messages were lost (appended to the ledger only).
+    const lost = unique("call")
+    const cause = `test-lost-charge:${lost}`
+    const draft: LedgerProtocol.FactDraft = {
+      fact_id: await FactId.make({ tenantId: "tenant-a", cause, decidedBy: "test", position: 0 }),
+      type: "charge", data: { call_id: lost, buyer_id: unique("buyer"), amount_cents: 500, currency: "USD" },
+      causation_id: cause, correlation_id: cause, caused_by: "test", created_at: new Date().toISOString()
+    }
+    const [appended] = await Effect.runPromise(ledger().append([{ tenant_id: "tenant-a", stream: lost, facts: [draft] }]))
+    expect(appended?.status).toBe("appended")
+
+    let cursor: string | null = null
+    do {
+      const response = await request("/v1/recover", { method: "POST", token: tokenPlatform, body: JSON.stringify({ since, ...(cursor ? { cursor } : {}) }) })
+      expect(response.status).toBe(200)
+      cursor = (await response.json<{ next_cursor: string | null }>()).next_cursor
+    } while (cursor !== null)
+    await drain()
+
+    const callOf = (secret: string) => (r: Received) => verify(secret, r).data.call_id
+    // The late endpoint: the lost charge only — not the charge from before it existed.
+    expect((await received(latePath)).map(callOf(late.secret))).toEqual([lost])
+    // The early endpoint: its delivered charge not sent again, the lost one delivered.
+    const earlyCalls = (await received(earlyPath)).map(callOf(early.secret))
+    expect(earlyCalls.sort()).toEqual([old!.subject, lost].sort())
+    // A charge decided normally now reaches both endpoints, each once.
+    const [next] = await charge(1)
+    expect((await received(latePath)).map(callOf(late.secret))).toEqual([lost, next!.subject])
+    expect((await received(earlyPath)).filter((r) => callOf(early.secret)(r) === next!.subject)).toHaveLength(1)
   })
 
   // Last in the file: it leaves tenant-a held back for a couple of seconds in this isolate.

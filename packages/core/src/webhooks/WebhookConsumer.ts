@@ -3,8 +3,10 @@
  * deliveries out. Two kinds of messages share the queue (and its policy):
  *
  * - **fact messages** (relayed like to the other fact queues): each fact of a
- *   catalog type is matched against its tenant's enabled endpoints (configs
- *   cached per isolate: no D1 round trip per fact) and fanned out into one
+ *   catalog type is matched against its tenant's enabled endpoints that
+ *   existed when the fact was appended (`existedAt`: a fact recovered later
+ *   never reaches an endpoint created since; configs cached per isolate: no
+ *   D1 round trip per fact) and fanned out into one
  *   `webhook.delivery` message per (fact, endpoint), sent back to this queue.
  *   The delivery id is deterministic (fact id + endpoint id): the
  *   `webhook-id` of every attempt and the idempotency key. The payload is
@@ -159,6 +161,14 @@ export const deliveryMessage = async (input: {
   }
 }
 
+/**
+ * Whether the endpoint existed when the fact was appended (its `created_at`, the time it was decided and
+ * appended): only those receive it. A fact relayed again later — `POST /v1/recover`, an outbox's late relay —
+ * is not delivered to endpoints created since, which never subscribed to it.
+ */
+export const existedAt = (endpoint: Pick<EndpointConfig, "created_at">, fact: Pick<Fact, "created_at">) =>
+  Date.parse(endpoint.created_at) <= Date.parse(fact.created_at)
+
 const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind: "fact" }> }>, configs: ReadonlyMap<string, ReadonlyArray<EndpointConfig>>, outcomes: Map<string, Consumer.Outcome>, now: string) =>
   Effect.gen(function*() {
     const registry = yield* Registry
@@ -166,7 +176,7 @@ const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind:
     const out: Array<{ key: string; body: Envelope }> = []
     for (const { key, value } of items) {
       const events = value.replayed ? [] : registry.webhooksFor(value.fact.type)
-      const endpoints = (configs.get(value.fact.tenant_id) ?? []).filter((e) => e.enabled)
+      const endpoints = (configs.get(value.fact.tenant_id) ?? []).filter((e) => e.enabled && existedAt(e, value.fact))
       // Payloads are built from the fact's latest shape; one newer than the code is refused (dead-lettered), never sent.
       const current = events.length === 0 || endpoints.length === 0 ? Result.succeed(value.fact) : registry.latest(value.fact)
       if (Result.isFailure(current)) {

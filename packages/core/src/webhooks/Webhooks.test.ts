@@ -239,7 +239,8 @@ describe("delivery-time resolution: an endpoint whose name resolves to a private
     const platform = TestPlatform.make([billing], { settings: { FACTLINE_LOCAL_DEVELOPMENT: "true", FACTLINE_SECRETS_KEY: Secrets.generateKey() } })
     const path = `/hooks/${crypto.randomUUID()}`
     const { endpoint } = await platform.run(WebhookStore.use((store) => store.create("tenant-test", { url: `${receiverUrl.replace("127.0.0.1", "localhost")}${path}`, event_types: ["charge.created"] })))
-    const charged = fact(Charged, { call_id: "c1", amount_cents: 250 }, { stream: "c1" })
+    // Appended after the endpoint was created (an endpoint receives only the facts appended since it existed).
+    const charged = fact(Charged, { call_id: "c1", amount_cents: 250 }, { stream: "c1", createdAt: new Date(Date.now() + 1).toISOString() })
     const first = { id: "m1", attempts: 1, last: false }
     await platform.run(Effect.flatMap(WebhookConsumer.decode(FactMessage.make(charged), first), WebhookConsumer.process({ localDevelopment: true })))
     const [message] = platform.queues.get("factline-webhooks")!.sent
