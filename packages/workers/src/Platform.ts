@@ -2,7 +2,8 @@
  * `makePlatform(modules)`: a whole factline Worker from a product team's modules.
  *
  * Returns `{ fetch, queue, scheduled }`: the HTTP API (then, after the response, the isolate's metrics
- * tally when due — `Metrics.flushPending`), the queue dispatcher
+ * tally when due — `Metrics.flushPending`), the queue dispatcher (each batch one span in its messages' trace
+ * when spans are exported: Telemetry, flushed with `ctx.waitUntil` after every invocation)
  * (a table from queue name to its consumer program: the five platform queues
  * and every dead-letter queue) and the scheduled maintenance (core's
  * `Maintenance.run`). The registry is built here, at module load, so a
@@ -32,6 +33,7 @@ import {
   Registry,
   RetryPolicy,
   Settings,
+  Telemetry,
   WebhookConsumer
 } from "@factline/core"
 import type { PlatformEnv } from "./Env.js"
@@ -85,12 +87,21 @@ export const consume = (batch: MessageBatch<unknown>): Effect.Effect<void, never
     }
     const started = yield* Clock.currentTimeMillis
     const settings = yield* Settings.Settings
-    const counts = yield* consumer(batch, settings)
+    // Exporting spans (Telemetry), the batch is one span in its first message's trace, linked to the others'.
+    const counts = yield* consumer(batch, settings).pipe(Telemetry.continuing(`${purpose} process`, batch.messages.flatMap((m) => Telemetry.traceparentsOf(m.body)), {
+      kind: "consumer",
+      attributes: { "messaging.system": "cloudflare_queues", "messaging.destination.name": batch.queue, "messaging.batch.message_count": batch.messages.length }
+    }))
     if (RetryPolicy.isDeadLetterQueue(batch.queue)) return
     const now = yield* Clock.currentTimeMillis
     // Recorded under its purpose, with its group: health adds the group queues' backlogs up.
     yield* Metrics.record(Metrics.sampleOf(batch, counts ?? undefined, now - started, now), settings.metricsFlushMs)
   })
+
+/** The spans this invocation ended, sent to the collector after it (only when exporting: nothing is scheduled otherwise). */
+const flushTraces = (runtime: Services.PlatformRuntime, env: PlatformEnv, ctx: ExecutionContext) => {
+  if (Services.exportsTraces(env)) ctx.waitUntil(runtime.runPromise(Telemetry.flush).catch(() => undefined))
+}
 
 /** The isolate's metrics tally, written when its interval has passed (at most every 10 s from here). */
 const flushPending = Effect.flatMap(Settings.Settings, (settings) => Metrics.flushPending(Math.max(Metrics.edgeFlushIntervalMs, settings.metricsFlushMs)))
@@ -149,11 +160,13 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>, options: Opt
       // Messages the request sent are tallied in the isolate; after the response the tally is written when due
       // (Metrics.flushPending: at most every 10 s, or FACTLINE_METRICS_FLUSH_SECONDS if longer) — consumer batches carry it in between.
       ctx.waitUntil(runtime(env).runPromise(flushPending).catch(() => undefined))
+      flushTraces(runtime(env), env, ctx)
       return response
     },
-    queue: (batch, env) => runtime(env).runPromise(consume(batch)),
+    queue: (batch, env, ctx) => runtime(env).runPromise(consume(batch)).finally(() => flushTraces(runtime(env), env, ctx)),
     // The maintenance, then this isolate's metrics tally when due (an idle consumer isolate's last counts).
-    scheduled: (_controller, env) =>
+    scheduled: (_controller, env, ctx) =>
       runtime(env).runPromise(Effect.flatMap(Settings.Settings, (settings) => Maintenance.run({ alertQuietMs: settings.alertQuietMs })).pipe(Effect.andThen(flushPending)))
+        .finally(() => flushTraces(runtime(env), env, ctx))
   }
 }

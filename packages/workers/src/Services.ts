@@ -12,7 +12,8 @@ import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import { Bindings, LedgerNamespace, PlatformLayer, QueueGroups, type Registry, Settings } from "@factline/core"
+import { Bindings, LedgerNamespace, PlatformLayer, QueueGroups, type Registry, Settings, Telemetry } from "@factline/core"
+import type * as OtlpExporter from "effect/observability/OtlpExporter"
 import type { PlatformEnv } from "./Env.js"
 
 /** A platform queue's (a group queue's, or a DLQ's) producer binding by queue name; undefined for an unknown queue or a missing binding. */
@@ -66,12 +67,15 @@ export const settingsOf = (env: PlatformEnv): Settings.Shape => {
   return read
 }
 
-/** Every service the platform's programs use. */
-export type PlatformServices = PlatformLayer.Services
+/** Every service the platform's programs use, and the span exporter's flusher (Telemetry: off unless FACTLINE_OTLP_ENDPOINT is set). */
+export type PlatformServices = PlatformLayer.Services | OtlpExporter.Flusher
 
 /** A bad setting (a shard count out of range) is a defect of the deploy: every request and batch fails with it, naming the variable. */
 export const platformLayer = (env: PlatformEnv, registry: Registry.Shape): Layer.Layer<PlatformServices> =>
-  PlatformLayer.make(registry, Layer.merge(bindings(env), LedgerNamespace.LedgerNamespace.layer(env.LEDGER)), { defaultSource: "http" }).pipe(Layer.provide(settings(env)), Layer.orDie)
+  Layer.merge(
+    PlatformLayer.make(registry, Layer.merge(bindings(env), LedgerNamespace.LedgerNamespace.layer(env.LEDGER)), { defaultSource: "http" }),
+    Telemetry.layer
+  ).pipe(Layer.provide(settings(env)), Layer.orDie)
 
 export type PlatformRuntime = ManagedRuntime.ManagedRuntime<PlatformServices, never>
 
@@ -106,6 +110,15 @@ export const shardRuntime = (env: PlatformEnv): ShardRuntime => {
     shardRuntimes.set(env, runtime)
   }
   return runtime
+}
+
+/**
+ * Whether this `env` exports spans (`FACTLINE_OTLP_ENDPOINT` set): the Worker then flushes them with
+ * `ctx.waitUntil` after each invocation, and schedules nothing otherwise.
+ */
+export const exportsTraces = (env: PlatformEnv): boolean => {
+  const endpoint = env[Telemetry.endpointVariable]
+  return typeof endpoint === "string" && endpoint.trim() !== ""
 }
 
 /** A Rate Limiting binding by name (`FACTLINE_RATE_LIMIT`, `FACTLINE_RATE_LIMIT_<TIER>`): the HTTP edge's per-tenant limit; undefined when not bound. */

@@ -8,6 +8,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Telemetry from "../platform/Telemetry.js"
 import * as Time from "../platform/Time.js"
 
 export interface Response_ {
@@ -64,13 +65,20 @@ const readSnippet = async (response: Response): Promise<string> => {
   return new TextDecoder().decode(bytes)
 }
 
-/** One POST, timed by the Clock: its status, `Retry-After`, the start of its body (or the network error). */
-export const post = Effect.fn("WebhookTransport.post")(function*(url: string, headers: Record<string, string>, body: string): Effect.fn.Return<Response_> {
+const timedPost = Effect.fn("WebhookTransport.post", { kind: "client" })(function*(url: string, headers: Record<string, string>, body: string): Effect.fn.Return<Response_> {
   const started = yield* Time.millis
   const sent = yield* Effect.promise(() => send(url, headers, body))
   const ended = yield* Time.millis
+  if (sent.status !== null) yield* Effect.annotateCurrentSpan("http.response.status_code", sent.status)
   return { status: sent.status, retryAfterSeconds: parseRetryAfter(sent.retryAfter, ended), snippet: sent.snippet, durationMs: ended - started }
 })
+
+/**
+ * One POST, timed by the Clock: its status, `Retry-After`, the start of its body (or the network error). Its
+ * span (exported when Telemetry is on) is a child of the attempt's `traceparent` header, in the fact's trace.
+ */
+export const post = (url: string, headers: Record<string, string>, body: string): Effect.Effect<Response_> =>
+  timedPost(url, headers, body).pipe(Telemetry.under(headers.traceparent))
 
 const send = async (url: string, headers: Record<string, string>, body: string): Promise<{ status: number | null; retryAfter: string | null; snippet: string }> => {
   try {
