@@ -267,7 +267,8 @@ export const sweepCursors = sqliteTable("sweep_cursors", {
  * webhooks/Secrets.ts), never in clear; the previous secret keeps signing
  * until `previous_secret_expires_at` after a rotation. `failing_since` is the
  * first failed attempt since the last success: an endpoint failing for longer
- * than the disable period is disabled.
+ * than the disable period is disabled. `max_per_second` and `max_in_flight`
+ * (null: no limit) throttle its deliveries across isolates (webhooks/EndpointLimiter.ts).
  */
 export const webhookEndpoints = sqliteTable(
   "webhook_endpoints",
@@ -284,6 +285,8 @@ export const webhookEndpoints = sqliteTable(
     previousSecretExpiresAt: text("previous_secret_expires_at"),
     disabledReason: text("disabled_reason"),
     failingSince: text("failing_since"),
+    maxPerSecond: integer("max_per_second"),
+    maxInFlight: integer("max_in_flight"),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull()
   },
@@ -312,7 +315,10 @@ export const webhookDeliveries = sqliteTable(
   (t) => [primaryKey({ columns: [t.tenantId, t.deliveryId] }), index("webhook_deliveries_by_endpoint").on(t.tenantId, t.endpointId, t.status, t.lastAttemptedAt)]
 )
 
-/** The delivery log: one row per attempt (what `GET /v1/webhooks/endpoints/:id/attempts` lists, newest first). */
+/**
+ * The delivery log: one row per attempt (what `GET /v1/webhooks/endpoints/:id/attempts` lists, newest first),
+ * and per delivery held back by the endpoint's rate limit (`throttled`: nothing sent, delayed, no attempt spent).
+ */
 export const webhookAttempts = sqliteTable(
   "webhook_attempts",
   {
@@ -327,7 +333,8 @@ export const webhookAttempts = sqliteTable(
     statusCode: integer("status_code"),
     durationMs: integer("duration_ms").notNull(),
     responseSnippet: text("response_snippet"),
-    error: text("error")
+    error: text("error"),
+    throttled: integer("throttled", { mode: "boolean" }).notNull().default(false)
   },
   (t) => [primaryKey({ columns: [t.tenantId, t.endpointId, t.attemptedAt, t.deliveryId, t.attempt] })]
 )

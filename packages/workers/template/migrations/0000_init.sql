@@ -170,6 +170,8 @@ CREATE TABLE `queue_metrics` (
 	`duration_ms_sum` integer DEFAULT 0 NOT NULL,
 	`duration_ms_max` integer DEFAULT 0 NOT NULL,
 	`batch_size_max` integer DEFAULT 0 NOT NULL,
+	`batch_size_histogram` text DEFAULT '[]' NOT NULL,
+	`depth_by_group` text DEFAULT '{}' NOT NULL,
 	`lag_histogram` text DEFAULT '[]' NOT NULL,
 	`duration_histogram` text DEFAULT '[]' NOT NULL,
 	PRIMARY KEY(`queue`, `minute`)
@@ -224,7 +226,8 @@ CREATE TABLE `tenant_placements` (
 	`tenant_id` text PRIMARY KEY NOT NULL,
 	`database` integer NOT NULL,
 	`placed_at` text NOT NULL,
-	`frozen_since` text
+	`frozen_since` text,
+	`removed_at` text
 );
 --> statement-breakpoint
 CREATE INDEX `tenant_placements_by_database` ON `tenant_placements` (`database`);--> statement-breakpoint
@@ -241,6 +244,7 @@ CREATE TABLE `webhook_attempts` (
 	`duration_ms` integer NOT NULL,
 	`response_snippet` text,
 	`error` text,
+	`throttled` integer DEFAULT false NOT NULL,
 	PRIMARY KEY(`tenant_id`, `endpoint_id`, `attempted_at`, `delivery_id`, `attempt`)
 );
 --> statement-breakpoint
@@ -272,6 +276,8 @@ CREATE TABLE `webhook_endpoints` (
 	`previous_secret_expires_at` text,
 	`disabled_reason` text,
 	`failing_since` text,
+	`max_per_second` integer,
+	`max_in_flight` integer,
 	`created_at` text NOT NULL,
 	`updated_at` text NOT NULL,
 	PRIMARY KEY(`tenant_id`, `id`)
