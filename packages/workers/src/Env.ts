@@ -67,6 +67,11 @@ export interface PlatformEnv {
   /** Which attempts the runs view records: `failures` (default), `all` (what `npm run dev` sets), or `none`. */
   readonly FACTLINE_RUNS?: string
   /**
+   * Milliseconds of wall time a consumer invocation may spend before it hands the messages it has not started back
+   * to the queue (default 20000: two thirds of the default 30 s CPU limit; raise it with `limits.cpu_ms`).
+   */
+  readonly FACTLINE_CONSUMER_BUDGET_MS?: string
+  /**
    * The static assets binding (`assets.binding` in wrangler.jsonc, directory `@factline/workers/dist/assets`):
    * the dashboard and /docs pages. Optional: without it those two routes answer 404 saying how to add it.
    */

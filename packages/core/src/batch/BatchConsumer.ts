@@ -20,6 +20,7 @@ import * as Exit from "effect/Exit"
 import * as Result from "effect/Result"
 import { type BatchPayload, BatchPayload as BatchPayloadSchema, Envelope, Issues, tenantKey } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
+import * as Deadline from "../consuming/Deadline.js"
 import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import { QueueProducer } from "../producing/QueueProducer.js"
@@ -139,7 +140,14 @@ export const send = (payload: BatchPayload, tenantId?: string, delaySeconds = 0)
 
 export const process = Effect.fn("BatchConsumer.process")(function*(items: ReadonlyArray<{ readonly key: string; readonly value: Chunk }>) {
   const outcomes = new Map<string, Consumer.Outcome>()
-  for (const { key, value } of items) {
+  for (const [at, { key, value }] of items.entries()) {
+    // A message is the unit of the invocation's time budget (Deadline): the first always runs; the next starts only
+    // while the budget lasts, else it is handed back unstarted. Not between a message's chunks: a message that
+    // stops where a redelivery of it stops keeps its next chunk's key, which the inbox dedupes.
+    if (at > 0 && (yield* Deadline.passed)) {
+      outcomes.set(key, Deadline.handedBack)
+      continue
+    }
     const { payload } = value
     const exit = yield* Effect.exit(
       Effect.flatMap(runMessage(payload, value.tenantId), (next) => (next ? send(next.payload, value.tenantId, next.delaySeconds) : Effect.void))

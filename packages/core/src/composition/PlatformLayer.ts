@@ -33,6 +33,7 @@ import { type Catalog, WebhookStore } from "../webhooks/WebhookStore.js"
 import { WebhookTransport } from "../webhooks/WebhookTransport.js"
 import { Resolver } from "../webhooks/Resolver.js"
 import * as Bindings from "../platform/Bindings.js"
+import * as Deadline from "../consuming/Deadline.js"
 import { Settings } from "./Settings.js"
 import { FactsWindow } from "../archive/Archive.js"
 import { FactsCopySetting } from "../projections/FactsCopy.js"
@@ -101,6 +102,8 @@ export const services = (registry: Registry.Shape, options: Options) =>
       // Each module's services, built once with the runtime (per isolate), not per message.
       ModuleLayers.layer(registry.modules),
       Layer.succeed(MetricsTally.MetricsTally, tally),
+      // Each consumer invocation's time budget (Consumer.run reads it; Deadline).
+      Layer.succeed(Deadline.Budget, settings.consumerBudgetMs),
       Ledger.layer(settings.ledgerShardsPerTenant),
       AcceptedKeys.layer,
       QueueProducer.layer((name) => queue(name), (name, tenantId) => QueueGroups.route(name, tenantId, groups)),

@@ -14,6 +14,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Deadline from "../consuming/Deadline.js"
 import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as Shards from "../ledger/Shards.js"
 import * as FactsCopy from "../projections/FactsCopy.js"
@@ -76,6 +77,12 @@ export interface Shape {
    * their messages), `all` (every attempt: `npm run dev`) or `none`.
    */
   readonly runs: RunsLevel
+  /**
+   * `FACTLINE_CONSUMER_BUDGET_MS` (default 20000): the wall-clock time a consumer invocation may spend before it
+   * stops starting new units of work and hands the messages not started back to the queue (consuming/Deadline.ts).
+   * Keep it well under the Worker's CPU limit (`limits.cpu_ms`, default 30 s) and the 15-minute wall limit.
+   */
+  readonly consumerBudgetMs: number
   /**
    * `FACTLINE_FACTS_COPY`: which facts the D1 `facts` copy gets — `none` (default), `all`, or fact types
    * separated by commas. The ledger answers every stream read itself; the copy is for SQL over many streams.
@@ -179,6 +186,7 @@ export const config: Config.Config<Shape> = Config.all({
   webhookEndpointsPerTenant: lenientNumber("FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT", 20).pipe(Config.map(Math.floor)),
   logAttempts: optional("FACTLINE_LOG_ATTEMPTS").pipe(Config.map((raw): LogAttempts => raw === "all" || raw === "failures" || raw === "none" ? raw : "batch")),
   runs: optional("FACTLINE_RUNS").pipe(Config.map((raw): RunsLevel => raw === "all" || raw === "none" ? raw : "failures")),
+  consumerBudgetMs: lenientNumber("FACTLINE_CONSUMER_BUDGET_MS", Deadline.defaultBudgetMs),
   factsCopy: optional(FactsCopy.variable).pipe(Config.mapEffect((raw) => {
     const copy = FactsCopy.parse(raw)
     return typeof copy === "string" ? Effect.die(new Error(copy)) : Effect.succeed(copy)

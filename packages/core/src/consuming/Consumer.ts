@@ -15,6 +15,11 @@
  * - a failure that only waits for something bound to end soon (`parkSeconds`: a tenant's writes held by a
  *   move) → parked: the same body sent again to the same queue after that delay, then acked — it spends
  *   none of the message's attempts, so a long hold never dead-letters it (a send that fails → a retry).
+ * - work not started because the invocation's time budget was spent (Deadline: `FACTLINE_CONSUMER_BUDGET_MS`,
+ *   checked by the process step between its units) → handed back: retried at once (`delaySeconds: 0`, not the
+ *   queue's backoff: it did not fail; the queue still counts the attempt — Queues has no retry that does not),
+ *   or, on its last allowed attempt, parked with no delay, so a hand-back never dead-letters a message. One
+ *   warn line per batch says how many were handed back.
  * Nothing is acked before its outcome is durable (ledger append and relay, projection write,
  * or DLQ send). Never `retryAll`. Attempts come from the queue's own `attempts`. The events,
  * fact-processing and projections queues keep no inbox — their idempotency is the ledger's fact
@@ -37,6 +42,7 @@ import { type DeadLetterRecord, type FailureReason, TraceContext } from "@factli
 import * as Failure from "../failures/Failure.js"
 import { DeadLetters, maxErrorLength } from "./DeadLetters.js"
 import * as FirstAttempts from "./FirstAttempts.js"
+import * as Deadline from "./Deadline.js"
 import * as Inbox from "./Inbox.js"
 import * as RetryPolicy from "./RetryPolicy.js"
 import * as QueueGroups from "./QueueGroups.js"
@@ -98,15 +104,26 @@ const traceIds = (body: unknown) => {
 }
 
 /**
- * The structured log line of one processing attempt (Pattern 002's fields), as JSON that Workers Logs
- * indexes. Never the payload: ids, type, subject, outcome, the error's class and first line, and the trace:
- * the message's `traceparent`, and for a fact message the `trace_ids` of the facts it carries. `queue` is
- * the batch's queue read as its purpose (`factline-events-3` → `factline-events`, the name every other
- * record uses); a group queue's group is `queue_group`.
+ * The structured log line of one processing attempt (Pattern 002's fields, and seed 003's `source`,
+ * `queue_timestamp` and `processing_delay_ms`), as JSON that Workers Logs indexes. Never the payload: ids,
+ * type, subject, the producing service (`source`), outcome, the error's class and first line, how long the
+ * message waited on the queue (`processing_delay_ms`: the batch's start, `startedAt`, minus the message's
+ * enqueue time `timestamp`; a retried message's counts from its first send, as Queues keeps it) and the
+ * trace: the message's `traceparent`, and for a fact message the `trace_ids` of the facts it carries.
+ * `queue` is the batch's queue read as its purpose (`factline-events-3` → `factline-events`, the name every
+ * other record uses); a group queue's group is `queue_group`.
  */
-export const attemptLine = (queue: QueueFields, m: { readonly id: string; readonly attempts: number; readonly body: unknown }, outcome: "acked" | "retried" | "parked" | "dead_lettered", errorClass?: string, error?: string) =>
-  JSON.stringify({
-    level: outcome === "acked" ? "info" : outcome === "retried" || outcome === "parked" ? "warn" : "error",
+export const attemptLine = (
+  queue: QueueFields,
+  m: { readonly id: string; readonly attempts: number; readonly body: unknown; readonly timestamp: Date },
+  startedAt: number,
+  outcome: "acked" | "retried" | "parked" | "dead_lettered" | "handed_back",
+  errorClass?: string,
+  error?: string
+) => {
+  const enqueuedAt = new Date(m.timestamp).getTime()
+  return JSON.stringify({
+    level: outcome === "acked" || outcome === "handed_back" ? "info" : outcome === "retried" || outcome === "parked" ? "warn" : "error",
     message: "queue message processed",
     ...queue,
     message_id: m.id,
@@ -115,22 +132,26 @@ export const attemptLine = (queue: QueueFields, m: { readonly id: string; readon
     correlation_id: text(m.body, "correlation_id"),
     idempotency_key: text(m.body, "idempotency_key"),
     type: text(m.body, "message_type"),
+    source: text(m.body, "source"),
     subject: text(m.body, "subject"),
     tenant_id: text(m.body, "tenant_id"),
+    ...(Number.isFinite(enqueuedAt) ? { queue_timestamp: new Date(enqueuedAt).toISOString(), processing_delay_ms: Math.max(0, startedAt - enqueuedAt) } : {}),
     traceparent: text(m.body, "traceparent"),
     ...traceIds(m.body),
     ...(errorClass === undefined ? {} : { error_class: errorClass }),
     ...(error === undefined ? {} : { error: error.split("\n")[0]!.slice(0, 500) })
   })
+}
 
 /**
  * The one log line of a batch (`FACTLINE_LOG_ATTEMPTS=batch`, the default, and `all`): its queue, size and
  * counts — no per-message field, so it costs the same for 1 message or 100. Its failures have lines of their own.
+ * `retried` counts the failed attempts retried; `parked` and `handed_back` (when any) are counted apart.
  */
 export const batchLine = (
   queue: QueueFields,
   messages: number,
-  counts: { readonly acked: number; readonly retried: number; readonly deadLettered: number; readonly deadLetteredByReason: Readonly<Record<string, number>> },
+  counts: { readonly acked: number; readonly retried: number; readonly deadLettered: number; readonly deadLetteredByReason: Readonly<Record<string, number>>; readonly handedBack?: number },
   parked: number
 ) =>
   JSON.stringify({
@@ -140,13 +161,32 @@ export const batchLine = (
     ...queue,
     messages,
     acked: counts.acked,
-    retried: counts.retried - parked,
+    retried: counts.retried - parked - (counts.handedBack ?? 0),
     parked,
+    ...((counts.handedBack ?? 0) > 0 ? { handed_back: counts.handedBack } : {}),
     dead_lettered: counts.deadLettered,
     ...(counts.deadLettered > 0 ? { dead_lettered_by_reason: counts.deadLetteredByReason } : {})
   })
 
-/** What the Worker's settings choose for every consumer (`FACTLINE_RETRY_DELAY_SCALE`, `FACTLINE_LOG_ATTEMPTS`, `FACTLINE_RUNS`). */
+/**
+ * The warn line of a batch that handed work back (Deadline): how many of its messages go back to the queue
+ * unstarted, how long the batch had run and its budget. Written whatever `FACTLINE_LOG_ATTEMPTS` says but `none`.
+ */
+export const handedBackLine = (queue: QueueFields, messages: number, handedBack: number, elapsedMs: number, budgetMs: number) =>
+  JSON.stringify({
+    level: "warn",
+    message: "queue batch handed messages back before its time limit",
+    ...queue,
+    messages,
+    handed_back: handedBack,
+    elapsed_ms: elapsedMs,
+    budget_ms: budgetMs
+  })
+
+/**
+ * What the Worker's settings choose for every consumer (`FACTLINE_RETRY_DELAY_SCALE`, `FACTLINE_LOG_ATTEMPTS`,
+ * `FACTLINE_RUNS`; `FACTLINE_CONSUMER_BUDGET_MS` is provided around the batch as `Deadline.Budget`).
+ */
 export interface Options {
   readonly delayScale?: number
   readonly log?: LogLevel
@@ -199,6 +239,8 @@ type Verdict =
   | { readonly _tag: "Ack" }
   | { readonly _tag: "Retry"; readonly error: string; readonly atLeastSeconds?: number; readonly budget?: Failure.Budget; readonly errorClass?: string }
   | { readonly _tag: "Park"; readonly error: string; readonly seconds: number }
+  /** Not started (the time budget was spent): retried at once, or parked on its last allowed attempt. */
+  | { readonly _tag: "HandBack"; readonly error: string }
   | { readonly _tag: "DeadLetter"; readonly records: ReadonlyArray<DeadRecord> }
 
 const truncate = (s: string) => (s.length > maxErrorLength ? `${s.slice(0, maxErrorLength)}…` : s)
@@ -214,7 +256,11 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
     // a record to its tenant's group queue afresh (DeadLetterStore), so the group need not be kept.
     const fields = queueFields(batch.queue)
     const queue = fields.queue
-    const now = yield* Time.now
+    // The batch's start: the deadline counts from it, and each log line's queue delay up to it.
+    const startedAt = yield* Time.millis
+    const now = new Date(startedAt).toISOString()
+    // The invocation's time budget (`Deadline.Budget`, FACTLINE_CONSUMER_BUDGET_MS): `process` stops starting units once it is spent.
+    const budgetMs = yield* Deadline.Budget
     const messages = batch.messages
     const verdicts = new Array<Verdict>(messages.length)
     /** When the message was sent: the earliest its first attempt can have been (the fallback when none was recorded). */
@@ -265,7 +311,7 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       // A process step that dies (a bug, an exception outside an Effect) fails its messages transiently, never the batch.
       const outcomes = todo.length === 0
         ? new Map<string, Outcome>()
-        : yield* Effect.catchCause(Effect.suspend(() => spec.process(todo)), (cause) =>
+        : yield* Effect.catchCause(Effect.suspend(() => spec.process(todo)).pipe(Deadline.within(startedAt, budgetMs)), (cause) =>
           Effect.as(
             Effect.logError(`process step failed on ${queue}`, cause),
             new Map<string, Outcome>(todo.map(({ key }) => [key, failed(new Failure.TransientError({ message: `process step failed: ${String(Cause.squash(cause))}` }))]))
@@ -273,10 +319,15 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       const outcomeOf = (key: string): Outcome =>
         entries.success.get(key)?.status === "succeeded" ? done : outcomes.get(key) ?? failed(new Failure.TransientError({ message: "no outcome was produced for this message" }))
 
-      // 4. durable (inbox only): record every outcome in one round trip before acking anything.
+      // 4. durable (inbox only): record every outcome in one round trip before acking anything (a key handed
+      // back unstarted has no outcome yet: it stays as `begin` left it).
+      const handedBack = (key: string) => {
+        const outcome = outcomes.get(key)
+        return outcome !== undefined && Result.isFailure(outcome) && Deadline.isHandedBack(outcome.failure)
+      }
       const finished = spec.inbox !== true
         ? Result.succeed(undefined)
-        : yield* Effect.result(inbox.finish(queue, todo.map(({ key }) => {
+        : yield* Effect.result(inbox.finish(queue, todo.filter(({ key }) => !handedBack(key)).map(({ key }) => {
           const outcome = outcomeOf(key)
           return Result.isSuccess(outcome)
             ? { idempotency_key: key, status: "succeeded" as const, last_error: null }
@@ -295,6 +346,12 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
         // Every failure only waits for a hold to end: parked, whatever the attempt.
         if (failures.every((f) => f.failure.retryable && f.failure.parkSeconds !== undefined)) {
           return void (verdicts[i] = { _tag: "Park", error: failures[0]!.failure.message, seconds: Math.max(...failures.map((f) => f.failure.parkSeconds!)) })
+        }
+        // Its only retryable failures are work handed back unstarted: handed back (a permanent sibling is
+        // dead-lettered on the delivery that settles the message, as beside any retry).
+        const retryable = failures.filter((f) => f.failure.retryable)
+        if (retryable.length > 0 && retryable.every((f) => Deadline.isHandedBack(f.failure))) {
+          return void (verdicts[i] = { _tag: "HandBack", error: retryable[0]!.failure.message })
         }
         const last = RetryPolicy.isLastAttempt(spec.policy, m.attempts)
         // A failure with a budget of its own (a defect's) is settled like a permanent one once that budget is spent.
@@ -362,7 +419,12 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
     }
 
     // 5b. parked: sent again (same body, same queue, delayed) before their originals are acked; one send per delay.
-    const parked = verdicts.flatMap((v, i) => (v._tag === "Park" ? [{ v, m: messages[i]!, i }] : []))
+    // A message handed back on its last allowed attempt is parked with no delay: a retry would dead-letter it.
+    const lastAttempt = (m: Message) => RetryPolicy.isLastAttempt(spec.policy, m.attempts)
+    const parked = verdicts.flatMap((v, i) =>
+      v._tag === "Park" ? [{ v, m: messages[i]!, i }]
+        : v._tag === "HandBack" && lastAttempt(messages[i]!) ? [{ v: { error: v.error, seconds: 0 }, m: messages[i]!, i }]
+        : [])
     if (parked.length > 0) {
       const queues = yield* QueueProducer
       for (const seconds of new Set(parked.map((p) => p.v.seconds))) {
@@ -398,6 +460,7 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
         case "Ack": return { ...common, outcome: "ok" }
         case "Retry": return { ...common, outcome: "retry", error: v.error, nextRetryAt: at(delays[i]!) }
         case "Park": return { ...common, outcome: "park", error: v.error, nextRetryAt: at(v.seconds) }
+        case "HandBack": return { ...common, outcome: lastAttempt(m) ? "park" : "retry", error: v.error, nextRetryAt: at(0) }
         case "DeadLetter": return { ...common, outcome: "dead", error: v.records[0]?.error ?? "dead-lettered" }
       }
     })
@@ -413,18 +476,28 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
     verdicts.forEach((v, i) => {
       const m = messages[i]!
       if (v._tag === "Retry") m.retry({ delaySeconds: delays[i]! })
+      // Handed back: at once, not after the queue's backoff (it did not fail); on its last attempt it was parked.
+      else if (v._tag === "HandBack" && !lastAttempt(m)) m.retry({ delaySeconds: 0 })
       else m.ack()
     })
     // 9. log lines: a line per attempt that did not succeed (its trace read from that message alone), a line per
-    // acked attempt only with `all`, and one line for the batch with its counts (`batch`, `all`).
+    // acked attempt only with `all`, and one line for the batch with its counts (`batch`, `all`). Work handed back
+    // unstarted: a line per message only with `all`, and one warn line for the batch with how many (but `none`).
     const log = spec.log ?? "batch"
-    const counts = { acked: 0, retried: 0, deadLettered: 0, deadLetteredByReason: {} as Record<string, number> }
+    const counts = { acked: 0, retried: 0, handedBack: 0, deadLettered: 0, deadLetteredByReason: {} as Record<string, number> }
     let parkedCount = 0
     for (let i = 0; i < verdicts.length; i++) {
       const v = verdicts[i]!
       if (v._tag === "Ack") {
         counts.acked++
-        if (log === "all") console.log(attemptLine(fields, messages[i]!, "acked"))
+        if (log === "all") console.log(attemptLine(fields, messages[i]!, startedAt, "acked"))
+        continue
+      }
+      // Retried (or parked on its last attempt) for the queue: counted as a retry, and apart.
+      if (v._tag === "HandBack") {
+        counts.retried++
+        counts.handedBack++
+        if (log === "all") console.log(attemptLine(fields, messages[i]!, startedAt, "handed_back"))
         continue
       }
       // A parked message comes back as a new one: counted as a retry, as it is one for the queue's health.
@@ -439,9 +512,12 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
       }
       if (log === "none") continue
       const m = messages[i]!
-      if (v._tag === "Retry") console.warn(attemptLine(fields, m, "retried", v.errorClass ?? "transient", v.error))
-      else if (v._tag === "Park") console.warn(attemptLine(fields, m, "parked", "held", v.error))
-      else console.error(attemptLine(fields, m, "dead_lettered", v.records[0]?.reason, v.records[0]?.error))
+      if (v._tag === "Retry") console.warn(attemptLine(fields, m, startedAt, "retried", v.errorClass ?? "transient", v.error))
+      else if (v._tag === "Park") console.warn(attemptLine(fields, m, startedAt, "parked", "held", v.error))
+      else console.error(attemptLine(fields, m, startedAt, "dead_lettered", v.records[0]?.reason, v.records[0]?.error))
+    }
+    if (counts.handedBack > 0 && log !== "none") {
+      console.warn(handedBackLine(fields, messages.length, counts.handedBack, (yield* Time.millis) - startedAt, budgetMs))
     }
     if (log === "batch" || log === "all") console.log(batchLine(fields, messages.length, counts, parkedCount))
     return counts

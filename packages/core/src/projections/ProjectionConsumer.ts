@@ -29,6 +29,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import type { Fact, FactPayload } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
+import * as Deadline from "../consuming/Deadline.js"
 import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as FactMessage from "../relay/FactMessage.js"
@@ -225,9 +226,13 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
   return outcomes as ReadonlyMap<string, Consumer.Outcome>
 })
 
-/** Applies a batch's facts, each tenant's on its read database: one transaction per database. */
+/**
+ * Applies a batch's facts, each tenant's on its read database: one transaction per database. A database is the
+ * unit of the invocation's time budget (Deadline): the first is always written; the next only while the budget
+ * lasts, else its facts are handed back unstarted.
+ */
 export const process = (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
-  Placement.byDatabase(items, (item) => item.value.fact.tenant_id, (item) => item.key, processPlaced, (error) => Consumer.failed(error))
+  Placement.byDatabase(items, (item) => item.value.fact.tenant_id, (item) => item.key, Deadline.guarded(processPlaced, (item) => item.key), (error) => Consumer.failed(error))
 
 export const consume = Effect.fn("ProjectionConsumer.consume")(function*(batch: MessageBatch<unknown>, options: Consumer.Options = {}) {
   return yield* Consumer.run(

@@ -35,6 +35,7 @@ import { type AppendOutcome, Ledger } from "../ledger/Ledger.js"
 import type { AppendGroup, FactDraft, StreamState } from "../ledger/LedgerProtocol.js"
 import * as Shards from "../ledger/Shards.js"
 import * as Consumer from "../consuming/Consumer.js"
+import * as Deadline from "../consuming/Deadline.js"
 import * as Failure from "../failures/Failure.js"
 import * as FactRelay from "../relay/FactRelay.js"
 import type * as Handler from "../definitions/Handler.js"
@@ -202,6 +203,12 @@ const appendAll = Effect.fn("Dispatch.appendAll")(function*(
     if (conflicted.size === 0) return
     const pending = deciders.filter((d) => conflicted.has(d.key))
     if (round >= maxDecideRounds) return progress.fail(conflicted, `stream version kept changing under ${maxDecideRounds} decisions in a row`)
+    // A round is the unit of the invocation's time budget (Deadline): past it, the deciders that lost their race
+    // (nothing of theirs written) go back to the queue unstarted; the rest of the batch is done and acked.
+    if (yield* Deadline.passed) {
+      for (const key of conflicted) progress.settle(key, Deadline.handedBack)
+      return
+    }
     yield* Effect.logDebug(`re-deciding ${conflicted.size} message(s) after a version conflict`)
     const states = yield* Effect.result(readStates(pending))
     if (Result.isFailure(states)) return progress.fail(conflicted, states.failure.message)
