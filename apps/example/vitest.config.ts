@@ -5,12 +5,15 @@ import { defineConfig } from "vitest/config"
 import { build as buildAssets } from "../../packages/workers/dashboard/build.mjs"
 import { workspaceSources } from "../../scripts/WorkspaceSources.mjs"
 import * as Receiver from "./scripts/Receiver.mjs" // the webhook receiver the tests deliver to (plain .mjs)
+import * as OtlpReceiver from "./scripts/OtlpReceiver.mjs" // the OTLP/HTTP collector otlp.workers.test.ts exports spans to
 
 // wrangler.jsonc's `assets` (the dashboard and /docs), built from their current source: the pool needs the directory.
 await buildAssets()
 const migrations = await readD1Migrations("../../migrations")
 /** A real HTTP receiver for webhook deliveries, listening for as long as the test run. */
 const receiver = await Receiver.start()
+/** A local OTLP/HTTP (JSON) collector: spans are exported only by the test that sets FACTLINE_OTLP_ENDPOINT to it. */
+const otlpReceiver = await OtlpReceiver.start()
 const tokens = readFileSync("./test/dev-tokens.json", "utf8").trim()
 
 interface WranglerQueues {
@@ -77,6 +80,7 @@ export default defineConfig({
           TEST_QUEUE_PRODUCERS: Object.fromEntries(queues.producers.map((p) => [p.binding, p.queue])),
           TEST_QUEUE_CONSUMERS: queueConsumers,
           TEST_RECEIVER_URL: receiver.url,
+          TEST_OTLP_URL: otlpReceiver.url,
           // Local development only: webhook endpoints may be http and loopback (the receiver above).
           FACTLINE_LOCAL_DEVELOPMENT: "true",
           FACTLINE_SECRETS_KEY: "kL8hXw6QkGfCq0e3m1Vn2m4Qb7yT9uR5sD3aF1gH2jM="

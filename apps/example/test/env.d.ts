@@ -22,6 +22,8 @@ declare global {
       TEST_QUEUE_CONSUMERS: Record<string, { maxBatchSize: number; maxBatchTimeout: number; maxRetries: number; deadLetterQueue?: string }>
       /** The tests' real webhook receiver (scripts/Receiver.mjs), started by vitest.config.ts. */
       TEST_RECEIVER_URL: string
+      /** The tests' OTLP/HTTP collector (scripts/OtlpReceiver.mjs): spans go there only where a test sets FACTLINE_OTLP_ENDPOINT. */
+      TEST_OTLP_URL: string
       [binding: string]: unknown
     }
   }
