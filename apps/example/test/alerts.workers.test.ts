@@ -17,8 +17,8 @@ import type { PlatformEnv } from "@factline/workers"
 import * as TokenConfig from "@factline/workers/tokens"
 import { drain } from "./Drain.js"
 import * as Faults from "./faults.js"
-import { callCompleted, request, tokenA, tokenPlatform, unique } from "./helpers.js"
-import { overrideSettings, platform } from "./worker.js"
+import { callCompleted, eventually, request, tokenA, tokenPlatform, unique } from "./helpers.js"
+import { holdQueue, overrideSettings, platform } from "./worker.js"
 
 interface Received {
   readonly headers: Record<string, string>
@@ -66,17 +66,19 @@ const settleToOk = async () => {
   await env.DB.prepare("DELETE FROM queue_metrics").run()
   await evaluate(0)
   const state = await api("GET", "/v1/alerts")
-  expect(state.body.data.find((s: any) => s.key === "health")).toMatchObject({ state: "ok", announced: "ok", pending: false })
+  const health = state.body.data.filter((s: any) => s.key.startsWith("health:"))
+  expect(health.map((s: any) => s.key).sort()).toEqual([...Alerts.keys].filter((k) => k.startsWith("health:")).sort())
+  for (const key of health) expect(key, key.key).toMatchObject({ state: "ok", announced: "ok", pending: false })
 }
-/** Opens `n` dead letters directly in the store (already counted by an alert: only health sees them). */
-const openDeadLetters = async (n: number, run: string) => {
+/** Opens `n` dead letters of `queue` directly in the store (already counted by an alert: only health sees them). */
+const openDeadLetters = async (n: number, run: string, queue = "factline-batch") => {
   const now = new Date().toISOString()
   for (let i = 0; i < n; i += 10) {
     const rows = Array.from({ length: Math.min(10, n - i) }, (_, j) => `${run}_${i + j}`)
     await env.DB.prepare(
       `INSERT INTO dead_messages (id, queue, reason, last_error, attempts, first_attempted_at, last_attempted_at, original_message, status, received_at, alert_id)
-       SELECT value, 'factline-batch', 'test', 'test', 1, ?1, ?1, '{}', 'open', ?1, 'counted' FROM json_each(?2)`
-    ).bind(now, JSON.stringify(rows)).run()
+       SELECT value, ?3, 'test', 'test', 1, ?1, ?1, '{}', 'open', ?1, 'counted' FROM json_each(?2)`
+    ).bind(now, JSON.stringify(rows), queue).run()
   }
 }
 const resolveDeadLetters = (run: string) =>
@@ -171,7 +173,8 @@ describe("alerts", () => {
       ["factline.health.changed", "ok", "critical"],
       ["factline.health.changed", "critical", "ok"]
     ])
-    expect(alerts[0]!.data.reasons).toContain("factline-batch: dlq_open critical")
+    expect(alerts[0]!.data).toMatchObject({ queue: "factline-batch", platform_status: "critical" })
+    expect(alerts[0]!.data.reasons).toEqual(["factline-batch: dlq_open critical"])
     expect(alerts[0]!.data.queues.find((q: any) => q.queue === "factline-batch")).toMatchObject({ status: "critical", dlq_open: 101 })
     expect(new Set(deliveries.map((d) => d.headers["webhook-id"])).size).toBe(2)
   })
@@ -192,7 +195,7 @@ describe("alerts", () => {
     // Worse than announced: at once. Better: held by the quiet period; worse again than announced: no.
     expect((await flap()).map((s) => s.event_type)).toEqual(["factline.health.changed"])
     expect(await flap()).toEqual([])
-    expect((await api("GET", "/v1/alerts")).body.data.find((s: any) => s.key === "health")).toMatchObject({ state: "ok", announced: "critical" })
+    expect((await api("GET", "/v1/alerts")).body.data.find((s: any) => s.key === "health:factline-batch")).toMatchObject({ state: "ok", announced: "critical" })
     await drain()
     expect(await received(path)).toHaveLength(1)
     // The period over, the next evaluation announces where things stand: ok.
@@ -201,6 +204,68 @@ describe("alerts", () => {
     await drain()
     const alerts = (await received(path)).map((d) => verify(endpoint.secret, d))
     expect(alerts.map((a) => [a.data.previous_status, a.data.status])).toEqual([["ok", "critical"], ["critical", "ok"]])
+  })
+
+  it("each queue is graded on its own: a second queue turning critical while the first still is sends its own alert, and each recovers on its own", async () => {
+    await settleToOk()
+    const path = `/hooks/ok-${unique("per-queue")}`
+    const endpoint = await createEndpoint(path, [Alerts.eventTypes.healthChanged])
+    const batchRun = unique("crit-batch")
+    const webhooksRun = unique("crit-webhooks")
+    await openDeadLetters(101, batchRun, "factline-batch")
+    expect((await evaluate(15)).map((s) => s.key)).toEqual(["health:factline-batch"])
+    // The platform's level is critical already: the webhooks queue turning critical is still announced, at once.
+    await openDeadLetters(101, webhooksRun, "factline-webhooks")
+    expect((await evaluate(15)).map((s) => s.key)).toEqual(["health:factline-webhooks"])
+    expect(await evaluate(15)).toEqual([])                       // nothing changed: nothing sent (each key de-duplicated)
+    // Both recover: each key's own quiet period holds its recovery, then each is announced once.
+    await resolveDeadLetters(batchRun)
+    await resolveDeadLetters(webhooksRun)
+    expect(await evaluate(15)).toEqual([])
+    await age(16)
+    expect((await evaluate(15)).map((s) => s.key).sort()).toEqual(["health:factline-batch", "health:factline-webhooks"])
+    await drain()
+    const alerts = (await received(path)).map((d) => verify(endpoint.secret, d))
+    expect(alerts.map((a) => [a.data.queue, a.data.previous_status, a.data.status, a.data.platform_status]).sort()).toEqual([
+      ["factline-batch", "critical", "ok", "ok"],
+      ["factline-batch", "ok", "critical", "critical"],
+      ["factline-webhooks", "critical", "ok", "ok"],
+      ["factline-webhooks", "ok", "critical", "critical"]
+    ])
+    expect(new Set(alerts.map((a) => a.data.alert_id)).size).toBe(4)
+  })
+
+  it("4 queue groups, a backlog of 10,100 messages in group 3 only: health sums the groups (depth warning), lists group 3's backlog, and the events queue's alert goes out", async () => {
+    await settleToOk()
+    const path = `/hooks/ok-${unique("groups")}`
+    const endpoint = await createEndpoint(path, [Alerts.eventTypes.healthChanged])
+    const group3 = "factline-events-3"
+    const hold = holdQueue(group3)
+    try {
+      // The first batch is delivered and held; everything sent after it waits on the local broker: a real backlog.
+      const queue3 = env.EVENTS_QUEUE_3 as Queue
+      await queue3.send({ filler: 0 })
+      await eventually(async () => hold.batchesHeld() > 0 ? true : undefined, 10_000, "group 3's first batch held")
+      for (let i = 0; i < 101; i++) await queue3.sendBatch(Array.from({ length: 100 }, (_, j) => ({ body: { filler: i * 100 + j + 1 } })))
+      const backlog = (await queue3.metrics()).backlogCount
+      expect(backlog).toBeGreaterThan(10_000)
+      expect((await env.EVENTS_QUEUE.metrics()).backlogCount).toBe(0)            // group 0: what health read before
+      overrideSettings({ FACTLINE_QUEUE_GROUPS: "4" })
+      const { body } = await api("GET", "/v1/queues/health?window=15m")
+      const events = body.queues.find((q: any) => q.queue === "factline-events")
+      expect(events).toMatchObject({ depth: backlog, status: "warning", checks: expect.objectContaining({ depth: "warning", backlog_age_ms: "ok" }) })
+      expect(events.groups.map((g: any) => [g.queue, g.depth])).toEqual([["factline-events-0", 0], ["factline-events-1", 0], ["factline-events-2", 0], [group3, backlog]])
+      expect(events.groups[3].backlog_age_ms).toBeGreaterThanOrEqual(0)
+      expect(body.status).toBe("warning")
+      const sent = await evaluate(15)
+      expect(sent.map((s) => s.key)).toEqual(["health:factline-events"])
+    } finally {
+      hold.release()
+      await drain().finally(hold.end)
+    }
+    const [alert] = (await received(path)).map((d) => verify(endpoint.secret, d))
+    expect(alert!.data).toMatchObject({ queue: "factline-events", previous_status: "ok", status: "warning", reasons: ["factline-events: depth warning"] })
+    expect(alert!.data.queues.find((q: any) => q.queue === "factline-events").groups[3]).toMatchObject({ queue: group3 })
   })
 
   it("an alert whose hand-over to the webhooks queue failed is handed over by a later evaluation, under the same webhook-id, once", async () => {
@@ -221,7 +286,7 @@ describe("alerts", () => {
     const retried = (await evaluate(0)).filter((s) => s.key === "dead_letters")
     expect(retried).toHaveLength(1)
     expect(await evaluate(0)).toEqual([])
-    expect((await api("GET", "/v1/alerts")).body.data.map((s: any) => s.pending)).toEqual([false, false])
+    expect((await api("GET", "/v1/alerts")).body.data.map((s: any) => s.pending)).toEqual(Alerts.keys.map(() => false))
     await drain()
     const deliveries = await received(path)
     expect(deliveries).toHaveLength(1)

@@ -25,9 +25,33 @@ const withOverrides = <E extends object>(env: E): E => {
   return overridden as E
 }
 
+/**
+ * Holds the consumer of one queue (a test builds a real backlog on the local broker, which runs one batch per
+ * queue at a time: what is sent while its batch is held waits in the queue). Until `release()`, every batch of
+ * `queue` waits; from then on until `end()` its batches — a test's filler, never platform messages — are acked
+ * unprocessed (the test drains the backlog in between).
+ */
+const held = new Map<string, { readonly until: Promise<void>; batches: number }>()
+export const holdQueue = (queue: string) => {
+  let release!: () => void
+  const hold = { until: new Promise<void>((resolve) => (release = resolve)), batches: 0 }
+  held.set(queue, hold)
+  return {
+    release: () => release(),
+    end: () => void held.delete(queue),
+    batchesHeld: () => hold.batches
+  }
+}
+
 // The runtime's entry: its queue handler also settles the messages `drain()` counts (tests call `platform.queue` directly).
 export default {
   ...platform,
   fetch: (request, env, ctx) => platform.fetch(request, withOverrides(env), ctx),
-  queue: Drain.consumer((batch, env, ctx) => platform.queue(batch, withOverrides(env), ctx))
+  queue: Drain.consumer(async (batch, env, ctx) => {
+    const hold = held.get(batch.queue)
+    if (hold === undefined) return platform.queue(batch, withOverrides(env), ctx)
+    hold.batches++
+    await hold.until
+    batch.ackAll()
+  })
 } satisfies Pick<typeof platform, "fetch" | "queue" | "scheduled">

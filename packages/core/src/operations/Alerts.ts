@@ -10,14 +10,16 @@
  * logged and recoverable like any delivery.
  *
  * `evaluate` (the cron, every 5 minutes; `POST /v1/alerts/evaluate`) grades health as `GET /v1/queues/health`
- * does, compares it with the level last announced (`alert_state`, platform database) and emits only on a
- * change; new dead letters are claimed per evaluation (`dead_messages.alert_id`, each record by exactly one
- * alert) and announced as one alert with counts by queue and reason, not one per message.
+ * does and compares EACH QUEUE's level with the level last announced for that queue (`alert_state`, platform
+ * database: one key per queue, `health:factline-events` …, and `health:ledger` for a pending relay) and emits
+ * on a change of that key — so a second queue turning critical while another already is, is announced too;
+ * new dead letters are claimed per evaluation (`dead_messages.alert_id`, each record by exactly one alert)
+ * and announced as one alert with counts by queue and reason, not one per message.
  *
  * - De-duplication: an alert's id derives from its key, the row's version and the time it was decided, and
  *   the `webhook-id` of each delivery from the alert id and the endpoint; the decision is a compare-and-swap
  *   on `version`, so of concurrent evaluations exactly one emits a given alert.
- * - Quiet period (`FACTLINE_ALERT_QUIET_MINUTES`, default 15): after an alert of a key, a better level and
+ * - Quiet period (`FACTLINE_ALERT_QUIET_MINUTES`, default 15), per key: after an alert of a key, a better level and
  *   new dead letters wait until the period since it has passed (then one alert says where things stand); a
  *   worse level than the one announced goes at once. A flap therefore sends at most one recovery per period.
  * - Nothing lost: the alert is written as `pending` in the same statement that decides it and cleared once
@@ -56,7 +58,7 @@ export const catalog: WebhookStore.Catalog = {
 }
 
 export const descriptions: Readonly<Record<EventType, string>> = {
-  "factline.health.changed": "The platform's health level changed (ok, warning, critical): every queue's graded checks over the last 15 minutes.",
+  "factline.health.changed": "A queue's health level changed (ok, warning, critical; each queue, and the ledger's relay, announced on its own): its graded checks over the last 15 minutes, with every queue's beside them.",
   "factline.dead_letter.opened": "Dead letters opened since the last such alert: how many, by queue and reason."
 }
 
@@ -71,8 +73,13 @@ export const stream = "alerts"
 /** The fact type an alert stands for in its deliveries (`fact_type`); alerts are not appended to the ledger. */
 export const factType = "factline.alert"
 
-export type Key = "health" | "dead_letters"
-const keys: ReadonlyArray<Key> = ["health", "dead_letters"]
+/** A queue's health key (`health:factline-events`), the ledger's relay (`health:ledger`), or the dead letters'. */
+export type Key = `health:${string}` | "dead_letters"
+/** The health key of a platform queue (a grouped purpose is one queue: its groups are summed by Metrics). */
+export const healthKey = (queue: string): Key => `health:${queue}`
+/** The health key of the ledger's relay: warning while a shard's relay is pending. */
+export const ledgerKey: Key = "health:ledger"
+export const keys: ReadonlyArray<Key> = [...RetryPolicy.all.map((p) => healthKey(p.queue)), ledgerKey, "dead_letters"]
 
 /** An alert as decided: its id, type and data (null: dead-letter counts, read back by the alert id). */
 interface Alert {
@@ -124,7 +131,8 @@ export const readState = Effect.fn("Alerts.readState")(function*() {
   const now = yield* Time.now
   const results = yield* Effect.mapError(sql.batch<StateRow>([
     ...keys.map((key) => Sql.statement("INSERT INTO alert_state (key, state, changed_at, sent_state, version) VALUES (?, 'ok', ?, 'ok', 0) ON CONFLICT (key) DO NOTHING", key, now)),
-    Sql.statement("SELECT * FROM alert_state ORDER BY key")
+    // Only today's keys (a row of a key no longer graded — the one platform-wide `health` of before — is left alone).
+    Sql.statement(`SELECT * FROM alert_state WHERE key IN (${keys.map(() => "?").join(", ")}) ORDER BY key`, ...keys)
   ]), unavailable)
   return new Map(results.at(-1)!.rows.map((r) => [r.key, r] as const)) as ReadonlyMap<Key, StateRow>
 })
@@ -209,15 +217,14 @@ const decide = (row: StateRow, now: string, eventType: EventType, announce: { re
 
 const quietFor = (row: StateRow, nowMs: number, quietMs: number) => row.sent_at !== null && nowMs - Date.parse(row.sent_at) < quietMs
 
-/** The health key: grades, and announces a change of level (at once when worse, after the quiet period when better). */
-const evaluateHealth = (row: StateRow, quietMs: number) =>
+/**
+ * One health key: announces a change of its level (at once when worse, after the quiet period when better);
+ * `data` describes the alert. Each key on its own row: its own de-duplication and quiet period.
+ */
+const evaluateLevel = (row: StateRow, level: Metrics.Level, quietMs: number, nowMs: number, data: (alert: string, previous: string) => Record<string, unknown>) =>
   Effect.gen(function*() {
     const sql = yield* Sql.PlatformDatabase
-    const nowMs = yield* Time.millis
     const now = new Date(nowMs).toISOString()
-    const since = new Date(nowMs - windowMinutes * 60_000).toISOString()
-    const { queues, relayPendingShards } = yield* Metrics.readHealth(since)
-    const level = Metrics.overall(queues, relayPendingShards)
     const announced = row.sent_state ?? "ok"
     const worse = (rank[level] ?? 0) > (rank[announced] ?? 0)
     if (row.pending !== null || level === announced || (!worse && quietFor(row, nowMs, quietMs))) {
@@ -227,27 +234,51 @@ const evaluateHealth = (row: StateRow, quietMs: number) =>
       }
       return undefined
     }
-    const reasons = queues.flatMap((q) =>
-      Object.entries(q.checks).filter(([, l]) => l !== "ok").map(([check, l]) => `${q.queue}: ${check} ${l}`))
-    if (relayPendingShards > 0) reasons.push(`ledger: ${relayPendingShards} shard(s) with a pending relay`)
-    const alert = yield* decide(row, now, eventTypes.healthChanged, {
-      state: level,
-      data: (id) => ({
-        alert_id: id,
-        status: level,
-        previous_status: announced,
-        window: `${windowMinutes}m`,
-        reasons,
-        queues: queues.map((q) => ({
-          queue: q.queue, status: q.status, checks: q.checks, dlq_open: q.dlq_open, depth: q.depth, retry_rate: q.retry_rate,
-          processing_p99_ms: q.processing_p99_ms, lag_p99_ms: q.lag_p99_ms
-        })),
-        relay_pending_shards: relayPendingShards,
-        thresholds: Metrics.thresholds,
-        inspect: "GET /v1/queues/health"
-      })
-    })
+    const alert = yield* decide(row, now, eventTypes.healthChanged, { state: level, data: (id) => data(id, announced) })
     return alert === undefined ? undefined : yield* complete(row.key, row.version + 1, alert)
+  })
+
+/** The health keys: grades every queue once, then announces each queue's (and the ledger relay's) change of level. */
+const evaluateHealth = (rows: ReadonlyMap<Key, StateRow>, quietMs: number) =>
+  Effect.gen(function*() {
+    const nowMs = yield* Time.millis
+    const since = new Date(nowMs - windowMinutes * 60_000).toISOString()
+    const { queues, relayPendingShards } = yield* Metrics.readHealth(since)
+    const platform = Metrics.overall(queues, relayPendingShards)
+    const summary = queues.map((q) => ({
+      queue: q.queue, status: q.status, checks: q.checks, dlq_open: q.dlq_open, depth: q.depth, backlog_age_ms: q.backlog_age_ms,
+      retention_seconds: q.retention_seconds, ...(q.groups === undefined ? {} : { groups: q.groups }), retry_rate: q.retry_rate,
+      processing_p99_ms: q.processing_p99_ms, lag_p99_ms: q.lag_p99_ms
+    }))
+    const common = (alert: string, subject: string, level: Metrics.Level, previous: string, reasons: ReadonlyArray<string>) => ({
+      alert_id: alert,
+      queue: subject,
+      status: level,
+      previous_status: previous,
+      platform_status: platform,
+      window: `${windowMinutes}m`,
+      reasons,
+      queues: summary,
+      relay_pending_shards: relayPendingShards,
+      thresholds: Metrics.thresholds,
+      inspect: "GET /v1/queues/health"
+    })
+    const sent: Array<Sent> = []
+    for (const q of queues) {
+      const row = rows.get(healthKey(q.queue))
+      if (row === undefined) continue
+      const reasons = Object.entries(q.checks).filter(([, l]) => l !== "ok").map(([check, l]) => `${q.queue}: ${check} ${l}`)
+      const done = yield* evaluateLevel(row, q.status, quietMs, nowMs, (id, previous) => common(id, q.queue, q.status, previous, reasons))
+      if (done !== undefined) sent.push(done)
+    }
+    const ledger = rows.get(ledgerKey)
+    if (ledger !== undefined) {
+      const level: Metrics.Level = relayPendingShards > 0 ? "warning" : "ok"
+      const reasons = relayPendingShards > 0 ? [`ledger: ${relayPendingShards} shard(s) with a pending relay`] : []
+      const done = yield* evaluateLevel(ledger, level, quietMs, nowMs, (id, previous) => common(id, "ledger", level, previous, reasons))
+      if (done !== undefined) sent.push(done)
+    }
+    return sent
   })
 
 /** The dead-letter key: claims the records no alert has counted yet and announces them as one alert. */
@@ -301,10 +332,10 @@ export const evaluate = Effect.fn("Alerts.evaluate")(function*(options: Options)
   const rows = yield* readState()
   // Each key on its own: health that cannot be read does not hold back the dead letters' alert, nor the reverse.
   const results = [
-    yield* Effect.result(evaluateHealth(rows.get("health")!, quietMs)),
-    yield* Effect.result(evaluateDeadLetters(rows.get("dead_letters")!, quietMs))
+    yield* Effect.result(evaluateHealth(rows, quietMs)),
+    yield* Effect.result(Effect.map(evaluateDeadLetters(rows.get("dead_letters")!, quietMs), (done) => done === undefined ? [] : [done]))
   ]
-  for (const result of results) if (Result.isSuccess(result) && result.success !== undefined) sent.push(result.success)
+  for (const result of results) if (Result.isSuccess(result)) sent.push(...result.success)
   const failed = results.find(Result.isFailure)
   if (failed !== undefined) return yield* Effect.fail(failed.failure)
   return sent as ReadonlyArray<Sent>

@@ -41,7 +41,7 @@ const errors = {
   503: "`unavailable`: the store, or the secrets key is not configured; retry"
 }
 const State = Schema.Struct({
-  key: Schema.Literals(["health", "dead_letters"]),
+  key: Schema.String.annotate({ description: "`health:<queue>` (one per platform queue), `health:ledger` (a pending relay) or `dead_letters`" }),
   state: Schema.String.annotate({ description: "health: the level last graded (ok, warning, critical)" }),
   changed_at: Schema.String.annotate({ description: "When the graded level last changed" }),
   announced: Schema.NullOr(Schema.String).annotate({ description: "health: the level the last alert announced" }),
@@ -99,7 +99,7 @@ export const attempts = HttpApiEndpoint.get("listAlertAttempts", "/v1/alerts/end
 export const state = HttpApiEndpoint.get("alertState", "/v1/alerts", {
   success: Schema.Struct({ quiet_period_minutes: Schema.Number, window_minutes: Schema.Int, data: Schema.Array(State) }),
   error: problems(503)
-}).pipe(describe({ summary: "Alert state", description: "Per alert key (`health`, `dead_letters`): what was graded and what was last announced.", scopes: platform, errors: { 503: "`unavailable`: the alert state; retry" } }))
+}).pipe(describe({ summary: "Alert state", description: "Per alert key (`health:<queue>` for each queue, `health:ledger`, `dead_letters`): what was graded and what was last announced.", scopes: platform, errors: { 503: "`unavailable`: the alert state; retry" } }))
 
 export const evaluate = HttpApiEndpoint.post("evaluateAlerts", "/v1/alerts/evaluate", {
   success: Schema.Struct({ sent: Schema.Array(Sent) }),
@@ -134,7 +134,7 @@ export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
       quiet_period_minutes: result.quiet / 60_000,
       window_minutes: Alerts.windowMinutes,
       data: result.rows.map((r) => ({
-        key: r.key, state: r.state, changed_at: r.changed_at, announced: r.key === "health" ? r.sent_state : null, announced_at: r.sent_at,
+        key: r.key, state: r.state, changed_at: r.changed_at, announced: r.key.startsWith("health:") ? r.sent_state : null, announced_at: r.sent_at,
         alerts: r.version, pending: r.pending !== null
       }))
     })
