@@ -4,14 +4,16 @@
  * write: the first batch after the interval, or at once with a batch that dead-letters or retries. The other
  * test files run with the setting at 0 (every batch written at once).
  */
-import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
+import { createExecutionContext, createMessageBatch, getQueueResult, runDurableObjectAlarm } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
 import type { PlatformEnv } from "@factline/workers"
 import * as CountingBindings from "@factline/core/testing/bindings"
-import { callCompleted, unique } from "./helpers.js"
+import type { LedgerShard } from "@factline/workers"
+import { drain } from "./Drain.js"
+import { callCompleted, shardKeyOf, unique } from "./helpers.js"
 import { newCounts } from "./instrument.js"
-import { platform } from "./worker.js"
+import { holdQueue, platform } from "./worker.js"
 
 const testEnv = env as unknown as PlatformEnv
 
@@ -59,5 +61,31 @@ describe("metrics: clean batches wait in the isolate", () => {
     await new Promise((resolve) => setTimeout(resolve, 1_100))
     await deliver([callCompleted()], runEnv)
     expect(await rollup()).toEqual({ batches: before.batches + 3, received: before.received + 3, dead: before.dead })
+  })
+})
+
+describe("metrics: messages_sent_total counts the ledger shard's outbox relay", () => {
+  const sentTo = async (queue: string) =>
+    (await env.DB.prepare("SELECT COALESCE(SUM(sent), 0) AS n FROM queue_metrics WHERE queue = ?").bind(queue).first<{ n: number }>())!.n
+
+  it("facts handed to a shard after a refused relay are counted as sent when its alarm relays them, under each destination", async () => {
+    const buyer = unique("buyer")
+    const event = callCompleted({}, { buyer_id: buyer, duration_s: 90, price_cents: 654, currency: "USD" })
+    const down = { send: async () => { throw new Error("queue unavailable") }, sendBatch: async () => { throw new Error("queue unavailable") }, metrics: async () => ({ backlogCount: 0, backlogBytes: 0 }) }
+    expect((await deliver([event], { ...testEnv, PROJECTIONS_QUEUE: down, FACT_PROCESSING_QUEUE: down } as unknown as PlatformEnv)).explicitAcks).toHaveLength(1)
+    // The relayed messages wait on their queues while counted, so that nothing consumed downstream sends meanwhile.
+    const holds = ["factline-projections-0", "factline-fact-processing-0"].map((queue) => holdQueue(queue, { process: true }))
+    try {
+      const before = { projections: await sentTo("factline-projections"), processing: await sentTo("factline-fact-processing") }
+      const stub = env.LEDGER.get(env.LEDGER.idFromName(await shardKeyOf("tenant-a", event.subject))) as DurableObjectStub<LedgerShard>
+      await runDurableObjectAlarm(stub)
+      // One fact (the outcome) to each destination: one message each, counted by the shard itself.
+      expect({ projections: await sentTo("factline-projections"), processing: await sentTo("factline-fact-processing") })
+        .toEqual({ projections: before.projections + 1, processing: before.processing + 1 })
+    } finally {
+      for (const hold of holds) hold.release()
+      await drain().finally(() => holds.forEach((hold) => hold.end()))
+    }
+    expect(await env.DB.prepare("SELECT spent_cents FROM buyer_budgets WHERE tenant_id = 'tenant-a' AND buyer_id = ?").bind(buyer).first()).toEqual({ spent_cents: 654 })
   })
 })

@@ -4,7 +4,7 @@ import { modules } from "../src/modules.js"
 import * as Drain from "./Drain.js"
 import { testModule } from "./TestModule.js"
 
-export { LedgerShard } from "@factline/workers"
+export { EndpointLimiter, LedgerShard } from "@factline/workers"
 
 export const platform = makePlatform([...modules, testModule])
 
@@ -28,13 +28,13 @@ const withOverrides = <E extends object>(env: E): E => {
 /**
  * Holds the consumer of one queue (a test builds a real backlog on the local broker, which runs one batch per
  * queue at a time: what is sent while its batch is held waits in the queue). Until `release()`, every batch of
- * `queue` waits; from then on until `end()` its batches — a test's filler, never platform messages — are acked
- * unprocessed (the test drains the backlog in between).
+ * `queue` waits; from then on until `end()` its batches are acked unprocessed (a test's filler) or, with
+ * `process`, handed to the platform as usual (the test drains the backlog in between).
  */
-const held = new Map<string, { readonly until: Promise<void>; batches: number }>()
-export const holdQueue = (queue: string) => {
+const held = new Map<string, { readonly until: Promise<void>; batches: number; readonly process: boolean }>()
+export const holdQueue = (queue: string, options: { readonly process?: boolean } = {}) => {
   let release!: () => void
-  const hold = { until: new Promise<void>((resolve) => (release = resolve)), batches: 0 }
+  const hold = { until: new Promise<void>((resolve) => (release = resolve)), batches: 0, process: options.process === true }
   held.set(queue, hold)
   return {
     release: () => release(),
@@ -52,6 +52,7 @@ export default {
     if (hold === undefined) return platform.queue(batch, withOverrides(env), ctx)
     hold.batches++
     await hold.until
+    if (hold.process) return platform.queue(batch, withOverrides(env), ctx)
     batch.ackAll()
   })
 } satisfies Pick<typeof platform, "fetch" | "queue" | "scheduled">

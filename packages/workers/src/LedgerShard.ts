@@ -21,7 +21,7 @@
 import { DurableObject } from "cloudflare:workers"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import { Bindings, LedgerProtocol, LedgerStorage, LedgerTopology, OutboxRelay, PayloadStore, QueueGroups, RetryPolicy, Settings } from "@factline/core"
+import { Bindings, LedgerProtocol, LedgerStorage, LedgerTopology, Metrics, OutboxRelay, PayloadStore, QueueGroups, RetryPolicy, Settings } from "@factline/core"
 import type { Fact } from "@factline/schemas"
 import type { PlatformEnv } from "./Env.js"
 import { shardRuntime, type ShardRuntime } from "./Services.js"
@@ -141,10 +141,15 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     if (current === null || current > next) await this.ctx.storage.setAlarm(next)
   }
 
-  /** Relays the outbox; on success sets the alarm to the next timer (or removes it), on failure re-arms it with backoff. */
+  /**
+   * Relays the outbox; on success sets the alarm to the next timer (or removes it), on failure re-arms it with
+   * backoff. The messages it sent (those of a failed run too) are counted in `messages_sent_total`.
+   */
   private async drain(): Promise<void> {
+    const sent = new Map<string, number>()
     try {
-      const result = await OutboxRelay.relay(this.ledger, await this.runtime.runPromise(this.targets()))
+      const targets = await this.runtime.runPromise(this.targets())
+      const result = await OutboxRelay.relay(this.ledger, { ...targets, sent: (destination, n) => void sent.set(destination, (sent.get(destination) ?? 0) + n) })
       if (this.ledger.getMeta("relay_failures") !== undefined) {
         await this.register(null)
         this.ledger.setMeta("relay_failures", undefined)
@@ -163,6 +168,9 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
       await this.arm(relayBackoffMs(failures))
       await this.armNextTimer()
       await this.register("now").catch(() => undefined)
+    } finally {
+      // Logged, never thrown, when the rollup cannot take it: the messages were sent.
+      if (sent.size > 0) await this.runtime.runPromise(Metrics.recordSent(sent))
     }
   }
 

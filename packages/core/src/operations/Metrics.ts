@@ -26,7 +26,7 @@ import { AnalyticsEngine, QueueBindings } from "../platform/Bindings.js"
 import * as Sql from "../platform/Sql.js"
 import * as Placement from "../placement/Placement.js"
 import { deadMessages } from "../tables/PlatformTables.js"
-import { MetricsTally, type Rollup } from "./MetricsTally.js"
+import { countedAs, MetricsTally, type Rollup } from "./MetricsTally.js"
 
 /**
  * Histogram upper bounds in ms (the last is +∞). A quantile reads as its bucket's upper bound, so a check
@@ -467,6 +467,30 @@ export const record = Effect.fn("Metrics.record")(function*(sample: Sample, metr
   if (due) return yield* write(sample)
   const analytics = yield* AnalyticsEngine
   yield* analytics.writeDataPoint(dataPoint(sample, 0))
+})
+
+/**
+ * Writes messages sent outside the platform runtime's tally — the ledger shard's outbox relay, a Durable
+ * Object of its own — to the rollup at once (one round trip; the relay is the rare fallback path) and to
+ * Analytics Engine, each under the queue it counts as (`MetricsTally.countedAs`: a group queue as its
+ * purpose). A failure is logged, never the caller's: the messages were sent.
+ */
+export const recordSent = Effect.fn("Metrics.recordSent")(function*(sent: ReadonlyMap<string, number>) {
+  const counted = new Map<string, number>()
+  for (const [queue, n] of sent) {
+    const as = countedAs(queue)
+    if (as !== undefined && n > 0) counted.set(as, (counted.get(as) ?? 0) + n)
+  }
+  if (counted.size === 0) return
+  const sql = yield* Sql.PlatformDatabase
+  const analytics = yield* AnalyticsEngine
+  const at = new Date(yield* Clock.currentTimeMillis)
+  const statements = [...counted].map(([queue, n]) => sentUpsert(queue, n, at)).map((s) => Sql.statement(s.sql, ...s.params))
+  const written: Effect.Effect<unknown, Failure.Unavailable> = statements.length === 1 ? sql.run(statements[0]!) : sql.batch(statements)
+  yield* written.pipe(
+    Effect.andThen(Effect.forEach(counted, ([queue, n]) => analytics.writeDataPoint(sentDataPoint(queue, n)), { discard: true })),
+    Effect.catch((error) => Effect.logError(`messages sent could not be recorded: ${error.message}`))
+  )
 })
 
 /** How often, at least, the HTTP edge and the cron leave the tally to consumer batches (`flushPending`). */

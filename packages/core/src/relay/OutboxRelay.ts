@@ -21,6 +21,8 @@ export interface RelayTargets {
   readonly queue: (destination: string) => Queue | undefined
   /** Stores a large fact payload in R2 and returns its `r2://` reference. */
   readonly offload: (tenantId: string, name: string, payload: unknown) => Promise<string>
+  /** Told of each send that resolved (messages to a destination), for `messages_sent_total` (Metrics.recordSent). */
+  readonly sent?: (destination: string, messages: number) => void
 }
 
 export interface RelayResult {
@@ -44,6 +46,7 @@ export const relay = async (ledger: LedgerStorage, targets: RelayTargets, limit:
     const messages = await FactMessage.pack(rows.map((row) => row.fact), targets.offload)
     for (const chunk of SendBatches.split(messages, (m) => m.body, (m) => m.bytes)) {
       await queue.sendBatch(chunk.map((m) => ({ body: m.body, contentType: "json" as const })))
+      targets.sent?.(destination, chunk.length)
       const ids = chunk.flatMap((m) => m.facts.map((f) => rowIds.get(f)!))
       ledger.deleteOutbox(ids)
       sent += ids.length
