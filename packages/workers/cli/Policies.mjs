@@ -7,12 +7,28 @@
 
 /** One entry per platform queue: its producer binding, its dead-letter queue and the consumer settings. */
 export const queues = [
-  { queue: "factline-events", grouped: true, binding: "EVENTS_QUEUE", deadLetterQueue: "factline-events-dlq", deadLetterBinding: "EVENTS_DLQ", maxRetries: 5, maxBatchSize: 100, maxBatchTimeoutSeconds: 1 },
-  { queue: "factline-projections", grouped: true, binding: "PROJECTIONS_QUEUE", deadLetterQueue: "factline-projections-dlq", deadLetterBinding: "PROJECTIONS_DLQ", maxRetries: 10, maxBatchSize: 100, maxBatchTimeoutSeconds: 0.5 },
-  { queue: "factline-fact-processing", grouped: true, binding: "FACT_PROCESSING_QUEUE", deadLetterQueue: "factline-fact-processing-dlq", deadLetterBinding: "FACT_PROCESSING_DLQ", maxRetries: 5, maxBatchSize: 100, maxBatchTimeoutSeconds: 0.5 },
-  { queue: "factline-webhooks", binding: "WEBHOOKS_QUEUE", deadLetterQueue: "factline-webhooks-dlq", deadLetterBinding: "WEBHOOKS_DLQ", maxRetries: 5, maxBatchSize: 10, maxBatchTimeoutSeconds: 5 },
-  { queue: "factline-batch", binding: "BATCH_QUEUE", deadLetterQueue: "factline-batch-dlq", deadLetterBinding: "BATCH_DLQ", maxRetries: 3, maxBatchSize: 10, maxBatchTimeoutSeconds: 10 }
+  { queue: "factline-events", grouped: true, binding: "EVENTS_QUEUE", deadLetterQueue: "factline-events-dlq", deadLetterBinding: "EVENTS_DLQ", maxRetries: 5, maxBatchSize: 100, maxBatchTimeoutSeconds: 1, messageRetentionSeconds: 345600, deadLetterRetentionSeconds: 1209600 },
+  { queue: "factline-projections", grouped: true, binding: "PROJECTIONS_QUEUE", deadLetterQueue: "factline-projections-dlq", deadLetterBinding: "PROJECTIONS_DLQ", maxRetries: 10, maxBatchSize: 100, maxBatchTimeoutSeconds: 0.5, messageRetentionSeconds: 345600, deadLetterRetentionSeconds: 1209600 },
+  { queue: "factline-fact-processing", grouped: true, binding: "FACT_PROCESSING_QUEUE", deadLetterQueue: "factline-fact-processing-dlq", deadLetterBinding: "FACT_PROCESSING_DLQ", maxRetries: 5, maxBatchSize: 100, maxBatchTimeoutSeconds: 0.5, messageRetentionSeconds: 345600, deadLetterRetentionSeconds: 1209600 },
+  { queue: "factline-webhooks", binding: "WEBHOOKS_QUEUE", deadLetterQueue: "factline-webhooks-dlq", deadLetterBinding: "WEBHOOKS_DLQ", maxRetries: 5, maxBatchSize: 10, maxBatchTimeoutSeconds: 5, messageRetentionSeconds: 345600, deadLetterRetentionSeconds: 1209600 },
+  { queue: "factline-batch", binding: "BATCH_QUEUE", deadLetterQueue: "factline-batch-dlq", deadLetterBinding: "BATCH_DLQ", maxRetries: 3, maxBatchSize: 10, maxBatchTimeoutSeconds: 10, messageRetentionSeconds: 345600, deadLetterRetentionSeconds: 1209600 }
 ]
+
+/**
+ * How long a queue keeps an unconsumed message (seconds): each entry's `messageRetentionSeconds` for its queue
+ * and group queues (4 days), `deadLetterRetentionSeconds` for its DLQ (14 days, the most Queues allows; seed
+ * 001). Deploy creates each queue with it (`--message-retention-period-secs`); undefined for a queue not ours.
+ */
+export const retentionOf = (name) => {
+  for (const q of queues) {
+    if (name === q.deadLetterQueue) return q.deadLetterRetentionSeconds
+    if (name === q.queue || (q.grouped && new RegExp(`^${q.queue}-(0|[1-9][0-9]*)$`).test(name))) return q.messageRetentionSeconds
+  }
+  return undefined
+}
+
+/** A retention in words: "14 days", "36 hours". */
+export const retentionText = (seconds) => seconds % 86_400 === 0 ? `${seconds / 86_400} days` : `${Math.round(seconds / 3_600)} hours`
 
 /**
  * Tenant groups of the grouped queues (`FACTLINE_QUEUE_GROUPS` in an environment's vars; default 4): each

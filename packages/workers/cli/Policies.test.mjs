@@ -9,8 +9,19 @@ describe("the CLI's queue table", () => {
   it("is RetryPolicy.all, queue by queue", () => {
     expect(Policies.queues).toEqual(RetryPolicy.all.map((p) => ({
       queue: p.queue, ...(p.grouped ? { grouped: true } : {}), binding: p.binding, deadLetterQueue: p.deadLetterQueue, deadLetterBinding: p.deadLetterBinding,
-      maxRetries: p.maxRetries, maxBatchSize: p.maxBatchSize, maxBatchTimeoutSeconds: p.maxBatchTimeoutSeconds
+      maxRetries: p.maxRetries, maxBatchSize: p.maxBatchSize, maxBatchTimeoutSeconds: p.maxBatchTimeoutSeconds,
+      messageRetentionSeconds: p.messageRetentionSeconds, deadLetterRetentionSeconds: p.deadLetterRetentionSeconds
     })))
+  })
+
+  it("keeps every DLQ 14 days and every queue (each group queue) 4 days, RetryPolicy's retention", () => {
+    for (const q of Policies.queues) {
+      expect(Policies.retentionOf(q.deadLetterQueue), q.deadLetterQueue).toBe(14 * 86_400)
+      for (const p of Policies.physicalQueues(q)) expect(Policies.retentionOf(p.queue), p.queue).toBe(RetryPolicy.forQueue(p.queue).messageRetentionSeconds)
+    }
+    expect(Policies.retentionOf("factline-events-3")).toBe(4 * 86_400)
+    expect(Policies.retentionOf("someone-elses-queue")).toBeUndefined()
+    expect(Policies.retentionText(1_209_600)).toBe("14 days")
   })
 
   it("has RetryPolicy's dead-letter consumer settings, and the checks hold a DLQ consumer to its max_retries", () => {

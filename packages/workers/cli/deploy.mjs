@@ -4,7 +4,8 @@
  * (every queue — each tenant group's — and DLQ with the policy's consumer settings, the platform D1 and the
  * read databases numbered without gaps, R2, the ledger Durable Object, the cron, no local-only setting);
  * refuses without the required secrets; adds the read databases `--read-databases` asks for to the config;
- * creates what is missing — every queue and DLQ, every D1 database (each new id written back into
+ * creates what is missing — every queue and DLQ with its message retention (4 days; 14 days for a DLQ — an
+ * existing queue has it set), every D1 database (each new id written back into
  * wrangler.jsonc), the R2 bucket and its lifecycle rule expiring offloaded payloads — each step idempotent;
  * applies the D1 migrations remotely to every database; then `wrangler deploy`, passing the secrets it was
  * given with the deploy.
@@ -98,7 +99,8 @@ const queuePlan = (queues, groups) => {
     const names = [...Policies.physicalQueues(q, groups).map((p) => p.queue), q.deadLetterQueue].filter((name) => queues.includes(name))
     lines.push(`       ${q.queue}${q.grouped ? ` (${groups} tenant group${groups > 1 ? "s" : ""})` : ""}: consumer batches of ${q.maxBatchSize} / ${q.maxBatchTimeoutSeconds} s, ${q.maxRetries} retries, then ${q.deadLetterQueue}`)
     for (const name of names) {
-      lines.push(`       - ${name}`)
+      const retention = Policies.retentionOf(name)
+      lines.push(`       - ${name}${retention === undefined ? "" : ` (message retention ${Policies.retentionText(retention)})`}`)
       listed.add(name)
     }
   }
@@ -266,10 +268,15 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     }
 
     for (const queue of res.queues) {
-      const created = runWrangler(["queues", "create", queue, ...envArgs], { capture: true, allowFailure: true })
-      if (created.status === 0) io.out(`queue ${queue}: created\n`)
-      else if (/already (exists|taken)|11009/i.test(created.output)) io.out(`queue ${queue}: exists\n`)
-      else throw new DeployError(`could not create queue ${queue}:\n${created.output}`)
+      const retention = Policies.retentionOf(queue)
+      const retentionArgs = retention === undefined ? [] : ["--message-retention-period-secs", String(retention)]
+      const created = runWrangler(["queues", "create", queue, ...retentionArgs, ...envArgs], { capture: true, allowFailure: true })
+      if (created.status === 0) io.out(`queue ${queue}: created${retention === undefined ? "" : ` (message retention ${Policies.retentionText(retention)})`}\n`)
+      else if (/already (exists|taken)|11009/i.test(created.output)) {
+        // An existing queue keeps whatever retention it was created with: set the policy's.
+        if (retention !== undefined) runWrangler(["queues", "update", queue, ...retentionArgs, ...envArgs], { capture: true })
+        io.out(`queue ${queue}: exists${retention === undefined ? "" : ` (message retention set to ${Policies.retentionText(retention)})`}\n`)
+      } else throw new DeployError(`could not create queue ${queue}:\n${created.output}`)
     }
 
     const listed = runWrangler(["d1", "list", "--json", ...envArgs], { capture: true })

@@ -96,8 +96,11 @@ describe("factline deploy", () => {
   it("--dry-run on the example prints every queue, DLQ, D1 database, R2 and its lifecycle rule, and passes wrangler deploy --dry-run", async () => {
     const result = await run(["--config", join(root, "apps/example/wrangler.jsonc"), "--env", "production", "--dry-run"], { WRANGLER_BUILD_CONDITIONS: "@factline/source,workerd,worker,browser" })
     expect(result.code, result.err + result.out).toBe(0)
-    // Every tenant group's queue (factline-events-0…3) and one DLQ per purpose.
-    for (const q of Policies.queues) for (const name of [...Policies.physicalQueues(q).map((p) => p.queue), q.deadLetterQueue]) expect(result.out).toContain(`- ${name}\n`)
+    // Every tenant group's queue (factline-events-0…3) kept 4 days, and one DLQ per purpose kept 14 days (seed 001).
+    for (const q of Policies.queues) {
+      for (const p of Policies.physicalQueues(q)) expect(result.out).toContain(`- ${p.queue} (message retention 4 days)\n`)
+      expect(result.out).toContain(`- ${q.deadLetterQueue} (message retention 14 days)\n`)
+    }
     expect(result.out).toContain("factline-events (4 tenant groups): consumer batches of 100 / 1 s, 5 retries, then factline-events-dlq")
     // The platform database and both read databases, each created if missing and migrated.
     expect(result.out).toContain("D1 databases (create if missing, 3;")
@@ -116,7 +119,11 @@ describe("factline deploy", () => {
     const result = await run(["--config", join(dir, "wrangler.jsonc"), "--env", "production"], secretsEnv)
     expect(result.code, result.err + result.out).toBe(0)
     expect(linesOf(dir)).toEqual([
-      ...Policies.queues.flatMap((q) => [...Policies.physicalQueues(q).map((p) => p.queue), q.deadLetterQueue]).map((q) => `queues create ${q} --env production --config`),
+      // Each queue created with its retention (DLQs 14 days); the one that exists gets it set.
+      ...Policies.queues.flatMap((q) => [...Policies.physicalQueues(q).map((p) => p.queue), q.deadLetterQueue]).flatMap((q) => [
+        `queues create ${q} --message-retention-period-secs ${q.endsWith("-dlq") ? 1_209_600 : 345_600} --env production --config`,
+        ...(q === "factline-events-0" ? [`queues update ${q} --message-retention-period-secs 345600 --env production --config`] : [])
+      ]),
       "d1 list --json --env production --config",
       "d1 create app-production --env production --config",
       "r2 bucket create app-payloads-production --env production --config",
@@ -127,7 +134,8 @@ describe("factline deploy", () => {
     ])
     // The rule's prefix (it contains a "/", so linesOf drops it): only the offloaded payloads expire.
     expect(callsOf(dir).find((c) => c.args.includes("add")).args.slice(0, 7)).toEqual(["r2", "bucket", "lifecycle", "add", "app-payloads-production", "factline-payload-expiry", "_payloads/"])
-    expect(result.out).toContain("queue factline-events-0: exists")
+    expect(result.out).toContain("queue factline-events-0: exists (message retention set to 4 days)")
+    expect(result.out).toContain("queue factline-events-dlq: created (message retention 14 days)")
     expect(callsOf(dir).at(-1).secrets).toEqual(["FACTLINE_TOKENS", "FACTLINE_SECRETS_KEY"])
     const written = WranglerConfig.parseJsonc(readFileSync(join(dir, "wrangler.jsonc"), "utf8"))
     expect(written.env.production.d1_databases[0].database_id).toBe(uuidOf("app-production"))
@@ -219,7 +227,7 @@ describe("factline deploy", () => {
     const dry = await run(["--config", join(dir, "wrangler.jsonc"), "--env", "production", "--dry-run"])
     expect(dry.code, dry.err + dry.out).toBe(0)
     expect(dry.out).toContain("in 2 tenant groups each")
-    expect(dry.out).toContain("factline-projections (2 tenant groups): consumer batches of 100 / 0.5 s, 10 retries, then factline-projections-dlq\n       - factline-projections-0\n       - factline-projections-1\n       - factline-projections-dlq\n")
+    expect(dry.out).toContain("factline-projections (2 tenant groups): consumer batches of 100 / 0.5 s, 10 retries, then factline-projections-dlq\n       - factline-projections-0 (message retention 4 days)\n       - factline-projections-1 (message retention 4 days)\n       - factline-projections-dlq (message retention 14 days)\n")
     expect(dry.out).not.toContain("factline-events-2")
     const result = await run(["--config", join(dir, "wrangler.jsonc"), "--env", "production"], secretsEnv)
     expect(result.code, result.err + result.out).toBe(0)
