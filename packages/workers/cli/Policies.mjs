@@ -66,9 +66,17 @@ export const bindings = {
   maxReadDatabases: 64,
   payloads: "PAYLOADS",
   ledger: { binding: "LEDGER", className: "LedgerShard" },
+  /** One object per webhook endpoint with limits (max_per_second, max_in_flight): the limits across isolates. */
+  limiter: { binding: "WEBHOOK_LIMITER", className: "EndpointLimiter" },
   /** The cron that sweeps stale relays and prunes retained rows. */
   crons: ["*/5 * * * *"]
 }
+
+/** The Durable Object classes' migrations, in order (a class added later gets a tag of its own: deployed apps apply only the new one). */
+export const durableObjectMigrations = [
+  { tag: "v1", new_sqlite_classes: [bindings.ledger.className] },
+  { tag: "v2", new_sqlite_classes: [bindings.limiter.className] }
+]
 
 /** Secrets a deployed platform refuses to run without (every request is refused / endpoints cannot be created). */
 export const requiredSecrets = ["FACTLINE_TOKENS", "FACTLINE_SECRETS_KEY"]

@@ -26,7 +26,7 @@ describe("the CLI's queue table", () => {
 
   it("has RetryPolicy's dead-letter consumer settings, and the checks hold a DLQ consumer to its max_retries", () => {
     expect(Policies.deadLetterConsumer).toEqual({ ...RetryPolicy.deadLetterConsumer })
-    const config = { name: "app", triggers: { crons: Policies.bindings.crons }, migrations: [{ tag: "v1", new_sqlite_classes: ["LedgerShard"] }], ...WranglerConfig.platformBindings({ databaseName: "db", bucketName: "b" }) }
+    const config = { name: "app", triggers: { crons: Policies.bindings.crons }, migrations: Policies.durableObjectMigrations, ...WranglerConfig.platformBindings({ databaseName: "db", bucketName: "b" }) }
     config.queues.consumers.find((c) => c.queue === "factline-batch-dlq").max_retries = 3
     expect(WranglerConfig.check(config)).toEqual(["queues.consumers[factline-batch-dlq].max_retries is 3, the policy says 10"])
   })
@@ -39,7 +39,7 @@ describe("the CLI's queue table", () => {
   })
 
   it("generates bindings that pass the checks, and the checks name what is missing or wrong", () => {
-    const config = { name: "app", triggers: { crons: Policies.bindings.crons }, migrations: [{ tag: "v1", new_sqlite_classes: ["LedgerShard"] }], ...WranglerConfig.platformBindings({ databaseName: "db", bucketName: "b" }) }
+    const config = { name: "app", triggers: { crons: Policies.bindings.crons }, migrations: Policies.durableObjectMigrations, ...WranglerConfig.platformBindings({ databaseName: "db", bucketName: "b" }) }
     expect(WranglerConfig.check(config)).toEqual([])
     const broken = structuredClone(config)
     broken.queues.consumers[0].max_retries = 3
@@ -53,7 +53,7 @@ describe("the CLI's queue table", () => {
   })
 
   it("holds the rate limits to a 10 s period and binds every tier FACTLINE_RATE_LIMIT_TIERS names", () => {
-    const config = { name: "app", triggers: { crons: Policies.bindings.crons }, migrations: [{ tag: "v1", new_sqlite_classes: ["LedgerShard"] }], ...WranglerConfig.platformBindings({ databaseName: "db", bucketName: "b" }) }
+    const config = { name: "app", triggers: { crons: Policies.bindings.crons }, migrations: Policies.durableObjectMigrations, ...WranglerConfig.platformBindings({ databaseName: "db", bucketName: "b" }) }
     config.ratelimits = [{ name: "FACTLINE_RATE_LIMIT", namespace_id: "1", simple: { limit: 100, period: 60 } }]
     config.vars = { FACTLINE_RATE_LIMIT_TIERS: JSON.stringify({ "*": "default", acme: "bulk", ops: "unlimited" }) }
     expect(WranglerConfig.check(config)).toEqual([

@@ -89,8 +89,13 @@ export const check = (effective, { deployed = false } = {}) => {
   if (ledger?.class_name !== Policies.bindings.ledger.className) {
     problems.push(`durable_objects.bindings: missing { name: "${Policies.bindings.ledger.binding}", class_name: "${Policies.bindings.ledger.className}" }`)
   }
+  const limiter = (effective.durable_objects?.bindings ?? []).find((b) => b.name === Policies.bindings.limiter.binding)
+  if (limiter?.class_name !== Policies.bindings.limiter.className) {
+    problems.push(`durable_objects.bindings: missing { name: "${Policies.bindings.limiter.binding}", class_name: "${Policies.bindings.limiter.className}" } (webhook endpoints' rate limits)`)
+  }
   const sqliteClasses = (effective.migrations ?? []).flatMap((m) => m.new_sqlite_classes ?? [])
   if (!sqliteClasses.includes(Policies.bindings.ledger.className)) problems.push(`migrations: ${Policies.bindings.ledger.className} must be created with new_sqlite_classes (the ledger is SQLite-backed)`)
+  if (!sqliteClasses.includes(Policies.bindings.limiter.className)) problems.push(`migrations: ${Policies.bindings.limiter.className} must be created with new_sqlite_classes (add { "tag": "v2", "new_sqlite_classes": ["${Policies.bindings.limiter.className}"] })`)
   for (const cron of Policies.bindings.crons) {
     if (!(effective.triggers?.crons ?? []).includes(cron)) problems.push(`triggers.crons: missing "${cron}" (relay sweep and retention)`)
   }
@@ -308,7 +313,7 @@ export const unprovisionedDatabaseId = "00000000-0000-4000-8000-000000000000"
 
 /** The platform's bindings for one environment (generated from Policies, never written by hand). */
 export const platformBindings = ({ databaseName, databaseId = unprovisionedDatabaseId, bucketName, migrationsDir = "migrations", queueGroups = Policies.defaultQueueGroups }) => ({
-  durable_objects: { bindings: [{ name: Policies.bindings.ledger.binding, class_name: Policies.bindings.ledger.className }] },
+  durable_objects: { bindings: [Policies.bindings.ledger, Policies.bindings.limiter].map((o) => ({ name: o.binding, class_name: o.className })) },
   d1_databases: [{ binding: Policies.bindings.database, database_name: databaseName, database_id: databaseId, migrations_dir: migrationsDir }],
   r2_buckets: [{ binding: Policies.bindings.payloads, bucket_name: bucketName }],
   queues: {

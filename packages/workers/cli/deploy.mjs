@@ -204,7 +204,7 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     const res = WranglerConfig.resources(effective)
     const groups = Policies.queueGroupsOf(effective)
     const grouped = Policies.queues.filter((q) => q.grouped).map((q) => q.queue)
-    io.out(`config checks: passed (${res.queues.length} queues with the policy's consumer settings: ${grouped.join(", ")} in ${groups} tenant group${groups > 1 ? "s" : ""} each, one DLQ per purpose; D1 ${Policies.bindings.database} and ${res.readDatabases} read database${res.readDatabases > 1 ? "s" : ""}${res.platformIsReadDatabase0 ? ` (read database 0 is ${Policies.bindings.database})` : ""} numbered without gaps, one migrations_dir; R2 ${Policies.bindings.payloads}, Durable Object ${Policies.bindings.ledger.className}, cron ${Policies.bindings.crons.join(", ")})\n`)
+    io.out(`config checks: passed (${res.queues.length} queues with the policy's consumer settings: ${grouped.join(", ")} in ${groups} tenant group${groups > 1 ? "s" : ""} each, one DLQ per purpose; D1 ${Policies.bindings.database} and ${res.readDatabases} read database${res.readDatabases > 1 ? "s" : ""}${res.platformIsReadDatabase0 ? ` (read database 0 is ${Policies.bindings.database})` : ""} numbered without gaps, one migrations_dir; R2 ${Policies.bindings.payloads}, Durable Objects ${Policies.bindings.ledger.className} and ${Policies.bindings.limiter.className}, cron ${Policies.bindings.crons.join(", ")})\n`)
 
     const migrationsDir = resolve(appDir, res.databases[0].migrationsDir)
     const migrations = existsSync(migrationsDir) ? readdirSync(migrationsDir).filter((f) => f.endsWith(".sql")) : []

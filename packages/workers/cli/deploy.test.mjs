@@ -70,7 +70,7 @@ if (a === "r2" && b === "bucket" && c === "lifecycle" && d === "list") {
 `)
   const config = {
     name: "app", main: "src/index.ts", compatibility_date: "2026-10-01",
-    migrations: [{ tag: "v1", new_sqlite_classes: ["LedgerShard"] }], triggers: { crons: Policies.bindings.crons },
+    migrations: Policies.durableObjectMigrations, triggers: { crons: Policies.bindings.crons },
     ...WranglerConfig.platformBindings({ databaseName: "app", bucketName: "app-payloads" }),
     env: { production: { ...WranglerConfig.platformBindings({ databaseName: "app-production", bucketName: "app-payloads-production" }), ...production } }
   }

@@ -60,7 +60,7 @@ export const wranglerConfig = (name) => {
     assets: { directory: "node_modules/@factline/workers/dist/assets", binding: "ASSETS" },
     minify: true,
     upload_source_maps: true,
-    migrations: [{ tag: "v1", new_sqlite_classes: [Policies.bindings.ledger.className] }],
+    migrations: Policies.durableObjectMigrations,
     triggers: { crons: Policies.bindings.crons },
     observability: { enabled: true },
     ...WranglerConfig.platformBindings({ databaseName: name, databaseId: "00000000-0000-4000-8000-000000000001", bucketName: `${name}-payloads` }),

@@ -6,7 +6,7 @@
  * grouped ones (EVENTS, PROJECTIONS, FACT_PROCESSING) add `<NAME>_QUEUE_<g>`
  * for each tenant group g > 0 (QueueGroups).
  */
-import type { LedgerNamespace } from "@factline/core"
+import type { EndpointLimiter, LedgerNamespace } from "@factline/core"
 
 export interface PlatformEnv {
   /** The platform database: shard registry, tenant placement map, metrics, batch inbox. */
@@ -23,6 +23,11 @@ export interface PlatformEnv {
   readonly PAYLOADS: R2Bucket
   /** The LedgerShard Durable Object namespace (a `DurableObjectNamespace<LedgerShard>`: its stubs answer the shard protocol). */
   readonly LEDGER: LedgerNamespace.LedgerShardNamespace
+  /**
+   * The EndpointLimiter Durable Object namespace: one object per webhook endpoint that sets `max_per_second` or
+   * `max_in_flight`. Without it, deliveries to such an endpoint retry naming it; other endpoints are unaffected.
+   */
+  readonly WEBHOOK_LIMITER?: EndpointLimiter.EndpointLimiterNamespace
   readonly EVENTS_QUEUE: Queue
   readonly EVENTS_DLQ: Queue
   readonly BATCH_QUEUE: Queue

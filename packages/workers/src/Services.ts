@@ -12,7 +12,7 @@ import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import { Bindings, LedgerNamespace, PlatformLayer, QueueGroups, type Registry, Settings, Telemetry } from "@factline/core"
+import { Bindings, EndpointLimits, LedgerNamespace, PlatformLayer, QueueGroups, type Registry, Settings, Telemetry } from "@factline/core"
 import type * as OtlpExporter from "effect/observability/OtlpExporter"
 import type { PlatformEnv } from "./Env.js"
 
@@ -73,7 +73,7 @@ export type PlatformServices = PlatformLayer.Services | OtlpExporter.Flusher
 /** A bad setting (a shard count out of range) is a defect of the deploy: every request and batch fails with it, naming the variable. */
 export const platformLayer = (env: PlatformEnv, registry: Registry.Shape): Layer.Layer<PlatformServices> =>
   Layer.merge(
-    PlatformLayer.make(registry, Layer.merge(bindings(env), LedgerNamespace.LedgerNamespace.layer(env.LEDGER)), { defaultSource: "http" }),
+    PlatformLayer.make(registry, Layer.mergeAll(bindings(env), LedgerNamespace.LedgerNamespace.layer(env.LEDGER), EndpointLimits.EndpointLimits.layer(env.WEBHOOK_LIMITER)), { defaultSource: "http" }),
     Telemetry.layer
   ).pipe(Layer.provide(settings(env)), Layer.orDie)
 

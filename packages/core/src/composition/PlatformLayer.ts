@@ -32,6 +32,7 @@ import { ModuleLayers } from "../registry/ModuleLayers.js"
 import { type Catalog, WebhookStore } from "../webhooks/WebhookStore.js"
 import { WebhookTransport } from "../webhooks/WebhookTransport.js"
 import { Resolver } from "../webhooks/Resolver.js"
+import type { EndpointLimits } from "../webhooks/EndpointLimits.js"
 import * as Bindings from "../platform/Bindings.js"
 import * as Deadline from "../consuming/Deadline.js"
 import { Settings } from "./Settings.js"
@@ -59,6 +60,7 @@ export type Services =
   | WebhookStore
   | WebhookTransport
   | Resolver
+  | EndpointLimits
   | DeadLetterStore
   | BatchFiles
   | FactsWindow
@@ -135,7 +137,7 @@ export const services = (registry: Registry.Shape, options: Options) =>
   }))
 
 /** The whole platform: the services over the given bindings, with the settings read from the current `ConfigProvider`. */
-export const make = (registry: Registry.Shape, bindings: Layer.Layer<Bindings.Services | LedgerNamespace>, options: Options) => {
+export const make = (registry: Registry.Shape, bindings: Layer.Layer<Bindings.Services | LedgerNamespace | EndpointLimits>, options: Options) => {
   const leaves = Layer.merge(bindings, Settings.layer)
   return services(registry, options).pipe(Layer.provideMerge(leaves))
 }

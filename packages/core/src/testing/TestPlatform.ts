@@ -20,6 +20,7 @@ import type { Module } from "../definitions/Module.js"
 import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import { LedgerNamespace } from "../ledger/LedgerNamespace.js"
+import { EndpointLimits } from "../webhooks/EndpointLimits.js"
 import * as Bindings from "../platform/Bindings.js"
 import * as PlatformLayer from "../composition/PlatformLayer.js"
 import * as Registry from "../registry/Registry.js"
@@ -72,7 +73,7 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Tes
   const bindings = Layer.merge(
     Bindings.layer({ database: db, payloads: bucket, queue: (name) => queues.get(name), analytics: Bindings.AnalyticsEngine.memory(dataPoints) }),
     LedgerNamespace.layer(ledger)
-  )
+  ).pipe(Layer.merge(EndpointLimits.memory()))
   const settings = ConfigProvider.fromUnknown({ FACTLINE_LEDGER_SHARDS: String(options.shardsPerTenant ?? 1), ...options.settings })
   const layer = PlatformLayer.make(registry, bindings, { defaultSource: "test" }).pipe(Layer.provide(ConfigProvider.layer(settings)), Layer.orDie)
   const runtime = ManagedRuntime.make(layer)

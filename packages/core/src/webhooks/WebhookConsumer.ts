@@ -63,6 +63,8 @@ import * as SendBatches from "../producing/SendBatches.js"
 import * as FactMessage from "../relay/FactMessage.js"
 import { relayFor } from "../relay/FactRelay.js"
 import { Registry } from "../registry/Registry.js"
+import * as EndpointLimiter from "./EndpointLimiter.js"
+import { EndpointLimits } from "./EndpointLimits.js"
 import { Resolver } from "./Resolver.js"
 import * as Signing from "./Signing.js"
 import * as TenantHolds from "./TenantHolds.js"
@@ -213,6 +215,79 @@ const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind:
     }
   })
 
+/** The POSTs a delivery gets: the queue's first delivery and its retries. */
+const maxAttempts = RetryPolicy.webhooks.maxRetries + 1
+
+type DeliveryItem = { readonly key: string; readonly value: Extract<Item, { kind: "delivery" }> }
+
+const describeLimits = (limits: EndpointLimiter.Limits) =>
+  [limits.maxPerSecond === null ? [] : [`${limits.maxPerSecond}/s`], limits.maxInFlight === null ? [] : [`${limits.maxInFlight} in flight`]].flat().join(", ")
+
+/**
+ * The endpoints with limits (`max_per_second`, `max_in_flight`): one call to each one's limiter (its Durable
+ * Object) for the deliveries about to be POSTed — none for an endpoint without limits. A delivery not granted
+ * now is parked: sent again after the limiter's wait and acked, so it spends no attempt and is never
+ * dead-lettered for it (same body, same `webhook-id`); the endpoint's attempts list it as `throttled`. A
+ * limiter that does not answer retries its deliveries (never sent unchecked). Answers the keys held back and
+ * the leases to release once the POSTs are over.
+ */
+const throttle = (
+  items: ReadonlyArray<DeliveryItem>,
+  configs: ReadonlyMap<string, ReadonlyArray<EndpointConfig>>,
+  states: ReadonlyMap<string, { readonly status: string; readonly attempts: number }>,
+  verdicts: ReadonlyMap<string, Verdict>,
+  record: { readonly attempts: Array<RecordBatch["attempts"][number]> },
+  outcomes: Map<string, Consumer.Outcome>
+) =>
+  Effect.gen(function*() {
+    const held = new Set<string>()
+    const leases: Array<{ readonly tenant_id: string; readonly endpoint_id: string; readonly ids: ReadonlyArray<string> }> = []
+    const byEndpoint = new Map<string, { endpoint: EndpointConfig; limits: EndpointLimiter.Limits; items: Array<DeliveryItem> }>()
+    for (const item of items) {
+      const { envelope, payload } = item.value
+      if (states.get(tenantKey(envelope.tenant_id, payload.delivery_id))?.status === "succeeded") continue
+      const endpoint = (configs.get(envelope.tenant_id) ?? []).find((e) => e.id === payload.webhook_config_id)
+      const limits = endpoint?.enabled ? EndpointLimiter.limits(endpoint) : undefined
+      if (endpoint === undefined || limits === undefined) continue
+      const verdict = verdicts.get(UrlGuard.hostOf(new URL(endpoint.url)))
+      if (verdict !== undefined && ("unavailable" in verdict || verdict.refused !== undefined)) continue
+      const k = tenantKey(envelope.tenant_id, endpoint.id)
+      const entry = byEndpoint.get(k) ?? { endpoint, limits, items: [] }
+      entry.items.push(item)
+      byEndpoint.set(k, entry)
+    }
+    if (byEndpoint.size === 0) return { held, leases }
+    const limiter = yield* EndpointLimits
+    yield* Effect.forEach(byEndpoint.values(), ({ endpoint, limits, items: asked }) =>
+      Effect.gen(function*() {
+        const answer = yield* Effect.result(limiter.acquire(endpoint.tenant_id, endpoint.id, limits, asked.map((i) => i.value.payload.delivery_id)))
+        if (Result.isFailure(answer)) {
+          for (const { key } of asked) {
+            held.add(key)
+            outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `delivery to endpoint ${endpoint.id} not attempted: ${answer.failure.message}` })))
+          }
+          return
+        }
+        leases.push({ tenant_id: endpoint.tenant_id, endpoint_id: endpoint.id, ids: answer.success.granted })
+        const waits = new Map(answer.success.waits.map((w) => [w.id, w.ms]))
+        const at = yield* Time.now
+        for (const { key, value: { envelope, payload } } of asked) {
+          const ms = waits.get(payload.delivery_id)
+          if (ms === undefined) continue
+          const seconds = Math.max(1, Math.ceil(ms / 1000))
+          const message = `throttled: over the endpoint's limit (${describeLimits(limits)}); nothing sent, sent again in ${seconds} s`
+          held.add(key)
+          record.attempts.push({
+            tenant_id: envelope.tenant_id, endpoint_id: endpoint.id, attempted_at: at, delivery_id: payload.delivery_id,
+            attempt: states.get(tenantKey(envelope.tenant_id, payload.delivery_id))?.attempts ?? 0, event_type: payload.event_type, fact_id: payload.fact_id,
+            succeeded: false, status_code: null, duration_ms: 0, response_snippet: null, error: message, throttled: true
+          })
+          outcomes.set(key, Consumer.failed(new Failure.Unavailable({ service: "the endpoint's rate limit", message: `delivery to endpoint ${endpoint.id} ${message}`, parkSeconds: seconds })))
+        }
+      }), { concurrency: "unbounded", discard: true })
+    return { held, leases }
+  })
+
 interface Attempted {
   readonly key: string
   readonly item: Extract<Item, { kind: "delivery" }>
@@ -262,6 +337,7 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
     const store = yield* WebhookStore
     const transport = yield* WebhookTransport
     const ledger = yield* Ledger
+    const limiter = yield* EndpointLimits
     const states = yield* Effect.result(store.deliveryStates(items.map(({ value }) => ({ tenant_id: value.envelope.tenant_id, delivery_id: value.payload.delivery_id }))))
     if (Result.isFailure(states)) {
       for (const { key } of items) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `delivery states unavailable: ${states.failure.message}` })))
@@ -291,7 +367,9 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
     }
     const toSend = now.flatMap(({ value }) => (configs.get(value.envelope.tenant_id) ?? []).filter((e) => e.enabled && e.id === value.payload.webhook_config_id))
     const verdicts = yield* resolveHosts(toSend.map((e) => e.url), options)
-    yield* Effect.forEach(now, ({ key, value }) =>
+    // Endpoints with limits: their deliveries the limiter does not grant now are parked (not POSTed).
+    const limited = yield* throttle(now, configs, states.success, verdicts, record, outcomes)
+    yield* Effect.forEach(now.filter(({ key }) => !limited.held.has(key)), ({ key, value }) =>
       Effect.gen(function*() {
         const { payload, envelope } = value
         const tenant = envelope.tenant_id
@@ -323,6 +401,9 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
         const response = yield* transport.post(endpoint.url, { ...signed, traceparent }, text)
         attempted.push({ key, item: value, endpoint, attempt: (state?.attempts ?? 0) + 1, ...response, attemptedAt: yield* Time.now, traceparent })
       }), { concurrency: "unbounded", discard: true })
+    // The POSTs are over: their slots go back (a release that fails is logged; the leases expire by themselves).
+    yield* Effect.forEach(limited.leases, (l) =>
+      Effect.catch(limiter.release(l.tenant_id, l.endpoint_id, l.ids), (e) => Effect.logWarning(`endpoint ${l.endpoint_id}'s rate limit slots not released (they expire in ${EndpointLimiter.leaseMs / 1000} s): ${e.message}`)), { concurrency: "unbounded", discard: true })
 
     const slowest = new Map<string, number>()
     for (const a of attempted) slowest.set(a.item.envelope.tenant_id, Math.max(slowest.get(a.item.envelope.tenant_id) ?? 0, a.durationMs))
@@ -348,11 +429,13 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
       const tenant = envelope.tenant_id
       const ok = a.status !== null && a.status >= 200 && a.status < 300
       const gone = a.status === 410
-      const last = a.item.last || gone || a.refused !== undefined
+      // A delivery's budget is its POSTs (a throttled delivery was sent again as a new message, its queue count anew).
+      const spent = !a.item.last && a.attempt >= maxAttempts
+      const last = a.item.last || spent || gone || a.refused !== undefined
       const describe = a.status === null ? a.snippet : `HTTP ${a.status}${a.status >= 300 && a.status < 400 ? " (redirects are not followed)" : ""}: ${truncate(a.snippet, 200)}`
       record.attempts.push({
         tenant_id: tenant, endpoint_id: a.endpoint.id, attempted_at: a.attemptedAt, delivery_id: payload.delivery_id, attempt: a.attempt, event_type: payload.event_type,
-        fact_id: payload.fact_id, succeeded: ok, status_code: a.status, duration_ms: a.durationMs, response_snippet: a.status === null ? null : a.snippet, error: ok ? null : describe
+        fact_id: payload.fact_id, succeeded: ok, status_code: a.status, duration_ms: a.durationMs, response_snippet: a.status === null ? null : a.snippet, error: ok ? null : describe, throttled: false
       })
       record.deliveries.push({
         tenant_id: tenant, delivery_id: payload.delivery_id, endpoint_id: a.endpoint.id, fact_id: payload.fact_id, event_type: payload.event_type,
@@ -378,6 +461,8 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
             ? Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: `${describe} — endpoint ${a.endpoint.id} disabled, nothing more is sent to it` }))
             : a.refused !== undefined
             ? Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: `delivery to endpoint ${a.endpoint.id} ${describe}` }))
+            : spent
+            ? Consumer.failed(new Failure.PermanentError({ reason: "retries_exhausted", message: `delivery attempt ${a.attempt} to endpoint ${a.endpoint.id} failed: ${describe} — its ${maxAttempts} attempts are spent` }))
             : Consumer.failed(new Failure.TransientError({ message: `delivery attempt ${a.attempt} to endpoint ${a.endpoint.id} failed: ${describe}`, retryAfterSeconds: a.status === 429 || a.status === 503 ? a.retryAfterSeconds : undefined }))
         )
       }

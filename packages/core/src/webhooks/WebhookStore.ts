@@ -33,6 +33,10 @@ export interface Endpoint {
   readonly failing_since: string | null
   /** While a rotated-out secret still signs beside the new one. */
   readonly previous_secret_expires_at: string | null
+  /** At most this many POSTs started in any second (null: no limit); held across isolates (EndpointLimiter). */
+  readonly max_per_second: number | null
+  /** At most this many POSTs at once (null: no limit). */
+  readonly max_in_flight: number | null
   readonly created_at: string
   readonly updated_at: string
 }
@@ -60,6 +64,8 @@ export interface Input {
   readonly event_types?: unknown
   readonly description?: unknown
   readonly enabled?: unknown
+  readonly max_per_second?: unknown
+  readonly max_in_flight?: unknown
 }
 
 
@@ -74,6 +80,8 @@ export type AttemptRow = {
   readonly duration_ms: number
   readonly response_snippet: string | null
   readonly error: string | null
+  /** Held back by the endpoint's limits: nothing sent, no attempt spent, sent again after a delay (`error` says how long). */
+  readonly throttled: boolean
 }
 
 /** The store over one database (the one in scope, for callers: `WebhookStore`). */
@@ -182,6 +190,8 @@ export interface Catalog {
 export const defaultEndpointsPerTenant = 20
 const maxTypes = 100
 const maxDescription = 1_000
+/** The highest `max_per_second` and `max_in_flight` an endpoint may set. */
+export const maxRateLimit = 1_000
 
 interface Row {
   tenant_id: string
@@ -196,6 +206,8 @@ interface Row {
   previous_secret_expires_at: string | null
   disabled_reason: string | null
   failing_since: string | null
+  max_per_second: number | null
+  max_in_flight: number | null
   created_at: string
   updated_at: string
 }
@@ -210,6 +222,8 @@ const toEndpoint = (row: Row): Endpoint => ({
   disabled_reason: row.disabled_reason,
   failing_since: row.failing_since,
   previous_secret_expires_at: row.previous_secret_expires_at,
+  max_per_second: row.max_per_second ?? null,
+  max_in_flight: row.max_in_flight ?? null,
   created_at: row.created_at,
   updated_at: row.updated_at
 })
@@ -232,9 +246,16 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Shape 
   /** Validates the fields given (all required on create); problems name the field and the rule. */
   const validate = (input: Input, creating: boolean) => {
     const problems: Array<Issues.Problem> = []
-    const out: { url?: string; event_types?: Array<string>; description?: string | null; enabled?: boolean } = {}
-    const known = new Set(["url", "event_types", "fact_types", "description", "enabled"])
-    for (const field of Object.keys(input)) if (!known.has(field)) problems.push({ path: field, message: "is not a known field (url, event_types, fact_types, description, enabled)" })
+    const out: { url?: string; event_types?: Array<string>; description?: string | null; enabled?: boolean; max_per_second?: number | null; max_in_flight?: number | null } = {}
+    const known = new Set(["url", "event_types", "fact_types", "description", "enabled", "max_per_second", "max_in_flight"])
+    for (const field of Object.keys(input)) if (!known.has(field)) problems.push({ path: field, message: "is not a known field (url, event_types, fact_types, description, enabled, max_per_second, max_in_flight)" })
+    for (const field of ["max_per_second", "max_in_flight"] as const) {
+      const value = input[field]
+      if (value === undefined) continue
+      if (value !== null && (typeof value !== "number" || !Number.isInteger(value) || value < 1 || value > maxRateLimit)) {
+        problems.push({ path: field, message: `must be an integer from 1 to ${maxRateLimit}, or null for no limit` })
+      } else out[field] = value
+    }
     if (input.url !== undefined || creating) {
       if (typeof input.url !== "string") problems.push({ path: "url", message: "is required: the endpoint's https URL" })
       else {
@@ -292,10 +313,10 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Shape 
       // The cap is checked inside the INSERT itself: concurrent creates cannot all pass a count read before them.
       const [inserted] = yield* run([
         Sql.statement(
-          `INSERT INTO webhook_endpoints (tenant_id, id, url, description, event_types, enabled, version, secret_sealed, created_at, updated_at)
-           SELECT ?, ?, ?, ?, ?, 1, 1, ?, ?, ?
+          `INSERT INTO webhook_endpoints (tenant_id, id, url, description, event_types, enabled, version, secret_sealed, max_per_second, max_in_flight, created_at, updated_at)
+           SELECT ?, ?, ?, ?, ?, 1, 1, ?, ?, ?, ?, ?
            WHERE (SELECT COUNT(*) FROM webhook_endpoints WHERE tenant_id = ?) < ? RETURNING id`
-        , tenantId, id, valid.url!, valid.description ?? null, JSON.stringify(valid.event_types), sealed, now, now, tenantId, cap)
+        , tenantId, id, valid.url!, valid.description ?? null, JSON.stringify(valid.event_types), sealed, valid.max_per_second ?? null, valid.max_in_flight ?? null, now, now, tenantId, cap)
       ])
       cache.delete(tenantId)
       if ((inserted?.rows.length ?? 0) === 0) {
@@ -331,6 +352,8 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Shape 
       if (valid.url !== undefined) sets.push("url = ?"), params.push(valid.url)
       if (valid.event_types !== undefined) sets.push("event_types = ?"), params.push(JSON.stringify(valid.event_types))
       if (valid.description !== undefined) sets.push("description = ?"), params.push(valid.description)
+      if (valid.max_per_second !== undefined) sets.push("max_per_second = ?"), params.push(valid.max_per_second)
+      if (valid.max_in_flight !== undefined) sets.push("max_in_flight = ?"), params.push(valid.max_in_flight)
       if (valid.enabled !== undefined) {
         sets.push("enabled = ?"), params.push(valid.enabled ? 1 : 0)
         // Enabling again starts a clean slate; disabling by hand says so.
@@ -375,15 +398,15 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Shape 
       if (page.before !== undefined) {
         if (!before) return yield* new Failure.InvalidInput({ message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
       }
-      // `succeeded` is stored as 0/1.
-      const rows = yield* query<Omit<AttemptRow, "succeeded"> & { readonly succeeded: number }>(
-        `SELECT attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error
+      // `succeeded` and `throttled` are stored as 0/1.
+      const rows = yield* query<Omit<AttemptRow, "succeeded" | "throttled"> & { readonly succeeded: number; readonly throttled: number }>(
+        `SELECT attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error, throttled
          FROM webhook_attempts WHERE tenant_id = ? AND endpoint_id = ?
          ${before ? "AND (attempted_at, delivery_id, attempt) < (?, ?, ?)" : ""}
          ORDER BY attempted_at DESC, delivery_id DESC, attempt DESC LIMIT ?`,
         tenantId, id, ...(before ?? []), page.limit + 1
       )
-      const data = rows.slice(0, page.limit).map((r): AttemptRow => ({ ...r, succeeded: r.succeeded === 1 }))
+      const data = rows.slice(0, page.limit).map((r): AttemptRow => ({ ...r, succeeded: r.succeeded === 1, throttled: r.throttled === 1 }))
       const last = data.at(-1)
       const next = rows.length > page.limit && last
         ? Cursor.encode([last.attempted_at, last.delivery_id, last.attempt])
@@ -423,13 +446,14 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Shape 
       const statements: Array<Sql.Statement> = []
       if (batch.attempts.length > 0) {
         statements.push(Sql.statement(
-          `INSERT INTO webhook_attempts (tenant_id, endpoint_id, attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error)
+          `INSERT INTO webhook_attempts (tenant_id, endpoint_id, attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error, throttled)
            SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
                   json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]'),
-                  json_extract(value, '$[10]'), json_extract(value, '$[11]')
+                  json_extract(value, '$[10]'), json_extract(value, '$[11]'), json_extract(value, '$[12]')
            FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`
         , JSON.stringify(batch.attempts.map((a) => [
-          a.tenant_id, a.endpoint_id, a.attempted_at, a.delivery_id, a.attempt, a.event_type, a.fact_id, a.succeeded ? 1 : 0, a.status_code, a.duration_ms, a.response_snippet, a.error
+          a.tenant_id, a.endpoint_id, a.attempted_at, a.delivery_id, a.attempt, a.event_type, a.fact_id, a.succeeded ? 1 : 0, a.status_code, a.duration_ms, a.response_snippet, a.error,
+          a.throttled ? 1 : 0
         ]))))
       }
       if (batch.deliveries.length > 0) {

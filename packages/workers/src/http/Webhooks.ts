@@ -7,7 +7,8 @@
  *   `whsec_…` secret — the only time it is shown.
  * - `GET /v1/webhooks/endpoints?limit=&cursor=` — a page of endpoints, oldest first; at most
  *   `FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT` (default 20) per tenant: one more is a 409.
- * - `GET /v1/webhooks/endpoints/:id`, `PATCH …/:id` (url, types, description, enabled), `DELETE …/:id`.
+ * - `GET /v1/webhooks/endpoints/:id`, `PATCH …/:id` (url, types, description, enabled, max_per_second,
+ *   max_in_flight), `DELETE …/:id`.
  * - `POST …/:id/rotate-secret` → the new secret, once; the old one keeps signing for 24 h.
  * - `GET …/:id/attempts?limit=&cursor=` — the delivery log, newest first.
  * - `POST …/:id/recover` `{ since }` — re-sends every failed delivery since then.
@@ -42,6 +43,8 @@ export const Endpoint = Schema.Struct({
   disabled_reason: Schema.NullOr(Schema.String),
   failing_since: Schema.NullOr(Schema.String),
   previous_secret_expires_at: Schema.NullOr(Schema.String).annotate({ description: "While a rotated-out secret still signs beside the new one" }),
+  max_per_second: Schema.NullOr(Schema.Int).annotate({ description: "At most this many deliveries started in any second, across isolates (null: no limit); over it, deliveries wait (never dropped, no attempt spent)" }),
+  max_in_flight: Schema.NullOr(Schema.Int).annotate({ description: "At most this many deliveries in flight at once (null: no limit)" }),
   created_at: Schema.String,
   updated_at: Schema.String
 }).annotate({ identifier: "WebhookEndpoint", description: "A tenant's webhook endpoint; its secret is never shown again after creation or rotation" })
@@ -51,7 +54,9 @@ export const EndpointInput = Schema.Struct({
   event_types: Schema.optional(Schema.Array(Schema.String)).annotate({ description: "Catalog event types (GET /v1/webhooks/event-types)" }),
   fact_types: Schema.optional(Schema.Array(Schema.String)).annotate({ description: "Or the fact types they publish" }),
   description: Schema.optional(Schema.String),
-  enabled: Schema.optional(Schema.Boolean)
+  enabled: Schema.optional(Schema.Boolean),
+  max_per_second: Schema.optional(Schema.NullOr(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: WebhookStore.maxRateLimit })))).annotate({ description: "Deliveries started per second at most, 1–1000 (null or absent: no limit)" }),
+  max_in_flight: Schema.optional(Schema.NullOr(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: WebhookStore.maxRateLimit })))).annotate({ description: "Deliveries in flight at most, 1–1000 (null or absent: no limit)" })
 })
 const id = { id: Schema.String.annotate({ description: "A webhook endpoint id" }) }
 const admin = ["admin"] as const
@@ -110,7 +115,7 @@ export const rotateSecret = HttpApiEndpoint.post("rotateSecret", "/v1/webhooks/e
 export const attempts = HttpApiEndpoint.get("listAttempts", "/v1/webhooks/endpoints/:id/attempts", {
   params: id,
   query: { limit: limitParameter(listLimit), cursor },
-  success: Schema.Struct({ data: Schema.Array(Json), next_cursor: nextCursor }).annotate({ description: "The delivery log, newest first: delivery id, event type, attempt, status code, ≤ 1 KiB response snippet, duration, time" }),
+  success: Schema.Struct({ data: Schema.Array(Json), next_cursor: nextCursor }).annotate({ description: "The delivery log, newest first: delivery id, event type, attempt, status code, ≤ 1 KiB response snippet, duration, time; `throttled: true` for a delivery the endpoint's limits held back (nothing sent, no attempt spent, sent again after the delay its `error` names)" }),
   error: problems(400, 404, 503)
 }).pipe(describe({ summary: "An endpoint's delivery attempts", scopes: admin, errors: { 400: "`invalid_query`", 404: errors[404], 503: errors[503] } }))
 
@@ -164,7 +169,7 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
   bind(app, updateEndpoint, async (c, reply) => {
     const input = await readBody(c)
     if (!isObject(input) || Object.keys(input).length === 0) {
-      throw new Failure.InvalidInput({ message: "send the fields to change: url, event_types or fact_types, description, enabled" })
+      throw new Failure.InvalidInput({ message: "send the fields to change: url, event_types or fact_types, description, enabled, max_per_second, max_in_flight" })
     }
     const result = await run(c.env, Effect.flatMap(store, (s) => s.update(c.get("principal").tenantId, c.req.param("id")!, input as WebhookStore.Input)))
     return reply(result)
