@@ -183,6 +183,7 @@ describe("tenancy sweep, every route of the table", () => {
     // Platform scope: every tenant's token is refused.
     "GET /v1/tenants": { ownerStatus: undefined },
     "PUT /v1/tenants/:tenant/placement": { params: { tenant: "tenant-a" }, body: { read_database: 0 }, ownerStatus: undefined },
+    "DELETE /v1/tenants/:tenant/placement": { params: { tenant: "tenant-a" }, ownerStatus: undefined },
     "POST /v1/tenants/:tenant/moves": { params: { tenant: "tenant-a" }, body: { to_database: 1 }, ownerStatus: undefined },
     "GET /v1/tenants/:tenant/moves/:move_id": { params: { tenant: "tenant-a", move_id: "mv_probe" }, ownerStatus: undefined },
     // Operator alerts, platform scope: every tenant's token is refused (a tenant holds no alert endpoint to reach).

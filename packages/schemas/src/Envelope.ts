@@ -42,10 +42,27 @@ export const alertsTenantId = "factline.alerts"
  */
 export const tenantKey = (tenantId: string, key: string): string => `${tenantId}/${key}`
 
+const isoDateTime = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-](\d{2}):(\d{2}))$/
+
+/**
+ * Whether an ISO-8601 date-time names a real instant: a month of 1–12, a day the month has (Feb 29 in leap
+ * years only), hours 0–23, minutes and seconds 0–59, an offset up to ±23:59. `Date.parse` would roll
+ * 2020-02-30 over to March 1st rather than refuse it.
+ */
+export const isRealDateTime = (text: string): boolean => {
+  const m = isoDateTime.exec(text)
+  if (m === null) return false
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number]
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate()
+  const offsetOk = m[9] === undefined || (Number(m[9]) <= 23 && Number(m[10]) <= 59)
+  return month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth && hour <= 23 && minute <= 59 && second <= 59 && offsetOk
+}
+
 export const IsoDateTime = Schema.String.check(
   Schema.isPattern(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/, {
     message: "must be an ISO-8601 date-time, e.g. 2026-11-22T10:00:00Z"
-  })
+  }),
+  Schema.makeFilter((text: string) => !isoDateTime.test(text) || isRealDateTime(text), { message: "must be a real date and time (a month of 1-12, a day the month has, 00:00:00-23:59:59)" })
 )
 
 /** `r2://<key>`: where a payload over 64 KiB was put by the producer. */

@@ -24,7 +24,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { type Issues, TraceContext } from "@factline/schemas"
+import { isRealDateTime, type Issues, TraceContext } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import * as Sql from "../platform/Sql.js"
 import * as Time from "../platform/Time.js"
@@ -176,7 +176,7 @@ export const validateFilters = (filters: Filters): ReadonlyArray<Issues.Problem>
   const queues = RetryPolicy.all.map((p) => p.queue)
   if (filters.queue !== undefined && !queues.includes(filters.queue)) problems.push({ path: "queue", message: `must be one of ${queues.join(", ")}` })
   if (filters.outcome !== undefined && !(outcomes as ReadonlyArray<string>).includes(filters.outcome)) problems.push({ path: "outcome", message: `must be one of ${outcomes.join(", ")}` })
-  if (filters.since !== undefined && (!/^\d{4}-\d{2}-\d{2}T/.test(filters.since) || !Number.isFinite(Date.parse(filters.since)))) {
+  if (filters.since !== undefined && !isRealDateTime(filters.since)) {
     problems.push({ path: "since", message: "must be an ISO-8601 time, e.g. 2026-11-24T08:00:00Z" })
   }
   for (const name of ["type", "subject"] as const) {

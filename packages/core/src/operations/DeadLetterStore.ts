@@ -18,7 +18,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
-import type { Issues } from "@factline/schemas"
+import { type Issues, tenantKey } from "@factline/schemas"
 import { QueueProducer } from "../producing/QueueProducer.js"
 import * as SendBatches from "../producing/SendBatches.js"
 import * as QueueGroups from "../consuming/QueueGroups.js"
@@ -115,7 +115,16 @@ export interface Shape {
   readonly resolve: (scope: Scope, id: string, action: "skipped" | "escalated", note: string) => Effect.Effect<Detail, Failure.Any>
   /** Opens a skipped record again (its skip could not be completed), noting why in its history. */
   readonly reopen: (scope: Scope, id: string, note: string) => Effect.Effect<void, Failure.Any>
+  /**
+   * Of these (tenant, idempotency key) pairs of `queue`'s messages, the ones an operator owns: a record that is
+   * open, being replayed, skipped or escalated (a `replayed` record alone does not count: its copy is back on
+   * the queue). Answered as `tenantKey(tenant, key)` strings (@factline/schemas); every database is asked (the platform scope).
+   */
+  readonly held: (queue: string, keys: ReadonlyArray<{ readonly tenant_id: string; readonly idempotency_key: string }>) => Effect.Effect<ReadonlySet<string>, Failure.Any>
 }
+
+/** Pairs one `held` statement asks about (one JSON parameter; the text stays far under D1's statement size). */
+const heldPerStatement = 200
 
 export class DeadLetterStore extends Context.Service<DeadLetterStore, Shape>()("@factline/core/DeadLetterStore") {
   /** Each tenant's records in its read database (Placement); the platform scope reads and acts on every database. */
@@ -145,6 +154,8 @@ export const placed = (placement: Placement.Shape): Shape => {
     replay: (scope, id) => Effect.flatMap(byRecord(scope, id), (store) => store.replay(scope, id)),
     resolve: (scope, id, action, note) => Effect.flatMap(byRecord(scope, id), (store) => store.resolve(scope, id, action, note)),
     reopen: (scope, id, note) => Effect.flatMap(byRecord(scope, id), (store) => store.reopen(scope, id, note)),
+    held: (queue, keys) =>
+      Effect.map(Effect.forEach(placement.everywhere, (sql) => on(sql).held(queue, keys)), (sets) => new Set(sets.flatMap((set) => [...set]))),
     list: (scope, filters, page) => {
       const one = tenant(scope)
       if (one !== undefined) return Effect.flatMap(one, (store) => store.list(scope, filters, page))
@@ -247,6 +258,20 @@ export const make = (sql: Sql.Sql): Shape => {
 
   return {
     get,
+    held: Effect.fn("DeadLetterStore.held")(function*(queue, keys) {
+      const found = new Set<string>()
+      for (let i = 0; i < keys.length; i += heldPerStatement) {
+        const pairs = keys.slice(i, i + heldPerStatement).map((k) => [k.tenant_id, k.idempotency_key])
+        const rows = yield* query<{ tenant_id: string; idempotency_key: string }>(
+          `SELECT DISTINCT tenant_id, idempotency_key FROM dead_messages
+           WHERE queue = ? AND status <> 'replayed'
+             AND (tenant_id, idempotency_key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+          queue, JSON.stringify(pairs)
+        )
+        for (const row of rows) found.add(tenantKey(row.tenant_id, row.idempotency_key))
+      }
+      return found
+    }),
     list: Effect.fn("DeadLetterStore.list")(function*(scope, filters, page) {
       const w = where(scope, filters)
       const cursor = page.cursor === undefined ? undefined : decodeCursor(page.cursor)

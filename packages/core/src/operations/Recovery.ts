@@ -9,9 +9,11 @@
  *   the duplicate), projections record what they applied, webhook deliveries already succeeded are not sent
  *   again. A send that fails hands the facts to their shards' outbox, as the consumers' own relay does.
  * - **Accepted events** that only lived on the events queue: only when they were kept (KeptEvents,
- *   `FACTLINE_KEEP_ACCEPTED`, development only). A kept event whose stream holds no fact caused by its key is
- *   sent again, as it was accepted (same idempotency key: the events consumer dedupes it if it was decided after
- *   all); kept requests older than the setting are pruned. Without keeping, nothing can bring such an event back.
+ *   `FACTLINE_KEEP_ACCEPTED`, development only). A kept event is decided when its stream holds a fact caused by
+ *   its key, or when it was dead-lettered (a record open, skipped or escalated: the operator owns it — sending
+ *   it again would fail again into a second record); any other kept event is sent again, as it was accepted (same
+ *   idempotency key: the events consumer dedupes it if it was decided after all); kept requests older than the
+ *   setting are pruned. Without keeping, nothing can bring such an event back.
  *
  * One call does a bounded amount (`windowsPerCall` shard windows) and answers a cursor to go on with; the
  * events are handled by the first call (no cursor). It is an HTTP call the CLI repeats, not a batch job: a
@@ -20,7 +22,7 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import type { Envelope, Fact } from "@factline/schemas"
+import { type Envelope, type Fact, tenantKey } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import { Ledger } from "../ledger/Ledger.js"
 import type { ShardCursor } from "../ledger/LedgerProtocol.js"
@@ -32,6 +34,8 @@ import * as FactRelay from "../relay/FactRelay.js"
 import { Registry } from "../registry/Registry.js"
 import * as Bindings from "../platform/Bindings.js"
 import * as Cursor from "../tables/Cursor.js"
+import * as RetryPolicy from "../consuming/RetryPolicy.js"
+import * as DeadLetterStore from "./DeadLetterStore.js"
 
 /** Facts one shard window scans (the shard's RPC caps it at 5,000). */
 export const scanPerWindow = 1_000
@@ -57,8 +61,10 @@ const decode = (cursor: string): Position | undefined => {
 export interface EventsReport {
   /** Events kept and accepted since `since`. */
   readonly kept: number
-  /** Of those, events whose stream holds a fact caused by their key: nothing to do. */
+  /** Of those, events whose stream holds a fact caused by their key, or that were dead-lettered: nothing to do. */
   readonly decided: number
+  /** Of the decided, events dead-lettered (a record open, skipped or escalated) with no fact. */
+  readonly dead_lettered: number
   /** Sent again to the events queue (dry run: that would be). */
   readonly resent: number
 }
@@ -92,20 +98,22 @@ const recoverEvents = (since: string, dryRun: boolean, keepAcceptedMs: number) =
     if (!dryRun) yield* KeptEvents.prune(bucket, new Date(now - keepAcceptedMs).toISOString())
     // One copy per key (a client's retry was kept twice).
     const byKey = new Map<string, Envelope>()
-    for (const e of yield* KeptEvents.since(bucket, since)) byKey.set(`${e.tenant_id}\u0000${e.idempotency_key}`, e)
+    for (const e of yield* KeptEvents.since(bucket, since)) byKey.set(tenantKey(e.tenant_id, e.idempotency_key), e)
     const kept = [...byKey.values()]
-    if (kept.length === 0) return { kept: 0, decided: 0, resent: 0 } satisfies EventsReport
+    if (kept.length === 0) return { kept: 0, decided: 0, dead_lettered: 0, resent: 0 } satisfies EventsReport
     const ledger = yield* Ledger
     const streams = new Map<string, { tenant_id: string; stream: string }>()
     for (const e of kept) streams.set(Shards.streamKey({ tenant_id: e.tenant_id, stream: e.subject }), { tenant_id: e.tenant_id, stream: e.subject })
     const states = yield* ledger.readStreams([...streams.values()])
-    const causes = new Set(states.flatMap((s) => s.facts.map((f) => `${s.tenant_id}\u0000${f.causation_id}`)))
-    const undecided = kept.filter((e) => !causes.has(`${e.tenant_id}\u0000${e.idempotency_key}`))
+    const causes = new Set(states.flatMap((s) => s.facts.map((f) => tenantKey(s.tenant_id, f.causation_id))))
+    const withoutFact = kept.filter((e) => !causes.has(tenantKey(e.tenant_id, e.idempotency_key)))
+    const held = withoutFact.length === 0 ? new Set<string>() : yield* (yield* DeadLetterStore.DeadLetterStore).held(RetryPolicy.events.queue, withoutFact)
+    const undecided = withoutFact.filter((e) => !held.has(tenantKey(e.tenant_id, e.idempotency_key)))
     if (!dryRun && undecided.length > 0) {
       const producer = yield* Producer
       yield* producer.send(undecided)
     }
-    return { kept: kept.length, decided: kept.length - undecided.length, resent: undecided.length } satisfies EventsReport
+    return { kept: kept.length, decided: kept.length - undecided.length, dead_lettered: withoutFact.length - undecided.length, resent: undecided.length } satisfies EventsReport
   })
 
 /**

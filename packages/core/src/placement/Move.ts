@@ -27,7 +27,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import type { BatchPayload } from "@factline/schemas"
+import { type BatchPayload, TenantId } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import * as Sql from "../platform/Sql.js"
 import * as Time from "../platform/Time.js"
@@ -197,7 +197,7 @@ export const start = Effect.fn("Move.start")(function*(tenantId: string, to: num
       id, tenantId, placement.database, to, JSON.stringify(progress), startedBy, now
     ),
     Sql.statement(
-      "UPDATE tenant_placements SET frozen_since = ?3 WHERE tenant_id = ?1 AND database = ?2 AND EXISTS (SELECT 1 FROM tenant_moves WHERE id = ?4)",
+      "UPDATE tenant_placements SET frozen_since = ?3, removed_at = NULL WHERE tenant_id = ?1 AND database = ?2 AND EXISTS (SELECT 1 FROM tenant_moves WHERE id = ?4)",
       tenantId, placement.database, now, id
     )
   ]), unavailable)
@@ -208,6 +208,61 @@ export const start = Effect.fn("Move.start")(function*(tenantId: string, to: num
   shape.forget([tenantId])
   const first: BatchPayload = { batch_id: id, operation: "move", offset: 0, total: 0 }
   return { record: (yield* find(id))!, first }
+})
+
+const isTenantId = Schema.is(TenantId)
+
+/** What removing a placement did. */
+export interface Removed {
+  readonly tenant_id: string
+  readonly read_database: number
+  /**
+   * `deleted`: the row is gone — its id is not a valid tenant id (placed before ids were checked), so nothing can
+   * ever write under it; `removed`: kept as a tombstone (`removed_at`), neither listed nor counted, so a writer
+   * that still trusted the placement keeps the tenant on the same database (its next use clears the tombstone).
+   */
+  readonly outcome: "deleted" | "removed"
+}
+
+/** The tables among `tables` that hold a row of `tenantId` in `sql` (a table the database lacks holds none). */
+const tablesHolding = (sql: Sql.Sql, tables: ReadonlyArray<string>, tenantId: string) =>
+  Effect.gen(function*() {
+    const present = yield* Effect.mapError(sql.all<{ name: string }>(Sql.statement(
+      "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (SELECT value FROM json_each(?))", JSON.stringify(tables)
+    )), unavailable)
+    if (present.length === 0) return []
+    // One statement per table, in one round trip (a compound SELECT over every table exceeds D1's term limit).
+    const found = yield* Effect.mapError(sql.batch<{ found: number }>(present.map((t) => Sql.statement(`SELECT 1 AS found FROM ${q(t.name)} WHERE tenant_id = ? LIMIT 1`, tenantId))), unavailable)
+    return present.filter((_, i) => (found[i]?.rows.length ?? 0) > 0).map((t) => t.name)
+  })
+
+/**
+ * Removes the placement of a tenant that holds no data — an operator's mistake, or an id placed before ids were
+ * checked: 404 when it is not placed, 409 when a move holds it or it holds anything (a ledger, or a row in any
+ * table a move would copy: the answer names them). See `Removed` for what happens to the row.
+ */
+export const removePlacement = Effect.fn("Move.removePlacement")(function*(tenantId: string) {
+  const shape = yield* TenantPlacement
+  const platform = yield* Sql.PlatformDatabase
+  const placement = yield* Effect.mapError(platform.first<{ database: number; frozen_since: string | null; removed_at: string | null }>(
+    Sql.statement("SELECT database, frozen_since, removed_at FROM tenant_placements WHERE tenant_id = ?", tenantId)
+  ), unavailable)
+  const named = JSON.stringify(tenantId.slice(0, 100))
+  if (!placement || placement.removed_at !== null) return yield* new Failure.NotFound({ message: `tenant ${named} is not placed` })
+  const moving = yield* active(tenantId)
+  if (placement.frozen_since !== null || moving) return yield* new Failure.Conflict({ message: `tenant ${named} is being moved${moving ? ` (${moving.id})` : ""}; remove its placement after the move` })
+  const ledger = yield* tablesHolding(platform, ["ledger_tenants", "ledger_shards"], tenantId)
+  const database = shape.databases[placement.database]
+  const rows = database === undefined ? [] : yield* tablesHolding(database, yield* tablesToMove, tenantId)
+  const holding = [...(ledger.length > 0 ? ["the ledger"] : []), ...rows]
+  if (holding.length > 0) return yield* new Failure.Conflict({ message: `tenant ${named} holds data (${holding.join(", ")}); only a placement that holds none can be removed` })
+  const now = yield* Time.now
+  const outcome = isTenantId(tenantId) ? "removed" : "deleted"
+  yield* Effect.mapError(platform.run(outcome === "deleted"
+    ? Sql.statement("DELETE FROM tenant_placements WHERE tenant_id = ? AND frozen_since IS NULL", tenantId)
+    : Sql.statement("UPDATE tenant_placements SET removed_at = ? WHERE tenant_id = ? AND frozen_since IS NULL AND removed_at IS NULL", now, tenantId)), unavailable)
+  shape.forget([tenantId])
+  return { tenant_id: tenantId, read_database: placement.database, outcome } satisfies Removed
 })
 
 /** What a step asks of the batch consumer: the next step (after a delay), or nothing when the move has ended. */

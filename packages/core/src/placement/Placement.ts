@@ -49,7 +49,7 @@ export interface Shape {
   readonly placements: (tenantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Placement>, Failure.Unavailable>
   /** Places an unplaced tenant on `database` (an operator's choice); a placed tenant keeps its database (Conflict). */
   readonly place: (tenantId: string, database: number) => Effect.Effect<Placement, Failure.Unavailable | Failure.Conflict | Failure.InvalidInput>
-  /** How many tenants each read database holds, by index. */
+  /** How many tenants each read database holds, by index (removed placements not counted). */
   readonly counts: () => Effect.Effect<ReadonlyArray<number>, Failure.Unavailable>
   /** Drops this isolate's cached placements of these tenants: their next use reads the platform database. */
   readonly forget: (tenantIds: ReadonlyArray<string>) => void
@@ -120,8 +120,9 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
           Sql.statement(
             `INSERT INTO tenant_placements (tenant_id, database, placed_at)
              SELECT t.value, (SELECT o.value FROM json_each(?2) o
-                              ORDER BY (SELECT COUNT(*) FROM tenant_placements p WHERE p.database = o.value), o.key LIMIT 1), ?3
-             FROM json_each(?1) t WHERE true ON CONFLICT (tenant_id) DO NOTHING`,
+                              ORDER BY (SELECT COUNT(*) FROM tenant_placements p WHERE p.database = o.value AND p.removed_at IS NULL), o.key LIMIT 1), ?3
+             FROM json_each(?1) t WHERE true
+             ON CONFLICT (tenant_id) DO UPDATE SET removed_at = NULL WHERE tenant_placements.removed_at IS NOT NULL`,
             tenants, JSON.stringify(open), new Date(now).toISOString()
           ),
           rows(tenants)
@@ -145,7 +146,12 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
       }
       const now = yield* Clock.currentTimeMillis
       const [, recorded] = yield* Effect.mapError(platform.batch<Placement>([
-        Sql.statement("INSERT INTO tenant_placements (tenant_id, database, placed_at) VALUES (?, ?, ?) ON CONFLICT (tenant_id) DO NOTHING", tenantId, database, new Date(now).toISOString()),
+        // A removed placement comes back where it was: placing it elsewhere is a move, as for any placed tenant.
+        Sql.statement(
+          `INSERT INTO tenant_placements (tenant_id, database, placed_at) VALUES (?, ?, ?)
+           ON CONFLICT (tenant_id) DO UPDATE SET removed_at = NULL WHERE tenant_placements.removed_at IS NOT NULL`,
+          tenantId, database, new Date(now).toISOString()
+        ),
         rows(JSON.stringify([tenantId]))
       ]), unavailable)
       const placement = recorded!.rows[0]!
@@ -156,7 +162,7 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
       return placement
     }),
     counts: Effect.fn("Placement.counts")(function*() {
-      const rows = yield* Effect.mapError(platform.all<{ database: number; n: number }>(Sql.statement("SELECT database, COUNT(*) AS n FROM tenant_placements GROUP BY database")), unavailable)
+      const rows = yield* Effect.mapError(platform.all<{ database: number; n: number }>(Sql.statement("SELECT database, COUNT(*) AS n FROM tenant_placements WHERE removed_at IS NULL GROUP BY database")), unavailable)
       const counts = databases.map(() => 0)
       for (const r of rows) if (r.database < counts.length) counts[r.database] = r.n
       return counts

@@ -31,6 +31,7 @@ import { makeRun } from "./Run.js"
 import * as Webhooks from "./Webhooks.js"
 
 export { maxBodyBytes } from "./JsonBody.js"
+export { maxUrlBytes } from "./Contract.js"
 export { maxEventsPerRequest } from "./Events.js"
 export { api, publicRoutes, type Route, routes } from "./Routes.js"
 

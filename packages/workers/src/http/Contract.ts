@@ -30,7 +30,8 @@ import { Failure } from "@factline/core"
 import { Issues } from "@factline/schemas"
 import type { PlatformEnv } from "../Env.js"
 import { type AuthVariables, requireScope, type Scope } from "./Auth.js"
-import { Problem } from "./Problem.js"
+import { readBody } from "./JsonBody.js"
+import { noSniff, Problem, RequestRefused, withNoSniff } from "./Problem.js"
 import * as RateLimit from "./RateLimit.js"
 import { strictQuery } from "./StrictQuery.js"
 
@@ -156,6 +157,41 @@ export const checkQuery = (endpoint: Endpoint): MiddlewareHandler | undefined =>
   }
 }
 
+type TypeOf<S> = S extends Schema.Top ? S["Type"] : never
+
+/** A 400 naming each field at fault (`code`: `invalid_request` for a body or a path). */
+const invalid = (problems: ReadonlyArray<Issues.Problem>, usage?: string) =>
+  new Failure.InvalidInput({ message: usage === undefined ? Issues.render(problems) : `${usage}: ${Issues.render(problems)}`, problems })
+
+/**
+ * The request's path parameters and JSON body decoded by the endpoint's own schemas — the ones its OpenAPI
+ * operation shows — strictly (a field the schema does not have is a problem): a 400 naming each field at fault
+ * before any work. `payload` reads the body as `readBody` does (content type, size, depth); with `optional`, a
+ * request with no body at all decodes `{}`.
+ */
+export const inputs = <E extends HttpApiEndpoint.Constraint & Endpoint>(endpoint: E) => {
+  const described = endpoint as unknown as { readonly params: Schema.Top | undefined; readonly payload: HttpApiEndpoint.PayloadMap }
+  const paramsSchema = described.params
+  const payloadSchema = described.payload.get("application/json")?.schemas[0]
+  const decodeParams = paramsSchema === undefined ? undefined : Issues.decodeStrict(paramsSchema)
+  const decodePayload = payloadSchema === undefined ? undefined : Issues.decodeStrict(payloadSchema)
+  return {
+    params: (c: HonoContext<AppEnv>): TypeOf<HttpApiEndpoint.Params<E>> => {
+      if (decodeParams === undefined) throw new Error(`${endpoint.method} ${endpoint.path} declares no path parameters`)
+      const decoded = decodeParams(c.req.param())
+      if (Result.isFailure(decoded)) throw invalid(decoded.failure)
+      return decoded.success as TypeOf<HttpApiEndpoint.Params<E>>
+    },
+    payload: async (c: HonoContext<AppEnv>, options: { readonly optional?: boolean; readonly usage?: string } = {}): Promise<TypeOf<HttpApiEndpoint.Payload<E>>> => {
+      if (decodePayload === undefined) throw new Error(`${endpoint.method} ${endpoint.path} declares no JSON payload`)
+      const empty = options.optional === true && (c.req.header("content-length") ?? "0") === "0" && c.req.header("content-type") === undefined && c.req.header("transfer-encoding") === undefined
+      const decoded = decodePayload(empty ? {} : await readBody(c))
+      if (Result.isFailure(decoded)) throw invalid(decoded.failure, options.usage)
+      return decoded.success as TypeOf<HttpApiEndpoint.Payload<E>>
+    }
+  }
+}
+
 /** A response a handler built itself (a stream, CloudEvents, a page): the escape from the typed body, named at the call site. */
 export interface Raw {
   readonly _tag: "Raw"
@@ -207,6 +243,7 @@ export const bind = <E extends HttpApiEndpoint.Constraint & Endpoint>(
   const query = checkQuery(endpoint)
   const status = successStatus(endpoint) as ContentfulStatusCode
   const guards = [
+    refuseLongUrls,
     // Authenticated, then counted against the tenant's rate limit before the query or body is read.
     ...(scopes === undefined ? [] : [requireScope(...scopes), RateLimit.limitTenant]),
     strictQuery(queryNames(endpoint)),
@@ -214,12 +251,25 @@ export const bind = <E extends HttpApiEndpoint.Constraint & Endpoint>(
   ]
   const answer: Handler<AppEnv> = async function answer(c) {
     const answered: Answer<E> = await handler(c, reply)
-    return answered._tag === "Raw" ? answered.response : c.json(answered.body as object, status, answered.headers)
+    if (answered._tag === "Documented") return c.json(answered.body as object, status, { ...answered.headers, ...noSniff })
+    return withNoSniff(answered.response)
   }
   ;(app.on as (method: string, path: string, ...handlers: Array<Handler<AppEnv>>) => unknown)(endpoint.method, endpoint.path, ...(guards as Array<Handler<AppEnv>>), answer)
 }
 
 const reply = <A>(body: A, headers: Readonly<Record<string, string>> = {}): Documented<A> => ({ _tag: "Documented", body, headers })
+
+/**
+ * The longest URL a route reads (8 KiB): longer is a JSON 414 `uri_too_long`, before authentication. Cloudflare's
+ * edge itself refuses URLs over 16 KB with a plain-text 414 before the Worker runs (as `wrangler dev` does over
+ * its own limit); no route needs more than a few hundred characters.
+ */
+export const maxUrlBytes = 8 * 1024
+
+const refuseLongUrls: MiddlewareHandler<AppEnv> = async function refuseLongUrls(c, next) {
+  if (c.req.url.length > maxUrlBytes) throw new RequestRefused({ status: 414, message: `the URL is over ${maxUrlBytes} bytes` })
+  await next()
+}
 
 // Reusable field schemas of the documents.
 

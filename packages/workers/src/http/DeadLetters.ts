@@ -14,8 +14,7 @@ import type { Hono } from "hono"
 import { DeadLetterSkip, DeadLetterSpill, DeadLetterStore, Failure, RetryPolicy } from "@factline/core"
 import { Issues } from "@factline/schemas"
 import type { Principal } from "./Auth.js"
-import { type AppEnv, bind, cursor, describe, limitParameter, nextCursor, oneOf, type PageLimit, pageLimit, problems, text } from "./Contract.js"
-import { isObject, readBody } from "./JsonBody.js"
+import { type AppEnv, bind, cursor, describe, inputs, limitParameter, nextCursor, oneOf, type PageLimit, pageLimit, problems, text } from "./Contract.js"
 import type { Ctx, Run } from "./Run.js"
 
 const queueNames = RetryPolicy.all.map((p) => p.queue)
@@ -80,14 +79,16 @@ export const replayOne = HttpApiEndpoint.post("replayDeadLetter", "/v1/dlq/:id/r
 
 export const skip = HttpApiEndpoint.post("skipDeadLetter", "/v1/dlq/:id/skip", {
   params: id,
-  payload: Schema.Struct({ reason: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(1_000)) }),
+  payload: Schema.Struct({
+    reason: Schema.String.check(Schema.isPattern(/\S/, { message: "is required: why this work is given up" }), Schema.isMaxLength(1_000)).annotate({ description: "Why the work is given up (1 to 1,000 characters, not blank)" })
+  }),
   success: Schema.Struct({ ...DeadLetterDetail.fields, reconciliation_fact_id: Schema.String }),
   error: problems(400, 404, 409, 415, 503)
 }).pipe(describe({ summary: "Skip a dead letter", description: "Gives the work up and appends a `reconciliation` fact naming who and why to the original stream.", scopes, errors: { ...errors, 415: "`unsupported_media_type`" } }))
 
 export const escalate = HttpApiEndpoint.post("escalateDeadLetter", "/v1/dlq/:id/escalate", {
   params: id,
-  payload: Schema.Struct({ note: Schema.optional(Schema.String.check(Schema.isMaxLength(1_000))) }),
+  payload: Schema.Struct({ note: Schema.optionalKey(Schema.String.check(Schema.isMaxLength(1_000))).annotate({ description: "For whoever takes it over (at most 1,000 characters); the body may be left out" }) }),
   success: DeadLetterDetail,
   error: problems(400, 404, 409, 415, 503)
 }).pipe(describe({ summary: "Escalate a dead letter", scopes, errors: { ...errors, 415: "`unsupported_media_type`" } }))
@@ -111,6 +112,9 @@ const filtersOf = (c: Ctx, defaultStatus?: DeadLetterStore.Status) => {
 }
 
 
+
+const skipInput = inputs(skip)
+const escalateInput = inputs(escalate)
 
 export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
   const { run } = deps
@@ -145,25 +149,17 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
   })
 
   bind(app, skip, async (c, reply) => {
-    const input = await readBody(c)
-    const reason = isObject(input) ? input.reason : undefined
-    if (typeof reason !== "string" || reason.trim() === "" || reason.length > 1_000) {
-      throw new Failure.InvalidInput({ message: 'send { "reason": "why this work is given up" } (1 to 1,000 characters)', problems: [{ path: "reason", message: "is required, 1 to 1,000 characters" }] })
-    }
+    const { id } = skipInput.params(c)
+    const { reason } = await skipInput.payload(c, { usage: 'send { "reason": "why this work is given up" }' })
     const principal = c.get("principal")
-    const result = await run(c.env, DeadLetterSkip.skip(scopeOf(principal), c.req.param("id")!, reason, principal.tenantId))
+    const result = await run(c.env, DeadLetterSkip.skip(scopeOf(principal), id, reason, principal.tenantId))
     return reply(result)
   })
 
   bind(app, escalate, async (c, reply) => {
-    let note = ""
-    if ((c.req.header("content-length") ?? "0") !== "0" || c.req.header("content-type")) {
-      const input = await readBody(c)
-      const given = isObject(input) ? input.note : undefined
-      if (given !== undefined && (typeof given !== "string" || given.length > 1_000)) throw new Failure.InvalidInput({ message: "note must be a string of at most 1,000 characters" })
-      note = (given as string | undefined) ?? ""
-    }
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.resolve(scopeOf(c.get("principal")), c.req.param("id")!, "escalated", note)))
+    const { id } = escalateInput.params(c)
+    const { note } = await escalateInput.payload(c, { optional: true, usage: 'send { "note"?: "for whoever takes it over" }, or no body' })
+    const result = await run(c.env, Effect.flatMap(store, (s) => s.resolve(scopeOf(c.get("principal")), id, "escalated", note ?? "")))
     return reply(result)
   })
 

@@ -30,7 +30,7 @@ const Details = Schema.Union([
 export const Problem = Schema.Struct({
   error: Schema.Struct({
     code: Schema.String.annotate({
-      description: "Machine-readable: invalid_request, invalid_query, invalid_events, unauthorized, forbidden, not_found, conflict, not_acceptable, unsupported_media_type, length_required, payload_too_large, too_deep, too_many_events, idempotency_conflict, rate_limited, unavailable, internal"
+      description: "Machine-readable: invalid_request, invalid_query, invalid_events, unauthorized, forbidden, not_found, conflict, not_acceptable, unsupported_media_type, length_required, payload_too_large, uri_too_long, too_deep, too_many_events, idempotency_conflict, rate_limited, unavailable, internal"
     }),
     message: Schema.String.annotate({ description: "For a person: names every problem. Never a stack, SQL text or a secret." }),
     details: Schema.optional(Details)
@@ -81,18 +81,36 @@ export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited"
   get publicMessage() { return this.message }
 }
 
-/** 406, 411, 413, 415: the request's framing is refused before its content is read (or any is written). */
+/** 406, 411, 413, 414, 415: the request's framing is refused before its content is read (or any is written). */
 export class RequestRefused extends Schema.TaggedError<RequestRefused>()("RequestRefused", {
-  status: Schema.Literals([406, 411, 413, 415]),
+  status: Schema.Literals([406, 411, 413, 414, 415]),
   message: Schema.String
 }) implements Failure.Failure {
   readonly [Failure.TypeId] = Failure.TypeId
   get code() {
-    return this.status === 406 ? "not_acceptable" : this.status === 411 ? "length_required" : this.status === 413 ? "payload_too_large" : "unsupported_media_type"
+    return this.status === 406 ? "not_acceptable" : this.status === 411 ? "length_required" : this.status === 413 ? "payload_too_large" : this.status === 414 ? "uri_too_long" : "unsupported_media_type"
   }
   get retryable() { return false }
   get reason() { return "permanent_failure" as const }
   get publicMessage() { return this.message }
+}
+
+/**
+ * Every answer of the API, errors included, is JSON (or a download) that a browser must not sniff into a page:
+ * `x-content-type-options: nosniff` on each (the static pages get it from their _headers file).
+ */
+export const noSniff = { "x-content-type-options": "nosniff" } as const
+
+/** `response` with `noSniff` (a copy when its headers are immutable, as a fetched response's are). */
+export const withNoSniff = (response: Response): Response => {
+  try {
+    response.headers.set("x-content-type-options", "nosniff")
+    return response
+  } catch {
+    const copy = new Response(response.body, response)
+    copy.headers.set("x-content-type-options", "nosniff")
+    return copy
+  }
 }
 
 const body = (code: string, message: string, details: unknown): Problem =>
@@ -113,9 +131,9 @@ const listed = (details: object): NonNullable<Problem["error"]["details"]> =>
 export const respond = (c: Context<any>, error: unknown): Response => {
   if (!Failure.isFailure(error)) {
     console.error(`unhandled error: ${error instanceof Error ? error.name : "unknown"}`)
-    return c.json<Problem>(body("internal", "internal error", undefined), 500)
+    return c.json<Problem>(body("internal", "internal error", undefined), 500, noSniff)
   }
-  const headers: Record<string, string> = {}
+  const headers: Record<string, string> = { ...noSniff }
   if (error.retryable) headers["retry-after"] = String(error.retryAfterSeconds ?? 5)
   if (error.status === 401) headers["www-authenticate"] = "Bearer"
   if (error.status >= 500) console.error(`${error._tag}: ${error.publicMessage} (${error.message.slice(0, 300)})`)

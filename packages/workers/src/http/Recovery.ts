@@ -11,22 +11,21 @@ import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
-import { Failure, Recovery, Settings } from "@factline/core"
-import { type AppEnv, bind, describe, problems } from "./Contract.js"
-import { isObject, readBody } from "./JsonBody.js"
+import { Recovery, Settings } from "@factline/core"
+import { IsoDateTime } from "@factline/schemas"
+import { type AppEnv, bind, describe, inputs, problems } from "./Contract.js"
 import type { Run } from "./Run.js"
-
-const fields = ["since", "dry_run", "cursor"]
 
 const EventsReport = Schema.NullOr(Schema.Struct({
   kept: Schema.Int.annotate({ description: "Events kept (FACTLINE_KEEP_ACCEPTED) and accepted since `since`" }),
-  decided: Schema.Int.annotate({ description: "Of those, events whose stream holds a fact caused by their idempotency key: nothing to do" }),
+  decided: Schema.Int.annotate({ description: "Of those, events whose stream holds a fact caused by their idempotency key, or that were dead-lettered (a record open, skipped or escalated: the operator's): nothing to do" }),
+  dead_lettered: Schema.Int.annotate({ description: "Of the decided, the events dead-lettered with no fact: never sent again by recovery (replay the dead letter instead)" }),
   resent: Schema.Int.annotate({ description: "Sent again to the events queue with their idempotency key (dry run: would be)" })
 })).annotate({ description: "Null when accepted events are not kept (the default outside development) or on a call with a cursor (the first call does them)" })
 
 export const recover = HttpApiEndpoint.post("recover", "/v1/recover", {
   payload: Schema.Struct({
-    since: Schema.String.annotate({ description: "ISO 8601 time: facts appended (and events accepted) since then" }),
+    since: IsoDateTime.annotate({ description: "ISO 8601 date-time (a real one: 2026-02-30 is refused): facts appended (and events accepted) since then" }),
     dry_run: Schema.optionalKey(Schema.Boolean).annotate({ description: "Count only; send nothing" }),
     cursor: Schema.optionalKey(Schema.String).annotate({ description: "`next_cursor` of the previous call (opaque)" })
   }),
@@ -55,22 +54,16 @@ export const group = HttpApiGroup.make("recovery").add(recover)
     description: "Re-relaying what the queues lost: a restart of the local queues, or any outage that dropped messages."
   }))
 
+const input = inputs(recover)
+
 export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
   bind(app, recover, async (c, reply) => {
-    const input = await readBody(c)
-    const usage = 'send { "since": "<ISO 8601 time>", "dry_run"?: true, "cursor"?: "<next_cursor>" }'
-    if (!isObject(input)) throw new Failure.InvalidInput({ message: usage })
-    const problems: Array<Failure.Problem> = Object.keys(input).filter((k) => !fields.includes(k)).map((path) => ({ path, message: `is not a field (${fields.join(", ")})` }))
-    const since = input.since
-    if (typeof since !== "string" || !/^\d{4}-\d{2}-\d{2}T/.test(since) || Number.isNaN(Date.parse(since))) problems.push({ path: "since", message: "must be an ISO 8601 time" })
-    if (input.dry_run !== undefined && typeof input.dry_run !== "boolean") problems.push({ path: "dry_run", message: "must be true or false" })
-    if (input.cursor !== undefined && typeof input.cursor !== "string") problems.push({ path: "cursor", message: "must be the next_cursor of a previous call" })
-    if (problems.length > 0) throw new Failure.InvalidInput({ message: usage, problems })
+    const { since, dry_run, cursor } = await input.payload(c, { usage: 'send { "since": "<ISO 8601 time>", "dry_run"?: true, "cursor"?: "<next_cursor>" }' })
     const result = await run(c.env, Effect.flatMap(Settings.Settings, (settings) => Recovery.recover({
-      since: new Date(since as string).toISOString(),
-      dryRun: input.dry_run === true,
+      since: new Date(since).toISOString(),
+      dryRun: dry_run === true,
       keepAcceptedMs: settings.keepAcceptedMs,
-      ...(typeof input.cursor === "string" ? { cursor: input.cursor } : {})
+      ...(cursor === undefined ? {} : { cursor })
     })))
     return reply(result)
   })

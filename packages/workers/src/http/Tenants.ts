@@ -3,6 +3,7 @@
  * read database holds their rows (to query it with `wrangler d1 execute` or Drizzle); the platform scope lists
  * every placement with each database's tenant count (`GET /v1/tenants`) and places a tenant that has not been
  * used yet on a chosen database (`PUT /v1/tenants/:tenant/placement`) — a large customer on its own database —
+ * or removes a placement that holds no data (`DELETE /v1/tenants/:tenant/placement`) —
  * and moves a tenant to another database under live traffic (`POST /v1/tenants/:tenant/moves`, core's Move:
  * a resumable operation of the batch queue), following it with `GET /v1/tenants/:tenant/moves/:move_id`.
  */
@@ -15,8 +16,8 @@ import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
 import { BatchConsumer, Failure, Move, Placement, Sql } from "@factline/core"
-import { type AppEnv, bind, describe, problems } from "./Contract.js"
-import { isObject, readBody } from "./JsonBody.js"
+import { TenantId } from "@factline/schemas"
+import { type AppEnv, bind, describe, inputs, problems } from "./Contract.js"
 import type { Run } from "./Run.js"
 
 const PlacementView = Schema.Struct({
@@ -50,44 +51,62 @@ export const list = HttpApiEndpoint.get("listPlacements", "/v1/tenants", {
   errors: { 503: "`unavailable`: the placement map; retry" }
 }))
 
+const tenantParam = { tenant: TenantId.annotate({ description: "A tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit" }) }
+
 export const place = HttpApiEndpoint.put("placeTenant", "/v1/tenants/:tenant/placement", {
-  params: { tenant: Schema.String.annotate({ description: "A tenant id" }) },
+  params: tenantParam,
   payload: Schema.Struct({ read_database: Schema.Int }),
   success: PlacementView,
-  error: problems(400, 409, 503)
+  error: problems(400, 409, 415, 503)
 }).pipe(describe({
   summary: "Place a tenant",
   description: "Places a tenant not used yet on the given read database. A placed tenant keeps its database: placing it elsewhere is a 409 (move it instead); placing it where it is answers its placement.",
   scopes: ["platform"],
-  errors: { 400: "`invalid_request`: no such read database", 409: "`conflict`: the tenant is already placed on another database", 503: "`unavailable`: the placement map; retry" }
+  errors: { 400: "`invalid_request`: not a tenant id, or no such read database", 409: "`conflict`: the tenant is already placed on another database", 415: "`unsupported_media_type`", 503: "`unavailable`: the placement map; retry" }
 }))
 
-const tenantParam = { tenant: Schema.String.annotate({ description: "A tenant id" }) }
+export const removePlacement = HttpApiEndpoint.delete("removePlacement", "/v1/tenants/:tenant/placement", {
+  // Any id that was placed, valid or not: ids placed before they were checked must be removable too.
+  params: { tenant: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(10_000)).annotate({ description: "The placed tenant id, as listed" }) },
+  success: Schema.Struct({
+    tenant_id: Schema.String,
+    read_database: Schema.Int,
+    outcome: Schema.Literals(["removed", "deleted"]).annotate({
+      description: "`removed`: neither listed nor counted any more; the tenant's next use places it again on the same database. `deleted`: the row is gone (not a valid tenant id: nothing can ever write under it)"
+    })
+  }),
+  error: problems(404, 409, 503)
+}).pipe(describe({
+  summary: "Remove a placement that holds no data",
+  description: "For a tenant placed by mistake (or an id placed before ids were checked): refused while a move holds it or while it holds anything — a ledger, or a row in any table a move would copy (the 409 names them).",
+  scopes: ["platform"],
+  errors: { 404: "`not_found`: the tenant is not placed", 409: "`conflict`: the tenant holds data, or is being moved", 503: "`unavailable`: the placement map; retry" }
+}))
 
 export const startMove = HttpApiEndpoint.post("moveTenant", "/v1/tenants/:tenant/moves", {
   params: tenantParam,
   payload: Schema.Struct({ to_database: Schema.Int.annotate({ description: "Index of the read database to move the tenant to" }) }),
   success: Move.View.pipe(HttpApiSchema.status(202)),
-  error: problems(400, 404, 409, 503)
+  error: problems(400, 404, 409, 415, 503)
 }).pipe(describe({
   summary: "Move a tenant to another read database",
   description: "Starts moving the tenant's read side (facts copy, projections, accepted keys, dead letters, webhook state, batch jobs) under live traffic: its writes are held (consumers retry; its HTTP writes answer 503 with `retry-after`) while its rows are copied and verified, then its placement switches and the source's rows are deleted. Reads are served from the source until the switch, never from a half-copied database. Follow it with `GET /v1/tenants/{tenant}/moves/{move_id}`.",
   scopes: ["platform"],
-  errors: { 400: "`invalid_request`: no such read database", 404: "`not_found`: the tenant is not placed yet (place it instead)", 409: "`conflict`: the tenant is already there, already being moved, or a rebuild is running", 503: "`unavailable`: the platform database or the batch queue; retry" }
+  errors: { 400: "`invalid_request`: not a tenant id, or no such read database", 404: "`not_found`: the tenant is not placed yet (place it instead)", 409: "`conflict`: the tenant is already there, already being moved, or a rebuild is running", 415: "`unsupported_media_type`", 503: "`unavailable`: the platform database or the batch queue; retry" }
 }))
 
 export const getMove = HttpApiEndpoint.get("getTenantMove", "/v1/tenants/:tenant/moves/:move_id", {
   params: { ...tenantParam, move_id: Schema.String },
   success: Move.View,
-  error: problems(404, 503)
+  error: problems(400, 404, 503)
 }).pipe(describe({
   summary: "A tenant's move",
   description: "Its phase (`frozen` → `copying` → `switched` → `dropped`, or `failed` with its error), rows copied per table and the verification of each table.",
   scopes: ["platform"],
-  errors: { 404: "`not_found`: no such move of this tenant", 503: "`unavailable`: the platform database; retry" }
+  errors: { 400: "`invalid_request`: not a tenant id", 404: "`not_found`: no such move of this tenant", 503: "`unavailable`: the platform database; retry" }
 }))
 
-export const group = HttpApiGroup.make("tenants").add(me).add(list).add(place).add(startMove).add(getMove)
+export const group = HttpApiGroup.make("tenants").add(me).add(list).add(place).add(removePlacement).add(startMove).add(getMove)
   .annotateMerge(OpenApi.annotations({ title: "Tenants", description: "Which read database holds each tenant's read side, and moving a tenant between them." }))
 
 const view = (shape: Placement.Shape, placement: Placement.Placement) => ({
@@ -101,6 +120,11 @@ const view = (shape: Placement.Shape, placement: Placement.Placement) => ({
 /** Read database 0 is the platform's own `DB` when no `FACTLINE_READ_DB_0` is bound. */
 const bindingOf = (shape: Placement.Shape, index: number) =>
   shape.databases[index]?.identity === shape.platform.identity ? "DB" : `FACTLINE_READ_DB_${index}`
+
+const placeInput = inputs(place)
+const removeInput = inputs(removePlacement)
+const moveInput = inputs(startMove)
+const getMoveInput = inputs(getMove)
 
 export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
   bind(app, me, async (c, reply) => {
@@ -116,7 +140,7 @@ export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
       const platform = yield* Sql.PlatformDatabase
       const counts = yield* shape.counts()
       const rows = yield* platform.all<Placement.Placement>(Sql.statement(
-        "SELECT tenant_id AS tenantId, database, placed_at AS placedAt, frozen_since AS frozenSince FROM tenant_placements ORDER BY tenant_id LIMIT 1000"
+        "SELECT tenant_id AS tenantId, database, placed_at AS placedAt, frozen_since AS frozenSince FROM tenant_placements WHERE removed_at IS NULL ORDER BY tenant_id LIMIT 1000"
       ))
       return {
         databases: counts.map((tenants, i) => ({ read_database: i, binding: bindingOf(shape, i), tenants })),
@@ -126,27 +150,25 @@ export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
   })
 
   bind(app, place, async (c, reply) => {
-    const body = await readBody(c)
-    const index = isObject(body) ? body.read_database : undefined
-    if (typeof index !== "number" || !Number.isInteger(index)) {
-      throw new Failure.InvalidInput({ message: 'send { "read_database": <index> }', problems: [{ path: "read_database", message: "must be a whole number" }] })
-    }
-    const tenantId = c.req.param("tenant")!
+    const { tenant } = placeInput.params(c)
+    const { read_database } = await placeInput.payload(c, { usage: 'send { "read_database": <index> }' })
     return reply(await run(c.env, Effect.gen(function*() {
       const shape = yield* Placement.TenantPlacement
-      return view(shape, yield* shape.place(tenantId, index))
+      return view(shape, yield* shape.place(tenant, read_database))
     })))
   })
 
+  bind(app, removePlacement, async (c, reply) => {
+    const { tenant } = removeInput.params(c)
+    return reply(await run(c.env, Move.removePlacement(tenant)))
+  })
+
   bind(app, startMove, async (c, reply) => {
-    const body = await readBody(c)
-    const to = isObject(body) ? body.to_database : undefined
-    if (!isObject(body) || typeof to !== "number" || !Number.isInteger(to) || Object.keys(body).some((k) => k !== "to_database")) {
-      throw new Failure.InvalidInput({ message: 'send { "to_database": <index> }', problems: [{ path: "to_database", message: "must be a whole number (and the only field)" }] })
-    }
+    const { tenant } = moveInput.params(c)
+    const { to_database } = await moveInput.payload(c, { usage: 'send { "to_database": <index> }' })
     const principal = c.get("principal")
     return reply(await run(c.env, Effect.gen(function*() {
-      const started = yield* Move.start(c.req.param("tenant")!, to, principal.name ?? principal.tenantId)
+      const started = yield* Move.start(tenant, to_database, principal.name ?? principal.tenantId)
       const sent = yield* Effect.result(BatchConsumer.send(started.first))
       if (Result.isFailure(sent)) {
         // A move that never runs must not hold the tenant's writes.
@@ -158,11 +180,10 @@ export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
   })
 
   bind(app, getMove, async (c, reply) => {
-    const tenant = c.req.param("tenant")!
-    const moveId = c.req.param("move_id")!
+    const { tenant, move_id: moveId } = getMoveInput.params(c)
     return reply(await run(c.env, Effect.gen(function*() {
       const move = yield* Move.find(moveId)
-      if (!move || move.tenant_id !== tenant) return yield* new Failure.NotFound({ message: `no move ${JSON.stringify(moveId.slice(0, 100))} of tenant ${JSON.stringify(tenant.slice(0, 100))}` })
+      if (!move || move.tenant_id !== tenant) return yield* new Failure.NotFound({ message: `no move ${JSON.stringify(moveId.slice(0, 100))} of tenant ${JSON.stringify(tenant)}` })
       return Move.view(move)
     })))
   })
