@@ -7,7 +7,8 @@
 //   /hooks/fail-*      500 always, with a long body (the platform keeps 1 KiB of it)
 //   /hooks/redirect-*  302 to another path (the platform must not follow it)
 //   /hooks/slow-*      200 after 2 s (a slow receiver)
-// GET /received?path=/hooks/... lists what that path received: { at, headers, body, status }.
+//   /hooks/paced-*     200 after 300 ms (to see how many requests are in flight at once)
+// GET /received?path=/hooks/... lists what that path received: { at, answered_at, headers, body, status }.
 import { createServer } from "node:http"
 
 export const start = async (port = 0) => {
@@ -45,8 +46,9 @@ export const start = async (port = 0) => {
         status
       }
       received.set(url.pathname, [...(received.get(url.pathname) ?? []), entry])
-      const answer = () => (res.writeHead(status, headers), res.end(text))
+      const answer = () => ((entry.answered_at = new Date().toISOString()), res.writeHead(status, headers), res.end(text))
       if (kind === "slow") setTimeout(answer, 2_000)
+      else if (kind === "paced") setTimeout(answer, 300)
       else answer()
     })
   })

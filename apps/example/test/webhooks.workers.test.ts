@@ -452,6 +452,70 @@ describe("webhooks", () => {
     expect((await received(earlyPath)).filter((r) => callOf(early.secret)(r) === next!.subject)).toHaveLength(1)
   })
 
+  it("an endpoint's limits: set on create and PATCH (null clears), shown on the endpoint; out of range, not whole or not numbers: 400 naming the field", async () => {
+    const endpoint = await createEndpoint(hookPath("ok"), { max_per_second: 5, max_in_flight: 2 })
+    expect(endpoint).toMatchObject({ max_per_second: 5, max_in_flight: 2 })
+    expect((await api("PATCH", `/v1/webhooks/endpoints/${endpoint.id}`, { max_in_flight: null })).body).toMatchObject({ max_per_second: 5, max_in_flight: null, version: 2 })
+    expect((await api("GET", `/v1/webhooks/endpoints/${endpoint.id}`)).body).toMatchObject({ max_per_second: 5, max_in_flight: null })
+    for (const [field, value] of [["max_per_second", 0], ["max_per_second", 1.5], ["max_per_second", "2"], ["max_in_flight", 1_001], ["max_in_flight", -1], ["max_in_flight", true]] as const) {
+      const refused = await api("PATCH", `/v1/webhooks/endpoints/${endpoint.id}`, { [field]: value })
+      expect(refused.status, `${field}: ${JSON.stringify(value)}`).toBe(400)
+      expect(refused.body.error.details.problems.map((p: any) => p.path)).toEqual([field])
+    }
+    const plain = await createEndpoint(hookPath("ok"))
+    expect(plain).toMatchObject({ max_per_second: null, max_in_flight: null })
+  })
+
+  it("a throttled endpoint (2/s, 1 in flight) receives at most its rate across concurrent consumer invocations; every delivery arrives once, none dead-lettered, the waits listed as throttled", async () => {
+    const path = hookPath("paced")
+    const endpoint = await createEndpoint(path, { max_per_second: 2, max_in_flight: 1 })
+    const stream = unique("s")
+    const bodies = Array.from({ length: 9 }, (_, i) => {
+      const id = `wd_${unique("d")}`
+      return {
+        schema_version: 1, message_type: "webhook.delivery", message_id: `msg_${id}`, idempotency_key: id, correlation_id: "c",
+        tenant_id: "tenant-a", subject: endpoint.id, source: "test", created_at: new Date().toISOString(),
+        payload: {
+          delivery_id: id, webhook_config_id: endpoint.id, webhook_config_version: 1, fact_id: unique("f"), fact_type: "charge",
+          fact_stream: stream, event_type: "charge.created", occurred_at: new Date().toISOString(), payload: { i }
+        }
+      }
+    })
+    // Three invocations at once (three batches of three), as concurrent consumers or isolates run them.
+    const started = Date.now()
+    await Promise.all([0, 1, 2].map(async (b) => {
+      const batch = createMessageBatch("factline-webhooks", bodies.slice(b * 3, b * 3 + 3).map((body) => ({ id: unique("qm"), timestamp: new Date(), attempts: 1, body })))
+      const ctx = createExecutionContext()
+      await platform.queue(batch, env as unknown as PlatformEnv, ctx)
+      const result = await getQueueResult(batch, ctx)
+      // Granted or parked: every message acked, none retried (no attempt spent on a wait).
+      expect(result.retryMessages).toEqual([])
+    }))
+    await drain()
+    const got = (await received(path)) as Array<Received & { answered_at: string }>
+    const ids = bodies.map((b) => b.payload.delivery_id)
+    // Nothing lost, nothing twice: each webhook-id once, each answered 200.
+    expect(got.map((r) => r.headers["webhook-id"]).sort()).toEqual([...ids].sort())
+    expect(got.every((r) => r.status === 200)).toBe(true)
+    const at = got.map((r) => Date.parse(r.at)).sort((a, b) => a - b)
+    // No window of one second holds more than 2 arrivals.
+    const busiest = Math.max(...at.map((t) => at.filter((u) => u >= t && u < t + 1_000).length))
+    expect(busiest, JSON.stringify(at.map((t) => t - at[0]!))).toBeLessThanOrEqual(2)
+    // In flight (received, not yet answered) never more than 1.
+    const spans = got.map((r) => [Date.parse(r.at), Date.parse(r.answered_at)] as const)
+    const overlapping = Math.max(...spans.map(([start]) => spans.filter(([s, e]) => s <= start && start < e).length))
+    expect(overlapping).toBe(1)
+    console.log(`throttled endpoint (2/s, 1 in flight): 9 deliveries over ${at.at(-1)! - at[0]!} ms (first after ${at[0]! - started} ms), at most ${busiest} in a second, ${overlapping} in flight`)
+    // The waits are in the endpoint's attempts, marked throttled; each delivery succeeded on its first attempt.
+    const log = (await api("GET", `/v1/webhooks/endpoints/${endpoint.id}/attempts?limit=100`)).body.data as Array<{ delivery_id: string; attempt: number; succeeded: boolean; throttled: boolean; error: string | null }>
+    const sent = log.filter((a) => !a.throttled)
+    expect(sent.map((a) => [a.attempt, a.succeeded])).toEqual(ids.map(() => [1, true]))
+    const throttled = log.filter((a) => a.throttled)
+    expect(throttled.length).toBeGreaterThan(0)
+    expect(throttled.every((a) => !a.succeeded && a.attempt === 0 && /^throttled: over the endpoint's limit \(2\/s, 1 in flight\); nothing sent, sent again in \d+ s$/.test(a.error ?? ""))).toBe(true)
+    for (const id of ids) expect(await deadMessages(id)).toEqual([])
+  })
+
   // Last in the file: it leaves tenant-a held back for a couple of seconds in this isolate.
   it("tenant A's slow endpoints do not hold back tenant B's deliveries (isolation measured)", async () => {
     const slow = await Promise.all(Array.from({ length: 5 }, () => createEndpoint(hookPath("slow"))))
