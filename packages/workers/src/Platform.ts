@@ -88,7 +88,7 @@ export const consume = (batch: MessageBatch<unknown>): Effect.Effect<void, never
     const started = yield* Clock.currentTimeMillis
     const settings = yield* Settings.Settings
     // Exporting spans (Telemetry), the batch is one span in its first message's trace, linked to the others'.
-    const counts = yield* consumer(batch, settings).pipe(Telemetry.continuing(`${purpose} process`, batch.messages.flatMap((m) => Telemetry.traceparentsOf(m.body)), {
+    const counts = yield* consumer(batch, settings).pipe(Telemetry.continuing(`${purpose} process`, () => batch.messages.flatMap((m) => Telemetry.traceparentsOf(m.body)), {
       kind: "consumer",
       attributes: { "messaging.system": "cloudflare_queues", "messaging.destination.name": batch.queue, "messaging.batch.message_count": batch.messages.length }
     }))

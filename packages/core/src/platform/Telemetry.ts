@@ -156,16 +156,18 @@ export const traceparentsOf = (body: unknown): ReadonlyArray<string> => {
 /**
  * Runs `self` in a new span continuing the first valid `traceparent` (a child of the span it names), linked to
  * the other traces (one link per distinct trace id, at most 128). With none, the span starts a trace of its own.
- * Unchanged when not exporting.
+ * Unchanged when not exporting, and `traceparents` is then not even read (a batch's bodies are not scanned).
  */
-export const continuing = (name: string, traceparents: Iterable<unknown>, options: { readonly kind?: Tracer.SpanKind; readonly attributes?: Record<string, unknown> } = {}) =>
+export const continuing = (name: string, traceparents: () => Iterable<unknown>, options: { readonly kind?: Tracer.SpanKind; readonly attributes?: Record<string, unknown> } = {}) =>
 <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.flatMap(Effect.service(Exporting), (exporting) => {
     if (!exporting) return self
     let parent: Tracer.ExternalSpan | undefined
     const links: Array<Tracer.SpanLink> = []
     const seen = new Set<string>()
-    for (const value of traceparents) {
+    for (const value of traceparents()) {
+      // A trace seen already costs no parse (a fact message's facts mostly share one).
+      if (typeof value !== "string" || seen.has(value.slice(3, 35))) continue
       const span = spanOf(value)
       if (span === undefined || seen.has(span.traceId)) continue
       seen.add(span.traceId)

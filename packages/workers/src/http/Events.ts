@@ -127,7 +127,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Sha
 
     // Exporting spans (Telemetry), the request is a span in its trace: the header's, or the one it started.
     const items = await run(c.env, Effect.flatMap(Effect.service(Producer.Producer), (p) => p.accept(inputs, { pathPrefix: batch ? "events" : undefined })).pipe(
-      Telemetry.continuing("POST /v1/events", [trace.traceparent], { kind: "server", attributes: { "http.request.method": "POST", "http.route": "/v1/events", "factline.tenant_id": principal.tenantId, "factline.events": list.length } })
+      Telemetry.continuing("POST /v1/events", () => [trace.traceparent], { kind: "server", attributes: { "http.request.method": "POST", "http.route": "/v1/events", "factline.tenant_id": principal.tenantId, "factline.events": list.length } })
     ))
     const replay = items.every((item) => item.duplicate)
     return reply({
