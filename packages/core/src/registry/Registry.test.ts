@@ -56,7 +56,7 @@ describe("Registry", () => {
   })
 
   it("rejects one handler name used twice (fact ids depend on it)", () => {
-    const other = MessageDefinition.event("call.other").version(1, V1)
+    const other = MessageDefinition.event("call.reported").version(1, V1)
     expect(() => Router.make([Module.make("a", {
       handlers: [handler("same"), Handler.handler(other, { name: "same", emits: [], handle: () => Effect.succeed([]) })]
     })])).toThrow(/used twice/)
@@ -91,6 +91,27 @@ const totals = (name: string, tableName = name) =>
 const charge = Processor.make(Outcome, { name: "charge", emits: [Charged], process: (f) => Effect.succeed([Charged.make({ call_id: f.data.call_id, amount_cents: 1 })]) })
 
 describe("Registry startup checks", () => {
+  it("refuses an event not named in the past tense and a command named in it, stating the rule", () => {
+    const module = (definition: MessageDefinition.MessageDefinition<string, { readonly id: string }>) =>
+      Module.make("orders", { handlers: [Handler.handler(definition, { name: "h", emits: [], handle: () => Effect.succeed([]) })] })
+    const Id = Schema.Struct({ id: Schema.String })
+    expect(() => Router.make([module(MessageDefinition.event("order.place").version(1, Id))])).toThrow(
+      'event "order.place" (handler "h", module orders) is not named in the past tense: its last word "place" does not say what happened. The rule: an event is named in the past tense'
+    )
+    expect(() => Router.make([module(MessageDefinition.command("research.requested").version(1, Id))])).toThrow(
+      'command "research.requested" (handler "h", module orders) is named in the past tense: its last word "requested" says what happened'
+    )
+    expect(() => Router.make([module(MessageDefinition.event("invoice.feed").version(1, Id))])).toThrow(/not named in the past tense/)
+    expect(() => Router.make([module(MessageDefinition.command("invoice.sent").version(1, Id))])).toThrow(/is named in the past tense/)
+    // Past tenses (regular and irregular) for events, imperatives for commands, and words that are both for either.
+    for (const name of ["order.placed", "invoice.sent", "payment.paid", "build.done", "lead.captured", "message.read", "counter.reset"]) {
+      expect(() => Router.make([module(MessageDefinition.event(name).version(1, Id))]), name).not.toThrow()
+    }
+    for (const name of ["call.dispute", "invoice.issue", "cattle.feed", "account.deposit", "counter.reset", "content.publish"]) {
+      expect(() => Router.make([module(MessageDefinition.command(name).version(1, Id))]), name).not.toThrow()
+    }
+  })
+
   it("refuses a projection or processor listening to a fact type nobody emits, naming both", () => {
     expect(() => Router.make([Module.make("billing", { projections: [totals("totals")] })])).toThrow(
       'projection "totals" (module billing) listens to fact type "charged", which no handler or processor emits'

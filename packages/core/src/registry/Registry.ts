@@ -8,7 +8,9 @@
  * two handlers for one message type, a handler or processor name used twice
  * (fact ids depend on it), a fact type emitted by two modules or defined
  * twice, two projections writing one table, and a projection or processor
- * listening to a fact type that no handler or processor emits. At run time it
+ * listening to a fact type that no handler or processor emits, and a message
+ * whose name breaks the tense rule of its kind (`Naming.tenseRule`: events in the
+ * past tense, commands in the imperative). At run time it
  * routes envelopes (decode + upcast, saying precisely why a message cannot be
  * routed), says where a fact type is relayed, validates the facts a handler
  * or processor returns against their definitions (and stamps them with their
@@ -27,6 +29,7 @@ import type * as Handler from "../definitions/Handler.js"
 import type { MessageDefinition } from "../definitions/MessageDefinition.js"
 import type { Module } from "../definitions/Module.js"
 import type * as Processor from "../definitions/Processor.js"
+import * as Naming from "../definitions/Naming.js"
 import * as Timer from "../definitions/Timer.js"
 import * as PlatformFacts from "../definitions/PlatformFacts.js"
 import * as Projection from "../definitions/Projection.js"
@@ -192,6 +195,14 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Sha
         fail(`two handlers for message type "${type}": "${existing.handler.name}" (module ${existing.module}) and "${handler.name}" (module ${module.name})`)
       }
       claim(handler._tag === "Decider" ? "decider" : "handler", handler.name, module.name)
+      const { kind } = handler.message
+      if (!Naming.suitsKind(kind, type)) {
+        const word = type.split(/[._-]/).pop()
+        const by = `${handler._tag === "Decider" ? "decider" : "handler"} "${handler.name}", module ${module.name}`
+        fail(kind === "event"
+          ? `event "${type}" (${by}) is not named in the past tense: its last word "${word}" does not say what happened. The rule: ${Naming.tenseRule}. Rename it to say what happened, or define it with MessageDefinition.command if it asks for something to be done`
+          : `command "${type}" (${by}) is named in the past tense: its last word "${word}" says what happened. The rule: ${Naming.tenseRule}. Rename it to say what to do, or define it with MessageDefinition.event if it reports something that happened`)
+      }
       handlers.set(type, { handler, module: module.name })
     }
     for (const processor of module.processors) claim("processor", processor.name, module.name)

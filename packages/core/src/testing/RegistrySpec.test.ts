@@ -27,7 +27,7 @@ describe("RegistrySpec.check", () => {
   })
 
   it("refuses a fact type emitted by two modules", () => {
-    const Again = MessageDefinition.event("order.again").version(1, Schema.Struct({ id: Schema.String }))
+    const Again = MessageDefinition.event("order.copied").version(1, Schema.Struct({ id: Schema.String }))
     const again = Handler.handler(Again, { name: "again", emits: [OrderPlaced], handle: (m) => Effect.succeed([OrderPlaced.make(m.payload)]) })
     expect(() => RegistrySpec.check([orders, Module.make("copies", { handlers: [again] })])).toThrow(
       'fact type "order_placed" is emitted by handler "record-order" (module orders) and by handler "again" (module copies); a fact type belongs to one module'

@@ -208,7 +208,7 @@ describe("test kit specs", () => {
     })
 
     it("a handler that throws fails with a defect: retried on the short budget, its stack kept", async () => {
-      const Oops = MessageDefinition.event("x.oops").version(1, Schema.Struct({}))
+      const Oops = MessageDefinition.event("x.crashed").version(1, Schema.Struct({}))
       const oops = Handler.handler(Oops, { name: "oops", emits: [], handle: () => { throw new TypeError("cannot read properties of undefined (reading 'cents')") } })
       const { outcome } = await HandlerSpec.for(oops).when(message(Oops, {}, { subject: "s" })).result()
       if (Result.isSuccess(outcome)) throw new Error("expected a failure")
