@@ -381,6 +381,9 @@ try {
   check("cli", "tenants place TENANT --to N", r.code === 0 && r.stdout.includes(`tenant-cli-${run}: read database 1 (binding FACTLINE_READ_DB_1)`), show(r))
   r = await cli(["tenants", ...as])
   check("cli", "tenants lists the read databases and the placements", r.code === 0 && /^READ DB\s+BINDING\s+TENANTS/m.test(r.stdout) && r.stdout.includes(`tenant-cli-${run}`), show(r))
+  r = await cli(["tenants", "place", `tenant-rm-${run}`, "--to", "1", ...as])
+  r = r.code === 0 ? await cli(["tenants", "remove", `tenant-rm-${run}`, ...as]) : r
+  check("cli", "tenants remove TENANT removes a placement that holds no data", r.code === 0 && r.stdout.trim() === `tenant-rm-${run}: placement on read database 1 removed`, show(r))
   r = await cli(["tenants", "move", `tenant-cli-${run}`, "--to", "0", "--no-wait", ...as])
   check("cli", "tenants move TENANT --to N --no-wait starts the move (writes held)", r.code === 0 && /^move mv_\S+ {2}tenant-cli-\S+: read database 1 → 0 {2}frozen/.test(r.stdout.trim()), show(r))
   r = await cli(["tenants", "move", `tenant-cli-${run}`, "--to", "0", ...as])

@@ -133,7 +133,7 @@ const Placement = open({ tenant_id: Schema.String, read_database: Schema.Int, bi
 /** `POST /v1/recover`: what one call of recovery did (Recovery). */
 export const RecoveryReport = open({
   since: Schema.String, dry_run: Schema.Boolean, facts: Schema.Number, relayed: Schema.Number, sends: Schema.Number, handed_over: Schema.Number, shards: Schema.Number,
-  events: Schema.NullOr(open({ kept: Schema.Number, decided: Schema.Number, resent: Schema.Number })),
+  events: Schema.NullOr(open({ kept: Schema.Number, decided: Schema.Number, dead_lettered: Schema.Number, resent: Schema.Number })),
   next_cursor: Nullable
 })
 const TenantMove = open({
@@ -158,7 +158,7 @@ export interface File {
 }
 const ndjson: Body<File> = { kind: "file", contentType: "application/x-ndjson" }
 
-export type Method = "GET" | "POST" | "PUT"
+export type Method = "GET" | "POST" | "PUT" | "DELETE"
 
 export interface Route<P extends string = string, Q extends string = string, B = unknown, R extends Schema.Top | "stream" = Schema.Top | "stream"> {
   readonly method: Method
@@ -211,6 +211,7 @@ export const routes = {
   tenantPlacement: route("GET", "/v1/tenants/me", 200, Placement),
   listPlacements: route("GET", "/v1/tenants", 200, open({ databases: Schema.Array(open({ read_database: Schema.Int, binding: Schema.String, tenants: Schema.Int })), data: Schema.Array(Placement) })),
   placeTenant: route("PUT", "/v1/tenants/:tenant/placement", 200, Placement, { body: json<{ readonly read_database: number }>() }),
+  removePlacement: route("DELETE", "/v1/tenants/:tenant/placement", 200, open({ tenant_id: Schema.String, read_database: Schema.Int, outcome: Schema.Literals(["removed", "deleted"]) })),
   moveTenant: route("POST", "/v1/tenants/:tenant/moves", 202, TenantMove, { body: json<{ readonly to_database: number }>() }),
   getTenantMove: route("GET", "/v1/tenants/:tenant/moves/:move_id", 200, TenantMove),
   recover: route("POST", "/v1/recover", 200, RecoveryReport, { body: json<{ readonly since: string; readonly dry_run?: boolean; readonly cursor?: string }>() })

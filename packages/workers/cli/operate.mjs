@@ -315,7 +315,7 @@ const moveLine = (m) => `move ${clean(m.move_id)}  ${clean(m.tenant_id)}: read d
   `  round ${m.copy_round}  copied ${num(Object.values(m.copied ?? {}).reduce((a, b) => a + b, 0))} rows${m.error ? `\nerror: ${clean(m.error)}` : ""}`
 
 Object.assign(commands, {
-  /** Where tenants live (`tenants`, `tenants me`), placing one (`tenants place <tenant> --to N`), moving one (`tenants move <tenant> --to N`). */
+  /** Where tenants live (`tenants`, `tenants me`), placing one (`tenants place <tenant> --to N`), removing a placement that holds no data (`tenants remove <tenant>`), moving one (`tenants move <tenant> --to N`). */
   async tenants(api, { flags, positional }) {
     const [, sub = "list", tenant] = positional
     if (sub === "me") {
@@ -330,6 +330,11 @@ Object.assign(commands, {
         "",
         table([{ title: "TENANT", get: (p) => p.tenant_id, max: 40 }, { title: "READ DB", get: (p) => p.read_database, align: "right" }, { title: "PLACED", get: (p) => ago(p.placed_at) }, { title: "HELD", get: (p) => (p.writes_held_since ? ago(p.writes_held_since) : "") }], all.data)
       ].join("\n")
+    }
+    if (sub === "remove") {
+      if (!tenant || positional.length > 3) throw new UsageError("tenants remove needs a tenant")
+      const removed = await api.removePlacement({ params: { tenant } })
+      return flags.json ? removed : `${clean(removed.tenant_id)}: placement on read database ${removed.read_database} ${removed.outcome}`
     }
     if (sub !== "place" && sub !== "move") throw new UsageError(`unknown tenants subcommand ${sub}`)
     const to = Number(flags.to)
@@ -385,7 +390,7 @@ Object.assign(commands, {
       `${num(total.facts)} fact(s) appended since ${clean(since)} in ${num(total.shards)} ledger shard(s): ${num(total.relayed)} (fact, queue) pair(s) ${would}relayed again${dryRun ? "" : ` in ${num(total.sends)} send(s)`}${total.handed_over > 0 ? `, ${num(total.handed_over)} handed to their shard's outbox (a send failed)` : ""}`,
       total.events === null
         ? dim("accepted events are not kept here (FACTLINE_KEEP_ACCEPTED is off): an event lost from the events queue before it was decided cannot be re-sent")
-        : `${num(total.events.kept)} accepted event(s) kept since then: ${num(total.events.decided)} already decided, ${num(total.events.resent)} ${would}sent again`
+        : `${num(total.events.kept)} accepted event(s) kept since then: ${num(total.events.decided)} already decided${total.events.dead_lettered > 0 ? ` (${num(total.events.dead_lettered)} dead-lettered: replay those from the DLQ)` : ""}, ${num(total.events.resent)} ${would}sent again`
     ]
     if (dryRun) lines.push(dim("dry run: nothing was sent; run without --dry-run to recover"))
     return lines.join("\n")
