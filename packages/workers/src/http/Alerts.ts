@@ -23,14 +23,17 @@ import { Alerts, Failure, Settings, type WebhookStore } from "@factline/core"
 import { type AppEnv, bind, cursor, describe, Json, limitParameter, nextCursor, pageLimit, problems, raw } from "./Contract.js"
 import { isObject, readBody } from "./JsonBody.js"
 import type { Run } from "./Run.js"
-import { Endpoint, listLimit, WithSecret } from "./Webhooks.js"
+import { Endpoint, EndpointInput, listLimit, WithSecret } from "./Webhooks.js"
 
 const eventTypeList = Object.values(Alerts.eventTypes).map((t) => `\`${t}\``).join(", ")
 const AlertEndpointInput = Schema.Struct({
   url: Schema.String.annotate({ description: "https only; private, loopback, link-local and metadata addresses are refused" }),
   event_types: Schema.Array(Schema.String).annotate({ description: `Alert event types: ${eventTypeList}` }),
   description: Schema.optional(Schema.String),
-  enabled: Schema.optional(Schema.Boolean)
+  enabled: Schema.optional(Schema.Boolean),
+  // An alert endpoint is a webhook endpoint: the same delivery limits.
+  max_per_second: EndpointInput.fields.max_per_second,
+  max_in_flight: EndpointInput.fields.max_in_flight
 })
 const id = { id: Schema.String.annotate({ description: "An alert endpoint id" }) }
 const platform = ["platform"] as const
@@ -146,7 +149,7 @@ export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
   bind(app, createEndpoint, async (c, reply) => {
     const input = await readBody(c)
     if (!isObject(input)) throw new Failure.InvalidInput({ message: `send { "url": "https://…", "event_types": [${Object.values(Alerts.eventTypes).map((t) => `"${t}"`).join(", ")}] }` })
-    if ("fact_types" in input) throw new Failure.InvalidInput({ message: "alert endpoints subscribe to alert event types only", problems: [{ path: "fact_types", message: "is not a field of an alert endpoint (url, event_types, description, enabled)" }] })
+    if ("fact_types" in input) throw new Failure.InvalidInput({ message: "alert endpoints subscribe to alert event types only", problems: [{ path: "fact_types", message: "is not a field of an alert endpoint (url, event_types, description, enabled, max_per_second, max_in_flight)" }] })
     const result = await run(c.env, onStore((s) => s.create(tenant, input as WebhookStore.Input), true))
     return reply({ ...result.endpoint, secret: result.secret })
   })
@@ -162,7 +165,7 @@ export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
   bind(app, updateEndpoint, async (c, reply) => {
     const input = await readBody(c)
     if (!isObject(input) || Object.keys(input).length === 0) throw new Failure.InvalidInput({ message: "send the fields to change: url, event_types, description, enabled" })
-    if ("fact_types" in input) throw new Failure.InvalidInput({ message: "alert endpoints subscribe to alert event types only", problems: [{ path: "fact_types", message: "is not a field of an alert endpoint (url, event_types, description, enabled)" }] })
+    if ("fact_types" in input) throw new Failure.InvalidInput({ message: "alert endpoints subscribe to alert event types only", problems: [{ path: "fact_types", message: "is not a field of an alert endpoint (url, event_types, description, enabled, max_per_second, max_in_flight)" }] })
     return reply(await run(c.env, onStore((s) => s.update(tenant, c.req.param("id")!, input as WebhookStore.Input), true)))
   })
 
