@@ -516,6 +516,32 @@ describe("webhooks", () => {
     for (const id of ids) expect(await deadMessages(id)).toEqual([])
   })
 
+  it("a throttled endpoint that always fails: each delivery gets its six POSTs, not more, however often a wait re-sent it, then one dead letter", async () => {
+    const path = hookPath("fail")
+    const endpoint = await createEndpoint(path, { max_per_second: 3, max_in_flight: 1 })
+    const ids = Array.from({ length: 3 }, () => `wd_${unique("d")}`)
+    const bodies = ids.map((id) => ({
+      schema_version: 1, message_type: "webhook.delivery", message_id: `msg_${id}`, idempotency_key: id, correlation_id: "c",
+      tenant_id: "tenant-a", subject: endpoint.id, source: "test", created_at: new Date().toISOString(),
+      payload: {
+        delivery_id: id, webhook_config_id: endpoint.id, webhook_config_version: 1, fact_id: unique("f"), fact_type: "charge",
+        fact_stream: unique("s"), event_type: "charge.created", occurred_at: new Date().toISOString(), payload: {}
+      }
+    }))
+    // Through the real queue: retries come back at once (test delay scale 0) and meet the limit, so they are parked.
+    await env.WEBHOOKS_QUEUE.sendBatch(bodies.map((body) => ({ body })))
+    await drain()
+    const got = await received(path)
+    for (const id of ids) {
+      expect(got.filter((r) => r.headers["webhook-id"] === id), id).toHaveLength(6)
+      const dead = await deadMessages(id)
+      expect(dead.map((d) => d.reason), id).toEqual(["retries_exhausted"])
+    }
+    const log = (await api("GET", `/v1/webhooks/endpoints/${endpoint.id}/attempts?limit=100`)).body.data as Array<{ throttled: boolean; attempt: number }>
+    expect(log.filter((a) => !a.throttled).map((a) => a.attempt).sort()).toEqual([1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5, 6, 6, 6])
+    console.log(`throttled failing endpoint: ${log.filter((a) => a.throttled).length} waits among 18 POSTs`)
+  })
+
   // Last in the file: it leaves tenant-a held back for a couple of seconds in this isolate.
   it("tenant A's slow endpoints do not hold back tenant B's deliveries (isolation measured)", async () => {
     const slow = await Promise.all(Array.from({ length: 5 }, () => createEndpoint(hookPath("slow"))))
