@@ -119,7 +119,10 @@ export interface EmitOptions {
   readonly traceparent?: string
   /** Send an older version on purpose (defaults to the latest). */
   readonly schema_version?: number
-  /** Deliver no sooner than this many seconds from now (0 to 43,200, Cloudflare Queues' 12 hours); kept across retries as `deliver_after`. */
+  /**
+   * Deliver no sooner than this many seconds after `created_at` (which defaults to now; never later than now + the
+   * delay): 0 to 43,200, Cloudflare Queues' 12 hours. Fixed once as the envelope's `deliver_after`, kept by every retry.
+   */
   readonly delay_seconds?: number
 }
 
