@@ -285,6 +285,40 @@ describe("delivery-time resolution: an endpoint whose name resolves to a private
   })
 })
 
+describe("per-endpoint limits in the test kit (the limiter's state in memory, as its Durable Object keeps it)", () => {
+  const Completed = MessageDefinition.event("call.completed").version(1, Schema.Struct({ call_id: Schema.String }))
+  const Charged = FactDefinition.make("charged", Schema.Struct({ call_id: Schema.String, amount_cents: Schema.Int }))
+  const charge = Handler.handler(Completed, { name: "charge", emits: [Charged], handle: (m) => Effect.succeed([Charged.make({ call_id: m.payload.call_id, amount_cents: 250 })]) })
+  const billing = Module.make("billing", { handlers: [charge], webhooks: [WebhookDefinition.event(Charged, { type: "charge.created" })] })
+  const receiver = serve((_, res) => void res.writeHead(200).end("ok"))
+  let receiverUrl = ""
+  beforeAll(async () => void (receiverUrl = await receiver.start()))
+  afterAll(() => receiver.stop())
+
+  it("one in flight: of two deliveries in a batch one is POSTed, the other parked (no attempt spent) and listed as throttled", async () => {
+    const platform = TestPlatform.make([billing], { settings: { FACTLINE_LOCAL_DEVELOPMENT: "true", FACTLINE_SECRETS_KEY: Secrets.generateKey() } })
+    const path = `/hooks/${crypto.randomUUID()}`
+    const { endpoint } = await platform.run(WebhookStore.use((store) => store.create("tenant-test", { url: `${receiverUrl}${path}`, event_types: ["charge.created"], max_in_flight: 1 })))
+    expect(endpoint).toMatchObject({ max_in_flight: 1, max_per_second: null })
+    const first = { id: "m1", attempts: 1, last: false }
+    const createdAt = new Date(Date.now() + 1).toISOString()
+    for (const call of ["c1", "c2"]) {
+      const charged = fact(Charged, { call_id: call, amount_cents: 250 }, { stream: call, createdAt })
+      await platform.run(Effect.flatMap(WebhookConsumer.decode(FactMessage.make(charged), first), WebhookConsumer.process(local)))
+    }
+    const messages = platform.queues.get("factline-webhooks")!.sent
+    expect(messages).toHaveLength(2)
+    const items = (await Promise.all(messages.map((m) => platform.run(WebhookConsumer.decode(m, first))))).flat()
+    const outcomes = [...(await platform.run(WebhookConsumer.process(local)(items))).values()]
+    expect(outcomes.filter(Result.isSuccess)).toHaveLength(1)
+    const parked = outcomes.filter(Result.isFailure).map((o) => o.failure)
+    expect(parked.map((f) => [f.retryable, f.parkSeconds])).toEqual([[true, 1]])
+    expect(receiver.requests.filter((r) => r.url === path)).toHaveLength(1)
+    const attempts = await platform.run(WebhookStore.use((store) => store.attempts("tenant-test", endpoint.id, { limit: 10 })))
+    expect(attempts.data.map((a) => [a.throttled, a.succeeded, a.attempt]).sort()).toEqual([[false, true, 1], [true, false, 0]])
+  })
+})
+
 describe("signing secrets at rest", () => {
   it("seals with AES-GCM and opens only with the same key; a tampered value is refused", async () => {
     const key = await Secrets.importKey(Secrets.generateKey())
