@@ -71,6 +71,9 @@ await checks("contract", async ({ base, check }) => {
   // Events: accepted, then invalid, unauthenticated, wrong scope, wrong media type. Three events fail for good (subject ≠ call_id): dead letters.
   await call("POST", "/v1/events", {}, { body: { events: [event(0), event(1), event(2, "wrong_0"), event(3, "wrong_1"), event(4, "wrong_2")] } })
   await call("POST", "/v1/events", {}, { body: { events: [{ message_type: "call.completed" }] } })
+  // A delay: documented in the envelope (a replay of event 0 with delay_seconds 0 is a 202 duplicate); out of range, a 400.
+  await call("POST", "/v1/events", {}, { body: { ...event(0), delay_seconds: 0 } })
+  await call("POST", "/v1/events", {}, { body: { ...event(0), delay_seconds: 43_201 } })
   await call("POST", "/v1/events", {}, { body: event(0), token: null })
   await call("POST", "/v1/events", {}, { body: event(0), token: "dev-token-tenant-a-readonly" })
   await call("POST", "/v1/events", {}, { raw: "x", headers: { "content-type": "text/plain" } })
