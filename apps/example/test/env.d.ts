@@ -11,6 +11,7 @@ declare global {
       LEDGER: DurableObjectNamespace<LedgerShard>
       EVENTS_QUEUE: Queue
       EVENTS_DLQ: Queue
+      WEBHOOKS_QUEUE: Queue
       /** The static assets (wrangler.jsonc `assets`): the dashboard and /docs. */
       ASSETS: Fetcher
       FACTLINE_TOKENS: string

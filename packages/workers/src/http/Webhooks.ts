@@ -55,8 +55,8 @@ export const EndpointInput = Schema.Struct({
   fact_types: Schema.optional(Schema.Array(Schema.String)).annotate({ description: "Or the fact types they publish" }),
   description: Schema.optional(Schema.String),
   enabled: Schema.optional(Schema.Boolean),
-  max_per_second: Schema.optional(Schema.NullOr(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: WebhookStore.maxRateLimit })))).annotate({ description: "Deliveries started per second at most, 1–1000 (null or absent: no limit)" }),
-  max_in_flight: Schema.optional(Schema.NullOr(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: WebhookStore.maxRateLimit })))).annotate({ description: "Deliveries in flight at most, 1–1000 (null or absent: no limit)" })
+  max_per_second: Schema.optionalKey(Schema.NullOr(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: WebhookStore.maxRateLimit })))).annotate({ description: "Deliveries started per second at most, 1–1000 (null or absent: no limit)" }),
+  max_in_flight: Schema.optionalKey(Schema.NullOr(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: WebhookStore.maxRateLimit })))).annotate({ description: "Deliveries in flight at most, 1–1000 (null or absent: no limit)" })
 })
 const id = { id: Schema.String.annotate({ description: "A webhook endpoint id" }) }
 const admin = ["admin"] as const
