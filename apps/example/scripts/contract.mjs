@@ -194,6 +194,12 @@ await checks("contract", async ({ base, check }) => {
   await call("PUT", "/v1/tenants/{tenant}/placement", { tenant: "tenant-contract" }, { token: platform, body: { read_database: 1 } })
   await call("PUT", "/v1/tenants/{tenant}/placement", { tenant: "tenant-contract" }, { token: platform, body: { read_database: 0 } })
   await call("PUT", "/v1/tenants/{tenant}/placement", { tenant: "tenant-contract" }, { token: platform, body: { read_database: 99 } })
+  await call("PUT", "/v1/tenants/{tenant}/placement", { tenant: "' OR 1=1 --" }, { token: platform, body: { read_database: 0 } })
+  // Removing a placement: one that holds nothing (200), gone (404), one that holds data (409).
+  await call("PUT", "/v1/tenants/{tenant}/placement", { tenant: "tenant-removed" }, { token: platform, body: { read_database: 1 } })
+  await call("DELETE", "/v1/tenants/{tenant}/placement", { tenant: "tenant-removed" }, { token: platform })
+  await call("DELETE", "/v1/tenants/{tenant}/placement", { tenant: "tenant-removed" }, { token: platform })
+  await call("DELETE", "/v1/tenants/{tenant}/placement", { tenant: "tenant-a" }, { token: platform })
   // Moving it: started (202), refused where it already is or while it moves (409), followed (200), unknown (404).
   const move = await call("POST", "/v1/tenants/{tenant}/moves", { tenant: "tenant-contract" }, { token: platform, body: { to_database: 0 } })
   await call("POST", "/v1/tenants/{tenant}/moves", { tenant: "tenant-contract" }, { token: platform, body: { to_database: 0 } })
