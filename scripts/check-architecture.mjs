@@ -56,6 +56,28 @@ const lineCountFiles = (dir) => {
   return files
 }
 
+/**
+ * Where a citation of DESIGN.md (the design as it started, a file outside the repository) is looked for: the
+ * README, the changelog, every docs page and every source, script, test or config file of the repository (not
+ * this check and its test, which name it). The repository cites its own docs/architecture.md instead.
+ */
+const citationFiles = (root) => {
+  const skip = new Set(["node_modules", "dist", ".wrangler", ".turbo", ".git", ".artifacts", "out", "migrations", "tarballs"])
+  const self = new Set(["scripts/check-architecture.mjs", "scripts/check-architecture.test.mjs"])
+  const files = []
+  const walk = (d) => {
+    for (const name of readdirSync(d).sort()) {
+      const path = join(d, name)
+      if (skip.has(name)) continue
+      if (statSync(path).isDirectory()) walk(path)
+      else if (/\.(md|ts|mts|cts|js|mjs|cjs|jsonc)$/.test(name) && !self.has(toPosix(relative(root, path)))) files.push(path)
+    }
+  }
+  for (const file of ["README.md", "CHANGELOG.md"]) if (existsSync(join(root, file))) files.push(join(root, file))
+  for (const dir of ["docs", "packages", "apps", "scripts", "bench"]) if (existsSync(join(root, dir))) walk(join(root, dir))
+  return files
+}
+
 const lineCount = (text) => (text.length === 0 ? 0 : text.split("\n").length - (text.endsWith("\n") ? 1 : 0))
 
 export const check = (root) => {
@@ -243,6 +265,17 @@ export const check = (root) => {
   })
   const totalLines = areaLines.reduce((a, b) => a + b.lines, 0)
 
+  // Citations of DESIGN.md, comments and prose included: the repository's architecture is docs/architecture.md.
+  const designHits = []
+  for (const file of citationFiles(root)) {
+    const text = readFileSync(file, "utf8")
+    for (const m of matches(text, /\bDESIGN(?:\.md)?\b/g)) {
+      const line = lineAt(text, m.index)
+      const shown = text.split("\n")[line - 1].trim()
+      designHits.push({ file: rel(file), line, note: `${shown.length > 110 ? `${shown.slice(0, 107)}...` : shown} (cite docs/architecture.md)` })
+    }
+  }
+
   const scope = "packages/*/src"
   const rules = [
     { name: "env reads outside the composition", limit: 0, hits: envHits, scans: `${scope}; env.X, env?.X, env[…], { … } = env, env imported from cloudflare:workers; allowed in ${compositionFiles.join(", ") || "(none)"}` },
@@ -265,6 +298,7 @@ export const check = (root) => {
     { name: "import circles (value imports)", limit: 0, hits: valueCircleHits, scans: `relative imports between the files of each package's src (${packages.join(", ")}); import type is not a value import` },
     { name: "folder cycles in core", limit: 0, hits: folderHits, scans: "top folders of packages/core/src (scripts/check-imports.mjs, run by core's npm test)" },
     { name: "value imports from effect barrels", limit: 0, hits: barrelHits, scans: `${scope}, apps/*/src and packages/workers/template/src (bundled into a Worker); import type is free` },
+    { name: "citations of DESIGN.md", limit: 0, hits: designHits, scans: "README.md, CHANGELOG.md, docs/, packages/, apps/, scripts/, bench/ (comments and prose included): cite docs/architecture.md, the repository's own" },
     { name: "import circles (type-only)", limit: undefined, hits: typeCircleHits, scans: "as above, counting import type too: circles that exist only through a type import (reported, not enforced)" }
   ]
   return { rules, areaLines, totalLines, notes, fileCount: files.length, declared }

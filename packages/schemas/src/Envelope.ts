@@ -1,7 +1,7 @@
 /**
  * The envelope every message on every factline queue travels in.
  *
- * Field rules follow DESIGN.md: `idempotency_key` is the dedupe key (never
+ * Field rules (docs/architecture.md "The message contract"): `idempotency_key` is the dedupe key (never
  * `message_id`), `tenant_id` is the isolation boundary, exactly one of
  * `payload` / `payload_ref` is present. This module validates the envelope only;
  * the payload is validated against the registered schema by the events consumer (through the registry).

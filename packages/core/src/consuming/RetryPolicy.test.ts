@@ -9,7 +9,7 @@ const anyPolicy = fc.record({
 }).map((p) => ({ ...RetryPolicy.events, ...p }))
 
 describe("RetryPolicy", () => {
-  it("the table of DESIGN.md, as data", () => {
+  it("the queue table of docs/queues.md, as data", () => {
     expect(RetryPolicy.all.map((p) => [p.queue, p.maxRetries, p.initialDelaySeconds, p.maxDelaySeconds, p.maxBatchSize, p.maxBatchTimeoutSeconds])).toEqual([
       ["factline-events", 5, 30, 480, 100, 1],
       ["factline-projections", 10, 1, 60, 100, 0.5],

@@ -1,5 +1,5 @@
 /**
- * Retry policies: the queue table of DESIGN.md as data, in one place.
+ * Retry policies: the queue table (docs/queues.md) as data, in one place.
  *
  * Everything that depends on a queue's retry/batch behaviour reads it from
  * here: the consumer runtime (retry delays, last attempt), the wrangler config

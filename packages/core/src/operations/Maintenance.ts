@@ -31,7 +31,7 @@ import { AcceptedKeys } from "../producing/AcceptedKeys.js"
 import * as Alerts from "./Alerts.js"
 import * as Metrics from "./Metrics.js"
 
-/** Inbox rows (batch queue) older than this are pruned (DESIGN: ≥ 30 days). */
+/** Inbox rows (batch queue) older than this are pruned (docs/operating.md "Retention": 30 days). */
 export const inboxRetentionDays = 30
 /** Resolved dead letters (replayed, skipped, escalated) are kept this long; open ones never expire. */
 export const deadLetterRetentionDays = 30

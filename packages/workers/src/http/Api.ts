@@ -1,5 +1,5 @@
 /**
- * The HTTP API (DESIGN.md "HTTP API"), one module per resource — Events, Facts, Projections, Batches,
+ * The HTTP API (docs/architecture.md "A message's journey"), one module per resource — Events, Facts, Projections, Batches,
  * DeadLetters, Runs, Queues, Webhooks, Alerts, Documents — each describing its routes once (Contract.ts) and binding its
  * handlers to them; `Routes.ts` puts the descriptions together.
  *

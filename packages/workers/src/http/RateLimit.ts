@@ -1,5 +1,5 @@
 /**
- * Per-tenant rate limits at the HTTP edge (seed 000; DESIGN "Fairness"): every authenticated request is
+ * Per-tenant rate limits at the HTTP edge (seed 000; docs/operating.md "Rate limits"): every authenticated request is
  * counted against its tenant's tier before its query or body is read. Over the limit it is answered 429
  * `rate_limited` with `Retry-After`, and nothing of it is read, accepted, enqueued or written.
  *
