@@ -1,32 +1,34 @@
 #!/usr/bin/env node
 // `npm run bench`: starts the platform locally in workerd (wrangler dev, real local Queues, D1, DOs),
 // measures factline against the bare limit and the naive pattern in one run, and prints a table and
-// bench/results.json. Figures are measurements of this machine, not assertions.
+// writes bench/out/results/results.json. Figures are measurements of this machine, not assertions. A run's results
+// are an artifact of that run: bench/out/ is ignored by git (each run empties it, its results/ folder excepted);
+// the one committed file is bench/baseline.json (below), and the figures the docs quote are in docs/performance.md.
 //
 //   BENCH_N=10000 npm run bench       (default 10000; the scale run does N, 2N and 4N)
 //   BENCH_SCALE=1 npm run bench       (only the 1× end-to-end run; the linearity target then reads as met trivially)
 //   BENCH_WEBHOOKS_N=1000 npm run bench  (deliveries per webhooks run; default 1000; at least 1000, so the
 //                                     fan-out run's fact messages of 100 charges fill a batch of 10 and
 //                                     do not wait out the 5 s batch timeout)
-//   BENCH_ONLY=webhooks npm run bench (only the webhooks runs and their round trips → bench/results-webhooks.json)
-//   BENCH_ONLY=cpu npm run bench      (only the per-stage budget and its baseline check → bench/results-cpu.json;
+//   BENCH_ONLY=webhooks npm run bench (only the webhooks runs and their round trips → bench/out/results/results-webhooks.json)
+//   BENCH_ONLY=cpu npm run bench      (only the per-stage budget and its baseline check → bench/out/results/results-cpu.json;
 //                                     about a minute: the check to run after a change on the hot path)
-//   BENCH_ONLY=noisy npm run bench    (only the noisy-neighbour run → bench/results-noisy.json: tenant A floods
+//   BENCH_ONLY=noisy npm run bench    (only the noisy-neighbour run → bench/out/results/results-noisy.json: tenant A floods
 //                                     10,000 events (BENCH_NOISY_N), then tenant B posts one; B's latency to
 //                                     its projection row, against its idle latency measured first)
 //   BENCH_ONLY=stage npm run bench    (only the isolated events stages — naive at factline's settings, factline,
 //                                     hand-written — their ratios, per-invocation figures and, under the production
-//                                     profile, factline's phases → bench/results-stage.json)
-//   BENCH_ONLY=fresh npm run bench    (only the freshness runs → bench/results-fresh.json; with BENCH_PROFILE and
+//                                     profile, factline's phases → bench/out/results/results-stage.json)
+//   BENCH_ONLY=fresh npm run bench    (only the freshness runs → bench/out/results/results-fresh.json; with BENCH_PROFILE and
 //                                     BENCH_FRESH_TENANTS as below)
 //   BENCH_FACT_QUEUES_TIMEOUT=0.25    (max_batch_timeout of the projections and fact-processing queues, default the
 //                                     policy's 0.5 s: what that timeout costs freshness)
-//   BENCH_RESULTS=file.json           (write the results to bench/file.json instead)
+//   BENCH_RESULTS=file.json           (write the results to bench/out/results/file.json instead)
 //   BENCH_STATE=disk                  (keep the local state in bench/out/state; default: on tmpfs, /dev/shm, when
 //                                     the machine has it — a local write on disk also waits for the VM's fsync)
 //   BENCH_PROFILE=production          (every compared pipeline's binding calls wait production-like latency —
 //                                     bench/Latency.ts's table, p50/p99 with sources — parallel calls overlapping;
-//                                     results → bench/results-production.json; the naive runs use BENCH_NAIVE_N,
+//                                     results → bench/out/results/results-production.json; the naive runs use BENCH_NAIVE_N,
 //                                     default 1000 under this profile, as each batch waits 300 D1 round trips)
 //   BENCH_LATENCY_SHAPE=two-point     (production profile: each call waits p50, and p99 on 1 % of calls — issue 22's
 //                                     prototype — instead of a log-normal draw through p50 and p99; see Latency.ts)
@@ -39,7 +41,9 @@
 //                                     consumer, as production scales a queue's consumer out)
 //   BENCH_CPU_BATCHES=15              (per-stage budget: rounds of one synthetic batch of 100 per stage and of the
 //                                     calibration; the mean of the faster half taken)
-//   BENCH_UPDATE_BASELINE=1           (write the per-stage CPU per event to bench/baseline.json; otherwise the
+//   BENCH_UPDATE_BASELINE=1           (write the per-stage CPU per event to bench/baseline.json — and, on a full run,
+//                                     its counted figures as `full_run`, which `npm run capacity` models from when
+//                                     bench/out/results holds no run of its own; otherwise the
 //                                     run fails when a stage's CPU per event is more than 20 % over it —
 //                                     BENCH_BASELINE_TOLERANCE=0.2)
 //   BENCH_CPU_PROFILE=1               (a V8 CPU profile of the Worker's isolate during the first end-to-end run, through
@@ -59,6 +63,8 @@ import * as CpuProfile from "./CpuProfile.mjs"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..")
 const out = join(root, "bench", "out")
+/** Where every run writes its results (ignored by git; kept across runs, unlike the rest of bench/out). */
+const resultsDir = join(out, "results")
 const N = Number(process.env.BENCH_N ?? "10000")
 const webhooksN = Number(process.env.BENCH_WEBHOOKS_N ?? "1000")
 const only = process.env.BENCH_ONLY ?? ""
@@ -95,8 +101,8 @@ const round = (x, digits = 2) => Math.round(x * 10 ** digits) / 10 ** digits
 // ---- the bench Worker's config, generated from the example's (never duplicated) -----------------
 const exampleDir = join(root, "apps", "example")
 const example = JSON.parse(readFileSync(join(exampleDir, "wrangler.jsonc"), "utf8").replace(/^\s*\/\/.*$/gm, ""))
-rmSync(out, { recursive: true, force: true })
-mkdirSync(out, { recursive: true })
+for (const name of existsSync(out) ? readdirSync(out) : []) if (name !== "results") rmSync(join(out, name), { recursive: true, force: true })
+mkdirSync(resultsDir, { recursive: true })
 // factline-events runs as one queue per tenant group (factline-events-0…); each has the purpose's settings.
 const eventsPolicy = example.queues.consumers.find((c) => c.queue === "factline-events-0")
 // Every compared consumer runs with factline-events' settings (batch size and timeout), except the
@@ -498,7 +504,8 @@ if (updateBaseline && budget.length > 0) {
     batches: cpuBatches,
     calibration_ms_per_batch: calibrationMs,
     stages: Object.fromEntries(budget.map((b) => [b.stage, { cpu_ms_per_event: b.cpu_ms_per_event, counted_per_event: b.counted_per_event }])),
-    reference: Object.fromEntries(reference.map((r) => [r.stage, { cpu_ms_per_event: r.cpu_ms_per_event }]))
+    reference: Object.fromEntries(reference.map((r) => [r.stage, { cpu_ms_per_event: r.cpu_ms_per_event }])),
+    full_run: baseline?.full_run
   }, null, 2) + "\n")
 }
 
@@ -719,13 +726,13 @@ function checkBaseline() {
 if (only === "cpu") {
   stop()
   const resultsFile = process.env.BENCH_RESULTS ?? "results-cpu.json"
-  writeFileSync(join(root, "bench", resultsFile), JSON.stringify({
+  writeFileSync(join(resultsDir, resultsFile), JSON.stringify({
     date: new Date().toISOString(), machine: machineNow(),
     per_stage_budget: { stages: budget, reference, calibration, baseline: baseline ? { date: baseline.date, tolerance: baselineTolerance, calibration_ms_per_batch: baselineCalibrationMs, check: baselineCheck } : null }
   }, null, 2) + "\n")
   console.log(`\nfactline benchmark, per-stage budget only — ${cpus().length} cores (${cpus()[0]?.model})`)
   printBudget()
-  console.log(`\nwritten: bench/${resultsFile}`)
+  console.log(`\nwritten: bench/out/results/${resultsFile}`)
   checkBaseline()
   process.exit(0)
 }
@@ -754,10 +761,10 @@ if (only === "fresh") {
   const resultsFile = process.env.BENCH_RESULTS ?? "results-fresh.json"
   const result = { date: new Date().toISOString(), machine: machineNow(), profile,
     settings: { events: settingsOf("factline-events"), fact_processing: settingsOf("factline-fact-processing"), projections: settingsOf("factline-projections") }, freshness: fresh }
-  writeFileSync(join(root, "bench", resultsFile), JSON.stringify(result, null, 2) + "\n")
+  writeFileSync(join(resultsDir, resultsFile), JSON.stringify(result, null, 2) + "\n")
   console.log(`\nfactline benchmark, freshness only (${profile} profile) — ${result.date} — ${result.machine.cores} cores (${result.machine.cpu})`)
   printFresh(fresh)
-  console.log(`\nwritten: bench/${resultsFile}`)
+  console.log(`\nwritten: bench/out/results/${resultsFile}`)
   process.exit(0)
 }
 
@@ -766,10 +773,10 @@ if (only === "noisy") {
   stop()
   const resultsFile = process.env.BENCH_RESULTS ?? "results-noisy.json"
   const result = { date: new Date().toISOString(), machine: machineNow(), noisy_neighbour: noisy }
-  writeFileSync(join(root, "bench", resultsFile), JSON.stringify(result, null, 2) + "\n")
+  writeFileSync(join(resultsDir, resultsFile), JSON.stringify(result, null, 2) + "\n")
   console.log(`\nfactline benchmark, noisy neighbour only — ${result.date} — ${result.machine.cores} cores (${result.machine.cpu})`)
   printNoisy(noisy)
-  console.log(`\nwritten: bench/${resultsFile}`)
+  console.log(`\nwritten: bench/out/results/${resultsFile}`)
   process.exit(0)
 }
 
@@ -777,12 +784,12 @@ if (only === "webhooks") {
   const webhooks = await webhooksStage()
   stop()
   const resultsFile = process.env.BENCH_RESULTS ?? "results-webhooks.json"
-  writeFileSync(join(root, "bench", resultsFile), JSON.stringify({ webhooks }, null, 2) + "\n")
+  writeFileSync(join(resultsDir, resultsFile), JSON.stringify({ webhooks }, null, 2) + "\n")
   console.log(`\nfactline benchmark, webhooks only — ${webhooks.date} — ${webhooks.machine.cores} cores (${webhooks.machine.cpu})`)
   printWebhooks(webhooks)
   console.log(`\ncounted per webhooks batch (deliveries in parentheses):`)
   printRoundTrips(webhookRoundTrips)
-  console.log(`\nwritten: bench/${resultsFile}`)
+  console.log(`\nwritten: bench/out/results/${resultsFile}`)
   process.exit(0)
 }
 
@@ -833,12 +840,12 @@ if (only === "stage") {
     },
     per_consumer_invocation: stageInvocations()
   }
-  writeFileSync(join(root, "bench", resultsFile), JSON.stringify(result, null, 2) + "\n")
+  writeFileSync(join(resultsDir, resultsFile), JSON.stringify(result, null, 2) + "\n")
   console.log(`\nfactline benchmark, isolated events stages only (${profile} profile${profile === "production" ? `, ${latencyShape}, local time ${latencyLocal}` : ""}) — ${result.date} — ${result.machine.cores} cores (${result.machine.cpu})`)
   console.log(JSON.stringify({ ratios: result.ratios, naive: runs.naive.messages_per_second, factline: runs.factlineStage.messages_per_second, hand_written: runs.handStage.messages_per_second }, null, 1))
   for (const r of result.per_consumer_invocation) console.log(`  ${r.run}: median batch ${r.median_messages} in ${r.median_ms} ms (p99 ${r.p99_ms} ms)`)
   if (runs.stagePhases) for (const [op, p] of Object.entries(runs.stagePhases)) console.log(`  phase ${op}: ${p.mean_phase_ms} ms wall, longest wait drawn ${p.mean_longest_wait_drawn_ms} ms, local ${p.mean_local_ms} ms`)
-  console.log(`\nwritten: bench/${resultsFile}`)
+  console.log(`\nwritten: bench/out/results/${resultsFile}`)
   process.exit(0)
 }
 
@@ -1041,7 +1048,13 @@ const results = {
   }
 }
 const resultsFile = process.env.BENCH_RESULTS ?? (process.env.BENCH_SHARDS ? `results-shards-${process.env.BENCH_SHARDS}.json` : profile === "production" ? "results-production.json" : "results.json")
-writeFileSync(join(root, "bench", resultsFile), JSON.stringify(results, null, 2) + "\n")
+writeFileSync(join(resultsDir, resultsFile), JSON.stringify(results, null, 2) + "\n")
+// The full run's counted figures beside the CPU baseline: what `npm run capacity` models from on a clone with no run of
+// its own in bench/out/results (scripts/capacity.mjs's newestBench).
+if (updateBaseline && only === "" && profile === "local") {
+  const { date, n, settings, round_trips_per_100_events, cost_model } = results
+  writeFileSync(baselineFile, JSON.stringify({ ...(existsSync(baselineFile) ? JSON.parse(readFileSync(baselineFile, "utf8")) : {}), full_run: { date, n, settings, round_trips_per_100_events, cost_model } }, null, 2) + "\n")
+}
 
 // ---- the table ----------------------------------------------------------------------------------
 console.log(`\nfactline benchmark — ${results.date} — ${results.machine.cores} cores (${results.machine.cpu}) — N = ${N}${profile === "production" ? ` — PRODUCTION PROFILE (latency per binding call, bench/Latency.ts; naive runs N = ${naiveN})` : ""}`)
@@ -1081,6 +1094,6 @@ if (profile === "production") {
   for (const [op, p] of Object.entries(stagePhases ?? {})) console.log(`  ${op}: ${p.phases} phases, ${p.calls} calls — ${p.mean_phase_ms} / ${p.mean_longest_wait_drawn_ms} / ${p.mean_local_ms} ms`)
 }
 console.log(`\ntargets: ${JSON.stringify(results.targets, null, 1)}`)
-console.log(`\nwritten: bench/${resultsFile}`)
+console.log(`\nwritten: bench/out/results/${resultsFile}`)
 checkBaseline()
 process.exit(0)

@@ -1,13 +1,14 @@
 #!/usr/bin/env node
 // npm run capacity -- --events-per-month 1e9 --tenants 500 [flags]
 //
-// The capacity model (issue 19, item 7): from the bench's counted operations per event (bench/results*.json,
-// `cost_model` and `round_trips_per_100_events`) and Cloudflare's published limits and prices (the tables
+// The capacity model (issue 19, item 7): from the bench's counted operations per event (`cost_model` and
+// `round_trips_per_100_events` of a run's bench/out/results/results*.json, else of the committed bench/baseline.json's
+// `full_run`) and Cloudflare's published limits and prices (the tables
 // below, each with its source), which limit binds first, how many read databases, ledger shards per tenant and
 // queue groups a deployment needs, storage growth per month and the monthly cost by product.
 // Without --events-per-month it prints the comparison at 10 M, 100 M and 1 B events/month (docs/capacity.md).
 // Pure arithmetic, no network: `model(inputs)` is exported for scripts/capacity.test.mjs.
-import { readdirSync, readFileSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 
@@ -120,7 +121,7 @@ const FLAGS = {
   compression: { kind: "number", min: 1, default: 5, help: "Parquet compression ratio of the archive (default 5)" },
   "min-queue-groups": { kind: "int", min: 1, default: 1, help: "queue groups at least (for fairness; default 1)" },
   targets: { kind: "boolean", help: `the issue's targets: --rows-written-per-event ${TARGETS.rows_written_per_event} --d1-bytes-per-event ${TARGETS.d1_bytes_per_event}` },
-  bench: { kind: "string", help: "bench results file (default: the newest bench/results*.json with a cost model)" },
+  bench: { kind: "string", help: "bench results file (default: the newest bench/out/results/results*.json with a cost model, else bench/baseline.json's full_run)" },
   json: { kind: "boolean", help: "machine output" },
   help: { kind: "boolean", help: "this text" }
 }
@@ -165,21 +166,28 @@ export const parseFlags = (argv) => {
 }
 
 // ---- the bench's counted operations --------------------------------------------------------------------------
-/** The newest bench results file (by its own `date`) that carries a cost model. */
+/**
+ * The newest bench results (by their own `date`) that carry a cost model: a run's results in `<dir>/out/results`
+ * (where `npm run bench` writes them; ignored by git), or the committed baseline's `full_run` (`<dir>/baseline.json`,
+ * the counted figures of the full run the baseline was taken with) on a clone with no run of its own.
+ */
 export const newestBench = (dir = join(root, "bench")) => {
-  const candidates = readdirSync(dir)
-    .filter((f) => /^results.*\.json$/.test(f))
-    .map((f) => {
-      try {
-        const data = JSON.parse(readFileSync(join(dir, f), "utf8"))
-        return data.cost_model && data.round_trips_per_100_events ? { file: join(dir, f), data } : undefined
-      } catch {
-        return undefined
-      }
-    })
+  const read = (file, pick = (data) => data) => {
+    try {
+      const data = pick(JSON.parse(readFileSync(file, "utf8")))
+      return data?.cost_model && data.round_trips_per_100_events ? { file, data } : undefined
+    } catch {
+      return undefined
+    }
+  }
+  const runs = join(dir, "out", "results")
+  const candidates = [
+    ...(existsSync(runs) ? readdirSync(runs).filter((f) => /^results.*\.json$/.test(f)).map((f) => read(join(runs, f))) : []),
+    read(join(dir, "baseline.json"), (baseline) => baseline.full_run)
+  ]
     .filter(Boolean)
     .sort((a, b) => String(b.data.date).localeCompare(String(a.data.date)))
-  if (candidates.length === 0) throw new UsageError(`no bench results with a cost model in ${dir}: run npm run bench`)
+  if (candidates.length === 0) throw new UsageError(`no bench results with a cost model in ${runs} or ${join(dir, "baseline.json")} (full_run): run npm run bench`)
   return candidates[0]
 }
 
@@ -554,7 +562,7 @@ export const main = (argv, io = { out: (t) => process.stdout.write(t), err: (t) 
     if (!found.data.cost_model || !found.data.round_trips_per_100_events) throw new UsageError(`--bench: ${options.bench} has no cost_model`)
     bench = benchFigures(found.data, found.file)
   } catch (error) {
-    io.err(`capacity: ${error instanceof UsageError ? error.message : `--bench: cannot read ${options.bench ?? "bench/results*.json"}: ${error.message}`}\n\n${usage()}\n`)
+    io.err(`capacity: ${error instanceof UsageError ? error.message : `--bench: cannot read ${options.bench ?? "the bench results"}: ${error.message}`}\n\n${usage()}\n`)
     return 2
   }
   if (options["events-per-month"] !== undefined) {
