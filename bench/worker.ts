@@ -30,6 +30,8 @@ import type { Fact } from "@factline/schemas"
 import { modules } from "../apps/example/src/modules.js"
 import * as CountingBindings from "@factline/core/testing/bindings"
 import { LedgerShard as PlatformLedgerShard } from "@factline/workers"
+// The per-endpoint webhook limiter (wrangler.jsonc binds WEBHOOK_LIMITER): exported as the example exports it; no bench endpoint sets a limit.
+export { EndpointLimiter } from "@factline/workers"
 import * as Latency from "./Latency.js"
 import * as StageTiming from "./StageTiming.js"
 
