@@ -90,6 +90,18 @@ describe("times are real times", () => {
     expect((await api("POST", "/v1/recover", { since: "2024-02-29T00:00:00+01:00", dry_run: true }, tokenPlatform)).status).toBe(200)
   })
 
+  it("an endpoint's recover refuses an impossible since too (400 naming since), and takes a real one", async () => {
+    const created = await api("POST", "/v1/webhooks/endpoints", { url: `${env.TEST_RECEIVER_URL}/hooks/${unique("since")}`, event_types: ["charge.created"] })
+    expect(created.status).toBe(201)
+    const path = `/v1/webhooks/endpoints/${created.body.id}/recover`
+    for (const since of ["2020-02-30T00:00:00Z", "2026-11-28T00:00:00Z\u0000", "yesterday"]) {
+      const r = await api("POST", path, { since })
+      expect(r.status, JSON.stringify(since)).toBe(400)
+      expect(r.body.error.details.problems.map((p: any) => p.path)).toEqual(["since"])
+    }
+    expect((await api("POST", path, { since: "2024-02-29T00:00:00Z" })).status).toBe(202)
+  })
+
   it("the runs view refuses an impossible since", async () => {
     const r = await api("GET", `/v1/runs?since=${encodeURIComponent("2020-02-30T00:00:00Z")}`, undefined, tokenPlatform)
     expect(r.status).toBe(400)

@@ -24,7 +24,8 @@ import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
 import { Failure, QueueProducer, RetryPolicy, type Registry, SendBatches, Webhook, WebhookStore } from "@factline/core"
-import { type AppEnv, bind, cursor, describe, Json, limitParameter, nextCursor, type PageLimit, pageLimit, problems, raw } from "./Contract.js"
+import { type AppEnv, bind, cursor, describe, inputs, Json, limitParameter, nextCursor, type PageLimit, pageLimit, problems, raw } from "./Contract.js"
+import { IsoDateTime } from "@factline/schemas"
 import { isObject, readBody } from "./JsonBody.js"
 import type { Run } from "./Run.js"
 
@@ -121,7 +122,7 @@ export const attempts = HttpApiEndpoint.get("listAttempts", "/v1/webhooks/endpoi
 
 export const recover = HttpApiEndpoint.post("recoverEndpoint", "/v1/webhooks/endpoints/:id/recover", {
   params: id,
-  payload: Schema.Struct({ since: Schema.String.annotate({ description: "ISO 8601 time" }) }),
+  payload: Schema.Struct({ since: IsoDateTime.annotate({ description: "ISO 8601 date-time (a real one: 2026-02-30 is refused)" }) }),
   success: Schema.Struct({ recovered: Schema.Int, since: Schema.String }).pipe(HttpApiSchema.status(202)),
   error: problems(400, 404, 409, 415, 503)
 }).pipe(describe({ summary: "Re-send failed deliveries", description: "Every delivery to this endpoint that failed since then is sent again (same webhook-id).", scopes: admin, errors: { ...errors, 409: "`conflict`: the endpoint is disabled; enable it first" } }))
@@ -134,6 +135,8 @@ export const group = HttpApiGroup.make("webhooks").add(eventTypes, createEndpoin
 
 const store = Effect.service(WebhookStore.WebhookStore)
 
+
+const recoverInput = inputs(recover)
 
 export const mount = (app: Hono<AppEnv>, deps: Deps) => {
   const { run, registry } = deps
@@ -193,11 +196,7 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
   })
 
   bind(app, recover, async (c, reply) => {
-    const input = await readBody(c)
-    const since = isObject(input) ? input.since : undefined
-    if (typeof since !== "string" || Number.isNaN(Date.parse(since)) || !/^\d{4}-\d{2}-\d{2}T/.test(since)) {
-      throw new Failure.InvalidInput({ message: 'send { "since": "<ISO 8601 time>" }: failed deliveries since then are sent again', problems: [{ path: "since", message: "must be an ISO 8601 time" }] })
-    }
+    const { since } = await recoverInput.payload(c, { usage: 'send { "since": "<ISO 8601 time>" }: failed deliveries since then are sent again' })
     const tenant = c.get("principal").tenantId
     const result = await run(c.env, Effect.gen(function*() {
       const s = yield* store
