@@ -75,15 +75,19 @@ const messageOf = (cause: Cause.Cause<unknown>) => {
   return error?.message ?? String(error)
 }
 
-/** Ends the chunk's job `failed` with `error`: its chunk will not be retried again (a reconcile's shadow is dropped). */
-const failJob = (chunk: Chunk, error: string) =>
+/**
+ * Ends the operation of `payload` (of `tenantId`'s) `failed` with `error`, unless it has ended already: a chunk
+ * that will not be retried again, or a first chunk the queue refused (BatchStart.ts). A rebuild's shadow tables and
+ * a reconcile's shadow are dropped; a move releases the tenant's writes.
+ */
+export const fail = (payload: BatchPayload, tenantId: string, error: string) =>
   Effect.gen(function*() {
     const now = yield* Time.now
-    if (chunk.payload.operation === "rebuild") return yield* Rebuild.fail(chunk.payload.batch_id, error, now)
-    if (chunk.payload.operation === "move") return yield* Move.fail(chunk.payload.batch_id, error, now)
-    yield* Placement.writing(chunk.tenantId)(Effect.gen(function*() {
-      yield* BatchJobs.fail(chunk.payload.batch_id, error, now)
-      const job = yield* BatchJobs.find(chunk.payload.batch_id)
+    if (payload.operation === "rebuild") return yield* Rebuild.fail(payload.batch_id, error, now)
+    if (payload.operation === "move") return yield* Move.fail(payload.batch_id, error, now)
+    yield* Placement.writing(tenantId)(Effect.gen(function*() {
+      yield* BatchJobs.fail(payload.batch_id, error, now)
+      const job = yield* BatchJobs.find(payload.batch_id)
       if (job?.operation === "reconcile") yield* Reconcile.dropShadow(job)
     }))
   })
@@ -160,7 +164,7 @@ export const process = Effect.fn("BatchConsumer.process")(function*(items: Reado
     const permanent = !Failure.classify(exit.cause).retryable
     if (permanent || value.last) {
       // Recorded before the message settles; if even that fails, the chunk is retried (or dead-lettered with the error).
-      const failed = yield* Effect.exit(failJob(value, error))
+      const failed = yield* Effect.exit(fail(value.payload, value.tenantId, error))
       if (Exit.isFailure(failed)) {
         outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `${error}; the job could not be marked failed: ${messageOf(failed.cause)}` })))
         continue

@@ -138,6 +138,17 @@ export const get = Effect.fn("BatchJobs.get")(function*(tenantId: string, id: st
   )
 })
 
+/** `tenantId`'s jobs newest first (by `created_at`, then id), after a keyset `cursor` of both, with `status` when given: at most `limit`. */
+export const page = Effect.fn("BatchJobs.page")(function*(tenantId: string, options: { readonly status?: string | undefined; readonly cursor?: readonly [string, string] | undefined; readonly limit: number }) {
+  const store = yield* ProjectionStore
+  const { status, cursor, limit } = options
+  const clauses = ["tenant_id = ?", ...(status !== undefined ? ["status = ?"] : []), ...(cursor ? ["(created_at, id) < (?, ?)"] : [])]
+  return yield* store.query<Row>({
+    sql: `SELECT * FROM batch_jobs WHERE ${clauses.join(" AND ")} ORDER BY created_at DESC, id DESC LIMIT ?`,
+    params: [tenantId, ...(status !== undefined ? [status] : []), ...(cursor ?? []), limit]
+  })
+})
+
 /**
  * Stops further chunks: a queued or running job becomes `cancelled` (a chunk
  * already running finishes and records its progress; the next one does nothing).

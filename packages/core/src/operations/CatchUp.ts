@@ -23,7 +23,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import * as BatchConsumer from "../batch/BatchConsumer.js"
+import * as BatchStart from "../batch/BatchStart.js"
 import * as Projection from "../definitions/Projection.js"
 import * as Failure from "../failures/Failure.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"
@@ -176,15 +176,7 @@ const tickOne = (p: Projection.Projection, row: Row | undefined, missing: { read
     if (!claimed) return { projection: p.name, action: "running" } satisfies Step
     if (running) return { projection: p.name, action: "adopted", batch_id: running.id } satisfies Step
     const claim: Row = { ...base, status: "catching_up", rebuild_id: null, detail: null, updated_at: now }
-    const started = yield* Effect.result(Effect.gen(function*() {
-      const { first, record } = yield* Rebuild.start(p.name, Rebuild.platformTenant, "system")
-      const sent = yield* Effect.result(BatchConsumer.send(first))
-      if (Result.isFailure(sent)) {
-        yield* Rebuild.fail(record.id, "the batch queue was unavailable when the catch-up was started", yield* Time.now)
-        return yield* sent.failure
-      }
-      return record
-    }))
+    const started = yield* Effect.result(BatchStart.rebuild(p.name, Rebuild.platformTenant, "system"))
     const later = yield* Time.now
     if (Result.isFailure(started)) {
       const detail = `the catch-up could not start, the next run retries: ${started.failure.message}`

@@ -51,6 +51,8 @@ export interface Shape {
   readonly place: (tenantId: string, database: number) => Effect.Effect<Placement, Failure.Unavailable | Failure.Conflict | Failure.InvalidInput>
   /** How many tenants each read database holds, by index (removed placements not counted). */
   readonly counts: () => Effect.Effect<ReadonlyArray<number>, Failure.Unavailable>
+  /** The current placements (removed ones left out) by tenant id, at most `limit`. */
+  readonly list: (limit: number) => Effect.Effect<ReadonlyArray<Placement>, Failure.Unavailable>
   /** Drops this isolate's cached placements of these tenants: their next use reads the platform database. */
   readonly forget: (tenantIds: ReadonlyArray<string>) => void
   /** How long an isolate trusts a placement it read, in milliseconds (a held one: at most `heldCacheMs`). */
@@ -160,6 +162,12 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
         return yield* new Failure.Conflict({ message: `tenant ${tenantId} is already placed on read database ${placement.database}; move it instead` })
       }
       return placement
+    }),
+    list: Effect.fn("Placement.list")(function*(limit) {
+      return yield* Effect.mapError(platform.all<Placement>(Sql.statement(
+        "SELECT tenant_id AS tenantId, database, placed_at AS placedAt, frozen_since AS frozenSince FROM tenant_placements WHERE removed_at IS NULL ORDER BY tenant_id LIMIT ?",
+        limit
+      )), unavailable)
     }),
     counts: Effect.fn("Placement.counts")(function*() {
       const rows = yield* Effect.mapError(platform.all<{ database: number; n: number }>(Sql.statement("SELECT database, COUNT(*) AS n FROM tenant_placements WHERE removed_at IS NULL GROUP BY database")), unavailable)

@@ -104,6 +104,20 @@ export const get = Effect.fn("Rebuild.get")(function*(tenantId: string, id: stri
   return yield* Effect.mapError(sql.first<RebuildRecord>(Sql.statement("SELECT * FROM projection_rebuilds WHERE id = ? AND tenant_id = ?", id, tenantId)), unavailable)
 })
 
+/**
+ * `tenantId`'s records newest first (by `started_at`, then id), after a keyset `cursor` of both, with `status`
+ * when given: at most `limit`.
+ */
+export const page = Effect.fn("Rebuild.page")(function*(tenantId: string, options: { readonly status?: string | undefined; readonly cursor?: readonly [string, string] | undefined; readonly limit: number }) {
+  const sql = yield* Sql.PlatformDatabase
+  const { status, cursor, limit } = options
+  const clauses = ["tenant_id = ?", ...(status !== undefined ? ["status = ?"] : []), ...(cursor ? ["(started_at, id) < (?, ?)"] : [])]
+  return yield* Effect.mapError(sql.all<RebuildRecord>(Sql.statement(
+    `SELECT * FROM projection_rebuilds WHERE ${clauses.join(" AND ")} ORDER BY started_at DESC, id DESC LIMIT ?`,
+    tenantId, ...(status !== undefined ? [status] : []), ...(cursor ?? []), limit
+  )), unavailable)
+})
+
 /** Runs `effect` on each read database in turn (the read database in scope), in index order. */
 const onEachDatabase = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.flatMap(Effect.service(Placement.TenantPlacement), (placement) =>

@@ -25,12 +25,11 @@ import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
-import { BatchConsumer, BatchFiles, BatchJobs, Cursor, Export, Failure, Import, ProjectionStore, Rebuild, Reconcile, type Registry, Sql } from "@factline/core"
-import { Issues } from "@factline/schemas"
+import { Batches, BatchJobs, BatchStart, Failure, type Registry } from "@factline/core"
 import { type AppEnv, bind, cursor, describe, Json, limitParameter, nextCursor, oneOf, type PageLimit, pageLimit, problems, raw } from "./Contract.js"
 import { Forbidden, RequestRefused } from "./Problem.js"
 import { isObject, readBody } from "./JsonBody.js"
-import { type Ctx, type Run, runTenant } from "./Run.js"
+import type { Run } from "./Run.js"
 
 export interface Deps {
   readonly registry: Registry.Shape
@@ -169,227 +168,81 @@ export const group = HttpApiGroup.make("batches").add(startBatch, listBatches, g
   }))
 
 
-const encodeCursor = (startedAt: string, id: string) => Cursor.encode([startedAt, id])
-const decodeCursor = (cursor: string) => Cursor.decode(cursor, ["string", "string"]) as [string, string] | undefined
-
-/** A rebuild record as a batch job: its progress is in shards, its items are the replayed facts. */
-export const rebuildView = (record: Rebuild.RebuildRecord) => ({
-  batch_id: record.id,
-  operation: "rebuild" as const,
-  ...record,
-  offset: record.shards_done,
-  total: record.shards_total,
-  succeeded: record.facts_replayed,
-  failed: record.facts_failed,
-  created_at: record.started_at
-})
-
-export const mount = (app: Hono<AppEnv>, { registry, run }: Deps) => {
+export const mount = (app: Hono<AppEnv>, { run }: Deps) => {
   /**
-   * `POST /v1/batches`: starts a batch job. `rebuild` (scope `platform`: it replays every tenant's facts);
-   * `import` (scope `admin`: into the caller's tenant) of up to 1,000 inline envelopes, written to R2 as
-   * NDJSON under the tenant's prefix and run in chunks on `factline-batch`.
+   * `POST /v1/batches`: starts a batch job (core's BatchStart). `rebuild` (scope `platform`: it replays every
+   * tenant's facts); `import` (inline envelopes or an uploaded file), `export` and `reconcile` (scope `admin`:
+   * the caller's tenant).
    */
   bind(app, startBatch, async (c, reply) => {
     const principal = c.get("principal")
+    const tenantId = principal.tenantId
     const body = await readBody(c)
-
-    const usage = 'send { "operation": "rebuild", "projection": "<name>" }, { "operation": "import", "events": [...] | "manifest": "<uploaded name>" }, { "operation": "export", "projection"?: "<name>", "format"?: "ndjson" | "csv" } (reconcile is not supported yet)'
+    const usage = 'send { "operation": "rebuild", "projection": "<name>" }, { "operation": "import", "events": [...] | "manifest": "<uploaded name>" }, { "operation": "export", "projection"?: "<name>", "format"?: "ndjson" | "csv" } or { "operation": "reconcile", "projection": "<name>", "repair"?: true | false }'
     if (!isObject(body)) throw new Failure.InvalidInput({ message: usage })
     if (body.operation === "rebuild") {
       if (!principal.scopes.includes("platform")) throw new Forbidden({ message: 'a rebuild replays every tenant\'s facts: it takes the "platform" scope' })
       if (typeof body.projection !== "string") throw new Failure.InvalidInput({ message: usage })
-      return reply(await startRebuild(c, body.projection))
+      return reply(Batches.rebuildView(await run(c.env, BatchStart.rebuild(body.projection, tenantId))))
     }
-    if (body.operation === "import" || body.operation === "export" || body.operation === "reconcile") {
-      if (!principal.scopes.includes("admin")) throw new Forbidden({ message: `${body.operation} works on the token's tenant: it takes the "admin" scope` })
-      return reply(await (body.operation === "import" ? startImport(c, body) : body.operation === "export" ? startExport(c, body) : startReconcile(c, body)))
-    }
-    throw new Failure.InvalidInput({ message: usage })
+    if (body.operation !== "import" && body.operation !== "export" && body.operation !== "reconcile") throw new Failure.InvalidInput({ message: usage })
+    if (!principal.scopes.includes("admin")) throw new Forbidden({ message: `${body.operation} works on the token's tenant: it takes the "admin" scope` })
+    return reply(BatchJobs.view(await run(c.env, startJob(tenantId, body))))
   })
 
-  const startRebuild = async (c: Ctx, projection: string) => {
-    const started = await run(c.env, Rebuild.start(projection, c.get("principal").tenantId))
-    await run(c.env, BatchConsumer.send(started.first))
-    return rebuildView(started.record)
-  }
-
-  /** Queues a created job's first chunk; a send that fails ends the job `failed` (it would never run). */
-  const enqueueFirst = async (c: Ctx, job: BatchJobs.Row, total: number) => {
-    const sent = await run(c.env, Effect.result(BatchConsumer.send({ batch_id: job.id, operation: job.operation, offset: 0, total }, job.tenant_id)))
-    if (Result.isFailure(sent)) {
-      await runTenant(run, c, BatchJobs.fail(job.id, "the batch queue was unavailable when the job was started", new Date().toISOString()))
-      throw sent.failure
-    }
-    return BatchJobs.view(job)
-  }
-
-  const startReconcile = async (c: Ctx, body: Record<string, unknown>) => {
-    const extra = Object.keys(body).filter((k) => !["operation", "projection", "repair"].includes(k))
-    if (extra.length > 0) throw new Failure.InvalidInput({ message: `unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}` })
-    if (body.repair !== undefined && typeof body.repair !== "boolean") throw new Failure.InvalidInput({ message: '"repair" must be true or false' })
-    if (typeof body.projection !== "string") throw new Failure.InvalidInput({ message: '"projection" must be a projection\'s name' })
-    const projection = registry.projection(body.projection)
-    if (!projection) throw new Failure.NotFound({ message: `no projection "${body.projection.slice(0, 100)}" (known: ${registry.projections.map((p) => p.name).join(", ")})` })
-    const params: Reconcile.Params = { projection: projection.name, repair: body.repair === true }
-    const created = await runTenant(run, c, BatchJobs.create({
-      tenantId: c.get("principal").tenantId, operation: "reconcile", params, inputKey: null, total: null
-    }))
-    return enqueueFirst(c, created, 0)
-  }
-
-  const startExport = async (c: Ctx, body: Record<string, unknown>) => {
-    const extra = Object.keys(body).filter((k) => !["operation", "projection", "format"].includes(k))
-    if (extra.length > 0) throw new Failure.InvalidInput({ message: `unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}` })
-    const format = body.format ?? "ndjson"
-    if (format !== "ndjson" && format !== "csv") throw new Failure.InvalidInput({ message: '"format" must be "ndjson" or "csv"' })
-    if (body.projection !== undefined && typeof body.projection !== "string") throw new Failure.InvalidInput({ message: '"projection" must be a projection\'s name' })
-    const projection = body.projection === undefined ? undefined : registry.projection(body.projection)
-    if (body.projection !== undefined && !projection) {
-      throw new Failure.NotFound({ message: `no projection "${String(body.projection).slice(0, 100)}" (known: ${registry.projections.map((p) => p.name).join(", ")})` })
-    }
-    if (projection === undefined && format === "csv") throw new Failure.InvalidInput({ message: "facts export as NDJSON only (their data is nested); CSV is for a projection" })
-    const params: Export.Params = { ...(projection ? { projection: projection.name } : {}), format }
-    const created = await runTenant(run, c, BatchJobs.create({
-      tenantId: c.get("principal").tenantId, operation: "export", params, inputKey: null, total: null
-    }))
-    return enqueueFirst(c, created, 0)
-  }
-
-  const startManifestImport = async (c: Ctx, manifest: unknown) => {
-    const tenantId = c.get("principal").tenantId
-    if (typeof manifest !== "string" || !uploadName.test(manifest)) {
-      throw new Failure.InvalidInput({ message: '"manifest" must be the name of a file uploaded with PUT /v1/uploads/:name' })
-    }
-    const key = uploadKey(tenantId, manifest)
-    const exists = await run(c.env, Effect.flatMap(Effect.service(BatchFiles.BatchFiles), (files) => files.exists(key)))
-    if (!exists) throw new Failure.NotFound({ message: `no uploaded file "${manifest}"; upload it with PUT /v1/uploads/${manifest}` })
-    const created = await runTenant(run, c, BatchJobs.create({
-      tenantId, operation: "import", params: { source: "manifest", manifest }, inputKey: key, total: null
-    }))
-    return enqueueFirst(c, created, 0)
-  }
-
-  const startImport = async (c: Ctx, body: Record<string, unknown>) => {
-    const tenantId = c.get("principal").tenantId
-    const events = body.events
-    const extra = Object.keys(body).filter((k) => k !== "operation" && k !== "events" && k !== "manifest")
-    if (extra.length > 0 || ("events" in body && "manifest" in body)) {
-      throw new Failure.InvalidInput({ message: `send { "operation": "import", "events": [...] } or { "operation": "import", "manifest": "<uploaded name>" }${extra.length > 0 ? `; unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}` : ""}` })
-    }
-    if ("manifest" in body) return startManifestImport(c, body.manifest)
-    if (!Array.isArray(events) || events.length === 0) throw new Failure.InvalidInput({ message: '"events" must be a non-empty array of envelopes' })
-    if (events.length > Import.maxInlineEvents) {
-      throw new Failure.InvalidInput({ code: "too_many_events", message: `at most ${Import.maxInlineEvents} events per inline import; got ${events.length}` })
-    }
-    // One line per event, whatever it is: lines that are not envelopes are reported by the job with their number.
-    const ndjson = events.map((event) => JSON.stringify(event)).join("\n") + "\n"
-    const created = await runTenant(run, c, Effect.gen(function*() {
-      const id = yield* BatchJobs.newId
-      const key = BatchJobs.inputKey(tenantId, id)
-      const files = yield* BatchFiles.BatchFiles
-      yield* files.put(key, ndjson)
-      return yield* BatchJobs.create({ id, tenantId, operation: "import", params: { source: "inline" }, inputKey: key, total: events.length })
-    }))
-    return enqueueFirst(c, created, events.length)
-  }
-
   bind(app, listBatches, async (c, reply) => {
-    const problems: Array<{ path: string; message: string }> = []
-    // One of `statuses` when given: checked against the description before the handler runs.
-    const status = c.req.query("status")
-    const limit = pageLimit(c.req.query("limit"), listLimit)
-    const rawCursor = c.req.query("cursor")
-    const cursor = rawCursor === undefined ? undefined : decodeCursor(rawCursor)
-    if (rawCursor !== undefined && cursor === undefined) problems.push({ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" })
-    if (problems.length > 0) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(problems), problems: problems })
-
-    const tenantId = c.get("principal").tenantId
-    // Each table gives at most limit + 1 rows past the cursor; merged newest first, the page is exact.
-    const page = (table: string, at: string) => {
-      const clauses = ["tenant_id = ?", ...(status !== undefined ? ["status = ?"] : []), ...(cursor ? [`(${at}, id) < (?, ?)`] : [])]
-      return {
-        sql: `SELECT * FROM ${table} WHERE ${clauses.join(" AND ")} ORDER BY ${at} DESC, id DESC LIMIT ?`,
-        params: [tenantId, ...(status !== undefined ? [status] : []), ...(cursor ?? []), limit + 1]
-      }
-    }
-    // Rebuild records are the platform database's; batch jobs the tenant's read database's.
-    const result = await runTenant(run, c, Effect.all([
-      Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) => {
-        const { sql: text, params } = page("projection_rebuilds", "started_at")
-        return sql.all<Rebuild.RebuildRecord>(Sql.statement(text, ...params))
-      }),
-      Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) => store.query<BatchJobs.Row>(page("batch_jobs", "created_at")))
-    ]))
-    const [rebuilds, jobs] = result
-    const rows = [...rebuilds.map(rebuildView), ...jobs.map(BatchJobs.view)]
-      .sort((a, b) => (a.created_at === b.created_at ? (a.batch_id < b.batch_id ? 1 : -1) : a.created_at < b.created_at ? 1 : -1))
-    const data = rows.slice(0, limit)
-    const last = data.at(-1)
-    return reply({ data, next_cursor: rows.length > limit && last ? encodeCursor(last.created_at, last.batch_id) : null })
+    // `status`, when given, is one of `statuses`: checked against the description before the handler runs.
+    const options = { status: c.req.query("status"), cursor: c.req.query("cursor"), limit: pageLimit(c.req.query("limit"), listLimit) }
+    return reply(await run(c.env, Batches.list(c.get("principal").tenantId, options)))
   })
 
   // Only the tenant that started a batch reads it; another tenant's id is the same 404 as a missing one.
-  bind(app, getBatch, async (c, reply) => {
-    const tenantId = c.get("principal").tenantId
-    const id = c.req.param("id")!
-    const [job, rebuild] = await runTenant(run, c, Effect.all([BatchJobs.get(tenantId, id), Rebuild.get(tenantId, id)]))
-    if (job) return reply(BatchJobs.view(job))
-    if (rebuild) return reply(rebuildView(rebuild))
-    throw new Failure.NotFound({ message: `no batch "${id}"` })
-  })
+  bind(app, getBatch, async (c, reply) => reply(await run(c.env, Batches.get(c.get("principal").tenantId, c.req.param("id")!))))
 
-  bind(app, cancelBatch, async (c, reply) => {
-    const tenantId = c.get("principal").tenantId
-    const id = c.req.param("id")!
-    // A rebuild's id is no batch job's: its NotFound becomes the Conflict that says why.
-    const cancelled = await runTenant(run, c, BatchJobs.cancel(tenantId, id, new Date().toISOString()).pipe(
-      Effect.catchIf((error) => error instanceof Failure.NotFound, (notFound) =>
-        Effect.flatMap(Rebuild.get(tenantId, id), (rebuild) =>
-          Effect.fail(rebuild ? new Failure.Conflict({ message: "a rebuild cannot be cancelled; it ends when every shard is replayed" }) : notFound)))
-    ))
-    return reply(BatchJobs.view(cancelled))
-  })
+  bind(app, cancelBatch, async (c, reply) => reply(await run(c.env, Batches.cancel(c.get("principal").tenantId, c.req.param("id")!))))
 
   bind(app, batchOutput, async (c) => {
-    const tenantId = c.get("principal").tenantId
-    const id = c.req.param("id")!
-    const job = await runTenant(run, c, BatchJobs.get(tenantId, id))
-    if (!job) throw new Failure.NotFound({ message: `no batch "${id}"` })
-    if (job.output_key === null || job.status !== "succeeded") {
-      throw new Failure.Conflict({ message: `batch ${id} has no output${job.status === "succeeded" ? "" : ` (it is ${job.status})`}` })
-    }
-    // The job's own prefix under its own tenant: never built from the request.
-    const prefix = Export.outputPrefix(job.tenant_id, job.id)
-    const files = Effect.service(BatchFiles.BatchFiles)
-    const listed = await run(c.env, Effect.flatMap(files, (f) => f.keys(prefix)))
-    const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>()
-    const pipe = async () => {
-      for (const key of listed) {
-        const body = await run(c.env, Effect.flatMap(files, (f) => f.stream(key)))
-        if (body === undefined) throw new Error(`output part ${key} is missing`)
-        await body.pipeTo(writable, { preventClose: true })
-      }
-      await writable.close()
-    }
-    c.executionCtx.waitUntil(pipe().catch((error) => writable.abort(error)))
-    const format = (JSON.parse(job.params) as Export.Params).format
-    return raw(new Response(readable, {
+    const output = await run(c.env, Batches.output(c.get("principal").tenantId, c.req.param("id")!))
+    return raw(new Response(output.body, {
       headers: {
-        "content-type": format === "csv" ? "text/csv; charset=utf-8" : "application/x-ndjson",
-        "content-disposition": `attachment; filename="${job.id}.${format}"`,
+        "content-type": output.format === "csv" ? "text/csv; charset=utf-8" : "application/x-ndjson",
+        "content-disposition": `attachment; filename="${output.fileName}"`,
         "cache-control": "no-store"
       }
     }))
   })
 }
 
-/** A chunk message onto the batch queue, through the one queue door. */
+/** An import, export or reconcile of the tenant's, from the request's fields (each checked here, as the description states them). */
+const startJob = (tenantId: string, body: Record<string, unknown>) => {
+  const allowed = body.operation === "import" ? ["operation", "events", "manifest"] : body.operation === "export" ? ["operation", "projection", "format"] : ["operation", "projection", "repair"]
+  const extra = Object.keys(body).filter((k) => !allowed.includes(k))
+  const unknown = extra.length > 0 ? `unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}` : undefined
+  if (body.operation === "import") {
+    if (unknown !== undefined || ("events" in body && "manifest" in body)) {
+      throw new Failure.InvalidInput({ message: `send { "operation": "import", "events": [...] } or { "operation": "import", "manifest": "<uploaded name>" }${unknown === undefined ? "" : `; ${unknown}`}` })
+    }
+    if ("manifest" in body) {
+      if (typeof body.manifest !== "string") throw new Failure.InvalidInput({ message: '"manifest" must be the name of a file uploaded with PUT /v1/uploads/:name' })
+      return BatchStart.importUpload(tenantId, body.manifest)
+    }
+    if (!Array.isArray(body.events)) throw new Failure.InvalidInput({ message: '"events" must be a non-empty array of envelopes' })
+    return BatchStart.importEvents(tenantId, body.events)
+  }
+  if (unknown !== undefined) throw new Failure.InvalidInput({ message: unknown })
+  if (body.projection !== undefined && typeof body.projection !== "string") throw new Failure.InvalidInput({ message: '"projection" must be a projection\'s name' })
+  if (body.operation === "export") {
+    if (body.format !== undefined && body.format !== "ndjson" && body.format !== "csv") throw new Failure.InvalidInput({ message: '"format" must be "ndjson" or "csv"' })
+    return BatchStart.exportData(tenantId, { projection: body.projection, format: body.format })
+  }
+  if (body.repair !== undefined && typeof body.repair !== "boolean") throw new Failure.InvalidInput({ message: '"repair" must be true or false' })
+  if (typeof body.projection !== "string") throw new Failure.InvalidInput({ message: '"projection" must be a projection\'s name' })
+  return BatchStart.reconcile(tenantId, { projection: body.projection, repair: body.repair })
+}
 
 /** Upload names: a file name, never a path (the tenant prefix is the platform's, never the caller's). */
-export const uploadName = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/
+export const uploadName = BatchStart.uploadName
 export const maxUploadBytes = 1024 * 1024 * 1024
-export const uploadKey = (tenantId: string, name: string) => `${tenantId}/uploads/${name}`
 
 export const mountUploads = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
   bind(app, upload, async (c, reply) => {
@@ -405,9 +258,8 @@ export const mountUploads = (app: Hono<AppEnv>, { run }: { readonly run: Run }) 
     if (length > maxUploadBytes) throw new RequestRefused({ status: 413, message: `an upload is at most ${maxUploadBytes} bytes (1 GiB); got ${length}` })
     const body = c.req.raw.body
     if (body === null || length === 0) throw new Failure.InvalidInput({ message: "the file is empty" })
-    const key = uploadKey(c.get("principal").tenantId, name)
     // Streamed: R2 takes the body with its declared length, never buffered here.
-    const stored = await run(c.env, Effect.result(Effect.flatMap(Effect.service(BatchFiles.BatchFiles), (files) => files.upload(key, body.pipeThrough(new FixedLengthStream(length)), length))))
+    const stored = await run(c.env, Effect.result(Batches.upload(c.get("principal").tenantId, name, body.pipeThrough(new FixedLengthStream(length)), length)))
     if (Result.isSuccess(stored)) return reply({ manifest: name, size: stored.success })
     console.error("upload failed: the payload store is unavailable or the body did not match its content-length")
     throw new Failure.InvalidInput({ code: "upload_failed", message: "the upload did not complete (the body must match its content-length); send it again" })

@@ -8,14 +8,13 @@
  * a resumable operation of the batch queue), following it with `GET /v1/tenants/:tenant/moves/:move_id`.
  */
 import * as Effect from "effect/Effect"
-import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
-import { BatchConsumer, Failure, Move, Placement, Sql } from "@factline/core"
+import { BatchStart, Failure, Move, Placement } from "@factline/core"
 import { TenantId } from "@factline/schemas"
 import { type AppEnv, bind, describe, inputs, problems } from "./Contract.js"
 import type { Run } from "./Run.js"
@@ -134,17 +133,13 @@ export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
     })))
   })
 
-  bind(app, list, async (_c, reply) => {
-    return reply(await run(_c.env, Effect.gen(function*() {
+  bind(app, list, async (c, reply) => {
+    return reply(await run(c.env, Effect.gen(function*() {
       const shape = yield* Placement.TenantPlacement
-      const platform = yield* Sql.PlatformDatabase
-      const counts = yield* shape.counts()
-      const rows = yield* platform.all<Placement.Placement>(Sql.statement(
-        "SELECT tenant_id AS tenantId, database, placed_at AS placedAt, frozen_since AS frozenSince FROM tenant_placements WHERE removed_at IS NULL ORDER BY tenant_id LIMIT 1000"
-      ))
+      const [counts, placements] = yield* Effect.all([shape.counts(), shape.list(1_000)])
       return {
         databases: counts.map((tenants, i) => ({ read_database: i, binding: bindingOf(shape, i), tenants })),
-        data: rows.map((row) => view(shape, row))
+        data: placements.map((placement) => view(shape, placement))
       }
     })))
   })
@@ -167,16 +162,7 @@ export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
     const { tenant } = moveInput.params(c)
     const { to_database } = await moveInput.payload(c, { usage: 'send { "to_database": <index> }' })
     const principal = c.get("principal")
-    return reply(await run(c.env, Effect.gen(function*() {
-      const started = yield* Move.start(tenant, to_database, principal.name ?? principal.tenantId)
-      const sent = yield* Effect.result(BatchConsumer.send(started.first))
-      if (Result.isFailure(sent)) {
-        // A move that never runs must not hold the tenant's writes.
-        yield* Move.fail(started.record.id, "the batch queue was unavailable when the move was started", new Date().toISOString())
-        return yield* sent.failure
-      }
-      return Move.view(started.record)
-    })))
+    return reply(Move.view(await run(c.env, BatchStart.move(tenant, to_database, principal.name ?? principal.tenantId))))
   })
 
   bind(app, getMove, async (c, reply) => {
