@@ -43,21 +43,26 @@ export const sha256Hex = async (text: string): Promise<string> => {
 
 export type AuthVariables = { principal: Principal }
 
+/**
+ * The principal of a request's `Authorization` header, whose token holds one of `scopes`: a 401 without a
+ * bearer token or with an unknown one, a 403 without the scope (thrown, as members of the failure family).
+ */
+export const authenticate = async (env: PlatformEnv, authorization: string | undefined, scopes: ReadonlyArray<Scope>): Promise<Principal> => {
+  const match = /^Bearer\s+(\S+)$/i.exec(authorization ?? "")
+  if (!match) throw new Unauthorized({ message: "missing bearer token: send Authorization: Bearer <token>" })
+  const principal = principals(settingsOf(env).tokens).get(await sha256Hex(match[1]!))
+  if (!principal) throw new Unauthorized({ message: "invalid bearer token" })
+  if (!scopes.some((scope) => principal.scopes.includes(scope))) {
+    throw new Forbidden({ message: `this token lacks the ${scopes.map((s) => JSON.stringify(s)).join(" or ")} scope` })
+  }
+  return principal
+}
+
 /** Authenticates every request; the token needs one of `scopes` (what the route accepts). */
 export const requireScope = (...scopes: [Scope, ...Array<Scope>]): MiddlewareHandler<{ Bindings: PlatformEnv; Variables: AuthVariables }> =>
-  async function authenticate(c, next) {
+  async function authenticateRequest(c, next) {
     c.header("cache-control", "no-store")
-    const header = c.req.header("authorization") ?? ""
-    const match = /^Bearer\s+(\S+)$/i.exec(header)
-    if (!match) {
-      throw new Unauthorized({ message: "missing bearer token: send Authorization: Bearer <token>" })
-    }
-    const principal = principals(settingsOf(c.env).tokens).get(await sha256Hex(match[1]!))
-    if (!principal) throw new Unauthorized({ message: "invalid bearer token" })
-    if (!scopes.some((scope) => principal.scopes.includes(scope))) {
-      throw new Forbidden({ message: `this token lacks the ${scopes.map((s) => JSON.stringify(s)).join(" or ")} scope` })
-    }
-    c.set("principal", principal)
+    c.set("principal", await authenticate(c.env, c.req.header("authorization"), scopes))
     await next()
     // A handler may return a Response it built itself; the header must be on it too.
     if (!c.res.headers.has("cache-control")) c.res.headers.set("cache-control", "no-store")

@@ -20,6 +20,7 @@ import * as Option from "effect/Option"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import * as SchemaAST from "effect/SchemaAST"
+import * as SchemaTransformation from "effect/SchemaTransformation"
 import type { HttpMethod } from "effect/http"
 import type { HttpApiEndpoint } from "effect/http-api"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
@@ -31,7 +32,7 @@ import { Issues } from "@factline/schemas"
 import type { PlatformEnv } from "../Env.js"
 import { type AuthVariables, requireScope, type Scope } from "./Auth.js"
 import { readBody } from "./JsonBody.js"
-import { noSniff, Problem, RequestRefused, withNoSniff } from "./Problem.js"
+import { Answered, answerFor, noSniff, Problem, RequestRefused, withNoSniff } from "./Problem.js"
 import * as RateLimit from "./RateLimit.js"
 import { strictQuery } from "./StrictQuery.js"
 
@@ -48,14 +49,34 @@ export interface Endpoint {
   readonly annotations: Context.Context<never>
 }
 
-/** The error responses of an endpoint: one `Problem` per status. */
-export const problems = <const S extends ReadonlyArray<number>>(...statuses: S) => statuses.map((status) => Problem.pipe(HttpApiSchema.status(status)))
+/**
+ * The error responses of an endpoint: one `Problem` per status. On the wire (and in the document) each is
+ * `Problem`; to a handler served from the description (Serve.ts) it is a member of the failure family with
+ * that status — the type of its error channel — written as a `Problem` by the one writer (`answerFor`).
+ */
+export const problems = <const S extends ReadonlyArray<number>>(...statuses: S) => statuses.map(problemOf)
+
+const problemOf = (status: number) =>
+  Problem.pipe(
+    Schema.decodeTo(
+      Schema.declare((u: unknown): u is Failure.Failure => Failure.isFailure(u) && u.status === status),
+      SchemaTransformation.transform<Failure.Failure, Problem>({ decode: (problem) => Answered.of(status, problem), encode: (failure: Failure.Failure) => answerFor(failure).body })
+    ),
+    HttpApiSchema.status(status)
+  )
 
 /** The scopes that may call an endpoint (any one of them); an endpoint without it is public. */
 export class Scopes extends Context.Service<Scopes, readonly [Scope, ...Array<Scope>]>()("@factline/workers/http/Scopes") {}
 
+/** How a served route reads its JSON body (Serve.ts): `optional`, no body at all is `{}`; `usage` prefixes a refusal's message. */
+export class BodyUsage extends Context.Service<BodyUsage, { readonly optional: boolean; readonly usage: string | undefined }>()("@factline/workers/http/BodyUsage") {}
+
 export interface Description {
   readonly summary: string
+  /** A JSON body may be left out (read as `{}`). */
+  readonly optionalBody?: boolean
+  /** What a refused body's message starts with: how to call the route. */
+  readonly usage?: string
   readonly description?: string
   /** A token needs one of these; omitted for the public documents. */
   readonly scopes?: readonly [Scope, ...Array<Scope>]
@@ -87,7 +108,8 @@ export const describe = (d: Description) => <
 >(
   endpoint: HttpApiEndpoint.HttpApiEndpoint<Identifier, Method, Path, Params, Query, Payload, Headers, Success, Error, Middleware, MiddlewareServices>
 ) => {
-  const scoped = d.scopes === undefined ? endpoint : endpoint.annotate(Scopes, d.scopes)
+  const secured = d.scopes === undefined ? endpoint : endpoint.annotate(Scopes, d.scopes)
+  const scoped = d.optionalBody === undefined && d.usage === undefined ? secured : secured.annotate(BodyUsage, { optional: d.optionalBody === true, usage: d.usage })
   return scoped.annotateMerge(OpenApi.annotations({
     summary: d.summary,
     ...(d.description === undefined ? {} : { description: d.description }),
@@ -145,15 +167,24 @@ export const queryNames = (endpoint: Endpoint): ReadonlyArray<string> | undefine
  * repeated names): a 400 `invalid_query` naming each parameter at fault, before the handler runs.
  */
 export const checkQuery = (endpoint: Endpoint): MiddlewareHandler | undefined => {
+  const refusal = queryRefusal(endpoint)
+  if (refusal === undefined) return undefined
+  return async function validateQuery(c, next) {
+    const refused = refusal(new URL(c.req.url).searchParams)
+    if (refused !== undefined) throw refused
+    await next()
+  }
+}
+
+/** The check `checkQuery` makes, on a query string: a 400 naming each parameter at fault, or undefined. */
+export const queryRefusal = (endpoint: Endpoint): ((params: URLSearchParams) => Failure.InvalidInput | undefined) | undefined => {
   if (endpoint.query === undefined) return undefined
   const decode = Schema.decodeUnknownResult(endpoint.query as Schema.Codec<unknown, unknown>)
-  return async function validateQuery(c, next) {
-    const result = decode(Object.fromEntries(new URL(c.req.url).searchParams), { errors: "all" })
-    if (Result.isFailure(result)) {
-      const problems = Issues.fromIssue(result.failure.issue)
-      throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(problems), problems: problems })
-    }
-    await next()
+  return (params) => {
+    const result = decode(Object.fromEntries(params), { errors: "all" })
+    if (Result.isSuccess(result)) return undefined
+    const problems = Issues.fromIssue(result.failure.issue)
+    return new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(problems), problems: problems })
   }
 }
 

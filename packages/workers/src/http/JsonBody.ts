@@ -174,15 +174,18 @@ export const jsonContentTypes = ["application/json"]
  * Reads a JSON body within `maxBodyBytes` (counted while streaming), or throws why not.
  * A body of another content type (`text/plain`, a form, none) is a 415, before anything is read.
  */
-export const readBody = async (c: Context<any>, contentTypes: ReadonlyArray<string> = jsonContentTypes): Promise<unknown> => {
-  const contentType = (c.req.header("content-type") ?? "").split(";")[0]!.trim().toLowerCase()
+export const readBody = (c: Context<any>, contentTypes: ReadonlyArray<string> = jsonContentTypes): Promise<unknown> => readJson(c.req.raw, contentTypes)
+
+/** `readBody` of a web request: its JSON body within the limits, or the refusal thrown. */
+export const readJson = async (request: Request, contentTypes: ReadonlyArray<string> = jsonContentTypes): Promise<unknown> => {
+  const contentType = (request.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase()
   if (!contentTypes.includes(contentType)) {
     throw new RequestRefused({
       status: 415,
       message: `content-type must be ${contentTypes.join(" or ")}; got ${contentType === "" ? "none" : JSON.stringify(contentType.slice(0, 100))}`
     })
   }
-  const body = await read(c.req.raw, maxBodyBytes)
+  const body = await read(request, maxBodyBytes)
   if (body._tag === "Ok") return body.value
   const { status, code, message, details } = body.refusal
   throw status === 413

@@ -95,6 +95,22 @@ export class RequestRefused extends Schema.TaggedError<RequestRefused>()("Reques
   get publicMessage() { return this.message }
 }
 
+/** A `Problem` an API answered with, as a client decodes it: its status, code, message and details as sent. */
+export class Answered extends Schema.TaggedError<Answered>()("Answered", {
+  status: Schema.Number,
+  code: Schema.String,
+  message: Schema.String,
+  details: Schema.optional(Schema.Unknown)
+}) implements Failure.Failure {
+  readonly [Failure.TypeId] = Failure.TypeId
+  static of(status: number, problem: Problem) {
+    return new Answered({ status, ...problem.error })
+  }
+  get retryable() { return this.status === 429 || this.status >= 500 }
+  get reason() { return this.retryable ? "retries_exhausted" as const : "permanent_failure" as const }
+  get publicMessage() { return this.message }
+}
+
 /**
  * Every answer of the API, errors included, is JSON (or a download) that a browser must not sniff into a page:
  * `x-content-type-options: nosniff` on each (the static pages get it from their _headers file).
@@ -124,18 +140,32 @@ const listed = (details: object): NonNullable<Problem["error"]["details"]> =>
       ? { ...details, ...Issues.listed(details.problems) }
       : { ...details }
 
+/** What the API answers for a failure: its status, its `Problem` body and its headers. */
+export interface Answer {
+  readonly status: number
+  readonly body: Problem
+  readonly headers: Readonly<Record<string, string>>
+}
+
 /**
- * The response for a failure: its status, code, public message and details from its class; `retry-after`
+ * The answer for a failure: its status, code, public message and details from its class; `retry-after`
  * on a retryable one, the bearer challenge on a 401. Anything else is logged by name and answered 500.
+ * The one place an error response is decided, whichever router serves the route.
  */
-export const respond = (c: Context<any>, error: unknown): Response => {
+export const answerFor = (error: unknown): Answer => {
   if (!Failure.isFailure(error)) {
     console.error(`unhandled error: ${error instanceof Error ? error.name : "unknown"}`)
-    return c.json<Problem>(body("internal", "internal error", undefined), 500, noSniff)
+    return { status: 500, body: body("internal", "internal error", undefined), headers: noSniff }
   }
   const headers: Record<string, string> = { ...noSniff }
   if (error.retryable) headers["retry-after"] = String(error.retryAfterSeconds ?? 5)
   if (error.status === 401) headers["www-authenticate"] = "Bearer"
   if (error.status >= 500) console.error(`${error._tag}: ${error.publicMessage} (${error.message.slice(0, 300)})`)
-  return c.json<Problem>(body(error.code, error.publicMessage, error.details), error.status as ContentfulStatusCode, headers)
+  return { status: error.status, body: body(error.code, error.publicMessage, error.details), headers }
+}
+
+/** The Hono response for a failure (`answerFor`), with the headers the route set before it failed. */
+export const respond = (c: Context<any>, error: unknown): Response => {
+  const answer = answerFor(error)
+  return c.json<Problem>(answer.body, answer.status as ContentfulStatusCode, answer.headers)
 }

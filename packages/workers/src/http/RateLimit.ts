@@ -50,12 +50,11 @@ const warnOnce = (key: string, message: string) => {
   console.error(message)
 }
 
-/** Counts the authenticated request against its tenant's tier; over the limit, a 429 before anything is read. */
-export const limitTenant: MiddlewareHandler<{ Bindings: PlatformEnv; Variables: AuthVariables }> = async function rateLimit(c, next) {
-  const tenantId = c.get("principal").tenantId
-  const tier = tierOf(settingsOf(c.env).rateLimitTiers, tenantId)
+/** Counts a request of `tenantId` against its tier; over the limit, `RateLimited` is thrown before anything is read. */
+export const check = async (env: PlatformEnv, tenantId: string): Promise<void> => {
+  const tier = tierOf(settingsOf(env).rateLimitTiers, tenantId)
   const binding = bindingOf(tier)
-  const limiter = binding === undefined ? undefined : rateLimiter(c.env, binding)
+  const limiter = binding === undefined ? undefined : rateLimiter(env, binding)
   if (binding !== undefined && limiter === undefined) {
     warnOnce(binding, `rate limit tier ${tier}: ${binding} is not bound, its tenants' requests are not limited (add it to wrangler config's ratelimits)`)
   } else if (limiter !== undefined) {
@@ -72,5 +71,10 @@ export const limitTenant: MiddlewareHandler<{ Bindings: PlatformEnv; Variables: 
       })
     }
   }
+}
+
+/** Counts the authenticated request against its tenant's tier (`check`). */
+export const limitTenant: MiddlewareHandler<{ Bindings: PlatformEnv; Variables: AuthVariables }> = async function rateLimit(c, next) {
+  await check(c.env, c.get("principal").tenantId)
   await next()
 }

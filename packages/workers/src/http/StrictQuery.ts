@@ -10,20 +10,26 @@ import type { MiddlewareHandler } from "hono"
 import { Failure } from "@factline/core"
 import { Issues } from "@factline/schemas"
 
+/** A refusal of `params`' repeated names, and of names not in `known` (when given); undefined when they pass. */
+export const refusal = (params: URLSearchParams, known?: ReadonlyArray<string>): Failure.InvalidInput | undefined => {
+  const counts = new Map<string, number>()
+  for (const [name] of params) counts.set(name, (counts.get(name) ?? 0) + 1)
+  const problems: Array<{ path: string; message: string }> = []
+  for (const [name, count] of counts) {
+    if (count > 1) problems.push({ path: name, message: `given ${count} times; give it once` })
+    else if (known !== undefined && !known.includes(name)) {
+      problems.push({ path: name, message: `unknown query parameter (known: ${known.join(", ")})` })
+    }
+  }
+  return problems.length === 0
+    ? undefined
+    : new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(problems.map((p) => ({ ...p, path: JSON.stringify(p.path) }))), problems: problems })
+}
+
 /** `known` lists the accepted parameters; omit it for routes whose own validation names unknown ones. */
 export const strictQuery = (known?: ReadonlyArray<string>): MiddlewareHandler =>
   async function checkQuery(c, next) {
-    const counts = new Map<string, number>()
-    for (const [name] of new URL(c.req.url).searchParams) counts.set(name, (counts.get(name) ?? 0) + 1)
-    const problems: Array<{ path: string; message: string }> = []
-    for (const [name, count] of counts) {
-      if (count > 1) problems.push({ path: name, message: `given ${count} times; give it once` })
-      else if (known !== undefined && !known.includes(name)) {
-        problems.push({ path: name, message: `unknown query parameter (known: ${known.join(", ")})` })
-      }
-    }
-    if (problems.length > 0) {
-      throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(problems.map((p) => ({ ...p, path: JSON.stringify(p.path) }))), problems: problems })
-    }
+    const refused = refusal(new URL(c.req.url).searchParams, known)
+    if (refused !== undefined) throw refused
     await next()
   }
