@@ -95,6 +95,14 @@ describe("OTLP trace export", () => {
     for (const name of ["factline-events process", "factline-projections process", "factline-webhooks process"]) {
       expect(named(name).kind, name).toBe(kind.consumer)
     }
+    // One tree: each hop's message names the span that sent it (Telemetry.sender), so every span hangs under the
+    // request's — the webhook POST under the delivery hop, the fan-out, fact processing and the events consumer.
+    const hops = (name: string) => ancestry(spans, named(name)).map((s) => s.name).filter((n) => n === name || n.endsWith(" process") || n === "POST /v1/events")
+    expect(hops("WebhookTransport.post")).toEqual([
+      "WebhookTransport.post", "factline-webhooks process", "factline-webhooks process", "factline-fact-processing process", "factline-events process", "POST /v1/events"
+    ])
+    expect(hops("ProjectionStore.write").slice(1).at(0)).toBe("factline-projections process")
+    expect(hops("ProjectionStore.write").slice(-2)).toEqual(["factline-events process", "POST /v1/events"])
     // The webhook POST: a client span under the traceparent the receiver got, inside the webhooks consumer's span.
     const post = named("WebhookTransport.post")
     expect(post).toMatchObject({ kind: kind.client, attributes: { "http.response.status_code": 200 } })

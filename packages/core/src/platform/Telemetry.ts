@@ -178,6 +178,26 @@ export const continuing = (name: string, traceparents: () => Iterable<unknown>, 
     return Effect.withSpan(self, name, { ...options, ...(parent === undefined ? { root: true } : { parent }), links })
   })
 
+const notOurs = (_traceparent: string | undefined): string | undefined => undefined
+
+/**
+ * How a hop names its sender, read once per batch or decision round: a function giving, for a `traceparent` of
+ * the current span's trace, the same trace with the current span as its parent-id — so the next hop's spans hang
+ * under the span that sent them, one tree from the request to the webhook POST — and undefined for any other
+ * trace, or when not exporting (a hop then takes W3C's new parent-id, `TraceContext.child`, as ever).
+ */
+export const sender: Effect.Effect<(traceparent: string | undefined) => string | undefined> = Effect.flatMap(Effect.service(Exporting), (exporting) =>
+  !exporting
+    ? Effect.succeed(notOurs)
+    : Effect.map(Effect.option(Effect.currentSpan), (current) => {
+      if (Option.isNone(current)) return notOurs
+      const { spanId, traceId } = current.value
+      return (traceparent: string | undefined) => {
+        const parsed = TraceContext.parse(traceparent)
+        return parsed === undefined || parsed.traceId !== traceId ? undefined : TraceContext.format({ traceId, parentId: spanId, flags: parsed.flags })
+      }
+    }))
+
 /** Runs `self` (whose own span is then the child) under the span a `traceparent` names; unchanged when not exporting or with none. */
 export const under = (traceparent: unknown) => <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.flatMap(Effect.service(Exporting), (exporting) => {

@@ -31,6 +31,7 @@ import * as FactMessage from "../relay/FactMessage.js"
 import { relayFor } from "../relay/FactRelay.js"
 import { Registry, runDeclared } from "../registry/Registry.js"
 import * as Timer from "../definitions/Timer.js"
+import * as Telemetry from "../platform/Telemetry.js"
 
 export const process = Effect.fn("ProcessingConsumer.process")(function*(items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) {
   const registry = yield* Registry
@@ -38,6 +39,7 @@ export const process = Effect.fn("ProcessingConsumer.process")(function*(items: 
   const outcomes = new Map<string, Consumer.Outcome>()
   const groups: Array<{ key: string; group: AppendGroup }> = []
   const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+  const sender = yield* Telemetry.sender
   yield* Effect.forEach(items, ({ key, value }) =>
     Effect.gen(function*() {
       const { replayed } = value
@@ -50,8 +52,8 @@ export const process = Effect.fn("ProcessingConsumer.process")(function*(items: 
         // A throw is a defect of this fact only; an undeclared or invalid derived fact fails it permanently.
         const exit = yield* Effect.exit(runDeclared(processor, () => processor.process(fact)))
         if (Exit.isFailure(exit)) return void outcomes.set(key, Consumer.failed(Failure.classify(exit.cause)))
-        // The parent's trace, one new span per (parent, processor): the W3C way, same trace-id, a new parent-id.
-        const traceparent = TraceContext.child(fact.traceparent)
+        // The parent's trace, one new parent-id per (parent, processor) — W3C's way; the processing span's when exported.
+        const traceparent = sender(fact.traceparent) ?? TraceContext.child(fact.traceparent)
         const derived = yield* Effect.promise(() =>
           Promise.all(exit.value.map((d) => Timer.record(d, fact.created_at)).map(async (d, position): Promise<FactDraft> => ({
             fact_id: await FactId.make({ tenantId: fact.tenant_id, cause: fact.fact_id, decidedBy: processor.name, position }),

@@ -46,6 +46,7 @@ import { PayloadStore, clientRefRefused, offloadThresholdBytes } from "./Payload
 import type * as KeptEvents from "./KeptEvents.js"
 import * as Delay from "./Delay.js"
 import * as SendBatches from "./SendBatches.js"
+import * as Telemetry from "../platform/Telemetry.js"
 import * as Time from "../platform/Time.js"
 
 /** One or more messages failed validation; nothing was sent. */
@@ -177,8 +178,12 @@ export const make = (config: {
     readonly firstOf: Array<number>
   }
 
-  /** `now` is the `created_at` given to envelopes sent without one. */
-  const validate = (inputs: ReadonlyArray<unknown>, prefix: string | undefined, now: string): Result.Result<Validated, Failure.InvalidInput | IdempotencyConflict> => {
+  /**
+   * `now` is the `created_at` given to envelopes sent without one; `sender` (Telemetry.sender) re-parents an
+   * envelope of the current span's trace under that span when spans are exported (the request's span, for POST
+   * /v1/events), so the events consumer's span hangs under it; otherwise an envelope keeps its `traceparent`.
+   */
+  const validate = (inputs: ReadonlyArray<unknown>, prefix: string | undefined, now: string, sender: (traceparent: string | undefined) => string | undefined): Result.Result<Validated, Failure.InvalidInput | IdempotencyConflict> => {
     const problems: Array<Issues.Problem> = []
     const envelopes: Array<Envelope> = []
     const firstOf: Array<number> = []
@@ -216,7 +221,7 @@ export const make = (config: {
         message_id: e.message_id ?? `msg_${crypto.randomUUID()}`,
         correlation_id: e.correlation_id ?? e.idempotency_key,
         created_at: e.created_at ?? now,
-        traceparent: e.traceparent ?? TraceContext.generate(),
+        traceparent: sender(e.traceparent) ?? e.traceparent ?? TraceContext.generate(),
         ...(scheduled.deliver_after === undefined ? {} : { deliver_after: scheduled.deliver_after })
       }
     })
@@ -302,14 +307,14 @@ export const make = (config: {
 
   const send: Producer["Service"]["send"] = Effect.fn("Producer.send")(function*(inputs, options) {
     const now = yield* Time.now
-    const validated = validate(inputs, options?.pathPrefix, now)
+    const validated = validate(inputs, options?.pathPrefix, now, yield* Telemetry.sender)
     if (Result.isFailure(validated)) return yield* validated.failure
     return yield* sendFirstCopies(validated.success, now)
   })
 
   const accept: Producer["Service"]["accept"] = Effect.fn("Producer.accept")(function*(inputs, options) {
     const now = yield* Time.now
-    const validated = validate(inputs, options?.pathPrefix, now)
+    const validated = validate(inputs, options?.pathPrefix, now, yield* Telemetry.sender)
     if (Result.isFailure(validated)) return yield* validated.failure
     const { envelopes, firstOf } = validated.success
     const at = (index: number) => [...(options?.pathPrefix === undefined ? [] : [options.pathPrefix, index]), "idempotency_key"].join(".")

@@ -41,14 +41,15 @@ import * as FactRelay from "../relay/FactRelay.js"
 import type * as Handler from "../definitions/Handler.js"
 import { Registry, type Routed, runDeclared, type Shape as RegistryShape, type Stamped } from "../registry/Registry.js"
 import * as Timer from "../definitions/Timer.js"
+import * as Telemetry from "../platform/Telemetry.js"
 
 export const maxDecideRounds = 5
 
 type Item = Consumer.Item<Routed>
 
-/** The facts of one decision: ids from the message, and one new span of the message's trace (W3C: a new parent-id per hop). */
-const drafts = (routed: Routed, decision: ReadonlyArray<Stamped | Timer.Request>, now: string): Promise<Array<FactDraft>> => {
-  const traceparent = TraceContext.child(routed.message.traceparent)
+/** The facts of one decision: ids from the message, and the message's trace with a new parent-id (W3C: the deciding span's, when exported — Telemetry.sender). */
+const drafts = (routed: Routed, decision: ReadonlyArray<Stamped | Timer.Request>, now: string, sender: (traceparent: string | undefined) => string | undefined): Promise<Array<FactDraft>> => {
+  const traceparent = sender(routed.message.traceparent) ?? TraceContext.child(routed.message.traceparent)
   return Promise.all(
     decision.map((d) => Timer.record(d, routed.message.createdAt)).map(async (fact, position): Promise<FactDraft> => ({
       fact_id: await FactId.make({ tenantId: routed.message.tenantId, cause: routed.message.idempotencyKey, decidedBy: routed.handler.name, position }),
@@ -112,12 +113,13 @@ export class Progress {
 /** Plain handlers: decide everything concurrently; no state needed. */
 const decidePlain = Effect.fn("Dispatch.decidePlain")(function*(items: ReadonlyArray<Item>, progress: Progress, now: string) {
   const groups: Array<{ key: string; group: AppendGroup }> = []
+  const sender = yield* Telemetry.sender
   yield* Effect.forEach(items, ({ key, value }) =>
     Effect.gen(function*() {
       const exit = yield* Effect.exit(runDecision(value, undefined))
       if (Exit.isFailure(exit)) return progress.settle(key, Consumer.failed(Failure.classify(exit.cause)))
       if (exit.value.length === 0) return progress.settle(key, Consumer.done)
-      const facts = yield* Effect.promise(() => drafts(value, exit.value, now))
+      const facts = yield* Effect.promise(() => drafts(value, exit.value, now, sender))
       groups.push({ key, group: { ...streamOf(value), facts } })
     }), { concurrency: "unbounded", discard: true })
   return groups
@@ -127,6 +129,7 @@ const decidePlain = Effect.fn("Dispatch.decidePlain")(function*(items: ReadonlyA
 const decideWithState = Effect.fn("Dispatch.decideWithState")(function*(items: ReadonlyArray<Item>, states: ReadonlyMap<string, StreamState>, progress: Progress, now: string) {
   const { latest } = yield* Registry
   const groups: Array<{ key: string; group: AppendGroup }> = []
+  const sender = yield* Telemetry.sender
   const byStream = new Map<string, Array<Item>>()
   for (const item of items) {
     const stream = Shards.streamKey(streamOf(item.value))
@@ -155,7 +158,7 @@ const decideWithState = Effect.fn("Dispatch.decideWithState")(function*(items: R
         progress.settle(key, Consumer.done)
         continue
       }
-      const facts = yield* Effect.promise(() => drafts(value, exit.value, now))
+      const facts = yield* Effect.promise(() => drafts(value, exit.value, now, sender))
       groups.push({ key, group: { ...streamOf(value), expected_version: version, facts } })
       // Later decisions in this batch see these facts, as the ledger will after the append.
       facts.forEach((f, i) => known.push({ ...f, ...streamOf(value), sequence: version + i + 1 }))

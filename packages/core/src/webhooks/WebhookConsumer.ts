@@ -71,6 +71,7 @@ import * as TenantHolds from "./TenantHolds.js"
 import { type EndpointConfig, type RecordBatch, WebhookStore } from "./WebhookStore.js"
 import * as UrlGuard from "./UrlGuard.js"
 import { WebhookTransport } from "./WebhookTransport.js"
+import * as Telemetry from "../platform/Telemetry.js"
 import * as Time from "../platform/Time.js"
 
 export const deliveryMessageType = "webhook.delivery"
@@ -133,6 +134,8 @@ export const deliveryMessage = async (input: {
   readonly eventType: string
   readonly data: unknown
   readonly now: string
+  /** Telemetry.sender: the fanning-out span as the delivery's parent when exported. */
+  readonly sender?: (traceparent: string | undefined) => string | undefined
 }): Promise<Envelope> => {
   const { fact, endpoint } = input
   const id = await deliveryId(fact.fact_id, endpoint.id)
@@ -159,7 +162,7 @@ export const deliveryMessage = async (input: {
     source,
     created_at: input.now,
     payload,
-    traceparent: TraceContext.child(fact.traceparent)
+    traceparent: input.sender?.(fact.traceparent) ?? TraceContext.child(fact.traceparent)
   }
 }
 
@@ -175,6 +178,7 @@ const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind:
   Effect.gen(function*() {
     const registry = yield* Registry
     const queue = yield* QueueProducer
+    const sender = yield* Telemetry.sender
     const out: Array<{ key: string; body: Envelope }> = []
     for (const { key, value } of items) {
       const events = value.replayed ? [] : registry.webhooksFor(value.fact.type)
@@ -198,7 +202,7 @@ const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind:
           break
         }
         for (const endpoint of subscribed) {
-          const envelope = yield* Effect.promise(() => deliveryMessage({ fact, endpoint, eventType: event.type, data, now }))
+          const envelope = yield* Effect.promise(() => deliveryMessage({ fact, endpoint, eventType: event.type, data, now, sender }))
           if (SendBatches.sizeOf(envelope) > maxDeliveryBytes) {
             failed = `webhook event ${event.type} of fact ${fact.fact_id} is over ${maxDeliveryBytes / 1024} KiB; publish a smaller payload`
             break
@@ -338,6 +342,7 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
     const transport = yield* WebhookTransport
     const ledger = yield* Ledger
     const limiter = yield* EndpointLimits
+    const sender = yield* Telemetry.sender
     const states = yield* Effect.result(store.deliveryStates(items.map(({ value }) => ({ tenant_id: value.envelope.tenant_id, delivery_id: value.payload.delivery_id }))))
     if (Result.isFailure(states)) {
       for (const { key } of items) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `delivery states unavailable: ${states.failure.message}` })))
@@ -397,7 +402,7 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
         const text = body(payload)
         const timestamp = Math.floor((yield* Time.millis) / 1000)
         const signed = yield* Effect.promise(() => Signing.headers(endpoint.secrets, payload.delivery_id, timestamp, text))
-        const traceparent = TraceContext.child(envelope.traceparent)
+        const traceparent = sender(envelope.traceparent) ?? TraceContext.child(envelope.traceparent)
         const response = yield* transport.post(endpoint.url, { ...signed, traceparent }, text)
         attempted.push({ key, item: value, endpoint, attempt: (state?.attempts ?? 0) + 1, ...response, attemptedAt: yield* Time.now, traceparent })
       }), { concurrency: "unbounded", discard: true })
