@@ -14,10 +14,12 @@
  * caller's digits (the column's affinity compares them as integers), never
  * through a double.
  */
+import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import type { Issues } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
 import * as Cursor from "../tables/Cursor.js"
+import { ProjectionStore } from "./ProjectionStore.js"
 
 /** The page size of `GET /v1/facts` and `GET /v1/projections/:name` without a `limit`. */
 export const defaultLimit = 50
@@ -48,6 +50,9 @@ export interface Page {
   /** Builds the next cursor from the last row of a full page. */
   readonly nextCursor: (rows: ReadonlyArray<Record<string, unknown>>) => string | null
 }
+
+/** Runs a page's query on the read database in scope (the caller's tenant's: Placement.reading): its rows, one past the page when there is a next. */
+export const run = (page: Page) => Effect.flatMap(Effect.service(ProjectionStore), (store) => store.query<Record<string, unknown>>(page.sql))
 
 const page = (limit: number, keyColumns: ReadonlyArray<string>, sql: Projection.Sql): Page => ({
   sql,

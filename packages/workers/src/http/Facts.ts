@@ -19,11 +19,11 @@ import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
-import { Export, FactsCopy, Failure, Ledger, ProjectionQuery, ProjectionStore, Registry } from "@factline/core"
+import { Export, FactsCopy, Failure, Ledger, ProjectionQuery, Registry, Trace } from "@factline/core"
 import { Fact, Issues } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
 import { type AppEnv, bind, cursor, describe, limitParameter, nextCursor, type PageLimit, pageLimit, problems, raw, text, wholeNumber } from "./Contract.js"
-import { type Ctx, queryPage, type Run, runTenant } from "./Run.js"
+import { type Ctx, queryPage, type Run } from "./Run.js"
 
 const StoredFact = Fact.annotate({ identifier: "Fact", description: "An immutable fact of the ledger" })
 const cloudEvents = { 200: { [CloudEvents.batchContentType]: { description: "With `Accept: application/cloudevents-batch+json`: the same facts as CloudEvents 1.0 (`id` = fact_id, `source` = /factline/tenants/<tenant>/streams/<stream>, percent-encoded, `type` = fact type, `subject` = stream, `time` = created_at, `datacontenttype` application/json, `data`; string extensions `sequence` (zero-padded to 20 digits), `causationid`, `correlationid`, `causedby`, `tenantid`, `schemaversion` (of `data`: the latest the platform knows), and `traceparent` when the fact has one); the next page in a `Link: <…>; rel=\"next\"` header" } } }
@@ -167,64 +167,10 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
     })
   })
 
-  /**
-   * The causation chain of a fact: back to the message that caused it, and forward to what it caused. Facts
-   * of one chain share their stream (processors and webhook outcomes append to the parent's stream), so the
-   * trace reads that one stream with one ledger call per stream page. The stream is `?subject=` when given;
-   * otherwise every shard of the tenant looks the fact id up in its unique index, in parallel (N indexed
-   * lookups, no scan, no D1), and the shard holding it names the stream.
-   */
+  /** The causation chain of a fact (core's Trace): back to the message that caused it, forward to what it caused. */
   bind(app, traceFact, async (c, reply) => {
-    const tenant = c.get("principal").tenantId
-    const factId = c.req.param("fact_id")!
-    // Absent, or non-empty: checked against the description before the handler runs.
-    const given = c.req.query("subject")
-    const located = given ?? (await run(c.env, Effect.flatMap(Effect.service(Ledger.Ledger), (l) => l.findFact(tenant, factId))))?.stream
-    if (located === undefined) throw new Failure.NotFound({ message: `no fact ${JSON.stringify(factId.slice(0, 100))} for this tenant` })
-    const subject = located
-    const facts = await run(c.env, Effect.gen(function*() {
-      const streams = yield* (yield* Ledger.Ledger).readStreams([{ tenant_id: tenant, stream: subject }])
-      return (streams[0]?.facts ?? []).map(readable(yield* Registry.Registry))
-    }))
-    const byId = new Map(facts.map((f) => [f.fact_id, f]))
-    const fact = byId.get(factId)
-    if (!fact) throw new Failure.NotFound({ message: `no fact ${JSON.stringify(factId.slice(0, 100))} in stream ${JSON.stringify(subject.slice(0, 200))} for this tenant` })
-    // Back: follow causation ids while they name facts of the stream; the last one names the message.
-    const back = [fact]
-    for (let cur = fact; byId.has(cur.causation_id) && back.length <= facts.length; ) {
-      cur = byId.get(cur.causation_id)!
-      back.unshift(cur)
-    }
-    const root = back[0]!.causation_id
-    // Forward: everything caused by this fact, breadth first, with the fact that caused each.
-    const children = new Map<string, Array<(typeof facts)[number]>>()
-    for (const f of facts) children.set(f.causation_id, [...(children.get(f.causation_id) ?? []), f])
-    const forward: Array<(typeof facts)[number] & { readonly depth: number }> = []
-    const queue: Array<{ id: string; depth: number }> = [{ id: fact.fact_id, depth: 1 }]
-    while (queue.length > 0 && forward.length < facts.length) {
-      const { id, depth } = queue.shift()!
-      for (const child of children.get(id) ?? []) {
-        forward.push({ ...child, depth })
-        queue.push({ id: child.fact_id, depth: depth + 1 })
-      }
-    }
-    const accepted = await runTenant(run, c, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) =>
-      store.query<{ message_type: string; subject: string; accepted_at: string }>({
-        sql: "SELECT message_type, subject, accepted_at FROM accepted_keys WHERE tenant_id = ? AND idempotency_key = ?",
-        params: [tenant, root]
-      }).pipe(Effect.orElseSucceed(() => []))))
-    return reply({
-      fact_id: fact.fact_id,
-      subject,
-      correlation_id: fact.correlation_id,
-      traceparent: fact.traceparent ?? null,
-      cause: {
-        idempotency_key: root,
-        message: accepted[0] ?? null
-      },
-      back,
-      forward
-    })
+    // `subject`: absent, or non-empty (checked against the description before the handler runs).
+    return reply(await run(c.env, Trace.trace(c.get("principal").tenantId, c.req.param("fact_id")!, c.req.query("subject"))))
   })
 
   bind(app, listFacts, async (c, reply) => {
@@ -313,11 +259,7 @@ const listCopy = async (run: Run, c: Ctx, tenant: string, query: Readonly<Record
   return { data, nextCursor: page.success.nextCursor(rows) }
 }
 
-/** A stored fact as readers get it: in its type's latest shape; one newer than this code (or not upcastable) as stored. */
-const readable = (registry: Registry.Shape) => <F extends Fact>(fact: F): F => {
-  const current = registry.latest(fact)
-  return Result.isSuccess(current) ? (current.success as F) : fact
-}
+const readable = Trace.latest
 
 /** A whole-number query parameter within bounds, its default when absent, or the message naming the problem. */
 export const intParam = (value: string | undefined, name: string, min: number, max: number, fallback: number): number | string => {

@@ -103,9 +103,7 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Sha
     const page = ProjectionQuery.rows(projection, c.get("principal").tenantId, c.req.query())
     if (Result.isFailure(page)) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(page.failure), problems: page.failure })
     const [rows, catching] = await runTenant(run, c, Effect.all([
-      Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) => store.query<Record<string, unknown>>(page.success.sql)).pipe(
-        Effect.mapError(ProjectionStore.notMigrated(projection))
-      ),
+      ProjectionQuery.run(page.success).pipe(Effect.mapError(ProjectionStore.notMigrated(projection))),
       CatchUp.readStatus(projection)
     ], { concurrency: 2 }))
     const booleans = Projection.booleanColumns(projection)

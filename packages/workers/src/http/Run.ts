@@ -6,7 +6,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type { Context } from "hono"
-import { Placement, type ProjectionQuery, ProjectionStore, type Sql } from "@factline/core"
+import { Placement, ProjectionQuery, type Sql } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
 import type { PlatformRuntime, PlatformServices } from "../Services.js"
 import type { AppEnv } from "./Contract.js"
@@ -31,4 +31,4 @@ export const runTenant = <A, E>(run: Run, c: Ctx, program: Effect.Effect<A, E, P
 
 /** Runs one page query of the caller's read model (projection rows, the facts copy) built by `ProjectionQuery`. */
 export const queryPage = (run: Run, c: Ctx, page: ProjectionQuery.Page) =>
-  runTenant(run, c, Effect.flatMap(Effect.service(ProjectionStore.ProjectionStore), (store) => store.query<Record<string, unknown>>(page.sql)))
+  runTenant(run, c, ProjectionQuery.run(page))

@@ -23,7 +23,7 @@ import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
 import type { Hono } from "hono"
-import { Failure, QueueProducer, RetryPolicy, type Registry, SendBatches, Webhook, WebhookStore } from "@factline/core"
+import { Failure, type Registry, Webhook, WebhookRecovery, WebhookStore } from "@factline/core"
 import { type AppEnv, bind, cursor, describe, inputs, Json, limitParameter, nextCursor, type PageLimit, pageLimit, problems, raw } from "./Contract.js"
 import { IsoDateTime } from "@factline/schemas"
 import { isObject, readBody } from "./JsonBody.js"
@@ -198,13 +198,7 @@ export const mount = (app: Hono<AppEnv>, deps: Deps) => {
   bind(app, recover, async (c, reply) => {
     const { since } = await recoverInput.payload(c, { usage: 'send { "since": "<ISO 8601 time>" }: failed deliveries since then are sent again' })
     const tenant = c.get("principal").tenantId
-    const result = await run(c.env, Effect.gen(function*() {
-      const s = yield* store
-      const messages = yield* s.recover(tenant, c.req.param("id")!, new Date(since).toISOString())
-      const queue = yield* QueueProducer.QueueProducer
-      for (const chunk of SendBatches.split(messages)) yield* queue.sendBatch(RetryPolicy.webhooks.queue, chunk)
-      return messages.length
-    }))
+    const result = await run(c.env, WebhookRecovery.recover(tenant, c.req.param("id")!, new Date(since).toISOString()))
     return reply({ recovered: result, since: new Date(since).toISOString() })
   })
 }
