@@ -256,7 +256,44 @@ export const check = (root) => {
     }
   }
 
-  // 8. Non-test source lines (printed, not enforced).
+  // 8. Storage and queue doors under the HTTP edge (packages/workers/src/http): a handler maps a request onto a core
+  //    use case, so it neither runs SQL, nor sends to a queue, nor reads or writes R2 itself. Counted by the doors'
+  //    names (the bindings' own methods — get, put, list — are too common to count by name): SQL statements
+  //    (`Sql.statement`, `{ sql: … }`, the D1 doors `Sql.PlatformDatabase` / `Sql.ReadDatabase` / `Sql.make` /
+  //    `ProjectionStore.ProjectionStore` taken as values, and D1 calls on an instance: `.all(`, `.first(`, `.run(`,
+  //    `.raw(`, `.prepare(`, `.batch(`); queue sends (`.sendBatch(`, `.send(` on an instance,
+  //    `BatchConsumer.send`, the `QueueProducer` / `QueueBindings` doors); R2 (`PAYLOADS`, the `PayloadBucket`,
+  //    `BatchFiles` and `PayloadStore` doors). Calls on a capitalised module (`Effect.all`, `Tokens.run`) are not D1's.
+  const edgeStorageHits = []
+  const edgeDoors = [
+    [/\bSql\s*\.\s*(?:statement|make)\s*\(/g, "SQL"],
+    [/\b(?:yield\s*\*|Effect\s*\.\s*service\s*\()\s*(?:Sql\s*\.\s*(?:PlatformDatabase|ReadDatabase)|ProjectionStore\s*\.\s*ProjectionStore)\b/g, "SQL"],
+    [/(?<![\w$.])sql\s*:/g, "SQL"],
+    [/(?<![\w$.])(?:[a-z_$][\w$]*|\))\s*\.\s*(?:all|first|run|raw|prepare|batch)\s*(?:<[^()]*?>)?\s*\(/g, "SQL"],
+    [/\.\s*sendBatch\s*\(/g, "queue send"],
+    [/(?<![\w$.])(?:[a-z_$][\w$]*|\))\s*\.\s*send\s*\(/g, "queue send"],
+    [/\bBatchConsumer\s*\.\s*send\b/g, "queue send"],
+    [/\b(?:QueueProducer|QueueBindings)\s*\.\s*(?:QueueProducer|QueueBindings)\b/g, "queue send"],
+    [/\b(?:PAYLOADS|PayloadBucket)\b/g, "R2"],
+    [/\b(?:BatchFiles\s*\.\s*BatchFiles|PayloadStore\s*\.\s*PayloadStore)\b/g, "R2"]
+  ]
+  for (const file of filesOf.workers ?? []) {
+    if (!rel(file).startsWith("packages/workers/src/http/")) continue
+    const { bare } = read(file)
+    const seen = new Set()
+    for (const [pattern, kind] of edgeDoors) {
+      for (const m of matches(bare, pattern)) {
+        const line = lineOf(file, m.index)
+        if (seen.has(line)) continue
+        seen.add(line)
+        edgeStorageHits.push({ ...hit(file, m.index), kind })
+      }
+    }
+  }
+  edgeStorageHits.sort((a, b) => (a.file === b.file ? a.line - b.line : a.file < b.file ? -1 : 1))
+  for (const h of edgeStorageHits) h.note = `${h.kind}: ${h.note}`
+
+  // 9. Non-test source lines (printed, not enforced).
   const lineAreas = [...packages.map((name) => `packages/${name}/src`), "packages/workers/cli", "scripts"]
   const areaLines = lineAreas.map((area) => {
     const list = lineCountFiles(join(root, area))
@@ -297,6 +334,7 @@ export const check = (root) => {
     { name: "as unknown as", limit: castLimit, hits: castHits, scans: `${scope} (testing/** included)` },
     { name: "import circles (value imports)", limit: 0, hits: valueCircleHits, scans: `relative imports between the files of each package's src (${packages.join(", ")}); import type is not a value import` },
     { name: "folder cycles in core", limit: 0, hits: folderHits, scans: "top folders of packages/core/src (scripts/check-imports.mjs, run by core's npm test)" },
+    { name: "SQL, queue sends, R2 under http/", limit: 0, hits: edgeStorageHits, scans: "packages/workers/src/http: SQL statements and D1 doors/calls, queue sends and queue doors, R2 bindings and doors — one hit per line; use a core use case instead" },
     { name: "value imports from effect barrels", limit: 0, hits: barrelHits, scans: `${scope}, apps/*/src and packages/workers/template/src (bundled into a Worker); import type is free` },
     { name: "citations of DESIGN.md", limit: 0, hits: designHits, scans: "README.md, CHANGELOG.md, docs/, packages/, apps/, scripts/, bench/ (comments and prose included): cite docs/architecture.md, the repository's own" },
     { name: "import circles (type-only)", limit: undefined, hits: typeCircleHits, scans: "as above, counting import type too: circles that exist only through a type import (reported, not enforced)" }

@@ -35,6 +35,8 @@ const clean = {
     'export const text = "env.DB errorResponse( new Date() _tag === \\"LedgerUnavailable\\""',
     "export const run = (c: { env: unknown }) => layer(c.env as never)",
     "export const ok = (outcome: { _tag: string }) => outcome._tag === \"Done\"",
+    "// sql.all(Sql.statement(…)), queue.sendBatch(…) and BatchFiles.BatchFiles in a comment do not count",
+    "export const calls = (c: any, Effect: any, Tokens: any) => [Effect.all([]), Tokens.run(), c.get(\"principal\"), /a/.exec(\"a\")]",
     ""
   ].join("\n"),
   "packages/core/src/ledger/Ledger.ts": [
@@ -58,9 +60,10 @@ const clean = {
 test("a clean repository passes, and the type-only circle is reported, not failed", () => {
   const { status, out } = check({})
   assert.equal(status, 0, out)
-  assert.match(out, /all 9 rules within their limits/)
+  assert.match(out, /all 10 rules within their limits/)
   assert.match(out, /^ok +citations of DESIGN\.md +0 +0$/m)
   assert.match(out, /^ok +as unknown as +5 +5$/m)
+  assert.match(out, /^ok +SQL, queue sends, R2 under http\/ +0 +0$/m)
   assert.match(out, /^info +import circles \(type-only\) +1 +-$/m)
   assert.match(out, /packages\/core\/src\/ledger\/Ledger\.ts:1 import type \.\/Shard\.js -> packages\/core\/src\/ledger\/Shard\.ts:1 import type \.\/Ledger\.js/)
   assert.match(out, /^info +non-test source lines/m)
@@ -91,6 +94,11 @@ const violations = {
   "citations of DESIGN.md, in a docs page": ["docs/queues.md", "# Queues\n\nThe policy table of DESIGN.md, as data.\n", 3],
   "citations of DESIGN.md, in a code comment": ["packages/schemas/src/Envelope.ts", '/**\n * Field rules follow DESIGN "Message contract".\n */\nexport const a = 1\n', 2],
   "citations of DESIGN.md, in the README": ["README.md", "# shop\n(see DESIGN.md)\n", 2],
+  "SQL under http/": ["packages/workers/src/http/Tenants.ts", 'export const a = 1\nexport const f = (platform: any) => platform.all(Sql.statement("SELECT * FROM tenant_placements"))\n', 2],
+  "a statement object under http/": ["packages/workers/src/http/Facts.ts", 'export const f = (store: any, key: string) =>\n  store.query({ sql: "SELECT 1 FROM accepted_keys WHERE idempotency_key = ?", params: [key] })\n', 2],
+  "a queue send under http/": ["packages/workers/src/http/Webhooks.ts", 'export const f = (queue: any, messages: any) =>\n  queue.sendBatch("factline-webhooks", messages)\n', 2],
+  "a batch chunk sent from http/": ["packages/workers/src/http/Batches.ts", 'import { BatchConsumer } from "@factline/core"\nexport const f = (first: any) => BatchConsumer.send(first)\n', 2],
+  "an R2 door under http/": ["packages/workers/src/http/Batches.ts", 'import { BatchFiles } from "@factline/core"\nexport const files = Effect.service(BatchFiles.BatchFiles)\n', 2],
   "folder cycles in core": [
     "packages/core/src/definitions/Def.ts",
     'import type { Reg } from "../registry/Reg.js"\nexport type Def = Reg\n',
@@ -103,7 +111,7 @@ for (const [rule, [path, text, line, more]] of Object.entries(violations)) {
   test(`${rule}: one violation fails and names ${path}:${line}`, () => {
     const { status, out } = check({ [path]: text, ...more })
     assert.equal(status, 1, out)
-    assert.match(out, /^architecture: 1 of 9 rules over their limit/m)
+    assert.match(out, /^architecture: 1 of 10 rules over their limit/m)
     assert.ok(out.includes(`   ${path}:${line}  `), `expected ${path}:${line} in\n${out}`)
     const { status: reported } = check({ [path]: text, ...more }, "--report")
     assert.equal(reported, 0)
