@@ -13,7 +13,6 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import { Bindings, EndpointLimits, LedgerNamespace, PlatformLayer, QueueGroups, type Registry, Settings, Telemetry } from "@factline/core"
-import type * as OtlpExporter from "effect/observability/OtlpExporter"
 import type { PlatformEnv } from "./Env.js"
 
 /** A platform queue's (a group queue's, or a DLQ's) producer binding by queue name; undefined for an unknown queue or a missing binding. */
@@ -68,7 +67,7 @@ export const settingsOf = (env: PlatformEnv): Settings.Shape => {
 }
 
 /** Every service the platform's programs use, and the span exporter's flusher (Telemetry: off unless FACTLINE_OTLP_ENDPOINT is set). */
-export type PlatformServices = PlatformLayer.Services | OtlpExporter.Flusher
+export type PlatformServices = PlatformLayer.Services | Telemetry.Flusher
 
 /** A bad setting (a shard count out of range) is a defect of the deploy: every request and batch fails with it, naming the variable. */
 export const platformLayer = (env: PlatformEnv, registry: Registry.Shape): Layer.Layer<PlatformServices> =>

@@ -23,15 +23,15 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Tracer from "effect/Tracer"
-import * as FetchHttpClient from "effect/http/FetchHttpClient"
-import * as OtlpExporter from "effect/observability/OtlpExporter"
-import * as OtlpSerialization from "effect/observability/OtlpSerialization"
-import * as OtlpTracer from "effect/observability/OtlpTracer"
 import { TraceContext } from "@factline/schemas"
+import * as OtlpExport from "./OtlpExport.js"
+
+export { Flusher } from "./OtlpExport.js"
 
 export const endpointVariable = "FACTLINE_OTLP_ENDPOINT"
 export const headersVariable = "FACTLINE_OTLP_HEADERS"
 export const serviceNameVariable = "FACTLINE_OTLP_SERVICE_NAME"
+export const resourceAttributesVariable = "OTEL_RESOURCE_ATTRIBUTES"
 
 export interface Shape {
   /** Where spans are POSTed (`<endpoint>/v1/traces`); undefined: export is off. */
@@ -39,6 +39,8 @@ export interface Shape {
   /** Sent with every export (an API key, most often): never logged. */
   readonly headers: Redacted.Redacted<Readonly<Record<string, string>>>
   readonly serviceName: string
+  /** The standard `OTEL_RESOURCE_ATTRIBUTES` (`key=value,…`, URL-encoded values), added to the resource. */
+  readonly resourceAttributes: Readonly<Record<string, string>>
 }
 
 /**
@@ -76,6 +78,22 @@ export const parseHeaders = (raw: string): { readonly headers: Readonly<Record<s
   return { headers }
 }
 
+/** `OTEL_RESOURCE_ATTRIBUTES` (`key=value,key2=value2`, URL-decoded, as the OpenTelemetry SDKs read it). */
+export const parseResourceAttributes = (raw: string): { readonly attributes: Readonly<Record<string, string>> } | { readonly error: string } => {
+  const attributes: Record<string, string> = {}
+  const entries = raw.split(",").map((entry) => entry.trim()).filter((entry) => entry !== "")
+  for (const [index, entry] of entries.entries()) {
+    const at = entry.indexOf("=")
+    if (at <= 0) return { error: `${resourceAttributesVariable}: entry ${index + 1} is not key=value` }
+    try {
+      attributes[decodeURIComponent(entry.slice(0, at).trim())] = decodeURIComponent(entry.slice(at + 1).trim())
+    } catch {
+      return { error: `${resourceAttributesVariable}: entry ${index + 1} is not valid URL encoding` }
+    }
+  }
+  return { attributes }
+}
+
 const optional = (name: string) => Config.option(Config.String(name)).pipe(Config.map(Option.getOrUndefined))
 
 /** The export settings; a malformed endpoint or headers variable fails the runtime naming it (as a bad shard count does). */
@@ -89,7 +107,11 @@ export const config: Config.Config<Shape> = Config.all({
     const parsed = parseHeaders(raw ?? "")
     return "headers" in parsed ? Effect.succeed(Redacted.make(parsed.headers)) : Effect.die(new Error(parsed.error))
   })),
-  serviceName: optional(serviceNameVariable).pipe(Config.map((name) => (name === undefined || name.trim() === "" ? "factline" : name.trim())))
+  serviceName: optional(serviceNameVariable).pipe(Config.map((name) => (name === undefined || name.trim() === "" ? "factline" : name.trim()))),
+  resourceAttributes: optional(resourceAttributesVariable).pipe(Config.mapEffect((raw) => {
+    const parsed = parseResourceAttributes(raw ?? "")
+    return "attributes" in parsed ? Effect.succeed(parsed.attributes) : Effect.die(new Error(parsed.error))
+  }))
 })
 
 /** Whether spans are exported (the layer says true when an endpoint is set): the combinators below add nothing otherwise. */
@@ -99,27 +121,25 @@ export const Exporting = Context.Reference<boolean>("factline/Telemetry/Exportin
 const maxBatchSize = 512
 
 /**
- * The tracer and its flusher from the settings: with an endpoint, Effect's OTLP tracer (JSON bodies, `fetch`);
- * without one, a flusher with nothing registered (its flush does nothing) and the default tracer.
+ * The tracer and its flusher from the settings: with an endpoint, the OTLP/JSON exporter (OtlpExport.ts: one
+ * `fetch` per flush; the Worker flushes at the end of every invocation, it has no background time for an
+ * interval); without one, a flusher with nothing to send and the default tracer.
  */
-export const layer: Layer.Layer<OtlpExporter.Flusher> = Layer.unwrap(Effect.map(config, (settings) =>
+export const layer: Layer.Layer<OtlpExport.Flusher> = Layer.unwrap(Effect.map(config, (settings) =>
   settings.tracesUrl === undefined
-    ? OtlpExporter.layerFlusher
+    ? OtlpExport.layerIdle
     : Layer.merge(
-      OtlpTracer.layer({
+      OtlpExport.layer({
         url: settings.tracesUrl,
         headers: Redacted.value(settings.headers),
-        resource: { serviceName: settings.serviceName },
-        // The Worker flushes at the end of every invocation; an interval would only run inside a later one.
-        exportInterval: Duration.hours(1),
-        maxBatchSize,
-        shutdownTimeout: Duration.seconds(2)
-      }).pipe(Layer.provide(Layer.merge(OtlpSerialization.layerJson, FetchHttpClient.layer))),
+        resource: { ...settings.resourceAttributes, "service.name": settings.serviceName },
+        maxBatchSize
+      }),
       Layer.succeed(Exporting, true)
     ))).pipe(Layer.orDie)
 
 /** Sends the spans ended so far (at most 10 s; an unreachable collector is skipped for a minute, never an error). */
-export const flush: Effect.Effect<void, never, OtlpExporter.Flusher> = Effect.flatMap(Effect.service(OtlpExporter.Flusher), (flusher) => flusher.flush).pipe(
+export const flush: Effect.Effect<void, never, OtlpExport.Flusher> = Effect.flatMap(Effect.service(OtlpExport.Flusher), (flusher) => flusher.flush).pipe(
   Effect.timeoutOption(Duration.seconds(10)),
   Effect.asVoid
 )

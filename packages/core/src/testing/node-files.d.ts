@@ -18,6 +18,7 @@ declare module "node:http" {
     readonly headers: Record<string, string | undefined>
     resume(): IncomingMessage
     on(event: "end", listener: () => void): IncomingMessage
+    on(event: "data", listener: (chunk: Uint8Array) => void): IncomingMessage
   }
   export interface ServerResponse {
     writeHead(status: number, headers?: Record<string, string>): ServerResponse
