@@ -32,10 +32,17 @@ const call = (route: Api.Route, params: Record<string, string>, init: { token?: 
 }
 
 describe("the route table", () => {
-  it("equals the routes the app registers (method and path), one entry each", () => {
+  it("equals the routes the app serves — bound to Hono or served from the description — each by exactly one of them", () => {
     const app = Api.make(platform.registry, platform.runtime)
-    const registered = new Set(app.routes.map(keyOf))
-    expect([...registered].sort()).toEqual([...Api.routes, ...Api.publicRoutes].map(keyOf).sort())
+    const served = Api.served.routes.map(keyOf)
+    expect(new Set(served).size).toBe(served.length)
+    // A served route is on the Hono app only as its one forward to the description's handler, with no guards of its own.
+    const onHono = app.routes.filter((r) => served.includes(keyOf(r)))
+    expect(onHono.map(keyOf).sort()).toEqual([...served].sort())
+    expect(onHono.every((r) => r.handler.name === "served")).toBe(true)
+    const bound = new Set(app.routes.filter((r) => !served.includes(keyOf(r))).map(keyOf))
+    expect(app.routes.filter((r) => !served.includes(keyOf(r))).some((r) => r.handler.name === "served")).toBe(false)
+    expect([...bound, ...served].sort()).toEqual([...Api.routes, ...Api.publicRoutes].map(keyOf).sort())
     expect(new Set(Api.routes.map(keyOf)).size).toBe(Api.routes.length)
   })
 })

@@ -8,6 +8,8 @@
  * naming every problem; anything unexpected is a 500 with a generic message — never a stack, SQL text or
  * a secret.
  */
+import * as HttpApi from "effect/http-api/HttpApi"
+import * as Layer from "effect/Layer"
 import { Hono } from "hono"
 import { Failure, type Registry } from "@factline/core"
 import type { PlatformEnv } from "../Env.js"
@@ -28,6 +30,7 @@ import * as Runs from "./Runs.js"
 import * as Tenants from "./Tenants.js"
 import { api } from "./Routes.js"
 import { makeRun } from "./Run.js"
+import * as Serve from "./Serve.js"
 import * as Webhooks from "./Webhooks.js"
 
 export { maxBodyBytes } from "./JsonBody.js"
@@ -35,16 +38,25 @@ export { maxUrlBytes } from "./Contract.js"
 export { maxEventsPerRequest } from "./Events.js"
 export { api, publicRoutes, type Route, routes } from "./Routes.js"
 
+/**
+ * The groups served from their description (Serve.ts): their handlers are Effects against their endpoints.
+ * The others are still bound to Hono (`Contract.bind`); each route is served by exactly one of the two.
+ */
+export const served = Serve.make(
+  HttpApi.make("factline").add(Runs.group),
+  Layer.mergeAll(Runs.handlers)
+)
+
 export const make = (registry: Registry.Shape, runtime: (env: PlatformEnv) => PlatformRuntime) => {
   const app = new Hono<AppEnv>()
   const run = makeRun(runtime)
+  served.forward(app, runtime)
   Events.mount(app, { registry, run })
   Facts.mount(app, { run })
   Projections.mount(app, { registry, run })
   Batches.mount(app, { registry, run })
   Batches.mountUploads(app, { run })
   DeadLetters.mount(app, { run })
-  Runs.mount(app, { run })
   Queues.mount(app, { run })
   Recovery.mount(app, { run })
   Tenants.mount(app, { run })

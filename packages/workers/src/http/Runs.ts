@@ -8,16 +8,17 @@
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as HttpApi from "effect/http-api/HttpApi"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
-import type { Hono } from "hono"
 import { Failure, RetryPolicy, Runs, Settings } from "@factline/core"
 import { Issues } from "@factline/schemas"
 import type { Principal } from "./Auth.js"
-import { type AppEnv, bind, cursor, describe, limitParameter, nextCursor, oneOf, type PageLimit, pageLimit, problems, text } from "./Contract.js"
-import type { Run } from "./Run.js"
+import { cursor, describe, limitParameter, nextCursor, oneOf, type PageLimit, pageLimit, problems, text } from "./Contract.js"
+import { Caller, Edge } from "./Edge.js"
 
 const queueNames = RetryPolicy.all.map((p) => p.queue)
 /** A page of runs. */
@@ -73,7 +74,7 @@ export const retryRun = HttpApiEndpoint.post("retryRun", "/v1/runs/:id/retry", {
     }
   }))
 
-export const group = HttpApiGroup.make("runs").add(listRuns, retryRun)
+export const group = HttpApiGroup.make("runs").add(listRuns, retryRun).middleware(Edge)
   .annotateMerge(OpenApi.annotations({
     title: "Runs",
     description: "Every queue message's attempts as they happen — outcome, error, next retry, trace — with \"retry now\"."
@@ -81,21 +82,13 @@ export const group = HttpApiGroup.make("runs").add(listRuns, retryRun)
 
 const scopeOf = (p: Principal): Runs.Scope => ({ tenantId: p.scopes.includes("platform") ? null : p.tenantId })
 
-export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
-  bind(app, listRuns, async (c, reply) => {
-    const q = (name: string) => c.req.query(name)
-    const given: Runs.Filters = { queue: q("queue"), type: q("type"), outcome: q("outcome"), subject: q("subject"), since: q("since") }
-    const wrong = Runs.validateFilters(given)
-    if (wrong.length > 0) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(wrong), problems: wrong })
-    const limit = pageLimit(q("limit"), listLimit)
-    const after = q("cursor")
-    const result = await run(c.env, Effect.gen(function*() {
-      const runs = yield* Runs.Runs
-      const page = yield* runs.list(scopeOf(c.get("principal")), given, after === undefined ? { limit } : { cursor: after, limit })
-      return { ...page, recording: (yield* Settings.Settings).runs }
-    }))
-    return reply(result)
-  })
-
-  bind(app, retryRun, async (c, reply) => reply(await run(c.env, Runs.retryNow(scopeOf(c.get("principal")), c.req.param("id")!))))
-}
+export const handlers = HttpApiBuilder.group(HttpApi.make("factline").add(group), "runs", (handlers) =>
+  handlers
+    .handle("listRuns", ({ query: { cursor, limit, ...filters } }) =>
+      Effect.gen(function*() {
+        const wrong = Runs.validateFilters(filters)
+        if (wrong.length > 0) return yield* new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(wrong), problems: wrong })
+        const page = yield* (yield* Runs.Runs).list(scopeOf(yield* Caller), filters, { limit: pageLimit(limit, listLimit), ...(cursor === undefined ? {} : { cursor }) })
+        return { ...page, recording: (yield* Settings.Settings).runs }
+      }))
+    .handle("retryRun", ({ params }) => Effect.flatMap(Effect.service(Caller), (caller) => Runs.retryNow(scopeOf(caller), params.id))))

@@ -1,0 +1,169 @@
+/**
+ * Serving from the description: the routes whose groups are implemented with Effect's `HttpApiBuilder`
+ * (path, query and payload decoded by the endpoint's own schemas, the answer encoded by its success schema)
+ * run as one web handler (`HttpRouter.toWebHandler`) on the isolate's runtime — each request gets the
+ * runtime's services and its `env` as its context. `edge` implements the `Edge` middleware every served
+ * group takes: URL length, bearer token and scopes, the tenant's rate limit, strict query, the JSON body's
+ * limits (JsonBody.ts), and the one problem writer (`answerFor`) for whatever fails — a failure of the
+ * family with its status, a refused input as a 400 naming each field, anything else a 500 `internal`.
+ *
+ * The Hono app stays the entry for the routes not converted yet and forwards the served ones here
+ * (`forward`): one dispatch per route.
+ */
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Predicate from "effect/Predicate"
+import * as HttpApi from "effect/http-api/HttpApi"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
+import type * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import { HttpApiSchemaError } from "effect/http-api/HttpApiError"
+import type * as HttpApiGroup from "effect/http-api/HttpApiGroup"
+import * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
+import type { Hono } from "hono"
+import { Failure } from "@factline/core"
+import { Issues } from "@factline/schemas"
+import type { PlatformEnv } from "../Env.js"
+import type { PlatformRuntime, PlatformServices } from "../Services.js"
+import { authenticate, type Principal } from "./Auth.js"
+import { type AppEnv, BodyUsage, maxUrlBytes, queryNames, queryRefusal, scopesOf } from "./Contract.js"
+import { Caller, Edge, WorkerEnv } from "./Edge.js"
+import { readJson } from "./JsonBody.js"
+import { answerFor, noSniff, RequestRefused } from "./Problem.js"
+import * as RateLimit from "./RateLimit.js"
+import { refusal as strictRefusal } from "./StrictQuery.js"
+
+export { Caller, Edge, WorkerEnv } from "./Edge.js"
+
+/** What the edge checks of one endpoint, read once from its description. */
+interface Guard {
+  readonly scopes: ReadonlyArray<string>
+  readonly known: ReadonlyArray<string> | undefined
+  readonly query: ((params: URLSearchParams) => Failure.InvalidInput | undefined) | undefined
+  /** Set for an endpoint with a JSON payload. */
+  readonly body: { readonly optional: boolean; readonly usage: string | undefined } | undefined
+}
+
+const guards = new WeakMap<object, Guard>()
+const guardOf = (endpoint: HttpApiEndpoint.Top): Guard => {
+  let guard = guards.get(endpoint)
+  if (guard === undefined) {
+    const usage = Context.getOrUndefined(endpoint.annotations, BodyUsage)
+    guard = {
+      scopes: scopesOf(endpoint) ?? [],
+      known: queryNames(endpoint),
+      query: queryRefusal(endpoint),
+      body: endpoint.payload.has("application/json") ? { optional: usage?.optional ?? false, usage: usage?.usage } : undefined
+    }
+    guards.set(endpoint, guard)
+  }
+  return guard
+}
+
+/** A request with no body at all (no length, type or transfer encoding): what an optional body may be. */
+const hasNoBody = (request: Request) =>
+  (request.headers.get("content-length") ?? "0") === "0" && !request.headers.has("content-type") && !request.headers.has("transfer-encoding")
+
+/**
+ * Admits a request as Hono's guards did, in their order: the token and its scopes, the tenant's rate
+ * limit, the query's names then values, the body's media type and limits. Its caller, and the request the
+ * handler decodes (its JSON body already read within the limits).
+ */
+const admit = async (env: PlatformEnv, request: Request, guard: Guard): Promise<{ readonly caller: Principal; readonly request: Request | undefined }> => {
+  const caller = await authenticate(env, request.headers.get("authorization") ?? undefined, guard.scopes as Parameters<typeof authenticate>[2])
+  await RateLimit.check(env, caller.tenantId)
+  const params = new URL(request.url).searchParams
+  const refused = strictRefusal(params, guard.known) ?? guard.query?.(params)
+  if (refused !== undefined) throw refused
+  if (guard.body === undefined) return { caller, request: undefined }
+  const value = guard.body.optional && hasNoBody(request) ? {} : await readJson(request)
+  const headers = new Headers(request.headers)
+  headers.set("content-type", "application/json")
+  headers.delete("content-length")
+  return { caller, request: new Request(request.url, { method: request.method, headers, body: JSON.stringify(value) }) }
+}
+
+/** An input the endpoint's schemas refused: a 400 naming each field (`invalid_query` for the query string). */
+const refusedInput = (error: HttpApiSchemaError, usage: string | undefined): unknown => {
+  const problems = Issues.fromIssue(error.cause.issue)
+  const message = Issues.render(problems)
+  if (error.kind === "Query") return new Failure.InvalidInput({ code: "invalid_query", message, problems })
+  if (error.kind === "Params" || error.kind === "Payload") return new Failure.InvalidInput({ message: usage === undefined ? message : `${usage}: ${message}`, problems })
+  // A success the handler built that its schema refuses is the handler's bug: a 500 `internal`.
+  return error
+}
+
+const problem = (error: unknown, headers: Readonly<Record<string, string>> = {}) => {
+  const answer = answerFor(error)
+  return HttpServerResponse.jsonUnsafe(answer.body, { status: answer.status, headers: { ...answer.headers, ...headers } })
+}
+
+const noStore = { "cache-control": "no-store" }
+
+/** A security middleware sees its handler's failure wrapped (HttpApiBuilder's `HandlerError`): the failure itself. */
+const unwrap = (error: unknown): unknown =>
+  Predicate.hasProperty(error, "~effect/http-api/HttpApiBuilder/HandlerError") && Predicate.hasProperty(error, "error") ? error.error : error
+
+/** The `Edge` middleware: every served route's guards around its handler, and the one writer for its failures. */
+export const edge = Layer.succeed(Edge)({
+  bearer: (handler, { endpoint }) =>
+    Effect.gen(function*() {
+      const request = (yield* HttpServerRequest.HttpServerRequest).source as Request
+      if (request.url.length > maxUrlBytes) return problem(new RequestRefused({ status: 414, message: `the URL is over ${maxUrlBytes} bytes` }))
+      const env = yield* WorkerEnv
+      const guard = guardOf(endpoint)
+      const answered = Effect.gen(function*() {
+        const admitted = yield* Effect.tryPromise({ try: () => admit(env, request, guard), catch: (error) => error })
+        const served = admitted.request === undefined
+          ? handler
+          : Effect.provideService(handler, HttpServerRequest.HttpServerRequest, HttpServerRequest.fromWeb(admitted.request))
+        const response = yield* Effect.provideService(served, Caller, admitted.caller)
+        return HttpServerResponse.setHeaders(response, { ...noSniff, ...noStore })
+      })
+      return yield* Effect.catchCause(answered, (cause) => {
+        const error = unwrap(Cause.squash(cause))
+        return Effect.succeed(problem(HttpApiSchemaError.is(error) ? refusedInput(error, guard.body?.usage) : error, noStore))
+      })
+    }) as any
+})
+
+/** The per-request services of a served route: the isolate runtime's, and the Worker's `env`. */
+export type Services = PlatformServices | WorkerEnv
+
+/**
+ * The web handler of `api` (the converted groups, each implemented by a layer of `groups`), and its
+ * registration on the Hono app: each of its routes is forwarded to it with the isolate runtime's services.
+ *
+ * `HttpApiBuilder.layer` declares `FileSystem`, `Path`, `Etag.Generator` and `HttpPlatform` as requirements, for
+ * multipart payloads written to disk and file responses; no endpoint here has either (JSON in and out; the
+ * streamed uploads stay raw routes), so none is provided and a use of one would fail the request as a 500
+ * ("Service not found"). `HttpServer.layerServices` would provide them at +8.5 KiB gzip (its MIME table, Path,
+ * FileSystem), measured.
+ */
+export const make = <Id extends string, Groups extends HttpApiGroup.Constraint>(
+  api: HttpApi.HttpApi<Id, Groups>,
+  groups: Layer.Layer<HttpApiGroup.ToService<Id, Groups>, never, any>
+) => {
+  const { handler } = HttpRouter.toWebHandler(
+    HttpApiBuilder.layer(api).pipe(Layer.provide(groups), Layer.provide(edge)) as Layer.Layer<never, never, HttpRouter.HttpRouter>,
+    { disableLogger: true }
+  )
+  const routes: Array<{ readonly method: string; readonly path: string }> = []
+  HttpApi.reflect(api, { onGroup: () => {}, onEndpoint: ({ endpoint }) => void routes.push({ method: endpoint.method, path: endpoint.path }) })
+  return {
+    /** The served routes (method and Hono path). */
+    routes,
+    /** Registers each served route on `app`, forwarding its requests to the web handler. */
+    forward: (app: Hono<AppEnv>, runtime: (env: PlatformEnv) => PlatformRuntime) => {
+      for (const route of routes) {
+        app.on(route.method, route.path, async function served(c) {
+          const context = Context.add(await runtime(c.env).context(), WorkerEnv, c.env)
+          return (handler as (request: Request, context: Context.Context<Services>) => Promise<Response>)(c.req.raw, context)
+        })
+      }
+    }
+  }
+}
