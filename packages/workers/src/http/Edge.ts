@@ -6,6 +6,8 @@
  * provides the caller, `Caller`, to the handlers. The implementation is `Serve.edge`.
  */
 import * as Context from "effect/Context"
+import * as HttpApi from "effect/http-api/HttpApi"
+import type * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as HttpApiMiddleware from "effect/http-api/HttpApiMiddleware"
 import * as HttpApiSecurity from "effect/http-api/HttpApiSecurity"
 import type { PlatformEnv } from "../Env.js"
@@ -20,3 +22,11 @@ export class WorkerEnv extends Context.Service<WorkerEnv, PlatformEnv>()("@factl
 export class Edge extends HttpApiMiddleware.Service<Edge, { provides: Caller }>()("@factline/workers/http/Edge", {
   security: { bearer: HttpApiSecurity.bearer }
 }) {}
+
+/**
+ * The API a served group's handlers are built against (`HttpApiBuilder.group(Edge.apiOf(group), …)`): its
+ * payloads are decoded strictly, every problem listed — a field the schema does not have is a 400 naming it,
+ * as `Issues.decodeStrict` decodes a body on the Hono routes.
+ */
+export const apiOf = <const Group extends HttpApiGroup.Constraint>(group: Group) =>
+  HttpApi.make("factline").add(group).annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error", errors: "all" })

@@ -7,14 +7,14 @@
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as OpenApi from "effect/http-api/OpenApi"
-import type { Hono } from "hono"
 import { Recovery, Settings } from "@factline/core"
 import { IsoDateTime } from "@factline/schemas"
-import { type AppEnv, bind, describe, inputs, problems } from "./Contract.js"
-import type { Run } from "./Run.js"
+import { describe, problems } from "./Contract.js"
+import { apiOf, Edge } from "./Edge.js"
 
 const EventsReport = Schema.NullOr(Schema.Struct({
   kept: Schema.Int.annotate({ description: "Events kept (FACTLINE_KEEP_ACCEPTED) and accepted since `since`" }),
@@ -45,26 +45,22 @@ export const recover = HttpApiEndpoint.post("recover", "/v1/recover", {
   summary: "Recover what the queues lost",
   description: "Relays every fact appended since `since` again to its queues (fact-processing, projections, webhooks) — idempotent: every consumer dedupes by fact id — and, where accepted events are kept (`FACTLINE_KEEP_ACCEPTED`, development), sends again those with no fact yet. For a restart of the local queues (`wrangler dev` keeps nothing queued). A bounded amount per call: repeat with `next_cursor` until it is null.",
   scopes: ["platform"],
+  usage: 'send { "since": "<ISO 8601 time>", "dry_run"?: true, "cursor"?: "<next_cursor>" }',
   errors: { 400: "`invalid_request`: `since` not an ISO 8601 time, an unknown field, a malformed cursor", 415: "`unsupported_media_type`", 503: "`unavailable`: the ledger, a queue or R2; run it again (it is idempotent)" }
 }))
 
-export const group = HttpApiGroup.make("recovery").add(recover)
+export const group = HttpApiGroup.make("recovery").add(recover).middleware(Edge)
   .annotateMerge(OpenApi.annotations({
     title: "Recovery",
     description: "Re-relaying what the queues lost: a restart of the local queues, or any outage that dropped messages."
   }))
 
-const input = inputs(recover)
-
-export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
-  bind(app, recover, async (c, reply) => {
-    const { since, dry_run, cursor } = await input.payload(c, { usage: 'send { "since": "<ISO 8601 time>", "dry_run"?: true, "cursor"?: "<next_cursor>" }' })
-    const result = await run(c.env, Effect.flatMap(Settings.Settings, (settings) => Recovery.recover({
-      since: new Date(since).toISOString(),
-      dryRun: dry_run === true,
-      keepAcceptedMs: settings.keepAcceptedMs,
-      ...(cursor === undefined ? {} : { cursor })
-    })))
-    return reply(result)
-  })
-}
+export const handlers = HttpApiBuilder.group(apiOf(group), "recovery", (handlers) =>
+  handlers.handle("recover", ({ payload: { since, dry_run, cursor } }) =>
+    Effect.flatMap(Settings.Settings, (settings) =>
+      Recovery.recover({
+        since: new Date(since).toISOString(),
+        dryRun: dry_run === true,
+        keepAcceptedMs: settings.keepAcceptedMs,
+        ...(cursor === undefined ? {} : { cursor })
+      }))))

@@ -8,7 +8,6 @@
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import * as HttpApi from "effect/http-api/HttpApi"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
@@ -18,7 +17,7 @@ import { Failure, RetryPolicy, Runs, Settings } from "@factline/core"
 import { Issues } from "@factline/schemas"
 import type { Principal } from "./Auth.js"
 import { cursor, describe, limitParameter, nextCursor, oneOf, type PageLimit, pageLimit, problems, text } from "./Contract.js"
-import { Caller, Edge } from "./Edge.js"
+import { apiOf, Caller, Edge } from "./Edge.js"
 
 const queueNames = RetryPolicy.all.map((p) => p.queue)
 /** A page of runs. */
@@ -82,7 +81,7 @@ export const group = HttpApiGroup.make("runs").add(listRuns, retryRun).middlewar
 
 const scopeOf = (p: Principal): Runs.Scope => ({ tenantId: p.scopes.includes("platform") ? null : p.tenantId })
 
-export const handlers = HttpApiBuilder.group(HttpApi.make("factline").add(group), "runs", (handlers) =>
+export const handlers = HttpApiBuilder.group(apiOf(group), "runs", (handlers) =>
   handlers
     .handle("listRuns", ({ query: { cursor, limit, ...filters } }) =>
       Effect.gen(function*() {
