@@ -6,13 +6,13 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as OpenApi from "effect/http-api/OpenApi"
-import type { Hono } from "hono"
 import { DeadLetterSpill, Metrics } from "@factline/core"
-import { type AppEnv, bind, describe, Json, oneOf, problems } from "./Contract.js"
-import type { Run } from "./Run.js"
+import { describe, Json, oneOf, problems } from "./Contract.js"
+import { apiOf, Edge } from "./Edge.js"
 
 const windows: Record<string, number> = { "15m": 15, "1h": 60, "6h": 360, "24h": 1_440 }
 const Status = Schema.Literals(["ok", "warning", "critical"])
@@ -76,35 +76,30 @@ export const health = HttpApiEndpoint.get("queueHealth", "/v1/queues/health", {
   error: problems(400, 503)
 }).pipe(describe({ summary: "Queue health", scopes: ["platform"], errors: { 400: "`invalid_query`: an unknown window", 503: "`unavailable`: the metrics store; retry" } }))
 
-export const group = HttpApiGroup.make("queues").add(health)
+export const group = HttpApiGroup.make("queues").add(health).middleware(Edge)
   .annotateMerge(OpenApi.annotations({
     title: "Queues",
     description: "The platform's queues graded against their thresholds."
   }))
 
-export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
-  bind(app, health, async (c, reply) => {
-    // One of `windows` when given: checked against the description before the handler runs.
-    const window = c.req.query("window") ?? "1h"
-    const minutes = windows[window]!
-    const read = await run(c.env, Effect.gen(function*() {
-      const since = new Date((yield* Clock.currentTimeMillis) - minutes * 60_000).toISOString()
+export const handlers = HttpApiBuilder.group(apiOf(group), "queues", (handlers) =>
+  handlers.handle("queueHealth", ({ query }) =>
+    Effect.gen(function*() {
+      const window = query.window ?? "1h"
+      const since = new Date((yield* Clock.currentTimeMillis) - windows[window]! * 60_000).toISOString()
       // Best effort: a bucket that cannot answer is shown as unknown, not as a failure of the page.
       const spilled = yield* Effect.orElseSucceed(Effect.map(DeadLetterSpill.count(), (c) => c.count), () => null)
-      return { since, spilled, ...(yield* Metrics.readHealth(since)) }
-    }))
-    const { since, queues, relayPendingShards, spilled } = read
-    const graded = Metrics.overall(queues, relayPendingShards)
-    // Dead letters waiting in R2 (a D1 outage) are at least a warning: operators cannot see them in the list yet.
-    const status: Metrics.Level = graded === "ok" && (spilled ?? 0) > 0 ? "warning" : graded
-    return reply({
-      window,
-      since,
-      status,
-      thresholds: Metrics.thresholds,
-      queues,
-      ledger: { relay_pending_shards: relayPendingShards },
-      spilled_dead_letters: spilled
-    })
-  })
-}
+      const { queues, relayPendingShards } = yield* Metrics.readHealth(since)
+      const graded = Metrics.overall(queues, relayPendingShards)
+      // Dead letters waiting in R2 (a D1 outage) are at least a warning: operators cannot see them in the list yet.
+      const status: Metrics.Level = graded === "ok" && (spilled ?? 0) > 0 ? "warning" : graded
+      return {
+        window,
+        since,
+        status,
+        thresholds: Metrics.thresholds,
+        queues,
+        ledger: { relay_pending_shards: relayPendingShards },
+        spilled_dead_letters: spilled
+      }
+    })))
