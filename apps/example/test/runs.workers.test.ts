@@ -150,6 +150,10 @@ describe("the runs view", () => {
 
     expect(await runOf(event.subject, tokenB)).toEqual([])
     expect((await request(`/v1/runs/${run!.id}/retry`, { method: "POST", token: tokenB })).status).toBe(404)
+    // A served route's path parameter of any length reaches its handler (a problem, not the router's empty 404).
+    const long = await request(`/v1/runs/${"r".repeat(500)}/retry`, { method: "POST", token: tokenA })
+    expect(long.status).toBe(404)
+    expect(((await long.json()) as { error: { code: string } }).error.code).toBe("not_found")
     expect(await runOf(event.subject, tokenPlatform)).toMatchObject([{ id: run!.id }])
     const { body: all } = await list(`?queue=factline-events&outcome=retry&type=test.broken.happened`, tokenPlatform)
     expect(all.data.map((r) => r.id)).toContain(run!.id)

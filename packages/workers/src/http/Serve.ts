@@ -149,7 +149,9 @@ export const make = <Id extends string, Groups extends HttpApiGroup.Constraint>(
 ) => {
   const { handler } = HttpRouter.toWebHandler(
     HttpApiBuilder.layer(api).pipe(Layer.provide(groups), Layer.provide(edge)) as Layer.Layer<never, never, HttpRouter.HttpRouter>,
-    { disableLogger: true }
+    // Hono has matched the route already; a path parameter of any length is the edge's to answer (414 over
+    // maxUrlBytes, else the handler's 404), not a routing miss (find-my-way's default stops at 100 characters).
+    { disableLogger: true, routerConfig: { maxParamLength: Number.POSITIVE_INFINITY } }
   )
   const routes: Array<{ readonly method: string; readonly path: string }> = []
   HttpApi.reflect(api, { onGroup: () => {}, onEndpoint: ({ endpoint }) => void routes.push({ method: endpoint.method, path: endpoint.path }) })
