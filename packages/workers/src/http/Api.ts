@@ -43,8 +43,8 @@ export { api, publicRoutes, type Route, routes } from "./Routes.js"
  * The others are still bound to Hono (`Contract.bind`); each route is served by exactly one of the two.
  */
 export const served = Serve.make(
-  HttpApi.make("factline").add(Runs.group).add(Recovery.group).add(Queues.group),
-  Layer.mergeAll(Runs.handlers, Recovery.handlers, Queues.handlers)
+  HttpApi.make("factline").add(Runs.group).add(Recovery.group).add(Queues.group).add(DeadLetters.group),
+  Layer.mergeAll(Runs.handlers, Recovery.handlers, Queues.handlers, DeadLetters.handlers)
 )
 
 export const make = (registry: Registry.Shape, runtime: (env: PlatformEnv) => PlatformRuntime) => {
@@ -56,7 +56,6 @@ export const make = (registry: Registry.Shape, runtime: (env: PlatformEnv) => Pl
   Projections.mount(app, { registry, run })
   Batches.mount(app, { registry, run })
   Batches.mountUploads(app, { run })
-  DeadLetters.mount(app, { run })
   Tenants.mount(app, { run })
   Webhooks.mount(app, { registry, run })
   Alerts.mount(app, { run })

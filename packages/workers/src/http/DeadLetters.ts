@@ -6,16 +6,16 @@
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
-import type { Hono } from "hono"
 import { DeadLetterSkip, DeadLetterSpill, DeadLetterStore, Failure, RetryPolicy } from "@factline/core"
 import { Issues } from "@factline/schemas"
 import type { Principal } from "./Auth.js"
-import { type AppEnv, bind, cursor, describe, inputs, limitParameter, nextCursor, oneOf, type PageLimit, pageLimit, problems, text } from "./Contract.js"
-import type { Ctx, Run } from "./Run.js"
+import { cursor, describe, limitParameter, nextCursor, oneOf, type PageLimit, pageLimit, problems, text } from "./Contract.js"
+import { apiOf, Caller, Edge } from "./Edge.js"
 
 const queueNames = RetryPolicy.all.map((p) => p.queue)
 /** A page of dead letters. */
@@ -84,16 +84,16 @@ export const skip = HttpApiEndpoint.post("skipDeadLetter", "/v1/dlq/:id/skip", {
   }),
   success: Schema.Struct({ ...DeadLetterDetail.fields, reconciliation_fact_id: Schema.String }),
   error: problems(400, 404, 409, 415, 503)
-}).pipe(describe({ summary: "Skip a dead letter", description: "Gives the work up and appends a `reconciliation` fact naming who and why to the original stream.", scopes, errors: { ...errors, 415: "`unsupported_media_type`" } }))
+}).pipe(describe({ summary: "Skip a dead letter", description: "Gives the work up and appends a `reconciliation` fact naming who and why to the original stream.", scopes, usage: 'send { "reason": "why this work is given up" }', errors: { ...errors, 415: "`unsupported_media_type`" } }))
 
 export const escalate = HttpApiEndpoint.post("escalateDeadLetter", "/v1/dlq/:id/escalate", {
   params: id,
   payload: Schema.Struct({ note: Schema.optionalKey(Schema.String.check(Schema.isMaxLength(1_000))).annotate({ description: "For whoever takes it over (at most 1,000 characters); the body may be left out" }) }),
   success: DeadLetterDetail,
   error: problems(400, 404, 409, 415, 503)
-}).pipe(describe({ summary: "Escalate a dead letter", scopes, errors: { ...errors, 415: "`unsupported_media_type`" } }))
+}).pipe(describe({ summary: "Escalate a dead letter", scopes, optionalBody: true, usage: 'send { "note"?: "for whoever takes it over" }, or no body', errors: { ...errors, 415: "`unsupported_media_type`" } }))
 
-export const group = HttpApiGroup.make("deadLetters").add(listDeadLetters, replayMatching, getDeadLetter, replayOne, skip, escalate)
+export const group = HttpApiGroup.make("deadLetters").add(listDeadLetters, replayMatching, getDeadLetter, replayOne, skip, escalate).middleware(Edge)
   .annotateMerge(OpenApi.annotations({
     title: "Dead letters",
     description: "Messages that failed for good, with their failure context: replay (once), skip (with a reconciliation fact) or escalate."
@@ -105,62 +105,35 @@ const scopeOf = (p: Principal): DeadLetterStore.Scope => ({
 })
 
 const store = Effect.service(DeadLetterStore.DeadLetterStore)
+const caller = Effect.map(Effect.service(Caller), scopeOf)
 
-const filtersOf = (c: Ctx, defaultStatus?: DeadLetterStore.Status) => {
-  const q = (name: string) => c.req.query(name)
-  return DeadLetterStore.validateFilters({ queue: q("queue"), status: q("status"), type: q("type"), reason: q("reason") }, defaultStatus)
+/** The filters of the query, checked as the store reads them (a 400 `invalid_query` naming each one at fault). */
+const checked = (query: DeadLetterStore.Filters) => {
+  const filters = DeadLetterStore.validateFilters(query)
+  return filters.ok
+    ? Effect.succeed(filters.filters)
+    : Effect.fail(new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(filters.problems), problems: filters.problems }))
 }
 
-
-
-const skipInput = inputs(skip)
-const escalateInput = inputs(escalate)
-
-export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
-  const { run } = deps
-
-  bind(app, listDeadLetters, async (c, reply) => {
-    const filters = filtersOf(c)
-    if (!filters.ok) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(filters.problems), problems: filters.problems })
-    const limit = pageLimit(c.req.query("limit"), listLimit)
-    const cursor = c.req.query("cursor")
-    const scope = scopeOf(c.get("principal"))
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.list(scope, filters.filters, cursor === undefined ? { limit } : { cursor, limit })))
-    if (scope.tenantId !== null) return reply(result)
-    const spilled = await run(c.env, Effect.orElseSucceed(Effect.map(DeadLetterSpill.count(), (n) => n.count), () => null))
-    return reply({ ...result, spilled })
-  })
-
-  bind(app, replayMatching, async (c, reply) => {
-    const filters = filtersOf(c)
-    if (!filters.ok) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(filters.problems), problems: filters.problems })
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.replayMatching(scopeOf(c.get("principal")), filters.filters)))
-    return reply({ ...result, wave_size: DeadLetterStore.waveSize, wave_delay_seconds: DeadLetterStore.waveDelaySeconds })
-  })
-
-  bind(app, getDeadLetter, async (c, reply) => {
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.get(scopeOf(c.get("principal")), c.req.param("id")!)))
-    return reply(result)
-  })
-
-  bind(app, replayOne, async (c, reply) => {
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.replay(scopeOf(c.get("principal")), c.req.param("id")!)))
-    return reply(result)
-  })
-
-  bind(app, skip, async (c, reply) => {
-    const { id } = skipInput.params(c)
-    const { reason } = await skipInput.payload(c, { usage: 'send { "reason": "why this work is given up" }' })
-    const principal = c.get("principal")
-    const result = await run(c.env, DeadLetterSkip.skip(scopeOf(principal), id, reason, principal.tenantId))
-    return reply(result)
-  })
-
-  bind(app, escalate, async (c, reply) => {
-    const { id } = escalateInput.params(c)
-    const { note } = await escalateInput.payload(c, { optional: true, usage: 'send { "note"?: "for whoever takes it over" }, or no body' })
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.resolve(scopeOf(c.get("principal")), id, "escalated", note ?? "")))
-    return reply(result)
-  })
-
-}
+export const handlers = HttpApiBuilder.group(apiOf(group), "deadLetters", (handlers) =>
+  handlers
+    .handle("listDeadLetters", ({ query: { cursor, limit, ...query } }) =>
+      Effect.gen(function*() {
+        const filters = yield* checked(query)
+        const scope = yield* caller
+        const page = yield* (yield* store).list(scope, filters, { limit: pageLimit(limit, listLimit), ...(cursor === undefined ? {} : { cursor }) })
+        if (scope.tenantId !== null) return page
+        // Best effort: a bucket that cannot answer is shown as unknown, not as a failure of the page.
+        return { ...page, spilled: yield* Effect.orElseSucceed(Effect.map(DeadLetterSpill.count(), (n) => n.count), () => null) }
+      }))
+    .handle("replayDeadLetters", ({ query }) =>
+      Effect.gen(function*() {
+        const result = yield* (yield* store).replayMatching(yield* caller, yield* checked(query))
+        return { ...result, wave_size: DeadLetterStore.waveSize, wave_delay_seconds: DeadLetterStore.waveDelaySeconds }
+      }))
+    .handle("getDeadLetter", ({ params }) => Effect.flatMap(caller, (scope) => Effect.flatMap(store, (s) => s.get(scope, params.id))))
+    .handle("replayDeadLetter", ({ params }) => Effect.flatMap(caller, (scope) => Effect.flatMap(store, (s) => s.replay(scope, params.id))))
+    .handle("skipDeadLetter", ({ params, payload }) =>
+      Effect.flatMap(Effect.service(Caller), (principal) => DeadLetterSkip.skip(scopeOf(principal), params.id, payload.reason, principal.tenantId)))
+    .handle("escalateDeadLetter", ({ params, payload }) =>
+      Effect.flatMap(caller, (scope) => Effect.flatMap(store, (s) => s.resolve(scope, params.id, "escalated", payload.note ?? "")))))
