@@ -14,15 +14,14 @@
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
-import type { Hono } from "hono"
 import { Alerts, Failure, Settings, type WebhookStore } from "@factline/core"
-import { type AppEnv, bind, cursor, describe, Json, limitParameter, nextCursor, pageLimit, problems, raw } from "./Contract.js"
-import { isObject, readBody } from "./JsonBody.js"
-import type { Run } from "./Run.js"
+import { cursor, describe, Json, limitParameter, nextCursor, pageLimit, problems } from "./Contract.js"
+import { apiOf, Edge } from "./Edge.js"
 import { Endpoint, EndpointInput, listLimit, WithSecret } from "./Webhooks.js"
 
 const eventTypeList = Object.values(Alerts.eventTypes).map((t) => `\`${t}\``).join(", ")
@@ -62,6 +61,7 @@ export const createEndpoint = HttpApiEndpoint.post("createAlertEndpoint", "/v1/a
   summary: "Create an alert endpoint",
   description: `Answers the signing secret once. Alerts are delivered like webhooks (Standard Webhooks signatures, retries); their types: ${eventTypeList}.`,
   scopes: platform,
+  usage: `send { "url": "https://…", "event_types": [${Object.values(Alerts.eventTypes).map((t) => `"${t}"`).join(", ")}] }`,
   errors: { 400: errors[400], 409: "`endpoint_limit`: as many alert endpoints as `FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT` allows", 415: errors[415], 503: errors[503] }
 }))
 
@@ -79,7 +79,7 @@ export const updateEndpoint = HttpApiEndpoint.patch("updateAlertEndpoint", "/v1/
   payload: AlertEndpointInput.mapFields((fields) => ({ ...fields, url: Schema.optional(fields.url), event_types: Schema.optional(fields.event_types) })),
   success: Endpoint,
   error: problems(400, 404, 415, 503)
-}).pipe(describe({ summary: "Change an alert endpoint", scopes: platform, errors }))
+}).pipe(describe({ summary: "Change an alert endpoint", scopes: platform, usage: "send the fields to change: url, event_types, description, enabled", errors }))
 
 export const deleteEndpoint = HttpApiEndpoint.delete("deleteAlertEndpoint", "/v1/alerts/endpoints/:id", { params: id, error: problems(404, 503) })
   .pipe(describe({ summary: "Delete an alert endpoint", scopes: platform, errors: { 404: errors[404], 503: errors[503] } }))
@@ -114,7 +114,7 @@ export const evaluate = HttpApiEndpoint.post("evaluateAlerts", "/v1/alerts/evalu
   errors: { 503: "`unavailable`: a store or the webhooks queue; retry" }
 }))
 
-export const group = HttpApiGroup.make("alerts").add(state, evaluate, createEndpoint, listEndpoints, getEndpoint, updateEndpoint, deleteEndpoint, rotateSecret, attempts)
+export const group = HttpApiGroup.make("alerts").add(state, evaluate, createEndpoint, listEndpoints, getEndpoint, updateEndpoint, deleteEndpoint, rotateSecret, attempts).middleware(Edge)
   .annotateMerge(OpenApi.annotations({
     title: "Alerts",
     description: "The platform operators' alerts: health level changes and new dead letters, delivered as signed webhooks to their endpoints."
@@ -122,66 +122,38 @@ export const group = HttpApiGroup.make("alerts").add(state, evaluate, createEndp
 
 const tenant = Alerts.tenant
 
-export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
-  /** Runs `f` on the alert endpoints' store; a change drops this isolate's cached alert configs. */
-  const onStore = <A, E>(f: (store: WebhookStore.Shape) => Effect.Effect<A, E>, changes: boolean) =>
-    Effect.flatMap(Alerts.endpoints, ({ store, changed }) => changes ? Effect.ensuring(f(store), Effect.sync(changed)) : f(store))
+/** Runs `f` on the alert endpoints' store; a change drops this isolate's cached alert configs. */
+const onStore = <A, E>(f: (store: WebhookStore.Shape) => Effect.Effect<A, E>, changes: boolean) =>
+  Effect.flatMap(Alerts.endpoints, ({ store, changed }) => changes ? Effect.ensuring(f(store), Effect.sync(changed)) : f(store))
 
-  bind(app, state, async (c, reply) => {
-    const result = await run(c.env, Effect.gen(function*() {
-      const rows = yield* Alerts.readState()
-      const settings = yield* Settings.Settings
-      return { rows: [...rows.values()], quiet: settings.alertQuietMs }
-    }))
-    return reply({
-      quiet_period_minutes: result.quiet / 60_000,
-      window_minutes: Alerts.windowMinutes,
-      data: result.rows.map((r) => ({
-        key: r.key, state: r.state, changed_at: r.changed_at, announced: r.key.startsWith("health:") ? r.sent_state : null, announced_at: r.sent_at,
-        alerts: r.version, pending: r.pending !== null
+export const handlers = HttpApiBuilder.group(apiOf(group), "alerts", (handlers) =>
+  handlers
+    .handle("alertState", () =>
+      Effect.gen(function*() {
+        const rows = yield* Alerts.readState()
+        const settings = yield* Settings.Settings
+        return {
+          quiet_period_minutes: settings.alertQuietMs / 60_000,
+          window_minutes: Alerts.windowMinutes,
+          data: [...rows.values()].map((r) => ({
+            key: r.key, state: r.state, changed_at: r.changed_at, announced: r.key.startsWith("health:") ? r.sent_state : null, announced_at: r.sent_at,
+            alerts: r.version, pending: r.pending !== null
+          }))
+        }
       }))
-    })
-  })
-
-  bind(app, evaluate, async (c, reply) =>
-    reply({ sent: [...await run(c.env, Effect.flatMap(Settings.Settings, (settings) => Alerts.evaluate({ quietPeriodMs: settings.alertQuietMs })))] }))
-
-  bind(app, createEndpoint, async (c, reply) => {
-    const input = await readBody(c)
-    if (!isObject(input)) throw new Failure.InvalidInput({ message: `send { "url": "https://…", "event_types": [${Object.values(Alerts.eventTypes).map((t) => `"${t}"`).join(", ")}] }` })
-    if ("fact_types" in input) throw new Failure.InvalidInput({ message: "alert endpoints subscribe to alert event types only", problems: [{ path: "fact_types", message: "is not a field of an alert endpoint (url, event_types, description, enabled, max_per_second, max_in_flight)" }] })
-    const result = await run(c.env, onStore((s) => s.create(tenant, input as WebhookStore.Input), true))
-    return reply({ ...result.endpoint, secret: result.secret })
-  })
-
-  bind(app, listEndpoints, async (c, reply) => {
-    const limit = pageLimit(c.req.query("limit"), listLimit)
-    const after = c.req.query("cursor")
-    return reply(await run(c.env, onStore((s) => s.list(tenant, after === undefined ? { limit } : { after, limit }), false)))
-  })
-
-  bind(app, getEndpoint, async (c, reply) => reply(await run(c.env, onStore((s) => s.get(tenant, c.req.param("id")!), false))))
-
-  bind(app, updateEndpoint, async (c, reply) => {
-    const input = await readBody(c)
-    if (!isObject(input) || Object.keys(input).length === 0) throw new Failure.InvalidInput({ message: "send the fields to change: url, event_types, description, enabled" })
-    if ("fact_types" in input) throw new Failure.InvalidInput({ message: "alert endpoints subscribe to alert event types only", problems: [{ path: "fact_types", message: "is not a field of an alert endpoint (url, event_types, description, enabled, max_per_second, max_in_flight)" }] })
-    return reply(await run(c.env, onStore((s) => s.update(tenant, c.req.param("id")!, input as WebhookStore.Input), true)))
-  })
-
-  bind(app, deleteEndpoint, async (c) => {
-    await run(c.env, onStore((s) => s.remove(tenant, c.req.param("id")!), true))
-    return raw(c.body(null, 204))
-  })
-
-  bind(app, rotateSecret, async (c, reply) => {
-    const result = await run(c.env, onStore((s) => s.rotate(tenant, c.req.param("id")!), true))
-    return reply({ ...result.endpoint, secret: result.secret })
-  })
-
-  bind(app, attempts, async (c, reply) => {
-    const limit = pageLimit(c.req.query("limit"), listLimit)
-    const before = c.req.query("cursor")
-    return reply(await run(c.env, onStore((s) => s.attempts(tenant, c.req.param("id")!, before === undefined ? { limit } : { before, limit }), false)))
-  })
-}
+    .handle("evaluateAlerts", () =>
+      Effect.map(Effect.flatMap(Settings.Settings, (settings) => Alerts.evaluate({ quietPeriodMs: settings.alertQuietMs })), (sent) => ({ sent: [...sent] })))
+    .handle("createAlertEndpoint", ({ payload }) =>
+      Effect.map(onStore((s) => s.create(tenant, payload), true), (result) => ({ ...result.endpoint, secret: result.secret })))
+    .handle("listAlertEndpoints", ({ query: { limit, cursor } }) =>
+      onStore((s) => s.list(tenant, { limit: pageLimit(limit, listLimit), ...(cursor === undefined ? {} : { after: cursor }) }), false))
+    .handle("getAlertEndpoint", ({ params }) => onStore((s) => s.get(tenant, params.id), false))
+    .handle("updateAlertEndpoint", ({ params, payload }) =>
+      Object.keys(payload).length === 0
+        ? Effect.fail(new Failure.InvalidInput({ message: "send the fields to change: url, event_types, description, enabled" }))
+        : onStore((s) => s.update(tenant, params.id, payload), true))
+    .handle("deleteAlertEndpoint", ({ params }) => onStore((s) => s.remove(tenant, params.id), true))
+    .handle("rotateAlertSecret", ({ params }) =>
+      Effect.map(onStore((s) => s.rotate(tenant, params.id), true), (result) => ({ ...result.endpoint, secret: result.secret })))
+    .handle("listAlertAttempts", ({ params, query: { limit, cursor } }) =>
+      onStore((s) => s.attempts(tenant, params.id, { limit: pageLimit(limit, listLimit), ...(cursor === undefined ? {} : { before: cursor }) }), false)))

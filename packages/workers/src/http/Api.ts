@@ -43,8 +43,8 @@ export { api, publicRoutes, type Route, routes } from "./Routes.js"
  * The others are still bound to Hono (`Contract.bind`); each route is served by exactly one of the two.
  */
 export const served = Serve.make(
-  HttpApi.make("factline").add(Runs.group).add(Recovery.group).add(Queues.group).add(DeadLetters.group),
-  Layer.mergeAll(Runs.handlers, Recovery.handlers, Queues.handlers, DeadLetters.handlers)
+  HttpApi.make("factline").add(Runs.group).add(Recovery.group).add(Queues.group).add(DeadLetters.group).add(Alerts.group),
+  Layer.mergeAll(Runs.handlers, Recovery.handlers, Queues.handlers, DeadLetters.handlers, Alerts.handlers)
 )
 
 export const make = (registry: Registry.Shape, runtime: (env: PlatformEnv) => PlatformRuntime) => {
@@ -58,7 +58,6 @@ export const make = (registry: Registry.Shape, runtime: (env: PlatformEnv) => Pl
   Batches.mountUploads(app, { run })
   Tenants.mount(app, { run })
   Webhooks.mount(app, { registry, run })
-  Alerts.mount(app, { run })
   Documents.mount(app, { registry, api })
   Health.mount(app)
 
