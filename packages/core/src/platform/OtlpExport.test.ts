@@ -50,6 +50,7 @@ describe("OtlpExport", () => {
     const { headers, body } = otlp.received[0]!
     expect(headers["x-api-key"]).toBe("k1")
     expect(headers["content-type"]).toBe("application/json")
+    expect(headers["user-agent"]).toMatch(/^OTel-OTLP-Exporter-JavaScript-Effect-OtlpTracer\//)
     expect(body.resourceSpans[0].resource.attributes).toEqual(expect.arrayContaining([
       { key: "service.name", value: { stringValue: "svc" } },
       { key: "deployment.environment", value: { stringValue: "test" } }

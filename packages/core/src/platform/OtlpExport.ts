@@ -19,6 +19,7 @@ import { format } from "effect/Formatter"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Tracer from "effect/Tracer"
+import * as Version from "effect/Version"
 
 /** Sends the spans ended so far, and waits for the sends already started; never fails. */
 export class Flusher extends Context.Service<Flusher, { readonly flush: Effect.Effect<void> }>()("@factline/core/platform/Telemetry/Flusher") {}
@@ -142,9 +143,15 @@ const delayOf = (response: Response | undefined) => {
 /** The tracer and the flusher of one exporter: its buffer lives as long as the layer (the isolate's runtime). */
 export const layer = (options: Options): Layer.Layer<Flusher> =>
   Layer.effectContext(Effect.sync(() => {
-    const headers = { ...options.headers, "content-type": "application/json" }
-    const resource = { attributes: attributesOf(Object.entries({ "telemetry.sdk.name": "effect", "telemetry.sdk.language": "nodejs", ...options.resource })), droppedAttributesCount: 0 }
-    const scope = { name: "effect" }
+    const version = Version.getCurrentVersion()
+    const agent = `OTel-OTLP-Exporter-JavaScript-Effect-OtlpTracer/${version}`
+    const userAgent = Object.entries(options.headers).find(([key]) => key.toLowerCase() === "user-agent")?.[1]
+    const headers = { ...options.headers, "content-type": "application/json", "user-agent": userAgent === undefined ? agent : `${userAgent} ${agent}` }
+    const resource = {
+      attributes: attributesOf(Object.entries({ "telemetry.sdk.name": "effect", "telemetry.sdk.language": "nodejs", "telemetry.sdk.version": version, ...options.resource })),
+      droppedAttributesCount: 0
+    }
+    const scope = { name: "effect", version }
     let buffer: Array<unknown> = []
     /** While set, spans are dropped; the first send after it re-enables exporting. */
     let disabledUntil: number | undefined
