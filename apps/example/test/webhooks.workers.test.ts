@@ -466,6 +466,29 @@ describe("webhooks", () => {
     expect(plain).toMatchObject({ max_per_second: null, max_in_flight: null })
   })
 
+  it("an endpoint's body is decoded by its schema: a foreign field, an empty or over-long type list, a long description are 400s naming the field; a description of null clears it; an empty change says what to send", async () => {
+    const endpoint = await createEndpoint(hookPath("ok"), { description: "billing" })
+    expect(endpoint).toMatchObject({ description: "billing" })
+    const fields = async (method: string, path: string, body: unknown) => {
+      const refused = await api(method, path, body)
+      expect(refused.status, JSON.stringify(body).slice(0, 200)).toBe(400)
+      expect(refused.body.error.code).toBe("invalid_request")
+      return refused.body.error.details.problems.map((p: any) => p.path)
+    }
+    const url = `${env.TEST_RECEIVER_URL}${hookPath("ok")}`
+    expect(await fields("POST", "/v1/webhooks/endpoints", { url, event_types: ["charge.created"], secret: "whsec_mine" })).toEqual(["secret"])
+    expect(await fields("POST", "/v1/webhooks/endpoints", { url, event_types: [] })).toEqual(["event_types"])
+    expect(await fields("POST", "/v1/webhooks/endpoints", { url, fact_types: Array.from({ length: 101 }, () => "billing.charge_created") })).toEqual(["fact_types"])
+    expect(await fields("PATCH", `/v1/webhooks/endpoints/${endpoint.id}`, { description: "d".repeat(1_001) })).toEqual(["description"])
+    expect(await fields("PATCH", `/v1/webhooks/endpoints/${endpoint.id}`, { enabled: "yes", colour: "red" })).toEqual(expect.arrayContaining(["enabled", "colour"]))
+    const empty = await api("PATCH", `/v1/webhooks/endpoints/${endpoint.id}`, {})
+    expect(empty.status).toBe(400)
+    expect(empty.body.error.message).toContain("send the fields to change: url, event_types or fact_types")
+    // Nothing refused changed the endpoint; a null description clears it.
+    expect((await api("GET", `/v1/webhooks/endpoints/${endpoint.id}`)).body).toMatchObject({ description: "billing", enabled: true, version: 1 })
+    expect((await api("PATCH", `/v1/webhooks/endpoints/${endpoint.id}`, { description: null })).body).toMatchObject({ description: null, version: 2 })
+  })
+
   it("a throttled endpoint (2/s, 1 in flight) receives at most its rate across concurrent consumer invocations; every delivery arrives once, none dead-lettered, the waits listed as throttled", async () => {
     const path = hookPath("paced")
     const endpoint = await createEndpoint(path, { max_per_second: 2, max_in_flight: 1 })

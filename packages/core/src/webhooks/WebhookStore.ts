@@ -188,8 +188,10 @@ export interface Catalog {
 
 /** `FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT`'s default. */
 export const defaultEndpointsPerTenant = 20
-const maxTypes = 100
-const maxDescription = 1_000
+/** The most event types (or fact types) an endpoint lists. */
+export const maxTypes = 100
+/** The longest description of an endpoint. */
+export const maxDescription = 1_000
 /** The highest `max_per_second` and `max_in_flight` an endpoint may set. */
 export const maxRateLimit = 1_000
 

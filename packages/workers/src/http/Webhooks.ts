@@ -18,21 +18,15 @@
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
-import type { Hono } from "hono"
-import { Failure, type Registry, Webhook, WebhookRecovery, WebhookStore } from "@factline/core"
-import { type AppEnv, bind, cursor, describe, inputs, Json, limitParameter, nextCursor, type PageLimit, pageLimit, problems, raw } from "./Contract.js"
+import { Failure, Registry, Webhook, WebhookRecovery, WebhookStore } from "@factline/core"
 import { IsoDateTime } from "@factline/schemas"
-import { isObject, readBody } from "./JsonBody.js"
-import type { Run } from "./Run.js"
-
-export interface Deps {
-  readonly registry: Registry.Shape
-  readonly run: Run
-}
+import { cursor, describe, Json, limitParameter, nextCursor, type PageLimit, pageLimit, problems } from "./Contract.js"
+import { apiOf, Caller, Edge } from "./Edge.js"
 
 export const Endpoint = Schema.Struct({
   id: Schema.String,
@@ -50,14 +44,23 @@ export const Endpoint = Schema.Struct({
   updated_at: Schema.String
 }).annotate({ identifier: "WebhookEndpoint", description: "A tenant's webhook endpoint; its secret is never shown again after creation or rotation" })
 export const WithSecret = Schema.Struct({ ...Endpoint.fields, secret: Schema.String.annotate({ description: "`whsec_…`: shown this once" }) })
+/** A list of catalog event types or of fact types: 1 to 100 names (each checked against the catalog by the store). */
+const typeList = Schema.Array(Schema.String).check(Schema.isMinLength(1), Schema.isMaxLength(WebhookStore.maxTypes))
+/** A delivery limit: 1 to 1000, or null for none. */
+const deliveryLimit = Schema.NullOr(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: WebhookStore.maxRateLimit })))
+/**
+ * An endpoint's fields. The schema decides their shapes (a field it does not have is a 400 naming it); the store
+ * decides what needs more: the URL's SSRF guard, each type against the catalog, one of `event_types` and
+ * `fact_types` on create.
+ */
 export const EndpointInput = Schema.Struct({
   url: Schema.String.annotate({ description: "https only; private, loopback, link-local and metadata addresses are refused" }),
-  event_types: Schema.optional(Schema.Array(Schema.String)).annotate({ description: "Catalog event types (GET /v1/webhooks/event-types)" }),
-  fact_types: Schema.optional(Schema.Array(Schema.String)).annotate({ description: "Or the fact types they publish" }),
-  description: Schema.optional(Schema.String),
-  enabled: Schema.optional(Schema.Boolean),
-  max_per_second: Schema.optionalKey(Schema.NullOr(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: WebhookStore.maxRateLimit })))).annotate({ description: "Deliveries started per second at most, 1–1000 (null or absent: no limit)" }),
-  max_in_flight: Schema.optionalKey(Schema.NullOr(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: WebhookStore.maxRateLimit })))).annotate({ description: "Deliveries in flight at most, 1–1000 (null or absent: no limit)" })
+  event_types: Schema.optionalKey(typeList).annotate({ description: `Catalog event types (GET /v1/webhooks/event-types), 1 to ${WebhookStore.maxTypes}` }),
+  fact_types: Schema.optionalKey(typeList).annotate({ description: "Or the fact types they publish (each subscribes every event type published from it)" }),
+  description: Schema.optionalKey(Schema.NullOr(Schema.String.check(Schema.isMaxLength(WebhookStore.maxDescription)))).annotate({ description: `At most ${WebhookStore.maxDescription.toLocaleString("en")} characters; null clears it` }),
+  enabled: Schema.optionalKey(Schema.Boolean),
+  max_per_second: Schema.optionalKey(deliveryLimit).annotate({ description: `Deliveries started per second at most, 1–${WebhookStore.maxRateLimit} (null or absent: no limit)` }),
+  max_in_flight: Schema.optionalKey(deliveryLimit).annotate({ description: `Deliveries in flight at most, 1–${WebhookStore.maxRateLimit} (null or absent: no limit)` })
 })
 const id = { id: Schema.String.annotate({ description: "A webhook endpoint id" }) }
 const admin = ["admin"] as const
@@ -80,6 +83,7 @@ export const createEndpoint = HttpApiEndpoint.post("createEndpoint", "/v1/webhoo
   summary: "Create a webhook endpoint",
   description: "Answers the signing secret once. A tenant has at most `FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT` endpoints (default 20), enabled or not.",
   scopes: admin,
+  usage: 'send { "url": "https://…", "event_types": ["…"] } (or "fact_types")',
   errors: { 400: errors[400], 409: "`endpoint_limit`: the tenant has as many endpoints as the cap allows (named with the setting in `details`)", 415: errors[415], 503: errors[503] }
 }))
 
@@ -95,12 +99,14 @@ export const listEndpoints = HttpApiEndpoint.get("listEndpoints", "/v1/webhooks/
 export const getEndpoint = HttpApiEndpoint.get("getEndpoint", "/v1/webhooks/endpoints/:id", { params: id, success: Endpoint, error: problems(404, 503) })
   .pipe(describe({ summary: "Get a webhook endpoint", scopes: admin, errors: { 404: errors[404], 503: errors[503] } }))
 
+const changeUsage = "send the fields to change: url, event_types or fact_types, description, enabled, max_per_second, max_in_flight"
+
 export const updateEndpoint = HttpApiEndpoint.patch("updateEndpoint", "/v1/webhooks/endpoints/:id", {
   params: id,
   payload: EndpointInput.mapFields((fields) => ({ ...fields, url: Schema.optional(fields.url) })),
   success: Endpoint,
   error: problems(400, 404, 415, 503)
-}).pipe(describe({ summary: "Change a webhook endpoint", scopes: admin, errors }))
+}).pipe(describe({ summary: "Change a webhook endpoint", scopes: admin, usage: changeUsage, errors }))
 
 export const deleteEndpoint = HttpApiEndpoint.delete("deleteEndpoint", "/v1/webhooks/endpoints/:id", { params: id, error: problems(404, 503) })
   .pipe(describe({ summary: "Delete a webhook endpoint", scopes: admin, errors: { 404: errors[404], 503: errors[503] } }))
@@ -125,80 +131,50 @@ export const recover = HttpApiEndpoint.post("recoverEndpoint", "/v1/webhooks/end
   payload: Schema.Struct({ since: IsoDateTime.annotate({ description: "ISO 8601 date-time (a real one: 2026-02-30 is refused)" }) }),
   success: Schema.Struct({ recovered: Schema.Int, since: Schema.String }).pipe(HttpApiSchema.status(202)),
   error: problems(400, 404, 409, 415, 503)
-}).pipe(describe({ summary: "Re-send failed deliveries", description: "Every delivery to this endpoint that failed since then is sent again (same webhook-id).", scopes: admin, errors: { ...errors, 409: "`conflict`: the endpoint is disabled; enable it first" } }))
+}).pipe(describe({
+  summary: "Re-send failed deliveries",
+  description: "Every delivery to this endpoint that failed since then is sent again (same webhook-id).",
+  scopes: admin,
+  usage: 'send { "since": "<ISO 8601 time>" }: failed deliveries since then are sent again',
+  errors: { ...errors, 409: "`conflict`: the endpoint is disabled; enable it first" } }))
 
 export const group = HttpApiGroup.make("webhooks").add(eventTypes, createEndpoint, listEndpoints, getEndpoint, updateEndpoint, deleteEndpoint, rotateSecret, attempts, recover)
+  .middleware(Edge)
   .annotateMerge(OpenApi.annotations({
     title: "Webhooks",
     description: "The event catalog and a tenant's endpoints: signed (Standard Webhooks), retried, recoverable deliveries."
   }))
 
 const store = Effect.service(WebhookStore.WebhookStore)
+const tenant = Effect.map(Effect.service(Caller), (caller) => caller.tenantId)
 
+/** The catalog's entries: each event type, the fact type it is published from, its payload's JSON Schema. */
+const catalogOf = (registry: Registry.Shape) =>
+  [...registry.webhookEvents.values()].map((e) => ({ type: e.type, fact_type: e.fact.type, description: e.description ?? null, schema: Webhook.jsonSchema(e) }))
 
-const recoverInput = inputs(recover)
+/** Runs `f` on the webhook store with the caller's tenant. */
+const onStore = <A, E, R>(f: (store: WebhookStore.Shape, tenant: string) => Effect.Effect<A, E, R>) =>
+  Effect.flatMap(Effect.all([store, tenant]), ([s, t]) => f(s, t))
 
-export const mount = (app: Hono<AppEnv>, deps: Deps) => {
-  const { run, registry } = deps
-  const catalog = [...registry.webhookEvents.values()].map((e) => ({
-    type: e.type,
-    fact_type: e.fact.type,
-    description: e.description ?? null,
-    schema: Webhook.jsonSchema(e)
-  }))
-
-  bind(app, eventTypes, async (_c, reply) => reply({ data: catalog }))
-
-  bind(app, createEndpoint, async (c, reply) => {
-    const input = await readBody(c)
-    if (!isObject(input)) throw new Failure.InvalidInput({ message: 'send { "url": "https://…", "event_types": ["…"] } (or "fact_types")' })
-    const tenant = c.get("principal").tenantId
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.create(tenant, input as WebhookStore.Input)))
-    return reply({ ...result.endpoint, secret: result.secret })
-  })
-
-  bind(app, listEndpoints, async (c, reply) => {
-    const limit = pageLimit(c.req.query("limit"), listLimit)
-    const cursor = c.req.query("cursor")
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.list(c.get("principal").tenantId, cursor === undefined ? { limit } : { after: cursor, limit })))
-    return reply(result)
-  })
-
-  bind(app, getEndpoint, async (c, reply) => {
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.get(c.get("principal").tenantId, c.req.param("id")!)))
-    return reply(result)
-  })
-
-  bind(app, updateEndpoint, async (c, reply) => {
-    const input = await readBody(c)
-    if (!isObject(input) || Object.keys(input).length === 0) {
-      throw new Failure.InvalidInput({ message: "send the fields to change: url, event_types or fact_types, description, enabled, max_per_second, max_in_flight" })
-    }
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.update(c.get("principal").tenantId, c.req.param("id")!, input as WebhookStore.Input)))
-    return reply(result)
-  })
-
-  bind(app, deleteEndpoint, async (c) => {
-    await run(c.env, Effect.flatMap(store, (s) => s.remove(c.get("principal").tenantId, c.req.param("id")!)))
-    return raw(c.body(null, 204))
-  })
-
-  bind(app, rotateSecret, async (c, reply) => {
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.rotate(c.get("principal").tenantId, c.req.param("id")!)))
-    return reply({ ...result.endpoint, secret: result.secret })
-  })
-
-  bind(app, attempts, async (c, reply) => {
-    const limit = pageLimit(c.req.query("limit"), listLimit)
-    const cursor = c.req.query("cursor")
-    const result = await run(c.env, Effect.flatMap(store, (s) => s.attempts(c.get("principal").tenantId, c.req.param("id")!, cursor === undefined ? { limit } : { before: cursor, limit })))
-    return reply(result)
-  })
-
-  bind(app, recover, async (c, reply) => {
-    const { since } = await recoverInput.payload(c, { usage: 'send { "since": "<ISO 8601 time>" }: failed deliveries since then are sent again' })
-    const tenant = c.get("principal").tenantId
-    const result = await run(c.env, WebhookRecovery.recover(tenant, c.req.param("id")!, new Date(since).toISOString()))
-    return reply({ recovered: result, since: new Date(since).toISOString() })
-  })
-}
+export const handlers = HttpApiBuilder.group(apiOf(group), "webhooks", (handlers) =>
+  handlers
+    .handle("listEventTypes", () => Effect.map(Effect.service(Registry.Registry), (registry) => ({ data: catalogOf(registry) })))
+    .handle("createEndpoint", ({ payload }) =>
+      Effect.map(onStore((s, t) => s.create(t, payload)), (result) => ({ ...result.endpoint, secret: result.secret })))
+    .handle("listEndpoints", ({ query: { limit, cursor } }) =>
+      onStore((s, t) => s.list(t, { limit: pageLimit(limit, listLimit), ...(cursor === undefined ? {} : { after: cursor }) })))
+    .handle("getEndpoint", ({ params }) => onStore((s, t) => s.get(t, params.id)))
+    .handle("updateEndpoint", ({ params, payload }) =>
+      Object.keys(payload).length === 0
+        ? Effect.fail(new Failure.InvalidInput({ message: changeUsage }))
+        : onStore((s, t) => s.update(t, params.id, payload)))
+    .handle("deleteEndpoint", ({ params }) => onStore((s, t) => s.remove(t, params.id)))
+    .handle("rotateSecret", ({ params }) =>
+      Effect.map(onStore((s, t) => s.rotate(t, params.id)), (result) => ({ ...result.endpoint, secret: result.secret })))
+    .handle("listAttempts", ({ params, query: { limit, cursor } }) =>
+      onStore((s, t) => s.attempts(t, params.id, { limit: pageLimit(limit, listLimit), ...(cursor === undefined ? {} : { before: cursor }) })))
+    .handle("recoverEndpoint", ({ params, payload }) =>
+      Effect.gen(function*() {
+        const since = new Date(payload.since).toISOString()
+        return { recovered: yield* WebhookRecovery.recover(yield* tenant, params.id, since), since }
+      })))
