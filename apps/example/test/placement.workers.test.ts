@@ -36,6 +36,20 @@ describe("tenant placement on two read databases", () => {
     expect(moved.body.error.code).toBe("conflict")
     const bad = await api("PUT", "/v1/tenants/tenant-z/placement", { read_database: 7 }, tokenPlatform)
     expect(bad.status).toBe(400)
+    // Decoded by the endpoint's schemas: a foreign field and a wrong type are named, the usage first; a path that is
+    // not a tenant id is named without it (the usage is the body's); nothing is placed.
+    const foreign = await api("PUT", "/v1/tenants/tenant-y/placement", { read_database: 1, database: 1 }, tokenPlatform)
+    expect(foreign.status).toBe(400)
+    expect(foreign.body.error.message).toMatch(/^send \{ "read_database": <index> \}: .*database/)
+    expect(foreign.body.error.details.problems.map((p: { path: string }) => p.path)).toEqual(["database"])
+    const wrongType = await api("PUT", "/v1/tenants/tenant-y/placement", { read_database: "1" }, tokenPlatform)
+    expect(wrongType.status).toBe(400)
+    expect(wrongType.body.error.details.problems.map((p: { path: string }) => p.path)).toEqual(["read_database"])
+    const notAnId = await api("PUT", `/v1/tenants/${encodeURIComponent("-bad id")}/placement`, { read_database: 1 }, tokenPlatform)
+    expect(notAnId.status).toBe(400)
+    expect(notAnId.body.error.message).not.toMatch(/^send/)
+    expect(notAnId.body.error.details.problems.map((p: { path: string }) => p.path)).toEqual(["tenant"])
+    expect(await platformDb().prepare("SELECT COUNT(*) AS n FROM tenant_placements WHERE tenant_id = 'tenant-y'").first()).toEqual({ n: 0 })
     expect((await api("PUT", "/v1/tenants/tenant-c/placement", { read_database: 1 }, tokenA)).status).toBe(403)
     // The recorded placement is the platform database's; the read databases hold no placement map.
     expect(await platformDb().prepare("SELECT database FROM tenant_placements WHERE tenant_id = 'tenant-c'").first()).toEqual({ database: 1 })

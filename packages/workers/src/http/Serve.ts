@@ -91,7 +91,9 @@ const refusedInput = (error: HttpApiSchemaError, usage: string | undefined): unk
   const problems = Issues.fromIssue(error.cause.issue)
   const message = Issues.render(problems)
   if (error.kind === "Query") return new Failure.InvalidInput({ code: "invalid_query", message, problems })
-  if (error.kind === "Params" || error.kind === "Payload") return new Failure.InvalidInput({ message: usage === undefined ? message : `${usage}: ${message}`, problems })
+  // The usage is how to write the body: it prefixes a refused payload's message, not a refused path's.
+  if (error.kind === "Params") return new Failure.InvalidInput({ message, problems })
+  if (error.kind === "Payload") return new Failure.InvalidInput({ message: usage === undefined ? message : `${usage}: ${message}`, problems })
   // A success the handler built that its schema refuses is the handler's bug: a 500 `internal`.
   return error
 }

@@ -9,15 +9,15 @@
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
-import type { Hono } from "hono"
 import { BatchStart, Failure, Move, Placement } from "@factline/core"
 import { TenantId } from "@factline/schemas"
-import { type AppEnv, bind, describe, inputs, problems } from "./Contract.js"
-import type { Run } from "./Run.js"
+import { describe, problems } from "./Contract.js"
+import { apiOf, Caller, Edge } from "./Edge.js"
 
 const PlacementView = Schema.Struct({
   tenant_id: Schema.String,
@@ -61,6 +61,7 @@ export const place = HttpApiEndpoint.put("placeTenant", "/v1/tenants/:tenant/pla
   summary: "Place a tenant",
   description: "Places a tenant not used yet on the given read database. A placed tenant keeps its database: placing it elsewhere is a 409 (move it instead); placing it where it is answers its placement.",
   scopes: ["platform"],
+  usage: 'send { "read_database": <index> }',
   errors: { 400: "`invalid_request`: not a tenant id, or no such read database", 409: "`conflict`: the tenant is already placed on another database", 415: "`unsupported_media_type`", 503: "`unavailable`: the placement map; retry" }
 }))
 
@@ -91,6 +92,7 @@ export const startMove = HttpApiEndpoint.post("moveTenant", "/v1/tenants/:tenant
   summary: "Move a tenant to another read database",
   description: "Starts moving the tenant's read side (facts copy, projections, accepted keys, dead letters, webhook state, batch jobs) under live traffic: its writes are held (consumers retry; its HTTP writes answer 503 with `retry-after`) while its rows are copied and verified, then its placement switches and the source's rows are deleted. Reads are served from the source until the switch, never from a half-copied database. Follow it with `GET /v1/tenants/{tenant}/moves/{move_id}`.",
   scopes: ["platform"],
+  usage: 'send { "to_database": <index> }',
   errors: { 400: "`invalid_request`: not a tenant id, or no such read database", 404: "`not_found`: the tenant is not placed yet (place it instead)", 409: "`conflict`: the tenant is already there, already being moved, or a rebuild is running", 415: "`unsupported_media_type`", 503: "`unavailable`: the platform database or the batch queue; retry" }
 }))
 
@@ -105,7 +107,7 @@ export const getMove = HttpApiEndpoint.get("getTenantMove", "/v1/tenants/:tenant
   errors: { 400: "`invalid_request`: not a tenant id", 404: "`not_found`: no such move of this tenant", 503: "`unavailable`: the platform database; retry" }
 }))
 
-export const group = HttpApiGroup.make("tenants").add(me).add(list).add(place).add(removePlacement).add(startMove).add(getMove)
+export const group = HttpApiGroup.make("tenants").add(me).add(list).add(place).add(removePlacement).add(startMove).add(getMove).middleware(Edge)
   .annotateMerge(OpenApi.annotations({ title: "Tenants", description: "Which read database holds each tenant's read side, and moving a tenant between them." }))
 
 const view = (shape: Placement.Shape, placement: Placement.Placement) => ({
@@ -120,57 +122,36 @@ const view = (shape: Placement.Shape, placement: Placement.Placement) => ({
 const bindingOf = (shape: Placement.Shape, index: number) =>
   shape.databases[index]?.identity === shape.platform.identity ? "DB" : `FACTLINE_READ_DB_${index}`
 
-const placeInput = inputs(place)
-const removeInput = inputs(removePlacement)
-const moveInput = inputs(startMove)
-const getMoveInput = inputs(getMove)
-
-export const mount = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
-  bind(app, me, async (c, reply) => {
-    const tenantId = c.get("principal").tenantId
-    return reply(await run(c.env, Effect.gen(function*() {
-      return view(yield* Placement.TenantPlacement, yield* Placement.of(tenantId))
-    })))
-  })
-
-  bind(app, list, async (c, reply) => {
-    return reply(await run(c.env, Effect.gen(function*() {
-      const shape = yield* Placement.TenantPlacement
-      const [counts, placements] = yield* Effect.all([shape.counts(), shape.list(1_000)])
-      return {
-        databases: counts.map((tenants, i) => ({ read_database: i, binding: bindingOf(shape, i), tenants })),
-        data: placements.map((placement) => view(shape, placement))
-      }
-    })))
-  })
-
-  bind(app, place, async (c, reply) => {
-    const { tenant } = placeInput.params(c)
-    const { read_database } = await placeInput.payload(c, { usage: 'send { "read_database": <index> }' })
-    return reply(await run(c.env, Effect.gen(function*() {
-      const shape = yield* Placement.TenantPlacement
-      return view(shape, yield* shape.place(tenant, read_database))
-    })))
-  })
-
-  bind(app, removePlacement, async (c, reply) => {
-    const { tenant } = removeInput.params(c)
-    return reply(await run(c.env, Move.removePlacement(tenant)))
-  })
-
-  bind(app, startMove, async (c, reply) => {
-    const { tenant } = moveInput.params(c)
-    const { to_database } = await moveInput.payload(c, { usage: 'send { "to_database": <index> }' })
-    const principal = c.get("principal")
-    return reply(Move.view(await run(c.env, BatchStart.move(tenant, to_database, principal.name ?? principal.tenantId))))
-  })
-
-  bind(app, getMove, async (c, reply) => {
-    const { tenant, move_id: moveId } = getMoveInput.params(c)
-    return reply(await run(c.env, Effect.gen(function*() {
-      const move = yield* Move.find(moveId)
-      if (!move || move.tenant_id !== tenant) return yield* new Failure.NotFound({ message: `no move ${JSON.stringify(moveId.slice(0, 100))} of tenant ${JSON.stringify(tenant)}` })
-      return Move.view(move)
-    })))
-  })
-}
+export const handlers = HttpApiBuilder.group(apiOf(group), "tenants", (handlers) =>
+  handlers
+    .handle("tenantPlacement", () =>
+      Effect.gen(function*() {
+        const { tenantId } = yield* Caller
+        return view(yield* Placement.TenantPlacement, yield* Placement.of(tenantId))
+      }))
+    .handle("listPlacements", () =>
+      Effect.gen(function*() {
+        const shape = yield* Placement.TenantPlacement
+        const [counts, placements] = yield* Effect.all([shape.counts(), shape.list(1_000)])
+        return {
+          databases: counts.map((tenants, i) => ({ read_database: i, binding: bindingOf(shape, i), tenants })),
+          data: placements.map((placement) => view(shape, placement))
+        }
+      }))
+    .handle("placeTenant", ({ params, payload }) =>
+      Effect.gen(function*() {
+        const shape = yield* Placement.TenantPlacement
+        return view(shape, yield* shape.place(params.tenant, payload.read_database))
+      }))
+    .handle("removePlacement", ({ params }) => Move.removePlacement(params.tenant))
+    .handle("moveTenant", ({ params, payload }) =>
+      Effect.gen(function*() {
+        const caller = yield* Caller
+        return Move.view(yield* BatchStart.move(params.tenant, payload.to_database, caller.name ?? caller.tenantId))
+      }))
+    .handle("getTenantMove", ({ params: { tenant, move_id: moveId } }) =>
+      Effect.gen(function*() {
+        const move = yield* Move.find(moveId)
+        if (!move || move.tenant_id !== tenant) return yield* new Failure.NotFound({ message: `no move ${JSON.stringify(moveId.slice(0, 100))} of tenant ${JSON.stringify(tenant)}` })
+        return Move.view(move)
+      })))
