@@ -27,4 +27,18 @@ describe("projection query filters", () => {
     })
     expect((await get(`/v1/projections/calls?buyer_id=${buyer}&qualified=true`, tokenB)).body.data).toEqual([])
   })
+
+  it("the filters are the projection's columns: an unknown one, or several, are a 400 naming each; a repeated one is refused", async () => {
+    const unknown = await get("/v1/projections/calls?colour=red&buyer_id=b&size=9")
+    expect(unknown.status).toBe(400)
+    expect(unknown.body.error.code).toBe("invalid_query")
+    expect(unknown.body.error.details.problems.map((p: any) => p.path).sort()).toEqual(["colour", "size"])
+    const repeated = await get("/v1/projections/calls?buyer_id=a&buyer_id=b")
+    expect(repeated.status).toBe(400)
+    expect(repeated.body.error.details.problems.map((p: any) => p.path)).toEqual(["buyer_id"])
+    // cursor and limit are the endpoint's own parameters, checked by its schema.
+    const limit = await get("/v1/projections/calls?limit=0")
+    expect(limit.status).toBe(400)
+    expect(limit.body.error.details.problems.map((p: any) => p.path)).toEqual(["limit"])
+  })
 })

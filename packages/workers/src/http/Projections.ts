@@ -11,14 +11,14 @@
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as OpenApi from "effect/http-api/OpenApi"
-import type { Hono } from "hono"
-import { CatchUp, Failure, Projection, ProjectionQuery, ProjectionStore, type Registry } from "@factline/core"
+import { CatchUp, Failure, Placement, Projection, ProjectionQuery, ProjectionStore, Registry } from "@factline/core"
 import { Issues } from "@factline/schemas"
-import { type AppEnv, bind, cursor, describe, Json, limitParameter, nextCursor, problems } from "./Contract.js"
-import { type Run, runTenant } from "./Run.js"
+import { cursor, describe, Json, limitParameter, nextCursor, problems } from "./Contract.js"
+import { apiOf, Caller, Edge } from "./Edge.js"
 
 export const readProjection = HttpApiEndpoint.get("readProjection", "/v1/projections/:name", {
   params: { name: Schema.String.annotate({ description: "A registered projection's name" }) },
@@ -86,28 +86,31 @@ export const catchUpProjections = HttpApiEndpoint.post("catchUpProjections", "/v
   errors: { 503: "`unavailable`: the platform database; retry" }
 }))
 
-export const group = HttpApiGroup.make("projections").add(readProjection, listProjections, catchUpProjections)
+export const group = HttpApiGroup.make("projections").add(readProjection, listProjections, catchUpProjections).middleware(Edge)
   .annotateMerge(OpenApi.annotations({
     title: "Projections",
     description: "Read models in D1, filtered by their columns and keyset-paged."
   }))
 
-export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Shape; readonly run: Run }) => {
-  const { registry, run } = deps
-
-  bind(app, readProjection, async (c, reply) => {
-    const projection = registry.projection(c.req.param("name")!)
-    if (!projection) {
-      throw new Failure.NotFound({ message: `no projection "${c.req.param("name")!}" (known: ${registry.projections.map((p) => p.name).join(", ")})` })
-    }
-    const page = ProjectionQuery.rows(projection, c.get("principal").tenantId, c.req.query())
-    if (Result.isFailure(page)) throw new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(page.failure), problems: page.failure })
-    const [rows, catching] = await runTenant(run, c, Effect.all([
+/**
+ * A page of the caller's rows of `name`, filtered by the query's columns. The query schema is open (the
+ * filters are the projection's columns, which the description cannot list): `ProjectionQuery.rows` checks
+ * each name and value against the projection and refuses an unknown one, naming it.
+ */
+const read = (name: string, query: Readonly<Record<string, string | undefined>>) =>
+  Effect.gen(function*() {
+    const registry = yield* Registry.Registry
+    const projection = registry.projection(name)
+    if (!projection) return yield* new Failure.NotFound({ message: `no projection "${name}" (known: ${registry.projections.map((p) => p.name).join(", ")})` })
+    const { tenantId } = yield* Caller
+    const page = ProjectionQuery.rows(projection, tenantId, query)
+    if (Result.isFailure(page)) return yield* new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(page.failure), problems: page.failure })
+    const [rows, catching] = yield* Placement.reading(tenantId)(Effect.all([
       ProjectionQuery.run(page.success).pipe(Effect.mapError(ProjectionStore.notMigrated(projection))),
       CatchUp.readStatus(projection)
     ], { concurrency: 2 }))
     const booleans = Projection.booleanColumns(projection)
-    return reply({
+    return {
       projection: projection.name,
       data: rows.slice(0, page.success.limit).map((row) => {
         const out: Record<string, unknown> = { ...row }
@@ -116,14 +119,14 @@ export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Sha
       }),
       next_cursor: page.success.nextCursor(rows),
       ...(catching === undefined ? {} : { status: catching.status, catch_up: { progress: catching.progress, since: catching.since } })
-    })
+    }
   })
 
-  bind(app, listProjections, async (c, reply) => reply({ data: await run(c.env, CatchUp.list()) }))
-
-  bind(app, catchUpProjections, async (c, reply) => {
-    const steps = await run(c.env, CatchUp.tick())
-    return reply({ steps, data: await run(c.env, CatchUp.list()) })
-  })
-
-}
+export const handlers = HttpApiBuilder.group(apiOf(group), "projections", (handlers) =>
+  handlers
+    .handle("readProjection", ({ params, query }) => read(params.name, query))
+    .handle("listProjections", () => Effect.map(CatchUp.list(), (data) => ({ data })))
+    .handle("catchUpProjections", () => Effect.gen(function*() {
+      const steps = yield* CatchUp.tick()
+      return { steps, data: yield* CatchUp.list() }
+    })))
