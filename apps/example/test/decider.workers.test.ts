@@ -2,7 +2,7 @@ import { createExecutionContext, createMessageBatch, getQueueResult } from "clou
 import { env } from "cloudflare:workers"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Result } from "effect"
-import { Dispatch, Ledger, LedgerTopology, ModuleLayers, PayloadStore, QueueProducer, Registry, RetryPolicy, Sql } from "@factline/core"
+import { Bindings, Dispatch, Ledger, LedgerTopology, ModuleLayers, PayloadStore, QueueProducer, Registry, RetryPolicy, Sql } from "@factline/core"
 import type { PlatformEnv } from "@factline/workers"
 import { deadMessages, eventually, ledger, readStream, shardKeyOf, unique } from "./helpers.js"
 import { platform } from "./worker.js"
@@ -100,7 +100,7 @@ describe("deciders", () => {
           ModuleLayers.ModuleLayers.layer(platform.registry.modules),
           Layer.succeed(Ledger.Ledger, racing),
           QueueProducer.QueueProducer.layer((queue) => (env as any)[RetryPolicy.forQueue(queue)!.binding] as Queue),
-          PayloadStore.PayloadStore.layer(env.PAYLOADS)
+          PayloadStore.PayloadStore.layer(Bindings.PayloadBucket.make(env.PAYLOADS))
         ))
       )
       assert.isTrue(Result.isSuccess(outA.get(a.key)!))

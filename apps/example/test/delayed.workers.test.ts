@@ -8,7 +8,7 @@ import { createExecutionContext, createMessageBatch, getQueueResult } from "clou
 import { env } from "cloudflare:workers"
 import { Effect, Layer } from "effect"
 import { describe, expect, it } from "vitest"
-import { PayloadStore, Producer, QueueGroups, RetryPolicy } from "@factline/core"
+import { Bindings, PayloadStore, Producer, QueueGroups, RetryPolicy } from "@factline/core"
 import type { PlatformEnv } from "@factline/workers"
 import { CallCompleted } from "../src/calls/Calls.js"
 import { drain, snapshot } from "./Drain.js"
@@ -145,7 +145,7 @@ describe("staggered sends", () => {
           payload: { call_id, buyer_id: "b", duration_s: 10, price_cents: 5, currency: "USD" },
           options: { tenant_id: "tenant-a", subject: call_id, idempotency_key: `call.completed:${call_id}` }
         })), { stagger: { seconds: 1 } })).pipe(
-        Effect.provide(Producer.Producer.layer({ queue, definitions: platform.registry.definitions }).pipe(Layer.provide(PayloadStore.PayloadStore.layer(env.PAYLOADS))))
+        Effect.provide(Producer.Producer.layer({ queue, definitions: platform.registry.definitions }).pipe(Layer.provide(PayloadStore.PayloadStore.layer(Bindings.PayloadBucket.make(env.PAYLOADS)))))
       )
     )
     // The first is due at once (no deliver_after), the others one and two seconds after it.

@@ -6,7 +6,7 @@
 import { env } from "cloudflare:workers"
 import { Effect, Layer } from "effect"
 import { describe, expect, it } from "vitest"
-import { PayloadStore, Producer } from "@factline/core"
+import { Bindings, PayloadStore, Producer } from "@factline/core"
 import { CallCompleted } from "../src/calls/Calls.js"
 import { Blob } from "./TestModule.js"
 import { drain } from "./Drain.js"
@@ -28,7 +28,7 @@ const run = <A, E>(program: (p: Producer.Producer["Service"]) => Effect.Effect<A
     Effect.flatMap(Effect.service(Producer.Producer), program).pipe(
       Effect.provide(
         Producer.Producer.layer({ queue, definitions: platform.registry.definitions, defaultSource: "limits" }).pipe(
-          Layer.provide(PayloadStore.PayloadStore.layer(env.PAYLOADS))
+          Layer.provide(PayloadStore.PayloadStore.layer(Bindings.PayloadBucket.make(env.PAYLOADS)))
         )
       )
     )

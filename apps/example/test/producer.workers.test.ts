@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers"
 import { Effect, Layer } from "effect"
 import { describe, expect, it } from "vitest"
-import { Failure, PayloadStore, Producer } from "@factline/core"
+import { Bindings, Failure, PayloadStore, Producer } from "@factline/core"
 import { CallCompleted } from "../src/calls/Calls.js"
 import { Blob } from "./TestModule.js"
 import { drain } from "./Drain.js"
@@ -27,7 +27,7 @@ const run = <A, E>(queue: Queue, program: (p: Producer.Producer["Service"]) => E
     Effect.flatMap(Effect.service(Producer.Producer), program).pipe(
       Effect.provide(
         Producer.Producer.layer({ queue, definitions: platform.registry.definitions, defaultSource: "billing-service" }).pipe(
-          Layer.provide(PayloadStore.PayloadStore.layer(env.PAYLOADS))
+          Layer.provide(PayloadStore.PayloadStore.layer(Bindings.PayloadBucket.make(env.PAYLOADS)))
         )
       )
     )

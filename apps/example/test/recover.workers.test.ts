@@ -8,7 +8,7 @@
 import { env } from "cloudflare:workers"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import { FactId, KeptEvents, type LedgerProtocol } from "@factline/core"
+import { Bindings, FactId, KeptEvents, type LedgerProtocol } from "@factline/core"
 import type { LedgerShard } from "@factline/workers"
 import { drain } from "./Drain.js"
 import { callCompleted, ledger, postEvents, request, tokenA, tokenPlatform, unique } from "./helpers.js"
@@ -121,12 +121,12 @@ describe("accepted events kept in development (FACTLINE_KEEP_ACCEPTED)", () => {
       const decided = callCompleted({}, { buyer_id: buyer, duration_s: 90, price_cents: 300 })
       expect((await postEvents(decided)).status).toBe(202)
       await drain()
-      const kept = await Effect.runPromise(KeptEvents.since(env.PAYLOADS, since))
+      const kept = await Effect.runPromise(KeptEvents.since(Bindings.PayloadBucket.make(env.PAYLOADS), since))
       expect(kept.map((e) => e.idempotency_key)).toContain(decided.idempotency_key)
 
       // An accepted event the events queue lost: kept, never delivered.
       const lostEnvelope = callCompleted({}, { buyer_id: buyer, duration_s: 120, price_cents: 400 })
-      await Effect.runPromise(KeptEvents.keeper(env.PAYLOADS)([lostEnvelope as never], new Date().toISOString()))
+      await Effect.runPromise(KeptEvents.keeper(Bindings.PayloadBucket.make(env.PAYLOADS))([lostEnvelope as never], new Date().toISOString()))
 
       const dry = await (await recover({ since, dry_run: true })).json() as { events: { kept: number; decided: number; resent: number } }
       expect(dry.events).toMatchObject({ resent: 1 })
@@ -149,7 +149,7 @@ describe("accepted events kept in development (FACTLINE_KEEP_ACCEPTED)", () => {
     const event = callCompleted()
     expect((await postEvents(event)).status).toBe(202)
     await drain()
-    expect((await Effect.runPromise(KeptEvents.since(env.PAYLOADS, since))).map((e) => e.idempotency_key)).not.toContain(event.idempotency_key)
+    expect((await Effect.runPromise(KeptEvents.since(Bindings.PayloadBucket.make(env.PAYLOADS), since))).map((e) => e.idempotency_key)).not.toContain(event.idempotency_key)
     const report = await (await recover({ since, dry_run: true })).json() as { events: unknown }
     expect(report.events).toBeNull()
   })

@@ -196,9 +196,9 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     const ledger = this.ledger
     return Effect.gen(function*() {
       const { queue } = yield* Bindings.QueueBindings
-      const { bucket } = yield* Bindings.PayloadBucket
+      const storage = yield* Bindings.PayloadBucket
       const settings = yield* Settings.Settings
-      const payloads = PayloadStore.make(bucket, settings.payloadBucket)
+      const payloads = PayloadStore.make(storage, settings.payloadBucket)
       // A shard holds one tenant: its outbox's logical destinations go to that tenant's group queues.
       const tenantId = ledger.getMeta("tenant_id") ?? ""
       return {

@@ -29,7 +29,8 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Failure from "../failures/Failure.js"
-import { type Bucket, PayloadBucket } from "../platform/Bindings.js"
+import * as Stream from "effect/Stream"
+import { PayloadBucket, type Storage } from "../platform/Storage.js"
 import * as Sql from "../platform/Sql.js"
 import * as Time from "../platform/Time.js"
 import * as Parquet from "./Parquet.js"
@@ -99,46 +100,31 @@ export const deleteArchived = (tenantId: string, day: string, factIds: ReadonlyA
 
 /** A failure of the bucket itself, told apart from bytes that are not Parquet. */
 class BucketRefused {
-  constructor(readonly cause: unknown) {}
+  constructor(readonly failure: Failure.Unavailable) {}
 }
 
-const call = <A>(run: () => Promise<A>) => Effect.tryPromise({ try: run, catch: Failure.unavailable(service) })
-
 /** The part's fact ids, read by byte range (footer, then the `fact_id` column); undefined when the object is not a readable archive. */
-const partFactIds = (bucket: Bucket, key: string) =>
-  Effect.gen(function*() {
-    const head = yield* call(() => bucket.head(key))
-    if (head === null) return undefined
-    const source: Parquet.Source = {
-      byteLength: head.size,
-      slice: async (start, end = head.size) => {
-        const object = await bucket.get(key, { range: { offset: start, length: end - start } }).catch((cause) => {
-          throw new BucketRefused(cause)
-        })
-        if (object === null) throw new BucketRefused(new Error(`${key} disappeared while read`))
-        return object.arrayBuffer()
-      }
-    }
-    return yield* Effect.tryPromise({ try: () => Parquet.factIds(source), catch: (error) => error }).pipe(
-      Effect.map((ids): ReadonlyArray<string> | undefined => ids),
-      Effect.catch((error) =>
-        error instanceof BucketRefused ? Effect.fail(Failure.unavailable(service)(error.cause)) : Effect.succeed(undefined)
-      )
-    )
-  })
+const partFactIds = Effect.fn("Archive.partFactIds")(function*(storage: Storage, key: string) {
+  const head = yield* storage.head(key)
+  if (head === undefined) return undefined
+  const run = Effect.runPromiseWith(yield* Effect.context<never>())
+  const source: Parquet.Source = {
+    byteLength: head.size,
+    slice: (start, end = head.size) =>
+      run(storage.bytes(key, { offset: start, length: end - start }).pipe(
+        Effect.flatMap((bytes) => bytes === undefined ? Effect.fail(new Failure.Unavailable({ service, message: `${key} disappeared while read` })) : Effect.succeed(bytes.buffer)),
+        Effect.mapError((failure) => new BucketRefused(failure))
+      ))
+  }
+  return yield* Effect.tryPromise({ try: () => Parquet.factIds(source), catch: (error) => error }).pipe(
+    Effect.map((ids): ReadonlyArray<string> | undefined => ids),
+    Effect.catch((error) => error instanceof BucketRefused ? Effect.fail(error.failure) : Effect.succeed(undefined))
+  )
+})
 
-/** Every key under the prefix, all pages. */
-const keysUnder = (bucket: Bucket, prefix: string) =>
-  call(async () => {
-    const keys: Array<string> = []
-    let cursor: string | undefined
-    do {
-      const listed = await bucket.list({ prefix, ...(cursor === undefined ? {} : { cursor }) })
-      keys.push(...listed.objects.map((o) => o.key))
-      cursor = listed.truncated ? listed.cursor : undefined
-    } while (cursor !== undefined)
-    return keys.filter((key) => Number.isInteger(partNumber(key))).sort()
-  })
+/** Every part's key under the prefix, all pages, sorted. */
+const partsUnder = (storage: Storage, prefix: string) =>
+  Stream.runCollect(storage.list(prefix).pipe(Stream.filter((key) => Number.isInteger(partNumber(key))))).pipe(Effect.map((keys) => keys.sort()))
 
 /**
  * Moves one chunk of a tenant's day (at most `limit` rows) to the archive; returns how many rows left D1.
@@ -146,14 +132,14 @@ const keysUnder = (bucket: Bucket, prefix: string) =>
  */
 export const archiveChunk = Effect.fn("Archive.archiveChunk")(function*(tenantId: string, day: string, limit: number) {
   const sql = yield* Sql.ReadDatabase
-  const { bucket } = yield* PayloadBucket
+  const storage = (yield* PayloadBucket).named(service)
   const rows = yield* sql.all<Parquet.FactRow>(chunkOf(tenantId, day, limit))
   if (rows.length === 0) return 0
-  const parts = yield* keysUnder(bucket, dayPrefix(tenantId, day))
+  const parts = yield* partsUnder(storage, dayPrefix(tenantId, day))
   const archived = new Set<string>()
   const unreadable: Array<number> = []
   for (const key of parts) {
-    const ids = yield* partFactIds(bucket, key)
+    const ids = yield* partFactIds(storage, key)
     if (ids === undefined) unreadable.push(partNumber(key))
     else for (const id of ids) archived.add(id)
   }
@@ -162,8 +148,8 @@ export const archiveChunk = Effect.fn("Archive.archiveChunk")(function*(tenantId
     const part = unreadable[0] ?? (parts.length === 0 ? 0 : Math.max(...parts.map(partNumber)) + 1)
     const key = partKey(tenantId, day, part)
     const bytes = Parquet.encode(fresh)
-    yield* call(() => bucket.put(key, bytes, { httpMetadata: { contentType: "application/vnd.apache.parquet" } }))
-    const written = yield* partFactIds(bucket, key)
+    yield* storage.put(key, bytes, "application/vnd.apache.parquet")
+    const written = yield* partFactIds(storage, key)
     const expected = new Set(fresh.map((row) => row.fact_id))
     if (written === undefined || written.length !== expected.size || written.some((id) => !expected.has(id))) {
       return yield* new Failure.Unavailable({ service, message: `${key} does not read back as the ${fresh.length} facts written; the rows stay in D1` })

@@ -9,7 +9,8 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Failure from "../failures/Failure.js"
-import type { Bucket } from "../platform/Bindings.js"
+import * as Stream from "effect/Stream"
+import type { Storage } from "../platform/Storage.js"
 
 export interface Range {
   readonly bytes: Uint8Array
@@ -29,53 +30,33 @@ export class BatchFiles extends Context.Service<BatchFiles, {
   /** Stores a streamed NDJSON body (of a known length); the stored size. */
   readonly upload: (key: string, body: ReadableStream<Uint8Array>, length: number) => Effect.Effect<number, Failure.Unavailable>
 }>()("@factline/core/BatchFiles") {
-  static readonly layer = (bucket: Bucket) => Layer.succeed(BatchFiles, make(bucket))
+  /** Over the payload bucket's door (`PayloadBucket`). */
+  static readonly layer = (storage: Storage) => Layer.succeed(BatchFiles, make(storage))
 }
 
-const unavailable = Failure.unavailable("the payload store")
+const ndjson = "application/x-ndjson"
 
-export const make = (bucket: Bucket): BatchFiles["Service"] => ({
+export const make = (storage: Storage): BatchFiles["Service"] => ({
   put: Effect.fn("BatchFiles.put")(function*(key, body) {
-    yield* Effect.tryPromise({ try: () => bucket.put(key, body, { httpMetadata: { contentType: "application/x-ndjson" } }), catch: unavailable })
+    yield* storage.put(key, body, ndjson)
   }),
   read: Effect.fn("BatchFiles.read")(function*(key, offset, length) {
-    return yield* Effect.tryPromise({
-      try: async () => {
-        const head = await bucket.head(key)
-        if (head === null) return undefined
-        if (offset >= head.size) return { bytes: new Uint8Array(0), size: head.size }
-        const object = await bucket.get(key, { range: { offset, length: Math.min(length, head.size - offset) } })
-        if (object === null) return undefined
-        return { bytes: new Uint8Array(await object.arrayBuffer()), size: head.size }
-      },
-      catch: unavailable
-    })
+    const head = yield* storage.head(key)
+    if (head === undefined) return undefined
+    if (offset >= head.size) return { bytes: new Uint8Array(0), size: head.size }
+    const bytes = yield* storage.bytes(key, { offset, length: Math.min(length, head.size - offset) })
+    return bytes === undefined ? undefined : { bytes, size: head.size }
   }),
   exists: Effect.fn("BatchFiles.exists")(function*(key) {
-    return yield* Effect.tryPromise({ try: async () => (await bucket.head(key)) !== null, catch: unavailable })
+    return (yield* storage.head(key)) !== undefined
   }),
   keys: Effect.fn("BatchFiles.keys")(function*(prefix) {
-    return yield* Effect.tryPromise({
-      try: async () => {
-        const keys: Array<string> = []
-        let cursor: string | undefined
-        do {
-          const listed = await bucket.list({ prefix, cursor })
-          keys.push(...listed.objects.map((o) => o.key))
-          cursor = listed.truncated ? listed.cursor : undefined
-        } while (cursor !== undefined)
-        return keys.sort()
-      },
-      catch: unavailable
-    })
+    return (yield* Stream.runCollect(storage.list(prefix))).sort()
   }),
   stream: Effect.fn("BatchFiles.stream")(function*(key) {
-    return yield* Effect.tryPromise({ try: async () => (await bucket.get(key))?.body ?? undefined, catch: unavailable })
+    return yield* storage.stream(key)
   }),
   upload: Effect.fn("BatchFiles.upload")(function*(key, body, length) {
-    return yield* Effect.tryPromise({
-      try: async () => (await bucket.put(key, body, { httpMetadata: { contentType: "application/x-ndjson" } }))?.size ?? length,
-      catch: unavailable
-    })
+    return (yield* storage.put(key, body, ndjson)) ?? length
   })
 })

@@ -94,8 +94,8 @@ export const services = (registry: Registry.Shape, options: Options) =>
       }
       return counted.get(name)
     }
-    const { bucket } = yield* Bindings.PayloadBucket
-    const payloads = PayloadStore.layer(bucket, settings.payloadBucket)
+    const storage = yield* Bindings.PayloadBucket
+    const payloads = PayloadStore.layer(storage, settings.payloadBucket)
     const groups = settings.queueGroups
     // The events queue of each group, looked up once: the producer picks one per tenant by its group alone.
     const eventsQueues = QueueGroups.queuesOf(RetryPolicy.events, groups).map(queue)
@@ -119,7 +119,7 @@ export const services = (registry: Registry.Shape, options: Options) =>
         queue: (tenantId) => eventsQueues[QueueGroups.groupOf(tenantId, groups)],
         definitions: registry.definitions,
         defaultSource: options.defaultSource,
-        ...(settings.keepAcceptedMs > 0 ? { keep: KeptEvents.keeper(bucket) } : {})
+        ...(settings.keepAcceptedMs > 0 ? { keep: KeptEvents.keeper(storage) } : {})
       }).pipe(Layer.provide(payloads)),
       WebhookStore.layer({
         secretsKey: settings.secretsKey,
@@ -130,7 +130,7 @@ export const services = (registry: Registry.Shape, options: Options) =>
       WebhookTransport.layer,
       Resolver.layer({ localDevelopment: settings.localDevelopment }),
       DeadLetterStore.layer,
-      BatchFiles.layer(bucket),
+      BatchFiles.layer(storage),
       FactsWindow.layer(settings.factsWindowDays),
       FactsCopySetting.layer(settings.factsCopy)
     ).pipe(Layer.provideMerge(TenantPlacement.layer({ open: settings.readDatabasesOpen, cacheMs: settings.placementCacheMs })))

@@ -15,7 +15,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import * as Failure from "../failures/Failure.js"
+import * as Stream from "effect/Stream"
 import { PayloadBucket } from "../platform/Bindings.js"
 
 /** Where spilled dead letters are, in the payload bucket. */
@@ -27,7 +27,8 @@ export const countLimit = 10_000
 /** Puts in flight at once (one object per message, a batch holds up to 100): a Worker opens 6 connections at a time. */
 const concurrency = 6
 
-const unavailable = Failure.unavailable("the dead-letter spill (R2)")
+/** The payload bucket, its refusals named as the spill's. */
+const spillBucket = Effect.map(Effect.service(PayloadBucket), (storage) => storage.named("the dead-letter spill (R2)"))
 
 /** One spilled dead letter: its DLQ queue and message, and the `dead_messages` row to insert, by column. */
 export interface Spilled {
@@ -45,12 +46,10 @@ export const keyOf = (deadLetterQueue: string, messageId: string) =>
 
 /** Writes each dead letter as its own object; returns the message ids written (a refused put is left out and logged). */
 export const write = Effect.fn("DeadLetterSpill.write")(function*(spills: ReadonlyArray<Spilled>) {
-  const { bucket } = yield* PayloadBucket
+  const storage = yield* spillBucket
   const results = yield* Effect.forEach(spills, (spill) =>
-    Effect.result(Effect.tryPromise({
-      try: () => bucket.put(keyOf(spill.dead_letter_queue, spill.message_id), JSON.stringify(spill), { httpMetadata: { contentType: "application/json" } }),
-      catch: unavailable
-    })).pipe(Effect.map((result) => ({ spill, result }))), { concurrency })
+    Effect.result(storage.put(keyOf(spill.dead_letter_queue, spill.message_id), JSON.stringify(spill), "application/json"))
+      .pipe(Effect.map((result) => ({ spill, result }))), { concurrency })
   const written = new Set<string>()
   for (const { spill, result } of results) {
     if (Result.isSuccess(result)) written.add(spill.message_id)
@@ -61,20 +60,8 @@ export const write = Effect.fn("DeadLetterSpill.write")(function*(spills: Readon
 
 /** The first `limit` spilled objects' keys, in key order. */
 export const keys = Effect.fn("DeadLetterSpill.keys")(function*(limit: number) {
-  const { bucket } = yield* PayloadBucket
-  return yield* Effect.tryPromise({
-    try: async () => {
-      const out: Array<string> = []
-      let cursor: string | undefined
-      do {
-        const page = await bucket.list(cursor === undefined ? { prefix } : { prefix, cursor })
-        out.push(...page.objects.map((o) => o.key))
-        cursor = page.truncated ? page.cursor : undefined
-      } while (cursor !== undefined && out.length < limit)
-      return out.slice(0, limit)
-    },
-    catch: unavailable
-  })
+  const storage = yield* spillBucket
+  return yield* Stream.runCollect(Stream.take(storage.list(prefix), limit))
 })
 
 /** How many dead letters are spilled and not yet recovered, counted up to `countLimit` (`more`: there are more). */
@@ -90,8 +77,7 @@ const isRecord = (value: unknown): value is Record<string, unknown> => typeof va
  * object is not one (it is left in place, and counted, for an operator to look at).
  */
 export const read = Effect.fn("DeadLetterSpill.read")(function*(key: string) {
-  const { bucket } = yield* PayloadBucket
-  const text = yield* Effect.tryPromise({ try: async () => (await bucket.get(key))?.text(), catch: unavailable })
+  const text = yield* (yield* spillBucket).text(key)
   if (text === undefined) return undefined
   let parsed: unknown
   try {
@@ -104,11 +90,7 @@ export const read = Effect.fn("DeadLetterSpill.read")(function*(key: string) {
   return parsed as unknown as Spilled
 })
 
-/** Deletes the objects at `keys` (R2 deletes up to 1,000 keys a call). */
+/** Deletes the objects at `keys`. */
 export const remove = Effect.fn("DeadLetterSpill.remove")(function*(keys: ReadonlyArray<string>) {
-  const { bucket } = yield* PayloadBucket
-  for (let i = 0; i < keys.length; i += 1_000) {
-    const chunk = keys.slice(i, i + 1_000)
-    yield* Effect.tryPromise({ try: () => bucket.delete(chunk), catch: unavailable })
-  }
+  yield* (yield* spillBucket).delete(keys)
 })

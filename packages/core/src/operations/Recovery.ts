@@ -93,12 +93,12 @@ const invalidCursor = () => new Failure.InvalidInput({ code: "invalid_request", 
 const recoverEvents = (since: string, dryRun: boolean, keepAcceptedMs: number) =>
   Effect.gen(function*() {
     if (keepAcceptedMs <= 0) return null
-    const { bucket } = yield* Bindings.PayloadBucket
+    const storage = yield* Bindings.PayloadBucket
     const now = yield* Clock.currentTimeMillis
-    if (!dryRun) yield* KeptEvents.prune(bucket, new Date(now - keepAcceptedMs).toISOString())
+    if (!dryRun) yield* KeptEvents.prune(storage, new Date(now - keepAcceptedMs).toISOString())
     // One copy per key (a client's retry was kept twice).
     const byKey = new Map<string, Envelope>()
-    for (const e of yield* KeptEvents.since(bucket, since)) byKey.set(tenantKey(e.tenant_id, e.idempotency_key), e)
+    for (const e of yield* KeptEvents.since(storage, since)) byKey.set(tenantKey(e.tenant_id, e.idempotency_key), e)
     const kept = [...byKey.values()]
     if (kept.length === 0) return { kept: 0, decided: 0, dead_lettered: 0, resent: 0 } satisfies EventsReport
     const ledger = yield* Ledger

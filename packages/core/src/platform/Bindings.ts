@@ -15,6 +15,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { make as door, PlatformDatabase, type Sql } from "./Sql.js"
+import { type Bucket, PayloadBucket } from "./Storage.js"
 
 /** The read databases (`FACTLINE_READ_DB_0…`) by index, each behind its door; empty when none is bound (the platform database serves). */
 export class ReadDatabases extends Context.Service<ReadDatabases, {
@@ -26,30 +27,8 @@ export class QueueBindings extends Context.Service<QueueBindings, {
   readonly queue: (name: string) => Queue | undefined
 }>()("@factline/core/QueueBindings") {}
 
-/**
- * The part of an R2 bucket the payload store and the batch files use: an `R2Bucket` is one, and so is the
- * test kit's in-memory bucket. Objects are put from a string, bytes (the facts archive's Parquet) or a stream,
- * read whole or by byte range, listed by prefix, and deleted (a spilled dead letter once it is in D1).
- */
-export interface Bucket {
-  put(key: string, value: string | Uint8Array | ReadableStream<Uint8Array>, options?: { readonly httpMetadata?: { readonly contentType?: string } }): Promise<{ readonly size: number } | null>
-  get(key: string, options?: { readonly range?: { readonly offset: number; readonly length: number } }): Promise<BucketObject | null>
-  head(key: string): Promise<{ readonly size: number } | null>
-  list(options: { readonly prefix: string; readonly cursor?: string }): Promise<{ readonly objects: ReadonlyArray<{ readonly key: string }>; readonly truncated: boolean; readonly cursor?: string }>
-  delete(keys: string | Array<string>): Promise<void>
-}
-
-/** An object read from a `Bucket` (the requested range of it). */
-export interface BucketObject {
-  readonly body: ReadableStream<Uint8Array>
-  text(): Promise<string>
-  arrayBuffer(): Promise<ArrayBuffer>
-}
-
-/** The R2 bucket of large payloads and batch files (its name in `payload_ref`s is a setting). */
-export class PayloadBucket extends Context.Service<PayloadBucket, {
-  readonly bucket: Bucket
-}>()("@factline/core/PayloadBucket") {}
+/** The payload bucket's door (R2) and the raw binding it wraps: `Storage`. */
+export { type Bucket, type BucketObject, PayloadBucket } from "./Storage.js"
 
 /**
  * Workers Analytics Engine: one data point per consumer batch when a dataset is bound. Writing is
@@ -86,6 +65,6 @@ export const layer = (bindings: Bindings): Layer.Layer<Services> =>
     PlatformDatabase.layer(bindings.database),
     Layer.succeed(ReadDatabases, { databases: (bindings.readDatabases ?? []).map((binding, i) => door(`read_${i}`, binding)) }),
     Layer.succeed(QueueBindings, { queue: bindings.queue }),
-    Layer.succeed(PayloadBucket, { bucket: bindings.payloads }),
+    PayloadBucket.layer(bindings.payloads),
     bindings.analytics
   )

@@ -1,6 +1,7 @@
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import type { Envelope } from "@factline/schemas"
+import { PayloadBucket } from "../platform/Storage.js"
 import { memoryBucket } from "../testing/MemoryBindings.js"
 import * as KeptEvents from "./KeptEvents.js"
 
@@ -19,7 +20,7 @@ describe("KeptEvents", () => {
   })
 
   it("keeps each request's envelopes under its time; answers those accepted since a time; prunes those before one", async () => {
-    const bucket = memoryBucket()
+    const bucket = PayloadBucket.make(memoryBucket())
     const keep = KeptEvents.keeper(bucket)
     await Effect.runPromise(keep([envelope("a"), envelope("b")], "2026-11-24T08:00:00.000Z"))
     await Effect.runPromise(keep([envelope("c", "tenant-b")], "2026-11-24T08:05:00.000Z"))

@@ -14,16 +14,18 @@
  * A tenant id never starts with `_`, so `_kept/` is never a tenant's prefix.
  */
 import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import type { Envelope } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
-import type { Bucket } from "../platform/Bindings.js"
+import type { Storage } from "../platform/Storage.js"
 
 export const prefix = "_kept/"
 
 /** The variable that turns keeping on, and how long a kept request is kept. */
 export const variable = "FACTLINE_KEEP_ACCEPTED"
 
-const unavailable = Failure.unavailable("the kept events (R2)")
+/** What a refusal of the bucket names. */
+const service = "the kept events (R2)"
 
 /** `10m`, `90s`, `1h` → milliseconds; `0`, `off` or nothing → 0 (off); anything else: why not. */
 export const parseDuration = (raw: string | undefined): number | string => {
@@ -36,42 +38,26 @@ export const parseDuration = (raw: string | undefined): number | string => {
 /** Writes one request's accepted envelopes (what the producer is given as `keep`). */
 export type Keep = (envelopes: ReadonlyArray<Envelope>, acceptedAt: string) => Effect.Effect<void, Failure.Unavailable>
 
-export const keeper = (bucket: Bucket): Keep => (envelopes, acceptedAt) =>
-  envelopes.length === 0 ? Effect.void : Effect.tryPromise({
-    try: () => bucket.put(`${prefix}${acceptedAt}_${crypto.randomUUID()}.ndjson`, envelopes.map((e) => JSON.stringify(e)).join("\n"), { httpMetadata: { contentType: "application/x-ndjson" } }),
-    catch: unavailable
-  }).pipe(Effect.asVoid)
-
-/** Every kept key, in time order (the listing's order). */
-const keys = (bucket: Bucket) =>
-  Effect.tryPromise({
-    try: async () => {
-      const all: Array<string> = []
-      let cursor: string | undefined
-      do {
-        const page = await bucket.list({ prefix, ...(cursor === undefined ? {} : { cursor }) })
-        for (const object of page.objects) all.push(object.key)
-        cursor = page.truncated ? page.cursor : undefined
-      } while (cursor !== undefined)
-      return all.sort()
-    },
-    catch: unavailable
-  })
+export const keeper = (storage: Storage): Keep => {
+  const kept = storage.named(service)
+  return (envelopes, acceptedAt) =>
+    envelopes.length === 0
+      ? Effect.void
+      : kept.put(`${prefix}${acceptedAt}_${crypto.randomUUID()}.ndjson`, envelopes.map((e) => JSON.stringify(e)).join("\n"), "application/x-ndjson").pipe(Effect.asVoid)
+}
 
 /** The envelopes accepted at or after `since` (ISO-8601), oldest request first. */
-export const since = Effect.fn("KeptEvents.since")(function*(bucket: Bucket, from: string) {
-  const wanted = (yield* keys(bucket)).filter((key) => key >= `${prefix}${from}`)
-  const texts = yield* Effect.forEach(wanted, (key) =>
-    Effect.tryPromise({ try: async () => (await bucket.get(key))?.text(), catch: unavailable }), { concurrency: 8 })
+export const since = Effect.fn("KeptEvents.since")(function*(storage: Storage, from: string) {
+  const kept = storage.named(service)
+  const wanted = yield* Stream.runCollect(kept.list(prefix).pipe(Stream.filter((key) => key >= `${prefix}${from}`)))
+  const texts = yield* Effect.forEach(wanted.sort(), (key) => kept.text(key), { concurrency: 8 })
   return texts.flatMap((text) => (text ?? "").split("\n").filter((line) => line !== "").map((line) => JSON.parse(line) as Envelope))
 })
 
 /** Deletes what was accepted before `before` (ISO-8601); returns how many requests' objects were deleted. */
-export const prune = Effect.fn("KeptEvents.prune")(function*(bucket: Bucket, before: string) {
-  const old = (yield* keys(bucket)).filter((key) => key < `${prefix}${before}`)
-  for (let i = 0; i < old.length; i += 1_000) {
-    const chunk = old.slice(i, i + 1_000)
-    yield* Effect.tryPromise({ try: () => bucket.delete(chunk), catch: unavailable })
-  }
+export const prune = Effect.fn("KeptEvents.prune")(function*(storage: Storage, before: string) {
+  const kept = storage.named(service)
+  const old = yield* Stream.runCollect(kept.list(prefix).pipe(Stream.filter((key) => key < `${prefix}${before}`)))
+  yield* kept.delete(old)
   return old.length
 })

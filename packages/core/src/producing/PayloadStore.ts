@@ -22,10 +22,9 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import { tenantKey } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
-import type { Bucket } from "../platform/Bindings.js"
+import type { Storage } from "../platform/Storage.js"
 
 export const offloadThresholdBytes = 64 * 1024
 
@@ -64,45 +63,33 @@ export const keyOf = (bucketName: string, tenantId: string, ref: string): string
 
 /** The reference is malformed, outside the tenant's prefix, or the object is gone: permanent. */
 const missing = (message: string) => new Failure.PermanentError({ reason: "payload_missing", message })
-const unavailable = Failure.unavailable("the payload store")
 
 export class PayloadStore extends Context.Service<PayloadStore, {
   readonly put: (tenantId: string, messageId: string, payload: unknown) => Effect.Effect<string, Failure.Unavailable>
   /** The referenced payload; a reference outside the tenant's prefix, a missing object or one not JSON is a `payload_missing` `PermanentError`. */
   readonly get: (tenantId: string, ref: string) => Effect.Effect<unknown, Failure.PermanentError | Failure.Unavailable>
 }>()("@factline/core/PayloadStore") {
-  static readonly layer = (bucket: Bucket, bucketName: string = defaultBucketName) =>
-    Layer.succeed(PayloadStore, make(bucket, bucketName))
+  /** Over the payload bucket's door (`PayloadBucket`). */
+  static readonly layer = (storage: Storage, bucketName: string = defaultBucketName) =>
+    Layer.succeed(PayloadStore, make(storage, bucketName))
 }
 
-export const make = (bucket: Bucket, bucketName: string): PayloadStore["Service"] => ({
+export const make = (storage: Storage, bucketName: string): PayloadStore["Service"] => ({
   put: Effect.fn("PayloadStore.put")(function*(tenantId, messageId, payload) {
     const key = payloadKey(tenantId, messageId)
-    return yield* Effect.tryPromise({
-      try: () => bucket.put(key, JSON.stringify(payload), { httpMetadata: { contentType: "application/json" } }),
-      catch: unavailable
-    }).pipe(Effect.as(`r2://${bucketName}/${key}`))
+    yield* storage.put(key, JSON.stringify(payload), "application/json")
+    return `r2://${bucketName}/${key}`
   }),
   get: Effect.fn("PayloadStore.get")(function*(tenantId, ref) {
     const key = keyOf(bucketName, tenantId, ref)
     if (key === undefined) {
       return yield* Effect.fail(missing(`payload_ref must start with r2://${bucketName}/${payloadKey(tenantId, "")}`))
     }
-    return yield* Effect.tryPromise({
-      try: async () => {
-        const object = await bucket.get(key)
-        return object === null ? Option.none() : Option.some(await object.text())
-      },
-      catch: unavailable
-    }).pipe(
-      Effect.flatMap(Option.match({
-        onNone: () => Effect.fail(missing(`payload object ${ref} does not exist`)),
-        onSome: (text) =>
-          Effect.try({
-            try: () => JSON.parse(text) as unknown,
-            catch: () => missing(`payload object ${ref} is not JSON`)
-          })
-      }))
-    )
+    const text = yield* storage.text(key)
+    if (text === undefined) return yield* Effect.fail(missing(`payload object ${ref} does not exist`))
+    return yield* Effect.try({
+      try: () => JSON.parse(text) as unknown,
+      catch: () => missing(`payload object ${ref} is not JSON`)
+    })
   })
 })

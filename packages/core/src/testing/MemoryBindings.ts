@@ -277,9 +277,15 @@ export class MemoryBucket implements Bucket {
     const bytes = this.objects.get(key)
     return bytes === undefined ? null : { key, size: bytes.byteLength }
   }
-  /** Every key under the prefix, in one page. */
-  async list(options: { readonly prefix: string }) {
-    return { objects: [...this.objects.keys()].filter((key) => key.startsWith(options.prefix)).sort().map((key) => ({ key })), truncated: false }
+  /** R2's page: at most this many keys a `list` call (R2 lists 1,000). */
+  pageSize = 1_000
+  /** The keys under the prefix, a page at a time in key order (the cursor: the last key listed), as R2 pages them. */
+  async list(options: { readonly prefix: string; readonly cursor?: string }) {
+    const after = options.cursor
+    const keys = [...this.objects.keys()].filter((key) => key.startsWith(options.prefix) && (after === undefined || key > after)).sort()
+    const page = keys.slice(0, this.pageSize)
+    const truncated = keys.length > page.length
+    return { objects: page.map((key) => ({ key })), truncated, ...(truncated ? { cursor: page[page.length - 1] } : {}) }
   }
   async delete(keys: string | Array<string>) {
     for (const key of Array.isArray(keys) ? keys : [keys]) this.objects.delete(key)
