@@ -17,6 +17,10 @@ export const compositionFiles = ["packages/workers/src/Services.ts", "packages/w
 export const errorBodyFiles = ["packages/workers/src/http/Problem.ts"]
 /** The clock: the only file(s) of packages/core/src that may read time — through Effect's Clock, so none reads the wall clock today. */
 export const clockFiles = ["packages/core/src/platform/Time.ts"]
+/** Where the raw bindings live: the only folder(s) that may call R2 itself (the payload bucket's door, platform/Storage.ts). */
+export const platformFolders = ["packages/core/src/platform/"]
+/** Besides platform/ and the composition, the files that may name the raw bucket: the Worker's env type, the test kit's in-memory bucket (it implements it). */
+export const rawBucketFiles = ["packages/workers/src/Env.ts", "packages/core/src/testing/MemoryBindings.ts"]
 
 /**
  * Rule 4 counts reads of the wall clock: `Date.now()`, `new Date()` and `Date()` without arguments. `new Date(x)`
@@ -110,6 +114,7 @@ export const check = (root) => {
     missing(compositionFiles, "composition file")
     missing(errorBodyFiles, "error body file")
     missing(clockFiles, "clock file")
+    missing(rawBucketFiles, "raw bucket file")
   }
 
   // 1. Direct env reads outside the composition: env.X, env?.X, env[…] (also c.env.X, this.env.X), and
@@ -293,7 +298,34 @@ export const check = (root) => {
   edgeStorageHits.sort((a, b) => (a.file === b.file ? a.line - b.line : a.file < b.file ? -1 : 1))
   for (const h of edgeStorageHits) h.note = `${h.kind}: ${h.note}`
 
-  // 9. Non-test source lines (printed, not enforced).
+  // 9. The raw R2 bucket outside platform/: every read, write, listing and delete goes through the payload bucket's
+  //    door (`PayloadBucket`, packages/core/src/platform/Storage.ts), whose `list` pages by itself. Counted, one hit per
+  //    line: the bucket's own methods (`.put(`, `.get(`, `.head(`, `.list(`, `.delete(`) called on a receiver named as
+  //    a bucket (`bucket`, `…Bucket`, `PAYLOADS`); the raw types (`R2Bucket`, `R2Object…`, platform's `Bucket` and
+  //    `BucketObject`), a module that takes the raw binding; and the `PAYLOADS` binding itself. Allowed: platform/,
+  //    the composition (which hands the binding to Bindings) and rawBucketFiles.
+  const rawR2Hits = []
+  const rawR2 = [
+    /(?<![\w$])(?:[\w$]*[bB]ucket|PAYLOADS)\s*\??\.\s*(?:put|get|head|list|delete)\s*\(/g,
+    /(?<![\w$])(?:R2(?:Bucket|Objects?|ObjectBody)|Bucket|BucketObject)(?![\w$])/g,
+    /(?<![\w$])PAYLOADS(?![\w$])/g
+  ]
+  for (const file of files) {
+    const path = rel(file)
+    if (platformFolders.some((folder) => path.startsWith(folder)) || compositionFiles.includes(path) || rawBucketFiles.includes(path)) continue
+    const { bare } = read(file)
+    const seen = new Set()
+    for (const pattern of rawR2) {
+      for (const m of matches(bare, pattern)) {
+        const line = lineOf(file, m.index)
+        if (!seen.has(line)) rawR2Hits.push(hit(file, m.index))
+        seen.add(line)
+      }
+    }
+  }
+  rawR2Hits.sort((a, b) => (a.file === b.file ? a.line - b.line : a.file < b.file ? -1 : 1))
+
+  // 10. Non-test source lines (printed, not enforced).
   const lineAreas = [...packages.map((name) => `packages/${name}/src`), "packages/workers/cli", "scripts"]
   const areaLines = lineAreas.map((area) => {
     const list = lineCountFiles(join(root, area))
@@ -335,6 +367,7 @@ export const check = (root) => {
     { name: "import circles (value imports)", limit: 0, hits: valueCircleHits, scans: `relative imports between the files of each package's src (${packages.join(", ")}); import type is not a value import` },
     { name: "folder cycles in core", limit: 0, hits: folderHits, scans: "top folders of packages/core/src (scripts/check-imports.mjs, run by core's npm test)" },
     { name: "SQL, queue sends, R2 under http/", limit: 0, hits: edgeStorageHits, scans: "packages/workers/src/http: SQL statements and D1 doors/calls, queue sends and queue doors, R2 bindings and doors — one hit per line; use a core use case instead" },
+    { name: "raw R2 calls outside platform/", limit: 0, hits: rawR2Hits, scans: `${scope}; .put/.get/.head/.list/.delete( on a bucket, R2Bucket / Bucket / BucketObject, PAYLOADS — one hit per line; allowed in ${[...platformFolders, ...compositionFiles, ...rawBucketFiles].join(", ")}; use the PayloadBucket door` },
     { name: "value imports from effect barrels", limit: 0, hits: barrelHits, scans: `${scope}, apps/*/src and packages/workers/template/src (bundled into a Worker); import type is free` },
     { name: "citations of DESIGN.md", limit: 0, hits: designHits, scans: "README.md, CHANGELOG.md, docs/, packages/, apps/, scripts/, bench/ (comments and prose included): cite docs/architecture.md, the repository's own" },
     { name: "import circles (type-only)", limit: undefined, hits: typeCircleHits, scans: "as above, counting import type too: circles that exist only through a type import (reported, not enforced)" }
