@@ -43,8 +43,8 @@ export { api, publicRoutes, type Route, routes } from "./Routes.js"
  * The others are still bound to Hono (`Contract.bind`); each route is served by exactly one of the two.
  */
 export const served = Serve.make(
-  HttpApi.make("factline").add(Runs.group).add(Recovery.group).add(Queues.group).add(DeadLetters.group).add(Alerts.group).add(Tenants.group).add(Webhooks.group).add(Projections.group),
-  Layer.mergeAll(Runs.handlers, Recovery.handlers, Queues.handlers, DeadLetters.handlers, Alerts.handlers, Tenants.handlers, Webhooks.handlers, Projections.handlers)
+  HttpApi.make("factline").add(Runs.group).add(Recovery.group).add(Queues.group).add(DeadLetters.group).add(Alerts.group).add(Tenants.group).add(Facts.group).add(Webhooks.group).add(Projections.group),
+  Layer.mergeAll(Runs.handlers, Recovery.handlers, Queues.handlers, DeadLetters.handlers, Alerts.handlers, Tenants.handlers, Facts.handlers, Webhooks.handlers, Projections.handlers)
 )
 
 export const make = (registry: Registry.Shape, runtime: (env: PlatformEnv) => PlatformRuntime) => {
@@ -52,7 +52,6 @@ export const make = (registry: Registry.Shape, runtime: (env: PlatformEnv) => Pl
   const run = makeRun(runtime)
   served.forward(app, runtime)
   Events.mount(app, { registry, run })
-  Facts.mount(app, { run })
   Batches.mount(app, { registry, run })
   Batches.mountUploads(app, { run })
   Documents.mount(app, { registry, api })

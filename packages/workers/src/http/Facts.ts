@@ -15,15 +15,17 @@
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as OpenApi from "effect/http-api/OpenApi"
-import type { Hono } from "hono"
-import { Export, FactsCopy, Failure, Ledger, ProjectionQuery, Registry, Trace } from "@factline/core"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
+import { Export, FactsCopy, Failure, Ledger, Placement, ProjectionQuery, Registry, Trace } from "@factline/core"
 import { Fact, Issues } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
-import { type AppEnv, bind, cursor, describe, limitParameter, nextCursor, type PageLimit, pageLimit, problems, raw, text, wholeNumber } from "./Contract.js"
-import { type Ctx, queryPage, type Run } from "./Run.js"
+import { cursor, describe, limitParameter, nextCursor, type PageLimit, pageLimit, problems, text } from "./Contract.js"
+import { apiOf, Caller, Edge } from "./Edge.js"
 
 const StoredFact = Fact.annotate({ identifier: "Fact", description: "An immutable fact of the ledger" })
 const cloudEvents = { 200: { [CloudEvents.batchContentType]: { description: "With `Accept: application/cloudevents-batch+json`: the same facts as CloudEvents 1.0 (`id` = fact_id, `source` = /factline/tenants/<tenant>/streams/<stream>, percent-encoded, `type` = fact type, `subject` = stream, `time` = created_at, `datacontenttype` application/json, `data`; string extensions `sequence` (zero-padded to 20 digits), `causationid`, `correlationid`, `causedby`, `tenantid`, `schemaversion` (of `data`: the latest the platform knows), and `traceparent` when the fact has one); the next page in a `Link: <…>; rel=\"next\"` header" } } }
@@ -36,7 +38,11 @@ const notAcceptable = "`not_acceptable`: `Accept` refuses both application/json 
 export const readStream = HttpApiEndpoint.get("readStream", "/v1/streams/:subject/facts", {
   params: { subject: Schema.String.annotate({ description: "The stream: an envelope's `subject`" }) },
   query: {
-    after: wholeNumber("Return facts after this sequence (default 0: from the start)"),
+    // A sequence the ledger can hold (at most 2^53 - 1): checked first, so the pattern carries the description.
+    after: Schema.optionalKey(Schema.String.check(
+      Schema.makeFilter((value: string) => !/^\d+$/u.test(value) || Number(value) <= Number.MAX_SAFE_INTEGER, { message: `must be at most ${Number.MAX_SAFE_INTEGER}` }),
+      Schema.isPattern(/^\d+$/u, { message: "must be a whole number" })
+    )).annotate({ description: "Return facts after this sequence (default 0: from the start)" }),
     limit: limitParameter(streamLimit)
   },
   success: Schema.Struct({
@@ -129,91 +135,71 @@ export const traceFact = HttpApiEndpoint.get("traceFact", "/v1/facts/:fact_id/tr
   errors: { 400: "`invalid_query`: an unknown or empty parameter", 404: "`not_found`: no such fact for this tenant (in that stream, when `subject` is given)", 503: "`unavailable`: the ledger; retry" }
 }))
 
-export const group = HttpApiGroup.make("facts").add(readStream, listFacts, traceFact)
+export const group = HttpApiGroup.make("facts").add(readStream, listFacts, traceFact).middleware(Edge)
   .annotateMerge(OpenApi.annotations({
     title: "Facts",
     description: "The ledger's immutable facts: a stream in order, the tenant's facts filtered, a fact's causation chain. CloudEvents on request."
   }))
 
-export const mount = (app: Hono<AppEnv>, deps: { readonly run: Run }) => {
-  const { run } = deps
+/** A CloudEvents batch (Accept: application/cloudevents-batch+json), the next page in a `Link` header: the `alsoAnswers` of the description. */
+const cloudEventsBatch = (events: ReadonlyArray<unknown>, next: string | undefined) =>
+  HttpServerResponse.text(JSON.stringify(events), { contentType: CloudEvents.batchContentType, headers: next === undefined ? {} : { link: `<${next}>; rel="next"` } })
 
-  bind(app, readStream, async (c, reply) => {
-    const principal = c.get("principal")
-    const subject = c.req.param("subject")!
-    const after = intParam(c.req.query("after"), "after", 0, Number.MAX_SAFE_INTEGER, 0)
-    if (typeof after === "string") throw new Failure.InvalidInput({ code: "invalid_query", message: after })
-    const limit = pageLimit(c.req.query("limit"), streamLimit)
-    const batch = CloudEvents.wantsBatch(c.req.header("accept"))
-    const state = await run(c.env, Effect.gen(function*() {
-      const read = yield* (yield* Ledger.Ledger).read({ tenant_id: principal.tenantId, stream: subject }, { after, limit })
-      return { ...read, facts: read.facts.map(readable(yield* Registry.Registry)) }
-    }))
-    if (state.version === 0) throw new Failure.NotFound({ message: `no stream "${subject}" for this tenant` })
-    const last = state.facts.at(-1)?.sequence
-    if (batch) {
-      // CloudEvents batch mode: a JSON array of events; the next page (if any) in a Link header.
-      const next = last !== undefined && last < state.version ? `<${new URL(c.req.url).pathname}?after=${last}&limit=${limit}>; rel="next"` : undefined
-      return raw(c.body(JSON.stringify(state.facts.map(CloudEvents.fromFact)), 200, {
-        "content-type": CloudEvents.batchContentType,
-        ...(next ? { link: next } : {})
+/** The request's `Accept` asks for a CloudEvents batch (a 406 when it refuses both media types) and its URL. */
+const negotiated = Effect.map(HttpServerRequest.HttpServerRequest, (request) => ({
+  batch: CloudEvents.wantsBatch(request.headers.accept),
+  url: new URL((request.source as Request).url)
+}))
+
+export const handlers = HttpApiBuilder.group(apiOf(group), "facts", (handlers) =>
+  handlers
+    .handle("readStream", ({ params: { subject }, query }) =>
+      Effect.gen(function*() {
+        const { batch, url } = yield* negotiated
+        const { tenantId } = yield* Caller
+        const limit = pageLimit(query.limit, streamLimit)
+        const read = yield* (yield* Ledger.Ledger).read({ tenant_id: tenantId, stream: subject }, { after: query.after === undefined ? 0 : Number(query.after), limit })
+        if (read.version === 0) return yield* new Failure.NotFound({ message: `no stream "${subject}" for this tenant` })
+        const facts = read.facts.map(readable(yield* Registry.Registry))
+        const last = facts.at(-1)?.sequence
+        const nextAfter = last !== undefined && last < read.version ? last : null
+        if (batch) return cloudEventsBatch(facts.map(CloudEvents.fromFact), nextAfter === null ? undefined : `${url.pathname}?after=${nextAfter}&limit=${limit}`)
+        return { subject, version: read.version, facts, next_after: nextAfter }
       }))
-    }
-    return reply({
-      subject,
-      version: state.version,
-      facts: state.facts,
-      next_after: last !== undefined && last < state.version ? last : null
-    })
-  })
-
-  /** The causation chain of a fact (core's Trace): back to the message that caused it, forward to what it caused. */
-  bind(app, traceFact, async (c, reply) => {
-    // `subject`: absent, or non-empty (checked against the description before the handler runs).
-    return reply(await run(c.env, Trace.trace(c.get("principal").tenantId, c.req.param("fact_id")!, c.req.query("subject"))))
-  })
-
-  bind(app, listFacts, async (c, reply) => {
-    const tenant = c.get("principal").tenantId
-    const query = c.req.query()
-    const batch = CloudEvents.wantsBatch(c.req.header("accept"))
-    const { data, nextCursor } = query.subject !== undefined ? await listStream(run, c, tenant, query) : await listCopy(run, c, tenant, query)
-    if (batch) {
-      const url = new URL(c.req.url)
-      if (nextCursor !== null) url.searchParams.set("cursor", nextCursor)
-      // A row names its stream `subject` and has no tenant (the token's one): back to the ledger's fact shape.
-      type Row = Omit<Parameters<typeof CloudEvents.fromFact>[0], "stream" | "tenant_id"> & { readonly subject: string }
-      const tenant_id = c.get("principal").tenantId
-      const events = (data as Array<Row>).map(({ subject, ...f }) => CloudEvents.fromFact({ ...f, stream: subject, tenant_id }))
-      return raw(c.body(JSON.stringify(events), 200, {
-        "content-type": CloudEvents.batchContentType,
-        ...(nextCursor !== null ? { link: `<${url.pathname}${url.search}>; rel="next"` } : {})
-      }))
-    }
-    return reply({ data, next_cursor: nextCursor })
-  })
-
-}
+    /** The causation chain of a fact (core's Trace): back to the message that caused it, forward to what it caused. */
+    .handle("traceFact", ({ params, query }) => Effect.flatMap(Caller, (caller) => Trace.trace(caller.tenantId, params.fact_id, query.subject)))
+    .handle("listFacts", ({ query }) =>
+      Effect.gen(function*() {
+        const { batch, url } = yield* negotiated
+        const { tenantId } = yield* Caller
+        const { data, nextCursor } = query.subject !== undefined ? yield* listStream(tenantId, query) : yield* listCopy(tenantId, query)
+        if (!batch) return { data, next_cursor: nextCursor }
+        if (nextCursor !== null) url.searchParams.set("cursor", nextCursor)
+        // A row names its stream `subject` and has no tenant (the token's one): back to the ledger's fact shape.
+        const events = data.map(({ subject, ...f }) => CloudEvents.fromFact({ ...f, stream: subject, tenant_id: tenantId }))
+        return cloudEventsBatch(events, nextCursor === null ? undefined : `${url.pathname}${url.search}`)
+      })))
 
 interface Listing {
   readonly data: ReadonlyArray<ListedFact>
   readonly nextCursor: string | null
 }
 
-const invalidQuery = (problems: ReadonlyArray<Issues.Problem>) => new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(problems), problems })
+type ListingQuery = Readonly<Record<string, string | undefined>>
 
+const invalidQuery = (problems: ReadonlyArray<Issues.Problem>) => new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(problems), problems })
 
 /**
  * `GET /v1/facts?subject=…`: the stream's facts from the ledger, by sequence, after the cursor's sequence. With
  * `type`, the stream is read a page of `streamListingPage` facts at a time, at most `streamListingReads` pages, and
  * the facts of that type kept: the page may then hold fewer than `limit`, and its cursor is where the reading stopped.
  */
-const listStream = async (run: Run, c: Ctx, tenant: string, query: Readonly<Record<string, string>>): Promise<Listing> => {
-  const asked = ProjectionQuery.streamListing(query)
-  if (Result.isFailure(asked)) throw invalidQuery(asked.failure)
-  const { subject, type, limit } = asked.success
-  const key = { tenant_id: tenant, stream: subject }
-  return run(c.env, Effect.gen(function*() {
+const listStream = (tenant: string, query: ListingQuery) =>
+  Effect.gen(function*() {
+    const asked = ProjectionQuery.streamListing(query)
+    if (Result.isFailure(asked)) return yield* invalidQuery(asked.failure)
+    const { subject, type, limit } = asked.success
+    const key = { tenant_id: tenant, stream: subject }
     const ledger = yield* Ledger.Ledger
     const latest = readable(yield* Registry.Registry)
     const data: Array<ListedFact> = []
@@ -224,47 +210,39 @@ const listStream = async (run: Run, c: Ctx, tenant: string, query: Readonly<Reco
         after = fact.sequence
         if (type !== undefined && fact.type !== type) continue
         data.push(Export.listedFact(latest(fact)))
-        if (data.length === limit) return { data, nextCursor: after < state.version ? ProjectionQuery.streamCursor(after) : null }
+        if (data.length === limit) return { data, nextCursor: after < state.version ? ProjectionQuery.streamCursor(after) : null } satisfies Listing
       }
-      if (state.facts.length === 0 || after >= state.version) return { data, nextCursor: null }
+      if (state.facts.length === 0 || after >= state.version) return { data, nextCursor: null } satisfies Listing
     }
     // The page's reads are spent before the stream's end: the next page goes on from here.
-    return { data, nextCursor: ProjectionQuery.streamCursor(after) }
-  }))
-}
+    return { data, nextCursor: ProjectionQuery.streamCursor(after) } satisfies Listing
+  })
 
 /** `GET /v1/facts` without a subject: the D1 copy, if it holds every fact the listing asks for. */
-const listCopy = async (run: Run, c: Ctx, tenant: string, query: Readonly<Record<string, string>>): Promise<Listing> => {
-  const page = ProjectionQuery.facts(tenant, query)
-  if (Result.isFailure(page)) throw invalidQuery(page.failure)
-  const factsCopy = await run(c.env, Effect.service(FactsCopy.FactsCopySetting))
-  if (!FactsCopy.holds(factsCopy, query.type)) {
-    const setting = `${FactsCopy.variable}=${FactsCopy.render(factsCopy)}`
-    throw new Failure.Conflict({
-      code: "facts_not_copied",
-      message: query.type === undefined
-        ? `listing facts of every type across streams needs the D1 facts copy of every type, and this platform copies ${factsCopy.kind === "none" ? "none" : `only ${FactsCopy.render(factsCopy)}`} (${setting}): pass subject= to read one stream from the ledger${factsCopy.kind === "types" ? ", or type= one of the copied types" : ""}`
-        : `the D1 facts copy holds no ${JSON.stringify(query.type.slice(0, 100))} facts (${setting}): pass subject= to read one stream from the ledger, or ask the platform operator to copy this type`
+const listCopy = (tenant: string, query: ListingQuery) =>
+  Effect.gen(function*() {
+    const page = ProjectionQuery.facts(tenant, query)
+    if (Result.isFailure(page)) return yield* invalidQuery(page.failure)
+    const factsCopy = yield* FactsCopy.FactsCopySetting
+    if (!FactsCopy.holds(factsCopy, query.type)) {
+      const setting = `${FactsCopy.variable}=${FactsCopy.render(factsCopy)}`
+      return yield* new Failure.Conflict({
+        code: "facts_not_copied",
+        message: query.type === undefined
+          ? `listing facts of every type across streams needs the D1 facts copy of every type, and this platform copies ${factsCopy.kind === "none" ? "none" : `only ${FactsCopy.render(factsCopy)}`} (${setting}): pass subject= to read one stream from the ledger${factsCopy.kind === "types" ? ", or type= one of the copied types" : ""}`
+          : `the D1 facts copy holds no ${JSON.stringify(query.type.slice(0, 100))} facts (${setting}): pass subject= to read one stream from the ledger, or ask the platform operator to copy this type`
+      })
+    }
+    const rows = yield* Placement.reading(tenant)(ProjectionQuery.run(page.success))
+    const latest = readable(yield* Registry.Registry)
+    // The facts copy's columns are ListedFact's, its body the fact's data as JSON (ProjectionQuery.facts selects them), at its `schema_version`.
+    const data = rows.slice(0, page.success.limit).map(({ body, ...row }) => {
+      const fact = row as Omit<ListedFact, "data">
+      const { subject, traceparent: _, ...rest } = fact
+      const current = latest({ ...rest, stream: subject, tenant_id: tenant, data: JSON.parse(String(body)) as ListedFact["data"] })
+      return { ...fact, schema_version: current.schema_version ?? 1, data: current.data }
     })
-  }
-  const rows = await queryPage(run, c, page.success)
-  const registry = await run(c.env, Effect.service(Registry.Registry))
-  // The facts copy's columns are ListedFact's, its body the fact's data as JSON (ProjectionQuery.facts selects them), at its `schema_version`.
-  const data = rows.slice(0, page.success.limit).map(({ body, ...row }) => {
-    const fact = row as Omit<ListedFact, "data">
-    const { subject, traceparent: _, ...rest } = fact
-    const current = readable(registry)({ ...rest, stream: subject, tenant_id: tenant, data: JSON.parse(String(body)) as ListedFact["data"] })
-    return { ...fact, schema_version: current.schema_version ?? 1, data: current.data }
+    return { data, nextCursor: page.success.nextCursor(rows) } satisfies Listing
   })
-  return { data, nextCursor: page.success.nextCursor(rows) }
-}
 
 const readable = Trace.latest
-
-/** A whole-number query parameter within bounds, its default when absent, or the message naming the problem. */
-export const intParam = (value: string | undefined, name: string, min: number, max: number, fallback: number): number | string => {
-  if (value === undefined || value === "") return fallback
-  if (!/^\d+$/.test(value)) return `${name} must be a whole number`
-  const n = Number(value)
-  return n < min || n > max ? `${name} must be between ${min} and ${max}` : n
-}
