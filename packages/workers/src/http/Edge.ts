@@ -24,6 +24,13 @@ export class Edge extends HttpApiMiddleware.Service<Edge, { provides: Caller }>(
 }) {}
 
 /**
+ * What a public route served from the description passes through (`GET /health`): the URL length and the
+ * query as `Edge` checks them, and the one problem writer — no token, no rate limit, no `Caller`. Its
+ * implementation is `Serve.publicEdge`.
+ */
+export class PublicEdge extends HttpApiMiddleware.Service<PublicEdge>()("@factline/workers/http/PublicEdge") {}
+
+/**
  * The API a served group's handlers are built against (`HttpApiBuilder.group(Edge.apiOf(group), …)`): its
  * payloads are decoded strictly, every problem listed — a field the schema does not have is a 400 naming it,
  * as `Issues.decodeStrict` decodes a body on the Hono routes.

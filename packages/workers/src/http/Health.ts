@@ -3,12 +3,14 @@
  * a probe holds no token — so it says nothing of any tenant and reads no store: that this Worker runs and
  * routes, and factline's version. Whether the queues keep up is `GET /v1/queues/health` (scope `platform`).
  */
+import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as OpenApi from "effect/http-api/OpenApi"
-import type { Hono } from "hono"
-import { type AppEnv, bind, describe, problems } from "./Contract.js"
+import { describe, problems } from "./Contract.js"
+import { apiOf, PublicEdge } from "./Edge.js"
 
 /** factline's version (`@factline/workers`' package version; a unit test holds the two together). */
 export const version = "0.1.0"
@@ -25,12 +27,9 @@ export const liveness = HttpApiEndpoint.get("liveness", "/health", {
   errors: { 400: "`invalid_query`: a query parameter (this route takes none)" }
 }))
 
-export const group = HttpApiGroup.make("health").add(liveness)
+export const group = HttpApiGroup.make("health").add(liveness).middleware(PublicEdge)
   .annotateMerge(OpenApi.annotations({ title: "Health", description: "Liveness of the deployment, without a token." }))
 
-/** Never cached: a probe must reach the Worker, not a cache in front of it. */
-const headers = { "cache-control": "no-store" }
-
-export const mount = (app: Hono<AppEnv>) => {
-  bind(app, liveness, (_c, reply) => reply({ status: "ok", version }, headers))
-}
+/** Never cached (the edge's `cache-control: no-store`): a probe must reach the Worker, not a cache in front of it. */
+export const handlers = HttpApiBuilder.group(apiOf(group), "health", (handlers) =>
+  handlers.handle("liveness", () => Effect.succeed({ status: "ok" as const, version })))

@@ -30,13 +30,13 @@ import type { PlatformEnv } from "../Env.js"
 import type { PlatformRuntime, PlatformServices } from "../Services.js"
 import { authenticate, type Principal } from "./Auth.js"
 import { type AppEnv, BodyUsage, maxUrlBytes, queryNames, queryRefusal, scopesOf } from "./Contract.js"
-import { Caller, Edge, WorkerEnv } from "./Edge.js"
+import { Caller, Edge, PublicEdge, WorkerEnv } from "./Edge.js"
 import { readJson } from "./JsonBody.js"
 import { answerFor, noSniff, RequestRefused } from "./Problem.js"
 import * as RateLimit from "./RateLimit.js"
 import { refusal as strictRefusal } from "./StrictQuery.js"
 
-export { Caller, Edge, WorkerEnv } from "./Edge.js"
+export { Caller, Edge, PublicEdge, WorkerEnv } from "./Edge.js"
 
 /** What the edge checks of one endpoint, read once from its description. */
 interface Guard {
@@ -69,12 +69,13 @@ const hasNoBody = (request: Request) =>
 
 /**
  * Admits a request as Hono's guards did, in their order: the token and its scopes, the tenant's rate
- * limit, the query's names then values, the body's media type and limits. Its caller, and the request the
- * handler decodes (its JSON body already read within the limits).
+ * limit (both only when `authenticated`: not for a public route), the query's names then values, the
+ * body's media type and limits. Its caller, and the request the handler decodes (its JSON body already
+ * read within the limits).
  */
-const admit = async (env: PlatformEnv, request: Request, guard: Guard): Promise<{ readonly caller: Principal; readonly request: Request | undefined }> => {
-  const caller = await authenticate(env, request.headers.get("authorization") ?? undefined, guard.scopes as Parameters<typeof authenticate>[2])
-  await RateLimit.check(env, caller.tenantId)
+const admit = async (env: PlatformEnv, request: Request, guard: Guard, authenticated: boolean): Promise<{ readonly caller: Principal | undefined; readonly request: Request | undefined }> => {
+  const caller = authenticated ? await authenticate(env, request.headers.get("authorization") ?? undefined, guard.scopes as Parameters<typeof authenticate>[2]) : undefined
+  if (caller !== undefined) await RateLimit.check(env, caller.tenantId)
   const params = new URL(request.url).searchParams
   const refused = strictRefusal(params, guard.known) ?? guard.query?.(params)
   if (refused !== undefined) throw refused
@@ -109,28 +110,32 @@ const noStore = { "cache-control": "no-store" }
 const unwrap = (error: unknown): unknown =>
   Predicate.hasProperty(error, "~effect/http-api/HttpApiBuilder/HandlerError") && Predicate.hasProperty(error, "error") ? error.error : error
 
-/** The `Edge` middleware: every served route's guards around its handler, and the one writer for its failures. */
-export const edge = Layer.succeed(Edge)({
-  bearer: (handler, { endpoint }) =>
-    Effect.gen(function*() {
-      const request = (yield* HttpServerRequest.HttpServerRequest).source as Request
-      if (request.url.length > maxUrlBytes) return problem(new RequestRefused({ status: 414, message: `the URL is over ${maxUrlBytes} bytes` }))
-      const env = yield* WorkerEnv
-      const guard = guardOf(endpoint)
-      const answered = Effect.gen(function*() {
-        const admitted = yield* Effect.tryPromise({ try: () => admit(env, request, guard), catch: (error) => error })
-        const served = admitted.request === undefined
-          ? handler
-          : Effect.provideService(handler, HttpServerRequest.HttpServerRequest, HttpServerRequest.fromWeb(admitted.request))
-        const response = yield* Effect.provideService(served, Caller, admitted.caller)
-        return HttpServerResponse.setHeaders(response, { ...noSniff, ...noStore })
-      })
-      return yield* Effect.catchCause(answered, (cause) => {
-        const error = unwrap(Cause.squash(cause))
-        return Effect.succeed(problem(HttpApiSchemaError.is(error) ? refusedInput(error, guard.body?.usage) : error, noStore))
-      })
-    }) as any
-})
+/** A served route's guards around its handler, and the one writer for its failures; with a token, its `Caller`. */
+const guarded = (handler: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, any>, endpoint: HttpApiEndpoint.Top, authenticated: boolean) =>
+  Effect.gen(function*() {
+    const request = (yield* HttpServerRequest.HttpServerRequest).source as Request
+    if (request.url.length > maxUrlBytes) return problem(new RequestRefused({ status: 414, message: `the URL is over ${maxUrlBytes} bytes` }))
+    const env = yield* WorkerEnv
+    const guard = guardOf(endpoint)
+    const answered = Effect.gen(function*() {
+      const admitted = yield* Effect.tryPromise({ try: () => admit(env, request, guard, authenticated), catch: (error) => error })
+      const served = admitted.request === undefined
+        ? handler
+        : Effect.provideService(handler, HttpServerRequest.HttpServerRequest, HttpServerRequest.fromWeb(admitted.request))
+      const response = yield* (admitted.caller === undefined ? served : Effect.provideService(served, Caller, admitted.caller))
+      return HttpServerResponse.setHeaders(response, { ...noSniff, ...noStore })
+    })
+    return yield* Effect.catchCause(answered, (cause) => {
+      const error = unwrap(Cause.squash(cause))
+      return Effect.succeed(problem(HttpApiSchemaError.is(error) ? refusedInput(error, guard.body?.usage) : error, noStore))
+    })
+  })
+
+/** The `Edge` middleware: every authenticated served route's guards around its handler, and the one writer for its failures. */
+export const edge = Layer.succeed(Edge)({ bearer: (handler, { endpoint }) => guarded(handler, endpoint, true) as any })
+
+/** The `PublicEdge` middleware: the same guards but the token and the rate limit, for the routes without scopes. */
+export const publicEdge = Layer.succeed(PublicEdge)((handler, { endpoint }) => guarded(handler, endpoint, false) as any)
 
 /** The per-request services of a served route: the isolate runtime's, and the Worker's `env`. */
 export type Services = PlatformServices | WorkerEnv
@@ -150,7 +155,7 @@ export const make = <Id extends string, Groups extends HttpApiGroup.Constraint>(
   groups: Layer.Layer<HttpApiGroup.ToService<Id, Groups>, never, any>
 ) => {
   const { handler } = HttpRouter.toWebHandler(
-    HttpApiBuilder.layer(api).pipe(Layer.provide(groups), Layer.provide(edge)) as Layer.Layer<never, never, HttpRouter.HttpRouter>,
+    HttpApiBuilder.layer(api).pipe(Layer.provide(groups), Layer.provide(Layer.merge(edge, publicEdge))) as Layer.Layer<never, never, HttpRouter.HttpRouter>,
     // Hono has matched the route already; a path parameter of any length is the edge's to answer (414 over
     // maxUrlBytes, else the handler's 404), not a routing miss (find-my-way's default stops at 100 characters).
     { disableLogger: true, routerConfig: { maxParamLength: Number.POSITIVE_INFINITY } }
