@@ -27,6 +27,21 @@ describe("OpenAPI", () => {
     expect([...documented].sort()).toEqual([...new Set(served)].sort())
   })
 
+  it("the documents are public, cacheable for 5 minutes and readable from other origins; a query parameter is a 400 naming it", async () => {
+    for (const path of ["/openapi.json", "/asyncapi.json"]) {
+      const response = await request(path)
+      expect(response.status, path).toBe(200)
+      expect(response.headers.get("content-type"), path).toBe("application/json; charset=utf-8")
+      expect(response.headers.get("cache-control"), path).toBe("public, max-age=300")
+      expect(response.headers.get("access-control-allow-origin"), path).toBe("*")
+      expect(response.headers.get("x-content-type-options"), path).toBe("nosniff")
+      expect(typeof (await response.json<any>()).info.title, path).toBe("string")
+      const refused = await request(`${path}?format=yaml`)
+      expect(refused.status, path).toBe(400)
+      expect((await refused.json<any>()).error).toMatchObject({ code: "invalid_query", details: { problems: [{ path: "format" }] } })
+    }
+  })
+
   it("states each route's scopes as its bearer requirement, the 401/403/429 of every authenticated route, and the one error shape", async () => {
     const doc = await (await request("/openapi.json")).json<any>()
     expect(doc.components.securitySchemes.bearer).toMatchObject({ type: "http", scheme: "bearer" })

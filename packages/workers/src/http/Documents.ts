@@ -13,20 +13,24 @@
  * (a test calling the Worker, an app with `run_worker_first`) is answered from the same files through the
  * `ASSETS` binding — the same bytes and headers. The Worker bundle holds neither page nor Scalar.
  */
+import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type { HttpApi } from "effect/http-api"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
-import type { Context, Hono } from "hono"
-import { AsyncApi, Failure, type Registry } from "@factline/core"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
+import { AsyncApi, Failure, Registry } from "@factline/core"
 import * as Services from "../Services.js"
-import { type AppEnv, bind, describe, Json, problems, raw } from "./Contract.js"
+import { describe, Json, problems } from "./Contract.js"
+import { apiOf, PublicEdge, WorkerEnv } from "./Edge.js"
 
 const html = Schema.String.pipe(HttpApiSchema.asText({ contentType: "text/html" }))
 
-// Every route refuses a query parameter it does not take (Contract.bind): these take none.
+// Every route refuses a query parameter it does not take (the edge): these take none.
 const noQuery = "`invalid_query`: a query parameter (this route takes none)"
 const noAssets = "`not_found`: the Worker has no `ASSETS` binding (the message says how to add it)"
 
@@ -39,33 +43,37 @@ export const asyncApi = HttpApiEndpoint.get("asyncApi", "/asyncapi.json", { succ
 export const dashboard = HttpApiEndpoint.get("dashboard", "/dashboard", { success: html, error: problems(400, 404) })
   .pipe(describe({ summary: "The operators' dashboard", description: "Queue health, dead letters and batch jobs; a static page that asks for a token, and every call it makes authenticates.", errors: { 400: noQuery, 404: noAssets } }))
 
-export const group = HttpApiGroup.make("documents").add(openApi, docs, asyncApi, dashboard)
+export const group = HttpApiGroup.make("documents").add(openApi, docs, asyncApi, dashboard).middleware(PublicEdge)
   .annotateMerge(OpenApi.annotations({
     title: "Documents",
     description: "Public descriptions of the platform, and the operators' page."
   }))
 
 /** The documents are public and the same for everyone: cacheable, and readable by tools on other origins. */
-const jsonHeaders = { "content-type": "application/json; charset=utf-8", "cache-control": "public, max-age=300", "access-control-allow-origin": "*" }
+const json = (text: string) =>
+  HttpServerResponse.text(text, { contentType: "application/json; charset=utf-8", headers: { "cache-control": "public, max-age=300", "access-control-allow-origin": "*" } })
 
 /**
  * A page of the static assets, for a request that reached the Worker: the same file and headers the assets
  * serve. Without an `ASSETS` binding the app has not configured the assets; the 404 says how.
  */
-const fromAssets = async (c: Context<AppEnv>) => {
-  const assets = Services.staticAssets(c.env)
+const fromAssets = Effect.gen(function*() {
+  const request = (yield* HttpServerRequest.HttpServerRequest).source as Request
+  const assets = Services.staticAssets(yield* WorkerEnv)
   if (assets === undefined) {
-    throw new Failure.NotFound({ message: `${new URL(c.req.url).pathname} is a page of @factline/workers' static assets, and this Worker has none: add "assets": { "directory": "node_modules/@factline/workers/dist/assets", "binding": "ASSETS" } to wrangler.jsonc` })
+    return yield* new Failure.NotFound({ message: `${new URL(request.url).pathname} is a page of @factline/workers' static assets, and this Worker has none: add "assets": { "directory": "node_modules/@factline/workers/dist/assets", "binding": "ASSETS" } to wrangler.jsonc` })
   }
-  return raw(await assets.fetch(c.req.raw))
-}
+  return HttpServerResponse.raw(yield* Effect.promise(() => assets.fetch(request)))
+})
 
-export const mount = (app: Hono<AppEnv>, deps: { readonly registry: Registry.Shape; readonly api: HttpApi.HttpApi<string, any> }) => {
-  // Generated once per isolate, on first use.
-  let openApiText: string | undefined
-  let asyncApiText: string | undefined
-  bind(app, openApi, (c) => raw(c.body((openApiText ??= JSON.stringify(OpenApi.fromApi(deps.api))), 200, jsonHeaders)))
-  bind(app, asyncApi, (c) => raw(c.body((asyncApiText ??= JSON.stringify(AsyncApi.generate(deps.registry))), 200, jsonHeaders)))
-  bind(app, docs, fromAssets)
-  bind(app, dashboard, fromAssets)
-}
+/** The documents' handlers; `api` is the whole API the OpenAPI document describes (generated once per isolate, on first use). */
+export const handlers = (api: HttpApi.HttpApi<string, any>) =>
+  HttpApiBuilder.group(apiOf(group), "documents", (handlers) => {
+    let openApiText: string | undefined
+    let asyncApiText: string | undefined
+    return handlers
+      .handle("openApi", () => Effect.sync(() => json(openApiText ??= JSON.stringify(OpenApi.fromApi(api)))))
+      .handle("asyncApi", () => Effect.map(Effect.service(Registry.Registry), (registry) => json(asyncApiText ??= JSON.stringify(AsyncApi.generate(registry)))))
+      .handle("docs", () => fromAssets)
+      .handle("dashboard", () => fromAssets)
+  })

@@ -123,7 +123,8 @@ const guarded = (handler: Effect.Effect<HttpServerResponse.HttpServerResponse, u
         ? handler
         : Effect.provideService(handler, HttpServerRequest.HttpServerRequest, HttpServerRequest.fromWeb(admitted.request))
       const response = yield* (admitted.caller === undefined ? served : Effect.provideService(served, Caller, admitted.caller))
-      return HttpServerResponse.setHeaders(response, { ...noSniff, ...noStore })
+      // Never cached unless the handler says otherwise (the public documents are).
+      return HttpServerResponse.setHeaders(response, response.headers["cache-control"] === undefined ? { ...noSniff, ...noStore } : noSniff)
     })
     return yield* Effect.catchCause(answered, (cause) => {
       const error = unwrap(Cause.squash(cause))
