@@ -147,7 +147,24 @@ describe("import (inline envelopes, run in chunks on factline-batch)", () => {
     expect((await post({ operation: "import", events: [callCompleted()] }, tokenPlatform)).status).toBe(403)
     expect((await post({ operation: "rebuild", projection: "calls" }, tokenA)).status).toBe(403)
     expect((await post({ operation: "import", events: [] }, tokenA)).status).toBe(400)
-    expect((await post({ operation: "import", events: Array.from({ length: 1_001 }, () => ({})) }, tokenA)).status).toBe(400)
+    const tooMany = await post({ operation: "import", events: Array.from({ length: 1_001 }, () => ({})) }, tokenA)
+    expect(tooMany.status).toBe(400)
+    expect((await tooMany.json<any>()).error.code).toBe("too_many_events")
+    // Decoded by the endpoint's payload schema, strictly: events and a manifest together, a foreign field, a format
+    // it does not have are 400s, the usage first; no job is started by any of them.
+    const listedBefore = (await (await request("/v1/batches?limit=100", { token: tokenA })).json<any>()).data.length
+    for (const body of [{ operation: "import", events: [callCompleted()], manifest: "x.ndjson" }, { operation: "export", projection: "calls", colour: "red" }, { operation: "export", format: "xml" }, { operation: "compact" }]) {
+      const refused = await post(body, tokenA)
+      expect(refused.status, JSON.stringify(body)).toBe(400)
+      const problem = await refused.json<any>()
+      expect(problem.error.code).toBe("invalid_request")
+      expect(problem.error.message).toMatch(/^send \{ "operation": "rebuild"/)
+    }
+    expect((await (await request("/v1/batches?limit=100", { token: tokenA })).json<any>()).data.length).toBe(listedBefore)
+    // An upload's name is decoded by its path schema, its message the one the handler wrote by hand.
+    const badName = await request("/v1/uploads/.hidden", { method: "PUT", token: tokenA, body: "{}\n", headers: { "content-type": "application/x-ndjson" } })
+    expect(badName.status).toBe(400)
+    expect((await badName.json<any>()).error.details.problems).toEqual([{ path: "name", message: "must be 1–128 letters, digits, '.', '_' or '-', starting with a letter or digit" }])
   }, 120_000)
 })
 

@@ -43,8 +43,8 @@ export { api, publicRoutes, type Route, routes } from "./Routes.js"
  * The others are still bound to Hono (`Contract.bind`); each route is served by exactly one of the two.
  */
 export const served = Serve.make(
-  HttpApi.make("factline").add(Runs.group).add(Recovery.group).add(Queues.group).add(DeadLetters.group).add(Alerts.group).add(Tenants.group).add(Facts.group).add(Webhooks.group).add(Projections.group).add(Health.group).add(Documents.group),
-  Layer.mergeAll(Runs.handlers, Recovery.handlers, Queues.handlers, DeadLetters.handlers, Alerts.handlers, Tenants.handlers, Facts.handlers, Webhooks.handlers, Projections.handlers, Health.handlers, Documents.handlers(api))
+  HttpApi.make("factline").add(Runs.group).add(Recovery.group).add(Queues.group).add(DeadLetters.group).add(Alerts.group).add(Tenants.group).add(Facts.group).add(Batches.group).add(Webhooks.group).add(Projections.group).add(Health.group).add(Documents.group),
+  Layer.mergeAll(Runs.handlers, Recovery.handlers, Queues.handlers, DeadLetters.handlers, Alerts.handlers, Tenants.handlers, Facts.handlers, Batches.handlers, Webhooks.handlers, Projections.handlers, Health.handlers, Documents.handlers(api))
 )
 
 export const make = (registry: Registry.Shape, runtime: (env: PlatformEnv) => PlatformRuntime) => {
@@ -52,8 +52,6 @@ export const make = (registry: Registry.Shape, runtime: (env: PlatformEnv) => Pl
   const run = makeRun(runtime)
   served.forward(app, runtime)
   Events.mount(app, { registry, run })
-  Batches.mount(app, { registry, run })
-  Batches.mountUploads(app, { run })
 
   // Handlers and middleware throw members of the failure family; this is where they become responses.
   app.notFound((c) => respond(c, new Failure.NotFound({ message: `no route for ${c.req.method} ${new URL(c.req.url).pathname}` })))

@@ -18,23 +18,20 @@
  * an unknown one.
  */
 import * as Effect from "effect/Effect"
+import * as Predicate from "effect/Predicate"
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
-import type { Hono } from "hono"
-import { Batches, BatchJobs, BatchStart, Failure, type Registry } from "@factline/core"
-import { type AppEnv, bind, cursor, describe, Json, limitParameter, nextCursor, oneOf, type PageLimit, pageLimit, problems, raw } from "./Contract.js"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
+import { Batches, BatchJobs, BatchStart, Failure } from "@factline/core"
+import { Issues } from "@factline/schemas"
+import { cursor, describe, Json, limitParameter, nextCursor, oneOf, type PageLimit, pageLimit, problems } from "./Contract.js"
+import { apiOf, Caller, Edge } from "./Edge.js"
 import { Forbidden, RequestRefused } from "./Problem.js"
-import { isObject, readBody } from "./JsonBody.js"
-import type { Run } from "./Run.js"
-
-export interface Deps {
-  readonly registry: Registry.Shape
-  readonly run: Run
-}
 
 const Job = Schema.Struct({
   batch_id: Schema.String,
@@ -89,20 +86,32 @@ const listLimit: PageLimit = { maximum: 100, default: 20 }
 const id = { id: Schema.String.annotate({ description: "A batch id (`batch_id`)" }) }
 const adminOrPlatform = ["admin", "platform"] as const
 
+/** The usage of `POST /v1/batches`: what a refused body's message starts with. */
+const startUsage = 'send { "operation": "rebuild", "projection": "<name>" }, { "operation": "import", "events": [...] | "manifest": "<uploaded name>" }, { "operation": "export", "projection"?: "<name>", "format"?: "ndjson" | "csv" } or { "operation": "reconcile", "projection": "<name>", "repair"?: true | false }'
+
+const StartPayload = Schema.Union([
+  Schema.Struct({
+    operation: Schema.Literal("import"),
+    // Any JSON per line: a line that is not a valid envelope is reported by its number in the job's `errors`, not
+    // refused; more than 1,000 is BatchStart's 400 `too_many_events`.
+    events: Schema.Array(Schema.Unknown).check(Schema.isMinLength(1)).annotate({ description: "1 to 1,000 envelopes; an invalid one is reported by its line number in the job's `errors` (more than 1,000: `too_many_events`)" })
+  }),
+  Schema.Struct({ operation: Schema.Literal("import"), manifest: Schema.String.annotate({ description: "The name of a file uploaded with PUT /v1/uploads/:name" }) }),
+  Schema.Struct({ operation: Schema.Literal("export"), projection: Schema.optional(Schema.String), format: Schema.optional(Schema.Literals(["ndjson", "csv"])) }),
+  Schema.Struct({ operation: Schema.Literal("reconcile"), projection: Schema.String, repair: Schema.optional(Schema.Boolean) }),
+  Schema.Struct({ operation: Schema.Literal("rebuild"), projection: Schema.String })
+])
+const decodeStart = Issues.decodeStrict(StartPayload)
+
 export const startBatch = HttpApiEndpoint.post("startBatch", "/v1/batches", {
-  payload: Schema.Union([
-    Schema.Struct({ operation: Schema.Literal("import"), events: Schema.Array(Json).check(Schema.isMinLength(1), Schema.isMaxLength(1_000)) }),
-    Schema.Struct({ operation: Schema.Literal("import"), manifest: Schema.String.annotate({ description: "The name of a file uploaded with PUT /v1/uploads/:name" }) }),
-    Schema.Struct({ operation: Schema.Literal("export"), projection: Schema.optional(Schema.String), format: Schema.optional(Schema.Literals(["ndjson", "csv"])) }),
-    Schema.Struct({ operation: Schema.Literal("reconcile"), projection: Schema.String, repair: Schema.optional(Schema.Boolean) }),
-    Schema.Struct({ operation: Schema.Literal("rebuild"), projection: Schema.String })
-  ]),
+  payload: StartPayload,
   success: Batch.pipe(HttpApiSchema.status(202)),
   error: problems(400, 403, 404, 409, 413, 415, 503)
 }).pipe(describe({
   summary: "Start a batch job",
   description: "`import`, `export` and `reconcile` work on the token's tenant (scope `admin`); `rebuild` replays every tenant's facts into a projection (scope `platform`). The job runs in chunks on the batch queue; poll GET /v1/batches/:id.",
   scopes: ["admin", "platform"],
+  usage: startUsage,
   errors: {
     400: "`invalid_request` (naming the field), `too_many_events`",
     403: "`forbidden`: a rebuild without `platform`, or an import/export/reconcile without `admin`",
@@ -145,7 +154,7 @@ export const batchOutput = HttpApiEndpoint.get("batchOutput", "/v1/batches/:id/o
 export const uploadContentType = "application/x-ndjson"
 
 export const upload = HttpApiEndpoint.put("upload", "/v1/uploads/:name", {
-  params: { name: Schema.String.check(Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/u)).annotate({ description: "A file name (never a path)" }) },
+  params: { name: Schema.String.check(Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/u, { message: "must be 1–128 letters, digits, '.', '_' or '-', starting with a letter or digit" })).annotate({ description: "A file name (never a path)" }) },
   payload: Schema.Uint8Array.pipe(HttpApiSchema.asUint8Array({ contentType: uploadContentType })).annotate({ description: "NDJSON: one envelope per line, at most 1 GiB, with a content-length" }),
   success: Schema.Struct({ manifest: Schema.String, size: Schema.Int }).pipe(HttpApiSchema.status(201)),
   error: problems(400, 411, 413, 415)
@@ -161,107 +170,82 @@ export const upload = HttpApiEndpoint.put("upload", "/v1/uploads/:name", {
   }
 }))
 
-export const group = HttpApiGroup.make("batches").add(startBatch, listBatches, getBatch, cancelBatch, batchOutput, upload)
+export const group = HttpApiGroup.make("batches").add(startBatch, listBatches, getBatch, cancelBatch, batchOutput, upload).middleware(Edge)
   .annotateMerge(OpenApi.annotations({
     title: "Batch jobs",
     description: "Bulk import, export, reconcile and projection rebuilds, run in chunks on the batch queue."
   }))
 
 
-export const mount = (app: Hono<AppEnv>, { run }: Deps) => {
-  /**
-   * `POST /v1/batches`: starts a batch job (core's BatchStart). `rebuild` (scope `platform`: it replays every
-   * tenant's facts); `import` (inline envelopes or an uploaded file), `export` and `reconcile` (scope `admin`:
-   * the caller's tenant).
-   */
-  bind(app, startBatch, async (c, reply) => {
-    const principal = c.get("principal")
-    const tenantId = principal.tenantId
-    const body = await readBody(c)
-    const usage = 'send { "operation": "rebuild", "projection": "<name>" }, { "operation": "import", "events": [...] | "manifest": "<uploaded name>" }, { "operation": "export", "projection"?: "<name>", "format"?: "ndjson" | "csv" } or { "operation": "reconcile", "projection": "<name>", "repair"?: true | false }'
-    if (!isObject(body)) throw new Failure.InvalidInput({ message: usage })
-    if (body.operation === "rebuild") {
-      if (!principal.scopes.includes("platform")) throw new Forbidden({ message: 'a rebuild replays every tenant\'s facts: it takes the "platform" scope' })
-      if (typeof body.projection !== "string") throw new Failure.InvalidInput({ message: usage })
-      return reply(Batches.rebuildView(await run(c.env, BatchStart.rebuild(body.projection, tenantId))))
-    }
-    if (body.operation !== "import" && body.operation !== "export" && body.operation !== "reconcile") throw new Failure.InvalidInput({ message: usage })
-    if (!principal.scopes.includes("admin")) throw new Forbidden({ message: `${body.operation} works on the token's tenant: it takes the "admin" scope` })
-    return reply(BatchJobs.view(await run(c.env, startJob(tenantId, body))))
-  })
-
-  bind(app, listBatches, async (c, reply) => {
-    // `status`, when given, is one of `statuses`: checked against the description before the handler runs.
-    const options = { status: c.req.query("status"), cursor: c.req.query("cursor"), limit: pageLimit(c.req.query("limit"), listLimit) }
-    return reply(await run(c.env, Batches.list(c.get("principal").tenantId, options)))
-  })
-
-  // Only the tenant that started a batch reads it; another tenant's id is the same 404 as a missing one.
-  bind(app, getBatch, async (c, reply) => reply(await run(c.env, Batches.get(c.get("principal").tenantId, c.req.param("id")!))))
-
-  bind(app, cancelBatch, async (c, reply) => reply(await run(c.env, Batches.cancel(c.get("principal").tenantId, c.req.param("id")!))))
-
-  bind(app, batchOutput, async (c) => {
-    const output = await run(c.env, Batches.output(c.get("principal").tenantId, c.req.param("id")!))
-    return raw(new Response(output.body, {
-      headers: {
-        "content-type": output.format === "csv" ? "text/csv; charset=utf-8" : "application/x-ndjson",
-        "content-disposition": `attachment; filename="${output.fileName}"`,
-        "cache-control": "no-store"
-      }
-    }))
-  })
-}
-
-/** An import, export or reconcile of the tenant's, from the request's fields (each checked here, as the description states them). */
-const startJob = (tenantId: string, body: Record<string, unknown>) => {
-  const allowed = body.operation === "import" ? ["operation", "events", "manifest"] : body.operation === "export" ? ["operation", "projection", "format"] : ["operation", "projection", "repair"]
-  const extra = Object.keys(body).filter((k) => !allowed.includes(k))
-  const unknown = extra.length > 0 ? `unknown field(s) ${extra.map((k) => JSON.stringify(k.slice(0, 50))).join(", ")}` : undefined
-  if (body.operation === "import") {
-    if (unknown !== undefined || ("events" in body && "manifest" in body)) {
-      throw new Failure.InvalidInput({ message: `send { "operation": "import", "events": [...] } or { "operation": "import", "manifest": "<uploaded name>" }${unknown === undefined ? "" : `; ${unknown}`}` })
-    }
-    if ("manifest" in body) {
-      if (typeof body.manifest !== "string") throw new Failure.InvalidInput({ message: '"manifest" must be the name of a file uploaded with PUT /v1/uploads/:name' })
-      return BatchStart.importUpload(tenantId, body.manifest)
-    }
-    if (!Array.isArray(body.events)) throw new Failure.InvalidInput({ message: '"events" must be a non-empty array of envelopes' })
-    return BatchStart.importEvents(tenantId, body.events)
-  }
-  if (unknown !== undefined) throw new Failure.InvalidInput({ message: unknown })
-  if (body.projection !== undefined && typeof body.projection !== "string") throw new Failure.InvalidInput({ message: '"projection" must be a projection\'s name' })
-  if (body.operation === "export") {
-    if (body.format !== undefined && body.format !== "ndjson" && body.format !== "csv") throw new Failure.InvalidInput({ message: '"format" must be "ndjson" or "csv"' })
-    return BatchStart.exportData(tenantId, { projection: body.projection, format: body.format })
-  }
-  if (body.repair !== undefined && typeof body.repair !== "boolean") throw new Failure.InvalidInput({ message: '"repair" must be true or false' })
-  if (typeof body.projection !== "string") throw new Failure.InvalidInput({ message: '"projection" must be a projection\'s name' })
-  return BatchStart.reconcile(tenantId, { projection: body.projection, repair: body.repair })
-}
 
 /** Upload names: a file name, never a path (the tenant prefix is the platform's, never the caller's). */
 export const uploadName = BatchStart.uploadName
 export const maxUploadBytes = 1024 * 1024 * 1024
 
-export const mountUploads = (app: Hono<AppEnv>, { run }: { readonly run: Run }) => {
-  bind(app, upload, async (c, reply) => {
-    const name = c.req.param("name")!
-    if (!uploadName.test(name)) throw new Failure.InvalidInput({ message: "the name must be 1–128 letters, digits, '.', '_' or '-', starting with a letter or digit" })
-    const contentType = c.req.header("content-type")
+/**
+ * `PUT /v1/uploads/:name` stays a raw handler of its endpoint (`handleRaw`: its name decoded by the path schema, the
+ * body not decoded): the file is streamed to R2 with its declared length, at most 1 GiB — never buffered, which
+ * decoding the `Uint8Array` payload would do — so its media type, length and limit are checked here.
+ */
+const receiveUpload = (tenantId: string, name: string, request: Request) =>
+  Effect.gen(function*() {
+    const contentType = request.headers.get("content-type") ?? undefined
     if (contentType?.split(";")[0]!.trim().toLowerCase() !== uploadContentType) {
-      throw new RequestRefused({ status: 415, message: `an upload is NDJSON: send it with content-type: ${uploadContentType}${contentType === undefined ? "" : ` (got ${JSON.stringify(contentType.slice(0, 100))})`}` })
+      return yield* new RequestRefused({ status: 415, message: `an upload is NDJSON: send it with content-type: ${uploadContentType}${contentType === undefined ? "" : ` (got ${JSON.stringify(contentType.slice(0, 100))})`}` })
     }
-    const rawLength = c.req.header("content-length")
-    if (rawLength === undefined || !/^\d+$/.test(rawLength)) throw new RequestRefused({ status: 411, message: "send the file with a content-length header" })
+    const rawLength = request.headers.get("content-length")
+    if (rawLength === null || !/^\d+$/.test(rawLength)) return yield* new RequestRefused({ status: 411, message: "send the file with a content-length header" })
     const length = Number(rawLength)
-    if (length > maxUploadBytes) throw new RequestRefused({ status: 413, message: `an upload is at most ${maxUploadBytes} bytes (1 GiB); got ${length}` })
-    const body = c.req.raw.body
-    if (body === null || length === 0) throw new Failure.InvalidInput({ message: "the file is empty" })
-    // Streamed: R2 takes the body with its declared length, never buffered here.
-    const stored = await run(c.env, Effect.result(Batches.upload(c.get("principal").tenantId, name, body.pipeThrough(new FixedLengthStream(length)), length)))
-    if (Result.isSuccess(stored)) return reply({ manifest: name, size: stored.success })
+    if (length > maxUploadBytes) return yield* new RequestRefused({ status: 413, message: `an upload is at most ${maxUploadBytes} bytes (1 GiB); got ${length}` })
+    if (request.body === null || length === 0) return yield* new Failure.InvalidInput({ message: "the file is empty" })
+    const stored = yield* Effect.result(Batches.upload(tenantId, name, request.body.pipeThrough(new FixedLengthStream(length)), length))
+    if (Result.isSuccess(stored)) return { manifest: name, size: stored.success }
     console.error("upload failed: the payload store is unavailable or the body did not match its content-length")
-    throw new Failure.InvalidInput({ code: "upload_failed", message: "the upload did not complete (the body must match its content-length); send it again" })
+    return yield* new Failure.InvalidInput({ code: "upload_failed", message: "the upload did not complete (the body must match its content-length); send it again" })
   })
-}
+
+const tenant = Effect.map(Caller, (caller) => caller.tenantId)
+
+export const handlers = HttpApiBuilder.group(apiOf(group), "batches", (handlers) =>
+  handlers
+    /**
+     * Starts a batch job (core's BatchStart): `rebuild` (scope `platform`: it replays every tenant's facts);
+     * `import` (inline envelopes or an uploaded file), `export` and `reconcile` (scope `admin`: the caller's tenant).
+     */
+    // Raw (its body read by the edge within the JSON limits): the scope an operation takes is checked before the body's
+    // fields, as the description cannot say per payload variant; then the body is decoded strictly by its schema.
+    .handleRaw("startBatch", ({ request }) =>
+      Effect.gen(function*() {
+        const caller = yield* Caller
+        const body: unknown = yield* Effect.orDie(request.json)
+        const operation = Predicate.hasProperty(body, "operation") ? body.operation : undefined
+        if (operation === "rebuild" && !caller.scopes.includes("platform")) return yield* new Forbidden({ message: 'a rebuild replays every tenant\'s facts: it takes the "platform" scope' })
+        if ((operation === "import" || operation === "export" || operation === "reconcile") && !caller.scopes.includes("admin")) {
+          return yield* new Forbidden({ message: `${operation} works on the token's tenant: it takes the "admin" scope` })
+        }
+        const decoded = decodeStart(body)
+        if (Result.isFailure(decoded)) return yield* new Failure.InvalidInput({ message: `${startUsage}: ${Issues.render(decoded.failure)}`, problems: decoded.failure })
+        const payload = decoded.success
+        if (payload.operation === "rebuild") return Batches.rebuildView(yield* BatchStart.rebuild(payload.projection, caller.tenantId))
+        const job = payload.operation === "import"
+          ? "manifest" in payload ? BatchStart.importUpload(caller.tenantId, payload.manifest) : BatchStart.importEvents(caller.tenantId, payload.events)
+          : payload.operation === "export"
+          ? BatchStart.exportData(caller.tenantId, { projection: payload.projection, format: payload.format })
+          : BatchStart.reconcile(caller.tenantId, { projection: payload.projection, repair: payload.repair })
+        return BatchJobs.view(yield* job)
+      }))
+    .handle("listBatches", ({ query: { status, cursor, limit } }) =>
+      Effect.flatMap(tenant, (tenantId) => Batches.list(tenantId, { status, cursor, limit: pageLimit(limit, listLimit) })))
+    // Only the tenant that started a batch reads it; another tenant's id is the same 404 as a missing one.
+    .handle("getBatch", ({ params }) => Effect.flatMap(tenant, (tenantId) => Batches.get(tenantId, params.id)))
+    .handle("cancelBatch", ({ params }) => Effect.flatMap(tenant, (tenantId) => Batches.cancel(tenantId, params.id)))
+    // Streamed from R2 part by part: the response's body is the output's stream.
+    .handle("batchOutput", ({ params }) =>
+      Effect.map(Effect.flatMap(tenant, (tenantId) => Batches.output(tenantId, params.id)), (output) =>
+        HttpServerResponse.raw(output.body, {
+          headers: {
+            "content-type": output.format === "csv" ? "text/csv; charset=utf-8" : "application/x-ndjson",
+            "content-disposition": `attachment; filename="${output.fileName}"`
+          }
+        })))
+    .handleRaw("upload", ({ params, request }) => Effect.flatMap(tenant, (tenantId) => receiveUpload(tenantId, params.name, request.source as Request))))
