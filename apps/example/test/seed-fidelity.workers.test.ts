@@ -102,6 +102,13 @@ describe("times are real times", () => {
     expect((await api("POST", path, { since: "2024-02-29T00:00:00Z" })).status).toBe(202)
   })
 
+  it("an endpoint created with enabled: false is created disabled (the field was accepted and ignored)", async () => {
+    const created = await api("POST", "/v1/webhooks/endpoints", { url: `${env.TEST_RECEIVER_URL}/hooks/${unique("off")}`, event_types: ["charge.created"], enabled: false })
+    expect(created.status).toBe(201)
+    expect(created.body.enabled).toBe(false)
+    expect((await api("GET", `/v1/webhooks/endpoints/${created.body.id}`)).body.enabled).toBe(false)
+  })
+
   it("the runs view refuses an impossible since", async () => {
     const r = await api("GET", `/v1/runs?since=${encodeURIComponent("2020-02-30T00:00:00Z")}`, undefined, tokenPlatform)
     expect(r.status).toBe(400)

@@ -316,9 +316,9 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Shape 
       const [inserted] = yield* run([
         Sql.statement(
           `INSERT INTO webhook_endpoints (tenant_id, id, url, description, event_types, enabled, version, secret_sealed, max_per_second, max_in_flight, created_at, updated_at)
-           SELECT ?, ?, ?, ?, ?, 1, 1, ?, ?, ?, ?, ?
+           SELECT ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?
            WHERE (SELECT COUNT(*) FROM webhook_endpoints WHERE tenant_id = ?) < ? RETURNING id`
-        , tenantId, id, valid.url!, valid.description ?? null, JSON.stringify(valid.event_types), sealed, valid.max_per_second ?? null, valid.max_in_flight ?? null, now, now, tenantId, cap)
+        , tenantId, id, valid.url!, valid.description ?? null, JSON.stringify(valid.event_types), valid.enabled === false ? 0 : 1, sealed, valid.max_per_second ?? null, valid.max_in_flight ?? null, now, now, tenantId, cap)
       ])
       cache.delete(tenantId)
       if ((inserted?.rows.length ?? 0) === 0) {
