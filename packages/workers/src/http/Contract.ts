@@ -31,7 +31,6 @@ import { Failure } from "@factline/core"
 import { Issues } from "@factline/schemas"
 import type { PlatformEnv } from "../Env.js"
 import { type AuthVariables, requireScope, type Scope } from "./Auth.js"
-import { readBody } from "./JsonBody.js"
 import { Answered, answerFor, noSniff, Problem, RequestRefused, withNoSniff } from "./Problem.js"
 import * as RateLimit from "./RateLimit.js"
 import { strictQuery } from "./StrictQuery.js"
@@ -185,41 +184,6 @@ export const queryRefusal = (endpoint: Endpoint): ((params: URLSearchParams) => 
     if (Result.isSuccess(result)) return undefined
     const problems = Issues.fromIssue(result.failure.issue)
     return new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(problems), problems: problems })
-  }
-}
-
-type TypeOf<S> = S extends Schema.Top ? S["Type"] : never
-
-/** A 400 naming each field at fault (`code`: `invalid_request` for a body or a path). */
-const invalid = (problems: ReadonlyArray<Issues.Problem>, usage?: string) =>
-  new Failure.InvalidInput({ message: usage === undefined ? Issues.render(problems) : `${usage}: ${Issues.render(problems)}`, problems })
-
-/**
- * The request's path parameters and JSON body decoded by the endpoint's own schemas — the ones its OpenAPI
- * operation shows — strictly (a field the schema does not have is a problem): a 400 naming each field at fault
- * before any work. `payload` reads the body as `readBody` does (content type, size, depth); with `optional`, a
- * request with no body at all decodes `{}`.
- */
-export const inputs = <E extends HttpApiEndpoint.Constraint & Endpoint>(endpoint: E) => {
-  const described = endpoint as unknown as { readonly params: Schema.Top | undefined; readonly payload: HttpApiEndpoint.PayloadMap }
-  const paramsSchema = described.params
-  const payloadSchema = described.payload.get("application/json")?.schemas[0]
-  const decodeParams = paramsSchema === undefined ? undefined : Issues.decodeStrict(paramsSchema)
-  const decodePayload = payloadSchema === undefined ? undefined : Issues.decodeStrict(payloadSchema)
-  return {
-    params: (c: HonoContext<AppEnv>): TypeOf<HttpApiEndpoint.Params<E>> => {
-      if (decodeParams === undefined) throw new Error(`${endpoint.method} ${endpoint.path} declares no path parameters`)
-      const decoded = decodeParams(c.req.param())
-      if (Result.isFailure(decoded)) throw invalid(decoded.failure)
-      return decoded.success as TypeOf<HttpApiEndpoint.Params<E>>
-    },
-    payload: async (c: HonoContext<AppEnv>, options: { readonly optional?: boolean; readonly usage?: string } = {}): Promise<TypeOf<HttpApiEndpoint.Payload<E>>> => {
-      if (decodePayload === undefined) throw new Error(`${endpoint.method} ${endpoint.path} declares no JSON payload`)
-      const empty = options.optional === true && (c.req.header("content-length") ?? "0") === "0" && c.req.header("content-type") === undefined && c.req.header("transfer-encoding") === undefined
-      const decoded = decodePayload(empty ? {} : await readBody(c))
-      if (Result.isFailure(decoded)) throw invalid(decoded.failure, options.usage)
-      return decoded.success as TypeOf<HttpApiEndpoint.Payload<E>>
-    }
   }
 }
 
