@@ -4,9 +4,9 @@
  * query parameters, body, responses and errors as `effect/Schema` — annotated here with the scopes that may
  * call them and their summary. From that one description:
  *
- * - routing: `bind` registers a route on the Hono app from its endpoint, with its authentication (the
- *   scopes), its tenant's rate limit (RateLimit.ts) and the query parameters it accepts (anything else is a
- *   400 naming it);
+ * - serving: `HttpApiBuilder` decodes each request by its endpoint's schemas, behind the `Edge` middleware
+ *   (Serve.ts: the scopes, the tenant's rate limit, the query parameters it accepts — anything else is a 400
+ *   naming it);
  * - the route table (`Routes.ts`) that the auth, tenancy and hostile-input sweeps are generated from;
  * - the OpenAPI 3.1 document (`OpenApi.fromApi`, Effect's generator) and the `/docs` reference;
  * - the error shape: every error response is `Problem` (Problem.ts writes it from the failure's class).
@@ -25,19 +25,12 @@ import type { HttpMethod } from "effect/http"
 import type { HttpApiEndpoint } from "effect/http-api"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
-import type { Context as HonoContext, Handler, Hono, MiddlewareHandler } from "hono"
-import type { ContentfulStatusCode } from "hono/utils/http-status"
 import { Failure } from "@factline/core"
 import { Issues } from "@factline/schemas"
-import type { PlatformEnv } from "../Env.js"
-import { type AuthVariables, requireScope, type Scope } from "./Auth.js"
-import { Answered, answerFor, noSniff, Problem, RequestRefused, withNoSniff } from "./Problem.js"
-import * as RateLimit from "./RateLimit.js"
-import { strictQuery } from "./StrictQuery.js"
+import type { Scope } from "./Auth.js"
+import { Answered, answerFor, Problem } from "./Problem.js"
 
 export { Problem }
-
-export type AppEnv = { Bindings: PlatformEnv; Variables: AuthVariables }
 
 /** What the binding reads of an endpoint description, whatever its schemas. */
 export interface Endpoint {
@@ -161,21 +154,7 @@ export const queryNames = (endpoint: Endpoint): ReadonlyArray<string> | undefine
   return ast.indexSignatures.length > 0 ? undefined : ast.propertySignatures.map((p) => String(p.name))
 }
 
-/**
- * Checks a request's query against the endpoint's query schema (after `strictQuery` refused unknown and
- * repeated names): a 400 `invalid_query` naming each parameter at fault, before the handler runs.
- */
-export const checkQuery = (endpoint: Endpoint): MiddlewareHandler | undefined => {
-  const refusal = queryRefusal(endpoint)
-  if (refusal === undefined) return undefined
-  return async function validateQuery(c, next) {
-    const refused = refusal(new URL(c.req.url).searchParams)
-    if (refused !== undefined) throw refused
-    await next()
-  }
-}
-
-/** The check `checkQuery` makes, on a query string: a 400 naming each parameter at fault, or undefined. */
+/** A request's query checked against the endpoint's query schema (after its unknown and repeated names were refused): a 400 naming each parameter at fault, or undefined. */
 export const queryRefusal = (endpoint: Endpoint): ((params: URLSearchParams) => Failure.InvalidInput | undefined) | undefined => {
   if (endpoint.query === undefined) return undefined
   const decode = Schema.decodeUnknownResult(endpoint.query as Schema.Codec<unknown, unknown>)
@@ -187,84 +166,12 @@ export const queryRefusal = (endpoint: Endpoint): ((params: URLSearchParams) => 
   }
 }
 
-/** A response a handler built itself (a stream, CloudEvents, a page): the escape from the typed body, named at the call site. */
-export interface Raw {
-  readonly _tag: "Raw"
-  readonly response: Response
-}
-export const raw = (response: Response): Raw => ({ _tag: "Raw", response })
-
-/** The documented success body (with headers of its own, e.g. a trace's `traceparent`), made by the handler's `reply`. */
-export interface Documented<A> {
-  readonly _tag: "Documented"
-  readonly body: A
-  readonly headers: Readonly<Record<string, string>>
-}
-
-/** The JSON body an endpoint documents as its success (its schemas are plain JSON data: the type is the wire form). */
-export type SuccessBody<E> = HttpApiEndpoint.Success<E> extends infer S ? S extends Schema.Top ? S["Type"] : never : never
-
-/**
- * A handler's one way to answer its endpoint's documented success: `reply(body)` takes exactly the body the
- * description documents — an object with a field the schema does not have, a missing field or one of
- * another type does not compile — and it is sent with the documented status.
- */
-export type Reply<E> = (body: SuccessBody<E>, headers?: Readonly<Record<string, string>>) => Documented<SuccessBody<E>>
-
-/** What a handler of endpoint `E` answers: `reply(body)`, or an explicit `raw` response. Errors are thrown (Problem.ts). */
-export type Answer<E> = Documented<SuccessBody<E>> | Raw
-
-/** The documented success status of an endpoint (its first success schema's `httpApiStatus`, else 200; 204 without a body). */
-export const successStatus = (endpoint: Endpoint): number => {
-  const [first] = endpoint.success
-  if (first === undefined) return 204
-  // HttpApiSchema.status keeps the status on the schema's annotations, or on its key context (annotateKey).
-  const status = (first.ast.annotations?.httpApiStatus ?? first.ast.context?.annotations?.httpApiStatus) as number | undefined
-  return status ?? 200
-}
-
-/**
- * Registers an endpoint's route: its method and path, its authentication (the scopes), the query
- * parameters it accepts and their values, then the handler, whose answer is typed by the endpoint's
- * success schema and sent with its documented status. The only way a route reaches the app — so every
- * served route is described, and the routes test checks every described one is served.
- */
-export const bind = <E extends HttpApiEndpoint.Constraint & Endpoint>(
-  app: Hono<AppEnv>,
-  endpoint: E,
-  handler: (c: HonoContext<AppEnv>, reply: Reply<E>) => Answer<E> | Promise<Answer<E>>
-) => {
-  const scopes = scopesOf(endpoint)
-  const query = checkQuery(endpoint)
-  const status = successStatus(endpoint) as ContentfulStatusCode
-  const guards = [
-    refuseLongUrls,
-    // Authenticated, then counted against the tenant's rate limit before the query or body is read.
-    ...(scopes === undefined ? [] : [requireScope(...scopes), RateLimit.limitTenant]),
-    strictQuery(queryNames(endpoint)),
-    ...(query === undefined ? [] : [query])
-  ]
-  const answer: Handler<AppEnv> = async function answer(c) {
-    const answered: Answer<E> = await handler(c, reply)
-    if (answered._tag === "Documented") return c.json(answered.body as object, status, { ...answered.headers, ...noSniff })
-    return withNoSniff(answered.response)
-  }
-  ;(app.on as (method: string, path: string, ...handlers: Array<Handler<AppEnv>>) => unknown)(endpoint.method, endpoint.path, ...(guards as Array<Handler<AppEnv>>), answer)
-}
-
-const reply = <A>(body: A, headers: Readonly<Record<string, string>> = {}): Documented<A> => ({ _tag: "Documented", body, headers })
-
 /**
  * The longest URL a route reads (8 KiB): longer is a JSON 414 `uri_too_long`, before authentication. Cloudflare's
  * edge itself refuses URLs over 16 KB with a plain-text 414 before the Worker runs (as `wrangler dev` does over
  * its own limit); no route needs more than a few hundred characters.
  */
 export const maxUrlBytes = 8 * 1024
-
-const refuseLongUrls: MiddlewareHandler<AppEnv> = async function refuseLongUrls(c, next) {
-  if (c.req.url.length > maxUrlBytes) throw new RequestRefused({ status: 414, message: `the URL is over ${maxUrlBytes} bytes` })
-  await next()
-}
 
 // Reusable field schemas of the documents.
 
@@ -302,7 +209,7 @@ export const limitParameter = (bounds: PageLimit) =>
     { message: `must be a whole number from 1 to ${bounds.maximum}`, [pageLimitKey]: bounds }
   ))).annotate({ description: pageLimitDescription(bounds) })
 
-/** The page size of a request whose `limit` was checked against `bounds` (by `bind`): its value, or the default. */
+/** The page size of a request whose `limit` was checked against `bounds` (by its query schema): its value, or the default. */
 export const pageLimit = (raw: string | undefined, bounds: PageLimit): number => (raw === undefined ? bounds.default : Number(raw))
 
 /** The bounds of an endpoint's query parameter made with `limit`, if it is one. */
