@@ -9,7 +9,7 @@
  * workerd's: the figures are the framework's own CPU, the part a faster binding cannot remove.
  */
 import { Effect } from "effect"
-import { Consumer, EventsConsumer, Metrics } from "@factline/core"
+import { Consumer, EventsConsumer, Metrics } from "@factline/core/runtime"
 import * as TestPlatform from "../packages/core/src/testing/TestPlatform.js"
 import { modules } from "../apps/example/src/modules.js"
 

@@ -25,7 +25,7 @@
  * `npm run bench`.
  */
 import { makePlatform, type PlatformEnv } from "@factline/workers"
-import { FactId, FactMessage, QueueGroups, RetryPolicy, Shards, WebhookConsumer } from "@factline/core"
+import { FactId, FactMessage, QueueGroups, RetryPolicy, Shards, WebhookConsumer } from "@factline/core/runtime"
 import type { Fact } from "@factline/schemas"
 import { modules } from "../apps/example/src/modules.js"
 import * as CountingBindings from "@factline/core/testing/bindings"

@@ -15,7 +15,8 @@ const dir = mkdtempSync(join(tmpdir(), "factline-asyncapi-"))
 try {
   const entry = join(dir, "entry.ts")
   writeFileSync(entry, `
-    import { AsyncApi, Registry } from "@factline/core"
+    import { Registry } from "@factline/core"
+    import { AsyncApi } from "@factline/core/runtime"
     import { modules } from ${JSON.stringify(join(root, "apps", "example", "src", "modules.ts"))}
     export const document = AsyncApi.generate(Registry.make(modules))
   `)

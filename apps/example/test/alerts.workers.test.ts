@@ -12,7 +12,7 @@ import { createExecutionContext, createScheduledController, waitOnExecutionConte
 import { env } from "cloudflare:workers"
 import { Webhook } from "standardwebhooks"
 import { afterEach, describe, expect, it } from "vitest"
-import { Alerts } from "@factline/core"
+import { Alerts } from "@factline/core/runtime"
 import type { PlatformEnv } from "@factline/workers"
 import * as TokenConfig from "@factline/workers/tokens"
 import { drain } from "./Drain.js"

@@ -8,7 +8,8 @@
  */
 import { Parser } from "@asyncapi/parser"
 import { Effect, Schema } from "effect"
-import { AsyncApi, FactDefinition, Handler, MessageDefinition, Module, Registry, Webhook } from "@factline/core"
+import { FactDefinition, Handler, MessageDefinition, Module, Registry, Webhook } from "@factline/core"
+import { AsyncApi } from "@factline/core/runtime"
 import { describe, expect, it } from "vitest"
 import { modules } from "../src/modules.ts"
 

@@ -1,6 +1,6 @@
 /** GET /asyncapi.json: the AsyncAPI 3 document generated from the registry and the policy table (public, like any API description). */
 import { describe, expect, it } from "vitest"
-import { RetryPolicy } from "@factline/core"
+import { RetryPolicy } from "@factline/core/runtime"
 import { request } from "./helpers.js"
 
 describe("AsyncAPI", () => {

@@ -8,7 +8,7 @@
 import { createExecutionContext, createMessageBatch, createScheduledController, getQueueResult, waitOnExecutionContext } from "cloudflare:test"
 import { env, exports } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { BatchConsumer } from "@factline/core"
+import { BatchConsumer } from "@factline/core/runtime"
 import * as CountingBindings from "@factline/core/testing/bindings"
 import type { PlatformEnv } from "@factline/workers"
 import { drain } from "./Drain.js"

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { QueueGroups, RetryPolicy } from "@factline/core"
+import { QueueGroups, RetryPolicy } from "@factline/core/runtime"
 // The example's wrangler config, parsed as JSONC at build time by the test bundler would be fragile; read the raw text.
 import wranglerText from "../wrangler.jsonc?raw"
 

@@ -8,7 +8,7 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { afterEach, describe, expect, it, vi } from "vitest"
-import { FactMessage } from "@factline/core"
+import { FactMessage } from "@factline/core/runtime"
 import type { PlatformEnv } from "@factline/workers"
 import { callCompleted, request, storedFact, tokenPlatform, unique } from "./helpers.js"
 import { recordingBatch } from "./instrument.js"

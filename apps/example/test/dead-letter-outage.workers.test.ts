@@ -9,7 +9,7 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { DeadLetterSpill, RetryPolicy } from "@factline/core"
+import { DeadLetterSpill, RetryPolicy } from "@factline/core/runtime"
 import type { PlatformEnv } from "@factline/workers"
 import * as FaultCases from "./faultCases.js"
 import { request, tokenA, tokenPlatform, unique } from "./helpers.js"

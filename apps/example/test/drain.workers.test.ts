@@ -4,7 +4,7 @@
  */
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { QueueGroups } from "@factline/core"
+import { QueueGroups } from "@factline/core/runtime"
 import { drain, type QueueTraffic, snapshot } from "./Drain.js"
 import { callCompleted, deadMessages, postEvents, readStream, unique } from "./helpers.js"
 

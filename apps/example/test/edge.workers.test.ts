@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest"
 import { drain } from "./Drain.js"
 import { callCompleted, postEvents, readStream, request, tokenA, tokenB, tokenPlatform, unique } from "./helpers.js"
 import { platform } from "./worker.js"
-import { AcceptedKeys } from "@factline/core"
+import { AcceptedKeys } from "@factline/core/runtime"
 
 const bump = (subject: string, by: string, key = unique("bump")) => ({
   schema_version: 1, message_type: "test.counter.bump", idempotency_key: key, subject, payload: { by }

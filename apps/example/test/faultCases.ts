@@ -8,7 +8,7 @@
 import { createExecutionContext, createMessageBatch, createScheduledController, getQueueResult, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { Effect } from "effect"
-import { DeadLetterSpill, FactMessage, LedgerTopology, Rebuild, RetryPolicy, Shards, Sql } from "@factline/core"
+import { DeadLetterSpill, FactMessage, LedgerTopology, Rebuild, RetryPolicy, Shards, Sql } from "@factline/core/runtime"
 import type { Fact } from "@factline/schemas"
 import type { PlatformEnv } from "@factline/workers"
 import * as Faults from "./faults.js"

@@ -2,7 +2,7 @@
 import { exports } from "cloudflare:workers"
 import { env } from "cloudflare:workers"
 import { Effect } from "effect"
-import { FactId, Ledger, LedgerTopology, Shards, Sql, type LedgerProtocol } from "@factline/core"
+import { FactId, Ledger, LedgerTopology, Shards, Sql, type LedgerProtocol } from "@factline/core/runtime"
 import type { Fact } from "@factline/schemas"
 import type { LedgerShard } from "@factline/workers"
 import { drain } from "./Drain.js"

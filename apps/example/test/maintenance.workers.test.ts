@@ -7,7 +7,7 @@
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { AcceptedKeys, Maintenance } from "@factline/core"
+import { AcceptedKeys, Maintenance } from "@factline/core/runtime"
 import type { PlatformEnv } from "@factline/workers"
 import { callCompleted, postEvents, unique } from "./helpers.js"
 import { platform } from "./worker.js"

@@ -6,7 +6,7 @@
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { afterEach, describe, expect, it } from "vitest"
-import { Maintenance, Metrics } from "@factline/core"
+import { Maintenance, Metrics } from "@factline/core/runtime"
 import type { PlatformEnv } from "@factline/workers"
 import * as CountingBindings from "@factline/core/testing/bindings"
 import { createMessageBatch } from "cloudflare:test"

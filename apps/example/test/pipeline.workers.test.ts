@@ -1,7 +1,7 @@
 import { createExecutionContext, createMessageBatch, getQueueResult, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { FactMessage } from "@factline/core"
+import { FactMessage } from "@factline/core/runtime"
 import * as CountingBindings from "@factline/core/testing/bindings"
 import type { Fact } from "@factline/schemas"
 import type { LedgerShard, PlatformEnv } from "@factline/workers"

@@ -7,7 +7,7 @@
  */
 import { env } from "cloudflare:workers"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { QueueGroups } from "@factline/core"
+import { QueueGroups } from "@factline/core/runtime"
 import { drain, type QueueTraffic, snapshot } from "./Drain.js"
 import { callCompleted, postEvents, readStream, request, tokenA, tokenB, unique } from "./helpers.js"
 import { brokenKeys } from "./TestModule.js"

@@ -10,7 +10,7 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { AcceptedKeys } from "@factline/core"
+import { AcceptedKeys } from "@factline/core/runtime"
 import type { PlatformEnv } from "@factline/workers"
 import { callCompleted, deadMessages, eventually, postEvents, readStream, shardKeyOf, unique } from "./helpers.js"
 import { platform } from "./worker.js"

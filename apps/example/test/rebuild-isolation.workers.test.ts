@@ -8,7 +8,7 @@
 import { env } from "cloudflare:workers"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import { FactId } from "@factline/core"
+import { FactId } from "@factline/core/runtime"
 import { callCompleted, eventually, ledger, postEvents, readStream, request, tokenPlatform, unique } from "./helpers.js"
 
 const budgets = async (prefix: string) =>

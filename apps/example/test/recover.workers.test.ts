@@ -8,7 +8,7 @@
 import { env } from "cloudflare:workers"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import { Bindings, FactId, KeptEvents, type LedgerProtocol } from "@factline/core"
+import { Bindings, FactId, KeptEvents, type LedgerProtocol } from "@factline/core/runtime"
 import type { LedgerShard } from "@factline/workers"
 import { drain } from "./Drain.js"
 import { callCompleted, ledger, postEvents, request, tokenA, tokenPlatform, unique } from "./helpers.js"

@@ -7,7 +7,7 @@ import { createExecutionContext, createMessageBatch, getQueueResult } from "clou
 import { env } from "cloudflare:workers"
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
-import { Runs, Sql } from "@factline/core"
+import { Runs, Sql } from "@factline/core/runtime"
 import type { PlatformEnv } from "@factline/workers"
 import { drain } from "./Drain.js"
 import { platformDatabase, readStream, request, tokenA, tokenB, tokenPlatform, unique } from "./helpers.js"

@@ -6,7 +6,7 @@
 import { createExecutionContext, createMessageBatch, evictDurableObject, getQueueResult, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { FactMessage, type LedgerStorage } from "@factline/core"
+import { FactMessage, type LedgerStorage } from "@factline/core/runtime"
 import type { Fact } from "@factline/schemas"
 import type { LedgerShard, PlatformEnv } from "@factline/workers"
 import { drain } from "./Drain.js"

@@ -9,7 +9,7 @@
 import { createExecutionContext, createMessageBatch, getQueueResult, runInDurableObject } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { afterEach, describe, expect, it, vi } from "vitest"
-import { FactMessage, type LedgerProtocol } from "@factline/core"
+import { FactMessage, type LedgerProtocol } from "@factline/core/runtime"
 import { type Fact, TraceContext } from "@factline/schemas"
 import type { LedgerShard, PlatformEnv } from "@factline/workers"
 import { drain } from "./Drain.js"

@@ -1,7 +1,8 @@
 /** The CLI's copy of the queue table is RetryPolicy's, and the example's wrangler.jsonc passes its checks. */
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "vitest"
-import { PayloadStore, RetryPolicy } from "@factline/core"
+import { PayloadStore } from "@factline/core"
+import { RetryPolicy } from "@factline/core/runtime"
 import * as Policies from "./Policies.mjs"
 import * as WranglerConfig from "./WranglerConfig.mjs"
 

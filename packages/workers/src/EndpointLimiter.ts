@@ -7,7 +7,7 @@
  * concurrent asks are answered one after another: never two grants of one slot.
  */
 import { DurableObject } from "cloudflare:workers"
-import { EndpointLimiter as Limiter } from "@factline/core"
+import { EndpointLimiter as Limiter } from "@factline/core/runtime"
 import type { PlatformEnv } from "./Env.js"
 
 const key = "state"

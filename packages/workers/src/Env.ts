@@ -6,7 +6,7 @@
  * grouped ones (EVENTS, PROJECTIONS, FACT_PROCESSING) add `<NAME>_QUEUE_<g>`
  * for each tenant group g > 0 (QueueGroups).
  */
-import type { EndpointLimiter, LedgerNamespace } from "@factline/core"
+import type { EndpointLimiter, LedgerNamespace } from "@factline/core/runtime"
 
 export interface PlatformEnv {
   /** The platform database: shard registry, tenant placement map, metrics, batch inbox. */

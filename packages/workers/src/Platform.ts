@@ -20,22 +20,21 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import { type Module, Registry } from "@factline/core"
 import {
   BatchConsumer,
   DeadLetterConsumer,
   EventsConsumer,
   Maintenance,
   Metrics,
-  type Module,
   ProcessingConsumer,
   ProjectionConsumer,
   QueueGroups,
-  Registry,
   RetryPolicy,
   Settings,
   Telemetry,
   WebhookConsumer
-} from "@factline/core"
+} from "@factline/core/runtime"
 import type { PlatformEnv } from "./Env.js"
 import * as Api from "./http/Api.js"
 import * as LoadTimeEnv from "./LoadTimeEnv.js"

@@ -12,7 +12,8 @@ import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import { Bindings, EndpointLimits, LedgerNamespace, PlatformLayer, QueueGroups, type Registry, Settings, Telemetry } from "@factline/core"
+import { type Registry } from "@factline/core"
+import { Bindings, EndpointLimits, LedgerNamespace, PlatformLayer, QueueGroups, Settings, Telemetry } from "@factline/core/runtime"
 import type { PlatformEnv } from "./Env.js"
 
 /** A platform queue's (a group queue's, or a DLQ's) producer binding by queue name; undefined for an unknown queue or a missing binding. */

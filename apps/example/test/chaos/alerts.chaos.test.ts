@@ -8,7 +8,7 @@
  */
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { Alerts } from "@factline/core"
+import { Alerts } from "@factline/core/runtime"
 import type { PlatformEnv } from "@factline/workers"
 import { drain } from "../Drain.js"
 import * as Faults from "../faults.js"

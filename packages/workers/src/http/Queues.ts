@@ -10,7 +10,7 @@ import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as OpenApi from "effect/http-api/OpenApi"
-import { DeadLetterSpill, Metrics } from "@factline/core"
+import { DeadLetterSpill, Metrics } from "@factline/core/runtime"
 import { describe, Json, oneOf, problems } from "./Contract.js"
 import { apiOf, Edge } from "./Edge.js"
 

@@ -24,7 +24,7 @@
  * documents), which read no store.
  */
 import type { MiddlewareHandler } from "hono"
-import type { Settings } from "@factline/core"
+import type { Settings } from "@factline/core/runtime"
 import type { PlatformEnv } from "../Env.js"
 import { rateLimiter, settingsOf } from "../Services.js"
 import type { AuthVariables } from "./Auth.js"
