@@ -21,6 +21,11 @@ export const clockFiles = ["packages/core/src/platform/Time.ts"]
 export const platformFolders = ["packages/core/src/platform/"]
 /** Besides platform/ and the composition, the files that may name the raw bucket: the Worker's env type, the test kit's in-memory bucket (it implements it). */
 export const rawBucketFiles = ["packages/workers/src/Env.ts", "packages/core/src/testing/MemoryBindings.ts"]
+/** `@factline/core`'s product entry (what a product team's module imports) and how many namespaces it may export. */
+export const productEntry = "packages/core/src/index.ts"
+const productEntryLimit = 25
+/** The only package whose src may import `@factline/core/runtime` (tests, the bench and scripts are not scanned). */
+const runtimePackages = ["workers"]
 
 /**
  * Rule 4 counts reads of the wall clock: `Date.now()`, `new Date()` and `Date()` without arguments. `new Date(x)`
@@ -337,6 +342,29 @@ export const check = (root) => {
   })
   const totalLines = areaLines.reduce((a, b) => a + b.lines, 0)
 
+  // 11. The two entries of @factline/core (docs/architecture.md, "Two entries"): the product entry exports at most
+  //     productEntryLimit namespaces (each `export * as X` and `export *` of packages/core/src/index.ts); the runtime
+  //     entry, `@factline/core/runtime`, is imported (import, export … from, import()) by @factline/workers only — not by
+  //     another package's src, an app's src or the app template's src. Tests, the bench and scripts may import it.
+  const entryHits = []
+  const entryFile = join(root, productEntry)
+  if (existsSync(entryFile)) {
+    if (!texts.has(entryFile)) texts.set(entryFile, readFileSync(entryFile, "utf8"))
+    const { code } = lex(texts.get(entryFile))
+    for (const m of matches(code, /\bexport\s*\*\s*(?:as\s+([\w$]+)\s*)?from\s*(["'])([^"']+)\2/g)) entryHits.push(hit(entryFile, m.index, `${m[1] ?? "*"} (${m[3]})`))
+  }
+  const runtimeHits = []
+  const productSide = [
+    ...packages.filter((name) => !runtimePackages.includes(name)).flatMap((name) => filesOf[name]),
+    ...(existsSync(join(root, "apps")) ? readdirSync(join(root, "apps")).sort().flatMap((app) => sourceFiles(join(root, "apps", app, "src"))) : []),
+    ...sourceFiles(join(packagesDir, "workers", "template", "src"))
+  ]
+  for (const file of productSide) {
+    if (!texts.has(file)) texts.set(file, readFileSync(file, "utf8"))
+    const { code } = lex(texts.get(file))
+    for (const m of matches(code, /\b(?:from|import\s*\()\s*(["'])@factline\/core\/runtime\1/g)) runtimeHits.push(hit(file, m.index))
+  }
+
   // Citations of the outside design document, comments and prose included: the repository's architecture is docs/architecture.md.
   const designHits = []
   for (const file of citationFiles(root)) {
@@ -373,6 +401,8 @@ export const check = (root) => {
     { name: "raw R2 calls outside platform/", limit: 0, hits: rawR2Hits, scans: `${scope}; .put/.get/.head/.list/.delete( on a bucket, R2Bucket / Bucket / BucketObject, PAYLOADS — one hit per line; allowed in ${[...platformFolders, ...compositionFiles, ...rawBucketFiles].join(", ")}; use the PayloadBucket door` },
     { name: "value imports from effect barrels", limit: 0, hits: barrelHits, scans: `${scope}, apps/*/src and packages/workers/template/src (bundled into a Worker); import type is free` },
     { name: `citations of ${outsideDesign}`, limit: 0, hits: designHits, scans: "README.md, CHANGELOG.md, docs/, packages/, apps/, scripts/, bench/ (comments and prose included): cite docs/architecture.md, the repository's own" },
+    { name: "product-entry namespaces of core", limit: productEntryLimit, hits: entryHits, scans: `${productEntry}: export * as X / export * (the product API; the runtime is @factline/core/runtime)` },
+    { name: "runtime entry outside workers", limit: 0, hits: runtimeHits, scans: `imports of @factline/core/runtime in packages/*/src but ${runtimePackages.join(", ")}, apps/*/src and packages/workers/template/src (tests, bench and scripts not scanned); import the product entry, @factline/core` },
     { name: "import circles (type-only)", limit: undefined, hits: typeCircleHits, scans: "as above, counting import type too: circles that exist only through a type import (reported, not enforced)" }
   ]
   return { rules, areaLines, totalLines, notes, fileCount: files.length, declared }

@@ -66,7 +66,7 @@ const clean = {
 test("a clean repository passes, and the type-only circle is reported, not failed", () => {
   const { status, out } = check({})
   assert.equal(status, 0, out)
-  assert.match(out, /all 11 rules within their limits/)
+  assert.match(out, /all 13 rules within their limits/)
   assert.match(out, /^ok +citations of DESIGN\.md +0 +0$/m)
   assert.match(out, /^ok +as unknown as +5 +5$/m)
   assert.match(out, /^ok +SQL, queue sends, R2 under http\/ +0 +0$/m)
@@ -111,6 +111,10 @@ const violations = {
   "a module taking the raw bucket": ["packages/core/src/producing/Kept.ts", 'import type { Bucket } from "../platform/Bindings.js"\nexport const a = 1\n', 1],
   "the raw R2Bucket type outside platform/": ["packages/workers/src/Shard.ts", "export const a = 1\nexport const f = (r2: R2Bucket) => r2\n", 2],
   "the PAYLOADS binding outside the composition": ["packages/workers/src/Relay.ts", "export const a = 1\nexport const f = (e: any) => e.PAYLOADS\n", 2],
+  "product-entry namespaces of core": ["packages/core/src/index.ts", Array.from({ length: 26 }, (_, i) => `export * as N${i} from "./n${i}.js"\n`).join(""), 26],
+  "runtime entry outside workers": ["apps/shop/src/orders/Orders.ts", 'export const a = 1\nimport { Sql } from "@factline/core/runtime"\n', 2],
+  "runtime entry in the template": ["packages/workers/template/src/orders/Orders.ts", 'export type { Sql } from "@factline/core/runtime"\n', 1],
+  "runtime entry in another package": ["packages/client/src/Client.ts", 'export const a = 1\nexport const b = 2\nexport const load = () => import("@factline/core/runtime")\n', 3],
   "folder cycles in core": [
     "packages/core/src/definitions/Def.ts",
     'import type { Reg } from "../registry/Reg.js"\nexport type Def = Reg\n',
@@ -123,7 +127,7 @@ for (const [rule, [path, text, line, more]] of Object.entries(violations)) {
   test(`${rule}: one violation fails and names ${path}:${line}`, () => {
     const { status, out } = check({ [path]: text, ...more })
     assert.equal(status, 1, out)
-    assert.match(out, /^architecture: 1 of 11 rules over their limit/m)
+    assert.match(out, /^architecture: 1 of 13 rules over their limit/m)
     assert.ok(out.includes(`   ${path}:${line}  `), `expected ${path}:${line} in\n${out}`)
     const { status: reported } = check({ [path]: text, ...more }, "--report")
     assert.equal(reported, 0)
@@ -134,6 +138,21 @@ test("the _tag hits print the literal, and other tags are listed as not counted"
   const { out } = check({ "packages/core/src/relay/Relay.ts": 'export const f = (e: { _tag: string }) => e._tag === "LedgerUnavailable"\n' })
   assert.match(out, /packages\/core\/src\/relay\/Relay\.ts:1 {2}_tag === "LedgerUnavailable"/)
   assert.match(out, /not counted \(not an error's tag\): "Done" 1/)
+})
+
+test("the product entry's namespaces are counted up to the limit, and the runtime entry is allowed in workers, tests and the bench", () => {
+  const { status, out } = check({
+    "packages/core/src/index.ts": `/** export * as Comment from "./c.js" does not count */\n${Array.from({ length: 24 }, (_, i) => `export * as N${i} from "./n${i}.js"\n`).join("")}export * from "./all.js"\nexport { PermanentError } from "./f.js"\n`,
+    "packages/workers/src/Platform.ts": 'import { Sql } from "@factline/core/runtime"\nexport const s = Sql\n',
+    "packages/core/src/index.test.ts": 'import { Sql } from "@factline/core/runtime"\nexport const s = Sql\n',
+    "apps/shop/test/ledger.workers.test.ts": 'import { Sql } from "@factline/core/runtime"\nexport const s = Sql\n',
+    "apps/shop/src/orders/Orders.ts": '// import { Sql } from "@factline/core/runtime" in a comment does not count\nimport { Module } from "@factline/core"\nexport const m = Module\n'
+  })
+  assert.equal(status, 0, out)
+  assert.match(out, /^ok +product-entry namespaces of core +25 +25$/m)
+  assert.match(out, /packages\/core\/src\/index\.ts:2 {2}N0 \(\.\/n0\.js\)/)
+  assert.match(out, /packages\/core\/src\/index\.ts:26 {2}\* \(\.\/all\.js\)/)
+  assert.match(out, /^ok +runtime entry outside workers +0 +0$/m)
 })
 
 test("an allowed file that does not exist is noted", () => {
