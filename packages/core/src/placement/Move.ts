@@ -28,6 +28,7 @@
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { type BatchPayload, TenantId } from "@factline/schemas"
+import { MoveView, phases as movePhases } from "../api/Tenants.js"
 import * as Failure from "../failures/Failure.js"
 import * as Sql from "../platform/Sql.js"
 import * as Time from "../platform/Time.js"
@@ -50,7 +51,7 @@ export const tenantTables = [
 /** Tables with a `tenant_id` column that are the platform database's, never moved. */
 export const platformTables = ["ledger_tenants", "ledger_shards", "tenant_placements", "tenant_moves", "projection_rebuilds"] as const
 
-export const phases = ["frozen", "copying", "switched", "dropped", "failed"] as const
+export const phases = movePhases
 export type Phase = (typeof phases)[number]
 
 /** Rows read or written per page (one statement read, one target transaction). */
@@ -94,22 +95,8 @@ export interface Row {
   readonly finished_at: string | null
 }
 
-/** What the API shows of a move. */
-export const View = Schema.Struct({
-  move_id: Schema.String,
-  tenant_id: Schema.String,
-  from_database: Schema.Int,
-  to_database: Schema.Int,
-  phase: Schema.Literals(phases).annotate({ description: "`frozen` (the tenant's writes held) → `copying` → `switched` (reads and writes on the target) → `dropped` (the source's rows deleted: done), or `failed`" }),
-  copy_round: Schema.Int.annotate({ description: "1, or more when verification found a difference and the copy started again" }),
-  copied: Schema.Record(Schema.String, Schema.Int).annotate({ description: "Rows copied per table in this round" }),
-  verified: Schema.NullOr(Schema.Record(Schema.String, Schema.Struct({ rows: Schema.Int, equal: Schema.Boolean }))).annotate({ description: "Per table: the tenant's rows and whether source and target agreed (count, lengths and sums of every column)" }),
-  error: Schema.NullOr(Schema.String),
-  started_by: Schema.String,
-  started_at: Schema.String,
-  updated_at: Schema.String,
-  finished_at: Schema.NullOr(Schema.String)
-}).annotate({ identifier: "TenantMove" })
+/** What the API shows of a move: the description's (`@factline/core/api`) `TenantMove`. */
+export const View = MoveView
 export type View = typeof View.Type
 
 const progressOf = (row: Row): Progress => {

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest"
 import pkg from "../../package.json" with { type: "json" }
-import * as Health from "./Health.js"
+import { Health as HealthApi } from "@factline/core/api"
 
 describe("GET /health", () => {
   it("reports the package's own version", () => {
-    expect(Health.version).toBe(pkg.version)
+    expect(HealthApi.version).toBe(pkg.version)
   })
 })

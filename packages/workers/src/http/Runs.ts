@@ -1,94 +1,26 @@
 /**
- * The runs view (scope `admin` — a tenant's own runs only — or `platform`, every tenant's), core's `Runs`:
- *
- * - `GET /v1/runs?queue=&type=&outcome=&subject=&since=&cursor=&limit=` — each message's latest attempt
- *   (queue, type, subject, tenant, attempt, outcome, error, next retry, trace), the most recently updated first.
- * - `POST /v1/runs/:id/retry` — "retry now": a copy of a waiting message sent to its queue at once; a dead
- *   one is answered with a 409 naming its dead letter's filters (replay it there).
+ * The handlers of the Runs routes, implemented against their description (`@factline/core/api`'s `Runs`,
+ * where each route's path, parameters, body, answers and errors are declared). What each does is
+ * documented there.
  */
 import * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
-import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
-import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
-import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
-import * as OpenApi from "effect/http-api/OpenApi"
 import { Failure } from "@factline/core"
-import { RetryPolicy, Runs, Settings } from "@factline/core/runtime"
+import { Contract, Runs as Description } from "@factline/core/api"
+import { Runs, Settings } from "@factline/core/runtime"
 import { Issues } from "@factline/schemas"
 import type { Principal } from "./Auth.js"
-import { cursor, describe, limitParameter, nextCursor, oneOf, type PageLimit, pageLimit, problems, text } from "./Contract.js"
-import { apiOf, Caller, Edge } from "./Edge.js"
-
-const queueNames = RetryPolicy.all.map((p) => p.queue)
-/** A page of runs. */
-const listLimit: PageLimit = { maximum: 200, default: 50 }
-const filters = {
-  queue: oneOf(queueNames as [string, ...Array<string>], "The queue the message is on"),
-  type: text("Message type (`fact.<type>` or `facts.batch` on the fact queues)"),
-  outcome: oneOf(Runs.outcomes, "The latest attempt's outcome"),
-  subject: text("The message's subject"),
-  since: text("Runs updated at or after this time (ISO-8601): what `factline runs --follow` polls with")
-}
-export const RunSchema = Schema.Struct({
-  id: Schema.String,
-  queue: Schema.String,
-  message_id: Schema.String.annotate({ description: "The envelope's message_id (the queue's message id for a body without one)" }),
-  tenant_id: Schema.NullOr(Schema.String),
-  message_type: Schema.NullOr(Schema.String),
-  subject: Schema.NullOr(Schema.String),
-  idempotency_key: Schema.NullOr(Schema.String),
-  trace_id: Schema.NullOr(Schema.String).annotate({ description: "The W3C trace id of the message (of its first fact on the fact queues)" }),
-  attempt: Schema.Int.annotate({ description: "The queue's number of the latest attempt (a \"retry now\" copy starts at 1)" }),
-  attempts: Schema.Int.annotate({ description: "Attempts recorded for this message, every delivery and copy together" }),
-  outcome: Schema.Literals(Runs.outcomes).annotate({ description: "ok, retry (waiting for next_retry_at), park (held, sent again at next_retry_at), dead (dead-lettered), rerun (a \"retry now\" copy is on its way)" }),
-  error: Schema.NullOr(Schema.String).annotate({ description: "The latest attempt's error (its first line)" }),
-  next_retry_at: Schema.NullOr(Schema.String),
-  first_attempted_at: Schema.String,
-  updated_at: Schema.String,
-  can_retry: Schema.Boolean.annotate({ description: "Whether POST /v1/runs/:id/retry can send it now" })
-}).annotate({ identifier: "Run", description: "A queue message's attempts: the latest one's outcome" })
-const id = { id: Schema.String.annotate({ description: "A run's id" }) }
-const scopes = ["admin", "platform"] as const
-
-export const listRuns = HttpApiEndpoint.get("listRuns", "/v1/runs", {
-  query: { ...filters, cursor, limit: limitParameter(listLimit) },
-  success: Schema.Struct({ data: Schema.Array(RunSchema), next_cursor: nextCursor, recording: Schema.Literals(["all", "failures", "none"]).annotate({ description: "Which attempts are recorded (`FACTLINE_RUNS`): failures (default) leaves out messages that succeed on their first delivery" }) }),
-  error: problems(400, 503)
-}).pipe(describe({
-  summary: "List runs",
-  description: "Every message attempt as it happens, the most recently updated first: its latest attempt, outcome, error and next retry. A tenant admin sees its own, the platform scope every tenant's. Kept 7 days, at most 100,000 runs.",
-  scopes,
-  errors: { 400: "`invalid_query`, naming the parameter (an unknown queue or outcome, a malformed time or cursor)", 503: "`unavailable`: the runs store; retry" }
-}))
-
-export const retryRun = HttpApiEndpoint.post("retryRun", "/v1/runs/:id/retry", { params: id, success: RunSchema.pipe(HttpApiSchema.status(202)), error: problems(404, 409, 503) })
-  .pipe(describe({
-    summary: "Retry a run now",
-    description: "Sends a copy of the waiting message to its queue at once (its own delayed delivery still comes, and does nothing: idempotency keys and fact ids make the work happen once).",
-    scopes,
-    errors: {
-      404: "`not_found`: no such run for this token",
-      409: "`already_succeeded`; `dead_lettered` (replay its dead letter: the details name its queue, type and idempotency key); `not_kept` (its message was too large to keep); `conflict` (it succeeded or was dead-lettered meanwhile)",
-      503: "`unavailable`: the runs store or the queue; retry"
-    }
-  }))
-
-export const group = HttpApiGroup.make("runs").add(listRuns, retryRun).middleware(Edge)
-  .annotateMerge(OpenApi.annotations({
-    title: "Runs",
-    description: "Every queue message's attempts as they happen — outcome, error, next retry, trace — with \"retry now\"."
-  }))
+import { apiOf, Caller } from "./Edge.js"
 
 const scopeOf = (p: Principal): Runs.Scope => ({ tenantId: p.scopes.includes("platform") ? null : p.tenantId })
 
-export const handlers = HttpApiBuilder.group(apiOf(group), "runs", (handlers) =>
+export const handlers = HttpApiBuilder.group(apiOf(Description.group), "runs", (handlers) =>
   handlers
     .handle("listRuns", ({ query: { cursor, limit, ...filters } }) =>
       Effect.gen(function*() {
         const wrong = Runs.validateFilters(filters)
         if (wrong.length > 0) return yield* new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(wrong), problems: wrong })
-        const page = yield* (yield* Runs.Runs).list(scopeOf(yield* Caller), filters, { limit: pageLimit(limit, listLimit), ...(cursor === undefined ? {} : { cursor }) })
+        const page = yield* (yield* Runs.Runs).list(scopeOf(yield* Caller), filters, { limit: Contract.pageLimit(limit, Description.listLimit), ...(cursor === undefined ? {} : { cursor }) })
         return { ...page, recording: (yield* Settings.Settings).runs }
       }))
     .handle("retryRun", ({ params }) => Effect.flatMap(Effect.service(Caller), (caller) => Runs.retryNow(scopeOf(caller), params.id))))

@@ -1,115 +1,14 @@
 /**
- * Where a tenant's read side lives (core's Placement): `GET /v1/tenants/me` tells a tenant's analysts which
- * read database holds their rows (to query it with `wrangler d1 execute` or Drizzle); the platform scope lists
- * every placement with each database's tenant count (`GET /v1/tenants`) and places a tenant that has not been
- * used yet on a chosen database (`PUT /v1/tenants/:tenant/placement`) — a large customer on its own database —
- * or removes a placement that holds no data (`DELETE /v1/tenants/:tenant/placement`) —
- * and moves a tenant to another database under live traffic (`POST /v1/tenants/:tenant/moves`, core's Move:
- * a resumable operation of the batch queue), following it with `GET /v1/tenants/:tenant/moves/:move_id`.
+ * The handlers of the Tenants routes, implemented against their description (`@factline/core/api`'s `Tenants`,
+ * where each route's path, parameters, body, answers and errors are declared). What each does is
+ * documented there.
  */
 import * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
-import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
-import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
-import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
-import * as OpenApi from "effect/http-api/OpenApi"
 import { Failure } from "@factline/core"
 import { BatchStart, Move, Placement } from "@factline/core/runtime"
-import { TenantId } from "@factline/schemas"
-import { describe, problems } from "./Contract.js"
-import { apiOf, Caller, Edge } from "./Edge.js"
-
-const PlacementView = Schema.Struct({
-  tenant_id: Schema.String,
-  read_database: Schema.Int.annotate({ description: "Index of the tenant's read database" }),
-  binding: Schema.String.annotate({ description: "Its binding: `FACTLINE_READ_DB_<n>`, or `DB` for read database 0 when it is the platform database" }),
-  placed_at: Schema.String,
-  writes_held_since: Schema.NullOr(Schema.String).annotate({ description: "Set while a move takes the tenant's last copy" })
-})
-
-export const me = HttpApiEndpoint.get("tenantPlacement", "/v1/tenants/me", {
-  success: PlacementView,
-  error: problems(503)
-}).pipe(describe({
-  summary: "Where my data lives",
-  description: "The read database holding the caller's tenant: its projections, facts copy, dead letters, webhook state and batch jobs. Query it with `wrangler d1 execute <database> --command …` or Drizzle. A tenant is placed on first use.",
-  scopes: ["read"],
-  errors: { 503: "`unavailable`: the placement map; retry" }
-}))
-
-export const list = HttpApiEndpoint.get("listPlacements", "/v1/tenants", {
-  success: Schema.Struct({
-    databases: Schema.Array(Schema.Struct({ read_database: Schema.Int, binding: Schema.String, tenants: Schema.Int })),
-    data: Schema.Array(PlacementView)
-  }),
-  error: problems(503)
-}).pipe(describe({
-  summary: "Every placement",
-  description: "Each read database with how many tenants it holds, and every tenant's placement (at most 1,000, by tenant id).",
-  scopes: ["platform"],
-  errors: { 503: "`unavailable`: the placement map; retry" }
-}))
-
-const tenantParam = { tenant: TenantId.annotate({ description: "A tenant id: 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit" }) }
-
-export const place = HttpApiEndpoint.put("placeTenant", "/v1/tenants/:tenant/placement", {
-  params: tenantParam,
-  payload: Schema.Struct({ read_database: Schema.Int }),
-  success: PlacementView,
-  error: problems(400, 409, 415, 503)
-}).pipe(describe({
-  summary: "Place a tenant",
-  description: "Places a tenant not used yet on the given read database. A placed tenant keeps its database: placing it elsewhere is a 409 (move it instead); placing it where it is answers its placement.",
-  scopes: ["platform"],
-  usage: 'send { "read_database": <index> }',
-  errors: { 400: "`invalid_request`: not a tenant id, or no such read database", 409: "`conflict`: the tenant is already placed on another database", 415: "`unsupported_media_type`", 503: "`unavailable`: the placement map; retry" }
-}))
-
-export const removePlacement = HttpApiEndpoint.delete("removePlacement", "/v1/tenants/:tenant/placement", {
-  // Any id that was placed, valid or not: ids placed before they were checked must be removable too.
-  params: { tenant: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(10_000)).annotate({ description: "The placed tenant id, as listed" }) },
-  success: Schema.Struct({
-    tenant_id: Schema.String,
-    read_database: Schema.Int,
-    outcome: Schema.Literals(["removed", "deleted"]).annotate({
-      description: "`removed`: neither listed nor counted any more; the tenant's next use places it again on the same database. `deleted`: the row is gone (not a valid tenant id: nothing can ever write under it)"
-    })
-  }),
-  error: problems(404, 409, 503)
-}).pipe(describe({
-  summary: "Remove a placement that holds no data",
-  description: "For a tenant placed by mistake (or an id placed before ids were checked): refused while a move holds it or while it holds anything — a ledger, or a row in any table a move would copy (the 409 names them).",
-  scopes: ["platform"],
-  errors: { 404: "`not_found`: the tenant is not placed", 409: "`conflict`: the tenant holds data, or is being moved", 503: "`unavailable`: the placement map; retry" }
-}))
-
-export const startMove = HttpApiEndpoint.post("moveTenant", "/v1/tenants/:tenant/moves", {
-  params: tenantParam,
-  payload: Schema.Struct({ to_database: Schema.Int.annotate({ description: "Index of the read database to move the tenant to" }) }),
-  success: Move.View.pipe(HttpApiSchema.status(202)),
-  error: problems(400, 404, 409, 415, 503)
-}).pipe(describe({
-  summary: "Move a tenant to another read database",
-  description: "Starts moving the tenant's read side (facts copy, projections, accepted keys, dead letters, webhook state, batch jobs) under live traffic: its writes are held (consumers retry; its HTTP writes answer 503 with `retry-after`) while its rows are copied and verified, then its placement switches and the source's rows are deleted. Reads are served from the source until the switch, never from a half-copied database. Follow it with `GET /v1/tenants/{tenant}/moves/{move_id}`.",
-  scopes: ["platform"],
-  usage: 'send { "to_database": <index> }',
-  errors: { 400: "`invalid_request`: not a tenant id, or no such read database", 404: "`not_found`: the tenant is not placed yet (place it instead)", 409: "`conflict`: the tenant is already there, already being moved, or a rebuild is running", 415: "`unsupported_media_type`", 503: "`unavailable`: the platform database or the batch queue; retry" }
-}))
-
-export const getMove = HttpApiEndpoint.get("getTenantMove", "/v1/tenants/:tenant/moves/:move_id", {
-  params: { ...tenantParam, move_id: Schema.String },
-  success: Move.View,
-  error: problems(400, 404, 503)
-}).pipe(describe({
-  summary: "A tenant's move",
-  description: "Its phase (`frozen` → `copying` → `switched` → `dropped`, or `failed` with its error), rows copied per table and the verification of each table.",
-  scopes: ["platform"],
-  errors: { 400: "`invalid_request`: not a tenant id", 404: "`not_found`: no such move of this tenant", 503: "`unavailable`: the platform database; retry" }
-}))
-
-export const group = HttpApiGroup.make("tenants").add(me).add(list).add(place).add(removePlacement).add(startMove).add(getMove).middleware(Edge)
-  .annotateMerge(OpenApi.annotations({ title: "Tenants", description: "Which read database holds each tenant's read side, and moving a tenant between them." }))
+import { apiOf, Caller } from "./Edge.js"
+import { Tenants as Description } from "@factline/core/api"
 
 const view = (shape: Placement.Shape, placement: Placement.Placement) => ({
   tenant_id: placement.tenantId,
@@ -123,7 +22,7 @@ const view = (shape: Placement.Shape, placement: Placement.Placement) => ({
 const bindingOf = (shape: Placement.Shape, index: number) =>
   shape.databases[index]?.identity === shape.platform.identity ? "DB" : `FACTLINE_READ_DB_${index}`
 
-export const handlers = HttpApiBuilder.group(apiOf(group), "tenants", (handlers) =>
+export const handlers = HttpApiBuilder.group(apiOf(Description.group), "tenants", (handlers) =>
   handlers
     .handle("tenantPlacement", () =>
       Effect.gen(function*() {

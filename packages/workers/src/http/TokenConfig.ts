@@ -8,15 +8,12 @@
  */
 import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
+import { Contract, type Edge } from "@factline/core/api"
 import { alertsTenantId, Issues, IsoDateTime, TenantId } from "@factline/schemas"
 
-/**
- * `events:write`, `read` and `admin` act within the token's tenant; `platform`
- * is for operations across every tenant (a projection rebuild replays all
- * tenants' facts), for the platform's operators only — never give it to a tenant.
- */
-export const Scope = Schema.Literals(["events:write", "read", "admin", "platform"])
-export type Scope = typeof Scope.Type
+/** A token's scopes, as the API's description declares them (`@factline/core/api`). */
+export const Scope = Contract.Scope
+export type Scope = Contract.Scope
 
 /** The scopes that act within the token's own tenant (every one but `platform`). */
 export const tenantScopes: ReadonlyArray<Scope> = ["events:write", "read", "admin"]
@@ -32,11 +29,8 @@ export const TokenEntry = Schema.Struct({
 export type TokenEntry = typeof TokenEntry.Type
 export const TokenConfig = Schema.Array(TokenEntry)
 
-export interface Principal {
-  readonly tenantId: string
-  readonly scopes: ReadonlyArray<Scope>
-  readonly name: string | undefined
-}
+/** Who holds a token (the description's `Edge.Principal`: what a handler reads as its `Caller`). */
+export type Principal = Edge.Principal
 
 const decodeConfig = Issues.decodeStrict(TokenConfig)
 

@@ -1,150 +1,15 @@
 /**
- * The webhooks HTTP API (scope `admin`, within the token's tenant; the
- * catalog with any authenticated token):
- *
- * - `GET /v1/webhooks/event-types` — the catalog: event types, their fact type, a JSON Schema of each payload.
- * - `POST /v1/webhooks/endpoints` `{ url, event_types | fact_types, description? }` → 201 with the
- *   `whsec_…` secret — the only time it is shown.
- * - `GET /v1/webhooks/endpoints?limit=&cursor=` — a page of endpoints, oldest first; at most
- *   `FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT` (default 20) per tenant: one more is a 409.
- * - `GET /v1/webhooks/endpoints/:id`, `PATCH …/:id` (url, types, description, enabled, max_per_second,
- *   max_in_flight), `DELETE …/:id`.
- * - `POST …/:id/rotate-secret` → the new secret, once; the old one keeps signing for 24 h.
- * - `GET …/:id/attempts?limit=&cursor=` — the delivery log, newest first.
- * - `POST …/:id/recover` `{ since }` — re-sends every failed delivery since then.
- *
- * Another tenant's endpoint is the same 404 as a missing one. Secrets are
- * never logged and never returned after creation or rotation.
+ * The handlers of the Webhooks routes, implemented against their description (`@factline/core/api`'s `Webhooks`,
+ * where each route's path, parameters, body, answers and errors are declared). What each does is
+ * documented there.
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
-import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
-import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
-import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
-import * as OpenApi from "effect/http-api/OpenApi"
 import { Failure, Registry, Webhook } from "@factline/core"
 import { WebhookRecovery, WebhookStore } from "@factline/core/runtime"
-import { IsoDateTime } from "@factline/schemas"
-import { cursor, describe, Json, limitParameter, nextCursor, type PageLimit, pageLimit, problems } from "./Contract.js"
-import { apiOf, Caller, Edge } from "./Edge.js"
-
-export const Endpoint = Schema.Struct({
-  id: Schema.String,
-  url: Schema.String,
-  description: Schema.NullOr(Schema.String),
-  event_types: Schema.Array(Schema.String),
-  enabled: Schema.Boolean,
-  version: Schema.Int.annotate({ description: "Bumped by every change" }),
-  disabled_reason: Schema.NullOr(Schema.String),
-  failing_since: Schema.NullOr(Schema.String),
-  previous_secret_expires_at: Schema.NullOr(Schema.String).annotate({ description: "While a rotated-out secret still signs beside the new one" }),
-  max_per_second: Schema.NullOr(Schema.Int).annotate({ description: "At most this many deliveries started in any second, across isolates (null: no limit); over it, deliveries wait (never dropped, no attempt spent)" }),
-  max_in_flight: Schema.NullOr(Schema.Int).annotate({ description: "At most this many deliveries in flight at once (null: no limit)" }),
-  created_at: Schema.String,
-  updated_at: Schema.String
-}).annotate({ identifier: "WebhookEndpoint", description: "A tenant's webhook endpoint; its secret is never shown again after creation or rotation" })
-export const WithSecret = Schema.Struct({ ...Endpoint.fields, secret: Schema.String.annotate({ description: "`whsec_…`: shown this once" }) })
-/** A list of catalog event types or of fact types: 1 to 100 names (each checked against the catalog by the store). */
-const typeList = Schema.Array(Schema.String).check(Schema.isMinLength(1), Schema.isMaxLength(WebhookStore.maxTypes))
-/** A delivery limit: 1 to 1000, or null for none. */
-const deliveryLimit = Schema.NullOr(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: WebhookStore.maxRateLimit })))
-/**
- * An endpoint's fields. The schema decides their shapes (a field it does not have is a 400 naming it); the store
- * decides what needs more: the URL's SSRF guard, each type against the catalog, one of `event_types` and
- * `fact_types` on create.
- */
-export const EndpointInput = Schema.Struct({
-  url: Schema.String.annotate({ description: "https only; private, loopback, link-local and metadata addresses are refused" }),
-  event_types: Schema.optionalKey(typeList).annotate({ description: `Catalog event types (GET /v1/webhooks/event-types), 1 to ${WebhookStore.maxTypes}` }),
-  fact_types: Schema.optionalKey(typeList).annotate({ description: "Or the fact types they publish (each subscribes every event type published from it)" }),
-  description: Schema.optionalKey(Schema.NullOr(Schema.String.check(Schema.isMaxLength(WebhookStore.maxDescription)))).annotate({ description: `At most ${WebhookStore.maxDescription.toLocaleString("en")} characters; null clears it` }),
-  enabled: Schema.optionalKey(Schema.Boolean),
-  max_per_second: Schema.optionalKey(deliveryLimit).annotate({ description: `Deliveries started per second at most, 1–${WebhookStore.maxRateLimit} (null or absent: no limit)` }),
-  max_in_flight: Schema.optionalKey(deliveryLimit).annotate({ description: `Deliveries in flight at most, 1–${WebhookStore.maxRateLimit} (null or absent: no limit)` })
-})
-const id = { id: Schema.String.annotate({ description: "A webhook endpoint id" }) }
-const admin = ["admin"] as const
-const errors = {
-  400: "`invalid_request`, naming each field (an unknown event type, a refused URL)",
-  404: "`not_found`: no such endpoint for this tenant",
-  415: "`unsupported_media_type`",
-  503: "`unavailable`: the store, or the secrets key is not configured; retry"
-}
-
-export const eventTypes = HttpApiEndpoint.get("listEventTypes", "/v1/webhooks/event-types", {
-  success: Schema.Struct({ data: Schema.Array(Schema.Struct({ type: Schema.String, fact_type: Schema.String, description: Schema.NullOr(Schema.String), schema: Json.annotate({ description: "JSON Schema (draft 2020-12) of the payload" }) })) })
-}).pipe(describe({ summary: "The webhook event catalog", scopes: ["read", "admin"] }))
-
-export const createEndpoint = HttpApiEndpoint.post("createEndpoint", "/v1/webhooks/endpoints", {
-  payload: EndpointInput,
-  success: WithSecret.pipe(HttpApiSchema.status(201)),
-  error: problems(400, 409, 415, 503)
-}).pipe(describe({
-  summary: "Create a webhook endpoint",
-  description: "Answers the signing secret once. A tenant has at most `FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT` endpoints (default 20), enabled or not.",
-  scopes: admin,
-  usage: 'send { "url": "https://…", "event_types": ["…"] } (or "fact_types")',
-  errors: { 400: errors[400], 409: "`endpoint_limit`: the tenant has as many endpoints as the cap allows (named with the setting in `details`)", 415: errors[415], 503: errors[503] }
-}))
-
-/** A page of the webhook listings (endpoints, delivery attempts). */
-export const listLimit: PageLimit = { maximum: 100, default: 50 }
-
-export const listEndpoints = HttpApiEndpoint.get("listEndpoints", "/v1/webhooks/endpoints", {
-  query: { limit: limitParameter(listLimit), cursor },
-  success: Schema.Struct({ data: Schema.Array(Endpoint), next_cursor: nextCursor }),
-  error: problems(400, 503)
-}).pipe(describe({ summary: "List webhook endpoints", description: "Oldest first, a page at a time: pass `next_cursor` as `cursor` for the next.", scopes: admin, errors: { 400: "`invalid_query`: a limit out of range or a malformed cursor", 503: errors[503] } }))
-
-export const getEndpoint = HttpApiEndpoint.get("getEndpoint", "/v1/webhooks/endpoints/:id", { params: id, success: Endpoint, error: problems(404, 503) })
-  .pipe(describe({ summary: "Get a webhook endpoint", scopes: admin, errors: { 404: errors[404], 503: errors[503] } }))
-
-const changeUsage = "send the fields to change: url, event_types or fact_types, description, enabled, max_per_second, max_in_flight"
-
-export const updateEndpoint = HttpApiEndpoint.patch("updateEndpoint", "/v1/webhooks/endpoints/:id", {
-  params: id,
-  payload: EndpointInput.mapFields((fields) => ({ ...fields, url: Schema.optional(fields.url) })),
-  success: Endpoint,
-  error: problems(400, 404, 415, 503)
-}).pipe(describe({ summary: "Change a webhook endpoint", scopes: admin, usage: changeUsage, errors }))
-
-export const deleteEndpoint = HttpApiEndpoint.delete("deleteEndpoint", "/v1/webhooks/endpoints/:id", { params: id, error: problems(404, 503) })
-  .pipe(describe({ summary: "Delete a webhook endpoint", scopes: admin, errors: { 404: errors[404], 503: errors[503] } }))
-
-export const rotateSecret = HttpApiEndpoint.post("rotateSecret", "/v1/webhooks/endpoints/:id/rotate-secret", { params: id, success: WithSecret, error: problems(404, 409, 503) })
-  .pipe(describe({
-    summary: "Rotate an endpoint's secret",
-    description: "Answers the new secret once; the old one keeps signing beside it for 24 hours. Of concurrent rotations one wins; the others answer 409 and rotated nothing.",
-    scopes: admin,
-    errors: { 404: errors[404], 409: "`conflict`: the endpoint changed while rotating (a concurrent rotation or change); read it and rotate again", 503: errors[503] }
-  }))
-
-export const attempts = HttpApiEndpoint.get("listAttempts", "/v1/webhooks/endpoints/:id/attempts", {
-  params: id,
-  query: { limit: limitParameter(listLimit), cursor },
-  success: Schema.Struct({ data: Schema.Array(Json), next_cursor: nextCursor }).annotate({ description: "The delivery log, newest first: delivery id, event type, attempt, status code, ≤ 1 KiB response snippet, duration, time; `throttled: true` for a delivery the endpoint's limits held back (nothing sent, no attempt spent, sent again after the delay its `error` names)" }),
-  error: problems(400, 404, 503)
-}).pipe(describe({ summary: "An endpoint's delivery attempts", scopes: admin, errors: { 400: "`invalid_query`", 404: errors[404], 503: errors[503] } }))
-
-export const recover = HttpApiEndpoint.post("recoverEndpoint", "/v1/webhooks/endpoints/:id/recover", {
-  params: id,
-  payload: Schema.Struct({ since: IsoDateTime.annotate({ description: "ISO 8601 date-time (a real one: 2026-02-30 is refused)" }) }),
-  success: Schema.Struct({ recovered: Schema.Int, since: Schema.String }).pipe(HttpApiSchema.status(202)),
-  error: problems(400, 404, 409, 415, 503)
-}).pipe(describe({
-  summary: "Re-send failed deliveries",
-  description: "Every delivery to this endpoint that failed since then is sent again (same webhook-id).",
-  scopes: admin,
-  usage: 'send { "since": "<ISO 8601 time>" }: failed deliveries since then are sent again',
-  errors: { ...errors, 409: "`conflict`: the endpoint is disabled; enable it first" } }))
-
-export const group = HttpApiGroup.make("webhooks").add(eventTypes, createEndpoint, listEndpoints, getEndpoint, updateEndpoint, deleteEndpoint, rotateSecret, attempts, recover)
-  .middleware(Edge)
-  .annotateMerge(OpenApi.annotations({
-    title: "Webhooks",
-    description: "The event catalog and a tenant's endpoints: signed (Standard Webhooks), retried, recoverable deliveries."
-  }))
+import { apiOf, Caller } from "./Edge.js"
+import { Contract, Webhooks as Description } from "@factline/core/api"
 
 const store = Effect.service(WebhookStore.WebhookStore)
 const tenant = Effect.map(Effect.service(Caller), (caller) => caller.tenantId)
@@ -157,23 +22,23 @@ const catalogOf = (registry: Registry.Shape) =>
 const onStore = <A, E, R>(f: (store: WebhookStore.Shape, tenant: string) => Effect.Effect<A, E, R>) =>
   Effect.flatMap(Effect.all([store, tenant]), ([s, t]) => f(s, t))
 
-export const handlers = HttpApiBuilder.group(apiOf(group), "webhooks", (handlers) =>
+export const handlers = HttpApiBuilder.group(apiOf(Description.group), "webhooks", (handlers) =>
   handlers
     .handle("listEventTypes", () => Effect.map(Effect.service(Registry.Registry), (registry) => ({ data: catalogOf(registry) })))
     .handle("createEndpoint", ({ payload }) =>
       Effect.map(onStore((s, t) => s.create(t, payload)), (result) => ({ ...result.endpoint, secret: result.secret })))
     .handle("listEndpoints", ({ query: { limit, cursor } }) =>
-      onStore((s, t) => s.list(t, { limit: pageLimit(limit, listLimit), ...(cursor === undefined ? {} : { after: cursor }) })))
+      onStore((s, t) => s.list(t, { limit: Contract.pageLimit(limit, Description.listLimit), ...(cursor === undefined ? {} : { after: cursor }) })))
     .handle("getEndpoint", ({ params }) => onStore((s, t) => s.get(t, params.id)))
     .handle("updateEndpoint", ({ params, payload }) =>
       Object.keys(payload).length === 0
-        ? Effect.fail(new Failure.InvalidInput({ message: changeUsage }))
+        ? Effect.fail(new Failure.InvalidInput({ message: Description.changeUsage }))
         : onStore((s, t) => s.update(t, params.id, payload)))
     .handle("deleteEndpoint", ({ params }) => onStore((s, t) => s.remove(t, params.id)))
     .handle("rotateSecret", ({ params }) =>
       Effect.map(onStore((s, t) => s.rotate(t, params.id)), (result) => ({ ...result.endpoint, secret: result.secret })))
     .handle("listAttempts", ({ params, query: { limit, cursor } }) =>
-      onStore((s, t) => s.attempts(t, params.id, { limit: pageLimit(limit, listLimit), ...(cursor === undefined ? {} : { before: cursor }) })))
+      onStore((s, t) => s.attempts(t, params.id, { limit: Contract.pageLimit(limit, Description.listLimit), ...(cursor === undefined ? {} : { before: cursor }) })))
     .handle("recoverEndpoint", ({ params, payload }) =>
       Effect.gen(function*() {
         const since = new Date(payload.since).toISOString()
