@@ -21,8 +21,7 @@
 import { DurableObject } from "cloudflare:workers"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import { PayloadStore } from "@factline/core"
-import { Bindings, LedgerProtocol, LedgerStorage, LedgerTopology, Metrics, OutboxRelay, QueueGroups, RetryPolicy, Settings } from "@factline/core/runtime"
+import { LedgerProtocol, LedgerStorage, LedgerTopology, Metrics, OutboxRelay, RetryPolicy } from "@factline/core/runtime"
 import type { Fact } from "@factline/schemas"
 import type { PlatformEnv } from "./Env.js"
 import { shardRuntime, type ShardRuntime } from "./Services.js"
@@ -143,14 +142,14 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   }
 
   /**
-   * Relays the outbox; on success sets the alarm to the next timer (or removes it), on failure re-arms it with
-   * backoff. The messages it sent (those of a failed run too) are counted in `messages_sent_total`.
+   * Relays the outbox through the queues' door (to this shard's tenant's group queues); on success sets the alarm
+   * to the next timer (or removes it), on failure re-arms it with backoff. The messages it sent (those of a failed
+   * run too), counted by the door into the shard runtime's tally, are written to `messages_sent_total` after.
    */
   private async drain(): Promise<void> {
-    const sent = new Map<string, number>()
     try {
-      const targets = await this.runtime.runPromise(this.targets())
-      const result = await OutboxRelay.relay(this.ledger, { ...targets, sent: (destination, n) => void sent.set(destination, (sent.get(destination) ?? 0) + n) })
+      // A shard holds one tenant: its outbox's logical destinations go to that tenant's group queues.
+      const result = await this.runtime.runPromise(OutboxRelay.relay(this.ledger, this.ledger.getMeta("tenant_id") ?? ""))
       if (this.ledger.getMeta("relay_failures") !== undefined) {
         await this.register(null)
         this.ledger.setMeta("relay_failures", undefined)
@@ -171,7 +170,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
       await this.register("now").catch(() => undefined)
     } finally {
       // Logged, never thrown, when the rollup cannot take it: the messages were sent.
-      if (sent.size > 0) await this.runtime.runPromise(Metrics.recordSent(sent))
+      await this.runtime.runPromise(Metrics.recordTallied())
     }
   }
 
@@ -190,22 +189,5 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
       const since = pending === null ? null : new Date(yield* Clock.currentTimeMillis).toISOString()
       yield* LedgerTopology.markRelay(shardKey, tenantId, since)
     }))
-  }
-
-  /** Where the relay sends (the queues by name) and offloads large payloads (R2), through the bindings' services. */
-  private targets() {
-    const ledger = this.ledger
-    return Effect.gen(function*() {
-      const { queue } = yield* Bindings.QueueBindings
-      const storage = yield* Bindings.PayloadBucket
-      const settings = yield* Settings.Settings
-      const payloads = PayloadStore.make(storage, settings.payloadBucket)
-      // A shard holds one tenant: its outbox's logical destinations go to that tenant's group queues.
-      const tenantId = ledger.getMeta("tenant_id") ?? ""
-      return {
-        queue: (destination: string) => queue(QueueGroups.route(destination, tenantId, settings.queueGroups)),
-        offload: (tenantId, name, payload) => Effect.runPromise(payloads.put(tenantId, name, payload))
-      } satisfies OutboxRelay.RelayTargets
-    })
   }
 }

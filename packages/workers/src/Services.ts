@@ -97,8 +97,8 @@ export const runtimes = (registry: Registry.Shape) => {
   }
 }
 
-/** What a LedgerShard Durable Object reaches: the bindings and the settings (it runs no registry's programs). */
-export type ShardServices = Bindings.Services | Settings.Settings
+/** What a LedgerShard Durable Object reaches: the bindings, the settings and the shard's services over them (PlatformLayer.shardServices). */
+export type ShardServices = Bindings.Services | Settings.Settings | PlatformLayer.ShardServices
 export type ShardRuntime = ManagedRuntime.ManagedRuntime<ShardServices, never>
 
 const shardRuntimes = new WeakMap<object, ShardRuntime>()
@@ -106,7 +106,11 @@ const shardRuntimes = new WeakMap<object, ShardRuntime>()
 export const shardRuntime = (env: PlatformEnv): ShardRuntime => {
   let runtime = shardRuntimes.get(env)
   if (runtime === undefined) {
-    runtime = ManagedRuntime.make(Layer.merge(bindings(env), Settings.Settings.layer).pipe(Layer.provide(settings(env)), Layer.orDie))
+    runtime = ManagedRuntime.make(PlatformLayer.shardServices.pipe(
+      Layer.provideMerge(Layer.merge(bindings(env), Settings.Settings.layer)),
+      Layer.provide(settings(env)),
+      Layer.orDie
+    ))
     shardRuntimes.set(env, runtime)
   }
   return runtime

@@ -23,7 +23,7 @@ import * as Consumer from "../consuming/Consumer.js"
 import * as Deadline from "../consuming/Deadline.js"
 import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
-import { QueueProducer } from "../producing/QueueProducer.js"
+import { Queues } from "../platform/Queues.js"
 import * as Rebuild from "../projections/Rebuild.js"
 import * as BatchJobs from "./BatchJobs.js"
 import * as Export from "./Export.js"
@@ -140,7 +140,7 @@ const runMessage = (first: BatchPayload, tenantId: string) =>
  */
 export const send = (payload: BatchPayload, tenantId?: string, delaySeconds = 0) =>
   Effect.flatMap(make(payload, tenantId), (message) =>
-    Effect.flatMap(Effect.service(QueueProducer), (queues) => queues.sendBatch(RetryPolicy.batch.queue, [message], delaySeconds > 0 ? { delaySeconds } : undefined)))
+    Effect.flatMap(Effect.service(Queues), (queues) => queues.send(RetryPolicy.batch.queue, [message], { delaySeconds })))
 
 export const process = Effect.fn("BatchConsumer.process")(function*(items: ReadonlyArray<{ readonly key: string; readonly value: Chunk }>) {
   const outcomes = new Map<string, Consumer.Outcome>()

@@ -25,7 +25,6 @@ import { AcceptedKeys } from "../producing/AcceptedKeys.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
 import * as KeptEvents from "../producing/KeptEvents.js"
 import { Producer } from "../producing/Producer.js"
-import { QueueProducer } from "../producing/QueueProducer.js"
 import { ProjectionStore } from "../projections/ProjectionStore.js"
 import * as Registry from "../registry/Registry.js"
 import { ModuleLayers } from "../registry/ModuleLayers.js"
@@ -34,6 +33,7 @@ import { WebhookTransport } from "../webhooks/WebhookTransport.js"
 import { Resolver } from "../webhooks/Resolver.js"
 import type { EndpointLimits } from "../webhooks/EndpointLimits.js"
 import * as Bindings from "../platform/Bindings.js"
+import { Queues } from "../platform/Queues.js"
 import * as Deadline from "../consuming/Deadline.js"
 import { Settings } from "./Settings.js"
 import { FactsWindow } from "../archive/Archive.js"
@@ -54,7 +54,7 @@ export type Services =
   | ProjectionStore
   | DeadLetters
   | PayloadStore
-  | QueueProducer
+  | Queues
   | AcceptedKeys
   | Producer
   | WebhookStore
@@ -82,23 +82,13 @@ const webhookCatalog = (registry: Registry.Shape): Catalog => ({
 export const services = (registry: Registry.Shape, options: Options) =>
   Layer.unwrap(Effect.gen(function*() {
     const settings = yield* Settings
-    const { queue: bound } = yield* Bindings.QueueBindings
-    // Every send to a platform queue is tallied for `messages_sent_total` (Metrics writes the tally with the rollup).
-    // Each queue's counting binding is made once, on its first lookup, not per send.
+    // Every send to a platform queue is tallied for `messages_sent_total` by the queues' door (Metrics writes the
+    // tally with the rollup).
     const tally = MetricsTally.make()
-    const counted = new Map<string, Queue | undefined>()
-    const queue = (name: string) => {
-      if (!counted.has(name)) {
-        const binding = bound(name)
-        counted.set(name, binding === undefined ? undefined : MetricsTally.counting(binding, name, tally))
-      }
-      return counted.get(name)
-    }
+    const groups = settings.queueGroups
+    const queues = Queues.layer({ route: (name, tenantId) => QueueGroups.route(name, tenantId, groups), count: MetricsTally.countSent(tally) })
     const storage = yield* Bindings.PayloadBucket
     const payloads = PayloadStore.layer(storage, settings.payloadBucket)
-    const groups = settings.queueGroups
-    // The events queue of each group, looked up once: the producer picks one per tenant by its group alone.
-    const eventsQueues = QueueGroups.queuesOf(RetryPolicy.events, groups).map(queue)
     return Layer.mergeAll(
       Layer.succeed(Registry.Registry, registry),
       // Each module's services, built once with the runtime (per isolate), not per message.
@@ -108,19 +98,19 @@ export const services = (registry: Registry.Shape, options: Options) =>
       Layer.succeed(Deadline.Budget, settings.consumerBudgetMs),
       Ledger.layer(settings.ledgerShardsPerTenant),
       AcceptedKeys.layer,
-      QueueProducer.layer((name) => queue(name), (name, tenantId) => QueueGroups.route(name, tenantId, groups)),
       Inbox.layer,
       FirstAttempts.layer,
       Runs.layer,
       ProjectionStore.layer,
-      DeadLetters.layer((source) => queue(RetryPolicy.forQueue(source)?.deadLetterQueue ?? "")),
+      DeadLetters.layer.pipe(Layer.provide(queues)),
       payloads,
       Producer.layer({
-        queue: (tenantId) => eventsQueues[QueueGroups.groupOf(tenantId, groups)],
+        queue: RetryPolicy.events.queue,
         definitions: registry.definitions,
         defaultSource: options.defaultSource,
         ...(settings.keepAcceptedMs > 0 ? { keep: KeptEvents.keeper(storage) } : {})
-      }).pipe(Layer.provide(payloads)),
+      }).pipe(Layer.provide(Layer.merge(payloads, queues))),
+      queues,
       WebhookStore.layer({
         secretsKey: settings.secretsKey,
         localDevelopment: settings.localDevelopment,
@@ -135,6 +125,25 @@ export const services = (registry: Registry.Shape, options: Options) =>
       FactsCopySetting.layer(settings.factsCopy)
     ).pipe(Layer.provideMerge(TenantPlacement.layer({ open: settings.readDatabasesOpen, cacheMs: settings.placementCacheMs })))
   }))
+
+/** What a ledger shard's runtime reaches beside the bindings and settings (it runs no registry's programs). */
+export type ShardServices = Queues | MetricsTally.MetricsTally | PayloadStore
+
+/**
+ * The ledger shard's services: the queues' door — routing by the deployment's groups, counting into the shard
+ * runtime's own tally, which the shard writes after each relay (`Metrics.recordSent`) — and the payload store
+ * its relay offloads large facts to.
+ */
+export const shardServices = Layer.unwrap(Effect.gen(function*() {
+  const settings = yield* Settings
+  const tally = MetricsTally.make()
+  const groups = settings.queueGroups
+  return Layer.mergeAll(
+    Layer.succeed(MetricsTally.MetricsTally, tally),
+    Queues.layer({ route: (name, tenantId) => QueueGroups.route(name, tenantId, groups), count: MetricsTally.countSent(tally) }),
+    PayloadStore.layer(yield* Bindings.PayloadBucket, settings.payloadBucket)
+  )
+}))
 
 /** The whole platform: the services over the given bindings, with the settings read from the current `ConfigProvider`. */
 export const make = (registry: Registry.Shape, bindings: Layer.Layer<Bindings.Services | LedgerNamespace | EndpointLimits>, options: Options) => {

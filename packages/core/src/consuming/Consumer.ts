@@ -48,7 +48,7 @@ import * as RetryPolicy from "./RetryPolicy.js"
 import * as QueueGroups from "./QueueGroups.js"
 import * as Runs from "./Runs.js"
 import * as Time from "../platform/Time.js"
-import { QueueProducer } from "../producing/QueueProducer.js"
+import { Queues } from "../platform/Queues.js"
 
 /**
  * The outcome of one item: done, or the family failure it ended with (`retryable` decides between a retry
@@ -426,10 +426,10 @@ export const run = <T, R, P>(spec: Spec<T, R, P>, batch: MessageBatch<unknown>) 
         : v._tag === "HandBack" && lastAttempt(messages[i]!) ? [{ v: { error: v.error, seconds: 0 }, m: messages[i]!, i }]
         : [])
     if (parked.length > 0) {
-      const queues = yield* QueueProducer
+      const queues = yield* Queues
       for (const seconds of new Set(parked.map((p) => p.v.seconds))) {
         const group = parked.filter((p) => p.v.seconds === seconds)
-        const resent = yield* Effect.result(queues.sendBatch(batch.queue, group.map((p) => p.m.body), { delaySeconds: seconds }))
+        const resent = yield* Effect.result(queues.send(batch.queue, group.map((p) => p.m.body), { delaySeconds: seconds }))
         if (Result.isFailure(resent)) for (const { v, i } of group) verdicts[i] = { _tag: "Retry", error: `${v.error}; parking it failed: ${resent.failure.message}` }
       }
     }

@@ -11,29 +11,26 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { DeadLetterRecord } from "@factline/schemas"
-import * as SendBatches from "../producing/SendBatches.js"
 import * as Failure from "../failures/Failure.js"
+import { Queues, type SendFailed } from "../platform/Queues.js"
+import * as RetryPolicy from "./RetryPolicy.js"
 
 export class DeadLetters extends Context.Service<DeadLetters, {
-  readonly send: (queue: string, records: ReadonlyArray<DeadLetterRecord>) => Effect.Effect<void, Failure.Unavailable>
+  /** Sends `records` of messages that failed on `queue` (a physical queue: a group queue too) to its purpose's DLQ. */
+  readonly send: (queue: string, records: ReadonlyArray<DeadLetterRecord>) => Effect.Effect<void, Failure.Unavailable | SendFailed>
 }>()("@factline/core/DeadLetters") {
-  /** `queues` maps a source queue name to its DLQ producer binding. */
-  static readonly layer = (queues: (queue: string) => Queue | undefined) => Layer.succeed(DeadLetters, make(queues))
+  /** Over the queues' door. */
+  static readonly layer = Layer.effect(DeadLetters, Effect.map(Effect.service(Queues), (queues) => make(queues)))
 }
 
 /** Errors are kept short in the record: enough to act on, never a dump. */
 export const maxErrorLength = 2_000
 
-export const make = (queues: (queue: string) => Queue | undefined): DeadLetters["Service"] => ({
+export const make = (queues: Queues["Service"]): DeadLetters["Service"] => ({
   send: Effect.fn("DeadLetters.send")(function*(queue, records) {
     if (records.length === 0) return
-    yield* Effect.tryPromise({
-      try: async () => {
-        const dlq = queues(queue)
-        if (!dlq) throw new Error(`no dead-letter queue binding for ${queue}`)
-        await SendBatches.sendAll(dlq, records)
-      },
-      catch: Failure.unavailable("the dead-letter queue")
-    })
+    const deadLetterQueue = RetryPolicy.forQueue(queue)?.deadLetterQueue
+    if (deadLetterQueue === undefined) return yield* new Failure.Unavailable({ service: "the dead-letter queue", message: `no dead-letter queue for ${queue}` })
+    yield* queues.send(deadLetterQueue, records)
   })
 })

@@ -28,7 +28,7 @@ import { isRealDateTime, type Issues, TraceContext } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import * as Sql from "../platform/Sql.js"
 import * as Time from "../platform/Time.js"
-import { QueueProducer } from "../producing/QueueProducer.js"
+import { Queues } from "../platform/Queues.js"
 import * as Cursor from "../tables/Cursor.js"
 import * as QueueGroups from "./QueueGroups.js"
 import * as RetryPolicy from "./RetryPolicy.js"
@@ -285,14 +285,14 @@ export const make = (sql: Sql.Sql): Runs["Service"] => {
  */
 export const retryNow = Effect.fn("Runs.retryNow")(function*(scope: Scope, id: string) {
   const runs = yield* Runs
-  const queues = yield* QueueProducer
+  const queues = yield* Queues
   const { run, body } = yield* runs.claimRerun(scope, id)
   const messageId = field(body, "message_id")
   const copy = messageId !== null && messageId.length + rerunSuffix.length <= 128 && typeof body === "object" && body !== null
     ? { ...(body as Record<string, unknown>), message_id: `${messageId}${rerunSuffix}` }
     : body
   const purpose = QueueGroups.purposeOf(run.queue)
-  yield* queues.sendBatch(run.tenant_id === null ? QueueGroups.route(purpose, "", 1) : queues.route(purpose, run.tenant_id), [copy])
+  yield* queues.send(run.tenant_id === null ? QueueGroups.route(purpose, "", 1) : queues.route(purpose, run.tenant_id), [copy])
   return run
 })
 

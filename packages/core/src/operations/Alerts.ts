@@ -36,8 +36,7 @@ import * as Failure from "../failures/Failure.js"
 import * as Placement from "../placement/Placement.js"
 import * as Sql from "../platform/Sql.js"
 import * as Time from "../platform/Time.js"
-import { QueueProducer } from "../producing/QueueProducer.js"
-import * as SendBatches from "../producing/SendBatches.js"
+import { Queues } from "../platform/Queues.js"
 import * as WebhookConsumer from "../webhooks/WebhookConsumer.js"
 import * as WebhookStore from "../webhooks/WebhookStore.js"
 import * as Metrics from "./Metrics.js"
@@ -181,8 +180,7 @@ const deliver = (alert: Alert, data: Record<string, unknown>) =>
     const fact = { fact_id: alert.alert_id, type: factType, stream, tenant_id: alertsTenantId, correlation_id: alert.alert_id, created_at: alert.occurred_at }
     const messages = yield* Effect.promise(() =>
       Promise.all(endpoints.map((endpoint) => WebhookConsumer.deliveryMessage({ fact, endpoint, eventType: alert.event_type, data, now }))))
-    const queue = yield* QueueProducer
-    for (const chunk of SendBatches.split(messages)) yield* queue.sendBatch(RetryPolicy.webhooks.queue, chunk)
+    yield* (yield* Queues).send(RetryPolicy.webhooks.queue, messages)
     return endpoints.length
   })
 

@@ -19,8 +19,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import { type Issues, tenantKey } from "@factline/schemas"
-import { QueueProducer } from "../producing/QueueProducer.js"
-import * as SendBatches from "../producing/SendBatches.js"
+import { Queues, type SendFailed } from "../platform/Queues.js"
 import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as Sql from "../platform/Sql.js"
@@ -109,8 +108,8 @@ const decodeCursor = (cursor: string) => Cursor.decode(cursor, ["string", "strin
 export interface Shape {
   readonly list: (scope: Scope, filters: Filters, page: { readonly cursor?: string; readonly limit: number }) => Effect.Effect<{ readonly data: ReadonlyArray<Summary>; readonly next_cursor: string | null }, Failure.Any>
   readonly get: (scope: Scope, id: string) => Effect.Effect<Detail, Failure.Any>
-  readonly replay: (scope: Scope, id: string) => Effect.Effect<Detail, Failure.Any, QueueProducer>
-  readonly replayMatching: (scope: Scope, filters: Filters, operationId?: string) => Effect.Effect<{ readonly operation_id: string; readonly count: number; readonly waves: number }, Failure.Any, QueueProducer>
+  readonly replay: (scope: Scope, id: string) => Effect.Effect<Detail, Failure.Any | SendFailed, Queues>
+  readonly replayMatching: (scope: Scope, filters: Filters, operationId?: string) => Effect.Effect<{ readonly operation_id: string; readonly count: number; readonly waves: number }, Failure.Any | SendFailed, Queues>
   /** Marks the record `skipped` (or `escalated`) if it is open; returns it. */
   readonly resolve: (scope: Scope, id: string, action: "skipped" | "escalated", note: string) => Effect.Effect<Detail, Failure.Any>
   /** Opens a skipped record again (its skip could not be completed), noting why in its history. */
@@ -222,9 +221,9 @@ export const make = (sql: Sql.Sql): Shape => {
   /** Sends claimed records back to their queues in waves; settles each wave as replayed, or back to open if its send failed. */
   const send = (claimed: ReadonlyArray<{ id: string; queue: string; tenant_id: string | null; original_message: string }>, by: string, operationId: string) =>
     Effect.gen(function*() {
-      const queue = yield* QueueProducer
+      const queue = yield* Queues
       // A record names its purpose (`factline-events`); it goes back to its tenant's group queue as the producer
-      // routes it today (QueueProducer.route). A record without a tenant (its body never decoded) goes to group 0,
+      // routes it today (Queues.route). A record without a tenant (its body never decoded) goes to group 0,
       // which every deployment has.
       const destination = (c: { readonly queue: string; readonly tenant_id: string | null }) => {
         const purpose = QueueGroups.purposeOf(c.queue)
@@ -236,20 +235,20 @@ export const make = (sql: Sql.Sql): Shape => {
         byQueue.set(name, [...(byQueue.get(name) ?? []), { id: c.id, body: JSON.parse(c.original_message) as unknown }])
       }
       let wave = 0
-      let failure: Failure.Unavailable | undefined
+      let failure: SendFailed | undefined
       for (const [name, items] of byQueue) {
         for (let i = 0; i < items.length; i += waveSize) {
           const chunkItems = items.slice(i, i + waveSize)
           const delaySeconds = wave * waveDelaySeconds
           wave++
-          const ids: Array<string> = []
-          for (const chunk of SendBatches.split(chunkItems, (x) => x.body)) {
-            const sent = yield* Effect.result(queue.sendBatch(name, chunk.map((x) => x.body), { delaySeconds }))
-            if (Result.isFailure(sent)) {
-              failure = sent.failure
-              yield* settle(chunk.map((x) => x.id), "open", by, operationId)
-            } else ids.push(...chunk.map((x) => x.id))
+          // The records after a failed call go back to open; those on the queue are replayed.
+          const sent = yield* Effect.result(queue.send(name, chunkItems.map((x) => x.body), { delaySeconds }))
+          const onQueue = Result.isFailure(sent) ? sent.failure.sent : chunkItems.length
+          if (Result.isFailure(sent)) {
+            failure = sent.failure
+            yield* settle(chunkItems.slice(onQueue).map((x) => x.id), "open", by, operationId)
           }
+          const ids = chunkItems.slice(0, onQueue).map((x) => x.id)
           if (ids.length > 0) yield* settle(ids, "replayed", by, operationId)
         }
       }

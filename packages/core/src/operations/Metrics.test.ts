@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import { describe, expect, it } from "vitest"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
-import { QueueProducer } from "../producing/QueueProducer.js"
+import { Queues } from "../platform/Queues.js"
 import * as TestPlatform from "../testing/TestPlatform.js"
 import * as Metrics from "./Metrics.js"
 
@@ -157,7 +157,7 @@ describe("Metrics: recording", () => {
 
   it("messages sent are written with the next batch's rollup, in the same round trip, or by the edge at most every 10 s", async () => {
     const platform = TestPlatform.make([])
-    const send = (queue: string, n: number) => platform.run(Effect.flatMap(Effect.service(QueueProducer), (q) => q.sendBatch(queue, Array.from({ length: n }, (_, i) => ({ i })))))
+    const send = (queue: string, n: number) => platform.run(Effect.flatMap(Effect.service(Queues), (q) => q.send(queue, Array.from({ length: n }, (_, i) => ({ i })))))
     await send("factline-webhooks", 3)
     await send("factline-webhooks-dlq", 1)                                // a consumer dead-lettering: counted under the DLQ's own name
     await platform.run(Metrics.flushPending(Metrics.edgeFlushIntervalMs))  // the edge: first write of this isolate

@@ -22,7 +22,8 @@ import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import type * as Failure from "../failures/Failure.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"
-import { AnalyticsEngine, QueueBindings } from "../platform/Bindings.js"
+import { AnalyticsEngine } from "../platform/Bindings.js"
+import { Queues } from "../platform/Queues.js"
 import * as Sql from "../platform/Sql.js"
 import * as Placement from "../placement/Placement.js"
 import { deadMessages } from "../tables/PlatformTables.js"
@@ -493,6 +494,12 @@ export const recordSent = Effect.fn("Metrics.recordSent")(function*(sent: Readon
   )
 })
 
+/** Writes the sends the runtime's tally holds (`recordSent`): the ledger shard's, counted by its queues' door, after each relay. */
+export const recordTallied = Effect.fn("Metrics.recordTallied")(function*() {
+  const sent = (yield* MetricsTally).drain()
+  if (sent.size > 0) yield* recordSent(sent)
+})
+
 /** How often, at least, the HTTP edge and the cron leave the tally to consumer batches (`flushPending`). */
 export const edgeFlushIntervalMs = 10_000
 
@@ -511,21 +518,18 @@ export const flushPending = Effect.fn("Metrics.flushPending")(function*(metricsF
 })
 
 /**
- * Every platform queue's backlog now, from its producer binding (`Queue.metrics()`): each group queue of a
+ * Every platform queue's backlog now, from its producer binding (through the queues' door): each group queue of a
  * grouped purpose that is bound — up to `QueueGroups.maxGroups`, so a group queue beyond the deployment's
  * `FACTLINE_QUEUE_GROUPS` that still drains is counted too — and each ungrouped queue. Best effort: a binding
  * that cannot say is unknown (null), not a failure of the page. An empty queue has no oldest message (age null).
  */
-export const readBacklogs = Effect.fn("Metrics.readBacklogs")(function*(queue: (name: string) => Queue | undefined) {
+export const readBacklogs = Effect.fn("Metrics.readBacklogs")(function*(queues: Queues["Service"]) {
   const now = yield* Clock.currentTimeMillis
   const physical = RetryPolicy.all.flatMap((policy) =>
-    (policy.grouped ? QueueGroups.queuesOf(policy, QueueGroups.maxGroups) : [policy.queue]).flatMap((name) => {
-      const binding = queue(name)
-      return binding === undefined ? [] : [{ policy, name, binding, group: policy.grouped ? QueueGroups.parse(name)?.group : undefined }]
-    }))
-  const read = yield* Effect.forEach(physical, ({ policy, name, binding, group }) =>
-    Effect.tryPromise(() => binding.metrics()).pipe(
-      Effect.orElseSucceed(() => undefined),
+    (policy.grouped ? QueueGroups.queuesOf(policy, QueueGroups.maxGroups) : [policy.queue]).flatMap((name) =>
+      queues.bound(name) ? [{ policy, name, group: policy.grouped ? QueueGroups.parse(name)?.group : undefined }] : []))
+  const read = yield* Effect.forEach(physical, ({ policy, name, group }) =>
+    queues.metrics(name).pipe(
       Effect.map((metrics): readonly [string, Backlog] => {
         const depth = typeof metrics?.backlogCount === "number" ? metrics.backlogCount : null
         const oldest = metrics?.oldestMessageTimestamp === undefined ? NaN : new Date(metrics.oldestMessageTimestamp).getTime()
@@ -544,7 +548,7 @@ export const readBacklogs = Effect.fn("Metrics.readBacklogs")(function*(queue: (
  */
 export const readHealth = Effect.fn("Metrics.readHealth")(function*(since: string) {
   const sql = yield* Sql.PlatformDatabase
-  const { queue } = yield* QueueBindings
+  const queues = yield* Queues
   const firstMinute = new Date(Math.floor(Date.parse(since) / 60_000) * 60_000).toISOString()
   const [rollup, pending] = yield* sql.batch([
     Sql.statement("SELECT * FROM queue_metrics WHERE minute >= ? ORDER BY minute", firstMinute),
@@ -563,7 +567,7 @@ export const readHealth = Effect.fn("Metrics.readHealth")(function*(since: strin
       byReason.set(r.queue, { ...current, [r.reason]: (current[r.reason] ?? 0) + r.n })
     }
   }
-  const backlogs = yield* readBacklogs(queue)
+  const backlogs = yield* readBacklogs(queues)
   return {
     queues: health(
       RetryPolicy.all,

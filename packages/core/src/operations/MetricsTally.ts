@@ -6,11 +6,11 @@
  * write is older than the interval; `Metrics.flushPending` does the same after an HTTP response and on the
  * cron. So a clean batch costs no D1 round trip of its own, and a send none at all.
  *
- * `counting` wraps a queue producer binding: every send that resolved is added under the queue's purpose
- * (a group queue `factline-events-3` counts as `factline-events`); a send to a dead-letter queue (a consumer
- * dead-lettering a message) under the DLQ's own name (`factline-events-dlq`), beside `dlq_total`. The ledger
- * shard's outbox relay runs outside the platform runtime: it counts its sends with a tally of its own and
- * writes them after each relay (`Metrics.recordSent`).
+ * `countSent` is what the queues' door (platform/Queues) counts with: every send that resolved is added under
+ * the queue's purpose (a group queue `factline-events-3` counts as `factline-events`); a send to a dead-letter
+ * queue (a consumer dead-lettering a message) under the DLQ's own name (`factline-events-dlq`), beside
+ * `dlq_total`. The ledger shard's outbox relay runs on the shard's runtime, whose door counts into a tally of its
+ * own; the shard writes it after each relay (`Metrics.recordSent`).
  */
 import * as Context from "effect/Context"
 import * as QueueGroups from "../consuming/QueueGroups.js"
@@ -129,22 +129,8 @@ export const countedAs = (queue: string): string | undefined => {
   return RetryPolicy.all.some((p) => p.queue === purpose || p.deadLetterQueue === purpose) ? purpose : undefined
 }
 
-/** `queue` with every resolved send added to `tally`. */
-export const counting = (queue: Queue, name: string, tally: Shape): Queue => {
-  const as = countedAs(name)
-  if (as === undefined) return queue
-  return {
-    metrics: () => queue.metrics(),
-    send: async (body, options) => {
-      const sent = await queue.send(body, options)
-      tally.add(as, 1)
-      return sent
-    },
-    sendBatch: async (messages, options) => {
-      const list = [...messages]
-      const sent = await queue.sendBatch(list, options)
-      tally.add(as, list.length)
-      return sent
-    }
-  }
+/** The queues' door's `count` (Queues.Options) for `tally`: each resolved send added under the queue it counts as. */
+export const countSent = (tally: Shape) => (queue: string, messages: number): void => {
+  const as = countedAs(queue)
+  if (as !== undefined) tally.add(as, messages)
 }

@@ -1,7 +1,7 @@
 /**
  * The Cloudflare bindings the platform reaches, each behind one service:
  * D1 through its door (`Sql.PlatformDatabase`), the queues by name
- * (`QueueBindings`), the payload bucket (`PayloadBucket`, R2) and Analytics
+ * (`QueueBindings`, behind the `Queues` door), the payload bucket (`PayloadBucket`, R2) and Analytics
  * Engine (`AnalyticsEngine`); the ledger shards' Durable Object namespace is
  * the ledger's own (`ledger/LedgerNamespace`, typed by its protocol). These
  * are the leaves of the one composition (`PlatformLayer`): the Worker builds
@@ -15,6 +15,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { make as door, PlatformDatabase, type Sql } from "./Sql.js"
+import { type QueueBinding, QueueBindings } from "./Queues.js"
 import { type Bucket, PayloadBucket } from "./Storage.js"
 
 /** The read databases (`FACTLINE_READ_DB_0…`) by index, each behind its door; empty when none is bound (the platform database serves). */
@@ -22,10 +23,8 @@ export class ReadDatabases extends Context.Service<ReadDatabases, {
   readonly databases: ReadonlyArray<Sql>
 }>()("@factline/core/ReadDatabases") {}
 
-/** A factline queue's producer binding by queue name (platform queues and their DLQs); undefined when not bound. */
-export class QueueBindings extends Context.Service<QueueBindings, {
-  readonly queue: (name: string) => Queue | undefined
-}>()("@factline/core/QueueBindings") {}
+/** The queues' producer bindings by name and the door over them: `Queues`. */
+export { type QueueBinding, QueueBindings } from "./Queues.js"
 
 /** The payload bucket's door (R2) and the raw binding it wraps: `Storage`. */
 export { type Bucket, type BucketObject, PayloadBucket } from "./Storage.js"
@@ -53,7 +52,7 @@ export interface Bindings {
   /** The read databases, by index (none: the platform database holds every tenant's read side). */
   readonly readDatabases?: ReadonlyArray<D1Database>
   readonly payloads: Bucket
-  readonly queue: (name: string) => Queue | undefined
+  readonly queue: (name: string) => QueueBinding | undefined
   readonly analytics: Layer.Layer<AnalyticsEngine>
 }
 

@@ -9,10 +9,10 @@
  * `correlation_id` = the idempotency key, so producer retries stay in one
  * chain, and `traceparent`: a new W3C trace when none is given — the HTTP
  * edge passes the request's `traceparent` header as each event's default), payloads over 64 KiB are moved to R2 as `payload_ref` (under a key
- * the producer chooses; a client cannot set `payload_ref`), and sends are split
- * into `sendBatch` calls within the queue's limits — one run of calls per
- * queue when the events queue is grouped per tenant (QueueGroups), so a
- * tenant's events land on its group's queue.
+ * the producer chooses; a client cannot set `payload_ref`), and sent through the
+ * queues' door (Queues: split into `sendBatch` calls within the queue's limits,
+ * counted) — one send per queue when the events queue is grouped per tenant
+ * (QueueGroups), so a tenant's events land on its group's queue.
  *
  * The same idempotency key twice in one call: identical copies (same
  * `message_type`, `schema_version`, `subject`, `payload`) are collapsed and
@@ -45,7 +45,8 @@ import { AcceptedKeys, payloadHash } from "./AcceptedKeys.js"
 import { PayloadStore, clientRefRefused, offloadThresholdBytes } from "./PayloadStore.js"
 import type * as KeptEvents from "./KeptEvents.js"
 import * as Delay from "./Delay.js"
-import * as SendBatches from "./SendBatches.js"
+import { type QueueBinding, Queues } from "../platform/Queues.js"
+import * as SendBatches from "../platform/SendBatches.js"
 import * as Telemetry from "../platform/Telemetry.js"
 import * as Time from "../platform/Time.js"
 
@@ -78,8 +79,8 @@ export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>
 }
 
 /**
- * A `sendBatch` call failed. `sent` lists the idempotency keys of the calls
- * that succeeded before it (they are on the queue); the others were not sent.
+ * A `sendBatch` call failed (Queues.SendFailed). `sent` lists the idempotency keys of the messages on the
+ * queue (those of the calls that succeeded before it); the others were not sent.
  */
 export class QueueSendFailed extends Schema.TaggedError<QueueSendFailed>()("QueueSendFailed", {
   message: Schema.String,
@@ -151,8 +152,8 @@ export class Producer extends Context.Service<Producer, {
   ) => Effect.Effect<ReadonlyArray<AcceptedItem>, ProducerError, AcceptedKeys>
 }>()("@factline/core/Producer") {
   static readonly layer = (config: {
-    /** The events queue, or the events queue of a tenant's group. */
-    readonly queue: Queue | ((tenantId: string) => Queue | undefined)
+    /** The events queue's name: a tenant's events go to its group's queue (Queues.route). */
+    readonly queue: string
     readonly definitions: ReadonlyMap<string, MessageDefinition>
     readonly defaultSource?: string
     /** Development only: keeps each request's accepted envelopes (KeptEvents) before they are sent. */
@@ -160,14 +161,27 @@ export class Producer extends Context.Service<Producer, {
   }) =>
     Layer.effect(
       Producer,
-      Effect.map(Effect.service(PayloadStore), (payloads) => make({ ...config, payloads }))
+      Effect.map(Effect.all([Effect.service(PayloadStore), Effect.service(Queues)]), ([payloads, queues]) => make({ ...config, payloads, queues }))
     )
+  /**
+   * A service of its own that emits (not the platform's Worker): the producer over its events queue binding,
+   * behind the queues' door of its own (split within the limits; nothing counted: the platform's
+   * `messages_sent_total` counts what the platform sends).
+   */
+  static readonly over = (binding: QueueBinding, config: {
+    readonly definitions: ReadonlyMap<string, MessageDefinition>
+    readonly defaultSource?: string
+  }) => Producer.layer({ ...config, queue: ownQueue }).pipe(Layer.provide(Queues.over((name) => (name === ownQueue ? binding : undefined))))
 }
 
+/** The name the door of `Producer.over` gives the one queue it is handed (in its failures' messages). */
+const ownQueue = "events"
+
 export const make = (config: {
-  readonly queue: Queue | ((tenantId: string) => Queue | undefined)
+  readonly queue: string
   readonly definitions: ReadonlyMap<string, MessageDefinition>
   readonly payloads: PayloadStore["Service"]
+  readonly queues: Queues["Service"]
   readonly defaultSource?: string
   readonly keep?: KeptEvents.Keep
 }): Producer["Service"] => {
@@ -271,35 +285,28 @@ export const make = (config: {
       const firstIndexes = validated.firstOf.filter((first, index) => first === index)
       const envelopes = yield* Effect.forEach(firstIndexes, (index) => offload(validated.envelopes[index]!), { concurrency: 8 })
       const sent: Array<string> = []
-      // One queue, or one per tenant group: each group's envelopes go to its own queue, in input order within it.
-      const queueOf = config.queue
-      const byQueue = new Map<Queue | undefined, Array<Envelope>>()
+      // One run of sends per queue (a tenant's events go to its group's queue), in input order within it.
+      const byQueue = new Map<string, Array<Envelope>>()
       for (const e of envelopes) {
-        const q = typeof queueOf === "function" ? queueOf(e.tenant_id) : queueOf
-        const list = byQueue.get(q)
+        const queue = config.queues.route(config.queue, e.tenant_id)
+        const list = byQueue.get(queue)
         if (list) list.push(e)
-        else byQueue.set(q, [e])
+        else byQueue.set(queue, [e])
       }
-      const ordered = [...byQueue].flatMap(([q, list]) => SendBatches.split(list).map((batch) => ({ q, batch })))
-      const notSent = (from: number) => ordered.slice(from).flatMap(({ batch }) => batch.map((e) => e.idempotency_key))
-      for (let i = 0; i < ordered.length; i++) {
-        const { q, batch } = ordered[i]!
-        yield* Effect.tryPromise({
-          try: () => {
-            if (q === undefined) throw new Error(`no events queue bound for tenant ${batch[0]!.tenant_id}'s group`)
-            return q.sendBatch(batch.map((body) => {
-              const delaySeconds = Delay.secondsUntil(body.deliver_after, Date.parse(now))
-              return delaySeconds > 0 ? { body, contentType: "json" as const, delaySeconds } : { body, contentType: "json" as const }
-            }))
-          },
-          catch: (cause) =>
+      const runs = [...byQueue]
+      const keysOf = (list: ReadonlyArray<Envelope>) => list.map((e) => e.idempotency_key)
+      const nowMs = Date.parse(now)
+      for (let i = 0; i < runs.length; i++) {
+        const [queue, list] = runs[i]!
+        yield* config.queues.send(queue, list, { delaySeconds: (index) => Delay.secondsUntil(list[index]!.deliver_after, nowMs) }).pipe(
+          Effect.mapError((failure) =>
             new QueueSendFailed({
-              message: cause instanceof Error ? cause.message : String(cause),
-              sent: [...sent],
-              not_sent: notSent(i)
-            })
-        })
-        sent.push(...batch.map((e) => e.idempotency_key))
+              message: failure.message,
+              sent: [...sent, ...keysOf(list.slice(0, failure.sent))],
+              not_sent: [...keysOf(list.slice(failure.sent)), ...runs.slice(i + 1).flatMap(([, rest]) => keysOf(rest))]
+            }))
+        )
+        sent.push(...keysOf(list))
       }
       const byFirst = new Map(firstIndexes.map((index, i) => [index, envelopes[i]!]))
       return validated.firstOf.map((first) => byFirst.get(first)!)

@@ -1,7 +1,7 @@
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import type { Fact } from "@factline/schemas"
-import * as SendBatches from "../producing/SendBatches.js"
+import * as SendBatches from "../platform/SendBatches.js"
 import * as FactMessage from "./FactMessage.js"
 
 const fact = (i: number, tenant: string, text: string, pad: number): Fact => ({

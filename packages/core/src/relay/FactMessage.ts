@@ -15,7 +15,7 @@ import * as Result from "effect/Result"
 import { Envelope, type Fact, FactBatchPayload, FactPayload, Issues, tenantKey } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
-import * as SendBatches from "../producing/SendBatches.js"
+import * as SendBatches from "../platform/SendBatches.js"
 
 export const source = "factline-ledger"
 /** Queue messages are limited to 128 KB; a fact message stays well below it. */

@@ -3,9 +3,9 @@
  *
  * Once per consumer batch, after the appends: the facts are grouped by
  * destination queue — the tenant's group queue for a grouped destination
- * (QueueProducer.route; the handover keeps the logical destination, the
+ * (Queues.route; the handover keeps the logical destination, the
  * shard's outbox routes it again) — packed several to a message (FactMessage.pack) and sent
- * with one `sendBatch` per destination (more only past 100 messages / 256 KB).
+ * through the queues' door: one `sendBatch` per destination (more only past 100 messages / 256 KB).
  * Whatever could not be sent — a failed send, a failed R2 offload — is handed
  * to the facts' shards (`Ledger.handover`), whose outbox and alarm relay it
  * later; only facts that were neither sent nor handed over are reported back,
@@ -19,8 +19,7 @@ import { type Fact, TraceContext } from "@factline/schemas"
 import { Ledger, type StreamHandover } from "../ledger/Ledger.js"
 import * as Shards from "../ledger/Shards.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
-import { QueueProducer } from "../producing/QueueProducer.js"
-import * as SendBatches from "../producing/SendBatches.js"
+import { Queues } from "../platform/Queues.js"
 import { Registry } from "../registry/Registry.js"
 import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"
@@ -44,7 +43,7 @@ export interface RelayReport {
 
 export const relay = (items: ReadonlyArray<Relayable>) =>
   Effect.gen(function*() {
-    const queues = yield* QueueProducer
+    const queues = yield* Queues
     const payloads = yield* PayloadStore
     const ledger = yield* Ledger
 
@@ -75,16 +74,12 @@ export const relay = (items: ReadonlyArray<Relayable>) =>
       Effect.gen(function*() {
         const packed = yield* Effect.result(Effect.tryPromise(() => FactMessage.pack([...facts.values()], offload, {}, bytesOf)))
         if (Result.isFailure(packed)) return { destination, sends: 0, unsent: [...facts.values()], error: `could not store a large fact in R2: ${String(packed.failure)}` }
-        let sends = 0
-        const chunks = SendBatches.split(packed.success, (m) => m.body, (m) => m.bytes)
-        for (let i = 0; i < chunks.length; i++) {
-          const sent = yield* Effect.result(queues.sendBatch(destination, chunks[i]!.map((m) => m.body)))
-          sends++
-          if (Result.isFailure(sent)) {
-            return { destination, sends, unsent: chunks.slice(i).flatMap((chunk) => chunk.flatMap((m) => m.facts)), error: sent.failure.message }
-          }
+        const messages = packed.success
+        const sent = yield* Effect.result(queues.send(destination, messages.map((m) => m.body), { sizes: messages.map((m) => m.bytes) }))
+        if (Result.isFailure(sent)) {
+          return { destination, sends: sent.failure.calls, unsent: messages.slice(sent.failure.sent).flatMap((m) => m.facts), error: sent.failure.message }
         }
-        return { destination, sends, unsent: [] as Array<Fact>, error: undefined }
+        return { destination, sends: sent.success.calls, unsent: [] as Array<Fact>, error: undefined }
       }), { concurrency: "unbounded" })
 
     const sends = results.reduce((n, r) => n + r.sends, 0)

@@ -2,35 +2,36 @@
  * The outbox relay: drains a shard's outbox to the downstream queues — the
  * fallback for facts a consumer could not send itself (see FactRelay).
  *
- * Rows are packed several facts to a message (FactMessage.pack) and sent with
- * `sendBatch` (≤ 100 messages, ≤ 256 KB per call); each call's rows are
- * deleted, in one statement, only after that call resolved. If a send fails
- * the rows stay and the error is thrown: the caller (the shard's alarm)
- * re-arms with backoff. A crash between a send and its delete re-sends those
- * facts later; every consumer dedupes by fact id, so that changes nothing.
+ * Rows are packed several facts to a message (FactMessage.pack) and sent to
+ * each destination (the shard's tenant's group queue: Queues.route) through
+ * the queues' door, which splits them within the queue's limits and counts
+ * them; the rows of the messages on the queue are deleted, in one statement,
+ * once the send resolved — on a failed send those of the calls before it, and
+ * the failure is raised: the caller (the shard's alarm) re-arms with backoff.
+ * A crash between a send and its delete re-sends those facts later; every
+ * consumer dedupes by fact id, so that changes nothing.
  */
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import type { Fact } from "@factline/schemas"
 import type { LedgerStorage } from "../ledger/LedgerStorage.js"
-import * as SendBatches from "../producing/SendBatches.js"
+import { Queues } from "../platform/Queues.js"
+import { PayloadStore } from "../producing/PayloadStore.js"
 import * as FactMessage from "./FactMessage.js"
 
 /** Rows relayed per alarm run; the alarm re-arms at once while rows remain. */
 export const rowsPerRun = 500
-
-export interface RelayTargets {
-  readonly queue: (destination: string) => Queue | undefined
-  /** Stores a large fact payload in R2 and returns its `r2://` reference. */
-  readonly offload: (tenantId: string, name: string, payload: unknown) => Promise<string>
-  /** Told of each send that resolved (messages to a destination), for `messages_sent_total` (Metrics.recordSent). */
-  readonly sent?: (destination: string, messages: number) => void
-}
 
 export interface RelayResult {
   readonly sent: number
   readonly remaining: number
 }
 
-export const relay = async (ledger: LedgerStorage, targets: RelayTargets, limit: number = rowsPerRun): Promise<RelayResult> => {
+/** Relays up to `limit` of the outbox's rows of `tenantId`'s shard `ledger`; fails with the first send that failed. */
+export const relay = Effect.fn("OutboxRelay.relay")(function*(ledger: LedgerStorage, tenantId: string, limit: number = rowsPerRun) {
+  const queues = yield* Queues
+  const payloads = yield* PayloadStore
+  const offload = (tenant: string, name: string, payload: unknown) => Effect.runPromise(payloads.put(tenant, name, payload))
   const entries = ledger.pendingOutbox(limit)
   const byDestination = new Map<string, Array<(typeof entries)[number]>>()
   for (const entry of entries) {
@@ -40,17 +41,14 @@ export const relay = async (ledger: LedgerStorage, targets: RelayTargets, limit:
   }
   let sent = 0
   for (const [destination, rows] of byDestination) {
-    const queue = targets.queue(destination)
-    if (!queue) throw new Error(`no queue binding for outbox destination ${destination}`)
     const rowIds = new Map<Fact, number>(rows.map((row) => [row.fact, row.id]))
-    const messages = await FactMessage.pack(rows.map((row) => row.fact), targets.offload)
-    for (const chunk of SendBatches.split(messages, (m) => m.body, (m) => m.bytes)) {
-      await queue.sendBatch(chunk.map((m) => ({ body: m.body, contentType: "json" as const })))
-      targets.sent?.(destination, chunk.length)
-      const ids = chunk.flatMap((m) => m.facts.map((f) => rowIds.get(f)!))
-      ledger.deleteOutbox(ids)
-      sent += ids.length
-    }
+    const messages = yield* Effect.tryPromise(() => FactMessage.pack(rows.map((row) => row.fact), offload))
+    const result = yield* Effect.result(queues.send(queues.route(destination, tenantId), messages.map((m) => m.body), { sizes: messages.map((m) => m.bytes) }))
+    const onQueue = Result.isFailure(result) ? result.failure.sent : messages.length
+    const ids = messages.slice(0, onQueue).flatMap((m) => m.facts.map((f) => rowIds.get(f)!))
+    ledger.deleteOutbox(ids)
+    sent += ids.length
+    if (Result.isFailure(result)) return yield* result.failure
   }
-  return { sent, remaining: ledger.outboxSize() }
-}
+  return { sent, remaining: ledger.outboxSize() } satisfies RelayResult
+})

@@ -58,8 +58,8 @@ import * as PlatformFacts from "../definitions/PlatformFacts.js"
 import * as FactId from "../ledger/FactId.js"
 import { Ledger } from "../ledger/Ledger.js"
 import type { AppendGroup, FactDraft } from "../ledger/LedgerProtocol.js"
-import { QueueProducer } from "../producing/QueueProducer.js"
-import * as SendBatches from "../producing/SendBatches.js"
+import { Queues } from "../platform/Queues.js"
+import * as SendBatches from "../platform/SendBatches.js"
 import * as FactMessage from "../relay/FactMessage.js"
 import { relayFor } from "../relay/FactRelay.js"
 import { Registry } from "../registry/Registry.js"
@@ -177,7 +177,7 @@ export const existedAt = (endpoint: Pick<EndpointConfig, "created_at">, fact: Pi
 const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind: "fact" }> }>, configs: ReadonlyMap<string, ReadonlyArray<EndpointConfig>>, outcomes: Map<string, Consumer.Outcome>, now: string) =>
   Effect.gen(function*() {
     const registry = yield* Registry
-    const queue = yield* QueueProducer
+    const queues = yield* Queues
     const sender = yield* Telemetry.sender
     const out: Array<{ key: string; body: Envelope }> = []
     for (const { key, value } of items) {
@@ -213,9 +213,10 @@ const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind:
       }
       outcomes.set(key, failed ? Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: failed })) : Consumer.done)
     }
-    for (const chunk of SendBatches.split(out, (o) => o.body)) {
-      const sent = yield* Effect.result(queue.sendBatch(RetryPolicy.webhooks.queue, chunk.map((o) => o.body)))
-      if (Result.isFailure(sent)) for (const o of chunk) outcomes.set(o.key, Consumer.failed(new Failure.TransientError({ message: `could not enqueue deliveries: ${sent.failure.message}` })))
+    // The messages the door did not send (those after the failed call) retry their facts.
+    const sent = yield* Effect.result(queues.send(RetryPolicy.webhooks.queue, out.map((o) => o.body)))
+    if (Result.isFailure(sent)) {
+      for (const o of out.slice(sent.failure.sent)) outcomes.set(o.key, Consumer.failed(new Failure.TransientError({ message: `could not enqueue deliveries: ${sent.failure.message}` })))
     }
   })
 
@@ -362,12 +363,12 @@ const deliver = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind
       return false
     })
     if (deferred.size > 0) {
-      const queue = yield* QueueProducer
+      const queues = yield* Queues
       for (const [delaySeconds, group] of deferred) {
-        for (const chunk of SendBatches.split(group, (d) => d.body)) {
-          const sent = yield* Effect.result(queue.sendBatch(RetryPolicy.webhooks.queue, chunk.map((d) => d.body), { delaySeconds }))
-          for (const d of chunk) outcomes.set(d.key, Result.isFailure(sent) ? Consumer.failed(new Failure.TransientError({ message: `could not put a held delivery back on the queue: ${sent.failure.message}` })) : Consumer.done)
-        }
+        const sent = yield* Effect.result(queues.send(RetryPolicy.webhooks.queue, group.map((d) => d.body), { delaySeconds }))
+        const onQueue = Result.isFailure(sent) ? sent.failure.sent : group.length
+        group.forEach((d, i) =>
+          outcomes.set(d.key, i < onQueue ? Consumer.done : Consumer.failed(new Failure.TransientError({ message: `could not put a held delivery back on the queue: ${Result.isFailure(sent) ? sent.failure.message : ""}` }))))
       }
     }
     const toSend = now.flatMap(({ value }) => (configs.get(value.envelope.tenant_id) ?? []).filter((e) => e.enabled && e.id === value.payload.webhook_config_id))

@@ -7,14 +7,12 @@
  */
 import * as Effect from "effect/Effect"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
-import { QueueProducer } from "../producing/QueueProducer.js"
-import * as SendBatches from "../producing/SendBatches.js"
+import { Queues } from "../platform/Queues.js"
 import { WebhookStore } from "./WebhookStore.js"
 
 /** Recovers the tenant's endpoint `id`'s deliveries failed since `since` (ISO 8601); how many were sent again. */
 export const recover = Effect.fn("WebhookRecovery.recover")(function*(tenantId: string, id: string, since: string) {
   const messages = yield* (yield* WebhookStore).recover(tenantId, id, since)
-  const queue = yield* QueueProducer
-  for (const chunk of SendBatches.split(messages)) yield* queue.sendBatch(RetryPolicy.webhooks.queue, chunk)
+  yield* (yield* Queues).send(RetryPolicy.webhooks.queue, messages)
   return messages.length
 })

@@ -1,10 +1,15 @@
 /**
- * Splits messages into `sendBatch` calls within Cloudflare Queues' limits:
- * at most 100 messages and 256 KB per call. Sizes are the JSON byte length
- * plus a fixed per-message allowance for the envelope the platform adds.
+ * Cloudflare Queues' limits, and the splitting of messages into `sendBatch`
+ * calls within them: at most 100 messages and 256 KB per call, at most 128 KB
+ * a message. Sizes are the JSON byte length plus a fixed per-message allowance
+ * for the envelope the platform adds. The queues' door (`Queues.send`) splits
+ * with it; the others only measure (a producer deciding what to offload to R2,
+ * a relay packing facts into messages).
  */
 export const maxMessages = 100
 export const maxBatchBytes = 256 * 1000
+/** A message's limit, its allowance included. */
+export const maxMessageBytes = 128 * 1000
 export const perMessageOverheadBytes = 100
 
 const encoder = new TextEncoder()
@@ -49,11 +54,4 @@ export const split = <T>(
   }
   if (current.length > 0) batches.push(current)
   return batches
-}
-
-/** Sends every body with as few `sendBatch` calls as the limits allow, in order. */
-export const sendAll = async <T>(queue: Queue<T>, bodies: ReadonlyArray<T>): Promise<number> => {
-  const batches = split(bodies)
-  for (const batch of batches) await queue.sendBatch(batch.map((body) => ({ body, contentType: "json" as const })))
-  return batches.length
 }
