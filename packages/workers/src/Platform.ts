@@ -149,13 +149,13 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>, options: Opt
     throw error
   }
   const runtime = Services.runtimes(registry)
-  const api = Api.make(registry, runtime)
+  const api = Api.make(runtime)
 
   return {
     registry,
     runtime,
     fetch: async (request, env, ctx) => {
-      const response = await api.fetch(request, env, ctx)
+      const response = await api.fetch(request, env)
       // Messages the request sent are tallied in the isolate; after the response the tally is written when due
       // (Metrics.flushPending: at most every 10 s, or FACTLINE_METRICS_FLUSH_SECONDS if longer) — consumer batches carry it in between.
       ctx.waitUntil(runtime(env).runPromise(flushPending).catch(() => undefined))

@@ -8,7 +8,6 @@
  * `cache-control: no-store`: no shared or browser cache may keep tenant data.
  */
 import * as Result from "effect/Result"
-import type { MiddlewareHandler } from "hono"
 import type { PlatformEnv } from "../Env.js"
 import { settingsOf } from "../Services.js"
 import { Forbidden, Unauthorized } from "./Problem.js"
@@ -41,8 +40,6 @@ export const sha256Hex = async (text: string): Promise<string> => {
   return [...digest].map((b) => b.toString(16).padStart(2, "0")).join("")
 }
 
-export type AuthVariables = { principal: Principal }
-
 /**
  * The principal of a request's `Authorization` header, whose token holds one of `scopes`: a 401 without a
  * bearer token or with an unknown one, a 403 without the scope (thrown, as members of the failure family).
@@ -57,13 +54,3 @@ export const authenticate = async (env: PlatformEnv, authorization: string | und
   }
   return principal
 }
-
-/** Authenticates every request; the token needs one of `scopes` (what the route accepts). */
-export const requireScope = (...scopes: [Scope, ...Array<Scope>]): MiddlewareHandler<{ Bindings: PlatformEnv; Variables: AuthVariables }> =>
-  async function authenticateRequest(c, next) {
-    c.header("cache-control", "no-store")
-    c.set("principal", await authenticate(c.env, c.req.header("authorization"), scopes))
-    await next()
-    // A handler may return a Response it built itself; the header must be on it too.
-    if (!c.res.headers.has("cache-control")) c.res.headers.set("cache-control", "no-store")
-  }

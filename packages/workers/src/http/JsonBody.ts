@@ -8,11 +8,10 @@
  * is parsed, since walking (or hashing, or cloning onto a queue) a value nested
  * thousands of levels deep exhausts the stack — a 400, not a 500.
  *
- * `readBody` is what a JSON route calls: the content type, then the limits, its refusal thrown as a
+ * `readJson` is what the edge (Serve.ts) calls for a route with a JSON payload: the content type, then the limits, its refusal thrown as a
  * member of the failure family (415/413 `RequestRefused`, 400 `InvalidInput`). It does not interpret the
  * JSON: the routes validate what they read.
  */
-import type { Context } from "hono"
 import { Failure } from "@factline/core"
 import { Issues } from "@factline/schemas"
 import { RequestRefused } from "./Problem.js"
@@ -171,12 +170,9 @@ export const maxBodyBytes = 5 * 1024 * 1024
 export const jsonContentTypes = ["application/json"]
 
 /**
- * Reads a JSON body within `maxBodyBytes` (counted while streaming), or throws why not.
- * A body of another content type (`text/plain`, a form, none) is a 415, before anything is read.
+ * A web request's JSON body within `maxBodyBytes` (counted while streaming), or the refusal thrown. A body of
+ * another content type (`text/plain`, a form, none) is a 415, before anything is read.
  */
-export const readBody = (c: Context<any>, contentTypes: ReadonlyArray<string> = jsonContentTypes): Promise<unknown> => readJson(c.req.raw, contentTypes)
-
-/** `readBody` of a web request: its JSON body within the limits, or the refusal thrown. */
 export const readJson = async (request: Request, contentTypes: ReadonlyArray<string> = jsonContentTypes): Promise<unknown> => {
   const contentType = (request.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase()
   if (!contentTypes.includes(contentType)) {
@@ -192,5 +188,3 @@ export const readJson = async (request: Request, contentTypes: ReadonlyArray<str
     ? new RequestRefused({ status, message })
     : new Failure.InvalidInput({ code, message, ...(details === undefined ? {} : { problems: details.problems }) })
 }
-
-export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v)

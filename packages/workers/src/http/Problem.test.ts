@@ -1,22 +1,19 @@
 import Ajv2020 from "ajv/dist/2020.js"
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, OpenApi } from "effect/http-api"
-import { Hono } from "hono"
 import { describe, expect, it } from "vitest"
 import { Failure } from "@factline/core"
 import { Validator } from "@seriousme/openapi-schema-validator"
-import { type AppEnv, problems } from "./Contract.js"
-import { Forbidden, respond } from "./Problem.js"
+import { problems } from "./Contract.js"
+import { answerFor, Forbidden } from "./Problem.js"
 
 const endpoint = HttpApiEndpoint.post("refuse", "/refuse", { error: problems(400) })
 const doc = OpenApi.fromApi(HttpApi.make("t").add(HttpApiGroup.make("g").add(endpoint)))
 
-/** What `respond` writes for `error`, and whether the description's `Problem` accepts it (what contract.mjs checks against the running Worker). */
+/** What the edge writes for `error` (`answerFor`), and whether the description's `Problem` accepts it (what contract.mjs checks against the running Worker). */
 const written = async (error: unknown) => {
-  const app = new Hono<AppEnv>()
-  app.get("/", () => { throw error })
-  app.onError((e, c) => respond(c, e))
-  const response = await app.request("/")
-  const text = await response.text()
+  const answer = answerFor(error)
+  const response = { status: answer.status }
+  const text = JSON.stringify(answer.body)
   const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: false })
   const valid = ajv.compile({ ...(doc.components.schemas as any).Problem, components: doc.components })
   const body = JSON.parse(text)
@@ -25,7 +22,7 @@ const written = async (error: unknown) => {
 
 const many = (n: number) => Array.from({ length: n }, (_, i) => ({ path: `payload.k${i}`, message: "unexpected" }))
 
-describe("respond: problem lists are capped, and the description says so", () => {
+describe("answerFor: problem lists are capped, and the description says so", () => {
   it("the OpenAPI document stays valid and documents problems_total", async () => {
     const validation = await new Validator().validate(structuredClone(doc) as any)
     expect(validation.valid, JSON.stringify(validation.errors)).toBe(true)

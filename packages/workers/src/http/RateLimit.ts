@@ -23,11 +23,9 @@
  * only a known token has a tenant to count) and does not limit the public routes (`GET /health`, the
  * documents), which read no store.
  */
-import type { MiddlewareHandler } from "hono"
 import type { Settings } from "@factline/core/runtime"
 import type { PlatformEnv } from "../Env.js"
 import { rateLimiter, settingsOf } from "../Services.js"
-import type { AuthVariables } from "./Auth.js"
 import { RateLimited } from "./Problem.js"
 
 /** The period every factline rate-limit binding counts over (`simple.period`, which Cloudflare allows at 10 or 60). */
@@ -71,10 +69,4 @@ export const check = async (env: PlatformEnv, tenantId: string): Promise<void> =
       })
     }
   }
-}
-
-/** Counts the authenticated request against its tenant's tier (`check`). */
-export const limitTenant: MiddlewareHandler<{ Bindings: PlatformEnv; Variables: AuthVariables }> = async function rateLimit(c, next) {
-  await check(c.env, c.get("principal").tenantId)
-  await next()
 }

@@ -6,30 +6,28 @@
  * group takes: URL length, bearer token and scopes, the tenant's rate limit, strict query, the JSON body's
  * limits (JsonBody.ts), and the one problem writer (`answerFor`) for whatever fails — a failure of the
  * family with its status, a refused input as a 400 naming each field, anything else a 500 `internal`.
- *
- * The Hono app stays the entry for the routes not converted yet and forwards the served ones here
- * (`forward`): one dispatch per route.
  */
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Predicate from "effect/Predicate"
+import type * as Types from "effect/Types"
 import * as HttpApi from "effect/http-api/HttpApi"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import type * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import { HttpApiSchemaError } from "effect/http-api/HttpApiError"
 import type * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServerError from "effect/http/HttpServerError"
 import * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
-import type { Hono } from "hono"
 import { Failure } from "@factline/core"
 import { Issues } from "@factline/schemas"
 import type { PlatformEnv } from "../Env.js"
 import type { PlatformRuntime, PlatformServices } from "../Services.js"
 import { authenticate, type Principal } from "./Auth.js"
-import { type AppEnv, BodyUsage, maxUrlBytes, queryNames, queryRefusal, scopesOf } from "./Contract.js"
+import { BodyUsage, maxUrlBytes, queryNames, queryRefusal, scopesOf } from "./Contract.js"
 import { Caller, Edge, PublicEdge, WorkerEnv } from "./Edge.js"
 import { readJson } from "./JsonBody.js"
 import { answerFor, noSniff, RequestRefused } from "./Problem.js"
@@ -43,8 +41,8 @@ interface Guard {
   readonly scopes: ReadonlyArray<string>
   readonly known: ReadonlyArray<string> | undefined
   readonly query: ((params: URLSearchParams) => Failure.InvalidInput | undefined) | undefined
-  /** Set for an endpoint with a JSON payload. */
-  readonly body: { readonly optional: boolean; readonly usage: string | undefined } | undefined
+  /** Set for an endpoint with a JSON payload: the JSON media types it takes. */
+  readonly body: { readonly optional: boolean; readonly usage: string | undefined; readonly types: ReadonlyArray<string> } | undefined
 }
 
 const guards = new WeakMap<object, Guard>()
@@ -52,11 +50,12 @@ const guardOf = (endpoint: HttpApiEndpoint.Top): Guard => {
   let guard = guards.get(endpoint)
   if (guard === undefined) {
     const usage = Context.getOrUndefined(endpoint.annotations, BodyUsage)
+    const types = [...endpoint.payload.keys()].filter((type) => type === "application/json" || type.endsWith("+json"))
     guard = {
       scopes: scopesOf(endpoint) ?? [],
       known: queryNames(endpoint),
       query: queryRefusal(endpoint),
-      body: endpoint.payload.has("application/json") ? { optional: usage?.optional ?? false, usage: usage?.usage } : undefined
+      body: types.length > 0 ? { optional: usage?.optional ?? false, usage: usage?.usage, types } : undefined
     }
     guards.set(endpoint, guard)
   }
@@ -80,9 +79,11 @@ const admit = async (env: PlatformEnv, request: Request, guard: Guard, authentic
   const refused = strictRefusal(params, guard.known) ?? guard.query?.(params)
   if (refused !== undefined) throw refused
   if (guard.body === undefined) return { caller, request: undefined }
-  const value = guard.body.optional && hasNoBody(request) ? {} : await readJson(request)
+  const empty = guard.body.optional && hasNoBody(request)
+  const value = empty ? {} : await readJson(request, guard.body.types)
   const headers = new Headers(request.headers)
-  headers.set("content-type", "application/json")
+  // The media type the body was read as (its parameters dropped: the body is re-encoded as UTF-8 JSON).
+  headers.set("content-type", empty ? "application/json" : (request.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase())
   headers.delete("content-length")
   return { caller, request: new Request(request.url, { method: request.method, headers, body: JSON.stringify(value) }) }
 }
@@ -94,6 +95,11 @@ const refusedInput = (error: HttpApiSchemaError, usage: string | undefined): unk
   if (error.kind === "Query") return new Failure.InvalidInput({ code: "invalid_query", message, problems })
   // The usage is how to write the body: it prefixes a refused payload's message, not a refused path's.
   if (error.kind === "Params") return new Failure.InvalidInput({ message, problems })
+  if (error.kind === "Headers") {
+    // A header's problem names it as `headers.<name>`; the message says "the <name> header …".
+    const named = problems.map((p) => ({ ...p, path: `headers.${p.path}` }))
+    return new Failure.InvalidInput({ message: problems.map((p) => `the ${p.path} header ${p.message}`).join("; "), problems: named })
+  }
   if (error.kind === "Payload") return new Failure.InvalidInput({ message: usage === undefined ? message : `${usage}: ${message}`, problems })
   // A success the handler built that its schema refuses is the handler's bug: a 500 `internal`.
   return error
@@ -142,38 +148,44 @@ export const publicEdge = Layer.succeed(PublicEdge)((handler, { endpoint }) => g
 export type Services = PlatformServices | WorkerEnv
 
 /**
- * The web handler of `api` (the converted groups, each implemented by a layer of `groups`), and its
- * registration on the Hono app: each of its routes is forwarded to it with the isolate runtime's services.
+ * A request no route matches: a 404 `not_found` naming its method and path (a URL over `maxUrlBytes` is a 414 first),
+ * written by the one problem writer — the router's own answer would be an empty 404.
+ */
+const notFound = HttpRouter.middleware<{ handles: HttpServerError.HttpServerError }>()((effect) =>
+  Effect.catchTag(effect, "HttpServerError", (error) =>
+    Effect.map(HttpServerRequest.HttpServerRequest, (request) => {
+      const url = (request.source as Request).url
+      if (error.reason._tag !== "RouteNotFound") return problem(error, noSniff)
+      return problem(url.length > maxUrlBytes
+        ? new RequestRefused({ status: 414, message: `the URL is over ${maxUrlBytes} bytes` })
+        : new Failure.NotFound({ message: `no route for ${request.method} ${new URL(url).pathname}` }), noSniff)
+    })) as Effect.Effect<HttpServerResponse.HttpServerResponse, Types.unhandled, HttpServerRequest.HttpServerRequest>, { global: true })
+
+/**
+ * The Worker's HTTP entry: the web handler of `api` (every group, each implemented by a layer of `groups`), each
+ * request run with the isolate runtime's services and its `env`.
  *
  * `HttpApiBuilder.layer` declares `FileSystem`, `Path`, `Etag.Generator` and `HttpPlatform` as requirements, for
  * multipart payloads written to disk and file responses; no endpoint here has either (JSON in and out; the
- * streamed uploads stay raw routes), so none is provided and a use of one would fail the request as a 500
+ * streamed uploads are raw handlers), so none is provided and a use of one would fail the request as a 500
  * ("Service not found"). `HttpServer.layerServices` would provide them at +8.5 KiB gzip (its MIME table, Path,
  * FileSystem), measured.
  */
 export const make = <Id extends string, Groups extends HttpApiGroup.Constraint>(
   api: HttpApi.HttpApi<Id, Groups>,
-  groups: Layer.Layer<HttpApiGroup.ToService<Id, Groups>, never, any>
+  groups: Layer.Layer<HttpApiGroup.ToService<Id, Groups>, never, any>,
+  runtime: (env: PlatformEnv) => PlatformRuntime
 ) => {
   const { handler } = HttpRouter.toWebHandler(
-    HttpApiBuilder.layer(api).pipe(Layer.provide(groups), Layer.provide(Layer.merge(edge, publicEdge))) as Layer.Layer<never, never, HttpRouter.HttpRouter>,
-    // Hono has matched the route already; a path parameter of any length is the edge's to answer (414 over
-    // maxUrlBytes, else the handler's 404), not a routing miss (find-my-way's default stops at 100 characters).
+    Layer.merge(HttpApiBuilder.layer(api).pipe(Layer.provide(groups), Layer.provide(Layer.merge(edge, publicEdge))), notFound) as Layer.Layer<never, never, HttpRouter.HttpRouter>,
+    // A path parameter of any length is the edge's to answer (414 over maxUrlBytes, else the handler's 404), not a
+    // routing miss (find-my-way's default stops at 100 characters).
     { disableLogger: true, routerConfig: { maxParamLength: Number.POSITIVE_INFINITY } }
   )
-  const routes: Array<{ readonly method: string; readonly path: string }> = []
-  HttpApi.reflect(api, { onGroup: () => {}, onEndpoint: ({ endpoint }) => void routes.push({ method: endpoint.method, path: endpoint.path }) })
   return {
-    /** The served routes (method and Hono path). */
-    routes,
-    /** Registers each served route on `app`, forwarding its requests to the web handler. */
-    forward: (app: Hono<AppEnv>, runtime: (env: PlatformEnv) => PlatformRuntime) => {
-      for (const route of routes) {
-        app.on(route.method, route.path, async function served(c) {
-          const context = Context.add(await runtime(c.env).context(), WorkerEnv, c.env)
-          return (handler as (request: Request, context: Context.Context<Services>) => Promise<Response>)(c.req.raw, context)
-        })
-      }
+    fetch: async (request: Request, env: PlatformEnv): Promise<Response> => {
+      const context = Context.add(await runtime(env).context(), WorkerEnv, env)
+      return (handler as (request: Request, context: Context.Context<Services>) => Promise<Response>)(request, context)
     }
   }
 }

@@ -6,7 +6,6 @@
  *
  * It does not check values: each route validates what it reads.
  */
-import type { MiddlewareHandler } from "hono"
 import { Failure } from "@factline/core"
 import { Issues } from "@factline/schemas"
 
@@ -25,11 +24,3 @@ export const refusal = (params: URLSearchParams, known?: ReadonlyArray<string>):
     ? undefined
     : new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(problems.map((p) => ({ ...p, path: JSON.stringify(p.path) }))), problems: problems })
 }
-
-/** `known` lists the accepted parameters; omit it for routes whose own validation names unknown ones. */
-export const strictQuery = (known?: ReadonlyArray<string>): MiddlewareHandler =>
-  async function checkQuery(c, next) {
-    const refused = refusal(new URL(c.req.url).searchParams, known)
-    if (refused !== undefined) throw refused
-    await next()
-  }
