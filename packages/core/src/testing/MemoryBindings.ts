@@ -9,7 +9,8 @@
  * - `memoryLedgerNamespace()` — the part of a `DurableObjectNamespace` the
  *   ledger calls (`LedgerShardNamespace`): ledger shards, each the real
  *   `LedgerStorage` over its own in-memory SQLite database.
- * - `memoryQueue()` — a `Queue` that records what was sent.
+ * - `memoryQueue()` — a `Queue` that records what was sent, and refuses a call
+ *   over Cloudflare's limits as the local queue does.
  * - `memoryBucket()` — the part of `R2Bucket` the payload store and the batch
  *   files use (`Bindings.Bucket`).
  *
@@ -227,15 +228,31 @@ export class MemoryLedgerNamespace implements LedgerShardNamespace {
 
 export const memoryLedgerNamespace = (): MemoryLedgerNamespace => new MemoryLedgerNamespace()
 
-/** A queue that records every message sent to it (bodies in order). */
+/** Cloudflare Queues' limits as the local queue (Miniflare) enforces them: messages a call, bytes a message, bytes a call. */
+export const queueLimits = { messagesPerCall: 100, messageBytes: 128 * 1000, callBytes: 288 * 1000 }
+
+/**
+ * A queue that records every message sent to it (bodies in order, and every request with its delay in `requests`).
+ * A call over Cloudflare's limits is refused whole, as the real queue refuses it, and records nothing.
+ */
 export class MemoryQueue<Body = unknown> implements Queue<Body> {
   readonly sent: Array<Body> = []
-  async send(body: Body) {
-    this.sent.push(body)
-    return { metadata: { metrics: await this.metrics() } }
+  readonly requests: Array<{ readonly body: Body; readonly delaySeconds: number }> = []
+  async send(body: Body, options?: QueueSendOptions) {
+    return this.sendBatch([{ body, ...(options?.delaySeconds === undefined ? {} : { delaySeconds: options.delaySeconds }) }])
   }
-  async sendBatch(messages: Iterable<MessageSendRequest<Body>>) {
-    for (const m of messages) this.sent.push(m.body)
+  async sendBatch(messages: Iterable<MessageSendRequest<Body>>, options?: QueueSendBatchOptions) {
+    const list = [...messages]
+    const sizes = list.map((m) => encoder.encode(JSON.stringify(m.body)).byteLength)
+    if (list.length > queueLimits.messagesPerCall) throw new Error(`batch message count of ${list.length} exceeds limit of ${queueLimits.messagesPerCall}`)
+    const largest = Math.max(0, ...sizes)
+    if (largest > queueLimits.messageBytes) throw new Error(`message in batch has length ${largest} bytes which exceeds single message size limit of ${queueLimits.messageBytes}`)
+    const total = sizes.reduce((a, b) => a + b, 0)
+    if (total > queueLimits.callBytes) throw new Error(`batch size of ${total} bytes exceeds limit of ${queueLimits.callBytes}`)
+    for (const m of list) {
+      this.sent.push(m.body)
+      this.requests.push({ body: m.body, delaySeconds: m.delaySeconds ?? options?.delaySeconds ?? 0 })
+    }
     return { metadata: { metrics: await this.metrics() } }
   }
   async metrics() {
