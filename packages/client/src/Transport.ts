@@ -134,3 +134,46 @@ export const request = async (settings: Settings, outgoing: Outgoing): Promise<A
     await sleep(Backoff.delay(settings.retry, attempt, Math.random(), retryAfterMs))
   }
 }
+
+/**
+ * `settings.fetch` with the retries of `request`, as a `fetch` (what the derived client's `HttpClient` calls):
+ * 429, 5xx, a network error or a timeout are tried again — the identical request, so the same idempotency
+ * keys — after `Backoff.delay`; any other answer is returned as it is. After the last attempt it throws
+ * `Unavailable` (the derived client rejects with it). The body is read within each attempt.
+ */
+export const retrying = (settings: Settings): typeof globalThis.fetch => async (input, init) => {
+  const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url
+  const method = init?.method ?? "GET"
+  const path = url.startsWith(settings.baseUrl) ? url.slice(settings.baseUrl.replace(/\/+$/, "").length) : url
+  const attempts = Math.max(1, Math.floor(settings.retry.maxAttempts))
+  const fetch = settings.fetch
+  for (let attempt = 1; ; attempt++) {
+    let status: number | undefined
+    let failure: string
+    let answered: unknown
+    let retryAfterMs: number | undefined
+    try {
+      const response = await fetch(url, { ...init, signal: AbortSignal.timeout(settings.timeoutMs) })
+      const text = await response.text()
+      if (!retryable(response.status)) return new Response(response.status === 204 ? null : text, { status: response.status, statusText: response.statusText, headers: response.headers })
+      status = response.status
+      answered = parse(text)
+      const message = apiError(answered).message
+      failure = message === undefined ? `${response.status}` : `${response.status} ${message}`
+      retryAfterMs = Backoff.retryAfterMs(response.headers.get("retry-after"), Date.now())
+    } catch (error) {
+      status = undefined
+      answered = undefined
+      failure = describe(error)
+    }
+    if (attempt >= attempts) {
+      throw new Unavailable({
+        message: `${method} ${path}: no answer after ${attempt} attempt(s); the last: ${failure}`,
+        attempts: attempt,
+        last: failure,
+        ...(status === undefined ? {} : { status, body: answered })
+      })
+    }
+    await sleep(Backoff.delay(settings.retry, attempt, Math.random(), retryAfterMs))
+  }
+}

@@ -5,6 +5,7 @@
  * tools call — queue health, dead letters, batch jobs, uploads, exports — through the one request layer
  * (`Requests`) that the CLI and the dashboard share. Needs only `fetch`.
  */
+export * as Api from "./Api.js"
 export * as Client from "./Client.js"
 export * as Requests from "./Requests.js"
 export * from "./ClientError.js"

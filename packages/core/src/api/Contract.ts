@@ -166,7 +166,12 @@ export const queryRefusal = (endpoint: Endpoint): ((params: URLSearchParams) => 
   if (endpoint.query === undefined) return undefined
   const decode = Schema.decodeUnknownResult(endpoint.query as Schema.Codec<unknown, unknown>)
   return (params) => {
-    const result = decode(Object.fromEntries(params), { errors: "all" })
+    // forEach, not Object.fromEntries(params): a browser's DOM typings may not make URLSearchParams iterable.
+    const query: Record<string, string> = {}
+    params.forEach((value, name) => {
+      query[name] = value
+    })
+    const result = decode(query, { errors: "all" })
     if (Result.isSuccess(result)) return undefined
     const problems = Issues.fromIssue(result.failure.issue)
     return new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(problems), problems: problems })
