@@ -25,7 +25,7 @@ import * as HttpClientRequest from "effect/http/HttpClientRequest"
 import * as HttpApi from "effect/http-api/HttpApi"
 import * as HttpApiClient from "effect/http-api/HttpApiClient"
 import type * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
-import { api } from "@factline/core/api"
+import { api, Problem as Described } from "@factline/core/api"
 import { Issues } from "@factline/schemas"
 import * as Backoff from "./Backoff.js"
 import { Conflict, Forbidden, InvalidQuery, InvalidRequest, NotFound, type Problem, type RequestError, Unauthorized, Unavailable, UnexpectedResponse } from "./ClientError.js"
@@ -105,8 +105,8 @@ export const refusal = (method: string, what: string, status: number, body: unkn
 const toClientError = (method: string, what: string, cause: Cause.Cause<unknown>): Effect.Effect<never, RequestError> => {
   const error = Cause.squash(cause)
   if (error instanceof Unavailable) return Effect.fail(error)
-  if (Predicate.hasProperty(error, "_tag") && error._tag === "Answered" && Predicate.hasProperty(error, "status")) {
-    const answered = error as unknown as { readonly status: number; readonly code: string; readonly message: string; readonly details?: unknown }
+  if (error instanceof Described.Answered) {
+    const answered = error
     const body = { error: { code: answered.code, message: answered.message, ...(answered.details === undefined ? {} : { details: answered.details }) } }
     return Effect.fail(refusal(method, what, answered.status, body))
   }
