@@ -155,7 +155,7 @@ const notFound = HttpRouter.middleware<{ handles: HttpServerError.HttpServerErro
   Effect.catchTag(effect, "HttpServerError", (error) =>
     Effect.map(HttpServerRequest.HttpServerRequest, (request) => {
       const url = (request.source as Request).url
-      if (error.reason._tag !== "RouteNotFound") return problem(error, noSniff)
+      if (!(error.reason instanceof HttpServerError.RouteNotFound)) return problem(error, noSniff)
       return problem(url.length > maxUrlBytes
         ? new RequestRefused({ status: 414, message: `the URL is over ${maxUrlBytes} bytes` })
         : new Failure.NotFound({ message: `no route for ${request.method} ${new URL(url).pathname}` }), noSniff)
