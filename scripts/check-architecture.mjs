@@ -21,6 +21,11 @@ export const clockFiles = ["packages/core/src/platform/Time.ts"]
 export const platformFolders = ["packages/core/src/platform/"]
 /** Besides platform/ and the composition, the files that may name the raw bucket: the Worker's env type, the test kit's in-memory bucket (it implements it). */
 export const rawBucketFiles = ["packages/workers/src/Env.ts", "packages/core/src/testing/MemoryBindings.ts"]
+/**
+ * Besides platform/ and the composition, the files that may name a raw queue: the Worker's env type, the test kit's
+ * in-memory queue (it implements one) and its counting wrapper around the real ones (the bench's op counts).
+ */
+export const rawQueueFiles = ["packages/workers/src/Env.ts", "packages/core/src/testing/MemoryBindings.ts", "packages/core/src/testing/CountingBindings.ts"]
 /** `@factline/core`'s product entry (what a product team's module imports) and how many namespaces it may export. */
 export const productEntry = "packages/core/src/index.ts"
 const productEntryLimit = 25
@@ -123,6 +128,7 @@ export const check = (root) => {
     missing(errorBodyFiles, "error body file")
     missing(clockFiles, "clock file")
     missing(rawBucketFiles, "raw bucket file")
+    missing(rawQueueFiles, "raw queue file")
   }
 
   // 1. Direct env reads outside the composition: env.X, env?.X, env[…] (also c.env.X, this.env.X), and
@@ -275,7 +281,7 @@ export const check = (root) => {
   //    (`Sql.statement`, `{ sql: … }`, the D1 doors `Sql.PlatformDatabase` / `Sql.ReadDatabase` / `Sql.make` /
   //    `ProjectionStore.ProjectionStore` taken as values, and D1 calls on an instance: `.all(`, `.first(`, `.run(`,
   //    `.raw(`, `.prepare(`, `.batch(`); queue sends (`.sendBatch(`, `.send(` on an instance,
-  //    `BatchConsumer.send`, the `QueueProducer` / `QueueBindings` doors); R2 (`PAYLOADS`, the `PayloadBucket`,
+  //    `BatchConsumer.send`, the `Queues` door and the `QueueBindings` under it); R2 (`PAYLOADS`, the `PayloadBucket`,
   //    `BatchFiles` and `PayloadStore` doors). Calls on a capitalised module (`Effect.all`, `Tokens.run`) are not D1's.
   const edgeStorageHits = []
   const edgeDoors = [
@@ -286,7 +292,7 @@ export const check = (root) => {
     [/\.\s*sendBatch\s*\(/g, "queue send"],
     [/(?<![\w$.])(?:[a-z_$][\w$]*|\))\s*\.\s*send\s*\(/g, "queue send"],
     [/\bBatchConsumer\s*\.\s*send\b/g, "queue send"],
-    [/\b(?:QueueProducer|QueueBindings)\s*\.\s*(?:QueueProducer|QueueBindings)\b/g, "queue send"],
+    [/\b(?:Queues\s*\.\s*Queues|QueueBindings)\b/g, "queue send"],
     [/\b(?:PAYLOADS|PayloadBucket)\b/g, "R2"],
     [/\b(?:BatchFiles\s*\.\s*BatchFiles|PayloadStore\s*\.\s*PayloadStore)\b/g, "R2"]
   ]
@@ -332,6 +338,34 @@ export const check = (root) => {
     }
   }
   rawR2Hits.sort((a, b) => (a.file === b.file ? a.line - b.line : a.file < b.file ? -1 : 1))
+
+  // 9b. The raw queue outside platform/: every send goes through the queues' door (`Queues`,
+  //    packages/core/src/platform/Queues.ts), which splits within the limits and counts what it sent. Counted, one hit
+  //    per line: `.sendBatch(` on anything (the door's method is `send`); `.send(` on a receiver named as a queue
+  //    binding (`queue`, `…Queue`, `EVENTS_QUEUE`, `…_DLQ`: the door is `queues`); Cloudflare's queue types (`Queue`,
+  //    `MessageSendRequest`, `QueueSendOptions`, `QueueSendBatchOptions`); and `QueueBindings`, the raw lookup the
+  //    door is built on. Allowed: platform/, the composition and rawQueueFiles.
+  const rawQueueHits = []
+  const rawQueue = [
+    /\.\s*sendBatch\s*\(/g,
+    /(?<![\w$])(?:[\w$]*[qQ]ueue|[A-Z][A-Z0-9_]*_(?:QUEUE|DLQ)(?:_\d+)?)\s*\??\.\s*send\s*\(/g,
+    /(?<![\w$.])(?:Queue|MessageSendRequest|QueueSendOptions|QueueSendBatchOptions)(?![\w$])/g,
+    /(?<![\w$])QueueBindings(?![\w$])/g
+  ]
+  for (const file of files) {
+    const path = rel(file)
+    if (platformFolders.some((folder) => path.startsWith(folder)) || compositionFiles.includes(path) || rawQueueFiles.includes(path)) continue
+    const { bare } = read(file)
+    const seen = new Set()
+    for (const pattern of rawQueue) {
+      for (const m of matches(bare, pattern)) {
+        const line = lineOf(file, m.index)
+        if (!seen.has(line)) rawQueueHits.push(hit(file, m.index))
+        seen.add(line)
+      }
+    }
+  }
+  rawQueueHits.sort((a, b) => (a.file === b.file ? a.line - b.line : a.file < b.file ? -1 : 1))
 
   // 10. Non-test source lines (printed, not enforced).
   const lineAreas = [...packages.map((name) => `packages/${name}/src`), "packages/workers/cli", "scripts"]
@@ -399,6 +433,7 @@ export const check = (root) => {
     { name: "folder cycles in core", limit: 0, hits: folderHits, scans: "top folders of packages/core/src (scripts/check-imports.mjs, run by core's npm test)" },
     { name: "SQL, queue sends, R2 under http/", limit: 0, hits: edgeStorageHits, scans: "packages/workers/src/http: SQL statements and D1 doors/calls, queue sends and queue doors, R2 bindings and doors — one hit per line; use a core use case instead" },
     { name: "raw R2 calls outside platform/", limit: 0, hits: rawR2Hits, scans: `${scope}; .put/.get/.head/.list/.delete( on a bucket, R2Bucket / Bucket / BucketObject, PAYLOADS — one hit per line; allowed in ${[...platformFolders, ...compositionFiles, ...rawBucketFiles].join(", ")}; use the PayloadBucket door` },
+    { name: "raw Queue use outside platform/", limit: 0, hits: rawQueueHits, scans: `${scope}; .sendBatch(, .send( on a queue binding, Queue / MessageSendRequest / QueueSend…Options types, QueueBindings — one hit per line; allowed in ${[...platformFolders, ...compositionFiles, ...rawQueueFiles].join(", ")}; use the Queues door` },
     { name: "value imports from effect barrels", limit: 0, hits: barrelHits, scans: `${scope}, apps/*/src and packages/workers/template/src (bundled into a Worker); import type is free` },
     { name: `citations of ${outsideDesign}`, limit: 0, hits: designHits, scans: "README.md, CHANGELOG.md, docs/, packages/, apps/, scripts/, bench/ (comments and prose included): cite docs/architecture.md, the repository's own" },
     { name: "product-entry namespaces of core", limit: productEntryLimit, hits: entryHits, scans: `${productEntry}: export * as X / export * (the product API; the runtime is @factline/core/runtime)` },

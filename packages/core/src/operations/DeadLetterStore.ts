@@ -221,13 +221,13 @@ export const make = (sql: Sql.Sql): Shape => {
   /** Sends claimed records back to their queues in waves; settles each wave as replayed, or back to open if its send failed. */
   const send = (claimed: ReadonlyArray<{ id: string; queue: string; tenant_id: string | null; original_message: string }>, by: string, operationId: string) =>
     Effect.gen(function*() {
-      const queue = yield* Queues
+      const queues = yield* Queues
       // A record names its purpose (`factline-events`); it goes back to its tenant's group queue as the producer
       // routes it today (Queues.route). A record without a tenant (its body never decoded) goes to group 0,
       // which every deployment has.
       const destination = (c: { readonly queue: string; readonly tenant_id: string | null }) => {
         const purpose = QueueGroups.purposeOf(c.queue)
-        return c.tenant_id === null ? QueueGroups.route(purpose, "", 1) : queue.route(purpose, c.tenant_id)
+        return c.tenant_id === null ? QueueGroups.route(purpose, "", 1) : queues.route(purpose, c.tenant_id)
       }
       const byQueue = new Map<string, Array<{ id: string; body: unknown }>>()
       for (const c of claimed) {
@@ -242,7 +242,7 @@ export const make = (sql: Sql.Sql): Shape => {
           const delaySeconds = wave * waveDelaySeconds
           wave++
           // The records after a failed call go back to open; those on the queue are replayed.
-          const sent = yield* Effect.result(queue.send(name, chunkItems.map((x) => x.body), { delaySeconds }))
+          const sent = yield* Effect.result(queues.send(name, chunkItems.map((x) => x.body), { delaySeconds }))
           const onQueue = Result.isFailure(sent) ? sent.failure.sent : chunkItems.length
           if (Result.isFailure(sent)) {
             failure = sent.failure
