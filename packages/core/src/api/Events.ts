@@ -14,7 +14,16 @@ import { Edge } from "./Edge.js"
 
 export const maxEventsPerRequest = 1_000
 
-const Envelope = EnvelopeInput.annotate({
+/**
+ * An event as a client sends it: the producer's `EnvelopeInput` with `tenant_id` (the token's) and `source`
+ * (`http`) left to the API — what the handler accepts, so the client derived from this description (and
+ * the typed client's own check before sending) takes an event without them.
+ */
+export const Envelope = EnvelopeInput.mapFields((fields) => ({
+  ...fields,
+  tenant_id: Schema.optional(fields.tenant_id),
+  source: Schema.optional(fields.source)
+}), { unsafePreserveChecks: true }).annotate({
   identifier: "EnvelopeInput",
   description: "An event: `tenant_id` defaults to the token's (another tenant's is a 403), `source` to `http`; `message_id`, `correlation_id` and `created_at` are filled when absent. The payload is validated against the registered `message_type` at `schema_version`."
 })
