@@ -12,7 +12,10 @@
  * await api.deadLetters.skipDeadLetter({ params: { id: data[0]!.id }, payload: { reason: "re-filed by support" } })
  * ```
  *
- * A query value is a string, as on the wire (`limit: "20"`); the answer is the success schema's type.
+ * A query value is a string, as on the wire (`limit: "20"`); the answer is the success schema's type. A
+ * request the endpoint's schemas refuse (a blank skip `reason`, a `limit` that is not a number) is refused
+ * here, before anything is sent: `InvalidRequest` (`InvalidQuery` for a GET) with its problems and status 0,
+ * as the API would have refused it.
  */
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -97,13 +100,30 @@ export const refusal = (method: string, what: string, status: number, body: unkn
   }
 }
 
+/** What went wrong once the request was sent (reading its answer): kept apart from a request refused before sending. */
+class Answering {
+  constructor(readonly cause: Cause.Cause<unknown>) {}
+}
+
 /**
- * A failed call as its typed error: a declared error (decoded by the description to a failure carrying the
- * `Problem`), an undeclared status (its body read), the retries exhausted (`Unavailable`), or an answer the
- * description does not read.
+ * A failed call as its typed error: a request the endpoint's schemas refuse (nothing sent), a declared error
+ * (decoded by the description to a failure carrying the `Problem`), an undeclared status (its body read),
+ * the retries exhausted (`Unavailable`), or an answer the description does not read.
  */
 const toClientError = (method: string, what: string, cause: Cause.Cause<unknown>): Effect.Effect<never, RequestError> => {
-  const error = Cause.squash(cause)
+  const failure = Cause.squash(cause)
+  if (!(failure instanceof Answering)) {
+    if (Schema.isSchemaError(failure)) {
+      const problems = Issues.fromIssue(failure.issue)
+      const common = { message: `${what}: refused before sending: ${Issues.render(problems)}; nothing was sent`, status: 0, problems }
+      return Effect.fail(method === "GET" ? new InvalidQuery(common) : new InvalidRequest(common))
+    }
+    return answerError(method, what, failure)
+  }
+  return answerError(method, what, Cause.squash(failure.cause))
+}
+
+const answerError = (method: string, what: string, error: unknown): Effect.Effect<never, RequestError> => {
   if (error instanceof Unavailable) return Effect.fail(error)
   if (error instanceof Described.Answered) {
     const answered = error
@@ -127,16 +147,19 @@ export const make = (config: Config): Api => {
   const derived = Effect.runSync(
     HttpApiClient.make(api, {
       baseUrl: transport.baseUrl,
-      transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(transport.token))
+      transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(transport.token)),
+      // Only the reading of an answer runs here: a schema error outside it is the request's, refused before sending.
+      transformResponse: (effect) => Effect.catchCause(effect, (cause) => Effect.fail(new Answering(cause)))
     }).pipe(Effect.provide(FetchHttpClient.layer), Effect.provideService(FetchHttpClient.Fetch, Transport.retrying(transport)))
   ) as unknown as Record<string, Record<string, (request: unknown) => Effect.Effect<unknown, unknown>>>
-  const methods = new Map<string, string>()
-  HttpApi.reflect(api, { onGroup: () => {}, onEndpoint: ({ group, endpoint }) => void methods.set(`${group.identifier}.${endpoint.identifier}`, endpoint.method) })
+  const routes = new Map<string, { readonly method: string; readonly path: string }>()
+  HttpApi.reflect(api, { onGroup: () => {}, onEndpoint: ({ group, endpoint }) => void routes.set(`${group.identifier}.${endpoint.identifier}`, endpoint) })
   const client: Record<string, Record<string, (request: unknown) => Promise<unknown>>> = {}
   for (const [group, endpoints] of Object.entries(derived)) {
     client[group] = {}
     for (const [name, call] of Object.entries(endpoints)) {
-      client[group][name] = (request) => Effect.runPromise(Effect.catchCause(call(request), (cause) => toClientError(methods.get(`${group}.${name}`) ?? "GET", `${group}.${name}`, cause)))
+      const { method, path } = routes.get(`${group}.${name}`) ?? { method: "GET", path: `${group}.${name}` }
+      client[group][name] = (request) => Effect.runPromise(Effect.catchCause(call(request), (cause) => toClientError(method, `${method} ${path}`, cause)))
     }
   }
   return client as unknown as Api

@@ -8,12 +8,17 @@
  * the API having accepted none of the request — the others are sent again without them. Anything else
  * (401, 403, retries exhausted) fails every emit of the batch. No emit is left unsettled.
  *
- * It does not build or check events (Client does), does not know the route (Requests does) and does not
- * retry (Transport does).
+ * It does not build or check events (Client does) and does not retry (the Transport does): a batch is one
+ * call of the description's `ingest` endpoint through the derived client (Api), whose typed errors carry
+ * the API's status and `Problem` body, read here per event.
  */
-import { type EmitError, Forbidden, IdempotencyConflict, InvalidEvents, type Problem, Unauthorized, Unavailable, UnexpectedResponse } from "./ClientError.js"
-import * as Requests from "./Requests.js"
-import { apiError, type Answer } from "./Transport.js"
+import type { Events } from "@factline/core/api"
+import type * as Api from "./Api.js"
+import { type EmitError, Forbidden, IdempotencyConflict, InvalidEvents, InvalidRequest, type Problem, type RequestError, Unauthorized, Unavailable, UnexpectedResponse } from "./ClientError.js"
+import { apiError } from "./Transport.js"
+
+/** What the `ingest` endpoint answers with a 202: an item per event, in order. */
+export type Accepted = Api.Output<typeof Events.ingest>
 
 /** The API's limits on one request (packages/workers `maxEventsPerRequest`, `maxBodyBytes`). */
 export const maxEventsPerRequest = 1_000
@@ -38,9 +43,12 @@ export interface Emitted {
   readonly duplicate: boolean
 }
 
-/** One event waiting for its request, serialised once: the bytes every attempt sends. */
+/** `{ "events": [...] }`'s size for `count` events whose JSON takes `bytes` bytes (UTF-8) together. */
+export const eventsBodyBytes = (count: number, bytes: number) => '{"events":[]}'.length + bytes + Math.max(0, count - 1)
+
+/** One event waiting for its request, checked by the Client; `bytes` is its size as JSON. */
 export interface Queued {
-  readonly json: string
+  readonly event: Readonly<Record<string, unknown>>
   readonly bytes: number
   readonly idempotency_key: string
   readonly resolve: (emitted: Emitted) => void
@@ -51,13 +59,20 @@ const what = "POST /v1/events"
 
 const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
+/** A typed error read from an answer (it carries the answer's status and body). */
+const isAnswered = (error: unknown): error is RequestError & { readonly status: number; readonly body?: unknown } =>
+  error instanceof Error && "status" in error && typeof error.status === "number"
+
 export interface Batcher {
   readonly add: (event: Queued) => void
   /** Sends what is waiting now; resolves when every request sent so far has settled. */
   readonly flush: () => Promise<void>
 }
 
-export const make = (settings: BatchSettings, send: (body: string) => Promise<Answer>): Batcher => {
+/** Sends one batch's events (`POST /v1/events` with `{ "events": [...] }`); rejects with the call's typed error. */
+export type Send = (events: ReadonlyArray<Readonly<Record<string, unknown>>>) => Promise<Accepted>
+
+export const make = (settings: BatchSettings, send: Send): Batcher => {
   const maxEvents = Math.min(Math.max(1, Math.floor(settings.maxEvents)), maxEventsPerRequest)
   let waiting: Array<Queued> = []
   let waitingBytes = 0
@@ -76,7 +91,7 @@ export const make = (settings: BatchSettings, send: (body: string) => Promise<An
   }
 
   const add = (event: Queued) => {
-    if (waiting.length > 0 && Requests.eventsBodyBytes(waiting.length + 1, waitingBytes + event.bytes) > maxBodyBytes) sendWaiting()
+    if (waiting.length > 0 && eventsBodyBytes(waiting.length + 1, waitingBytes + event.bytes) > maxBodyBytes) sendWaiting()
     waiting.push(event)
     waitingBytes += event.bytes
     if (waiting.length >= maxEvents) sendWaiting()
@@ -90,42 +105,48 @@ export const make = (settings: BatchSettings, send: (body: string) => Promise<An
 
   /** Sends a batch and settles every one of its emits; never rejects. */
   const deliver = async (batch: ReadonlyArray<Queued>): Promise<void> => {
-    let answer: Answer
+    let answer: Accepted
     try {
-      answer = await send(Requests.eventsBody(batch.map((e) => e.json)))
+      answer = await send(batch.map((e) => e.event))
     } catch (error) {
-      const last = error instanceof Error ? error.message : String(error)
-      const failure = error instanceof Unavailable ? error : new Unavailable({ message: `${what}: ${last}`, attempts: 1, last })
-      for (const event of batch) event.reject(failure)
+      const refused = refusalOf(batch, error)
+      if (refused === undefined) {
+        for (const event of batch) event.reject(failureOf(error))
+        return
+      }
+      const rest = batch.filter((event) => {
+        const failure = refused.get(event)
+        if (failure !== undefined) event.reject(failure)
+        return failure === undefined
+      })
+      if (rest.length > 0) await deliver(rest)
       return
     }
-    if (answer.status === 202) return accepted(batch, answer)
-    const refused = answer.status === 400 ? invalid(batch, answer) : answer.status === 422 ? conflicting(batch, answer) : undefined
-    if (refused === undefined) {
-      const refusal = Requests.refusal(Requests.routes.ingest, answer, what)
-      // A status the emit route does not answer with (404, 409) is no refusal an emit knows.
-      const failure = refusal instanceof Unauthorized || refusal instanceof Forbidden || refusal instanceof UnexpectedResponse
-        ? refusal
-        : new UnexpectedResponse({ message: refusal.message, status: answer.status, body: answer.body })
-      for (const event of batch) event.reject(failure)
-      return
-    }
-    const rest = batch.filter((event) => {
-      const error = refused.get(event)
-      if (error !== undefined) event.reject(error)
-      return error === undefined
-    })
-    if (rest.length > 0) await deliver(rest)
+    accepted(batch, answer)
   }
 
-  const accepted = (batch: ReadonlyArray<Queued>, answer: Answer) => {
-    let items: typeof Requests.Accepted.Type["items"]
-    try {
-      items = Requests.read(Requests.routes.ingest, answer, what).items
-    } catch (error) {
-      for (const event of batch) event.reject(error as UnexpectedResponse)
-      return
+  /** A 400 (or a request refused before sending) and a 422 name the events at fault: those fail, the others go again. */
+  const refusalOf = (batch: ReadonlyArray<Queued>, error: unknown): Map<Queued, EmitError> | undefined => {
+    if (error instanceof InvalidRequest) {
+      const { code, message } = apiError(error.body)
+      return invalid(batch, code ?? "invalid_request", message ?? error.message, error.problems, error.status === 0 ? "refused before sending" : "refused by the API")
     }
+    if (error instanceof UnexpectedResponse && error.status === 422) return conflicting(batch, error.body)
+    return undefined
+  }
+
+  /** What every emit of a batch fails with when the answer names none of them. */
+  const failureOf = (error: unknown): EmitError => {
+    if (error instanceof Unavailable || error instanceof Unauthorized || error instanceof Forbidden || error instanceof UnexpectedResponse) return error
+    const last = error instanceof Error ? error.message : String(error)
+    // A status the emit route does not answer with (404, 409) is no refusal an emit knows.
+    return isAnswered(error)
+      ? new UnexpectedResponse({ message: error.message, status: error.status, body: error.body })
+      : new Unavailable({ message: `${what}: ${last}`, attempts: 1, last })
+  }
+
+  const accepted = (batch: ReadonlyArray<Queued>, answer: Accepted) => {
+    const items = answer.items
     batch.forEach((event, index) => {
       const item = items[index]
       if (item !== undefined && item.idempotency_key === event.idempotency_key) {
@@ -140,13 +161,10 @@ export const make = (settings: BatchSettings, send: (body: string) => Promise<An
   }
 
   /**
-   * A 400's problems by the event they name (`events.<i>.…`, paths made relative to the event). When a
+   * A 400's problems (or those of a request refused before sending) by the event they name (`events.<i>.…`, paths made relative to the event). When a
    * problem names no event, every event of the batch fails with all of them: there is no telling whose it is.
    */
-  const invalid = (batch: ReadonlyArray<Queued>, answer: Answer): Map<Queued, EmitError> => {
-    const error = apiError(answer.body)
-    const code = error.code ?? "invalid_request"
-    const problems = Requests.problemsOf(error.details)
+  const invalid = (batch: ReadonlyArray<Queued>, code: string, reason: string, problems: ReadonlyArray<Problem>, by: string): Map<Queued, EmitError> => {
     const byEvent = new Map<Queued, Array<Problem>>()
     let unplaced = problems.length === 0
     for (const problem of problems) {
@@ -159,16 +177,15 @@ export const make = (settings: BatchSettings, send: (body: string) => Promise<An
       byEvent.set(event, [...(byEvent.get(event) ?? []), { path: match![2] ?? "", message: problem.message }])
     }
     const refused = new Map<Queued, EmitError>()
-    const reason = error.message ?? "the API refused the request"
     if (unplaced) {
       for (const event of batch) {
-        refused.set(event, new InvalidEvents({ message: `${what}: 400 ${code}: ${reason}`, code, idempotency_key: event.idempotency_key, problems }))
+        refused.set(event, new InvalidEvents({ message: reason.startsWith(what) ? reason : `${what}: 400 ${code}: ${reason}`, code, idempotency_key: event.idempotency_key, problems: [...problems] }))
       }
       return refused
     }
     for (const [event, own] of byEvent) {
       refused.set(event, new InvalidEvents({
-        message: `${event.idempotency_key}: refused by the API (${code}): ${own.map((p) => (p.path === "" ? p.message : `${p.path}: ${p.message}`)).join("; ")}`,
+        message: `${event.idempotency_key}: ${by} (${code}): ${own.map((p) => (p.path === "" ? p.message : `${p.path}: ${p.message}`)).join("; ")}`,
         code,
         idempotency_key: event.idempotency_key,
         problems: own
@@ -178,8 +195,8 @@ export const make = (settings: BatchSettings, send: (body: string) => Promise<An
   }
 
   /** A 422's conflicts by idempotency key: every event carrying a conflicting key fails; none of the others does. */
-  const conflicting = (batch: ReadonlyArray<Queued>, answer: Answer): Map<Queued, EmitError> | undefined => {
-    const error = apiError(answer.body)
+  const conflicting = (batch: ReadonlyArray<Queued>, body: unknown): Map<Queued, EmitError> | undefined => {
+    const error = apiError(body)
     if (error.code !== "idempotency_conflict" || !Array.isArray(error.details)) return undefined
     const reasons = new Map<string, string>()
     for (const conflict of error.details.filter(isObject)) {

@@ -17,22 +17,24 @@
  * request (retried by the Transport with the same body, so the same idempotency keys). Reads are typed by
  * fact definitions and by a projection's Drizzle table.
  *
- * Every call goes through Requests, the one place that knows the API's routes. Promise-based. It does not
+ * Every call goes through Api, the client derived from the API's own description (`@factline/core/api`):
+ * an emit batch is a call of its `ingest` endpoint, a read one of `readStream`, `listFacts` or
+ * `readProjection`, each encoded and decoded by the endpoint's schemas. Promise-based. It does not
  * upcast what it reads: stored facts were validated when they were appended, and projection rows are what
  * the platform's query API returns.
  */
 import * as Result from "effect/Result"
-import * as Schema from "effect/Schema"
+import { Events } from "@factline/core/api"
 import type { FactDefinition, MessageDefinition, Projection } from "@factline/core/definitions"
-import { EnvelopeInput, type Fact, Issues } from "@factline/schemas"
+import { type Fact, Issues } from "@factline/schemas"
+import * as Api from "./Api.js"
 import * as Batcher from "./Batcher.js"
 import { InvalidPayload, type Problem, UnexpectedResponse } from "./ClientError.js"
-import * as Requests from "./Requests.js"
 
 export type { Emitted } from "./Batcher.js"
 
-/** `baseUrl`, `token` (`events:write` to emit, `read` to read), `fetch`, `retry`, `timeoutMs`: see Requests.Config. */
-export interface Config extends Requests.Config {
+/** `baseUrl`, `token` (`events:write` to emit, `read` to read), `fetch`, `retry`, `timeoutMs`: see Api.Config. */
+export interface Config extends Api.Config {
   /** The envelope's `source` for every emit (the emitting service's name); the API's default is `"http"`. */
   readonly source?: string
   /** Batching of emits. Defaults: up to 1,000 events per request, sent 10 ms after the first. `{ maxEvents: 1 }` sends each alone. */
@@ -184,22 +186,24 @@ export interface Client {
   readonly projectionRows: <P extends Projection.Projection | string>(projection: P, options?: Omit<ProjectionOptions<P>, "cursor">) => AsyncGenerator<ProjectionRow<P>>
 }
 
-/** The API's checks of the envelope fields an emit sets: tenant and source are the API's to default. */
-const EmitEnvelope = Schema.Struct({
-  ...EnvelopeInput.fields,
-  tenant_id: Schema.optional(EnvelopeInput.fields.tenant_id),
-  source: Schema.optional(EnvelopeInput.fields.source)
-})
-const decodeEnvelope = Issues.decodeStrict(EmitEnvelope)
+/** The envelope as `POST /v1/events` describes it (tenant and source are the API's to default), checked strictly. */
+const decodeEnvelope = Issues.decodeStrict(Events.Envelope)
 
 /** 128 random bits as hex; `crypto.getRandomValues` also exists where `randomUUID` does not (a page over plain http). */
 const messageId = () => `msg_${[...crypto.getRandomValues(new Uint8Array(16))].map((b) => b.toString(16).padStart(2, "0")).join("")}`
 
 const encoder = new TextEncoder()
 
+/** A query as the wire carries it: each given value as a string, an absent one left out. */
+const query = (values: Readonly<Record<string, string | number | boolean | undefined>>): Record<string, string> => {
+  const strings: Record<string, string> = {}
+  for (const [name, value] of Object.entries(values)) if (value !== undefined) strings[name] = String(value)
+  return strings
+}
+
 export const make = (config: Config): Client => {
-  const api = Requests.make(config)
-  const batcher = Batcher.make({ ...Batcher.defaults, ...config.batch }, (body) => api.send(Requests.routes.ingest, { body }))
+  const api = Api.make(config)
+  const batcher = Batcher.make({ ...Batcher.defaults, ...config.batch }, (events) => api.events.ingest({ headers: {}, payload: { events } as Api.Input<typeof Events.ingest>["payload"] }))
 
   const emit: Client["emit"] = (definition, payload, options) => {
     const { created_at, source = config.source, ...rest } = options
@@ -213,7 +217,8 @@ export const make = (config: Config): Client => {
     }
     // Lists joined with concat, not push(...): a spread of 150,000 problems overflows the argument count.
     let problems: Array<Problem> = []
-    const checked = decodeEnvelope(envelope)
+    // The payload is its definition's to check (below); `{}` stands in for it here.
+    const checked = decodeEnvelope({ ...envelope, payload: {} })
     if (Result.isFailure(checked)) problems = problems.concat(checked.failure)
     const valid = definition.validate(definition.latestVersion, payload)
     if (Result.isFailure(valid)) {
@@ -222,16 +227,17 @@ export const make = (config: Config): Client => {
       // (a guard exported by core would make this client load core, and drizzle, at runtime).
       problems = problems.concat("problems" in p ? p.problems : [{ path: "schema_version", message: p.message }])
     }
+    const event = { ...envelope, payload }
     let json = ""
     if (problems.length === 0) {
       try {
-        json = JSON.stringify({ ...envelope, payload })
+        json = JSON.stringify(event)
       } catch (error) {
         problems.push({ path: "payload", message: `is not JSON: ${error instanceof Error ? error.message : String(error)}` })
       }
     }
     const bytes = encoder.encode(json).length
-    if (problems.length === 0 && Requests.eventsBodyBytes(1, bytes) > Batcher.maxBodyBytes) {
+    if (problems.length === 0 && Batcher.eventsBodyBytes(1, bytes) > Batcher.maxBodyBytes) {
       problems.push({ path: "", message: `the event is ${bytes} bytes as JSON; a request to the API takes at most ${Batcher.maxBodyBytes}` })
     }
     if (problems.length > 0) {
@@ -242,7 +248,7 @@ export const make = (config: Config): Client => {
         problems
       }))
     }
-    return new Promise((resolve, reject) => batcher.add({ json, bytes, idempotency_key: options.idempotency_key, resolve, reject }))
+    return new Promise((resolve, reject) => batcher.add({ event, bytes, idempotency_key: options.idempotency_key, resolve, reject }))
   }
 
   /**
@@ -265,7 +271,7 @@ export const make = (config: Config): Client => {
   const stalled = (what: string) => new UnexpectedResponse({ message: `${what}: the next page starts where this one did`, status: 200 })
 
   const readStream: Client["readStream"] = async (subject, options) => {
-    const page = await api.readStream({ params: { subject }, query: { after: options?.after, limit: options?.limit } })
+    const page = await api.facts.readStream({ params: { subject }, query: query({ after: options?.after, limit: options?.limit }) })
     // No definitions (or none listed, which types every fact as stored too): no filter.
     const types = options?.types === undefined || options.types.length === 0 ? undefined : new Map(options.types.map((d) => [d.type, d]))
     const facts = page.facts.filter((f) => types === undefined || types.has(f.type)).map((f) => latest(types?.get(f.type), f))
@@ -284,14 +290,14 @@ export const make = (config: Config): Client => {
   }
 
   const readFacts: Client["readFacts"] = async (options) => {
-    const page = await api.listFacts({ query: { type: options?.type?.type, subject: options?.subject, cursor: options?.cursor, limit: options?.limit } })
+    const page = await api.facts.listFacts({ query: query({ type: options?.type?.type, subject: options?.subject, cursor: options?.cursor, limit: options?.limit }) })
     return { data: page.data.map((f) => latest(options?.type, f)) as Array<any>, next_cursor: page.next_cursor }
   }
 
   const readProjection: Client["readProjection"] = async (projection, options) => {
     const name = typeof projection === "string" ? projection : projection.name
     const where = options?.where as Readonly<Record<string, string | number | boolean>> | undefined
-    const page = await api.readProjection({ params: { name }, query: { ...where, cursor: options?.cursor, limit: options?.limit } })
+    const page = await api.projections.readProjection({ params: { name }, query: query({ ...where, cursor: options?.cursor, limit: options?.limit }) })
     return {
       projection: name, data: page.data as Array<any>, next_cursor: page.next_cursor,
       ...(page.status === undefined ? {} : { status: page.status }),

@@ -7,7 +7,8 @@
  * answer (a download) has a time limit: they take as long as the file does.
  *
  * It only needs a `fetch`, so it runs in Node, browsers and workerd alike. It does not know routes or read
- * the API's answers beyond the shared error shape (`{ error: { code, message, details? } }`): Requests does.
+ * the API's answers beyond the shared error shape (`{ error: { code, message, details? } }`): the derived
+ * client (Api) does, from the API's description.
  */
 import * as Backoff from "./Backoff.js"
 import { Unavailable } from "./ClientError.js"

@@ -8,7 +8,7 @@ import * as Schema from "effect/Schema"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import { DeadLetters } from "@factline/core/api"
 import { describe, expect, expectTypeOf, it } from "vitest"
-import { Api, Conflict, InvalidRequest, Unavailable } from "../src/index.js"
+import { Api, Conflict, InvalidQuery, InvalidRequest, Unavailable } from "../src/index.js"
 
 const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
   new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json", ...headers } })
@@ -61,6 +61,26 @@ describe("the derived client", () => {
     expect(refused).toBeInstanceOf(InvalidRequest)
     expect((refused as InvalidRequest).problems).toEqual([{ path: "reason", message: "is required" }])
     await expect(api.deadLetters.getDeadLetter({ params: { id: "dl_1" } })).rejects.toMatchObject({ _tag: "Forbidden", status: 403 })
+  })
+
+  it("refuses a request its endpoint's schemas refuse before sending anything: InvalidRequest (InvalidQuery for a GET) with the problems", async () => {
+    const { sent, fetch } = recording([])
+    const api = Api.make({ baseUrl: "https://factline.test", token: "tok", fetch })
+    const blank = await api.deadLetters.skipDeadLetter({ params: { id: "dl_1" }, payload: { reason: "" } }).catch((e: unknown) => e)
+    expect(blank).toBeInstanceOf(InvalidRequest)
+    expect(blank).toMatchObject({ status: 0, problems: [{ path: "reason", message: expect.stringContaining("is required") }] })
+    expect((blank as InvalidRequest).message).toContain("nothing was sent")
+    const badLimit = await api.deadLetters.listDeadLetters({ query: { limit: "many" } }).catch((e: unknown) => e)
+    expect(badLimit).toBeInstanceOf(InvalidQuery)
+    expect((badLimit as InvalidQuery).problems.map((p) => p.path)).toEqual(["limit"])
+    expect(sent).toHaveLength(0)
+  })
+
+  it("an answer its endpoint's schema does not read is UnexpectedResponse, not a refusal of the request", async () => {
+    const { sent, fetch } = recording([() => json(200, { data: "not a list" })])
+    const api = Api.make({ baseUrl: "https://factline.test", token: "tok", fetch })
+    await expect(api.deadLetters.listDeadLetters({ query: {} })).rejects.toMatchObject({ _tag: "UnexpectedResponse", status: 200 })
+    expect(sent).toHaveLength(1)
   })
 
   it("is typed by the description: a payload that gains a required field makes the old call a type error", () => {

@@ -320,9 +320,10 @@ describe("reading", () => {
     const rows = []
     for await (const row of c.projectionRows(callsProjection, { where: { buyer_id: "buyer_1", qualified: true }, limit: 1 })) rows.push(row)
     expect(rows.map((r) => r.call_id)).toEqual(["c1", "c2"])
+    // In the order the description's query schema encodes them: its own parameters, then the filters.
     expect(s.received.map((r) => r.url)).toEqual([
-      "/v1/projections/calls?buyer_id=buyer_1&qualified=true&limit=1",
-      "/v1/projections/calls?buyer_id=buyer_1&qualified=true&cursor=abc&limit=1"
+      "/v1/projections/calls?limit=1&buyer_id=buyer_1&qualified=true",
+      "/v1/projections/calls?cursor=abc&limit=1&buyer_id=buyer_1&qualified=true"
     ])
   })
 
