@@ -101,8 +101,13 @@ export const refusal = (method: string, what: string, status: number, body: unkn
 }
 
 /** What went wrong once the request was sent (reading its answer): kept apart from a request refused before sending. */
+// A field and an assignment, not a parameter property: `npm run factline` runs these sources with Node's type
+// stripping, which refuses parameter properties.
 class Answering {
-  constructor(readonly cause: Cause.Cause<unknown>) {}
+  readonly cause: Cause.Cause<unknown>
+  constructor(cause: Cause.Cause<unknown>) {
+    this.cause = cause
+  }
 }
 
 /**
