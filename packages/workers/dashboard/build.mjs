@@ -57,7 +57,7 @@ export const build = async () => {
     format: "iife",
     target: "es2022",
     platform: "browser",
-    // @factline/client (the request layer, Requests.ts) and what it imports from the workspace are bundled from
+    // @factline/client (its Api: the client derived from @factline/core/api) and what it imports from the workspace are bundled from
     // their TypeScript sources, as every workspace tool reads them (scripts/WorkspaceSources.mjs): the page is
     // built from the same source as the CLI runs, whether or not the packages' dist/ is built or current.
     conditions: ["@factline/source"],

@@ -1,17 +1,18 @@
 /**
- * The dashboard's calls to the HTTP API, through `Requests` of @factline/client — the request layer the
- * `factline` command shares, the one file that knows each route's path, query, body and answer (its schemas
- * are checked against the API's description). This file only adds what the page needs around it: every call
- * sends the session's token to this origin, is never cached nor retried (an error shows at once), and fails
- * with an `ApiError` carrying the API's status, code and message.
+ * The dashboard's calls to the HTTP API, through `Api` of @factline/client — the client derived from the
+ * API's own description (`@factline/core/api`, what the Worker serves), which the `factline` command uses
+ * too: each call's query, body and answer are encoded and decoded by its endpoint's schemas, and the types
+ * below are those schemas' types. This file only adds what the page needs around it: every call sends the
+ * session's token to this origin, is never cached nor retried (an error shows at once), and fails with an
+ * `ApiError` carrying the API's status, code and message (status 0 for a request refused before sending).
  *
  * A response that arrives after the session changed (sign-out, another sign-in) never settles: nothing of
  * an earlier session reaches the page. A 401 ends the session (`onUnauthorized`) and is dropped the same way.
  */
-import { Requests, Unauthorized, Unavailable } from "@factline/client"
+import { Api, Unauthorized, Unavailable } from "@factline/client"
+import type { Batches, DeadLetters, Projections, Queues, Runs } from "@factline/core/api"
+import type * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as Session from "./Session.js"
-
-type Routes = typeof Requests.routes
 
 export class ApiError extends Error {
   constructor(readonly status: number, readonly code: string, message: string) {
@@ -32,16 +33,16 @@ export const onUnauthorized = (handler: (message: string) => void): void => {
 /** What a response of an earlier session becomes. */
 const never = <A>(): Promise<A> => new Promise<A>(() => {})
 
-const noStore: Requests.Config["fetch"] = (url, init) => fetch(url, { ...init, cache: "no-store" })
-let session: { readonly token: string; readonly api: Requests.Api } | undefined
-/** The request layer for the session's token (made again when it changes). */
-const api = (): Requests.Api => {
+const noStore: Api.Config["fetch"] = (url, init) => fetch(url, { ...init, cache: "no-store" })
+let session: { readonly token: string; readonly api: Api.Api } | undefined
+/** The derived client for the session's token (made again when it changes). */
+const api = (): Api.Api => {
   const token = Session.token() ?? ""
-  if (session?.token !== token) session = { token, api: Requests.make({ baseUrl: location.origin, token, fetch: noStore, retry: { maxAttempts: 1 } }) }
+  if (session?.token !== token) session = { token, api: Api.make({ baseUrl: location.origin, token, fetch: noStore, retry: { maxAttempts: 1 } }) }
   return session.api
 }
 
-/** The status and the API's `{ error: { code, message } }` of a refusal (every error Requests throws after an answer carries its status and body). */
+/** The status and the API's `{ error: { code, message } }` of a refusal (every error the client throws for an answer carries its status and body; one refused before sending, status 0). */
 const refusalOf = (error: unknown): { readonly status: number; readonly code: string | undefined; readonly message: string | undefined } | undefined => {
   if (!(error instanceof Error && "status" in error && typeof error.status === "number")) return undefined
   const body = ("body" in error ? error.body : undefined) as { readonly error?: { readonly code?: unknown; readonly message?: unknown } | null } | null | undefined
@@ -50,7 +51,7 @@ const refusalOf = (error: unknown): { readonly status: number; readonly code: st
 }
 
 /** Runs a call in the current session: its answer, or its failure as an ApiError; never settles once the session changed. */
-const call = async <A>(request: (api: Requests.Api) => Promise<A>): Promise<A> => {
+const call = async <A>(request: (api: Api.Api) => Promise<A>): Promise<A> => {
   const generation = Session.currentGeneration()
   let answer: A
   try {
@@ -66,26 +67,34 @@ const call = async <A>(request: (api: Requests.Api) => Promise<A>): Promise<A> =
     if (error instanceof Unavailable && refusal === undefined) throw new ApiError(0, "network", `cannot reach the API (${error.last || "network error"})`)
     if (refusal === undefined) throw new ApiError(0, "client", error instanceof Error ? error.message : String(error))
     // Without the API's message (a body that is not its error, or a success this page cannot read): the client's.
-    throw new ApiError(refusal.status, refusal.code ?? `http_${refusal.status}`, refusal.message ?? (error as Error).message)
+    throw new ApiError(refusal.status, refusal.code ?? (refusal.status === 0 ? "invalid_request" : `http_${refusal.status}`), refusal.message ?? (error as Error).message)
   }
   if (generation !== Session.currentGeneration()) return never()
   return answer
 }
 
-/** A filter left empty is not sent. */
-const given = (value: string | null): string | undefined => value || undefined
+/**
+ * The query of endpoint `E` from the page's filters, those left empty not sent. A filter's value is the
+ * text of its field (the page offers the description's values): one the endpoint's schema refuses is
+ * refused by the client before sending, naming the parameter.
+ */
+const given = <E extends HttpApiEndpoint.ConstraintRequest>(query: Readonly<Record<string, string | null>>): E["~Query"]["Type"] => {
+  const sent: Record<string, string> = {}
+  for (const [name, value] of Object.entries(query)) if (value) sent[name] = value
+  return sent as E["~Query"]["Type"]
+}
 
 // ------------------------------------------------------------------ queue health (GET /v1/queues/health)
 
 export const healthWindows = ["15m", "1h", "6h", "24h"] as const
 export type HealthWindow = (typeof healthWindows)[number]
 
-export type Health = Requests.Output<Routes["queueHealth"]>
+export type Health = Api.Output<typeof Queues.health>
 export type QueueHealth = Health["queues"][number]
 export type MinutePoint = NonNullable<QueueHealth["series"]>[number]
 
 /** Needs the `platform` scope (a 403 otherwise). */
-export const queueHealth = (window: HealthWindow) => call((api) => api.queueHealth({ query: { window } }))
+export const queueHealth = (window: HealthWindow) => call((api) => api.queues.queueHealth({ query: { window } }))
 
 // ------------------------------------------------------------------ dead letters (/v1/dlq)
 
@@ -96,26 +105,26 @@ export interface DeadLetterFilters {
   readonly type: string
   readonly reason: string
 }
-export type DeadLetter = Requests.Output<Routes["listDeadLetters"]>["data"][number]
-export type DeadLetterDetail = Requests.Output<Routes["getDeadLetter"]>
+export type DeadLetter = Api.Output<typeof DeadLetters.listDeadLetters>["data"][number]
+export type DeadLetterDetail = Api.Output<typeof DeadLetters.getDeadLetter>
 
 export const deadLetters = (filters: DeadLetterFilters, cursor: string | null) =>
-  call((api) => api.listDeadLetters({ query: { status: given(filters.status), queue: given(filters.queue), type: given(filters.type), reason: given(filters.reason), limit: 50, cursor: given(cursor) } }))
-export const deadLetter = (id: string) => call((api) => api.getDeadLetter({ params: { id } }))
+  call((api) => api.deadLetters.listDeadLetters({ query: given<typeof DeadLetters.listDeadLetters>({ status: filters.status, queue: filters.queue, type: filters.type, reason: filters.reason, limit: "50", cursor }) }))
+export const deadLetter = (id: string) => call((api) => api.deadLetters.getDeadLetter({ params: { id } }))
 /** Sends it back to its queue with the same idempotency key. */
-export const replay = (id: string) => call((api) => api.replayDeadLetter({ params: { id } }))
+export const replay = (id: string) => call((api) => api.deadLetters.replayDeadLetter({ params: { id } }))
 /** Gives its work up; the API appends a reconciliation fact with the reason. */
-export const skip = (id: string, reason: string) => call((api) => api.skipDeadLetter({ params: { id }, body: { reason } }))
-export const escalate = (id: string, note: string) => call((api) => api.escalateDeadLetter({ params: { id }, body: note ? { note } : {} }))
+export const skip = (id: string, reason: string) => call((api) => api.deadLetters.skipDeadLetter({ params: { id }, payload: { reason } }))
+export const escalate = (id: string, note: string) => call((api) => api.deadLetters.escalateDeadLetter({ params: { id }, payload: note ? { note } : {} }))
 /** Every open dead letter matching the queue, type and reason filters (not the status), in waves. */
 export const replayMatching = (filters: DeadLetterFilters) =>
-  call((api) => api.replayDeadLetters({ query: { queue: given(filters.queue), type: given(filters.type), reason: given(filters.reason) } }))
+  call((api) => api.deadLetters.replayDeadLetters({ query: given<typeof DeadLetters.replayMatching>({ queue: filters.queue, type: filters.type, reason: filters.reason }) }))
 
 // ------------------------------------------------------------------ batch jobs (GET /v1/batches)
 
-export type BatchJob = Requests.Output<Routes["listBatches"]>["data"][number]
+export type BatchJob = Api.Output<typeof Batches.listBatches>["data"][number]
 
-export const batches = (limit: number) => call((api) => api.listBatches({ query: { limit } }))
+export const batches = (limit: number) => call((api) => api.batches.listBatches({ query: { limit: String(limit) } }))
 
 // ------------------------------------------------------------------ runs (/v1/runs)
 
@@ -125,15 +134,15 @@ export interface RunFilters {
   readonly type: string
   readonly subject: string
 }
-export type Run = Requests.Output<Routes["listRuns"]>["data"][number]
+export type Run = Api.Output<typeof Runs.listRuns>["data"][number]
 
 export const runs = (filters: RunFilters) =>
-  call((api) => api.listRuns({ query: { queue: given(filters.queue), outcome: given(filters.outcome), type: given(filters.type), subject: given(filters.subject), limit: 50 } }))
+  call((api) => api.runs.listRuns({ query: given<typeof Runs.listRuns>({ queue: filters.queue, outcome: filters.outcome, type: filters.type, subject: filters.subject, limit: "50" }) }))
 /** Sends a copy of a waiting message to its queue now. */
-export const retryRun = (id: string) => call((api) => api.retryRun({ params: { id } }))
+export const retryRun = (id: string) => call((api) => api.runs.retryRun({ params: { id } }))
 
 // ------------------------------------------------------------------ projections (GET /v1/projections)
 
-export type ProjectionState = Requests.Output<Routes["listProjections"]>["data"][number]
+export type ProjectionState = Api.Output<typeof Projections.listProjections>["data"][number]
 
-export const projections = () => call((api) => api.listProjections({}))
+export const projections = () => call((api) => api.projections.listProjections({}))

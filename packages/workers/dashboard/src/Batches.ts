@@ -14,8 +14,9 @@ const row = (b: Api.BatchJob) => {
   const fraction = total === 0 ? (b.status === "running" || b.status === "queued" ? 0 : 1) : Math.min(1, done / total)
   const fill = h("div", { class: "fill" })
   fill.style.width = `${(fraction * 100).toFixed(1)}%`
-  const target = b.projection || b.params?.projection || b.params?.manifest || ""
-  const firstError = b.errors?.[0]
+  const named = (value: unknown) => (typeof value === "string" ? value : "")
+  const target = b.operation === "rebuild" ? b.projection : named(b.params.projection) || named(b.params.manifest)
+  const firstError = b.operation === "rebuild" ? undefined : b.errors[0]
   return h("tr", { "data-batch": b.batch_id, "data-status": b.status },
     h("td", { class: "mono", text: b.batch_id }),
     // A rebuild the system started (`cu_…`) is a projection catching up.

@@ -5,7 +5,7 @@
  *
  * The page holds no data and needs no token itself. The operator enters a token once; it lives in the tab's
  * `sessionStorage` (Session.ts) and every call sends it to this origin's API (Api.ts, the page's only caller,
- * through @factline/client's `Requests`, which knows the routes). Every value from the API reaches the page through `textContent` or `setAttribute` (Dom.ts),
+ * through @factline/client's `Api`, the client derived from the API's description). Every value from the API reaches the page through `textContent` or `setAttribute` (Dom.ts),
  * never as HTML. The page's headers (`public/_headers`) allow only its own script and stylesheet and requests
  * to its own origin, and forbid framing and caching.
  */
