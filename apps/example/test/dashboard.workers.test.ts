@@ -71,9 +71,9 @@ describe("GET /dashboard", () => {
 
   it("without an ASSETS binding, the Worker answers 404 naming the assets configuration to add", async () => {
     const { ASSETS: _assets, ...withoutAssets } = env as unknown as Record<string, unknown>
-    const app = Api.make(platform.registry, platform.runtime)
+    const app = Api.make(platform.runtime)
     for (const path of ["/dashboard", "/docs"]) {
-      const response = await app.request(path, {}, withoutAssets)
+      const response = await app.fetch(new Request(`http://factline.test${path}`), withoutAssets as never)
       expect(response.status, path).toBe(404)
       expect((await response.json<any>()).error).toMatchObject({ code: "not_found", message: expect.stringContaining('"assets": { "directory": "node_modules/@factline/workers/dist/assets", "binding": "ASSETS" }') })
     }
