@@ -61,7 +61,7 @@ const ledgerFacts = (platform: TestPlatform.TestPlatform) =>
   }))
 
 const copyCount = (platform: TestPlatform.TestPlatform) =>
-  platform.run(Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) => sql.first<{ n: number }>(Sql.statement("SELECT COUNT(*) AS n FROM facts"))))
+  platform.run(Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) => sql.first(Sql.Count, Sql.statement("SELECT COUNT(*) AS n FROM facts"))))
 
 /** The bucket's archive objects written to a directory, as `wrangler r2 object get` would fetch them. */
 const download = (platform: TestPlatform.TestPlatform) => {
@@ -139,7 +139,7 @@ describe("the facts archive", () => {
   it("the same rows encode to the same bytes (a rewritten part is identical)", async () => {
     const platform = TestPlatform.make([], { settings: { FACTLINE_FACTS_WINDOW_DAYS: "30" } })
     await seed(platform, [40])
-    const rows = await platform.run(Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) => sql.all<any>(Sql.statement("SELECT * FROM facts"))))
+    const rows = await platform.run(Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) => sql.all(Archive.CopiedFact, Sql.statement("SELECT * FROM facts"))))
     const { encode } = await import("./Parquet.js")
     expect(encode(rows)).toEqual(encode([...rows].reverse()))
   })

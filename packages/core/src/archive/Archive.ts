@@ -27,6 +27,7 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as Layer from "effect/Layer"
 import * as Failure from "../failures/Failure.js"
 import * as Stream from "effect/Stream"
@@ -126,6 +127,24 @@ const partFactIds = Effect.fn("Archive.partFactIds")(function*(storage: Storage,
 const partsUnder = (storage: Storage, prefix: string) =>
   Stream.runCollect(storage.list(prefix).pipe(Stream.filter((key) => Number.isInteger(partNumber(key))))).pipe(Effect.map((keys) => keys.sort()))
 
+/** A row of the `facts` copy as the archive reads it (`Parquet.FactRow`). */
+export const CopiedFact = Schema.Struct({
+  tenant_id: Schema.String,
+  fact_id: Schema.String,
+  stream: Schema.String,
+  sequence: Schema.Number,
+  type: Schema.String,
+  body: Schema.String,
+  causation_id: Schema.String,
+  correlation_id: Schema.String,
+  caused_by: Schema.String,
+  created_at: Schema.String,
+  traceparent: Schema.NullOr(Schema.String),
+  schema_version: Schema.optional(Schema.NullOr(Schema.Number))
+})
+const Tenant = Schema.Struct({ tenant_id: Schema.String })
+const Oldest = Schema.Struct({ oldest: Schema.NullOr(Schema.String) })
+
 /**
  * Moves one chunk of a tenant's day (at most `limit` rows) to the archive; returns how many rows left D1.
  * Fails with `Unavailable` when R2 or D1 refuses (nothing is lost: rows leave D1 only once they are in a verified part).
@@ -133,7 +152,7 @@ const partsUnder = (storage: Storage, prefix: string) =>
 export const archiveChunk = Effect.fn("Archive.archiveChunk")(function*(tenantId: string, day: string, limit: number) {
   const sql = yield* Sql.ReadDatabase
   const storage = (yield* PayloadBucket).named(service)
-  const rows = yield* sql.all<Parquet.FactRow>(chunkOf(tenantId, day, limit))
+  const rows = yield* sql.all(CopiedFact, chunkOf(tenantId, day, limit))
   if (rows.length === 0) return 0
   const parts = yield* partsUnder(storage, dayPrefix(tenantId, day))
   const archived = new Set<string>()
@@ -168,10 +187,10 @@ export const run = Effect.fn("Archive.run")(function*(limit: number = rowsPerRun
   const sql = yield* Sql.ReadDatabase
   const before = yield* cutoff(window.days)
   let moved = 0
-  const tenants = yield* sql.all<{ tenant_id: string }>(tenantsBefore(before, tenantsPerRun))
+  const tenants = yield* sql.all(Tenant, tenantsBefore(before, tenantsPerRun))
   for (const { tenant_id } of tenants) {
     while (moved < limit) {
-      const oldest = (yield* sql.first<{ oldest: string | null }>(oldestBefore(tenant_id, before)))?.oldest
+      const oldest = (yield* sql.first(Oldest, oldestBefore(tenant_id, before)))?.oldest
       if (oldest === null || oldest === undefined) break
       moved += yield* archiveChunk(tenant_id, oldest.slice(0, 10), Math.min(rowsPerPart, limit - moved))
     }

@@ -14,6 +14,7 @@
  * platform-wide, owned by the platform's tenant.
  */
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { ProjectionStore } from "../projections/ProjectionStore.js"
 import * as Failure from "../failures/Failure.js"
 import * as Time from "../platform/Time.js"
@@ -32,27 +33,32 @@ export interface ItemError {
 }
 
 /** The stored row. */
-export interface Row {
-  readonly id: string
-  readonly tenant_id: string
-  readonly operation: Operation
-  readonly status: Status
-  readonly params: string
-  readonly input_key: string | null
-  readonly output_key: string | null
-  readonly total: number | null
-  readonly offset: number
-  readonly cursor: number
-  readonly chunks_done: number
-  readonly succeeded: number
-  readonly failed: number
-  readonly errors: string
-  readonly error: string | null
-  readonly created_at: string
-  readonly started_at: string | null
-  readonly finished_at: string | null
-  readonly updated_at: string
-}
+/** A job's row in `batch_jobs`. */
+export const Row = Schema.Struct({
+  id: Schema.String,
+  tenant_id: Schema.String,
+  operation: Schema.Literals(operations),
+  status: Schema.Literals(statuses),
+  params: Schema.String,
+  input_key: Schema.NullOr(Schema.String),
+  output_key: Schema.NullOr(Schema.String),
+  total: Schema.NullOr(Schema.Number),
+  offset: Schema.Number,
+  cursor: Schema.Number,
+  chunks_done: Schema.Number,
+  succeeded: Schema.Number,
+  failed: Schema.Number,
+  errors: Schema.String,
+  error: Schema.NullOr(Schema.String),
+  created_at: Schema.String,
+  started_at: Schema.NullOr(Schema.String),
+  finished_at: Schema.NullOr(Schema.String),
+  updated_at: Schema.String
+})
+export type Row = typeof Row.Type
+
+const StatusRow = Schema.Struct({ status: Schema.Literals(statuses) })
+const IdRow = Schema.Struct({ id: Schema.String })
 
 /** What the API shows of a job. */
 export interface View {
@@ -124,7 +130,7 @@ export const create = Effect.fn("BatchJobs.create")(function*(job: {
 /** The record by id, whoever owns it: for the batch consumer only, never for a caller. */
 export const find = Effect.fn("BatchJobs.find")(function*(id: string) {
   return yield* Effect.map(
-    Effect.flatMap(Effect.service(ProjectionStore), (store) => store.query<Row>({ sql: "SELECT * FROM batch_jobs WHERE id = ?", params: [id] })),
+    Effect.flatMap(Effect.service(ProjectionStore), (store) => store.query(Row, { sql: "SELECT * FROM batch_jobs WHERE id = ?", params: [id] })),
     (rows) => rows[0]
   )
 })
@@ -133,7 +139,7 @@ export const find = Effect.fn("BatchJobs.find")(function*(id: string) {
 export const get = Effect.fn("BatchJobs.get")(function*(tenantId: string, id: string) {
   return yield* Effect.map(
     Effect.flatMap(Effect.service(ProjectionStore), (store) =>
-      store.query<Row>({ sql: "SELECT * FROM batch_jobs WHERE id = ? AND tenant_id = ?", params: [id, tenantId] })),
+      store.query(Row, { sql: "SELECT * FROM batch_jobs WHERE id = ? AND tenant_id = ?", params: [id, tenantId] })),
     (rows) => rows[0]
   )
 })
@@ -143,7 +149,7 @@ export const page = Effect.fn("BatchJobs.page")(function*(tenantId: string, opti
   const store = yield* ProjectionStore
   const { status, cursor, limit } = options
   const clauses = ["tenant_id = ?", ...(status !== undefined ? ["status = ?"] : []), ...(cursor ? ["(created_at, id) < (?, ?)"] : [])]
-  return yield* store.query<Row>({
+  return yield* store.query(Row, {
     sql: `SELECT * FROM batch_jobs WHERE ${clauses.join(" AND ")} ORDER BY created_at DESC, id DESC LIMIT ?`,
     params: [tenantId, ...(status !== undefined ? [status] : []), ...(cursor ?? []), limit]
   })
@@ -156,7 +162,7 @@ export const page = Effect.fn("BatchJobs.page")(function*(tenantId: string, opti
  */
 export const cancel = Effect.fn("BatchJobs.cancel")(function*(tenantId: string, id: string, now: string) {
   const store = yield* ProjectionStore
-  const [row] = yield* store.query<Row>({
+  const [row] = yield* store.query(Row, {
     sql: `UPDATE batch_jobs SET status = 'cancelled', finished_at = ?, updated_at = ?
           WHERE id = ? AND tenant_id = ? AND status IN ('queued', 'running') RETURNING *`,
     params: [now, now, id, tenantId]
@@ -206,7 +212,7 @@ export interface ChunkProgress {
 export const recordChunk = Effect.fn("BatchJobs.recordChunk")(function*(row: Row, progress: ChunkProgress, now: string) {
   const store = yield* ProjectionStore
   const kept = [...JSON.parse(row.errors) as Array<ItemError>, ...progress.errors].slice(0, maxErrors)
-  const [after] = yield* store.query<{ status: Status }>({
+  const [after] = yield* store.query(StatusRow, {
     sql: `UPDATE batch_jobs SET
             "offset" = "offset" + ?, cursor = cursor + ?, chunks_done = chunks_done + 1,
             succeeded = succeeded + ?, failed = failed + ?, errors = ?,
@@ -238,7 +244,7 @@ export const staleAfterMs = 60 * 60 * 1000
 export const failStale = Effect.fn("BatchJobs.failStale")(function*(cutoff: string, now: string) {
   return yield* Effect.map(
     Effect.flatMap(Effect.service(ProjectionStore), (store) =>
-      store.query<{ id: string }>({
+      store.query(IdRow, {
         sql: `UPDATE batch_jobs SET status = 'failed', error = 'no progress since ' || updated_at || '; its chunk message was lost', finished_at = ?, updated_at = ?
               WHERE status IN ('queued', 'running') AND updated_at < ? RETURNING id`,
         params: [now, now, cutoff]

@@ -24,7 +24,7 @@ import * as Result from "effect/Result"
 import type { BatchPayload } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
 import * as ProjectionQuery from "../projections/ProjectionQuery.js"
-import { ProjectionStore } from "../projections/ProjectionStore.js"
+import { ProjectionStore, Values } from "../projections/ProjectionStore.js"
 import { Registry } from "../registry/Registry.js"
 import * as BatchFiles from "./BatchFiles.js"
 import * as BatchJobs from "./BatchJobs.js"
@@ -142,7 +142,7 @@ export const step = Effect.fn("Export.step")(function*(payload: BatchPayload) {
   } else {
     const page = ProjectionQuery.rows(projection, job.tenant_id, { limit: String(rowsPerChunk), ...(cursor === undefined ? {} : { cursor }) })
     if (Result.isFailure(page)) return yield* new Failure.PermanentError({ message: `the export query was refused: ${JSON.stringify(page.failure)}` })
-    const fetched = yield* store.query<Record<string, unknown>>(page.success.sql)
+    const fetched = yield* store.query(Values, page.success.sql)
     const booleans = Projection.booleanColumns(projection)
     rows = fetched.slice(0, page.success.limit).map((row): Record<string, unknown> => {
       const out: Record<string, unknown> = { ...row }

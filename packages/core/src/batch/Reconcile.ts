@@ -24,7 +24,7 @@ import type { BatchPayload } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
 import { Ledger } from "../ledger/Ledger.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"
-import { ProjectionStore } from "../projections/ProjectionStore.js"
+import { ProjectionStore, Values } from "../projections/ProjectionStore.js"
 import * as Rebuild from "../projections/Rebuild.js"
 import { Registry } from "../registry/Registry.js"
 import * as BatchJobs from "./BatchJobs.js"
@@ -102,8 +102,8 @@ export const step = Effect.fn("Reconcile.step")(function*(payload: BatchPayload)
   // Every shard replayed: compare, repair if asked, drop the shadow.
   const columns = Projection.columnNames(p).map(q).join(", ")
   const [drifted, expected] = yield* Effect.all([
-    store.query<Record<string, unknown>>({ sql: `SELECT ${columns} FROM ${q(live)} WHERE tenant_id = ? EXCEPT SELECT ${columns} FROM ${q(shadow)} WHERE tenant_id = ?`, params: [job.tenant_id, job.tenant_id] }),
-    store.query<Record<string, unknown>>({ sql: `SELECT ${columns} FROM ${q(shadow)} WHERE tenant_id = ? EXCEPT SELECT ${columns} FROM ${q(live)} WHERE tenant_id = ?`, params: [job.tenant_id, job.tenant_id] })
+    store.query(Values, { sql: `SELECT ${columns} FROM ${q(live)} WHERE tenant_id = ? EXCEPT SELECT ${columns} FROM ${q(shadow)} WHERE tenant_id = ?`, params: [job.tenant_id, job.tenant_id] }),
+    store.query(Values, { sql: `SELECT ${columns} FROM ${q(shadow)} WHERE tenant_id = ? EXCEPT SELECT ${columns} FROM ${q(live)} WHERE tenant_id = ?`, params: [job.tenant_id, job.tenant_id] })
   ])
   const keyOf = (row: Record<string, unknown>) => JSON.stringify(p.key.map((k) => row[k]))
   const byKey = new Map<string, { key: Record<string, unknown>; live?: Record<string, unknown>; ledger?: Record<string, unknown> }>()

@@ -17,6 +17,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import * as Failure from "../failures/Failure.js"
 import * as Sql from "../platform/Sql.js"
 
@@ -27,9 +28,9 @@ export interface Entry {
 
 export class FirstAttempts extends Context.Service<FirstAttempts, {
   /** Records the first attempt of each message (a message already recorded keeps its time). */
-  readonly record: (queue: string, entries: ReadonlyArray<Entry>) => Effect.Effect<void, Failure.Unavailable>
+  readonly record: (queue: string, entries: ReadonlyArray<Entry>) => Effect.Effect<void, Sql.SqlFailure>
   /** The recorded first attempts of these messages, by message id (the unrecorded ones are absent). */
-  readonly lookup: (queue: string, messageIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, string>, Failure.Unavailable>
+  readonly lookup: (queue: string, messageIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, string>, Sql.SqlFailure>
 }>()("@factline/core/FirstAttempts") {
   /** Over the platform database's door. */
   static readonly layer = Layer.effect(FirstAttempts, Effect.map(Effect.service(Sql.PlatformDatabase), (sql) => make(sql)))
@@ -54,6 +55,8 @@ export const statements = (queue: string, entries: ReadonlyArray<Entry>): Array<
       queue, ...rows.flatMap((r) => [r.messageId, r.firstAttemptedAt])
     ))
 
+const Recorded = Schema.Struct({ message_id: Schema.String, first_attempted_at: Schema.String })
+
 export const make = (sql: Sql.Sql): FirstAttempts["Service"] => ({
   record: Effect.fn("FirstAttempts.record")(function*(queue, entries) {
     if (entries.length === 0) return
@@ -66,7 +69,7 @@ export const make = (sql: Sql.Sql): FirstAttempts["Service"] => ({
         `SELECT message_id, first_attempted_at FROM first_attempts WHERE queue = ?1 AND message_id IN (${ids.map((_, i) => `?${i + 2}`).join(", ")})`,
         queue, ...ids
       ))
-    const results = yield* sql.batch<{ message_id: string; first_attempted_at: string }>(statements).pipe(Effect.mapError(unavailable))
+    const results = yield* sql.batch(statements, Recorded).pipe(Effect.mapError(unavailable))
     return new Map(results.flatMap((r) => r.rows).map((row) => [row.message_id, row.first_attempted_at]))
   })
 })

@@ -14,17 +14,20 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import * as Sql from "../platform/Sql.js"
 import * as Failure from "../failures/Failure.js"
 
 export type Status = "processing" | "succeeded" | "failed"
 
-export interface Entry {
-  readonly idempotency_key: string
-  readonly status: Status
-  readonly attempts: number
-  readonly first_seen_at: string
-}
+/** A key's row as `begin` returns it. */
+export const Entry = Schema.Struct({
+  idempotency_key: Schema.String,
+  status: Schema.Literals(["processing", "succeeded", "failed"]),
+  attempts: Schema.Number,
+  first_seen_at: Schema.String
+})
+export type Entry = typeof Entry.Type
 
 export interface Outcome {
   readonly idempotency_key: string
@@ -34,8 +37,8 @@ export interface Outcome {
 
 export class Inbox extends Context.Service<Inbox, {
   /** Registers the batch's keys and returns their status. */
-  readonly begin: (queue: string, keys: ReadonlyArray<string>, now: string) => Effect.Effect<ReadonlyMap<string, Entry>, Failure.Unavailable>
-  readonly finish: (queue: string, outcomes: ReadonlyArray<Outcome>, now: string) => Effect.Effect<void, Failure.Unavailable>
+  readonly begin: (queue: string, keys: ReadonlyArray<string>, now: string) => Effect.Effect<ReadonlyMap<string, Entry>, Sql.SqlFailure>
+  readonly finish: (queue: string, outcomes: ReadonlyArray<Outcome>, now: string) => Effect.Effect<void, Sql.SqlFailure>
 }>()("@factline/core/Inbox") {
   /** Over the platform database's door. */
   static readonly layer = Layer.effect(Inbox, Effect.map(Effect.service(Sql.PlatformDatabase), (sql) => make(sql)))
@@ -59,7 +62,7 @@ export const make = (sql: Sql.Sql): Inbox["Service"] => ({
         queue, now, ...rows
       )
     )
-    return yield* sql.batch<Entry>(statements).pipe(
+    return yield* sql.batch(statements, Entry).pipe(
       Effect.map((results) => new Map(results.flatMap((r) => r.rows).map((e) => [e.idempotency_key, e]))),
       Effect.mapError(unavailable)
     )

@@ -24,6 +24,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { isRealDateTime, type Issues, TraceContext } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import * as Sql from "../platform/Sql.js"
@@ -141,9 +142,28 @@ const traceOf = (body: unknown): string | null => {
 
 const short = (value: string | null, max = 256) => (value === null ? null : value.slice(0, max))
 
-interface Row extends Omit<Run, "can_retry"> {
-  readonly kept: number
-}
+/** A run's row as `columns` reads it (`kept`: whether its body is kept). */
+const Row = Schema.Struct({
+  id: Schema.String,
+  queue: Schema.String,
+  message_id: Schema.String,
+  tenant_id: Schema.NullOr(Schema.String),
+  message_type: Schema.NullOr(Schema.String),
+  subject: Schema.NullOr(Schema.String),
+  idempotency_key: Schema.NullOr(Schema.String),
+  trace_id: Schema.NullOr(Schema.String),
+  attempt: Schema.Number,
+  attempts: Schema.Number,
+  outcome: Schema.Literals(outcomes),
+  error: Schema.NullOr(Schema.String),
+  next_retry_at: Schema.NullOr(Schema.String),
+  first_attempted_at: Schema.String,
+  updated_at: Schema.String,
+  kept: Schema.Number
+})
+type Row = typeof Row.Type
+
+const Claimed = Schema.Struct({ body: Schema.String })
 
 const columns = `id, queue, message_id, tenant_id, message_type, subject, idempotency_key, trace_id, attempt, attempts, outcome, error,
   next_retry_at, first_attempted_at, updated_at, body IS NOT NULL AS kept`
@@ -159,12 +179,12 @@ export class Runs extends Context.Service<Runs, {
    * Records settled attempts of one batch (only those `records` keeps at `level`), with `alongside` — other
    * statements of the same batch's bookkeeping — in one round trip; nothing to write, no round trip.
    */
-  readonly record: (queue: string, level: Level, attempts: ReadonlyArray<Attempt>, alongside?: ReadonlyArray<Sql.Statement>) => Effect.Effect<void, Failure.Unavailable>
+  readonly record: (queue: string, level: Level, attempts: ReadonlyArray<Attempt>, alongside?: ReadonlyArray<Sql.Statement>) => Effect.Effect<void, Sql.SqlFailure>
   /** Runs matching the filters, the most recently updated first, a page at a time. */
-  readonly list: (scope: Scope, filters: Filters, page: { readonly cursor?: string; readonly limit: number }) => Effect.Effect<{ readonly data: ReadonlyArray<Run>; readonly next_cursor: string | null }, Failure.InvalidInput | Failure.Unavailable>
-  readonly get: (scope: Scope, id: string) => Effect.Effect<Run, Failure.NotFound | Failure.Unavailable>
+  readonly list: (scope: Scope, filters: Filters, page: { readonly cursor?: string; readonly limit: number }) => Effect.Effect<{ readonly data: ReadonlyArray<Run>; readonly next_cursor: string | null }, Failure.InvalidInput | Sql.SqlFailure>
+  readonly get: (scope: Scope, id: string) => Effect.Effect<Run, Failure.NotFound | Sql.SqlFailure>
   /** The kept message of a run that can be retried now, and marks it `rerun` (only while it still waits). */
-  readonly claimRerun: (scope: Scope, id: string) => Effect.Effect<{ readonly run: Run; readonly body: unknown }, Failure.NotFound | Failure.Conflict | Failure.Unavailable>
+  readonly claimRerun: (scope: Scope, id: string) => Effect.Effect<{ readonly run: Run; readonly body: unknown }, Failure.NotFound | Failure.Conflict | Sql.SqlFailure>
 }>()("@factline/core/Runs") {
   /** Over the platform database's door. */
   static readonly layer = Layer.effect(Runs, Effect.map(Effect.service(Sql.PlatformDatabase), (sql) => make(sql)))
@@ -189,7 +209,7 @@ export const make = (sql: Sql.Sql): Runs["Service"] => {
   const scoped = (scope: Scope) => (scope.tenantId === null ? { clause: "", params: [] as Array<unknown> } : { clause: " AND tenant_id = ?", params: [scope.tenantId] as Array<unknown> })
   const get = (scope: Scope, id: string) =>
     Effect.flatMap(
-      Effect.mapError(sql.first<Row>(Sql.statement(`SELECT ${columns} FROM runs WHERE id = ?${scoped(scope).clause}`, id, ...scoped(scope).params)), unavailable),
+      Effect.mapError(sql.first(Row, Sql.statement(`SELECT ${columns} FROM runs WHERE id = ?${scoped(scope).clause}`, id, ...scoped(scope).params)), unavailable),
       (row) => row === undefined ? Effect.fail(new Failure.NotFound({ message: `no run ${id} for this token` })) : Effect.succeed(toRun(row))
     )
   return {
@@ -243,7 +263,7 @@ export const make = (sql: Sql.Sql): Runs["Service"] => {
         if (after === undefined) return yield* new Failure.InvalidInput({ code: "invalid_query", message: "cursor: not a cursor of this listing", problems: [{ path: "cursor", message: "is not a cursor of this listing" }] })
         clauses.push("(updated_at < ? OR (updated_at = ? AND id < ?))"), params.push(after[0], after[0], after[1])
       }
-      const rows = yield* sql.all<Row>(Sql.statement(
+      const rows = yield* sql.all(Row, Sql.statement(
         `SELECT ${columns} FROM runs${clauses.length === 0 ? "" : ` WHERE ${clauses.join(" AND ")}`} ORDER BY updated_at DESC, id DESC LIMIT ?`,
         ...params, page.limit + 1
       )).pipe(Effect.mapError(unavailable))
@@ -268,7 +288,7 @@ export const make = (sql: Sql.Sql): Runs["Service"] => {
       const now = yield* Time.now
       // Still waiting when marked (an attempt may have settled since it was read: one that succeeded or
       // dead-lettered it ends the retry; another retry does not matter — the copy is idempotent all the same).
-      const claimed = yield* sql.first<{ body: string }>(Sql.statement(
+      const claimed = yield* sql.first(Claimed, Sql.statement(
         "UPDATE runs SET outcome = 'rerun', updated_at = ? WHERE id = ? AND outcome IN ('retry', 'park', 'rerun') AND body IS NOT NULL RETURNING body",
         now, id
       )).pipe(Effect.mapError(unavailable))

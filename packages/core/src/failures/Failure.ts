@@ -182,11 +182,33 @@ export class Defect extends Schema.TaggedError<Defect>()("Defect", {
   get budget(): Budget { return defectBudget }
 }
 
+/**
+ * 500: a fault in the platform's own code or schema, found by a dependency — a statement D1 cannot run (bad SQL,
+ * a missing column or table, too many bound parameters, a type D1 cannot bind) or a row that does not match the
+ * schema its reader declared. Not retryable: the same statement fails the same way, so a consumer dead-letters
+ * the message at once with reason `defect` instead of spending the queue's budget on it. `service` names the
+ * database ("the platform database"); `message` is for the log (the driver's text, the statement, the field) and
+ * never reaches the API. `missingTable`: the table the statement named that does not exist, where that is the
+ * fault (a projection whose migration was never applied).
+ */
+export class Bug extends Schema.TaggedError<Bug>()("Bug", {
+  service: Schema.String,
+  message: Schema.String,
+  missingTable: Schema.optional(Schema.String)
+}) {
+  readonly [TypeId] = TypeId
+  get status() { return 500 }
+  get code() { return "internal_error" }
+  get retryable() { return false }
+  get reason(): FailureReason { return "defect" }
+  get publicMessage() { return "internal error" }
+}
+
 /** The two a product team's code fails with. */
 export type HandlerError = TransientError | PermanentError
 
 /** Every member of the family core raises. */
-export type Any = InvalidInput | NotFound | Conflict | Unavailable | TransientError | PermanentError | Defect
+export type Any = InvalidInput | NotFound | Conflict | Unavailable | TransientError | PermanentError | Defect | Bug
 
 /** An error's text for a log line or a dead letter: `Name: message` for anything but a family member's own. */
 export const describe = (error: unknown): string =>
@@ -221,6 +243,16 @@ const defectOf = (error: unknown, cause: Cause.Cause<unknown>): Defect => {
 
 const retryAfter = (error: TransientError) => (error.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: error.retryAfterSeconds })
 
-/** `Unavailable` for `service` with the cause's text: the usual `Effect.mapError` of a binding call. */
-export const unavailable = (service: string) => (cause: unknown) =>
-  new Unavailable({ service, message: cause instanceof Error ? cause.message : describe(cause) })
+/**
+ * A binding's failure named after the store that met it: `Unavailable` for `service` with the cause's text — the
+ * usual `Effect.mapError` of a binding call — except a failure the binding's door already classified as not
+ * retryable (a `Bug`, a `Conflict`: see `platform/Sql`), which stays what it is, so a bug is not retried as if
+ * the store were down.
+ */
+export const unavailable = (service: string) => <E>(cause: E): Named<E> =>
+  (cause instanceof Bug || cause instanceof Conflict
+    ? cause
+    : new Unavailable({ service, message: cause instanceof Error ? cause.message : describe(cause) })) as Named<E>
+
+/** What `unavailable` makes of a failure: a `Bug` or a `Conflict` kept, anything else an `Unavailable`. */
+export type Named<E> = E extends Bug | Conflict ? E : Unavailable

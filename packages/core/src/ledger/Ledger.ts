@@ -43,31 +43,31 @@ export interface StreamHandover extends StreamKey {
 
 export class Ledger extends Context.Service<Ledger, {
   /** One result per group, in order; fails as a whole only when the topology cannot be read. */
-  readonly append: (groups: ReadonlyArray<AppendGroup>) => Effect.Effect<ReadonlyArray<AppendOutcome>, Failure.Unavailable>
+  readonly append: (groups: ReadonlyArray<AppendGroup>) => Effect.Effect<ReadonlyArray<AppendOutcome>, Sql.SqlFailure>
   /** The complete state (every fact) of each stream. */
-  readonly readStreams: (keys: ReadonlyArray<StreamKey>) => Effect.Effect<ReadonlyArray<StreamState>, Failure.Unavailable>
-  readonly read: (key: StreamKey, options?: ReadOptions) => Effect.Effect<StreamState, Failure.Unavailable>
+  readonly readStreams: (keys: ReadonlyArray<StreamKey>) => Effect.Effect<ReadonlyArray<StreamState>, Sql.SqlFailure>
+  readonly read: (key: StreamKey, options?: ReadOptions) => Effect.Effect<StreamState, Sql.SqlFailure>
   /**
    * Gives stored facts to their shards' outbox relay (one RPC per shard). Returns the streams
    * (`Shards.streamKey`) whose shard could not take them; the others were handed over.
    */
-  readonly handover: (items: ReadonlyArray<StreamHandover>) => Effect.Effect<ReadonlySet<string>, Failure.Unavailable>
+  readonly handover: (items: ReadonlyArray<StreamHandover>) => Effect.Effect<ReadonlySet<string>, Sql.SqlFailure>
   /** Every fact of one shard (by shard key), all pages, in (stream, sequence) order. */
-  readonly readShard: (shardKey: string) => Effect.Effect<ReadonlyArray<Fact>, Failure.Unavailable>
+  readonly readShard: (shardKey: string) => Effect.Effect<ReadonlyArray<Fact>, Sql.SqlFailure>
   /** One page of a shard's facts after a (stream, sequence) position, in that order: at most `limit` (≤ `shardPageSize`). */
-  readonly readShardPage: (shardKey: string, after: ShardCursor | undefined, limit: number) => Effect.Effect<ReadonlyArray<Fact>, Failure.Unavailable>
+  readonly readShardPage: (shardKey: string, after: ShardCursor | undefined, limit: number) => Effect.Effect<ReadonlyArray<Fact>, Sql.SqlFailure>
   /**
    * One window of a shard's walk for recovery: the facts appended since `since` (ISO-8601) among the next `scan`
    * after `after`, and the position to go on from (undefined: the shard is walked).
    */
-  readonly readShardSince: (shardKey: string, after: ShardCursor | undefined, since: string, scan: number) => Effect.Effect<{ readonly facts: ReadonlyArray<Fact>; readonly next: ShardCursor | undefined }, Failure.Unavailable>
+  readonly readShardSince: (shardKey: string, after: ShardCursor | undefined, since: string, scan: number) => Effect.Effect<{ readonly facts: ReadonlyArray<Fact>; readonly next: ShardCursor | undefined }, Sql.SqlFailure>
   /**
    * The tenant's fact with this id, wherever its stream lives: every shard of the tenant is asked in parallel
    * (each finds it by its unique index: N indexed lookups, no scan, no D1 copy). Null for an unknown tenant or id.
    */
-  readonly findFact: (tenantId: string, factId: string) => Effect.Effect<Fact | null, Failure.Unavailable>
+  readonly findFact: (tenantId: string, factId: string) => Effect.Effect<Fact | null, Sql.SqlFailure>
   /** Asks one shard (by shard key) to re-arm its relay if rows are waiting; how many rows wait. */
-  readonly relayNow: (shardKey: string) => Effect.Effect<number, Failure.Unavailable>
+  readonly relayNow: (shardKey: string) => Effect.Effect<number, Sql.SqlFailure>
 }>()("@factline/core/Ledger") {
   /** Over the LedgerShard namespace and the platform database (the topology), recording `shardsPerTenant` for new tenants. */
   static readonly layer = (shardsPerTenant?: number) =>
@@ -100,7 +100,7 @@ export const make = (namespace: LedgerShardNamespace, topology: LedgerTopology.L
     items: ReadonlyArray<T>,
     shards: ReadonlyMap<string, number>,
     call: (shard: LedgerShardRpc, items: Array<T>, shardKey: string) => Promise<ReadonlyArray<R>>
-  ): Effect.Effect<Array<R>, Failure.Unavailable> =>
+  ): Effect.Effect<Array<R>, Sql.SqlFailure> =>
     Effect.tryPromise({
       try: async () => {
         const groups = byShard(items, shards)
@@ -160,7 +160,7 @@ export const make = (namespace: LedgerShardNamespace, topology: LedgerTopology.L
   })
 
   /** Completes states whose first page did not hold the whole stream. */
-  const complete = (state: StreamState): Effect.Effect<StreamState, Failure.Unavailable> =>
+  const complete = (state: StreamState): Effect.Effect<StreamState, Sql.SqlFailure> =>
     Effect.gen(function*() {
       const facts = [...state.facts]
       while ((facts.at(-1)?.sequence ?? 0) < state.version) {

@@ -16,6 +16,7 @@
 import { and, eq, gt, isNotNull, lte, sql as drizzle } from "drizzle-orm"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as Sql from "../platform/Sql.js"
 import { ledgerShards, ledgerTenants } from "../tables/PlatformTables.js"
 import * as Shards from "./Shards.js"
@@ -23,9 +24,9 @@ import * as Failure from "../failures/Failure.js"
 
 export interface LedgerTopology {
   /** The shard count of each tenant, recording `shardsPerTenant` for tenants seen for the first time. */
-  readonly register: (tenantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, number>, Failure.Unavailable>
+  readonly register: (tenantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, number>, Sql.SqlFailure>
   /** The shard count of a tenant, or undefined if it never appended anything. */
-  readonly lookup: (tenantId: string) => Effect.Effect<number | undefined, Failure.Unavailable>
+  readonly lookup: (tenantId: string) => Effect.Effect<number | undefined, Sql.SqlFailure>
 }
 
 /** Per database, per isolate: tenant → recorded shard count. */
@@ -36,7 +37,13 @@ const cacheFor = (sql: Sql.Sql) => {
   return cache
 }
 
-const unavailable = (cause: { readonly message: string }) => new Failure.Unavailable({ service: "the shard registry", message: `ledger topology unavailable: ${cause.message}` })
+/** D1 down is the shard registry unavailable; a bug or a constraint stays what the door classified it as. */
+const unavailable = (cause: Sql.SqlFailure): Sql.SqlFailure =>
+  cause instanceof Failure.Unavailable ? new Failure.Unavailable({ service: "the shard registry", message: `ledger topology unavailable: ${cause.message}` }) : cause
+
+const TenantShards = Schema.Struct({ tenant_id: Schema.String, shard_count: Schema.Number })
+const ShardCount = Schema.Struct({ shard_count: Schema.Number })
+const ShardKey = Schema.Struct({ shard_key: Schema.String })
 
 export const make = (sql: Sql.Sql, shardsPerTenant: number = Shards.defaultShardsPerTenant): LedgerTopology => {
   const configured = Shards.checkShardCount(shardsPerTenant)
@@ -48,7 +55,7 @@ export const make = (sql: Sql.Sql, shardsPerTenant: number = Shards.defaultShard
       if (unknown.length === 0) return known()
       const now = new Date(yield* Clock.currentTimeMillis).toISOString()
       const tenants = JSON.stringify(unknown)
-      const [, , recorded] = yield* Effect.mapError(sql.batch<{ tenant_id: string; shard_count: number }>([
+      const [, , recorded] = yield* Effect.mapError(sql.batch([
         Sql.statement(
           `INSERT INTO ledger_tenants (tenant_id, shard_count, first_seen_at)
            SELECT value, ?1, ?2 FROM json_each(?3) WHERE true ON CONFLICT (tenant_id) DO NOTHING`,
@@ -63,7 +70,7 @@ export const make = (sql: Sql.Sql, shardsPerTenant: number = Shards.defaultShard
           now, tenants
         ),
         Sql.statement("SELECT tenant_id, shard_count FROM ledger_tenants WHERE tenant_id IN (SELECT value FROM json_each(?))", tenants)
-      ]), unavailable)
+      ], TenantShards), unavailable)
       for (const row of recorded!.rows) cache.set(row.tenant_id, row.shard_count)
       const missing = unknown.filter((t) => !cache.has(t))
       if (missing.length > 0) return yield* new Failure.Unavailable({ service: "the shard registry", message: `ledger topology unavailable: tenant(s) ${missing.join(", ")} could not be registered` })
@@ -72,7 +79,7 @@ export const make = (sql: Sql.Sql, shardsPerTenant: number = Shards.defaultShard
     lookup: Effect.fn("LedgerTopology.lookup")(function*(tenantId) {
       const cached = cache.get(tenantId)
       if (cached !== undefined) return cached
-      return yield* sql.first<{ shard_count: number }>(Sql.typed(sql.orm.select({ shard_count: ledgerTenants.shardCount }).from(ledgerTenants).where(eq(ledgerTenants.tenantId, tenantId)))).pipe(
+      return yield* sql.first(ShardCount, Sql.typed(sql.orm.select({ shard_count: ledgerTenants.shardCount }).from(ledgerTenants).where(eq(ledgerTenants.tenantId, tenantId)))).pipe(
         Effect.map((row) => {
           if (row) cache.set(tenantId, row.shard_count)
           return row?.shard_count
@@ -108,7 +115,7 @@ export const markRelay = (shardKey: string, tenantId: string, pendingSince: stri
 export const pendingSince = (cutoff: string, limit: number) =>
   Effect.gen(function*() {
     const sql = yield* Sql.PlatformDatabase
-    const rows = yield* sql.all<{ shard_key: string }>(Sql.typed(
+    const rows = yield* sql.all(ShardKey, Sql.typed(
       sql.orm.select({ shard_key: ledgerShards.shardKey }).from(ledgerShards)
         .where(and(isNotNull(ledgerShards.relayPendingSince), lte(ledgerShards.relayPendingSince, cutoff)))
         .orderBy(ledgerShards.relayPendingSince)
@@ -124,7 +131,7 @@ export const pendingCount = Sql.statement("SELECT COUNT(*) AS n FROM ledger_shar
 export const shardsAfter = (after: string, limit: number, tenantId?: string) =>
   Effect.gen(function*() {
     const sql = yield* Sql.PlatformDatabase
-    const rows = yield* sql.all<{ shard_key: string }>(Sql.typed(
+    const rows = yield* sql.all(ShardKey, Sql.typed(
       sql.orm.select({ shard_key: ledgerShards.shardKey }).from(ledgerShards)
         .where(tenantId === undefined ? gt(ledgerShards.shardKey, after) : and(eq(ledgerShards.tenantId, tenantId), gt(ledgerShards.shardKey, after)))
         .orderBy(ledgerShards.shardKey)
@@ -136,6 +143,6 @@ export const shardsAfter = (after: string, limit: number, tenantId?: string) =>
 /** How many shards the ledger has (every tenant's). */
 export const shardCount = Effect.gen(function*() {
   const sql = yield* Sql.PlatformDatabase
-  const row = yield* sql.first<{ n: number }>(Sql.statement("SELECT COUNT(*) AS n FROM ledger_shards"))
+  const row = yield* sql.first(Sql.Count, Sql.statement("SELECT COUNT(*) AS n FROM ledger_shards"))
   return row?.n ?? 0
 }).pipe(Effect.mapError(unavailable))

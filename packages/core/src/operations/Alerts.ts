@@ -29,6 +29,7 @@
  * It does not grade (Metrics does), deliver (WebhookConsumer does) or store endpoints (WebhookStore does).
  */
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as Result from "effect/Result"
 import { alertsTenantId } from "@factline/schemas"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
@@ -88,16 +89,21 @@ interface Alert {
   readonly data: Record<string, unknown> | null
 }
 
-export interface StateRow {
-  readonly key: Key
-  readonly state: string
-  readonly changed_at: string
-  readonly sent_state: string | null
-  readonly sent_at: string | null
-  readonly version: number
-  readonly pending: string | null
-  readonly pending_since: string | null
-}
+export const StateRow = Schema.Struct({
+  key: Schema.Literals(keys),
+  state: Schema.String,
+  changed_at: Schema.String,
+  sent_state: Schema.NullOr(Schema.String),
+  sent_at: Schema.NullOr(Schema.String),
+  version: Schema.Number,
+  pending: Schema.NullOr(Schema.String),
+  pending_since: Schema.NullOr(Schema.String)
+})
+export type StateRow = typeof StateRow.Type
+
+const Version = Schema.Struct({ version: Schema.Number })
+const Found = Schema.Struct({ found: Schema.Number })
+const Claims = Schema.Struct({ queue: Schema.String, reason: Schema.String, n: Schema.Number, first: Schema.String, last: Schema.String })
 
 /** What one evaluation handed to the webhooks queue. */
 export interface Sent {
@@ -128,11 +134,11 @@ export const alertId = async (key: Key, version: number, at: string) =>
 export const readState = Effect.fn("Alerts.readState")(function*() {
   const sql = yield* Sql.PlatformDatabase
   const now = yield* Time.now
-  const results = yield* Effect.mapError(sql.batch<StateRow>([
+  const results = yield* Effect.mapError(sql.batch([
     ...keys.map((key) => Sql.statement("INSERT INTO alert_state (key, state, changed_at, sent_state, version) VALUES (?, 'ok', ?, 'ok', 0) ON CONFLICT (key) DO NOTHING", key, now)),
     // Only today's keys (a row of a key no longer graded — the one platform-wide `health` of before — is left alone).
     Sql.statement(`SELECT * FROM alert_state WHERE key IN (${keys.map(() => "?").join(", ")}) ORDER BY key`, ...keys)
-  ]), unavailable)
+  ], StateRow), unavailable)
   return new Map(results.at(-1)!.rows.map((r) => [r.key, r] as const)) as ReadonlyMap<Key, StateRow>
 })
 
@@ -140,7 +146,7 @@ export const readState = Effect.fn("Alerts.readState")(function*() {
 const deadLetterData = (alert: string) =>
   Effect.map(
     Placement.everywhere(Effect.flatMap(Effect.service(Sql.ReadDatabase), (read) =>
-      read.all<{ queue: string; reason: string; n: number; first: string; last: string }>(Sql.statement(
+      read.all(Claims, Sql.statement(
         "SELECT queue, reason, COUNT(*) AS n, MIN(received_at) AS first, MAX(received_at) AS last FROM dead_messages WHERE alert_id = ? GROUP BY queue, reason",
         alert
       )))),
@@ -204,7 +210,7 @@ const decide = (row: StateRow, now: string, eventType: EventType, announce: { re
     const sql = yield* Sql.PlatformDatabase
     const id = yield* Effect.promise(() => alertId(row.key, row.version + 1, now))
     const alert: Alert = { alert_id: id, event_type: eventType, occurred_at: now, data: announce.data(id) }
-    const won = yield* Effect.mapError(sql.all(Sql.statement(
+    const won = yield* Effect.mapError(sql.all(Version, Sql.statement(
       `UPDATE alert_state SET state = ?, changed_at = CASE WHEN state = ? THEN changed_at ELSE ? END, sent_state = ?, sent_at = ?,
          version = version + 1, pending = ?, pending_since = ?
        WHERE key = ? AND version = ? AND pending IS NULL RETURNING version`,
@@ -286,7 +292,7 @@ const evaluateDeadLetters = (row: StateRow, quietMs: number) =>
     if (row.pending !== null || quietFor(row, nowMs, quietMs)) return undefined
     // One indexed probe per database first: the evaluation decides nothing while no dead letter is new.
     const fresh = yield* Placement.everywhere(Effect.flatMap(Effect.service(Sql.ReadDatabase), (read) =>
-      read.first(Sql.statement("SELECT 1 AS found FROM dead_messages WHERE alert_id IS NULL LIMIT 1"))))
+      read.first(Found, Sql.statement("SELECT 1 AS found FROM dead_messages WHERE alert_id IS NULL LIMIT 1"))))
     if (!fresh.some((r) => r !== undefined)) return undefined
     const now = new Date(nowMs).toISOString()
     const alert = yield* decide(row, now, eventTypes.deadLettersOpened, { state: "ok", data: () => null })
@@ -305,7 +311,7 @@ const retryPending = (row: StateRow) =>
   Effect.gen(function*() {
     const sql = yield* Sql.PlatformDatabase
     const now = yield* Time.now
-    const claimed = yield* Effect.mapError(sql.all(Sql.statement(
+    const claimed = yield* Effect.mapError(sql.all(Version, Sql.statement(
       "UPDATE alert_state SET pending_since = ? WHERE key = ? AND version = ? AND pending_since IS ? RETURNING version",
       now, row.key, row.version, row.pending_since
     )), unavailable)

@@ -22,6 +22,7 @@
  * seen it current). It owns `projection_versions`.
  */
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as Result from "effect/Result"
 import * as BatchStart from "../batch/BatchStart.js"
 import * as Projection from "../definitions/Projection.js"
@@ -29,6 +30,7 @@ import * as Failure from "../failures/Failure.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"
 import * as Placement from "../placement/Placement.js"
 import * as Sql from "../platform/Sql.js"
+import * as SqliteMaster from "../tables/SqliteMaster.js"
 import * as Time from "../platform/Time.js"
 import * as Rebuild from "../projections/Rebuild.js"
 import { Registry } from "../registry/Registry.js"
@@ -36,14 +38,18 @@ import { Registry } from "../registry/Registry.js"
 export type Status = "catching_up" | "current" | "not_migrated"
 
 /** A stored row. */
-export interface Row {
-  readonly projection: string
-  readonly version: number
-  readonly status: Status
-  readonly rebuild_id: string | null
-  readonly detail: string | null
-  readonly updated_at: string
-}
+/** A projection's row in `projection_versions`. */
+export const Row = Schema.Struct({
+  projection: Schema.String,
+  version: Schema.Number,
+  status: Schema.Literals(["catching_up", "current", "not_migrated"]),
+  rebuild_id: Schema.NullOr(Schema.String),
+  detail: Schema.NullOr(Schema.String),
+  updated_at: Schema.String
+})
+export type Row = typeof Row.Type
+
+const Id = Schema.Struct({ id: Schema.String })
 
 /** What an operator sees of one registered projection. */
 export interface State {
@@ -80,7 +86,7 @@ export interface Step {
 const unavailable = Failure.unavailable("the projection versions")
 
 const rowsOf = Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) =>
-  Effect.mapError(sql.all<Row>(Sql.statement("SELECT * FROM projection_versions")), unavailable))
+  Effect.mapError(sql.all(Row, Sql.statement("SELECT * FROM projection_versions")), unavailable))
 
 /**
  * Registered projections whose table is missing from a read database, with the indexes of those databases:
@@ -93,7 +99,7 @@ export const missingTables = Effect.fn("CatchUp.missingTables")(function*() {
   const missing = new Map<string, { readonly table: string; readonly databases: Array<number> }>()
   if (tables.length === 0) return missing
   for (const [index, sql] of placement.databases.entries()) {
-    const present = new Set((yield* Effect.mapError(sql.all<{ name: string }>(Sql.statement(
+    const present = new Set((yield* Effect.mapError(sql.all(SqliteMaster.Name, Sql.statement(
       "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (SELECT value FROM json_each(?))", JSON.stringify(tables)
     )), unavailable)).map((r) => r.name))
     for (const p of registry.projections) {
@@ -134,11 +140,11 @@ const move = (before: Row | undefined, after: Omit<Row, "updated_at">, now: stri
 
 const findRebuild = (id: string) =>
   Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) =>
-    Effect.mapError(sql.first<Rebuild.RebuildRecord>(Sql.statement("SELECT * FROM projection_rebuilds WHERE id = ?", id)), unavailable))
+    Effect.mapError(sql.first(Rebuild.RebuildRecord, Sql.statement("SELECT * FROM projection_rebuilds WHERE id = ?", id)), unavailable))
 
 const runningRebuild = (projection: string) =>
   Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) =>
-    Effect.mapError(sql.first<{ id: string }>(Sql.statement("SELECT id FROM projection_rebuilds WHERE projection = ? AND status = 'running' ORDER BY started_at LIMIT 1", projection)), unavailable))
+    Effect.mapError(sql.first(Id, Sql.statement("SELECT id FROM projection_rebuilds WHERE projection = ? AND status = 'running' ORDER BY started_at LIMIT 1", projection)), unavailable))
 
 /** Compares one projection with its row and moves it on. */
 const tickOne = (p: Projection.Projection, row: Row | undefined, missing: { readonly table: string; readonly databases: ReadonlyArray<number> } | undefined, ledgerIsEmpty: boolean) =>
@@ -206,15 +212,18 @@ export const tick = Effect.fn("CatchUp.tick")(function*() {
     ))
 })
 
-interface Joined extends Row {
-  readonly r_status: Rebuild.RebuildRecord["status"] | null
-  readonly shards_done: number | null
-  readonly shards_total: number | null
-  readonly facts_replayed: number | null
-  readonly facts_failed: number | null
-  readonly started_at: string | null
-  readonly finished_at: string | null
-}
+/** A version's row with its rebuild's progress (`joined`). */
+const Joined = Schema.Struct({
+  ...Row.fields,
+  r_status: Schema.NullOr(Rebuild.RebuildRecord.fields.status),
+  shards_done: Schema.NullOr(Schema.Number),
+  shards_total: Schema.NullOr(Schema.Number),
+  facts_replayed: Schema.NullOr(Schema.Number),
+  facts_failed: Schema.NullOr(Schema.Number),
+  started_at: Schema.NullOr(Schema.String),
+  finished_at: Schema.NullOr(Schema.String)
+})
+type Joined = typeof Joined.Type
 
 const joined = `SELECT v.*, r.status AS r_status, r.shards_done, r.shards_total, r.facts_replayed, r.facts_failed, r.started_at, r.finished_at
   FROM projection_versions v LEFT JOIN projection_rebuilds r ON r.id = v.rebuild_id`
@@ -255,7 +264,7 @@ const stateOf = (p: Projection.Projection, row: Joined | undefined): State => ({
 export const list = Effect.fn("CatchUp.list")(function*() {
   const registry = yield* Registry
   const sql = yield* Sql.PlatformDatabase
-  const rows = new Map((yield* Effect.mapError(sql.all<Joined>(Sql.statement(joined)), unavailable)).map((r) => [r.projection, r]))
+  const rows = new Map((yield* Effect.mapError(sql.all(Joined, Sql.statement(joined)), unavailable)).map((r) => [r.projection, r]))
   return registry.projections.map((p) => stateOf(p, rows.get(p.name)))
 })
 
@@ -281,7 +290,7 @@ export const readStatus = Effect.fn("CatchUp.readStatus")(function*(p: Projectio
   const seen = currentSeen.get(sql.identity) ?? new Map<string, number>()
   currentSeen.set(sql.identity, seen)
   if (seen.get(p.name) === version) return undefined
-  const row = yield* Effect.mapError(sql.first<Joined>(Sql.statement(`${joined} WHERE v.projection = ?`, p.name)), unavailable)
+  const row = yield* Effect.mapError(sql.first(Joined, Sql.statement(`${joined} WHERE v.projection = ?`, p.name)), unavailable)
   const state = stateOf(p, row)
   if (state.status === "current") seen.set(p.name, version)
   if (state.status !== "catching_up") return undefined

@@ -17,6 +17,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import * as Result from "effect/Result"
 import { type Issues, tenantKey } from "@factline/schemas"
 import { Queues, type SendFailed } from "../platform/Queues.js"
@@ -34,24 +35,33 @@ export type Status = (typeof statuses)[number]
 /** Who may see what: a tenant's own records, or (`null`) every tenant's (the platform scope). */
 export type Scope = { readonly tenantId: string | null; readonly actor: string }
 
-export interface Summary {
-  readonly id: string
-  readonly queue: string
-  readonly status: Status
-  readonly reason: string
-  readonly last_error: string
-  readonly attempts: number
-  readonly tenant_id: string | null
-  readonly message_type: string | null
-  readonly idempotency_key: string | null
-  readonly subject: string | null
-  readonly first_attempted_at: string
-  readonly last_attempted_at: string
-  readonly received_at: string
-  readonly resolved_by: string | null
-  readonly resolved_at: string | null
-  readonly replay_operation_id: string | null
-}
+/** A dead letter as the list shows it (its row in `dead_messages`, without the message, stack and history). */
+export const Summary = Schema.Struct({
+  id: Schema.String,
+  queue: Schema.String,
+  status: Schema.Literals(statuses),
+  reason: Schema.String,
+  last_error: Schema.String,
+  attempts: Schema.Number,
+  tenant_id: Schema.NullOr(Schema.String),
+  message_type: Schema.NullOr(Schema.String),
+  idempotency_key: Schema.NullOr(Schema.String),
+  subject: Schema.NullOr(Schema.String),
+  first_attempted_at: Schema.String,
+  last_attempted_at: Schema.String,
+  received_at: Schema.String,
+  resolved_by: Schema.NullOr(Schema.String),
+  resolved_at: Schema.NullOr(Schema.String),
+  replay_operation_id: Schema.NullOr(Schema.String)
+})
+export type Summary = typeof Summary.Type
+
+/** The whole row: the summary, the stack, the original message and the history, as stored (JSON text). */
+const DetailRow = Schema.Struct({ ...Summary.fields, stack: Schema.NullOr(Schema.String), original_message: Schema.String, history: Schema.String })
+const Claimable = Schema.Struct({ id: Schema.String, queue: Schema.String, tenant_id: Schema.NullOr(Schema.String), original_message: Schema.String })
+const TenantKey = Schema.Struct({ tenant_id: Schema.String, idempotency_key: Schema.String })
+const Id = Schema.Struct({ id: Schema.String })
+const Found = Schema.Struct({ found: Schema.Number })
 
 export interface Detail extends Summary {
   /** A defect's stack (reason `defect`); null for every other failure. Not in the list: it can be kilobytes. */
@@ -142,7 +152,7 @@ export const placed = (placement: Placement.Shape): Shape => {
   const holding = (id: string) =>
     Effect.gen(function*() {
       for (const sql of placement.everywhere) {
-        const row = yield* Effect.mapError(sql.first(Sql.statement("SELECT 1 AS found FROM dead_messages WHERE id = ?", id)), unavailable)
+        const row = yield* Effect.mapError(sql.first(Found, Sql.statement("SELECT 1 AS found FROM dead_messages WHERE id = ?", id)), unavailable)
         if (row !== undefined) return on(sql)
       }
       return yield* new Failure.NotFound({ message: `no dead letter ${JSON.stringify(id.slice(0, 100))}` })
@@ -181,10 +191,11 @@ export const placed = (placement: Placement.Shape): Shape => {
 const newOperationId = () => `rp_${crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
 
 export const make = (sql: Sql.Sql): Shape => {
-  const query = <T>(text: string, ...params: Array<unknown>) => Effect.mapError(sql.all<T>(Sql.statement(text, ...params)), unavailable)
+  const query = <S extends Sql.Row>(row: S, text: string, ...params: Array<unknown>) => Effect.mapError(sql.all(row, Sql.statement(text, ...params)), unavailable)
 
   const get = Effect.fn("DeadLetterStore.get")(function*(scope: Scope, id: string) {
-    const rows = yield* query<Summary & { readonly stack: string | null; readonly original_message: string; readonly history: string }>(
+    const rows = yield* query(
+      DetailRow,
       `SELECT ${summaryColumns}, stack, original_message, history FROM dead_messages WHERE id = ?${scope.tenantId !== null ? " AND tenant_id = ?" : ""}`,
       id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
     )
@@ -199,7 +210,8 @@ export const make = (sql: Sql.Sql): Shape => {
 
   /** Claims open records (or stale claims) for a replay; returns the claimed rows. */
   const claim = (scope: Scope, ids: ReadonlyArray<string>, operationId: string) =>
-    Effect.flatMap(Effect.all([Time.now, Time.ago(staleClaimMs)]), ([now, staleBefore]) => query<{ id: string; queue: string; tenant_id: string | null; original_message: string }>(
+    Effect.flatMap(Effect.all([Time.now, Time.ago(staleClaimMs)]), ([now, staleBefore]) => query(
+      Claimable,
       `UPDATE dead_messages SET status = 'replaying', resolved_by = ?, resolved_at = ?, replay_operation_id = ?
        WHERE id IN (SELECT value FROM json_each(?))${scope.tenantId !== null ? " AND tenant_id = ?" : ""}
          AND (status = 'open' OR (status = 'replaying' AND resolved_at < ?))
@@ -261,7 +273,8 @@ export const make = (sql: Sql.Sql): Shape => {
       const found = new Set<string>()
       for (let i = 0; i < keys.length; i += heldPerStatement) {
         const pairs = keys.slice(i, i + heldPerStatement).map((k) => [k.tenant_id, k.idempotency_key])
-        const rows = yield* query<{ tenant_id: string; idempotency_key: string }>(
+        const rows = yield* query(
+          TenantKey,
           `SELECT DISTINCT tenant_id, idempotency_key FROM dead_messages
            WHERE queue = ? AND status <> 'replayed'
              AND (tenant_id, idempotency_key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
@@ -278,7 +291,8 @@ export const make = (sql: Sql.Sql): Shape => {
         return yield* new Failure.InvalidInput({ code: "invalid_query", message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
       }
       const clauses = [w.sql, cursor ? `${w.sql ? "AND" : "WHERE"} (received_at, id) < (?, ?)` : ""].join(" ")
-      const rows = yield* query<Summary>(
+      const rows = yield* query(
+        Summary,
         `SELECT ${summaryColumns} FROM dead_messages ${clauses} ORDER BY received_at DESC, id DESC LIMIT ?`,
         ...w.params, ...(cursor ?? []), page.limit + 1
       )
@@ -299,7 +313,7 @@ export const make = (sql: Sql.Sql): Shape => {
     }),
     replayMatching: Effect.fn("DeadLetterStore.replayMatching")(function*(scope, filters, given) {
       const w = where(scope, { ...filters, status: "open" })
-      const rows = yield* query<{ id: string }>(`SELECT id FROM dead_messages ${w.sql} ORDER BY received_at LIMIT ?`, ...w.params, maxBulk)
+      const rows = yield* query(Id, `SELECT id FROM dead_messages ${w.sql} ORDER BY received_at LIMIT ?`, ...w.params, maxBulk)
       const operationId = given ?? newOperationId()
       if (rows.length === 0) return { operation_id: operationId, count: 0, waves: 0 }
       const claimed = yield* claim(scope, rows.map((r) => r.id), operationId)
@@ -310,7 +324,8 @@ export const make = (sql: Sql.Sql): Shape => {
     resolve: Effect.fn("DeadLetterStore.resolve")(function*(scope, id, action, note) {
       const current = yield* get(scope, id)
       const now = yield* Time.now
-      const changed = yield* query<{ id: string }>(
+      const changed = yield* query(
+        Id,
         `UPDATE dead_messages SET status = ?, resolved_by = ?, resolved_at = ?, history = json_insert(history, '$[#]', json(?))
          WHERE id = ? AND status = 'open'${scope.tenantId !== null ? " AND tenant_id = ?" : ""} RETURNING id`,
         action, scope.actor, now, historyEntry(now, action, scope.actor, { note }), id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
@@ -321,11 +336,11 @@ export const make = (sql: Sql.Sql): Shape => {
       return yield* get(scope, id)
     }),
     reopen: Effect.fn("DeadLetterStore.reopen")(function*(scope, id, note) {
-      yield* Effect.flatMap(Time.now, (now) => Effect.asVoid(query(
+      yield* Effect.flatMap(Time.now, (now) => Effect.asVoid(Effect.mapError(sql.run(Sql.statement(
         `UPDATE dead_messages SET status = 'open', resolved_by = NULL, resolved_at = NULL, history = json_insert(history, '$[#]', json(?))
          WHERE id = ? AND status = 'skipped'${scope.tenantId !== null ? " AND tenant_id = ?" : ""}`,
         historyEntry(now, "skip_failed", scope.actor, { note }), id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
-      )))
+      )), unavailable)))
     })
   }
 }

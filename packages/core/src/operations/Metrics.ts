@@ -18,6 +18,7 @@
 import { and, inArray, lt } from "drizzle-orm"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import type * as Failure from "../failures/Failure.js"
@@ -192,28 +193,34 @@ export const quantile = (counts: ReadonlyArray<number>, bounds: ReadonlyArray<nu
   return null
 }
 
-export interface RollupRow {
-  readonly queue: string
-  readonly batches: number
-  readonly received: number
-  readonly acked: number
-  readonly retried: number
-  readonly dead_lettered: number
-  /** JSON object: reason → count (`{}` in rows written before it was recorded). */
-  readonly dead_lettered_by_reason?: string
-  readonly sent?: number
-  readonly depth_max?: number | null
-  readonly duration_ms_sum: number
-  readonly duration_ms_max: number
-  readonly batch_size_max: number
-  /** JSON array of batch counts by `batchSizeBounds` (`[]` in rows written before it was recorded). */
-  readonly batch_size_histogram?: string
-  /** JSON object: group → the deepest backlog a batch of that group queue reported in the minute (`{}`: none, or ungrouped). */
-  readonly depth_by_group?: string
-  readonly lag_histogram: string
-  readonly duration_histogram: string
-  readonly minute: string
-}
+/**
+ * A minute's row of `queue_metrics`. `dead_lettered_by_reason`: JSON object, reason → count (`{}` in rows written
+ * before it was recorded); `batch_size_histogram`: JSON array of batch counts by `batchSizeBounds` (`[]` before);
+ * `depth_by_group`: JSON object, group → the deepest backlog a batch of that group queue reported in the minute.
+ */
+export const RollupRow = Schema.Struct({
+  queue: Schema.String,
+  batches: Schema.Number,
+  received: Schema.Number,
+  acked: Schema.Number,
+  retried: Schema.Number,
+  dead_lettered: Schema.Number,
+  dead_lettered_by_reason: Schema.optional(Schema.String),
+  sent: Schema.optional(Schema.Number),
+  depth_max: Schema.optional(Schema.NullOr(Schema.Number)),
+  duration_ms_sum: Schema.Number,
+  duration_ms_max: Schema.Number,
+  batch_size_max: Schema.Number,
+  batch_size_histogram: Schema.optional(Schema.String),
+  depth_by_group: Schema.optional(Schema.String),
+  lag_histogram: Schema.String,
+  duration_histogram: Schema.String,
+  minute: Schema.String
+})
+export type RollupRow = typeof RollupRow.Type
+
+const OpenCount = Schema.Struct({ queue: Schema.String, n: Schema.Number })
+const ReasonCount = Schema.Struct({ queue: Schema.String, reason: Schema.String, n: Schema.Number })
 
 export type QueueHealth = {
   readonly queue: string
@@ -437,7 +444,7 @@ const write = (ownPoint?: Sample) =>
     ]
     // Never empty: `record` has just added a rollup, `flushPending` writes only a tally that holds something.
     // One statement alone is a `run`; more, one `batch`: one round trip either way.
-    const written: Effect.Effect<unknown, Failure.Unavailable> = statements.length === 1 ? sql.run(statements[0]!) : sql.batch(statements)
+    const written: Effect.Effect<unknown, Sql.SqlFailure> = statements.length === 1 ? sql.run(statements[0]!) : sql.batch(statements)
     yield* written.pipe(
       Effect.andThen(Effect.forEach(points, (p) => analytics.writeDataPoint(p), { discard: true })),
       Effect.catch((error) =>
@@ -487,7 +494,7 @@ export const recordSent = Effect.fn("Metrics.recordSent")(function*(sent: Readon
   const analytics = yield* AnalyticsEngine
   const at = new Date(yield* Clock.currentTimeMillis)
   const statements = [...counted].map(([queue, n]) => sentUpsert(queue, n, at)).map((s) => Sql.statement(s.sql, ...s.params))
-  const written: Effect.Effect<unknown, Failure.Unavailable> = statements.length === 1 ? sql.run(statements[0]!) : sql.batch(statements)
+  const written: Effect.Effect<unknown, Sql.SqlFailure> = statements.length === 1 ? sql.run(statements[0]!) : sql.batch(statements)
   yield* written.pipe(
     Effect.andThen(Effect.forEach(counted, ([queue, n]) => analytics.writeDataPoint(sentDataPoint(queue, n)), { discard: true })),
     Effect.catch((error) => Effect.logError(`messages sent could not be recorded: ${error.message}`))
@@ -550,19 +557,23 @@ export const readHealth = Effect.fn("Metrics.readHealth")(function*(since: strin
   const sql = yield* Sql.PlatformDatabase
   const queues = yield* Queues
   const firstMinute = new Date(Math.floor(Date.parse(since) / 60_000) * 60_000).toISOString()
-  const [rollup, pending] = yield* sql.batch([
-    Sql.statement("SELECT * FROM queue_metrics WHERE minute >= ? ORDER BY minute", firstMinute),
-    LedgerTopology.pendingCount
-  ])
-  const dead = yield* Placement.everywhere(Effect.flatMap(Effect.service(Sql.ReadDatabase), (read) => read.batch([
-    Sql.statement("SELECT queue, COUNT(*) AS n FROM dead_messages WHERE status = 'open' GROUP BY queue"),
-    Sql.statement("SELECT queue, reason, COUNT(*) AS n FROM dead_messages WHERE received_at >= ? GROUP BY queue, reason", since)
-  ])))
+  const rollupRead = Sql.statement("SELECT * FROM queue_metrics WHERE minute >= ? ORDER BY minute", firstMinute)
+  const [rollup, pending] = yield* sql.batch([rollupRead, LedgerTopology.pendingCount])
+  const rollupRows = yield* Sql.decodeRows("the platform database", RollupRow, rollupRead, rollup!.rows)
+  const [pendingRow] = yield* Sql.decodeRows("the platform database", Sql.Count, LedgerTopology.pendingCount, pending!.rows)
+  const openRead = Sql.statement("SELECT queue, COUNT(*) AS n FROM dead_messages WHERE status = 'open' GROUP BY queue")
+  const reasonsRead = Sql.statement("SELECT queue, reason, COUNT(*) AS n FROM dead_messages WHERE received_at >= ? GROUP BY queue, reason", since)
+  const dead = yield* Placement.everywhere(Effect.flatMap(Effect.service(Sql.ReadDatabase), (read) =>
+    Effect.flatMap(read.batch([openRead, reasonsRead]), ([open, reasons]) =>
+      Effect.all([
+        Sql.decodeRows(`the ${read.role} database`, OpenCount, openRead, open!.rows),
+        Sql.decodeRows(`the ${read.role} database`, ReasonCount, reasonsRead, reasons!.rows)
+      ]))))
   const openByQueue = new Map<string, number>()
-  for (const [open] of dead) for (const r of open!.rows as ReadonlyArray<{ queue: string; n: number }>) openByQueue.set(r.queue, (openByQueue.get(r.queue) ?? 0) + r.n)
+  for (const [open] of dead) for (const r of open) openByQueue.set(r.queue, (openByQueue.get(r.queue) ?? 0) + r.n)
   const byReason = new Map<string, Record<string, number>>()
   for (const [, reasons] of dead) {
-    for (const r of reasons!.rows as ReadonlyArray<{ queue: string; reason: string; n: number }>) {
+    for (const r of reasons) {
       const current = byReason.get(r.queue) ?? {}
       byReason.set(r.queue, { ...current, [r.reason]: (current[r.reason] ?? 0) + r.n })
     }
@@ -571,12 +582,12 @@ export const readHealth = Effect.fn("Metrics.readHealth")(function*(since: strin
   return {
     queues: health(
       RetryPolicy.all,
-      rollup!.rows as ReadonlyArray<unknown> as ReadonlyArray<RollupRow>,
+      rollupRows,
       openByQueue,
       byReason,
       backlogs
     ),
-    relayPendingShards: (pending!.rows[0] as { n: number } | undefined)?.n ?? 0
+    relayPendingShards: pendingRow?.n ?? 0
   }
 })
 

@@ -14,6 +14,7 @@ import type { Fact } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import { Ledger } from "../ledger/Ledger.js"
 import * as Placement from "../placement/Placement.js"
+import * as Schema from "effect/Schema"
 import { ProjectionStore } from "../projections/ProjectionStore.js"
 import { Registry } from "../registry/Registry.js"
 import type * as RegistryModule from "../registry/Registry.js"
@@ -25,11 +26,8 @@ export const latest = (registry: RegistryModule.Shape) => <F extends Fact>(fact:
 }
 
 /** The accepted message that started a chain, if its key is still kept. */
-export interface Cause {
-  readonly message_type: string
-  readonly subject: string
-  readonly accepted_at: string
-}
+export const Cause = Schema.Struct({ message_type: Schema.String, subject: Schema.String, accepted_at: Schema.String })
+export type Cause = typeof Cause.Type
 
 /** The chain of `factId` in the tenant's facts (in `subject`'s stream when given); NotFound when it is not there. */
 export const trace = Effect.fn("Trace.trace")(function*(tenantId: string, factId: string, subject?: string | undefined) {
@@ -62,7 +60,7 @@ export const trace = Effect.fn("Trace.trace")(function*(tenantId: string, factId
   }
   // The key may have expired (AcceptedKeys' prune) or its read fail: the chain stands without it.
   const accepted = yield* Placement.reading(tenantId)(Effect.flatMap(Effect.service(ProjectionStore), (store) =>
-    store.query<Cause>({
+    store.query(Cause, {
       sql: "SELECT message_type, subject, accepted_at FROM accepted_keys WHERE tenant_id = ? AND idempotency_key = ?",
       params: [tenantId, root]
     }).pipe(Effect.orElseSucceed((): ReadonlyArray<Cause> => []))))

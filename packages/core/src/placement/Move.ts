@@ -31,6 +31,7 @@ import { type BatchPayload, TenantId } from "@factline/schemas"
 import { MoveView, phases as movePhases } from "../api/Tenants.js"
 import * as Failure from "../failures/Failure.js"
 import * as Sql from "../platform/Sql.js"
+import * as SqliteMaster from "../tables/SqliteMaster.js"
 import * as Time from "../platform/Time.js"
 import { Registry } from "../registry/Registry.js"
 import * as Projection from "../definitions/Projection.js"
@@ -80,20 +81,31 @@ interface Progress {
   readonly dropped?: Readonly<Record<string, TableProgress>>
 }
 
-export interface Row {
-  readonly id: string
-  readonly tenant_id: string
-  readonly from_database: number
-  readonly to_database: number
-  readonly phase: Phase
-  readonly copied: string
-  readonly verified: string | null
-  readonly error: string | null
-  readonly started_by: string
-  readonly started_at: string
-  readonly updated_at: string
-  readonly finished_at: string | null
-}
+/** A move's row in `tenant_moves`. */
+export const Row = Schema.Struct({
+  id: Schema.String,
+  tenant_id: Schema.String,
+  from_database: Schema.Number,
+  to_database: Schema.Number,
+  phase: Schema.Literals(phases),
+  copied: Schema.String,
+  verified: Schema.NullOr(Schema.String),
+  error: Schema.NullOr(Schema.String),
+  started_by: Schema.String,
+  started_at: Schema.String,
+  updated_at: Schema.String,
+  finished_at: Schema.NullOr(Schema.String)
+})
+export type Row = typeof Row.Type
+
+const Database = Schema.Struct({ database: Schema.Number })
+const Id = Schema.Struct({ id: Schema.String })
+const Found = Schema.Struct({ found: Schema.Number })
+const PlacementState = Schema.Struct({ database: Schema.Number, frozen_since: Schema.NullOr(Schema.String), removed_at: Schema.NullOr(Schema.String) })
+/** A row of any tenant table, copied as it is (its columns are the table's: SQLite values). */
+const TableRow = Schema.Record(Schema.String, Schema.Unknown)
+/** A table's summary: its row count, every column's total length, every numeric column's sum. */
+const Summary = Schema.Record(Schema.String, Schema.Number)
 
 /** What the API shows of a move: the description's (`@factline/core/api`) `TenantMove`. */
 export const View = MoveView
@@ -137,19 +149,19 @@ export const tablesToMove = Effect.map(Effect.service(Registry), (registry) => [
 /** A move's record, by id. */
 export const find = Effect.fn("Move.find")(function*(id: string) {
   const platform = yield* Sql.PlatformDatabase
-  return yield* Effect.mapError(platform.first<Row>(Sql.statement("SELECT * FROM tenant_moves WHERE id = ?", id)), unavailable)
+  return yield* Effect.mapError(platform.first(Row, Sql.statement("SELECT * FROM tenant_moves WHERE id = ?", id)), unavailable)
 })
 
 /** A tenant's moves, newest first (at most 100). */
 export const list = Effect.fn("Move.list")(function*(tenantId: string) {
   const platform = yield* Sql.PlatformDatabase
-  return yield* Effect.mapError(platform.all<Row>(Sql.statement("SELECT * FROM tenant_moves WHERE tenant_id = ? ORDER BY started_at DESC, id DESC LIMIT 100", tenantId)), unavailable)
+  return yield* Effect.mapError(platform.all(Row, Sql.statement("SELECT * FROM tenant_moves WHERE tenant_id = ? ORDER BY started_at DESC, id DESC LIMIT 100", tenantId)), unavailable)
 })
 
 /** The move in progress (of any tenant, or of `tenantId`), if any. */
 export const active = Effect.fn("Move.active")(function*(tenantId?: string) {
   const platform = yield* Sql.PlatformDatabase
-  return yield* Effect.mapError(platform.first<Row>(tenantId === undefined
+  return yield* Effect.mapError(platform.first(Row, tenantId === undefined
     ? Sql.statement("SELECT * FROM tenant_moves WHERE phase IN ('frozen', 'copying', 'switched') ORDER BY started_at LIMIT 1")
     : Sql.statement("SELECT * FROM tenant_moves WHERE tenant_id = ? AND phase IN ('frozen', 'copying', 'switched') LIMIT 1", tenantId)), unavailable)
 })
@@ -164,13 +176,13 @@ export const start = Effect.fn("Move.start")(function*(tenantId: string, to: num
   if (!Number.isInteger(to) || to < 0 || to >= shape.databases.length) {
     return yield* new Failure.InvalidInput({ message: `to_database must be a read database index from 0 to ${shape.databases.length - 1}`, problems: [{ path: "to_database", message: `must be 0 to ${shape.databases.length - 1}` }] })
   }
-  const placement = yield* Effect.mapError(platform.first<{ database: number }>(Sql.statement("SELECT database FROM tenant_placements WHERE tenant_id = ?", tenantId)), unavailable)
+  const placement = yield* Effect.mapError(platform.first(Database, Sql.statement("SELECT database FROM tenant_placements WHERE tenant_id = ?", tenantId)), unavailable)
   if (!placement) return yield* new Failure.NotFound({ message: `tenant ${tenantId} is not placed yet (nothing to move): place it with PUT /v1/tenants/${tenantId}/placement` })
   if (placement.database === to) return yield* new Failure.Conflict({ message: `tenant ${tenantId} is already on read database ${to}` })
   if (shape.databases[placement.database]!.identity === shape.databases[to]!.identity) {
     return yield* new Failure.Conflict({ message: `read databases ${placement.database} and ${to} are the same database` })
   }
-  const rebuilding = yield* Effect.mapError(platform.first<{ id: string }>(Sql.statement("SELECT id FROM projection_rebuilds WHERE status = 'running' LIMIT 1")), unavailable)
+  const rebuilding = yield* Effect.mapError(platform.first(Id, Sql.statement("SELECT id FROM projection_rebuilds WHERE status = 'running' LIMIT 1")), unavailable)
   if (rebuilding) return yield* new Failure.Conflict({ message: `a rebuild is running (${rebuilding.id}); move the tenant when it has finished` })
   const id = `mv_${(yield* Time.millis).toString(36)}_${crypto.randomUUID().slice(0, 8)}`
   const now = yield* Time.now
@@ -214,12 +226,12 @@ export interface Removed {
 /** The tables among `tables` that hold a row of `tenantId` in `sql` (a table the database lacks holds none). */
 const tablesHolding = (sql: Sql.Sql, tables: ReadonlyArray<string>, tenantId: string) =>
   Effect.gen(function*() {
-    const present = yield* Effect.mapError(sql.all<{ name: string }>(Sql.statement(
+    const present = yield* Effect.mapError(sql.all(SqliteMaster.Name, Sql.statement(
       "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (SELECT value FROM json_each(?))", JSON.stringify(tables)
     )), unavailable)
     if (present.length === 0) return []
     // One statement per table, in one round trip (a compound SELECT over every table exceeds D1's term limit).
-    const found = yield* Effect.mapError(sql.batch<{ found: number }>(present.map((t) => Sql.statement(`SELECT 1 AS found FROM ${q(t.name)} WHERE tenant_id = ? LIMIT 1`, tenantId))), unavailable)
+    const found = yield* Effect.mapError(sql.batch(present.map((t) => Sql.statement(`SELECT 1 AS found FROM ${q(t.name)} WHERE tenant_id = ? LIMIT 1`, tenantId)), Found), unavailable)
     return present.filter((_, i) => (found[i]?.rows.length ?? 0) > 0).map((t) => t.name)
   })
 
@@ -231,7 +243,8 @@ const tablesHolding = (sql: Sql.Sql, tables: ReadonlyArray<string>, tenantId: st
 export const removePlacement = Effect.fn("Move.removePlacement")(function*(tenantId: string) {
   const shape = yield* TenantPlacement
   const platform = yield* Sql.PlatformDatabase
-  const placement = yield* Effect.mapError(platform.first<{ database: number; frozen_since: string | null; removed_at: string | null }>(
+  const placement = yield* Effect.mapError(platform.first(
+    PlacementState,
     Sql.statement("SELECT database, frozen_since, removed_at FROM tenant_placements WHERE tenant_id = ?", tenantId)
   ), unavailable)
   const named = JSON.stringify(tenantId.slice(0, 100))
@@ -267,17 +280,13 @@ interface Meta {
 
 const permanent = (message: string) => new Failure.PermanentError({ reason: "permanent_failure", message })
 
-interface Column {
-  readonly tbl: string
-  readonly name: string
-  readonly type: string
-  readonly pk: number
-}
+const Column = Schema.Struct({ tbl: Schema.String, name: Schema.String, type: Schema.String, pk: Schema.Number })
+type Column = typeof Column.Type
 
 /** Every column of the listed tables in one database, in one query: by table (a table it lacks is absent). */
 const columnsIn = (sql: Sql.Sql, tables: ReadonlyArray<string>) =>
   Effect.map(
-    sql.all<Column>(Sql.statement(
+    sql.all(Column, Sql.statement(
       `SELECT m.name AS tbl, p.name AS name, p.type AS type, p.pk AS pk
        FROM sqlite_master m JOIN pragma_table_info(m.name) p
        WHERE m.type = 'table' AND m.name IN (SELECT value FROM json_each(?)) ORDER BY m.name, p.cid`,
@@ -320,7 +329,7 @@ const metasOf = (source: Sql.Sql, target: Sql.Sql, tables: ReadonlyArray<string>
 const page = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string, after: ReadonlyArray<unknown> | null, limit: number) => {
   const key = meta.key.map(q).join(", ")
   const cursor = after === null ? "" : ` AND (${key}) > (${meta.key.map(() => "?").join(", ")})`
-  return sql.all<Record<string, unknown>>(Sql.statement(
+  return sql.all(TableRow, Sql.statement(
     `SELECT ${meta.columns.map(q).join(", ")} FROM ${q(table)} WHERE tenant_id = ?${cursor} ORDER BY ${key} LIMIT ${limit}`,
     tenantId, ...(after ?? [])
   ))
@@ -347,7 +356,7 @@ const deletePage = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string, l
 /** The tenant's rows of `table` summarised: count, total length of every column, sum of every numeric column. */
 const summary = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string) =>
   Effect.map(
-    sql.first<Record<string, number>>(Sql.statement(
+    sql.first(Summary, Sql.statement(
       `SELECT COUNT(*) AS "rows", ${meta.columns.map((c, i) => `TOTAL(LENGTH(${q(c)})) AS "l${i}"`).join(", ")}${
         meta.numeric.map((c, i) => `, TOTAL(${q(c)}) AS "s${i}"`).join("")
       } FROM ${q(table)} WHERE tenant_id = ?`,

@@ -23,20 +23,26 @@
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import * as Sql from "../platform/Sql.js"
 import * as Failure from "../failures/Failure.js"
 import { ReadDatabases } from "../platform/Bindings.js"
 
-export interface Placement {
-  readonly tenantId: string
-  /** Index of the tenant's read database (`FACTLINE_READ_DB_<n>`). */
-  readonly database: number
-  readonly placedAt: string
-  /** Since when a move holds the tenant's writes (its last copy), or null. */
-  readonly frozenSince: string | null
-}
+/**
+ * A tenant's placement, as the map's reads alias its row: `database` is the index of the tenant's read database
+ * (`FACTLINE_READ_DB_<n>`); `frozenSince` since when a move holds the tenant's writes (its last copy), or null.
+ */
+export const Placement = Schema.Struct({
+  tenantId: Schema.String,
+  database: Schema.Number,
+  placedAt: Schema.String,
+  frozenSince: Schema.NullOr(Schema.String)
+})
+export type Placement = typeof Placement.Type
+
+const DatabaseCount = Schema.Struct({ database: Schema.Number, n: Schema.Number })
 
 export interface Shape {
   /** The platform database (it may also be read database 0). */
@@ -46,13 +52,13 @@ export interface Shape {
   /** Every distinct database that may hold tenant rows: the read databases, then the platform database if it is not one of them. */
   readonly everywhere: ReadonlyArray<Sql.Sql>
   /** The placement of each tenant, placing tenants seen for the first time (one platform round trip for all the unknown ones). */
-  readonly placements: (tenantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Placement>, Failure.Unavailable>
+  readonly placements: (tenantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Placement>, Sql.SqlFailure>
   /** Places an unplaced tenant on `database` (an operator's choice); a placed tenant keeps its database (Conflict). */
-  readonly place: (tenantId: string, database: number) => Effect.Effect<Placement, Failure.Unavailable | Failure.Conflict | Failure.InvalidInput>
+  readonly place: (tenantId: string, database: number) => Effect.Effect<Placement, Sql.SqlFailure | Failure.InvalidInput>
   /** How many tenants each read database holds, by index (removed placements not counted). */
-  readonly counts: () => Effect.Effect<ReadonlyArray<number>, Failure.Unavailable>
+  readonly counts: () => Effect.Effect<ReadonlyArray<number>, Sql.SqlFailure>
   /** The current placements (removed ones left out) by tenant id, at most `limit`. */
-  readonly list: (limit: number) => Effect.Effect<ReadonlyArray<Placement>, Failure.Unavailable>
+  readonly list: (limit: number) => Effect.Effect<ReadonlyArray<Placement>, Sql.SqlFailure>
   /** Drops this isolate's cached placements of these tenants: their next use reads the platform database. */
   readonly forget: (tenantIds: ReadonlyArray<string>) => void
   /** How long an isolate trusts a placement it read, in milliseconds (a held one: at most `heldCacheMs`). */
@@ -118,7 +124,7 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
       if (unknown.length > 0) {
         if (open.length === 0) return yield* new Failure.Unavailable({ service: "the placement map", message: "no read database is open to new tenants (FACTLINE_READ_DBS_OPEN)" })
         const tenants = JSON.stringify(unknown)
-        const [, recorded] = yield* Effect.mapError(platform.batch<Placement>([
+        const [, recorded] = yield* Effect.mapError(platform.batch([
           Sql.statement(
             `INSERT INTO tenant_placements (tenant_id, database, placed_at)
              SELECT t.value, (SELECT o.value FROM json_each(?2) o
@@ -128,7 +134,7 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
             tenants, JSON.stringify(open), new Date(now).toISOString()
           ),
           rows(tenants)
-        ]), unavailable)
+        ], Placement), unavailable)
         remember(recorded!.rows, now)
       }
       const out = new Map<string, Placement>()
@@ -147,7 +153,7 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
         return yield* new Failure.InvalidInput({ message: `database must be a read database index from 0 to ${databases.length - 1}`, problems: [{ path: "database", message: `must be 0 to ${databases.length - 1}` }] })
       }
       const now = yield* Clock.currentTimeMillis
-      const [, recorded] = yield* Effect.mapError(platform.batch<Placement>([
+      const [, recorded] = yield* Effect.mapError(platform.batch([
         // A removed placement comes back where it was: placing it elsewhere is a move, as for any placed tenant.
         Sql.statement(
           `INSERT INTO tenant_placements (tenant_id, database, placed_at) VALUES (?, ?, ?)
@@ -155,7 +161,7 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
           tenantId, database, new Date(now).toISOString()
         ),
         rows(JSON.stringify([tenantId]))
-      ]), unavailable)
+      ], Placement), unavailable)
       const placement = recorded!.rows[0]!
       remember([placement], now)
       if (placement.database !== database) {
@@ -164,13 +170,13 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
       return placement
     }),
     list: Effect.fn("Placement.list")(function*(limit) {
-      return yield* Effect.mapError(platform.all<Placement>(Sql.statement(
+      return yield* Effect.mapError(platform.all(Placement, Sql.statement(
         "SELECT tenant_id AS tenantId, database, placed_at AS placedAt, frozen_since AS frozenSince FROM tenant_placements WHERE removed_at IS NULL ORDER BY tenant_id LIMIT ?",
         limit
       )), unavailable)
     }),
     counts: Effect.fn("Placement.counts")(function*() {
-      const rows = yield* Effect.mapError(platform.all<{ database: number; n: number }>(Sql.statement("SELECT database, COUNT(*) AS n FROM tenant_placements WHERE removed_at IS NULL GROUP BY database")), unavailable)
+      const rows = yield* Effect.mapError(platform.all(DatabaseCount, Sql.statement("SELECT database, COUNT(*) AS n FROM tenant_placements WHERE removed_at IS NULL GROUP BY database")), unavailable)
       const counts = databases.map(() => 0)
       for (const r of rows) if (r.database < counts.length) counts[r.database] = r.n
       return counts
@@ -195,7 +201,7 @@ const doorOf = (shape: Shape, placement: Placement, write: boolean) =>
   write && placement.frozenSince !== null ? Effect.fail(held(placement.tenantId)) : Effect.succeed(shape.databases[placement.database]!)
 
 /** The tenant's read database (placing the tenant on first use); for a write, refused while a move holds it. */
-export const door = (shape: Shape, tenantId: string, write: boolean): Effect.Effect<Sql.Sql, Failure.Unavailable> =>
+export const door = (shape: Shape, tenantId: string, write: boolean): Effect.Effect<Sql.Sql, Sql.SqlFailure> =>
   Effect.flatMap(shape.placements([tenantId]), (placements) => doorOf(shape, placements.get(tenantId)!, write))
 
 /** The items by their tenant's read database (input order within each), and the items of tenants whose writes are held. */
@@ -247,7 +253,7 @@ export const perDatabase = <S>(make: (sql: Sql.Sql) => S): (sql: Sql.Sql) => S =
 }
 
 const scope = (tenantId: string, write: boolean) =>
-<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Failure.Unavailable, Exclude<R, Sql.ReadDatabase> | TenantPlacement> =>
+<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Sql.SqlFailure, Exclude<R, Sql.ReadDatabase> | TenantPlacement> =>
   Effect.flatMap(Effect.service(TenantPlacement), (shape) => Effect.provideServiceEffect(effect, Sql.ReadDatabase, door(shape, tenantId, write)))
 
 /** Runs `effect` over the tenant's read database, for reads (a tenant being moved is read from its current database). */
@@ -270,7 +276,7 @@ export const byDatabase = <T, O, E, R>(
   tenantOf: (item: T) => string,
   keyOf: (item: T) => string,
   run: (items: ReadonlyArray<T>) => Effect.Effect<ReadonlyMap<string, O>, E, R>,
-  refused: (error: Failure.Unavailable) => O
+  refused: (error: Sql.SqlFailure) => O
 ): Effect.Effect<ReadonlyMap<string, O>, E, Exclude<R, Sql.ReadDatabase> | TenantPlacement> =>
   Effect.gen(function*() {
     const shape = yield* TenantPlacement

@@ -30,6 +30,7 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as Layer from "effect/Layer"
 import { tenantKey } from "@factline/schemas"
 import { getTableName } from "drizzle-orm"
@@ -72,19 +73,19 @@ export interface Shape {
     tenantId: string,
     entries: ReadonlyArray<Entry>,
     now: string
-  ) => Effect.Effect<ReadonlyMap<string, string>, Failure.Unavailable>
+  ) => Effect.Effect<ReadonlyMap<string, string>, Sql.SqlFailure>
   /**
    * Binds each `(tenant, key)` of `entries` not seen before to its hash (the first
    * entry of a key wins when one batch carries two), and returns the hash every
    * key is bound to now, by `claimKey(tenant, key)`.
    */
-  readonly claim: (entries: ReadonlyArray<Claim>, now: string) => Effect.Effect<ReadonlyMap<string, Claimed>, Failure.Unavailable>
+  readonly claim: (entries: ReadonlyArray<Claim>, now: string) => Effect.Effect<ReadonlyMap<string, Claimed>, Sql.SqlFailure>
   /**
    * Walks the next `limit` keys of each database (by primary key, from where the last call stopped; after the
    * last key, from the first again) and forgets those accepted before `before` (ISO-8601); returns how many
    * were deleted. A forgotten key may be bound to a new payload afterwards.
    */
-  readonly prune: (before: string, limit: number, now: string) => Effect.Effect<number, Failure.Unavailable>
+  readonly prune: (before: string, limit: number, now: string) => Effect.Effect<number, Sql.SqlFailure>
 }
 
 export class AcceptedKeys extends Context.Service<AcceptedKeys, Shape>()("@factline/core/AcceptedKeys") {
@@ -195,6 +196,11 @@ const parseCursor = (after: string | null | undefined): readonly [string, string
 
 const unavailable = Failure.unavailable("the idempotency store")
 
+const SweepCursor = Schema.Struct({ after: Schema.NullOr(Schema.String), pass_started_at: Schema.String })
+const Key = Schema.Struct({ tenant_id: Schema.String, idempotency_key: Schema.String })
+const BoundRow = Schema.Struct({ tenant_id: Schema.String, idempotency_key: Schema.String, payload_hash: Schema.String, accepted_at: Schema.String })
+const StoredRow = Schema.Struct({ idempotency_key: Schema.String, payload_hash: Schema.String })
+
 /** The store routed by tenant to each tenant's read database. */
 export const placed = (placement: Placement.Shape): Shape => {
   const on = Placement.perDatabase(make)
@@ -218,9 +224,10 @@ export const placed = (placement: Placement.Shape): Shape => {
 export const make = (sql: Sql.Sql): Shape => ({
   prune: Effect.fn("AcceptedKeys.prune")(function*(before, limit, now) {
     const window = Math.max(1, Math.floor(limit))
-    const stored = yield* sql.first<{ after: string | null; pass_started_at: string }>(Sql.statement(selectCursor, sweep))
+    const stored = yield* sql.first(SweepCursor, Sql.statement(selectCursor, sweep))
     const after = parseCursor(stored?.after)
-    const end = yield* sql.first<{ tenant_id: string; idempotency_key: string }>(
+    const end = yield* sql.first(
+      Key,
       Sql.statement(selectWindowEnd(after === undefined), after?.[0] ?? null, after?.[1] ?? null, window - 1)
     )
     // The window ends at its last key (the next call starts after it), or at the table's end (the next call starts over).
@@ -238,10 +245,10 @@ export const make = (sql: Sql.Sql): Shape => ({
       JSON.stringify(rows.map((e) => [e.tenant_id, e.idempotency_key, e.payload_hash, e.message_type, e.subject]))
     )
     // One batch (one round trip, one transaction): every claim first, then what each key is bound to.
-    return yield* sql.batch<{ tenant_id: string; idempotency_key: string; payload_hash: string; accepted_at: string }>([
+    return yield* sql.batch([
       ...chunks.map((rows) => Sql.statement(claimUnseen, rows, now)),
       ...chunks.map((rows) => Sql.statement(selectBound, rows))
-    ]).pipe(
+    ], BoundRow).pipe(
       Effect.map((results) => {
         const bound = new Map<string, Bound>()
         for (const result of results.slice(chunks.length)) {
@@ -259,10 +266,10 @@ export const make = (sql: Sql.Sql): Shape => ({
     )
     const all = JSON.stringify(entries.map((e) => [e.idempotency_key, e.payload_hash]))
     // One batch (one round trip, one transaction): every SELECT first, so they see the state before this request.
-    return yield* sql.batch<{ idempotency_key: string; payload_hash: string }>([
+    return yield* sql.batch([
       ...chunks.map((rows) => Sql.statement(selectStored, tenantId, rows)),
       ...chunks.map((rows) => Sql.statement(insertUnlessConflict, tenantId, rows, all, now))
-    ]).pipe(
+    ], StoredRow).pipe(
       Effect.map((results) => {
         const stored = new Map<string, string>()
         for (const result of results.slice(0, chunks.length)) {

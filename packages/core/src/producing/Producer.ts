@@ -100,7 +100,7 @@ export class QueueSendFailed extends Schema.TaggedError<QueueSendFailed>()("Queu
   get details() { return { sent: this.sent, not_sent: this.not_sent } }
 }
 
-export type ProducerError = Failure.InvalidInput | IdempotencyConflict | QueueSendFailed | Failure.Unavailable
+export type ProducerError = Failure.InvalidInput | IdempotencyConflict | QueueSendFailed | Failure.Unavailable | Failure.Bug | Failure.Conflict
 
 /** One input of an `accept` call: its envelope as sent, and whether it repeats an accepted (or earlier) copy. */
 export interface AcceptedItem {

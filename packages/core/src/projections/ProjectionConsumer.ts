@@ -26,6 +26,7 @@
  * facts, found fact by fact (all of those writers for one fact in one round trip).
  */
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as Result from "effect/Result"
 import type { Fact, FactPayload } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
@@ -39,10 +40,8 @@ import * as FactsCopy from "./FactsCopy.js"
 import * as ProjectionStore from "./ProjectionStore.js"
 import * as Placement from "../placement/Placement.js"
 
-export interface ActiveRebuild {
-  readonly projection: string
-  readonly shadow_table: string
-}
+export const ActiveRebuild = Schema.Struct({ projection: Schema.String, shadow_table: Schema.String })
+export type ActiveRebuild = typeof ActiveRebuild.Type
 
 export const activeRebuilds: Projection.Sql = {
   sql: "SELECT projection, shadow_table FROM projection_rebuilds WHERE status = 'running'",
@@ -144,7 +143,7 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
   const store = yield* ProjectionStore.ProjectionStore
   const factsCopy = yield* FactsCopy.FactsCopySetting
   const outcomes = new Map<string, Consumer.Outcome>()
-  const rebuilds = yield* Effect.orElseSucceed(store.query<ActiveRebuild>(activeRebuilds), () => null)
+  const rebuilds = yield* Effect.orElseSucceed(store.query(ActiveRebuild, activeRebuilds), () => null)
   if (rebuilds === null) {
     for (const item of items) outcomes.set(item.key, Consumer.failed(new Failure.TransientError({ message: "could not read running rebuilds" })))
     return outcomes
@@ -167,7 +166,7 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
     const before = writeFailures.get(key)
     writeFailures.set(key, before === undefined ? { error, permanent } : { error: `${before.error}; ${error}`, permanent: before.permanent && permanent })
   }
-  // Writers that failed for another reason than a missing table: their facts one by one, so one bad fact does
+  // Writers that failed for another reason than a missing table (the door's classification: a Bug naming it): their facts one by one, so one bad fact does
   // not hold back the rest. While another writer could write, each failed writer on its own (its failures are
   // its own, named by it); when none could (the store is down, most likely), every failed writer's statements
   // for a fact in one transaction — one round trip per fact, not one per writer and fact.
@@ -182,7 +181,7 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
     // The facts this projection writes something for (a mapping may return nothing for a fact).
     const mine = readable.filter(({ value }) => p.byType.has(value.fact.type) && oneFact(p, value.fact, rebuilds).length > 0)
     const why = ProjectionStore.notMigratedMessage(p)
-    console.error(JSON.stringify({ level: "error", message: "projection not migrated", projection: p.name, table: Projection.tableName(p), facts: mine.length, error }))
+    console.error(JSON.stringify({ level: "error", message: "projection not migrated", projection: p.name, table: Projection.tableName(p), facts: mine.length, error: error.message }))
     for (const { key, value } of mine) {
       failWrite(key, `projection_not_migrated: ${why}; ${value.fact.type} fact ${value.fact.fact_id} was applied to the facts copy, if copied, and every other projection; apply the migration, then replay this dead letter (or let the projection catch up)`, true)
     }
@@ -197,7 +196,8 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
   for (const writers of noneWrote ? [retried] : retried.map((g) => [g])) {
     if (writers.length === 0) continue
     const alone = yield* store.writeEach(readable.map(({ key, value }) => ({ key, statements: statementsOf(writers, value.fact) })))
-    for (const [key, e] of alone) failWrite(key, `${writers.map(nameOf).join(", ")}: ${e}`, false)
+    // Permanent when the door says the statement cannot succeed (a constraint, a bug), retried when D1 was down.
+    for (const [key, e] of alone) failWrite(key, `${writers.map(nameOf).join(", ")}: ${e.message}`, !e.retryable)
   }
   readable.forEach(({ key, value }, index) => {
     const failedWrite = writeFailures.get(key)

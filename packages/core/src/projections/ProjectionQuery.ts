@@ -19,7 +19,7 @@ import * as Result from "effect/Result"
 import type { Issues } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
 import * as Cursor from "../tables/Cursor.js"
-import { ProjectionStore } from "./ProjectionStore.js"
+import { ProjectionStore, Values } from "./ProjectionStore.js"
 
 /** The page size of `GET /v1/facts` and `GET /v1/projections/:name` without a `limit`. */
 export const defaultLimit = 50
@@ -52,7 +52,7 @@ export interface Page {
 }
 
 /** Runs a page's query on the read database in scope (the caller's tenant's: Placement.reading): its rows, one past the page when there is a next. */
-export const run = (page: Page) => Effect.flatMap(Effect.service(ProjectionStore), (store) => store.query<Record<string, unknown>>(page.sql))
+export const run = (page: Page) => Effect.flatMap(Effect.service(ProjectionStore), (store) => store.query(Values, page.sql))
 
 const page = (limit: number, keyColumns: ReadonlyArray<string>, sql: Projection.Sql): Page => ({
   sql,

@@ -29,6 +29,7 @@
  * a refusal never names a batch its caller could not read.
  */
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as Result from "effect/Result"
 import type { BatchPayload } from "@factline/schemas"
 import { Ledger } from "../ledger/Ledger.js"
@@ -41,6 +42,7 @@ import { ProjectionStore } from "./ProjectionStore.js"
 import * as Failure from "../failures/Failure.js"
 import * as Time from "../platform/Time.js"
 import * as Sql from "../platform/Sql.js"
+import * as SqliteMaster from "../tables/SqliteMaster.js"
 import * as Placement from "../placement/Placement.js"
 import * as Move from "../placement/Move.js"
 
@@ -50,24 +52,27 @@ export const factsPerWrite = Projection.factsPerStatement
 /** Platform operations run under this tenant id on the batch queue. */
 export const platformTenant = "factline"
 
-export interface RebuildRecord {
-  readonly id: string
-  /** The tenant of the token that started the rebuild: the only one that reads this record. */
-  readonly tenant_id: string
-  readonly projection: string
-  readonly shadow_table: string
-  readonly status: "running" | "completed" | "failed"
-  readonly shards_total: number
-  readonly shards_done: number
-  readonly facts_replayed: number
-  /** Replayed facts the mapping threw for, left out of the rebuilt table. */
-  readonly facts_failed: number
-  /** The first of them (fact id, type, stream) and the mapping's error. */
-  readonly first_failure: string | null
-  readonly error: string | null
-  readonly started_at: string
-  readonly finished_at: string | null
-}
+/**
+ * A rebuild's row in `projection_rebuilds`. `tenant_id`: the tenant of the token that started it, the only one
+ * that reads it; `facts_failed`: replayed facts the mapping threw for, left out of the rebuilt table;
+ * `first_failure`: the first of them (fact id, type, stream) and the mapping's error.
+ */
+export const RebuildRecord = Schema.Struct({
+  id: Schema.String,
+  tenant_id: Schema.String,
+  projection: Schema.String,
+  shadow_table: Schema.String,
+  status: Schema.Literals(["running", "completed", "failed"]),
+  shards_total: Schema.Number,
+  shards_done: Schema.Number,
+  facts_replayed: Schema.Number,
+  facts_failed: Schema.Number,
+  first_failure: Schema.NullOr(Schema.String),
+  error: Schema.NullOr(Schema.String),
+  started_at: Schema.String,
+  finished_at: Schema.NullOr(Schema.String)
+})
+export type RebuildRecord = typeof RebuildRecord.Type
 
 export interface SliceItem {
   readonly projection: string
@@ -80,7 +85,7 @@ const q = (identifier: string) => `"${identifier.replace(/"/g, '""')}"`
 const ddl = (table: string) =>
   Effect.gen(function*() {
     const store = yield* ProjectionStore
-    const rows = yield* store.query<{ type: string; sql: string }>({
+    const rows = yield* store.query(SqliteMaster.Definition, {
       sql: "SELECT type, sql FROM sqlite_master WHERE tbl_name = ? AND sql IS NOT NULL ORDER BY type DESC",
       params: [table]
     })
@@ -94,14 +99,16 @@ export const shadowStatement = (live: string, shadow: string) =>
 
 const unavailable = Failure.unavailable("the rebuild records")
 
+const Running = Schema.Struct({ id: Schema.String, tenant_id: Schema.String })
+
 /** The record by id, whoever started it: for the batch consumer only, never for a caller. */
 const find = (id: string) =>
-  Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) => Effect.mapError(sql.first<RebuildRecord>(Sql.statement("SELECT * FROM projection_rebuilds WHERE id = ?", id)), unavailable))
+  Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) => Effect.mapError(sql.first(RebuildRecord, Sql.statement("SELECT * FROM projection_rebuilds WHERE id = ?", id)), unavailable))
 
 /** The record, if it exists and `tenantId` started it: another tenant's batch reads as missing. */
 export const get = Effect.fn("Rebuild.get")(function*(tenantId: string, id: string) {
   const sql = yield* Sql.PlatformDatabase
-  return yield* Effect.mapError(sql.first<RebuildRecord>(Sql.statement("SELECT * FROM projection_rebuilds WHERE id = ? AND tenant_id = ?", id, tenantId)), unavailable)
+  return yield* Effect.mapError(sql.first(RebuildRecord, Sql.statement("SELECT * FROM projection_rebuilds WHERE id = ? AND tenant_id = ?", id, tenantId)), unavailable)
 })
 
 /**
@@ -112,7 +119,7 @@ export const page = Effect.fn("Rebuild.page")(function*(tenantId: string, option
   const sql = yield* Sql.PlatformDatabase
   const { status, cursor, limit } = options
   const clauses = ["tenant_id = ?", ...(status !== undefined ? ["status = ?"] : []), ...(cursor ? ["(started_at, id) < (?, ?)"] : [])]
-  return yield* Effect.mapError(sql.all<RebuildRecord>(Sql.statement(
+  return yield* Effect.mapError(sql.all(RebuildRecord, Sql.statement(
     `SELECT * FROM projection_rebuilds WHERE ${clauses.join(" AND ")} ORDER BY started_at DESC, id DESC LIMIT ?`,
     tenantId, ...(status !== undefined ? [status] : []), ...(cursor ?? []), limit
   )), unavailable)
@@ -135,7 +142,7 @@ export const start = Effect.fn("Rebuild.start")(function*(projectionName: string
   const platform = yield* Sql.PlatformDatabase
   const p = registry.projection(projectionName)
   if (!p) return yield* new Failure.NotFound({ message: `no projection "${projectionName}"` })
-  const running = yield* Effect.mapError(platform.first<{ id: string; tenant_id: string }>(Sql.statement(
+  const running = yield* Effect.mapError(platform.first(Running, Sql.statement(
     "SELECT id, tenant_id FROM projection_rebuilds WHERE projection = ? AND status = 'running'", p.name
   )), unavailable)
   const moving = yield* Move.active()

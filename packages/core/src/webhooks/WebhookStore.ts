@@ -11,6 +11,7 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { Issues } from "@factline/schemas"
 import { tenantKey } from "@factline/schemas"
 import * as Sql from "../platform/Sql.js"
@@ -97,12 +98,12 @@ export interface Shape {
   /** The stored delivery messages of the endpoint's failed deliveries since `since`, marked pending again. */
   readonly recover: (tenantId: string, id: string, since: string) => Effect.Effect<ReadonlyArray<unknown>, Failure.Any | Secrets.SecretsKeyError>
   /** Enabled and disabled endpoints of these tenants, with their signing secrets (cached per isolate). */
-  readonly configsFor: (tenantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, ReadonlyArray<EndpointConfig>>, Failure.Unavailable | Secrets.SecretsKeyError>
+  readonly configsFor: (tenantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, ReadonlyArray<EndpointConfig>>, Sql.SqlFailure | Secrets.SecretsKeyError>
   readonly invalidate: (tenantId: string) => void
   /** The recorded state of these deliveries (one query), by `tenant/delivery_id`. */
-  readonly deliveryStates: (keys: ReadonlyArray<{ readonly tenant_id: string; readonly delivery_id: string }>) => Effect.Effect<ReadonlyMap<string, DeliveryState>, Failure.Unavailable>
+  readonly deliveryStates: (keys: ReadonlyArray<{ readonly tenant_id: string; readonly delivery_id: string }>) => Effect.Effect<ReadonlyMap<string, DeliveryState>, Sql.SqlFailure>
   /** Records a batch of attempts in ONE transaction; returns the endpoints it disabled (`tenant/id`). */
-  readonly record: (batch: RecordBatch) => Effect.Effect<ReadonlySet<string>, Failure.Unavailable>
+  readonly record: (batch: RecordBatch) => Effect.Effect<ReadonlySet<string>, Sql.SqlFailure>
   /** Resolves `event_types` / `fact_types` against the catalog (the API passes the registry's). */
   readonly settings: Settings
 }
@@ -195,24 +196,48 @@ export const maxDescription = 1_000
 /** The highest `max_per_second` and `max_in_flight` an endpoint may set. */
 export const maxRateLimit = 1_000
 
-interface Row {
-  tenant_id: string
-  id: string
-  url: string
-  description: string | null
-  event_types: string
-  enabled: number
-  version: number
-  secret_sealed: string
-  previous_secret_sealed: string | null
-  previous_secret_expires_at: string | null
-  disabled_reason: string | null
-  failing_since: string | null
-  max_per_second: number | null
-  max_in_flight: number | null
-  created_at: string
-  updated_at: string
-}
+/** An endpoint's row in `webhook_endpoints`. */
+const Row = Schema.Struct({
+  tenant_id: Schema.String,
+  id: Schema.String,
+  url: Schema.String,
+  description: Schema.NullOr(Schema.String),
+  event_types: Schema.String,
+  enabled: Schema.Number,
+  version: Schema.Number,
+  secret_sealed: Schema.String,
+  previous_secret_sealed: Schema.NullOr(Schema.String),
+  previous_secret_expires_at: Schema.NullOr(Schema.String),
+  disabled_reason: Schema.NullOr(Schema.String),
+  failing_since: Schema.NullOr(Schema.String),
+  max_per_second: Schema.NullOr(Schema.Number),
+  max_in_flight: Schema.NullOr(Schema.Number),
+  created_at: Schema.String,
+  updated_at: Schema.String
+})
+type Row = typeof Row.Type
+
+/** An attempt's row (`succeeded` and `throttled` are stored as 0/1). */
+const StoredAttempt = Schema.Struct({
+  attempted_at: Schema.String,
+  delivery_id: Schema.String,
+  attempt: Schema.Number,
+  event_type: Schema.String,
+  fact_id: Schema.String,
+  succeeded: Schema.Number,
+  status_code: Schema.NullOr(Schema.Number),
+  duration_ms: Schema.Number,
+  response_snippet: Schema.NullOr(Schema.String),
+  error: Schema.NullOr(Schema.String),
+  throttled: Schema.Number
+})
+const FailedDelivery = Schema.Struct({ delivery_id: Schema.String, message: Schema.String })
+const StoredState = Schema.Struct({
+  tenant_id: Schema.String,
+  delivery_id: Schema.String,
+  status: Schema.Literals(["pending", "succeeded", "failing", "failed", "skipped"]),
+  attempts: Schema.Number
+})
 
 const toEndpoint = (row: Row): Endpoint => ({
   id: row.id,
@@ -238,11 +263,11 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Shape 
   const cap = settings.endpointsPerTenant ?? defaultEndpointsPerTenant
   const cache = new Map<string, { at: number; configs: ReadonlyArray<EndpointConfig> }>()
   const key = () => Effect.tryPromise({ try: () => Secrets.importKey(settings.secretsKey), catch: (e) => e as Secrets.SecretsKeyError })
-  const query = <T>(text: string, ...params: Array<unknown>) => Effect.mapError(sql.all<T>(Sql.statement(text, ...params)), unavailable)
+  const query = <S extends Sql.Row>(row: S, text: string, ...params: Array<unknown>) => Effect.mapError(sql.all(row, Sql.statement(text, ...params)), unavailable)
   const run = (statements: ReadonlyArray<Sql.Statement>) => Effect.mapError(sql.batch(statements), unavailable)
 
   const row = (tenantId: string, id: string) =>
-    Effect.flatMap(query<Row>("SELECT * FROM webhook_endpoints WHERE tenant_id = ? AND id = ?", tenantId, id), (rows) =>
+    Effect.flatMap(query(Row, "SELECT * FROM webhook_endpoints WHERE tenant_id = ? AND id = ?", tenantId, id), (rows) =>
       rows[0] ? Effect.succeed(rows[0]) : Effect.fail(new Failure.NotFound({ message: `no webhook endpoint ${JSON.stringify(id.slice(0, 100))}` })))
 
   /** Validates the fields given (all required on create); problems name the field and the rule. */
@@ -335,7 +360,7 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Shape 
       if (page.after !== undefined && !after) {
         return yield* new Failure.InvalidInput({ code: "invalid_query", message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
       }
-      const rows = yield* query<Row>(
+      const rows = yield* query(Row, 
         `SELECT * FROM webhook_endpoints WHERE tenant_id = ? ${after ? "AND (created_at, id) > (?, ?)" : ""} ORDER BY created_at, id LIMIT ?`,
         tenantId, ...(after ?? []), page.limit + 1
       )
@@ -381,12 +406,12 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Shape 
       const now = yield* Time.millis
       // Compare-and-swap on the version read: a rotation (or any change) that landed in between makes this one
       // a loser (409), so the secret it would answer is never one that a third rotation silently pushed out.
-      const [result] = yield* Effect.mapError(sql.batch<Row>([
+      const [result] = yield* Effect.mapError(sql.batch([
         Sql.statement(
           `UPDATE webhook_endpoints SET secret_sealed = ?, previous_secret_sealed = secret_sealed, previous_secret_expires_at = ?, version = version + 1, updated_at = ?
            WHERE tenant_id = ? AND id = ? AND version = ? RETURNING *`
         , sealed, new Date(now + overlap).toISOString(), new Date(now).toISOString(), tenantId, id, current.version)
-      ]), unavailable)
+      ], Row), unavailable)
       cache.delete(tenantId)
       const updated = result?.rows[0]
       if (updated === undefined) {
@@ -401,7 +426,8 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Shape 
         if (!before) return yield* new Failure.InvalidInput({ message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
       }
       // `succeeded` and `throttled` are stored as 0/1.
-      const rows = yield* query<Omit<AttemptRow, "succeeded" | "throttled"> & { readonly succeeded: number; readonly throttled: number }>(
+      const rows = yield* query(
+        StoredAttempt,
         `SELECT attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error, throttled
          FROM webhook_attempts WHERE tenant_id = ? AND endpoint_id = ?
          ${before ? "AND (attempted_at, delivery_id, attempt) < (?, ?, ?)" : ""}
@@ -418,7 +444,8 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Shape 
     recover: Effect.fn("WebhookStore.recover")(function*(tenantId, id, since) {
       const endpoint = yield* row(tenantId, id)
       if (endpoint.enabled !== 1) return yield* new Failure.Conflict({ message: `endpoint ${id} is disabled (${endpoint.disabled_reason ?? "by an admin"}); enable it before recovering` })
-      const rows = yield* query<{ delivery_id: string; message: string }>(
+      const rows = yield* query(
+        FailedDelivery,
         `SELECT delivery_id, message FROM webhook_deliveries
          WHERE tenant_id = ? AND endpoint_id = ? AND status = 'failed' AND last_attempted_at >= ? ORDER BY last_attempted_at LIMIT 10000`,
         tenantId, id, since
@@ -436,7 +463,8 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Shape 
       if (keys.length === 0) return new Map<string, DeliveryState>() as ReadonlyMap<string, DeliveryState>
       return yield* Effect.map(
         // json_each first (CROSS JOIN keeps that order), then the primary key per pair: no scan.
-        query<{ tenant_id: string; delivery_id: string; status: DeliveryState["status"]; attempts: number }>(
+        query(
+          StoredState,
           `SELECT d.tenant_id, d.delivery_id, d.status, d.attempts FROM json_each(?) AS k
            CROSS JOIN webhook_deliveries AS d ON d.tenant_id = json_extract(k.value, '$[0]') AND d.delivery_id = json_extract(k.value, '$[1]')`,
           JSON.stringify(keys.map((k) => [k.tenant_id, k.delivery_id]))
@@ -505,7 +533,7 @@ export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Shape 
       const now = yield* Time.millis
       const missing = [...new Set(tenantIds)].filter((t) => (cache.get(t)?.at ?? -Infinity) + ttl <= now)
       if (missing.length > 0) {
-        const rows = yield* query<Row>("SELECT * FROM webhook_endpoints WHERE tenant_id IN (SELECT value FROM json_each(?))", JSON.stringify(missing))
+        const rows = yield* query(Row, "SELECT * FROM webhook_endpoints WHERE tenant_id IN (SELECT value FROM json_each(?))", JSON.stringify(missing))
         const k = rows.length > 0 ? yield* key() : undefined
         const configs = yield* Effect.forEach(rows, (r) =>
           Effect.tryPromise({
