@@ -1,7 +1,8 @@
 /**
- * The factline HTTP API as its clients call it: the one file that knows each route's method, path, query
- * parameters and body, and reads its answer. `Client` (emits and typed reads), the `factline` command of
- * @factline/workers and the dashboard call the API through it, so a route that changes changes here, once.
+ * The factline HTTP API written by hand, route by route: each route's method, path, query parameters and
+ * body, and how its answer is read. Only the `factline` command of @factline/workers still calls the API
+ * through it, until it moves onto `Api` — the client derived from the description, which `Client` and the
+ * dashboard use — and this file (with packages/workers/src/Requests.test.ts) is deleted.
  *
  * ```ts
  * const api = Requests.make({ baseUrl: "https://factline.example.com", token })
@@ -9,9 +10,8 @@
  * await api.skipDeadLetter({ params: { id: data[0]!.id }, body: { reason: "re-filed by support" } })
  * ```
  *
- * The routes are the platform's own description (the `HttpApiEndpoint`s of @factline/workers, served as
- * `GET /openapi.json`), written down here rather than imported: that description sits beside Cloudflare and
- * Hono code this package must not pull in. `packages/workers/src/Requests.test.ts` holds the two together:
+ * The routes are the platform's own description (`@factline/core/api`, served as `GET /openapi.json`),
+ * written down again here. `packages/workers/src/Requests.test.ts` holds the two together:
  * it fails when a route here — its name, method, path, query parameters, body media type, success status, or
  * a field its answer is read for — is not what the description says.
  *

@@ -1,11 +1,12 @@
 /**
- * The client's request layer (`Requests` of @factline/client, which `Client`, the `factline` command and the
- * dashboard call the API through) against the API's description: the OpenAPI document generated from the
+ * The hand-written request layer (`Requests` of @factline/client, which only the `factline` command still
+ * calls the API through; `Client` and the dashboard use `Api`, derived from the description) against the
+ * API's description: the OpenAPI document generated from the
  * endpoints (`http/Routes.ts`, the document GET /openapi.json serves). Each route the client calls must be
  * an operation of it under the same name — method, path, every query parameter, the body's media type, the
  * success status — and every field the client reads of a success must be one the document promises, of the
- * same type. The client cannot import the description (it sits beside Cloudflare and Hono code), so this is
- * what keeps the two from drifting: renaming a route, a parameter or a field fails here.
+ * same type. Until the command moves onto `Api` (and this file and Requests.ts go), this is what keeps the
+ * two from drifting: renaming a route, a parameter or a field fails here.
  */
 import { Schema } from "effect"
 import { OpenApi } from "effect/http-api"
