@@ -233,9 +233,10 @@ describe("set-based projection writes", () => {
     const refused = await storedFact(unique("call"), 3, "charge", { call_id: "x" })
     const outcomes = await apply([...good, refused])
     expect(outcomes.slice(0, 4)).toEqual([done, done, done, done])
-    expect(outcomes[4]).toMatchObject({ _tag: "Failure", failure: { retryable: true } })
+    // A constraint violation cannot succeed on a retry (the SQL door classifies it a Conflict): dead-lettered at once.
+    expect(outcomes[4]).toMatchObject({ _tag: "Failure", failure: { retryable: false } })
     // Both projections it breaks are named (calls: no amount; buyer_budgets: no buyer), each with D1's error.
-    expect((outcomes[4] as any).failure.message).toMatch(/^projection write failed: projection "calls": .*NOT NULL.*; projection "buyer_budgets": .*NOT NULL/)
+    expect((outcomes[4] as any).failure.message).toMatch(/^projection "calls": .*NOT NULL constraint failed.*; projection "buyer_budgets": .*NOT NULL constraint failed/)
     expect(await budget(buyer)).toEqual({ spent_cents: 0, charges: 1, refunds: 1 })
     expect(await callRow(good[0]!.stream)).toMatchObject({ buyer_id: buyer, qualified: 1, charged_cents: 500, refunded_cents: 500 })
     // One projection's failure is its own: the copy has the fact (retrying it changes nothing there).
