@@ -198,3 +198,39 @@ test("files over 300 lines and functions over 100 lines are listed with their si
   assert.doesNotMatch(out, /Short\.ts:1/)
   assert.match(out, /the target is 8 \(issue 36\)/)
 })
+
+test("undecoded row casts: reads with a type argument and casts right after a read are listed, one per line; schema reads and declarations are not", () => {
+  const { out } = check({
+    "packages/core/src/ledger/Rows.ts": [
+      "export const a = 1",
+      'export const count = (sql: any) => sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM facts").one().n',
+      "export const facts = (sql: any) =>",
+      "  sql",
+      "    .exec<FactRow & { outbox_id: number; tags: Array<Map<string, number>> }>(\"SELECT * FROM outbox\")",
+      "    .toArray()",
+      'export const d1 = async (db: any) => (await db.prepare("SELECT 1").all<Record<string, unknown>>()).results',
+      'export const first = (db: any) => db.prepare("SELECT 1 AS n").first<number>("n")',
+      'export const raw = (statement: any) => statement.raw<[string]>()',
+      'export const cast = async (statement: any) => (await statement.all()).results as Array<FactRow>',
+      'export const one = (sql: any) => sql.exec("SELECT 1 AS n").one() as { n: number }',
+      'export const listed = (cursor: any) => cursor.toArray()[0] as FactRow',
+      ""
+    ].join("\n"),
+    "packages/core/src/consuming/Inbox.ts": [
+      "// sql.exec<FactRow>(…) and .all() as Row in a comment do not count",
+      'export const text = "db.prepare(s).all<Row>()"',
+      "export const rows = (sql: any, Row: any, s: any) => [sql.all(Row, s), sql.first(Row, s), sql.batch([s], Row)]",
+      "export const exec = (sql: any) => sql.exec(\"SELECT 1\").toArray() as unknown",
+      "export const tuple = (r: any) => r.results as const",
+      "export class Statement { async all<T = Record<string, unknown>>(): Promise<Array<T>> { return [] } raw<T>(): Array<T> { return [] } }",
+      ""
+    ].join("\n")
+  }, "--report")
+  assert.match(out, /^(ok|FAIL) +undecoded row casts +8 +\d+$/m)
+  for (const line of [2, 5, 7, 8, 9, 10, 11, 12]) assert.ok(out.includes(`   packages/core/src/ledger/Rows.ts:${line}  `), `expected Rows.ts:${line} in\n${out}`)
+  assert.doesNotMatch(out, /packages\/core\/src\/consuming\/Inbox\.ts:\d/)
+  const casts = Array.from({ length: 17 }, (_, i) => `export const n${i} = (sql: any) => sql.exec<{ n: number }>("SELECT ${i} AS n").one().n\n`).join("")
+  const over = check({ "packages/core/src/ledger/Rows.ts": casts })
+  assert.equal(over.status, 1, over.out)
+  assert.match(over.out, /^FAIL +undecoded row casts +17 +\d+$/m)
+})

@@ -54,7 +54,7 @@ export const d1 = (db: D1Database, counts: Counts): D1Database => {
           return async (column?: string) => {
             counts.d1RoundTrips++
             counts.d1Statements++
-            const row = addMeta(counts, await target.all<Record<string, unknown>>()).results[0] ?? null
+            const row = addMeta(counts, await target.all()).results[0] ?? null
             return column === undefined || row === null ? row : row[column]
           }
         }

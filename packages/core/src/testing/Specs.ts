@@ -272,7 +272,7 @@ class ProjectionRun {
     const columns = Projection.visibleColumns(p).filter((c) => c !== "tenant_id")
     const booleans = new Set(Projection.booleanColumns(p))
     const order = ["tenant_id", ...p.key].map((c) => `"${c}"`).join(", ")
-    const { results } = await platform.db.prepare(`SELECT * FROM "${Projection.tableName(p)}" ORDER BY ${order}`).all<Record<string, unknown>>()
+    const { results } = await platform.db.prepare(`SELECT * FROM "${Projection.tableName(p)}" ORDER BY ${order}`).all()
     const rows = results.map((row) => Object.fromEntries(columns.map((c) => [c, booleans.has(c) && row[c] !== null ? row[c] === 1 : row[c]])))
     return { rows, failures }
   }
