@@ -69,7 +69,7 @@ try {
         const assets = ["_headers", "dashboard.html", "docs.html", "static/dashboard.js", "static/dashboard.css", "static/docs.js", "static/scalar/standalone.js"]
         const missing = assets.filter((file) => !listing.includes(`package/dist/assets/${file}`))
         expect(missing.length === 0, `${tgz} lacks the static assets ${missing.join(", ")}`)
-        for (const cli of ["new-module.mjs", "generate.mjs", "DrizzleAnswers.cjs", "operate.mjs"]) expect(listing.includes(`package/cli/${cli}`), `${tgz} lacks cli/${cli}`)
+        for (const cli of ["factline.js", "new-module.js", "generate.js", "DrizzleAnswers.cjs", "operate.js"]) expect(listing.includes(`package/dist/cli/${cli}`), `${tgz} lacks dist/cli/${cli}`)
       }
       // The template's own tests ship (they are the new app's); the packages' tests do not.
       expect(!listing.split("\n").some((f) => !f.startsWith("package/template/") && /\.test\.(ts|mjs)$/.test(f)), `${tgz} ships test files`)

@@ -24,7 +24,7 @@ import { fileURLToPath } from "node:url"
 import * as LocalStack from "./LocalStack.mjs"
 
 const app = join(dirname(fileURLToPath(import.meta.url)), "..")
-const cliPath = join(app, "..", "..", "packages", "workers", "cli", "factline.mjs")
+const cliPath = join(app, "..", "..", "packages", "workers", "cli", "factline.ts")
 const sources = join(app, "..", "..", "scripts", "NodeSources.mjs")
 const artifacts = join(app, ".artifacts")
 const state = mkdtempSync(join(tmpdir(), "factline-browser-"))

@@ -172,7 +172,7 @@ try {
   check("the start-up notice names the facts of the last 10 min and the recover command",
     notice.lines.some((l) => /\d+ facts appended in the last 10 min may not have reached their queues — run `npm run factline -- recover --since 10m/.test(l)), notice.lines.join(" | "))
 
-  const recover = () => execFileSync(process.execPath, ["--import", "./scripts/NodeSources.mjs", "packages/workers/cli/factline.mjs", "recover", "--since", "10m", "--url", stack.base, "--token", StartupCheck.platformToken], { cwd: root, encoding: "utf8" })
+  const recover = () => execFileSync(process.execPath, ["--import", "./scripts/NodeSources.mjs", "packages/workers/cli/factline.ts", "recover", "--since", "10m", "--url", stack.base, "--token", StartupCheck.platformToken], { cwd: root, encoding: "utf8" })
   const first = recover()
   console.log(first.trim().split("\n").map((l) => `  $ factline recover --since 10m: ${l}`).join("\n"))
   check("factline recover reports the facts it relayed again", /\d+ fact\(s\) appended since .* relayed again/.test(first), first)

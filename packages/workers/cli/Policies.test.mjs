@@ -3,8 +3,8 @@ import { readFileSync } from "node:fs"
 import { describe, expect, it } from "vitest"
 import { PayloadStore } from "@factline/core"
 import { RetryPolicy } from "@factline/core/runtime"
-import * as Policies from "./Policies.mjs"
-import * as WranglerConfig from "./WranglerConfig.mjs"
+import * as Policies from "./Policies.ts"
+import * as WranglerConfig from "./WranglerConfig.ts"
 
 describe("the CLI's queue table", () => {
   it("is RetryPolicy.all, queue by queue", () => {

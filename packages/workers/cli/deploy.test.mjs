@@ -8,10 +8,10 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } f
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import * as Deploy from "./deploy.mjs"
-import * as Policies from "./Policies.mjs"
-import * as Tokens from "./tokens.mjs"
-import * as WranglerConfig from "./WranglerConfig.mjs"
+import * as Deploy from "./deploy.ts"
+import * as Policies from "./Policies.ts"
+import * as Tokens from "./tokens.ts"
+import * as WranglerConfig from "./WranglerConfig.ts"
 
 const root = new URL("../../../", import.meta.url).pathname
 const scratch = mkdtempSync(join(tmpdir(), "factline-deploy-test-"))

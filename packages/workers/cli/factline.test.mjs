@@ -9,7 +9,7 @@ import { createServer } from "node:net"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 
-const bin = fileURLToPath(new URL("./factline.mjs", import.meta.url))
+const bin = fileURLToPath(new URL("./factline.ts", import.meta.url))
 const sources = fileURLToPath(new URL("../../../scripts/NodeSources.mjs", import.meta.url))
 
 const factline = (args, env = {}) =>

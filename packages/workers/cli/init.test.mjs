@@ -11,8 +11,8 @@ import { afterAll, describe, expect, it } from "vitest"
 import * as PlatformTables from "@factline/core/tables"
 import * as Assets from "../dashboard/build.mjs"
 import * as Auth from "../src/http/Auth.ts"
-import * as Init from "./init.mjs"
-import * as WranglerConfig from "./WranglerConfig.mjs"
+import * as Init from "./init.ts"
+import * as WranglerConfig from "./WranglerConfig.ts"
 
 const root = new URL("../../../", import.meta.url).pathname
 const scratch = mkdtempSync(join(tmpdir(), "factline-init-"))

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import * as Auth from "../src/http/Auth.ts"
-import * as Tokens from "./tokens.mjs"
+import * as Tokens from "./tokens.ts"
 
 const dir = mkdtempSync(join(tmpdir(), "factline-tokens-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))

@@ -1,3 +1,4 @@
+// @ts-nocheck — converted from .mjs as is; its types are the next step of issue 36 item 2 (until then tsc only compiles it).
 /**
  * The operators' commands of `factline`, against any deployment's HTTP API: queue health, dead letters
  * (list, show, replay one or all matching, skip, escalate), batch jobs (list, show, cancel; import, export,
@@ -14,7 +15,7 @@ import { stat } from "node:fs/promises"
 import { basename } from "node:path"
 import { Readable } from "node:stream"
 import { pipeline } from "node:stream/promises"
-import * as Args from "./Args.mjs"
+import * as Args from "./Args.js"
 import { Conflict, Forbidden, InvalidQuery, InvalidRequest, NotFound, Requests, Unauthorized, Unavailable, UnexpectedResponse } from "@factline/client"
 
 export class UsageError extends Error {}

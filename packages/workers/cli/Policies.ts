@@ -1,12 +1,27 @@
 /**
  * The platform's queues, bindings and consumer settings as plain data, for the CLI (init writes them into
  * wrangler.jsonc, deploy checks a config against them and creates every queue). The source of truth is
- * `@factline/core`'s RetryPolicy table; the CLI runs without a build, so it keeps this copy and
- * `Policies.test.ts` fails when the two differ.
+ * `@factline/core`'s RetryPolicy table; the CLI does not import core's runtime, so it keeps this copy and
+ * `Policies.test.mjs` fails when the two differ.
  */
 
+/** A platform queue: its producer binding, its dead-letter queue and the consumer settings. */
+export interface Queue {
+  readonly queue: string
+  /** Run as one queue per tenant group (`<queue>-<g>`). */
+  readonly grouped?: boolean
+  readonly binding: string
+  readonly deadLetterQueue: string
+  readonly deadLetterBinding: string
+  readonly maxRetries: number
+  readonly maxBatchSize: number
+  readonly maxBatchTimeoutSeconds: number
+  readonly messageRetentionSeconds: number
+  readonly deadLetterRetentionSeconds: number
+}
+
 /** One entry per platform queue: its producer binding, its dead-letter queue and the consumer settings. */
-export const queues = [
+export const queues: ReadonlyArray<Queue> = [
   { queue: "factline-events", grouped: true, binding: "EVENTS_QUEUE", deadLetterQueue: "factline-events-dlq", deadLetterBinding: "EVENTS_DLQ", maxRetries: 5, maxBatchSize: 100, maxBatchTimeoutSeconds: 1, messageRetentionSeconds: 345600, deadLetterRetentionSeconds: 1209600 },
   { queue: "factline-projections", grouped: true, binding: "PROJECTIONS_QUEUE", deadLetterQueue: "factline-projections-dlq", deadLetterBinding: "PROJECTIONS_DLQ", maxRetries: 10, maxBatchSize: 100, maxBatchTimeoutSeconds: 0.5, messageRetentionSeconds: 345600, deadLetterRetentionSeconds: 1209600 },
   { queue: "factline-fact-processing", grouped: true, binding: "FACT_PROCESSING_QUEUE", deadLetterQueue: "factline-fact-processing-dlq", deadLetterBinding: "FACT_PROCESSING_DLQ", maxRetries: 5, maxBatchSize: 100, maxBatchTimeoutSeconds: 0.5, messageRetentionSeconds: 345600, deadLetterRetentionSeconds: 1209600 },
@@ -19,7 +34,7 @@ export const queues = [
  * and group queues (4 days), `deadLetterRetentionSeconds` for its DLQ (14 days, the most Queues allows; seed
  * 001). Deploy creates each queue with it (`--message-retention-period-secs`); undefined for a queue not ours.
  */
-export const retentionOf = (name) => {
+export const retentionOf = (name: string): number | undefined => {
   for (const q of queues) {
     if (name === q.deadLetterQueue) return q.deadLetterRetentionSeconds
     if (name === q.queue || (q.grouped && new RegExp(`^${q.queue}-(0|[1-9][0-9]*)$`).test(name))) return q.messageRetentionSeconds
@@ -28,7 +43,7 @@ export const retentionOf = (name) => {
 }
 
 /** A retention in words: "14 days", "36 hours". */
-export const retentionText = (seconds) => seconds % 86_400 === 0 ? `${seconds / 86_400} days` : `${Math.round(seconds / 3_600)} hours`
+export const retentionText = (seconds: number): string => seconds % 86_400 === 0 ? `${seconds / 86_400} days` : `${Math.round(seconds / 3_600)} hours`
 
 /**
  * Tenant groups of the grouped queues (`FACTLINE_QUEUE_GROUPS` in an environment's vars; default 4): each
@@ -38,14 +53,14 @@ export const retentionText = (seconds) => seconds % 86_400 === 0 ? `${seconds / 
 export const defaultQueueGroups = 4
 
 /** The groups an effective config asks for: its `vars.FACTLINE_QUEUE_GROUPS`, or the default. */
-export const queueGroupsOf = (effective) => {
+export const queueGroupsOf = (effective: { readonly vars?: Record<string, unknown> } | undefined): number => {
   const raw = effective?.vars?.FACTLINE_QUEUE_GROUPS
   const n = raw === undefined || raw === "" ? defaultQueueGroups : Number(raw)
   return Number.isInteger(n) && n >= 1 && n <= 32 ? n : defaultQueueGroups
 }
 
 /** The physical queues of one entry of `queues`: one per group for a grouped queue, else the queue itself. */
-export const physicalQueues = (q, groups = defaultQueueGroups) =>
+export const physicalQueues = (q: Queue, groups: number = defaultQueueGroups): Array<{ readonly queue: string; readonly binding: string }> =>
   q.grouped
     ? Array.from({ length: groups }, (_, g) => ({ queue: `${q.queue}-${g}`, binding: g === 0 ? q.binding : `${q.binding}_${g}` }))
     : [{ queue: q.queue, binding: q.binding }]

@@ -1,12 +1,42 @@
 /**
  * wrangler.jsonc as the platform sees it: parsed (JSONC), narrowed to one wrangler environment, checked
- * against the platform's queues and bindings (`Policies.mjs`), and generated for a new app. It reads and
- * writes files only; talking to Cloudflare is `deploy.mjs`'s job.
+ * against the platform's queues and bindings (`Policies.ts`), and generated for a new app. It reads and
+ * writes files only; talking to Cloudflare is `deploy.ts`'s job.
  */
-import * as Policies from "./Policies.mjs"
+import * as Policies from "./Policies.js"
+
+/** A D1 binding as wrangler.jsonc writes it. */
+export interface Database {
+  readonly binding: string
+  readonly database_name?: string
+  readonly database_id?: string
+  readonly migrations_dir?: string
+}
+
+/** A queue consumer's settings. */
+export interface Consumer {
+  readonly queue: string
+  readonly [setting: string]: unknown
+}
+
+/** The parts of a wrangler config (one environment's, or the top level) the platform reads; anything else kept as is. */
+export interface Config {
+  readonly name?: string
+  readonly account_id?: string
+  readonly env?: Readonly<Record<string, Config>> | undefined
+  readonly vars?: Readonly<Record<string, unknown>>
+  readonly queues?: { readonly producers?: ReadonlyArray<{ readonly queue: string; readonly binding: string }>; readonly consumers?: ReadonlyArray<Consumer> }
+  readonly d1_databases?: ReadonlyArray<Database>
+  readonly r2_buckets?: ReadonlyArray<{ readonly binding: string; readonly bucket_name?: string }>
+  readonly durable_objects?: { readonly bindings?: ReadonlyArray<{ readonly name: string; readonly class_name: string }> }
+  readonly migrations?: ReadonlyArray<{ readonly tag?: string; readonly new_sqlite_classes?: ReadonlyArray<string> }>
+  readonly triggers?: { readonly crons?: ReadonlyArray<string> }
+  readonly ratelimits?: ReadonlyArray<{ readonly name: string; readonly simple?: { readonly period?: unknown } }>
+  readonly [key: string]: unknown
+}
 
 /** Parses JSON with comments and trailing commas (what wrangler accepts in wrangler.jsonc). */
-export const parseJsonc = (text) => {
+export const parseJsonc = (text: string): Config => {
   let out = ""
   for (let i = 0; i < text.length; i++) {
     const c = text[i]
@@ -34,7 +64,7 @@ const notInherited = ["vars", "durable_objects", "d1_databases", "r2_buckets", "
  * The configuration wrangler deploys for `env` (undefined: the top level): inherited keys fall back to the
  * top level, bindings come only from the environment's own section, the name gets wrangler's `-<env>` suffix.
  */
-export const forEnv = (config, env) => {
+export const forEnv = (config: Config, env: string | undefined): Config => {
   if (env === undefined) return { ...config, env: undefined }
   const section = config.env?.[env]
   if (section === undefined) throw new Error(`wrangler config has no env.${env} section (declared: ${Object.keys(config.env ?? {}).join(", ") || "none"})`)
@@ -43,7 +73,7 @@ export const forEnv = (config, env) => {
 }
 
 /** Every queue the configuration produces to or consumes from, in a stable order. */
-export const queueNames = (effective) => {
+export const queueNames = (effective: Config): Array<string> => {
   const names = [...(effective.queues?.producers ?? []).map((p) => p.queue), ...(effective.queues?.consumers ?? []).map((c) => c.queue)]
   return [...new Set(names)]
 }
@@ -53,11 +83,11 @@ export const queueNames = (effective) => {
  * platform queue and DLQ produced to and consumed with the policy's settings, D1, R2, the ledger Durable
  * Object with its SQLite migration, the cron, and no local-only setting. An empty list means it passes.
  */
-export const check = (effective, { deployed = false } = {}) => {
-  const problems = []
+export const check = (effective: Config, { deployed = false }: { readonly deployed?: boolean } = {}): Array<string> => {
+  const problems: Array<string> = []
   const producers = effective.queues?.producers ?? []
   const consumers = effective.queues?.consumers ?? []
-  const hasProducer = (queue, binding) => producers.some((p) => p.queue === queue && p.binding === binding)
+  const hasProducer = (queue: string, binding: string) => producers.some((p) => p.queue === queue && p.binding === binding)
   const groups = Policies.queueGroupsOf(effective)
   for (const q of Policies.queues) {
     for (const { queue, binding } of Policies.physicalQueues(q, groups)) {
@@ -112,26 +142,26 @@ export const check = (effective, { deployed = false } = {}) => {
 }
 
 /** A read database's index from its binding (`FACTLINE_READ_DB_3` → 3); undefined for any other binding. */
-export const readDatabaseIndex = (binding) => {
+export const readDatabaseIndex = (binding: string | undefined): number | undefined => {
   const m = new RegExp(`^${Policies.bindings.readDatabasePrefix}(0|[1-9][0-9]*)$`).exec(binding ?? "")
   return m ? Number(m[1]) : undefined
 }
 
 /** The binding of read database `index`. */
-export const readDatabaseBinding = (index) => `${Policies.bindings.readDatabasePrefix}${index}`
+export const readDatabaseBinding = (index: number): string => `${Policies.bindings.readDatabasePrefix}${index}`
 
 /**
  * The platform's D1 databases of a config, DB first, then the read databases by index; `readDatabases` is
  * how many read databases the Worker sees (read database 0 is DB itself when `FACTLINE_READ_DB_0` is not bound).
  */
-export const databasesOf = (effective) => {
+export const databasesOf = (effective: Config) => {
   const entries = effective.d1_databases ?? []
   const platform = entries.find((d) => d.binding === Policies.bindings.database)
   const reads = entries
     .filter((d) => readDatabaseIndex(d.binding) !== undefined)
-    .map((d) => ({ index: readDatabaseIndex(d.binding), entry: d }))
+    .flatMap((d) => { const index = readDatabaseIndex(d.binding); return index === undefined ? [] : [{ index, entry: d }] })
     .sort((a, b) => a.index - b.index)
-  const highest = reads.length === 0 ? 0 : reads[reads.length - 1].index
+  const highest = reads.length === 0 ? 0 : reads[reads.length - 1]!.index
   return { platform, reads, readDatabases: highest + 1, platformIsReadDatabase0: !reads.some((r) => r.index === 0) }
 }
 
@@ -140,8 +170,8 @@ export const databasesOf = (effective) => {
  * gaps (as Services.ts reads them: a gap fails every request), each with DB's migrations_dir (every database
  * gets every migration) and its own database (distinct names), and FACTLINE_READ_DBS_OPEN naming bound ones.
  */
-const databaseProblems = (effective) => {
-  const problems = []
+const databaseProblems = (effective: Config): Array<string> => {
+  const problems: Array<string> = []
   const { platform, reads, readDatabases } = databasesOf(effective)
   if (!platform) return [`d1_databases: missing the binding ${Policies.bindings.database}`]
   if (!platform.database_name) problems.push(`d1_databases[${platform.binding}]: missing database_name`)
@@ -151,7 +181,7 @@ const databaseProblems = (effective) => {
       problems.push(`d1_databases[${d.binding}]: the Worker reads no such binding: read databases are ${readDatabaseBinding(0)}, ${readDatabaseBinding(1)}, … (no leading zeros)`)
     }
   }
-  const seen = new Set()
+  const seen = new Set<number>()
   for (const { index, entry } of reads) {
     if (seen.has(index)) problems.push(`d1_databases: ${entry.binding} is bound twice`)
     seen.add(index)
@@ -165,7 +195,7 @@ const databaseProblems = (effective) => {
   if (missing.length > 0) {
     problems.push(`d1_databases: ${missing.map(readDatabaseBinding).join(", ")} ${missing.length > 1 ? "are" : "is"} missing but ${readDatabaseBinding(readDatabases - 1)} is bound: number the read databases from 0 without gaps (read database 0 is ${Policies.bindings.database} when ${readDatabaseBinding(0)} is not bound); the Worker refuses every request with a gap`)
   }
-  const byName = new Map()
+  const byName = new Map<string, Array<string>>()
   for (const entry of [platform, ...reads.map((r) => r.entry)]) {
     if (!entry.database_name) continue
     byName.set(entry.database_name, [...(byName.get(entry.database_name) ?? []), entry.binding])
@@ -187,33 +217,33 @@ const databaseProblems = (effective) => {
 }
 
 /** A payload retention in days (a whole number ≥ 1), or undefined when it is not one. */
-export const parseRetentionDays = (raw) => {
+export const parseRetentionDays = (raw: unknown): number | undefined => {
   const n = typeof raw === "number" ? raw : /^\s*[0-9]+\s*$/.test(String(raw)) ? Number(raw) : NaN
   return Number.isInteger(n) && n >= 1 ? n : undefined
 }
 
 /** The Rate Limiting binding of a tier, as the HTTP edge reads it (packages/workers/src/http/RateLimit.ts `bindingOf`). */
-const rateLimitBinding = (tier) => (tier === "default" ? "FACTLINE_RATE_LIMIT" : `FACTLINE_RATE_LIMIT_${tier.toUpperCase()}`)
+const rateLimitBinding = (tier: string) => (tier === "default" ? "FACTLINE_RATE_LIMIT" : `FACTLINE_RATE_LIMIT_${tier.toUpperCase()}`)
 
 /**
  * The per-tenant rate limits (optional: without FACTLINE_RATE_LIMIT nothing is limited): every factline tier
  * counts per 10 s, the Retry-After the edge answers, and every tier FACTLINE_RATE_LIMIT_TIERS names is bound.
  */
-const rateLimitProblems = (effective) => {
-  const problems = []
+const rateLimitProblems = (effective: Config): Array<string> => {
+  const problems: Array<string> = []
   const limits = effective.ratelimits ?? []
   for (const r of limits.filter((r) => String(r.name).startsWith("FACTLINE_RATE_LIMIT"))) {
     if (r.simple?.period !== 10) problems.push(`ratelimits[${r.name}].simple.period is ${JSON.stringify(r.simple?.period)}: factline's rate limits count per 10 s (the Retry-After its 429 answers)`)
   }
   const tiers = effective.vars?.FACTLINE_RATE_LIMIT_TIERS
   if (tiers !== undefined) {
-    let parsed
+    let parsed: unknown
     try {
       parsed = typeof tiers === "string" ? JSON.parse(tiers) : tiers
     } catch {
       return [...problems, "vars.FACTLINE_RATE_LIMIT_TIERS is not JSON (a JSON object of tenant id or \"*\" → tier)"]
     }
-    for (const tier of new Set(Object.values(parsed ?? {}))) {
+    for (const tier of new Set(Object.values(typeof parsed === "object" && parsed !== null ? parsed : {}))) {
       if (tier === "unlimited") continue
       const binding = rateLimitBinding(String(tier))
       if (!limits.some((r) => r.name === binding)) problems.push(`ratelimits: missing ${binding} (tier ${JSON.stringify(tier)} of vars.FACTLINE_RATE_LIMIT_TIERS)`)
@@ -223,10 +253,10 @@ const rateLimitProblems = (effective) => {
 }
 
 /** The D1 databases, R2 bucket and resources of one environment (what deploy creates when missing). */
-export const resources = (effective) => {
+export const resources = (effective: Config) => {
   const { platform, reads, readDatabases, platformIsReadDatabase0 } = databasesOf(effective)
   const bucket = (effective.r2_buckets ?? []).find((b) => b.binding === Policies.bindings.payloads)
-  const database = (entry) => ({ binding: entry.binding, name: entry.database_name, id: entry.database_id, migrationsDir: entry.migrations_dir })
+  const database = (entry: Database) => ({ binding: entry.binding, name: entry.database_name, id: entry.database_id, migrationsDir: entry.migrations_dir })
   return {
     worker: effective.name,
     accountId: effective.account_id,
@@ -247,10 +277,11 @@ export const resources = (effective) => {
  * deploy creates each and writes its id). It never binds `FACTLINE_READ_DB_0` where DB is read database 0 (its
  * tenants' rows are in DB), and refuses fewer than are bound: removing one would strand its tenants.
  */
-export const readDatabasesToAdd = (effective, n) => {
+export const readDatabasesToAdd = (effective: Config, n: number): Array<Database> => {
   const { platform, reads, readDatabases, platformIsReadDatabase0 } = databasesOf(effective)
   if (!Number.isInteger(n) || n < 1 || n > Policies.bindings.maxReadDatabases) throw new Error(`--read-databases must be a whole number from 1 to ${Policies.bindings.maxReadDatabases}`)
   if (n < readDatabases) throw new Error(`--read-databases ${n}: ${readDatabases} are bound already; a read database cannot be removed by deploy (its tenants' rows are there: move them first)`)
+  if (!platform) throw new Error(`d1_databases: missing the binding ${Policies.bindings.database}`)
   const bound = new Set(reads.map((r) => r.index))
   return Array.from({ length: n }, (_, i) => i)
     .filter((i) => !bound.has(i) && !(i === 0 && platformIsReadDatabase0))
@@ -258,7 +289,7 @@ export const readDatabasesToAdd = (effective, n) => {
 }
 
 /** Finds the end (index after `}`) of the JSON object containing `at`, skipping strings. */
-const objectBounds = (text, at) => {
+const objectBounds = (text: string, at: number) => {
   let start = at
   while (start >= 0 && text[start] !== "{") start--
   let end = at
@@ -272,25 +303,26 @@ const objectBounds = (text, at) => {
   return { start, end: end + 1 }
 }
 
-const escapeRegExp = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
 
 /**
  * `text` (wrangler.jsonc) with `entries` added to the d1_databases of `env` (undefined: the top level), one
  * line each after the section's last platform database — comments and layout kept. Throws when that entry
  * cannot be found once in the text (then add them by hand); the result is parsed back and checked.
  */
-export const addDatabases = (text, env, entries) => {
+export const addDatabases = (text: string, env: string | undefined, entries: ReadonlyArray<Database>): string => {
   if (entries.length === 0) return text
   const effective = forEnv(parseJsonc(text), env)
   const { platform, reads } = databasesOf(effective)
-  const last = reads.length > 0 ? reads[reads.length - 1].entry : platform
-  const pattern = new RegExp(`"database_name"\\s*:\\s*"${escapeRegExp(last.database_name)}"`, "g")
+  const last = reads.length > 0 ? reads[reads.length - 1]!.entry : platform
+  if (!last) throw new Error(`d1_databases: missing the binding ${Policies.bindings.database}`)
+  const pattern = new RegExp(`"database_name"\\s*:\\s*"${escapeRegExp(String(last.database_name))}"`, "g")
   const found = [...text.matchAll(pattern)]
   if (found.length !== 1) throw new Error(`could not find where to add the read databases (database_name "${last.database_name}" appears ${found.length} times)`)
-  const { start, end } = objectBounds(text, found[0].index)
+  const { start, end } = objectBounds(text, found[0]!.index)
   const lineStart = text.lastIndexOf("\n", start) + 1
-  const indent = /^[ \t]*/.exec(text.slice(lineStart))[0]
-  const lines = entries.map((e) => `,\n${indent}${renderValue([e], indent).split("\n")[1].trim()}`).join("")
+  const indent = /^[ \t]*/.exec(text.slice(lineStart))?.[0] ?? ""
+  const lines = entries.map((e) => `,\n${indent}${(renderValue([e], indent).split("\n")[1] ?? "").trim()}`).join("")
   const updated = text.slice(0, end) + lines + text.slice(end)
   const after = databasesOf(forEnv(parseJsonc(updated), env))
   for (const e of entries) {
@@ -303,7 +335,7 @@ export const addDatabases = (text, env, entries) => {
  * `text` with the `database_id` of the entry named `name` set to `id` (in the section where `database_name`
  * comes right before `database_id`, as wrangler and factline init write them); undefined when not found.
  */
-export const setDatabaseId = (text, name, id) => {
+export const setDatabaseId = (text: string, name: string, id: string): string | undefined => {
   const pattern = new RegExp(`("database_name"\\s*:\\s*"${escapeRegExp(name)}"\\s*,\\s*"database_id"\\s*:\\s*")[^"]*(")`)
   return pattern.test(text) ? text.replace(pattern, `$1${id}$2`) : undefined
 }
@@ -312,7 +344,13 @@ export const setDatabaseId = (text, name, id) => {
 export const unprovisionedDatabaseId = "00000000-0000-4000-8000-000000000000"
 
 /** The platform's bindings for one environment (generated from Policies, never written by hand). */
-export const platformBindings = ({ databaseName, databaseId = unprovisionedDatabaseId, bucketName, migrationsDir = "migrations", queueGroups = Policies.defaultQueueGroups }) => ({
+export const platformBindings = ({ databaseName, databaseId = unprovisionedDatabaseId, bucketName, migrationsDir = "migrations", queueGroups = Policies.defaultQueueGroups }: {
+  readonly databaseName: string
+  readonly databaseId?: string
+  readonly bucketName: string
+  readonly migrationsDir?: string
+  readonly queueGroups?: number
+}) => ({
   durable_objects: { bindings: [Policies.bindings.ledger, Policies.bindings.limiter].map((o) => ({ name: o.binding, class_name: o.className })) },
   d1_databases: [{ binding: Policies.bindings.database, database_name: databaseName, database_id: databaseId, migrations_dir: migrationsDir }],
   r2_buckets: [{ binding: Policies.bindings.payloads, bucket_name: bucketName }],
@@ -329,16 +367,17 @@ export const platformBindings = ({ databaseName, databaseId = unprovisionedDatab
  * Renders a config object as JSONC with one array entry per line (wrangler's own style for bindings),
  * and optional `// comments` before top-level keys.
  */
-export const render = (config, comments = {}, indent = "") => {
+export const render = (config: object, comments: Readonly<Record<string, string>> = {}, indent = ""): string => {
   const inner = indent + "  "
   const lines = Object.entries(config).map(([key, value]) => {
-    const comment = comments[key] ? comments[key].split("\n").map((l) => `${inner}// ${l}\n`).join("") : ""
+    const note = comments[key]
+    const comment = note ? note.split("\n").map((l) => `${inner}// ${l}\n`).join("") : ""
     return `${comment}${inner}${JSON.stringify(key)}: ${renderValue(value, inner)}`
   })
   return `{\n${lines.join(",\n")}\n${indent}}`
 }
 
-const renderValue = (value, indent) => {
+const renderValue = (value: unknown, indent: string): string => {
   if (Array.isArray(value) && value.some((v) => typeof v === "object" && v !== null)) {
     return `[\n${value.map((v) => `${indent}  ${JSON.stringify(v).replace(/([,:])(?=["{[\d])/g, "$1 ").replace(/^\{/, "{ ").replace(/\}$/, " }")}`).join(",\n")}\n${indent}]`
   }

@@ -1,3 +1,4 @@
+// @ts-nocheck — converted from .mjs as is; its types are the next step of issue 36 item 2 (until then tsc only compiles it).
 /**
  * `factline deploy [--env staging|production] [--dry-run] [--read-databases N] [--payload-retention-days D]`:
  * provisions and deploys a factline app with wrangler. In order: checks wrangler.jsonc against the platform
@@ -18,10 +19,10 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join, relative, resolve } from "node:path"
-import * as Args from "./Args.mjs"
-import * as Policies from "./Policies.mjs"
-import * as Tokens from "./tokens.mjs"
-import * as WranglerConfig from "./WranglerConfig.mjs"
+import * as Args from "./Args.js"
+import * as Policies from "./Policies.js"
+import * as Tokens from "./tokens.js"
+import * as WranglerConfig from "./WranglerConfig.js"
 
 export const usage = `usage: factline deploy [options]
 

@@ -14,7 +14,8 @@ import { existsSync, readdirSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join, relative, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
-import * as Args from "./Args.mjs"
+import * as Args from "./Args.js"
+import { type Io, stdio } from "./Io.js"
 
 export const usage = `usage: factline db:generate [--name NAME] [--rename OLD:NEW]… [--create NAME]… [--config FILE]
 
@@ -28,10 +29,11 @@ export const usage = `usage: factline db:generate [--name NAME] [--rename OLD:NE
 
   exit 0 generated (or no change), 3 drizzle-kit asked a question the options do not answer (nothing written), 1 failed`
 
-const answers = fileURLToPath(new URL("./DrizzleAnswers.cjs", import.meta.url))
+// Beside this module: DrizzleAnswers.cts in the sources (Node strips its types), DrizzleAnswers.cjs once built.
+const answers = fileURLToPath(new URL(import.meta.url.endsWith(".ts") ? "./DrizzleAnswers.cts" : "./DrizzleAnswers.cjs", import.meta.url).href)
 
 /** The nearest drizzle.config.ts from `dir` up. */
-export const findConfig = (dir) => {
+export const findConfig = (dir: string): string | undefined => {
   for (let at = resolve(dir); ; at = dirname(at)) {
     if (existsSync(join(at, "drizzle.config.ts"))) return join(at, "drizzle.config.ts")
     if (dirname(at) === at) return undefined
@@ -42,7 +44,13 @@ export const findConfig = (dir) => {
  * Runs drizzle-kit generate; `{ status, output, migration }` — `migration`: the path of the .sql file it wrote
  * (relative to `cwd`), if any.
  */
-export const generate = ({ cwd = process.cwd(), config, name, renames = [], creates = [] }) => {
+export const generate = ({ cwd = process.cwd(), config, name, renames = [], creates = [] }: {
+  readonly cwd?: string
+  readonly config?: string | undefined
+  readonly name?: string | undefined
+  readonly renames?: ReadonlyArray<ReadonlyArray<string>>
+  readonly creates?: ReadonlyArray<string>
+}): { readonly status: number; readonly output: string; readonly migration?: string | undefined } => {
   const file = config ? resolve(cwd, config) : findConfig(cwd)
   if (!file || !existsSync(file)) return { status: 1, output: `db:generate: no drizzle.config.ts in ${cwd} or above (pass --config)\n` }
   const project = dirname(file)
@@ -67,7 +75,7 @@ export const generate = ({ cwd = process.cwd(), config, name, renames = [], crea
   return { status: run.status ?? 1, output, migration }
 }
 
-export const run = async (argv, io = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) }) => {
+export const run = async (argv: ReadonlyArray<string>, io: Io = stdio): Promise<number> => {
   let parsed
   try {
     parsed = Args.parse(argv, { values: ["name", "config"], multiples: ["rename", "create"], positionals: false })

@@ -21,7 +21,8 @@ import { createHash, randomBytes } from "node:crypto"
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { Result } from "effect"
 import * as TokenConfig from "@factline/workers/tokens"
-import * as Args from "./Args.mjs"
+import * as Args from "./Args.js"
+import { type Io, stdio } from "./Io.js"
 
 /** The scopes http/Auth.ts knows. */
 export const scopes = TokenConfig.Scope.literals
@@ -44,10 +45,19 @@ export const generate = () => {
   return `fl_${digits}`
 }
 
-export const sha256 = (token) => createHash("sha256").update(token, "utf8").digest("hex")
+export const sha256 = (token: string): string => createHash("sha256").update(token, "utf8").digest("hex")
+
+/** An entry of FACTLINE_TOKENS (what Auth.ts decodes). */
+export interface Entry {
+  readonly name?: string
+  readonly sha256: string
+  readonly tenant_id: string
+  readonly scopes: ReadonlyArray<string>
+  readonly created_at?: string
+}
 
 /** A token entry for FACTLINE_TOKENS (what Auth.ts decodes); the token itself is not in it. */
-export const entryFor = (token, { name, tenant, scopes: granted, now = new Date() }) => ({
+export const entryFor = (token: string, { name, tenant, scopes: granted, now = new Date() }: { readonly name: string; readonly tenant: string; readonly scopes: ReadonlyArray<string>; readonly now?: Date }) => ({
   name,
   sha256: sha256(token),
   tenant_id: tenant,
@@ -58,9 +68,9 @@ export const entryFor = (token, { name, tenant, scopes: granted, now = new Date(
 export class UsageError extends Error {}
 
 /** Parses a FACTLINE_TOKENS value; refuses anything Auth.ts would refuse (it would lock everyone out). */
-export const parse = (value) => {
+export const parse = (value: string | undefined): ReadonlyArray<Entry> => {
   if (value === undefined || value.trim() === "") return []
-  let entries
+  let entries: unknown
   try {
     entries = JSON.parse(value)
   } catch {
@@ -68,20 +78,20 @@ export const parse = (value) => {
   }
   if (!Array.isArray(entries)) throw new UsageError("the current FACTLINE_TOKENS is not a JSON array")
   for (const [i, e] of entries.entries()) {
-    if (typeof e !== "object" || e === null || !/^[0-9a-f]{64}$/.test(e.sha256 ?? "") || !tenantPattern.test(e.tenant_id ?? "") || !Array.isArray(e.scopes)) {
+    if (typeof e !== "object" || e === null || !/^[0-9a-f]{64}$/.test(String(e.sha256 ?? "")) || !tenantPattern.test(String(e.tenant_id ?? "")) || !Array.isArray(e.scopes)) {
       throw new UsageError(`the current FACTLINE_TOKENS entry ${i} is not { sha256, tenant_id, scopes }`)
     }
   }
-  return entries
+  return entries as ReadonlyArray<Entry>
 }
 
-export const serialize = (entries) => JSON.stringify(entries)
+export const serialize = (entries: ReadonlyArray<Entry>): string => JSON.stringify(entries)
 
 /** Why Auth refuses `value` (naming each entry at fault, never its hash), or undefined when Auth accepts it. */
-export const refusedByAuth = (value) => {
+export const refusedByAuth = (value: string): string | undefined => {
   const parsed = TokenConfig.parse(value)
   if (Result.isSuccess(parsed)) return undefined
-  let entries
+  let entries: unknown
   try {
     entries = JSON.parse(value)
   } catch {
@@ -89,7 +99,7 @@ export const refusedByAuth = (value) => {
   }
   // Each entry checked alone with the same parser, to name the ones at fault.
   const atFault = Array.isArray(entries)
-    ? entries.flatMap((e, i) => Result.isFailure(TokenConfig.parse(JSON.stringify([e])))
+    ? entries.flatMap((e: { name?: unknown; tenant_id?: unknown; scopes?: unknown; created_at?: unknown } | null, i) => Result.isFailure(TokenConfig.parse(JSON.stringify([e])))
       ? [`entry ${i} ${e?.name ?? "(unnamed)"} ${JSON.stringify({ tenant_id: e?.tenant_id, scopes: e?.scopes, created_at: e?.created_at })}`]
       : [])
     : []
@@ -97,7 +107,7 @@ export const refusedByAuth = (value) => {
 }
 
 /** Auth's table of `value`, or a UsageError with Auth's reason: a value Auth refuses would lock everyone out. */
-export const checkWithAuth = (value) => {
+export const checkWithAuth = (value: string) => {
   const refused = refusedByAuth(value)
   if (refused !== undefined) {
     throw new UsageError(`refusing to write FACTLINE_TOKENS: Auth would refuse the result and then every request, this token's included — ${refused}. Fix or revoke the entry at fault first (factline tokens revoke NAME); nothing was written`)
@@ -106,9 +116,9 @@ export const checkWithAuth = (value) => {
 }
 
 /** Why giving `platform` to this token is probably a mistake: it also acts within a tenant, or its tenant has tenant tokens. */
-const platformWarning = (entries, tenant, granted) => {
+const platformWarning = (entries: ReadonlyArray<Entry>, tenant: string, granted: ReadonlyArray<string>) => {
   if (!granted.includes("platform")) return undefined
-  const tenantScoped = (list) => list.some((s) => TokenConfig.tenantScopes.includes(s))
+  const tenantScoped = (list: ReadonlyArray<string>) => list.some((s) => (TokenConfig.tenantScopes as ReadonlyArray<string>).includes(s))
   const isTenants = tenantScoped(granted) || entries.some((e) => e.tenant_id === tenant && Array.isArray(e.scopes) && tenantScoped(e.scopes))
   return isTenants
     ? `warning: 'platform' acts across every tenant (a projection rebuild replays all tenants' facts), not only ${tenant}'s; it is for the platform's operators, never a tenant's token — give operators their own (e.g. --tenant factline --scopes platform)\n`
@@ -119,24 +129,29 @@ const platformWarning = (entries, tenant, granted) => {
 
 const dotenvLine = /^FACTLINE_TOKENS=(.*)$/m
 
-const unquote = (raw) => {
+const unquote = (raw: string) => {
   const v = raw.trim()
   if ((v.startsWith("'") && v.endsWith("'")) || (v.startsWith('"') && v.endsWith('"'))) return v.slice(1, -1)
   return v
 }
 
+/** Where FACTLINE_TOKENS was read from (`value`), and is written back to. */
+export type Store =
+  | { readonly kind: "env"; readonly value: string | undefined }
+  | { readonly kind: "json" | "dotenv"; readonly file: string; readonly value: string | undefined; readonly text: string }
+
 /** Reads the current value from `file` (dotenv or .json) or from the environment. */
-export const readStore = (file, env = process.env) => {
+export const readStore = (file: string | undefined, env: NodeJS.ProcessEnv = process.env): Store => {
   if (file === undefined) return { kind: "env", value: env.FACTLINE_TOKENS }
   if (!existsSync(file)) return { kind: file.endsWith(".json") ? "json" : "dotenv", file, value: undefined, text: "" }
   const text = readFileSync(file, "utf8")
   if (file.endsWith(".json")) return { kind: "json", file, value: text, text }
   const line = dotenvLine.exec(text)
-  return { kind: "dotenv", file, value: line ? unquote(line[1]) : undefined, text }
+  return { kind: "dotenv", file, value: line ? unquote(line[1] ?? "") : undefined, text }
 }
 
 /** Writes the updated value where it was read from (the environment: nowhere; the caller prints it). */
-export const writeStore = (store, value) => {
+export const writeStore = (store: Store, value: string): boolean => {
   if (store.kind === "env") return false
   if (store.kind === "json") {
     writeFileSync(store.file, `${JSON.stringify(JSON.parse(value), null, 2)}\n`)
@@ -166,11 +181,11 @@ export const usage = `usage: factline tokens <command> [options]
 scopes: ${scopes.join(", ")} ('platform' is for the platform's operators only, never a tenant's token)
 rotation: create NAME-2, deploy both, move the client to the new token, then revoke NAME.`
 
-const secretPutHint = (value, env) =>
+const secretPutHint = (value: string, env: string | undefined) =>
   `printf '%s' '${value}' | npx wrangler secret put FACTLINE_TOKENS${env ? ` --env ${env}` : ""}`
 
 /** Runs `tokens <argv>`; returns the exit code. Output goes to `io` (stdout/stderr writers). */
-export const run = async (argv, io = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) }, env = process.env) => {
+export const run = async (argv: ReadonlyArray<string>, io: Io = stdio, env: NodeJS.ProcessEnv = process.env): Promise<number> => {
   try {
     const { options, positional } = Args.parse(argv, { values: ["file", "name", "tenant", "scopes", "env"], switches: ["json"] })
     const [command, ...rest] = positional
@@ -190,15 +205,15 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
       else if (rows.length === 0) io.out(`no tokens in ${where}\n`)
       else {
         const table = [["NAME", "TENANT", "SCOPES", "CREATED"], ...rows.map((r) => [r.name, r.tenant_id, r.scopes.join(","), r.created_at ?? "-"])]
-        const widths = table[0].map((_, i) => Math.max(...table.map((row) => row[i].length)))
-        io.out(table.map((row) => row.map((cell, i) => cell.padEnd(widths[i])).join("  ").trimEnd()).join("\n") + "\n")
+        const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)))
+        io.out(table.map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n") + "\n")
       }
       return 0
     }
 
-    let updated
-    let created
-    let warning
+    let updated: ReadonlyArray<Entry>
+    let created: { readonly token: string; readonly entry: Entry } | undefined
+    let warning: string | undefined
     if (command === "create") {
       const name = options.name
       const tenant = options.tenant
@@ -206,7 +221,7 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
       if (!name || !namePattern.test(name)) throw new UsageError("--name is required: 1-64 letters, digits, '_', '.', ':' or '-' (e.g. billing)")
       if (!tenant || !tenantPattern.test(tenant)) throw new UsageError("--tenant is required: 1-64 letters, digits, '_', '.' or '-'")
       if (granted.length === 0) throw new UsageError(`--scopes is required: a comma-separated list of ${scopes.join(", ")}`)
-      const unknown = granted.filter((s) => !scopes.includes(s))
+      const unknown = granted.filter((s) => !(scopes as ReadonlyArray<string>).includes(s))
       if (unknown.length > 0) throw new UsageError(`unknown scope(s) ${unknown.join(", ")}; known: ${scopes.join(", ")}`)
       if (entries.some((e) => e.name === name)) throw new UsageError(`a token named ${name} already exists in ${where}; revoke it first, or create ${name}-2 to rotate`)
       const token = generate()
@@ -231,7 +246,7 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     if (warning) io.err(`tokens: ${warning}`)
     const written = writeStore(store, value)
     if (options.json) {
-      io.out(`${JSON.stringify({ ...(created ? { token: created.token, entry: created.entry } : { revoked: rest[0] ?? options.name }), FACTLINE_TOKENS: value, written: written ? store.file : null })}\n`)
+      io.out(`${JSON.stringify({ ...(created ? { token: created.token, entry: created.entry } : { revoked: rest[0] ?? options.name }), FACTLINE_TOKENS: value, written: written && store.kind !== "env" ? store.file : null })}\n`)
       return 0
     }
     if (created) {
@@ -240,7 +255,7 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
       io.out(`revoked ${rest[0] ?? options.name}: its hash is no longer in FACTLINE_TOKENS\n\n`)
     }
     io.out(written
-      ? `updated FACTLINE_TOKENS in ${store.file} (${updated.length} token(s); restart wrangler dev to load it)\n`
+      ? `updated FACTLINE_TOKENS in ${store.kind === "env" ? "" : store.file} (${updated.length} token(s); restart wrangler dev to load it)\n`
       : `FACTLINE_TOKENS (hashes only) is now:\n\n${value}\n\n`)
     io.out(`to install it on a deployed Worker:\n  ${secretPutHint(value, options.env)}\n`)
     return 0

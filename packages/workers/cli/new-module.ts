@@ -11,8 +11,9 @@
 import { spawnSync } from "node:child_process"
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join, relative, resolve } from "node:path"
-import * as Args from "./Args.mjs"
-import * as Generate from "./generate.mjs"
+import * as Args from "./Args.js"
+import * as Generate from "./generate.js"
+import { type Io, stdio } from "./Io.js"
 
 export const usage = `usage: factline new:module <name> [--app DIR] [--no-migration]
 
@@ -22,7 +23,7 @@ export const usage = `usage: factline new:module <name> [--app DIR] [--no-migrat
 
 export const namePattern = /^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$/
 
-export const run = async (argv, io = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) }) => {
+export const run = async (argv: ReadonlyArray<string>, io: Io = stdio): Promise<number> => {
   let parsed
   try {
     parsed = Args.parse(argv, { values: ["app"], switches: ["no-migration"] })
@@ -36,7 +37,7 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     io.out(`${usage}\n`)
     return 0
   }
-  const fail = (message) => {
+  const fail = (message: string) => {
     io.err(`new:module: ${message}\n`)
     return 1
   }
@@ -49,11 +50,11 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     return fail(`module name ${JSON.stringify(name)} is not valid: use lower-case letters and digits joined by '_', starting with a letter, at most 40 characters (e.g. leads, lead_scores)`)
   }
   const app = resolve(options.app ?? ".")
-  const shown = (path) => relative(process.cwd(), path)
+  const shown = (path: string) => relative(process.cwd(), path)
   const modulesPath = join(app, "src", "modules.ts")
   if (!existsSync(modulesPath)) return fail(`${shown(modulesPath)} not found: run it in a factline app (or pass --app DIR)`)
-  const pascal = name.split("_").map((w) => w[0].toUpperCase() + w.slice(1)).join("")
-  const camel = pascal[0].toLowerCase() + pascal.slice(1)
+  const pascal = name.split("_").map((w) => w.slice(0, 1).toUpperCase() + w.slice(1)).join("")
+  const camel = pascal.slice(0, 1).toLowerCase() + pascal.slice(1)
   const dir = join(app, "src", name)
   const files = {
     [join(dir, `${pascal}.ts`)]: moduleSource(name, pascal, camel),
@@ -64,12 +65,12 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
   const modules = readFileSync(modulesPath, "utf8")
   const list = modules.match(/export const modules = \[([^\]]*)\] as const/)
   if (!list) return fail(`${shown(modulesPath)} has no \`export const modules = [ ... ] as const\` list to register the module in`)
-  if (list[1].split(",").map((s) => s.trim()).includes(camel)) return fail(`module ${camel} is already registered in ${shown(modulesPath)}`)
+  if ((list[1] ?? "").split(",").map((s) => s.trim()).includes(camel)) return fail(`module ${camel} is already registered in ${shown(modulesPath)}`)
 
   mkdirSync(dir, { recursive: true })
   mkdirSync(join(app, "test"), { recursive: true })
   for (const [path, source] of Object.entries(files)) writeFileSync(path, source)
-  const entries = [...list[1].split(",").map((s) => s.trim()).filter(Boolean), camel]
+  const entries = [...(list[1] ?? "").split(",").map((s) => s.trim()).filter(Boolean), camel]
   const lastImport = [...modules.matchAll(/^import .*$/gm)].at(-1)
   const importLine = `import { ${camel} } from "./${name}/${pascal}.js"`
   let updated = modules.replace(list[0], `export const modules = [${entries.join(", ")}] as const`)
@@ -83,7 +84,7 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
   for (const path of Object.keys(files)) io.out(`created ${shown(path)}\n`)
   io.out(`registered ${camel} in ${shown(modulesPath)}\n`)
   if (tableExports.length > 0) {
-    const last = tableExports.at(-1)[0]
+    const last = tableExports.at(-1)![0]
     writeFileSync(schemaPath, schema.replace(last, `${last}\nexport * from "./${name}/Tables.js"`))
     io.out(`added its table to ${shown(schemaPath)}\n`)
   }
@@ -110,7 +111,7 @@ next:
   return 0
 }
 
-function moduleSource(name, pascal, camel) {
+function moduleSource(name: string, pascal: string, camel: string) {
   return `/**
  * The ${name} module: \`${name}.received\` (v1) recorded as a \`${name}_received\` fact by a handler,
  * qualified by a processor (\`${name}_qualified\`), and projected into the \`${name}\` table.
@@ -172,7 +173,7 @@ export const ${camel} = Module.make("${name}", {
 `
 }
 
-function tablesSource(name, camel) {
+function tablesSource(name: string, camel: string) {
   return `/** The ${name} module's projection table (drizzle-kit generates its migration from this file). */
 import { integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core"
 import { Projection } from "@factline/core"
@@ -192,7 +193,7 @@ export const ${camel} = sqliteTable(
 `
 }
 
-function specSource(name, pascal, camel) {
+function specSource(name: string, pascal: string, camel: string) {
   return `/** The ${name} module's specs, in plain Node with the test kit (\`npm run test:specs\`). */
 import { describe, it } from "vitest"
 import { HandlerSpec, ProcessorSpec, ProjectionSpec, fact, message } from "@factline/core/testing"

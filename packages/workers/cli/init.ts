@@ -11,13 +11,14 @@
 import { randomBytes } from "node:crypto"
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs"
 import { basename, join, relative, resolve, sep } from "node:path"
-import { fileURLToPath } from "node:url"
-import * as Policies from "./Policies.mjs"
-import * as Tokens from "./tokens.mjs"
-import * as WranglerConfig from "./WranglerConfig.mjs"
+import { type Io, stdio } from "./Io.js"
+import * as Package from "./Package.js"
+import * as Policies from "./Policies.js"
+import * as Tokens from "./tokens.js"
+import * as WranglerConfig from "./WranglerConfig.js"
 
-const templateDir = fileURLToPath(new URL("../template/", import.meta.url))
-const packageJson = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"))
+const templateDir = Package.templateDir
+const packageJson = Package.manifest
 /** The compatibility date new apps start on (the one factline is tested with). */
 export const compatibilityDate = "2026-10-01"
 
@@ -35,11 +36,11 @@ export const packed = ["schemas", "core", "workers", "client"]
  * `{ "@factline/core": "file:../tarballs/factline-core-0.1.0.tgz", … }` for the tarballs of this version in
  * `from`, relative to the app; or a message naming what is missing.
  */
-export const tarballDependencies = (from, dir, version = packageJson.version) => {
+export const tarballDependencies = (from: string, dir: string, version: string = packageJson.version): { readonly error: string; readonly dependencies?: undefined } | { readonly error?: undefined; readonly dependencies: Record<string, string> } => {
   if (!existsSync(from)) return { error: `--from ${from}: no such folder (npm run pack:local writes the tarballs)` }
   const files = readdirSync(from)
-  const dependencies = {}
-  const missing = []
+  const dependencies: Record<string, string> = {}
+  const missing: Array<string> = []
   for (const name of packed) {
     const file = `factline-${name}-${version}.tgz`
     if (files.includes(file)) dependencies[`@factline/${name}`] = `file:${relative(dir, join(from, file)).split(sep).join("/")}`
@@ -51,7 +52,7 @@ export const tarballDependencies = (from, dir, version = packageJson.version) =>
 }
 
 /** The app's wrangler.jsonc: the platform's bindings generated from the policy table, for local and each environment. */
-export const wranglerConfig = (name) => {
+export const wranglerConfig = (name: string): string => {
   const config = {
     $schema: "node_modules/wrangler/config-schema.json",
     name,
@@ -79,7 +80,7 @@ export const wranglerConfig = (name) => {
 }
 
 /** `.dev.vars`: a fresh local token (its hash configured, the token in a comment), a local secrets key. */
-export const devVars = ({ tenant }) => {
+export const devVars = ({ tenant }: { readonly tenant: string }) => {
   const token = Tokens.generate()
   const entry = Tokens.entryFor(token, { name: "local", tenant, scopes: ["events:write", "read", "admin"] })
   return {
@@ -100,19 +101,20 @@ FACTLINE_RUNS='all'
   }
 }
 
-export const run = async (argv, io = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) }) => {
-  const positional = []
-  const options = {}
+export const run = async (argv: ReadonlyArray<string>, io: Io = stdio): Promise<number> => {
+  const positional: Array<string> = []
+  const options: { help?: boolean; name?: string; tenant?: string; from?: string; [option: string]: string | boolean | undefined } = {}
   for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === "--help") options.help = true
-    else if (argv[i].startsWith("--")) options[argv[i].slice(2)] = argv[++i]
-    else positional.push(argv[i])
+    const arg = argv[i]!
+    if (arg === "--help") options.help = true
+    else if (arg.startsWith("--")) options[arg.slice(2)] = argv[++i]
+    else positional.push(arg)
   }
   if (options.help || positional.length !== 1) {
     io[options.help ? "out" : "err"](`${usage}\n`)
     return options.help ? 0 : 1
   }
-  const dir = resolve(positional[0])
+  const dir = resolve(positional[0]!)
   const name = (options.name ?? basename(dir)).toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 54)
   const tenant = options.tenant ?? "local"
   if (!name) {
@@ -150,7 +152,7 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
   writeFileSync(join(dir, ".dev.vars"), vars.text, { mode: 0o600 })
 
   const where = relative(process.cwd(), dir) || "."
-  io.out(`created a factline app in ${where} (Worker ${name}, @factline/* ${packageJson.version}${from ? ` from the tarballs in ${relative(process.cwd(), resolve(options.from)) || "."}` : ""})
+  io.out(`created a factline app in ${where} (Worker ${name}, @factline/* ${packageJson.version}${from ? ` from the tarballs in ${relative(process.cwd(), resolve(options.from ?? ".")) || "."}` : ""})
 
 local token (tenant ${tenant}; also in .dev.vars, local only):
   ${vars.token}

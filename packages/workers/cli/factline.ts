@@ -2,20 +2,25 @@
 /**
  * The `factline` command of @factline/workers: the local commands (a new app, its tokens, its deployment, a new
  * module, its migrations)
- * and the operators' commands against a deployment's HTTP API (operate.mjs, through @factline/client's
+ * and the operators' commands against a deployment's HTTP API (operate.ts, through @factline/client's
  * request layer). Each command is its own module, loaded only when it runs — `npx @factline/workers init`
  * loads neither the client nor the operators' commands.
  *
  * Exit codes: 0 done, 1 the API refused or could not be reached (or a local command failed), 2 a usage error.
  */
-import { readFileSync } from "node:fs"
+import * as Package from "./Package.js"
 
-const local = {
-  init: () => import("./init.mjs"),
-  tokens: () => import("./tokens.mjs"),
-  deploy: () => import("./deploy.mjs"),
-  "new:module": () => import("./new-module.mjs"),
-  "db:generate": () => import("./generate.mjs")
+/** A command of its own module: `run(argv)` resolves with the exit code. */
+interface Command {
+  readonly run: (argv: ReadonlyArray<string>) => Promise<number>
+}
+
+const local: Record<string, () => Promise<Command>> = {
+  init: () => import("./init.js"),
+  tokens: () => import("./tokens.js"),
+  deploy: () => import("./deploy.js"),
+  "new:module": () => import("./new-module.js"),
+  "db:generate": () => import("./generate.js")
 }
 
 const usage = `usage: factline <command> [options]
@@ -69,12 +74,12 @@ const argv = process.argv.slice(2)
 const [command] = argv
 const help = argv.slice(0, argv.includes("--") ? argv.indexOf("--") : undefined).some((a) => a === "--help" || a === "-h")
 if (command === "--version" || command === "-v") {
-  process.stdout.write(`${JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")).version}\n`)
-} else if (Object.hasOwn(local, command ?? "")) {
-  process.exitCode = await (await local[command]()).run(argv.slice(1))
+  process.stdout.write(`${Package.manifest.version}\n`)
+} else if (command !== undefined && Object.hasOwn(local, command)) {
+  process.exitCode = await (await local[command]!()).run(argv.slice(1))
 } else if (command === undefined || command === "help" || help) {
   console.log(usage)
   process.exitCode = command === undefined ? 2 : 0
 } else {
-  process.exitCode = await (await import("./operate.mjs")).run(argv)
+  process.exitCode = await (await import("./operate.js")).run(argv)
 }
