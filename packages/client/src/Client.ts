@@ -19,8 +19,9 @@
  *
  * Every call goes through Api, the client derived from the API's own description (`@factline/core/api`):
  * an emit batch is a call of its `ingest` endpoint, a read one of `readStream`, `listFacts` or
- * `readProjection`, each encoded and decoded by the endpoint's schemas. Promise-based. It does not
- * upcast what it reads: stored facts were validated when they were appended, and projection rows are what
+ * `readProjection`, each encoded and decoded by the endpoint's schemas (Reads.ts holds the reads).
+ * Promise-based. A fact's `data` is not validated again (stored facts were validated when they were
+ * appended; a fact is only upcast to the client's version of its definition), and projection rows are what
  * the platform's query API returns.
  */
 import * as Result from "effect/Result"
