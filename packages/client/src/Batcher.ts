@@ -63,6 +63,99 @@ const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "obj
 const isAnswered = (error: unknown): error is RequestError & { readonly status: number; readonly body?: unknown } =>
   error instanceof Error && "status" in error && typeof error.status === "number"
 
+const accepted = (batch: ReadonlyArray<Queued>, answer: Accepted) => {
+  const items = answer.items
+  batch.forEach((event, index) => {
+    const item = items[index]
+    if (item !== undefined && item.idempotency_key === event.idempotency_key) {
+      event.resolve({ idempotency_key: event.idempotency_key, duplicate: item.duplicate })
+    } else {
+      event.reject(new UnexpectedResponse({
+        message: `${what} answered 202 (accepted) without an item for ${JSON.stringify(event.idempotency_key)} at position ${index}: the event was accepted, the answer is not what this client reads`,
+        status: 202
+      }))
+    }
+  })
+}
+
+/**
+ * A 400's problems (or those of a request refused before sending) by the event they name (`events.<i>.…`, paths made relative to the event). When a
+ * problem names no event, every event of the batch fails with all of them: there is no telling whose it is.
+ */
+const invalid = (batch: ReadonlyArray<Queued>, code: string, reason: string, problems: ReadonlyArray<Problem>, by: string): Map<Queued, EmitError> => {
+  const byEvent = new Map<Queued, Array<Problem>>()
+  let unplaced = problems.length === 0
+  for (const problem of problems) {
+    const match = /^events\.(\d+)(?:\.(.*))?$/.exec(problem.path)
+    const event = match === null ? undefined : batch[Number(match[1])]
+    if (event === undefined) {
+      unplaced = true
+      continue
+    }
+    byEvent.set(event, [...(byEvent.get(event) ?? []), { path: match![2] ?? "", message: problem.message }])
+  }
+  const refused = new Map<Queued, EmitError>()
+  if (unplaced) {
+    for (const event of batch) {
+      refused.set(event, new InvalidEvents({ message: reason.startsWith(what) ? reason : `${what}: 400 ${code}: ${reason}`, code, idempotency_key: event.idempotency_key, problems: [...problems] }))
+    }
+    return refused
+  }
+  for (const [event, own] of byEvent) {
+    refused.set(event, new InvalidEvents({
+      message: `${event.idempotency_key}: ${by} (${code}): ${own.map((p) => (p.path === "" ? p.message : `${p.path}: ${p.message}`)).join("; ")}`,
+      code,
+      idempotency_key: event.idempotency_key,
+      problems: own
+    }))
+  }
+  return refused
+}
+
+/** A 422's conflicts by idempotency key: every event carrying a conflicting key fails; none of the others does. */
+const conflicting = (batch: ReadonlyArray<Queued>, body: unknown): Map<Queued, EmitError> | undefined => {
+  const error = apiError(body)
+  if (error.code !== "idempotency_conflict" || !Array.isArray(error.details)) return undefined
+  const reasons = new Map<string, string>()
+  for (const conflict of error.details.filter(isObject)) {
+    if (typeof conflict.idempotency_key === "string") reasons.set(conflict.idempotency_key, String(conflict.reason ?? "accepted_before"))
+  }
+  const refused = new Map<Queued, EmitError>()
+  for (const event of batch) {
+    const reason = reasons.get(event.idempotency_key)
+    if (reason === undefined) continue
+    refused.set(event, new IdempotencyConflict({
+      message: reason === "within_request"
+        ? `${event.idempotency_key}: emitted twice in one batch with different payloads; neither was accepted`
+        : `${event.idempotency_key}: accepted before with another payload; this one was not accepted`,
+      idempotency_key: event.idempotency_key,
+      reason
+    }))
+  }
+  // A conflict naming none of these keys cannot be placed: fail them all rather than resend forever.
+  return refused.size > 0 ? refused : undefined
+}
+
+/** A 400 (or a request refused before sending) and a 422 name the events at fault: those fail, the others go again. */
+const refusalOf = (batch: ReadonlyArray<Queued>, error: unknown): Map<Queued, EmitError> | undefined => {
+  if (error instanceof InvalidRequest) {
+    const { code, message } = apiError(error.body)
+    return invalid(batch, code ?? "invalid_request", message ?? error.message, error.problems, error.status === 0 ? "refused before sending" : "refused by the API")
+  }
+  if (error instanceof UnexpectedResponse && error.status === 422) return conflicting(batch, error.body)
+  return undefined
+}
+
+/** What every emit of a batch fails with when the answer names none of them. */
+const failureOf = (error: unknown): EmitError => {
+  if (error instanceof Unavailable || error instanceof Unauthorized || error instanceof Forbidden || error instanceof UnexpectedResponse) return error
+  const last = error instanceof Error ? error.message : String(error)
+  // A status the emit route does not answer with (404, 409) is no refusal an emit knows.
+  return isAnswered(error)
+    ? new UnexpectedResponse({ message: error.message, status: error.status, body: error.body })
+    : new Unavailable({ message: `${what}: ${last}`, attempts: 1, last })
+}
+
 export interface Batcher {
   readonly add: (event: Queued) => void
   /** Sends what is waiting now; resolves when every request sent so far has settled. */
@@ -123,99 +216,6 @@ export const make = (settings: BatchSettings, send: Send): Batcher => {
       return
     }
     accepted(batch, answer)
-  }
-
-  /** A 400 (or a request refused before sending) and a 422 name the events at fault: those fail, the others go again. */
-  const refusalOf = (batch: ReadonlyArray<Queued>, error: unknown): Map<Queued, EmitError> | undefined => {
-    if (error instanceof InvalidRequest) {
-      const { code, message } = apiError(error.body)
-      return invalid(batch, code ?? "invalid_request", message ?? error.message, error.problems, error.status === 0 ? "refused before sending" : "refused by the API")
-    }
-    if (error instanceof UnexpectedResponse && error.status === 422) return conflicting(batch, error.body)
-    return undefined
-  }
-
-  /** What every emit of a batch fails with when the answer names none of them. */
-  const failureOf = (error: unknown): EmitError => {
-    if (error instanceof Unavailable || error instanceof Unauthorized || error instanceof Forbidden || error instanceof UnexpectedResponse) return error
-    const last = error instanceof Error ? error.message : String(error)
-    // A status the emit route does not answer with (404, 409) is no refusal an emit knows.
-    return isAnswered(error)
-      ? new UnexpectedResponse({ message: error.message, status: error.status, body: error.body })
-      : new Unavailable({ message: `${what}: ${last}`, attempts: 1, last })
-  }
-
-  const accepted = (batch: ReadonlyArray<Queued>, answer: Accepted) => {
-    const items = answer.items
-    batch.forEach((event, index) => {
-      const item = items[index]
-      if (item !== undefined && item.idempotency_key === event.idempotency_key) {
-        event.resolve({ idempotency_key: event.idempotency_key, duplicate: item.duplicate })
-      } else {
-        event.reject(new UnexpectedResponse({
-          message: `${what} answered 202 (accepted) without an item for ${JSON.stringify(event.idempotency_key)} at position ${index}: the event was accepted, the answer is not what this client reads`,
-          status: 202
-        }))
-      }
-    })
-  }
-
-  /**
-   * A 400's problems (or those of a request refused before sending) by the event they name (`events.<i>.…`, paths made relative to the event). When a
-   * problem names no event, every event of the batch fails with all of them: there is no telling whose it is.
-   */
-  const invalid = (batch: ReadonlyArray<Queued>, code: string, reason: string, problems: ReadonlyArray<Problem>, by: string): Map<Queued, EmitError> => {
-    const byEvent = new Map<Queued, Array<Problem>>()
-    let unplaced = problems.length === 0
-    for (const problem of problems) {
-      const match = /^events\.(\d+)(?:\.(.*))?$/.exec(problem.path)
-      const event = match === null ? undefined : batch[Number(match[1])]
-      if (event === undefined) {
-        unplaced = true
-        continue
-      }
-      byEvent.set(event, [...(byEvent.get(event) ?? []), { path: match![2] ?? "", message: problem.message }])
-    }
-    const refused = new Map<Queued, EmitError>()
-    if (unplaced) {
-      for (const event of batch) {
-        refused.set(event, new InvalidEvents({ message: reason.startsWith(what) ? reason : `${what}: 400 ${code}: ${reason}`, code, idempotency_key: event.idempotency_key, problems: [...problems] }))
-      }
-      return refused
-    }
-    for (const [event, own] of byEvent) {
-      refused.set(event, new InvalidEvents({
-        message: `${event.idempotency_key}: ${by} (${code}): ${own.map((p) => (p.path === "" ? p.message : `${p.path}: ${p.message}`)).join("; ")}`,
-        code,
-        idempotency_key: event.idempotency_key,
-        problems: own
-      }))
-    }
-    return refused
-  }
-
-  /** A 422's conflicts by idempotency key: every event carrying a conflicting key fails; none of the others does. */
-  const conflicting = (batch: ReadonlyArray<Queued>, body: unknown): Map<Queued, EmitError> | undefined => {
-    const error = apiError(body)
-    if (error.code !== "idempotency_conflict" || !Array.isArray(error.details)) return undefined
-    const reasons = new Map<string, string>()
-    for (const conflict of error.details.filter(isObject)) {
-      if (typeof conflict.idempotency_key === "string") reasons.set(conflict.idempotency_key, String(conflict.reason ?? "accepted_before"))
-    }
-    const refused = new Map<Queued, EmitError>()
-    for (const event of batch) {
-      const reason = reasons.get(event.idempotency_key)
-      if (reason === undefined) continue
-      refused.set(event, new IdempotencyConflict({
-        message: reason === "within_request"
-          ? `${event.idempotency_key}: emitted twice in one batch with different payloads; neither was accepted`
-          : `${event.idempotency_key}: accepted before with another payload; this one was not accepted`,
-        idempotency_key: event.idempotency_key,
-        reason
-      }))
-    }
-    // A conflict naming none of these keys cannot be placed: fail them all rather than resend forever.
-    return refused.size > 0 ? refused : undefined
   }
 
   return { add, flush }
