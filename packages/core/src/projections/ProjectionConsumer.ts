@@ -28,7 +28,7 @@
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Result from "effect/Result"
-import type { Fact, FactPayload } from "@factline/schemas"
+import type { Fact, FactPayload, FailureReason } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as Deadline from "../consuming/Deadline.js"
 import * as Failure from "../failures/Failure.js"
@@ -159,12 +159,15 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
   const { statements, failures, groups } = plan(registry, facts, rebuilds, factsCopy)
   // On the slow path only: the facts copy and each projection on its own (their keys are their positions).
   const failedGroups = yield* store.write(statements, () => groups.map((g, at) => ({ key: String(at), statements: g.statements })))
-  /** By fact key: why its write failed, transient (retried) or not. */
-  const writeFailures = new Map<string, { readonly error: string; readonly permanent: boolean }>()
-  // A fact several writers failed: permanent only if every one of them is (a transient one may still apply).
-  const failWrite = (key: string, error: string, permanent: boolean) => {
+  /** By fact key: why its write failed, transient (retried) or not, and a permanent one's reason (`defect` for the door's `Bug`). */
+  const writeFailures = new Map<string, { readonly error: string; readonly permanent: boolean; readonly reason: FailureReason }>()
+  // A fact several writers failed: permanent only if every one of them is (a transient one may still apply); a
+  // defect only if every one is.
+  const failWrite = (key: string, error: string, permanent: boolean, reason: FailureReason = "permanent_failure") => {
     const before = writeFailures.get(key)
-    writeFailures.set(key, before === undefined ? { error, permanent } : { error: `${before.error}; ${error}`, permanent: before.permanent && permanent })
+    writeFailures.set(key, before === undefined
+      ? { error, permanent, reason }
+      : { error: `${before.error}; ${error}`, permanent: before.permanent && permanent, reason: before.reason === reason ? reason : "permanent_failure" })
   }
   // Writers that failed for another reason than a missing table (the door's classification: a Bug naming it): their facts one by one, so one bad fact does
   // not hold back the rest. While another writer could write, each failed writer on its own (its failures are
@@ -197,7 +200,7 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
     if (writers.length === 0) continue
     const alone = yield* store.writeEach(readable.map(({ key, value }) => ({ key, statements: statementsOf(writers, value.fact) })))
     // Permanent when the door says the statement cannot succeed (a constraint, a bug), retried when D1 was down.
-    for (const [key, e] of alone) failWrite(key, `${writers.map(nameOf).join(", ")}: ${e.message}`, !e.retryable)
+    for (const [key, e] of alone) failWrite(key, `${writers.map(nameOf).join(", ")}: ${e.message}`, !e.retryable, e.reason)
   }
   readable.forEach(({ key, value }, index) => {
     const failedWrite = writeFailures.get(key)
@@ -215,7 +218,7 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
     outcomes.set(
       key,
       failedWrite?.permanent === true
-        ? Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: failedWrite.error }))
+        ? Consumer.failed(new Failure.PermanentError({ reason: failedWrite.reason, message: failedWrite.error }))
         : error !== undefined
         ? Consumer.failed(new Failure.TransientError({ message: `projection write failed: ${error}` }))
         : unmapped !== undefined
