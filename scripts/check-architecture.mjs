@@ -49,11 +49,8 @@ const runtimePackages = ["workers"]
  */
 const countDateConversions = false
 
-/**
- * Undecoded row casts allowed (rule 9c): a ratchet at the ledger shard's Durable Object SQLite reads while that module
- * is split up (its reads get module-level decoders next); the target is 0 (issue 36).
- */
-const rowCastLimit = 16
+/** Undecoded row casts allowed (rule 9c): none — D1 rows decode through the door, a shard's SQLite rows through LedgerRows' decoders. */
+const rowCastLimit = 0
 
 /** `as unknown as` casts allowed in packages/*\/src. */
 const castLimit = 5

@@ -1,8 +1,11 @@
 /**
  * The ledger shard's tables and rows: the SQLite schema a shard creates on its first write (and the `facts`
- * columns added since, added then), how a fact row reads back as a `Fact` and a `Fact` as its row, and how one
- * append group is judged against what is stored. The statements that read and write rows are LedgerStorage's.
+ * columns added since, added then), each row's schema and its decoder (compiled once, here at module level:
+ * every read decodes its rows, none casts them), how a fact row reads back as a `Fact` and a `Fact` as its row,
+ * and how one append group is judged against what is stored. The statements that read and write rows are
+ * LedgerStorage's.
  */
+import * as Schema from "effect/Schema"
 import type { Fact } from "@factline/schemas"
 import { type AppendGroup, appendedFacts, type AppendResult, type StreamKey } from "./LedgerProtocol.js"
 import * as StableJson from "./StableJson.js"
@@ -60,22 +63,37 @@ const addedFactColumns: ReadonlyArray<{ readonly name: string; readonly definiti
   { name: "schema_version", definition: "schema_version INTEGER NOT NULL DEFAULT 1" }
 ]
 
-export interface FactRow extends Record<string, SqlStorageValue> {
-  fact_id: string
-  tenant_id: string
-  stream: string
-  sequence: number
-  type: string
-  data: string
-  causation_id: string
-  correlation_id: string
-  caused_by: string
-  created_at: string
+/**
+ * A decoder of one row schema for a shard's SQLite reads: made once per schema at module level, it returns the
+ * row as its schema's type or throws naming the fields at fault — a row that does not match is a bug in the
+ * shard's tables or in the read, which the caller sees as the shard's RPC failing, not a value cast to a lie.
+ */
+export const decoder = <S extends Schema.ConstraintDecoder<unknown>>(row: S): ((input: unknown) => S["Type"]) => Schema.decodeUnknownSync(row)
+
+/** A `facts` row. */
+export const FactRow = Schema.Struct({
+  fact_id: Schema.String,
+  tenant_id: Schema.String,
+  stream: Schema.String,
+  sequence: Schema.Number,
+  type: Schema.String,
+  data: Schema.String,
+  causation_id: Schema.String,
+  correlation_id: Schema.String,
+  caused_by: Schema.String,
+  created_at: Schema.String,
   /** Null for facts stored before trace context (missing from the rows of a shard not written since). */
-  traceparent: string | null
+  traceparent: Schema.optionalKey(Schema.NullOr(Schema.String)),
   /** Missing from the rows of a shard not written since fact versions (those facts are version 1). */
-  schema_version: number | null
-}
+  schema_version: Schema.optionalKey(Schema.NullOr(Schema.Number))
+})
+export type FactRow = typeof FactRow.Type
+export const decodeFactRow = decoder(FactRow)
+
+/** The one row of `SELECT COUNT(*) AS n …`. */
+export const decodeCount = decoder(Schema.Struct({ n: Schema.Number }))
+/** The one row of `SELECT sql FROM sqlite_master …`: a table's definition. */
+const decodeDefinition = decoder(Schema.Struct({ sql: Schema.String }))
 
 export const toFact = (row: FactRow): Fact => ({
   fact_id: row.fact_id,
@@ -166,7 +184,7 @@ export interface Shard {
 
 /** Whether the shard's tables exist (a never-written shard has none: its reads create nothing). */
 export const exists = (s: Shard) =>
-  s.created ||= s.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'facts'").one().n > 0
+  s.created ||= decodeCount(s.sql.exec("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'facts'").one()).n > 0
 
 /** Creates the tables and adds any missing column, once per object (on its first write). */
 export const ensureSchema = (s: Shard) => {
@@ -174,7 +192,7 @@ export const ensureSchema = (s: Shard) => {
   const sql = s.sql
   for (const statement of schema) sql.exec(statement)
   // sqlite_master keeps the table's definition, ALTERs included: a column is added only when it is missing.
-  const definition = sql.exec<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'facts'").one().sql
+  const definition = decodeDefinition(sql.exec("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'facts'").one()).sql
   for (const column of addedFactColumns) {
     if (!new RegExp(`\\b${column.name}\\b`).test(definition)) sql.exec(`ALTER TABLE facts ADD COLUMN ${column.definition}`)
   }

@@ -24,9 +24,10 @@
  * shard from before them keeps working, and its older facts read without a
  * trace and as `schema_version` 1.
  */
+import * as Schema from "effect/Schema"
 import type { Fact } from "@factline/schemas"
 import type { AppendGroup, AppendResult, Handover, ReadOptions, ShardCursor, StreamKey, StreamState } from "./LedgerProtocol.js"
-import { ensureSchema, exists, type FactRow, jsonArrays, judge, keyOf, type Shard, type Storage, toFact, toRow } from "./LedgerRows.js"
+import { decodeCount, decodeFactRow, decoder, ensureSchema, exists, FactRow, jsonArrays, judge, keyOf, type Shard, type Storage, toFact, toRow } from "./LedgerRows.js"
 import * as LedgerTimers from "./LedgerTimers.js"
 
 export { maxJsonParameterChars, type Storage } from "./LedgerRows.js"
@@ -84,8 +85,15 @@ export interface LedgerStorage {
   readonly timers: (key: StreamKey) => ReadonlyArray<TimerRow>
 }
 
+// The rows this module reads besides `facts` rows and counts (LedgerRows), each decoded by its schema.
+const decodeVersion = decoder(Schema.Struct({ v: Schema.Number }))
+const decodeStreamVersion = decoder(Schema.Struct({ tenant_id: Schema.String, stream: Schema.String, v: Schema.Number }))
+const decodeOutboxRow = decoder(Schema.Struct({ ...FactRow.fields, outbox_id: Schema.Number, destination: Schema.String }))
+const decodePosition = decoder(Schema.Struct({ stream: Schema.String, sequence: Schema.Number }))
+const decodeMeta = decoder(Schema.Struct({ value: Schema.String }))
+
 const version = (s: Shard, key: StreamKey): number =>
-  s.sql.exec<{ v: number }>("SELECT COALESCE(MAX(sequence), 0) AS v FROM facts WHERE tenant_id = ? AND stream = ?", key.tenant_id, key.stream).one().v
+  decodeVersion(s.sql.exec("SELECT COALESCE(MAX(sequence), 0) AS v FROM facts WHERE tenant_id = ? AND stream = ?", key.tenant_id, key.stream).one()).v
 
 /**
  * The groups of one call, in order, in one transaction and a fixed number of statements whatever their
@@ -104,7 +112,10 @@ const storedFacts = (s: Shard, groups: ReadonlyArray<AppendGroup>) => {
   const ids = groups.flatMap((group) => group.facts.map((draft) => JSON.stringify(draft.fact_id)))
   const stored = new Map<string, FactRow>()
   for (const chunk of jsonArrays(ids)) {
-    for (const row of s.sql.exec<FactRow>("SELECT * FROM facts WHERE fact_id IN (SELECT value FROM json_each(?))", chunk)) stored.set(row.fact_id, row)
+    for (const raw of s.sql.exec("SELECT * FROM facts WHERE fact_id IN (SELECT value FROM json_each(?))", chunk)) {
+      const row = decodeFactRow(raw)
+      stored.set(row.fact_id, row)
+    }
   }
   return stored
 }
@@ -113,12 +124,15 @@ const storedFacts = (s: Shard, groups: ReadonlyArray<AppendGroup>) => {
 const streamVersions = (s: Shard, groups: ReadonlyArray<AppendGroup>) => {
   const versions = new Map<string, number>()
   for (const chunk of jsonArrays([...new Set(groups.map(keyOf))])) {
-    for (const row of s.sql.exec<{ tenant_id: string; stream: string; v: number }>(
+    for (const raw of s.sql.exec(
       `SELECT k.value ->> 0 AS tenant_id, k.value ->> 1 AS stream,
          (SELECT COALESCE(MAX(sequence), 0) FROM facts WHERE tenant_id = k.value ->> 0 AND stream = k.value ->> 1) AS v
        FROM json_each(?) AS k`,
       chunk
-    )) versions.set(keyOf(row), row.v)
+    )) {
+      const row = decodeStreamVersion(raw)
+      versions.set(keyOf(row), row.v)
+    }
   }
   return versions
 }
@@ -168,13 +182,11 @@ const readStream = (s: Shard, key: StreamKey, options: ReadOptions = {}): Stream
   const after = Math.max(0, Math.floor(options.after ?? 0))
   const limit = Math.min(Math.max(1, Math.floor(options.limit ?? maxReadLimit)), maxReadLimit)
   if (!exists(s)) return { tenant_id: key.tenant_id, stream: key.stream, version: 0, facts: [] }
-  const rows = s.sql
-    .exec<FactRow>(
-      "SELECT * FROM facts WHERE tenant_id = ? AND stream = ? AND sequence > ? ORDER BY sequence LIMIT ?",
-      key.tenant_id, key.stream, after, limit
-    )
-    .toArray()
-  return { tenant_id: key.tenant_id, stream: key.stream, version: version(s, key), facts: rows.map(toFact) }
+  const rows = s.sql.exec(
+    "SELECT * FROM facts WHERE tenant_id = ? AND stream = ? AND sequence > ? ORDER BY sequence LIMIT ?",
+    key.tenant_id, key.stream, after, limit
+  )
+  return { tenant_id: key.tenant_id, stream: key.stream, version: version(s, key), facts: Array.from(rows, (row) => toFact(decodeFactRow(row))) }
 }
 
 const handover = (s: Shard, entries: ReadonlyArray<Handover>): number => {
@@ -196,16 +208,16 @@ const handover = (s: Shard, entries: ReadonlyArray<Handover>): number => {
   })
 }
 
-const outboxSize = (s: Shard) => (exists(s) ? s.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM outbox").one().n : 0)
+const outboxSize = (s: Shard) => (exists(s) ? decodeCount(s.sql.exec("SELECT COUNT(*) AS n FROM outbox").one()).n : 0)
 
 const pendingOutbox = (s: Shard, limit: number): ReadonlyArray<OutboxEntry> =>
-  !exists(s) ? [] : s.sql
-    .exec<FactRow & { outbox_id: number; destination: string }>(
-      `SELECT o.id AS outbox_id, o.destination, f.* FROM outbox o JOIN facts f ON f.fact_id = o.fact_id ORDER BY o.id LIMIT ?`,
-      limit
-    )
-    .toArray()
-    .map((row) => ({ id: row.outbox_id, destination: row.destination, fact: toFact(row) }))
+  !exists(s) ? [] : Array.from(
+    s.sql.exec(`SELECT o.id AS outbox_id, o.destination, f.* FROM outbox o JOIN facts f ON f.fact_id = o.fact_id ORDER BY o.id LIMIT ?`, limit),
+    (raw) => {
+      const row = decodeOutboxRow(raw)
+      return { id: row.outbox_id, destination: row.destination, fact: toFact(row) }
+    }
+  )
 
 const deleteOutbox = (s: Shard, ids: ReadonlyArray<number>) => {
   if (ids.length === 0) return
@@ -214,38 +226,33 @@ const deleteOutbox = (s: Shard, ids: ReadonlyArray<number>) => {
 }
 
 const readShard = (s: Shard, after: { readonly stream: string; readonly sequence: number } | undefined, limit: number) =>
-  !exists(s) ? [] : s.sql
-    .exec<FactRow>(
-      `SELECT * FROM facts WHERE (stream, sequence) > (?, ?) ORDER BY stream, sequence LIMIT ?`,
-      after?.stream ?? "", after?.sequence ?? 0, limit
-    )
-    .toArray()
-    .map(toFact)
+  !exists(s) ? [] : Array.from(
+    s.sql.exec(`SELECT * FROM facts WHERE (stream, sequence) > (?, ?) ORDER BY stream, sequence LIMIT ?`, after?.stream ?? "", after?.sequence ?? 0, limit),
+    (row) => toFact(decodeFactRow(row))
+  )
 
 const readShardSince = (s: Shard, after: ShardCursor | undefined, since: string, scan: number): ShardWindow => {
   if (!exists(s)) return { facts: [], next: undefined }
   const from = [after?.stream ?? "", after?.sequence ?? 0] as const
   // The last position of the window (the `scan`-th fact after the cursor); none: the window runs to the end.
-  const last = s.sql
-    .exec<{ stream: string; sequence: number }>(
-      "SELECT stream, sequence FROM facts WHERE (stream, sequence) > (?, ?) ORDER BY stream, sequence LIMIT 1 OFFSET ?",
-      ...from, Math.max(1, scan) - 1
-    )
+  const position = s.sql
+    .exec("SELECT stream, sequence FROM facts WHERE (stream, sequence) > (?, ?) ORDER BY stream, sequence LIMIT 1 OFFSET ?", ...from, Math.max(1, scan) - 1)
     .toArray()[0]
-  const facts = s.sql
-    .exec<FactRow>(
+  const last = position === undefined ? undefined : decodePosition(position)
+  const facts = Array.from(
+    s.sql.exec(
       last === undefined
         ? "SELECT * FROM facts WHERE (stream, sequence) > (?, ?) AND created_at >= ? ORDER BY stream, sequence"
         : "SELECT * FROM facts WHERE (stream, sequence) > (?, ?) AND (stream, sequence) <= (?, ?) AND created_at >= ? ORDER BY stream, sequence",
       ...from, ...(last === undefined ? [] : [last.stream, last.sequence]), since
-    )
-    .toArray()
-    .map(toFact)
+    ),
+    (row) => toFact(decodeFactRow(row))
+  )
   return { facts, next: last === undefined ? undefined : { stream: last.stream, sequence: last.sequence } }
 }
 
 const getMeta = (s: Shard, key: string) =>
-  exists(s) ? s.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = ?", key).toArray()[0]?.value : undefined
+  exists(s) ? s.sql.exec("SELECT value FROM meta WHERE key = ?", key).toArray().map((row) => decodeMeta(row).value)[0] : undefined
 const setMeta = (s: Shard, key: string, value: string | undefined) => {
   ensureSchema(s)
   if (value === undefined) s.sql.exec("DELETE FROM meta WHERE key = ?", key)
@@ -254,8 +261,8 @@ const setMeta = (s: Shard, key: string, value: string | undefined) => {
 
 const findFact = (s: Shard, factId: string): Fact | null => {
   if (!exists(s)) return null
-  const row = s.sql.exec<FactRow>("SELECT * FROM facts WHERE fact_id = ?", factId).toArray()[0]
-  return row === undefined ? null : toFact(row)
+  const row = s.sql.exec("SELECT * FROM facts WHERE fact_id = ?", factId).toArray()[0]
+  return row === undefined ? null : toFact(decodeFactRow(row))
 }
 
 /** Whether the timers table can be read: the shard was written (an older shard gets the table on this call). */

@@ -4,10 +4,11 @@
  * the timer's, with its outbox rows, the timer marked fired in that same transaction. The append itself is
  * LedgerStorage's (passed in); this module holds only the timers' own statements.
  */
+import * as Schema from "effect/Schema"
 import { type Fact, TraceContext } from "@factline/schemas"
 import * as FactId from "./FactId.js"
 import type { AppendGroup, AppendResult, StreamKey } from "./LedgerProtocol.js"
-import type { Storage } from "./LedgerRows.js"
+import { decoder, type Storage } from "./LedgerRows.js"
 
 type Sql = Storage["sql"]
 
@@ -15,17 +16,22 @@ type Sql = Storage["sql"]
 export const timersPerRun = 100
 
 /** A timer as the shard keeps it. */
-export interface TimerRow extends Record<string, SqlStorageValue> {
-  timer_id: string
-  tenant_id: string
-  stream: string
-  name: string
+export const TimerRow = Schema.Struct({
+  timer_id: Schema.String,
+  tenant_id: Schema.String,
+  stream: Schema.String,
+  name: Schema.String,
   /** Milliseconds since the epoch. */
-  fire_at: number
-  status: "pending" | "fired" | "cancelled" | "replaced"
+  fire_at: Schema.Number,
+  status: Schema.Literals(["pending", "fired", "cancelled", "replaced"]),
   /** The fact that fired, cancelled or replaced it. */
-  settled_by: string | null
-}
+  settled_by: Schema.NullOr(Schema.String)
+})
+export type TimerRow = typeof TimerRow.Type
+const decodeTimerRow = decoder(TimerRow)
+/** A due timer with what its fact needs of the `timer_scheduled` fact that scheduled it. */
+const decodeDueTimer = decoder(Schema.Struct({ ...TimerRow.fields, data: Schema.String, correlation_id: Schema.String, traceparent: Schema.NullOr(Schema.String) }))
+const decodeNext = decoder(Schema.Struct({ at: Schema.NullOr(Schema.Number) }))
 
 /** What one `fireDue` call did: the facts appended (or found already appended) for due timers. */
 export interface Fired {
@@ -55,11 +61,11 @@ export const applyTimerFacts = (sql: Sql, facts: ReadonlyArray<Fact>) => {
 
 /** The earliest `fire_at` (ms) of a pending timer, if any. */
 export const nextTimerAt = (sql: Sql) =>
-  sql.exec<{ at: number | null }>("SELECT MIN(fire_at) AS at FROM timers WHERE status = 'pending'").one().at ?? undefined
+  decodeNext(sql.exec("SELECT MIN(fire_at) AS at FROM timers WHERE status = 'pending'").one()).at ?? undefined
 
 /** Every timer of a stream (pending and settled), in scheduling order. */
 export const timers = (sql: Sql, key: StreamKey): ReadonlyArray<TimerRow> =>
-  sql.exec<TimerRow>("SELECT * FROM timers WHERE tenant_id = ? AND stream = ? ORDER BY rowid", key.tenant_id, key.stream).toArray()
+  Array.from(sql.exec("SELECT * FROM timers WHERE tenant_id = ? AND stream = ? ORDER BY rowid", key.tenant_id, key.stream), decodeTimerRow)
 
 /**
  * Fires the timers due at `now` (ms), at most `timersPerRun`: appends their facts (through `appendAllWithin`, the
@@ -72,13 +78,14 @@ export const fireDue = async (
   destinations: ReadonlyArray<string>
 ): Promise<Fired> => {
   const sql = storage.sql
-  const due = sql
-    .exec<TimerRow & { data: string; correlation_id: string; traceparent: string | null }>(
+  const due = Array.from(
+    sql.exec(
       `SELECT t.*, f.data, f.correlation_id, f.traceparent FROM timers t JOIN facts f ON f.fact_id = t.timer_id
        WHERE t.status = 'pending' AND t.fire_at <= ? ORDER BY t.fire_at, t.timer_id LIMIT ?`,
       now, timersPerRun + 1
-    )
-    .toArray()
+    ),
+    decodeDueTimer
+  )
   const batch = due.slice(0, timersPerRun)
   // The fired fact's id comes from the timer's: however often this runs, the ledger holds the fact once.
   const ids = await Promise.all(batch.map((t) => FactId.make({ tenantId: t.tenant_id, cause: t.timer_id, decidedBy: "timer", position: 0 })))
