@@ -8,6 +8,7 @@
  */
 export * as Api from "./Api.js"
 export * as Client from "./Client.js"
+export * as Files from "./Files.js"
 export * as Requests from "./Requests.js"
 export * from "./ClientError.js"
 export type { Emitted } from "./Batcher.js"

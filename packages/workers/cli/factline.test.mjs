@@ -1,7 +1,7 @@
 /**
  * The `factline` command as a process: its exit codes (0 done, 1 the API refused or could not be reached,
- * 2 a usage error), its help, and that the operators' commands reach the API through the client's request
- * layer (an unreachable deployment is named). The commands against a real deployment — health, dead letters,
+ * 2 a usage error), its help, and that the operators' commands reach the API through the client derived from
+ * its description (an unreachable deployment is named; a value the endpoint's schema refuses is named, unsent). The commands against a real deployment — health, dead letters,
  * batches, import, export — run against wrangler dev in apps/example/scripts/browser.mjs (`cli: N passed`).
  */
 import { execFile } from "node:child_process"
@@ -55,6 +55,21 @@ describe("factline", () => {
     const run = await factline(["dlq", "list"], { FACTLINE_URL: url, FACTLINE_TOKEN: "t" })
     expect(run.code).toBe(1)
     expect(run.stderr).toBe(`factline: cannot reach ${url}: fetch failed (ECONNREFUSED)\n`)
+  })
+
+  it("a value the endpoint's schema refuses exits 1 naming the parameter, before anything is sent", async () => {
+    // Nothing listens there: had anything been sent, the error would be that the deployment cannot be reached.
+    const url = `http://127.0.0.1:${await closedPort()}`
+    const env = { FACTLINE_URL: url, FACTLINE_TOKEN: "t" }
+    const status = await factline(["dlq", "list", "--status", "bogus"], env)
+    expect(status.code).toBe(1)
+    expect(status.stderr).toBe("factline: invalid_query: status: must be one of open, replaying, replayed, skipped, escalated (checked before sending: nothing was sent)\n")
+    const limit = await factline(["runs", "--limit", "many"], env)
+    expect(limit.code).toBe(1)
+    expect(limit.stderr).toContain("invalid_query: limit: must be a whole number from 1 to 200")
+    const name = await factline(["tenants", "remove", "x".repeat(10_001)], env)
+    expect(name.code).toBe(1)
+    expect(name.stderr).toMatch(/^factline: invalid_request: tenant: .+ \(checked before sending: nothing was sent\)\n$/)
   })
 
   it("--version prints the package's version", async () => {

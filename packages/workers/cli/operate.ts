@@ -1,73 +1,98 @@
-// @ts-nocheck — converted from .mjs as is; its types are the next step of issue 36 item 2 (until then tsc only compiles it).
 /**
  * The operators' commands of `factline`, against any deployment's HTTP API: queue health, dead letters
  * (list, show, replay one or all matching, skip, escalate), batch jobs (list, show, cancel; import, export,
  * reconcile, rebuild with a progress bar), projections (their catch-up, and the check now), tenants (where each lives, place one, move one and follow the move), runs (every
- * message attempt, followed live; retry now). Every call goes through the client's request layer
- * (`Requests` of @factline/client): this module knows the commands, their options and their output —
- * tables, `--json` for the API's JSON as is, the error to print — not the routes.
+ * message attempt, followed live; retry now). Every call goes through the client derived from the API's
+ * description (`Api` of @factline/client, typed by @factline/core/api's endpoints; a query's parameter names
+ * are read from its endpoint), and an import's upload and an export's download through `Files` (streamed, with
+ * no time limit): this module knows the commands, their options and their output — tables, `--json` for the
+ * API's answer as JSON, the error to print — not the routes.
  *
  * `run(argv)` resolves with the exit code: 0 done, 1 the API refused or could not be reached (its status,
- * code and message are printed), 2 a usage error. The local commands (init, tokens, deploy) are not here.
+ * code and message are printed; a value the endpoint's schemas refuse is named, and nothing is sent), 2 a usage
+ * error. The local commands (init, tokens, deploy) are not here.
  */
 import { createReadStream, createWriteStream } from "node:fs"
 import { stat } from "node:fs/promises"
 import { basename } from "node:path"
 import { Readable } from "node:stream"
 import { pipeline } from "node:stream/promises"
+import type * as Schema from "effect/Schema"
+import * as SchemaAST from "effect/SchemaAST"
+import type * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
+import { Api, Conflict, Files, Forbidden, InvalidQuery, InvalidRequest, NotFound, type RequestError, Unauthorized, Unavailable, UnexpectedResponse } from "@factline/client"
+import { Batches, DeadLetters, Projections, Queues, Recovery, Runs, Tenants } from "@factline/core/api"
 import * as Args from "./Args.js"
-import { Conflict, Forbidden, InvalidQuery, InvalidRequest, NotFound, Requests, Unauthorized, Unavailable, UnexpectedResponse } from "@factline/client"
 
 export class UsageError extends Error {}
 /** What the API answered with, or that it could not be reached: printed, exit 1. */
 const answers = [Conflict, Forbidden, InvalidQuery, InvalidRequest, NotFound, Unauthorized, Unavailable, UnexpectedResponse]
 
 // Output: data from the API may hold anything; control characters never reach the terminal.
-const clean = (value) => String(value ?? "").replace(/[\u0000-\u001f\u007f-\u009f]/g, " ")
+const clean = (value: unknown): string => String(value ?? "").replace(/[\u0000-\u001f\u007f-\u009f]/g, " ")
 const colors = process.stdout.isTTY && !process.env.NO_COLOR
-const paint = (code, text) => (colors ? `\u001b[${code}m${text}\u001b[0m` : text)
-const statusColor = { ok: 32, replayed: 32, completed: 32, succeeded: 32, queued: 90, cancelled: 90, warning: 33, replaying: 33, running: 33, critical: 31, open: 31, failed: 31, skipped: 90, escalated: 35 }
-const colored = (status) => paint(statusColor[status] ?? 0, status)
-const dim = (text) => paint(90, text)
+const paint = (code: number, text: string): string => (colors ? `\u001b[${code}m${text}\u001b[0m` : text)
+const statusColor: Record<string, number> = { ok: 32, replayed: 32, completed: 32, succeeded: 32, queued: 90, cancelled: 90, warning: 33, replaying: 33, running: 33, critical: 31, open: 31, failed: 31, skipped: 90, escalated: 35 }
+const colored = (status: string): string => paint(statusColor[status] ?? 0, status)
+const dim = (text: string): string => paint(90, text)
 
-const truncate = (text, max) => (text.length > max ? `${text.slice(0, max - 1)}…` : text)
-/** A plain text table; `columns` are `{ title, get, align?, max?, color? }`. */
-const table = (columns, rows) => {
+const truncate = (text: string, max: number): string => (text.length > max ? `${text.slice(0, max - 1)}…` : text)
+/** A column of a plain text table. */
+interface Column<R> {
+  readonly title: string
+  readonly get: (row: R) => unknown
+  readonly align?: "right"
+  readonly max?: number
+  readonly color?: (padded: string, raw: string) => string
+}
+
+/** A plain text table. */
+const table = <R>(columns: ReadonlyArray<Column<R>>, rows: ReadonlyArray<R>): string => {
   const cells = rows.map((row) => columns.map((c) => truncate(clean(c.get(row)), c.max ?? 60)))
-  const widths = columns.map((c, i) => Math.max(c.title.length, ...cells.map((r) => r[i].length)))
-  const pad = (text, i) => (columns[i].align === "right" ? text.padStart(widths[i]) : text.padEnd(widths[i]))
+  const widths = columns.map((c, i) => Math.max(c.title.length, ...cells.map((r) => r[i]!.length)))
+  const pad = (text: string, i: number) => (columns[i]!.align === "right" ? text.padStart(widths[i]!) : text.padEnd(widths[i]!))
   const lines = [columns.map((c, i) => dim(pad(c.title, i))).join("  ").trimEnd()]
-  for (const r of cells) lines.push(r.map((text, i) => (columns[i].color ? columns[i].color(pad(text, i), text) : pad(text, i))).join("  ").trimEnd())
+  for (const r of cells) lines.push(r.map((text, i) => { const color = columns[i]!.color; return color ? color(pad(text, i), text) : pad(text, i) }).join("  ").trimEnd())
   return lines.join("\n")
 }
 
-const num = (v) => (v === null || v === undefined ? "—" : Number(v).toLocaleString("en-US"))
-const ms = (v) => (v === null || v === undefined ? "—" : v < 1_000 ? `≤${v}ms` : v < 60_000 ? `≤${v / 1_000}s` : `≤${v / 60_000}min`)
-const ago = (iso) => {
+const num = (v: unknown): string => (v === null || v === undefined ? "—" : Number(v).toLocaleString("en-US"))
+const ms = (v: number | null | undefined): string => (v === null || v === undefined ? "—" : v < 1_000 ? `≤${v}ms` : v < 60_000 ? `≤${v / 1_000}s` : `≤${v / 60_000}min`)
+const ago = (iso: string | null | undefined): string => {
   if (!iso) return "—"
   const s = (Date.now() - Date.parse(iso)) / 1_000
   if (!Number.isFinite(s)) return clean(iso)
   return s < 60 ? `${Math.max(0, Math.round(s))}s ago` : s < 3_600 ? `${Math.round(s / 60)}m ago` : s < 86_400 ? `${Math.round(s / 3_600)}h ago` : `${Math.round(s / 86_400)}d ago`
 }
 
-/** The options a route takes as its query: the flags named like its parameters. */
-const query = (flags, route) => Object.fromEntries(route.query.filter((name) => flags[name] !== undefined).map((name) => [name, flags[name]]))
+/**
+ * The query of a call of `endpoint`: the flags named like its query parameters (read from the endpoint's query
+ * schema). Their values are what the operator typed: the derived client checks them against the schema before
+ * sending (a value it refuses is an InvalidQuery naming it, printed like the API's own refusal).
+ */
+const query = <E extends HttpApiEndpoint.ConstraintRequest & { readonly query: Schema.Top | undefined }>(flags: Flags, endpoint: E) => {
+  const ast = endpoint.query?.ast
+  const names = ast !== undefined && SchemaAST.isObjects(ast) ? ast.propertySignatures.map((p) => String(p.name)) : []
+  // As typed: a value the schema refuses is the client's refusal, not a type error here.
+  return Object.fromEntries(names.filter((name) => typeof flags[name] === "string").map((name) => [name, flags[name]])) as QueryOf<E>
+}
+type QueryOf<E extends HttpApiEndpoint.ConstraintRequest> = Api.Input<E> extends { readonly query: infer Q } ? Q : never
 
-const needId = (positional, command) => {
+const needId = (positional: ReadonlyArray<string>, command: string): string => {
   const id = positional[2]
   if (!id) throw new UsageError(`dlq ${command} needs a dead-letter ID`)
   if (positional.length > 3) throw new UsageError(`unexpected argument ${positional[3]}`)
   return id
 }
 
-const showRecord = (r) => {
+const showRecord = (r: Api.Output<typeof DeadLetters.getDeadLetter> & { readonly reconciliation_fact_id?: string }): string => {
   const rows = [
     ["id", r.id], ["status", r.status], ["queue", r.queue], ["reason", r.reason], ["last error", r.last_error], ["attempts", r.attempts],
     ["tenant", r.tenant_id], ["message type", r.message_type], ["idempotency key", r.idempotency_key], ["subject", r.subject],
     ["first attempted", r.first_attempted_at], ["last attempted", r.last_attempted_at], ["received", r.received_at],
     ["resolved by", r.resolved_by], ["resolved at", r.resolved_at], ["replay operation", r.replay_operation_id],
     ["reconciliation fact", r.reconciliation_fact_id]
-  ].filter(([, v]) => v !== null && v !== undefined && v !== "")
+  ].filter(([, v]) => v !== null && v !== undefined && v !== "") as Array<[string, unknown]>
   const width = Math.max(...rows.map(([k]) => k.length))
   const lines = rows.map(([k, v]) => `${dim(k.padEnd(width))}  ${k === "status" ? colored(clean(v)) : clean(v)}`)
   if (r.history !== undefined) {
@@ -87,10 +112,34 @@ const showRecord = (r) => {
   return lines.join("\n")
 }
 
-const commands = {
-  async health(api, { flags, positional }) {
+/** The options every operator's command reads (`Args.parse` below). */
+type Flags = Readonly<Record<string, string | boolean | undefined>>
+interface Invocation {
+  readonly flags: Flags
+  readonly positional: ReadonlyArray<string>
+}
+/** The deployment a command calls: the derived client, and its settings for the file routes (`Files`). */
+interface Deployment {
+  readonly api: Api.Api
+  readonly config: Api.Config
+}
+/** A command's output: text to print, an answer to print as JSON, or "" (it printed already). */
+type Command = (deployment: Deployment, invocation: Invocation) => Promise<unknown>
+
+/** A batch job as the API answers it: an import, export or reconcile (`params`), or a rebuild (`projection`). */
+type Batch = Api.Output<typeof Batches.getBatch>
+/** What a job works on: a rebuild's projection; the projection or uploaded file another job was started with. */
+const jobSubject = (b: Batch): string => (b.operation === "rebuild" ? b.projection : clean(b.params.projection ?? b.params.manifest ?? ""))
+/** A check's threshold from the health answer's `thresholds` (`{ <check>: { warning, critical } }`). */
+const threshold = (thresholds: Readonly<Record<string, unknown>>, check: string, level: "warning" | "critical"): unknown => {
+  const of = thresholds[check]
+  return typeof of === "object" && of !== null ? (of as Record<string, unknown>)[level] : undefined
+}
+
+const commands: Record<string, Command> = {
+  async health({ api }, { flags, positional }) {
     if (positional.length > 1) throw new UsageError(`unexpected argument ${positional[1]}`)
-    const h = await api.queueHealth({ query: query(flags, Requests.routes.queueHealth) })
+    const h = await api.queues.queueHealth({ query: query(flags, Queues.health) })
     if (flags.json) return h
     const lines = [
       `${dim("window")} ${clean(h.window)} ${dim("since")} ${clean(h.since)}   ${dim("overall")} ${colored(clean(h.status))}   ${dim("ledger shards with relay pending")} ${num(h.ledger?.relay_pending_shards)}`,
@@ -110,18 +159,18 @@ const commands = {
         { title: "PROC P99", get: (q) => ms(q.processing_p99_ms), align: "right" }
       ], h.queues)
     ]
-    const failing = h.queues.flatMap((q) => Object.entries(q.checks).filter(([, level]) => level !== "ok").map(([check, level]) => `  ${clean(q.queue)}: ${check} ${colored(level)} (${num(q[check])}; warning above ${num(h.thresholds?.[check]?.warning)}, critical above ${num(h.thresholds?.[check]?.critical)})`))
+    const failing = h.queues.flatMap((q) => Object.entries(q.checks).filter(([, level]) => level !== "ok").map(([check, level]) => `  ${clean(q.queue)}: ${check} ${colored(level)} (${num(q[check])}; warning above ${num(threshold(h.thresholds, check, "warning"))}, critical above ${num(threshold(h.thresholds, check, "critical"))})`))
     if (failing.length > 0) lines.push("", dim("checks not ok"), ...failing)
     if ((h.spilled_dead_letters ?? 0) > 0) lines.push("", `${colored("warning")} ${num(h.spilled_dead_letters)} dead letter(s) spilled to R2 during a D1 outage; the cron moves them into the dead-letter list`)
     return lines.join("\n")
   },
 
-  async dlq(api, { flags, positional }) {
+  async dlq({ api }, { flags, positional }) {
     const sub = positional[1]
     switch (sub) {
       case "list": {
         if (positional.length > 2) throw new UsageError(`unexpected argument ${positional[2]}`)
-        const page = await api.listDeadLetters({ query: query(flags, Requests.routes.listDeadLetters) })
+        const page = await api.deadLetters.listDeadLetters({ query: query(flags, DeadLetters.listDeadLetters) })
         if (flags.json) return page
         if (page.data.length === 0) return dim("no dead letters match")
         const out = [table([
@@ -140,33 +189,33 @@ const commands = {
         return out.join("\n")
       }
       case "show": {
-        const record = await api.getDeadLetter({ params: { id: needId(positional, "show") } })
+        const record = await api.deadLetters.getDeadLetter({ params: { id: needId(positional, "show") } })
         return flags.json ? record : showRecord(record)
       }
       case "replay": {
         if (flags["all-matching"]) {
           if (positional.length > 2) throw new UsageError("give either an ID or --all-matching, not both")
           if (flags.status !== undefined) throw new UsageError("--all-matching replays open dead letters only; drop --status")
-          const result = await api.replayDeadLetters({ query: query(flags, Requests.routes.replayDeadLetters) })
+          const result = await api.deadLetters.replayDeadLetters({ query: query(flags, DeadLetters.replayMatching) })
           if (flags.json) return result
           return result.count === 0
             ? "no open dead letters match; nothing replayed"
             : `replaying ${num(result.count)} dead letter(s) in ${num(result.waves)} wave(s) of up to ${num(result.wave_size)}, ${result.wave_delay_seconds} s apart — operation ${clean(result.operation_id)}`
         }
-        const record = await api.replayDeadLetter({ params: { id: needId(positional, "replay") } })
+        const record = await api.deadLetters.replayDeadLetter({ params: { id: needId(positional, "replay") } })
         if (flags.json) return record
         return `replayed ${clean(record.id)} to ${clean(record.queue)} (operation ${clean(record.replay_operation_id)}); status ${colored(record.status)}`
       }
       case "skip": {
         const id = needId(positional, "skip")
-        if (flags.reason === undefined || flags.reason.trim() === "") throw new UsageError('dlq skip needs --reason "why this work is given up"')
-        const record = await api.skipDeadLetter({ params: { id }, body: { reason: flags.reason } })
+        if (typeof flags.reason !== "string" || flags.reason.trim() === "") throw new UsageError('dlq skip needs --reason "why this work is given up"')
+        const record = await api.deadLetters.skipDeadLetter({ params: { id }, payload: { reason: flags.reason } })
         if (flags.json) return record
         return `skipped ${clean(record.id)}; reconciliation fact ${clean(record.reconciliation_fact_id)} appended to stream ${clean(record.subject ?? `dead-letters/${record.id}`)}`
       }
       case "escalate": {
         const id = needId(positional, "escalate")
-        const record = await api.escalateDeadLetter({ params: { id }, body: flags.note === undefined ? {} : { note: flags.note } })
+        const record = await api.deadLetters.escalateDeadLetter({ params: { id }, payload: typeof flags.note === "string" ? { note: flags.note } : {} })
         return flags.json ? record : `escalated ${clean(record.id)}`
       }
       default:
@@ -174,16 +223,17 @@ const commands = {
     }
   },
 
-  async projections(api, { flags, positional }) {
+  async projections({ api }, { flags, positional }) {
     const sub = positional[1]
     if (sub !== undefined && sub !== "catch-up") throw new UsageError(`unknown projections subcommand ${sub} (catch-up, or none to list)`)
     if (positional.length > 2) throw new UsageError(`unexpected argument ${positional[2]}`)
-    const answer = sub === "catch-up" ? await api.catchUpProjections({}) : await api.listProjections({})
+    const answer: Api.Output<typeof Projections.listProjections> & Partial<Api.Output<typeof Projections.catchUpProjections>> =
+      sub === "catch-up" ? await api.projections.catchUpProjections({}) : await api.projections.listProjections({})
     if (flags.json) return answer
     const lines = [table([
       { title: "PROJECTION", get: (p) => p.projection, max: 40 },
       { title: "VERSION", get: (p) => (p.recorded_version === null || p.recorded_version === p.version ? `v${p.version}` : `v${p.recorded_version} → v${p.version}`) },
-      { title: "STATUS", get: (p) => p.status, color: (padded, raw) => paint({ current: 32, catching_up: 33, not_migrated: 31, unchecked: 90 }[raw] ?? 0, raw) + padded.slice(raw.length) },
+      { title: "STATUS", get: (p) => p.status, color: (padded, raw) => paint(({ current: 32, catching_up: 33, not_migrated: 31, unchecked: 90 } as Record<string, number>)[raw] ?? 0, raw) + padded.slice(raw.length) },
       { title: "REPLAY", get: (p) => (p.rebuild === null ? "—" : `${p.rebuild.batch_id} ${p.rebuild.status}`), max: 40 },
       { title: "PROGRESS", get: (p) => (p.rebuild === null ? "—" : `${p.rebuild.shards_done}/${p.rebuild.shards_total} shards`), align: "right" },
       { title: "FACTS", get: (p) => (p.rebuild === null ? "—" : num(p.rebuild.facts_replayed)), align: "right" },
@@ -191,21 +241,21 @@ const commands = {
       { title: "DETAIL", get: (p) => p.detail ?? "", max: 80 }
     ], answer.data)]
     if (sub === "catch-up") {
-      const moved = answer.steps.filter((s) => !["current", "running"].includes(s.action))
+      const moved = (answer.steps ?? []).filter((s) => !["current", "running"].includes(s.action))
       lines.push("", moved.length === 0 ? dim("nothing to start: every projection is current or already catching up") : moved.map((s) => `${clean(s.projection)}: ${clean(s.action)}${s.batch_id ? ` ${clean(s.batch_id)}` : ""}`).join("\n"))
     }
     return lines.join("\n")
   },
 
-  async batches(api, { flags, positional }) {
+  async batches({ api }, { flags, positional }) {
     if (positional.length > 1) throw new UsageError(`unexpected argument ${positional[1]}`)
-    const page = await api.listBatches({ query: query(flags, Requests.routes.listBatches) })
+    const page = await api.batches.listBatches({ query: query(flags, Batches.listBatches) })
     if (flags.json) return page
     if (page.data.length === 0) return dim("no batch jobs")
     return table([
       { title: "BATCH", get: (b) => b.batch_id, max: 40 },
       // A rebuild the system started (`cu_…`) is a projection catching up.
-      { title: "OPERATION", get: (b) => `${b.operation === "rebuild" && b.batch_id.startsWith("cu_") ? "catch-up" : b.operation} ${b.projection ?? b.params?.projection ?? b.params?.manifest ?? ""}`.trim() },
+      { title: "OPERATION", get: (b) => `${b.operation === "rebuild" && b.batch_id.startsWith("cu_") ? "catch-up" : b.operation} ${jobSubject(b)}`.trim() },
       { title: "STATUS", get: (b) => b.status, color: (padded, raw) => colored(raw) + padded.slice(raw.length) },
       { title: "PROGRESS", get: (b) => `${b.offset}/${b.total ?? "?"}${b.operation === "rebuild" ? " shards" : ""}`, align: "right" },
       { title: "DONE", get: (b) => num(b.succeeded), align: "right" },
@@ -221,10 +271,10 @@ const commands = {
  * Polls a batch job every second, drawing a progress line on stderr, until it is finished; returns the job.
  * `expectedTotal` stands in for the total until the job knows it (an import's line count).
  */
-const follow = async (api, id, expectedTotal) => {
+const follow = async (api: Api.Api, id: string, expectedTotal?: number): Promise<Batch> => {
   const tty = process.stderr.isTTY
   for (;;) {
-    const job = await api.getBatch({ params: { id } })
+    const job = await api.batches.getBatch({ params: { id } })
     const total = job.total ?? expectedTotal
     const fraction = total ? Math.min(1, job.offset / total) : ["succeeded", "completed"].includes(job.status) ? 1 : 0
     const width = 30
@@ -239,92 +289,110 @@ const follow = async (api, id, expectedTotal) => {
   }
 }
 
-const summary = (job) => [
-  `batch ${clean(job.batch_id)}  ${clean(job.operation)}  ${clean(job.status)}  offset ${num(job.offset)}/${job.total === null ? "?" : num(job.total)}  succeeded ${num(job.succeeded)}  failed ${num(job.failed)}`,
-  ...(job.error ? [`error: ${clean(job.error)}`] : []),
-  ...(job.errors ?? []).slice(0, 20).map((e) => `  line ${e.line}: ${clean(e.error)}`),
-  ...((job.errors ?? []).length > 20 ? [`  … ${job.errors.length - 20} more (factline batch show ${clean(job.batch_id)} --json)`] : []),
-  ...(job.output ? [`output: ${clean(job.output)}`] : [])
-].join("\n")
+const summary = (job: Batch): string => {
+  // A rebuild has neither per-line errors nor an output file.
+  const errors = job.operation === "rebuild" ? [] : job.errors
+  const output = job.operation === "rebuild" ? null : job.output
+  return [
+    `batch ${clean(job.batch_id)}  ${clean(job.operation)}  ${clean(job.status)}  offset ${num(job.offset)}/${job.total === null ? "?" : num(job.total)}  succeeded ${num(job.succeeded)}  failed ${num(job.failed)}`,
+    ...(job.error ? [`error: ${clean(job.error)}`] : []),
+    ...errors.slice(0, 20).map((e) => `  line ${e.line}: ${clean(e.error)}`),
+    ...(errors.length > 20 ? [`  … ${errors.length - 20} more (factline batch show ${clean(job.batch_id)} --json)`] : []),
+    ...(output ? [`output: ${clean(output)}`] : [])
+  ].join("\n")
+}
 
-const startAndFollow = async (api, flags, body, expectedTotal) => {
-  const started = await api.startBatch({ body })
+const startAndFollow = async (api: Api.Api, flags: Flags, payload: Api.Input<typeof Batches.startBatch>["payload"], expectedTotal?: number): Promise<unknown> => {
+  const started = await api.batches.startBatch({ payload })
   if (flags["no-wait"]) return flags.json ? started : `started batch ${clean(started.batch_id)}`
   const job = await follow(api, started.batch_id, expectedTotal)
   return flags.json ? job : summary(job)
 }
 
+/** A string option's value (Args gives strings for the `values` options, `true` for the switches). */
+const text = (flags: Flags, name: string): string | undefined => (typeof flags[name] === "string" ? flags[name] : undefined)
+
 Object.assign(commands, {
-  async import(api, { flags, positional }) {
+  async import({ api, config }, { flags, positional }) {
     const file = positional[1]
     if (!file || positional.length > 2) throw new UsageError("import needs one NDJSON file")
     const size = (await stat(file)).size
     // Lines, counted while streaming (never loaded whole): the progress bar's total.
     let lines = 0
     let last = 10
-    for await (const chunk of createReadStream(file)) {
+    for await (const chunk of createReadStream(file) as AsyncIterable<Buffer>) {
       for (const byte of chunk) if (byte === 10) lines++
-      last = chunk.at(-1)
+      last = chunk.at(-1) ?? last
     }
     if (size > 0 && last !== 10) lines++
-    const name = flags.name ?? `${basename(file).replace(/[^A-Za-z0-9._-]/g, "_").replace(/^[^A-Za-z0-9]+/, "") || "upload"}`
+    const name = text(flags, "name") ?? `${basename(file).replace(/[^A-Za-z0-9._-]/g, "_").replace(/^[^A-Za-z0-9]+/, "") || "upload"}`
     process.stderr.write(`uploading ${clean(file)} (${num(size)} bytes, ${num(lines)} lines) as ${clean(name)}\n`)
-    await api.upload({ params: { name }, body: { stream: Readable.toWeb(createReadStream(file)), length: size } })
+    // Streamed (a raw route: the derived client would hold the whole file in memory), with no time limit. Node's
+    // web streams are the global ones at run time; the Workers typings (see tsconfig) only spell them differently.
+    const stream = Readable.toWeb(createReadStream(file)) as unknown as ReadableStream<Uint8Array>
+    await Files.upload(config, { params: { name }, file: { stream, length: size } })
     return startAndFollow(api, flags, { operation: "import", manifest: name }, lines)
   },
 
-  async export(api, { flags, positional }) {
+  async export({ api, config }, { flags, positional }) {
     if (positional.length > 1) throw new UsageError(`unexpected argument ${positional[1]}`)
-    const started = await api.startBatch({ body: { operation: "export", ...(flags.projection ? { projection: flags.projection } : {}), ...(flags.format ? { format: flags.format } : {}) } })
+    const projection = text(flags, "projection")
+    const format = text(flags, "format")
+    // The format as typed: a value the endpoint does not take is the client's refusal naming `format`.
+    const started = await api.batches.startBatch({ payload: { operation: "export", ...(projection ? { projection } : {}), ...(format ? { format: format as "ndjson" } : {}) } })
     const job = await follow(api, started.batch_id)
     if (job.status !== "succeeded") return flags.json ? job : summary(job)
-    const output = Readable.fromWeb(await api.batchOutput({ params: { id: job.batch_id } }))
-    if (!flags.out) {
+    // Streamed to the file (or stdout) as it arrives, with no time limit.
+    const output = Readable.fromWeb(await Files.download(config, { params: { id: job.batch_id } }) as unknown as Parameters<typeof Readable.fromWeb>[0])
+    const out = text(flags, "out")
+    if (!out) {
       await pipeline(output, process.stdout)
       return ""
     }
-    await pipeline(output, createWriteStream(flags.out))
-    return flags.json ? job : `${summary(job)}\nwritten to ${clean(flags.out)}`
+    await pipeline(output, createWriteStream(out))
+    return flags.json ? job : `${summary(job)}\nwritten to ${clean(out)}`
   },
 
-  async reconcile(api, { flags, positional }) {
-    if (!positional[1] || positional.length > 2) throw new UsageError("reconcile needs one projection name")
-    return startAndFollow(api, flags, { operation: "reconcile", projection: positional[1], ...(flags.repair ? { repair: true } : {}) })
+  async reconcile({ api }, { flags, positional }) {
+    const projection = positional[1]
+    if (!projection || positional.length > 2) throw new UsageError("reconcile needs one projection name")
+    return startAndFollow(api, flags, { operation: "reconcile", projection, ...(flags.repair ? { repair: true } : {}) })
   },
 
-  async rebuild(api, { flags, positional }) {
-    if (!positional[1] || positional.length > 2) throw new UsageError("rebuild needs one projection name")
-    return startAndFollow(api, flags, { operation: "rebuild", projection: positional[1] })
+  async rebuild({ api }, { flags, positional }) {
+    const projection = positional[1]
+    if (!projection || positional.length > 2) throw new UsageError("rebuild needs one projection name")
+    return startAndFollow(api, flags, { operation: "rebuild", projection })
   },
 
-  async batch(api, { flags, positional }) {
+  async batch({ api }, { flags, positional }) {
     const [, sub, id] = positional
     if (!id || positional.length > 3) throw new UsageError("batch show|cancel needs a batch ID")
     if (sub === "show") {
-      const job = await api.getBatch({ params: { id } })
+      const job = await api.batches.getBatch({ params: { id } })
       return flags.json ? job : summary(job)
     }
     if (sub === "cancel") {
-      const job = await api.cancelBatch({ params: { id } })
+      const job = await api.batches.cancelBatch({ params: { id } })
       return flags.json ? job : summary(job)
     }
     throw new UsageError(`unknown batch subcommand ${sub}`)
   }
-})
+} satisfies Record<string, Command>)
 
-const moveLine = (m) => `move ${clean(m.move_id)}  ${clean(m.tenant_id)}: read database ${m.from_database} → ${m.to_database}  ${colored(clean(m.phase))}` +
-  `  round ${m.copy_round}  copied ${num(Object.values(m.copied ?? {}).reduce((a, b) => a + b, 0))} rows${m.error ? `\nerror: ${clean(m.error)}` : ""}`
+const moveLine = (m: Api.Output<typeof Tenants.getMove>): string => `move ${clean(m.move_id)}  ${clean(m.tenant_id)}: read database ${m.from_database} → ${m.to_database}  ${colored(clean(m.phase))}` +
+  `  round ${m.copy_round}  copied ${num(Object.values(m.copied).reduce((a, b) => a + b, 0))} rows${m.error ? `\nerror: ${clean(m.error)}` : ""}`
 
 Object.assign(commands, {
   /** Where tenants live (`tenants`, `tenants me`), placing one (`tenants place <tenant> --to N`), removing a placement that holds no data (`tenants remove <tenant>`), moving one (`tenants move <tenant> --to N`). */
-  async tenants(api, { flags, positional }) {
+  async tenants({ api }, { flags, positional }) {
     const [, sub = "list", tenant] = positional
     if (sub === "me") {
-      const p = await api.tenantPlacement()
+      const p = await api.tenants.tenantPlacement({})
       return flags.json ? p : `${clean(p.tenant_id)}: read database ${p.read_database} (binding ${clean(p.binding)})${p.writes_held_since ? `, writes held since ${clean(p.writes_held_since)} (being moved)` : ""}`
     }
     if (sub === "list") {
-      const all = await api.listPlacements()
+      const all = await api.tenants.listPlacements({})
       if (flags.json) return all
       return [
         table([{ title: "READ DB", get: (d) => d.read_database, align: "right" }, { title: "BINDING", get: (d) => d.binding }, { title: "TENANTS", get: (d) => num(d.tenants), align: "right" }], all.databases),
@@ -334,51 +402,57 @@ Object.assign(commands, {
     }
     if (sub === "remove") {
       if (!tenant || positional.length > 3) throw new UsageError("tenants remove needs a tenant")
-      const removed = await api.removePlacement({ params: { tenant } })
+      const removed = await api.tenants.removePlacement({ params: { tenant } })
       return flags.json ? removed : `${clean(removed.tenant_id)}: placement on read database ${removed.read_database} ${removed.outcome}`
     }
     if (sub !== "place" && sub !== "move") throw new UsageError(`unknown tenants subcommand ${sub}`)
     const to = Number(flags.to)
     if (!tenant || positional.length > 3 || flags.to === undefined || !Number.isInteger(to)) throw new UsageError(`tenants ${sub} needs a tenant and --to <read database index>`)
     if (sub === "place") {
-      const p = await api.placeTenant({ params: { tenant }, body: { read_database: to } })
+      const p = await api.tenants.placeTenant({ params: { tenant }, payload: { read_database: to } })
       return flags.json ? p : `${clean(p.tenant_id)}: read database ${p.read_database} (binding ${clean(p.binding)})`
     }
-    let move = await api.moveTenant({ params: { tenant }, body: { to_database: to } })
+    let move = await api.tenants.moveTenant({ params: { tenant }, payload: { to_database: to } })
     if (flags["no-wait"]) return flags.json ? move : moveLine(move)
     const tty = process.stderr.isTTY
     while (!["dropped", "failed"].includes(move.phase)) {
       process.stderr.write(tty ? `\r${moveLine(move)}\u001b[K` : `${moveLine(move)}\n`)
       await new Promise((resolve) => setTimeout(resolve, 1_000))
-      move = await api.getTenantMove({ params: { tenant, move_id: move.move_id } })
+      move = await api.tenants.getTenantMove({ params: { tenant, move_id: move.move_id } })
     }
     if (tty) process.stderr.write("\n")
     return flags.json ? move : moveLine(move)
   }
-})
+} satisfies Record<string, Command>)
 
 // `recover --since 10m [--dry-run]`: after a restart of the local queues (or any loss of queued messages) — the
 // facts appended since then are relayed again, and kept accepted events with no fact yet are sent again
 // (POST /v1/recover, scope platform). The API walks the ledger a bounded amount per call; this repeats the call
 // with its cursor, summing what each call did, until it is done.
 /** `10m`, `90s`, `2h`, `1d`, or an ISO 8601 time → the ISO time it means. */
-const sinceOf = (raw) => {
+const sinceOf = (raw: unknown): string => {
   const match = /^(\d+)(s|m|h|d)$/.exec(String(raw ?? "").trim())
-  if (match) return new Date(Date.now() - Number(match[1]) * { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2]]).toISOString()
-  if (/^\d{4}-\d{2}-\d{2}T/.test(String(raw)) && !Number.isNaN(Date.parse(raw))) return new Date(raw).toISOString()
+  const unit: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 }
+  if (match) return new Date(Date.now() - Number(match[1]) * unit[match[2]!]!).toISOString()
+  if (typeof raw === "string" && /^\d{4}-\d{2}-\d{2}T/.test(raw) && !Number.isNaN(Date.parse(raw))) return new Date(raw).toISOString()
   throw new UsageError("recover needs --since: a duration back from now (10m, 2h, 1d) or an ISO 8601 time")
 }
 
+type Recovered = Api.Output<typeof Recovery.recover>
+/** The counters summed over the calls of one recovery. */
+const counters = ["facts", "relayed", "sends", "handed_over", "shards"] as const
+
 Object.assign(commands, {
-  async recover(api, { flags, positional }) {
+  async recover({ api }, { flags, positional }) {
     if (positional.length > 1) throw new UsageError(`unexpected argument ${positional[1]}`)
     const since = sinceOf(flags.since)
     const dryRun = flags["dry-run"] === true
-    const total = { since, dry_run: dryRun, facts: 0, relayed: 0, sends: 0, handed_over: 0, shards: 0, events: null, calls: 0 }
-    let cursor
+    const total: { since: string; dry_run: boolean; events: Recovered["events"]; calls: number } & Record<(typeof counters)[number], number> =
+      { since, dry_run: dryRun, facts: 0, relayed: 0, sends: 0, handed_over: 0, shards: 0, events: null, calls: 0 }
+    let cursor: string | undefined
     do {
-      const r = await api.recover({ body: { since, ...(dryRun ? { dry_run: true } : {}), ...(cursor ? { cursor } : {}) } })
-      for (const k of ["facts", "relayed", "sends", "handed_over", "shards"]) total[k] += r[k]
+      const r: Recovered = await api.recovery.recover({ payload: { since, ...(dryRun ? { dry_run: true } : {}), ...(cursor ? { cursor } : {}) } })
+      for (const k of counters) total[k] += r[k]
       if (r.events) total.events = r.events
       total.calls++
       cursor = r.next_cursor ?? undefined
@@ -396,11 +470,14 @@ Object.assign(commands, {
     if (dryRun) lines.push(dim("dry run: nothing was sent; run without --dry-run to recover"))
     return lines.join("\n")
   }
-})
+} satisfies Record<string, Command>)
 
 // ------------------------------------------------------------------ runs (GET /v1/runs, POST /v1/runs/:id/retry)
 
-const runColumns = [
+type Run = Api.Output<typeof Runs.retryRun>
+/** HH:MM:SS of an ISO time, local. */
+const clock = (iso: string | null): string => (iso ? new Date(iso).toTimeString().slice(0, 8) : "—")
+const runColumns: ReadonlyArray<Column<Run>> = [
   { title: "UPDATED", get: (r) => clock(r.updated_at) },
   { title: "ID", get: (r) => r.id, max: 40 },
   { title: "QUEUE", get: (r) => r.queue.replace(/^factline-/, "") },
@@ -414,9 +491,7 @@ const runColumns = [
   { title: "TRACE", get: (r) => r.trace_id ?? "", max: 32 }
 ]
 Object.assign(statusColor, { retry: 33, park: 33, rerun: 36, dead: 31 })
-/** HH:MM:SS of an ISO time, local. */
-const clock = (iso) => (iso ? new Date(iso).toTimeString().slice(0, 8) : "—")
-const runLine = (r) => [
+const runLine = (r: Run): string => [
   dim(clock(r.updated_at)), clean(r.queue.replace(/^factline-/, "")), clean(r.message_type ?? "—"), clean(r.subject ?? "—"), clean(r.tenant_id ?? "—"),
   `#${r.attempts}`, colored(clean(r.outcome)), r.next_retry_at ? dim(`retry ${clock(r.next_retry_at)}`) : "", clean(r.error ?? ""), r.trace_id ? dim(`trace ${clean(r.trace_id)}`) : "", dim(clean(r.id))
 ].filter((part) => part !== "").join("  ")
@@ -426,16 +501,16 @@ Object.assign(commands, {
    * `runs [filters]`: each message's latest attempt, newest first; `--follow` polls every second and prints a
    * line per new or changed run until interrupted; `runs retry ID`: retry now.
    */
-  async runs(api, { flags, positional }) {
+  async runs({ api }, { flags, positional }) {
     const [, sub, id] = positional
     if (sub === "retry") {
       if (!id || positional.length > 3) throw new UsageError("runs retry needs a run ID")
-      const r = await api.retryRun({ params: { id } })
+      const r = await api.runs.retryRun({ params: { id } })
       return flags.json ? r : `retrying ${clean(r.id)} now: a copy is on ${clean(r.queue)} (its own delayed delivery will find the work done)`
     }
     if (sub !== undefined) throw new UsageError(`unknown runs subcommand ${sub} (runs [filters] [--follow], runs retry ID)`)
-    const filters = query(flags, Requests.routes.listRuns)
-    const page = await api.listRuns({ query: filters })
+    const filters = query(flags, Runs.listRuns)
+    const page = await api.runs.listRuns({ query: filters })
     if (!flags.follow) {
       if (flags.json) return page
       if (page.data.length === 0) return dim(`no runs match (recording: ${clean(page.recording)})`)
@@ -443,8 +518,8 @@ Object.assign(commands, {
     }
     // Follow: what changed since the newest update seen (the same instant again, so nothing is missed; a run
     // already printed in the same state is not printed twice), every second, until interrupted.
-    const seen = new Map()
-    const print = (r) => {
+    const seen = new Map<string, string>()
+    const print = (r: Run) => {
       const state = `${r.updated_at}|${r.attempts}|${r.outcome}`
       if (seen.get(r.id) === state) return
       seen.set(r.id, state)
@@ -454,44 +529,54 @@ Object.assign(commands, {
     for (const r of [...page.data].reverse()) print(r)
     let since = page.data[0]?.updated_at ?? new Date(Date.now() - 1_000).toISOString()
     const stopAfter = flags["follow-for"] === undefined ? Infinity : Date.now() + Number(flags["follow-for"]) * 1_000
+    const { cursor: _first, ...unpaged } = filters
     while (Date.now() < stopAfter) {
       await new Promise((resolve) => setTimeout(resolve, 1_000))
-      const changed = await api.listRuns({ query: { ...filters, since, limit: 200, cursor: undefined } })
+      const changed = await api.runs.listRuns({ query: { ...unpaged, since, limit: "200" } })
       for (const r of [...changed.data].reverse()) print(r)
       if (changed.data[0] !== undefined && changed.data[0].updated_at > since) since = changed.data[0].updated_at
     }
     return ""
   }
-})
+} satisfies Record<string, Command>)
+
+const record = (u: unknown): Readonly<Record<string, unknown>> | undefined => (typeof u === "object" && u !== null ? (u as Record<string, unknown>) : undefined)
 
 /** The error an answer (or no answer) makes, for a person: the API's status, code and message, and each problem it names. */
-const refusal = (error, url) => {
+const refusal = (error: RequestError, url: string): string => {
   if (error instanceof Unavailable && error.status === undefined) return `cannot reach ${url}: ${clean(error.last)}`
-  const problem = error.body?.error
+  // Refused by the endpoint's schemas before sending (status 0): the code the API gives such a request, and each problem.
+  if ((error instanceof InvalidQuery || error instanceof InvalidRequest) && error.status === 0) {
+    const code = error instanceof InvalidQuery ? "invalid_query" : "invalid_request"
+    return `${code}: ${error.problems.map((p) => `${clean(p.path)}: ${clean(p.message)}`).join("; ")} (checked before sending: nothing was sent)`
+  }
+  const problem = record(record(error.body)?.error)
   const message = problem ? `${error.status} ${clean(problem.code)}: ${clean(problem.message)}` : clean(error.message)
   // Problems the message does not already spell out, one a line.
-  const problems = (problem?.details?.problems ?? []).filter((p) => !message.includes(String(p.message))).map((p) => `  ${clean(p.path)}: ${clean(p.message)}`)
+  const problems = Api.problemsOf(problem?.details).filter((p) => !message.includes(String(p.message))).map((p) => `  ${clean(p.path)}: ${clean(p.message)}`)
   return [message, ...problems].join("\n")
 }
 
 /** Runs an operator's command (`argv` starts with it); resolves with the exit code. */
-export const run = async (argv) => {
-  let flags = {}
-  let url
+export const run = async (argv: ReadonlyArray<string>): Promise<number> => {
+  let flags: Flags = {}
+  let url = ""
   try {
-    const { options, positional } = Args.parse(argv, {
+    const { options, positional } = Args.parse([...argv], {
       values: ["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out", "to", "outcome", "subject", "since", "follow-for"],
       switches: ["json", "all-matching", "repair", "no-wait", "dry-run", "follow"]
     })
-    const args = { flags: (flags = options), positional }
-    const command = Object.hasOwn(commands, args.positional[0]) ? commands[args.positional[0]] : undefined
-    if (!command) throw new UsageError(`unknown command ${args.positional[0]}`)
-    url = flags.url ?? (process.env.FACTLINE_URL || "http://localhost:8787")
+    const args: Invocation = { flags: (flags = options), positional }
+    const name = args.positional[0]
+    const command = name !== undefined && Object.hasOwn(commands, name) ? commands[name] : undefined
+    if (!command) throw new UsageError(`unknown command ${name}`)
+    url = text(flags, "url") ?? (process.env.FACTLINE_URL || "http://localhost:8787")
     if (!URL.canParse(url)) throw new UsageError(`--url ${url} is not a URL`)
-    const token = flags.token ?? process.env.FACTLINE_TOKEN
+    const token = text(flags, "token") ?? process.env.FACTLINE_TOKEN
     if (!token) throw new UsageError("no token: pass --token or set FACTLINE_TOKEN")
     // One attempt per call: an operator sees a refusal or an outage at once, and runs the command again.
-    const out = await command(Requests.make({ baseUrl: url, token, retry: { maxAttempts: 1 } }), args)
+    const config: Api.Config = { baseUrl: url, token, retry: { maxAttempts: 1 } }
+    const out = await command({ api: Api.make(config), config }, args)
     if (out !== "") console.log(typeof out === "string" ? out : JSON.stringify(out, null, 2))
     return 0
   } catch (error) {
@@ -500,8 +585,9 @@ export const run = async (argv) => {
       return 2
     }
     if (answers.some((answer) => error instanceof answer)) {
-      if (flags.json && error.body) console.error(JSON.stringify(error.body, null, 2))
-      else console.error(`factline: ${refusal(error, url)}`)
+      const refused = error as RequestError
+      if (flags.json && refused.body) console.error(JSON.stringify(refused.body, null, 2))
+      else console.error(`factline: ${refusal(refused, url)}`)
       return 1
     }
     console.error(`factline: ${error instanceof Error ? error.stack : String(error)}`)
