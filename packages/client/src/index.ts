@@ -2,13 +2,12 @@
  * @factline/client — the typed HTTP client of a factline platform, for services outside Workers: emit
  * events checked against their message definitions (batched, retried with the same idempotency keys),
  * read streams, facts and projections typed by their definitions (`Client`); and every route of the API
- * through `Api`, the client derived from the API's description (`@factline/core/api`) that `Client` and the
- * dashboard call through. `Requests`, the hand-written request layer before it, is left for the `factline`
- * command until it moves onto `Api`. Needs only `fetch`.
+ * through `Api`, the client derived from the API's description (`@factline/core/api`) that `Client`, the
+ * dashboard and the `factline` command call through; the two file routes (an import's upload, an export's
+ * download) streamed through `Files`. Needs only `fetch`.
  */
 export * as Api from "./Api.js"
 export * as Client from "./Client.js"
 export * as Files from "./Files.js"
-export * as Requests from "./Requests.js"
 export * from "./ClientError.js"
 export type { Emitted } from "./Batcher.js"
