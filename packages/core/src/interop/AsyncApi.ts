@@ -46,28 +46,32 @@ export interface Info {
   readonly description?: string
 }
 
-export const generate = (registry: Registry, info: Info = {}) => {
-  const schemas: Record<string, unknown> = {}
-  const platformSchemas = { Envelope, FactBatchPayload, FactPayload, WebhookPayload, BatchPayload, DeadLetterRecord }
-  for (const [name, schema] of Object.entries(platformSchemas)) schemas[name] = component(name, jsonSchema(schema))
-  const messages: Record<string, unknown> = {}
-  const envelopeOf = (name: string, title: string, payload: unknown, fixed: Record<string, unknown>, description?: string) => {
-    messages[name] = {
-      name,
-      title,
-      ...(description ? { description } : {}),
-      contentType: "application/json",
-      payload: { allOf: [ref("#/components/schemas/Envelope"), { type: "object", properties: { ...fixed, payload } }] }
-    }
-    return ref(`#/components/messages/${name}`)
-  }
+/** The document's components as they are filled in: schemas and messages, in the order they are added. */
+interface Components {
+  readonly schemas: Record<string, unknown>
+  readonly messages: Record<string, unknown>
+}
 
-  // Every message type, one message per schema_version (older versions are upcast before the handler).
-  const eventMessages = [...registry.definitions.values()].flatMap((definition) =>
+/** A message whose payload is an envelope (`fixed`: its envelope fields' constraints), added to the components; answers its reference. */
+const envelopeOf = (c: Components, name: string, title: string, payload: unknown, fixed: Record<string, unknown>, description?: string) => {
+  c.messages[name] = {
+    name,
+    title,
+    ...(description ? { description } : {}),
+    contentType: "application/json",
+    payload: { allOf: [ref("#/components/schemas/Envelope"), { type: "object", properties: { ...fixed, payload } }] }
+  }
+  return ref(`#/components/messages/${name}`)
+}
+
+/** Every message type, one message per schema_version (older versions are upcast before the handler). */
+const eventMessages = (c: Components, registry: Registry) =>
+  [...registry.definitions.values()].flatMap((definition) =>
     definition.versions.map((v) => {
       const id = key(`${definition.messageType}.v${v.version}`)
-      schemas[`payload.${id}`] = component(`payload.${id}`, jsonSchema(v.schema))
+      c.schemas[`payload.${id}`] = component(`payload.${id}`, jsonSchema(v.schema))
       return envelopeOf(
+        c,
         id,
         `${definition.messageType} (schema_version ${v.version})`,
         ref(`#/components/schemas/payload.${id}`),
@@ -76,25 +80,26 @@ export const generate = (registry: Registry, info: Info = {}) => {
       )
     }))
 
-  // Every fact type (module-owned and the platform's), as the data schema of facts of that type.
+/** Every fact type (module-owned and the platform's), as the data schema of facts of that type; and the facts message. */
+const factMessage = (c: Components, registry: Registry) => {
   const factTypes = [...registry.facts.entries()].sort(([a], [b]) => a.localeCompare(b))
   for (const [type, owner] of factTypes) {
-    schemas[`fact.${key(type)}`] = { ...component(`fact.${key(type)}`, jsonSchema(owner.definition.schema)), description: `data of a ${type} fact (module ${owner.module})` }
+    c.schemas[`fact.${key(type)}`] = { ...component(`fact.${key(type)}`, jsonSchema(owner.definition.schema)), description: `data of a ${type} fact (module ${owner.module})` }
   }
-  const factMessage = envelopeOf(
+  return envelopeOf(
+    c,
     "facts",
     "Facts relayed from the ledger",
     { oneOf: [ref("#/components/schemas/FactBatchPayload"), ref("#/components/schemas/FactPayload")] },
     { message_type: { enum: ["facts.batch", "fact"] } },
     `Facts of any type; each fact's data follows its type's schema: ${factTypes.map(([t]) => `#/components/schemas/fact.${key(t)}`).join(", ")}.`
   )
-  const deliveryMessage = envelopeOf("webhook.delivery", "One webhook delivery (fact × endpoint)", ref("#/components/schemas/WebhookPayload"), { message_type: { const: "webhook.delivery" } })
-  const batchMessage = envelopeOf("batch", "One slice of a bulk operation", ref("#/components/schemas/BatchPayload"), { message_type: { pattern: "^batch\\." } })
-  messages["deadLetter"] = { name: "deadLetter", title: "A dead-letter record", contentType: "application/json", payload: ref("#/components/schemas/DeadLetterRecord") }
+}
 
-  // The webhook event catalog: what tenants' endpoints receive.
-  const webhookEvents = [...registry.webhookEvents.values()].map((event) => {
-    schemas[`webhook.${key(event.type)}`] = component(`webhook.${key(event.type)}`, Webhook.jsonSchema(event) as Record<string, unknown>)
+/** The webhook event catalog: what tenants' endpoints receive. */
+const webhookEvents = (c: Components, registry: Registry) =>
+  [...registry.webhookEvents.values()].map((event) => {
+    c.schemas[`webhook.${key(event.type)}`] = component(`webhook.${key(event.type)}`, Webhook.jsonSchema(event) as Record<string, unknown>)
     return {
       type: event.type,
       fact_type: event.fact.type,
@@ -103,13 +108,8 @@ export const generate = (registry: Registry, info: Info = {}) => {
     }
   })
 
-  const carried: Record<string, ReadonlyArray<{ $ref: string }>> = {
-    [RetryPolicy.events.queue]: eventMessages,
-    [RetryPolicy.projections.queue]: [factMessage],
-    [RetryPolicy.factProcessing.queue]: [factMessage],
-    [RetryPolicy.webhooks.queue]: [factMessage, deliveryMessage],
-    [RetryPolicy.batch.queue]: [batchMessage]
-  }
+/** A channel and a receive operation per queue (with the messages it carries) and per dead-letter queue; the send operation of events. */
+const channelsOf = (carried: Record<string, ReadonlyArray<{ $ref: string }>>, events: ReadonlyArray<{ $ref: string }>) => {
   const channels: Record<string, unknown> = {}
   const operations: Record<string, unknown> = {}
   for (const policy of RetryPolicy.all) {
@@ -148,8 +148,29 @@ export const generate = (registry: Registry, info: Info = {}) => {
     action: "send",
     channel: ref(`#/channels/${RetryPolicy.events.queue}`),
     summary: "Services emit events and commands (the producer, or POST /v1/events)",
-    messages: eventMessages.map((r) => ref(`#/channels/${RetryPolicy.events.queue}/messages/${r.$ref.split("/").at(-1)}`))
+    messages: events.map((r) => ref(`#/channels/${RetryPolicy.events.queue}/messages/${r.$ref.split("/").at(-1)}`))
   }
+  return { channels, operations }
+}
+
+export const generate = (registry: Registry, info: Info = {}) => {
+  const c: Components = { schemas: {}, messages: {} }
+  const platformSchemas = { Envelope, FactBatchPayload, FactPayload, WebhookPayload, BatchPayload, DeadLetterRecord }
+  for (const [name, schema] of Object.entries(platformSchemas)) c.schemas[name] = component(name, jsonSchema(schema))
+  const events = eventMessages(c, registry)
+  const facts = factMessage(c, registry)
+  const deliveryMessage = envelopeOf(c, "webhook.delivery", "One webhook delivery (fact × endpoint)", ref("#/components/schemas/WebhookPayload"), { message_type: { const: "webhook.delivery" } })
+  const batchMessage = envelopeOf(c, "batch", "One slice of a bulk operation", ref("#/components/schemas/BatchPayload"), { message_type: { pattern: "^batch\\." } })
+  c.messages["deadLetter"] = { name: "deadLetter", title: "A dead-letter record", contentType: "application/json", payload: ref("#/components/schemas/DeadLetterRecord") }
+  const webhooks = webhookEvents(c, registry)
+  const carried: Record<string, ReadonlyArray<{ $ref: string }>> = {
+    [RetryPolicy.events.queue]: events,
+    [RetryPolicy.projections.queue]: [facts],
+    [RetryPolicy.factProcessing.queue]: [facts],
+    [RetryPolicy.webhooks.queue]: [facts, deliveryMessage],
+    [RetryPolicy.batch.queue]: [batchMessage]
+  }
+  const { channels, operations } = channelsOf(carried, events)
 
   return {
     asyncapi: "3.0.0",
@@ -161,7 +182,7 @@ export const generate = (registry: Registry, info: Info = {}) => {
     defaultContentType: "application/json",
     channels,
     operations,
-    components: { schemas, messages },
-    "x-factline-webhook-events": webhookEvents
+    components: { schemas: c.schemas, messages: c.messages },
+    "x-factline-webhook-events": webhooks
   }
 }
