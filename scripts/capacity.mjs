@@ -237,11 +237,8 @@ const gross = (units, price) => (units / 1e6) * price.per_million
 const storageCost = (gb, price, allowances = true) => Math.max(0, gb - (allowances ? price.included : 0)) * price.per_unit
 const GB = 1e9
 
-/**
- * The capacity of a deployment at `options` (flag names as keys), from the bench's per-event figures `bench`.
- * Returns plain data: inputs (with where each came from), per-limit utilisation, units, storage, cost.
- */
-export const model = (bench, options = {}) => {
+/** The per-event inputs at `options`, each with where it came from (flag, bench, issue target, assumption). */
+const inputsOf = (bench, options) => {
   const o = (name) => options[name] ?? FLAGS[name].default
   const events = options["events-per-month"]
   const tenants = o("tenants")
@@ -268,7 +265,15 @@ export const model = (bench, options = {}) => {
   const pruneRows = options["prune-rows-per-event"] !== undefined ? { value: options["prune-rows-per-event"], from: "flag" } : { value: 1 + (windowDays > 0 ? copied.value * facts : 0), from: "assumed from the schema (one row per deleted key or copied fact: no secondary index)" }
   const shards = options["shards-per-tenant"] ?? bench.shards_per_tenant
   const cpuMs = options["cpu-ms-per-event"] !== undefined ? { value: options["cpu-ms-per-event"], from: "flag" } : { value: bench.wall_ms_per_event, from: "bench wall time per event (upper bound on CPU)" }
+  return { o, events, tenants, assumed, targets, facts, rowsWritten, d1Bytes, rowsRead, queueOps, doRowsWritten, windowDays, windowMonths, copied, pruneRows, shards, cpuMs }
+}
 
+/**
+ * The deployment's scale-out at inputs `i`: rates, queue groups, Durable Object requests, read databases and ledger
+ * shards; the utilisation of each limit at one unit (and the one that binds first); the ceilings that do not scale out.
+ */
+const scaleOf = (bench, options, i) => {
+  const { o, events, tenants, facts, rowsWritten, d1Bytes, rowsRead, windowDays, windowMonths, pruneRows, shards, cpuMs } = i
   // Rates.
   const perSecond = events / SECONDS_PER_MONTH
   const peak = perSecond * o("peak-factor")
@@ -341,7 +346,13 @@ export const model = (bench, options = {}) => {
     { limit: "queues_per_account", demand: queueGroups * queuesPerGroup + 2, utilisation: (queueGroups * queuesPerGroup + 2) / LIMITS.queues_per_account.value },
     { limit: "largest_tenant_in_one_read_db", label: "largest tenant in one read database", demand: largestD1Bytes, utilisation: largestD1Bytes / LIMITS.d1_database_bytes.value }
   ].map((r) => ({ ...r, label: r.label ?? LIMITS[r.limit].label, exceeded: r.utilisation > 1 }))
+  return { perSecond, peak, util, share, queueGroups, tenantsPerGroup, doRequests, permanentBytes, horizon, d1LiveBytes, d1MsPerEvent, readDbsByStorage, readDbsByTime, readDbs, doBytesPerEvent, largestEventsPerSecond, shardsLargest, shardsAverage, largestD1Bytes, largestWindowDaysThatFits, atOneUnit, binding, ceilings }
+}
 
+/** Storage growth per month, usage and monthly cost by product in month `horizon`, at inputs `i` and scale `s`. */
+const costOf = (bench, i, s) => {
+  const { o, events, tenants, facts, rowsWritten, d1Bytes, rowsRead, queueOps, doRowsWritten, windowDays, windowMonths, copied, pruneRows, cpuMs } = i
+  const { doRequests, permanentBytes, horizon, d1LiveBytes, doBytesPerEvent } = s
   // Storage growth per month.
   const archiveBytesPerEvent = (copied.value * facts * o("archived-bytes-per-fact")) / o("compression")
   const archiveBytes = windowDays > 0 ? events * Math.max(0, horizon - windowMonths) * archiveBytesPerEvent : 0
@@ -404,7 +415,19 @@ export const model = (bench, options = {}) => {
     PRICES.workers_base.value + billable(usage.workers_requests, PRICES.workers_requests) + billable(usage.queues_operations, PRICES.queues_operations) +
     billable(usage.do_requests, PRICES.do_requests) + billable(usage.do_rows_written, PRICES.do_rows_written) +
     billable(events * rowsRead.value, PRICES.d1_rows_read) + billable(events * rowsWritten.value, PRICES.d1_rows_written)
+  return { storage, workerRequests, usage, costs, detail, benchComparable }
+}
 
+/**
+ * The capacity of a deployment at `options` (flag names as keys), from the bench's per-event figures `bench`.
+ * Returns plain data: inputs (with where each came from), per-limit utilisation, units, storage, cost.
+ */
+export const model = (bench, options = {}) => {
+  const i = inputsOf(bench, options)
+  const s = scaleOf(bench, options, i)
+  const { o, events, tenants, assumed, targets, facts, rowsWritten, d1Bytes, rowsRead, queueOps, doRowsWritten, windowDays, copied, pruneRows, shards, cpuMs } = i
+  const { perSecond, peak, util, share, queueGroups, tenantsPerGroup, doRequests, horizon, d1MsPerEvent, readDbsByStorage, readDbsByTime, readDbs, largestEventsPerSecond, shardsLargest, shardsAverage, largestD1Bytes, largestWindowDaysThatFits, atOneUnit, binding, ceilings } = s
+  const { storage, workerRequests, usage, costs, detail, benchComparable } = costOf(bench, i, s)
   if (!bench.d1_bytes_source.startsWith("bench") && d1Bytes.from === bench.d1_bytes_source) assumed.push(`D1 bytes per event: ${fmt(d1Bytes.value, 0)} B, ${bench.d1_bytes_source}`)
   assumed.push(
     `Durable Object throughput: Cloudflare publishes a soft limit of 1,000 requests/s per object, lower for heavy requests; planned at ${pct(util)}`,
