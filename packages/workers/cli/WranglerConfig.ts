@@ -262,7 +262,7 @@ export const resources = (effective: Config) => {
     accountId: effective.account_id,
     queues: queueNames(effective),
     /** DB first, then each read database by index. */
-    databases: [...(platform ? [{ ...database(platform), role: "platform" }] : []), ...reads.map(({ index, entry }) => ({ ...database(entry), role: "read", index }))],
+    databases: [...(platform ? [{ ...database(platform), role: "platform" as const }] : []), ...reads.map(({ index, entry }) => ({ ...database(entry), role: "read" as const, index }))],
     readDatabases,
     platformIsReadDatabase0,
     bucket: bucket?.bucket_name,

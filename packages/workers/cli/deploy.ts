@@ -1,4 +1,3 @@
-// @ts-nocheck — converted from .mjs as is; its types are the next step of issue 36 item 2 (until then tsc only compiles it).
 /**
  * `factline deploy [--env staging|production] [--dry-run] [--read-databases N] [--payload-retention-days D]`:
  * provisions and deploys a factline app with wrangler. In order: checks wrangler.jsonc against the platform
@@ -20,6 +19,7 @@ import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join, relative, resolve } from "node:path"
 import * as Args from "./Args.js"
+import * as Io from "./Io.js"
 import * as Policies from "./Policies.js"
 import * as Tokens from "./tokens.js"
 import * as WranglerConfig from "./WranglerConfig.js"
@@ -41,9 +41,17 @@ Cloudflare credentials: 'wrangler login', or CLOUDFLARE_API_TOKEN and CLOUDFLARE
 
 class DeployError extends Error {}
 
+/** The process's environment, or a test's. */
+type Environment = Readonly<Record<string, string | undefined>>
+/** A required secret's value and where it came from (`environment`, or the secrets file's path). */
+interface Secret {
+  readonly value: string
+  readonly from: string
+}
+
 /** Secrets from a dotenv or JSON file, then the environment (which wins, as with wrangler's own --secrets-file). */
-const readSecrets = (file, env) => {
-  const found = {}
+const readSecrets = (file: string | undefined, env: Environment): Record<string, Secret> => {
+  const found: Record<string, unknown> = {}
   if (file !== undefined) {
     if (!existsSync(file)) throw new DeployError(`--secrets-file ${file} does not exist`)
     const text = readFileSync(file, "utf8")
@@ -51,21 +59,32 @@ const readSecrets = (file, env) => {
     else {
       for (const line of text.split("\n")) {
         const m = /^\s*([A-Z0-9_]+)\s*=\s*(.*)$/.exec(line)
-        if (m) found[m[1]] = m[2].trim().replace(/^'(.*)'$/s, "$1").replace(/^"(.*)"$/s, "$1")
+        if (m) found[m[1]!] = m[2]!.trim().replace(/^'(.*)'$/s, "$1").replace(/^"(.*)"$/s, "$1")
       }
     }
   }
-  const result = {}
+  const result: Record<string, Secret> = {}
   for (const name of Policies.requiredSecrets) {
-    if (env[name] !== undefined && env[name] !== "") result[name] = { value: env[name], from: "environment" }
-    else if (found[name] !== undefined && found[name] !== "") result[name] = { value: found[name], from: file }
+    const fromEnv = env[name]
+    const fromFile = found[name]
+    if (fromEnv !== undefined && fromEnv !== "") result[name] = { value: fromEnv, from: "environment" }
+    // A secret is text: a JSON file's other value (a number, a list) is passed on as its JSON.
+    else if (file !== undefined && fromFile !== undefined && fromFile !== "") result[name] = { value: typeof fromFile === "string" ? fromFile : JSON.stringify(fromFile), from: file }
   }
   return result
 }
 
+/** A setting the config checks require, or the DeployError naming it. */
+const required = (value: string | undefined, what: string): string => {
+  if (value === undefined) throw new DeployError(`${what} is missing`)
+  return value
+}
+
+const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+
 /** What each required secret must look like; a malformed one would refuse every request or every webhook. */
-const secretProblems = (secrets) => {
-  const problems = []
+const secretProblems = (secrets: Readonly<Record<string, Secret>>): Array<string> => {
+  const problems: Array<string> = []
   const tokens = secrets.FACTLINE_TOKENS?.value
   if (tokens !== undefined) {
     try {
@@ -75,7 +94,7 @@ const secretProblems = (secrets) => {
         if (refused !== undefined) problems.push(`Auth refuses FACTLINE_TOKENS, so every request would be refused: ${refused}`)
       }
     } catch (error) {
-      problems.push(error.message.replace("the current FACTLINE_TOKENS", "FACTLINE_TOKENS"))
+      problems.push(messageOf(error).replace("the current FACTLINE_TOKENS", "FACTLINE_TOKENS"))
     }
   }
   const key = secrets.FACTLINE_SECRETS_KEY?.value
@@ -84,7 +103,7 @@ const secretProblems = (secrets) => {
 }
 
 /** The wrangler CLI the app installed (its own version), run with this Node. */
-const wranglerOf = (cwd) => {
+const wranglerOf = (cwd: string): string => {
   try {
     return join(dirname(createRequire(join(cwd, "package.json")).resolve("wrangler/package.json")), "bin", "wrangler.js")
   } catch {
@@ -93,9 +112,9 @@ const wranglerOf = (cwd) => {
 }
 
 /** The plan's queue list: each purpose with its group queues and its DLQ, then any other queue of the config. */
-const queuePlan = (queues, groups) => {
-  const listed = new Set()
-  const lines = []
+const queuePlan = (queues: ReadonlyArray<string>, groups: number): string => {
+  const listed = new Set<string>()
+  const lines: Array<string> = []
   for (const q of Policies.queues) {
     const names = [...Policies.physicalQueues(q, groups).map((p) => p.queue), q.deadLetterQueue].filter((name) => queues.includes(name))
     lines.push(`       ${q.queue}${q.grouped ? ` (${groups} tenant group${groups > 1 ? "s" : ""})` : ""}: consumer batches of ${q.maxBatchSize} / ${q.maxBatchTimeoutSeconds} s, ${q.maxRetries} retries, then ${q.deadLetterQueue}`)
@@ -113,24 +132,36 @@ const queuePlan = (queues, groups) => {
   return lines.join("\n")
 }
 
+/** A rule `wrangler r2 bucket lifecycle list` prints, with the fields it printed. */
+export interface LifecycleRule {
+  readonly name: string
+  enabled?: string
+  prefix?: string
+  action?: string
+}
+
 /** The rules `wrangler r2 bucket lifecycle list` prints: `{ name, enabled, prefix, action }` each. */
-export const parseLifecycleRules = (output) => {
-  const rules = []
+export const parseLifecycleRules = (output: string): Array<LifecycleRule> => {
+  const rules: Array<LifecycleRule> = []
   for (const line of output.replace(/\x1b\[[0-9;]*m/g, "").split("\n")) {
     const m = /^\s*(name|enabled|prefix|action):\s*(.*?)\s*$/.exec(line)
     if (!m) continue
-    if (m[1] === "name") rules.push({ name: m[2] })
-    else if (rules.length > 0) rules[rules.length - 1][m[1]] = m[2]
+    const [, field, value = ""] = m
+    if (field === "name") rules.push({ name: value })
+    else if (rules.length > 0) rules[rules.length - 1]![field as "enabled" | "prefix" | "action"] = value
   }
   return rules
 }
+
+/** Runs the app's wrangler with `args`: its exit status and (captured) output; a failure throws unless allowed. */
+type RunWrangler = (args: ReadonlyArray<string>, options?: { readonly capture?: boolean; readonly allowFailure?: boolean }) => { readonly status: number | null; readonly output: string }
 
 /**
  * The bucket's rule expiring offloaded payloads (`_payloads/`) after `days`: added when missing, replaced
  * (removed, added) when its prefix or age differ, left alone when present. Any other rule that expires
  * objects outside `_payloads/` is named: it would delete uploads, batch files or the facts archive.
  */
-const payloadLifecycle = (runWrangler, io, bucket, days, envArgs) => {
+const payloadLifecycle = (runWrangler: RunWrangler, io: Io.Io, bucket: string, days: number, envArgs: ReadonlyArray<string>): void => {
   const { rule, prefix } = Policies.payloads
   const listed = runWrangler(["r2", "bucket", "lifecycle", "list", bucket, ...envArgs], { capture: true })
   const rules = parseLifecycleRules(listed.output)
@@ -153,8 +184,8 @@ const payloadLifecycle = (runWrangler, io, bucket, days, envArgs) => {
   io.out(`R2 ${bucket} lifecycle rule ${rule}: added (objects under ${prefix} expire after ${days} days)\n`)
 }
 
-export const run = async (argv, io = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) }, env = process.env) => {
-  let scratch
+export const run = async (argv: ReadonlyArray<string>, io: Io.Io = Io.stdio, env: Environment = process.env): Promise<number> => {
+  let scratch: string | undefined
   try {
     const { options } = Args.parse(argv, { values: ["env", "config", "secrets-file", "read-databases", "payload-retention-days"], switches: ["dry-run"], positionals: false })
     if (options.help) {
@@ -172,7 +203,7 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     const wrangler = wranglerOf(appDir)
     const wranglerEnv = { ...env, WRANGLER_SEND_METRICS: env.WRANGLER_SEND_METRICS ?? "false" }
     const envArgs = [...(options.env ? ["--env", options.env] : []), "--config", configPath]
-    const runWrangler = (args, { capture = false, allowFailure = false } = {}) => {
+    const runWrangler: RunWrangler = (args, { capture = false, allowFailure = false } = {}) => {
       const result = spawnSync(process.execPath, [wrangler, ...args], { cwd: appDir, env: { ...wranglerEnv, CI: "true" }, encoding: "utf8", stdio: capture ? "pipe" : "inherit" })
       const output = `${result.stdout ?? ""}${result.stderr ?? ""}`
       if (result.status !== 0 && !allowFailure) throw new DeployError(`wrangler ${args.join(" ")} failed (exit ${result.status})${capture ? `:\n${output}` : ""}`)
@@ -189,13 +220,13 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     }
 
     // The read databases --read-databases adds (written into the config before anything is created; not in a dry run).
-    let additions = []
+    let additions: Array<WranglerConfig.Database> = []
     if (options["read-databases"] !== undefined) {
       const n = /^[0-9]+$/.test(options["read-databases"]) ? Number(options["read-databases"]) : NaN
       try {
         additions = WranglerConfig.readDatabasesToAdd(configured, n)
       } catch (error) {
-        throw new DeployError(error.message)
+        throw new DeployError(messageOf(error))
       }
     }
     const effective = { ...configured, d1_databases: [...(configured.d1_databases ?? []), ...additions] }
@@ -203,11 +234,15 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     if (retentionDays === undefined) throw new DeployError(`--payload-retention-days must be a whole number of days, at least 1`)
 
     const res = WranglerConfig.resources(effective)
+    // WranglerConfig.check above refused a database without its database_name and the bucket without its bucket_name.
+    const databases = res.databases.map((d) => ({ ...d, name: required(d.name, `d1_databases[${d.binding}].database_name`) }))
+    const bucketName = required(res.bucket, `r2_buckets[${Policies.bindings.payloads}].bucket_name`)
     const groups = Policies.queueGroupsOf(effective)
     const grouped = Policies.queues.filter((q) => q.grouped).map((q) => q.queue)
     io.out(`config checks: passed (${res.queues.length} queues with the policy's consumer settings: ${grouped.join(", ")} in ${groups} tenant group${groups > 1 ? "s" : ""} each, one DLQ per purpose; D1 ${Policies.bindings.database} and ${res.readDatabases} read database${res.readDatabases > 1 ? "s" : ""}${res.platformIsReadDatabase0 ? ` (read database 0 is ${Policies.bindings.database})` : ""} numbered without gaps, one migrations_dir; R2 ${Policies.bindings.payloads}, Durable Objects ${Policies.bindings.ledger.className} and ${Policies.bindings.limiter.className}, cron ${Policies.bindings.crons.join(", ")})\n`)
 
-    const migrationsDir = resolve(appDir, res.databases[0].migrationsDir)
+    // WranglerConfig.check above refused a config without DB or its migrations_dir.
+    const migrationsDir = resolve(appDir, res.databases[0]?.migrationsDir ?? "")
     const migrations = existsSync(migrationsDir) ? readdirSync(migrationsDir).filter((f) => f.endsWith(".sql")) : []
     const secrets = readSecrets(options["secrets-file"], env)
     const invalid = secretProblems(secrets)
@@ -247,9 +282,9 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     // Refuse before creating anything when a secret is neither given nor set on the Worker.
     if (missing.length > 0) {
       const listed = runWrangler(["secret", "list", "--format", "json", ...envArgs], { capture: true, allowFailure: true })
-      let names = []
+      let names: Array<string> = []
       try {
-        names = JSON.parse(listed.output.slice(listed.output.indexOf("["))).map((s) => s.name)
+        names = (JSON.parse(listed.output.slice(listed.output.indexOf("["))) as Array<{ readonly name: string }>).map((s) => s.name)
       } catch {}
       const absent = missing.filter((s) => !names.includes(s))
       if (absent.length > 0) {
@@ -262,7 +297,7 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
       try {
         configText = WranglerConfig.addDatabases(configText, options.env, additions)
       } catch (error) {
-        throw new DeployError(`${error.message}: add these to ${section}.d1_databases by hand, then deploy again:\n${additions.map((a) => `  ${JSON.stringify(a)}`).join(",\n")}`)
+        throw new DeployError(`${messageOf(error)}: add these to ${section}.d1_databases by hand, then deploy again:\n${additions.map((a) => `  ${JSON.stringify(a)}`).join(",\n")}`)
       }
       writeFileSync(configPath, configText)
       io.out(`added ${additions.map((a) => a.binding).join(", ")} to ${section} in ${configPath}: commit it\n`)
@@ -281,8 +316,8 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
     }
 
     const listed = runWrangler(["d1", "list", "--json", ...envArgs], { capture: true })
-    const existing = JSON.parse(listed.output.slice(listed.output.indexOf("[")))
-    for (const wanted of res.databases) {
+    const existing = JSON.parse(listed.output.slice(listed.output.indexOf("["))) as Array<{ readonly name: string; readonly uuid: string }>
+    for (const wanted of databases) {
       let database = existing.find((d) => d.name === wanted.name)
       if (!database) {
         const created = runWrangler(["d1", "create", wanted.name, ...envArgs], { capture: true })
@@ -299,27 +334,28 @@ export const run = async (argv, io = { out: (s) => process.stdout.write(s), err:
       }
     }
 
-    const bucket = runWrangler(["r2", "bucket", "create", res.bucket, ...envArgs], { capture: true, allowFailure: true })
-    if (bucket.status === 0) io.out(`R2 ${res.bucket}: created\n`)
-    else if (/already exists|10004/i.test(bucket.output)) io.out(`R2 ${res.bucket}: exists\n`)
-    else throw new DeployError(`could not create R2 bucket ${res.bucket}:\n${bucket.output}`)
-    payloadLifecycle(runWrangler, io, res.bucket, retentionDays, envArgs)
+    const bucket = runWrangler(["r2", "bucket", "create", bucketName, ...envArgs], { capture: true, allowFailure: true })
+    if (bucket.status === 0) io.out(`R2 ${bucketName}: created\n`)
+    else if (/already exists|10004/i.test(bucket.output)) io.out(`R2 ${bucketName}: exists\n`)
+    else throw new DeployError(`could not create R2 bucket ${bucketName}:\n${bucket.output}`)
+    payloadLifecycle(runWrangler, io, bucketName, retentionDays, envArgs)
 
-    for (const database of res.databases) runWrangler(["d1", "migrations", "apply", database.name, "--remote", ...envArgs])
+    for (const database of databases) runWrangler(["d1", "migrations", "apply", database.name, "--remote", ...envArgs])
 
     const deployArgs = ["deploy", ...envArgs]
     if (provided.length > 0) {
       scratch = mkdtempSync(join(tmpdir(), "factline-deploy-"))
       const file = join(scratch, "secrets.json")
-      writeFileSync(file, JSON.stringify(Object.fromEntries(provided.map((s) => [s, secrets[s].value]))), { mode: 0o600 })
+      writeFileSync(file, JSON.stringify(Object.fromEntries(provided.map((s) => [s, secrets[s]!.value]))), { mode: 0o600 })
       deployArgs.push("--secrets-file", file)
     }
     runWrangler(deployArgs)
     io.out(`deployed ${res.worker}. Watch: GET /v1/queues/health (platform token), the DLQs, D1 and queue metrics in the dashboard.\n`)
     return 0
   } catch (error) {
-    if (error instanceof DeployError || error instanceof Args.ArgsError || error instanceof SyntaxError || /wrangler config has no env/.test(error?.message ?? "")) {
-      io.err(`deploy: ${error.message}${error instanceof Args.ArgsError ? `\n\n${usage}` : ""}\n`)
+    const message = error instanceof Error ? error.message : ""
+    if (error instanceof DeployError || error instanceof Args.ArgsError || error instanceof SyntaxError || /wrangler config has no env/.test(message)) {
+      io.err(`deploy: ${message}${error instanceof Args.ArgsError ? `\n\n${usage}` : ""}\n`)
       return 1
     }
     throw error
