@@ -122,7 +122,7 @@ describe("D1 errors by reason", () => {
     const answer = await call(broken, "GET", "/v1/webhooks/endpoints")
     expect(answer.status).toBe(500)
     expect(answer.retryAfter).toBeNull()
-    expect(JSON.parse(answer.text)).toEqual({ error: { code: "internal_error", message: "internal error" } })
+    expect(JSON.parse(answer.text)).toEqual({ error: { code: "internal", message: "internal error" } })
     expect(answer.text).not.toMatch(/SELEC|webhook_endpoints|syntax|D1_|SQLITE/i)
     // The same request on the real statement answers.
     expect((await call(testEnv, "GET", "/v1/webhooks/endpoints")).status).toBe(200)

@@ -20,7 +20,7 @@ const devTokens = async () => {
 }
 
 /** A request to a route with its path parameters filled in. */
-const call = (route: Api.Route, params: Record<string, string>, init: { token?: string; body?: unknown; query?: string; contentType?: string } = {}) => {
+const call = (route: { readonly method: string; readonly path: string }, params: Record<string, string>, init: { token?: string; body?: unknown; query?: string; contentType?: string } = {}) => {
   const path = route.path.replace(/:(\w+)/g, (_, name: string) => encodeURIComponent(params[name] ?? "x")) + (init.query ?? "")
   return request(path, {
     method: route.method,

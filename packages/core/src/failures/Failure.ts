@@ -175,7 +175,7 @@ export class Defect extends Schema.TaggedError<Defect>()("Defect", {
 }) {
   readonly [TypeId] = TypeId
   get status() { return 500 }
-  get code() { return "internal_error" }
+  get code() { return "internal" }
   get retryable() { return true }
   get reason(): FailureReason { return "defect" }
   get publicMessage() { return "internal error" }
@@ -198,7 +198,7 @@ export class Bug extends Schema.TaggedError<Bug>()("Bug", {
 }) {
   readonly [TypeId] = TypeId
   get status() { return 500 }
-  get code() { return "internal_error" }
+  get code() { return "internal" }
   get retryable() { return false }
   get reason(): FailureReason { return "defect" }
   get publicMessage() { return "internal error" }
