@@ -92,143 +92,168 @@ const byShard = <T extends StreamKey>(items: ReadonlyArray<T>, shards: ReadonlyM
   return groups
 }
 
-export const make = (namespace: LedgerShardNamespace, topology: LedgerTopology.LedgerTopology): Ledger["Service"] => {
-  const stub = (key: string) => namespace.get(namespace.idFromName(key))
+/** What every operation reaches: a shard's stub by shard key, and the topology. */
+interface Reach {
+  readonly stub: (key: string) => LedgerShardRpc
+  readonly topology: LedgerTopology.LedgerTopology
+}
 
-  /** One RPC per shard, in parallel; results scattered back to input positions. */
-  const perShard = <T extends StreamKey, R>(
-    items: ReadonlyArray<T>,
-    shards: ReadonlyMap<string, number>,
-    call: (shard: LedgerShardRpc, items: Array<T>, shardKey: string) => Promise<ReadonlyArray<R>>
-  ): Effect.Effect<Array<R>, Sql.SqlFailure> =>
-    Effect.tryPromise({
-      try: async () => {
-        const groups = byShard(items, shards)
-        const out = new Array<R>(items.length)
-        await Promise.all([...groups].map(async ([key, entries]) => {
-          const results = await call(stub(key), entries.map((e) => e.item), key)
-          entries.forEach((e, i) => (out[e.index] = results[i]!))
-        }))
-        return out
-      },
-      catch: unavailable
-    })
-
-  /** Like `perShard`, but settled per shard: a shard's failure becomes `failed(message)` for its own items only. */
-  const perShardSettled = <T extends StreamKey, R, F>(
-    items: ReadonlyArray<T>,
-    shards: ReadonlyMap<string, number>,
-    call: (shard: LedgerShardRpc, items: Array<T>, shardKey: string) => Promise<ReadonlyArray<R>>,
-    failed: (message: string) => F
-  ): Effect.Effect<Array<R | F>> =>
-    Effect.promise(async () => {
+/** One RPC per shard, in parallel; results scattered back to input positions. */
+const perShard = <T extends StreamKey, R>(
+  reach: Reach,
+  items: ReadonlyArray<T>,
+  shards: ReadonlyMap<string, number>,
+  call: (shard: LedgerShardRpc, items: Array<T>, shardKey: string) => Promise<ReadonlyArray<R>>
+): Effect.Effect<Array<R>, Sql.SqlFailure> =>
+  Effect.tryPromise({
+    try: async () => {
       const groups = byShard(items, shards)
-      const out = new Array<R | F>(items.length)
+      const out = new Array<R>(items.length)
       await Promise.all([...groups].map(async ([key, entries]) => {
-        try {
-          const results = await call(stub(key), entries.map((e) => e.item), key)
-          entries.forEach((e, i) => (out[e.index] = results[i]!))
-        } catch (cause) {
-          const outcome = failed(`ledger shard ${key}: ${unavailable(cause).message}`)
-          for (const e of entries) out[e.index] = outcome
-        }
+        const results = await call(reach.stub(key), entries.map((e) => e.item), key)
+        entries.forEach((e, i) => (out[e.index] = results[i]!))
       }))
       return out
-    })
+    },
+    catch: unavailable
+  })
 
-  const register = (items: ReadonlyArray<StreamKey>) =>
-    Effect.mapError(topology.register(items.map((i) => i.tenant_id)), unavailable)
-
-  /** Shard counts of the tenants that exist; streams of unknown tenants are empty. */
-  const known = (items: ReadonlyArray<StreamKey>) =>
-    Effect.gen(function*() {
-      const shards = new Map<string, number>()
-      for (const tenant of new Set(items.map((i) => i.tenant_id))) {
-        const n = yield* Effect.mapError(topology.lookup(tenant), unavailable)
-        if (n !== undefined) shards.set(tenant, n)
+/** Like `perShard`, but settled per shard: a shard's failure becomes `failed(message)` for its own items only. */
+const perShardSettled = <T extends StreamKey, R, F>(
+  reach: Reach,
+  items: ReadonlyArray<T>,
+  shards: ReadonlyMap<string, number>,
+  call: (shard: LedgerShardRpc, items: Array<T>, shardKey: string) => Promise<ReadonlyArray<R>>,
+  failed: (message: string) => F
+): Effect.Effect<Array<R | F>> =>
+  Effect.promise(async () => {
+    const groups = byShard(items, shards)
+    const out = new Array<R | F>(items.length)
+    await Promise.all([...groups].map(async ([key, entries]) => {
+      try {
+        const results = await call(reach.stub(key), entries.map((e) => e.item), key)
+        entries.forEach((e, i) => (out[e.index] = results[i]!))
+      } catch (cause) {
+        const outcome = failed(`ledger shard ${key}: ${unavailable(cause).message}`)
+        for (const e of entries) out[e.index] = outcome
       }
-      return shards
-    })
+    }))
+    return out
+  })
 
-  const empty = (key: StreamKey): StreamState => ({ tenant_id: key.tenant_id, stream: key.stream, version: 0, facts: [] })
+const register = (reach: Reach, items: ReadonlyArray<StreamKey>) =>
+  Effect.mapError(reach.topology.register(items.map((i) => i.tenant_id)), unavailable)
 
-  const read: Ledger["Service"]["read"] = Effect.fn("Ledger.read")(function*(key, options) {
-    const shards = yield* known([key])
+/** Shard counts of the tenants that exist; streams of unknown tenants are empty. */
+const known = (reach: Reach, items: ReadonlyArray<StreamKey>) =>
+  Effect.gen(function*() {
+    const shards = new Map<string, number>()
+    for (const tenant of new Set(items.map((i) => i.tenant_id))) {
+      const n = yield* Effect.mapError(reach.topology.lookup(tenant), unavailable)
+      if (n !== undefined) shards.set(tenant, n)
+    }
+    return shards
+  })
+
+const empty = (key: StreamKey): StreamState => ({ tenant_id: key.tenant_id, stream: key.stream, version: 0, facts: [] })
+
+const readOf = (reach: Reach): Ledger["Service"]["read"] =>
+  Effect.fn("Ledger.read")(function*(key, options) {
+    const shards = yield* known(reach, [key])
     if (!shards.has(key.tenant_id)) return empty(key)
-    const [state] = yield* perShard([key], shards, async (shard) => [await shard.read(key, options)])
+    const [state] = yield* perShard(reach, [key], shards, async (shard) => [await shard.read(key, options)])
     return state!
   })
 
-  /** Completes states whose first page did not hold the whole stream. */
-  const complete = (state: StreamState): Effect.Effect<StreamState, Sql.SqlFailure> =>
-    Effect.gen(function*() {
-      const facts = [...state.facts]
-      while ((facts.at(-1)?.sequence ?? 0) < state.version) {
-        const page = yield* read(state, { after: facts.at(-1)?.sequence ?? 0 })
-        if (page.facts.length === 0) return yield* new Failure.Unavailable({ service: "the ledger", message: `stream ${Shards.streamKey(state)} ended before its version ${state.version}` })
-        facts.push(...page.facts)
-      }
-      return facts.length === state.facts.length ? state : { ...state, facts }
-    })
+/** Completes states whose first page did not hold the whole stream. */
+const complete = (read: Ledger["Service"]["read"], state: StreamState): Effect.Effect<StreamState, Sql.SqlFailure> =>
+  Effect.gen(function*() {
+    const facts = [...state.facts]
+    while ((facts.at(-1)?.sequence ?? 0) < state.version) {
+      const page = yield* read(state, { after: facts.at(-1)?.sequence ?? 0 })
+      if (page.facts.length === 0) return yield* new Failure.Unavailable({ service: "the ledger", message: `stream ${Shards.streamKey(state)} ended before its version ${state.version}` })
+      facts.push(...page.facts)
+    }
+    return facts.length === state.facts.length ? state : { ...state, facts }
+  })
 
+const appendOf = (reach: Reach): Ledger["Service"]["append"] =>
+  Effect.fn("Ledger.append")(function*(groups) {
+    if (groups.length === 0) return []
+    return yield* Effect.flatMap(register(reach, groups), (shards) =>
+      perShardSettled(reach, groups, shards, async (shard, items) => (await shard.append(items)).map((answer, i) => toResult(items[i]!, answer)),
+        (message): AppendOutcome => ({ status: "unavailable", message })))
+  })
+
+const readStreamsOf = (reach: Reach, read: Ledger["Service"]["read"]): Ledger["Service"]["readStreams"] =>
+  Effect.fn("Ledger.readStreams")(function*(keys) {
+    const shards = yield* known(reach, keys)
+    const present = keys.filter((k) => shards.has(k.tenant_id))
+    const states = yield* perShard(reach, present, shards, (shard, items) => shard.readStreams(items))
+    const byStream = new Map(states.map((s) => [Shards.streamKey(s), s]))
+    return yield* Effect.forEach(keys, (k) => {
+      const s = byStream.get(Shards.streamKey(k))
+      return s ? complete(read, s) : Effect.succeed(empty(k))
+    })
+  })
+
+const handoverOf = (reach: Reach): Ledger["Service"]["handover"] =>
+  Effect.fn("Ledger.handover")(function*(items) {
+    if (items.length === 0) return new Set<string>() as ReadonlySet<string>
+    return yield* Effect.flatMap(register(reach, items), (shards) =>
+      Effect.map(
+        perShardSettled(reach, items, shards, async (shard, list, shardKey) => {
+          await shard.handover(list.flatMap((i) => i.entries), shardKey)
+          return list.map(() => true)
+        }, () => false),
+        (handed) => new Set(items.filter((_, i) => !handed[i]).map(Shards.streamKey)) as ReadonlySet<string>
+      ))
+  })
+
+const findFactOf = (reach: Reach): Ledger["Service"]["findFact"] =>
+  Effect.fn("Ledger.findFact")(function*(tenantId, factId) {
+    const shards = yield* known(reach, [{ tenant_id: tenantId, stream: "" }])
+    const count = shards.get(tenantId)
+    if (count === undefined) return null
+    const found = yield* Effect.tryPromise({
+      try: () => Promise.all(Array.from({ length: count }, (_, i) => reach.stub(Shards.shardKey(tenantId, i)).findFact(factId))),
+      catch: unavailable
+    })
+    // A shard holds one tenant's streams; checked all the same, so another tenant's fact is never answered.
+    return found.find((fact) => fact !== null && fact.tenant_id === tenantId) ?? null
+  })
+
+const readShardOf = (reach: Reach): Ledger["Service"]["readShard"] =>
+  Effect.fn("Ledger.readShard")(function*(key) {
+    return yield* Effect.tryPromise({
+      try: async () => {
+        const shard = reach.stub(key)
+        const all: Array<Fact> = []
+        for (;;) {
+          const last = all.at(-1)
+          const page = await shard.readShard(last ? { stream: last.stream, sequence: last.sequence } : undefined, shardPageSize)
+          all.push(...page)
+          if (page.length < shardPageSize) return all
+        }
+      },
+      catch: unavailable
+    })
+  })
+
+export const make = (namespace: LedgerShardNamespace, topology: LedgerTopology.LedgerTopology): Ledger["Service"] => {
+  const reach: Reach = { stub: (key) => namespace.get(namespace.idFromName(key)), topology }
+  const { stub } = reach
+  const read = readOf(reach)
   return {
-    append: Effect.fn("Ledger.append")(function*(groups) {
-      if (groups.length === 0) return []
-      return yield* Effect.flatMap(register(groups), (shards) =>
-        perShardSettled(groups, shards, async (shard, items) => (await shard.append(items)).map((answer, i) => toResult(items[i]!, answer)),
-          (message): AppendOutcome => ({ status: "unavailable", message })))
-    }),
-    readStreams: Effect.fn("Ledger.readStreams")(function*(keys) {
-      const shards = yield* known(keys)
-      const present = keys.filter((k) => shards.has(k.tenant_id))
-      const states = yield* perShard(present, shards, (shard, items) => shard.readStreams(items))
-      const byStream = new Map(states.map((s) => [Shards.streamKey(s), s]))
-      return yield* Effect.forEach(keys, (k) => {
-        const s = byStream.get(Shards.streamKey(k))
-        return s ? complete(s) : Effect.succeed(empty(k))
-      })
-    }),
+    append: appendOf(reach),
+    readStreams: readStreamsOf(reach, read),
     read,
-    handover: Effect.fn("Ledger.handover")(function*(items) {
-      if (items.length === 0) return new Set<string>() as ReadonlySet<string>
-      return yield* Effect.flatMap(register(items), (shards) =>
-        Effect.map(
-          perShardSettled(items, shards, async (shard, list, shardKey) => {
-            await shard.handover(list.flatMap((i) => i.entries), shardKey)
-            return list.map(() => true)
-          }, () => false),
-          (handed) => new Set(items.filter((_, i) => !handed[i]).map(Shards.streamKey)) as ReadonlySet<string>
-        ))
-    }),
-    findFact: Effect.fn("Ledger.findFact")(function*(tenantId, factId) {
-      const shards = yield* known([{ tenant_id: tenantId, stream: "" }])
-      const count = shards.get(tenantId)
-      if (count === undefined) return null
-      const found = yield* Effect.tryPromise({
-        try: () => Promise.all(Array.from({ length: count }, (_, i) => stub(Shards.shardKey(tenantId, i)).findFact(factId))),
-        catch: unavailable
-      })
-      // A shard holds one tenant's streams; checked all the same, so another tenant's fact is never answered.
-      return found.find((fact) => fact !== null && fact.tenant_id === tenantId) ?? null
-    }),
+    handover: handoverOf(reach),
+    findFact: findFactOf(reach),
     relayNow: Effect.fn("Ledger.relayNow")(function*(key) {
       return yield* Effect.tryPromise({ try: () => stub(key).relayNow(key), catch: unavailable })
     }),
-    readShard: Effect.fn("Ledger.readShard")(function*(key) {
-      return yield* Effect.tryPromise({
-        try: async () => {
-          const shard = stub(key)
-          const all: Array<Fact> = []
-          for (;;) {
-            const last = all.at(-1)
-            const page = await shard.readShard(last ? { stream: last.stream, sequence: last.sequence } : undefined, shardPageSize)
-            all.push(...page)
-            if (page.length < shardPageSize) return all
-          }
-        },
-        catch: unavailable
-      })
-    }),
+    readShard: readShardOf(reach),
     readShardSince: Effect.fn("Ledger.readShardSince")(function*(key, after, since, scan) {
       return yield* Effect.tryPromise({ try: () => stub(key).readShardSince(after, since, scan), catch: unavailable })
     }),
