@@ -1,18 +1,37 @@
-/** The CLI's copy of the queue table is RetryPolicy's, and the example's wrangler.jsonc passes its checks. */
+/**
+ * The CLI's queue table is RetryPolicy's (Policies derives it): what init writes has every queue of the table with its
+ * consumer settings, the checks hold a config to them, and the example's wrangler.jsonc passes the checks.
+ */
 import { readFileSync } from "node:fs"
 import { describe, expect, it } from "vitest"
 import { PayloadStore } from "@factline/core"
-import { RetryPolicy } from "@factline/core/runtime"
+import { QueueGroups, RetryPolicy } from "@factline/core/runtime"
 import * as Policies from "./Policies.ts"
 import * as WranglerConfig from "./WranglerConfig.ts"
 
 describe("the CLI's queue table", () => {
-  it("is RetryPolicy.all, queue by queue", () => {
-    expect(Policies.queues).toEqual(RetryPolicy.all.map((p) => ({
-      queue: p.queue, ...(p.grouped ? { grouped: true } : {}), binding: p.binding, deadLetterQueue: p.deadLetterQueue, deadLetterBinding: p.deadLetterBinding,
-      maxRetries: p.maxRetries, maxBatchSize: p.maxBatchSize, maxBatchTimeoutSeconds: p.maxBatchTimeoutSeconds,
-      messageRetentionSeconds: p.messageRetentionSeconds, deadLetterRetentionSeconds: p.deadLetterRetentionSeconds
-    })))
+  it("writes every queue of RetryPolicy.all (each group queue) and its DLQ, with the policy's consumer settings", () => {
+    const groups = 3
+    const { queues } = WranglerConfig.platformBindings({ databaseName: "db", bucketName: "b", queueGroups: groups })
+    const expected = RetryPolicy.all.flatMap((p) => {
+      const physical = p.grouped ? Array.from({ length: groups }, (_, g) => ({ queue: QueueGroups.queueName(p, g), binding: QueueGroups.bindingName(p, g) })) : [{ queue: p.queue, binding: p.binding }]
+      return [
+        ...physical.map((q) => ({ producer: q, consumer: { queue: q.queue, max_batch_size: p.maxBatchSize, max_batch_timeout: p.maxBatchTimeoutSeconds, max_retries: p.maxRetries, dead_letter_queue: p.deadLetterQueue } })),
+        { producer: { queue: p.deadLetterQueue, binding: p.deadLetterBinding }, consumer: { queue: p.deadLetterQueue, max_batch_size: RetryPolicy.deadLetterConsumer.maxBatchSize, max_batch_timeout: RetryPolicy.deadLetterConsumer.maxBatchTimeoutSeconds, max_retries: RetryPolicy.deadLetterConsumer.maxRetries } }
+      ]
+    })
+    expect(new Set(queues.producers.map((q) => JSON.stringify(q)))).toEqual(new Set(expected.map((e) => JSON.stringify(e.producer))))
+    expect(new Set(queues.consumers.map((q) => JSON.stringify(q)))).toEqual(new Set(expected.map((e) => JSON.stringify(e.consumer))))
+    // 3 grouped purposes × 3 groups + 2 ungrouped + 5 DLQs: a queue added to the table is written without an edit in the CLI.
+    expect(queues.consumers).toHaveLength(RetryPolicy.all.reduce((n, p) => n + (p.grouped ? groups : 1) + 1, 0))
+    expect(Policies.queues.map((q) => q.queue)).toEqual(RetryPolicy.all.map((p) => p.queue))
+  })
+
+  it("refuses a config that lacks a queue of the table, naming it", () => {
+    const config = { name: "app", triggers: { crons: Policies.bindings.crons }, migrations: Policies.durableObjectMigrations, ...WranglerConfig.platformBindings({ databaseName: "db", bucketName: "b" }) }
+    config.queues.consumers = config.queues.consumers.filter((c) => c.queue !== "factline-batch")
+    config.queues.producers = config.queues.producers.filter((p) => p.queue !== "factline-batch")
+    expect(WranglerConfig.check(config).join("\n")).toContain("factline-batch")
   })
 
   it("keeps every DLQ 14 days and every queue (each group queue) 4 days, RetryPolicy's retention", () => {

@@ -1,9 +1,12 @@
 /**
  * The platform's queues, bindings and consumer settings as plain data, for the CLI (init writes them into
- * wrangler.jsonc, deploy checks a config against them and creates every queue). The source of truth is
- * `@factline/core`'s RetryPolicy table; the CLI does not import core's runtime, so it keeps this copy and
- * `Policies.test.mjs` fails when the two differ.
+ * wrangler.jsonc, deploy checks a config against them and creates every queue). The queues, their consumer
+ * settings and retention, the dead-letter consumer and the queue groups are derived from `@factline/core`'s
+ * RetryPolicy and QueueGroups (the one queue table, docs/architecture.md "Where each kind of change goes"):
+ * a queue added there is written by init, checked and created by deploy without an edit here.
  */
+import { PayloadStore } from "@factline/core"
+import { QueueGroups, RetryPolicy } from "@factline/core/runtime"
 
 /** A platform queue: its producer binding, its dead-letter queue and the consumer settings. */
 export interface Queue {
@@ -20,14 +23,19 @@ export interface Queue {
   readonly deadLetterRetentionSeconds: number
 }
 
-/** One entry per platform queue: its producer binding, its dead-letter queue and the consumer settings. */
-export const queues: ReadonlyArray<Queue> = [
-  { queue: "factline-events", grouped: true, binding: "EVENTS_QUEUE", deadLetterQueue: "factline-events-dlq", deadLetterBinding: "EVENTS_DLQ", maxRetries: 5, maxBatchSize: 100, maxBatchTimeoutSeconds: 1, messageRetentionSeconds: 345600, deadLetterRetentionSeconds: 1209600 },
-  { queue: "factline-projections", grouped: true, binding: "PROJECTIONS_QUEUE", deadLetterQueue: "factline-projections-dlq", deadLetterBinding: "PROJECTIONS_DLQ", maxRetries: 10, maxBatchSize: 100, maxBatchTimeoutSeconds: 0.5, messageRetentionSeconds: 345600, deadLetterRetentionSeconds: 1209600 },
-  { queue: "factline-fact-processing", grouped: true, binding: "FACT_PROCESSING_QUEUE", deadLetterQueue: "factline-fact-processing-dlq", deadLetterBinding: "FACT_PROCESSING_DLQ", maxRetries: 5, maxBatchSize: 100, maxBatchTimeoutSeconds: 0.5, messageRetentionSeconds: 345600, deadLetterRetentionSeconds: 1209600 },
-  { queue: "factline-webhooks", binding: "WEBHOOKS_QUEUE", deadLetterQueue: "factline-webhooks-dlq", deadLetterBinding: "WEBHOOKS_DLQ", maxRetries: 5, maxBatchSize: 10, maxBatchTimeoutSeconds: 5, messageRetentionSeconds: 345600, deadLetterRetentionSeconds: 1209600 },
-  { queue: "factline-batch", binding: "BATCH_QUEUE", deadLetterQueue: "factline-batch-dlq", deadLetterBinding: "BATCH_DLQ", maxRetries: 3, maxBatchSize: 10, maxBatchTimeoutSeconds: 10, messageRetentionSeconds: 345600, deadLetterRetentionSeconds: 1209600 }
-]
+/** One entry per platform queue (RetryPolicy.all, in its order): its producer binding, its dead-letter queue and the consumer settings. */
+export const queues: ReadonlyArray<Queue> = RetryPolicy.all.map((p) => ({
+  queue: p.queue,
+  ...(p.grouped ? { grouped: true } : {}),
+  binding: p.binding,
+  deadLetterQueue: p.deadLetterQueue,
+  deadLetterBinding: p.deadLetterBinding,
+  maxRetries: p.maxRetries,
+  maxBatchSize: p.maxBatchSize,
+  maxBatchTimeoutSeconds: p.maxBatchTimeoutSeconds,
+  messageRetentionSeconds: p.messageRetentionSeconds,
+  deadLetterRetentionSeconds: p.deadLetterRetentionSeconds
+}))
 
 /**
  * How long a queue keeps an unconsumed message (seconds): each entry's `messageRetentionSeconds` for its queue
@@ -35,11 +43,9 @@ export const queues: ReadonlyArray<Queue> = [
  * 001). Deploy creates each queue with it (`--message-retention-period-secs`); undefined for a queue not ours.
  */
 export const retentionOf = (name: string): number | undefined => {
-  for (const q of queues) {
-    if (name === q.deadLetterQueue) return q.deadLetterRetentionSeconds
-    if (name === q.queue || (q.grouped && new RegExp(`^${q.queue}-(0|[1-9][0-9]*)$`).test(name))) return q.messageRetentionSeconds
-  }
-  return undefined
+  const policy = RetryPolicy.forQueue(name)
+  if (policy === undefined) return undefined
+  return name === policy.deadLetterQueue ? policy.deadLetterRetentionSeconds : policy.messageRetentionSeconds
 }
 
 /** A retention in words: "14 days", "36 hours". */
@@ -48,29 +54,32 @@ export const retentionText = (seconds: number): string => seconds % 86_400 === 0
 /**
  * Tenant groups of the grouped queues (`FACTLINE_QUEUE_GROUPS` in an environment's vars; default 4): each
  * grouped queue runs as `<queue>-<g>` for g in 0…G−1, bound as `<BINDING>` (g = 0) and `<BINDING>_<g>`, each
- * with its own consumer, all sharing the purpose's one DLQ (see core's QueueGroups).
+ * with its own consumer, all sharing the purpose's one DLQ (core's QueueGroups).
  */
-export const defaultQueueGroups = 4
+export const defaultQueueGroups = QueueGroups.defaultGroups
 
 /** The groups an effective config asks for: its `vars.FACTLINE_QUEUE_GROUPS`, or the default. */
 export const queueGroupsOf = (effective: { readonly vars?: Record<string, unknown> } | undefined): number => {
   const raw = effective?.vars?.FACTLINE_QUEUE_GROUPS
   const n = raw === undefined || raw === "" ? defaultQueueGroups : Number(raw)
-  return Number.isInteger(n) && n >= 1 && n <= 32 ? n : defaultQueueGroups
+  return Number.isInteger(n) && n >= 1 && n <= QueueGroups.maxGroups ? n : defaultQueueGroups
 }
 
-/** The physical queues of one entry of `queues`: one per group for a grouped queue, else the queue itself. */
-export const physicalQueues = (q: Queue, groups: number = defaultQueueGroups): Array<{ readonly queue: string; readonly binding: string }> =>
-  q.grouped
-    ? Array.from({ length: groups }, (_, g) => ({ queue: `${q.queue}-${g}`, binding: g === 0 ? q.binding : `${q.binding}_${g}` }))
+/** The physical queues of one entry of `queues`: one per group for a grouped queue, else the queue itself (QueueGroups' names). */
+export const physicalQueues = (q: Queue, groups: number = defaultQueueGroups): Array<{ readonly queue: string; readonly binding: string }> => {
+  const policy = RetryPolicy.all.find((p) => p.queue === q.queue)
+  return q.grouped && policy !== undefined
+    ? Array.from({ length: groups }, (_, g) => ({ queue: QueueGroups.queueName(policy, g), binding: QueueGroups.bindingName(policy, g) }))
     : [{ queue: q.queue, binding: q.binding }]
+}
 
 /**
  * Each DLQ is consumed too: its messages are stored in D1 `dead_messages` for the operators. Its `max_retries`
  * is part of the policy: from delivery `spillFromAttempt` on, a dead letter D1 refuses is spilled to R2, which
- * needs deliveries left after it (core's `RetryPolicy.deadLetterConsumer`).
+ * needs deliveries left after it (core's `RetryPolicy.deadLetterConsumer`, read from there).
  */
-export const deadLetterConsumer = { maxBatchSize: 100, maxBatchTimeoutSeconds: 5, maxRetries: 10, spillFromAttempt: 8 }
+export const deadLetterConsumer: { readonly maxBatchSize: number; readonly maxBatchTimeoutSeconds: number; readonly maxRetries: number; readonly spillFromAttempt: number } =
+  RetryPolicy.deadLetterConsumer
 
 /** Every other binding the platform's Worker reads (see PlatformEnv in @factline/workers). */
 export const bindings = {
@@ -104,4 +113,4 @@ export const localOnlyVars = ["FACTLINE_LOCAL_DEVELOPMENT"]
  * tenants' uploads, batch files and facts archive, so that one lifecycle rule (`rule`, set by deploy)
  * expires them after `retentionDays` (`--payload-retention-days`, or `vars.FACTLINE_PAYLOAD_RETENTION_DAYS`).
  */
-export const payloads = { prefix: "_payloads/", rule: "factline-payload-expiry", defaultRetentionDays: 90, retentionVar: "FACTLINE_PAYLOAD_RETENTION_DAYS" }
+export const payloads = { prefix: PayloadStore.payloadsPrefix, rule: "factline-payload-expiry", defaultRetentionDays: 90, retentionVar: "FACTLINE_PAYLOAD_RETENTION_DAYS" }
