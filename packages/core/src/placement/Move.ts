@@ -367,6 +367,126 @@ const summary = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string) =>
 
 const samePayload = (payload: BatchPayload): BatchPayload => ({ ...payload, offset: payload.offset + 1 })
 
+/** What one step of a move works with: the move, its two databases, its progress, and how it goes on. */
+interface Step {
+  readonly move: Row
+  readonly shape: TenantPlacement["Service"]
+  readonly platform: Sql.Sql
+  readonly source: Sql.Sql
+  readonly target: Sql.Sql
+  readonly progress: Progress
+  readonly now: number
+  /** The next message of the move, after `delayMs`. */
+  readonly next: (delayMs?: number) => Next
+}
+
+/** Records the move's phase, progress or verification (each left as it is when not given). */
+const record = (s: Step, fields: { phase?: Phase; progress?: Progress; verified?: string; finished?: boolean }) =>
+  Effect.mapError(s.platform.run(Sql.statement(
+    `UPDATE tenant_moves SET phase = COALESCE(?2, phase), copied = COALESCE(?3, copied), verified = COALESCE(?4, verified),
+       updated_at = ?5, finished_at = CASE WHEN ?6 THEN ?5 ELSE finished_at END WHERE id = ?1`,
+    s.move.id, fields.phase ?? null, fields.progress ? JSON.stringify(fields.progress) : null, fields.verified ?? null,
+    new Date(s.now).toISOString(), fields.finished ? 1 : 0
+  )), unavailable)
+
+/** The tables to copy or drop and how each is shaped. */
+interface Tables {
+  readonly tables: ReadonlyArray<string>
+  readonly meta: (table: string) => Effect.Effect<Meta>
+}
+
+/** copying, before the copy: the tenant's rows left in the target by an earlier move that failed — none may survive into this copy. */
+const clearTarget = (s: Step, { tables, meta }: Tables) =>
+  Effect.gen(function*() {
+    let budget = rowsPerStep
+    for (const table of tables) {
+      const m = yield* meta(table)
+      for (let deleted = rowsPerPage; deleted === rowsPerPage && budget > 0; budget -= deleted) deleted = yield* deletePage(s.target, table, m, s.move.tenant_id, rowsPerPage)
+      if (budget <= 0) return s.next()
+    }
+    yield* record(s, { progress: { ...s.progress, cleared: true } })
+    return s.next()
+  })
+
+/**
+ * copying: up to `rowsPerStep` rows, a page (one target transaction) at a time; the cursors recorded once, after them: a
+ * step that fails midway copies its pages again (`INSERT OR REPLACE`: the same rows). The tables' cursors after it.
+ */
+const copyPages = (s: Step, { tables, meta }: Tables) =>
+  Effect.gen(function*() {
+    let budget = rowsPerStep
+    const copied: Record<string, TableProgress> = { ...s.progress.tables }
+    for (const table of tables) {
+      const m = yield* meta(table)
+      let state = copied[table] ?? { rows: 0, after: null, done: false }
+      while (!state.done && budget > 0) {
+        const rows = yield* page(s.source, table, m, s.move.tenant_id, state.after, rowsPerPage)
+        if (rows.length > 0) yield* s.target.batch(inserts(table, m, rows))
+        const last = rows.at(-1)
+        state = { rows: state.rows + rows.length, after: last ? m.key.map((k) => last[k]) : state.after, done: rows.length < rowsPerPage }
+        copied[table] = state
+        budget -= rows.length
+      }
+      if (!state.done) break
+    }
+    yield* record(s, { progress: { ...s.progress, tables: copied } })
+    return copied
+  })
+
+/** Everything copied: source and target must agree on every table before the switch; else copy again (up to `rounds`). */
+const verifyAndSwitch = (s: Step, { tables, meta }: Tables) =>
+  Effect.gen(function*() {
+    const { move, progress } = s
+    const verified: Record<string, { rows: number; equal: boolean }> = {}
+    for (const table of tables) {
+      const m = yield* meta(table)
+      const [a, b] = yield* Effect.all([summary(s.source, table, m, move.tenant_id), summary(s.target, table, m, move.tenant_id)], { concurrency: 2 })
+      verified[table] = { rows: a.rows ?? 0, equal: JSON.stringify(a) === JSON.stringify(b) }
+    }
+    const equal = Object.values(verified).every((v) => v.equal)
+    if (!equal) {
+      const differing = Object.entries(verified).filter(([, v]) => !v.equal).map(([t]) => t)
+      if (progress.round >= rounds) return yield* permanent(`after ${rounds} copies the source and target still differ (${differing.join(", ")}): a writer ignores the hold`)
+      yield* Effect.logWarning(`move ${move.id} of ${move.tenant_id}: ${differing.join(", ")} changed during the copy; copying again`)
+      yield* record(s, { progress: { round: progress.round + 1, cleared: false, tables: {} }, verified: JSON.stringify(verified) })
+      return s.next()
+    }
+    // The switch: the placement moves and the hold ends in one platform transaction.
+    const switchedAt = new Date(s.now).toISOString()
+    yield* Effect.mapError(s.platform.batch([
+      Sql.statement("UPDATE tenant_placements SET database = ?2, frozen_since = NULL WHERE tenant_id = ?1 AND database = ?3", move.tenant_id, move.to_database, move.from_database),
+      Sql.statement("UPDATE tenant_moves SET phase = 'switched', verified = ?2, updated_at = ?3 WHERE id = ?1 AND phase = 'copying'", move.id, JSON.stringify(verified), switchedAt)
+    ]), unavailable)
+    s.shape.forget([move.tenant_id])
+    return s.next(s.shape.cacheMs + settleMs)
+  })
+
+/** switched: once no isolate trusts the old placement, the source's rows go. */
+const dropSource = (s: Step, { tables, meta }: Tables) =>
+  Effect.gen(function*() {
+    const { move, progress } = s
+    const wait = Date.parse(move.updated_at) + s.shape.cacheMs + settleMs - s.now
+    const dropped: Record<string, TableProgress> = { ...progress.dropped }
+    if (wait > 0 && Object.keys(dropped).length === 0) return s.next(wait)
+    let budget = rowsPerStep
+    for (const table of tables) {
+      const m = yield* meta(table)
+      let state = dropped[table] ?? { rows: 0, after: null, done: false }
+      while (!state.done && budget > 0) {
+        const deleted = yield* deletePage(s.source, table, m, move.tenant_id, rowsPerPage)
+        state = { rows: state.rows + deleted, after: null, done: deleted < rowsPerPage }
+        dropped[table] = state
+        budget -= deleted
+      }
+      if (!state.done) {
+        yield* record(s, { progress: { ...progress, dropped } })
+        return s.next()
+      }
+    }
+    yield* record(s, { phase: "dropped", progress: { ...progress, dropped }, finished: true })
+    return undefined
+  })
+
 export const step = Effect.fn("Move.step")(function*(payload: BatchPayload) {
   const shape = yield* TenantPlacement
   const platform = yield* Sql.PlatformDatabase
@@ -378,103 +498,27 @@ export const step = Effect.fn("Move.step")(function*(payload: BatchPayload) {
   const progress = progressOf(move)
   const now = yield* Time.millis
   const next = (delayMs = 0): Next => ({ payload: samePayload(payload), delaySeconds: Math.max(0, Math.ceil(delayMs / 1000)) })
-  const record = (fields: { phase?: Phase; progress?: Progress; verified?: string; finished?: boolean }) =>
-    Effect.mapError(platform.run(Sql.statement(
-      `UPDATE tenant_moves SET phase = COALESCE(?2, phase), copied = COALESCE(?3, copied), verified = COALESCE(?4, verified),
-         updated_at = ?5, finished_at = CASE WHEN ?6 THEN ?5 ELSE finished_at END WHERE id = ?1`,
-      move.id, fields.phase ?? null, fields.progress ? JSON.stringify(fields.progress) : null, fields.verified ?? null,
-      new Date(now).toISOString(), fields.finished ? 1 : 0
-    )), unavailable)
+  const s: Step = { move, shape, platform, source, target, progress, now, next }
 
   if (move.phase === "frozen") {
     // Every isolate reads the hold within `cacheMs` of it; then a write that passed the check just before lands.
     const wait = Date.parse(move.started_at) + shape.cacheMs + settleMs - now
     if (wait > 0) return next(wait)
-    yield* record({ phase: "copying" })
+    yield* record(s, { phase: "copying" })
     return next()
   }
 
   // What to copy or drop, and how: read once per step, and not while waiting.
   const metas = yield* metasOf(source, target, yield* tablesToMove)
-  const tables = [...metas.keys()]
-  const meta = (table: string) => Effect.succeed(metas.get(table)!)
+  const tables: Tables = { tables: [...metas.keys()], meta: (table) => Effect.succeed(metas.get(table)!) }
 
   if (move.phase === "copying") {
-    let budget = rowsPerStep
-    if (!progress.cleared) {
-      // The tenant's rows left in the target by an earlier move that failed: none may survive into this copy.
-      for (const table of tables) {
-        const m = yield* meta(table)
-        for (let deleted = rowsPerPage; deleted === rowsPerPage && budget > 0; budget -= deleted) deleted = yield* deletePage(target, table, m, move.tenant_id, rowsPerPage)
-        if (budget <= 0) return next()
-      }
-      yield* record({ progress: { ...progress, cleared: true } })
-      return next()
-    }
-    // Up to `rowsPerStep` rows, a page (one target transaction) at a time; the cursors recorded once, after them: a
-    // step that fails midway copies its pages again (`INSERT OR REPLACE`: the same rows).
-    const copied: Record<string, TableProgress> = { ...progress.tables }
-    for (const table of tables) {
-      const m = yield* meta(table)
-      let state = copied[table] ?? { rows: 0, after: null, done: false }
-      while (!state.done && budget > 0) {
-        const rows = yield* page(source, table, m, move.tenant_id, state.after, rowsPerPage)
-        if (rows.length > 0) yield* target.batch(inserts(table, m, rows))
-        const last = rows.at(-1)
-        state = { rows: state.rows + rows.length, after: last ? m.key.map((k) => last[k]) : state.after, done: rows.length < rowsPerPage }
-        copied[table] = state
-        budget -= rows.length
-      }
-      if (!state.done) break
-    }
-    yield* record({ progress: { ...progress, tables: copied } })
-    if (tables.some((table) => !copied[table]?.done)) return next()
-    // Everything copied: source and target must agree on every table before the switch.
-    const verified: Record<string, { rows: number; equal: boolean }> = {}
-    for (const table of tables) {
-      const m = yield* meta(table)
-      const [a, b] = yield* Effect.all([summary(source, table, m, move.tenant_id), summary(target, table, m, move.tenant_id)], { concurrency: 2 })
-      verified[table] = { rows: a.rows ?? 0, equal: JSON.stringify(a) === JSON.stringify(b) }
-    }
-    const equal = Object.values(verified).every((v) => v.equal)
-    if (!equal) {
-      const differing = Object.entries(verified).filter(([, v]) => !v.equal).map(([t]) => t)
-      if (progress.round >= rounds) return yield* permanent(`after ${rounds} copies the source and target still differ (${differing.join(", ")}): a writer ignores the hold`)
-      yield* Effect.logWarning(`move ${move.id} of ${move.tenant_id}: ${differing.join(", ")} changed during the copy; copying again`)
-      yield* record({ progress: { round: progress.round + 1, cleared: false, tables: {} }, verified: JSON.stringify(verified) })
-      return next()
-    }
-    // The switch: the placement moves and the hold ends in one platform transaction.
-    const switchedAt = new Date(now).toISOString()
-    yield* Effect.mapError(platform.batch([
-      Sql.statement("UPDATE tenant_placements SET database = ?2, frozen_since = NULL WHERE tenant_id = ?1 AND database = ?3", move.tenant_id, move.to_database, move.from_database),
-      Sql.statement("UPDATE tenant_moves SET phase = 'switched', verified = ?2, updated_at = ?3 WHERE id = ?1 AND phase = 'copying'", move.id, JSON.stringify(verified), switchedAt)
-    ]), unavailable)
-    shape.forget([move.tenant_id])
-    return next(shape.cacheMs + settleMs)
+    if (!progress.cleared) return yield* clearTarget(s, tables)
+    const copied = yield* copyPages(s, tables)
+    if (tables.tables.some((table) => !copied[table]?.done)) return next()
+    return yield* verifyAndSwitch(s, tables)
   }
-
-  // switched: once no isolate trusts the old placement, the source's rows go.
-  const wait = Date.parse(move.updated_at) + shape.cacheMs + settleMs - now
-  const dropped: Record<string, TableProgress> = { ...progress.dropped }
-  if (wait > 0 && Object.keys(dropped).length === 0) return next(wait)
-  let budget = rowsPerStep
-  for (const table of tables) {
-    const m = yield* meta(table)
-    let state = dropped[table] ?? { rows: 0, after: null, done: false }
-    while (!state.done && budget > 0) {
-      const deleted = yield* deletePage(source, table, m, move.tenant_id, rowsPerPage)
-      state = { rows: state.rows + deleted, after: null, done: deleted < rowsPerPage }
-      dropped[table] = state
-      budget -= deleted
-    }
-    if (!state.done) {
-      yield* record({ progress: { ...progress, dropped } })
-      return next()
-    }
-  }
-  yield* record({ phase: "dropped", progress: { ...progress, dropped }, finished: true })
-  return undefined
+  return yield* dropSource(s, tables)
 })
 
 /**
