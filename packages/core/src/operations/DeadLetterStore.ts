@@ -190,11 +190,14 @@ export const placed = (placement: Placement.Shape): Shape => {
 
 const newOperationId = () => `rp_${crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
 
-export const make = (sql: Sql.Sql): Shape => {
-  const query = <S extends Sql.Row>(row: S, text: string, ...params: Array<unknown>) => Effect.mapError(sql.all(row, Sql.statement(text, ...params)), unavailable)
+const query = <S extends Sql.Row>(sql: Sql.Sql, row: S, text: string, ...params: Array<unknown>) => Effect.mapError(sql.all(row, Sql.statement(text, ...params)), unavailable)
 
-  const get = Effect.fn("DeadLetterStore.get")(function*(scope: Scope, id: string) {
+const historyEntry = (at: string, action: string, by: string, extra: Record<string, string> = {}) => JSON.stringify({ at, action, by, ...extra })
+
+const getOf = (sql: Sql.Sql) =>
+  Effect.fn("DeadLetterStore.get")(function*(scope: Scope, id: string) {
     const rows = yield* query(
+      sql,
       DetailRow,
       `SELECT ${summaryColumns}, stack, original_message, history FROM dead_messages WHERE id = ?${scope.tenantId !== null ? " AND tenant_id = ?" : ""}`,
       id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
@@ -206,141 +209,164 @@ export const make = (sql: Sql.Sql): Shape => {
     return detail
   })
 
-  const historyEntry = (at: string, action: string, by: string, extra: Record<string, string> = {}) => JSON.stringify({ at, action, by, ...extra })
+/** Claims open records (or stale claims) for a replay; returns the claimed rows. */
+const claim = (sql: Sql.Sql, scope: Scope, ids: ReadonlyArray<string>, operationId: string) =>
+  Effect.flatMap(Effect.all([Time.now, Time.ago(staleClaimMs)]), ([now, staleBefore]) => query(
+    sql,
+    Claimable,
+    `UPDATE dead_messages SET status = 'replaying', resolved_by = ?, resolved_at = ?, replay_operation_id = ?
+     WHERE id IN (SELECT value FROM json_each(?))${scope.tenantId !== null ? " AND tenant_id = ?" : ""}
+       AND (status = 'open' OR (status = 'replaying' AND resolved_at < ?))
+     RETURNING id, queue, tenant_id, original_message`,
+    scope.actor, now, operationId, JSON.stringify(ids), ...(scope.tenantId !== null ? [scope.tenantId] : []),
+    staleBefore
+  ))
 
-  /** Claims open records (or stale claims) for a replay; returns the claimed rows. */
-  const claim = (scope: Scope, ids: ReadonlyArray<string>, operationId: string) =>
-    Effect.flatMap(Effect.all([Time.now, Time.ago(staleClaimMs)]), ([now, staleBefore]) => query(
-      Claimable,
-      `UPDATE dead_messages SET status = 'replaying', resolved_by = ?, resolved_at = ?, replay_operation_id = ?
-       WHERE id IN (SELECT value FROM json_each(?))${scope.tenantId !== null ? " AND tenant_id = ?" : ""}
-         AND (status = 'open' OR (status = 'replaying' AND resolved_at < ?))
-       RETURNING id, queue, tenant_id, original_message`,
-      scope.actor, now, operationId, JSON.stringify(ids), ...(scope.tenantId !== null ? [scope.tenantId] : []),
-      staleBefore
-    ))
+const settle = (sql: Sql.Sql, ids: ReadonlyArray<string>, status: "replayed" | "open", by: string, operationId: string) =>
+  Effect.mapError(
+    Effect.flatMap(Time.now, (now) => sql.run(Sql.statement(
+        `UPDATE dead_messages SET status = ?, resolved_at = ?, resolved_by = CASE WHEN ? = 'open' THEN NULL ELSE resolved_by END,
+           history = json_insert(history, '$[#]', json(?))
+         WHERE id IN (SELECT value FROM json_each(?)) AND status = 'replaying'`
+      , status, status === "open" ? null : now, status, historyEntry(now, status === "open" ? "replay_failed" : "replayed", by, { operation_id: operationId }), JSON.stringify(ids)))),
+    unavailable
+  )
 
-  const settle = (ids: ReadonlyArray<string>, status: "replayed" | "open", by: string, operationId: string) =>
-    Effect.mapError(
-      Effect.flatMap(Time.now, (now) => sql.run(Sql.statement(
-          `UPDATE dead_messages SET status = ?, resolved_at = ?, resolved_by = CASE WHEN ? = 'open' THEN NULL ELSE resolved_by END,
-             history = json_insert(history, '$[#]', json(?))
-           WHERE id IN (SELECT value FROM json_each(?)) AND status = 'replaying'`
-        , status, status === "open" ? null : now, status, historyEntry(now, status === "open" ? "replay_failed" : "replayed", by, { operation_id: operationId }), JSON.stringify(ids)))),
-      unavailable
-    )
-
-  /** Sends claimed records back to their queues in waves; settles each wave as replayed, or back to open if its send failed. */
-  const send = (claimed: ReadonlyArray<{ id: string; queue: string; tenant_id: string | null; original_message: string }>, by: string, operationId: string) =>
-    Effect.gen(function*() {
-      const queues = yield* Queues
-      // A record names its purpose (`factline-events`); it goes back to its tenant's group queue as the producer
-      // routes it today (Queues.route). A record without a tenant (its body never decoded) goes to group 0,
-      // which every deployment has.
-      const destination = (c: { readonly queue: string; readonly tenant_id: string | null }) => {
-        const purpose = QueueGroups.purposeOf(c.queue)
-        return c.tenant_id === null ? QueueGroups.route(purpose, "", 1) : queues.route(purpose, c.tenant_id)
-      }
-      const byQueue = new Map<string, Array<{ id: string; body: unknown }>>()
-      for (const c of claimed) {
-        const name = destination(c)
-        byQueue.set(name, [...(byQueue.get(name) ?? []), { id: c.id, body: JSON.parse(c.original_message) as unknown }])
-      }
-      let wave = 0
-      let failure: SendFailed | undefined
-      for (const [name, items] of byQueue) {
-        for (let i = 0; i < items.length; i += waveSize) {
-          const chunkItems = items.slice(i, i + waveSize)
-          const delaySeconds = wave * waveDelaySeconds
-          wave++
-          // The records after a failed call go back to open; those on the queue are replayed.
-          const sent = yield* Effect.result(queues.send(name, chunkItems.map((x) => x.body), { delaySeconds }))
-          const onQueue = Result.isFailure(sent) ? sent.failure.sent : chunkItems.length
-          if (Result.isFailure(sent)) {
-            failure = sent.failure
-            yield* settle(chunkItems.slice(onQueue).map((x) => x.id), "open", by, operationId)
-          }
-          const ids = chunkItems.slice(0, onQueue).map((x) => x.id)
-          if (ids.length > 0) yield* settle(ids, "replayed", by, operationId)
+/** Sends claimed records back to their queues in waves; settles each wave as replayed, or back to open if its send failed. */
+const send = (sql: Sql.Sql, claimed: ReadonlyArray<{ id: string; queue: string; tenant_id: string | null; original_message: string }>, by: string, operationId: string) =>
+  Effect.gen(function*() {
+    const queues = yield* Queues
+    // A record names its purpose (`factline-events`); it goes back to its tenant's group queue as the producer
+    // routes it today (Queues.route). A record without a tenant (its body never decoded) goes to group 0,
+    // which every deployment has.
+    const destination = (c: { readonly queue: string; readonly tenant_id: string | null }) => {
+      const purpose = QueueGroups.purposeOf(c.queue)
+      return c.tenant_id === null ? QueueGroups.route(purpose, "", 1) : queues.route(purpose, c.tenant_id)
+    }
+    const byQueue = new Map<string, Array<{ id: string; body: unknown }>>()
+    for (const c of claimed) {
+      const name = destination(c)
+      byQueue.set(name, [...(byQueue.get(name) ?? []), { id: c.id, body: JSON.parse(c.original_message) as unknown }])
+    }
+    let wave = 0
+    let failure: SendFailed | undefined
+    for (const [name, items] of byQueue) {
+      for (let i = 0; i < items.length; i += waveSize) {
+        const chunkItems = items.slice(i, i + waveSize)
+        const delaySeconds = wave * waveDelaySeconds
+        wave++
+        // The records after a failed call go back to open; those on the queue are replayed.
+        const sent = yield* Effect.result(queues.send(name, chunkItems.map((x) => x.body), { delaySeconds }))
+        const onQueue = Result.isFailure(sent) ? sent.failure.sent : chunkItems.length
+        if (Result.isFailure(sent)) {
+          failure = sent.failure
+          yield* settle(sql, chunkItems.slice(onQueue).map((x) => x.id), "open", by, operationId)
         }
+        const ids = chunkItems.slice(0, onQueue).map((x) => x.id)
+        if (ids.length > 0) yield* settle(sql, ids, "replayed", by, operationId)
       }
-      return { waves: wave, failure }
-    })
+    }
+    return { waves: wave, failure }
+  })
 
+const heldOf = (sql: Sql.Sql): Shape["held"] =>
+  Effect.fn("DeadLetterStore.held")(function*(queue, keys) {
+    const found = new Set<string>()
+    for (let i = 0; i < keys.length; i += heldPerStatement) {
+      const pairs = keys.slice(i, i + heldPerStatement).map((k) => [k.tenant_id, k.idempotency_key])
+      const rows = yield* query(
+        sql,
+        TenantKey,
+        `SELECT DISTINCT tenant_id, idempotency_key FROM dead_messages
+         WHERE queue = ? AND status <> 'replayed'
+           AND (tenant_id, idempotency_key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+        queue, JSON.stringify(pairs)
+      )
+      for (const row of rows) found.add(tenantKey(row.tenant_id, row.idempotency_key))
+    }
+    return found
+  })
+
+const listOf = (sql: Sql.Sql): Shape["list"] =>
+  Effect.fn("DeadLetterStore.list")(function*(scope, filters, page) {
+    const w = where(scope, filters)
+    const cursor = page.cursor === undefined ? undefined : decodeCursor(page.cursor)
+    if (page.cursor !== undefined && cursor === undefined) {
+      return yield* new Failure.InvalidInput({ code: "invalid_query", message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
+    }
+    const clauses = [w.sql, cursor ? `${w.sql ? "AND" : "WHERE"} (received_at, id) < (?, ?)` : ""].join(" ")
+    const rows = yield* query(
+      sql,
+      Summary,
+      `SELECT ${summaryColumns} FROM dead_messages ${clauses} ORDER BY received_at DESC, id DESC LIMIT ?`,
+      ...w.params, ...(cursor ?? []), page.limit + 1
+    )
+    const data = rows.slice(0, page.limit)
+    const last = data.at(-1)
+    return { data, next_cursor: rows.length > page.limit && last ? encodeCursor(last.received_at, last.id) : null }
+  })
+
+const replayOf = (sql: Sql.Sql, get: ReturnType<typeof getOf>): Shape["replay"] =>
+  Effect.fn("DeadLetterStore.replay")(function*(scope, id) {
+    const current = yield* get(scope, id)
+    const operationId = newOperationId()
+    const claimed = yield* claim(sql, scope, [id], operationId)
+    if (claimed.length === 0) {
+      return yield* new Failure.Conflict({ message: `dead letter ${id} is ${current.status}${current.resolved_by ? ` (by ${current.resolved_by} at ${current.resolved_at})` : ""}; only an open one can be replayed` })
+    }
+    const { failure } = yield* send(sql, claimed, scope.actor, operationId)
+    if (failure) return yield* failure
+    return yield* get(scope, id)
+  })
+
+const replayMatchingOf = (sql: Sql.Sql): Shape["replayMatching"] =>
+  Effect.fn("DeadLetterStore.replayMatching")(function*(scope, filters, given) {
+    const w = where(scope, { ...filters, status: "open" })
+    const rows = yield* query(sql, Id, `SELECT id FROM dead_messages ${w.sql} ORDER BY received_at LIMIT ?`, ...w.params, maxBulk)
+    const operationId = given ?? newOperationId()
+    if (rows.length === 0) return { operation_id: operationId, count: 0, waves: 0 }
+    const claimed = yield* claim(sql, scope, rows.map((r) => r.id), operationId)
+    const { waves, failure } = yield* send(sql, claimed, scope.actor, operationId)
+    if (failure) return yield* failure
+    return { operation_id: operationId, count: claimed.length, waves }
+  })
+
+const resolveOf = (sql: Sql.Sql, get: ReturnType<typeof getOf>): Shape["resolve"] =>
+  Effect.fn("DeadLetterStore.resolve")(function*(scope, id, action, note) {
+    const current = yield* get(scope, id)
+    const now = yield* Time.now
+    const changed = yield* query(
+      sql,
+      Id,
+      `UPDATE dead_messages SET status = ?, resolved_by = ?, resolved_at = ?, history = json_insert(history, '$[#]', json(?))
+       WHERE id = ? AND status = 'open'${scope.tenantId !== null ? " AND tenant_id = ?" : ""} RETURNING id`,
+      action, scope.actor, now, historyEntry(now, action, scope.actor, { note }), id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
+    )
+    if (changed.length === 0) {
+      return yield* new Failure.Conflict({ message: `dead letter ${id} is ${current.status}${current.resolved_by ? ` (by ${current.resolved_by} at ${current.resolved_at})` : ""}; only an open one can be ${action}` })
+    }
+    return yield* get(scope, id)
+  })
+
+const reopenOf = (sql: Sql.Sql): Shape["reopen"] =>
+  Effect.fn("DeadLetterStore.reopen")(function*(scope, id, note) {
+    yield* Effect.flatMap(Time.now, (now) => Effect.asVoid(Effect.mapError(sql.run(Sql.statement(
+      `UPDATE dead_messages SET status = 'open', resolved_by = NULL, resolved_at = NULL, history = json_insert(history, '$[#]', json(?))
+       WHERE id = ? AND status = 'skipped'${scope.tenantId !== null ? " AND tenant_id = ?" : ""}`,
+      historyEntry(now, "skip_failed", scope.actor, { note }), id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
+    )), unavailable)))
+  })
+
+/** The store over one database: each operation built from it. */
+export const make = (sql: Sql.Sql): Shape => {
+  const get = getOf(sql)
   return {
     get,
-    held: Effect.fn("DeadLetterStore.held")(function*(queue, keys) {
-      const found = new Set<string>()
-      for (let i = 0; i < keys.length; i += heldPerStatement) {
-        const pairs = keys.slice(i, i + heldPerStatement).map((k) => [k.tenant_id, k.idempotency_key])
-        const rows = yield* query(
-          TenantKey,
-          `SELECT DISTINCT tenant_id, idempotency_key FROM dead_messages
-           WHERE queue = ? AND status <> 'replayed'
-             AND (tenant_id, idempotency_key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
-          queue, JSON.stringify(pairs)
-        )
-        for (const row of rows) found.add(tenantKey(row.tenant_id, row.idempotency_key))
-      }
-      return found
-    }),
-    list: Effect.fn("DeadLetterStore.list")(function*(scope, filters, page) {
-      const w = where(scope, filters)
-      const cursor = page.cursor === undefined ? undefined : decodeCursor(page.cursor)
-      if (page.cursor !== undefined && cursor === undefined) {
-        return yield* new Failure.InvalidInput({ code: "invalid_query", message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
-      }
-      const clauses = [w.sql, cursor ? `${w.sql ? "AND" : "WHERE"} (received_at, id) < (?, ?)` : ""].join(" ")
-      const rows = yield* query(
-        Summary,
-        `SELECT ${summaryColumns} FROM dead_messages ${clauses} ORDER BY received_at DESC, id DESC LIMIT ?`,
-        ...w.params, ...(cursor ?? []), page.limit + 1
-      )
-      const data = rows.slice(0, page.limit)
-      const last = data.at(-1)
-      return { data, next_cursor: rows.length > page.limit && last ? encodeCursor(last.received_at, last.id) : null }
-    }),
-    replay: Effect.fn("DeadLetterStore.replay")(function*(scope, id) {
-      const current = yield* get(scope, id)
-      const operationId = newOperationId()
-      const claimed = yield* claim(scope, [id], operationId)
-      if (claimed.length === 0) {
-        return yield* new Failure.Conflict({ message: `dead letter ${id} is ${current.status}${current.resolved_by ? ` (by ${current.resolved_by} at ${current.resolved_at})` : ""}; only an open one can be replayed` })
-      }
-      const { failure } = yield* send(claimed, scope.actor, operationId)
-      if (failure) return yield* failure
-      return yield* get(scope, id)
-    }),
-    replayMatching: Effect.fn("DeadLetterStore.replayMatching")(function*(scope, filters, given) {
-      const w = where(scope, { ...filters, status: "open" })
-      const rows = yield* query(Id, `SELECT id FROM dead_messages ${w.sql} ORDER BY received_at LIMIT ?`, ...w.params, maxBulk)
-      const operationId = given ?? newOperationId()
-      if (rows.length === 0) return { operation_id: operationId, count: 0, waves: 0 }
-      const claimed = yield* claim(scope, rows.map((r) => r.id), operationId)
-      const { waves, failure } = yield* send(claimed, scope.actor, operationId)
-      if (failure) return yield* failure
-      return { operation_id: operationId, count: claimed.length, waves }
-    }),
-    resolve: Effect.fn("DeadLetterStore.resolve")(function*(scope, id, action, note) {
-      const current = yield* get(scope, id)
-      const now = yield* Time.now
-      const changed = yield* query(
-        Id,
-        `UPDATE dead_messages SET status = ?, resolved_by = ?, resolved_at = ?, history = json_insert(history, '$[#]', json(?))
-         WHERE id = ? AND status = 'open'${scope.tenantId !== null ? " AND tenant_id = ?" : ""} RETURNING id`,
-        action, scope.actor, now, historyEntry(now, action, scope.actor, { note }), id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
-      )
-      if (changed.length === 0) {
-        return yield* new Failure.Conflict({ message: `dead letter ${id} is ${current.status}${current.resolved_by ? ` (by ${current.resolved_by} at ${current.resolved_at})` : ""}; only an open one can be ${action}` })
-      }
-      return yield* get(scope, id)
-    }),
-    reopen: Effect.fn("DeadLetterStore.reopen")(function*(scope, id, note) {
-      yield* Effect.flatMap(Time.now, (now) => Effect.asVoid(Effect.mapError(sql.run(Sql.statement(
-        `UPDATE dead_messages SET status = 'open', resolved_by = NULL, resolved_at = NULL, history = json_insert(history, '$[#]', json(?))
-         WHERE id = ? AND status = 'skipped'${scope.tenantId !== null ? " AND tenant_id = ?" : ""}`,
-        historyEntry(now, "skip_failed", scope.actor, { note }), id, ...(scope.tenantId !== null ? [scope.tenantId] : [])
-      )), unavailable)))
-    })
+    held: heldOf(sql),
+    list: listOf(sql),
+    replay: replayOf(sql, get),
+    replayMatching: replayMatchingOf(sql),
+    resolve: resolveOf(sql, get),
+    reopen: reopenOf(sql)
   }
 }
