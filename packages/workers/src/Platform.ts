@@ -60,13 +60,21 @@ type ConsumerProgram = (batch: MessageBatch<unknown>, settings: Settings.Shape) 
 
 const options = (settings: Settings.Shape) => ({ delayScale: settings.retryDelayScale, log: settings.logAttempts, runs: settings.runs })
 
-/** Queue name (a grouped purpose's logical name stands for each of its group queues) → the consumer of its batches. */
+/** The consumer program of each purpose of the queue table: a queue added to RetryPolicy fails to typecheck here until it has one. */
+const programs: { readonly [P in RetryPolicy.Purpose]: ConsumerProgram } = {
+  events: (batch, settings) => EventsConsumer.consume(batch, options(settings)),
+  projections: (batch, settings) => ProjectionConsumer.consume(batch, options(settings)),
+  factProcessing: (batch, settings) => ProcessingConsumer.consume(batch, options(settings)),
+  webhooks: (batch, settings) => WebhookConsumer.consume(batch, { ...options(settings), disableAfterMs: settings.webhookDisableAfterMs, localDevelopment: settings.localDevelopment }),
+  batch: (batch, settings) => BatchConsumer.consume(batch, options(settings))
+}
+
+/**
+ * Queue name (a grouped purpose's logical name stands for each of its group queues) → the consumer of its batches:
+ * derived from the queue table, each purpose's program and every dead-letter queue's DeadLetterConsumer.
+ */
 export const consumers: ReadonlyMap<string, ConsumerProgram> = new Map<string, ConsumerProgram>([
-  [RetryPolicy.events.queue, (batch, settings) => EventsConsumer.consume(batch, options(settings))],
-  [RetryPolicy.projections.queue, (batch, settings) => ProjectionConsumer.consume(batch, options(settings))],
-  [RetryPolicy.factProcessing.queue, (batch, settings) => ProcessingConsumer.consume(batch, options(settings))],
-  [RetryPolicy.batch.queue, (batch, settings) => BatchConsumer.consume(batch, options(settings))],
-  [RetryPolicy.webhooks.queue, (batch, settings) => WebhookConsumer.consume(batch, { ...options(settings), disableAfterMs: settings.webhookDisableAfterMs, localDevelopment: settings.localDevelopment })],
+  ...RetryPolicy.purposes.map((purpose) => [RetryPolicy.byPurpose[purpose].queue, programs[purpose]] as const),
   ...RetryPolicy.all.map((policy) => [policy.deadLetterQueue, (batch: MessageBatch<unknown>) => DeadLetterConsumer.consume(batch)] as const)
 ])
 

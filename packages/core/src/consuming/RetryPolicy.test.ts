@@ -20,6 +20,12 @@ describe("RetryPolicy", () => {
     expect(RetryPolicy.all.every((p) => p.deadLetterQueue === `${p.queue}-dlq`)).toBe(true)
   })
 
+  it("keys the table by purpose: all is byPurpose in order, one policy per purpose", () => {
+    expect(RetryPolicy.purposes).toEqual(["events", "projections", "factProcessing", "webhooks", "batch"])
+    expect(RetryPolicy.all).toEqual(RetryPolicy.purposes.map((purpose) => RetryPolicy.byPurpose[purpose]))
+    expect(new Set(RetryPolicy.all.map((p) => p.queue)).size).toBe(RetryPolicy.all.length)
+  })
+
   it("delay(attempts) = min(initial · 2^(attempts−1), max)", () => {
     expect([1, 2, 3, 4, 5, 6].map((n) => RetryPolicy.delay(RetryPolicy.events, n))).toEqual([30, 60, 120, 240, 480, 480])
     expect([1, 2, 3, 7, 8].map((n) => RetryPolicy.delay(RetryPolicy.projections, n))).toEqual([1, 2, 4, 60, 60])

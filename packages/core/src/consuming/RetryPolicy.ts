@@ -77,7 +77,17 @@ export const factProcessing = policy("fact-processing", "FACT_PROCESSING", 5, 5,
 export const webhooks = policy("webhooks", "WEBHOOKS", 5, 10, 5 * 60, 10, 5)
 export const batch = policy("batch", "BATCH", 3, 30, 5 * 60, 10, 10)
 
-export const all: ReadonlyArray<RetryPolicy> = [events, projections, factProcessing, webhooks, batch]
+/**
+ * The queue table by purpose. A table that needs something per queue is keyed by `Purpose` (the Worker's consumer
+ * programs in @factline/workers' Platform.ts, the messages each channel carries in AsyncApi.ts), so a queue added
+ * here fails to typecheck until each of them says what it does with it; everything else reads `all`.
+ */
+export const byPurpose = { events, projections, factProcessing, webhooks, batch } as const
+export type Purpose = keyof typeof byPurpose
+/** Every purpose, in the table's order (the keys of `byPurpose`, which are exactly `Purpose`). */
+export const purposes = Object.keys(byPurpose) as ReadonlyArray<Purpose>
+
+export const all: ReadonlyArray<RetryPolicy> = purposes.map((purpose) => byPurpose[purpose])
 
 /**
  * The consumer of every `*-dlq` queue (DeadLetterConsumer): its batch settings, and `max_retries` — it has no

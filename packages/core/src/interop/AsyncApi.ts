@@ -108,12 +108,16 @@ const webhookEvents = (c: Components, registry: Registry) =>
     }
   })
 
+/** The messages each queue of the table carries, by purpose: a queue added to RetryPolicy fails to typecheck here until it says. */
+type Carried = { readonly [P in RetryPolicy.Purpose]: ReadonlyArray<{ $ref: string }> }
+
 /** A channel and a receive operation per queue (with the messages it carries) and per dead-letter queue; the send operation of events. */
-const channelsOf = (carried: Record<string, ReadonlyArray<{ $ref: string }>>, events: ReadonlyArray<{ $ref: string }>) => {
+const channelsOf = (carried: Carried, events: ReadonlyArray<{ $ref: string }>) => {
   const channels: Record<string, unknown> = {}
   const operations: Record<string, unknown> = {}
-  for (const policy of RetryPolicy.all) {
-    const list = carried[policy.queue] ?? []
+  for (const purpose of RetryPolicy.purposes) {
+    const policy = RetryPolicy.byPurpose[purpose]
+    const list = carried[purpose]
     channels[policy.queue] = {
       address: policy.queue,
       title: policy.queue,
@@ -163,12 +167,12 @@ export const generate = (registry: Registry, info: Info = {}) => {
   const batchMessage = envelopeOf(c, "batch", "One slice of a bulk operation", ref("#/components/schemas/BatchPayload"), { message_type: { pattern: "^batch\\." } })
   c.messages["deadLetter"] = { name: "deadLetter", title: "A dead-letter record", contentType: "application/json", payload: ref("#/components/schemas/DeadLetterRecord") }
   const webhooks = webhookEvents(c, registry)
-  const carried: Record<string, ReadonlyArray<{ $ref: string }>> = {
-    [RetryPolicy.events.queue]: events,
-    [RetryPolicy.projections.queue]: [facts],
-    [RetryPolicy.factProcessing.queue]: [facts],
-    [RetryPolicy.webhooks.queue]: [facts, deliveryMessage],
-    [RetryPolicy.batch.queue]: [batchMessage]
+  const carried: Carried = {
+    events,
+    projections: [facts],
+    factProcessing: [facts],
+    webhooks: [facts, deliveryMessage],
+    batch: [batchMessage]
   }
   const { channels, operations } = channelsOf(carried, events)
 
