@@ -57,12 +57,14 @@ export const retentionText = (seconds: number): string => seconds % 86_400 === 0
  * with its own consumer, all sharing the purpose's one DLQ (core's QueueGroups).
  */
 export const defaultQueueGroups = QueueGroups.defaultGroups
+/** The most groups the Worker accepts (core's QueueGroups.maxGroups). */
+export const maxQueueGroups = QueueGroups.maxGroups
 
 /** The groups an effective config asks for: its `vars.FACTLINE_QUEUE_GROUPS`, or the default. */
 export const queueGroupsOf = (effective: { readonly vars?: Record<string, unknown> } | undefined): number => {
   const raw = effective?.vars?.FACTLINE_QUEUE_GROUPS
   const n = raw === undefined || raw === "" ? defaultQueueGroups : Number(raw)
-  return Number.isInteger(n) && n >= 1 && n <= QueueGroups.maxGroups ? n : defaultQueueGroups
+  return Number.isInteger(n) && n >= 1 && n <= maxQueueGroups ? n : defaultQueueGroups
 }
 
 /** The physical queues of one entry of `queues`: one per group for a grouped queue, else the queue itself (QueueGroups' names). */

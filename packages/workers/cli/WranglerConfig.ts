@@ -109,8 +109,8 @@ export const check = (effective: Config, { deployed = false }: { readonly deploy
   }
   const rawGroups = effective.vars?.FACTLINE_QUEUE_GROUPS
   const groupCount = Number(rawGroups)
-  if (rawGroups !== undefined && rawGroups !== "" && !(Number.isInteger(groupCount) && groupCount >= 1 && groupCount <= 32)) {
-    problems.push(`vars.FACTLINE_QUEUE_GROUPS is ${JSON.stringify(rawGroups)}: a whole number from 1 to 32 (the Worker refuses anything else)`)
+  if (rawGroups !== undefined && rawGroups !== "" && !(Number.isInteger(groupCount) && groupCount >= 1 && groupCount <= Policies.maxQueueGroups)) {
+    problems.push(`vars.FACTLINE_QUEUE_GROUPS is ${JSON.stringify(rawGroups)}: a whole number from 1 to ${Policies.maxQueueGroups} (the Worker refuses anything else)`)
   }
   problems.push(...databaseProblems(effective))
   const bucket = (effective.r2_buckets ?? []).find((b) => b.binding === Policies.bindings.payloads)
