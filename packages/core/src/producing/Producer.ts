@@ -177,181 +177,194 @@ export class Producer extends Context.Service<Producer, {
 /** The name the door of `Producer.over` gives the one queue it is handed (in its failures' messages). */
 const ownQueue = "events"
 
-export const make = (config: {
+interface Config {
   readonly queue: string
   readonly definitions: ReadonlyMap<string, MessageDefinition>
   readonly payloads: PayloadStore["Service"]
   readonly queues: Queues["Service"]
   readonly defaultSource?: string
   readonly keep?: KeptEvents.Keep
-}): Producer["Service"] => {
-  interface Validated {
-    /** One per input, in order. */
-    readonly envelopes: Array<Envelope>
-    /** Index of the first copy of each input's key (its own index for a first copy). */
-    readonly firstOf: Array<number>
-  }
+}
 
-  /**
-   * `now` is the `created_at` given to envelopes sent without one; `sender` (Telemetry.sender) re-parents an
-   * envelope of the current span's trace under that span when spans are exported (the request's span, for POST
-   * /v1/events), so the events consumer's span hangs under it; otherwise an envelope keeps its `traceparent`.
-   */
-  const validate = (inputs: ReadonlyArray<unknown>, prefix: string | undefined, now: string, sender: (traceparent: string | undefined) => string | undefined): Result.Result<Validated, Failure.InvalidInput | IdempotencyConflict> => {
-    const problems: Array<Issues.Problem> = []
-    const envelopes: Array<Envelope> = []
-    const firstOf: Array<number> = []
-    const pathOf = (index: number) => (prefix === undefined ? [] : [prefix, index])
-    const at = (index: number, field: string) => [...pathOf(index), field].join(".")
-    inputs.forEach((input, index) => {
-      const path = pathOf(index)
-      // Only the producer writes refs, under keys it chooses.
-      if (typeof input === "object" && input !== null && "payload_ref" in input) {
-        problems.push({ path: at(index, "payload_ref"), message: `${clientRefRefused} (payloads over 64 KiB are moved to R2 for you)` })
-        return
-      }
-      const decoded = decodeInput(input, path)
-      // A loop, not push(...): 150,000 problems overflow a spread's argument count.
-      if (Result.isFailure(decoded)) {
-        for (const problem of decoded.failure) problems.push(problem)
-        return
-      }
-      const { delay_seconds: _delay, ...e } = decoded.success
-      const scheduled = Delay.deliverAfterOf(decoded.success, Date.parse(now), path.join("."))
-      if (scheduled.problem !== undefined) problems.push(scheduled.problem)
-      const definition = config.definitions.get(e.message_type)
-      if (!definition) {
-        problems.push({ path: at(index, "message_type"), message: `unknown message type "${e.message_type}"` })
-      } else if (e.payload !== undefined) {
-        const valid = definition.validate(e.schema_version, e.payload, [...path, "payload"])
-        if (Result.isFailure(valid)) {
-          const p = valid.failure
-          if (p._tag === "UnsupportedVersion") problems.push({ path: at(index, "schema_version"), message: p.message })
-          else for (const problem of p.problems) problems.push(problem)
-        }
-      }
-      envelopes[index] = {
-        ...e,
-        message_id: e.message_id ?? `msg_${crypto.randomUUID()}`,
-        correlation_id: e.correlation_id ?? e.idempotency_key,
-        created_at: e.created_at ?? now,
-        traceparent: sender(e.traceparent) ?? e.traceparent ?? TraceContext.generate(),
-        ...(scheduled.deliver_after === undefined ? {} : { deliver_after: scheduled.deliver_after })
-      }
-    })
-    if (problems.length > 0) return Result.fail(invalidMessages(problems))
+interface Validated {
+  /** One per input, in order. */
+  readonly envelopes: Array<Envelope>
+  /** Index of the first copy of each input's key (its own index for a first copy). */
+  readonly firstOf: Array<number>
+}
 
-    // The same key twice in one call: identical copies collapse onto the first, differing ones conflict.
-    const content = (e: Envelope) => StableJson.stringify([e.message_type, e.schema_version, e.subject, e.payload])
-    const first = new Map<string, number>()
-    const conflicts = new Map<string, Array<string>>()
-    envelopes.forEach((e, index) => {
-      const key = `${e.tenant_id}\u0000${e.idempotency_key}`
-      const earlier = first.get(key)
-      if (earlier === undefined) {
-        first.set(key, index)
-        firstOf.push(index)
-        return
-      }
-      firstOf.push(earlier)
-      if (content(envelopes[earlier]!) !== content(e)) {
-        const paths = conflicts.get(key) ?? [at(earlier, "idempotency_key")]
-        paths.push(at(index, "idempotency_key"))
-        conflicts.set(key, paths)
-      }
-    })
-    if (conflicts.size > 0) {
-      return Result.fail(new IdempotencyConflict({
-        conflicts: [...conflicts].map(([key, paths]) => ({
-          idempotency_key: key.slice(key.indexOf("\u0000") + 1),
-          reason: "within_request" as const,
-          paths
-        }))
-      }))
+/**
+ * Every input decoded and checked against its definition, every problem listed. `now` is the `created_at` given to
+ * envelopes sent without one; `sender` (Telemetry.sender) re-parents an envelope of the current span's trace under
+ * that span when spans are exported (the request's span, for POST /v1/events), so the events consumer's span hangs
+ * under it; otherwise an envelope keeps its `traceparent`.
+ */
+const decodeAll = (config: Config, inputs: ReadonlyArray<unknown>, prefix: string | undefined, now: string, sender: (traceparent: string | undefined) => string | undefined): Result.Result<Array<Envelope>, Failure.InvalidInput> => {
+  const problems: Array<Issues.Problem> = []
+  const envelopes: Array<Envelope> = []
+  const pathOf = (index: number) => (prefix === undefined ? [] : [prefix, index])
+  const at = (index: number, field: string) => [...pathOf(index), field].join(".")
+  inputs.forEach((input, index) => {
+    const path = pathOf(index)
+    // Only the producer writes refs, under keys it chooses.
+    if (typeof input === "object" && input !== null && "payload_ref" in input) {
+      problems.push({ path: at(index, "payload_ref"), message: `${clientRefRefused} (payloads over 64 KiB are moved to R2 for you)` })
+      return
     }
-    return Result.succeed({ envelopes, firstOf })
-  }
-
-  const offload = (envelope: Envelope) => {
-    if (envelope.payload === undefined || SendBatches.sizeOf(envelope.payload) <= offloadThresholdBytes) return Effect.succeed(envelope)
-    const { payload, ...rest } = envelope
-    // A fresh name per put: a client's message_id (reusable) never decides the R2 key, so no send overwrites another's payload.
-    return Effect.map(config.payloads.put(envelope.tenant_id, `p_${crypto.randomUUID()}`, payload), (payload_ref): Envelope => ({ ...rest, payload_ref }))
-  }
-
-  /** Offloads and sends the first copy of each key (each held back until its `deliver_after`); on a failed call, says which keys were already sent. */
-  const sendFirstCopies = (validated: Validated, now: string) =>
-    Effect.gen(function*() {
-      const firstIndexes = validated.firstOf.filter((first, index) => first === index)
-      const envelopes = yield* Effect.forEach(firstIndexes, (index) => offload(validated.envelopes[index]!), { concurrency: 8 })
-      const sent: Array<string> = []
-      // One run of sends per queue (a tenant's events go to its group's queue), in input order within it.
-      const byQueue = new Map<string, Array<Envelope>>()
-      for (const e of envelopes) {
-        const queue = config.queues.route(config.queue, e.tenant_id)
-        const list = byQueue.get(queue)
-        if (list) list.push(e)
-        else byQueue.set(queue, [e])
+    const decoded = decodeInput(input, path)
+    // A loop, not push(...): 150,000 problems overflow a spread's argument count.
+    if (Result.isFailure(decoded)) {
+      for (const problem of decoded.failure) problems.push(problem)
+      return
+    }
+    const { delay_seconds: _delay, ...e } = decoded.success
+    const scheduled = Delay.deliverAfterOf(decoded.success, Date.parse(now), path.join("."))
+    if (scheduled.problem !== undefined) problems.push(scheduled.problem)
+    const definition = config.definitions.get(e.message_type)
+    if (!definition) {
+      problems.push({ path: at(index, "message_type"), message: `unknown message type "${e.message_type}"` })
+    } else if (e.payload !== undefined) {
+      const valid = definition.validate(e.schema_version, e.payload, [...path, "payload"])
+      if (Result.isFailure(valid)) {
+        const p = valid.failure
+        if (p._tag === "UnsupportedVersion") problems.push({ path: at(index, "schema_version"), message: p.message })
+        else for (const problem of p.problems) problems.push(problem)
       }
-      const runs = [...byQueue]
-      const keysOf = (list: ReadonlyArray<Envelope>) => list.map((e) => e.idempotency_key)
-      const nowMs = Date.parse(now)
-      for (let i = 0; i < runs.length; i++) {
-        const [queue, list] = runs[i]!
-        yield* config.queues.send(queue, list, { delaySeconds: (index) => Delay.secondsUntil(list[index]!.deliver_after, nowMs) }).pipe(
-          Effect.mapError((failure) =>
-            new QueueSendFailed({
-              message: failure.message,
-              sent: [...sent, ...keysOf(list.slice(0, failure.sent))],
-              not_sent: [...keysOf(list.slice(failure.sent)), ...runs.slice(i + 1).flatMap(([, rest]) => keysOf(rest))]
-            }))
-        )
-        sent.push(...keysOf(list))
-      }
-      const byFirst = new Map(firstIndexes.map((index, i) => [index, envelopes[i]!]))
-      return validated.firstOf.map((first) => byFirst.get(first)!)
-    })
+    }
+    envelopes[index] = {
+      ...e,
+      message_id: e.message_id ?? `msg_${crypto.randomUUID()}`,
+      correlation_id: e.correlation_id ?? e.idempotency_key,
+      created_at: e.created_at ?? now,
+      traceparent: sender(e.traceparent) ?? e.traceparent ?? TraceContext.generate(),
+      ...(scheduled.deliver_after === undefined ? {} : { deliver_after: scheduled.deliver_after })
+    }
+  })
+  if (problems.length > 0) return Result.fail(invalidMessages(problems))
+  return Result.succeed(envelopes)
+}
 
-  const send: Producer["Service"]["send"] = Effect.fn("Producer.send")(function*(inputs, options) {
-    const now = yield* Time.now
-    const validated = validate(inputs, options?.pathPrefix, now, yield* Telemetry.sender)
-    if (Result.isFailure(validated)) return yield* validated.failure
-    return yield* sendFirstCopies(validated.success, now)
+/** The same key twice in one call: identical copies collapse onto the first, differing ones conflict. */
+const collapseCopies = (envelopes: Array<Envelope>, prefix: string | undefined): Result.Result<Validated, IdempotencyConflict> => {
+  const firstOf: Array<number> = []
+  const at = (index: number, field: string) => [...(prefix === undefined ? [] : [prefix, index]), field].join(".")
+  const content = (e: Envelope) => StableJson.stringify([e.message_type, e.schema_version, e.subject, e.payload])
+  const first = new Map<string, number>()
+  const conflicts = new Map<string, Array<string>>()
+  envelopes.forEach((e, index) => {
+    const key = `${e.tenant_id}\u0000${e.idempotency_key}`
+    const earlier = first.get(key)
+    if (earlier === undefined) {
+      first.set(key, index)
+      firstOf.push(index)
+      return
+    }
+    firstOf.push(earlier)
+    if (content(envelopes[earlier]!) !== content(e)) {
+      const paths = conflicts.get(key) ?? [at(earlier, "idempotency_key")]
+      paths.push(at(index, "idempotency_key"))
+      conflicts.set(key, paths)
+    }
+  })
+  if (conflicts.size > 0) {
+    return Result.fail(new IdempotencyConflict({
+      conflicts: [...conflicts].map(([key, paths]) => ({
+        idempotency_key: key.slice(key.indexOf("\u0000") + 1),
+        reason: "within_request" as const,
+        paths
+      }))
+    }))
+  }
+  return Result.succeed({ envelopes, firstOf })
+}
+
+/** Every input decoded and checked (all problems listed), then the copies of a key collapsed. */
+const validate = (config: Config, inputs: ReadonlyArray<unknown>, prefix: string | undefined, now: string, sender: (traceparent: string | undefined) => string | undefined): Result.Result<Validated, Failure.InvalidInput | IdempotencyConflict> => {
+  const decoded = decodeAll(config, inputs, prefix, now, sender)
+  return Result.isFailure(decoded) ? Result.fail(decoded.failure) : collapseCopies(decoded.success, prefix)
+}
+
+const offload = (config: Config, envelope: Envelope) => {
+  if (envelope.payload === undefined || SendBatches.sizeOf(envelope.payload) <= offloadThresholdBytes) return Effect.succeed(envelope)
+  const { payload, ...rest } = envelope
+  // A fresh name per put: a client's message_id (reusable) never decides the R2 key, so no send overwrites another's payload.
+  return Effect.map(config.payloads.put(envelope.tenant_id, `p_${crypto.randomUUID()}`, payload), (payload_ref): Envelope => ({ ...rest, payload_ref }))
+}
+
+/** Offloads and sends the first copy of each key (each held back until its `deliver_after`); on a failed call, says which keys were already sent. */
+const sendFirstCopies = (config: Config, validated: Validated, now: string) =>
+  Effect.gen(function*() {
+    const firstIndexes = validated.firstOf.filter((first, index) => first === index)
+    const envelopes = yield* Effect.forEach(firstIndexes, (index) => offload(config, validated.envelopes[index]!), { concurrency: 8 })
+    const sent: Array<string> = []
+    // One run of sends per queue (a tenant's events go to its group's queue), in input order within it.
+    const byQueue = new Map<string, Array<Envelope>>()
+    for (const e of envelopes) {
+      const queue = config.queues.route(config.queue, e.tenant_id)
+      const list = byQueue.get(queue)
+      if (list) list.push(e)
+      else byQueue.set(queue, [e])
+    }
+    const runs = [...byQueue]
+    const keysOf = (list: ReadonlyArray<Envelope>) => list.map((e) => e.idempotency_key)
+    const nowMs = Date.parse(now)
+    for (let i = 0; i < runs.length; i++) {
+      const [queue, list] = runs[i]!
+      yield* config.queues.send(queue, list, { delaySeconds: (index) => Delay.secondsUntil(list[index]!.deliver_after, nowMs) }).pipe(
+        Effect.mapError((failure) =>
+          new QueueSendFailed({
+            message: failure.message,
+            sent: [...sent, ...keysOf(list.slice(0, failure.sent))],
+            not_sent: [...keysOf(list.slice(failure.sent)), ...runs.slice(i + 1).flatMap(([, rest]) => keysOf(rest))]
+          }))
+      )
+      sent.push(...keysOf(list))
+    }
+    const byFirst = new Map(firstIndexes.map((index, i) => [index, envelopes[i]!]))
+    return validated.firstOf.map((first) => byFirst.get(first)!)
   })
 
-  const accept: Producer["Service"]["accept"] = Effect.fn("Producer.accept")(function*(inputs, options) {
-    const now = yield* Time.now
-    const validated = validate(inputs, options?.pathPrefix, now, yield* Telemetry.sender)
-    if (Result.isFailure(validated)) return yield* validated.failure
-    const { envelopes, firstOf } = validated.success
-    const at = (index: number) => [...(options?.pathPrefix === undefined ? [] : [options.pathPrefix, index]), "idempotency_key"].join(".")
-    const firsts = envelopes.map((e, index) => ({ e, index })).filter(({ index }) => firstOf[index] === index)
-    const hashes = yield* Effect.promise(() => Promise.all(firsts.map(({ e }) => payloadHash(e))))
-    const byTenant = new Map<string, Array<{ index: number; entry: { idempotency_key: string; payload_hash: string; message_type: string; subject: string } }>>()
-    firsts.forEach(({ e, index }, i) => {
-      const list = byTenant.get(e.tenant_id) ?? []
-      list.push({ index, entry: { idempotency_key: e.idempotency_key, payload_hash: hashes[i]!, message_type: e.message_type, subject: e.subject } })
-      byTenant.set(e.tenant_id, list)
-    })
-    const keys = yield* AcceptedKeys
-    const replayed = new Set<number>()
-    const conflicts: Array<IdempotencyConflict["conflicts"][number]> = []
-    for (const [tenantId, list] of byTenant) {
-      const stored = yield* keys.record(tenantId, list.map((l) => l.entry), now)
-      for (const { index, entry } of list) {
-        const hash = stored.get(entry.idempotency_key)
-        if (hash === undefined) continue
-        if (hash === entry.payload_hash) replayed.add(index)
-        else {
-          const paths = envelopes.map((_, i) => i).filter((i) => firstOf[i] === index).map(at)
-          conflicts.push({ idempotency_key: entry.idempotency_key, reason: "accepted_before", paths })
-        }
+const acceptOf = (config: Config): Producer["Service"]["accept"] => Effect.fn("Producer.accept")(function*(inputs, options) {
+  const now = yield* Time.now
+  const validated = validate(config, inputs, options?.pathPrefix, now, yield* Telemetry.sender)
+  if (Result.isFailure(validated)) return yield* validated.failure
+  const { envelopes, firstOf } = validated.success
+  const at = (index: number) => [...(options?.pathPrefix === undefined ? [] : [options.pathPrefix, index]), "idempotency_key"].join(".")
+  const firsts = envelopes.map((e, index) => ({ e, index })).filter(({ index }) => firstOf[index] === index)
+  const hashes = yield* Effect.promise(() => Promise.all(firsts.map(({ e }) => payloadHash(e))))
+  const byTenant = new Map<string, Array<{ index: number; entry: { idempotency_key: string; payload_hash: string; message_type: string; subject: string } }>>()
+  firsts.forEach(({ e, index }, i) => {
+    const list = byTenant.get(e.tenant_id) ?? []
+    list.push({ index, entry: { idempotency_key: e.idempotency_key, payload_hash: hashes[i]!, message_type: e.message_type, subject: e.subject } })
+    byTenant.set(e.tenant_id, list)
+  })
+  const keys = yield* AcceptedKeys
+  const replayed = new Set<number>()
+  const conflicts: Array<IdempotencyConflict["conflicts"][number]> = []
+  for (const [tenantId, list] of byTenant) {
+    const stored = yield* keys.record(tenantId, list.map((l) => l.entry), now)
+    for (const { index, entry } of list) {
+      const hash = stored.get(entry.idempotency_key)
+      if (hash === undefined) continue
+      if (hash === entry.payload_hash) replayed.add(index)
+      else {
+        const paths = envelopes.map((_, i) => i).filter((i) => firstOf[i] === index).map(at)
+        conflicts.push({ idempotency_key: entry.idempotency_key, reason: "accepted_before", paths })
       }
     }
-    if (conflicts.length > 0) return yield* new IdempotencyConflict({ conflicts })
-    if (config.keep !== undefined) yield* config.keep(firsts.map(({ e }) => e), now)
-    const sent = yield* sendFirstCopies(validated.success, now)
-    return sent.map((envelope, index): AcceptedItem => ({ envelope, duplicate: firstOf[index] !== index || replayed.has(index) }))
+  }
+  if (conflicts.length > 0) return yield* new IdempotencyConflict({ conflicts })
+  if (config.keep !== undefined) yield* config.keep(firsts.map(({ e }) => e), now)
+  const sent = yield* sendFirstCopies(config, validated.success, now)
+  return sent.map((envelope, index): AcceptedItem => ({ envelope, duplicate: firstOf[index] !== index || replayed.has(index) }))
+})
+
+export const make = (config: Config): Producer["Service"] => {
+  const send: Producer["Service"]["send"] = Effect.fn("Producer.send")(function*(inputs, options) {
+    const now = yield* Time.now
+    const validated = validate(config, inputs, options?.pathPrefix, now, yield* Telemetry.sender)
+    if (Result.isFailure(validated)) return yield* validated.failure
+    return yield* sendFirstCopies(config, validated.success, now)
   })
 
   const toInput = (e: Emission) => ({
@@ -364,7 +377,7 @@ export const make = (config: {
 
   return {
     send,
-    accept,
+    accept: acceptOf(config),
     emit: Effect.fn("Producer.emit")(function*(definition, payload, options) {
       return yield* Effect.map(send([toInput({ definition, payload, options })]), (all) => all[0]!)
     }),
