@@ -184,6 +184,153 @@ const payloadLifecycle = (runWrangler: RunWrangler, io: Io.Io, bucket: string, d
   io.out(`R2 ${bucket} lifecycle rule ${rule}: added (objects under ${prefix} expire after ${days} days)\n`)
 }
 
+/** The app's wrangler run in its folder, with CI set (no prompts). */
+const wranglerRunner = (appDir: string, wrangler: string, wranglerEnv: Environment): RunWrangler => (args, { capture = false, allowFailure = false } = {}) => {
+  const result = spawnSync(process.execPath, [wrangler, ...args], { cwd: appDir, env: { ...wranglerEnv, CI: "true" }, encoding: "utf8", stdio: capture ? "pipe" : "inherit" })
+  const output = `${result.stdout ?? ""}${result.stderr ?? ""}`
+  if (result.status !== 0 && !allowFailure) throw new DeployError(`wrangler ${args.join(" ")} failed (exit ${result.status})${capture ? `:\n${output}` : ""}`)
+  return { status: result.status, output }
+}
+
+/** The read databases --read-databases adds (none without it). */
+const readDatabaseAdditions = (given: string | undefined, configured: WranglerConfig.Config): Array<WranglerConfig.Database> => {
+  if (given === undefined) return []
+  const n = /^[0-9]+$/.test(given) ? Number(given) : NaN
+  try {
+    return WranglerConfig.readDatabasesToAdd(configured, n)
+  } catch (error) {
+    throw new DeployError(messageOf(error))
+  }
+}
+
+/** What the plan shows: the config, what it adds, and what deploying does (or would do) step by step. */
+interface Plan {
+  readonly dryRun: boolean
+  readonly section: string
+  readonly configPath: string
+  readonly readDatabases: string | undefined
+  readonly additions: ReadonlyArray<WranglerConfig.Database>
+  readonly effective: WranglerConfig.Config
+  readonly res: ReturnType<typeof WranglerConfig.resources>
+  readonly groups: number
+  readonly retentionDays: number
+  readonly migrations: ReadonlyArray<string>
+  readonly migrationsDir: string
+  readonly appDir: string
+  readonly secrets: Record<string, Secret>
+  readonly envArgs: ReadonlyArray<string>
+}
+
+const printPlan = (io: Io.Io, { dryRun, section, configPath, readDatabases, additions, effective, res, groups, retentionDays, migrations, migrationsDir, appDir, secrets, envArgs }: Plan): void => {
+  io.out(`\nplan — worker ${res.worker}${res.accountId ? ` in account ${res.accountId}` : " (account: CLOUDFLARE_ACCOUNT_ID or wrangler login)"}:\n`)
+  if (additions.length > 0) {
+    io.out(`  0. ${dryRun ? "would add" : "add"} to ${section}.d1_databases of ${relative(process.cwd(), configPath) || configPath} (--read-databases ${readDatabases}):\n${additions.map((a) => `       + ${a.binding}: ${a.database_name}`).join("\n")}\n`)
+    const open = effective.vars?.FACTLINE_READ_DBS_OPEN
+    if (open) io.out(`     note: vars.FACTLINE_READ_DBS_OPEN is "${open}": new tenants go to the new databases only once you list them there\n`)
+  }
+  io.out(`  1. queues (create if missing, ${res.queues.length}):\n${queuePlan(res.queues, groups)}\n`)
+  io.out(`  2. D1 databases (create if missing, ${res.databases.length}; a new one's database_id is written into the config):\n${res.databases.map((d) => `       - ${d.name} (${d.binding}: ${d.role === "platform" ? `the platform database${res.platformIsReadDatabase0 ? " and read database 0" : ""}` : `read database ${d.index}`}${d.id && d.id !== WranglerConfig.unprovisionedDatabaseId ? `; database_id ${d.id}` : ""})`).join("\n")}\n`)
+  io.out(`  3. R2 bucket ${res.bucket} (binding ${Policies.bindings.payloads}): create if missing; lifecycle rule ${Policies.payloads.rule}: expire objects under ${Policies.payloads.prefix} (offloaded payloads) after ${retentionDays} days — added if missing, replaced if it differs, left alone when present; nothing else in the bucket expires (uploads, batch files, the facts archive)\n`)
+  io.out(`  4. D1 migrations: apply ${migrations.length} from ${relative(appDir, migrationsDir) || "."} to each database (remote; already applied ones are skipped):\n${res.databases.map((d) => `       - wrangler d1 migrations apply ${d.name} --remote`).join("\n")}\n`)
+  io.out(`  5. secrets: ${Policies.requiredSecrets.map((s) => `${s} ${secrets[s] ? `(from ${secrets[s].from})` : "(not given: must be set on the Worker already — checked with wrangler secret list)"}`).join(", ")}\n`)
+  io.out(`  6. wrangler deploy ${envArgs.slice(0, -2).join(" ")} — Worker ${res.worker}, Durable Object ${res.durableObjects.join(", ")}, crons ${res.crons.join(", ")}\n`)
+}
+
+/** The dry run: wrangler bundles and validates the Worker into a scratch folder (`scratchDir` makes it); nothing is created or changed. */
+const dryRunCheck = (runWrangler: RunWrangler, io: Io.Io, scratchDir: () => string, envArgs: ReadonlyArray<string>, adding: boolean, missing: ReadonlyArray<string>): number => {
+  io.out(`\ndry run: nothing was created or changed. Running wrangler deploy --dry-run${adding ? " (on the config as it is: the read databases above are not in it yet)" : ""}:\n`)
+  const scratch = scratchDir()
+  const check = runWrangler(["deploy", "--dry-run", "--outdir", join(scratch, "bundle"), ...envArgs], { capture: true, allowFailure: true })
+  io.out(check.output.split("\n").map((l) => `  | ${l}`).join("\n") + "\n")
+  if (check.status !== 0) {
+    io.err(`wrangler deploy --dry-run failed (exit ${check.status})\n`)
+    return 1
+  }
+  io.out(`dry run passed: config checks, secrets ${missing.length ? `(${missing.join(", ")} to be checked on the Worker)` : "given"}, wrangler bundle and validation\n`)
+  return 0
+}
+
+/** Whether every secret not given is set on the Worker (wrangler secret list); names those that are not. */
+const secretsOnWorker = (runWrangler: RunWrangler, io: Io.Io, missing: ReadonlyArray<string>, envArgs: ReadonlyArray<string>, env: string | undefined): boolean => {
+  const listed = runWrangler(["secret", "list", "--format", "json", ...envArgs], { capture: true, allowFailure: true })
+  let names: Array<string> = []
+  try {
+    names = (JSON.parse(listed.output.slice(listed.output.indexOf("["))) as Array<{ readonly name: string }>).map((s) => s.name)
+  } catch {}
+  const absent = missing.filter((s) => !names.includes(s))
+  if (absent.length > 0) {
+    io.err(`refusing to deploy: ${absent.join(" and ")} ${absent.length > 1 ? "are" : "is"} not set. Give ${absent.length > 1 ? "them" : "it"} with --secrets-file or the environment, or run:\n${absent.map((s) => `  npx wrangler secret put ${s}${env ? ` --env ${env}` : ""}`).join("\n")}\n(FACTLINE_TOKENS: factline tokens create …; FACTLINE_SECRETS_KEY: openssl rand -base64 32)\n`)
+    return false
+  }
+  return true
+}
+
+/** The read databases --read-databases adds, written into the config; its text after. */
+const addReadDatabases = (io: Io.Io, configText: string, configPath: string, env: string | undefined, section: string, additions: ReadonlyArray<WranglerConfig.Database>): string => {
+  let updated: string
+  try {
+    updated = WranglerConfig.addDatabases(configText, env, additions)
+  } catch (error) {
+    throw new DeployError(`${messageOf(error)}: add these to ${section}.d1_databases by hand, then deploy again:\n${additions.map((a) => `  ${JSON.stringify(a)}`).join(",\n")}`)
+  }
+  writeFileSync(configPath, updated)
+  io.out(`added ${additions.map((a) => a.binding).join(", ")} to ${section} in ${configPath}: commit it\n`)
+  return updated
+}
+
+/** Each queue created if missing; an existing one gets the policy's message retention. */
+const createQueues = (runWrangler: RunWrangler, io: Io.Io, queues: ReadonlyArray<string>, envArgs: ReadonlyArray<string>): void => {
+  for (const queue of queues) {
+    const retention = Policies.retentionOf(queue)
+    const retentionArgs = retention === undefined ? [] : ["--message-retention-period-secs", String(retention)]
+    const created = runWrangler(["queues", "create", queue, ...retentionArgs, ...envArgs], { capture: true, allowFailure: true })
+    if (created.status === 0) io.out(`queue ${queue}: created${retention === undefined ? "" : ` (message retention ${Policies.retentionText(retention)})`}\n`)
+    else if (/already (exists|taken)|11009/i.test(created.output)) {
+      // An existing queue keeps whatever retention it was created with: set the policy's.
+      if (retention !== undefined) runWrangler(["queues", "update", queue, ...retentionArgs, ...envArgs], { capture: true })
+      io.out(`queue ${queue}: exists${retention === undefined ? "" : ` (message retention set to ${Policies.retentionText(retention)})`}\n`)
+    } else throw new DeployError(`could not create queue ${queue}:\n${created.output}`)
+  }
+}
+
+/** Each D1 database created if missing; a database_id the config lacks (or has wrong) written into it. The config's text after. */
+const createDatabases = (
+  runWrangler: RunWrangler,
+  io: Io.Io,
+  databases: ReadonlyArray<{ readonly name: string; readonly binding: string; readonly id?: string | undefined }>,
+  configText: string,
+  configPath: string,
+  envArgs: ReadonlyArray<string>
+): string => {
+  const listed = runWrangler(["d1", "list", "--json", ...envArgs], { capture: true })
+  const existing = JSON.parse(listed.output.slice(listed.output.indexOf("["))) as Array<{ readonly name: string; readonly uuid: string }>
+  for (const wanted of databases) {
+    let database = existing.find((d) => d.name === wanted.name)
+    if (!database) {
+      const created = runWrangler(["d1", "create", wanted.name, ...envArgs], { capture: true })
+      const uuid = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/.exec(created.output)?.[0]
+      if (!uuid) throw new DeployError(`created D1 ${wanted.name} but found no id in:\n${created.output}`)
+      database = { name: wanted.name, uuid }
+      io.out(`D1 ${wanted.name} (${wanted.binding}): created (${uuid})\n`)
+    } else io.out(`D1 ${wanted.name} (${wanted.binding}): exists (${database.uuid})\n`)
+    if (wanted.id !== database.uuid) {
+      const updated = WranglerConfig.setDatabaseId(configText, wanted.name, database.uuid)
+      if (updated === undefined) throw new DeployError(`set "database_id": "${database.uuid}" for ${wanted.name} in ${configPath}, then deploy again`)
+      writeFileSync(configPath, (configText = updated))
+      io.out(`wrote database_id ${database.uuid} of ${wanted.name} into ${configPath}: commit it\n`)
+    }
+  }
+  return configText
+}
+
+/** The payload bucket created if missing. */
+const createBucket = (runWrangler: RunWrangler, io: Io.Io, bucketName: string, envArgs: ReadonlyArray<string>): void => {
+  const bucket = runWrangler(["r2", "bucket", "create", bucketName, ...envArgs], { capture: true, allowFailure: true })
+  if (bucket.status === 0) io.out(`R2 ${bucketName}: created\n`)
+  else if (/already exists|10004/i.test(bucket.output)) io.out(`R2 ${bucketName}: exists\n`)
+  else throw new DeployError(`could not create R2 bucket ${bucketName}:\n${bucket.output}`)
+}
+
 export const run = async (argv: ReadonlyArray<string>, io: Io.Io = Io.stdio, env: Environment = process.env): Promise<number> => {
   let scratch: string | undefined
   try {
@@ -203,12 +350,7 @@ export const run = async (argv: ReadonlyArray<string>, io: Io.Io = Io.stdio, env
     const wrangler = wranglerOf(appDir)
     const wranglerEnv = { ...env, WRANGLER_SEND_METRICS: env.WRANGLER_SEND_METRICS ?? "false" }
     const envArgs = [...(options.env ? ["--env", options.env] : []), "--config", configPath]
-    const runWrangler: RunWrangler = (args, { capture = false, allowFailure = false } = {}) => {
-      const result = spawnSync(process.execPath, [wrangler, ...args], { cwd: appDir, env: { ...wranglerEnv, CI: "true" }, encoding: "utf8", stdio: capture ? "pipe" : "inherit" })
-      const output = `${result.stdout ?? ""}${result.stderr ?? ""}`
-      if (result.status !== 0 && !allowFailure) throw new DeployError(`wrangler ${args.join(" ")} failed (exit ${result.status})${capture ? `:\n${output}` : ""}`)
-      return { status: result.status, output }
-    }
+    const runWrangler = wranglerRunner(appDir, wrangler, wranglerEnv)
 
     const target = options.env ? `environment ${options.env}` : "the top-level configuration (no --env)"
     const section = options.env ? `env.${options.env}` : "the top level"
@@ -220,15 +362,7 @@ export const run = async (argv: ReadonlyArray<string>, io: Io.Io = Io.stdio, env
     }
 
     // The read databases --read-databases adds (written into the config before anything is created; not in a dry run).
-    let additions: Array<WranglerConfig.Database> = []
-    if (options["read-databases"] !== undefined) {
-      const n = /^[0-9]+$/.test(options["read-databases"]) ? Number(options["read-databases"]) : NaN
-      try {
-        additions = WranglerConfig.readDatabasesToAdd(configured, n)
-      } catch (error) {
-        throw new DeployError(messageOf(error))
-      }
-    }
+    const additions = readDatabaseAdditions(options["read-databases"], configured)
     const effective = { ...configured, d1_databases: [...(configured.d1_databases ?? []), ...additions] }
     const retentionDays = WranglerConfig.parseRetentionDays(options["payload-retention-days"] ?? effective.vars?.[Policies.payloads.retentionVar] ?? Policies.payloads.defaultRetentionDays)
     if (retentionDays === undefined) throw new DeployError(`--payload-retention-days must be a whole number of days, at least 1`)
@@ -253,91 +387,17 @@ export const run = async (argv: ReadonlyArray<string>, io: Io.Io = Io.stdio, env
     const provided = Object.keys(secrets)
     const missing = Policies.requiredSecrets.filter((s) => !provided.includes(s))
 
-    io.out(`\nplan — worker ${res.worker}${res.accountId ? ` in account ${res.accountId}` : " (account: CLOUDFLARE_ACCOUNT_ID or wrangler login)"}:\n`)
-    if (additions.length > 0) {
-      io.out(`  0. ${dryRun ? "would add" : "add"} to ${section}.d1_databases of ${relative(process.cwd(), configPath) || configPath} (--read-databases ${options["read-databases"]}):\n${additions.map((a) => `       + ${a.binding}: ${a.database_name}`).join("\n")}\n`)
-      const open = effective.vars?.FACTLINE_READ_DBS_OPEN
-      if (open) io.out(`     note: vars.FACTLINE_READ_DBS_OPEN is "${open}": new tenants go to the new databases only once you list them there\n`)
-    }
-    io.out(`  1. queues (create if missing, ${res.queues.length}):\n${queuePlan(res.queues, groups)}\n`)
-    io.out(`  2. D1 databases (create if missing, ${res.databases.length}; a new one's database_id is written into the config):\n${res.databases.map((d) => `       - ${d.name} (${d.binding}: ${d.role === "platform" ? `the platform database${res.platformIsReadDatabase0 ? " and read database 0" : ""}` : `read database ${d.index}`}${d.id && d.id !== WranglerConfig.unprovisionedDatabaseId ? `; database_id ${d.id}` : ""})`).join("\n")}\n`)
-    io.out(`  3. R2 bucket ${res.bucket} (binding ${Policies.bindings.payloads}): create if missing; lifecycle rule ${Policies.payloads.rule}: expire objects under ${Policies.payloads.prefix} (offloaded payloads) after ${retentionDays} days — added if missing, replaced if it differs, left alone when present; nothing else in the bucket expires (uploads, batch files, the facts archive)\n`)
-    io.out(`  4. D1 migrations: apply ${migrations.length} from ${relative(appDir, migrationsDir) || "."} to each database (remote; already applied ones are skipped):\n${res.databases.map((d) => `       - wrangler d1 migrations apply ${d.name} --remote`).join("\n")}\n`)
-    io.out(`  5. secrets: ${Policies.requiredSecrets.map((s) => `${s} ${secrets[s] ? `(from ${secrets[s].from})` : "(not given: must be set on the Worker already — checked with wrangler secret list)"}`).join(", ")}\n`)
-    io.out(`  6. wrangler deploy ${envArgs.slice(0, -2).join(" ")} — Worker ${res.worker}, Durable Object ${res.durableObjects.join(", ")}, crons ${res.crons.join(", ")}\n`)
-
-    if (dryRun) {
-      io.out(`\ndry run: nothing was created or changed. Running wrangler deploy --dry-run${additions.length > 0 ? " (on the config as it is: the read databases above are not in it yet)" : ""}:\n`)
-      scratch = mkdtempSync(join(tmpdir(), "factline-deploy-"))
-      const check = runWrangler(["deploy", "--dry-run", "--outdir", join(scratch, "bundle"), ...envArgs], { capture: true, allowFailure: true })
-      io.out(check.output.split("\n").map((l) => `  | ${l}`).join("\n") + "\n")
-      if (check.status !== 0) {
-        io.err(`wrangler deploy --dry-run failed (exit ${check.status})\n`)
-        return 1
-      }
-      io.out(`dry run passed: config checks, secrets ${missing.length ? `(${missing.join(", ")} to be checked on the Worker)` : "given"}, wrangler bundle and validation\n`)
-      return 0
-    }
+    printPlan(io, { dryRun, section, configPath, readDatabases: options["read-databases"], additions, effective, res, groups, retentionDays, migrations, migrationsDir, appDir, secrets, envArgs })
+    if (dryRun) return dryRunCheck(runWrangler, io, () => (scratch = mkdtempSync(join(tmpdir(), "factline-deploy-"))), envArgs, additions.length > 0, missing)
 
     // Refuse before creating anything when a secret is neither given nor set on the Worker.
-    if (missing.length > 0) {
-      const listed = runWrangler(["secret", "list", "--format", "json", ...envArgs], { capture: true, allowFailure: true })
-      let names: Array<string> = []
-      try {
-        names = (JSON.parse(listed.output.slice(listed.output.indexOf("["))) as Array<{ readonly name: string }>).map((s) => s.name)
-      } catch {}
-      const absent = missing.filter((s) => !names.includes(s))
-      if (absent.length > 0) {
-        io.err(`refusing to deploy: ${absent.join(" and ")} ${absent.length > 1 ? "are" : "is"} not set. Give ${absent.length > 1 ? "them" : "it"} with --secrets-file or the environment, or run:\n${absent.map((s) => `  npx wrangler secret put ${s}${options.env ? ` --env ${options.env}` : ""}`).join("\n")}\n(FACTLINE_TOKENS: factline tokens create …; FACTLINE_SECRETS_KEY: openssl rand -base64 32)\n`)
-        return 1
-      }
-    }
+    if (missing.length > 0 && !secretsOnWorker(runWrangler, io, missing, envArgs, options.env)) return 1
 
-    if (additions.length > 0) {
-      try {
-        configText = WranglerConfig.addDatabases(configText, options.env, additions)
-      } catch (error) {
-        throw new DeployError(`${messageOf(error)}: add these to ${section}.d1_databases by hand, then deploy again:\n${additions.map((a) => `  ${JSON.stringify(a)}`).join(",\n")}`)
-      }
-      writeFileSync(configPath, configText)
-      io.out(`added ${additions.map((a) => a.binding).join(", ")} to ${section} in ${configPath}: commit it\n`)
-    }
+    if (additions.length > 0) configText = addReadDatabases(io, configText, configPath, options.env, section, additions)
+    createQueues(runWrangler, io, res.queues, envArgs)
+    configText = createDatabases(runWrangler, io, databases, configText, configPath, envArgs)
 
-    for (const queue of res.queues) {
-      const retention = Policies.retentionOf(queue)
-      const retentionArgs = retention === undefined ? [] : ["--message-retention-period-secs", String(retention)]
-      const created = runWrangler(["queues", "create", queue, ...retentionArgs, ...envArgs], { capture: true, allowFailure: true })
-      if (created.status === 0) io.out(`queue ${queue}: created${retention === undefined ? "" : ` (message retention ${Policies.retentionText(retention)})`}\n`)
-      else if (/already (exists|taken)|11009/i.test(created.output)) {
-        // An existing queue keeps whatever retention it was created with: set the policy's.
-        if (retention !== undefined) runWrangler(["queues", "update", queue, ...retentionArgs, ...envArgs], { capture: true })
-        io.out(`queue ${queue}: exists${retention === undefined ? "" : ` (message retention set to ${Policies.retentionText(retention)})`}\n`)
-      } else throw new DeployError(`could not create queue ${queue}:\n${created.output}`)
-    }
-
-    const listed = runWrangler(["d1", "list", "--json", ...envArgs], { capture: true })
-    const existing = JSON.parse(listed.output.slice(listed.output.indexOf("["))) as Array<{ readonly name: string; readonly uuid: string }>
-    for (const wanted of databases) {
-      let database = existing.find((d) => d.name === wanted.name)
-      if (!database) {
-        const created = runWrangler(["d1", "create", wanted.name, ...envArgs], { capture: true })
-        const uuid = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/.exec(created.output)?.[0]
-        if (!uuid) throw new DeployError(`created D1 ${wanted.name} but found no id in:\n${created.output}`)
-        database = { name: wanted.name, uuid }
-        io.out(`D1 ${wanted.name} (${wanted.binding}): created (${uuid})\n`)
-      } else io.out(`D1 ${wanted.name} (${wanted.binding}): exists (${database.uuid})\n`)
-      if (wanted.id !== database.uuid) {
-        const updated = WranglerConfig.setDatabaseId(configText, wanted.name, database.uuid)
-        if (updated === undefined) throw new DeployError(`set "database_id": "${database.uuid}" for ${wanted.name} in ${configPath}, then deploy again`)
-        writeFileSync(configPath, (configText = updated))
-        io.out(`wrote database_id ${database.uuid} of ${wanted.name} into ${configPath}: commit it\n`)
-      }
-    }
-
-    const bucket = runWrangler(["r2", "bucket", "create", bucketName, ...envArgs], { capture: true, allowFailure: true })
-    if (bucket.status === 0) io.out(`R2 ${bucketName}: created\n`)
-    else if (/already exists|10004/i.test(bucket.output)) io.out(`R2 ${bucketName}: exists\n`)
-    else throw new DeployError(`could not create R2 bucket ${bucketName}:\n${bucket.output}`)
+    createBucket(runWrangler, io, bucketName, envArgs)
     payloadLifecycle(runWrangler, io, bucketName, retentionDays, envArgs)
 
     for (const database of databases) runWrangler(["d1", "migrations", "apply", database.name, "--remote", ...envArgs])
