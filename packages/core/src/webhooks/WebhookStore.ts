@@ -257,299 +257,357 @@ const toEndpoint = (row: Row): Endpoint => ({
 
 const unavailable = Failure.unavailable("the webhook store")
 
-export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Shape => {
-  const ttl = settings.configTtlMs ?? 10_000
-  const overlap = settings.rotationOverlapMs ?? 24 * 3600 * 1000
-  const cap = settings.endpointsPerTenant ?? defaultEndpointsPerTenant
-  const cache = new Map<string, { at: number; configs: ReadonlyArray<EndpointConfig> }>()
-  const key = () => Effect.tryPromise({ try: () => Secrets.importKey(settings.secretsKey), catch: (e) => e as Secrets.SecretsKeyError })
-  const query = <S extends Sql.Row>(row: S, text: string, ...params: Array<unknown>) => Effect.mapError(sql.all(row, Sql.statement(text, ...params)), unavailable)
-  const run = (statements: ReadonlyArray<Sql.Statement>) => Effect.mapError(sql.batch(statements), unavailable)
+/** The store over one database: its settings, the per-isolate config cache, and its statements' helpers. */
+interface Store {
+  readonly sql: Sql.Sql
+  readonly settings: Settings
+  readonly catalog: Catalog
+  readonly ttl: number
+  readonly overlap: number
+  readonly cap: number
+  readonly cache: Map<string, { at: number; configs: ReadonlyArray<EndpointConfig> }>
+  readonly key: ReturnType<typeof keyOf>
+  readonly query: ReturnType<typeof queryOn>
+  readonly run: ReturnType<typeof runOn>
+  readonly row: ReturnType<typeof rowOn>
+  readonly validate: (input: Input, creating: boolean) => ReturnType<typeof validate>
+}
 
-  const row = (tenantId: string, id: string) =>
-    Effect.flatMap(query(Row, "SELECT * FROM webhook_endpoints WHERE tenant_id = ? AND id = ?", tenantId, id), (rows) =>
-      rows[0] ? Effect.succeed(rows[0]) : Effect.fail(new Failure.NotFound({ message: `no webhook endpoint ${JSON.stringify(id.slice(0, 100))}` })))
+const keyOf = (settings: Settings) => () => Effect.tryPromise({ try: () => Secrets.importKey(settings.secretsKey), catch: (e) => e as Secrets.SecretsKeyError })
+const queryOn = (sql: Sql.Sql) => <S extends Sql.Row>(row: S, text: string, ...params: Array<unknown>) => Effect.mapError(sql.all(row, Sql.statement(text, ...params)), unavailable)
+const runOn = (sql: Sql.Sql) => (statements: ReadonlyArray<Sql.Statement>) => Effect.mapError(sql.batch(statements), unavailable)
+const rowOn = (query: ReturnType<typeof queryOn>) => (tenantId: string, id: string) =>
+  Effect.flatMap(query(Row, "SELECT * FROM webhook_endpoints WHERE tenant_id = ? AND id = ?", tenantId, id), (rows) =>
+    rows[0] ? Effect.succeed(rows[0]) : Effect.fail(new Failure.NotFound({ message: `no webhook endpoint ${JSON.stringify(id.slice(0, 100))}` })))
 
-  /** Validates the fields given (all required on create); problems name the field and the rule. */
-  const validate = (input: Input, creating: boolean) => {
-    const problems: Array<Issues.Problem> = []
-    const out: { url?: string; event_types?: Array<string>; description?: string | null; enabled?: boolean; max_per_second?: number | null; max_in_flight?: number | null } = {}
-    const known = new Set(["url", "event_types", "fact_types", "description", "enabled", "max_per_second", "max_in_flight"])
-    for (const field of Object.keys(input)) if (!known.has(field)) problems.push({ path: field, message: "is not a known field (url, event_types, fact_types, description, enabled, max_per_second, max_in_flight)" })
-    for (const field of ["max_per_second", "max_in_flight"] as const) {
-      const value = input[field]
-      if (value === undefined) continue
-      if (value !== null && (typeof value !== "number" || !Number.isInteger(value) || value < 1 || value > maxRateLimit)) {
-        problems.push({ path: field, message: `must be an integer from 1 to ${maxRateLimit}, or null for no limit` })
-      } else out[field] = value
-    }
-    if (input.url !== undefined || creating) {
-      if (typeof input.url !== "string") problems.push({ path: "url", message: "is required: the endpoint's https URL" })
-      else {
-        const checked = UrlGuard.check(input.url, { localDevelopment: settings.localDevelopment })
-        if (checked.ok) out.url = checked.url.toString()
-        else problems.push({ path: "url", message: checked.rule })
-      }
-    }
-    const factTypes = (input as { fact_types?: unknown }).fact_types
-    if (input.event_types !== undefined || factTypes !== undefined || creating) {
-      const types: Array<string> = []
-      const list = (value: unknown, path: string) => {
-        if (value === undefined) return []
-        if (!Array.isArray(value) || value.length === 0 || value.length > maxTypes || !value.every((v) => typeof v === "string")) {
-          problems.push({ path, message: `must be a non-empty array of at most ${maxTypes} strings` })
-          return []
-        }
-        return value as Array<string>
-      }
-      for (const t of list(input.event_types, "event_types")) {
-        if (catalog.eventTypes.has(t)) types.push(t)
-        else problems.push({ path: "event_types", message: `${JSON.stringify(t.slice(0, 100))} is not in the webhook event catalog (known: ${[...catalog.eventTypes].join(", ") || "none"})` })
-      }
-      for (const f of list(factTypes, "fact_types")) {
-        const events = catalog.eventTypesOfFact(f)
-        if (events.length > 0) types.push(...events)
-        else problems.push({ path: "fact_types", message: `${JSON.stringify(f.slice(0, 100))} is not published as a webhook event` })
-      }
-      if (input.event_types === undefined && factTypes === undefined) problems.push({ path: "event_types", message: "is required: the catalog event types (or fact_types) to subscribe to" })
-      out.event_types = [...new Set(types)].sort()
-    }
-    if (input.description !== undefined) {
-      if (input.description !== null && (typeof input.description !== "string" || input.description.length > maxDescription)) {
-        problems.push({ path: "description", message: `must be a string of at most ${maxDescription} characters` })
-      } else out.description = input.description as string | null
-    }
-    if (input.enabled !== undefined) {
-      if (typeof input.enabled !== "boolean") problems.push({ path: "enabled", message: "must be true or false" })
-      else out.enabled = input.enabled
-    }
-    return problems.length > 0
-      ? Effect.fail(new Failure.InvalidInput({ message: `the endpoint has ${Issues.summary(problems.length)}`, problems }))
-      : Effect.succeed(out)
+/** Validates the fields given (all required on create); problems name the field and the rule. */
+const validate = (settings: Settings, catalog: Catalog, input: Input, creating: boolean) => {
+  const problems: Array<Issues.Problem> = []
+  const out: { url?: string; event_types?: Array<string>; description?: string | null; enabled?: boolean; max_per_second?: number | null; max_in_flight?: number | null } = {}
+  const known = new Set(["url", "event_types", "fact_types", "description", "enabled", "max_per_second", "max_in_flight"])
+  for (const field of Object.keys(input)) if (!known.has(field)) problems.push({ path: field, message: "is not a known field (url, event_types, fact_types, description, enabled, max_per_second, max_in_flight)" })
+  for (const field of ["max_per_second", "max_in_flight"] as const) {
+    const value = input[field]
+    if (value === undefined) continue
+    if (value !== null && (typeof value !== "number" || !Number.isInteger(value) || value < 1 || value > maxRateLimit)) {
+      problems.push({ path: field, message: `must be an integer from 1 to ${maxRateLimit}, or null for no limit` })
+    } else out[field] = value
   }
+  if (input.url !== undefined || creating) {
+    if (typeof input.url !== "string") problems.push({ path: "url", message: "is required: the endpoint's https URL" })
+    else {
+      const checked = UrlGuard.check(input.url, { localDevelopment: settings.localDevelopment })
+      if (checked.ok) out.url = checked.url.toString()
+      else problems.push({ path: "url", message: checked.rule })
+    }
+  }
+  const factTypes = (input as { fact_types?: unknown }).fact_types
+  if (input.event_types !== undefined || factTypes !== undefined || creating) {
+    const types: Array<string> = []
+    const list = (value: unknown, path: string) => {
+      if (value === undefined) return []
+      if (!Array.isArray(value) || value.length === 0 || value.length > maxTypes || !value.every((v) => typeof v === "string")) {
+        problems.push({ path, message: `must be a non-empty array of at most ${maxTypes} strings` })
+        return []
+      }
+      return value as Array<string>
+    }
+    for (const t of list(input.event_types, "event_types")) {
+      if (catalog.eventTypes.has(t)) types.push(t)
+      else problems.push({ path: "event_types", message: `${JSON.stringify(t.slice(0, 100))} is not in the webhook event catalog (known: ${[...catalog.eventTypes].join(", ") || "none"})` })
+    }
+    for (const f of list(factTypes, "fact_types")) {
+      const events = catalog.eventTypesOfFact(f)
+      if (events.length > 0) types.push(...events)
+      else problems.push({ path: "fact_types", message: `${JSON.stringify(f.slice(0, 100))} is not published as a webhook event` })
+    }
+    if (input.event_types === undefined && factTypes === undefined) problems.push({ path: "event_types", message: "is required: the catalog event types (or fact_types) to subscribe to" })
+    out.event_types = [...new Set(types)].sort()
+  }
+  if (input.description !== undefined) {
+    if (input.description !== null && (typeof input.description !== "string" || input.description.length > maxDescription)) {
+      problems.push({ path: "description", message: `must be a string of at most ${maxDescription} characters` })
+    } else out.description = input.description as string | null
+  }
+  if (input.enabled !== undefined) {
+    if (typeof input.enabled !== "boolean") problems.push({ path: "enabled", message: "must be true or false" })
+    else out.enabled = input.enabled
+  }
+  return problems.length > 0
+    ? Effect.fail(new Failure.InvalidInput({ message: `the endpoint has ${Issues.summary(problems.length)}`, problems }))
+    : Effect.succeed(out)
+}
 
-  const service: Shape = {
-    settings,
-    invalidate: (tenantId) => void cache.delete(tenantId),
-    create: Effect.fn("WebhookStore.create")(function*(tenantId, input) {
-      const valid = yield* validate(input, true)
-      const secret = Secrets.generateSigningSecret()
-      const sealed = yield* Effect.flatMap(key(), (k) => Effect.promise(() => Secrets.seal(k, secret)))
-      const id = `we_${crypto.randomUUID().replace(/-/g, "").slice(0, 24)}`
-      const now = yield* Time.now
-      // The cap is checked inside the INSERT itself: concurrent creates cannot all pass a count read before them.
-      const [inserted] = yield* run([
-        Sql.statement(
-          `INSERT INTO webhook_endpoints (tenant_id, id, url, description, event_types, enabled, version, secret_sealed, max_per_second, max_in_flight, created_at, updated_at)
-           SELECT ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?
-           WHERE (SELECT COUNT(*) FROM webhook_endpoints WHERE tenant_id = ?) < ? RETURNING id`
-        , tenantId, id, valid.url!, valid.description ?? null, JSON.stringify(valid.event_types), valid.enabled === false ? 0 : 1, sealed, valid.max_per_second ?? null, valid.max_in_flight ?? null, now, now, tenantId, cap)
-      ])
-      cache.delete(tenantId)
-      if ((inserted?.rows.length ?? 0) === 0) {
-        return yield* new Failure.Conflict({
-          code: "endpoint_limit",
-          message: `this tenant already has ${cap} webhook endpoints, the most allowed (FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT = ${cap}); delete one or ask the operator to raise the setting`,
-          details: { limit: cap, setting: "FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT" }
-        })
-      }
-      return { endpoint: toEndpoint(yield* row(tenantId, id)), secret }
-    }),
-    list: Effect.fn("WebhookStore.list")(function*(tenantId, page) {
-      const after = page.after === undefined ? undefined : Cursor.decode(page.after, ["string", "string"])
-      if (page.after !== undefined && !after) {
-        return yield* new Failure.InvalidInput({ code: "invalid_query", message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
-      }
-      const rows = yield* query(Row, 
-        `SELECT * FROM webhook_endpoints WHERE tenant_id = ? ${after ? "AND (created_at, id) > (?, ?)" : ""} ORDER BY created_at, id LIMIT ?`,
-        tenantId, ...(after ?? []), page.limit + 1
-      )
-      const data = rows.slice(0, page.limit).map(toEndpoint)
-      const last = data.at(-1)
-      return { data, next_cursor: rows.length > page.limit && last ? Cursor.encode([last.created_at, last.id]) : null }
-    }),
-    get: Effect.fn("WebhookStore.get")(function*(tenantId, id) {
-      return yield* Effect.map(row(tenantId, id), toEndpoint)
-    }),
-    update: Effect.fn("WebhookStore.update")(function*(tenantId, id, input) {
-      const valid = yield* validate(input, false)
-      yield* row(tenantId, id)
-      const sets: Array<string> = []
-      const params: Array<unknown> = []
-      if (valid.url !== undefined) sets.push("url = ?"), params.push(valid.url)
-      if (valid.event_types !== undefined) sets.push("event_types = ?"), params.push(JSON.stringify(valid.event_types))
-      if (valid.description !== undefined) sets.push("description = ?"), params.push(valid.description)
-      if (valid.max_per_second !== undefined) sets.push("max_per_second = ?"), params.push(valid.max_per_second)
-      if (valid.max_in_flight !== undefined) sets.push("max_in_flight = ?"), params.push(valid.max_in_flight)
-      if (valid.enabled !== undefined) {
-        sets.push("enabled = ?"), params.push(valid.enabled ? 1 : 0)
-        // Enabling again starts a clean slate; disabling by hand says so.
-        sets.push("disabled_reason = ?", "failing_since = NULL"), params.push(valid.enabled ? null : "disabled by an admin")
-      }
-      if (sets.length > 0) {
-        yield* run([
-          Sql.statement(`UPDATE webhook_endpoints SET ${sets.join(", ")}, version = version + 1, updated_at = ? WHERE tenant_id = ? AND id = ?`, ...params, yield* Time.now, tenantId, id)
-        ])
-      }
-      cache.delete(tenantId)
-      return toEndpoint(yield* row(tenantId, id))
-    }),
-    remove: Effect.fn("WebhookStore.remove")(function*(tenantId, id) {
-      yield* row(tenantId, id)
-      yield* run([Sql.statement("DELETE FROM webhook_endpoints WHERE tenant_id = ? AND id = ?", tenantId, id)])
-      cache.delete(tenantId)
-    }),
-    rotate: Effect.fn("WebhookStore.rotate")(function*(tenantId, id) {
-      const current = yield* row(tenantId, id)
-      const secret = Secrets.generateSigningSecret()
-      const sealed = yield* Effect.flatMap(key(), (k) => Effect.promise(() => Secrets.seal(k, secret)))
-      const now = yield* Time.millis
-      // Compare-and-swap on the version read: a rotation (or any change) that landed in between makes this one
-      // a loser (409), so the secret it would answer is never one that a third rotation silently pushed out.
-      const [result] = yield* Effect.mapError(sql.batch([
-        Sql.statement(
-          `UPDATE webhook_endpoints SET secret_sealed = ?, previous_secret_sealed = secret_sealed, previous_secret_expires_at = ?, version = version + 1, updated_at = ?
-           WHERE tenant_id = ? AND id = ? AND version = ? RETURNING *`
-        , sealed, new Date(now + overlap).toISOString(), new Date(now).toISOString(), tenantId, id, current.version)
-      ], Row), unavailable)
-      cache.delete(tenantId)
-      const updated = result?.rows[0]
-      if (updated === undefined) {
-        return yield* new Failure.Conflict({ message: `webhook endpoint ${id} changed while its secret was being rotated (version ${current.version} is no longer current); nothing was rotated — read it and rotate again` })
-      }
-      return { endpoint: toEndpoint(updated), secret }
-    }),
-    attempts: Effect.fn("WebhookStore.attempts")(function*(tenantId, id, page) {
-      yield* row(tenantId, id)
-      const before = page.before === undefined ? undefined : Cursor.decode(page.before, ["string", "string", "integer"])
-      if (page.before !== undefined) {
-        if (!before) return yield* new Failure.InvalidInput({ message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
-      }
-      // `succeeded` and `throttled` are stored as 0/1.
-      const rows = yield* query(
-        StoredAttempt,
-        `SELECT attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error, throttled
-         FROM webhook_attempts WHERE tenant_id = ? AND endpoint_id = ?
-         ${before ? "AND (attempted_at, delivery_id, attempt) < (?, ?, ?)" : ""}
-         ORDER BY attempted_at DESC, delivery_id DESC, attempt DESC LIMIT ?`,
-        tenantId, id, ...(before ?? []), page.limit + 1
-      )
-      const data = rows.slice(0, page.limit).map((r): AttemptRow => ({ ...r, succeeded: r.succeeded === 1, throttled: r.throttled === 1 }))
-      const last = data.at(-1)
-      const next = rows.length > page.limit && last
-        ? Cursor.encode([last.attempted_at, last.delivery_id, last.attempt])
-        : null
-      return { data, next_cursor: next }
-    }),
-    recover: Effect.fn("WebhookStore.recover")(function*(tenantId, id, since) {
-      const endpoint = yield* row(tenantId, id)
-      if (endpoint.enabled !== 1) return yield* new Failure.Conflict({ message: `endpoint ${id} is disabled (${endpoint.disabled_reason ?? "by an admin"}); enable it before recovering` })
-      const rows = yield* query(
-        FailedDelivery,
-        `SELECT delivery_id, message FROM webhook_deliveries
-         WHERE tenant_id = ? AND endpoint_id = ? AND status = 'failed' AND last_attempted_at >= ? ORDER BY last_attempted_at LIMIT 10000`,
-        tenantId, id, since
-      )
-      if (rows.length > 0) {
-        yield* run([
-          Sql.statement(
-            `UPDATE webhook_deliveries SET status = 'pending' WHERE tenant_id = ? AND delivery_id IN (SELECT value FROM json_each(?))`
-          , tenantId, JSON.stringify(rows.map((r) => r.delivery_id)))
-        ])
-      }
-      return rows.map((r) => JSON.parse(r.message) as unknown)
-    }),
-    deliveryStates: Effect.fn("WebhookStore.deliveryStates")(function*(keys) {
-      if (keys.length === 0) return new Map<string, DeliveryState>() as ReadonlyMap<string, DeliveryState>
-      return yield* Effect.map(
-        // json_each first (CROSS JOIN keeps that order), then the primary key per pair: no scan.
-        query(
-          StoredState,
-          `SELECT d.tenant_id, d.delivery_id, d.status, d.attempts FROM json_each(?) AS k
-           CROSS JOIN webhook_deliveries AS d ON d.tenant_id = json_extract(k.value, '$[0]') AND d.delivery_id = json_extract(k.value, '$[1]')`,
-          JSON.stringify(keys.map((k) => [k.tenant_id, k.delivery_id]))
-        ),
-        (rows) => new Map(rows.map((r) => [tenantKey(r.tenant_id, r.delivery_id), { status: r.status, attempts: r.attempts }] as const))
-      )
-    }),
-    record: Effect.fn("WebhookStore.record")(function*(batch) {
-      const statements: Array<Sql.Statement> = []
-      if (batch.attempts.length > 0) {
-        statements.push(Sql.statement(
-          `INSERT INTO webhook_attempts (tenant_id, endpoint_id, attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error, throttled)
-           SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
-                  json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]'),
-                  json_extract(value, '$[10]'), json_extract(value, '$[11]'), json_extract(value, '$[12]')
-           FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`
-        , JSON.stringify(batch.attempts.map((a) => [
-          a.tenant_id, a.endpoint_id, a.attempted_at, a.delivery_id, a.attempt, a.event_type, a.fact_id, a.succeeded ? 1 : 0, a.status_code, a.duration_ms, a.response_snippet, a.error,
-          a.throttled ? 1 : 0
-        ]))))
-      }
-      if (batch.deliveries.length > 0) {
-        statements.push(Sql.statement(
-          `INSERT INTO webhook_deliveries (tenant_id, delivery_id, endpoint_id, fact_id, event_type, status, attempts, last_status_code, last_attempted_at, message)
-           SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
-                  json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]')
-           FROM json_each(?) WHERE true
-           ON CONFLICT (tenant_id, delivery_id) DO UPDATE SET status = excluded.status, attempts = MAX(webhook_deliveries.attempts, excluded.attempts),
-             last_status_code = excluded.last_status_code, last_attempted_at = excluded.last_attempted_at, message = excluded.message`
-        , JSON.stringify(batch.deliveries.map((d) => [
-          d.tenant_id, d.delivery_id, d.endpoint_id, d.fact_id, d.event_type, d.status, d.attempts, d.last_status_code, d.last_attempted_at, JSON.stringify(d.message)
-        ]))))
-      }
-      const disabling: Array<string> = []
-      for (const e of batch.endpoints) {
-        if (e.disable !== undefined) {
-          disabling.push(tenantKey(e.tenant_id, e.endpoint_id))
-          statements.push(Sql.statement(
-            `UPDATE webhook_endpoints SET enabled = 0, disabled_reason = ?, version = version + 1, updated_at = ?
-             WHERE tenant_id = ? AND id = ? AND enabled = 1 RETURNING id`
-          , e.disable, batch.now, e.tenant_id, e.endpoint_id))
-        } else if (e.succeeded) {
-          statements.push(Sql.statement("UPDATE webhook_endpoints SET failing_since = NULL WHERE tenant_id = ? AND id = ? AND failing_since IS NOT NULL RETURNING id", e.tenant_id, e.endpoint_id))
-        } else {
-          statements.push(Sql.statement("UPDATE webhook_endpoints SET failing_since = ? WHERE tenant_id = ? AND id = ? AND failing_since IS NULL RETURNING id", batch.now, e.tenant_id, e.endpoint_id))
-        }
-      }
-      if (statements.length === 0) return new Set<string>()
-      const results = yield* run(statements)
-      const offset = statements.length - batch.endpoints.length
-      const disabled = new Set<string>()
-      batch.endpoints.forEach((e, i) => {
-        // Each endpoint statement returns a row only if it changed the endpoint (disabled it, or started or ended
-        // its failing period). The tenant's cached configs are dropped when the endpoint changed, or when the
-        // cached view disagrees with the state just written (changed elsewhere); a batch of deliveries that
-        // changes nothing — the steady state — keeps them, so the next batch reads no configs.
-        const changed = (results[offset + i]?.rows.length ?? 0) > 0
-        if (e.disable !== undefined && changed) disabled.add(tenantKey(e.tenant_id, e.endpoint_id))
-        const cached = cache.get(e.tenant_id)?.configs.find((c) => c.id === e.endpoint_id)
-        const current = e.disable === undefined && cached !== undefined && cached.enabled && (e.succeeded ? cached.failing_since === null : cached.failing_since !== null)
-        if (changed || !current) cache.delete(e.tenant_id)
+const createOf = ({ cap, cache, key, run, row, validate }: Store): Shape["create"] =>
+  Effect.fn("WebhookStore.create")(function*(tenantId, input) {
+    const valid = yield* validate(input, true)
+    const secret = Secrets.generateSigningSecret()
+    const sealed = yield* Effect.flatMap(key(), (k) => Effect.promise(() => Secrets.seal(k, secret)))
+    const id = `we_${crypto.randomUUID().replace(/-/g, "").slice(0, 24)}`
+    const now = yield* Time.now
+    // The cap is checked inside the INSERT itself: concurrent creates cannot all pass a count read before them.
+    const [inserted] = yield* run([
+      Sql.statement(
+        `INSERT INTO webhook_endpoints (tenant_id, id, url, description, event_types, enabled, version, secret_sealed, max_per_second, max_in_flight, created_at, updated_at)
+         SELECT ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?
+         WHERE (SELECT COUNT(*) FROM webhook_endpoints WHERE tenant_id = ?) < ? RETURNING id`
+      , tenantId, id, valid.url!, valid.description ?? null, JSON.stringify(valid.event_types), valid.enabled === false ? 0 : 1, sealed, valid.max_per_second ?? null, valid.max_in_flight ?? null, now, now, tenantId, cap)
+    ])
+    cache.delete(tenantId)
+    if ((inserted?.rows.length ?? 0) === 0) {
+      return yield* new Failure.Conflict({
+        code: "endpoint_limit",
+        message: `this tenant already has ${cap} webhook endpoints, the most allowed (FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT = ${cap}); delete one or ask the operator to raise the setting`,
+        details: { limit: cap, setting: "FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT" }
       })
-      return disabled
-    }),
-    configsFor: Effect.fn("WebhookStore.configsFor")(function*(tenantIds) {
-      const now = yield* Time.millis
-      const missing = [...new Set(tenantIds)].filter((t) => (cache.get(t)?.at ?? -Infinity) + ttl <= now)
-      if (missing.length > 0) {
-        const rows = yield* query(Row, "SELECT * FROM webhook_endpoints WHERE tenant_id IN (SELECT value FROM json_each(?))", JSON.stringify(missing))
-        const k = rows.length > 0 ? yield* key() : undefined
-        const configs = yield* Effect.forEach(rows, (r) =>
-          Effect.tryPromise({
-            try: async (): Promise<EndpointConfig> => {
-              const secrets = [await Secrets.open(k!, r.secret_sealed)]
-              if (r.previous_secret_sealed && r.previous_secret_expires_at && Date.parse(r.previous_secret_expires_at) > now) {
-                secrets.push(await Secrets.open(k!, r.previous_secret_sealed))
-              }
-              return { ...toEndpoint(r), tenant_id: r.tenant_id, secrets }
-            },
-            catch: (e) => (e instanceof Secrets.SecretsKeyError ? e : new Secrets.SecretsKeyError(String(e)))
-          }))
-        for (const t of missing) cache.set(t, { at: now, configs: configs.filter((c) => c.tenant_id === t) })
+    }
+    return { endpoint: toEndpoint(yield* row(tenantId, id)), secret }
+  })
+
+const listOf = ({ query }: Store): Shape["list"] =>
+  Effect.fn("WebhookStore.list")(function*(tenantId, page) {
+    const after = page.after === undefined ? undefined : Cursor.decode(page.after, ["string", "string"])
+    if (page.after !== undefined && !after) {
+      return yield* new Failure.InvalidInput({ code: "invalid_query", message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
+    }
+    const rows = yield* query(Row, 
+      `SELECT * FROM webhook_endpoints WHERE tenant_id = ? ${after ? "AND (created_at, id) > (?, ?)" : ""} ORDER BY created_at, id LIMIT ?`,
+      tenantId, ...(after ?? []), page.limit + 1
+    )
+    const data = rows.slice(0, page.limit).map(toEndpoint)
+    const last = data.at(-1)
+    return { data, next_cursor: rows.length > page.limit && last ? Cursor.encode([last.created_at, last.id]) : null }
+  })
+
+const getOf = ({ row }: Store): Shape["get"] =>
+  Effect.fn("WebhookStore.get")(function*(tenantId, id) {
+    return yield* Effect.map(row(tenantId, id), toEndpoint)
+  })
+
+const updateOf = ({ cache, run, row, validate }: Store): Shape["update"] =>
+  Effect.fn("WebhookStore.update")(function*(tenantId, id, input) {
+    const valid = yield* validate(input, false)
+    yield* row(tenantId, id)
+    const sets: Array<string> = []
+    const params: Array<unknown> = []
+    if (valid.url !== undefined) sets.push("url = ?"), params.push(valid.url)
+    if (valid.event_types !== undefined) sets.push("event_types = ?"), params.push(JSON.stringify(valid.event_types))
+    if (valid.description !== undefined) sets.push("description = ?"), params.push(valid.description)
+    if (valid.max_per_second !== undefined) sets.push("max_per_second = ?"), params.push(valid.max_per_second)
+    if (valid.max_in_flight !== undefined) sets.push("max_in_flight = ?"), params.push(valid.max_in_flight)
+    if (valid.enabled !== undefined) {
+      sets.push("enabled = ?"), params.push(valid.enabled ? 1 : 0)
+      // Enabling again starts a clean slate; disabling by hand says so.
+      sets.push("disabled_reason = ?", "failing_since = NULL"), params.push(valid.enabled ? null : "disabled by an admin")
+    }
+    if (sets.length > 0) {
+      yield* run([
+        Sql.statement(`UPDATE webhook_endpoints SET ${sets.join(", ")}, version = version + 1, updated_at = ? WHERE tenant_id = ? AND id = ?`, ...params, yield* Time.now, tenantId, id)
+      ])
+    }
+    cache.delete(tenantId)
+    return toEndpoint(yield* row(tenantId, id))
+  })
+
+const removeOf = ({ cache, run, row }: Store): Shape["remove"] =>
+  Effect.fn("WebhookStore.remove")(function*(tenantId, id) {
+    yield* row(tenantId, id)
+    yield* run([Sql.statement("DELETE FROM webhook_endpoints WHERE tenant_id = ? AND id = ?", tenantId, id)])
+    cache.delete(tenantId)
+  })
+
+const rotateOf = ({ sql, overlap, cache, key, row }: Store): Shape["rotate"] =>
+  Effect.fn("WebhookStore.rotate")(function*(tenantId, id) {
+    const current = yield* row(tenantId, id)
+    const secret = Secrets.generateSigningSecret()
+    const sealed = yield* Effect.flatMap(key(), (k) => Effect.promise(() => Secrets.seal(k, secret)))
+    const now = yield* Time.millis
+    // Compare-and-swap on the version read: a rotation (or any change) that landed in between makes this one
+    // a loser (409), so the secret it would answer is never one that a third rotation silently pushed out.
+    const [result] = yield* Effect.mapError(sql.batch([
+      Sql.statement(
+        `UPDATE webhook_endpoints SET secret_sealed = ?, previous_secret_sealed = secret_sealed, previous_secret_expires_at = ?, version = version + 1, updated_at = ?
+         WHERE tenant_id = ? AND id = ? AND version = ? RETURNING *`
+      , sealed, new Date(now + overlap).toISOString(), new Date(now).toISOString(), tenantId, id, current.version)
+    ], Row), unavailable)
+    cache.delete(tenantId)
+    const updated = result?.rows[0]
+    if (updated === undefined) {
+      return yield* new Failure.Conflict({ message: `webhook endpoint ${id} changed while its secret was being rotated (version ${current.version} is no longer current); nothing was rotated — read it and rotate again` })
+    }
+    return { endpoint: toEndpoint(updated), secret }
+  })
+
+const attemptsOf = ({ query, row }: Store): Shape["attempts"] =>
+  Effect.fn("WebhookStore.attempts")(function*(tenantId, id, page) {
+    yield* row(tenantId, id)
+    const before = page.before === undefined ? undefined : Cursor.decode(page.before, ["string", "string", "integer"])
+    if (page.before !== undefined) {
+      if (!before) return yield* new Failure.InvalidInput({ message: "malformed cursor", problems: [{ path: "cursor", message: "malformed cursor; use next_cursor from a previous page" }] })
+    }
+    // `succeeded` and `throttled` are stored as 0/1.
+    const rows = yield* query(
+      StoredAttempt,
+      `SELECT attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error, throttled
+       FROM webhook_attempts WHERE tenant_id = ? AND endpoint_id = ?
+       ${before ? "AND (attempted_at, delivery_id, attempt) < (?, ?, ?)" : ""}
+       ORDER BY attempted_at DESC, delivery_id DESC, attempt DESC LIMIT ?`,
+      tenantId, id, ...(before ?? []), page.limit + 1
+    )
+    const data = rows.slice(0, page.limit).map((r): AttemptRow => ({ ...r, succeeded: r.succeeded === 1, throttled: r.throttled === 1 }))
+    const last = data.at(-1)
+    const next = rows.length > page.limit && last
+      ? Cursor.encode([last.attempted_at, last.delivery_id, last.attempt])
+      : null
+    return { data, next_cursor: next }
+  })
+
+const recoverOf = ({ query, run, row }: Store): Shape["recover"] =>
+  Effect.fn("WebhookStore.recover")(function*(tenantId, id, since) {
+    const endpoint = yield* row(tenantId, id)
+    if (endpoint.enabled !== 1) return yield* new Failure.Conflict({ message: `endpoint ${id} is disabled (${endpoint.disabled_reason ?? "by an admin"}); enable it before recovering` })
+    const rows = yield* query(
+      FailedDelivery,
+      `SELECT delivery_id, message FROM webhook_deliveries
+       WHERE tenant_id = ? AND endpoint_id = ? AND status = 'failed' AND last_attempted_at >= ? ORDER BY last_attempted_at LIMIT 10000`,
+      tenantId, id, since
+    )
+    if (rows.length > 0) {
+      yield* run([
+        Sql.statement(
+          `UPDATE webhook_deliveries SET status = 'pending' WHERE tenant_id = ? AND delivery_id IN (SELECT value FROM json_each(?))`
+        , tenantId, JSON.stringify(rows.map((r) => r.delivery_id)))
+      ])
+    }
+    return rows.map((r) => JSON.parse(r.message) as unknown)
+  })
+
+const deliveryStatesOf = ({ query }: Store): Shape["deliveryStates"] =>
+  Effect.fn("WebhookStore.deliveryStates")(function*(keys) {
+    if (keys.length === 0) return new Map<string, DeliveryState>() as ReadonlyMap<string, DeliveryState>
+    return yield* Effect.map(
+      // json_each first (CROSS JOIN keeps that order), then the primary key per pair: no scan.
+      query(
+        StoredState,
+        `SELECT d.tenant_id, d.delivery_id, d.status, d.attempts FROM json_each(?) AS k
+         CROSS JOIN webhook_deliveries AS d ON d.tenant_id = json_extract(k.value, '$[0]') AND d.delivery_id = json_extract(k.value, '$[1]')`,
+        JSON.stringify(keys.map((k) => [k.tenant_id, k.delivery_id]))
+      ),
+      (rows) => new Map(rows.map((r) => [tenantKey(r.tenant_id, r.delivery_id), { status: r.status, attempts: r.attempts }] as const))
+    )
+  })
+
+const recordOf = ({ cache, run }: Store): Shape["record"] =>
+  Effect.fn("WebhookStore.record")(function*(batch) {
+    const statements: Array<Sql.Statement> = []
+    if (batch.attempts.length > 0) {
+      statements.push(Sql.statement(
+        `INSERT INTO webhook_attempts (tenant_id, endpoint_id, attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error, throttled)
+         SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
+                json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]'),
+                json_extract(value, '$[10]'), json_extract(value, '$[11]'), json_extract(value, '$[12]')
+         FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`
+      , JSON.stringify(batch.attempts.map((a) => [
+        a.tenant_id, a.endpoint_id, a.attempted_at, a.delivery_id, a.attempt, a.event_type, a.fact_id, a.succeeded ? 1 : 0, a.status_code, a.duration_ms, a.response_snippet, a.error,
+        a.throttled ? 1 : 0
+      ]))))
+    }
+    if (batch.deliveries.length > 0) {
+      statements.push(Sql.statement(
+        `INSERT INTO webhook_deliveries (tenant_id, delivery_id, endpoint_id, fact_id, event_type, status, attempts, last_status_code, last_attempted_at, message)
+         SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
+                json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]')
+         FROM json_each(?) WHERE true
+         ON CONFLICT (tenant_id, delivery_id) DO UPDATE SET status = excluded.status, attempts = MAX(webhook_deliveries.attempts, excluded.attempts),
+           last_status_code = excluded.last_status_code, last_attempted_at = excluded.last_attempted_at, message = excluded.message`
+      , JSON.stringify(batch.deliveries.map((d) => [
+        d.tenant_id, d.delivery_id, d.endpoint_id, d.fact_id, d.event_type, d.status, d.attempts, d.last_status_code, d.last_attempted_at, JSON.stringify(d.message)
+      ]))))
+    }
+    const disabling: Array<string> = []
+    for (const e of batch.endpoints) {
+      if (e.disable !== undefined) {
+        disabling.push(tenantKey(e.tenant_id, e.endpoint_id))
+        statements.push(Sql.statement(
+          `UPDATE webhook_endpoints SET enabled = 0, disabled_reason = ?, version = version + 1, updated_at = ?
+           WHERE tenant_id = ? AND id = ? AND enabled = 1 RETURNING id`
+        , e.disable, batch.now, e.tenant_id, e.endpoint_id))
+      } else if (e.succeeded) {
+        statements.push(Sql.statement("UPDATE webhook_endpoints SET failing_since = NULL WHERE tenant_id = ? AND id = ? AND failing_since IS NOT NULL RETURNING id", e.tenant_id, e.endpoint_id))
+      } else {
+        statements.push(Sql.statement("UPDATE webhook_endpoints SET failing_since = ? WHERE tenant_id = ? AND id = ? AND failing_since IS NULL RETURNING id", batch.now, e.tenant_id, e.endpoint_id))
       }
-      return new Map(tenantIds.map((t) => [t, cache.get(t)?.configs ?? []] as const))
+    }
+    if (statements.length === 0) return new Set<string>()
+    const results = yield* run(statements)
+    const offset = statements.length - batch.endpoints.length
+    const disabled = new Set<string>()
+    batch.endpoints.forEach((e, i) => {
+      // Each endpoint statement returns a row only if it changed the endpoint (disabled it, or started or ended
+      // its failing period). The tenant's cached configs are dropped when the endpoint changed, or when the
+      // cached view disagrees with the state just written (changed elsewhere); a batch of deliveries that
+      // changes nothing — the steady state — keeps them, so the next batch reads no configs.
+      const changed = (results[offset + i]?.rows.length ?? 0) > 0
+      if (e.disable !== undefined && changed) disabled.add(tenantKey(e.tenant_id, e.endpoint_id))
+      const cached = cache.get(e.tenant_id)?.configs.find((c) => c.id === e.endpoint_id)
+      const current = e.disable === undefined && cached !== undefined && cached.enabled && (e.succeeded ? cached.failing_since === null : cached.failing_since !== null)
+      if (changed || !current) cache.delete(e.tenant_id)
     })
+    return disabled
+  })
+
+const configsForOf = ({ ttl, cache, key, query }: Store): Shape["configsFor"] =>
+  Effect.fn("WebhookStore.configsFor")(function*(tenantIds) {
+    const now = yield* Time.millis
+    const missing = [...new Set(tenantIds)].filter((t) => (cache.get(t)?.at ?? -Infinity) + ttl <= now)
+    if (missing.length > 0) {
+      const rows = yield* query(Row, "SELECT * FROM webhook_endpoints WHERE tenant_id IN (SELECT value FROM json_each(?))", JSON.stringify(missing))
+      const k = rows.length > 0 ? yield* key() : undefined
+      const configs = yield* Effect.forEach(rows, (r) =>
+        Effect.tryPromise({
+          try: async (): Promise<EndpointConfig> => {
+            const secrets = [await Secrets.open(k!, r.secret_sealed)]
+            if (r.previous_secret_sealed && r.previous_secret_expires_at && Date.parse(r.previous_secret_expires_at) > now) {
+              secrets.push(await Secrets.open(k!, r.previous_secret_sealed))
+            }
+            return { ...toEndpoint(r), tenant_id: r.tenant_id, secrets }
+          },
+          catch: (e) => (e instanceof Secrets.SecretsKeyError ? e : new Secrets.SecretsKeyError(String(e)))
+        }))
+      for (const t of missing) cache.set(t, { at: now, configs: configs.filter((c) => c.tenant_id === t) })
+    }
+    return new Map(tenantIds.map((t) => [t, cache.get(t)?.configs ?? []] as const))
+  })
+
+export const make = (sql: Sql.Sql, settings: Settings, catalog: Catalog): Shape => {
+  const query = queryOn(sql)
+  const store: Store = {
+    sql,
+    settings,
+    catalog,
+    ttl: settings.configTtlMs ?? 10_000,
+    overlap: settings.rotationOverlapMs ?? 24 * 3600 * 1000,
+    cap: settings.endpointsPerTenant ?? defaultEndpointsPerTenant,
+    cache: new Map(),
+    key: keyOf(settings),
+    query,
+    run: runOn(sql),
+    row: rowOn(query),
+    validate: (input, creating) => validate(settings, catalog, input, creating)
   }
-  return service
+  return {
+    settings,
+    invalidate: (tenantId) => void store.cache.delete(tenantId),
+    create: createOf(store),
+    list: listOf(store),
+    get: getOf(store),
+    update: updateOf(store),
+    remove: removeOf(store),
+    rotate: rotateOf(store),
+    attempts: attemptsOf(store),
+    recover: recoverOf(store),
+    deliveryStates: deliveryStatesOf(store),
+    record: recordOf(store),
+    configsFor: configsForOf(store)
+  }
 }
