@@ -16,7 +16,7 @@ export const compositionFiles = ["packages/workers/src/Services.ts", "packages/w
 /** Where the HTTP API's one error body (`{ error: { code, message } }`) is written. */
 export const errorBodyFiles = ["packages/workers/src/http/Problem.ts"]
 /** Today's counts of files over 300 lines and functions over 100 lines (a ratchet: lower them as they are cut), and the targets. */
-export const sizeLimits = { files: 19, functions: 1 }
+export const sizeLimits = { files: 19, functions: 0 }
 export const sizeTargets = { files: 8, functions: 3 }
 /** The edge's own readers: what every request passes through before a handler (token, limits, the JSON body). */
 export const edgeReaderFiles = ["packages/workers/src/http/Serve.ts", "packages/workers/src/http/JsonBody.ts", "packages/workers/src/http/Auth.ts", "packages/workers/src/http/TokenConfig.ts", "packages/workers/src/http/Accept.ts", "packages/workers/src/http/Traceparent.ts"]
@@ -111,42 +111,9 @@ const citationFiles = (root) => {
 
 const lineCount = (text) => (text.length === 0 ? 0 : text.split("\n").length - (text.endsWith("\n") ? 1 : 0))
 
-export const check = (root) => {
-  const packagesDir = join(root, "packages")
-  const packages = existsSync(packagesDir)
-    ? readdirSync(packagesDir).sort().filter((name) => existsSync(join(packagesDir, name, "src")))
-    : []
-  const filesOf = Object.fromEntries(packages.map((name) => [name, sourceFiles(join(packagesDir, name, "src"))]))
-  const files = Object.values(filesOf).flat()
-  const rel = (file) => toPosix(relative(root, file))
-  const texts = new Map(files.map((f) => [f, readFileSync(f, "utf8")]))
-  const lexed = new Map(files.map((f) => [f, lex(texts.get(f))]))
-  const read = (f) => lexed.get(f)
-  const lineOf = (file, offset) => lineAt(texts.get(file), offset)
-  const snippet = (file, line) => {
-    const text = texts.get(file).split("\n")[line - 1].trim()
-    return text.length > 110 ? `${text.slice(0, 107)}...` : text
-  }
-  const hit = (file, offset, note) => {
-    const line = lineOf(file, offset)
-    return { file: rel(file), line, note: note ?? snippet(file, line) }
-  }
-  const isCode = ({ code, bare }, offset) => bare[offset] === code[offset] && code[offset] !== " "
-  const matches = (text, pattern) => [...text.matchAll(pattern)]
-  const notes = []
-  const missing = (list, what) => {
-    for (const path of list) if (!existsSync(join(root, path))) notes.push(`${what} ${path} does not exist: update the list at the top of scripts/check-architecture.mjs`)
-  }
-  if (files.length > 0) {
-    missing(compositionFiles, "composition file")
-    missing(errorBodyFiles, "error body file")
-    missing(clockFiles, "clock file")
-    missing(rawBucketFiles, "raw bucket file")
-    missing(rawQueueFiles, "raw queue file")
-  }
-
-  // 1. Direct env reads outside the composition: env.X, env?.X, env[…] (also c.env.X, this.env.X), and
-  //    destructuring `{ … } = env`.
+// 1. Direct env reads outside the composition: env.X, env?.X, env[…] (also c.env.X, this.env.X), and
+//    destructuring `{ … } = env`.
+const envReads = ({ files, rel, texts, read, hit, matches }) => {
   const envHits = []
   for (const file of files) {
     if (compositionFiles.includes(rel(file))) continue
@@ -156,9 +123,12 @@ export const check = (root) => {
     // `env` imported from cloudflare:workers (under any local name) is an env read too.
     for (const m of matches(texts.get(file), /import\s*\{[^}]*\benv\b[^}]*\}\s*from\s*["']cloudflare:workers["']/g)) envHits.push(hit(file, m.index))
   }
+  return envHits
+}
 
-  // 2. Call sites that pick an HTTP error status: errorResponse(…) anywhere but its definition, and error
-  //    bodies written by hand (`.json({ error …`, `new Response(JSON.stringify({ error …`) outside errorBodyFiles.
+// 2. Call sites that pick an HTTP error status: errorResponse(…) anywhere but its definition, and error
+//    bodies written by hand (`.json({ error …`, `new Response(JSON.stringify({ error …`) outside errorBodyFiles.
+const errorStatusSites = ({ files, rel, read, hit, isCode, matches }) => {
   const errorHits = []
   for (const file of files) {
     const lexedFile = read(file)
@@ -169,9 +139,12 @@ export const check = (root) => {
     const bodies = [/\.json\s*(?:<[^>()]*>)?\s*\(\s*\{\s*(["']?)error\1\s*[:,}]/g, /\bnew\s+Response\s*\(\s*JSON\.stringify\s*\(\s*\{\s*(["']?)error\1\s*[:,}]/g]
     for (const pattern of bodies) for (const m of matches(lexedFile.code, pattern)) if (isCode(lexedFile, m.index)) errorHits.push(hit(file, m.index))
   }
+  return errorHits
+}
 
-  // 3. `_tag` compared with a string literal naming an error: `x._tag === "…"`, `!==`, `==`, `!=`, the literal
-  //    on either side, and `case "…":` of a `switch (x._tag)`.
+// 3. `_tag` compared with a string literal naming an error: `x._tag === "…"`, `!==`, `==`, `!=`, the literal
+//    on either side, and `case "…":` of a `switch (x._tag)`.
+const tagMatches = ({ files, read, hit, isCode, matches }) => {
   const declared = new Set()
   for (const file of files) {
     for (const m of matches(read(file).code, /\bTaggedError(?:Class)?\s*(?:<[^()]*?>)?\s*(?:\(\s*\))?\s*\(\s*(["'])([\w$]+)\1/g)) declared.add(m[2])
@@ -214,8 +187,11 @@ export const check = (root) => {
   const tagHits = tagComparisons.filter((c) => namesError(c.literal, declared)).map((c) => hit(c.file, c.offset, describe(c)))
   const otherTags = new Map()
   for (const c of tagComparisons) if (!namesError(c.literal, declared)) otherTags.set(c.literal, (otherTags.get(c.literal) ?? 0) + 1)
+  return { declared, tagHits, otherTags }
+}
 
-  // 4. The wall clock in packages/core/src outside the clock service (packages/core/src/testing/** excluded).
+// 4. The wall clock in packages/core/src outside the clock service (packages/core/src/testing/** excluded).
+const wallClock = ({ filesOf, rel, read, hit, matches }) => {
   const clockHits = []
   let dateConversions = 0
   for (const file of filesOf.core ?? []) {
@@ -232,12 +208,18 @@ export const check = (root) => {
       else if (converts) dateConversions++
     }
   }
+  return { clockHits, dateConversions }
+}
 
-  // 5. Double casts.
+// 5. Double casts.
+const doubleCasts = ({ files, read, hit, matches }) => {
   const castHits = []
   for (const file of files) for (const m of matches(read(file).bare, /\bas\s+unknown\s+as\b/g)) castHits.push(hit(file, m.index))
+  return castHits
+}
 
-  // 6. Import circles, per package, between files (relative imports), and core's folder layering.
+// 6. Import circles, per package, between files (relative imports), and core's folder layering.
+const importCircles = ({ packagesDir, packages, filesOf, rel, read }) => {
   const circleLine = (path) => path.map((e) => `${rel(e.from)}:${e.line} ${e.kind === "type" ? "import type" : "imports"} ${e.specifier}`).join(" -> ")
   const others = (c) => {
     const shown = new Set(c.path.map((e) => e.from))
@@ -263,12 +245,15 @@ export const check = (root) => {
       folderHits.push({ file: rel(examples[0].file), line: examples[0].line, note: `folders ${component.join(" <-> ")} (${text})` })
     }
   }
+  return { valueCircleHits, typeCircleHits, folderHits }
+}
 
-  // 7. Value imports through effect's barrels ("effect", "effect/http-api", …) in code bundled into a Worker: the
-  //    packages' src, each app's src and the template's. esbuild keeps every export of a namespace a barrel
-  //    re-exports (`export * as Schema from "./Schema.js"`; evanw/esbuild#1420), so one `import { Schema } from
-  //    "effect"` bundles all of Schema (crypto keys, IP addresses, cookies…): +87 KiB gzip on the example Worker.
-  //    `import * as Schema from "effect/Schema"` keeps only what is used; `import type { … } from "effect"` is free.
+// 7. Value imports through effect's barrels ("effect", "effect/http-api", …) in code bundled into a Worker: the
+//    packages' src, each app's src and the template's. esbuild keeps every export of a namespace a barrel
+//    re-exports (`export * as Schema from "./Schema.js"`; evanw/esbuild#1420), so one `import { Schema } from
+//    "effect"` bundles all of Schema (crypto keys, IP addresses, cookies…): +87 KiB gzip on the example Worker.
+//    `import * as Schema from "effect/Schema"` keeps only what is used; `import type { … } from "effect"` is free.
+const barrelImports = ({ root, packagesDir, files, texts, lexed, read, hit, isCode, matches }) => {
   const bundledFiles = [
     ...files,
     ...(existsSync(join(root, "apps")) ? readdirSync(join(root, "apps")).sort().flatMap((app) => sourceFiles(join(root, "apps", app, "src"))) : []),
@@ -288,15 +273,18 @@ export const check = (root) => {
       if (values.length > 0) barrelHits.push(hit(file, m.index, `${values.join(", ")} from "${m[3]}": import each module by its path (import * as X from "${m[3]}/X"; node scripts/effect-imports.mjs FILE rewrites it)`))
     }
   }
+  return barrelHits
+}
 
-  // 8. Storage and queue doors under the HTTP edge (packages/workers/src/http): a handler maps a request onto a core
-  //    use case, so it neither runs SQL, nor sends to a queue, nor reads or writes R2 itself. Counted by the doors'
-  //    names (the bindings' own methods — get, put, list — are too common to count by name): SQL statements
-  //    (`Sql.statement`, `{ sql: … }`, the D1 doors `Sql.PlatformDatabase` / `Sql.ReadDatabase` / `Sql.make` /
-  //    `ProjectionStore.ProjectionStore` taken as values, and D1 calls on an instance: `.all(`, `.first(`, `.run(`,
-  //    `.raw(`, `.prepare(`, `.batch(`); queue sends (`.sendBatch(`, `.send(` on an instance,
-  //    `BatchConsumer.send`, the `Queues` door and the `QueueBindings` under it); R2 (`PAYLOADS`, the `PayloadBucket`,
-  //    `BatchFiles` and `PayloadStore` doors). Calls on a capitalised module (`Effect.all`, `Tokens.run`) are not D1's.
+// 8. Storage and queue doors under the HTTP edge (packages/workers/src/http): a handler maps a request onto a core
+//    use case, so it neither runs SQL, nor sends to a queue, nor reads or writes R2 itself. Counted by the doors'
+//    names (the bindings' own methods — get, put, list — are too common to count by name): SQL statements
+//    (`Sql.statement`, `{ sql: … }`, the D1 doors `Sql.PlatformDatabase` / `Sql.ReadDatabase` / `Sql.make` /
+//    `ProjectionStore.ProjectionStore` taken as values, and D1 calls on an instance: `.all(`, `.first(`, `.run(`,
+//    `.raw(`, `.prepare(`, `.batch(`); queue sends (`.sendBatch(`, `.send(` on an instance,
+//    `BatchConsumer.send`, the `Queues` door and the `QueueBindings` under it); R2 (`PAYLOADS`, the `PayloadBucket`,
+//    `BatchFiles` and `PayloadStore` doors). Calls on a capitalised module (`Effect.all`, `Tokens.run`) are not D1's.
+const edgeStorage = ({ filesOf, rel, read, lineOf, hit, matches }) => {
   const edgeStorageHits = []
   const edgeDoors = [
     [/\bSql\s*\.\s*(?:statement|make)\s*\(/g, "SQL"],
@@ -325,12 +313,15 @@ export const check = (root) => {
   }
   edgeStorageHits.sort((a, b) => (a.file === b.file ? a.line - b.line : a.file < b.file ? -1 : 1))
   for (const h of edgeStorageHits) h.note = `${h.kind}: ${h.note}`
+  return edgeStorageHits
+}
 
-  // 8b. Hand-parsed input under the HTTP edge: a handler's path, query and body are decoded by its endpoint's schemas
-  //     (HttpApiBuilder), so nothing under packages/workers/src/http reads them by hand — Hono's `c.req.query` /
-  //     `c.req.param` / `c.req.header`, `readBody`, `isObject` on a body, `request.json()`, `searchParams.get`,
-  //     `headers.get` — outside the edge itself (Serve.ts, JsonBody.ts: the limits every JSON body
-  //     is read within) and the raw routes the description cannot say (rawRouteFiles, each with its routes).
+// 8b. Hand-parsed input under the HTTP edge: a handler's path, query and body are decoded by its endpoint's schemas
+//     (HttpApiBuilder), so nothing under packages/workers/src/http reads them by hand — Hono's `c.req.query` /
+//     `c.req.param` / `c.req.header`, `readBody`, `isObject` on a body, `request.json()`, `searchParams.get`,
+//     `headers.get` — outside the edge itself (Serve.ts, JsonBody.ts: the limits every JSON body
+//     is read within) and the raw routes the description cannot say (rawRouteFiles, each with its routes).
+const handParsedInputs = ({ filesOf, rel, read, lineOf, hit, matches }) => {
   const handParsedHits = []
   const handParsed = [
     /\bc\s*\.\s*req\s*\.\s*(?:query|queries|param|header|json|text|raw)\b/g,
@@ -353,13 +344,16 @@ export const check = (root) => {
     }
   }
   handParsedHits.sort((a, b) => (a.file === b.file ? a.line - b.line : a.file < b.file ? -1 : 1))
+  return handParsedHits
+}
 
-  // 9. The raw R2 bucket outside platform/: every read, write, listing and delete goes through the payload bucket's
-  //    door (`PayloadBucket`, packages/core/src/platform/Storage.ts), whose `list` pages by itself. Counted, one hit per
-  //    line: the bucket's own methods (`.put(`, `.get(`, `.head(`, `.list(`, `.delete(`) called on a receiver named as
-  //    a bucket (`bucket`, `…Bucket`, `PAYLOADS`); the raw types (`R2Bucket`, `R2Object…`, platform's `Bucket` and
-  //    `BucketObject`), a module that takes the raw binding; and the `PAYLOADS` binding itself. Allowed: platform/,
-  //    the composition (which hands the binding to Bindings) and rawBucketFiles.
+// 9. The raw R2 bucket outside platform/: every read, write, listing and delete goes through the payload bucket's
+//    door (`PayloadBucket`, packages/core/src/platform/Storage.ts), whose `list` pages by itself. Counted, one hit per
+//    line: the bucket's own methods (`.put(`, `.get(`, `.head(`, `.list(`, `.delete(`) called on a receiver named as
+//    a bucket (`bucket`, `…Bucket`, `PAYLOADS`); the raw types (`R2Bucket`, `R2Object…`, platform's `Bucket` and
+//    `BucketObject`), a module that takes the raw binding; and the `PAYLOADS` binding itself. Allowed: platform/,
+//    the composition (which hands the binding to Bindings) and rawBucketFiles.
+const rawBuckets = ({ files, rel, read, lineOf, hit, matches }) => {
   const rawR2Hits = []
   const rawR2 = [
     /(?<![\w$])(?:[\w$]*[bB]ucket|PAYLOADS)\s*\??\.\s*(?:put|get|head|list|delete)\s*\(/g,
@@ -380,13 +374,16 @@ export const check = (root) => {
     }
   }
   rawR2Hits.sort((a, b) => (a.file === b.file ? a.line - b.line : a.file < b.file ? -1 : 1))
+  return rawR2Hits
+}
 
-  // 9b. The raw queue outside platform/: every send goes through the queues' door (`Queues`,
-  //    packages/core/src/platform/Queues.ts), which splits within the limits and counts what it sent. Counted, one hit
-  //    per line: `.sendBatch(` on anything (the door's method is `send`); `.send(` on a receiver named as a queue
-  //    binding (`queue`, `…Queue`, `EVENTS_QUEUE`, `…_DLQ`: the door is `queues`); Cloudflare's queue types (`Queue`,
-  //    `MessageSendRequest`, `QueueSendOptions`, `QueueSendBatchOptions`); and `QueueBindings`, the raw lookup the
-  //    door is built on. Allowed: platform/, the composition and rawQueueFiles.
+// 9b. The raw queue outside platform/: every send goes through the queues' door (`Queues`,
+//    packages/core/src/platform/Queues.ts), which splits within the limits and counts what it sent. Counted, one hit
+//    per line: `.sendBatch(` on anything (the door's method is `send`); `.send(` on a receiver named as a queue
+//    binding (`queue`, `…Queue`, `EVENTS_QUEUE`, `…_DLQ`: the door is `queues`); Cloudflare's queue types (`Queue`,
+//    `MessageSendRequest`, `QueueSendOptions`, `QueueSendBatchOptions`); and `QueueBindings`, the raw lookup the
+//    door is built on. Allowed: platform/, the composition and rawQueueFiles.
+const rawQueues = ({ files, rel, read, lineOf, hit, matches }) => {
   const rawQueueHits = []
   const rawQueue = [
     /\.\s*sendBatch\s*\(/g,
@@ -408,13 +405,16 @@ export const check = (root) => {
     }
   }
   rawQueueHits.sort((a, b) => (a.file === b.file ? a.line - b.line : a.file < b.file ? -1 : 1))
+  return rawQueueHits
+}
 
-  // 9c. Undecoded row casts: a row read whose type the caller asserts instead of decoding. The D1 door decodes by schema
-  //     (`sql.all(Row, statement)`, `sql.first(Row, statement)`, `sql.batch(statements, Row)`) and a Durable
-  //     Object's SQLite reads decode with a schema too, so no read names its row type: counted, one hit per line,
-  //     D1's and SQLite's reads with a type argument (`.all<…>(`, `.first<…>(`, `.raw<…>(`, `.exec<…>(`) and an `as`
-  //     cast right after a read (`.all()`, `.first()`, `.raw()`, `.one()`, `.toArray()`, `.results`, then `as T`;
-  //     `as const` and `as unknown` are not row types). A method's declaration (`all<T>()` without a receiver) does not count.
+// 9c. Undecoded row casts: a row read whose type the caller asserts instead of decoding. The D1 door decodes by schema
+//     (`sql.all(Row, statement)`, `sql.first(Row, statement)`, `sql.batch(statements, Row)`) and a Durable
+//     Object's SQLite reads decode with a schema too, so no read names its row type: counted, one hit per line,
+//     D1's and SQLite's reads with a type argument (`.all<…>(`, `.first<…>(`, `.raw<…>(`, `.exec<…>(`) and an `as`
+//     cast right after a read (`.all()`, `.first()`, `.raw()`, `.one()`, `.toArray()`, `.results`, then `as T`;
+//     `as const` and `as unknown` are not row types). A method's declaration (`all<T>()` without a receiver) does not count.
+const rowCasts = ({ files, read, lineOf, hit, matches }) => {
   const rowCastHits = []
   const typeArgument = "<(?:[^<>()]|<(?:[^<>()]|<[^<>()]*>)*>)*>"
   const rowCasts = [
@@ -433,8 +433,11 @@ export const check = (root) => {
     }
   }
   rowCastHits.sort((a, b) => (a.file === b.file ? a.line - b.line : a.file < b.file ? -1 : 1))
+  return rowCastHits
+}
 
-  // 10. Non-test source lines (printed, not enforced).
+// 10. Non-test source lines (printed, not enforced).
+const sizes = ({ root, packages, files, rel, texts, lexed, read, lineOf, hit, matches }) => {
   const lineAreas = [...packages.map((name) => `packages/${name}/src`), "packages/workers/cli", "scripts"]
   const areaLines = lineAreas.map((area) => {
     const list = lineCountFiles(join(root, area))
@@ -498,11 +501,14 @@ export const check = (root) => {
     }
   }
   bigFunctionHits.sort((a, b) => (a.file === b.file ? a.line - b.line : a.file < b.file ? -1 : 1))
+  return { lineAreas, areaLines, totalLines, bigFileHits, bigFunctionHits }
+}
 
-  // 11. The two entries of @factline/core (docs/architecture.md, "Two entries"): the product entry exports at most
-  //     productEntryLimit namespaces (each `export * as X` and `export *` of packages/core/src/index.ts); the runtime
-  //     entry, `@factline/core/runtime`, is imported (import, export … from, import()) by @factline/workers only — not by
-  //     another package's src, an app's src or the app template's src. Tests, the bench and scripts may import it.
+// 11. The two entries of @factline/core (docs/architecture.md, "Two entries"): the product entry exports at most
+//     productEntryLimit namespaces (each `export * as X` and `export *` of packages/core/src/index.ts); the runtime
+//     entry, `@factline/core/runtime`, is imported (import, export … from, import()) by @factline/workers only — not by
+//     another package's src, an app's src or the app template's src. Tests, the bench and scripts may import it.
+const entries = ({ root, packagesDir, packages, filesOf, texts, hit, matches }) => {
   const entryHits = []
   const entryFile = join(root, productEntry)
   if (existsSync(entryFile)) {
@@ -521,8 +527,11 @@ export const check = (root) => {
     const { code } = lex(texts.get(file))
     for (const m of matches(code, /\b(?:from|import\s*\()\s*(["'])@factline\/core\/runtime\1/g)) runtimeHits.push(hit(file, m.index))
   }
+  return { entryHits, runtimeHits }
+}
 
-  // Citations of the outside design document, comments and prose included: the repository's architecture is docs/architecture.md.
+// Citations of the outside design document, comments and prose included: the repository's architecture is docs/architecture.md.
+const designCitations = ({ root, rel, matches }) => {
   const designHits = []
   for (const file of citationFiles(root)) {
     const text = readFileSync(file, "utf8")
@@ -532,6 +541,59 @@ export const check = (root) => {
       designHits.push({ file: rel(file), line, note: `${shown.length > 110 ? `${shown.slice(0, 107)}...` : shown} (cite docs/architecture.md)` })
     }
   }
+  return designHits
+}
+
+export const check = (root) => {
+  const packagesDir = join(root, "packages")
+  const packages = existsSync(packagesDir)
+    ? readdirSync(packagesDir).sort().filter((name) => existsSync(join(packagesDir, name, "src")))
+    : []
+  const filesOf = Object.fromEntries(packages.map((name) => [name, sourceFiles(join(packagesDir, name, "src"))]))
+  const files = Object.values(filesOf).flat()
+  const rel = (file) => toPosix(relative(root, file))
+  const texts = new Map(files.map((f) => [f, readFileSync(f, "utf8")]))
+  const lexed = new Map(files.map((f) => [f, lex(texts.get(f))]))
+  const read = (f) => lexed.get(f)
+  const lineOf = (file, offset) => lineAt(texts.get(file), offset)
+  const snippet = (file, line) => {
+    const text = texts.get(file).split("\n")[line - 1].trim()
+    return text.length > 110 ? `${text.slice(0, 107)}...` : text
+  }
+  const hit = (file, offset, note) => {
+    const line = lineOf(file, offset)
+    return { file: rel(file), line, note: note ?? snippet(file, line) }
+  }
+  const isCode = ({ code, bare }, offset) => bare[offset] === code[offset] && code[offset] !== " "
+  const matches = (text, pattern) => [...text.matchAll(pattern)]
+  const notes = []
+  const missing = (list, what) => {
+    for (const path of list) if (!existsSync(join(root, path))) notes.push(`${what} ${path} does not exist: update the list at the top of scripts/check-architecture.mjs`)
+  }
+  if (files.length > 0) {
+    missing(compositionFiles, "composition file")
+    missing(errorBodyFiles, "error body file")
+    missing(clockFiles, "clock file")
+    missing(rawBucketFiles, "raw bucket file")
+    missing(rawQueueFiles, "raw queue file")
+  }
+
+  const scan = { root, packagesDir, packages, filesOf, files, rel, texts, lexed, read, lineOf, snippet, hit, isCode, matches, notes }
+  const envHits = envReads(scan)
+  const errorHits = errorStatusSites(scan)
+  const { declared, tagHits, otherTags } = tagMatches(scan)
+  const { clockHits, dateConversions } = wallClock(scan)
+  const castHits = doubleCasts(scan)
+  const { valueCircleHits, typeCircleHits, folderHits } = importCircles(scan)
+  const barrelHits = barrelImports(scan)
+  const edgeStorageHits = edgeStorage(scan)
+  const handParsedHits = handParsedInputs(scan)
+  const rawR2Hits = rawBuckets(scan)
+  const rawQueueHits = rawQueues(scan)
+  const rowCastHits = rowCasts(scan)
+  const { lineAreas, areaLines, totalLines, bigFileHits, bigFunctionHits } = sizes(scan)
+  const { entryHits, runtimeHits } = entries(scan)
+  const designHits = designCitations(scan)
 
   const scope = "packages/*/src"
   const rules = [
