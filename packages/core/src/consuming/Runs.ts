@@ -25,7 +25,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { isRealDateTime, type Issues, TraceContext } from "@factline/schemas"
+import { isRealDateTime, type Issues } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import * as Sql from "../platform/Sql.js"
 import * as Time from "../platform/Time.js"
@@ -33,24 +33,9 @@ import { Queues } from "../platform/Queues.js"
 import * as Cursor from "../tables/Cursor.js"
 import * as QueueGroups from "./QueueGroups.js"
 import * as RetryPolicy from "./RetryPolicy.js"
+import { type Attempt, field, idOf, type Level, type Outcome, outcomes, records, rerunSuffix, runKey, short, traceOf } from "./RunKeys.js"
 
-export type Level = "all" | "failures" | "none"
-
-export const outcomes = ["ok", "retry", "park", "dead", "rerun"] as const
-export type Outcome = (typeof outcomes)[number]
-
-/** One attempt as the consumer runtime settled it. */
-export interface Attempt {
-  /** The queue's message id. */
-  readonly messageId: string
-  /** The queue's attempt number (1 on the first delivery). */
-  readonly attempt: number
-  readonly body: unknown
-  readonly outcome: Exclude<Outcome, "rerun">
-  readonly error?: string
-  /** When the queue delivers it again (a retry or a park). */
-  readonly nextRetryAt?: string
-}
+export { type Attempt, idOf, isRerun, type Level, type Outcome, outcomes, records, rerunSuffix, runKey } from "./RunKeys.js"
 
 /** A run as the API answers it. */
 export interface Run {
@@ -89,8 +74,6 @@ export interface Scope {
   readonly tenantId: string | null
 }
 
-/** Marks a "retry now" copy's `message_id`; stripped to find its run. */
-export const rerunSuffix = "~rerun"
 /** A body kept for "retry now" is at most this large (serialised); a larger one is retried on its schedule only. */
 export const maxKeptBodyBytes = 64 * 1024
 /** And one batch keeps at most this much, so a failing batch's one write stays small. */
@@ -103,44 +86,6 @@ export const retentionDays = 7
 export const maxRuns = 100_000
 
 const unavailable = Failure.unavailable("the runs store")
-
-const field = (body: unknown, name: string): string | null => {
-  if (typeof body !== "object" || body === null) return null
-  const value = (body as Record<string, unknown>)[name]
-  return typeof value === "string" ? value : null
-}
-
-/** The run a message belongs to: its envelope's `message_id` without the "retry now" mark, else the queue's id. */
-export const runKey = (body: unknown, queueMessageId: string): string => {
-  const id = field(body, "message_id")
-  if (id === null || id === "") return queueMessageId
-  return id.endsWith(rerunSuffix) ? id.slice(0, -rerunSuffix.length) : id
-}
-
-export const isRerun = (body: unknown): boolean => field(body, "message_id")?.endsWith(rerunSuffix) ?? false
-
-/** Whether an attempt is recorded at this level: under `failures`, all but a first delivery's success. */
-export const records = (level: Level, attempt: Attempt): boolean =>
-  level === "all" || (level === "failures" && (attempt.outcome !== "ok" || attempt.attempt > 1 || isRerun(attempt.body)))
-
-/** A run's id: the same for every attempt of the message, in every isolate. */
-export const idOf = async (queue: string, key: string): Promise<string> => {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`${queue}\n${key}`)))
-  return `run_${Array.from(digest.subarray(0, 12), (b) => b.toString(16).padStart(2, "0")).join("")}`
-}
-
-/** The message's trace: its `traceparent`'s trace id, else that of the first fact it carries. */
-const traceOf = (body: unknown): string | null => {
-  const own = TraceContext.traceId(field(body, "traceparent"))
-  if (own !== undefined) return own
-  const payload = typeof body === "object" && body !== null ? (body as { readonly payload?: unknown }).payload : undefined
-  if (typeof payload !== "object" || payload === null) return null
-  const { facts, fact } = payload as { readonly facts?: unknown; readonly fact?: unknown }
-  const first = Array.isArray(facts) ? facts[0] : fact
-  return TraceContext.traceId(typeof first === "object" && first !== null ? (first as { readonly traceparent?: unknown }).traceparent : undefined) ?? null
-}
-
-const short = (value: string | null, max = 256) => (value === null ? null : value.slice(0, max))
 
 /** A run's row as `columns` reads it (`kept`: whether its body is kept). */
 const Row = Schema.Struct({
