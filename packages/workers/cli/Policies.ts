@@ -5,8 +5,11 @@
  * RetryPolicy and QueueGroups (the one queue table, docs/architecture.md "Where each kind of change goes"):
  * a queue added there is written by init, checked and created by deploy without an edit here.
  */
-import { PayloadStore } from "@factline/core"
-import { QueueGroups, RetryPolicy } from "@factline/core/runtime"
+// The two modules of the table by their paths, not through `@factline/core/runtime`: they import nothing else, so the
+// command loads them in a fraction of a second and `npm run factline` runs them from sources in Node's strip-only
+// TypeScript (the whole runtime entry takes seconds to load, and some of core's sources use syntax Node cannot strip).
+import * as QueueGroups from "@factline/core/internal/consuming/QueueGroups"
+import * as RetryPolicy from "@factline/core/internal/consuming/RetryPolicy"
 
 /** A platform queue: its producer binding, its dead-letter queue and the consumer settings. */
 export interface Queue {
@@ -115,4 +118,5 @@ export const localOnlyVars = ["FACTLINE_LOCAL_DEVELOPMENT"]
  * tenants' uploads, batch files and facts archive, so that one lifecycle rule (`rule`, set by deploy)
  * expires them after `retentionDays` (`--payload-retention-days`, or `vars.FACTLINE_PAYLOAD_RETENTION_DAYS`).
  */
-export const payloads = { prefix: PayloadStore.payloadsPrefix, rule: "factline-payload-expiry", defaultRetentionDays: 90, retentionVar: "FACTLINE_PAYLOAD_RETENTION_DAYS" }
+// `prefix` is PayloadStore.payloadsPrefix (a module that loads effect, so not imported here; Policies.test.mjs holds them equal).
+export const payloads = { prefix: "_payloads/", rule: "factline-payload-expiry", defaultRetentionDays: 90, retentionVar: "FACTLINE_PAYLOAD_RETENTION_DAYS" }
