@@ -38,35 +38,20 @@ import type * as Handler from "../definitions/Handler.js"
 import * as Module from "../definitions/Module.js"
 import type * as Processor from "../definitions/Processor.js"
 import * as Timer from "../definitions/Timer.js"
-import * as Projection from "../definitions/Projection.js"
 import * as FactId from "../ledger/FactId.js"
-import * as StableJson from "../ledger/StableJson.js"
 import { Ledger } from "../ledger/Ledger.js"
 import type { FactDraft } from "../ledger/LedgerProtocol.js"
 import * as ProcessingConsumer from "../processing/ProcessingConsumer.js"
-import * as ProjectionConsumer from "../projections/ProjectionConsumer.js"
 import { dispatch } from "../routing/Dispatch.js"
 import * as TestPlatform from "./TestPlatform.js"
+import { json, matches, same, SpecError } from "./SpecError.js"
 
-/** A failed expectation, with `actual` and `expected` so test runners show a diff. */
-export class SpecError extends Error {
-  override readonly name = "SpecError"
-  readonly showDiff: boolean
-  constructor(message: string, readonly actual?: unknown, readonly expected?: unknown) {
-    super(message)
-    this.showDiff = actual !== undefined || expected !== undefined
-  }
-}
+export { SpecError } from "./SpecError.js"
 
-/** A JSON copy with object keys sorted: stored data comes back from SQLite with its keys in another order. */
-const json = <T>(value: T): T => JSON.parse(StableJson.stringify(JSON.parse(JSON.stringify(value)))) as T
-const same = (a: unknown, b: unknown) => StableJson.stringify(json(a)) === StableJson.stringify(json(b))
 const drafts = (facts: ReadonlyArray<{ readonly type: string; readonly data: unknown }>) => json(facts.map(({ type, data }) => ({ type, data })))
 const errorOf = (outcome: Consumer.Outcome | undefined) => (outcome !== undefined && Result.isFailure(outcome) ? outcome.failure.message : undefined)
 const kindOf = (failure: Failure.Failure) => (failure.retryable ? (failure.budget === undefined ? "transient" : failure.reason) : `permanent, ${failure.reason}`)
 
-const matches = (error: string, match: string | RegExp | undefined) =>
-  match === undefined || (typeof match === "string" ? error.includes(match) : match.test(error))
 
 export interface Result_ {
   readonly outcome: Consumer.Outcome
@@ -255,59 +240,4 @@ export const ProcessorSpec = {
   })
 }
 
-type Rows = ReadonlyArray<Record<string, unknown>>
-
-class ProjectionRun {
-  constructor(private readonly projection: Projection.Projection, private readonly facts: ReadonlyArray<Fact>) {}
-
-  /** Applies facts in batches on a fresh in-memory platform; returns the rows (visible columns, booleans read back) and failures. */
-  private async apply(batches: ReadonlyArray<ReadonlyArray<Fact>>): Promise<{ rows: Rows; failures: ReadonlyArray<string> }> {
-    const p = this.projection
-    const platform = TestPlatform.make([Module.make("spec", { projections: [p] })], { requireEmitters: false })
-    const failures: Array<string> = []
-    for (const batch of batches) {
-      const outcomes = await platform.run(ProjectionConsumer.process(batch.map((fact, i) => ({ key: `${i}`, value: { fact } }))))
-      for (const outcome of outcomes.values()) if (Result.isFailure(outcome)) failures.push(outcome.failure.message)
-    }
-    const columns = Projection.visibleColumns(p).filter((c) => c !== "tenant_id")
-    const booleans = new Set(Projection.booleanColumns(p))
-    const order = ["tenant_id", ...p.key].map((c) => `"${c}"`).join(", ")
-    const { results } = await platform.db.prepare(`SELECT * FROM "${Projection.tableName(p)}" ORDER BY ${order}`).all()
-    const rows = results.map((row) => Object.fromEntries(columns.map((c) => [c, booleans.has(c) && row[c] !== null ? row[c] === 1 : row[c]])))
-    return { rows, failures }
-  }
-
-  /**
-   * Expects exactly these rows (every visible column but `tenant_id`, in key
-   * order) after the facts are applied in order — and the same rows when
-   * every fact is applied twice, and when they arrive in reverse order one
-   * by one.
-   */
-  async then(expected: Rows): Promise<void> {
-    const scenarios: Array<[string, ReadonlyArray<ReadonlyArray<Fact>>]> = [
-      ["in order, in one batch", [this.facts]],
-      ["every fact applied twice", [this.facts, this.facts]],
-      ["in reverse order, one fact per batch", [...this.facts].reverse().map((f) => [f])]
-    ]
-    const wanted = json(expected)
-    for (const [name, batches] of scenarios) {
-      const { rows, failures } = await this.apply(batches)
-      if (failures.length > 0) throw new SpecError(`projection ${this.projection.name} failed (${name}): ${failures[0]}`)
-      if (!same(json(rows), wanted)) throw new SpecError(`projection ${this.projection.name} gave other rows than expected (${name})`, json(rows), wanted)
-    }
-  }
-
-  /** Expects applying the facts to fail (a mapping that throws, a column the table lacks); `match` is checked against the error. */
-  async thenFails(match?: string | RegExp): Promise<void> {
-    const { failures } = await this.apply([this.facts])
-    if (failures.length === 0) throw new SpecError(`expected projection ${this.projection.name} to fail, but it applied every fact`)
-    if (!failures.some((f) => matches(f, match))) throw new SpecError(`projection ${this.projection.name} failed with another error than expected`, failures[0], String(match))
-  }
-}
-
-export const ProjectionSpec = {
-  for: (projection: Projection.Projection) => ({
-    /** The facts, in stream order (build them with `fact(…)`). */
-    given: (facts: ReadonlyArray<Fact>) => new ProjectionRun(projection, facts)
-  })
-}
+export { ProjectionSpec } from "./ProjectionSpec.js"
