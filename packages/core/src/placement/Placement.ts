@@ -30,6 +30,8 @@ import * as Sql from "../platform/Sql.js"
 import * as Failure from "../failures/Failure.js"
 import { ReadDatabases } from "../platform/Bindings.js"
 
+export { perDatabase } from "./PerDatabase.js"
+
 /**
  * A tenant's placement, as the map's reads alias its row: `database` is the index of the tenant's read database
  * (`FACTLINE_READ_DB_<n>`); `frozenSince` since when a move holds the tenant's writes (its last copy), or null.
@@ -241,16 +243,6 @@ export const groupedForWrites = <T>(shape: Shape, items: ReadonlyArray<T>, tenan
     const { groups, held: heldItems } = partition(shape, yield* shape.placements(items.map(tenantOf)), items, tenantOf, true)
     return { groups, held: heldItems.map(({ item, tenantId }) => ({ item, failure: held(tenantId) })) }
   })
-
-/** `make` over each database, built once per database and kept (a store's caches live as long as the isolate). */
-export const perDatabase = <S>(make: (sql: Sql.Sql) => S): (sql: Sql.Sql) => S => {
-  const stores = new Map<object, S>()
-  return (sql) => {
-    let store = stores.get(sql.identity)
-    if (store === undefined) stores.set(sql.identity, (store = make(sql)))
-    return store
-  }
-}
 
 const scope = (tenantId: string, write: boolean) =>
 <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Sql.SqlFailure, Exclude<R, Sql.ReadDatabase> | TenantPlacement> =>
