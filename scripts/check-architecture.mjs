@@ -16,7 +16,7 @@ export const compositionFiles = ["packages/workers/src/Services.ts", "packages/w
 /** Where the HTTP API's one error body (`{ error: { code, message } }`) is written. */
 export const errorBodyFiles = ["packages/workers/src/http/Problem.ts"]
 /** Today's counts of files over 300 lines and functions over 100 lines (a ratchet: lower them as they are cut), and the targets. */
-export const sizeLimits = { files: 9, functions: 0 }
+export const sizeLimits = { files: 8, functions: 0 }
 export const sizeTargets = { files: 8, functions: 3 }
 /** The edge's own readers: what every request passes through before a handler (token, limits, the JSON body). */
 export const edgeReaderFiles = ["packages/workers/src/http/Serve.ts", "packages/workers/src/http/JsonBody.ts", "packages/workers/src/http/Auth.ts", "packages/workers/src/http/TokenConfig.ts", "packages/workers/src/http/Accept.ts", "packages/workers/src/http/Traceparent.ts"]
