@@ -85,6 +85,52 @@ const describe = (error: unknown): string => {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
+/** An attempt worth another: why, and — when the API answered (429, 5xx) — its status, body and `Retry-After`. */
+interface Miss {
+  readonly failure: string
+  readonly status?: number
+  readonly answered?: unknown
+  readonly retryAfterMs?: number | undefined
+}
+
+/** A 429 or 5xx answer (its body read) as a miss. */
+const missOf = (response: Response, text: string): Miss => {
+  const answered = parse(text)
+  const message = apiError(answered).message
+  return {
+    failure: message === undefined ? `${response.status}` : `${response.status} ${message}`,
+    status: response.status,
+    answered,
+    retryAfterMs: Backoff.retryAfterMs(response.headers.get("retry-after"), Date.now())
+  }
+}
+
+/**
+ * Runs `once` up to `attempts` times, `Backoff.delay` apart, until it gives an answer; a throw (network, timeout)
+ * is a miss too. After the last miss, `Unavailable` naming `label` and the last reason (and answer, if any).
+ */
+const retried = async <A>(settings: Settings, label: string, attempts: number, once: () => Promise<{ readonly answer: A } | Miss>): Promise<A> => {
+  for (let attempt = 1; ; attempt++) {
+    let miss: Miss
+    try {
+      const outcome = await once()
+      if ("answer" in outcome) return outcome.answer
+      miss = outcome
+    } catch (error) {
+      miss = { failure: describe(error) }
+    }
+    if (attempt >= attempts) {
+      throw new Unavailable({
+        message: `${label}: no answer after ${attempt} attempt(s); the last: ${miss.failure}`,
+        attempts: attempt,
+        last: miss.failure,
+        ...(miss.status === undefined ? {} : { status: miss.status, body: miss.answered })
+      })
+    }
+    await sleep(Backoff.delay(settings.retry, attempt, Math.random(), miss.retryAfterMs))
+  }
+}
+
 export const request = async (settings: Settings, outgoing: Outgoing): Promise<Answer> => {
   const { method, path, body } = outgoing
   const url = `${settings.baseUrl.replace(/\/+$/, "")}${path}`
@@ -97,43 +143,19 @@ export const request = async (settings: Settings, outgoing: Outgoing): Promise<A
   const timed = !streamed && outgoing.stream !== true
   // Called without a receiver: a browser's `fetch` passed as `fetch: fetch` throws "Illegal invocation" when called as a method.
   const fetch = settings.fetch
-  for (let attempt = 1; ; attempt++) {
-    let status: number | undefined
-    let failure: string
-    let answered: unknown
-    let retryAfterMs: number | undefined
-    try {
-      const init: RequestInit & { duplex?: "half" } = {
-        method,
-        headers,
-        ...(body === undefined ? {} : typeof body === "string" ? { body } : { body: body.stream as BodyInit, duplex: "half" }),
-        ...(timed ? { signal: AbortSignal.timeout(settings.timeoutMs) } : {})
-      }
-      const response = await fetch(url, init)
-      if (outgoing.stream === true && response.ok) return { status: response.status, body: undefined, stream: response.body }
-      // Read the whole body inside the attempt: a body cut short is no answer, and is retried like one.
-      const text = await response.text()
-      if (!retryable(response.status)) return { status: response.status, body: parse(text) }
-      status = response.status
-      answered = parse(text)
-      const message = apiError(answered).message
-      failure = message === undefined ? `${response.status}` : `${response.status} ${message}`
-      retryAfterMs = Backoff.retryAfterMs(response.headers.get("retry-after"), Date.now())
-    } catch (error) {
-      status = undefined
-      answered = undefined
-      failure = describe(error)
+  return retried<Answer>(settings, `${method} ${path}`, attempts, async () => {
+    const init: RequestInit & { duplex?: "half" } = {
+      method,
+      headers,
+      ...(body === undefined ? {} : typeof body === "string" ? { body } : { body: body.stream as BodyInit, duplex: "half" }),
+      ...(timed ? { signal: AbortSignal.timeout(settings.timeoutMs) } : {})
     }
-    if (attempt >= attempts) {
-      throw new Unavailable({
-        message: `${method} ${path}: no answer after ${attempt} attempt(s); the last: ${failure}`,
-        attempts: attempt,
-        last: failure,
-        ...(status === undefined ? {} : { status, body: answered })
-      })
-    }
-    await sleep(Backoff.delay(settings.retry, attempt, Math.random(), retryAfterMs))
-  }
+    const response = await fetch(url, init)
+    if (outgoing.stream === true && response.ok) return { answer: { status: response.status, body: undefined, stream: response.body } }
+    // Read the whole body inside the attempt: a body cut short is no answer, and is retried like one.
+    const text = await response.text()
+    return retryable(response.status) ? missOf(response, text) : { answer: { status: response.status, body: parse(text) } }
+  })
 }
 
 /**
@@ -148,33 +170,11 @@ export const retrying = (settings: Settings): typeof globalThis.fetch => async (
   const path = url.startsWith(settings.baseUrl) ? url.slice(settings.baseUrl.replace(/\/+$/, "").length) : url
   const attempts = Math.max(1, Math.floor(settings.retry.maxAttempts))
   const fetch = settings.fetch
-  for (let attempt = 1; ; attempt++) {
-    let status: number | undefined
-    let failure: string
-    let answered: unknown
-    let retryAfterMs: number | undefined
-    try {
-      const response = await fetch(url, { ...init, signal: AbortSignal.timeout(settings.timeoutMs) })
-      const text = await response.text()
-      if (!retryable(response.status)) return new Response(response.status === 204 ? null : text, { status: response.status, statusText: response.statusText, headers: response.headers })
-      status = response.status
-      answered = parse(text)
-      const message = apiError(answered).message
-      failure = message === undefined ? `${response.status}` : `${response.status} ${message}`
-      retryAfterMs = Backoff.retryAfterMs(response.headers.get("retry-after"), Date.now())
-    } catch (error) {
-      status = undefined
-      answered = undefined
-      failure = describe(error)
-    }
-    if (attempt >= attempts) {
-      throw new Unavailable({
-        message: `${method} ${path}: no answer after ${attempt} attempt(s); the last: ${failure}`,
-        attempts: attempt,
-        last: failure,
-        ...(status === undefined ? {} : { status, body: answered })
-      })
-    }
-    await sleep(Backoff.delay(settings.retry, attempt, Math.random(), retryAfterMs))
-  }
+  return retried<Response>(settings, `${method} ${path}`, attempts, async () => {
+    const response = await fetch(url, { ...init, signal: AbortSignal.timeout(settings.timeoutMs) })
+    const text = await response.text()
+    return retryable(response.status)
+      ? missOf(response, text)
+      : { answer: new Response(response.status === 204 ? null : text, { status: response.status, statusText: response.statusText, headers: response.headers }) }
+  })
 }
