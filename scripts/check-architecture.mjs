@@ -276,6 +276,29 @@ const barrelImports = ({ root, packagesDir, files, texts, lexed, read, hit, isCo
   return barrelHits
 }
 
+/**
+ * One hit per line of `files` where any of `patterns` matches the code (comments and strings blanked), in file and
+ * line order. A pattern given as `[pattern, kind]` prefixes its hit's note with the kind (`SQL: …`).
+ */
+const hitsPerLine = ({ read, lineOf, hit, matches }, files, patterns) => {
+  const hits = []
+  for (const file of files) {
+    const { bare } = read(file)
+    const seen = new Set()
+    for (const entry of patterns) {
+      const [pattern, kind] = Array.isArray(entry) ? entry : [entry, undefined]
+      for (const m of matches(bare, pattern)) {
+        const line = lineOf(file, m.index)
+        if (seen.has(line)) continue
+        seen.add(line)
+        const found = hit(file, m.index)
+        hits.push(kind === undefined ? found : { ...found, note: `${kind}: ${found.note}` })
+      }
+    }
+  }
+  return hits.sort((a, b) => (a.file === b.file ? a.line - b.line : a.file < b.file ? -1 : 1))
+}
+
 // 8. Storage and queue doors under the HTTP edge (packages/workers/src/http): a handler maps a request onto a core
 //    use case, so it neither runs SQL, nor sends to a queue, nor reads or writes R2 itself. Counted by the doors'
 //    names (the bindings' own methods — get, put, list — are too common to count by name): SQL statements
@@ -284,8 +307,8 @@ const barrelImports = ({ root, packagesDir, files, texts, lexed, read, hit, isCo
 //    `.raw(`, `.prepare(`, `.batch(`); queue sends (`.sendBatch(`, `.send(` on an instance,
 //    `BatchConsumer.send`, the `Queues` door and the `QueueBindings` under it); R2 (`PAYLOADS`, the `PayloadBucket`,
 //    `BatchFiles` and `PayloadStore` doors). Calls on a capitalised module (`Effect.all`, `Tokens.run`) are not D1's.
-const edgeStorage = ({ filesOf, rel, read, lineOf, hit, matches }) => {
-  const edgeStorageHits = []
+const edgeStorage = (context) => {
+  const { filesOf, rel } = context
   const edgeDoors = [
     [/\bSql\s*\.\s*(?:statement|make)\s*\(/g, "SQL"],
     [/\b(?:yield\s*\*|Effect\s*\.\s*service\s*\()\s*(?:Sql\s*\.\s*(?:PlatformDatabase|ReadDatabase)|ProjectionStore\s*\.\s*ProjectionStore)\b/g, "SQL"],
@@ -298,22 +321,8 @@ const edgeStorage = ({ filesOf, rel, read, lineOf, hit, matches }) => {
     [/\b(?:PAYLOADS|PayloadBucket)\b/g, "R2"],
     [/\b(?:BatchFiles\s*\.\s*BatchFiles|PayloadStore\s*\.\s*PayloadStore)\b/g, "R2"]
   ]
-  for (const file of filesOf.workers ?? []) {
-    if (!rel(file).startsWith("packages/workers/src/http/")) continue
-    const { bare } = read(file)
-    const seen = new Set()
-    for (const [pattern, kind] of edgeDoors) {
-      for (const m of matches(bare, pattern)) {
-        const line = lineOf(file, m.index)
-        if (seen.has(line)) continue
-        seen.add(line)
-        edgeStorageHits.push({ ...hit(file, m.index), kind })
-      }
-    }
-  }
-  edgeStorageHits.sort((a, b) => (a.file === b.file ? a.line - b.line : a.file < b.file ? -1 : 1))
-  for (const h of edgeStorageHits) h.note = `${h.kind}: ${h.note}`
-  return edgeStorageHits
+  const http = (filesOf.workers ?? []).filter((file) => rel(file).startsWith("packages/workers/src/http/"))
+  return hitsPerLine(context, http, edgeDoors)
 }
 
 // 8b. Hand-parsed input under the HTTP edge: a handler's path, query and body are decoded by its endpoint's schemas
@@ -321,8 +330,8 @@ const edgeStorage = ({ filesOf, rel, read, lineOf, hit, matches }) => {
 //     `c.req.param` / `c.req.header`, `readBody`, `isObject` on a body, `request.json()`, `searchParams.get`,
 //     `headers.get` — outside the edge itself (Serve.ts, JsonBody.ts: the limits every JSON body
 //     is read within) and the raw routes the description cannot say (rawRouteFiles, each with its routes).
-const handParsedInputs = ({ filesOf, rel, read, lineOf, hit, matches }) => {
-  const handParsedHits = []
+const handParsedInputs = (context) => {
+  const { filesOf, rel } = context
   const handParsed = [
     /\bc\s*\.\s*req\s*\.\s*(?:query|queries|param|header|json|text|raw)\b/g,
     /\b(?:readBody|readJson|isObject)\s*\(/g,
@@ -330,21 +339,11 @@ const handParsedInputs = ({ filesOf, rel, read, lineOf, hit, matches }) => {
     /\bsearchParams\s*\.\s*(?:get|getAll|has)\s*\(/g,
     /\bheaders\s*\.\s*get\s*\(/g
   ]
-  for (const file of filesOf.workers ?? []) {
+  const handlers = (filesOf.workers ?? []).filter((file) => {
     const path = rel(file)
-    if (!path.startsWith("packages/workers/src/http/") || edgeReaderFiles.includes(path) || rawRouteFiles[path] !== undefined) continue
-    const { bare } = read(file)
-    const seen = new Set()
-    for (const pattern of handParsed) {
-      for (const m of matches(bare, pattern)) {
-        const line = lineOf(file, m.index)
-        if (!seen.has(line)) handParsedHits.push(hit(file, m.index))
-        seen.add(line)
-      }
-    }
-  }
-  handParsedHits.sort((a, b) => (a.file === b.file ? a.line - b.line : a.file < b.file ? -1 : 1))
-  return handParsedHits
+    return path.startsWith("packages/workers/src/http/") && !edgeReaderFiles.includes(path) && rawRouteFiles[path] === undefined
+  })
+  return hitsPerLine(context, handlers, handParsed)
 }
 
 // 9. The raw R2 bucket outside platform/: every read, write, listing and delete goes through the payload bucket's
@@ -353,28 +352,18 @@ const handParsedInputs = ({ filesOf, rel, read, lineOf, hit, matches }) => {
 //    a bucket (`bucket`, `…Bucket`, `PAYLOADS`); the raw types (`R2Bucket`, `R2Object…`, platform's `Bucket` and
 //    `BucketObject`), a module that takes the raw binding; and the `PAYLOADS` binding itself. Allowed: platform/,
 //    the composition (which hands the binding to Bindings) and rawBucketFiles.
-const rawBuckets = ({ files, rel, read, lineOf, hit, matches }) => {
-  const rawR2Hits = []
+const rawBuckets = (context) => {
+  const { files, rel } = context
   const rawR2 = [
     /(?<![\w$])(?:[\w$]*[bB]ucket|PAYLOADS)\s*\??\.\s*(?:put|get|head|list|delete)\s*\(/g,
     /(?<![\w$])(?:R2(?:Bucket|Objects?|ObjectBody)|Bucket|BucketObject)(?![\w$])/g,
     /(?<![\w$])PAYLOADS(?![\w$])/g
   ]
-  for (const file of files) {
+  const outside = files.filter((file) => {
     const path = rel(file)
-    if (platformFolders.some((folder) => path.startsWith(folder)) || compositionFiles.includes(path) || rawBucketFiles.includes(path)) continue
-    const { bare } = read(file)
-    const seen = new Set()
-    for (const pattern of rawR2) {
-      for (const m of matches(bare, pattern)) {
-        const line = lineOf(file, m.index)
-        if (!seen.has(line)) rawR2Hits.push(hit(file, m.index))
-        seen.add(line)
-      }
-    }
-  }
-  rawR2Hits.sort((a, b) => (a.file === b.file ? a.line - b.line : a.file < b.file ? -1 : 1))
-  return rawR2Hits
+    return !platformFolders.some((folder) => path.startsWith(folder)) && !compositionFiles.includes(path) && !rawBucketFiles.includes(path)
+  })
+  return hitsPerLine(context, outside, rawR2)
 }
 
 // 9b. The raw queue outside platform/: every send goes through the queues' door (`Queues`,
@@ -383,29 +372,19 @@ const rawBuckets = ({ files, rel, read, lineOf, hit, matches }) => {
 //    binding (`queue`, `…Queue`, `EVENTS_QUEUE`, `…_DLQ`: the door is `queues`); Cloudflare's queue types (`Queue`,
 //    `MessageSendRequest`, `QueueSendOptions`, `QueueSendBatchOptions`); and `QueueBindings`, the raw lookup the
 //    door is built on. Allowed: platform/, the composition and rawQueueFiles.
-const rawQueues = ({ files, rel, read, lineOf, hit, matches }) => {
-  const rawQueueHits = []
+const rawQueues = (context) => {
+  const { files, rel } = context
   const rawQueue = [
     /\.\s*sendBatch\s*\(/g,
     /(?<![\w$])(?:[\w$]*[qQ]ueue|[A-Z][A-Z0-9_]*_(?:QUEUE|DLQ)(?:_\d+)?)\s*\??\.\s*send\s*\(/g,
     /(?<![\w$.])(?:Queue|MessageSendRequest|QueueSendOptions|QueueSendBatchOptions)(?![\w$])/g,
     /(?<![\w$])QueueBindings(?![\w$])/g
   ]
-  for (const file of files) {
+  const outside = files.filter((file) => {
     const path = rel(file)
-    if (platformFolders.some((folder) => path.startsWith(folder)) || compositionFiles.includes(path) || rawQueueFiles.includes(path)) continue
-    const { bare } = read(file)
-    const seen = new Set()
-    for (const pattern of rawQueue) {
-      for (const m of matches(bare, pattern)) {
-        const line = lineOf(file, m.index)
-        if (!seen.has(line)) rawQueueHits.push(hit(file, m.index))
-        seen.add(line)
-      }
-    }
-  }
-  rawQueueHits.sort((a, b) => (a.file === b.file ? a.line - b.line : a.file < b.file ? -1 : 1))
-  return rawQueueHits
+    return !platformFolders.some((folder) => path.startsWith(folder)) && !compositionFiles.includes(path) && !rawQueueFiles.includes(path)
+  })
+  return hitsPerLine(context, outside, rawQueue)
 }
 
 // 9c. Undecoded row casts: a row read whose type the caller asserts instead of decoding. The D1 door decodes by schema
@@ -414,26 +393,13 @@ const rawQueues = ({ files, rel, read, lineOf, hit, matches }) => {
 //     D1's and SQLite's reads with a type argument (`.all<…>(`, `.first<…>(`, `.raw<…>(`, `.exec<…>(`) and an `as`
 //     cast right after a read (`.all()`, `.first()`, `.raw()`, `.one()`, `.toArray()`, `.results`, then `as T`;
 //     `as const` and `as unknown` are not row types). A method's declaration (`all<T>()` without a receiver) does not count.
-const rowCasts = ({ files, read, lineOf, hit, matches }) => {
-  const rowCastHits = []
+const rowCasts = (context) => {
   const typeArgument = "<(?:[^<>()]|<(?:[^<>()]|<[^<>()]*>)*>)*>"
   const rowCasts = [
     new RegExp(`\\.\\s*(?:all|first|raw|exec)\\s*${typeArgument}\\s*\\(`, "g"),
     /\.\s*(?:(?:all|first|raw|one|toArray)\s*\([^()]*\)|results\b)\s*\)?\s*(?:\[\s*\d*\s*\]\s*)?as\s+(?!const\b|unknown\b)[\w$({[]/g
   ]
-  for (const file of files) {
-    const { bare } = read(file)
-    const seen = new Set()
-    for (const pattern of rowCasts) {
-      for (const m of matches(bare, pattern)) {
-        const line = lineOf(file, m.index)
-        if (!seen.has(line)) rowCastHits.push(hit(file, m.index))
-        seen.add(line)
-      }
-    }
-  }
-  rowCastHits.sort((a, b) => (a.file === b.file ? a.line - b.line : a.file < b.file ? -1 : 1))
-  return rowCastHits
+  return hitsPerLine(context, context.files, rowCasts)
 }
 
 // 10. Non-test source lines (printed, not enforced).
