@@ -20,7 +20,7 @@ import * as OpenApi from "effect/http-api/OpenApi"
 import { cursor, describe, Json, limitParameter, nextCursor, problems } from "./Contract.js"
 import { Edge } from "./Edge.js"
 import { Endpoint, EndpointInput, listLimit, WithSecret } from "./Webhooks.js"
-/** The alert event types (core's `Alerts.eventTypes`; a test holds the two together). */
+/** The alert event types (the runtime, core's `Alerts`, reads them from here). */
 export const eventTypes = {
   healthChanged: "factline.health.changed",
   deadLettersOpened: "factline.dead_letter.opened"

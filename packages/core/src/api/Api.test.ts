@@ -1,6 +1,8 @@
 /**
  * The description (`@factline/core/api`) imports nothing of the runtime, so that a browser bundle can carry
- * it: the few values it shares with the runtime are written in both, and held together here.
+ * it. The runtime reads the values it shares from the description (run outcomes, dead-letter and job statuses,
+ * alert types, webhook limits, the dead letter's row); the queue names and the projection page limit, whose
+ * source is the runtime's, are written in both and held together here.
  */
 import * as HttpApi from "effect/http-api/HttpApi"
 import { describe, expect, it } from "vitest"

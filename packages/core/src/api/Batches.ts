@@ -24,7 +24,7 @@ import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
 import { cursor, describe, Json, limitParameter, nextCursor, oneOf, type PageLimit, problems, text } from "./Contract.js"
 import { Edge } from "./Edge.js"
-/** A job's status (core's `BatchJobs.statuses`; a test holds the two together). */
+/** A job's status (the runtime, core's `BatchJobs`, reads them from here). */
 export const jobStatuses = ["queued", "running", "succeeded", "failed", "cancelled"] as const
 
 const Job = Schema.Struct({

@@ -11,7 +11,7 @@ import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
 import { cursor, describe, limitParameter, nextCursor, oneOf, type PageLimit, problems, text, required, queueNames } from "./Contract.js"
 import { Edge } from "./Edge.js"
-/** A dead letter's status (core's `DeadLetterStore.statuses`; a test holds the two together). */
+/** A dead letter's status (the runtime, core's `DeadLetterStore`, reads them from here). */
 export const statuses = ["open", "replaying", "replayed", "skipped", "escalated"] as const
 
 /** A page of dead letters. */
@@ -21,7 +21,8 @@ const filters = {
   type: text("Message or fact type"),
   reason: text("Failure reason, e.g. permanent, retries_exhausted")
 }
-const DeadLetter = Schema.Struct({
+/** A dead letter as the list shows it (core's `DeadLetterStore` decodes its rows with it). */
+export const DeadLetter = Schema.Struct({
   id: Schema.String,
   queue: Schema.String,
   status: Schema.Literals(statuses),

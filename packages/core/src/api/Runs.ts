@@ -13,7 +13,7 @@ import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
 import { cursor, describe, limitParameter, nextCursor, oneOf, type PageLimit, problems, text, queueNames } from "./Contract.js"
 import { Edge } from "./Edge.js"
-/** A run's latest outcome (core's `Runs.outcomes`; a test holds the two together). */
+/** A run's latest outcome (the runtime, core's `Runs`, reads them from here). */
 export const outcomes = ["ok", "retry", "park", "dead", "rerun"] as const
 
 /** A page of runs. */

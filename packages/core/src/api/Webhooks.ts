@@ -24,7 +24,7 @@ import * as OpenApi from "effect/http-api/OpenApi"
 import { IsoDateTime } from "@factline/schemas"
 import { cursor, describe, Json, limitParameter, nextCursor, type PageLimit, problems } from "./Contract.js"
 import { Edge } from "./Edge.js"
-// An endpoint's limits (core's `WebhookStore`; a test holds them together).
+// An endpoint's limits (the runtime, core's `WebhookStore`, reads them from here).
 /** The most event types an endpoint subscribes to. */
 export const maxTypes = 100
 /** The longest description of an endpoint. */

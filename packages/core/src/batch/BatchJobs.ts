@@ -18,10 +18,12 @@ import * as Schema from "effect/Schema"
 import { ProjectionStore } from "../projections/ProjectionStore.js"
 import * as Failure from "../failures/Failure.js"
 import * as Time from "../platform/Time.js"
+import { jobStatuses } from "../api/Batches.js"
 
 export const operations = ["import", "export", "reconcile"] as const
 export type Operation = (typeof operations)[number]
-export const statuses = ["queued", "running", "succeeded", "failed", "cancelled"] as const
+/** A job's statuses, as the API describes them (`@factline/core/api`'s Batches). */
+export const statuses = jobStatuses
 export type Status = (typeof statuses)[number]
 /** A job keeps this many item errors (the first ones); `failed` counts them all. */
 export const maxErrors = 100

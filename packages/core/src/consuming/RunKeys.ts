@@ -4,10 +4,12 @@
  * hashes with Web Crypto); Runs re-exports what it exported before.
  */
 import { TraceContext } from "@factline/schemas"
+import { outcomes } from "../api/Runs.js"
 
 export type Level = "all" | "failures" | "none"
 
-export const outcomes = ["ok", "retry", "park", "dead", "rerun"] as const
+/** A run's outcomes, as the API describes them (`@factline/core/api`'s Runs). */
+export { outcomes }
 export type Outcome = (typeof outcomes)[number]
 
 /** One attempt as the consumer runtime settled it. */

@@ -3,14 +3,12 @@
  * keys graded (each queue's health, the ledger's relay, the dead letters), the timing constants, an alert's id
  * and the dead-letter summary an alert carries. Pure; Alerts re-exports what it exported.
  */
+import * as Described from "../api/Alerts.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import type * as WebhookStore from "../webhooks/WebhookStore.js"
 
-/** The alert event types operators subscribe their endpoints to. */
-export const eventTypes = {
-  healthChanged: "factline.health.changed",
-  deadLettersOpened: "factline.dead_letter.opened"
-} as const
+/** The alert event types operators subscribe their endpoints to, as the API describes them (`@factline/core/api`'s Alerts). */
+export const eventTypes = Described.eventTypes
 export type EventType = (typeof eventTypes)[keyof typeof eventTypes]
 
 /** The catalog alert endpoints are validated against: the alert event types, and no fact type. */

@@ -9,33 +9,18 @@ import type { Issues } from "@factline/schemas"
 import type { Queues, SendFailed } from "../platform/Queues.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as Cursor from "../tables/Cursor.js"
+import * as Described from "../api/DeadLetters.js"
 import type * as Failure from "../failures/Failure.js"
 
-export const statuses = ["open", "replaying", "replayed", "skipped", "escalated"] as const
+/** A dead letter's statuses, as the API describes them (`@factline/core/api`'s DeadLetters). */
+export const statuses = Described.statuses
 export type Status = (typeof statuses)[number]
 
 /** Who may see what: a tenant's own records, or (`null`) every tenant's (the platform scope). */
 export type Scope = { readonly tenantId: string | null; readonly actor: string }
 
-/** A dead letter as the list shows it (its row in `dead_messages`, without the message, stack and history). */
-export const Summary = Schema.Struct({
-  id: Schema.String,
-  queue: Schema.String,
-  status: Schema.Literals(statuses),
-  reason: Schema.String,
-  last_error: Schema.String,
-  attempts: Schema.Number,
-  tenant_id: Schema.NullOr(Schema.String),
-  message_type: Schema.NullOr(Schema.String),
-  idempotency_key: Schema.NullOr(Schema.String),
-  subject: Schema.NullOr(Schema.String),
-  first_attempted_at: Schema.String,
-  last_attempted_at: Schema.String,
-  received_at: Schema.String,
-  resolved_by: Schema.NullOr(Schema.String),
-  resolved_at: Schema.NullOr(Schema.String),
-  replay_operation_id: Schema.NullOr(Schema.String)
-})
+/** A dead letter as the list shows it (its row in `dead_messages`, without the message, stack and history): the API's `DeadLetter`. */
+export const Summary = Described.DeadLetter
 export type Summary = typeof Summary.Type
 
 /** The whole row: the summary, the stack, the original message and the history, as stored (JSON text). */

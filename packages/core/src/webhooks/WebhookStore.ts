@@ -14,6 +14,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { Issues } from "@factline/schemas"
 import { tenantKey } from "@factline/schemas"
+import * as Described from "../api/Webhooks.js"
 import * as Sql from "../platform/Sql.js"
 import * as Cursor from "../tables/Cursor.js"
 import * as Secrets from "./Secrets.js"
@@ -189,12 +190,11 @@ export interface Catalog {
 
 /** `FACTLINE_WEBHOOK_ENDPOINTS_PER_TENANT`'s default. */
 export const defaultEndpointsPerTenant = 20
-/** The most event types (or fact types) an endpoint lists. */
-export const maxTypes = 100
-/** The longest description of an endpoint. */
-export const maxDescription = 1_000
-/** The highest `max_per_second` and `max_in_flight` an endpoint may set. */
-export const maxRateLimit = 1_000
+/**
+ * The most event types (or fact types) an endpoint lists, the longest description, and the highest
+ * `max_per_second` and `max_in_flight`: as the API describes them (`@factline/core/api`'s Webhooks).
+ */
+export const { maxTypes, maxDescription, maxRateLimit } = Described
 
 /** An endpoint's row in `webhook_endpoints`. */
 const Row = Schema.Struct({
