@@ -11,7 +11,7 @@ import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import { Failure } from "@factline/core"
 import { Batches, BatchJobs, BatchStart } from "@factline/core/runtime"
 import { Issues } from "@factline/schemas"
-import { apiOf, Caller } from "./Edge.js"
+import { apiOf, Caller, RequestBody } from "./Edge.js"
 import { Forbidden, RequestRefused } from "./Problem.js"
 import { Contract, Batches as Description } from "@factline/core/api"
 
@@ -55,10 +55,10 @@ export const handlers = HttpApiBuilder.group(apiOf(Description.group), "batches"
      */
     // Raw (its body read by the edge within the JSON limits): the scope an operation takes is checked before the body's
     // fields, as the description cannot say per payload variant; then the body is decoded strictly by its schema.
-    .handleRaw("startBatch", ({ request }) =>
+    .handleRaw("startBatch", () =>
       Effect.gen(function*() {
         const caller = yield* Caller
-        const body: unknown = yield* Effect.orDie(request.json)
+        const body = yield* RequestBody
         const operation = Predicate.hasProperty(body, "operation") ? body.operation : undefined
         if (operation === "rebuild" && !caller.scopes.includes("platform")) return yield* new Forbidden({ message: 'a rebuild replays every tenant\'s facts: it takes the "platform" scope' })
         if ((operation === "import" || operation === "export" || operation === "reconcile") && !caller.scopes.includes("admin")) {

@@ -15,6 +15,13 @@ export type Caller = Described.Caller
 export type Edge = Described.Edge
 export type PublicEdge = Described.PublicEdge
 
+/**
+ * The JSON body of the request being served, as the edge read it within the limits (JsonBody.ts): what a raw
+ * handler reads (`POST /v1/events`, `POST /v1/batches`) instead of parsing the body again. Provided for an
+ * endpoint with a JSON payload.
+ */
+export class RequestBody extends Context.Service<RequestBody, unknown>()("@factline/workers/http/RequestBody") {}
+
 /** The Worker's bindings of the request being served (what the authentication and the rate limit read). */
 export class WorkerEnv extends Context.Service<WorkerEnv, PlatformEnv>()("@factline/workers/http/WorkerEnv") {}
 

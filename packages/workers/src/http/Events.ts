@@ -13,7 +13,7 @@ import { Events as Description } from "@factline/core/api"
 import { Telemetry } from "@factline/core/runtime"
 import { Issues } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
-import { apiOf, Caller } from "./Edge.js"
+import { apiOf, Caller, RequestBody } from "./Edge.js"
 import { Forbidden } from "./Problem.js"
 import * as Traceparent from "./Traceparent.js"
 
@@ -57,7 +57,7 @@ const accept = (request: Request) =>
     const caller = yield* Caller
     const trace = Traceparent.ofRequest(request.headers)
     if (!trace.ok) return yield* new Failure.InvalidInput({ message: trace.message, problems: trace.problems })
-    const body: unknown = yield* Effect.promise(() => request.json())
+    const body = yield* RequestBody
     const mode = CloudEvents.mode(request.headers.get("content-type") ?? undefined, request.headers)
     let inputs: Inputs
     if (mode !== undefined) inputs = yield* fromCloudEvents(mode, request, body, yield* Registry.Registry)

@@ -28,7 +28,7 @@ import type { PlatformEnv } from "../Env.js"
 import type { PlatformRuntime, PlatformServices } from "../Services.js"
 import { authenticate, type Principal } from "./Auth.js"
 import { BodyUsage, maxUrlBytes, queryNames, queryRefusal, scopesOf } from "./Contract.js"
-import { Caller, Edge, PublicEdge, WorkerEnv } from "./Edge.js"
+import { Caller, Edge, PublicEdge, RequestBody, WorkerEnv } from "./Edge.js"
 import { readJson } from "./JsonBody.js"
 import { answerFor, noSniff, RequestRefused } from "./Problem.js"
 import * as RateLimit from "./RateLimit.js"
@@ -72,7 +72,7 @@ const hasNoBody = (request: Request) =>
  * body's media type and limits. Its caller, and the request the handler decodes (its JSON body already
  * read within the limits).
  */
-const admit = async (env: PlatformEnv, request: Request, guard: Guard, authenticated: boolean): Promise<{ readonly caller: Principal | undefined; readonly request: Request | undefined }> => {
+const admit = async (env: PlatformEnv, request: Request, guard: Guard, authenticated: boolean): Promise<{ readonly caller: Principal | undefined; readonly request: Request | undefined; readonly body?: unknown }> => {
   const caller = authenticated ? await authenticate(env, request.headers.get("authorization") ?? undefined, guard.scopes as Parameters<typeof authenticate>[2]) : undefined
   if (caller !== undefined) await RateLimit.check(env, caller.tenantId)
   const params = new URL(request.url).searchParams
@@ -85,7 +85,15 @@ const admit = async (env: PlatformEnv, request: Request, guard: Guard, authentic
   // The media type the body was read as (its parameters dropped: the body is re-encoded as UTF-8 JSON).
   headers.set("content-type", empty ? "application/json" : (request.headers.get("content-type") ?? "").split(";")[0]!.trim().toLowerCase())
   headers.delete("content-length")
-  return { caller, request: new Request(request.url, { method: request.method, headers, body: JSON.stringify(value) }) }
+  // The handler that decodes by schema reads this request; a raw one takes the value itself (`RequestBody`), so
+  // the JSON is written again only when it is read.
+  const text = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      controller.enqueue(new TextEncoder().encode(JSON.stringify(value)))
+      controller.close()
+    }
+  })
+  return { caller, body: value, request: new Request(request.url, { method: request.method, headers, body: text, duplex: "half" } as RequestInit) }
 }
 
 /** An input the endpoint's schemas refused: a 400 naming each field (`invalid_query` for the query string). */
@@ -127,7 +135,10 @@ const guarded = (handler: Effect.Effect<HttpServerResponse.HttpServerResponse, u
       const admitted = yield* Effect.tryPromise({ try: () => admit(env, request, guard, authenticated), catch: (error) => error })
       const served = admitted.request === undefined
         ? handler
-        : Effect.provideService(handler, HttpServerRequest.HttpServerRequest, HttpServerRequest.fromWeb(admitted.request))
+        : handler.pipe(
+          Effect.provideService(HttpServerRequest.HttpServerRequest, HttpServerRequest.fromWeb(admitted.request)),
+          Effect.provideService(RequestBody, admitted.body)
+        )
       const response = yield* (admitted.caller === undefined ? served : Effect.provideService(served, Caller, admitted.caller))
       // Never cached unless the handler says otherwise (the public documents are).
       return HttpServerResponse.setHeaders(response, response.headers["cache-control"] === undefined ? { ...noSniff, ...noStore } : noSniff)
