@@ -10,7 +10,7 @@ export const rule = "lower-case letters and digits in words joined by '_', '-' o
 
 const pattern = /^[a-z][a-z0-9]*(?:[._-][a-z0-9]+)*$/
 
-export type Kind = "module" | "handler" | "decider" | "processor" | "projection" | "fact type" | "message type" | "webhook event type" | "timer"
+export type Kind = "module" | "handler" | "decider" | "processor" | "projection" | "fact type" | "message type" | "webhook event type" | "timer" | "workflow" | "workflow step"
 
 export class NamingError extends Error {
   override readonly name = "NamingError"
