@@ -495,3 +495,37 @@ export const projectionVersions = sqliteTable("projection_versions", {
   detail: text("detail"),
   updatedAt: text("updated_at").notNull()
 })
+
+/**
+ * Workflow instances as the operators see them (`GET /v1/workflows`, the dashboard): one row per instance,
+ * keyed by tenant and instance id, written when a fact starts it and as it moves (the step it is on, its
+ * attempts, what it waits for and until when, the facts it appended, how it ended). Cloudflare Workflows keeps
+ * the instance itself; this is the index it has no API for (a binding cannot list instances). Pruned by age
+ * once ended (Maintenance).
+ */
+export const workflowInstances = sqliteTable(
+  "workflow_instances",
+  {
+    tenantId: text("tenant_id").notNull(),
+    instanceId: text("instance_id").notNull(),
+    workflow: text("workflow").notNull(),
+    subject: text("subject").notNull(),
+    startFactId: text("start_fact_id").notNull(),
+    status: text("status", { enum: ["queued", "running", "sleeping", "waiting", "compensating", "complete", "failed", "terminated"] }).notNull(),
+    step: text("step"),
+    attempts: integer("attempts").notNull().default(0),
+    waitingFor: text("waiting_for"),
+    waitUntil: text("wait_until"),
+    /** JSON array of the ids of the facts it appended. */
+    facts: text("facts").notNull().default("[]"),
+    error: text("error"),
+    traceparent: text("traceparent"),
+    startedAt: text("started_at").notNull(),
+    updatedAt: text("updated_at").notNull()
+  },
+  (t) => [
+    primaryKey({ columns: [t.tenantId, t.instanceId] }),
+    index("workflow_instances_by_tenant_updated").on(t.tenantId, t.updatedAt),
+    index("workflow_instances_by_updated").on(t.updatedAt)
+  ]
+)
