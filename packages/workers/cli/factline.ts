@@ -19,7 +19,9 @@ const local: Record<string, () => Promise<Command>> = {
   init: () => import("./init.js"),
   tokens: () => import("./tokens.js"),
   deploy: () => import("./deploy.js"),
+  dev: () => import("./dev.js"),
   "new:module": () => import("./new-module.js"),
+  "new:version": () => import("./new-version.js"),
   "db:generate": () => import("./generate.js")
 }
 
@@ -32,6 +34,11 @@ local commands:
   deploy [--env NAME] [--dry-run]           create queues, D1 databases, R2, apply migrations, deploy (factline deploy --help)
   new:module <name> [--app DIR]             scaffold a module (event, handler, processor, projection, table, specs),
                                             register it in src/modules.ts, generate its migration
+  new:version <module> <type> [--app DIR] [--no-snapshot]
+                                            the next version of a message or fact type: its schema (a copy of the
+                                            latest), .version(N+1, …) with an upcaster stub, its schema snapshot
+  dev [wrangler dev options]                the app's npm run dev: typecheck (a type error stops it), local migrations,
+                                            the development banner, wrangler dev, the start-up and catch-up checks
   db:generate [--name N] [--rename A:B] [--create C]
                                             drizzle-kit generate without its interactive rename question
 

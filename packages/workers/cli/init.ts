@@ -3,8 +3,8 @@
  * fact, a projection), `src/modules.ts`, a Drizzle schema with the platform's tables and the initial
  * migration, `wrangler.jsonc` with every queue and DLQ and the policies' consumer settings (generated,
  * with staging and production environments) and the package's static assets (the dashboard, /docs), vitest configs (specs in Node, integration tests in workerd
- * with @cloudflare/vitest-plugin), and a `.dev.vars` with a fresh local token and secrets key — so that
- * `npm install && npm run dev` and `npm install && npm test` work there. It refuses a non-empty directory
+ * with @cloudflare/vitest-plugin), and a `.dev.vars` with fresh local tokens (the tenant's and a platform
+ * token, both printed) and secrets key — so that `npm install && npm run dev` and `npm install && npm test` work there. It refuses a non-empty directory
  * and installs nothing. `--from DIR` points the app's @factline/* dependencies at packed tarballs
  * (`npm run pack:local` in the factline repository) instead of the registry.
  */
@@ -79,16 +79,29 @@ export const wranglerConfig = (name: string): string => {
   })}\n`
 }
 
-/** `.dev.vars`: a fresh local token (its hash configured, the token in a comment), a local secrets key. */
+/** The tenant of the platform's operators (the platform token `init` writes: `platform` scope). */
+export const platformTenant = "factline"
+
+/**
+ * `.dev.vars`: two fresh local tokens (their hashes configured, the tokens in comments, which `factline dev`
+ * reads and prints): `local`, the tenant's (events:write, read, admin), and `platform`, the operators' (the
+ * dashboard, health, recover, rebuilds, the catch-up check of `npm run dev`); and a local secrets key.
+ */
 export const devVars = ({ tenant }: { readonly tenant: string }) => {
   const token = Tokens.generate()
-  const entry = Tokens.entryFor(token, { name: "local", tenant, scopes: ["events:write", "read", "admin"] })
+  const platformToken = Tokens.generate()
+  const entries = [
+    Tokens.entryFor(token, { name: "local", tenant, scopes: ["events:write", "read", "admin"] }),
+    Tokens.entryFor(platformToken, { name: "platform", tenant: platformTenant, scopes: ["platform"] })
+  ]
   return {
     token,
+    platformToken,
     text: `# LOCAL DEVELOPMENT ONLY — never deploy these values (production: wrangler secret put, or npm run deploy -- --secrets-file).
 # Your local token (tenant ${tenant}; events:write, read, admin): ${token}
+# Your platform token (tenant ${platformTenant}; platform): ${platformToken}
 # More tokens: npm run tokens -- create --tenant T --scopes read --name NAME --file .dev.vars
-FACTLINE_TOKENS='${Tokens.serialize([entry])}'
+FACTLINE_TOKENS='${Tokens.serialize(entries)}'
 # The AES-GCM key webhook signing secrets are sealed with (base64 of 32 random bytes).
 FACTLINE_SECRETS_KEY='${randomBytes(32).toString("base64")}'
 # Webhook endpoints may be http and on loopback (a receiver on this machine). Never in production.
@@ -154,14 +167,15 @@ export const run = async (argv: ReadonlyArray<string>, io: Io = stdio): Promise<
   const where = relative(process.cwd(), dir) || "."
   io.out(`created a factline app in ${where} (Worker ${name}, @factline/* ${packageJson.version}${from ? ` from the tarballs in ${relative(process.cwd(), resolve(options.from ?? ".")) || "."}` : ""})
 
-local token (tenant ${tenant}; also in .dev.vars, local only):
-  ${vars.token}
+local tokens (also at the top of .dev.vars and printed by npm run dev; local only):
+  local     ${vars.token}   (tenant ${tenant}; events:write, read, admin)
+  platform  ${vars.platformToken}   (tenant ${platformTenant}; platform: the dashboard, health, recover)
 
 next:
   cd ${where}
   npm install
-  npm run dev        # http://localhost:8787
-  npm test           # specs in Node, then the app inside workerd
+  npm test           # typecheck, specs in Node, then the app inside workerd
+  npm run dev        # typecheck, then http://localhost:8787 (dashboard: /dashboard, with the platform token)
   npm run deploy -- --env staging --dry-run
 `)
   return 0

@@ -23,6 +23,7 @@ import type * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import { Api, Conflict, Files, Forbidden, InvalidQuery, InvalidRequest, NotFound, type RequestError, Unauthorized, Unavailable, UnexpectedResponse } from "@factline/client"
 import { Batches, DeadLetters, Projections, Queues, Recovery, Runs, Tenants } from "@factline/core/api"
 import * as Args from "./Args.js"
+import * as Stacks from "./Stacks.js"
 
 export class UsageError extends Error {}
 /** What the API answered with, or that it could not be reached: printed, exit 1. */
@@ -101,8 +102,9 @@ const showRecord = (r: Api.Output<typeof DeadLetters.getDeadLetter> & { readonly
     for (const e of r.history) lines.push(`  ${clean(e.at)}  ${clean(e.action)} by ${clean(e.by)}${e.note ? ` — ${clean(e.note)}` : ""}${e.operation_id ? ` (${clean(e.operation_id)})` : ""}`)
   }
   if (typeof r.stack === "string" && r.stack !== "") {
-    // A defect's stack, one frame a line (each line cleaned of control characters, as every other value).
-    lines.push("", dim("stack"), ...r.stack.split("\n").map((line) => `  ${clean(line.trim())}`))
+    // A defect's stack, one frame a line (each line cleaned of control characters, as every other value); frames
+    // in a local `wrangler dev` bundle name the team's source (Stacks.mapStack) when its source map is here.
+    lines.push("", dim("stack"), ...Stacks.mapStack(r.stack).split("\n").map((line) => `  ${clean(line.trim())}`))
   }
   if (r.original_message !== undefined) {
     lines.push("", dim("original message"))
