@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 /**
- * `npm run dev`'s last step: `wrangler dev` with the arguments given (`npm run dev -- --port 8795`), plus
+ * `npm run dev`'s last step: `wrangler dev` with the arguments given (`npm run dev -- --port 8795`), unminified
+ * (`--minify=false`, whatever wrangler.jsonc says for deploys: a defect's stack names functions and lines the
+ * source map beside the bundle resolves — `factline dlq show` prints them as `src/…:line`), plus
  * `FACTLINE_KEEP_ACCEPTED=10m` (accepted events kept in R2 for 10 minutes, so `factline recover` can re-send
  * what a restart of the local queues lost), and, once it serves, the start-up check (StartupCheck.mjs): how
  * many facts of the last 10 minutes may not have reached their queues, and the command that recovers them; then
@@ -14,7 +16,7 @@ import { catchUp, check, keepAccepted } from "./StartupCheck.mjs"
 const args = process.argv.slice(2)
 const portArg = args.indexOf("--port")
 const port = portArg >= 0 ? Number(args[portArg + 1]) : Number(args.find((a) => a.startsWith("--port="))?.slice(7) ?? 8787)
-const dev = spawn("wrangler", ["dev", "--var", `FACTLINE_KEEP_ACCEPTED:${keepAccepted}`, ...args], { stdio: "inherit", env: process.env })
+const dev = spawn("wrangler", ["dev", "--minify=false", "--var", `FACTLINE_KEEP_ACCEPTED:${keepAccepted}`, ...args], { stdio: "inherit", env: process.env })
 for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => dev.kill(signal))
 dev.on("exit", (code, signal) => process.exit(code ?? (signal ? 1 : 0)))
 
