@@ -11,6 +11,7 @@ import { afterAll, describe, expect, it } from "vitest"
 import * as PlatformTables from "@factline/core/tables"
 import * as Assets from "../dashboard/build.mjs"
 import * as Auth from "../src/http/Auth.ts"
+import * as Dev from "./dev.ts"
 import * as Init from "./init.ts"
 import * as WranglerConfig from "./WranglerConfig.ts"
 
@@ -39,11 +40,18 @@ describe("factline init", () => {
     expect(pkg.dependencies["@factline/workers"]).toBe(readJson(join(root, "packages/workers/package.json")).version)
   })
 
-  it("writes a .dev.vars whose local token authenticates and whose secrets key is 32 bytes", async () => {
+  it("writes a .dev.vars whose local and platform tokens authenticate (as factline dev reads them) and whose secrets key is 32 bytes", async () => {
     const vars = readFileSync(join(app, ".dev.vars"), "utf8")
     const token = /# Your local token .*: (fl_[0-9A-Za-z]{43})$/m.exec(vars)[1]
-    const principal = Auth.principals(/^FACTLINE_TOKENS='(.*)'$/m.exec(vars)[1]).get(await Auth.sha256Hex(token))
-    expect(principal).toEqual({ tenantId: "local", scopes: ["events:write", "read", "admin"], name: "local" })
+    const principals = Auth.principals(/^FACTLINE_TOKENS='(.*)'$/m.exec(vars)[1])
+    expect(principals.get(await Auth.sha256Hex(token))).toEqual({ tenantId: "local", scopes: ["events:write", "read", "admin"], name: "local" })
+    const read = Dev.readDevVars(app)
+    expect(read.tokens.map((t) => t.name)).toEqual(["local", "platform"])
+    const platform = read.tokens.find((t) => t.name === "platform").token
+    expect(principals.get(await Auth.sha256Hex(platform))).toEqual({ tenantId: "factline", scopes: ["platform"], name: "platform" })
+    const banner = Dev.banner(read, 8787).join("\n")
+    expect(banner).toContain("retries: development scale 1/60 (production unchanged)")
+    expect(banner).toContain(`token platform (tenant factline; platform): ${platform}`)
     expect(Buffer.from(/^FACTLINE_SECRETS_KEY='(.*)'$/m.exec(vars)[1], "base64")).toHaveLength(32)
     expect(vars).toContain("FACTLINE_LOCAL_DEVELOPMENT='true'")
     expect(readFileSync(join(app, ".gitignore"), "utf8")).toContain(".dev.vars")
