@@ -6,7 +6,7 @@
  * grouped ones (EVENTS, PROJECTIONS, FACT_PROCESSING) add `<NAME>_QUEUE_<g>`
  * for each tenant group g > 0 (QueueGroups).
  */
-import type { EndpointLimiter, LedgerNamespace } from "@factline/core/runtime"
+import type { EndpointLimiter, LedgerNamespace, Workflows } from "@factline/core/runtime"
 
 export interface PlatformEnv {
   /** The platform database: shard registry, tenant placement map, metrics, batch inbox. */
@@ -80,6 +80,8 @@ export interface PlatformEnv {
    * The static assets binding (`assets.binding` in wrangler.jsonc, directory `@factline/workers/dist/assets`):
    * the dashboard and /docs pages. Optional: without it those two routes answer 404 saying how to add it.
    */
+  /** Cloudflare Workflows: the binding of class FactlineWorkflow that runs every module's workflows (absent: none run). */
+  readonly FACTLINE_WORKFLOWS?: Workflows.WorkflowBinding
   readonly ASSETS?: Fetcher
   /**
    * The HTTP edge's default per-tenant rate limit: a Rate Limiting binding (`ratelimits` in wrangler config,

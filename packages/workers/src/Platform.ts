@@ -36,6 +36,7 @@ import {
   WebhookConsumer
 } from "@factline/core/runtime"
 import type { PlatformEnv } from "./Env.js"
+import * as FactlineWorkflow from "./FactlineWorkflow.js"
 import * as Api from "./http/Api.js"
 import * as LoadTimeEnv from "./LoadTimeEnv.js"
 import * as Services from "./Services.js"
@@ -157,6 +158,7 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>, options: Opt
     throw error
   }
   const runtime = Services.runtimes(registry)
+  FactlineWorkflow.install(runtime)
   const api = Api.make(runtime)
 
   return {

@@ -46,7 +46,8 @@ const bindings = (env: PlatformEnv) =>
     readDatabases: readDatabases(env),
     payloads: env.PAYLOADS,
     queue: queueBinding(env),
-    analytics: Bindings.AnalyticsEngine.layer(env.METRICS)
+    analytics: Bindings.AnalyticsEngine.layer(env.METRICS),
+    ...(env.FACTLINE_WORKFLOWS === undefined ? {} : { workflows: env.FACTLINE_WORKFLOWS })
   })
 
 /** The `FACTLINE_*` variables (and any other string var) of `env`, for `Config`. */

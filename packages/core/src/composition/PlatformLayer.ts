@@ -39,6 +39,7 @@ import { Settings } from "./Settings.js"
 import { FactsWindow } from "../archive/Archive.js"
 import { FactsCopySetting } from "../projections/FactsCopy.js"
 import { TenantPlacement } from "../placement/Placement.js"
+import { WorkflowRecords } from "../workflows/WorkflowRecords.js"
 
 /** Every service the platform's programs use: the registry, the settings, the bindings and the stores over them. */
 export type Services =
@@ -67,6 +68,7 @@ export type Services =
   | FactsCopySetting
   | TenantPlacement
   | MetricsTally.MetricsTally
+  | WorkflowRecords
 
 export interface Options {
   /** `source` of events accepted without one (`http` in the Worker). */
@@ -122,7 +124,8 @@ export const services = (registry: Registry.Shape, options: Options) =>
       DeadLetterStore.layer,
       BatchFiles.layer(storage),
       FactsWindow.layer(settings.factsWindowDays),
-      FactsCopySetting.layer(settings.factsCopy)
+      FactsCopySetting.layer(settings.factsCopy),
+      WorkflowRecords.layer
     ).pipe(Layer.provideMerge(TenantPlacement.layer({ open: settings.readDatabasesOpen, cacheMs: settings.placementCacheMs })))
   }))
 

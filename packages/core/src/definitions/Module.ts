@@ -17,6 +17,7 @@ import * as Naming from "./Naming.js"
 import type * as Processor from "./Processor.js"
 import type { Projection } from "./Projection.js"
 import type * as Webhook from "./Webhook.js"
+import type * as Workflow from "./Workflow.js"
 
 export interface Module<Tables extends object = object> {
   readonly name: string
@@ -25,6 +26,8 @@ export interface Module<Tables extends object = object> {
   readonly projections: ReadonlyArray<Projection>
   /** The webhook events this module publishes (its part of the catalog). */
   readonly webhooks: ReadonlyArray<Webhook.Any>
+  /** Its workflows: multi-step work started by a fact (Workflow.ts), run on Cloudflare Workflows. */
+  readonly workflows: ReadonlyArray<Workflow.Any>
   /** The module's Drizzle tables (its projections' tables), for the app's Drizzle schema. */
   readonly tables: Tables
   /** The services its handlers, deciders and processors require, as one layer (none: they require nothing). */
@@ -34,9 +37,9 @@ export interface Module<Tables extends object = object> {
 /** A module's layer, whatever it provides: self-contained (it requires nothing), it may fail to build. */
 export type AnyLayer = Layer.Layer<never, unknown, never>
 
-/** What the handlers `H` and processors `P` require that `Provided` does not provide (`never`: nothing). */
-export type Missing<H extends ReadonlyArray<Handler.Any>, P extends ReadonlyArray<Processor.Any>, Provided> = Exclude<
-  Handler.ServicesOf<H[number]> | Processor.ServicesOf<P[number]>,
+/** What the handlers `H`, processors `P` and workflows `W` require that `Provided` does not provide (`never`: nothing). */
+export type Missing<H extends ReadonlyArray<Handler.Any>, P extends ReadonlyArray<Processor.Any>, Provided, W extends ReadonlyArray<Workflow.Any> = []> = Exclude<
+  Handler.ServicesOf<H[number]> | Processor.ServicesOf<P[number]> | Workflow.ServicesOf<W[number]>,
   Provided
 >
 
@@ -54,9 +57,10 @@ type IsAny<T> = 0 extends 1 & T ? true : false
  */
 export type Requires<M> = IsAny<M> extends true ? unknown : [M] extends [never] ? unknown : { readonly layer: MissingServices<M> }
 
-export interface Parts<Tables extends object, H extends ReadonlyArray<Handler.Any>, P extends ReadonlyArray<Processor.Any>, Provided> {
+export interface Parts<Tables extends object, H extends ReadonlyArray<Handler.Any>, P extends ReadonlyArray<Processor.Any>, Provided, W extends ReadonlyArray<Workflow.Any> = []> {
   readonly handlers?: H
   readonly processors?: P
+  readonly workflows?: W
   readonly projections?: ReadonlyArray<Projection>
   readonly webhooks?: ReadonlyArray<Webhook.Any>
   /** Its Drizzle tables module (`import * as Tables from "./Tables.js"`): typed in the app's schema. */
@@ -69,16 +73,18 @@ export const make = <
   Tables extends object = object,
   const H extends ReadonlyArray<Handler.Any> = [],
   const P extends ReadonlyArray<Processor.Any> = [],
-  Provided = never
+  Provided = never,
+  const W extends ReadonlyArray<Workflow.Any> = []
 >(
   name: string,
-  parts: Parts<Tables, H, P, Provided> & Requires<Missing<H, P, Provided>>
+  parts: Parts<Tables, H, P, Provided, W> & Requires<Missing<H, P, Provided, W>>
 ): Module<Tables> => ({
   name: Naming.check("module", name),
   handlers: parts.handlers ?? [],
   processors: parts.processors ?? [],
   projections: parts.projections ?? [],
   webhooks: parts.webhooks ?? [],
+  workflows: parts.workflows ?? [],
   tables: parts.tables ?? ({} as Tables),
   layer: parts.layer as AnyLayer | undefined
 })

@@ -17,6 +17,7 @@ import * as Layer from "effect/Layer"
 import { make as door, PlatformDatabase, type Sql } from "./Sql.js"
 import { type QueueBinding, QueueBindings } from "./Queues.js"
 import { type Bucket, PayloadBucket } from "./Storage.js"
+import { type WorkflowBinding, Workflows } from "./Workflows.js"
 
 /** The read databases (`FACTLINE_READ_DB_0…`) by index, each behind its door; empty when none is bound (the platform database serves). */
 export class ReadDatabases extends Context.Service<ReadDatabases, {
@@ -54,9 +55,11 @@ export interface Bindings {
   readonly payloads: Bucket
   readonly queue: (name: string) => QueueBinding | undefined
   readonly analytics: Layer.Layer<AnalyticsEngine>
+  /** The `workflows` binding (class FactlineWorkflow), when the platform runs workflows. */
+  readonly workflows?: WorkflowBinding
 }
 
-export type Services = PlatformDatabase | ReadDatabases | QueueBindings | PayloadBucket | AnalyticsEngine
+export type Services = PlatformDatabase | ReadDatabases | QueueBindings | PayloadBucket | AnalyticsEngine | Workflows
 
 /** Every binding's service, from the bindings. */
 export const layer = (bindings: Bindings): Layer.Layer<Services> =>
@@ -65,5 +68,6 @@ export const layer = (bindings: Bindings): Layer.Layer<Services> =>
     Layer.succeed(ReadDatabases, { databases: (bindings.readDatabases ?? []).map((binding, i) => door(`read_${i}`, binding)) }),
     Layer.succeed(QueueBindings, { queue: bindings.queue }),
     PayloadBucket.layer(bindings.payloads),
-    bindings.analytics
+    bindings.analytics,
+    Workflows.layer(bindings.workflows)
   )

@@ -32,6 +32,9 @@ import { relayFor } from "../relay/FactRelay.js"
 import { Registry, runDeclared } from "../registry/Registry.js"
 import * as Timer from "../definitions/Timer.js"
 import * as Telemetry from "../platform/Telemetry.js"
+import * as WorkflowInstances from "../workflows/Instances.js"
+
+const isFailed = (outcome: Consumer.Outcome | undefined) => outcome !== undefined && Result.isFailure(outcome)
 
 export const process = Effect.fn("ProcessingConsumer.process")(function*(items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) {
   const registry = yield* Registry
@@ -87,6 +90,9 @@ export const process = Effect.fn("ProcessingConsumer.process")(function*(items: 
     })
   }
   yield* relayFor(toRelay, outcomes)
+  // The workflows these facts start, and the waiting instances they wake (a failure retries the fact: both are idempotent).
+  const started = yield* WorkflowInstances.dispatch(items.filter(({ key, value }) => !value.replayed && !isFailed(outcomes.get(key))).map(({ key, value }) => ({ key, fact: value.fact })))
+  for (const [key, error] of started) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `workflows: ${error.message}` })))
   return outcomes as ReadonlyMap<string, Consumer.Outcome>
 })
 

@@ -46,7 +46,7 @@ const build = Effect.fnUntraced(function*(modules: ReadonlyArray<Module>) {
         built = { _tag: "Broken", error: new Failure.PermanentError({ message }) }
       }
     }
-    for (const code of [...module.handlers, ...module.processors]) byName.set(code.name, built)
+    for (const code of [...module.handlers, ...module.processors, ...module.workflows]) byName.set(code.name, built)
   }
   return ModuleLayers.of({
     provide: <A, E>(name: string, effect: Effect.Effect<A, E, any>) => {

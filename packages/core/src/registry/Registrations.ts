@@ -14,6 +14,7 @@ import * as PlatformFacts from "../definitions/PlatformFacts.js"
 import type * as Processor from "../definitions/Processor.js"
 import * as Projection from "../definitions/Projection.js"
 import type * as Webhook from "../definitions/Webhook.js"
+import type * as Workflow from "../definitions/Workflow.js"
 
 export class RegistryConfigError extends Error {
   override readonly name = "RegistryConfigError"
@@ -60,6 +61,7 @@ export const handlersOf = (modules: ReadonlyArray<Module>) => {
       handlers.set(type, { handler, module: module.name })
     }
     for (const processor of module.processors) claim("processor", processor.name, module.name)
+    for (const workflow of module.workflows) claim("workflow", workflow.name, module.name)
   }
   return handlers
 }
@@ -75,7 +77,8 @@ export const factsOf = (modules: ReadonlyArray<Module>) => {
   for (const module of modules) {
     const emitters: Array<{ by: string; emits: ReadonlyArray<FactDefinition.Any> }> = [
       ...module.handlers.map((h) => ({ by: `${h._tag === "Decider" ? "decider" : "handler"} "${h.name}"`, emits: h.emits })),
-      ...module.processors.map((p) => ({ by: `processor "${p.name}"`, emits: p.emits }))
+      ...module.processors.map((p) => ({ by: `processor "${p.name}"`, emits: p.emits })),
+      ...module.workflows.map((w) => ({ by: `workflow "${w.name}"`, emits: w.emits }))
     ]
     for (const { by, emits } of emitters) {
       for (const definition of emits) {
@@ -162,8 +165,32 @@ const webhooksOf = (modules: ReadonlyArray<Module>, listens: ReturnType<typeof l
   return { webhookEvents, webhooksByFact }
 }
 
-/** What listens to facts — processors, projections, webhook events — checked against the facts' owners. */
+/**
+ * The workflows by the fact type that starts them, and the waits by the fact type that ends them (each a
+ * workflow and one of its wait names); the facts they start on and wait for checked like any listener's.
+ */
+const workflowsOf = (modules: ReadonlyArray<Module>, listens: ReturnType<typeof listening>["listens"]) => {
+  const workflows = new Map<string, Workflow.Any>()
+  const startedBy = new Map<string, Array<Workflow.Any>>()
+  const waitedBy = new Map<string, Array<{ readonly workflow: Workflow.Any; readonly wait: string }>>()
+  for (const module of modules) {
+    for (const workflow of module.workflows) {
+      listens(`workflow "${workflow.name}"`, module.name, workflow.start)
+      workflows.set(workflow.name, workflow)
+      startedBy.set(workflow.factType, [...(startedBy.get(workflow.factType) ?? []), workflow])
+      for (const [wait, definitions] of Object.entries(workflow.waitsFor) as Array<[string, ReadonlyArray<FactDefinition.Any>]>) {
+        for (const definition of definitions) {
+          listens(`workflow "${workflow.name}" (wait ${wait})`, module.name, definition)
+          waitedBy.set(definition.type, [...(waitedBy.get(definition.type) ?? []), { workflow, wait }])
+        }
+      }
+    }
+  }
+  return { workflows, startedBy, waitedBy }
+}
+
+/** What listens to facts — processors, projections, webhook events, workflows — checked against the facts' owners. */
 export const listenersOf = (modules: ReadonlyArray<Module>, facts: Owners, requireEmitters: boolean) => {
   const { readable, listens } = listening(facts, requireEmitters)
-  return { readable, ...processorsAndProjections(modules, listens), ...webhooksOf(modules, listens) }
+  return { readable, ...processorsAndProjections(modules, listens), ...webhooksOf(modules, listens), ...workflowsOf(modules, listens) }
 }

@@ -32,6 +32,7 @@ import type * as Processor from "../definitions/Processor.js"
 import * as Timer from "../definitions/Timer.js"
 import type * as Projection from "../definitions/Projection.js"
 import type * as Webhook from "../definitions/Webhook.js"
+import type * as Workflow from "../definitions/Workflow.js"
 import { ModuleLayers } from "./ModuleLayers.js"
 import * as Registrations from "./Registrations.js"
 import * as Routing from "./Routing.js"
@@ -61,9 +62,15 @@ export interface Shape {
   readonly webhookEvents: ReadonlyMap<string, Webhook.Any>
   /** The catalog events published for a fact type. */
   readonly webhooksFor: (factType: string) => ReadonlyArray<Webhook.Any>
+  /** The workflows by name. */
+  readonly workflows: ReadonlyMap<string, Workflow.Any>
+  /** The workflows a fact of this type starts. */
+  readonly workflowsStartedBy: (factType: string) => ReadonlyArray<Workflow.Any>
+  /** The waits a fact of this type ends: each a workflow and its wait's name. */
+  readonly workflowWaitsFor: (factType: string) => ReadonlyArray<{ readonly workflow: Workflow.Any; readonly wait: string }>
   /**
    * Where a fact of this type is relayed: always to projections (the `facts`
-   * projection copies every fact), to fact-processing only if a processor listens.
+   * projection copies every fact), to fact-processing only if a processor or a workflow listens.
    */
   readonly destinationsFor: (factType: string) => ReadonlyArray<string>
   /** Routes an envelope whose payload is already loaded (`payload_ref` resolved). */
@@ -153,11 +160,11 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Sha
   Registrations.checkModuleNames(modules)
   const handlers = Registrations.handlersOf(modules)
   const facts = Registrations.factsOf(modules)
-  const { readable, processors, projections, webhookEvents, webhooksByFact } = Registrations.listenersOf(modules, facts, options.requireEmitters ?? true)
+  const { readable, processors, projections, webhookEvents, webhooksByFact, workflows, startedBy, waitedBy } = Registrations.listenersOf(modules, facts, options.requireEmitters ?? true)
   const definitions = new Map<string, MessageDefinition>([...handlers].map(([type, h]) => [type, h.handler.message]))
   const destinations = (t: string): ReadonlyArray<string> => [
     "factline-projections",
-    ...(processors.has(t) ? ["factline-fact-processing"] : []),
+    ...(processors.has(t) || startedBy.has(t) || waitedBy.has(t) ? ["factline-fact-processing"] : []),
     ...(webhooksByFact.has(t) ? ["factline-webhooks"] : [])
   ]
   const destinationCache = new Map<string, ReadonlyArray<string>>()
@@ -167,6 +174,9 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Sha
     facts,
     handlerFor: (t) => handlers.get(t)?.handler,
     processorsFor: (t) => processors.get(t) ?? [],
+    workflows,
+    workflowsStartedBy: (t) => startedBy.get(t) ?? [],
+    workflowWaitsFor: (t) => waitedBy.get(t) ?? [],
     projections: [...projections.values()],
     projection: (name) => projections.get(name),
     webhookEvents: new Map([...webhookEvents].map(([type, e]) => [type, e.event])),

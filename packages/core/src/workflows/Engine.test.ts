@@ -91,6 +91,7 @@ describe("Engine", () => {
             yield* Activity.make({
               name: "create",
               success: Schema.String,
+              error: TransientError,
               execute: Effect.suspend(() => ++attempts < 3 ? Effect.fail(new TransientError({ message: "busy" })) : Effect.succeed("c-1"))
             }).pipe(EffectWorkflow.withCompensation((id) => Activity.make({ name: "undo-create", execute: Effect.sync(() => void undone.push(id)) })))
             yield* Activity.make({ name: "deal", error: PermanentError, execute: Effect.fail(new PermanentError({ message: "refused" })) })

@@ -113,7 +113,7 @@ const instanceWorkflow = (name: string) => EffectWorkflow.make(name, { payload: 
  * store), with `steps` behind the handle's verbs. Compensations run when the body fails. Requires the body's
  * services (its module's layer).
  */
-export const run = <R>(
+export const run = <R = never>(
   definition: Workflow.Any,
   fact: StoredFact,
   options: { readonly instanceId: string; readonly step: Step; readonly steps: Workflow.Steps }

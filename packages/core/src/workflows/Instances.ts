@@ -1,0 +1,90 @@
+/**
+ * Workflow instances from the fact-processing consumer's side: which instances a batch of facts starts and
+ * which waiting instances it wakes, and the instance ids and params that join the two.
+ *
+ * An instance is one per (tenant, workflow, subject): its id is the workflow's name and a hash of the three
+ * (`instanceId`; Cloudflare's ids are at most 100 characters of `[a-zA-Z0-9_-]`), so a redelivered or
+ * repeated start fact finds the instance it started (`exists`) and a fact on the same subject finds the
+ * instance waiting for it. A start is recorded in `workflow_instances` first (`INSERT OR IGNORE`), then made
+ * (`Workflows.start`); a fact a workflow waits for is sent to its instance as an event named by the wait. An
+ * instance that does not exist (yet, or any more) is not an error: the workflow reads its stream before it
+ * waits. A binding that fails is the fact's transient failure: the message is retried, and every step of
+ * this is idempotent.
+ */
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import { Fact } from "@factline/schemas"
+import * as Failure from "../failures/Failure.js"
+import { Registry } from "../registry/Registry.js"
+import { Workflows } from "../platform/Workflows.js"
+import { WorkflowRecords, type Start } from "./WorkflowRecords.js"
+
+const encoder = new TextEncoder()
+
+/** The instance of `workflow` for a tenant's subject: `<workflow>-<32 hex>` (dots in the name become `_`). */
+export const instanceId = async (workflow: string, tenantId: string, subject: string): Promise<string> => {
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode([tenantId, workflow, subject].join("\u0000"))))
+  let hex = ""
+  for (let i = 0; i < 16; i++) hex += digest[i]!.toString(16).padStart(2, "0")
+  return `${workflow.replaceAll(".", "_")}-${hex}`
+}
+
+/** Start facts above this size travel as their id (the instance reads the fact from the ledger): seed 002's pointer. */
+export const inlineFactBytes = 64 * 1024
+
+/** An instance's params: which workflow, whose, and the fact that started it (inline, or its id when large). */
+export const Params = Schema.Struct({
+  workflow: Schema.String,
+  tenant_id: Schema.String,
+  stream: Schema.String,
+  instance_id: Schema.String,
+  fact_id: Schema.String,
+  fact: Schema.optional(Fact),
+  traceparent: Schema.optional(Schema.String)
+})
+export type Params = typeof Params.Type
+
+/** The event a waiting instance receives: the fact, under the wait's name. */
+export const eventType = (wait: string) => `wait-${wait}`
+
+/**
+ * Starts the instances the facts start and delivers the facts instances wait for. Returns the facts (by key)
+ * that failed: each one's message is retried.
+ */
+export const dispatch = Effect.fn("Workflows.dispatch")(function*(items: ReadonlyArray<{ readonly key: string; readonly fact: Fact }>) {
+  const registry = yield* Registry
+  const failed = new Map<string, Failure.Unavailable>()
+  const work = items.flatMap(({ key, fact: stored }) => {
+    // Workflows see a fact in its type's latest shape (one newer than the code fails its message elsewhere).
+    const current = registry.latest(stored)
+    if (current._tag === "Failure") return []
+    const fact = current.success
+    return [
+      ...registry.workflowsStartedBy(fact.type).filter((w) => w.when(fact)).map((workflow) => ({ key, fact, workflow, wait: undefined as string | undefined })),
+      ...registry.workflowWaitsFor(fact.type).map(({ workflow, wait }) => ({ key, fact, workflow, wait: wait as string | undefined }))
+    ]
+  })
+  if (work.length === 0) return failed
+  const workflows = yield* Workflows
+  const records = yield* WorkflowRecords
+  const resolved = yield* Effect.promise(() => Promise.all(work.map(async (w) => ({ ...w, id: await instanceId(w.workflow.name, w.fact.tenant_id, w.fact.stream) }))))
+  const starts = resolved.filter((w) => w.wait === undefined)
+  const recorded = yield* Effect.result(records.record(starts.map(({ fact, workflow, id }): Start => ({
+    tenant_id: fact.tenant_id, instance_id: id, workflow: workflow.name, subject: fact.stream, start_fact_id: fact.fact_id, traceparent: fact.traceparent ?? null
+  }))))
+  if (recorded._tag === "Failure") {
+    for (const { key } of starts) failed.set(key, recorded.failure)
+  }
+  yield* Effect.forEach(resolved, ({ key, fact, workflow, wait, id }) => {
+    if (failed.has(key)) return Effect.void
+    const made = wait === undefined
+      ? workflows.start(id, {
+        workflow: workflow.name, tenant_id: fact.tenant_id, stream: fact.stream, instance_id: id, fact_id: fact.fact_id,
+        ...(JSON.stringify(fact).length <= inlineFactBytes ? { fact } : {}),
+        ...(fact.traceparent === undefined ? {} : { traceparent: fact.traceparent })
+      } satisfies Params)
+      : workflows.deliver(id, { type: eventType(wait), payload: fact })
+    return Effect.catch(Effect.asVoid(made), (error) => Effect.sync(() => void failed.set(key, error)))
+  }, { concurrency: 8, discard: true })
+  return failed
+})
