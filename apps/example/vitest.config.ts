@@ -6,6 +6,7 @@ import { build as buildAssets } from "../../packages/workers/dashboard/build.mjs
 import { workspaceSources } from "../../scripts/WorkspaceSources.mjs"
 import * as Receiver from "./scripts/Receiver.mjs" // the webhook receiver the tests deliver to (plain .mjs)
 import * as OtlpReceiver from "./scripts/OtlpReceiver.mjs" // the OTLP/HTTP collector otlp.workers.test.ts exports spans to
+import * as CrmReceiver from "./scripts/CrmReceiver.mjs" // the CRM the crm-sync workflow writes to (crm-sync.workers.test.ts)
 
 // wrangler.jsonc's `assets` (the dashboard and /docs), built from their current source: the pool needs the directory.
 await buildAssets()
@@ -14,6 +15,8 @@ const migrations = await readD1Migrations("../../migrations")
 const receiver = await Receiver.start()
 /** A local OTLP/HTTP (JSON) collector: spans are exported only by the test that sets FACTLINE_OTLP_ENDPOINT to it. */
 const otlpReceiver = await OtlpReceiver.start()
+/** The local CRM stand-in: counts every request and every effect by idempotency key, fails on command. */
+const crmReceiver = await CrmReceiver.start()
 const tokens = readFileSync("./test/dev-tokens.json", "utf8").trim()
 
 interface WranglerQueues {
@@ -81,6 +84,9 @@ export default defineConfig({
           TEST_QUEUE_CONSUMERS: queueConsumers,
           TEST_RECEIVER_URL: receiver.url,
           TEST_OTLP_URL: otlpReceiver.url,
+          // The crm module's CRM (its CrmClient), and a dispute window short enough to take both paths in a test.
+          CRM_URL: crmReceiver.url,
+          CRM_DISPUTE_WINDOW: "6 seconds",
           // Local development only: webhook endpoints may be http and loopback (the receiver above).
           FACTLINE_LOCAL_DEVELOPMENT: "true",
           FACTLINE_SECRETS_KEY: "kL8hXw6QkGfCq0e3m1Vn2m4Qb7yT9uR5sD3aF1gH2jM="

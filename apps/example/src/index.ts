@@ -2,6 +2,6 @@
 import { makePlatform } from "@factline/workers"
 import { modules } from "./modules.js"
 
-export { EndpointLimiter, LedgerShard } from "@factline/workers"
+export { EndpointLimiter, FactlineWorkflow, LedgerShard } from "@factline/workers"
 
 export default makePlatform(modules)

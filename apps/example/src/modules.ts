@@ -4,5 +4,6 @@
  * here (`npm run new:module -- <name>` does it for you).
  */
 import { calls } from "./calls/Calls.js"
+import { crm } from "./crm/Crm.js"
 
-export const modules = [calls] as const
+export const modules = [calls, crm] as const

@@ -4,7 +4,7 @@ import { modules } from "../src/modules.js"
 import * as Drain from "./Drain.js"
 import { testModule } from "./TestModule.js"
 
-export { EndpointLimiter, LedgerShard } from "@factline/workers"
+export { EndpointLimiter, FactlineWorkflow, LedgerShard } from "@factline/workers"
 
 export const platform = makePlatform([...modules, testModule])
 

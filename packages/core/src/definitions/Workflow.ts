@@ -36,13 +36,20 @@ import type * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type { WorkflowEngine, WorkflowInstance } from "effect/workflow/WorkflowEngine"
 import type { Fact } from "@factline/schemas"
-import type { PermanentError } from "../failures/Failure.js"
+import * as Schema from "effect/Schema"
+import { PermanentError, TransientError } from "../failures/Failure.js"
 import type * as FactDefinition from "./FactDefinition.js"
 import type { MessageDefinition } from "./MessageDefinition.js"
 import * as Naming from "./Naming.js"
 
 type Defs = ReadonlyArray<FactDefinition.Any>
 type Waits = { readonly [name: string]: Defs }
+
+/**
+ * The error schema of a step that calls something outside (`Activity.make({ …, error: Workflow.StepError })`): a
+ * `TransientError` is retried by the workflow's policy, a `PermanentError` is the step's result, handed back.
+ */
+export const StepError = Schema.Union([TransientError, PermanentError])
 
 /** How a step is retried when it fails transiently (Cloudflare's `step.do` retries). */
 export interface RetryPolicy {

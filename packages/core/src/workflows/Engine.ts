@@ -42,9 +42,10 @@ export interface StepConfig {
   readonly timeout: number
 }
 
-export const stepConfig = (policy: Workflow.RetryPolicy): StepConfig => {
+/** A policy as Cloudflare's step config; `delayScale` scales the delays (the platform's retry delay scale: 0 in tests). */
+export const stepConfig = (policy: Workflow.RetryPolicy, delayScale = 1): StepConfig => {
   const ms = Workflow.retryMillis(policy)
-  return { retries: { limit: ms.limit, delay: ms.delayMs, backoff: ms.backoff }, timeout: ms.timeoutMs }
+  return { retries: { limit: ms.limit, delay: Math.round(ms.delayMs * delayScale), backoff: ms.backoff }, timeout: ms.timeoutMs }
 }
 
 /** A step's kept result: its value, or the failure the body receives (both encoded as JSON). */
@@ -116,13 +117,13 @@ const instanceWorkflow = (name: string) => EffectWorkflow.make(name, { payload: 
 export const run = <R = never>(
   definition: Workflow.Any,
   fact: StoredFact,
-  options: { readonly instanceId: string; readonly step: Step; readonly steps: Workflow.Steps }
+  options: { readonly instanceId: string; readonly step: Step; readonly steps: Workflow.Steps; readonly delayScale?: number }
 ): Effect.Effect<Outcome, never, R> => {
   const instance = WorkflowInstance.initial(instanceWorkflow(definition.name), options.instanceId)
   const body = definition.run(fact) as Effect.Effect<unknown, unknown, never>
   return EffectWorkflow.intoResult(body).pipe(
     Effect.provideService(WorkflowInstance, instance),
-    Effect.provideService(WorkflowEngine, engineOver(options.step, stepConfig(definition.retry))),
+    Effect.provideService(WorkflowEngine, engineOver(options.step, stepConfig(definition.retry, options.delayScale))),
     Effect.provideService(Workflow.WorkflowSteps, options.steps),
     Effect.map((result): Outcome =>
       result._tag === "Suspended"

@@ -35,6 +35,7 @@ import type { Queues } from "../platform/Queues.js"
 import { ModuleLayers } from "../registry/ModuleLayers.js"
 import { Registry, runDeclared } from "../registry/Registry.js"
 import * as Time from "../platform/Time.js"
+import { Settings } from "../composition/Settings.js"
 import * as Engine from "./Engine.js"
 import { eventType, Params } from "./Instances.js"
 import { WorkflowRecords } from "./WorkflowRecords.js"
@@ -122,8 +123,8 @@ const emitStep = (params: Params, start: Fact, step: string, definition: Message
   })
 
 /** The verbs behind a running instance's handle, over Cloudflare's step. */
-const stepsFor = (services: Context.Context<Needs>, definition: Workflow.Any, params: Params, start: Fact, step: Engine.Step): Workflow.Steps => {
-  const config = Engine.stepConfig(definition.retry)
+const stepsFor = (services: Context.Context<Needs>, definition: Workflow.Any, params: Params, start: Fact, step: Engine.Step, delayScale: number): Workflow.Steps => {
+  const config = Engine.stepConfig(definition.retry, delayScale)
   const records = Context.get(services, WorkflowRecords)
   const attempt = <A>(name: string, effect: Effect.Effect<A, unknown, Needs>) =>
     inStep(services, Effect.andThen(Effect.ignore(records.attempt(params.tenant_id, params.instance_id, name)), effect))
@@ -188,10 +189,11 @@ export const run = Effect.fn("Workflows.run")(function*(input: unknown, step: En
   const definition = registry.workflows.get(params.workflow)
   if (definition === undefined) return { _tag: "Refused", message: `no workflow named ${params.workflow} is registered (was it removed while instances ran?)` } satisfies Ended as Ended
   const records = yield* WorkflowRecords
+  const { retryDelayScale } = yield* Settings
   const services = yield* Effect.context<Needs>()
   const ledger = yield* Ledger
   const start = params.fact ?? (yield* Effect.flatMap(
-    Effect.promise(() => step.do("start/read", Engine.stepConfig(definition.retry), inStep(services, ledger.findFact(params.tenant_id, params.fact_id)))),
+    Effect.promise(() => step.do("start/read", Engine.stepConfig(definition.retry, retryDelayScale), inStep(services, ledger.findFact(params.tenant_id, params.fact_id)))),
     unkept
   ).pipe(Effect.orDie))
   if (start === null) return { _tag: "Refused", message: `the start fact ${params.fact_id} is not in the ledger` } satisfies Ended as Ended
@@ -202,7 +204,8 @@ export const run = Effect.fn("Workflows.run")(function*(input: unknown, step: En
   const outcome = yield* layers.provide(definition.name, Engine.run(definition, current.success, {
     instanceId: params.instance_id,
     step: noted(services, params, step),
-    steps: stepsFor(services, definition, params, current.success, step)
+    steps: stepsFor(services, definition, params, current.success, step, retryDelayScale),
+    delayScale: retryDelayScale
   })).pipe(Effect.catch((error) => Effect.succeed<Engine.Outcome>({ _tag: "Failed", message: error.message })))
   yield* Effect.ignore(records.move(params.tenant_id, params.instance_id, outcome._tag === "Completed"
     ? { status: "complete", waiting_for: null, wait_until: null, error: null }

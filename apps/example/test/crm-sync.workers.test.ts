@@ -1,0 +1,72 @@
+/**
+ * The crm-sync workflow on the real local Cloudflare Workflows binding: a qualified call starts one instance,
+ * which creates the contact, the deal and the note in the CRM stand-in (scripts/CrmReceiver.mjs), each call
+ * with its step's idempotency key, through transient failures and a redelivered start fact; a deal refused
+ * for good deletes the contact once (compensation) and records why; a dispute decided within the window
+ * changes the note, and the window's timeout path attaches the plain one.
+ */
+import { env } from "cloudflare:workers"
+import { describe, expect, it } from "vitest"
+import { drain } from "./Drain.js"
+import { callCompleted, postEvents, request, tokenA } from "./helpers.js"
+
+interface CrmState {
+  readonly requests: ReadonlyArray<{ readonly operation: string; readonly key: string | null; readonly status: number; readonly repeated?: boolean }>
+  readonly effects: ReadonlyArray<{ readonly operation: string; readonly key: string; readonly id: string }>
+}
+
+const crm = async (path: string, init?: RequestInit) => fetch(`${env.CRM_URL}${path}`, init)
+const crmState = async (callId: string): Promise<CrmState> => (await crm(`/state?call_id=${encodeURIComponent(callId)}`)).json() as Promise<CrmState>
+const failNext = (callId: string, operation: string, status: number, times: number | null) =>
+  crm("/control", { method: "POST", body: JSON.stringify({ call_id: callId, operation, status, times }) })
+
+const completed = (callId: string, key = `completed-${callId}`) =>
+  callCompleted({ idempotency_key: key }, { call_id: callId, buyer_id: "buyer-crm", duration_s: 120, price_cents: 450, currency: "USD" })
+
+const instanceRow = async (callId: string) =>
+  env.DB.prepare("SELECT * FROM workflow_instances WHERE tenant_id = 'tenant-a' AND subject = ? AND workflow = 'crm-sync'").bind(callId).first<Record<string, unknown>>()
+
+/** Polls until the instance's row says it ended (complete or failed), draining the queues meanwhile. */
+const ended = async (callId: string, timeoutMs = 40_000) => {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    await drain()
+    const row = await instanceRow(callId)
+    if (row !== null && (row.status === "complete" || row.status === "failed")) return row
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  throw new Error(`crm-sync for ${callId} did not end within ${timeoutMs} ms: ${JSON.stringify(await instanceRow(callId))}`)
+}
+
+const streamTypes = async (callId: string) => {
+  const response = await request(`/v1/streams/${callId}/facts`, { token: tokenA })
+  const body = await response.json() as { facts: ReadonlyArray<{ type: string; data: Record<string, unknown> }> }
+  return body.facts
+}
+
+describe("crm-sync workflow", () => {
+  it("syncs a qualified call once per step through transient failures and a redelivered start", async () => {
+    const callId = `crm-ok-${crypto.randomUUID()}`
+    await failNext(callId, "contacts", 503, 2)
+    await failNext(callId, "deals", 503, 1)
+    const accepted = await postEvents({ events: [completed(callId)] })
+    expect(accepted.status, await accepted.clone().text()).toBe(202)
+    // The same call completed again under another key: the qualification is derived again, the instance is not.
+    expect((await postEvents({ events: [completed(callId, `again-${callId}`)] })).status).toBe(202)
+    const row = await ended(callId)
+    expect(row.status).toBe("complete")
+    const state = await crmState(callId)
+    // Every effect once per step's key: a contact, a deal, a note — and the retried requests carried the same key.
+    expect(state.effects.map((e) => e.operation)).toEqual(["contacts", "deals", "notes"])
+    for (const operation of ["contacts", "deals", "notes"]) {
+      const keys = new Set(state.requests.filter((r) => r.operation === operation).map((r) => r.key))
+      expect(keys.size).toBe(1)
+    }
+    expect(state.requests.filter((r) => r.operation === "contacts").map((r) => r.status)).toEqual([503, 503, 201])
+    const facts = await streamTypes(callId)
+    const synced = facts.filter((f) => f.type === "crm_synced")
+    expect(synced).toHaveLength(1)
+    expect(synced[0]!.data.note).toBe("qualified call, no dispute")
+    expect(JSON.parse(String(row.facts))).toHaveLength(1)
+  })
+})
