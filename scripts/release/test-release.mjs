@@ -18,7 +18,7 @@
  */
 import { spawn, spawnSync } from "node:child_process"
 import * as PackLocal from "./pack-local.mjs"
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
@@ -168,49 +168,9 @@ try {
     writeFileSync(orders(), throwing)
     const throwLine = throwing.split("\n").findIndex((l) => l.includes("unlucky total")) + 1
     // The definition as a service outside Workers declares it: from @factline/core/definitions (no runtime), the template's schema.
-    writeFileSync(join(app, "client-check.mjs"), `
-import { Schema } from "effect"
-import { Client, InvalidPayload } from "@factline/client"
-import { MessageDefinition } from "@factline/core/definitions"
-const Id = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128))
-const OrderPlaced = MessageDefinition.event("order.placed").version(1, Schema.Struct({ order_id: Id, customer_id: Id, total_cents: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)) }))
-const [base, token] = process.argv.slice(2)
-const client = Client.make({ baseUrl: base, token, source: "release-check" })
-const wrong = await client.emit(OrderPlaced, { order_id: "c2", customer_id: "cc", total_cents: -1 }, { subject: "c2", idempotency_key: "order.placed:c2" }).catch((e) => e)
-if (!(wrong instanceof InvalidPayload) || wrong.problems[0]?.path !== "payload.total_cents") throw new Error("expected InvalidPayload on payload.total_cents, got " + wrong)
-const emitted = await client.emit(OrderPlaced, { order_id: "c1", customer_id: "client-check", total_cents: 42 }, { subject: "c1", idempotency_key: "order.placed:c1" })
-if (emitted.idempotency_key !== "order.placed:c1") throw new Error("unexpected item " + JSON.stringify(emitted))
-for (let i = 0; i < 300; i++) {
-  const { data } = await client.readProjection("orders", { where: { customer_id: "client-check" } })
-  if (data.length === 1 && data[0].total_cents === 42) process.exit(0)
-  await new Promise((r) => setTimeout(r, 100))
-}
-throw new Error("the order never reached the orders projection")
-`)
+    copyFileSync(join(root, "scripts", "release", "client-check.mjs"), join(app, "client-check.mjs"))
     await withDev(async (base, output) => {
-      // The development banner and the start-up checks (the platform token from .dev.vars).
-      for (let i = 0; i < 300 && !/factline: every projection is current|catch-up/.test(output()); i++) await new Promise((r) => setTimeout(r, 100))
-      for (const line of ["factline dev: the app typechecks", "retries: development scale 1/60 (production unchanged)", "runs: recording every attempt",
-        `token platform (tenant factline; platform): ${platformToken}`, "dashboard: http://localhost:", "factline: no facts appended in the last 10 min", "factline: every projection is current"]) {
-        expect(output().includes(line), `npm run dev did not print "${line}":\n${output().slice(-4000)}`)
-      }
-      // The defect first: its retries run while the rest is checked.
-      const unlucky = { schema_version: 1, message_type: "order.placed", idempotency_key: "order.placed:o13", subject: "o13", payload: { order_id: "o13", customer_id: "c13", total_cents: 13 } }
-      const posted = await fetch(`${base}/v1/events`, { method: "POST", headers: { authorization: `Bearer ${printed.local}`, "content-type": "application/json" }, body: JSON.stringify(unlucky) })
-      expect(posted.status === 202, `POST the unlucky order answered ${posted.status}`)
-      // The README's dashboard login: the platform token init printed reads the queues' health.
-      const dashboard = await fetch(`${base}/v1/queues/health?window=15m`, { headers: { authorization: `Bearer ${platformToken}` } })
-      expect(dashboard.status === 200, `the dashboard's first call with init's platform token answered ${dashboard.status}`)
-      // The README's curl: an order posted and read back.
-      const readme = { schema_version: 1, message_type: "order.placed", idempotency_key: "order.placed:o1", subject: "o1", payload: { order_id: "o1", customer_id: "c1", total_cents: 1200 } }
-      const placed = await fetch(`${base}/v1/events`, { method: "POST", headers: { authorization: `Bearer ${printed.local}`, "content-type": "application/json" }, body: JSON.stringify(readme) })
-      expect(placed.status === 202, `the README's POST answered ${placed.status}`)
-      let ordered = []
-      for (let i = 0; i < 300 && ordered.length === 0; i++) {
-        ordered = (await (await fetch(`${base}/v1/projections/orders?customer_id=c1`, { headers: { authorization: `Bearer ${printed.local}` } })).json()).data
-        if (ordered.length === 0) await new Promise((r) => setTimeout(r, 100))
-      }
-      expect(ordered.length === 1 && ordered[0].total_cents === 1200, `the README's GET: ${JSON.stringify(ordered)}`)
+      await readmeAgainstDev(base, output, platformToken)
       const lead = { schema_version: 1, message_type: "leads.received", idempotency_key: "leads.received:l1", subject: "l1", payload: { id: "l1", score: 72 } }
       const post = await fetch(`${base}/v1/events`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify(lead) })
       expect(post.status === 202, `created token: POST /v1/events answered ${post.status} ${await post.text()}`)
@@ -300,4 +260,31 @@ async function withDev(fn) {
     } catch {}
     await new Promise((r) => (dev.exitCode !== null ? r() : dev.once("exit", r)))
   }
+}
+
+/** The README's first minutes against `npm run dev`: its banner and start-up checks, a defect posted (its retries run meanwhile), the dashboard's login, the curl pair. */
+async function readmeAgainstDev(base, output, platformToken) {
+  // The development banner and the start-up checks (the platform token from .dev.vars).
+  for (let i = 0; i < 300 && !/factline: every projection is current|catch-up/.test(output()); i++) await new Promise((r) => setTimeout(r, 100))
+  for (const line of ["factline dev: the app typechecks", "retries: development scale 1/60 (production unchanged)", "runs: recording every attempt",
+    `token platform (tenant factline; platform): ${platformToken}`, "dashboard: http://localhost:", "factline: no facts appended in the last 10 min", "factline: every projection is current"]) {
+    expect(output().includes(line), `npm run dev did not print "${line}":\n${output().slice(-4000)}`)
+  }
+  // The defect first: its retries run while the rest is checked.
+  const unlucky = { schema_version: 1, message_type: "order.placed", idempotency_key: "order.placed:o13", subject: "o13", payload: { order_id: "o13", customer_id: "c13", total_cents: 13 } }
+  const posted = await fetch(`${base}/v1/events`, { method: "POST", headers: { authorization: `Bearer ${printed.local}`, "content-type": "application/json" }, body: JSON.stringify(unlucky) })
+  expect(posted.status === 202, `POST the unlucky order answered ${posted.status}`)
+  // The README's dashboard login: the platform token init printed reads the queues' health.
+  const dashboard = await fetch(`${base}/v1/queues/health?window=15m`, { headers: { authorization: `Bearer ${platformToken}` } })
+  expect(dashboard.status === 200, `the dashboard's first call with init's platform token answered ${dashboard.status}`)
+  // The README's curl: an order posted and read back.
+  const readme = { schema_version: 1, message_type: "order.placed", idempotency_key: "order.placed:o1", subject: "o1", payload: { order_id: "o1", customer_id: "c1", total_cents: 1200 } }
+  const placed = await fetch(`${base}/v1/events`, { method: "POST", headers: { authorization: `Bearer ${printed.local}`, "content-type": "application/json" }, body: JSON.stringify(readme) })
+  expect(placed.status === 202, `the README's POST answered ${placed.status}`)
+  let ordered = []
+  for (let i = 0; i < 300 && ordered.length === 0; i++) {
+    ordered = (await (await fetch(`${base}/v1/projections/orders?customer_id=c1`, { headers: { authorization: `Bearer ${printed.local}` } })).json()).data
+    if (ordered.length === 0) await new Promise((r) => setTimeout(r, 100))
+  }
+  expect(ordered.length === 1 && ordered[0].total_cents === 1200, `the README's GET: ${JSON.stringify(ordered)}`)
 }

@@ -68,6 +68,35 @@ const args = (text: string, open: number, end: number): Array<string> => {
   return out
 }
 
+/** The app's `test/schemas.spec.ts` with `FACTLINE_SNAPSHOTS=write`, through its own vitest (its node_modules, or a workspace's above it). */
+const writeSnapshots = (app: string): { readonly paths: ReadonlyArray<string>; readonly failure?: string } => {
+  const vitest = join(dirname(createRequire(join(app, "package.json")).resolve("vitest/package.json")), "vitest.mjs")
+  const run = spawnSync(process.execPath, [vitest, "run", "--config", "vitest.node.config.ts", "test/schemas.spec.ts"], {
+    cwd: app, encoding: "utf8", env: { ...process.env, FACTLINE_SNAPSHOTS: "write", NODE_OPTIONS: "--disable-warning=ExperimentalWarning" }
+  })
+  const paths = [...`${run.stdout}`.replace(/\x1b\[[0-9;]*m/g, "").matchAll(/wrote (\S+\.json)/g)].map((m) => join(app, "src", m[1]!))
+  return run.status === 0 ? { paths } : { paths, failure: `${run.stdout}\n${run.stderr}` }
+}
+
+/** The module source defining `type`: `export const X = FactDefinition.make("type", …)` or `MessageDefinition.event|command("type")`. */
+const findDefinition = (dir: string, type: string) => {
+  const escaped = type.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+  const starts = [
+    { kind: "fact", pattern: new RegExp(`export const (\\w+) = FactDefinition\\.make\\(\\s*"${escaped}"`) },
+    { kind: "message", pattern: new RegExp(`export const (\\w+) = MessageDefinition\\.(?:event|command)\\(\\s*"${escaped}"\\s*\\)`) }
+  ] as const
+  const files = readdirSync(dir).filter((f) => f.endsWith(".ts") && !f.endsWith(".d.ts")).map((f) => join(dir, f))
+  let found: { file: string; text: string; kind: "fact" | "message"; name: string; start: number } | undefined
+  for (const file of files) {
+    const text = readFileSync(file, "utf8")
+    for (const { kind, pattern } of starts) {
+      const match = pattern.exec(text)
+      if (match) found = { file, text, kind, name: match[1]!, start: match.index }
+    }
+  }
+  return found
+}
+
 interface Version {
   readonly n: number
   readonly schema: string | undefined
@@ -102,20 +131,7 @@ export const run = async (argv: ReadonlyArray<string>, io: Io = stdio): Promise<
   const dir = join(app, "src", module)
   if (!existsSync(dir)) return fail(`no module directory ${shown(dir)}`)
 
-  const escaped = type.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-  const starts = [
-    { kind: "fact", pattern: new RegExp(`export const (\\w+) = FactDefinition\\.make\\(\\s*"${escaped}"`) },
-    { kind: "message", pattern: new RegExp(`export const (\\w+) = MessageDefinition\\.(?:event|command)\\(\\s*"${escaped}"\\s*\\)`) }
-  ] as const
-  const files = readdirSync(dir).filter((f) => f.endsWith(".ts") && !f.endsWith(".d.ts")).map((f) => join(dir, f))
-  let found: { file: string; text: string; kind: "fact" | "message"; name: string; start: number } | undefined
-  for (const file of files) {
-    const text = readFileSync(file, "utf8")
-    for (const { kind, pattern } of starts) {
-      const match = pattern.exec(text)
-      if (match) found = { file, text, kind, name: match[1]!, start: match.index }
-    }
-  }
+  const found = findDefinition(dir, type)
   if (!found) return fail(`no \`export const X = FactDefinition.make("${type}", …)\` or \`MessageDefinition.event|command("${type}")\` in ${shown(dir)}`)
   const { file, text, kind, name, start } = found
 
@@ -165,13 +181,9 @@ export const run = async (argv: ReadonlyArray<string>, io: Io = stdio): Promise<
   io.out(`${shown(file)}: ${name} gains version ${N + 1} (${newName}, copied from ${ref}) with an upcaster stub from version ${N}\n`)
 
   if (!options["no-snapshot"]) {
-    // The app's own vitest (its node_modules, or a workspace's above it).
-    const vitest = join(dirname(createRequire(join(app, "package.json")).resolve("vitest/package.json")), "vitest.mjs")
-    const written = spawnSync(process.execPath, [vitest, "run", "--config", "vitest.node.config.ts", "test/schemas.spec.ts"], {
-      cwd: app, encoding: "utf8", env: { ...process.env, FACTLINE_SNAPSHOTS: "write", NODE_OPTIONS: "--disable-warning=ExperimentalWarning" }
-    })
-    for (const m of `${written.stdout}`.replace(/\x1b\[[0-9;]*m/g, "").matchAll(/wrote (\S+\.json)/g)) io.out(`wrote ${shown(join(app, "src", m[1]!))}\n`)
-    if (written.status !== 0) return fail(`the schema snapshot check still fails:\n${written.stdout}\n${written.stderr}`)
+    const written = writeSnapshots(app)
+    for (const path of written.paths) io.out(`wrote ${shown(path)}\n`)
+    if (written.failure !== undefined) return fail(`the schema snapshot check still fails:\n${written.failure}`)
   }
   io.out(`
 Next: edit ${newName} (the fields version ${N + 1} adds or changes) and the upcaster from version ${N}, then
