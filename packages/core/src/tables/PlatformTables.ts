@@ -501,7 +501,9 @@ export const projectionVersions = sqliteTable("projection_versions", {
  * keyed by tenant and instance id, written when a fact starts it and as it moves (the step it is on, its
  * attempts, what it waits for and until when, the facts it appended, how it ended). Cloudflare Workflows keeps
  * the instance itself; this is the index it has no API for (a binding cannot list instances). Pruned by age
- * once ended (Maintenance).
+ * once ended (Maintenance). `alert_id` is the `factline.workflow.failed` alert that announced the instance's
+ * failure and `alerted_at` the `updated_at` it announced (operations/Alerts.ts claims each failure once; an
+ * instance retried that fails again is announced again): null until an alert has.
  */
 export const workflowInstances = sqliteTable(
   "workflow_instances",
@@ -521,11 +523,15 @@ export const workflowInstances = sqliteTable(
     error: text("error"),
     traceparent: text("traceparent"),
     startedAt: text("started_at").notNull(),
-    updatedAt: text("updated_at").notNull()
+    updatedAt: text("updated_at").notNull(),
+    alertId: text("alert_id"),
+    alertedAt: text("alerted_at")
   },
   (t) => [
     primaryKey({ columns: [t.tenantId, t.instanceId] }),
     index("workflow_instances_by_tenant_updated").on(t.tenantId, t.updatedAt),
-    index("workflow_instances_by_updated").on(t.updatedAt)
+    index("workflow_instances_by_updated").on(t.updatedAt),
+    index("workflow_instances_failed").on(t.updatedAt).where(sql`status = 'failed'`),
+    index("workflow_instances_by_alert").on(t.alertId)
   ]
 )
