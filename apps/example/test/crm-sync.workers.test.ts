@@ -69,4 +69,49 @@ describe("crm-sync workflow", () => {
     expect(synced[0]!.data.note).toBe("qualified call, no dispute")
     expect(JSON.parse(String(row.facts))).toHaveLength(1)
   })
+
+  it("compensates a deal the CRM refuses for good: the contact is deleted once and the reason recorded", async () => {
+    const callId = `crm-refused-${crypto.randomUUID()}`
+    await failNext(callId, "deals", 422, null)
+    const accepted = await postEvents({ events: [completed(callId)] })
+    expect(accepted.status).toBe(202)
+    const row = await ended(callId)
+    expect(row.status).toBe("failed")
+    expect(String(row.error)).toContain("422")
+    const state = await crmState(callId)
+    // One contact, no deal, and the contact deleted once (its compensation), with the deal refused once (kept, not retried).
+    expect(state.effects.map((e) => e.operation)).toEqual(["contacts", "delete"])
+    expect(state.requests.filter((r) => r.operation === "deals").map((r) => r.status)).toEqual([422])
+    expect(state.effects[1]!.key).not.toBe(state.effects[0]!.key)
+    const facts = await streamTypes(callId)
+    const failed = facts.filter((f) => f.type === "crm_sync_failed")
+    expect(failed).toHaveLength(1)
+    expect(failed[0]!.data).toMatchObject({ call_id: callId, step: "create-deal" })
+    expect(String(failed[0]!.data.reason)).toContain("422")
+    expect(facts.some((f) => f.type === "crm_synced")).toBe(false)
+  })
+
+  it("attaches a different note when the call's dispute is decided within the window", async () => {
+    const callId = `crm-disputed-${crypto.randomUUID()}`
+    expect((await postEvents({ events: [completed(callId)] })).status).toBe(202)
+    // The call is charged (qualify-call) and the instance waits for the dispute (its row says so): dispute it.
+    for (let i = 0; i < 100 && (await instanceRow(callId))?.status !== "waiting"; i++) {
+      await drain()
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    const waiting = await instanceRow(callId)
+    expect(waiting).toMatchObject({ status: "waiting", step: "wait/dispute" })
+    expect(String(waiting!.waiting_for)).toContain("refund | dispute_rejected")
+    expect(Date.parse(String(waiting!.wait_until))).toBeGreaterThan(Date.now())
+    const dispute = await postEvents({ events: [{ ...completed(callId, `dispute-${callId}`), message_type: "call.dispute", schema_version: 1, payload: { call_id: callId, reason: "never called" } }] })
+    expect(dispute.status, await dispute.clone().text()).toBe(202)
+    const row = await ended(callId)
+    expect(row.status).toBe("complete")
+    const facts = await streamTypes(callId)
+    const synced = facts.filter((f) => f.type === "crm_synced")
+    expect(synced).toHaveLength(1)
+    expect(synced[0]!.data.note).toBe("disputed: refunded 450 USD")
+    const state = await crmState(callId)
+    expect(state.effects.map((e) => e.operation)).toEqual(["contacts", "deals", "notes"])
+  })
 })
