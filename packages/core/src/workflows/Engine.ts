@@ -107,6 +107,12 @@ export type Outcome =
   | { readonly _tag: "Completed" }
   | { readonly _tag: "Failed"; readonly message: string }
 
+/**
+ * Told when an instance's body has ended (whether it failed), before the compensations of its completed steps
+ * run. Does nothing by default; the test kit's `WorkflowSpec` tells compensations from the body's steps by it.
+ */
+export const BodyEnded = Context.Reference<(failed: boolean) => void>("@factline/core/workflows/Engine/BodyEnded", { defaultValue: () => () => undefined })
+
 const instanceWorkflow = (name: string) => EffectWorkflow.make(name, { payload: {}, idempotencyKey: () => name })
 
 /**
@@ -120,7 +126,9 @@ export const run = <R = never>(
   options: { readonly instanceId: string; readonly step: Step; readonly steps: Workflow.Steps; readonly delayScale?: number }
 ): Effect.Effect<Outcome, never, R> => {
   const instance = WorkflowInstance.initial(instanceWorkflow(definition.name), options.instanceId)
-  const body = definition.run(fact) as Effect.Effect<unknown, unknown, never>
+  const body = (definition.run(fact) as Effect.Effect<unknown, unknown, never>).pipe(
+    Effect.onExit((exit) => Effect.map(Effect.service(BodyEnded), (ended) => ended(Exit.isFailure(exit))))
+  )
   return EffectWorkflow.intoResult(body).pipe(
     Effect.provideService(WorkflowInstance, instance),
     Effect.provideService(WorkflowEngine, engineOver(options.step, stepConfig(definition.retry, options.delayScale))),
