@@ -4,8 +4,10 @@
  * `FactlineWorkflow`, runs every module's workflows: the instance's params name which). Starting is idempotent
  * (an instance id that exists is `exists`, never a second instance); delivering to an id with no instance is
  * `missing` (the fact came before the instance, or after it ended: the workflow reads the stream before it
- * waits, so nothing is lost). Any other failure of the binding is `Unavailable` (retried by the caller's
- * queue). No binding (a platform without workflows) is `Unavailable` too, naming the wrangler entry to add.
+ * waits, so nothing is lost). An operator's terminate or restart that Cloudflare refuses for the instance's
+ * state (`instance.cannot_terminate`: it has ended; `instance.cannot_restart`) is a `Conflict` naming why. Any
+ * other failure of the binding is `Unavailable` (retried by the caller's queue). No binding (a platform without
+ * workflows) is `Unavailable` too, naming the wrangler entry to add.
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -40,13 +42,15 @@ export const bindingName = "FACTLINE_WORKFLOWS"
 const text = (error: unknown) => (error instanceof Error ? error.message : String(error))
 const exists = (error: unknown) => /already.?exists|already_exists|duplicate/i.test(text(error))
 const missing = (error: unknown) => /not.?found|not_found|does not exist|no such instance/i.test(text(error))
+/** Cloudflare refusing an operation for the instance's state: `instance.cannot_terminate`, `instance.cannot_restart`. */
+const refused = (error: unknown) => /cannot_terminate|cannot_restart/i.test(text(error))
 
 export class Workflows extends Context.Service<Workflows, {
   readonly start: (id: string, params: unknown) => Effect.Effect<"started" | "exists", Failure.Unavailable>
   readonly deliver: (id: string, event: { readonly type: string; readonly payload: unknown }) => Effect.Effect<"delivered" | "missing", Failure.Unavailable>
   readonly status: (id: string) => Effect.Effect<Option.Option<InstanceStatus>, Failure.Unavailable>
-  readonly terminate: (id: string) => Effect.Effect<"terminated" | "missing", Failure.Unavailable>
-  readonly restart: (id: string) => Effect.Effect<"restarted" | "missing", Failure.Unavailable>
+  readonly terminate: (id: string) => Effect.Effect<"terminated" | "missing", Failure.Unavailable | Failure.Conflict>
+  readonly restart: (id: string) => Effect.Effect<"restarted" | "missing", Failure.Unavailable | Failure.Conflict>
 }>()("@factline/core/Workflows") {
   static readonly layer = (binding: WorkflowBinding | undefined) => Layer.succeed(Workflows, make(binding))
 }
@@ -61,6 +65,13 @@ export const make = (binding: WorkflowBinding | undefined): Workflows["Service"]
     call(what, async (b) => f(await b.get(id)))
   const orMissing = <A, B>(effect: Effect.Effect<A, unknown>, none: B) =>
     Effect.catch(effect, (error) => (missing(error) ? Effect.succeed(none) : Effect.fail(unavailable(error))))
+  const operated = <A, B>(what: string, id: string, effect: Effect.Effect<A, unknown>, none: B): Effect.Effect<A | B, Failure.Unavailable | Failure.Conflict> =>
+    Effect.catch(effect, (error): Effect.Effect<B, Failure.Unavailable | Failure.Conflict> =>
+      missing(error)
+        ? Effect.succeed(none)
+        : refused(error)
+        ? Effect.fail(new Failure.Conflict({ code: "workflow_refused", message: `Cloudflare refused to ${what} workflow instance ${id}: ${text(error)}` }))
+        : Effect.fail(unavailable(error)))
   return {
     start: (id, params) =>
       call("start", (b) => b.create({ id, params })).pipe(
@@ -69,7 +80,7 @@ export const make = (binding: WorkflowBinding | undefined): Workflows["Service"]
       ),
     deliver: (id, event) => orMissing(Effect.as(onInstance("deliver", id, (i) => i.sendEvent(event)), "delivered" as const), "missing" as const),
     status: (id) => orMissing(Effect.map(onInstance("status", id, (i) => i.status()), Option.some), Option.none()),
-    terminate: (id) => orMissing(Effect.as(onInstance("terminate", id, (i) => i.terminate()), "terminated" as const), "missing" as const),
-    restart: (id) => orMissing(Effect.as(onInstance("restart", id, (i) => i.restart()), "restarted" as const), "missing" as const)
+    terminate: (id) => operated("terminate", id, Effect.as(onInstance("terminate", id, (i) => i.terminate()), "terminated" as const), "missing" as const),
+    restart: (id) => operated("restart", id, Effect.as(onInstance("restart", id, (i) => i.restart()), "restarted" as const), "missing" as const)
   }
 }
