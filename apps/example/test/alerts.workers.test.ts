@@ -2,8 +2,8 @@
  * Operator alerts end to end against a real HTTP receiver (scripts/Receiver.mjs): alert endpoints over the
  * platform-scoped API, a dead letter opening announced once — signed per Standard Webhooks and verified with
  * the `standardwebhooks` package — health level changes, de-duplication under concurrent evaluations, the
- * quiet period, an alert left pending by a failed hand-over finished by the next evaluation, and tenants
- * kept out.
+ * quiet period, an alert left pending by a failed hand-over finished by the next evaluation, a workflow
+ * instance failing (the crm-sync, its deal refused by the CRM stand-in) announced once, and tenants kept out.
  *
  * Health and dead letters are platform-wide: each test first brings the platform to `ok` (its open dead
  * letters resolved, the metrics window emptied) and announces that, before registering its own endpoint.
@@ -17,7 +17,7 @@ import type { PlatformEnv } from "@factline/workers"
 import * as TokenConfig from "@factline/workers/tokens"
 import { drain } from "./Drain.js"
 import * as Faults from "./faults.js"
-import { callCompleted, eventually, request, tokenA, tokenPlatform, unique } from "./helpers.js"
+import { callCompleted, eventually, postEvents, request, tokenA, tokenPlatform, unique } from "./helpers.js"
 import { holdQueue, overrideSettings, platform } from "./worker.js"
 
 interface Received {
@@ -63,6 +63,7 @@ const databases = () => [env.DB, env.FACTLINE_READ_DB_1]
 const settleToOk = async () => {
   await drain()
   for (const db of databases()) await db.prepare("UPDATE dead_messages SET status = 'skipped', resolved_at = ?, alert_id = COALESCE(alert_id, 'settled') WHERE status = 'open'").bind(new Date().toISOString()).run()
+  await env.DB.prepare("UPDATE workflow_instances SET alert_id = COALESCE(alert_id, 'settled'), alerted_at = updated_at WHERE status = 'failed'").run()
   await env.DB.prepare("DELETE FROM queue_metrics").run()
   await evaluate(0)
   const state = await api("GET", "/v1/alerts")
@@ -153,6 +154,63 @@ describe("alerts", () => {
       { queue: "factline-events", reason: "unknown_message_type", count: 2 },
       { queue: "factline-events", reason: "unsupported_version", count: 1 }
     ])
+  })
+
+  it("a workflow instance that fails (the crm-sync, its deal refused for good) is announced by the cron once, by tenant and workflow, naming the instance; failing again after a retry announces it again", async () => {
+    await settleToOk()
+    const path = `/hooks/ok-${unique("workflow")}`
+    const endpoint = await createEndpoint(path, [Alerts.eventTypes.workflowFailed])
+    const callId = `crm-alert-${crypto.randomUUID()}`
+    const refused = await fetch(`${env.CRM_URL}/control`, { method: "POST", body: JSON.stringify({ call_id: callId, operation: "deals", status: 422, times: null }) })
+    expect(refused.ok).toBe(true)
+    const qualified = callCompleted({ idempotency_key: `completed-${callId}` }, { call_id: callId, buyer_id: "buyer-crm", duration_s: 120, price_cents: 450, currency: "USD" })
+    expect((await postEvents({ events: [qualified] })).status).toBe(202)
+    const failed = await eventually(async () => {
+      await drain()
+      const row = await env.DB.prepare("SELECT instance_id, status, error, alert_id FROM workflow_instances WHERE tenant_id = 'tenant-a' AND workflow = 'crm-sync' AND subject = ?")
+        .bind(callId).first<{ instance_id: string; status: string; error: string | null; alert_id: string | null }>()
+      return row?.status === "failed" ? row : undefined
+    }, 40_000, "the crm-sync instance to fail")
+    expect(failed.alert_id).toBeNull()
+    // No alert before an evaluation.
+    expect(await received(path)).toEqual([])
+
+    // The cron's evaluation (its default quiet period; no such alert sent in this run before).
+    await age(60)
+    const ctx = createExecutionContext()
+    await platform.scheduled(createScheduledController({ scheduledTime: new Date(), cron: "*/5 * * * *" }), testEnv, ctx)
+    await waitOnExecutionContext(ctx)
+    await drain()
+    const deliveries = await received(path)
+    expect(deliveries).toHaveLength(1)
+    const alert = verify(endpoint.secret, deliveries[0]!)
+    expect(alert.type).toBe("factline.workflow.failed")
+    expect(alert.data).toMatchObject({
+      count: 1,
+      by_tenant: { "tenant-a": 1 },
+      by_tenant_and_workflow: [{ tenant_id: "tenant-a", workflow: "crm-sync", count: 1, instance_ids: [failed.instance_id] }],
+      inspect: "GET /v1/workflows?status=failed"
+    })
+    expect(alert.data.by_tenant_and_workflow[0].last_error).toContain("422")
+    const claimed = await env.DB.prepare("SELECT alert_id FROM workflow_instances WHERE tenant_id = 'tenant-a' AND instance_id = ?").bind(failed.instance_id).first<{ alert_id: string }>()
+    expect(claimed?.alert_id).toBe(alert.data.alert_id)
+    const state = await api("GET", "/v1/alerts")
+    expect(state.body.data.find((s: any) => s.key === "workflows_failed")).toMatchObject({ pending: false, alerts: expect.any(Number) })
+
+    // Evaluating again, five at once and with no quiet period: nothing new is sent.
+    const again = await Promise.all(Array.from({ length: 5 }, () => evaluate(0)))
+    expect(again.flat().filter((s) => s.key === "workflows_failed")).toEqual([])
+    await drain()
+    expect(await received(path)).toHaveLength(1)
+
+    // The instance retried and failed again (its row written again as failed, later): announced once more.
+    await env.DB.prepare("UPDATE workflow_instances SET updated_at = ? WHERE tenant_id = 'tenant-a' AND instance_id = ?").bind(new Date(Date.now() + 1_000).toISOString(), failed.instance_id).run()
+    const second = (await Promise.all(Array.from({ length: 3 }, () => evaluate(0)))).flat().filter((s) => s.key === "workflows_failed")
+    expect(second).toHaveLength(1)
+    await drain()
+    const all = await received(path)
+    expect(all).toHaveLength(2)
+    expect(verify(endpoint.secret, all[1]!).data).toMatchObject({ alert_id: second[0]!.alert_id, count: 1, by_tenant_and_workflow: [{ instance_ids: [failed.instance_id] }] })
   })
 
   it("health ok → critical → ok sends two alerts, each signed, with the level before and after", async () => {

@@ -3,7 +3,7 @@
  * `Alerts`:
  *
  * - `POST /v1/alerts/endpoints` `{ url, event_types, description? }` → 201 with the `whsec_…` secret, once;
- *   `event_types` among `factline.health.changed` and `factline.dead_letter.opened`.
+ *   `event_types` among `factline.health.changed`, `factline.dead_letter.opened` and `factline.workflow.failed`.
  * - `GET /v1/alerts/endpoints`, `GET|PATCH|DELETE /v1/alerts/endpoints/:id`,
  *   `POST …/:id/rotate-secret`, `GET …/:id/attempts` — as the tenants' webhook endpoints.
  * - `GET /v1/alerts` — each alert key's state: the level graded, the level last announced, when.
@@ -23,7 +23,8 @@ import { Endpoint, EndpointInput, listLimit, WithSecret } from "./Webhooks.js"
 /** The alert event types (the runtime, core's `Alerts`, reads them from here). */
 export const eventTypes = {
   healthChanged: "factline.health.changed",
-  deadLettersOpened: "factline.dead_letter.opened"
+  deadLettersOpened: "factline.dead_letter.opened",
+  workflowFailed: "factline.workflow.failed"
 } as const
 
 const eventTypeList = Object.values(eventTypes).map((t) => `\`${t}\``).join(", ")
@@ -45,7 +46,7 @@ const errors = {
   503: "`unavailable`: the store, or the secrets key is not configured; retry"
 }
 const State = Schema.Struct({
-  key: Schema.String.annotate({ description: "`health:<queue>` (one per platform queue), `health:ledger` (a pending relay) or `dead_letters`" }),
+  key: Schema.String.annotate({ description: "`health:<queue>` (one per platform queue), `health:ledger` (a pending relay), `dead_letters` or `workflows_failed`" }),
   state: Schema.String.annotate({ description: "health: the level last graded (ok, warning, critical)" }),
   changed_at: Schema.String.annotate({ description: "When the graded level last changed" }),
   announced: Schema.NullOr(Schema.String).annotate({ description: "health: the level the last alert announced" }),
@@ -104,14 +105,14 @@ export const attempts = HttpApiEndpoint.get("listAlertAttempts", "/v1/alerts/end
 export const state = HttpApiEndpoint.get("alertState", "/v1/alerts", {
   success: Schema.Struct({ quiet_period_minutes: Schema.Number, window_minutes: Schema.Int, data: Schema.Array(State) }),
   error: problems(503)
-}).pipe(describe({ summary: "Alert state", description: "Per alert key (`health:<queue>` for each queue, `health:ledger`, `dead_letters`): what was graded and what was last announced.", scopes: platform, errors: { 503: "`unavailable`: the alert state; retry" } }))
+}).pipe(describe({ summary: "Alert state", description: "Per alert key (`health:<queue>` for each queue, `health:ledger`, `dead_letters`, `workflows_failed`): what was graded and what was last announced.", scopes: platform, errors: { 503: "`unavailable`: the alert state; retry" } }))
 
 export const evaluate = HttpApiEndpoint.post("evaluateAlerts", "/v1/alerts/evaluate", {
   success: Schema.Struct({ sent: Schema.Array(Sent) }),
   error: problems(503)
 }).pipe(describe({
   summary: "Evaluate the alerts now",
-  description: "What the cron does every 5 minutes: grades health, claims new dead letters, sends an alert for each change (de-duplicated; the quiet period applies).",
+  description: "What the cron does every 5 minutes: grades health, claims new dead letters and newly failed workflow instances, sends an alert for each change (de-duplicated; the quiet period applies).",
   scopes: platform,
   errors: { 503: "`unavailable`: a store or the webhooks queue; retry" }
 }))
@@ -119,5 +120,5 @@ export const evaluate = HttpApiEndpoint.post("evaluateAlerts", "/v1/alerts/evalu
 export const group = HttpApiGroup.make("alerts").add(state, evaluate, createEndpoint, listEndpoints, getEndpoint, updateEndpoint, deleteEndpoint, rotateSecret, attempts).middleware(Edge)
   .annotateMerge(OpenApi.annotations({
     title: "Alerts",
-    description: "The platform operators' alerts: health level changes and new dead letters, delivered as signed webhooks to their endpoints."
+    description: "The platform operators' alerts: health level changes, new dead letters and failed workflow instances, delivered as signed webhooks to their endpoints."
   }))

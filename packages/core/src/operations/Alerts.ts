@@ -1,8 +1,8 @@
 /**
  * Operator alerts: what seeds 001–003 ask to be told without asking — the platform's health changing level
  * (`ok → warning → critical → ok`: dead letters open, depth, processing p99, retry rate over the last
- * `windowMinutes`, a pending relay) and dead letters opening — pushed as signed webhook deliveries to the
- * operators' endpoints.
+ * `windowMinutes`, a pending relay), dead letters opening and workflow instances failing — pushed as signed
+ * webhook deliveries to the operators' endpoints.
  *
  * The endpoints are webhook endpoints of a reserved tenant (`alertsTenantId`, which no token can be bound
  * to) subscribed to the alert event types; an alert is handed to the webhooks queue as ordinary delivery
@@ -14,13 +14,15 @@
  * database: one key per queue, `health:factline-events` …, and `health:ledger` for a pending relay) and emits
  * on a change of that key — so a second queue turning critical while another already is, is announced too;
  * new dead letters are claimed per evaluation (`dead_messages.alert_id`, each record by exactly one alert)
- * and announced as one alert with counts by queue and reason, not one per message.
+ * and announced as one alert with counts by queue and reason, not one per message; failed workflow instances
+ * likewise (`workflow_instances.alert_id`, `alerted_at`: each failure by one alert, an instance that fails
+ * again after a retry once more), one alert by tenant and workflow naming the instance ids.
  *
  * - De-duplication: an alert's id derives from its key, the row's version and the time it was decided, and
  *   the `webhook-id` of each delivery from the alert id and the endpoint; the decision is a compare-and-swap
  *   on `version`, so of concurrent evaluations exactly one emits a given alert.
- * - Quiet period (`FACTLINE_ALERT_QUIET_MINUTES`, default 15), per key: after an alert of a key, a better level and
- *   new dead letters wait until the period since it has passed (then one alert says where things stand); a
+ * - Quiet period (`FACTLINE_ALERT_QUIET_MINUTES`, default 15), per key: after an alert of a key, a better level,
+ *   new dead letters and newly failed instances wait until the period since it has passed (then one alert says where things stand); a
  *   worse level than the one announced goes at once. A flap therefore sends at most one recovery per period.
  * - Nothing lost: the alert is written as `pending` in the same statement that decides it and cleared once
  *   handed to the queue; a pending alert older than `pendingRetryMs` is handed over again by the next
@@ -41,13 +43,13 @@ import { Queues } from "../platform/Queues.js"
 import * as WebhookConsumer from "../webhooks/WebhookConsumer.js"
 import * as WebhookStore from "../webhooks/WebhookStore.js"
 import * as Metrics from "./Metrics.js"
-import { type EventType, type Key, alertId, catalog, claimLimit, eventTypes, factType, healthKey, keys, ledgerKey, pendingRetryMs, stream, summarize, windowMinutes } from "./AlertCatalog.js"
+import { type EventType, type Key, alertId, catalog, claimLimit, eventTypes, factType, failedInstanceLimit, healthKey, keys, ledgerKey, pendingRetryMs, stream, summarize, summarizeFailedInstances, windowMinutes } from "./AlertCatalog.js"
 
 export { alertsTenantId as tenant }
 
-export { type EventType, type Key, alertId, catalog, claimLimit, descriptions, eventTypes, factType, healthKey, keys, ledgerKey, pendingRetryMs, stream, windowMinutes } from "./AlertCatalog.js"
+export { type EventType, type Key, alertId, catalog, claimLimit, descriptions, eventTypes, factType, failedInstanceLimit, healthKey, keys, ledgerKey, pendingRetryMs, stream, windowMinutes } from "./AlertCatalog.js"
 
-/** An alert as decided: its id, type and data (null: dead-letter counts, read back by the alert id). */
+/** An alert as decided: its id, type and data (null: what it claimed — dead letters, failed instances — read back by the alert id). */
 interface Alert {
   readonly alert_id: string
   readonly event_type: EventType
@@ -70,6 +72,11 @@ export type StateRow = typeof StateRow.Type
 const Version = Schema.Struct({ version: Schema.Number })
 const Found = Schema.Struct({ found: Schema.Number })
 const Claims = Schema.Struct({ queue: Schema.String, reason: Schema.String, n: Schema.Number, first: Schema.String, last: Schema.String })
+const FailedInstance = Schema.Struct({
+  tenant_id: Schema.String, workflow: Schema.String, instance_id: Schema.String, subject: Schema.String, error: Schema.NullOr(Schema.String), updated_at: Schema.String
+})
+/** A failed instance no alert has announced (or not this failure of it: failed again since). */
+const unannounced = "status = 'failed' AND (alerted_at IS NULL OR alerted_at < updated_at)"
 
 /** What one evaluation handed to the webhooks queue. */
 export interface Sent {
@@ -113,6 +120,23 @@ const deadLetterData = (alert: string) =>
     (perDatabase) => summarize(alert, perDatabase.flat())
   )
 
+/** The failed workflow instances an alert claimed (a read only: it claims nothing). */
+const failedInstanceData = (alert: string) =>
+  Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) =>
+    Effect.map(
+      Effect.mapError(sql.all(FailedInstance, Sql.statement(
+        "SELECT tenant_id, workflow, instance_id, subject, error, updated_at FROM workflow_instances WHERE alert_id = ? LIMIT ?", alert, failedInstanceLimit
+      )), unavailable),
+      (rows) => summarizeFailedInstances(alert, rows)
+    ))
+
+/** What a claiming key's alert announces, read back by its id. */
+const claimedData = (key: Key, alert: string) =>
+  Effect.gen(function*() {
+    const data: Record<string, unknown> & { readonly count: number } = key === "workflows_failed" ? yield* failedInstanceData(alert) : yield* deadLetterData(alert)
+    return data
+  })
+
 /** Hands an alert to the webhooks queue: one delivery message per enabled endpoint subscribed to its type. */
 const deliver = (alert: Alert, data: Record<string, unknown>) =>
   Effect.gen(function*() {
@@ -133,10 +157,12 @@ const deliver = (alert: Alert, data: Record<string, unknown>) =>
 const complete = (key: Key, version: number, alert: Alert) =>
   Effect.gen(function*() {
     const sql = yield* Sql.PlatformDatabase
-    const data = alert.data ?? (yield* deadLetterData(alert.alert_id))
-    const endpoints = key === "dead_letters" && (data as { count: number }).count === 0 ? 0 : yield* deliver(alert, data)
+    const claimed = alert.data === null ? yield* claimedData(key, alert.alert_id) : undefined
+    const data = alert.data ?? claimed!
+    // A claiming alert that found nothing to claim (another evaluation's claim took it) is sent to nobody.
+    const endpoints = claimed?.count === 0 ? 0 : yield* deliver(alert, data)
     yield* Effect.mapError(sql.run(Sql.statement("UPDATE alert_state SET pending = NULL, pending_since = NULL WHERE key = ? AND version = ?", key, version)), unavailable)
-    if (key === "dead_letters" && (data as { count: number }).count === 0) return undefined
+    if (claimed?.count === 0) return undefined
     return { key, alert_id: alert.alert_id, event_type: alert.event_type, endpoints } satisfies Sent
   })
 
@@ -245,6 +271,28 @@ const evaluateDeadLetters = (row: StateRow, quietMs: number) =>
     return yield* complete(row.key, row.version + 1, alert)
   })
 
+/**
+ * The failed-instances key: claims the workflow instances that failed since no alert announced them (each
+ * failure by one alert: `alerted_at` holds the `updated_at` announced) and announces them as one alert.
+ */
+const evaluateWorkflowFailures = (row: StateRow, quietMs: number) =>
+  Effect.gen(function*() {
+    const sql = yield* Sql.PlatformDatabase
+    const nowMs = yield* Time.millis
+    if (row.pending !== null || quietFor(row, nowMs, quietMs)) return undefined
+    // One probe of the failed instances first (a partial index): the evaluation decides nothing while none failed anew.
+    const fresh = yield* Effect.mapError(sql.first(Found, Sql.statement(`SELECT 1 AS found FROM workflow_instances WHERE ${unannounced} LIMIT 1`)), unavailable)
+    if (fresh === undefined) return undefined
+    const now = new Date(nowMs).toISOString()
+    const alert = yield* decide(row, now, eventTypes.workflowFailed, { state: "ok", data: () => null })
+    if (alert === undefined) return undefined
+    yield* Effect.mapError(sql.run(Sql.statement(
+      `UPDATE workflow_instances SET alert_id = ?, alerted_at = updated_at WHERE rowid IN (SELECT rowid FROM workflow_instances WHERE ${unannounced} ORDER BY updated_at LIMIT ?)`,
+      alert.alert_id, failedInstanceLimit
+    )), unavailable)
+    return yield* complete(row.key, row.version + 1, alert)
+  })
+
 /** Hands over again an alert left pending by a crash or a failed send (claimed by moving `pending_since`). */
 const retryPending = (row: StateRow) =>
   Effect.gen(function*() {
@@ -259,8 +307,8 @@ const retryPending = (row: StateRow) =>
   })
 
 /**
- * One evaluation: alerts left pending handed over again, then health, then new dead letters. Returns what
- * it handed to the webhooks queue.
+ * One evaluation: alerts left pending handed over again, then health, then new dead letters, then newly
+ * failed workflow instances. Returns what it handed to the webhooks queue.
  */
 export const evaluate = Effect.fn("Alerts.evaluate")(function*(options: Options) {
   const quietMs = options.quietPeriodMs
@@ -276,7 +324,8 @@ export const evaluate = Effect.fn("Alerts.evaluate")(function*(options: Options)
   // Each key on its own: health that cannot be read does not hold back the dead letters' alert, nor the reverse.
   const results = [
     yield* Effect.result(evaluateHealth(rows, quietMs)),
-    yield* Effect.result(Effect.map(evaluateDeadLetters(rows.get("dead_letters")!, quietMs), (done) => done === undefined ? [] : [done]))
+    yield* Effect.result(Effect.map(evaluateDeadLetters(rows.get("dead_letters")!, quietMs), (done) => done === undefined ? [] : [done])),
+    yield* Effect.result(Effect.map(evaluateWorkflowFailures(rows.get("workflows_failed")!, quietMs), (done) => done === undefined ? [] : [done]))
   ]
   for (const result of results) if (Result.isSuccess(result)) sent.push(...result.success)
   const failed = results.find(Result.isFailure)
