@@ -13,13 +13,15 @@ import * as Alerts from "../operations/Alerts.js"
 import * as DeadLetterStore from "../operations/DeadLetterStore.js"
 import * as ProjectionQuery from "../projections/ProjectionQuery.js"
 import * as WebhookStore from "../webhooks/WebhookStore.js"
-import { api, Batches, Contract, DeadLetters, Projections, Runs as RunsApi, Webhooks, Alerts as AlertsApi } from "./index.js"
+import * as WorkflowRecords from "../workflows/WorkflowRecords.js"
+import { api, Batches, Contract, DeadLetters, Projections, Runs as RunsApi, Webhooks, Alerts as AlertsApi, Workflows as WorkflowsApi } from "./index.js"
 
 describe("the API's description", () => {
   it("names the runtime's queues, outcomes, statuses, alert types and limits", () => {
     expect(Contract.queueNames).toEqual(RetryPolicy.all.map((p) => p.queue))
     expect(RunsApi.outcomes).toEqual(Runs.outcomes)
     expect(DeadLetters.statuses).toEqual(DeadLetterStore.statuses)
+    expect(WorkflowsApi.statuses).toEqual(WorkflowRecords.statuses)
     expect(Batches.jobStatuses).toEqual(BatchJobs.statuses)
     expect(AlertsApi.eventTypes).toEqual(Alerts.eventTypes)
     expect(Projections.pageLimit).toEqual(ProjectionQuery.pageLimit)
@@ -31,7 +33,7 @@ describe("the API's description", () => {
     const groups = new Set<string>()
     const endpoints: Array<string> = []
     HttpApi.reflect(api, { onGroup: ({ group }) => void groups.add(group.identifier), onEndpoint: ({ endpoint }) => void endpoints.push(`${endpoint.method} ${endpoint.path}`) })
-    expect([...groups].sort()).toEqual(["alerts", "batches", "deadLetters", "documents", "events", "facts", "health", "projections", "queues", "recovery", "runs", "tenants", "webhooks"])
+    expect([...groups].sort()).toEqual(["alerts", "batches", "deadLetters", "documents", "events", "facts", "health", "projections", "queues", "recovery", "runs", "tenants", "webhooks", "workflows"])
     expect(new Set(endpoints).size).toBe(endpoints.length)
     expect(endpoints.length).toBeGreaterThanOrEqual(51)
   })

@@ -18,6 +18,7 @@ import * as Recovery from "./Recovery.js"
 import * as Runs from "./Runs.js"
 import * as Tenants from "./Tenants.js"
 import * as Webhooks from "./Webhooks.js"
+import * as Workflows from "./Workflows.js"
 
 /** The whole API: every group, typed, so that a client derived from it (`HttpApiClient.make(api)`) is typed by it. */
 export const api = HttpApi.make("factline")
@@ -27,6 +28,7 @@ export const api = HttpApi.make("factline")
   .add(Batches.group)
   .add(DeadLetters.group)
   .add(Runs.group)
+  .add(Workflows.group)
   .add(Queues.group)
   .add(Recovery.group)
   .add(Tenants.group)

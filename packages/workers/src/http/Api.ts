@@ -1,6 +1,6 @@
 /**
  * The HTTP API (docs/architecture.md "A message's journey"), one module per resource — Events, Facts, Projections, Batches,
- * DeadLetters, Runs, Queues, Webhooks, Alerts, Documents — each describing its routes once (Contract.ts) and binding its
+ * DeadLetters, Runs, Workflows, Queues, Webhooks, Alerts, Documents — each describing its routes once (Contract.ts) and binding its
  * handlers to them; `Routes.ts` puts the descriptions together.
  *
  * Every route but the public documents and `GET /health` (liveness) authenticates (Auth.ts) and is scoped to the token's tenant: a
@@ -26,6 +26,7 @@ import * as Tenants from "./Tenants.js"
 import { api } from "./Routes.js"
 import * as Serve from "./Serve.js"
 import * as Webhooks from "./Webhooks.js"
+import * as Workflows from "./Workflows.js"
 
 export { maxBodyBytes } from "./JsonBody.js"
 export { maxUrlBytes } from "./Contract.js"
@@ -33,7 +34,7 @@ export { maxEventsPerRequest } from "./Events.js"
 export { api, publicRoutes, type Route, routes } from "./Routes.js"
 
 /** Every group's handlers. */
-const handlers = Layer.mergeAll(Events.handlers, Runs.handlers, Recovery.handlers, Queues.handlers, DeadLetters.handlers, Alerts.handlers, Tenants.handlers, Facts.handlers, Batches.handlers, Webhooks.handlers, Projections.handlers, Health.handlers, Documents.handlers(api))
+const handlers = Layer.mergeAll(Events.handlers, Runs.handlers, Workflows.handlers, Recovery.handlers, Queues.handlers, DeadLetters.handlers, Alerts.handlers, Tenants.handlers, Facts.handlers, Batches.handlers, Webhooks.handlers, Projections.handlers, Health.handlers, Documents.handlers(api))
 
 /** The Worker's `fetch` for the API: every route served from its description (Serve.ts). */
 export const make = (runtime: (env: PlatformEnv) => PlatformRuntime) => Serve.make(api, handlers, runtime)
