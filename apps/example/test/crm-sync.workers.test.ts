@@ -89,6 +89,22 @@ describe("crm-sync workflow", () => {
     expect(failed[0]!.data).toMatchObject({ call_id: callId, step: "create-deal" })
     expect(String(failed[0]!.data.reason)).toContain("422")
     expect(facts.some((f) => f.type === "crm_synced")).toBe(false)
+
+    // The failed instance is a dead letter with its context; replaying it (the CRM accepting deals now) restarts
+    // the instance, which completes: the contact it creates again is the same effect (same step key), once.
+    const listed = await request(`/v1/dlq?queue=factline-workflows&type=crm-sync`, { token: tokenA })
+    const letters = (await listed.json() as { data: ReadonlyArray<{ id: string; idempotency_key: string; subject: string; reason: string; last_error: string }> }).data
+    const letter = letters.find((l) => l.subject === callId)
+    expect(letter).toMatchObject({ idempotency_key: row.instance_id, reason: "permanent_failure" })
+    expect(letter!.last_error).toContain("422")
+    await failNext(callId, "deals", 201, 0)
+    const replayed = await request(`/v1/dlq/${letter!.id}/replay`, { method: "POST", token: tokenA })
+    expect(replayed.status, await replayed.clone().text()).toBe(202)
+    const again = await ended(callId)
+    expect(again.status).toBe("complete")
+    const after = await crmState(callId)
+    expect(after.effects.filter((e) => e.operation === "contacts")).toHaveLength(1)
+    expect(after.effects.filter((e) => e.operation === "deals")).toHaveLength(1)
   })
 
   it("attaches a different note when the call's dispute is decided within the window", async () => {

@@ -38,6 +38,8 @@ export type Scope = typeof Scope.Type
 
 /** The platform's queues, as the API's filters name them (core's `RetryPolicy.all`; a test holds the two together). */
 export const queueNames = ["factline-events", "factline-projections", "factline-fact-processing", "factline-webhooks", "factline-batch"] as const
+/** Where a dead letter comes from: a platform queue, or `factline-workflows` (a workflow instance that failed for good). */
+export const deadLetterSources = [...queueNames, "factline-workflows"] as const
 
 /** What the serving and the route table read of an endpoint description, whatever its schemas. */
 export interface Endpoint {

@@ -9,7 +9,7 @@ import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as HttpApiGroup from "effect/http-api/HttpApiGroup"
 import * as HttpApiSchema from "effect/http-api/HttpApiSchema"
 import * as OpenApi from "effect/http-api/OpenApi"
-import { cursor, describe, limitParameter, nextCursor, oneOf, type PageLimit, problems, text, required, queueNames } from "./Contract.js"
+import { cursor, deadLetterSources, describe, limitParameter, nextCursor, oneOf, type PageLimit, problems, text, required } from "./Contract.js"
 import { Edge } from "./Edge.js"
 /** A dead letter's status (the runtime, core's `DeadLetterStore`, reads them from here). */
 export const statuses = ["open", "replaying", "replayed", "skipped", "escalated"] as const
@@ -17,7 +17,7 @@ export const statuses = ["open", "replaying", "replayed", "skipped", "escalated"
 /** A page of dead letters. */
 export const listLimit: PageLimit = { maximum: 200, default: 50 }
 const filters = {
-  queue: oneOf(queueNames, "The queue the message died on"),
+  queue: oneOf(deadLetterSources, "The queue the message died on (`factline-workflows`: a workflow instance that failed for good)"),
   type: text("Message or fact type"),
   reason: text("Failure reason, e.g. permanent, retries_exhausted")
 }

@@ -92,7 +92,7 @@ const tenantOf = (row: Row) => row[tenantColumn]
  * inserts are idempotent by id; a tenant whose writes a move holds has none stored); fails only when the
  * placements cannot be read.
  */
-const store = Effect.fn("DeadLetterConsumer.store")(function*(rows: ReadonlyArray<Row>) {
+export const store = Effect.fn("DeadLetterConsumer.store")(function*(rows: ReadonlyArray<Row>) {
   const platform = yield* Sql.PlatformDatabase
   const placement = yield* Placement.TenantPlacement
   const placed = rows.filter((row) => typeof tenantOf(row) === "string")

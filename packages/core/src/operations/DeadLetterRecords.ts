@@ -7,6 +7,8 @@ import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type { Issues } from "@factline/schemas"
 import type { Queues, SendFailed } from "../platform/Queues.js"
+import type { Workflows } from "../platform/Workflows.js"
+import type { WorkflowRecords } from "../workflows/WorkflowRecords.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as Cursor from "../tables/Cursor.js"
 import * as Described from "../api/DeadLetters.js"
@@ -51,7 +53,7 @@ export const summaryColumns = `id, queue, status, reason, last_error, attempts, 
 /** Checks the list filters (and status defaults); problems name the parameter. */
 export const validateFilters = (filters: Filters, defaultStatus?: Status): { readonly ok: true; readonly filters: Filters } | { readonly ok: false; readonly problems: ReadonlyArray<Issues.Problem> } => {
   const problems: Array<Issues.Problem> = []
-  const queues = RetryPolicy.all.map((p) => p.queue)
+  const queues = [...RetryPolicy.all.map((p) => p.queue), "factline-workflows"]
   if (filters.queue !== undefined && !queues.includes(filters.queue)) problems.push({ path: "queue", message: `must be one of ${queues.join(", ")}` })
   if (filters.status !== undefined && !statuses.includes(filters.status as Status)) problems.push({ path: "status", message: `must be one of ${statuses.join(", ")}` })
   for (const key of ["type", "reason"] as const) {
@@ -79,8 +81,8 @@ export const decodeCursor = (cursor: string) => Cursor.decode(cursor, ["string",
 export interface Shape {
   readonly list: (scope: Scope, filters: Filters, page: { readonly cursor?: string; readonly limit: number }) => Effect.Effect<{ readonly data: ReadonlyArray<Summary>; readonly next_cursor: string | null }, Failure.Any>
   readonly get: (scope: Scope, id: string) => Effect.Effect<Detail, Failure.Any>
-  readonly replay: (scope: Scope, id: string) => Effect.Effect<Detail, Failure.Any | SendFailed, Queues>
-  readonly replayMatching: (scope: Scope, filters: Filters, operationId?: string) => Effect.Effect<{ readonly operation_id: string; readonly count: number; readonly waves: number }, Failure.Any | SendFailed, Queues>
+  readonly replay: (scope: Scope, id: string) => Effect.Effect<Detail, Failure.Any | SendFailed, Queues | Workflows | WorkflowRecords>
+  readonly replayMatching: (scope: Scope, filters: Filters, operationId?: string) => Effect.Effect<{ readonly operation_id: string; readonly count: number; readonly waves: number }, Failure.Any | SendFailed, Queues | Workflows | WorkflowRecords>
   /** Marks the record `skipped` (or `escalated`) if it is open; returns it. */
   readonly resolve: (scope: Scope, id: string, action: "skipped" | "escalated", note: string) => Effect.Effect<Detail, Failure.Any>
   /** Opens a skipped record again (its skip could not be completed), noting why in its history. */

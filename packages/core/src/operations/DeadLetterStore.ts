@@ -19,12 +19,15 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Result from "effect/Result"
 import { tenantKey } from "@factline/schemas"
-import { Queues, type SendFailed } from "../platform/Queues.js"
+import { Queues, SendFailed, SendFailed as SendFailedOf } from "../platform/Queues.js"
 import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as Sql from "../platform/Sql.js"
 import * as Placement from "../placement/Placement.js"
 import * as Failure from "../failures/Failure.js"
 import * as Time from "../platform/Time.js"
+import { Workflows } from "../platform/Workflows.js"
+import * as WorkflowDeadLetters from "../workflows/WorkflowDeadLetters.js"
+import { WorkflowRecords } from "../workflows/WorkflowRecords.js"
 import { Claimable, type Detail, DetailRow, Found, Id, type Scope, type Shape, Summary, TenantKey, decodeCursor, encodeCursor, summaryColumns, where } from "./DeadLetterRecords.js"
 
 export { type Detail, type Filters, type Scope, type Shape, type Status, Summary, statuses, validateFilters } from "./DeadLetterRecords.js"
@@ -146,13 +149,26 @@ const send = (sql: Sql.Sql, claimed: ReadonlyArray<{ id: string; queue: string; 
       const purpose = QueueGroups.purposeOf(c.queue)
       return c.tenant_id === null ? QueueGroups.route(purpose, "", 1) : queues.route(purpose, c.tenant_id)
     }
+    // A failed workflow instance's record is replayed by restarting the instance (its steps' keys keep its calls once).
+    let failure: SendFailed | undefined
+    const instances = claimed.filter((c) => c.queue === WorkflowDeadLetters.queue)
+    if (instances.length > 0) {
+      const workflows = yield* Workflows
+      const records = yield* WorkflowRecords
+      for (const c of instances) {
+        const restarted = yield* Effect.result(WorkflowDeadLetters.restart(workflows, records, c.original_message))
+        if (Result.isFailure(restarted)) {
+          failure ??= new SendFailedOf({ queue: c.queue, message: restarted.failure.message, sent: 0, notSent: 1, calls: 1 })
+          yield* settle(sql, [c.id], "open", by, operationId)
+        } else yield* settle(sql, [c.id], "replayed", by, operationId)
+      }
+    }
     const byQueue = new Map<string, Array<{ id: string; body: unknown }>>()
-    for (const c of claimed) {
+    for (const c of claimed.filter((c) => c.queue !== WorkflowDeadLetters.queue)) {
       const name = destination(c)
       byQueue.set(name, [...(byQueue.get(name) ?? []), { id: c.id, body: JSON.parse(c.original_message) as unknown }])
     }
     let wave = 0
-    let failure: SendFailed | undefined
     for (const [name, items] of byQueue) {
       for (let i = 0; i < items.length; i += waveSize) {
         const chunkItems = items.slice(i, i + waveSize)

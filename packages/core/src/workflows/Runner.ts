@@ -35,13 +35,16 @@ import type { Queues } from "../platform/Queues.js"
 import { ModuleLayers } from "../registry/ModuleLayers.js"
 import { Registry, runDeclared } from "../registry/Registry.js"
 import * as Time from "../platform/Time.js"
+import type * as Sql from "../platform/Sql.js"
+import type { TenantPlacement } from "../placement/Placement.js"
 import { Settings } from "../composition/Settings.js"
 import * as Engine from "./Engine.js"
 import { eventType, Params } from "./Instances.js"
+import * as WorkflowDeadLetters from "./WorkflowDeadLetters.js"
 import { WorkflowRecords } from "./WorkflowRecords.js"
 
 /** What the verbs' steps run with: the platform's services they use. */
-type Needs = Ledger | Registry | Producer | WorkflowRecords | ModuleLayers | Queues | PayloadStore
+type Needs = Ledger | Registry | Producer | WorkflowRecords | ModuleLayers | Queues | PayloadStore | Sql.PlatformDatabase | TenantPlacement
 
 /** Thrown inside a step to have Cloudflare retry it (a transient failure: the ledger or a queue was unavailable). */
 class Retry extends Error {
@@ -210,5 +213,11 @@ export const run = Effect.fn("Workflows.run")(function*(input: unknown, step: En
   yield* Effect.ignore(records.move(params.tenant_id, params.instance_id, outcome._tag === "Completed"
     ? { status: "complete", waiting_for: null, wait_until: null, error: null }
     : { status: "failed", waiting_for: null, wait_until: null, error: outcome.message }))
+  // Failed for good: a dead letter with its context (WorkflowDeadLetters), as a step of its own (retried until stored).
+  if (outcome._tag === "Failed") {
+    const recorded = Effect.flatMap(records.get({ tenantId: params.tenant_id }, params.instance_id), (row) =>
+      WorkflowDeadLetters.record(params, { message: outcome.message, attempts: row.attempts, startedAt: row.started_at }))
+    yield* Effect.promise(() => step.do("dead-letter", Engine.stepConfig(definition.retry, retryDelayScale), inStep(services, recorded)))
+  }
   return outcome as Ended
 })

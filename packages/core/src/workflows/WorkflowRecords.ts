@@ -74,6 +74,8 @@ export class WorkflowRecords extends Context.Service<WorkflowRecords, {
   readonly queuedStatements: (starts: ReadonlyArray<Start>, now: string) => ReadonlyArray<Sql.Statement>
   readonly record: (starts: ReadonlyArray<Start>) => Effect.Effect<void, Failure.Unavailable>
   readonly move: (tenantId: string, instanceId: string, move: Move) => Effect.Effect<void, Failure.Unavailable>
+  /** A new run of the instance (a retry or a replayed dead letter): queued again, its error cleared, `started_at` now. */
+  readonly restarted: (tenantId: string, instanceId: string) => Effect.Effect<void, Failure.Unavailable>
   /** One attempt of `step` (the count restarts at 1 when the step changes). */
   readonly attempt: (tenantId: string, instanceId: string, step: string) => Effect.Effect<void, Failure.Unavailable>
   /** Adds fact ids to the instance's appended facts (each once). */
@@ -107,6 +109,13 @@ export const make = (sql: Sql.Sql): WorkflowRecords["Service"] => {
       yield* sql.run(Sql.statement(
         `UPDATE workflow_instances SET ${[...set.map(([column]) => `${column} = ?`), "updated_at = ?"].join(", ")} WHERE tenant_id = ? AND instance_id = ?`,
         ...set.map(([, value]) => value), now, tenantId, instanceId
+      )).pipe(Effect.mapError(unavailable))
+    }),
+    restarted: Effect.fn("WorkflowRecords.restarted")(function*(tenantId, instanceId) {
+      const now = yield* Time.now
+      yield* sql.run(Sql.statement(
+        "UPDATE workflow_instances SET status = 'queued', error = NULL, step = NULL, attempts = 0, waiting_for = NULL, wait_until = NULL, started_at = ?, updated_at = ? WHERE tenant_id = ? AND instance_id = ?",
+        now, now, tenantId, instanceId
       )).pipe(Effect.mapError(unavailable))
     }),
     attempt: Effect.fn("WorkflowRecords.attempt")(function*(tenantId, instanceId, step) {
