@@ -10,7 +10,7 @@
  * an earlier session reaches the page. A 401 ends the session (`onUnauthorized`) and is dropped the same way.
  */
 import { Api, Unauthorized, Unavailable } from "@factline/client"
-import type { Batches, DeadLetters, Projections, Queues, Runs } from "@factline/core/api"
+import type { Batches, DeadLetters, Projections, Queues, Runs, Workflows } from "@factline/core/api"
 import type * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as Session from "./Session.js"
 
@@ -146,3 +146,23 @@ export const retryRun = (id: string) => call((api) => api.runs.retryRun({ params
 export type ProjectionState = Api.Output<typeof Projections.listProjections>["data"][number]
 
 export const projections = () => call((api) => api.projections.listProjections({}))
+
+// ------------------------------------------------------------------ workflow instances (/v1/workflows)
+
+export interface WorkflowFilters {
+  readonly workflow: string
+  /** queued, running, sleeping, waiting, compensating, complete, failed, terminated; "" for all. */
+  readonly status: string
+  readonly subject: string
+}
+export type WorkflowInstance = Api.Output<typeof Workflows.listWorkflows>["data"][number]
+export type WorkflowDetail = Api.Output<typeof Workflows.getWorkflow>
+
+export const workflows = (filters: WorkflowFilters, cursor: string | null) =>
+  call((api) => api.workflows.listWorkflows({ query: given<typeof Workflows.listWorkflows>({ workflow: filters.workflow, status: filters.status, subject: filters.subject, limit: "50", cursor }) }))
+/** One instance: its row, Cloudflare's own status and the facts it appended. */
+export const workflow = (id: string) => call((api) => api.workflows.getWorkflow({ params: { id } }))
+/** Runs it again from its start (each step with its own idempotency key: nothing done twice). */
+export const retryWorkflow = (id: string) => call((api) => api.workflows.retryWorkflow({ params: { id } }))
+/** Stops it where it is (no compensation). */
+export const terminateWorkflow = (id: string) => call((api) => api.workflows.terminateWorkflow({ params: { id } }))

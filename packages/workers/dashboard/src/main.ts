@@ -1,6 +1,6 @@
 /**
  * The operators' dashboard (`GET /dashboard`), the page's entry: sign-in and sign-out, the panels (queue
- * health, runs, dead letters, batch jobs) refreshed together — by hand, and every 10 s while auto-refresh is
+ * health, runs, workflow instances, dead letters, batch jobs, projections) refreshed together — by hand, and every 10 s while auto-refresh is
  * on, the tab is visible and no dialog is open; the runs panel also reloads itself every second while live.
  *
  * The page holds no data and needs no token itself. The operator enters a token once; it lives in the tab's
@@ -18,6 +18,7 @@ import { byId } from "./Dom.js"
 import * as Health from "./Health.js"
 import * as Runs from "./Runs.js"
 import * as Session from "./Session.js"
+import * as Workflows from "./Workflows.js"
 
 const refreshEveryMs = 10_000
 
@@ -49,7 +50,7 @@ const refresh = async (): Promise<void> => {
   loading = true
   refreshButton().disabled = true
   try {
-    await Promise.all([Health.load(), Runs.load(), DeadLetters.load(false), Batches.load(), Projections.load()])
+    await Promise.all([Health.load(), Runs.load(), Workflows.load(false), DeadLetters.load(false), Batches.load(), Projections.load()])
     if (generation === Session.currentGeneration()) byId("updated").textContent = `updated ${new Date().toLocaleTimeString()}`
   } finally {
     if (generation === Session.currentGeneration()) {
@@ -74,6 +75,7 @@ const signOut = (message: string) => {
   // Nothing of the previous session stays on the page.
   Health.reset()
   Runs.reset()
+  Workflows.reset()
   DeadLetters.reset()
   Batches.reset()
   Projections.reset()
@@ -102,6 +104,7 @@ const start = () => {
   Health.setup()
   DeadLetters.setup({ healthChanged: () => void Health.load(), refresh })
   Runs.setup({ openDeadLetters: DeadLetters.show })
+  Workflows.setup()
   Dialog.setup()
   byId("host").textContent = location.host
   byId("login-form").addEventListener("submit", (event) => {
