@@ -109,7 +109,7 @@ describe("what the document says is what the server does", () => {
     const listings = Object.entries(doc.paths as Record<string, any>).filter(([, item]) => item.get?.parameters?.some((p: any) => p.name === "limit"))
     expect(listings.map(([path]) => path).sort()).toEqual([
       "/v1/alerts/endpoints", "/v1/alerts/endpoints/{id}/attempts",
-      "/v1/batches", "/v1/dlq", "/v1/facts", "/v1/projections/{name}", "/v1/runs", "/v1/streams/{subject}/facts", "/v1/webhooks/endpoints", "/v1/webhooks/endpoints/{id}/attempts"
+      "/v1/batches", "/v1/dlq", "/v1/facts", "/v1/projections/{name}", "/v1/runs", "/v1/streams/{subject}/facts", "/v1/webhooks/endpoints", "/v1/webhooks/endpoints/{id}/attempts", "/v1/workflows"
     ])
     for (const [path] of listings) {
       const { type, minimum, maximum, default: fallback } = limitOf(doc, path)

@@ -93,7 +93,8 @@ describe("tenancy sweep, every route of the table", () => {
     endpoint: "",
     hookPath: `/hooks/${unique("secret_hook")}`,
     deadLetter: unique("dlq_tenant_a"),
-    run: unique("run_tenant_a")
+    run: unique("run_tenant_a"),
+    workflow: unique("crm-sync-tenant-a")
   }
 
   beforeAll(async () => {
@@ -125,6 +126,11 @@ describe("tenancy sweep, every route of the table", () => {
       `INSERT INTO runs (id, queue, message_id, tenant_id, message_type, subject, idempotency_key, attempt, attempts, outcome, error, next_retry_at, body, first_attempted_at, updated_at)
        VALUES (?, 'factline-events', ?, 'tenant-a', 'call.completed', ?, ?, 1, 1, 'retry', ?, ?, '{}', ?, ?)`
     ).bind(a.run, unique("msg"), a.subject, `call.completed:${a.subject}`, `retrying for ${a.buyer}`, new Date(Date.now() + 60_000).toISOString(), new Date().toISOString(), new Date().toISOString()).run()
+    // An instance of tenant A's in the index (Cloudflare does not know it: its show says so with a null status).
+    await env.DB.prepare(
+      `INSERT INTO workflow_instances (tenant_id, instance_id, workflow, subject, start_fact_id, status, step, attempts, waiting_for, wait_until, facts, error, traceparent, started_at, updated_at)
+       VALUES ('tenant-a', ?, 'crm-sync', ?, ?, 'waiting', 'wait/dispute', 1, ?, ?, '[]', NULL, NULL, ?, ?)`
+    ).bind(a.workflow, a.subject, a.factIds[0] ?? "f_probe", `dispute of ${a.buyer}`, new Date(Date.now() + 60_000).toISOString(), new Date().toISOString(), new Date().toISOString()).run()
   }, 60_000)
 
   interface Probe {
@@ -182,6 +188,11 @@ describe("tenancy sweep, every route of the table", () => {
     "GET /v1/runs": { ownerStatus: 200, ownMarkers: [a.run], answersB: true },
     // A's own retry is not sent: it would send A's stored body to the queue.
     "POST /v1/runs/:id/retry": { params: { id: a.run }, ownerStatus: undefined },
+    "GET /v1/workflows": { ownerStatus: 200, ownMarkers: [a.workflow], answersB: true },
+    "GET /v1/workflows/:id": { params: { id: a.workflow }, ownerStatus: 200, ownMarkers: [a.workflow] },
+    // A's own terminate and retry are not sent: Cloudflare does not know the probe's instance (a 404 either way).
+    "POST /v1/workflows/:id/terminate": { params: { id: a.workflow }, ownerStatus: undefined },
+    "POST /v1/workflows/:id/retry": { params: { id: a.workflow }, ownerStatus: undefined },
     // The projections' catch-up spans every tenant: platform scope, every tenant's token is refused.
     "GET /v1/projections": { ownerStatus: undefined },
     "POST /v1/projections/catch-up": { ownerStatus: undefined },
@@ -220,7 +231,7 @@ describe("tenancy sweep, every route of the table", () => {
       const sent = [...Object.values(probe!.params ?? {}), ...(probe!.query ? [decodeURIComponent(probe!.query.split("=")[1]!)] : []), ...(probe!.body ? [JSON.stringify(probe!.body)] : [])]
       let rest = text
       for (const s of sent) rest = rest.split(s).join("")
-      for (const secret of ["tenant-a", a.buyer, a.subject, String(a.price), a.batch, a.job, a.endpoint, a.hookPath, a.deadLetter, ...a.factIds]) {
+      for (const secret of ["tenant-a", a.buyer, a.subject, String(a.price), a.batch, a.job, a.endpoint, a.hookPath, a.deadLetter, a.workflow, ...a.factIds]) {
         expect(rest, `${keyOf(route)} as tenant B leaks ${secret}`).not.toContain(secret)
       }
       if (probe!.ownerStatus !== undefined) {
