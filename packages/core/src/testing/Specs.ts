@@ -105,11 +105,11 @@ abstract class Run {
   }
 }
 
-type Given = ReadonlyArray<NewFact<string, unknown> | Fact>
+export type Given = ReadonlyArray<NewFact<string, unknown> | Fact>
 const isStored = (f: NewFact<string, unknown> | Fact): f is Fact => "fact_id" in f
 
 /** Appends given facts to a stream as another writer would have (ids from their position). */
-const appendGiven = (platform: TestPlatform.TestPlatform, tenant_id: string, stream: string, given: Given) =>
+export const appendGiven = (platform: TestPlatform.TestPlatform, tenant_id: string, stream: string, given: Given) =>
   given.length === 0
     ? Promise.resolve()
     : platform.run(Effect.gen(function*() {
@@ -130,7 +130,7 @@ const appendGiven = (platform: TestPlatform.TestPlatform, tenant_id: string, str
       if (result?.status !== "appended" && result?.status !== "duplicate") throw new SpecError(`the given facts could not be appended: ${JSON.stringify(result)}`)
     }))
 
-const readStream = (platform: TestPlatform.TestPlatform, tenant_id: string, stream: string) =>
+export const readStream = (platform: TestPlatform.TestPlatform, tenant_id: string, stream: string) =>
   platform.run(Effect.flatMap(Effect.service(Ledger), (ledger) => ledger.read({ tenant_id, stream })))
 
 /** A spec's layer in place of the module's, when the code requires services; none otherwise. */
