@@ -100,3 +100,38 @@ describe("the derived client", () => {
     expect([ok, refused]).toHaveLength(2)
   })
 })
+
+describe("the derived client's workflows calls", () => {
+  const instance = { instance_id: "crm-sync-0a1b", tenant_id: "t1", workflow: "crm-sync", subject: "call-1", start_fact_id: "f_1", status: "failed", step: "create-deal", attempts: 1, waiting_for: null, wait_until: null, facts: ["f_2"], error: "deal refused: 422", traceparent: null, started_at: "a", updated_at: "b" }
+  const detail = { ...instance, status: "queued", error: null, cloudflare: { status: "queued", error: null }, appended: [] }
+
+  it("lists with the filters as query, retries (202, decoded) and reads Cloudflare's refusal of a terminate as Conflict", async () => {
+    const { sent, fetch } = recording([
+      () => json(200, { data: [instance], next_cursor: null }),
+      () => json(202, detail),
+      () => json(409, { error: { code: "workflow_refused", message: "Cloudflare refused to terminate workflow instance crm-sync-0a1b: instance.cannot_terminate" } })
+    ])
+    const api = Api.make({ baseUrl: "https://factline.test", token: "tok", fetch, retry: { maxAttempts: 1 } })
+    const page = await api.workflows.listWorkflows({ query: { workflow: "crm-sync", status: "failed", limit: "10" } })
+    expect(page.data[0]?.step).toBe("create-deal")
+    const retried = await api.workflows.retryWorkflow({ params: { id: "crm-sync-0a1b" } })
+    expect(retried.cloudflare?.status).toBe("queued")
+    const refused = await api.workflows.terminateWorkflow({ params: { id: "crm-sync-0a1b" } }).catch((e: unknown) => e)
+    expect(refused).toBeInstanceOf(Conflict)
+    expect(sent.map(({ url, method }) => `${method} ${url}`)).toEqual([
+      "GET https://factline.test/v1/workflows?workflow=crm-sync&status=failed&limit=10",
+      "POST https://factline.test/v1/workflows/crm-sync-0a1b/retry",
+      "POST https://factline.test/v1/workflows/crm-sync-0a1b/terminate"
+    ])
+  })
+
+  it("refuses a status the description does not list before sending", async () => {
+    const { sent, fetch } = recording([])
+    const api = Api.make({ baseUrl: "https://factline.test", token: "tok", fetch })
+    // @ts-expect-error — not a status of an instance
+    const bad = await api.workflows.listWorkflows({ query: { status: "sleepy" } }).catch((e: unknown) => e)
+    expect(bad).toBeInstanceOf(InvalidQuery)
+    expect((bad as InvalidQuery).problems.map((p) => p.path)).toEqual(["status"])
+    expect(sent).toHaveLength(0)
+  })
+})
