@@ -41,3 +41,14 @@ describe("the D1 tables written on every event", () => {
     expect(row?.sql).toMatch(/WITHOUT ROWID\s*$/)
   })
 })
+
+describe("wrangler.jsonc binds the workflows the modules declare", () => {
+  const config = parseJsonc(wranglerText)
+  it("the registry has workflows and every environment binds FACTLINE_WORKFLOWS of class FactlineWorkflow (not inherited)", async () => {
+    const { modules } = await import("../src/modules.js")
+    expect(modules.flatMap((m) => m.workflows).map((w) => w.name)).toContain("crm-sync")
+    const wanted = [{ name: "factline-workflows", binding: "FACTLINE_WORKFLOWS", class_name: "FactlineWorkflow" }]
+    expect(config.workflows).toEqual(wanted)
+    for (const name of Object.keys(config.env ?? {})) expect(config.env[name].workflows, `env.${name}`).toEqual(wanted)
+  })
+})

@@ -97,6 +97,8 @@ export const bindings = {
   ledger: { binding: "LEDGER", className: "LedgerShard" },
   /** One object per webhook endpoint with limits (max_per_second, max_in_flight): the limits across isolates. */
   limiter: { binding: "WEBHOOK_LIMITER", className: "EndpointLimiter" },
+  /** Cloudflare Workflows: one workflow of class FactlineWorkflow runs every module's workflows (when the app has any). */
+  workflows: { binding: "FACTLINE_WORKFLOWS", className: "FactlineWorkflow" },
   /** The cron that sweeps stale relays and prunes retained rows. */
   crons: ["*/5 * * * *"]
 }

@@ -9,7 +9,7 @@ import { type Config, type Database, parseJsonc, renderValue, unprovisionedDatab
 export { type Config, type Consumer, type Database, parseJsonc, platformBindings, render, unprovisionedDatabaseId } from "./WranglerText.js"
 
 /** Keys wrangler does not inherit from the top level into an environment (bindings, vars). */
-const notInherited = ["vars", "durable_objects", "d1_databases", "r2_buckets", "queues", "kv_namespaces", "services", "analytics_engine_datasets", "ratelimits"]
+const notInherited = ["vars", "durable_objects", "d1_databases", "r2_buckets", "queues", "kv_namespaces", "services", "analytics_engine_datasets", "ratelimits", "workflows"]
 
 /**
  * The configuration wrangler deploys for `env` (undefined: the top level): inherited keys fall back to the
@@ -34,7 +34,11 @@ export const queueNames = (effective: Config): Array<string> => {
  * platform queue and DLQ produced to and consumed with the policy's settings, D1, R2, the ledger Durable
  * Object with its SQLite migration, the cron, and no local-only setting. An empty list means it passes.
  */
-export const check = (effective: Config, { deployed = false }: { readonly deployed?: boolean } = {}): Array<string> => {
+export const check = (effective: Config, { deployed = false, workflows = false }: {
+  readonly deployed?: boolean
+  /** The app runs workflows (its top level declares the entry): every environment must bind them too. */
+  readonly workflows?: boolean
+} = {}): Array<string> => {
   const problems: Array<string> = []
   const producers = effective.queues?.producers ?? []
   const consumers = effective.queues?.consumers ?? []
@@ -81,6 +85,7 @@ export const check = (effective: Config, { deployed = false }: { readonly deploy
     if (!(effective.triggers?.crons ?? []).includes(cron)) problems.push(`triggers.crons: missing "${cron}" (relay sweep and retention)`)
   }
   problems.push(...rateLimitProblems(effective))
+  problems.push(...workflowProblems(effective, workflows))
   if (deployed) {
     for (const name of Policies.localOnlyVars) {
       if (effective.vars?.[name] !== undefined) problems.push(`vars.${name} is set: local development only, never in a deployed environment`)
@@ -89,6 +94,21 @@ export const check = (effective: Config, { deployed = false }: { readonly deploy
       if (effective.vars?.[name] !== undefined) problems.push(`vars.${name} is a plain var: it must be a secret (wrangler secret put ${name})`)
     }
   }
+  return problems
+}
+
+/**
+ * The workflows entry: when the app runs workflows (or the entry is there), one workflow bound as
+ * FACTLINE_WORKFLOWS of class FactlineWorkflow (wrangler does not inherit it into an environment).
+ */
+const workflowProblems = (effective: Config, required: boolean): Array<string> => {
+  const { binding, className } = Policies.bindings.workflows
+  const entry = (effective.workflows ?? []).find((w) => w.binding === binding)
+  const wanted = `{ name: "factline-workflows", binding: "${binding}", class_name: "${className}" }`
+  if (entry === undefined) return required ? [`workflows: missing ${wanted} (the app's modules declare workflows; wrangler does not inherit it into an environment)`] : []
+  const problems: Array<string> = []
+  if (entry.class_name !== className) problems.push(`workflows[${binding}].class_name is ${JSON.stringify(entry.class_name)}: it must be "${className}" (export it from the Worker's entry)`)
+  if (typeof entry.name !== "string" || entry.name === "") problems.push(`workflows[${binding}] has no name: ${wanted}`)
   return problems
 }
 

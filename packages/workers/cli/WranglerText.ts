@@ -30,6 +30,7 @@ export interface Config {
   readonly r2_buckets?: ReadonlyArray<{ readonly binding: string; readonly bucket_name?: string }>
   readonly durable_objects?: { readonly bindings?: ReadonlyArray<{ readonly name: string; readonly class_name: string }> }
   readonly migrations?: ReadonlyArray<{ readonly tag?: string; readonly new_sqlite_classes?: ReadonlyArray<string> }>
+  readonly workflows?: ReadonlyArray<{ readonly name?: string; readonly binding?: string; readonly class_name?: string }>
   readonly triggers?: { readonly crons?: ReadonlyArray<string> }
   readonly ratelimits?: ReadonlyArray<{ readonly name: string; readonly simple?: { readonly period?: unknown } }>
   readonly [key: string]: unknown

@@ -337,4 +337,21 @@ describe("factline deploy", () => {
     expect(() => readFileSync(join(dir, "calls.log"))).toThrow()
     expect(() => readFileSync(join(ok, "calls.log"))).toThrow()
   })
+
+  it("an app that binds workflows at the top level must bind them in each environment (not inherited), of class FactlineWorkflow", async () => {
+    const workflows = [{ name: "factline-workflows", binding: "FACTLINE_WORKFLOWS", class_name: "FactlineWorkflow" }]
+    const forgotten = fakeApp("workflows-forgotten")
+    const path = join(forgotten, "wrangler.jsonc")
+    const config = WranglerConfig.parseJsonc(readFileSync(path, "utf8"))
+    writeFileSync(path, WranglerConfig.render({ ...config, workflows }))
+    const refused = await run(["--config", path, "--env", "production", "--dry-run"])
+    expect(refused.code).toBe(1)
+    expect(refused.err).toContain('workflows: missing { name: "factline-workflows", binding: "FACTLINE_WORKFLOWS", class_name: "FactlineWorkflow" }')
+    const wrongClass = fakeApp("workflows-wrong-class", { production: { workflows: [{ ...workflows[0], class_name: "CrmSync" }] } })
+    const wrong = await run(["--config", join(wrongClass, "wrangler.jsonc"), "--env", "production", "--dry-run"])
+    expect(wrong.code).toBe(1)
+    expect(wrong.err).toContain('workflows[FACTLINE_WORKFLOWS].class_name is "CrmSync": it must be "FactlineWorkflow"')
+    expect(callsOf(forgotten)).toEqual([])
+    expect(callsOf(wrongClass)).toEqual([])
+  })
 })

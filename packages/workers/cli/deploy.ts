@@ -233,7 +233,7 @@ const printPlan = (io: Io.Io, { dryRun, section, configPath, readDatabases, addi
   io.out(`  3. R2 bucket ${res.bucket} (binding ${Policies.bindings.payloads}): create if missing; lifecycle rule ${Policies.payloads.rule}: expire objects under ${Policies.payloads.prefix} (offloaded payloads) after ${retentionDays} days — added if missing, replaced if it differs, left alone when present; nothing else in the bucket expires (uploads, batch files, the facts archive)\n`)
   io.out(`  4. D1 migrations: apply ${migrations.length} from ${relative(appDir, migrationsDir) || "."} to each database (remote; already applied ones are skipped):\n${res.databases.map((d) => `       - wrangler d1 migrations apply ${d.name} --remote`).join("\n")}\n`)
   io.out(`  5. secrets: ${Policies.requiredSecrets.map((s) => `${s} ${secrets[s] ? `(from ${secrets[s].from})` : "(not given: must be set on the Worker already — checked with wrangler secret list)"}`).join(", ")}\n`)
-  io.out(`  6. wrangler deploy ${envArgs.slice(0, -2).join(" ")} — Worker ${res.worker}, Durable Object ${res.durableObjects.join(", ")}, crons ${res.crons.join(", ")}\n`)
+  io.out(`  6. wrangler deploy ${envArgs.slice(0, -2).join(" ")} — Worker ${res.worker}, Durable Object ${res.durableObjects.join(", ")}, crons ${res.crons.join(", ")}${(effective.workflows ?? []).length > 0 ? `, workflows ${(effective.workflows ?? []).map((w) => `${w.name} (class ${w.class_name}; created or updated with the Worker)`).join(", ")}` : ""}\n`)
 }
 
 /** The dry run: wrangler bundles and validates the Worker into a scratch folder (`scratchDir` makes it); nothing is created or changed. */
@@ -355,7 +355,9 @@ export const run = async (argv: ReadonlyArray<string>, io: Io.Io = Io.stdio, env
     const target = options.env ? `environment ${options.env}` : "the top-level configuration (no --env)"
     const section = options.env ? `env.${options.env}` : "the top level"
     io.out(`factline deploy${dryRun ? " --dry-run" : ""}: ${target} of ${relative(process.cwd(), configPath) || configPath}\n`)
-    const problems = WranglerConfig.check(configured, { deployed })
+    // An app whose top level binds workflows runs them: each environment must bind them too (not inherited).
+    const workflows = (config.workflows ?? []).some((w) => w.binding === Policies.bindings.workflows.binding)
+    const problems = WranglerConfig.check(configured, { deployed, workflows })
     if (problems.length > 0) {
       io.err(`config checks failed (${problems.length}):\n${problems.map((p) => `  - ${p}`).join("\n")}\n`)
       return 1
