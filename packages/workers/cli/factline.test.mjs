@@ -30,7 +30,7 @@ describe("factline", () => {
   it("--help lists the local and the operators' commands (exit 0); no command prints it as a usage error (exit 2)", async () => {
     const help = await factline(["--help"])
     expect(help.code).toBe(0)
-    for (const command of ["init <dir>", "tokens create|list|revoke", "deploy [--env NAME]", "health [--window", "dlq replay --all-matching", "import FILE", "batch show|cancel ID"]) expect(help.stdout).toContain(command)
+    for (const command of ["init <dir>", "tokens create|list|revoke", "deploy [--env NAME]", "health [--window", "dlq replay --all-matching", "import FILE", "batch show|cancel ID", "workflows [list] [filters]", "workflows show ID", "workflows terminate|retry ID"]) expect(help.stdout).toContain(command)
     expect((await factline([])).code).toBe(2)
   })
 
@@ -41,7 +41,10 @@ describe("factline", () => {
       [["health"], "no token: pass --token or set FACTLINE_TOKEN"],
       [["dlq", "skip", "dl_1", "--token", "t"], "dlq skip needs --reason"],
       [["dlq", "skip", "dl_1", "--token", "t", "--reason"], "Option '--reason <value>' argument missing"],
-      [["health", "--url", "not a url", "--token", "t"], "--url not a url is not a URL"]
+      [["health", "--url", "not a url", "--token", "t"], "--url not a url is not a URL"],
+      [["workflows", "show", "--token", "t"], "workflows show needs an instance ID"],
+      [["workflows", "terminate", "a", "b", "--token", "t"], "workflows terminate needs an instance ID"],
+      [["workflows", "pause", "a", "--token", "t"], "unknown workflows subcommand pause (list, show ID, terminate ID, retry ID)"]
     ]
     for (const [args, message] of cases) {
       const run = await factline(args)
@@ -67,6 +70,9 @@ describe("factline", () => {
     const limit = await factline(["runs", "--limit", "many"], env)
     expect(limit.code).toBe(1)
     expect(limit.stderr).toContain("invalid_query: limit: must be a whole number from 1 to 200")
+    const workflowStatus = await factline(["workflows", "--status", "sleepy"], env)
+    expect(workflowStatus.code).toBe(1)
+    expect(workflowStatus.stderr).toBe("factline: invalid_query: status: must be one of queued, running, sleeping, waiting, compensating, complete, failed, terminated (checked before sending: nothing was sent)\n")
     const name = await factline(["tenants", "remove", "x".repeat(10_001)], env)
     expect(name.code).toBe(1)
     expect(name.stderr).toMatch(/^factline: invalid_request: tenant: .+ \(checked before sending: nothing was sent\)\n$/)

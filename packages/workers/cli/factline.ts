@@ -55,6 +55,9 @@ operators' commands, against a deployment (--url, --token):
                                             --follow prints each new or changed run every second until ctrl-c
                                             (--follow-for S: for S seconds)
   runs retry ID                             retry a waiting message now (a dead one: replay its dead letter)
+  workflows [list] [filters]                workflow instances, newest first (filters: --workflow --status --subject; --limit --cursor)
+  workflows show ID                         one instance: status here and at Cloudflare, step, attempts, wait, facts appended
+  workflows terminate|retry ID              stop an instance; run a failed or terminated one again (steps keep their keys)
   projections [catch-up]                    every projection's catch-up (current, catching_up, not_migrated); catch-up checks now (scope platform)
   batches [--status S] [--limit N]          batch jobs (imports, exports, reconciles, rebuilds) of this token's tenant
   import FILE [--name NAME] [--no-wait]     upload an NDJSON file of envelopes, import it, show progress until done (scope admin)

@@ -2,7 +2,7 @@
  * The operators' commands of `factline`, against any deployment's HTTP API: queue health, dead letters
  * (list, show, replay one or all matching, skip, escalate), batch jobs (list, show, cancel; import, export,
  * reconcile, rebuild with a progress bar), projections (their catch-up, and the check now), tenants (where each lives, place one, move one and follow the move), runs (every
- * message attempt, followed live; retry now). Every call goes through the client derived from the API's
+ * message attempt, followed live; retry now), workflow instances (list, show, terminate, retry). Every call goes through the client derived from the API's
  * description (`Api` of @factline/client, typed by @factline/core/api's endpoints; a query's parameter names
  * are read from its endpoint), and an import's upload and an export's download through `Files` (streamed, with
  * no time limit): this module knows the commands, their options and their output — tables, `--json` for the
@@ -21,7 +21,7 @@ import type * as Schema from "effect/Schema"
 import * as SchemaAST from "effect/SchemaAST"
 import type * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import { Api, Conflict, Files, Forbidden, InvalidQuery, InvalidRequest, NotFound, type RequestError, Unauthorized, Unavailable, UnexpectedResponse } from "@factline/client"
-import { Batches, DeadLetters, Projections, Queues, Recovery, Runs, Tenants } from "@factline/core/api"
+import { Batches, DeadLetters, Projections, Queues, Recovery, Runs, Tenants, Workflows } from "@factline/core/api"
 import * as Args from "./Args.js"
 import * as Stacks from "./Stacks.js"
 
@@ -542,6 +542,72 @@ Object.assign(commands, {
   }
 } satisfies Record<string, Command>)
 
+// ------------------------------------------------------------------ workflows (GET /v1/workflows[/:id], POST …/terminate|retry)
+
+type WorkflowInstance = Api.Output<typeof Workflows.listWorkflows>["data"][number]
+type WorkflowDetail = Api.Output<typeof Workflows.getWorkflow>
+Object.assign(statusColor, { complete: 32, sleeping: 36, waiting: 36, compensating: 33, terminated: 90, errored: 31 })
+const statusCell = (padded: string, raw: string) => colored(raw) + padded.slice(raw.length)
+/** What an instance waits for and until when, or its sleep's end. */
+const waitOf = (w: WorkflowInstance): string =>
+  w.waiting_for !== null ? `${w.waiting_for}${w.wait_until ? ` until ${clock(w.wait_until)}` : ""}` : w.wait_until ? `until ${clock(w.wait_until)}` : ""
+const workflowColumns: ReadonlyArray<Column<WorkflowInstance>> = [
+  { title: "UPDATED", get: (w) => clock(w.updated_at) },
+  { title: "ID", get: (w) => w.instance_id, max: 48 },
+  { title: "WORKFLOW", get: (w) => w.workflow, max: 24 },
+  { title: "SUBJECT", get: (w) => w.subject, max: 32 },
+  { title: "TENANT", get: (w) => w.tenant_id, max: 20 },
+  { title: "STATUS", get: (w) => w.status, color: statusCell },
+  { title: "STEP", get: (w) => w.step ?? "—", max: 28 },
+  { title: "ATT", get: (w) => w.attempts, align: "right" },
+  { title: "WAITING", get: waitOf, max: 48 },
+  { title: "FACTS", get: (w) => w.facts.length, align: "right" },
+  { title: "ERROR", get: (w) => w.error ?? "", max: 60 }
+]
+const showWorkflow = (w: WorkflowDetail): string => {
+  const rows: Array<[string, unknown]> = [
+    ["id", w.instance_id], ["workflow", w.workflow], ["tenant", w.tenant_id], ["subject", w.subject], ["status", w.status],
+    ["cloudflare", w.cloudflare === null ? "unknown to Cloudflare (not created yet, or gone)" : w.cloudflare.status], ["step", w.step], ["attempts", w.attempts],
+    ["waiting for", w.waiting_for], ["until", w.wait_until], ["error", w.error], ["cloudflare error", w.cloudflare?.error],
+    ["start fact", w.start_fact_id], ["trace", w.traceparent], ["started", w.started_at], ["updated", w.updated_at]
+  ]
+  const shown = rows.filter(([, v]) => v !== null && v !== undefined && v !== "")
+  const width = Math.max(...shown.map(([k]) => k.length))
+  const lines = shown.map(([k, v]) => `${dim(k.padEnd(width))}  ${k === "status" || k === "cloudflare" ? colored(clean(v)) : clean(v)}`)
+  lines.push("", dim(`facts appended (${w.facts.length})`))
+  if (w.facts.length === 0) lines.push("  (none)")
+  for (const f of w.appended) lines.push(`  ${clean(f.fact_id)}  ${clean(f.type)}  #${f.sequence}  ${clean(f.created_at)}  ${clean(JSON.stringify(f.data))}`)
+  if (w.appended.length < w.facts.length) lines.push(dim(`  … ${w.facts.length - w.appended.length} more (ids with --json)`))
+  if (w.cloudflare?.output !== undefined) lines.push("", dim("output"), JSON.stringify(w.cloudflare.output, null, 2))
+  return lines.join("\n")
+}
+
+Object.assign(commands, {
+  /** `workflows [list] [filters]`, `workflows show ID`, `workflows terminate ID`, `workflows retry ID`. */
+  async workflows({ api }, { flags, positional }) {
+    const [, sub = "list", id] = positional
+    if (sub === "list") {
+      if (positional.length > 2) throw new UsageError(`unexpected argument ${positional[2]}`)
+      const page = await api.workflows.listWorkflows({ query: query(flags, Workflows.listWorkflows) })
+      if (flags.json) return page
+      if (page.data.length === 0) return dim("no workflow instances match")
+      return [table(workflowColumns, page.data), "", dim(`${page.data.length} shown${page.next_cursor ? `; more with --cursor ${page.next_cursor}` : ""}`)].join("\n")
+    }
+    if (!["show", "terminate", "retry"].includes(sub)) throw new UsageError(`unknown workflows subcommand ${sub} (list, show ID, terminate ID, retry ID)`)
+    if (!id || positional.length > 3) throw new UsageError(`workflows ${sub} needs an instance ID`)
+    if (sub === "show") {
+      const w = await api.workflows.getWorkflow({ params: { id } })
+      return flags.json ? w : showWorkflow(w)
+    }
+    if (sub === "terminate") {
+      const w = await api.workflows.terminateWorkflow({ params: { id } })
+      return flags.json ? w : `terminated ${clean(w.instance_id)} at step ${clean(w.step ?? "—")}; Cloudflare: ${colored(clean(w.cloudflare?.status ?? "unknown"))} (workflows retry ${clean(w.instance_id)} runs it again)`
+    }
+    const w = await api.workflows.retryWorkflow({ params: { id } })
+    return flags.json ? w : `retrying ${clean(w.instance_id)}: restarted at Cloudflare (${colored(clean(w.cloudflare?.status ?? "unknown"))}); every step runs again with its idempotency key, nothing done is done twice`
+  }
+} satisfies Record<string, Command>)
+
 const record = (u: unknown): Readonly<Record<string, unknown>> | undefined => (typeof u === "object" && u !== null ? (u as Record<string, unknown>) : undefined)
 
 /** The error an answer (or no answer) makes, for a person: the API's status, code and message, and each problem it names. */
@@ -565,7 +631,7 @@ export const run = async (argv: ReadonlyArray<string>): Promise<number> => {
   let url = ""
   try {
     const { options, positional } = Args.parse([...argv], {
-      values: ["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out", "to", "outcome", "subject", "since", "follow-for"],
+      values: ["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out", "to", "outcome", "subject", "since", "follow-for", "workflow"],
       switches: ["json", "all-matching", "repair", "no-wait", "dry-run", "follow"]
     })
     const args: Invocation = { flags: (flags = options), positional }
