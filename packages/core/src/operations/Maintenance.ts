@@ -15,6 +15,7 @@
  * It does not schedule itself (the Worker's `scheduled` handler does) and
  * owns no table: each job asks the module owning its table.
  */
+import * as WorkflowInstances from "../workflows/Instances.js"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Archive from "../archive/Archive.js"
@@ -145,6 +146,13 @@ export const catchUpProjections = Effect.fn("Maintenance.catchUpProjections")(fu
   )
 })
 
+/** Wakes workflow instances whose sleep or wait is overdue (Instances.wakeOverdue); a failure is logged, the next run retries. */
+export const wakeOverdueWorkflows = Effect.fn("Maintenance.wakeOverdueWorkflows")(function*() {
+  return yield* WorkflowInstances.wakeOverdue().pipe(
+    Effect.catch((error) => Effect.as(Effect.logError(`overdue workflow instances could not be woken, the next run tries again: ${error.message}`), 0))
+  )
+})
+
 /** What a run needs of the settings (the Worker passes its own). */
 export interface Options {
   /** `FACTLINE_ALERT_QUIET_MINUTES`, in milliseconds. */
@@ -167,4 +175,5 @@ export const run = Effect.fn("Maintenance.run")(function*(options: Options = { a
   yield* failStaleBatchJobs()
   yield* catchUpProjections()
   yield* archiveFacts()
+  yield* wakeOverdueWorkflows()
 })

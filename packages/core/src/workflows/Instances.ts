@@ -11,6 +11,7 @@
  * waits. A binding that fails is the fact's transient failure: the message is retried, and every step of
  * this is idempotent.
  */
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { Fact } from "@factline/schemas"
@@ -46,6 +47,31 @@ export type Params = typeof Params.Type
 
 /** The event a waiting instance receives: the fact, under the wait's name. */
 export const eventType = (wait: string) => `wait-${wait}`
+
+/** The event that wakes an instance whose sleep or wait is overdue (no wait listens for it: it only wakes the instance). */
+export const wakeType = "factline-wake"
+
+/** How long past its time an instance may still be sleeping or waiting before the watchdog wakes it. */
+export const overdueAfterMs = 60_000
+
+/**
+ * The watchdog (each scheduled run): instances whose sleep or wait ended more than `overdueAfterMs` ago but
+ * that still say sleeping or waiting get an event, which wakes an instance Cloudflare has not resumed (local
+ * Workflows do not resume a sleeping instance after a restart of `wrangler dev` until an event reaches it); an
+ * instance that is running meanwhile ignores it. Returns how many were woken.
+ */
+export const wakeOverdue = Effect.fn("Workflows.wakeOverdue")(function*(limit = 100) {
+  const records = yield* WorkflowRecords
+  const workflows = yield* Workflows
+  const now = yield* Clock.currentTimeMillis
+  const overdue = yield* records.overdue(new Date(now - overdueAfterMs).toISOString(), limit)
+  let woken = 0
+  for (const instance of overdue) {
+    const delivered = yield* Effect.result(workflows.deliver(instance.instance_id, { type: wakeType, payload: null }))
+    if (delivered._tag === "Success" && delivered.success === "delivered") woken++
+  }
+  return woken
+})
 
 /**
  * Starts the instances the facts start and delivers the facts instances wait for. Returns the facts (by key)

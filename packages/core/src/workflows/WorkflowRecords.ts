@@ -80,6 +80,8 @@ export class WorkflowRecords extends Context.Service<WorkflowRecords, {
   readonly attempt: (tenantId: string, instanceId: string, step: string) => Effect.Effect<void, Failure.Unavailable>
   /** Adds fact ids to the instance's appended facts (each once). */
   readonly appended: (tenantId: string, instanceId: string, factIds: ReadonlyArray<string>) => Effect.Effect<void, Failure.Unavailable>
+  /** Instances sleeping or waiting whose time passed before `before` (ISO-8601): at most `limit`, the oldest first. */
+  readonly overdue: (before: string, limit: number) => Effect.Effect<ReadonlyArray<Instance>, Failure.Unavailable>
   readonly list: (scope: Scope, filters: Filters, page: { readonly limit: number; readonly cursor?: string }) => Effect.Effect<{ readonly data: ReadonlyArray<Instance>; readonly next_cursor: string | null }, Failure.Unavailable | Failure.InvalidInput>
   readonly get: (scope: Scope, instanceId: string) => Effect.Effect<Instance, Failure.Unavailable | Failure.NotFound>
 }>()("@factline/core/WorkflowRecords") {
@@ -131,6 +133,12 @@ export const make = (sql: Sql.Sql): WorkflowRecords["Service"] => {
       yield* sql.run(Sql.statement(
         "UPDATE workflow_instances SET facts = (SELECT json_group_array(value) FROM (SELECT value FROM json_each(facts) UNION SELECT value FROM json_each(?))), updated_at = ? WHERE tenant_id = ? AND instance_id = ?",
         JSON.stringify(factIds), now, tenantId, instanceId
+      )).pipe(Effect.mapError(unavailable))
+    }),
+    overdue: Effect.fn("WorkflowRecords.overdue")(function*(before, limit) {
+      return yield* sql.all(Row, Sql.statement(
+        `SELECT ${columns} FROM workflow_instances WHERE status IN ('sleeping', 'waiting') AND wait_until < ? ORDER BY wait_until LIMIT ?`,
+        before, limit
       )).pipe(Effect.mapError(unavailable))
     }),
     list: Effect.fn("WorkflowRecords.list")(function*(scope, filters, page) {
