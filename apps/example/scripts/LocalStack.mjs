@@ -34,10 +34,11 @@ export const freePort = () =>
 /**
  * Starts the stack; resolves to `{ base, stop, kill, output }` once wrangler reports it is ready. The static assets
  * (the dashboard and /docs) are built first, from their current source. `vars` are passed as `--var NAME:VALUE`
- * (as `npm run dev` passes FACTLINE_KEEP_ACCEPTED). `kill()` is a hard stop — SIGKILL to wrangler and workerd
+ * (as `npm run dev` passes FACTLINE_KEEP_ACCEPTED); `args` are more `wrangler dev` arguments (`--test-scheduled`: GET
+ * /__scheduled runs the scheduled handler). `kill()` is a hard stop — SIGKILL to wrangler and workerd
  * at once, nothing flushed — and resolves once the process has exited.
  */
-export const start = async ({ cwd, state, port, config, vars = {} }) => {
+export const start = async ({ cwd, state, port, config, vars = {}, args = [] }) => {
   await buildAssets()
   const configArgs = config ? ["--config", config] : []
   // Every database of the config gets the migrations: the platform database and each read database (placement).
@@ -47,7 +48,7 @@ export const start = async ({ cwd, state, port, config, vars = {} }) => {
     execFileSync(process.execPath, [wrangler, "d1", "migrations", "apply", database, "--local", ...configArgs, "--persist-to", state], { cwd, env, stdio: "ignore" })
   }
   const varArgs = Object.entries(vars).flatMap(([name, value]) => ["--var", `${name}:${value}`])
-  const dev = spawn(process.execPath, [wrangler, "dev", ...configArgs, ...varArgs, "--persist-to", state, "--port", String(port), "--ip", "127.0.0.1"], {
+  const dev = spawn(process.execPath, [wrangler, "dev", ...configArgs, ...varArgs, ...args, "--persist-to", state, "--port", String(port), "--ip", "127.0.0.1"], {
     cwd, env, stdio: ["ignore", "pipe", "pipe"], detached: true
   })
   let output = ""
