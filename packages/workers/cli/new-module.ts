@@ -1,9 +1,16 @@
 /**
- * `factline new:module <name> [--app DIR] [--no-migration]`: scaffolds a module into a factline app — an event
+ * `factline new:module <name> [--app DIR] [--no-migration] [--workflow]`: scaffolds a module into a factline app — an event
  * type with v1, its handler, a processor, a projection with its Drizzle table, and specs with the test kit —,
  * registers it in the app's src/modules.ts (and its table in src/schema.ts where that lists each module's), generates its D1 migration (`factline db:generate --name <name>`,
  * never interactive) and writes its types' schema snapshots (the app's `snapshots:write`). Its specs pass unchanged (`npm run test:specs`), and the app's registry spec
  * (test/registry.spec.ts) covers it. Refuses to overwrite anything.
+ *
+ * `--workflow` adds a workflow to the module (a flag, not a commented example: code a new team keeps is code
+ * that typechecks and whose spec runs from the first minute): `follow-up-<name>`, started by a qualified
+ * `<name>_qualified`, calls a module service (`<Name>Notifier`, src/<name>/Notifier.ts, a stand-in that logs)
+ * with its step's idempotency key, sleeps `<NAME>_FOLLOW_UP_AFTER` (default 1 day) and appends
+ * `<name>_followed_up`; its specs (WorkflowSpec, with a fake notifier) go into the module's spec file. An app
+ * whose wrangler config has no Workflows binding is told what to add.
  *
  * The app is the current directory (`npx factline new:module leads` in an app made by `factline init`) or
  * `--app DIR` (this repository's `npm run new:module -- leads` passes `--app apps/example`).
@@ -15,18 +22,20 @@ import * as Args from "./Args.js"
 import * as Generate from "./generate.js"
 import { type Io, stdio } from "./Io.js"
 
-export const usage = `usage: factline new:module <name> [--app DIR] [--no-migration]
+export const usage = `usage: factline new:module <name> [--app DIR] [--no-migration] [--workflow]
 
   <name>           lower-case letters and digits joined by '_', starting with a letter (e.g. leads, lead_scores)
   --app DIR        the app (default: the current directory): src/modules.ts, src/<name>/, test/
-  --no-migration   do not run db:generate`
+  --no-migration   do not run db:generate
+  --workflow       also a workflow (Cloudflare Workflows) started by the module's qualified fact: a service call
+                   with its step's idempotency key, a durable sleep, a fact appended — with its specs`
 
 export const namePattern = /^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$/
 
 export const run = async (argv: ReadonlyArray<string>, io: Io = stdio): Promise<number> => {
   let parsed
   try {
-    parsed = Args.parse(argv, { values: ["app"], switches: ["no-migration"] })
+    parsed = Args.parse(argv, { values: ["app"], switches: ["no-migration", "workflow"] })
   } catch (error) {
     if (!(error instanceof Args.ArgsError)) throw error
     io.err(`new:module: ${error.message}\n${usage}\n`)
@@ -56,10 +65,12 @@ export const run = async (argv: ReadonlyArray<string>, io: Io = stdio): Promise<
   const pascal = name.split("_").map((w) => w.slice(0, 1).toUpperCase() + w.slice(1)).join("")
   const camel = pascal.slice(0, 1).toLowerCase() + pascal.slice(1)
   const dir = join(app, "src", name)
+  const workflow = options.workflow === true
   const files = {
-    [join(dir, `${pascal}.ts`)]: moduleSource(name, pascal, camel),
+    [join(dir, `${pascal}.ts`)]: moduleSource(name, pascal, camel, workflow),
     [join(dir, "Tables.ts")]: tablesSource(name, camel),
-    [join(app, "test", `${name}.spec.ts`)]: specSource(name, pascal, camel)
+    ...(workflow ? { [join(dir, "Notifier.ts")]: notifierSource(name, pascal) } : {}),
+    [join(app, "test", `${name}.spec.ts`)]: specSource(name, pascal, camel, workflow)
   }
   for (const path of Object.keys(files)) if (existsSync(path)) return fail(`${shown(path)} already exists; nothing was written`)
   const modules = readFileSync(modulesPath, "utf8")
@@ -102,24 +113,35 @@ export const run = async (argv: ReadonlyArray<string>, io: Io = stdio): Promise<
     if (written.status !== 0) return fail(`the module is written, but its schema snapshots were not (run npm run snapshots:write):\n${written.stdout}${written.stderr}`)
     io.out(`wrote its schema snapshots to ${shown(join(dir, "schemas"))}/\n`)
   }
+  // The workflow runs on the app's Workflows binding (the class FactlineWorkflow, exported by its entry).
+  const wrangler = ["wrangler.jsonc", "wrangler.json", "wrangler.toml"].map((f) => join(app, f)).find((f) => existsSync(f))
+  const missingBinding = workflow && (wrangler === undefined || !readFileSync(wrangler, "utf8").includes("FactlineWorkflow"))
   io.out(`
-next:
-  edit ${shown(join(dir, `${pascal}.ts`))} (payload schema, facts, handler, processor, projection)
+next:${missingBinding ? `
+  add the Workflows binding to ${wrangler === undefined ? "your wrangler config" : shown(wrangler)} (top level and each env):
+    "workflows": [{ "name": "factline-workflows", "binding": "FACTLINE_WORKFLOWS", "class_name": "FactlineWorkflow" }]
+  and export its class from your Worker's entry: export { FactlineWorkflow } from "@factline/workers"` : ""}
+  edit ${shown(join(dir, `${pascal}.ts`))} (payload schema, facts, handler, processor, projection${workflow ? ", workflow" : ""})
   npm run test:specs                           # the specs, in Node, in about a second
   npm run dev                                  # then POST a ${name}.received event and query /v1/projections/${name}
 `)
   return 0
 }
 
-function moduleSource(name: string, pascal: string, camel: string) {
+function moduleSource(name: string, pascal: string, camel: string, workflow: boolean) {
+  const kebab = name.replace(/_/g, "-")
   return `/**
  * The ${name} module: \`${name}.received\` (v1) recorded as a \`${name}_received\` fact by a handler,
- * qualified by a processor (\`${name}_qualified\`), and projected into the \`${name}\` table.
- * Subject = the ${name} id. Scaffolded by \`factline new:module ${name}\`; make it yours.
+ * qualified by a processor (\`${name}_qualified\`), and projected into the \`${name}\` table.${workflow ? `
+ * A qualified ${name} is followed up by a workflow (\`follow-up-${kebab}\`).` : ""}
+ * Subject = the ${name} id. Scaffolded by \`factline new:module ${name}${workflow ? " --workflow" : ""}\`; make it yours.
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, Projection } from "@factline/core"
+${workflow ? `import * as Activity from "effect/workflow/Activity"
+import * as DurableClock from "effect/workflow/DurableClock"
+import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, Projection, Workflow } from "@factline/core"
+import { ${pascal}Notifier } from "./Notifier.js"` : `import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, Projection } from "@factline/core"`}
 import * as Tables from "./Tables.js"
 
 const Id = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128))
@@ -163,13 +185,78 @@ export const ${camel}Projection = Projection.rows({
   ]
 })
 
-export const ${camel} = Module.make("${name}", {
+${workflow ? workflowSource(name, pascal, kebab) : ""}export const ${camel} = Module.make("${name}", {
   tables: Tables,
   handlers: [record${pascal}],
   processors: [qualify${pascal}],
-  projections: [${camel}Projection]
-  // layer: the services its handlers and processors require (docs/product-teams.md#handlers-with-services)
+  projections: [${camel}Projection]${workflow ? `,
+  workflows: [followUp${pascal}],
+  // The services its code requires: the workflow's notifier (a test layer in its specs).
+  layer: ${pascal}Notifier.layer` : `
+  // layer: the services its handlers and processors require (docs/product-teams.md#handlers-with-services)`}
 })
+`
+}
+
+function workflowSource(name: string, pascal: string, kebab: string) {
+  return `export const FollowedUp = FactDefinition.make("${name}_followed_up", Schema.Struct({ id: Id }))
+
+/**
+ * A workflow (on Cloudflare Workflows: each step durable, retried by the policy, its result kept once done): a
+ * qualified ${name} is notified outside — one call, with its step's idempotency key, so that a retried or
+ * replayed step is one notification there —, then, after a durable sleep (nothing held meanwhile), followed
+ * up. Its specs: WorkflowSpec (docs/testing.md#workflow-specs).
+ */
+export const followUp${pascal} = Workflow.make({
+  name: "follow-up-${kebab}",
+  start: Qualified,
+  when: (fact) => fact.data.qualified,
+  emits: [FollowedUp],
+  run: (qualified, wf) =>
+    Effect.gen(function*() {
+      const notifier = yield* ${pascal}Notifier
+      yield* Activity.make({
+        name: "notify",
+        error: Workflow.StepError,
+        execute: Effect.flatMap(Activity.idempotencyKey("notify"), (key) => notifier.notify(qualified.data.id, key))
+      })
+      yield* DurableClock.sleep({ name: "follow-up", duration: notifier.followUpAfter })
+      yield* wf.append("followed-up", [FollowedUp.make({ id: qualified.data.id })])
+    })
+})
+
+`
+}
+
+function notifierSource(name: string, pascal: string) {
+  const setting = `${name.toUpperCase()}_FOLLOW_UP_AFTER`
+  return `/**
+ * What the ${name} module's workflow calls outside, as a module service. Scaffolded as a stand-in that logs:
+ * replace \`notify\` with your API's client, and send \`idempotencyKey\` along (an \`Idempotency-Key\`
+ * header) — it is the workflow step's, the same on every attempt and replay. A \`TransientError\` is retried
+ * by the workflow's policy; a \`PermanentError\` is the step's final answer. \`${setting}\` (default
+ * 1 day): how long the workflow sleeps before its follow-up.
+ */
+import * as Config from "effect/Config"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type { PermanentError, TransientError } from "@factline/core"
+
+export class ${pascal}Notifier extends Context.Service<${pascal}Notifier, {
+  readonly notify: (id: string, idempotencyKey: string) => Effect.Effect<void, TransientError | PermanentError>
+  /** How long after the notification the follow-up is recorded. */
+  readonly followUpAfter: Duration.Duration
+}>()("${name}/${pascal}Notifier") {
+  static readonly layer = Layer.effect(${pascal}Notifier, Effect.gen(function*() {
+    const after = yield* Config.String("${setting}").pipe(Config.withDefault("1 day"))
+    return ${pascal}Notifier.of({
+      followUpAfter: Duration.fromInputUnsafe(after as Duration.Input),
+      notify: (id, idempotencyKey) => Effect.logInfo(\`${name} \${id} qualified: notify it here (idempotency key \${idempotencyKey})\`)
+    })
+  }))
+}
 `
 }
 
@@ -193,11 +280,27 @@ export const ${camel} = sqliteTable(
 `
 }
 
-function specSource(name: string, pascal: string, camel: string) {
+function specSource(name: string, pascal: string, camel: string, workflow: boolean) {
   return `/** The ${name} module's specs, in plain Node with the test kit (\`npm run test:specs\`). */
-import { describe, it } from "vitest"
+${workflow ? `import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { describe, expect, it } from "vitest"
+import { HandlerSpec, ProcessorSpec, ProjectionSpec, WorkflowSpec, fact, message } from "@factline/core/testing"
+import { ${camel}Projection, FollowedUp, followUp${pascal}, ${pascal}Received, Qualified, qualify${pascal}, Received, record${pascal} } from "../src/${name}/${pascal}.js"
+import { ${pascal}Notifier } from "../src/${name}/Notifier.js"
+
+/** A notifier in memory, in place of the module's: one notification per idempotency key, as a real API keeps them. */
+const fakeNotifier = () => {
+  const notified = new Map<string, string>()
+  const layer = Layer.succeed(${pascal}Notifier, ${pascal}Notifier.of({
+    followUpAfter: Duration.days(1),
+    notify: (id, idempotencyKey) => Effect.sync(() => void notified.set(idempotencyKey, id))
+  }))
+  return { layer, notified }
+}` : `import { describe, it } from "vitest"
 import { HandlerSpec, ProcessorSpec, ProjectionSpec, fact, message } from "@factline/core/testing"
-import { ${camel}Projection, ${pascal}Received, Qualified, qualify${pascal}, Received, record${pascal} } from "../src/${name}/${pascal}.js"
+import { ${camel}Projection, ${pascal}Received, Qualified, qualify${pascal}, Received, record${pascal} } from "../src/${name}/${pascal}.js"`}
 
 describe("${name}", () => {
   it("records a received ${name}", () =>
@@ -219,7 +322,23 @@ describe("${name}", () => {
       .then([
         { id: "x1", score: 70, qualified: true },
         { id: "x2", score: 10, qualified: null }
-      ]))
+      ]))${workflow ? `
+
+  // The spec also replays the body and attempts each step again by itself: a notification without its key fails it.
+  it("follows up a qualified ${name}: notified once, followed up a day later", async () => {
+    const notifier = fakeNotifier()
+    await WorkflowSpec.for(followUp${pascal}, { layer: notifier.layer })
+      .when(fact(Qualified, { id: "x1", qualified: true }, { stream: "x1" }))
+      .then({
+        steps: ["notify", "sleep/follow-up", "append/followed-up"],
+        sleeps: [{ name: "follow-up", duration: "1 day" }],
+        facts: [FollowedUp.make({ id: "x1" })]
+      })
+    expect([...notifier.notified.values()]).toEqual(["x1"])
+  })
+
+  it("does not follow up a ${name} that did not qualify", () =>
+    WorkflowSpec.for(followUp${pascal}, { layer: fakeNotifier().layer }).when(fact(Qualified, { id: "x1", qualified: false }, { stream: "x1" })).thenNotStarted())` : ""}
 })
 `
 }
