@@ -4,6 +4,12 @@
 //   POST /control { call_id, operation: "contacts" | "deals" | "notes" | "delete", status, times }
 //     the next `times` calls of that operation for that call answer `status` (503: transient, 422: permanent;
 //     times: null for every call)
+//   POST /control { call_prefix, fail_rate, lost_rate, status, max_per_key }
+//     random transient failures for every call whose call_id starts with call_prefix (the chaos run): a request
+//     answers `status` without doing anything with probability fail_rate, or does its effect and then answers
+//     `status` anyway (the reply lost: a retry with the same key gets the first answer) with probability
+//     lost_rate — at most max_per_key such failures per idempotency key (default 2), so that a retried step gets
+//     through within its retries; a later /control with the same prefix and rates of 0 ends it
 //   GET /state?call_id=…  → { requests: [{ operation, key, status }], effects: [{ operation, key, id }] }
 //     every request seen (each attempt), and every effect done (once per key)
 //   POST /contacts {call_id} → 201 {id}; DELETE /contacts/:id → 200 {id}; POST /deals, POST /notes → 201 {id}
@@ -14,6 +20,9 @@ export const start = async (port = 0) => {
   const effects = new Map()
   const answers = new Map()
   const failures = new Map()
+  /** Random failure modes by call_id prefix, and how many random failures each idempotency key has had. */
+  const randoms = new Map()
+  const randomFailures = new Map()
   let next = 1
   const server = createServer((req, res) => {
     const url = new URL(req.url, "http://crm")
@@ -30,6 +39,10 @@ export const start = async (port = 0) => {
         body = JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}")
       } catch {
         return json(400, { error: "body is not JSON" })
+      }
+      if (req.method === "POST" && url.pathname === "/control" && typeof body.call_prefix === "string") {
+        randoms.set(body.call_prefix, { failRate: body.fail_rate ?? 0, lostRate: body.lost_rate ?? 0, status: body.status ?? 503, maxPerKey: body.max_per_key ?? 2 })
+        return json(200, { ok: true })
       }
       if (req.method === "POST" && url.pathname === "/control") {
         failures.set(`${body.call_id}|${body.operation}`, { status: body.status, times: body.times ?? null })
@@ -51,6 +64,16 @@ export const start = async (port = 0) => {
         seen.push({ operation, key, status: failure.status })
         return json(failure.status, { error: failure.status >= 500 ? "the CRM is busy" : `the CRM refuses this ${operation.replace(/s$/, "")}` })
       }
+      const random = [...randoms].find(([prefix]) => callId.startsWith(prefix))?.[1]
+      const draw = Math.random()
+      const randomly = random !== undefined && (randomFailures.get(key) ?? 0) < random.maxPerKey
+        ? draw < random.failRate ? "refused" : draw < random.failRate + random.lostRate ? "lost" : undefined
+        : undefined
+      if (randomly !== undefined) randomFailures.set(key, (randomFailures.get(key) ?? 0) + 1)
+      if (randomly === "refused") {
+        seen.push({ operation, key, status: random.status, random: "refused" })
+        return json(random.status, { error: "the CRM is busy (random)" })
+      }
       const answered = answers.get(key)
       if (answered !== undefined) {
         seen.push({ operation, key, status: answered.status, repeated: true })
@@ -59,8 +82,12 @@ export const start = async (port = 0) => {
       const id = operation === "delete" ? url.pathname.split("/")[2] : `${operation.slice(0, 1)}_${next++}`
       const answer = { status: operation === "delete" ? 200 : 201, body: { id } }
       answers.set(key, answer)
-      seen.push({ operation, key, status: answer.status })
       effects.set(callId, [...(effects.get(callId) ?? []), { operation, key, id }])
+      if (randomly === "lost") {
+        seen.push({ operation, key, status: random.status, random: "lost" })
+        return json(random.status, { error: "the CRM did it, but its answer was lost (random)" })
+      }
+      seen.push({ operation, key, status: answer.status })
       return json(answer.status, answer.body)
     })
   })

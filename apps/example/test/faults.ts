@@ -21,24 +21,26 @@ export interface Schedule {
   readonly durableObjects?: number
   /** Every `queues`-th send / sendBatch to a platform queue fails. */
   readonly queues?: number
+  /** Every `workflows`-th call of the Workflows binding (`create`, an instance's `sendEvent`) fails. */
+  readonly workflows?: number
   /** Alternate refused calls with lost replies (the call succeeded, the caller saw an error). */
   readonly lostReplies?: boolean
 }
 
 export interface Injected {
-  calls: { d1: number; durableObjects: number; queues: number }
-  refused: { d1: number; durableObjects: number; queues: number }
-  lostReplies: { d1: number; durableObjects: number; queues: number }
+  calls: { d1: number; durableObjects: number; queues: number; workflows: number }
+  refused: { d1: number; durableObjects: number; queues: number; workflows: number }
+  lostReplies: { d1: number; durableObjects: number; queues: number; workflows: number }
   /** Bodies sent to any dead-letter queue. */
   readonly deadLettered: Array<unknown>
 }
 
-type Kind = "d1" | "durableObjects" | "queues"
+type Kind = "d1" | "durableObjects" | "queues" | "workflows"
 
 export const newInjected = (): Injected => ({
-  calls: { d1: 0, durableObjects: 0, queues: 0 },
-  refused: { d1: 0, durableObjects: 0, queues: 0 },
-  lostReplies: { d1: 0, durableObjects: 0, queues: 0 },
+  calls: { d1: 0, durableObjects: 0, queues: 0, workflows: 0 },
+  refused: { d1: 0, durableObjects: 0, queues: 0, workflows: 0 },
+  lostReplies: { d1: 0, durableObjects: 0, queues: 0, workflows: 0 },
   deadLettered: []
 })
 
@@ -120,6 +122,30 @@ export const queue = (q: Queue, name: string, run: ReturnType<typeof scheduled>)
   metrics: () => (q as any).metrics()
 }) as Queue
 
+/**
+ * The Workflows binding (`FACTLINE_WORKFLOWS`): `create` and an instance's `sendEvent` fail on the schedule — a
+ * lost reply of `create` made the instance (the retry finds it: `instance.already_exists`), a lost reply of
+ * `sendEvent` delivered the event (the retry delivers it again). `get`, `status` and the rest go through.
+ */
+export const workflows = (binding: Workflow, run: ReturnType<typeof scheduled>): Workflow =>
+  new Proxy(binding, {
+    get(target, prop) {
+      if (prop === "create") return (options: WorkflowInstanceCreateOptions) => run("Workflows.create", () => target.create(options))
+      if (prop === "get") {
+        return async (id: string) => {
+          const instance = await target.get(id)
+          return new Proxy(instance, {
+            get(i, p) {
+              if (p === "sendEvent") return (event: { type: string; payload: unknown }) => run("WorkflowInstance.sendEvent", () => i.sendEvent(event))
+              return passThrough(i, p)
+            }
+          })
+        }
+      }
+      return passThrough(target, prop)
+    }
+  })
+
 const recordingDlq = (q: Queue, injected: Injected): Queue => ({
   send: (body: unknown, options?: QueueSendOptions) => (injected.deadLettered.push(body), q.send(body, options)),
   sendBatch: (messages: Iterable<MessageSendRequest>, options?: QueueSendBatchOptions) => {
@@ -130,15 +156,20 @@ const recordingDlq = (q: Queue, injected: Injected): Queue => ({
   metrics: () => (q as any).metrics()
 }) as Queue
 
-/** A copy of a Worker env whose DB, LEDGER and `*_QUEUE` bindings (and a group's `*_QUEUE_n`) fail on `schedule`; `*_DLQ` bindings are recorded. */
+/**
+ * A copy of a Worker env whose DB, LEDGER, FACTLINE_WORKFLOWS and `*_QUEUE` bindings (and a group's `*_QUEUE_n`)
+ * fail on `schedule`; `*_DLQ` bindings are recorded.
+ */
 export const env = <E extends Record<string, unknown>>(source: E, schedule: Schedule, injected: Injected = newInjected()) => {
   const out: Record<string, unknown> = { ...source }
   const runD1 = scheduled(schedule, injected, "d1")
   const runDo = scheduled(schedule, injected, "durableObjects")
   const runQueues = scheduled(schedule, injected, "queues")
+  const runWorkflows = scheduled(schedule, injected, "workflows")
   for (const [name, value] of Object.entries(source)) {
     if (name === "DB") out[name] = d1(value as D1Database, runD1)
     else if (name === "LEDGER") out[name] = durableObjects(value as DurableObjectNamespace, runDo)
+    else if (name === "FACTLINE_WORKFLOWS") out[name] = workflows(value as Workflow, runWorkflows)
     else if (/_DLQ$/.test(name)) out[name] = recordingDlq(value as Queue, injected)
     else if (/_QUEUE(_\d+)?$/.test(name)) out[name] = queue(value as Queue, name, runQueues)
   }

@@ -1,10 +1,22 @@
 /** The Worker under test: the example's modules plus test-only handlers. */
-import { makePlatform } from "@factline/workers"
+import type { WorkflowEvent, WorkflowStep } from "cloudflare:workers"
+import { FactlineWorkflow as PlatformWorkflow, makePlatform } from "@factline/workers"
 import { modules } from "../src/modules.js"
 import * as Drain from "./Drain.js"
 import { testModule } from "./TestModule.js"
+import * as WorkflowFaults from "./WorkflowFaults.js"
 
-export { EndpointLimiter, FactlineWorkflow, LedgerShard } from "@factline/workers"
+export { EndpointLimiter, LedgerShard } from "@factline/workers"
+
+/** The platform's workflow entrypoint; while the chaos run's workflows case installs faults, on faulty bindings and steps (WorkflowFaults.ts). */
+export class FactlineWorkflow extends PlatformWorkflow {
+  #own: object | undefined
+  override run(event: Readonly<WorkflowEvent<unknown>>, step: WorkflowStep): Promise<unknown> {
+    this.#own ??= this.env
+    ;(this as unknown as { env: object }).env = WorkflowFaults.envOf(this.#own)
+    return super.run(event, WorkflowFaults.stepOf(step, event.instanceId))
+  }
+}
 
 export const platform = makePlatform([...modules, testModule])
 
