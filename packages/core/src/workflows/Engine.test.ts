@@ -109,4 +109,21 @@ describe("Engine", () => {
       expect(undone).toEqual(["c-1"])
       expect(memory.calls.filter((c) => c === "deal")).toHaveLength(1)
     }))
+
+  it.effect("a step result over Cloudflare's 1 MiB fails the body once, naming the step and what to do; a sleep over 365 days too", () =>
+    Effect.gen(function*() {
+      let calls = 0
+      const big = Workflow.make({
+        name: "big",
+        start: Started,
+        run: () => Activity.make({ name: "load", success: Schema.String, execute: Effect.sync(() => (calls++, "x".repeat(Engine.maxStepResultBytes))) })
+      })
+      const outcome = yield* Engine.run(big, fact, { instanceId: "i-3", step: memoryStep().step, steps: steps([]) })
+      expect(outcome._tag).toBe("Failed")
+      expect(outcome._tag === "Failed" && outcome.message).toContain("step load returned 1048598 bytes, over Cloudflare Workflows' 1048576 bytes per step: store the data in R2")
+      expect(calls).toBe(1)
+      const long = Workflow.make({ name: "long", start: Started, run: () => DurableClock.sleep({ name: "nap", duration: "400 days" }) })
+      const slept = yield* Engine.run(long, fact, { instanceId: "i-4", step: memoryStep().step, steps: steps([]) })
+      expect(slept._tag === "Failed" && slept.message).toContain("longer than Cloudflare Workflows' longest sleep (365 days)")
+    }))
 })

@@ -49,7 +49,11 @@ export const stepConfig = (policy: Workflow.RetryPolicy, delayScale = 1): StepCo
 }
 
 /** A step's kept result: its value, or the failure the body receives (both encoded as JSON). */
-type Kept = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: unknown }
+type Kept =
+  | { readonly ok: true; readonly value: unknown }
+  | { readonly ok: false; readonly error: unknown }
+  /** A defect kept as the step's result (retrying cannot fix it): the body fails with it. */
+  | { readonly ok: "defect"; readonly message: string }
 
 /** Thrown inside a step so that the engine retries it: the failure's text (never a class instance: it must serialize). */
 export class StepAttemptFailed extends Error {
@@ -58,15 +62,27 @@ export class StepAttemptFailed extends Error {
 
 const isTransient = (error: unknown) => typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "TransientError"
 
+/** Cloudflare Workflows' limit on what one step keeps (a non-stream step result: 1 MiB). */
+export const maxStepResultBytes = 1024 * 1024
+/** Cloudflare Workflows' longest `step.sleep` (and the longest wait this platform allows): 365 days. */
+export const maxSleepMs = 365 * 24 * 60 * 60 * 1000
+
+/** A result over the limit fails the step for good, naming what to do (Cloudflare would refuse it; locally it is not enforced). */
+const checkedSize = (name: string, kept: Kept): Kept => {
+  const bytes = new TextEncoder().encode(JSON.stringify(kept)).length
+  if (bytes <= maxStepResultBytes) return kept
+  return { ok: "defect", message: `step ${name} returned ${bytes} bytes, over Cloudflare Workflows' ${maxStepResultBytes} bytes per step: store the data in R2 and return its key (seed 002: payloads by pointer)` }
+}
+
 /** Runs one attempt of an activity and says what the step keeps, or throws to have it retried. */
 const attempt = async (activity: Activity.AnyWithProps, services: Context.Context<never>): Promise<Kept> => {
   const exit = await Effect.runPromiseExitWith(services)((activity as unknown as { execute: Effect.Effect<unknown, unknown> }).execute)
   if (Exit.isSuccess(exit)) {
-    return { ok: true, value: await Effect.runPromise((Schema.encodeUnknownEffect(Schema.toCodecJson(activity.successSchema))(exit.value) as Effect.Effect<unknown, unknown>).pipe(Effect.orDie)) }
+    return checkedSize(activity.name, { ok: true, value: await Effect.runPromise((Schema.encodeUnknownEffect(Schema.toCodecJson(activity.successSchema))(exit.value) as Effect.Effect<unknown, unknown>).pipe(Effect.orDie)) })
   }
   const error = Cause.findErrorOption(exit.cause)
   if (Option.isNone(error) || isTransient(error.value)) throw new StepAttemptFailed(`${activity.name}: ${Cause.pretty(exit.cause)}`)
-  return { ok: false, error: await Effect.runPromise((Schema.encodeUnknownEffect(Schema.toCodecJson(activity.errorSchema))(error.value) as Effect.Effect<unknown, unknown>).pipe(Effect.orDie)) }
+  return checkedSize(activity.name, { ok: false, error: await Effect.runPromise((Schema.encodeUnknownEffect(Schema.toCodecJson(activity.errorSchema))(error.value) as Effect.Effect<unknown, unknown>).pipe(Effect.orDie)) })
 }
 
 const unsupported = (what: string) => Effect.die(new Error(`${what} is not available in a factline workflow: it runs on Cloudflare Workflows (use wf.waitFor for a durable wait)`))
@@ -88,7 +104,9 @@ export const engineOver = (step: Step, config: StepConfig): WorkflowEngine["Serv
           catch: (error) => error
         }).pipe(
           Effect.flatMap((kept) =>
-            kept.ok
+            kept.ok === "defect"
+              ? Effect.succeed(Exit.die(new Error(kept.message)) as Exit.Exit<any, any>)
+              : kept.ok
               ? Effect.map(Schema.decodeUnknownEffect(Schema.toCodecJson(activity.successSchema))(kept.value) as Effect.Effect<unknown, unknown>, (value) => Exit.succeed(value) as Exit.Exit<any, any>)
               : Effect.map(Schema.decodeUnknownEffect(Schema.toCodecJson(activity.errorSchema))(kept.error) as Effect.Effect<unknown, unknown>, (error) => Exit.fail(error) as Exit.Exit<any, any>)),
           // Retries spent (or a result that no longer decodes): the body fails with a defect naming the step.
@@ -98,7 +116,9 @@ export const engineOver = (step: Step, config: StepConfig): WorkflowEngine["Serv
     deferredResult: (deferred) => clocks.has(deferred.name) ? Effect.succeed(Option.some(Exit.void as Exit.Exit<any, any>)) : unsupported(`DurableDeferred ${deferred.name}`),
     deferredDone: () => unsupported("DurableDeferred.done"),
     scheduleClock: (_workflow, { clock }) =>
-      Effect.promise(() => step.sleep(clock.name, Duration.toMillis(clock.duration))).pipe(Effect.tap(() => Effect.sync(() => clocks.add(clock.deferred.name))))
+      Duration.toMillis(clock.duration) > maxSleepMs
+        ? Effect.die(new Error(`DurableClock ${clock.name}: ${Duration.format(clock.duration)} is longer than Cloudflare Workflows' longest sleep (365 days); sleep in several steps`))
+        : Effect.promise(() => step.sleep(clock.name, Duration.toMillis(clock.duration))).pipe(Effect.tap(() => Effect.sync(() => clocks.add(clock.deferred.name))))
   })
 }
 
