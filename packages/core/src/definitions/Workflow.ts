@@ -121,10 +121,14 @@ export type Any = Workflow<any, any, any, any, any>
 /** The services a workflow requires (its body's `R` less what the engine provides). */
 export type ServicesOf<W> = W extends Workflow<any, any, any, any, infer S> ? S : never
 
+/** The longest wait for a fact (Cloudflare Workflows' `waitForEvent` and `step.sleep` limit): 365 days. */
+export const maxWaitMs = 365 * 24 * 60 * 60 * 1000
+
 const timeoutOf = (name: string, timeout: Duration.Input): number => {
   const duration = Duration.fromInput(timeout)
   const ms = duration._tag === "Some" ? Duration.toMillis(duration.value) : Number.NaN
   if (!Number.isFinite(ms) || ms <= 0) throw new WorkflowError(`wait ${name}: timeout ${JSON.stringify(timeout)} is not a finite, positive duration (e.g. "2 days")`)
+  if (ms > maxWaitMs) throw new WorkflowError(`wait ${name}: timeout ${JSON.stringify(timeout)} is longer than Cloudflare Workflows' longest wait (365 days)`)
   return Math.round(ms)
 }
 
