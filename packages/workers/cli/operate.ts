@@ -548,6 +548,8 @@ type WorkflowInstance = Api.Output<typeof Workflows.listWorkflows>["data"][numbe
 type WorkflowDetail = Api.Output<typeof Workflows.getWorkflow>
 Object.assign(statusColor, { complete: 32, sleeping: 36, waiting: 36, compensating: 33, terminated: 90, errored: 31 })
 const statusCell = (padded: string, raw: string) => colored(raw) + padded.slice(raw.length)
+/** An error's first line (an instance's error may carry its stack on the lines after). */
+const firstLine = (error: string | null | undefined): string => (error ?? "").split("\n", 1)[0]!
 /** What an instance waits for and until when, or its sleep's end. */
 const waitOf = (w: WorkflowInstance): string =>
   w.waiting_for !== null ? `${w.waiting_for}${w.wait_until ? ` until ${clock(w.wait_until)}` : ""}` : w.wait_until ? `until ${clock(w.wait_until)}` : ""
@@ -560,15 +562,15 @@ const workflowColumns: ReadonlyArray<Column<WorkflowInstance>> = [
   { title: "STATUS", get: (w) => w.status, color: statusCell },
   { title: "STEP", get: (w) => w.step ?? "—", max: 28 },
   { title: "ATT", get: (w) => w.attempts, align: "right" },
-  { title: "WAITING", get: waitOf, max: 48 },
+  { title: "WAITING", get: waitOf, max: 56 },
   { title: "FACTS", get: (w) => w.facts.length, align: "right" },
-  { title: "ERROR", get: (w) => w.error ?? "", max: 60 }
+  { title: "ERROR", get: (w) => firstLine(w.error), max: 60 }
 ]
 const showWorkflow = (w: WorkflowDetail): string => {
   const rows: Array<[string, unknown]> = [
     ["id", w.instance_id], ["workflow", w.workflow], ["tenant", w.tenant_id], ["subject", w.subject], ["status", w.status],
     ["cloudflare", w.cloudflare === null ? "unknown to Cloudflare (not created yet, or gone)" : w.cloudflare.status], ["step", w.step], ["attempts", w.attempts],
-    ["waiting for", w.waiting_for], ["until", w.wait_until], ["error", w.error], ["cloudflare error", w.cloudflare?.error],
+    ["waiting for", w.waiting_for], ["until", w.wait_until], ["error", firstLine(w.error)], ["cloudflare error", firstLine(w.cloudflare?.error)],
     ["start fact", w.start_fact_id], ["trace", w.traceparent], ["started", w.started_at], ["updated", w.updated_at]
   ]
   const shown = rows.filter(([, v]) => v !== null && v !== undefined && v !== "")
@@ -579,6 +581,9 @@ const showWorkflow = (w: WorkflowDetail): string => {
   for (const f of w.appended) lines.push(`  ${clean(f.fact_id)}  ${clean(f.type)}  #${f.sequence}  ${clean(f.created_at)}  ${clean(JSON.stringify(f.data))}`)
   if (w.appended.length < w.facts.length) lines.push(dim(`  … ${w.facts.length - w.appended.length} more (ids with --json)`))
   if (w.cloudflare?.output !== undefined) lines.push("", dim("output"), JSON.stringify(w.cloudflare.output, null, 2))
+  // The error's stack, one frame a line (a local dev bundle's frames mapped to the source, as dlq show does).
+  const stack = (w.error ?? w.cloudflare?.error ?? "").split("\n").slice(1).filter((line) => line.trim() !== "")
+  if (stack.length > 0) lines.push("", dim("stack"), ...Stacks.mapStack(stack.join("\n")).split("\n").map((line) => `  ${clean(line.trim())}`))
   return lines.join("\n")
 }
 
