@@ -40,7 +40,7 @@ const ended = async (callId: string, timeoutMs = 40_000) => {
 
 const streamTypes = async (callId: string) => {
   const response = await request(`/v1/streams/${callId}/facts`, { token: tokenA })
-  const body = await response.json() as { facts: ReadonlyArray<{ type: string; data: Record<string, unknown> }> }
+  const body = await response.json() as { facts: ReadonlyArray<{ fact_id: string; type: string; data: Record<string, unknown>; causation_id: string; traceparent?: string }> }
   return body.facts
 }
 
@@ -67,6 +67,11 @@ describe("crm-sync workflow", () => {
     const synced = facts.filter((f) => f.type === "crm_synced")
     expect(synced).toHaveLength(1)
     expect(synced[0]!.data.note).toBe("qualified call, no dispute")
+    // The appended fact is caused by the start fact and carries its trace (same trace id, a new parent id).
+    const qualification = facts.find((f) => f.type === "qualification")!
+    expect(synced[0]!.causation_id).toBe(qualification.fact_id)
+    expect(String(synced[0]!.traceparent).split("-")[1]).toBe(String(qualification.traceparent).split("-")[1])
+    expect(synced[0]!.traceparent).not.toBe(qualification.traceparent)
     expect(JSON.parse(String(row.facts))).toHaveLength(1)
   })
 
