@@ -265,7 +265,8 @@ async function withDev(fn) {
 /** The README's first minutes against `npm run dev`: its banner and start-up checks, a defect posted (its retries run meanwhile), the dashboard's login, the curl pair. */
 async function readmeAgainstDev(base, output, platformToken) {
   // The development banner and the start-up checks (the platform token from .dev.vars).
-  for (let i = 0; i < 300 && !/factline: every projection is current|catch-up/.test(output()); i++) await new Promise((r) => setTimeout(r, 100))
+  // The catch-up check's line comes last (not wrangler's log of its POST, which comes before it).
+  for (let i = 0; i < 1200 && !/^factline: (every projection|projection )/m.test(output()); i++) await new Promise((r) => setTimeout(r, 100))
   for (const line of ["factline dev: the app typechecks", "retries: development scale 1/60 (production unchanged)", "runs: recording every attempt",
     `token platform (tenant factline; platform): ${platformToken}`, "dashboard: http://localhost:", "factline: no facts appended in the last 10 min", "factline: every projection is current"]) {
     expect(output().includes(line), `npm run dev did not print "${line}":\n${output().slice(-4000)}`)
