@@ -116,6 +116,14 @@ export class MemoryStep implements Engine.Step {
     return value
   }
 
+  /**
+   * Records a sleep `effect/workflow` ran in memory, inside its step (`DurableClock.sleep` up to its
+   * `inMemoryThreshold`, 60 seconds by default, is an Activity `DurableClock/<name>` that sleeps on the clock).
+   */
+  slept(name: string, ms: number): void {
+    this.log.push({ kind: "sleep", name, replayed: false, ms })
+  }
+
   /** The steps that succeeded, in the order they did. */
   get completed(): ReadonlyArray<string> {
     return [...this.succeeded.keys()]

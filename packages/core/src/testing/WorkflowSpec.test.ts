@@ -131,6 +131,25 @@ describe("WorkflowSpec", () => {
     await expect(WorkflowSpec.for(ship, { layer: fakeCarrier().layer }).when(signed(false)).then()).rejects.toThrow("does not start it")
   })
 
+  it("a short sleep (run in memory by effect/workflow, inside its step) is a sleep too, and moves the clock on", async () => {
+    const brief = Workflow.make({
+      name: "brief",
+      start: Signed,
+      emits: [Shipped],
+      run: (s, wf) =>
+        Effect.gen(function*() {
+          yield* DurableClock.sleep({ name: "pause", duration: "30 seconds" })
+          const at = yield* Activity.make({ name: "now", success: Schema.String, execute: Effect.map(Effect.clockWith((c) => c.currentTimeMillis), (ms) => new Date(ms).toISOString()) })
+          yield* wf.append("shipped", [Shipped.make({ order_id: s.data.order_id, parcel: "-", at })])
+        })
+    })
+    await WorkflowSpec.for(brief).when(signed()).then({
+      steps: ["sleep/pause", "now", "append/shipped"],
+      sleeps: [{ name: "pause", duration: "30 seconds" }],
+      facts: [Shipped.make({ order_id: "o1", parcel: "-", at: "2026-03-01T00:00:30.000Z" })]
+    })
+  })
+
   it("refuses a delivery to a wait it does not have, or of a type the wait does not take", async () => {
     await expect(WorkflowSpec.for(ship, { layer: fakeCarrier().layer }).when(signed()).delivering("refund", Cancelled.make({ order_id: "o1" })).then()).rejects.toThrow("has no wait named refund")
     await expect(WorkflowSpec.for(ship, { layer: fakeCarrier().layer }).when(signed()).delivering("cancel", Abandoned.make({ order_id: "o1", why: "x" })).then()).rejects.toThrow("waits for order_cancelled, not order_abandoned")

@@ -28,6 +28,8 @@
  * run of its Effect) is recorded with the step that made it. Steps run one at a time (a body that runs steps
  * concurrently may see a call attributed to another running step).
  */
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as TestClock from "effect/testing/TestClock"
@@ -53,6 +55,9 @@ export type { ServiceCall } from "./ServiceCalls.js"
 
 /** The runtime's own steps around a body (reading a large start fact, recording a failed instance's dead letter): not the workflow's. */
 const runtimeSteps = new Set(["start/read", "dead-letter"])
+
+/** The step of a `DurableClock.sleep` short enough for `effect/workflow` to run in memory. */
+const inMemorySleep = "DurableClock/"
 
 type Delivered = NewFact<string, unknown> | Fact
 const isStored = (f: Delivered): f is Fact => "fact_id" in f
@@ -141,20 +146,36 @@ class WorkflowRun {
     }
 
     return platform.run(Effect.gen(function*() {
-      const clock = yield* TestClock.testClockWith(Effect.succeed)
-      yield* clock.setTime(Date.parse(stored.created_at))
+      const testClock = yield* TestClock.testClockWith(Effect.succeed)
+      yield* testClock.setTime(Date.parse(stored.created_at))
       const memory = step = new MemoryStep({
         event: (type) => {
           const wait = [...delivered.keys()].find((name) => eventType(name) === type)
           return wait === undefined ? undefined : { payload: delivered.get(wait) }
         },
-        advance: (ms) => Effect.runPromise(clock.adjust(ms))
+        advance: (ms) => Effect.runPromise(testClock.adjust(ms))
       })
+      // A short DurableClock.sleep runs in memory, inside its step: it moves the clock on at once (and is recorded).
+      const clock: Clock.Clock = {
+        currentTimeMillisUnsafe: () => testClock.currentTimeMillisUnsafe(),
+        currentTimeMillis: testClock.currentTimeMillis,
+        currentTimeNanosUnsafe: () => testClock.currentTimeNanosUnsafe(),
+        currentTimeNanos: testClock.currentTimeNanos,
+        monotonicTimeNanosUnsafe: () => testClock.monotonicTimeNanosUnsafe(),
+        monotonicTimeNanos: testClock.monotonicTimeNanos,
+        sleep: (duration) => {
+          const current = memory.current
+          if (current === undefined || !current.step.startsWith(inMemorySleep)) return testClock.sleep(duration)
+          if (current.attempt === "redelivered") return Effect.void
+          return Effect.andThen(testClock.adjust(duration), Effect.sync(() => memory.slept(current.step.slice(inMemorySleep.length), Duration.toMillis(duration))))
+        }
+      }
       yield* (yield* WorkflowRecords).record([{ tenant_id: stored.tenant_id, instance_id: id, workflow: workflow.name, subject: stored.stream, start_fact_id: stored.fact_id, traceparent: stored.traceparent ?? null }])
       let endedAt: number | undefined
-      const invoke = Runner.run(params, memory).pipe(Effect.provideService(Engine.BodyEnded, () => void (endedAt ??= memory.log.length)))
-
-      const outcome = yield* invoke
+      const outcome = yield* Runner.run(params, memory).pipe(
+        Effect.provideService(Engine.BodyEnded, () => void (endedAt ??= memory.log.length)),
+        Effect.provideService(Clock.Clock, clock)
+      )
       const ran = memory.log.slice()
       const firstVersion = yield* Effect.promise(version)
       const firstEmitted = emitted().length
@@ -163,7 +184,7 @@ class WorkflowRun {
       // Replay: as Cloudflare runs the body again after a restart or a wake, on the same step store.
       phase = "replay"
       const replayedFrom = memory.log.length
-      const again = yield* Runner.run(params, memory)
+      const again = yield* Effect.provideService(Runner.run(params, memory), Clock.Clock, clock)
       const rerun = memory.log.slice(replayedFrom).filter((e) => !e.replayed)
       if (rerun.length > 0) {
         throw new SpecError(`${what} is not deterministic: replaying it (as Cloudflare does after a restart or a wake) ran step ${rerun[0]!.name} again — the body took another path, on something it decided outside a step (the time, a random value, a service read): make that a step`)
@@ -199,11 +220,11 @@ class WorkflowRun {
       const firstRun = ran.filter((e) => !e.replayed)
       const names: Array<string> = []
       for (const e of firstRun) {
-        const name = e.kind === "sleep" ? `sleep/${e.name}` : e.kind === "do" ? e.name.replace(/^(wait\/.+)\/read$/, "$1") : e.name
+        const name = e.kind === "sleep" ? `sleep/${e.name}` : e.kind === "do" ? e.name.replace(/^(wait\/.+)\/read$/, "$1").replace(/^DurableClock\//, "sleep/") : e.name
         if (!runtimeSteps.has(name) && names.at(-1) !== name) names.push(name)
       }
       const attempts: Record<string, number> = {}
-      for (const e of firstRun) if (e.kind === "do") attempts[e.name] = e.attempts
+      for (const e of firstRun) if (e.kind === "do" && !e.name.startsWith(inMemorySleep)) attempts[e.name] = e.attempts
       const compensations = endedAt === undefined ? [] : ran.slice(endedAt).filter((e) => e.kind === "do" && !e.replayed && !runtimeSteps.has(e.name)).map((e) => e.name)
       return {
         outcome,
