@@ -94,6 +94,10 @@ describe("chaos: workflows", () => {
     let sent = 0
     let retries = 0
     let statuses = new Map<string, Status>()
+    // The relayed facts drained between polls; the score reads the ledger and Cloudflare, not the queues downstream,
+    // so a drain that is not idle in time is counted (and the next poll waits on it again), not fatal.
+    let drainsNotIdle = 0
+    const settle = () => drain().catch(() => void drainsNotIdle++)
     try {
       const starts = await appendFacts(ids.map((call_id) => ({ call_id, type: "qualification", data: { call_id, qualified: true } })))
       const startDelivery = await deliver(starts, schedule, dispatch)
@@ -107,7 +111,7 @@ describe("chaos: workflows", () => {
       // Until every instance has ended (or 5 minutes): Cloudflare's status of each, the relayed facts drained meanwhile.
       const deadline = Date.now() + 300_000
       for (;;) {
-        await drain()
+        await settle()
         statuses = new Map(await Promise.all(ids.map(async (c) => [c, await statusOf(instanceOf.get(c)!)] as const)))
         if ([...statuses.values()].every(ended) || Date.now() > deadline) break
         await new Promise((r) => setTimeout(r, 1_000))
@@ -116,7 +120,7 @@ describe("chaos: workflows", () => {
       WorkflowFaults.uninstall()
       await crm("/control", { method: "POST", body: JSON.stringify({ call_prefix: run, fail_rate: 0, lost_rate: 0 }) })
     }
-    await drain()
+    await settle()
     const seconds = Math.round((Date.now() - started) / 100) / 10
 
     const { results: rows } = await env.DB.prepare("SELECT subject, status FROM workflow_instances WHERE tenant_id = ? AND workflow = 'crm-sync' AND subject >= ? AND subject < ?")
@@ -165,7 +169,7 @@ describe("chaos: workflows", () => {
       disputes: disputed.size, disputed_notes: disputedNotes, seconds, consumer_retries: retries,
       faults_dispatch: Faults.totalInjected(dispatch), faults_dispatch_workflows_binding: dispatch.refused.workflows + dispatch.lostReplies.workflows,
       faults_in_instances: Faults.totalInjected(inside.bindings), step_attempts_died: inside.steps.refused + inside.steps.lost,
-      crm_random_failures: crmRandomFailures, invocations: inside.invocations
+      crm_random_failures: crmRandomFailures, invocations: inside.invocations, drains_not_idle: drainsNotIdle
     } satisfies FaultCases.Scorecard
     FaultCases.print(card)
     expect(lostCalls).toEqual([])
