@@ -23,7 +23,7 @@ export interface Figure {
   readonly source: string
 }
 
-export type Operation = "queue_send" | "do_rpc" | "d1_round_trip" | "r2_get" | "r2_put" | "webhook_post"
+export type Operation = "queue_send" | "do_rpc" | "d1_round_trip" | "r2_get" | "r2_put" | "webhook_post" | "workflow_step"
 
 /** The production table (milliseconds). Keep in step with README's Performance section and docs/performance.md. */
 export const production: Readonly<Record<Operation, Figure>> = {
@@ -38,6 +38,10 @@ export const production: Readonly<Record<Operation, Figure>> = {
   webhook_post: {
     p50: 100, p99: 500,
     source: "estimate: a tenant's receiver on the public internet answering a small POST on a reused connection; the same for factline's deliveries and the bare POST floor (the bench receiver's own answer is local)"
+  },
+  workflow_step: {
+    p50: 10, p99: 40,
+    source: "estimate: Cloudflare publishes no step latency (developers.cloudflare.com/workflows/reference/limits gives sizes and counts only); Workflows run on Durable Objects, so a step's result persisted before the body goes on is taken as one warm DO write, do_rpc's figure, waited after the step's callback (WorkflowStep.ts)"
   }
 }
 
@@ -57,7 +61,7 @@ export interface Tally {
   phaseDrawnMaxMs: Record<Operation, number>
 }
 
-const zero = (): Record<Operation, number> => ({ queue_send: 0, do_rpc: 0, d1_round_trip: 0, r2_get: 0, r2_put: 0, webhook_post: 0 })
+const zero = (): Record<Operation, number> => ({ queue_send: 0, do_rpc: 0, d1_round_trip: 0, r2_get: 0, r2_put: 0, webhook_post: 0, workflow_step: 0 })
 const fresh = (): Tally => ({ calls: zero(), drawnMs: zero(), elapsedMs: zero(), phases: zero(), phaseMs: zero(), phaseDrawnMaxMs: zero() })
 export const tally: Tally = fresh()
 export const resetTally = () => Object.assign(tally, fresh())
@@ -157,6 +161,23 @@ const around = async <A>(table: Readonly<Record<Operation, Figure>>, operation: 
       tally.phaseDrawnMaxMs[operation] += inFlight.drawnMax[operation]
     }
   }
+}
+
+/**
+ * A workflow step (`step.do`) under the profile: its callback (whose binding calls wait their own latency), then one
+ * `workflow_step` draw — the engine persisting the step's result before the body goes on — on top, in full.
+ * Without `FACTLINE_BENCH_LATENCY=production` the step alone.
+ */
+export const workflowStep = async <A>(source: Record<string, unknown>, step: () => Promise<A>): Promise<A> => {
+  const result = await step()
+  if (source.FACTLINE_BENCH_LATENCY !== "production") return result
+  const ms = draw(production.workflow_step)
+  const started = performance.now()
+  tally.calls.workflow_step++
+  tally.drawnMs.workflow_step += ms
+  await sleep(ms)
+  tally.elapsedMs.workflow_step += performance.now() - started
+  return result
 }
 
 const bindIfFunction = (target: object, prop: PropertyKey) => {

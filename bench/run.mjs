@@ -21,6 +21,11 @@
 //                                     profile, factline's phases → bench/out/results/results-stage.json)
 //   BENCH_ONLY=fresh npm run bench    (only the freshness runs → bench/out/results/results-fresh.json; with BENCH_PROFILE and
 //                                     BENCH_FRESH_TENANTS as below)
+//   BENCH_ONLY=workflow npm run bench (only what a workflow step costs beside a queue hop → bench/out/results/results-workflow.json:
+//                                     BENCH_WORKFLOW_N instances (default 20) of BENCH_WORKFLOW_STEPS no-op steps (default 5)
+//                                     and one append on the local Workflows binding, wall time and binding calls per step;
+//                                     BENCH_WORKFLOW_HOPS single messages (default 10) through a queue at the fact queues'
+//                                     settings; with BENCH_PROFILE=production each step also waits Latency.ts's workflow_step)
 //   BENCH_FACT_QUEUES_TIMEOUT=0.25    (max_batch_timeout of the projections and fact-processing queues, default the
 //                                     policy's 0.5 s: what that timeout costs freshness)
 //   BENCH_RESULTS=file.json           (write the results to bench/out/results/file.json instead)
@@ -68,7 +73,10 @@ const resultsDir = join(out, "results")
 const N = Number(process.env.BENCH_N ?? "10000")
 const webhooksN = Number(process.env.BENCH_WEBHOOKS_N ?? "1000")
 const only = process.env.BENCH_ONLY ?? ""
-if (!["", "webhooks", "noisy", "cpu", "fresh", "stage"].includes(only)) throw new Error(`BENCH_ONLY must be "webhooks", "noisy", "cpu", "fresh" or "stage" (or unset), not ${JSON.stringify(only)}`)
+if (!["", "webhooks", "noisy", "cpu", "fresh", "stage", "workflow"].includes(only)) throw new Error(`BENCH_ONLY must be "webhooks", "noisy", "cpu", "fresh", "stage" or "workflow" (or unset), not ${JSON.stringify(only)}`)
+const workflowN = Number(process.env.BENCH_WORKFLOW_N ?? "20")
+const workflowSteps = Number(process.env.BENCH_WORKFLOW_STEPS ?? "5")
+const workflowHops = Number(process.env.BENCH_WORKFLOW_HOPS ?? "10")
 const noisyN = Number(process.env.BENCH_NOISY_N ?? "10000")
 const profile = process.env.BENCH_PROFILE ?? "local"
 if (profile !== "local" && profile !== "production") throw new Error(`BENCH_PROFILE must be "production" (or unset: "local"), not ${JSON.stringify(profile)}`)
@@ -122,7 +130,9 @@ const benchQueues = [
   ["bench-sink", "BENCH_SINK", same],
   ["bench-hand-events", "BENCH_HAND_EVENTS", same],
   ["bench-hand-facts", "BENCH_HAND_FACTS", sameAsFacts],
-  ["bench-hooks-bare", "BENCH_HOOKS_BARE", sameAsWebhooks]
+  ["bench-hooks-bare", "BENCH_HOOKS_BARE", sameAsWebhooks],
+  // What a workflow step costs is printed beside one hop of this queue, at factline's fact queues' settings (WorkflowStep.ts).
+  ["bench-hop", "BENCH_HOP", sameAsFacts]
 ]
 const config = {
   ...example,
@@ -428,6 +438,88 @@ const freshness = async (rate, seconds) => {
     freshness_p50_seconds: round(quantile(lags, 0.5)), freshness_p99_seconds: round(quantile(lags, 0.99)), freshness_max_seconds: round(Math.max(...lags)),
     drained_seconds_after_last_post: round((Math.max(...visible) - posted) / 1000)
   }
+}
+
+/**
+ * What a workflow step costs beside a queue hop (issue 37; bench/WorkflowStep.ts). `workflowN` instances of the
+ * bench-steps workflow (`workflowSteps` no-op steps, then one append), started at once on the local Workflows binding:
+ * per step, its wall time (`step.do` called → resolved; under the production profile its binding calls' latency and
+ * one `workflow_step` draw included) and the binding calls made inside it. Then `workflowHops` single messages, one
+ * after another, through bench-hop (the fact queues' settings): send → the consumer's start.
+ */
+const workflowRun = async () => {
+  const run = runId("wf")
+  const started = performance.now()
+  const ids = await call(`/bench/workflow?run=${run}&n=${workflowN}&steps=${workflowSteps}`, { method: "POST" })
+  let statuses = []
+  for (const deadline = Date.now() + timeoutFor(workflowN * 50); ;) {
+    statuses = await call(`/bench/workflow?ids=${ids.join(",")}`)
+    if (statuses.every((s) => s.status === "complete" || s.status === "errored" || s.status === "terminated")) break
+    if (Date.now() > deadline) throw new Error(`workflow run: not every instance ended: ${JSON.stringify(statuses.map((s) => s.status))}`)
+    await sleep(250)
+  }
+  const allSeconds = (performance.now() - started) / 1000
+  const failed = statuses.filter((s) => s.status !== "complete")
+  if (failed.length > 0) throw new Error(`workflow run: ${failed.length} instances did not complete: ${JSON.stringify(failed[0])}`)
+  const measured = statuses.map((s) => s.output.bench)
+  const steps = measured.flatMap((m) => m.steps)
+  const kinds = { "no-op Activity": (st) => st.name.startsWith("noop-"), "append (ledger, relay, the instance's row)": (st) => st.name.startsWith("append/") }
+  const rows = Object.entries(kinds).map(([kind, match]) => {
+    const mine = steps.filter(match)
+    const mean = (field) => round(mine.reduce((n, st) => n + st.calls[field], 0) / mine.length, 2)
+    const ms = mine.map((st) => st.ms)
+    return {
+      step: kind, steps: mine.length, p50_ms: round(quantile(ms, 0.5), 1), p99_ms: round(quantile(ms, 0.99), 1), mean_ms: round(ms.reduce((a, b) => a + b, 0) / ms.length, 1),
+      per_step: { step_do: 1, d1_round_trips: mean("d1RoundTrips"), d1_rows_written: mean("d1RowsWritten"), do_rpcs: mean("doRpcs"), queue_sends: mean("queueSends") }
+    }
+  })
+  const instanceMs = measured.map((m) => m.ms)
+  const outside = (field) => round(measured.reduce((n, m) => n + m.total[field] - m.steps.reduce((k, st) => k + st.calls[field], 0), 0) / measured.length, 2)
+  const instance = {
+    instances: workflowN, steps_per_instance: workflowSteps + 1, all_ended_seconds: round(allSeconds),
+    run_p50_ms: round(quantile(instanceMs, 0.5), 0), run_p99_ms: round(quantile(instanceMs, 0.99), 0),
+    outside_steps_per_instance: { d1_round_trips: outside("d1RoundTrips"), do_rpcs: outside("doRpcs"), queue_sends: outside("queueSends") }
+  }
+  const hopRun = runId("hop")
+  for (let i = 0; i < workflowHops; i++) {
+    await call(`/bench/hop?run=${hopRun}&i=${i}`, { method: "POST" })
+    // One message per batch: past the queue's batch timeout before the next.
+    await sleep((factsPolicy.max_batch_timeout + 0.3) * 1000)
+  }
+  let hopMs = []
+  for (const deadline = Date.now() + 30_000; hopMs.length < workflowHops && Date.now() < deadline; await sleep(250)) hopMs = await call(`/bench/hop?run=${hopRun}`)
+  const hop = {
+    hop: `queue hop (send → consumer start, one message, ${settingsOf("bench-hop")})`, messages: hopMs.length,
+    p50_ms: round(quantile(hopMs, 0.5), 1), p99_ms: round(quantile(hopMs, 0.99), 1), per_hop: { queue_sends: 1 }
+  }
+  return { rows, instance, hop }
+}
+const printWorkflow = (wf) => {
+  console.log(`\nworkflow step beside a queue hop (${profile} profile${profile === "production" ? `: binding calls wait Latency.ts's figures, each step.do one workflow_step draw (${latencyTable?.workflow_step?.p50 ?? "?"}/${latencyTable?.workflow_step?.p99 ?? "?"} ms p50/p99, an estimate) after its callback` : ""}; ${wf.instance.instances} instances of ${wf.instance.steps_per_instance} steps started at once):`)
+  const w6 = [58, 7, 10, 10, 10, 9, 10, 8, 7]
+  const cells = (values, widths) => values.map((c, i) => String(c).padEnd(widths[i])).join("  ")
+  console.log(cells(["", "n", "p50 ms", "p99 ms", "step.do", "D1 trips", "D1 rows w", "DO RPCs", "sends"], w6))
+  for (const r of wf.rows) console.log(cells([`workflow step: ${r.step}`, r.steps, r.p50_ms, r.p99_ms, r.per_step.step_do, r.per_step.d1_round_trips, r.per_step.d1_rows_written, r.per_step.do_rpcs, r.per_step.queue_sends], w6))
+  console.log(cells([wf.hop.hop, wf.hop.messages, wf.hop.p50_ms, wf.hop.p99_ms, "", "", "", "", wf.hop.per_hop.queue_sends], w6))
+  console.log(`per instance: run ${wf.instance.run_p50_ms} ms p50 / ${wf.instance.run_p99_ms} ms p99 (all ${wf.instance.instances} ended after ${wf.instance.all_ended_seconds} s); outside its steps: ${JSON.stringify(wf.instance.outside_steps_per_instance)} (the instance's row: running, complete)`)
+}
+/** The production table the bench Worker applies (for printing its workflow_step figure). */
+const latencyTable = profile === "production" ? (await call("/bench/latency")).table : null
+if (only === "workflow") {
+  log(`workflow step: ${workflowN} instances of ${workflowSteps} no-op steps and one append, then ${workflowHops} queue hops…`)
+  const wf = await workflowRun()
+  stop()
+  const resultsFile = process.env.BENCH_RESULTS ?? (profile === "production" ? "results-workflow-production.json" : "results-workflow.json")
+  const result = {
+    date: new Date().toISOString(), machine: machineNow(), profile,
+    ...(profile === "production" ? { latency_shape: latencyShape, latency_local: latencyLocal, workflow_step_figure: latencyTable.workflow_step } : {}),
+    workflow_step: wf
+  }
+  writeFileSync(join(resultsDir, resultsFile), JSON.stringify(result, null, 2) + "\n")
+  console.log(`\nfactline benchmark, workflow step only (${profile} profile) — ${result.date} — ${result.machine.cores} cores (${result.machine.cpu})`)
+  printWorkflow(wf)
+  console.log(`\nwritten: bench/out/results/${resultsFile}`)
+  process.exit(0)
 }
 
 // ---- the runs -------------------------------------------------------------------------------------

@@ -34,6 +34,9 @@ import { LedgerShard as PlatformLedgerShard } from "@factline/workers"
 export { EndpointLimiter } from "@factline/workers"
 import * as Latency from "./Latency.js"
 import * as StageTiming from "./StageTiming.js"
+import * as WorkflowStep from "./WorkflowStep.js"
+// The workflows binding's class (wrangler.jsonc's `workflows`): the platform's, timed and counted (WorkflowStep.ts).
+export { FactlineWorkflow } from "./WorkflowStep.js"
 
 /** The platform's LedgerShard, its own outgoing calls (relay sends, payload puts) under the bench's latency profile. */
 export class LedgerShard extends PlatformLedgerShard {
@@ -42,7 +45,8 @@ export class LedgerShard extends PlatformLedgerShard {
   }
 }
 
-const platform = makePlatform(modules)
+// The example's modules and the bench's `bench-steps` workflow (what a workflow step costs: WorkflowStep.ts).
+const platform = makePlatform([...modules, WorkflowStep.benchModule])
 
 interface BenchEnv extends PlatformEnv {
   readonly BENCH_BARE: Queue
@@ -53,7 +57,9 @@ interface BenchEnv extends PlatformEnv {
   readonly BENCH_HAND_EVENTS: Queue
   readonly BENCH_HAND_FACTS: Queue
   readonly BENCH_HOOKS_BARE: Queue
+  readonly BENCH_HOP: Queue
   readonly WEBHOOKS_QUEUE: Queue
+  readonly FACTLINE_WORKFLOWS: Workflow
 }
 
 const tables = [
@@ -64,7 +70,8 @@ const tables = [
   // The hand-written topology: a facts table keyed like factline's ledger, an applied set, a budget table.
   "CREATE TABLE IF NOT EXISTS hand_facts (fact_id TEXT PRIMARY KEY, stream TEXT NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL)",
   "CREATE TABLE IF NOT EXISTS hand_applied (fact_id TEXT PRIMARY KEY)",
-  "CREATE TABLE IF NOT EXISTS hand_budgets (buyer_id TEXT PRIMARY KEY, spent_cents INTEGER NOT NULL, charges INTEGER NOT NULL)"
+  "CREATE TABLE IF NOT EXISTS hand_budgets (buyer_id TEXT PRIMARY KEY, spent_cents INTEGER NOT NULL, charges INTEGER NOT NULL)",
+  WorkflowStep.hopTable
 ]
 
 interface BenchMessage {
@@ -636,6 +643,21 @@ export default {
           .bind(JSON.stringify(tenants), fromGroup, `${run}_h`).raw<[string, number]>()
         return json(rows.map(([buyer, charges]) => [Number(buyer.slice(buyer.lastIndexOf("_g") + 2)), charges]))
       }
+      case "/bench/workflow": {
+        // POST: start `n` bench-steps instances of `steps` no-op steps; GET: their status and measurements.
+        if (request.method === "POST") {
+          return json(await WorkflowStep.start(env, run, Number(url.searchParams.get("n") ?? "10"), Number(url.searchParams.get("steps") ?? "5")))
+        }
+        return json(await WorkflowStep.status(env, (url.searchParams.get("ids") ?? "").split(",").filter((id) => id !== "")))
+      }
+      case "/bench/hop": {
+        // POST: send hop message `i` (its send under the profile); GET: the run's hop times (ms).
+        if (request.method === "POST") {
+          await WorkflowStep.sendHop(Latency.env(env).BENCH_HOP, run, Number(url.searchParams.get("i") ?? "0"))
+          return json({ sent: true })
+        }
+        return json(await WorkflowStep.hops(env.DB, run))
+      }
       case "/bench/latency":
         if (request.method === "POST") Latency.resetTally()
         return json({ profile: env.FACTLINE_BENCH_LATENCY ?? "none", shape: env.FACTLINE_BENCH_LATENCY === "production" ? (env.FACTLINE_BENCH_LATENCY_SHAPE ?? "lognormal") : "none", local: env.FACTLINE_BENCH_LATENCY === "production" ? Latency.localOf() : "none", table: Latency.production, tally: Latency.tally })
@@ -661,6 +683,7 @@ export default {
       case "bench-hand-events": return handEvents(batch as MessageBatch<BenchMessage>, env)
       case "bench-hand-facts": return handFacts(batch as MessageBatch<any>, env)
       case "bench-hooks-bare": return hooksBare(batch as MessageBatch<any>)
+      case "bench-hop": return WorkflowStep.consumeHop(batch as MessageBatch<any>, rawEnv.DB) // the driver's note, not a compared pipeline
       default: return platform.queue(batch, env, ctx)
     }
   },
