@@ -32,8 +32,9 @@ local commands:
                                             --from: depend on packed tarballs, npm run pack:local in the repository)
   tokens create|list|revoke …               API tokens (factline tokens --help)
   deploy [--env NAME] [--dry-run]           create queues, D1 databases, R2, apply migrations, deploy (factline deploy --help)
-  new:module <name> [--app DIR]             scaffold a module (event, handler, processor, projection, table, specs),
-                                            register it in src/modules.ts, generate its migration
+  new:module <name> [--app DIR] [--workflow]
+                                            scaffold a module (event, handler, processor, projection, table, specs;
+                                            --workflow: a workflow too), register it, generate its migration
   new:version <module> <type> [--app DIR] [--no-snapshot]
                                             the next version of a message or fact type: its schema (a copy of the
                                             latest), .version(N+1, …) with an upcaster stub, its schema snapshot
