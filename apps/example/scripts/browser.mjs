@@ -6,7 +6,8 @@
 //     dead letter (whose subject is an HTML payload: it must render as text), replays it and sees it
 //     resolved, skips one through the reason dialog, sees the batch job, watches a failing webhook delivery's
 //     attempts live in the Runs panel, retries it now and sees it end ok once a receiver listens, opens a dead
-//     run's dead letter; a tenant's token sees only its
+//     run's dead letter; lists the crm-sync's workflow instances (one failed — the CRM stand-in refusing its deal —
+//     one waiting for its call's dispute), filters them and opens the failed one's detail; a tenant's token sees only its
 //     tenant; screenshots go to apps/example/.artifacts/ (git-ignored);
 //   - opens the API reference (GET /docs) with every request outside the local stack refused: Scalar comes
 //     from the same static assets as the page, and renders the routes of /openapi.json;
@@ -21,6 +22,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import * as CrmReceiver from "./CrmReceiver.mjs"
 import * as LocalStack from "./LocalStack.mjs"
 
 const app = join(dirname(fileURLToPath(import.meta.url)), "..")
@@ -41,8 +43,11 @@ const check = (suite, name, ok, detail) => {
 
 let stack
 let browser
+let crm
 try {
-  stack = await LocalStack.start({ cwd: app, state, port: await LocalStack.freePort() })
+  // The crm module's CRM (the crm-sync workflow's): the stand-in, failing on command.
+  crm = await CrmReceiver.start()
+  stack = await LocalStack.start({ cwd: app, state, port: await LocalStack.freePort(), vars: { CRM_URL: crm.url } })
   const base = stack.base
   console.log(`stack ready in ${((Date.now() - started) / 1_000).toFixed(1)} s at ${base}`)
   const api = async (method, path, { token = platformToken, body } = {}) => {
@@ -78,7 +83,14 @@ try {
     cliSkip: call(`bad_${run}_d`, `wrong_${run}_d`),
     cliBulk: call(`bad_${run}_e`, `wrong_${run}_e`)
   }
-  const posted = await api("POST", "/v1/events", { token: "dev-token-tenant-a", body: { events: [...good, ...Object.values(bad)] } })
+  // Workflows: two qualified calls start a crm-sync each — the CRM refuses one's deal for good (the instance
+  // compensates and fails), the other waits for its call's dispute (the window: 2 days).
+  const crmFail = `crm_fail_${run}`
+  const crmWait = `crm_wait_${run}`
+  const crmCall = (callId) => ({ ...call(callId), payload: { ...call(callId).payload, buyer_id: `crm_buyer_${run}` } })
+  const refusing = await fetch(`${crm.url}/control`, { method: "POST", body: JSON.stringify({ call_id: crmFail, operation: "deals", status: 422, times: null }) })
+  if (!refusing.ok) throw new Error(`CRM control: ${refusing.status}`)
+  const posted = await api("POST", "/v1/events", { token: "dev-token-tenant-a", body: { events: [...good, ...Object.values(bad), crmCall(crmFail), crmCall(crmWait)] } })
   if (posted.status !== 202) throw new Error(`POST /v1/events: ${JSON.stringify(posted)}`)
   // Wait until the tenant's first facts exist (its ledger shards are registered), so the rebuild has shards to walk.
   await until(() => api("GET", `/v1/projections/calls?buyer_id=buyer_${run}`, { token: "dev-token-tenant-a" }), (r) => r.body.data?.length === good.length, { what: "the good calls' projection rows" })
@@ -184,6 +196,48 @@ try {
   const projectionRows = await page.locator("#projections tbody tr").evaluateAll((rows) => rows.map((r) => [r.dataset.projection, r.dataset.status]))
   check("browser", "the projections panel lists calls and buyer_budgets with a catch-up status each",
     ["calls", "buyer_budgets"].every((name) => projectionRows.some(([p, status]) => p === name && ["current", "catching_up", "unchecked"].includes(status))), JSON.stringify(projectionRows))
+  // Workflows: the crm-sync instances as the API records them, then on the page.
+  const instanceOf = async (subject) => (await api("GET", `/v1/workflows?workflow=crm-sync&subject=${subject}`)).body.data?.[0]
+  const failedInstance = await until(() => instanceOf(crmFail), (i) => i?.status === "failed", { what: "the refused crm-sync to fail" })
+  const waitingInstance = await until(() => instanceOf(crmWait), (i) => i?.status === "waiting", { what: "the other crm-sync to wait for its dispute" })
+  await page.fill("#w-workflow", "crm-sync")
+  await page.click('#workflows-filters button[type="submit"]')
+  const failedRow = page.locator(`#workflows-rows tr[data-instance="${failedInstance.instance_id}"]`)
+  const waitingRow = page.locator(`#workflows-rows tr[data-instance="${waitingInstance.instance_id}"]`)
+  await failedRow.waitFor()
+  await waitingRow.waitFor()
+  const shownFailed = await failedRow.evaluate((tr) => ({
+    status: tr.dataset.status, badge: tr.querySelector(".wf-status .badge")?.textContent, subject: tr.querySelector("td.subject")?.textContent,
+    step: tr.querySelector("td[data-step]")?.textContent, attempts: tr.querySelector("td[data-attempts]")?.textContent, facts: tr.querySelector("td[data-facts]")?.textContent,
+    error: tr.querySelector("td.error-text")?.textContent, retry: tr.querySelectorAll('button[data-action="retry"]').length
+  }))
+  check("browser", "Workflows lists the failed crm-sync: its status, the step it ended on, attempts, the facts it appended, its error, Retry",
+    shownFailed.status === "failed" && shownFailed.badge === "failed" && shownFailed.subject === crmFail && shownFailed.step === (failedInstance.step ?? "—") &&
+      shownFailed.attempts === String(failedInstance.attempts) && shownFailed.facts === String(failedInstance.facts.length) && failedInstance.facts.length >= 1 &&
+      shownFailed.error.includes("422") && shownFailed.retry === 1, JSON.stringify([shownFailed, failedInstance]))
+  const shownWaiting = await waitingRow.evaluate((tr) => ({ status: tr.dataset.status, wait: tr.querySelector("td.wf-wait")?.textContent, terminate: tr.querySelectorAll('button[data-action="terminate"]').length }))
+  check("browser", "the waiting crm-sync shows what it waits for and until when, with Terminate",
+    shownWaiting.status === "waiting" && shownWaiting.wait.includes(waitingInstance.waiting_for) && shownWaiting.wait.includes(`until ${waitingInstance.wait_until.replace("T", " ").slice(0, 19)}`) &&
+      /\(in \d+ h\)/.test(shownWaiting.wait) && shownWaiting.terminate === 1, JSON.stringify([shownWaiting, waitingInstance]))
+  await page.selectOption("#w-status", "failed")
+  await waitingRow.waitFor({ state: "detached" })
+  const statusesShown = await page.locator("#workflows-rows tr[data-instance]").evaluateAll((rows) => rows.map((r) => r.dataset.status))
+  check("browser", "the status filter shows failed instances only", statusesShown.length >= 1 && statusesShown.every((st) => st === "failed") && (await failedRow.count()) === 1, JSON.stringify(statusesShown))
+  await failedRow.locator('button[data-action="details"]').click()
+  const workflowDetail = page.locator(`#workflows-rows tr[data-detail="${failedInstance.instance_id}"]`)
+  await workflowDetail.locator("li[data-fact]").first().waitFor()
+  const shownDetail = await workflowDetail.evaluate((tr) => ({
+    text: tr.textContent, error: tr.querySelector("pre.wf-error")?.textContent, facts: [...tr.querySelectorAll("li[data-fact]")].map((li) => [li.dataset.fact, li.textContent])
+  }))
+  const shownFact = await api("GET", `/v1/workflows/${failedInstance.instance_id}`)
+  check("browser", "an instance's detail shows its error, Cloudflare's status and each appended fact (id, type)",
+    shownDetail.error?.includes("422") && shownDetail.text.includes("cloudflare status") && shownDetail.text.includes(shownFact.body.cloudflare?.status ?? "unknown to Cloudflare") &&
+      shownDetail.facts.length === failedInstance.facts.length && shownDetail.facts.every(([id, text]) => failedInstance.facts.includes(id) && text.includes("crm_sync_failed")),
+    JSON.stringify([shownDetail, shownFact.body]))
+  await page.locator("#toast").evaluate((el) => { el.hidden = true })
+  await page.locator("#workflows").screenshot({ path: join(artifacts, "dashboard-workflows.png") })
+  await page.locator("#toast").evaluate((el) => { el.hidden = false })
+
   // The toasts would float over the middle of a full-page picture: hidden for it (the screenshot's own `style`
   // option would inject a <style> element, which the page's CSP rightly refuses).
   await page.locator("#toast").evaluate((el) => { el.hidden = true })
@@ -264,8 +318,9 @@ try {
   await page.locator("#health-forbidden").waitFor()
   await page.locator("#projections-forbidden").waitFor()
   await page.locator("#dlq-empty:not([hidden])").waitFor()
-  check("browser", "tenant B's admin token: no queue health (platform scope), none of tenant A's dead letters",
-    (await page.locator("#dlq-rows tr").count()) === 0 && (await page.locator("#batches-empty").count()) === 1, await page.locator("#app").textContent())
+  await page.locator("#workflows-empty:not([hidden])").waitFor()
+  check("browser", "tenant B's admin token: no queue health (platform scope), none of tenant A's dead letters or workflow instances",
+    (await page.locator("#dlq-rows tr").count()) === 0 && (await page.locator("#workflows-rows tr").count()) === 0 && (await page.locator("#batches-empty").count()) === 1, await page.locator("#app").textContent())
   // ---------------------------------------------------------------- API reference (GET /docs)
   // As without internet: every request that leaves the local stack is refused (and recorded). Scalar's bundle
   // is a file of the same static assets as the page, so the reference renders all the same.
@@ -396,6 +451,7 @@ try {
 } finally {
   await browser?.close().catch(() => {})
   stack?.stop()
+  await crm?.close().catch(() => {})
   rmSync(state, { recursive: true, force: true })
 }
 console.log(`operations run took ${((Date.now() - started) / 1_000).toFixed(1)} s; screenshots in apps/example/.artifacts/`)

@@ -75,7 +75,7 @@ const render = () => {
         !r.waiting_for && !r.wait_until ? "—" : null),
       h("td", { class: "num", "data-facts": r.facts.length, text: count(r.facts.length) }),
       h("td", {}, when(r.started_at)),
-      h("td", { class: "wrap error-text", text: shorten(r.error ?? "", 160), title: r.error ?? "" }),
+      h("td", { class: "wrap error-text wf-error-cell", text: shorten(r.error ?? "", 100), title: r.error ?? "" }),
       h("td", {}, h("div", { class: "actions" },
         h("button", { "data-action": "details", "aria-expanded": expanded.has(r.instance_id) ? "true" : "false", onclick: () => void toggle(r.instance_id) }, expanded.has(r.instance_id) ? "Hide" : "Details"),
         r.status === "failed" || r.status === "terminated" ? h("button", { "data-action": "retry", class: "primary", title: "Run it again from its start: each step keeps its idempotency key, nothing done is done twice", onclick: () => askRetry(r) }, "Retry") : null,
