@@ -9,7 +9,13 @@ describe("AsyncAPI", () => {
     expect(response.status).toBe(200)
     const doc = await response.json<any>()
     expect(doc.asyncapi).toBe("3.0.0")
-    expect(Object.keys(doc.channels).sort()).toEqual(RetryPolicy.all.flatMap((p) => [p.queue, p.deadLetterQueue]).sort())
+    expect(Object.keys(doc.channels).sort()).toEqual([...RetryPolicy.all.flatMap((p) => [p.queue, p.deadLetterQueue]), "factline-workflows"].sort())
+    // Cloudflare Workflows: the instance params, the fact each wait receives (by its sendEvent type), the wake-up.
+    const workflows = doc.channels["factline-workflows"]
+    expect(workflows.address).toBe("FACTLINE_WORKFLOWS")
+    expect(Object.keys(workflows.messages).sort()).toEqual(["workflow.start", "workflow.wait.crm-sync.dispute", "workflow.wake"])
+    expect(workflows["x-factline-workflows"]).toEqual([expect.objectContaining({ name: "crm-sync", start: "qualification", appends: ["crm_synced", "crm_sync_failed"], waits: { dispute: ["refund", "dispute_rejected"] } })])
+    expect(doc.components.messages["workflow.wait.crm-sync.dispute"].name).toBe("wait-dispute")
     expect(doc.channels["factline-webhooks"]["x-factline-policy"]).toEqual({
       max_retries: 5, initial_delay_seconds: 10, max_delay_seconds: 300, max_batch_size: 10, max_batch_timeout_seconds: 5,
       dead_letter_queue: "factline-webhooks-dlq", producer_binding: "WEBHOOKS_QUEUE"

@@ -6,6 +6,7 @@
  * definitions, the platform's own included), and the webhook event catalog.
  * Served at `GET /asyncapi.json`; `npm run asyncapi` writes it to a file.
  */
+import * as WorkflowInstances from "../workflows/Instances.js"
 import * as Schema from "effect/Schema"
 import { BatchPayload, DeadLetterRecord, Envelope, FactBatchPayload, FactPayload, WebhookPayload } from "@factline/schemas"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
@@ -157,6 +158,59 @@ const channelsOf = (carried: Carried, events: ReadonlyArray<{ $ref: string }>) =
   return { channels, operations }
 }
 
+/**
+ * Cloudflare Workflows as a channel (when a module declares workflows): the params an instance is started with
+ * (by the fact-processing consumer, from a start fact) and the events it is sent — a waited fact under its
+ * wait's event type (`wait-<name>`), and the watchdog's wake-up — with each workflow's start fact, facts
+ * appended and waits listed under `x-factline-workflows`.
+ */
+const workflowsChannel = (c: Components, registry: Registry) => {
+  const declared = [...registry.workflows.values()].sort((a, b) => a.name.localeCompare(b.name))
+  if (declared.length === 0) return undefined
+  const name = "factline-workflows"
+  c.schemas["WorkflowParams"] = component("WorkflowParams", jsonSchema(WorkflowInstances.Params))
+  c.messages["workflow.start"] = {
+    name: "workflow.start",
+    title: "A workflow instance's params (Cloudflare Workflows create)",
+    description: `One instance per tenant, workflow and subject (id <workflow>-<32 hex>). Started by: ${declared.map((w) => `${w.name} ← ${w.factType}`).join(", ")}.`,
+    contentType: "application/json",
+    payload: ref("#/components/schemas/WorkflowParams")
+  }
+  const waits = declared.flatMap((w) => Object.entries(w.waitsFor as Record<string, ReadonlyArray<{ readonly type: string }>>).map(([wait, facts]) => ({ workflow: w.name, wait, facts: facts.map((f) => f.type) })))
+  for (const { workflow, wait, facts } of waits) {
+    c.messages[`workflow.wait.${key(workflow)}.${key(wait)}`] = {
+      name: WorkflowInstances.eventType(wait),
+      title: `${workflow}: the fact its wait ${wait} receives (sendEvent type ${WorkflowInstances.eventType(wait)})`,
+      contentType: "application/json",
+      payload: { allOf: [ref("#/components/schemas/FactPayload")], description: `A fact of ${facts.join(" | ")}` }
+    }
+  }
+  c.messages["workflow.wake"] = {
+    name: WorkflowInstances.wakeType,
+    title: "The watchdog's wake-up of an overdue instance (no payload; no wait receives it)",
+    contentType: "application/json",
+    payload: { type: "null" }
+  }
+  const eventRefs = [...waits.map((w) => `workflow.wait.${key(w.workflow)}.${key(w.wait)}`), "workflow.wake"]
+  return {
+    name,
+    channel: {
+      address: "FACTLINE_WORKFLOWS",
+      title: "Cloudflare Workflows (class FactlineWorkflow)",
+      messages: Object.fromEntries(["workflow.start", ...eventRefs].map((m) => [m, ref(`#/components/messages/${m}`)])),
+      "x-factline-workflows": declared.map((w) => ({
+        name: w.name,
+        start: w.factType,
+        appends: (w.emits as ReadonlyArray<{ readonly type: string }>).map((f) => f.type),
+        waits: Object.fromEntries(Object.entries(w.waitsFor as Record<string, ReadonlyArray<{ readonly type: string }>>).map(([wait, facts]) => [wait, facts.map((f) => f.type)])),
+        retry: w.retry
+      }))
+    },
+    start: { action: "send", channel: ref(`#/channels/${name}`), summary: "The fact-processing consumer starts an instance from a start fact", messages: [ref(`#/channels/${name}/messages/workflow.start`)] },
+    deliver: { action: "send", channel: ref(`#/channels/${name}`), summary: "Facts delivered to waiting instances; the watchdog's wake-up", messages: eventRefs.map((m) => ref(`#/channels/${name}/messages/${m}`)) }
+  }
+}
+
 export const generate = (registry: Registry, info: Info = {}) => {
   const c: Components = { schemas: {}, messages: {} }
   const platformSchemas = { Envelope, FactBatchPayload, FactPayload, WebhookPayload, BatchPayload, DeadLetterRecord }
@@ -175,6 +229,12 @@ export const generate = (registry: Registry, info: Info = {}) => {
     batch: [batchMessage]
   }
   const { channels, operations } = channelsOf(carried, events)
+  const workflows = workflowsChannel(c, registry)
+  if (workflows !== undefined) {
+    channels[workflows.name] = workflows.channel
+    operations[`start-${workflows.name}`] = workflows.start
+    operations[`deliver-${workflows.name}`] = workflows.deliver
+  }
 
   return {
     asyncapi: "3.0.0",
