@@ -3,7 +3,8 @@
  * leads` prints exactly what the guide shows (file names and the migration's real number — run with
  * FACTLINE_UPDATE_DOCS=1 to write the real output into the guide), writes the module, its table, its specs,
  * registers it in src/modules.ts and generates its migration; the copy then typechecks, the generated specs and
- * the registry spec pass unchanged. Then a table edit: renaming a column makes `npm run db:generate` stop
+ * the registry spec pass unchanged. The guide's workflow section: `npm run new:module -- NAME --workflow` prints what the
+ * guide shows and writes the module with its workflow (Notifier.ts, the WorkflowSpecs), whose specs pass too. Then a table edit: renaming a column makes `npm run db:generate` stop
  * without a prompt (exit 3, nothing written, both answers named), and `--rename` generates the RENAME.
  * (Runs in Node; spawns npm, the factline CLI, drizzle-kit, tsc and vitest.)
  */
@@ -19,17 +20,29 @@ const copy = mkdtempSync(join(tmpdir(), "factline-scaffold-"))
 afterAll(() => rmSync(copy, { recursive: true, force: true }))
 
 const run = (command, args, cwd) => {
-  const result = spawnSync(command, args, { cwd, encoding: "utf8", timeout: 120_000, env: { ...process.env, NO_COLOR: "1" } })
+  const result = spawnSync(command, args, { cwd, encoding: "utf8", timeout: 300_000, env: { ...process.env, NO_COLOR: "1" } })
   return { status: result.status, stdout: result.stdout, output: `${result.stdout}\n${result.stderr}` }
 }
 const npm = (args) => run("npm", ["run", "-s", ...args], copy)
 
 /** The guide's scaffold command and the output it shows (the fenced block after the command's). */
 const guidePath = join(root, "docs", "first-handler.md")
-const guideBlock = (guide) => {
-  const match = /```sh\n(npm run new:module -- (\w+))\n```\n```\n([\s\S]*?)\n```/.exec(guide)
-  if (!match) throw new Error("docs/first-handler.md has no ```sh npm run new:module -- NAME``` block followed by its output")
+const guideBlock = (guide, flags = "") => {
+  const match = new RegExp(`\`\`\`sh\\n(npm run new:module -- (\\w+)${flags})\\n\`\`\`\\n\`\`\`\\n([\\s\\S]*?)\\n\`\`\``).exec(guide)
+  if (!match) throw new Error(`docs/first-handler.md has no \`\`\`sh npm run new:module -- NAME${flags}\`\`\` block followed by its output`)
   return { whole: match[0], command: match[1], name: match[2], shown: match[3] }
+}
+
+/** Runs the guide's scaffold command (`flags`: its options) in the copy; checks (or, FACTLINE_UPDATE_DOCS=1, writes) the output the guide shows. */
+const scaffoldAsGuided = (flags = "") => {
+  const guide = readFileSync(guidePath, "utf8")
+  const { whole, command, name, shown } = guideBlock(guide, flags)
+  const scaffold = npm(command.replace(/^npm run /, "").split(" "))
+  expect(scaffold.status, scaffold.output).toBe(0)
+  const real = scaffold.stdout.split("\n\nnext:")[0].trim()
+  if (process.env.FACTLINE_UPDATE_DOCS === "1") writeFileSync(guidePath, guide.replace(whole, `\`\`\`sh\n${command}\n\`\`\`\n\`\`\`\n${real}\n\`\`\``))
+  else expect(shown, `docs/first-handler.md shows other output than \`${command}\` prints (FACTLINE_UPDATE_DOCS=1 writes the real one)`).toBe(real)
+  return { name, real }
 }
 
 describe("the first-handler guide's commands", () => {
@@ -40,15 +53,9 @@ describe("the first-handler guide's commands", () => {
     symlinkSync(join(root, "node_modules"), join(copy, "node_modules"), "dir")
     const migrationsBefore = readdirSync(join(copy, "migrations")).filter((f) => f.endsWith(".sql"))
 
-    const guide = readFileSync(guidePath, "utf8")
-    const { whole, command, name, shown } = guideBlock(guide)
-    const scaffold = npm(["new:module", "--", name])
-    expect(scaffold.status, scaffold.output).toBe(0)
-    const real = scaffold.stdout.split("\n\nnext:")[0].trim()
-    if (process.env.FACTLINE_UPDATE_DOCS === "1") writeFileSync(guidePath, guide.replace(whole, `\`\`\`sh\n${command}\n\`\`\`\n\`\`\`\n${real}\n\`\`\``))
-    else expect(shown, "docs/first-handler.md shows other output than `npm run new:module` prints (FACTLINE_UPDATE_DOCS=1 writes the real one)").toBe(real)
+    const { real } = scaffoldAsGuided()
 
-    expect(readFileSync(join(copy, "apps/example/src/modules.ts"), "utf8")).toMatch(/import \{ leads \} from "\.\/leads\/Leads\.js"[\s\S]*export const modules = \[calls, leads\] as const/)
+    expect(readFileSync(join(copy, "apps/example/src/modules.ts"), "utf8")).toMatch(/import \{ leads \} from "\.\/leads\/Leads\.js"[\s\S]*export const modules = \[calls, [^\]]*\bleads\] as const/)
     const added = readdirSync(join(copy, "migrations")).filter((f) => f.endsWith(".sql") && !migrationsBefore.includes(f))
     expect(added).toHaveLength(1)
     expect(real).toContain(`generated migrations/${added[0]}`)
@@ -60,13 +67,23 @@ describe("the first-handler guide's commands", () => {
     expect(again.output).toContain("apps/example/src/leads/Leads.ts already exists; nothing was written")
     expect(npm(["new:module", "--", "Leads"]).output).toContain('module name "Leads" is not valid')
 
+    // The guide's workflow section: a module with its workflow, its notifier and their specs.
+    const workflow = scaffoldAsGuided(" --workflow")
+    const pascal = workflow.name.slice(0, 1).toUpperCase() + workflow.name.slice(1)
+    expect(workflow.real).toContain(`created apps/example/src/${workflow.name}/Notifier.ts`)
+    const source = readFileSync(join(copy, `apps/example/src/${workflow.name}/${pascal}.ts`), "utf8")
+    expect(source).toContain(`workflows: [followUp${pascal}]`)
+    expect(source).toContain(`layer: ${pascal}Notifier.layer`)
+    expect(readFileSync(join(copy, "apps/example/src/modules.ts"), "utf8")).toMatch(new RegExp(`export const modules = \\[calls, [^\\]]*\\bleads, ${workflow.name}\\] as const`))
+
     const app = join(copy, "apps/example")
     const typecheck = run(process.execPath, [join(root, "node_modules/typescript/bin/tsc"), "--noEmit", "-p", "."], app)
     expect(typecheck.status, typecheck.output).toBe(0)
-    const specs = run(process.execPath, [join(root, "node_modules/vitest/vitest.mjs"), "run", "--config", "vitest.node.config.ts", "test/leads.spec.ts", "test/registry.spec.ts", "test/schemas.spec.ts"], app)
+    const specs = run(process.execPath, [join(root, "node_modules/vitest/vitest.mjs"), "run", "--config", "vitest.node.config.ts", "test/leads.spec.ts", `test/${workflow.name}.spec.ts`, "test/registry.spec.ts", "test/schemas.spec.ts"], app)
     expect(specs.status, specs.output).toBe(0)
-    expect(specs.output.replace(/\x1b\[[0-9;]*m/g, "")).toMatch(/Tests\s+6 passed \(6\)/)
-  }, 240_000)
+    // leads 4, the workflow module's 4 + 2 workflow specs, the registry and the schema snapshots spec.
+    expect(specs.output.replace(/\x1b\[[0-9;]*m/g, "")).toMatch(/Tests\s+12 passed \(12\)/)
+  }, 600_000)
 
   it("a renamed column: npm run db:generate stops without a prompt naming both answers, and --rename generates the RENAME", () => {
     const tables = join(copy, "apps/example/src/leads/Tables.ts")
