@@ -15,6 +15,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Result from "effect/Result"
 import type { Fact } from "@factline/schemas"
 import type { InstanceDetail } from "../api/Workflows.js"
 import { shownFacts } from "../api/Workflows.js"
@@ -58,7 +59,7 @@ const appendedFacts = (row: Instance) =>
       .filter((fact): fact is Fact => fact !== null)
       .map((fact) => {
         const current = registry.latest(fact)
-        return listedFact(current._tag === "Success" ? current.success : fact)
+        return listedFact(Result.isSuccess(current) ? current.success : fact)
       })
       .sort((a, b) => a.sequence - b.sequence)
   })
