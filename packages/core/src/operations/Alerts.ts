@@ -43,7 +43,8 @@ import { Queues } from "../platform/Queues.js"
 import * as WebhookConsumer from "../webhooks/WebhookConsumer.js"
 import * as WebhookStore from "../webhooks/WebhookStore.js"
 import * as Metrics from "./Metrics.js"
-import { type EventType, type Key, alertId, catalog, claimLimit, eventTypes, factType, failedInstanceLimit, healthKey, keys, ledgerKey, pendingRetryMs, stream, summarize, summarizeFailedInstances, windowMinutes } from "./AlertCatalog.js"
+import * as AlertClaims from "./AlertClaims.js"
+import { type EventType, type Key, alertId, catalog, eventTypes, factType, healthKey, keys, ledgerKey, pendingRetryMs, stream, windowMinutes } from "./AlertCatalog.js"
 
 export { alertsTenantId as tenant }
 
@@ -70,13 +71,6 @@ export const StateRow = Schema.Struct({
 export type StateRow = typeof StateRow.Type
 
 const Version = Schema.Struct({ version: Schema.Number })
-const Found = Schema.Struct({ found: Schema.Number })
-const Claims = Schema.Struct({ queue: Schema.String, reason: Schema.String, n: Schema.Number, first: Schema.String, last: Schema.String })
-const FailedInstance = Schema.Struct({
-  tenant_id: Schema.String, workflow: Schema.String, instance_id: Schema.String, subject: Schema.String, error: Schema.NullOr(Schema.String), updated_at: Schema.String
-})
-/** A failed instance no alert has announced (or not this failure of it: failed again since). */
-const unannounced = "status = 'failed' AND (alerted_at IS NULL OR alerted_at < updated_at)"
 
 /** What one evaluation handed to the webhooks queue. */
 export interface Sent {
@@ -109,34 +103,6 @@ export const readState = Effect.fn("Alerts.readState")(function*() {
   return new Map(results.at(-1)!.rows.map((r) => [r.key, r] as const)) as ReadonlyMap<Key, StateRow>
 })
 
-/** Counts of the dead letters an alert claimed, from every database (a read only: it claims nothing). */
-const deadLetterData = (alert: string) =>
-  Effect.map(
-    Placement.everywhere(Effect.flatMap(Effect.service(Sql.ReadDatabase), (read) =>
-      read.all(Claims, Sql.statement(
-        "SELECT queue, reason, COUNT(*) AS n, MIN(received_at) AS first, MAX(received_at) AS last FROM dead_messages WHERE alert_id = ? GROUP BY queue, reason",
-        alert
-      )))),
-    (perDatabase) => summarize(alert, perDatabase.flat())
-  )
-
-/** The failed workflow instances an alert claimed (a read only: it claims nothing). */
-const failedInstanceData = (alert: string) =>
-  Effect.flatMap(Effect.service(Sql.PlatformDatabase), (sql) =>
-    Effect.map(
-      Effect.mapError(sql.all(FailedInstance, Sql.statement(
-        "SELECT tenant_id, workflow, instance_id, subject, error, updated_at FROM workflow_instances WHERE alert_id = ? LIMIT ?", alert, failedInstanceLimit
-      )), unavailable),
-      (rows) => summarizeFailedInstances(alert, rows)
-    ))
-
-/** What a claiming key's alert announces, read back by its id. */
-const claimedData = (key: Key, alert: string) =>
-  Effect.gen(function*() {
-    const data: Record<string, unknown> & { readonly count: number } = key === "workflows_failed" ? yield* failedInstanceData(alert) : yield* deadLetterData(alert)
-    return data
-  })
-
 /** Hands an alert to the webhooks queue: one delivery message per enabled endpoint subscribed to its type. */
 const deliver = (alert: Alert, data: Record<string, unknown>) =>
   Effect.gen(function*() {
@@ -157,7 +123,8 @@ const deliver = (alert: Alert, data: Record<string, unknown>) =>
 const complete = (key: Key, version: number, alert: Alert) =>
   Effect.gen(function*() {
     const sql = yield* Sql.PlatformDatabase
-    const claimed = alert.data === null ? yield* claimedData(key, alert.alert_id) : undefined
+    const claiming = key === "dead_letters" || key === "workflows_failed" ? AlertClaims.byKey[key] : undefined
+    const claimed = alert.data === null && claiming !== undefined ? yield* claiming.read(alert.alert_id) : undefined
     const data = alert.data ?? claimed!
     // A claiming alert that found nothing to claim (another evaluation's claim took it) is sent to nobody.
     const endpoints = claimed?.count === 0 ? 0 : yield* deliver(alert, data)
@@ -250,46 +217,20 @@ const evaluateHealth = (rows: ReadonlyMap<Key, StateRow>, quietMs: number) =>
     return sent
   })
 
-/** The dead-letter key: claims the records no alert has counted yet and announces them as one alert. */
-const evaluateDeadLetters = (row: StateRow, quietMs: number) =>
-  Effect.gen(function*() {
-    const nowMs = yield* Time.millis
-    if (row.pending !== null || quietFor(row, nowMs, quietMs)) return undefined
-    // One indexed probe per database first: the evaluation decides nothing while no dead letter is new.
-    const fresh = yield* Placement.everywhere(Effect.flatMap(Effect.service(Sql.ReadDatabase), (read) =>
-      read.first(Found, Sql.statement("SELECT 1 AS found FROM dead_messages WHERE alert_id IS NULL LIMIT 1"))))
-    if (!fresh.some((r) => r !== undefined)) return undefined
-    const now = new Date(nowMs).toISOString()
-    const alert = yield* decide(row, now, eventTypes.deadLettersOpened, { state: "ok", data: () => null })
-    if (alert === undefined) return undefined
-    // Each record is claimed by one alert (the UPDATE only takes unclaimed ones); the counts read back are the claim's.
-    yield* Placement.everywhere(Effect.flatMap(Effect.service(Sql.ReadDatabase), (read) =>
-      read.run(Sql.statement(
-        "UPDATE dead_messages SET alert_id = ? WHERE id IN (SELECT id FROM dead_messages WHERE alert_id IS NULL ORDER BY received_at LIMIT ?)",
-        alert.alert_id, claimLimit
-      ))))
-    return yield* complete(row.key, row.version + 1, alert)
-  })
-
 /**
- * The failed-instances key: claims the workflow instances that failed since no alert announced them (each
- * failure by one alert: `alerted_at` holds the `updated_at` announced) and announces them as one alert.
+ * A claiming key (the dead letters, the failed workflow instances: AlertClaims): claims what no alert has
+ * counted yet and announces it as one alert.
  */
-const evaluateWorkflowFailures = (row: StateRow, quietMs: number) =>
+const evaluateClaims = (row: StateRow, quietMs: number, claiming: AlertClaims.Claiming) =>
   Effect.gen(function*() {
-    const sql = yield* Sql.PlatformDatabase
     const nowMs = yield* Time.millis
     if (row.pending !== null || quietFor(row, nowMs, quietMs)) return undefined
-    // One probe of the failed instances first (a partial index): the evaluation decides nothing while none failed anew.
-    const fresh = yield* Effect.mapError(sql.first(Found, Sql.statement(`SELECT 1 AS found FROM workflow_instances WHERE ${unannounced} LIMIT 1`)), unavailable)
-    if (fresh === undefined) return undefined
-    const now = new Date(nowMs).toISOString()
-    const alert = yield* decide(row, now, eventTypes.workflowFailed, { state: "ok", data: () => null })
+    // One indexed probe first: the evaluation decides nothing while nothing is new.
+    if (!(yield* claiming.fresh)) return undefined
+    const alert = yield* decide(row, new Date(nowMs).toISOString(), claiming.eventType, { state: "ok", data: () => null })
     if (alert === undefined) return undefined
-    yield* Effect.mapError(sql.run(Sql.statement(
-      `UPDATE workflow_instances SET alert_id = ?, alerted_at = updated_at WHERE rowid IN (SELECT rowid FROM workflow_instances WHERE ${unannounced} ORDER BY updated_at LIMIT ?)`,
-      alert.alert_id, failedInstanceLimit
-    )), unavailable)
+    // Each record is claimed by one alert (the UPDATE only takes unclaimed ones); what is read back is the claim's.
+    yield* claiming.claim(alert.alert_id)
     return yield* complete(row.key, row.version + 1, alert)
   })
 
@@ -324,8 +265,8 @@ export const evaluate = Effect.fn("Alerts.evaluate")(function*(options: Options)
   // Each key on its own: health that cannot be read does not hold back the dead letters' alert, nor the reverse.
   const results = [
     yield* Effect.result(evaluateHealth(rows, quietMs)),
-    yield* Effect.result(Effect.map(evaluateDeadLetters(rows.get("dead_letters")!, quietMs), (done) => done === undefined ? [] : [done])),
-    yield* Effect.result(Effect.map(evaluateWorkflowFailures(rows.get("workflows_failed")!, quietMs), (done) => done === undefined ? [] : [done]))
+    yield* Effect.result(Effect.map(evaluateClaims(rows.get("dead_letters")!, quietMs, AlertClaims.deadLetters), (done) => done === undefined ? [] : [done])),
+    yield* Effect.result(Effect.map(evaluateClaims(rows.get("workflows_failed")!, quietMs, AlertClaims.failedInstances), (done) => done === undefined ? [] : [done]))
   ]
   for (const result of results) if (Result.isSuccess(result)) sent.push(...result.success)
   const failed = results.find(Result.isFailure)
