@@ -19,7 +19,7 @@ import type { WorkflowEvent, WorkflowStep } from "cloudflare:workers"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Activity from "effect/workflow/Activity"
-import { FactDefinition, Module, Workflow } from "@factline/core"
+import { FactDefinition, Module, Processor, Workflow } from "@factline/core"
 import { FactId, WorkflowInstances } from "@factline/core/runtime"
 import * as CountingBindings from "@factline/core/testing/bindings"
 import type { Fact } from "@factline/schemas"
@@ -43,7 +43,14 @@ export const benchSteps = Workflow.make({
     })
 })
 
-export const benchModule = Module.make("bench", { workflows: [benchSteps] })
+/**
+ * The registry wants a workflow's start fact emitted by a handler or processor of the module list. The bench starts
+ * its instances itself (`start`, with the start fact inline), so this processor only declares it: it listens to the
+ * workflow's own end fact and appends nothing.
+ */
+const declaresStart = Processor.make(BenchStepsDone, { name: "bench-steps-declared", emits: [BenchStepsStarted], process: () => Effect.succeed([]) })
+
+export const benchModule = Module.make("bench", { processors: [declaresStart], workflows: [benchSteps] })
 
 type Counted = Omit<CountingBindings.Counts, "shards">
 const snapshot = (c: CountingBindings.Counts): Counted => ({
