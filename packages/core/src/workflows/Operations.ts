@@ -7,9 +7,9 @@
  * Scoped like runs: a tenant's admin reaches its own instances, the platform scope every tenant's; another
  * tenant's instance is not found, as an unknown one is. Terminate stops the instance at Cloudflare first and
  * then records `terminated` (an instance Cloudflare refuses to stop — it has ended — is a 409 and the row is
- * left as it is). Retry records `queued` first and then restarts it (Cloudflare's `restart()`: every step runs
- * again, each with its idempotency key, so nothing done is done twice); a restart that fails puts the row
- * back. A complete instance is not retried.
+ * left as it is). Retry records a new run (`queued`, `WorkflowRecords.restarted`) first and then restarts it
+ * (Cloudflare's `restart()`: every step runs again, each with its idempotency key, so nothing done is done
+ * twice); a restart that fails puts the row back. A complete instance is not retried.
  *
  * It does not run instances (Runner.ts) nor start them (Instances.ts).
  */
@@ -103,10 +103,11 @@ export const retry = Effect.fn("WorkflowOperations.retry")(function*(scope: Scop
   if (status.value.status === "complete") {
     return yield* new Failure.Conflict({ code: "workflow_complete", message: `workflow instance ${id} completed: there is nothing to retry` })
   }
-  // Queued before the restart: the restarted run moves the row on, and must not be overwritten by this.
-  yield* records.move(row.tenant_id, id, { status: "queued", error: null, waiting_for: null, wait_until: null })
+  // Queued before the restart (a new run: error, step and attempts cleared, started now): the restarted run
+  // moves the row on, and must not be overwritten by this.
+  yield* records.restarted(row.tenant_id, id)
   const done = yield* workflows.restart(id).pipe(
-    Effect.tapError(() => Effect.ignore(records.move(row.tenant_id, id, { status: row.status, error: row.error, waiting_for: row.waiting_for, wait_until: row.wait_until })))
+    Effect.tapError(() => Effect.ignore(records.move(row.tenant_id, id, { status: row.status, step: row.step, error: row.error, waiting_for: row.waiting_for, wait_until: row.wait_until })))
   )
   if (done === "missing") return yield* unknownToCloudflare(id)
   return yield* detailOf(yield* records.get(scope, id))
