@@ -122,3 +122,18 @@ export const localOnlyVars = ["FACTLINE_LOCAL_DEVELOPMENT"]
  */
 // `prefix` is PayloadStore.payloadsPrefix (a module that loads effect, so not imported here; Policies.test.mjs holds them equal).
 export const payloads = { prefix: "_payloads/", rule: "factline-payload-expiry", defaultRetentionDays: 90, retentionVar: "FACTLINE_PAYLOAD_RETENTION_DAYS" }
+
+/**
+ * The workflows entry: when the app runs workflows (or the entry is there), one workflow bound as
+ * FACTLINE_WORKFLOWS of class FactlineWorkflow (wrangler does not inherit it into an environment).
+ */
+export const workflowProblems = (entries: ReadonlyArray<{ readonly name?: string; readonly binding?: string; readonly class_name?: string }> | undefined, required: boolean): Array<string> => {
+  const { binding, className } = bindings.workflows
+  const entry = (entries ?? []).find((w) => w.binding === binding)
+  const wanted = `{ name: "factline-workflows", binding: "${binding}", class_name: "${className}" }`
+  if (entry === undefined) return required ? [`workflows: missing ${wanted} (the app's modules declare workflows; wrangler does not inherit it into an environment)`] : []
+  const problems: Array<string> = []
+  if (entry.class_name !== className) problems.push(`workflows[${binding}].class_name is ${JSON.stringify(entry.class_name)}: it must be "${className}" (export it from the Worker's entry)`)
+  if (typeof entry.name !== "string" || entry.name === "") problems.push(`workflows[${binding}] has no name: ${wanted}`)
+  return problems
+}

@@ -85,7 +85,7 @@ export const check = (effective: Config, { deployed = false, workflows = false }
     if (!(effective.triggers?.crons ?? []).includes(cron)) problems.push(`triggers.crons: missing "${cron}" (relay sweep and retention)`)
   }
   problems.push(...rateLimitProblems(effective))
-  problems.push(...workflowProblems(effective, workflows))
+  problems.push(...Policies.workflowProblems(effective.workflows, workflows))
   if (deployed) {
     for (const name of Policies.localOnlyVars) {
       if (effective.vars?.[name] !== undefined) problems.push(`vars.${name} is set: local development only, never in a deployed environment`)
@@ -94,21 +94,6 @@ export const check = (effective: Config, { deployed = false, workflows = false }
       if (effective.vars?.[name] !== undefined) problems.push(`vars.${name} is a plain var: it must be a secret (wrangler secret put ${name})`)
     }
   }
-  return problems
-}
-
-/**
- * The workflows entry: when the app runs workflows (or the entry is there), one workflow bound as
- * FACTLINE_WORKFLOWS of class FactlineWorkflow (wrangler does not inherit it into an environment).
- */
-const workflowProblems = (effective: Config, required: boolean): Array<string> => {
-  const { binding, className } = Policies.bindings.workflows
-  const entry = (effective.workflows ?? []).find((w) => w.binding === binding)
-  const wanted = `{ name: "factline-workflows", binding: "${binding}", class_name: "${className}" }`
-  if (entry === undefined) return required ? [`workflows: missing ${wanted} (the app's modules declare workflows; wrangler does not inherit it into an environment)`] : []
-  const problems: Array<string> = []
-  if (entry.class_name !== className) problems.push(`workflows[${binding}].class_name is ${JSON.stringify(entry.class_name)}: it must be "${className}" (export it from the Worker's entry)`)
-  if (typeof entry.name !== "string" || entry.name === "") problems.push(`workflows[${binding}] has no name: ${wanted}`)
   return problems
 }
 

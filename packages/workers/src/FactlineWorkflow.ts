@@ -10,7 +10,8 @@
  */
 import { WorkflowEntrypoint, type WorkflowEvent, type WorkflowStep } from "cloudflare:workers"
 import { NonRetryableError } from "cloudflare:workflows"
-import { WorkflowRunner } from "@factline/core/runtime"
+import * as Effect from "effect/Effect"
+import { Settings, type WorkflowEngine, WorkflowRunner } from "@factline/core/runtime"
 import type { PlatformEnv } from "./Env.js"
 import type { PlatformRuntime } from "./Services.js"
 
@@ -24,12 +25,15 @@ export const install = (runtime: (env: PlatformEnv) => PlatformRuntime) => {
 export class FactlineWorkflow extends WorkflowEntrypoint<PlatformEnv, unknown> {
   override async run(event: Readonly<WorkflowEvent<unknown>>, step: WorkflowStep): Promise<unknown> {
     if (current === undefined) throw new NonRetryableError("FactlineWorkflow: no platform was made in this Worker (export default makePlatform(modules) from its entry)")
-    const ended = await current(this.env).runPromise(WorkflowRunner.run(event.payload, {
+    const steps: WorkflowEngine.Step = {
       do: (name, config, callback) => step.do(name, config, callback as () => Promise<any>),
       sleep: (name, duration) => step.sleep(name, duration),
       waitForEvent: (name, options) => step.waitForEvent(name, options) as Promise<any>
-    }))
+    }
+    // Step retry delays follow FACTLINE_RETRY_DELAY_SCALE, as queue retries do.
+    const ended = await current(this.env).runPromise(Effect.flatMap(Settings.Settings, (settings) => WorkflowRunner.run(event.payload, steps, settings.retryDelayScale)))
     if (ended._tag === "Completed") return { status: "complete" }
-    throw new NonRetryableError(ended.message, ended._tag === "Refused" ? "WorkflowRefused" : "WorkflowFailed")
+    // `WorkflowFailed` (the body failed for good) or `WorkflowRefused` (it could not run).
+    throw new NonRetryableError(ended.message, `Workflow${ended._tag}`)
   }
 }

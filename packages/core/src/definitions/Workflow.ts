@@ -145,6 +145,8 @@ const handle = <E extends Defs, W extends Waits>(waitsFor: W): Handle<E, W> => (
     Effect.flatMap(WorkflowSteps, (steps) => steps.emit(Naming.check("workflow step", step), definition, payload, options?.subject ?? steps.stream))
 })
 
+const none: ReadonlyArray<never> = []
+
 export const make = <T extends string, D, const E extends Defs = [], const W extends Waits = {}, Services = never>(options: {
   readonly name: string
   readonly start: FactDefinition.FactDefinition<T, D>
@@ -171,7 +173,7 @@ export const make = <T extends string, D, const E extends Defs = [], const W ext
     start: options.start,
     when: options.when ?? (() => true),
     key: options.key ?? ((fact) => fact.stream),
-    emits: (options.emits ?? []) as unknown as E,
+    emits: (options.emits ?? none) as E,
     waitsFor,
     retry: { ...defaultRetry, ...options.retry },
     run: (fact) => options.run(fact, wf) as Effect.Effect<unknown, unknown, Exclude<Services, Engine> | Engine>

@@ -54,7 +54,7 @@ export type { Expected, Outcome, WorkflowResult } from "./WorkflowResult.js"
 export type { ServiceCall } from "./ServiceCalls.js"
 
 /** The runtime's own steps around a body (reading a large start fact, recording a failed instance's dead letter): not the workflow's. */
-const runtimeSteps = new Set(["start/read", "dead-letter"])
+const runtimeSteps = new Set(Runner.runtimeSteps)
 
 /** The step of a `DurableClock.sleep` short enough for `effect/workflow` to run in memory. */
 const inMemorySleep = "DurableClock/"

@@ -28,6 +28,7 @@ import type * as Activity from "effect/workflow/Activity"
 import * as EffectWorkflow from "effect/workflow/Workflow"
 import { WorkflowEngine, WorkflowInstance } from "effect/workflow/WorkflowEngine"
 import * as Workflow from "../definitions/Workflow.js"
+import { TransientError } from "../failures/Failure.js"
 import type { StoredFact } from "../definitions/FactDefinition.js"
 
 /** The part of Cloudflare's `WorkflowStep` the engine uses. */
@@ -60,7 +61,7 @@ export class StepAttemptFailed extends Error {
   override readonly name = "StepAttemptFailed"
 }
 
-const isTransient = (error: unknown) => typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "TransientError"
+const isTransient = (error: unknown) => error instanceof TransientError
 
 /** Cloudflare Workflows' limit on what one step keeps (a non-stream step result: 1 MiB). */
 export const maxStepResultBytes = 1024 * 1024
@@ -75,8 +76,8 @@ const checkedSize = (name: string, kept: Kept): Kept => {
 }
 
 /** Runs one attempt of an activity and says what the step keeps, or throws to have it retried. */
-const attempt = async (activity: Activity.AnyWithProps, services: Context.Context<never>): Promise<Kept> => {
-  const exit = await Effect.runPromiseExitWith(services)((activity as unknown as { execute: Effect.Effect<unknown, unknown> }).execute)
+const attempt = async <S extends Schema.Constraint, E extends Schema.Constraint>(activity: Activity.Activity<S, E, any>, services: Context.Context<never>): Promise<Kept> => {
+  const exit = await Effect.runPromiseExitWith(services)(activity.execute as Effect.Effect<unknown, unknown>)
   if (Exit.isSuccess(exit)) {
     return checkedSize(activity.name, { ok: true, value: await Effect.runPromise((Schema.encodeUnknownEffect(Schema.toCodecJson(activity.successSchema))(exit.value) as Effect.Effect<unknown, unknown>).pipe(Effect.orDie)) })
   }
@@ -100,7 +101,7 @@ export const engineOver = (step: Step, config: StepConfig): WorkflowEngine["Serv
     activityExecute: (activity, attemptNumber) =>
       Effect.flatMap(Effect.context<never>(), (services) =>
         Effect.tryPromise({
-          try: () => step.do(attemptNumber > 1 ? `${activity.name}/${attemptNumber}` : activity.name, config, () => attempt(activity as unknown as Activity.AnyWithProps, services)),
+          try: () => step.do(attemptNumber > 1 ? `${activity.name}/${attemptNumber}` : activity.name, config, () => attempt(activity, services)),
           catch: (error) => error
         }).pipe(
           Effect.flatMap((kept) =>

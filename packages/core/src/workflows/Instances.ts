@@ -13,6 +13,7 @@
  */
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import { Fact } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
@@ -68,7 +69,7 @@ export const wakeOverdue = Effect.fn("Workflows.wakeOverdue")(function*(limit = 
   let woken = 0
   for (const instance of overdue) {
     const delivered = yield* Effect.result(workflows.deliver(instance.instance_id, { type: wakeType, payload: null }))
-    if (delivered._tag === "Success" && delivered.success === "delivered") woken++
+    if (Result.isSuccess(delivered) && delivered.success === "delivered") woken++
   }
   return woken
 })
@@ -83,7 +84,7 @@ export const dispatch = Effect.fn("Workflows.dispatch")(function*(items: Readonl
   const work = items.flatMap(({ key, fact: stored }) => {
     // Workflows see a fact in its type's latest shape (one newer than the code fails its message elsewhere).
     const current = registry.latest(stored)
-    if (current._tag === "Failure") return []
+    if (Result.isFailure(current)) return []
     const fact = current.success
     return [
       ...registry.workflowsStartedBy(fact.type).filter((w) => w.when(fact)).map((workflow) => ({ key, fact, workflow, wait: undefined as string | undefined })),
@@ -98,7 +99,7 @@ export const dispatch = Effect.fn("Workflows.dispatch")(function*(items: Readonl
   const recorded = yield* Effect.result(records.record(starts.map(({ fact, workflow, id }): Start => ({
     tenant_id: fact.tenant_id, instance_id: id, workflow: workflow.name, subject: fact.stream, start_fact_id: fact.fact_id, traceparent: fact.traceparent ?? null
   }))))
-  if (recorded._tag === "Failure") {
+  if (Result.isFailure(recorded)) {
     for (const { key } of starts) failed.set(key, recorded.failure)
   }
   yield* Effect.forEach(resolved, ({ key, fact, workflow, wait, id }) => {

@@ -19,6 +19,8 @@
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Result from "effect/Result"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { type Fact, TraceContext } from "@factline/schemas"
@@ -28,7 +30,7 @@ import type * as Workflow from "../definitions/Workflow.js"
 import * as Failure from "../failures/Failure.js"
 import * as FactId from "../ledger/FactId.js"
 import { Ledger } from "../ledger/Ledger.js"
-import { Producer } from "../producing/Producer.js"
+import { Producer, QueueSendFailed } from "../producing/Producer.js"
 import { relay } from "../relay/FactRelay.js"
 import type { PayloadStore } from "../producing/PayloadStore.js"
 import type { Queues } from "../platform/Queues.js"
@@ -37,7 +39,6 @@ import { Registry, runDeclared } from "../registry/Registry.js"
 import * as Time from "../platform/Time.js"
 import type * as Sql from "../platform/Sql.js"
 import type { TenantPlacement } from "../placement/Placement.js"
-import { Settings } from "../composition/Settings.js"
 import * as Engine from "./Engine.js"
 import { eventType, Params } from "./Instances.js"
 import * as WorkflowDeadLetters from "./WorkflowDeadLetters.js"
@@ -62,7 +63,7 @@ const isTimeout = (error: unknown) => /WorkflowTimeoutError|timed out|timeout/i.
  */
 const inStep = <A>(services: Context.Context<Needs>, effect: Effect.Effect<A, unknown, Needs>) => async (): Promise<Kept<A>> => {
   const exit = await Effect.runPromiseExitWith(services)(effect)
-  if (exit._tag === "Success") return { ok: true, value: exit.value }
+  if (Exit.isSuccess(exit)) return { ok: true, value: exit.value }
   const error = Cause.findErrorOption(exit.cause)
   if (Option.isSome(error) && error.value instanceof Failure.PermanentError) return { ok: false, message: error.value.message }
   throw new Retry(Option.isSome(error) && error.value instanceof Error ? error.value.message : Cause.pretty(exit.cause))
@@ -120,9 +121,10 @@ const emitStep = (params: Params, start: Fact, step: string, definition: Message
       correlation_id: start.correlation_id,
       traceparent: TraceContext.child(params.traceparent)
     }).pipe(Effect.mapError((error) =>
-      error._tag === "InvalidInput" || error._tag === "IdempotencyConflict" || error._tag === "Bug"
-        ? new Failure.PermanentError({ message: error.message })
-        : new Failure.TransientError({ message: error.message })))
+      // What retrying may fix (the queue or the store down) is retried; a refusal of the message is final.
+      error instanceof Failure.Unavailable || error instanceof QueueSendFailed
+        ? new Failure.TransientError({ message: error.message })
+        : new Failure.PermanentError({ message: error.message })))
   })
 
 /** The verbs behind a running instance's handle, over Cloudflare's step. */
@@ -180,19 +182,22 @@ const noted = (services: Context.Context<Needs>, params: Params, step: Engine.St
   }
 }
 
+/** The runtime's own steps (not the body's): reading a start fact passed by id, recording the end, the dead letter. */
+export const endStep = "record-end"
+export const runtimeSteps: ReadonlyArray<string> = ["start/read", endStep, "dead-letter"]
+
 /** How an invocation ended, for the entrypoint. */
 export type Ended = Engine.Outcome | { readonly _tag: "Refused"; readonly message: string }
 
 /** Runs one invocation of the instance these params describe, on `step`. */
-export const run = Effect.fn("Workflows.run")(function*(input: unknown, step: Engine.Step) {
+export const run = Effect.fn("Workflows.run")(function*(input: unknown, step: Engine.Step, retryDelayScale = 1) {
   const decoded = Schema.decodeUnknownExit(Params)(input)
-  if (decoded._tag === "Failure") return { _tag: "Refused", message: `the instance's params are not a factline workflow's: ${Cause.pretty(decoded.cause)}` } satisfies Ended as Ended
+  if (Exit.isFailure(decoded)) return { _tag: "Refused", message: `the instance's params are not a factline workflow's: ${Cause.pretty(decoded.cause)}` } satisfies Ended as Ended
   const params = decoded.value
   const registry = yield* Registry
   const definition = registry.workflows.get(params.workflow)
   if (definition === undefined) return { _tag: "Refused", message: `no workflow named ${params.workflow} is registered (was it removed while instances ran?)` } satisfies Ended as Ended
   const records = yield* WorkflowRecords
-  const { retryDelayScale } = yield* Settings
   const services = yield* Effect.context<Needs>()
   const ledger = yield* Ledger
   const start = params.fact ?? (yield* Effect.flatMap(
@@ -201,7 +206,7 @@ export const run = Effect.fn("Workflows.run")(function*(input: unknown, step: En
   ).pipe(Effect.orDie))
   if (start === null) return { _tag: "Refused", message: `the start fact ${params.fact_id} is not in the ledger` } satisfies Ended as Ended
   const current = registry.latest(start)
-  if (current._tag === "Failure") return { _tag: "Refused", message: current.failure.message } satisfies Ended as Ended
+  if (Result.isFailure(current)) return { _tag: "Refused", message: current.failure.message } satisfies Ended as Ended
   yield* Effect.ignore(records.move(params.tenant_id, params.instance_id, { status: "running" }))
   const layers = yield* ModuleLayers
   const outcome = yield* layers.provide(definition.name, Engine.run(definition, current.success, {
@@ -210,11 +215,13 @@ export const run = Effect.fn("Workflows.run")(function*(input: unknown, step: En
     steps: stepsFor(services, definition, params, current.success, step, retryDelayScale),
     delayScale: retryDelayScale
   })).pipe(Effect.catch((error) => Effect.succeed<Engine.Outcome>({ _tag: "Failed", message: error.message })))
-  yield* Effect.ignore(records.move(params.tenant_id, params.instance_id, outcome._tag === "Completed"
+  // How it ended, as a step of its own (retried until D1 takes it: the operators' index must not stay `running`).
+  const ended = records.move(params.tenant_id, params.instance_id, outcome._tag === "Completed"
     ? { status: "complete", waiting_for: null, wait_until: null, error: null }
-    : { status: "failed", waiting_for: null, wait_until: null, error: outcome.message }))
+    : { status: "failed", waiting_for: null, wait_until: null, error: outcome.message })
+  yield* Effect.promise(() => step.do(endStep, Engine.stepConfig(definition.retry, retryDelayScale), inStep(services, ended)))
   // Failed for good: a dead letter with its context (WorkflowDeadLetters), as a step of its own (retried until stored).
-  if (outcome._tag === "Failed") {
+  if (outcome._tag !== "Completed") {
     const recorded = Effect.flatMap(records.get({ tenantId: params.tenant_id }, params.instance_id), (row) =>
       WorkflowDeadLetters.record(params, { message: outcome.message, attempts: row.attempts, startedAt: row.started_at }))
     yield* Effect.promise(() => step.do("dead-letter", Engine.stepConfig(definition.retry, retryDelayScale), inStep(services, recorded)))
