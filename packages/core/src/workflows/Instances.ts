@@ -5,8 +5,9 @@
  * An instance is one per (tenant, workflow, subject): its id is the workflow's name and a hash of the three
  * (`instanceId`; Cloudflare's ids are at most 100 characters of `[a-zA-Z0-9_-]`), so a redelivered or
  * repeated start fact finds the instance it started (`exists`) and a fact on the same subject finds the
- * instance waiting for it. A start is recorded in `workflow_instances` first (`INSERT OR IGNORE`), then made
- * (`Workflows.start`); a fact a workflow waits for is sent to its instance as an event named by the wait. An
+ * instance waiting for it. A start costs the consumer one binding call and no D1 write (the instance records
+ * itself in `workflow_instances` when it first runs: Runner.ts), so a batch of facts costs the same D1 round
+ * trips with or without workflows; a fact a workflow waits for is sent to its instance as an event named by the wait. An
  * instance that does not exist (yet, or any more) is not an error: the workflow reads its stream before it
  * waits. A binding that fails is the fact's transient failure: the message is retried, and every step of
  * this is idempotent.
@@ -19,7 +20,7 @@ import { Fact } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import { Registry } from "../registry/Registry.js"
 import { Workflows } from "../platform/Workflows.js"
-import { WorkflowRecords, type Start } from "./WorkflowRecords.js"
+import { WorkflowRecords } from "./WorkflowRecords.js"
 
 const encoder = new TextEncoder()
 
@@ -93,15 +94,7 @@ export const dispatch = Effect.fn("Workflows.dispatch")(function*(items: Readonl
   })
   if (work.length === 0) return failed
   const workflows = yield* Workflows
-  const records = yield* WorkflowRecords
   const resolved = yield* Effect.promise(() => Promise.all(work.map(async (w) => ({ ...w, id: await instanceId(w.workflow.name, w.fact.tenant_id, w.fact.stream) }))))
-  const starts = resolved.filter((w) => w.wait === undefined)
-  const recorded = yield* Effect.result(records.record(starts.map(({ fact, workflow, id }): Start => ({
-    tenant_id: fact.tenant_id, instance_id: id, workflow: workflow.name, subject: fact.stream, start_fact_id: fact.fact_id, traceparent: fact.traceparent ?? null
-  }))))
-  if (Result.isFailure(recorded)) {
-    for (const { key } of starts) failed.set(key, recorded.failure)
-  }
   yield* Effect.forEach(resolved, ({ key, fact, workflow, wait, id }) => {
     if (failed.has(key)) return Effect.void
     const made = wait === undefined

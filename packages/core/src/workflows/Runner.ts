@@ -182,9 +182,10 @@ const noted = (services: Context.Context<Needs>, params: Params, step: Engine.St
   }
 }
 
-/** The runtime's own steps (not the body's): reading a start fact passed by id, recording the end, the dead letter. */
+/** The runtime's own steps (not the body's): reading a start fact passed by id, recording the start and the end, the dead letter. */
+export const startStep = "record-start"
 export const endStep = "record-end"
-export const runtimeSteps: ReadonlyArray<string> = ["start/read", endStep, "dead-letter"]
+export const runtimeSteps: ReadonlyArray<string> = ["start/read", startStep, endStep, "dead-letter"]
 
 /** How an invocation ended, for the entrypoint. */
 export type Ended = Engine.Outcome | { readonly _tag: "Refused"; readonly message: string }
@@ -207,6 +208,13 @@ export const run = Effect.fn("Workflows.run")(function*(input: unknown, step: En
   if (start === null) return { _tag: "Refused", message: `the start fact ${params.fact_id} is not in the ledger` } satisfies Ended as Ended
   const current = registry.latest(start)
   if (Result.isFailure(current)) return { _tag: "Refused", message: current.failure.message } satisfies Ended as Ended
+  // The instance records itself (INSERT OR IGNORE: its first run does, a replay changes nothing), as a step
+  // retried until D1 takes it — the consumer that started it wrote nothing to D1 — then says it runs.
+  const recorded = records.record([{
+    tenant_id: params.tenant_id, instance_id: params.instance_id, workflow: definition.name, subject: params.stream,
+    start_fact_id: params.fact_id, traceparent: params.traceparent ?? null
+  }])
+  yield* Effect.flatMap(Effect.promise(() => step.do(startStep, Engine.stepConfig(definition.retry, retryDelayScale), inStep(services, recorded))), unkept).pipe(Effect.orDie)
   yield* Effect.ignore(records.move(params.tenant_id, params.instance_id, { status: "running" }))
   const layers = yield* ModuleLayers
   const outcome = yield* layers.provide(definition.name, Engine.run(definition, current.success, {
