@@ -4,6 +4,7 @@
  * and port, then waits until it serves. Used by the black-box runs (smoke, contract, interop, browser) and
  * the benchmark; `checks` is the harness of the first three.
  */
+import * as CrmReceiver from "./CrmReceiver.mjs"
 import { execFileSync, spawn } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
@@ -47,7 +48,9 @@ export const start = async ({ cwd, state, port, config, vars = {}, args = [] }) 
   for (const { database_name: database } of databases) {
     execFileSync(process.execPath, [wrangler, "d1", "migrations", "apply", database, "--local", ...configArgs, "--persist-to", state], { cwd, env, stdio: "ignore" })
   }
-  const varArgs = Object.entries(vars).flatMap(([name, value]) => ["--var", `${name}:${value}`])
+  // The crm module's CRM (its CRM sync runs for every qualified call): the local stand-in unless the caller names one.
+  const crm = vars.CRM_URL === undefined ? { CRM_URL: (await CrmReceiver.start()).url } : {}
+  const varArgs = Object.entries({ ...crm, ...vars }).flatMap(([name, value]) => ["--var", `${name}:${value}`])
   const dev = spawn(process.execPath, [wrangler, "dev", ...configArgs, ...varArgs, ...args, "--persist-to", state, "--port", String(port), "--ip", "127.0.0.1"], {
     cwd, env, stdio: ["ignore", "pipe", "pipe"], detached: true
   })
