@@ -4,5 +4,6 @@ import { defineConfig, mergeConfig } from "vitest/config"
 import base from "./vitest.config.js"
 
 export default mergeConfig(base, defineConfig({
-  test: { include: ["test/chaos/**/*.chaos.test.ts"], testTimeout: 600_000, hookTimeout: 120_000 }
+  // One case at a time (the tests' config runs two files at once): each case loads the machine on its own.
+  test: { include: ["test/chaos/**/*.chaos.test.ts"], testTimeout: 600_000, hookTimeout: 120_000, maxWorkers: 1 }
 }))
