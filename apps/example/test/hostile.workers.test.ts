@@ -72,6 +72,8 @@ const queryOf: Record<string, ReadonlyArray<string>> = {
   "GET /v1/dlq": ["queue", "status", "type", "reason", "cursor", "limit"],
   "GET /v1/dlq/:id": [],
   "GET /v1/runs": ["queue", "type", "outcome", "subject", "since", "cursor", "limit"],
+  "GET /v1/workflows": ["workflow", "status", "subject", "cursor", "limit"],
+  "GET /v1/workflows/:id": [],
   "GET /v1/queues/health": ["window"],
   "GET /v1/tenants/me": [],
   "GET /v1/tenants": [],
