@@ -182,6 +182,22 @@ await checks("contract", async ({ base, check }) => {
   await call("GET", "/v1/runs", {}, { token: null })
   await call("POST", "/v1/runs/{id}/retry", { id: "none" })
 
+  // Workflows: a qualified call's CRM sync (the stack's CRM stand-in, LocalStack) waits for the call's dispute.
+  let instance
+  for (let i = 0; i < 600 && instance === undefined; i++) {
+    const r = await (await fetch(`${base}/v1/workflows?workflow=crm-sync&status=waiting`, { headers: { authorization: `Bearer ${tenantA}` } })).json()
+    instance = r.data?.[0]
+    if (instance === undefined) await sleep(100)
+  }
+  await call("GET", "/v1/workflows", {}, { query: "?workflow=crm-sync&limit=5" })
+  await call("GET", "/v1/workflows", {}, { query: "?status=nope" })
+  await call("GET", "/v1/workflows/{id}", { id: instance?.instance_id ?? "none" })
+  await call("GET", "/v1/workflows/{id}", { id: "none" })
+  await call("POST", "/v1/workflows/{id}/terminate", { id: instance?.instance_id ?? "none" })
+  await call("POST", "/v1/workflows/{id}/terminate", { id: instance?.instance_id ?? "none" })
+  await call("POST", "/v1/workflows/{id}/retry", { id: instance?.instance_id ?? "none" })
+  await call("POST", "/v1/workflows/{id}/retry", { id: "none" })
+
   // Queue health (platform scope).
   await call("GET", "/v1/queues/health", {}, { token: platform, query: "?window=15m" })
   await call("GET", "/v1/queues/health", {}, { token: platform, query: "?window=2d" })
