@@ -91,7 +91,7 @@ export const process = Effect.fn("ProcessingConsumer.process")(function*(items: 
   }
   yield* relayFor(toRelay, outcomes)
   // The workflows these facts start, and the waiting instances they wake (a failure retries the fact: both are idempotent).
-  const started = yield* WorkflowInstances.dispatch(items.filter(({ key, value }) => !value.replayed && !isFailed(outcomes.get(key))).map(({ key, value }) => ({ key, fact: value.fact })))
+  const started = registry.workflows.size === 0 ? new Map() : yield* WorkflowInstances.dispatch(items.filter(({ key, value }) => !value.replayed && !isFailed(outcomes.get(key))).map(({ key, value }) => ({ key, fact: value.fact })))
   for (const [key, error] of started) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: `workflows: ${error.message}` })))
   return outcomes as ReadonlyMap<string, Consumer.Outcome>
 })

@@ -18,19 +18,14 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import { Fact } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
+import * as FactId from "../ledger/FactId.js"
 import { Registry } from "../registry/Registry.js"
 import { Workflows } from "../platform/Workflows.js"
 import { WorkflowRecords } from "./WorkflowRecords.js"
 
-const encoder = new TextEncoder()
-
 /** The instance of `workflow` for a tenant's subject: `<workflow>-<32 hex>` (dots in the name become `_`). */
-export const instanceId = async (workflow: string, tenantId: string, subject: string): Promise<string> => {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode([tenantId, workflow, subject].join("\u0000"))))
-  let hex = ""
-  for (let i = 0; i < 16; i++) hex += digest[i]!.toString(16).padStart(2, "0")
-  return `${workflow.replaceAll(".", "_")}-${hex}`
-}
+export const instanceId = async (workflow: string, tenantId: string, subject: string): Promise<string> =>
+  `${workflow.replaceAll(".", "_")}-${await FactId.digest([tenantId, workflow, subject])}`
 
 /** Start facts above this size travel as their id (the instance reads the fact from the ledger): seed 002's pointer. */
 export const inlineFactBytes = 64 * 1024
@@ -83,6 +78,8 @@ export const dispatch = Effect.fn("Workflows.dispatch")(function*(items: Readonl
   const registry = yield* Registry
   const failed = new Map<string, Failure.Unavailable>()
   const work = items.flatMap(({ key, fact: stored }) => {
+    // Most facts start and wake nothing: they cost a lookup by type, nothing more.
+    if (registry.workflowsStartedBy(stored.type).length === 0 && registry.workflowWaitsFor(stored.type).length === 0) return []
     // Workflows see a fact in its type's latest shape (one newer than the code fails its message elsewhere).
     const current = registry.latest(stored)
     if (Result.isFailure(current)) return []

@@ -14,27 +14,13 @@ import * as Failure from "../failures/Failure.js"
 import * as Sql from "../platform/Sql.js"
 import * as Time from "../platform/Time.js"
 import * as Cursor from "../tables/Cursor.js"
+import { InstanceSchema, statuses } from "../api/Workflows.js"
 
-export const statuses = ["queued", "running", "sleeping", "waiting", "compensating", "complete", "failed", "terminated"] as const
+/** The statuses and the row of an instance, as the API describes them (`@factline/core/api`'s Workflows). */
+export { statuses }
 export type Status = (typeof statuses)[number]
 
-export const Instance = Schema.Struct({
-  tenant_id: Schema.String,
-  instance_id: Schema.String,
-  workflow: Schema.String,
-  subject: Schema.String,
-  start_fact_id: Schema.String,
-  status: Schema.Literals(statuses),
-  step: Schema.NullOr(Schema.String),
-  attempts: Schema.Number,
-  waiting_for: Schema.NullOr(Schema.String),
-  wait_until: Schema.NullOr(Schema.String),
-  facts: Schema.Array(Schema.String),
-  error: Schema.NullOr(Schema.String),
-  traceparent: Schema.NullOr(Schema.String),
-  started_at: Schema.String,
-  updated_at: Schema.String
-})
+export const Instance = InstanceSchema
 export type Instance = typeof Instance.Type
 
 const Row = Schema.Struct({ ...Instance.fields, facts: Schema.fromJsonString(Schema.Array(Schema.String)) })
