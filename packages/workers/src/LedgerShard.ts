@@ -31,7 +31,7 @@ export const relayBackoffMs = (failures: number) => Math.min(1_000 * 2 ** Math.m
 export const handoverDelayMs = 1_000
 
 export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerProtocol.LedgerShardRpc {
-  private readonly ledger: LedgerStorage.LedgerStorage
+  private ledger: LedgerStorage.LedgerStorage
   /** Firing failures in a row (this instance): while they last, due timers are retried with the relay's backoff, not at once. */
   private timerFailures = 0
   /** Whether this object has seen its `tenant_id` meta recorded. */
@@ -104,6 +104,19 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     if (pending > 0) await this.arm(0)
     await this.armNextTimer()
     return pending
+  }
+
+  /**
+   * Deletes everything this object stores — every table, its meta, its alarm — for a departed tenant's deletion
+   * (core's placement/Deletion.ts); the object answers as a new, empty one afterwards.
+   */
+  async deleteAll(): Promise<void> {
+    await this.ctx.storage.deleteAlarm()
+    await this.ctx.storage.deleteAll()
+    this.ledger = LedgerStorage.make(this.ctx.storage)
+    this.tenantRecorded = false
+    this.timerFailures = 0
+    this.timerRetryAt = 0
   }
 
   override async alarm(): Promise<void> {
