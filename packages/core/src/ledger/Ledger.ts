@@ -68,6 +68,8 @@ export class Ledger extends Context.Service<Ledger, {
   readonly findFact: (tenantId: string, factId: string) => Effect.Effect<Fact | null, Sql.SqlFailure>
   /** Asks one shard (by shard key) to re-arm its relay if rows are waiting; how many rows wait. */
   readonly relayNow: (shardKey: string) => Effect.Effect<number, Sql.SqlFailure>
+  /** Deletes all of one object's storage and its alarm, by shard key (a tenant's deletion): it answers as a new, empty object afterwards. */
+  readonly deleteShard: (shardKey: string) => Effect.Effect<void, Sql.SqlFailure>
 }>()("@factline/core/Ledger") {
   /** Over the LedgerShard namespace and the platform database (the topology), recording `shardsPerTenant` for new tenants. */
   static readonly layer = (shardsPerTenant?: number) =>
@@ -252,6 +254,9 @@ export const make = (namespace: LedgerShardNamespace, topology: LedgerTopology.L
     findFact: findFactOf(reach),
     relayNow: Effect.fn("Ledger.relayNow")(function*(key) {
       return yield* Effect.tryPromise({ try: () => stub(key).relayNow(key), catch: unavailable })
+    }),
+    deleteShard: Effect.fn("Ledger.deleteShard")(function*(key) {
+      return yield* Effect.tryPromise({ try: () => stub(key).deleteAll(), catch: unavailable })
     }),
     readShard: readShardOf(reach),
     readShardSince: Effect.fn("Ledger.readShardSince")(function*(key, after, since, scan) {

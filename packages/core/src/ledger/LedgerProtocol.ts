@@ -100,6 +100,8 @@ export interface LedgerShardRpc {
   findFact(factId: string): Promise<Fact | null>
   /** Re-arms the relay if outbox rows are waiting (the scheduled sweep); returns how many wait. */
   relayNow(shardKey?: string): Promise<number>
+  /** Deletes all of the object's storage and its alarm (a tenant's deletion): it answers as a new, empty object afterwards. */
+  deleteAll(): Promise<void>
 }
 
 /** Position in a shard's facts, ordered by (stream, sequence). */

@@ -75,7 +75,7 @@ export const memoryDurableStorage = (): LedgerStorage.Storage => {
 
 /** One in-memory ledger shard: the real LedgerStorage, without the relay alarm (handed-over rows stay in its outbox). */
 export class MemoryLedgerShard implements LedgerShardRpc {
-  readonly storage = LedgerStorage.make(memoryDurableStorage())
+  storage = LedgerStorage.make(memoryDurableStorage())
   async append(groups: ReadonlyArray<AppendGroup>): Promise<ReadonlyArray<AppendAnswer>> {
     return this.storage.appendAll(groups).map(toAnswer)
   }
@@ -100,6 +100,10 @@ export class MemoryLedgerShard implements LedgerShardRpc {
   /** No alarm here: answers how many outbox rows wait, as the Durable Object does before re-arming. */
   async relayNow(): Promise<number> {
     return this.storage.outboxSize()
+  }
+  /** As the Durable Object's `deleteAll`: a fresh, empty store (no alarm here to delete). */
+  async deleteAll(): Promise<void> {
+    this.storage = LedgerStorage.make(memoryDurableStorage())
   }
   /** What the Durable Object's alarm does for timers at `now` (ms): fires every due timer; returns the facts appended. */
   async fireTimers(now: number): Promise<ReadonlyArray<Fact>> {
