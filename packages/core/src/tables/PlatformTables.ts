@@ -428,6 +428,30 @@ export const tenantMoves = sqliteTable(
 )
 
 /**
+ * Deletions of a departed tenant's whole data (platform database), one record per deletion, written only by
+ * `placement/Deletion.ts`. `phase` goes `held → workflows → ledger → objects → rows → verified → deleted`, or ends
+ * `failed`; `progress` holds each store's cursor and counts (JSON), `report` what was removed per store and the
+ * re-count that found nothing left. The record itself is kept (the tenant id, counts and times: no data of the
+ * tenant's), the answer to "was it deleted, and when".
+ */
+export const tenantDeletions = sqliteTable(
+  "tenant_deletions",
+  {
+    id: text("id").primaryKey(),
+    tenantId: text("tenant_id").notNull(),
+    phase: text("phase", { enum: ["held", "workflows", "ledger", "objects", "rows", "verified", "deleted", "failed"] }).notNull(),
+    progress: text("progress").notNull().default("{}"),
+    report: text("report"),
+    error: text("error"),
+    startedBy: text("started_by").notNull(),
+    startedAt: text("started_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+    finishedAt: text("finished_at")
+  },
+  (t) => [index("tenant_deletions_by_tenant").on(t.tenantId, t.startedAt)]
+)
+
+/**
  * The platform's alert state (platform database), one row per alert key — `health` (the graded queue
  * health) and `dead_letters` — written only by `operations/Alerts.ts`. `state` is the last graded level and
  * `changed_at` when it last changed; `sent_state` the level the last alert announced and `sent_at` when it
