@@ -5,7 +5,8 @@
  * used yet on a chosen database (`PUT /v1/tenants/:tenant/placement`) — a large customer on its own database —
  * or removes a placement that holds no data (`DELETE /v1/tenants/:tenant/placement`) —
  * and moves a tenant to another database under live traffic (`POST /v1/tenants/:tenant/moves`, core's Move:
- * a resumable operation of the batch queue), following it with `GET /v1/tenants/:tenant/moves/:move_id`.
+ * a resumable operation of the batch queue), following it with `GET /v1/tenants/:tenant/moves/:move_id`; and deletes a
+ * departed tenant's whole data (`DELETE /v1/tenants/:tenant`, core's Deletion), followed with `GET /v1/tenants/:tenant/deletion`.
  */
 import * as Schema from "effect/Schema"
 import * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
@@ -34,6 +35,28 @@ export const MoveView = Schema.Struct({
   updated_at: Schema.String,
   finished_at: Schema.NullOr(Schema.String)
 }).annotate({ identifier: "TenantMove" })
+
+/** A tenant's deletion (core's placement/Deletion.ts reads and writes it). */
+export const deletionPhases = ["held", "workflows", "ledger", "objects", "rows", "verified", "deleted", "failed"] as const
+
+/** Per store (`d1:<binding>`, `ledger`, `r2`, `workflows`), a count per table, shard group, prefix or outcome. */
+const PerStore = Schema.Record(Schema.String, Schema.Record(Schema.String, Schema.Int))
+
+export const DeletionView = Schema.Struct({
+  deletion_id: Schema.String,
+  tenant_id: Schema.String,
+  phase: Schema.Literals(deletionPhases).annotate({
+    description: "`held` (the tenant's writes held, waiting until every isolate sees it) → `workflows` (running instances terminated) → `ledger` (every shard and the key store emptied) → `objects` (R2) → `rows` (every D1 database) → `verified` (a re-count found nothing left) → `deleted` (the placement removed: done), or `failed`"
+  }),
+  round: Schema.Int.annotate({ description: "1, or more when the re-count found something left (a write that landed after its store was emptied) and the deletion ran again" }),
+  removed: PerStore.annotate({ description: "What was removed so far, per store: rows per table (`d1:<binding>`), objects per prefix (`r2`), shard objects emptied (`ledger`), instances terminated (`workflows`)" }),
+  remaining: Schema.NullOr(PerStore).annotate({ description: "The last re-count of what is left of the tenant, per store (every count 0 once `deleted`); null before the first" }),
+  error: Schema.NullOr(Schema.String),
+  started_by: Schema.String,
+  started_at: Schema.String,
+  updated_at: Schema.String,
+  finished_at: Schema.NullOr(Schema.String)
+}).annotate({ identifier: "TenantDeletion" })
 
 const PlacementView = Schema.Struct({
   tenant_id: Schema.String,
@@ -123,5 +146,27 @@ export const getMove = HttpApiEndpoint.get("getTenantMove", "/v1/tenants/:tenant
   errors: { 400: "`invalid_request`: not a tenant id", 404: "`not_found`: no such move of this tenant", 503: "`unavailable`: the platform database; retry" }
 }))
 
-export const group = HttpApiGroup.make("tenants").add(me).add(list).add(place).add(removePlacement).add(startMove).add(getMove).middleware(Edge)
-  .annotateMerge(OpenApi.annotations({ title: "Tenants", description: "Which read database holds each tenant's read side, and moving a tenant between them." }))
+export const deleteTenant = HttpApiEndpoint.delete("deleteTenant", "/v1/tenants/:tenant", {
+  params: tenantParam,
+  success: DeletionView.pipe(HttpApiSchema.status(202)),
+  error: problems(400, 404, 409, 503)
+}).pipe(describe({
+  summary: "Delete a tenant's whole data",
+  description: "Removes a departed customer from every store, as a resumable operation of the batch queue: its writes are held, its running workflow instances terminated, every ledger shard and its personal-data key store emptied, its R2 objects (archive, offloaded payloads, kept events, batch files, uploads, spilled dead letters) deleted, every row of it in every D1 database deleted, then everything re-counted (each count must be 0) before its placement goes. Follow it with `GET /v1/tenants/{tenant}/deletion`. Idempotent: while a deletion runs, or once it has finished and nothing of the tenant came back, the same deletion is answered. Events of the tenant that arrive afterwards start a new, empty tenant: revoke its tokens first.",
+  scopes: ["platform"],
+  errors: { 400: "`invalid_request`: not a tenant id", 404: "`not_found`: nothing is known of the tenant", 409: "`conflict`: the tenant is being moved, or a rebuild is running", 503: "`unavailable`: the platform database or the batch queue; retry" }
+}))
+
+export const getDeletion = HttpApiEndpoint.get("getTenantDeletion", "/v1/tenants/:tenant/deletion", {
+  params: tenantParam,
+  success: DeletionView,
+  error: problems(400, 404, 503)
+}).pipe(describe({
+  summary: "A tenant's deletion",
+  description: "The latest deletion of the tenant: its phase, what it removed per store, and the re-count of what is left (every count 0 once `deleted`); `failed` with its error (a new `DELETE` resumes: every phase is idempotent).",
+  scopes: ["platform"],
+  errors: { 400: "`invalid_request`: not a tenant id", 404: "`not_found`: the tenant was never deleted", 503: "`unavailable`: the platform database; retry" }
+}))
+
+export const group = HttpApiGroup.make("tenants").add(me).add(list).add(place).add(removePlacement).add(startMove).add(getMove).add(deleteTenant).add(getDeletion).middleware(Edge)
+  .annotateMerge(OpenApi.annotations({ title: "Tenants", description: "Which read database holds each tenant's read side, moving a tenant between them, and deleting a departed tenant's whole data." }))

@@ -6,9 +6,10 @@
  * inbox key is `batch_id:offset`, the chunk's number for an import), so a
  * redelivered chunk redoes nothing visible. Operations: `rebuild`
  * (Rebuild.ts), `import` (Import.ts), `export` (Export.ts), `reconcile`
- * (Reconcile.ts) and `move` (placement/Move.ts: a tenant between read
+ * (Reconcile.ts), `move` (placement/Move.ts: a tenant between read
  * databases; its steps may ask to run later, and the next message is sent
- * with that delay).
+ * with that delay) and `delete_tenant` (placement/Deletion.ts: a departed
+ * tenant's whole data, run as a move is).
  *
  * A chunk that fails on its last allowed attempt ends its job `failed` with
  * the error (and a rebuild's shadow table dropped) before it is dead-lettered:
@@ -32,6 +33,7 @@ import * as Reconcile from "./Reconcile.js"
 import * as Time from "../platform/Time.js"
 import * as Placement from "../placement/Placement.js"
 import * as Move from "../placement/Move.js"
+import * as Deletion from "../placement/Deletion.js"
 
 /** The chunk message, created now; `tenantId` is the job's (a rebuild's is the platform's). */
 export const make = (payload: BatchPayload, tenantId: string = Rebuild.platformTenant): Effect.Effect<Envelope> =>
@@ -85,6 +87,7 @@ export const fail = (payload: BatchPayload, tenantId: string, error: string) =>
     const now = yield* Time.now
     if (payload.operation === "rebuild") return yield* Rebuild.fail(payload.batch_id, error, now)
     if (payload.operation === "move") return yield* Move.fail(payload.batch_id, error, now)
+    if (payload.operation === "delete_tenant") return yield* Deletion.fail(payload.batch_id, error, now)
     yield* Placement.writing(tenantId)(Effect.gen(function*() {
       yield* BatchJobs.fail(payload.batch_id, error, now)
       const job = yield* BatchJobs.find(payload.batch_id)
@@ -100,6 +103,7 @@ const stepOf = (payload: BatchPayload, tenantId: string) =>
   Effect.gen(function*() {
     if (payload.operation === "rebuild") return yield* Rebuild.step(payload)
     if (payload.operation === "move") return yield* Move.step(payload)
+    if (payload.operation === "delete_tenant") return yield* Deletion.step(payload)
     const onTenant = Placement.writing(tenantId)
     if (payload.operation === "export") return yield* onTenant(Export.step(payload))
     if (payload.operation === "reconcile") return yield* onTenant(Reconcile.step(payload))

@@ -1,6 +1,7 @@
 /**
- * Starting a batch operation — a tenant's import, export or reconcile, a projection rebuild, a tenant's move:
- * the one use case behind `POST /v1/batches`, `POST /v1/tenants/:tenant/moves` and a projection's catch-up.
+ * Starting a batch operation — a tenant's import, export or reconcile, a projection rebuild, a tenant's move or
+ * deletion: the one use case behind `POST /v1/batches`, `POST /v1/tenants/:tenant/moves`, `DELETE /v1/tenants/:tenant`
+ * and a projection's catch-up.
  * Each records its operation (a `batch_jobs` row, a rebuild record, a move) and sends its first chunk to the
  * batch queue. When the queue refuses, the operation ends `failed` by the policy of a chunk that ran out of
  * retries (`BatchConsumer.fail`: a move releases the tenant's writes, a rebuild drops its shadow tables) and
@@ -15,6 +16,7 @@ import type { BatchPayload } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import * as Placement from "../placement/Placement.js"
 import * as Move from "../placement/Move.js"
+import * as Deletion from "../placement/Deletion.js"
 import * as Rebuild from "../projections/Rebuild.js"
 import { Registry } from "../registry/Registry.js"
 import * as BatchConsumer from "./BatchConsumer.js"
@@ -106,4 +108,15 @@ export const move = Effect.fn("BatchStart.move")(function*(tenantId: string, toD
   const { first, record } = yield* Move.start(tenantId, toDatabase, startedBy)
   yield* enqueueFirst(first)
   return record
+})
+
+/**
+ * Deletes a departed tenant's whole data (Deletion.ts). Answers the running deletion, or the finished one when
+ * nothing of the tenant came back, without starting another.
+ */
+export const deleteTenant = Effect.fn("BatchStart.deleteTenant")(function*(tenantId: string, startedBy: string) {
+  const { first, record } = yield* Deletion.start(tenantId, startedBy)
+  if (first === undefined) return record
+  yield* enqueueFirst(first)
+  return (yield* Deletion.find(record.id)) ?? record
 })

@@ -17,9 +17,10 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Stream from "effect/Stream"
 import { PayloadBucket } from "../platform/Bindings.js"
+import * as ObjectLayout from "../platform/ObjectLayout.js"
 
 /** Where spilled dead letters are, in the payload bucket. */
-export const prefix = "_platform/dead-letters/spilled/"
+export const prefix = ObjectLayout.spilledPrefix
 /** Format version of a spilled object. */
 export const version = 1
 /** How many spilled dead letters `count` counts at most (R2 lists 1,000 keys a page: ten pages). */

@@ -49,8 +49,11 @@ export const tenantTables = [
   "batch_jobs"
 ] as const
 
-/** Tables with a `tenant_id` column that are the platform database's, never moved. */
-export const platformTables = ["ledger_tenants", "ledger_shards", "tenant_placements", "tenant_moves", "projection_rebuilds"] as const
+/**
+ * Tables with a `tenant_id` column that are the platform database's, never moved (a tenant's deletion deletes its
+ * rows of these too, `tenant_placements` last).
+ */
+export const platformTables = ["ledger_tenants", "ledger_shards", "tenant_placements", "tenant_moves", "projection_rebuilds", "runs", "workflow_instances"] as const
 
 export const phases = movePhases
 export type Phase = (typeof phases)[number]
@@ -184,6 +187,8 @@ export const start = Effect.fn("Move.start")(function*(tenantId: string, to: num
   }
   const rebuilding = yield* Effect.mapError(platform.first(Id, Sql.statement("SELECT id FROM projection_rebuilds WHERE status = 'running' LIMIT 1")), unavailable)
   if (rebuilding) return yield* new Failure.Conflict({ message: `a rebuild is running (${rebuilding.id}); move the tenant when it has finished` })
+  const deleting = yield* Effect.mapError(platform.first(Id, Sql.statement("SELECT id FROM tenant_deletions WHERE tenant_id = ? AND phase NOT IN ('deleted', 'failed') LIMIT 1", tenantId)), unavailable)
+  if (deleting) return yield* new Failure.Conflict({ message: `tenant ${tenantId} is being deleted (${deleting.id})` })
   const id = `mv_${(yield* Time.millis).toString(36)}_${crypto.randomUUID().slice(0, 8)}`
   const now = yield* Time.now
   const progress: Progress = { round: 1, cleared: false, tables: {} }
@@ -281,10 +286,10 @@ interface Meta {
 const permanent = (message: string) => new Failure.PermanentError({ reason: "permanent_failure", message })
 
 const Column = Schema.Struct({ tbl: Schema.String, name: Schema.String, type: Schema.String, pk: Schema.Number })
-type Column = typeof Column.Type
+export type Column = typeof Column.Type
 
 /** Every column of the listed tables in one database, in one query: by table (a table it lacks is absent). */
-const columnsIn = (sql: Sql.Sql, tables: ReadonlyArray<string>) =>
+export const columnsIn = (sql: Sql.Sql, tables: ReadonlyArray<string>) =>
   Effect.map(
     sql.all(Column, Sql.statement(
       `SELECT m.name AS tbl, p.name AS name, p.type AS type, p.pk AS pk
@@ -344,8 +349,8 @@ const inserts = (table: string, meta: Meta, rows: ReadonlyArray<Record<string, u
   }))
 }
 
-/** Deletes up to `limit` of the tenant's rows of `table`; how many. */
-const deletePage = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string, limit: number) => {
+/** Deletes up to `limit` of the tenant's rows of `table` (`meta.key`: its primary key); how many. A tenant's deletion drops its rows with it too. */
+export const deletePage = (sql: Sql.Sql, table: string, meta: Pick<Meta, "key">, tenantId: string, limit: number) => {
   const key = meta.key.map(q).join(", ")
   return sql.run(Sql.statement(
     `DELETE FROM ${q(table)} WHERE (${key}) IN (SELECT ${key} FROM ${q(table)} WHERE tenant_id = ? LIMIT ${limit})`,

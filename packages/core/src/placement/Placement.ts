@@ -190,7 +190,7 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
 const held = (tenantId: string) =>
   new Failure.Unavailable({
     service: "the tenant's read database",
-    message: `tenant ${tenantId} is being moved to another read database; its writes resume when the move switches it`,
+    message: `tenant ${tenantId}'s writes are held (a move to another read database, or the deletion of its data); they resume when the move switches it`,
     retryAfterSeconds: heldRetrySeconds,
     parkSeconds: heldRetrySeconds
   })

@@ -18,8 +18,9 @@ import * as Stream from "effect/Stream"
 import type { Envelope } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import type { Storage } from "../platform/Storage.js"
+import * as ObjectLayout from "../platform/ObjectLayout.js"
 
-export const prefix = "_kept/"
+export const prefix = ObjectLayout.keptPrefix
 
 /** The variable that turns keeping on, and how long a kept request is kept. */
 export const variable = "FACTLINE_KEEP_ACCEPTED"

@@ -25,6 +25,7 @@ import * as Layer from "effect/Layer"
 import { tenantKey } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import type { Storage } from "../platform/Storage.js"
+import * as ObjectLayout from "../platform/ObjectLayout.js"
 
 export const offloadThresholdBytes = 64 * 1024
 
@@ -37,7 +38,7 @@ export const clientRefRefused = "is set by the producer only; send the payload i
 export const defaultBucketName = "factline-payloads"
 
 /** The key prefix every offloaded payload is stored under (the one a lifecycle rule expires). */
-export const payloadsPrefix = "_payloads/"
+export const payloadsPrefix = ObjectLayout.payloadsPrefix
 
 /** The R2 key of a tenant's payload `name`: `_payloads/<tenant>/<name>`. */
 export const payloadKey = (tenantId: string, name: string): string => `${payloadsPrefix}${tenantKey(tenantId, name)}`

@@ -45,6 +45,7 @@ import * as Sql from "../platform/Sql.js"
 import * as SqliteMaster from "../tables/SqliteMaster.js"
 import * as Placement from "../placement/Placement.js"
 import * as Move from "../placement/Move.js"
+import * as Deletion from "../placement/Deletion.js"
 
 export const shardsPerSlice = 25
 /** Facts per transaction when replaying: each write applies its facts completely (increments with their applied set). */
@@ -147,6 +148,8 @@ export const start = Effect.fn("Rebuild.start")(function*(projectionName: string
   )), unavailable)
   const moving = yield* Move.active()
   if (moving) return yield* new Failure.Conflict({ message: "a tenant is being moved between read databases; rebuild when the move has ended" })
+  const deleting = yield* Deletion.active()
+  if (deleting) return yield* new Failure.Conflict({ message: "a tenant's data is being deleted; rebuild when the deletion has ended" })
   if (running) {
     // The id only to the tenant that may read the record.
     const which = running.tenant_id === tenantId ? ` (${running.id})` : ""

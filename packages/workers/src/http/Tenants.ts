@@ -6,7 +6,7 @@
 import * as Effect from "effect/Effect"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import { Failure } from "@factline/core"
-import { BatchStart, Move, Placement } from "@factline/core/runtime"
+import { BatchStart, Deletion, Move, Placement } from "@factline/core/runtime"
 import { apiOf, Caller } from "./Edge.js"
 import { Tenants as Description } from "@factline/core/api"
 
@@ -54,4 +54,15 @@ export const handlers = HttpApiBuilder.group(apiOf(Description.group), "tenants"
         const move = yield* Move.find(moveId)
         if (!move || move.tenant_id !== tenant) return yield* new Failure.NotFound({ message: `no move ${JSON.stringify(moveId.slice(0, 100))} of tenant ${JSON.stringify(tenant)}` })
         return Move.view(move)
+      }))
+    .handle("deleteTenant", ({ params }) =>
+      Effect.gen(function*() {
+        const caller = yield* Caller
+        return Deletion.view(yield* BatchStart.deleteTenant(params.tenant, caller.name ?? caller.tenantId))
+      }))
+    .handle("getTenantDeletion", ({ params }) =>
+      Effect.gen(function*() {
+        const deletion = yield* Deletion.latest(params.tenant)
+        if (!deletion) return yield* new Failure.NotFound({ message: `tenant ${JSON.stringify(params.tenant)} was never deleted` })
+        return Deletion.view(deletion)
       })))
