@@ -60,6 +60,58 @@ const budgets = Projection.additive({
   ]
 })
 
+// Type tests, checked by `npm run typecheck` (tsc over src): each `@ts-expect-error` line must fail to compile.
+// A mapping's output is typed against its table's SQL column names: a misspelled column is a compile error.
+// Never called (the last one throws on its unknown key column): the compiler is what is being tested.
+export const typeTests = () => {
+  const misspelledRowsColumn = Projection.rows({
+    name: "typing_calls",
+    table: callsTable,
+    key: ["call_id"],
+    queryable: [],
+    on: [
+      Projection.on(Qualification, (d) => ({ call_id: d.call_id, qualified: d.qualified })),
+      // @ts-expect-error — the table has `charged_cents`, not `charged_cent`
+      Projection.on(Charge, (d) => ({ call_id: d.call_id as string, charged_cent: d.amount_cents as number }))
+    ]
+  })
+  const misspelledAdditiveColumn = Projection.additive({
+    name: "typing_budgets",
+    table: budgetsTable,
+    key: ["buyer_id"],
+    queryable: [],
+    on: [
+      // @ts-expect-error — `add` writes `spent_cent`: the table has `spent_cents`
+      Projection.on(Charge, (d) => ({ key: { buyer_id: d.buyer_id as string }, add: { spent_cent: d.amount_cents as number } }))
+    ]
+  })
+  const misspelledAdditiveKey = Projection.additive({
+    name: "typing_budgets",
+    table: budgetsTable,
+    key: ["buyer_id"],
+    queryable: [],
+    // @ts-expect-error — `key` writes `buyer`: the table has `buyer_id`
+    on: [Projection.on(Charge, (d) => ({ key: { buyer: d.buyer_id as string }, add: { charges: 1 } }))]
+  })
+  const tenantWritten = Projection.rows({
+    name: "typing_calls",
+    table: callsTable,
+    key: ["call_id"],
+    queryable: [],
+    // @ts-expect-error — `tenant_id` is the runtime's to set, never a mapping's
+    on: [Projection.on(Qualification, (d) => ({ call_id: d.call_id, tenant_id: "other" }))]
+  })
+  const unknownKeyColumn = Projection.rows({
+    name: "typing_calls",
+    table: callsTable,
+    // @ts-expect-error — key and queryable columns are the table's too
+    key: ["call"],
+    queryable: [],
+    on: [Projection.on(Qualification, (d) => ({ call_id: d.call_id, qualified: d.qualified }))]
+  })
+  return [misspelledRowsColumn, misspelledAdditiveColumn, misspelledAdditiveKey, tenantWritten, unknownKeyColumn]
+}
+
 let counter = 0
 const fact = (type: string, data: Record<string, unknown>, sequence = 1): Fact => ({
   fact_id: `f_${counter++}`,
@@ -165,10 +217,11 @@ describe("Projection.batchStatements", () => {
   })
 
   it("a mapping to unknown columns or without its key columns is a ProjectionConfigError", () => {
-    const unknown = Projection.rows({ ...calls, on: [Projection.on(Outcome, () => ({ call_id: "c", nope: 1 }))] })
+    // The mapping cast as JavaScript (or `any` data) would give it: the compiler refuses `nope` otherwise (below).
+    const unknown = Projection.rows({ name: "calls", table: callsTable, key: ["call_id"], queryable: [], on: [Projection.on(Outcome, () => ({ call_id: "c", nope: 1 }) as Projection.Row)] })
     expect(() => Projection.batchStatements(unknown, [fact("outcome", {})])).toThrow(Projection.ProjectionConfigError)
     expect(() => Projection.batchStatements(unknown, [fact("outcome", {})])).toThrow("projection calls mapped outcome to unknown column(s) nope")
-    const keyless = Projection.additive({ ...budgets, on: [Projection.on(Charge, () => ({ key: {}, add: { charges: 1 } }))] })
+    const keyless = Projection.additive({ name: "budgets", table: budgetsTable, key: ["buyer_id"], queryable: [], on: [Projection.on(Charge, () => ({ key: {}, add: { charges: 1 } }))] })
     expect(() => Projection.batchStatements(keyless, [fact("charge", {})])).toThrow("projection budgets mapped charge without key column(s) buyer_id")
   })
 

@@ -24,7 +24,7 @@
  * array, read with `json_each`), as many for 10 facts as for 500; executing
  * them is the ProjectionStore's job.
  */
-import { getTableConfig, integer, type SQLiteTable } from "drizzle-orm/sqlite-core"
+import { getTableConfig, integer, type SQLiteIntegerBuilderInitial, type SQLiteTable } from "drizzle-orm/sqlite-core"
 import type { Fact } from "@factline/schemas"
 import type * as FactDefinition from "./FactDefinition.js"
 import * as Naming from "./Naming.js"
@@ -43,9 +43,9 @@ interface Common<Table extends SQLiteTable = SQLiteTable> {
   readonly name: string
   readonly table: Table
   /** Key columns after `tenant_id` (SQL names): one row per key per tenant. */
-  readonly key: ReadonlyArray<string>
+  readonly key: ReadonlyArray<ColumnOf<Table>>
   /** Columns the HTTP query API may filter on. */
-  readonly queryable: ReadonlyArray<string>
+  readonly queryable: ReadonlyArray<ColumnOf<Table>>
   /**
    * The mapping's version (a whole number ≥ 1, default 1). Raise it when the mapping changes what it writes
    * for facts already stored: the deployment then replays the ledger into the projection by itself (CatchUp).
@@ -116,7 +116,7 @@ type TypeName<F> = F extends string ? F : F extends FactDefinition.FactDefinitio
  */
 export const sequenceColumns = <const F extends ReadonlyArray<string | FactDefinition.Any>>(facts: F) =>
   Object.fromEntries(facts.map((f) => typeof f === "string" ? f : f.type).map((t) => [`${t}_seq`, integer(`${t}_seq`)])) as {
-    [K in F[number] as `${TypeName<K>}_seq`]: ReturnType<typeof integer>
+    [K in F[number] as `${TypeName<K>}_seq`]: SQLiteIntegerBuilderInitial<`${TypeName<K>}_seq`>
   }
 
 /** What a projection's statements need from its Drizzle table, computed once per table. */
@@ -188,9 +188,54 @@ export interface Definition<R, Table extends SQLiteTable = SQLiteTable, Types ex
   readonly on: ReadonlyArray<Mapping<R, Types>>
 }
 
-export const rows = <Table extends SQLiteTable, Types extends string>(definition: Definition<Row, Table, Types>): RowsProjection<Table, Types> =>
-  check({ kind: "rows", ...definition, byType: byType(definition.name, definition.on) }) as RowsProjection<Table, Types>
-export const additive = <Table extends SQLiteTable>(definition: Definition<AdditiveChange, Table>): AdditiveProjection<Table> =>
+/** The SQL names of a Drizzle table's columns (`integer("mrr_cents")` → `"mrr_cents"`): what a mapping may write. */
+export type ColumnOf<Table extends SQLiteTable> = { [K in keyof Table["_"]["columns"]]: Table["_"]["columns"][K]["_"]["name"] }[keyof Table["_"]["columns"]]
+
+/** The keys of each member of a union (`keyof (A | B)` would keep only the keys they share). */
+type KeysOf<R> = R extends unknown ? keyof R : never
+/** The columns written that the table lacks (or `tenant_id`); none to check when the output is a wide `Row` (checked at run time). */
+type Unknown<Keys, Columns> = string extends Keys ? never : Exclude<Keys, Columns | "tenant_id"> | Extract<Keys, "tenant_id">
+
+/**
+ * What the compiler shows for a mapping that writes a column its table does not have: `mrr_cent` for
+ * `mrr_cents` is a compile error naming the column (`tenant_id` is the runtime's to set, never a mapping's).
+ */
+export interface UnknownColumns<Columns, TableColumns> {
+  readonly "this mapping writes column(s) its table does not have": Columns
+  readonly "the table's columns": TableColumns
+}
+
+type CheckRow<M, Columns> = M extends Mapping<infer R, string>
+  ? [Unknown<KeysOf<R>, Columns>] extends [never] ? M : UnknownColumns<Unknown<KeysOf<R>, Columns>, Exclude<Columns, "tenant_id">>
+  : M
+type CheckAdditive<M, Columns> = M extends Mapping<infer R, string>
+  ? [R] extends [AdditiveChange]
+    ? [Unknown<KeysOf<R["key"]> | KeysOf<R["add"]>, Columns>] extends [never] ? M
+    : UnknownColumns<Unknown<KeysOf<R["key"]> | KeysOf<R["add"]>, Columns>, Exclude<Columns, "tenant_id">>
+  : M
+  : M
+/** Each mapping of `On` as it is, or `UnknownColumns` where it writes a column `Table` does not have. */
+export type CheckedRows<Table extends SQLiteTable, On> = { readonly [I in keyof On]: CheckRow<On[I], ColumnOf<Table>> }
+export type CheckedAdditive<Table extends SQLiteTable, On> = { readonly [I in keyof On]: CheckAdditive<On[I], ColumnOf<Table>> }
+type TypesOf<On extends ReadonlyArray<Mapping<any, string>>> = On[number] extends Mapping<any, infer T> ? T : never
+
+/**
+ * Every mapping is typed against the table: a column it writes (a rows mapping's keys, an additive
+ * mapping's `key` and `add`) that the table does not have is a compile error naming it, and so is a
+ * `key` or `queryable` column the table does not have. At run time the same is checked again when a
+ * fact is applied, and `RegistrySpec.check` probes each mapping with data drawn from its fact's schema.
+ */
+export const rows = <Table extends SQLiteTable, const On extends ReadonlyArray<Mapping<Row, string>>>(
+  definition: Common<Table> & {
+    readonly on: On & CheckedRows<Table, On>
+  }
+): RowsProjection<Table, TypesOf<On>> =>
+  check({ kind: "rows", ...definition, byType: byType(definition.name, definition.on) }) as RowsProjection<Table, TypesOf<On>>
+export const additive = <Table extends SQLiteTable, const On extends ReadonlyArray<Mapping<AdditiveChange, string>>>(
+  definition: Common<Table> & {
+    readonly on: On & CheckedAdditive<Table, On>
+  }
+): AdditiveProjection<Table> =>
   check({ kind: "additive", ...definition, byType: byType(definition.name, definition.on) }) as AdditiveProjection<Table>
 
 /**
@@ -241,10 +286,26 @@ const jsonChunks = (rows: ReadonlyArray<ReadonlyArray<Value>>): Array<string> =>
 const positions = (from: number, count: number): Array<string> =>
   Array.from({ length: count }, (_, i) => `json_extract(value, '$[${from + i}]')`)
 
-const unknownColumns = (p: Projection, fact: Fact, names: ReadonlyArray<string>) => {
+/**
+ * The problem with the columns a mapping of `factType` wrote, if any: one it may not write (not in the
+ * table, or `tenant_id`), named beside the table's columns. Checked for every fact applied, and by
+ * `RegistrySpec.check`'s probe before anything runs.
+ */
+export const unknownColumnsProblem = (p: Projection, factType: string, names: ReadonlyArray<string>): string | undefined => {
   const columns = info(p).columnSet
   const bad = names.filter((n) => !columns.has(n) || n === "tenant_id")
-  if (bad.length > 0) throw new ProjectionConfigError(`projection ${p.name} mapped ${fact.type} to unknown column(s) ${bad.join(", ")}`)
+  if (bad.length === 0) return undefined
+  const writable = visibleColumns(p).filter((c) => c !== "tenant_id")
+  return `projection ${p.name} mapped ${factType} to unknown column(s) ${bad.join(", ")}; table ${tableName(p)} has ${writable.join(", ")}`
+}
+
+/** The columns a mapping's output writes: a rows mapping's keys, an additive mapping's `key` and `add`. */
+export const writtenColumns = (p: Projection, output: Row | AdditiveChange): ReadonlyArray<string> =>
+  p.kind === "rows" ? Object.keys(output) : [...Object.keys((output as AdditiveChange).key ?? {}), ...Object.keys((output as AdditiveChange).add ?? {})]
+
+const unknownColumns = (p: Projection, fact: Fact, names: ReadonlyArray<string>) => {
+  const problem = unknownColumnsProblem(p, fact.type, names)
+  if (problem !== undefined) throw new ProjectionConfigError(problem)
 }
 
 /** Numbers bound for integer columns must be safe integers; an increment must be a finite number whatever its column. */

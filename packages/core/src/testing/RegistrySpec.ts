@@ -13,10 +13,15 @@
  *
  * `sources` is what vitest's `import.meta.glob(…, { eager: true })` returns: each file's path and its
  * exports. Any export shaped like a module (`Module.make`'s result) that is not in `modules` fails.
+ *
+ * It also probes every projection mapping with values drawn from its fact's schema (MappingProbe): a
+ * mapping writing a column its table does not have fails here, naming the projection, the fact type, the
+ * column and the table's columns — before a spec or a real fact applies it.
  */
 import type { Module } from "../definitions/Module.js"
 import * as Modules from "../definitions/Module.js"
 import * as Registry from "../registry/Registry.js"
+import * as MappingProbe from "./MappingProbe.js"
 
 export interface Options {
   /** The app's source files and their exports: `import.meta.glob("../src/*\/**\/*.ts", { eager: true })`. */
@@ -35,6 +40,12 @@ const isModule = (value: unknown): value is Module =>
 export const check = (modules: ReadonlyArray<Module>, options: Options = {}): Registry.Shape => {
   const registry = Registry.make(modules)
   Modules.tablesOf(modules)
+  for (const module of modules) {
+    for (const projection of module.projections) {
+      const [problem] = MappingProbe.problems(projection)
+      if (problem !== undefined) throw new Registry.RegistryConfigError(`${problem} (module ${module.name})`)
+    }
+  }
   const listed = new Set<unknown>(modules)
   const file = options.modulesFile ?? "src/modules.ts"
   for (const [path, exports] of Object.entries(options.sources ?? {})) {
