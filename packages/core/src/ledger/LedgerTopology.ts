@@ -31,10 +31,23 @@ export interface LedgerTopology {
 
 /** Per database, per isolate: tenant → recorded shard count. */
 const caches = new WeakMap<object, Map<string, number>>()
+/** The same caches, to forget a tenant in each. */
+const every = new Set<Map<string, number>>()
 const cacheFor = (sql: Sql.Sql) => {
   let cache = caches.get(sql.identity)
   if (!cache) caches.set(sql.identity, (cache = new Map()))
+  every.add(cache)
   return cache
+}
+
+/**
+ * Drops this isolate's recorded shard counts of these tenants: their next append registers them again. A recorded
+ * count never changes, but a deleted tenant's registration is gone (placement/Deletion.ts): an isolate that kept
+ * it would append to the tenant's shards again without registering them. Placement calls it whenever it reads a
+ * tenant held or placed anew, which every writer of a tenant being deleted does before it writes again.
+ */
+export const forget = (tenantIds: ReadonlyArray<string>) => {
+  for (const cache of every) for (const t of tenantIds) cache.delete(t)
 }
 
 /** D1 down is the shard registry unavailable; a bug or a constraint stays what the door classified it as. */

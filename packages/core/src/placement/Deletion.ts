@@ -26,6 +26,7 @@ import * as Schema from "effect/Schema"
 import type { BatchPayload } from "@factline/schemas"
 import { DeletionView, deletionPhases } from "../api/Tenants.js"
 import * as Failure from "../failures/Failure.js"
+import * as LedgerTopology from "../ledger/LedgerTopology.js"
 import * as Sql from "../platform/Sql.js"
 import * as Time from "../platform/Time.js"
 import * as Stores from "./DeletionStores.js"
@@ -255,6 +256,7 @@ const verify = (s: Step) =>
       Sql.statement("UPDATE tenant_deletions SET phase = 'deleted', progress = ?2, report = ?2, updated_at = ?3, finished_at = ?3 WHERE id = ?1 AND phase = 'verified'", deletion.id, report, finishedAt)
     ]), unavailable)
     ;(yield* TenantPlacement).forget([deletion.tenant_id])
+    LedgerTopology.forget([deletion.tenant_id])
     return undefined
   })
 

@@ -29,6 +29,7 @@ import * as Result from "effect/Result"
 import * as Sql from "../platform/Sql.js"
 import * as Failure from "../failures/Failure.js"
 import { ReadDatabases } from "../platform/Bindings.js"
+import * as LedgerTopology from "../ledger/LedgerTopology.js"
 
 export { perDatabase } from "./PerDatabase.js"
 
@@ -108,6 +109,10 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
   const open = (options.open ?? databases.map((_, i) => i)).filter((i) => i < databases.length)
   const everywhere = databases.some((d) => d.identity === platform.identity) ? databases : [...databases, platform]
   const remember = (placements: ReadonlyArray<Placement>, now: number) => {
+    // A tenant held (a move, or the deletion of its data) or placed anew (deleted, then used again): its ledger
+    // registration may be gone, so this isolate's shard count of it is dropped (read again on its next append).
+    const renewed = placements.filter((p) => p.frozenSince !== null || (entries.get(p.tenantId)?.placement.placedAt ?? p.placedAt) !== p.placedAt)
+    if (renewed.length > 0) LedgerTopology.forget(renewed.map((p) => p.tenantId))
     for (const p of placements) entries.set(p.tenantId, { placement: p, until: now + (p.frozenSince === null ? options.cacheMs : Math.min(options.cacheMs, heldCacheMs)) })
   }
   const rows = (tenants: string) =>
