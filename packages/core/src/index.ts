@@ -12,6 +12,7 @@
 export * as Naming from "./definitions/Naming.js"
 export * as MessageDefinition from "./definitions/MessageDefinition.js"
 export * as FactDefinition from "./definitions/FactDefinition.js"
+export * as Personal from "./personal/Personal.js"
 export * as Handler from "./definitions/Handler.js"
 export * as Processor from "./definitions/Processor.js"
 export * as Timer from "./definitions/Timer.js"

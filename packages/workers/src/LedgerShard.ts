@@ -21,7 +21,7 @@
 import { DurableObject } from "cloudflare:workers"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import { LedgerProtocol, LedgerStorage, LedgerTopology, Metrics, OutboxRelay, RetryPolicy } from "@factline/core/runtime"
+import { KeyStorage, LedgerProtocol, LedgerStorage, LedgerTopology, Metrics, OutboxRelay, RetryPolicy } from "@factline/core/runtime"
 import type { Fact } from "@factline/schemas"
 import type { PlatformEnv } from "./Env.js"
 import { shardRuntime, type ShardRuntime } from "./Services.js"
@@ -41,6 +41,24 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   constructor(ctx: DurableObjectState, env: PlatformEnv) {
     super(ctx, env)
     this.ledger = LedgerStorage.make(ctx.storage)
+  }
+
+  /** The key store's calls: only the object named `KeyStorage.objectName(tenant)` gets them (core's personal/KeyStorage.ts). */
+  private keyStore?: KeyStorage.KeyStoreRpc
+  private get keys(): KeyStorage.KeyStoreRpc {
+    return (this.keyStore ??= KeyStorage.make(this.ctx.storage))
+  }
+
+  async currentKeys(requests: ReadonlyArray<KeyStorage.CurrentRequest>, options: { readonly refuseErased: boolean; readonly now: string }) {
+    return this.keys.currentKeys(requests, options)
+  }
+
+  async readKeys(refs: ReadonlyArray<KeyStorage.KeyRef>) {
+    return this.keys.readKeys(refs)
+  }
+
+  async eraseKeys(subject: string, now: string) {
+    return this.keys.eraseKeys(subject, now)
   }
 
   /** The runtime of this object's bindings (one per bindings object, built on first use). */

@@ -18,7 +18,10 @@ import * as QueueGroups from "../consuming/QueueGroups.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import { BatchFiles } from "../batch/BatchFiles.js"
 import { Ledger } from "../ledger/Ledger.js"
-import type { LedgerNamespace } from "../ledger/LedgerNamespace.js"
+import { LedgerNamespace } from "../ledger/LedgerNamespace.js"
+import * as SealedLedger from "../ledger/SealedLedger.js"
+import { KeyRing } from "../personal/KeyRing.js"
+import { KeyStores } from "../personal/KeyStorage.js"
 import { DeadLetterStore } from "../operations/DeadLetterStore.js"
 import * as MetricsTally from "../operations/MetricsTally.js"
 import { AcceptedKeys } from "../producing/AcceptedKeys.js"
@@ -49,6 +52,7 @@ export type Services =
   | Bindings.Services
   | LedgerNamespace
   | Ledger
+  | KeyRing
   | Inbox
   | FirstAttempts
   | Runs
@@ -91,6 +95,13 @@ export const services = (registry: Registry.Shape, options: Options) =>
     const queues = Queues.layer({ route: (name, tenantId) => QueueGroups.route(name, tenantId, groups), count: MetricsTally.countSent(tally) })
     const storage = yield* Bindings.PayloadBucket
     const payloads = PayloadStore.layer(storage, settings.payloadBucket)
+    // Personal data: the tenants' key stores are objects of the LedgerShard class; the platform key wraps their keys.
+    const { namespace } = yield* LedgerNamespace
+    const keyRing = KeyRing.layer({
+      secretsKey: settings.secretsKey,
+      cacheMs: settings.keyCacheMs,
+      refuseErased: settings.refuseErasedSubjects
+    }).pipe(Layer.provide(KeyStores.layer(namespace)))
     return Layer.mergeAll(
       Layer.succeed(Registry.Registry, registry),
       // Each module's services, built once with the runtime (per isolate), not per message.
@@ -98,7 +109,8 @@ export const services = (registry: Registry.Shape, options: Options) =>
       Layer.succeed(MetricsTally.MetricsTally, tally),
       // Each consumer invocation's time budget (Consumer.run reads it; Deadline).
       Layer.succeed(Deadline.Budget, settings.consumerBudgetMs),
-      Ledger.layer(settings.ledgerShardsPerTenant),
+      keyRing,
+      SealedLedger.layer(registry.personalFact, registry.hasPersonalData).pipe(Layer.provide(Layer.merge(Ledger.layer(settings.ledgerShardsPerTenant), keyRing))),
       AcceptedKeys.layer,
       Inbox.layer,
       FirstAttempts.layer,
@@ -111,7 +123,7 @@ export const services = (registry: Registry.Shape, options: Options) =>
         definitions: registry.definitions,
         defaultSource: options.defaultSource,
         ...(settings.keepAcceptedMs > 0 ? { keep: KeptEvents.keeper(storage) } : {})
-      }).pipe(Layer.provide(Layer.merge(payloads, queues))),
+      }).pipe(Layer.provide(Layer.mergeAll(payloads, queues, keyRing))),
       queues,
       WebhookStore.layer({
         secretsKey: settings.secretsKey,

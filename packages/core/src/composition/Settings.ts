@@ -53,6 +53,16 @@ export interface Shape {
   readonly payloadBucket: string
   /** `FACTLINE_SECRETS_KEY`: base64 of the AES-GCM key webhook signing secrets are sealed with. */
   readonly secretsKey: string | undefined
+  /**
+   * `FACTLINE_KEY_CACHE_SECONDS` (default 60): how long an isolate keeps a data subject's key — the bound within
+   * which an erased key is gone from every isolate (personal/KeyRing.ts).
+   */
+  readonly keyCacheMs: number
+  /**
+   * `FACTLINE_REFUSE_ERASED_SUBJECTS`: tenants (comma-separated, or `*` for all) that refuse new personal data of
+   * an erased data subject (a 422 `subject_erased`); elsewhere such data gets a new key.
+   */
+  readonly refuseErasedSubjects: (tenant: string) => boolean
   /** `FACTLINE_LOCAL_DEVELOPMENT=true`: http and loopback webhook endpoints allowed (never in production). */
   readonly localDevelopment: boolean
   /**
@@ -176,6 +186,11 @@ export const config: Config.Config<Shape> = Config.all({
   queueGroups,
   payloadBucket: optional("FACTLINE_PAYLOAD_BUCKET").pipe(Config.map((name) => name === undefined || name === "" ? defaultBucketName : name)),
   secretsKey: optional("FACTLINE_SECRETS_KEY"),
+  keyCacheMs: lenientNumber("FACTLINE_KEY_CACHE_SECONDS", 60).pipe(Config.map((seconds) => seconds * 1000)),
+  refuseErasedSubjects: optional("FACTLINE_REFUSE_ERASED_SUBJECTS").pipe(Config.map((raw) => {
+    const tenants = new Set((raw ?? "").split(",").map((t) => t.trim()).filter((t) => t !== ""))
+    return (tenant: string) => tenants.has("*") || tenants.has(tenant)
+  })),
   localDevelopment: optional("FACTLINE_LOCAL_DEVELOPMENT").pipe(Config.map((raw) => raw === "true")),
   keepAcceptedMs: optional(KeptEvents.variable).pipe(Config.mapEffect((raw) => {
     const ms = KeptEvents.parseDuration(raw)

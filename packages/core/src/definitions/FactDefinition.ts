@@ -27,6 +27,7 @@ import type { Schema } from "effect"
 import * as Result from "effect/Result"
 import { type Fact, Issues } from "@factline/schemas"
 import * as Naming from "./Naming.js"
+import type * as Personal from "../personal/Personal.js"
 
 /** What a handler returns: a fact to append, before the ledger gives it an id and a sequence. */
 export interface NewFact<T extends string = string, D = Record<string, unknown>> {
@@ -54,8 +55,8 @@ export type UpcastProblem =
 export interface FactDefinition<T extends string = string, D = any> {
   readonly _tag: "FactDefinition"
   readonly type: T
-  /** The latest version's schema: what drafts are validated against. */
-  readonly schema: Schema.Top
+  /** The latest version's schema: what drafts are validated against (`typeof Started.schema.Type` is the data's type). */
+  readonly schema: Schema.Codec<D, unknown>
   /** Every version, 1 to `latestVersion`, in order. */
   readonly versions: ReadonlyArray<Version>
   /** The version drafts are written at, and the shape every reader sees. */
@@ -78,6 +79,14 @@ export interface FactDefinition<T extends string = string, D = any> {
   readonly data: (fact: Fact | StoredFact) => D
   /** Validates data against the schema; problems name the field (`data.amount_cents`). */
   readonly validate: (data: unknown) => Result.Result<D, ReadonlyArray<Issues.Problem>>
+  /** The personal data its facts carry (`personal(…)`), checked by the registry. */
+  readonly personalData: Personal.Declaration | undefined
+  /**
+   * Declares the data's personal fields and the field naming their data subject (a pseudonymous id): stored
+   * sealed under the subject's key, opened for every reader, erasable (docs/personal-data.md). Kept by later
+   * versions (a personal field keeps its name across versions).
+   */
+  readonly personal: <S extends Personal.SubjectField<D>>(declaration: Personal.Of<D, S>) => FactDefinition<T, D>
 }
 
 export type Any = FactDefinition<string, any>
@@ -90,7 +99,7 @@ export type FactOf<E extends ReadonlyArray<Any>> = { [K in keyof E]: E[K] extend
 
 const reason = (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : String(error))
 
-const build = <T extends string, D>(type: T, versions: ReadonlyArray<Version>): FactDefinition<T, D> => {
+const build = <T extends string, D>(type: T, versions: ReadonlyArray<Version>, personalData: Personal.Declaration | undefined = undefined): FactDefinition<T, D> => {
   const latest = versions[versions.length - 1]!
   const latestVersion = versions.length
   const decode = Issues.decodeStrict(latest.schema)
@@ -101,7 +110,7 @@ const build = <T extends string, D>(type: T, versions: ReadonlyArray<Version>): 
   return {
     _tag: "FactDefinition",
     type,
-    schema: latest.schema,
+    schema: latest.schema as Schema.Codec<D, unknown>,
     versions,
     latestVersion,
     version: <S extends Schema.Top>(version: number, schema: S, upcast: (previous: D) => S["Type"]) => {
@@ -109,7 +118,7 @@ const build = <T extends string, D>(type: T, versions: ReadonlyArray<Version>): 
         throw new Error(`fact type ${type}: versions must be declared in order 1, 2, 3…; got ${version} after ${latestVersion}`)
       }
       if (typeof upcast !== "function") throw new Error(`fact type ${type}: version ${version} needs an upcaster from ${latestVersion}`)
-      return build<T, S["Type"]>(type, [...versions, { version, schema, upcast }])
+      return build<T, S["Type"]>(type, [...versions, { version, schema, upcast }], personalData)
     },
     upcast: (schemaVersion, data) => {
       if (schemaVersion === latestVersion) return Result.succeed(data as D)
@@ -135,7 +144,9 @@ const build = <T extends string, D>(type: T, versions: ReadonlyArray<Version>): 
     make: (data) => ({ type, data }),
     is: (fact): fact is any => fact.type === type,
     data: (fact) => fact.data as D,
-    validate
+    validate,
+    personalData,
+    personal: (declaration) => build<T, D>(type, versions, { subject: declaration.subject, fields: [...declaration.fields] })
   }
 }
 

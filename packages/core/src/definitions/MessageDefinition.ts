@@ -15,8 +15,14 @@ import * as Result from "effect/Result"
 import * as Schema from "effect/Schema"
 import { Issues } from "@factline/schemas"
 import * as Naming from "./Naming.js"
+import type * as Personal from "../personal/Personal.js"
 
 export type Kind = "event" | "command"
+
+/** The payload types of a definition's versions, by `schema_version`. */
+export type VersionTypes = { readonly [version: number]: unknown }
+/** The payload type of `Definition` at `schema_version` `N`. */
+export type PayloadAt<Definition, N extends number> = Definition extends MessageDefinition<string, any, infer V> ? N extends keyof V ? V[N] : never : never
 
 interface Version {
   readonly version: number
@@ -29,13 +35,29 @@ export type PayloadProblem =
   | { readonly _tag: "UnsupportedVersion"; readonly message: string }
   | { readonly _tag: "InvalidPayload"; readonly problems: ReadonlyArray<Issues.Problem> }
 
-export class MessageDefinition<Name extends string = string, A = unknown> {
+/**
+ * `V` is the payload type of each version, by number (`{ 1: V1; 2: V2 }`): what lets the test kit type a
+ * payload written at an older version (`message(CallCompleted, v1Payload, { version: 1, … })`).
+ */
+export class MessageDefinition<Name extends string = string, A = unknown, V extends VersionTypes = VersionTypes> {
   declare readonly Type: A
+  declare readonly Versions: V
   constructor(
     readonly kind: Kind,
     readonly messageType: Name,
-    readonly versions: ReadonlyArray<Version>
+    readonly versions: ReadonlyArray<Version>,
+    /** The personal data its payload carries (`personal(…)`), checked by the registry. */
+    readonly personalData: Personal.Declaration | undefined = undefined
   ) {}
+
+  /**
+   * Declares the payload's personal fields and the field naming their data subject (a pseudonymous id): they
+   * are sealed under the subject's key before the event is queued, opened for the handler, and erasable
+   * (docs/personal-data.md). Applies to every version (a personal field keeps its name across versions).
+   */
+  personal<S extends Personal.SubjectField<A>>(declaration: Personal.Of<A, S>): MessageDefinition<Name, A> {
+    return new MessageDefinition<Name, A>(this.kind, this.messageType, this.versions, { subject: declaration.subject, fields: [...declaration.fields] })
+  }
 
   /** The newest `schema_version`: what handlers receive and producers send by default. */
   get latestVersion(): number {
@@ -46,11 +68,11 @@ export class MessageDefinition<Name extends string = string, A = unknown> {
    * Adds the next version. Versions are numbered 1, 2, 3… without gaps; every
    * version after the first needs the upcaster from the one before.
    */
-  version<S extends Schema.Top>(
-    version: number,
+  version<S extends Schema.Top, const N extends number = number>(
+    version: N,
     schema: S,
     ...upcast: [A] extends [never] ? [] : [(previous: A) => S["Type"]]
-  ): MessageDefinition<Name, S["Type"]> {
+  ): MessageDefinition<Name, S["Type"], V & { readonly [K in N]: S["Type"] }> {
     if (version !== this.versions.length + 1) {
       throw new Error(
         `${this.messageType}: versions must be declared in order 1, 2, 3…; got ${version} after ${this.versions.length}`
@@ -58,10 +80,10 @@ export class MessageDefinition<Name extends string = string, A = unknown> {
     }
     const up = upcast[0] as ((previous: unknown) => unknown) | undefined
     if (version > 1 && up === undefined) throw new Error(`${this.messageType}: version ${version} needs an upcaster from ${version - 1}`)
-    return new MessageDefinition<Name, S["Type"]>(this.kind, this.messageType, [
+    return new MessageDefinition<Name, S["Type"], V & { readonly [K in N]: S["Type"] }>(this.kind, this.messageType, [
       ...this.versions,
       { version, schema, upcast: up, decode: Issues.decodeStrict(schema) }
-    ])
+    ], this.personalData)
   }
 
   /** Validates a payload at `schemaVersion` without upcasting (the producer's check). */
@@ -89,9 +111,10 @@ export class MessageDefinition<Name extends string = string, A = unknown> {
   }
 }
 
-const make = (kind: Kind) => <Name extends string>(messageType: Name): MessageDefinition<Name, never> => {
+// No version yet (`{}`): `.version(1, …)` adds the first.
+const make = (kind: Kind) => <Name extends string>(messageType: Name): MessageDefinition<Name, never, {}> => {
   Naming.check("message type", messageType)
-  return new MessageDefinition<Name, never>(kind, messageType, [])
+  return new MessageDefinition<Name, never, {}>(kind, messageType, [])
 }
 
 /** Something that happened, past tense: `call.completed`. */

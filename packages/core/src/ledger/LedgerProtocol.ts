@@ -8,6 +8,7 @@
  * the caller relays them. `handover` gives the shard the facts a caller could
  * not send, to relay from its outbox with its alarm.
  */
+import type { KeyStoreRpc } from "../personal/KeyStorage.js"
 import type { Fact } from "@factline/schemas"
 
 /** A fact ready to append: its id is already fixed by its cause; the ledger assigns the sequence. */
@@ -86,7 +87,8 @@ export interface Handover {
 }
 
 /** The RPC surface of the LedgerShard Durable Object. */
-export interface LedgerShardRpc {
+/** A shard's calls; the same class also answers the key store's (an object named `KeyStorage.objectName(tenant)`). */
+export interface LedgerShardRpc extends KeyStoreRpc {
   /** A result per group, in order; an appended group's facts are left for the caller to number (`toResult`). */
   append(groups: ReadonlyArray<AppendGroup>): Promise<ReadonlyArray<AppendAnswer>>
   /** Writes outbox rows for these stored facts and arms the relay alarm; returns how many rows were written. */

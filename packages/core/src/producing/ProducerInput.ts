@@ -12,6 +12,22 @@ import * as StableJson from "../ledger/StableJson.js"
 import * as Failure from "../failures/Failure.js"
 import { clientRefRefused } from "./PayloadStore.js"
 import * as Delay from "./Delay.js"
+import * as Personal from "../personal/Personal.js"
+import * as FieldCipher from "../personal/FieldCipher.js"
+
+/** What the edge refuses in a payload with personal data: a subject id that is personal data itself, a value sent already sealed. */
+const personalProblems = (declaration: Personal.Declaration, payload: unknown, at: string): ReadonlyArray<Issues.Problem> => {
+  if (typeof payload !== "object" || payload === null) return []
+  const value = payload as Record<string, unknown>
+  const out: Array<Issues.Problem> = []
+  const subject = value[declaration.subject]
+  const problem = typeof subject === "string" ? Personal.pseudonymityProblem(subject) : undefined
+  if (problem !== undefined) out.push({ path: `${at}.${declaration.subject}`, message: problem })
+  for (const field of declaration.fields) {
+    if (FieldCipher.generationOf(value[field]) !== undefined) out.push({ path: `${at}.${field}`, message: "looks like sealed personal data (pd1.…); send the plaintext: factline seals it" })
+  }
+  return out
+}
 
 /** One or more messages failed validation; nothing was sent. */
 export const invalidMessages = (problems: ReadonlyArray<Failure.Problem>) =>
@@ -86,6 +102,8 @@ const decodeAll = (definitions: ReadonlyMap<string, MessageDefinition>, inputs: 
         const p = valid.failure
         if (p._tag === "UnsupportedVersion") problems.push({ path: at(index, "schema_version"), message: p.message })
         else for (const problem of p.problems) problems.push(problem)
+      } else if (definition.personalData !== undefined) {
+        for (const problem of personalProblems(definition.personalData, e.payload, [...path, "payload"].join("."))) problems.push(problem)
       }
     }
     envelopes[index] = {

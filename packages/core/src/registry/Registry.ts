@@ -35,6 +35,8 @@ import type * as Webhook from "../definitions/Webhook.js"
 import type * as Workflow from "../definitions/Workflow.js"
 import { ModuleLayers } from "./ModuleLayers.js"
 import * as Registrations from "./Registrations.js"
+import * as PersonalChecks from "./PersonalChecks.js"
+import type * as Personal from "../personal/Personal.js"
 import * as Routing from "./Routing.js"
 import type { RouteFailure, Routed } from "./Routing.js"
 
@@ -82,6 +84,12 @@ export interface Shape {
    * produces invalid data) is a `PermanentError` naming the fact, its type and version: nothing may apply it.
    */
   readonly latest: (fact: Fact) => Result.Result<Fact, PermanentError>
+  /** The personal data a fact type's facts carry (its definition's `personal(…)`), if any. */
+  readonly personalFact: (factType: string) => Personal.Declaration | undefined
+  /** The personal data a message type's payloads carry, if any. */
+  readonly personalMessage: (messageType: string) => Personal.Declaration | undefined
+  /** Whether any message or fact type declares personal data (none: nothing is sealed or opened). */
+  readonly hasPersonalData: boolean
 }
 
 export class Registry extends Context.Service<Registry, Shape>()("@factline/core/Registry") {
@@ -161,7 +169,10 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Sha
   const handlers = Registrations.handlersOf(modules)
   const facts = Registrations.factsOf(modules)
   const { readable, processors, projections, webhookEvents, webhooksByFact, workflows, startedBy, waitedBy } = Registrations.listenersOf(modules, facts, options.requireEmitters ?? true)
+  PersonalChecks.check(modules)
   const definitions = new Map<string, MessageDefinition>([...handlers].map(([type, h]) => [type, h.handler.message]))
+  const personalFacts = new Map([...readable].flatMap(([type, d]) => (d.personalData === undefined ? [] : [[type, d.personalData] as const])))
+  const personalMessages = new Map([...definitions].flatMap(([type, d]) => (d.personalData === undefined ? [] : [[type, d.personalData] as const])))
   const destinations = (t: string): ReadonlyArray<string> => [
     "factline-projections",
     ...(processors.has(t) || startedBy.has(t) || waitedBy.has(t) ? ["factline-fact-processing"] : []),
@@ -187,6 +198,9 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Sha
       return known
     },
     route: Routing.route(handlers),
-    latest: Routing.latest(readable)
+    latest: Routing.latest(readable),
+    personalFact: (t) => personalFacts.get(t),
+    personalMessage: (t) => personalMessages.get(t),
+    hasPersonalData: personalFacts.size > 0 || personalMessages.size > 0
   }
 }

@@ -42,6 +42,8 @@ import type * as Handler from "../definitions/Handler.js"
 import { Registry, type Routed, runDeclared, type Shape as RegistryShape, type Stamped } from "../registry/Registry.js"
 import * as Timer from "../definitions/Timer.js"
 import * as Telemetry from "../platform/Telemetry.js"
+import { KeyRing } from "../personal/KeyRing.js"
+import * as Sealing from "../personal/Sealing.js"
 
 export const maxDecideRounds = 5
 
@@ -127,7 +129,7 @@ const decidePlain = Effect.fn("Dispatch.decidePlain")(function*(items: ReadonlyA
 
 /** Deciders: per stream, in delivery order, each decision sees the previous one's facts. */
 const decideWithState = Effect.fn("Dispatch.decideWithState")(function*(items: ReadonlyArray<Item>, states: ReadonlyMap<string, StreamState>, progress: Progress, now: string) {
-  const { latest } = yield* Registry
+  const { latest, personalFact, hasPersonalData } = yield* Registry
   const groups: Array<{ key: string; group: AppendGroup }> = []
   const sender = yield* Telemetry.sender
   const byStream = new Map<string, Array<Item>>()
@@ -137,13 +139,24 @@ const decideWithState = Effect.fn("Dispatch.decideWithState")(function*(items: R
     if (list) list.push(item)
     else byStream.set(stream, [item])
   }
+  // Deciders fold their streams with personal fields opened (one key ring call for the batch); what is relayed stays sealed.
+  const plain = new Map<string, Fact>()
+  if (hasPersonalData) {
+    const stored = [...byStream.keys()].flatMap((stream) => states.get(stream)!.facts)
+    const opened = yield* Effect.result(Sealing.openFacts(yield* KeyRing, personalFact, stored))
+    if (Result.isFailure(opened)) {
+      progress.fail(items.map((i) => i.key), opened.failure.message)
+      return groups
+    }
+    opened.success.forEach((f) => plain.set(f.fact_id, f))
+  }
   for (const [stream, streamItems] of byStream) {
     const state = states.get(stream)!
     let version = state.version
-    const known: Array<Fact> = [...state.facts]
+    const known: Array<Fact> = plain.size === 0 ? [...state.facts] : state.facts.map((f) => plain.get(f.fact_id) ?? f)
     for (const { key, value } of streamItems) {
       const decider = value.handler as Handler.Decider
-      const decidedBefore = known.filter((f) => f.causation_id === value.message.idempotencyKey && f.caused_by === decider.name)
+      const decidedBefore = state.facts.filter((f) => f.causation_id === value.message.idempotencyKey && f.caused_by === decider.name)
       if (decidedBefore.length > 0) {
         // Decided by an earlier delivery: relay those facts again (that delivery may have died before sending).
         progress.relay(key, decidedBefore)

@@ -20,6 +20,9 @@
  * when the facts come out the same, nor see a key reused on a subject that
  * lives on another shard.
  *
+ * Personal data: the payload's personal fields arrive sealed (the producer sealed them); the key binding hashes
+ * them sealed, as the edge did, and the handler gets them opened (KeyRing), or as `"[erased]"` once erased.
+ *
  * Not before its time: a message whose envelope says `deliver_after` (a delayed send, Delay.ts) and arrives
  * earlier — a dead-letter replay, a recover re-send, a redelivery of a copy sent early — is parked for what is
  * left (sent again with that delay, then acked: no attempt spent, never dead-lettered), and neither claims its
@@ -36,6 +39,7 @@ import * as Delay from "../producing/Delay.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
 import * as Dispatch from "./Dispatch.js"
 import { Registry, type Routed } from "../registry/Registry.js"
+import { KeyRing } from "../personal/KeyRing.js"
 import * as Time from "../platform/Time.js"
 
 const decodeEnvelope = Issues.decodeStrict(Envelope)
@@ -66,12 +70,18 @@ export const decode = (body: unknown) =>
       const store = yield* PayloadStore
       payload = yield* store.get(e.tenant_id, e.payload_ref)
     }
+    // The hash of the payload as sent (personal fields sealed, as the edge hashed it); the handler gets them opened.
+    const hash = yield* Effect.promise(() => payloadHash({ message_type: e.message_type, schema_version: e.schema_version, subject: e.subject, payload }))
+    const personal = registry.personalMessage(e.message_type)
+    if (personal !== undefined && typeof payload === "object" && payload !== null) {
+      const keyRing = yield* KeyRing
+      payload = (yield* keyRing.open(e.tenant_id, [{ declaration: personal, value: payload as Record<string, unknown> }]))[0]
+    }
     const routed = registry.route(e, payload)
     if (Result.isFailure(routed)) {
       const f = routed.failure
       return yield* new Failure.PermanentError({ reason: f.reason, message: `${f.message}: ${Issues.render(f.problems)}` })
     }
-    const hash = yield* Effect.promise(() => payloadHash({ message_type: e.message_type, schema_version: e.schema_version, subject: e.subject, payload }))
     // The hash is part of the item key: copies of one payload are one item, another payload under the key is another.
     const claim: Claim = { tenant_id: e.tenant_id, idempotency_key: e.idempotency_key, payload_hash: hash, message_type: e.message_type, subject: e.subject }
     return [{ key: `${itemKey(e.tenant_id, e.idempotency_key)}#${hash}`, value: { routed: routed.success as Routed, claim, deliverAfter: e.deliver_after } }]

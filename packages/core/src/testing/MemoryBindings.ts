@@ -25,6 +25,7 @@ import type { Fact } from "@factline/schemas"
 import type { LedgerShardNamespace } from "../ledger/LedgerNamespace.js"
 import { type AppendAnswer, type AppendGroup, type Handover, type LedgerShardRpc, type ReadOptions, type ShardCursor, type StreamKey, type StreamState, toAnswer } from "../ledger/LedgerProtocol.js"
 import * as LedgerStorage from "../ledger/LedgerStorage.js"
+import * as KeyStorage from "../personal/KeyStorage.js"
 import type { Bucket, BucketObject } from "../platform/Bindings.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import { bindable, normalize, transaction } from "./MemoryD1.js"
@@ -76,6 +77,17 @@ export const memoryDurableStorage = (): LedgerStorage.Storage => {
 /** One in-memory ledger shard: the real LedgerStorage, without the relay alarm (handed-over rows stay in its outbox). */
 export class MemoryLedgerShard implements LedgerShardRpc {
   storage = LedgerStorage.make(memoryDurableStorage())
+  /** The key store's calls (an object named `KeyStorage.objectName(tenant)` answers them), over its own in-memory store. */
+  keys = KeyStorage.make(memoryDurableStorage())
+  currentKeys(requests: ReadonlyArray<KeyStorage.CurrentRequest>, options: { readonly refuseErased: boolean; readonly now: string }) {
+    return this.keys.currentKeys(requests, options)
+  }
+  readKeys(refs: ReadonlyArray<KeyStorage.KeyRef>) {
+    return this.keys.readKeys(refs)
+  }
+  eraseKeys(subject: string, now: string) {
+    return this.keys.eraseKeys(subject, now)
+  }
   async append(groups: ReadonlyArray<AppendGroup>): Promise<ReadonlyArray<AppendAnswer>> {
     return this.storage.appendAll(groups).map(toAnswer)
   }
@@ -104,6 +116,7 @@ export class MemoryLedgerShard implements LedgerShardRpc {
   /** As the Durable Object's `deleteAll`: a fresh, empty store (no alarm here to delete). */
   async deleteAll(): Promise<void> {
     this.storage = LedgerStorage.make(memoryDurableStorage())
+    this.keys = KeyStorage.make(memoryDurableStorage())
   }
   /** What the Durable Object's alarm does for timers at `now` (ms): fires every due timer; returns the facts appended. */
   async fireTimers(now: number): Promise<ReadonlyArray<Fact>> {

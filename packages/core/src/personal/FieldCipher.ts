@@ -1,0 +1,90 @@
+/**
+ * One personal value sealed under its data subject's key: AES-256-GCM through WebCrypto, with a synthetic IV
+ * (the first 96 bits of HMAC-SHA-256 over the field name and the plaintext, under a second key derived from the
+ * same subject key). The same value in the same field under the same key seals to the same text — so a
+ * redelivered or re-sent event hashes the same (idempotency keeps its 422 on a conflicting reuse, and compares
+ * only what erasure destroys: the hash covers ciphertext, a keyed function of the value) — while anyone without
+ * the key learns nothing but equality within one subject's field. The additional data binds a sealed value to
+ * its tenant, subject, key generation and field: moved elsewhere, it does not open.
+ *
+ * A sealed value is `pd1.<generation>.<base64url(iv ‖ ciphertext ‖ tag)>`. The generation names the subject's
+ * key: erasure destroys it; a later event of the subject gets a new one (KeyStorage.ts).
+ */
+
+/** The two keys derived from one data subject key: AES-GCM to seal, HMAC to make the IV. */
+export interface SubjectKey {
+  readonly generation: number
+  readonly seal: CryptoKey
+  readonly iv: CryptoKey
+}
+
+const prefix = "pd1."
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+
+const b64url = (bytes: Uint8Array): string => {
+  let binary = ""
+  for (let i = 0; i < bytes.length; i++) binary += String.fromCharCode(bytes[i]!)
+  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
+}
+const unb64url = (text: string): Uint8Array => {
+  const binary = atob(text.replace(/-/g, "+").replace(/_/g, "/") + "=".repeat((4 - (text.length % 4)) % 4))
+  const out = new Uint8Array(binary.length)
+  for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i)
+  return out
+}
+
+/** 32 random bytes: a new data subject key (kept only wrapped by the platform key). */
+export const newKeyMaterial = (): Uint8Array => crypto.getRandomValues(new Uint8Array(32))
+
+/** The subject key's two working keys (HKDF-SHA-256 from its 32 bytes, one info string each). */
+export const importKey = async (generation: number, material: Uint8Array): Promise<SubjectKey> => {
+  const base = await crypto.subtle.importKey("raw", material, "HKDF", false, ["deriveKey"])
+  const derive = (info: string, algorithm: { readonly name: string; readonly length: number; readonly hash?: string }, usages: Array<"encrypt" | "decrypt" | "sign">) =>
+    crypto.subtle.deriveKey({ name: "HKDF", hash: "SHA-256", salt: new Uint8Array(0), info: encoder.encode(info) }, base, algorithm, false, usages)
+  const [seal, iv] = await Promise.all([
+    derive("factline personal seal", { name: "AES-GCM", length: 256 }, ["encrypt", "decrypt"]),
+    derive("factline personal iv", { name: "HMAC", hash: "SHA-256", length: 256 }, ["sign"])
+  ])
+  return { generation, seal, iv }
+}
+
+/** Whether a value is sealed personal data (and the generation of the key it needs). */
+export const generationOf = (value: unknown): number | undefined => {
+  if (typeof value !== "string" || !value.startsWith(prefix)) return undefined
+  const dot = value.indexOf(".", prefix.length)
+  if (dot < 0) return undefined
+  const generation = Number(value.slice(prefix.length, dot))
+  return Number.isInteger(generation) && generation > 0 ? generation : undefined
+}
+
+const context = (tenant: string, subject: string, generation: number, field: string) =>
+  encoder.encode(`${tenant}\u0000${subject}\u0000${generation}\u0000${field}`)
+
+/** Seals one value (deterministic under its key, field and context). */
+export const seal = async (key: SubjectKey, tenant: string, subject: string, field: string, plaintext: string): Promise<string> => {
+  const text = encoder.encode(plaintext)
+  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key.iv, encoder.encode(`${field}\u0000${plaintext}`)))
+  const iv = mac.slice(0, 12)
+  const sealed = new Uint8Array(await crypto.subtle.encrypt({ name: "AES-GCM", iv, additionalData: context(tenant, subject, key.generation, field) }, key.seal, text))
+  const out = new Uint8Array(12 + sealed.length)
+  out.set(iv, 0)
+  out.set(sealed, 12)
+  return `${prefix}${key.generation}.${b64url(out)}`
+}
+
+/** Opens a sealed value; undefined when it does not open under this key (altered, or sealed elsewhere). */
+export const open = async (key: SubjectKey, tenant: string, subject: string, field: string, sealed: string): Promise<string | undefined> => {
+  const dot = sealed.indexOf(".", prefix.length)
+  try {
+    const bytes = unb64url(sealed.slice(dot + 1))
+    const plain = await crypto.subtle.decrypt(
+      { name: "AES-GCM", iv: bytes.slice(0, 12), additionalData: context(tenant, subject, key.generation, field) },
+      key.seal,
+      bytes.slice(12)
+    )
+    return decoder.decode(plain)
+  } catch {
+    return undefined
+  }
+}

@@ -1,0 +1,60 @@
+/**
+ * The registry's checks of personal data (personal/Personal.ts), at start-up: every declaration fits its schemas
+ * (`Personal.problems`), and personal data never flows on in plaintext by accident — a fact that a handler,
+ * processor or workflow derives from personal data and that has a field of the same name as a personal field of
+ * its source must declare that field personal too. Every mistake throws a `RegistryConfigError` naming both sides.
+ */
+import type * as FactDefinition from "../definitions/FactDefinition.js"
+import type { Module } from "../definitions/Module.js"
+import * as Personal from "../personal/Personal.js"
+import { RegistryConfigError } from "./Registrations.js"
+
+const fail = (message: string): never => {
+  throw new RegistryConfigError(message)
+}
+
+const checkDeclaration = (owner: string, declaration: Personal.Declaration | undefined, schemas: ReadonlyArray<{ readonly schema: unknown }>) => {
+  if (declaration === undefined) return
+  const problems = Personal.problems(owner, declaration, schemas.map((v) => v.schema as never))
+  if (problems.length > 0) fail(problems.join("; "))
+}
+
+/** Personal fields of `source` that `fact` carries under the same name without declaring them personal. */
+const leaked = (source: Personal.Declaration | undefined, fact: FactDefinition.Any): ReadonlyArray<string> => {
+  if (source === undefined) return []
+  const names = new Set(Personal.fieldNames(fact.schema))
+  const declared = new Set(fact.personalData?.fields ?? [])
+  return source.fields.filter((f) => names.has(f) && !declared.has(f))
+}
+
+const checkFlow = (by: string, sourceName: string, source: Personal.Declaration | undefined, emits: ReadonlyArray<FactDefinition.Any>) => {
+  for (const fact of emits) {
+    const fields = leaked(source, fact)
+    if (fields.length > 0) {
+      fail(
+        `${by} reads ${sourceName}, whose field(s) ${fields.map((f) => `"${f}"`).join(", ")} are personal data, and emits fact type "${fact.type}", which has ` +
+          `field(s) of the same name not declared personal: they would be stored in plaintext. Declare them on the fact: ` +
+          `.personal({ subject: "${source!.subject}", fields: [${fields.map((f) => `"${f}"`).join(", ")}] })`
+      )
+    }
+  }
+}
+
+/** Every module's personal declarations and flows, checked. */
+export const check = (modules: ReadonlyArray<Module>) => {
+  for (const module of modules) {
+    for (const handler of module.handlers) {
+      checkDeclaration(`message type "${handler.message.messageType}"`, handler.message.personalData, handler.message.versions)
+      checkFlow(`${handler._tag === "Decider" ? "decider" : "handler"} "${handler.name}" (module ${module.name})`, `message type "${handler.message.messageType}"`, handler.message.personalData, handler.emits)
+    }
+    const emitters = [...module.handlers.map((h) => h.emits), ...module.processors.map((p) => p.emits), ...module.workflows.map((w) => w.emits)]
+    for (const emits of emitters) for (const fact of emits) checkDeclaration(`fact type "${fact.type}"`, fact.personalData, fact.versions)
+    for (const processor of module.processors) {
+      checkFlow(`processor "${processor.name}" (module ${module.name})`, `fact type "${processor.fact.type}"`, processor.fact.personalData, processor.emits)
+    }
+    for (const workflow of module.workflows) {
+      const sources = [workflow.start, ...Object.values(workflow.waitsFor as Record<string, ReadonlyArray<FactDefinition.Any>>).flat()]
+      for (const source of sources) checkFlow(`workflow "${workflow.name}" (module ${module.name})`, `fact type "${source.type}"`, source.personalData, workflow.emits)
+    }
+  }
+}
