@@ -51,7 +51,20 @@ interface Common<Table extends SQLiteTable = SQLiteTable> {
    * for facts already stored: the deployment then replays the ledger into the projection by itself (CatchUp).
    */
   readonly version?: number
+  /**
+   * What erasing a data subject does to this projection's rows (docs/personal-data.md). Required when it maps a
+   * fact type that declares personal data (the registry refuses it otherwise): `delete` the subject's rows,
+   * `mask` named columns (set to the marker `"[erased]"`), or `none` with the reason it holds no personal data.
+   * `subject` is the column holding the data subject's id.
+   */
+  readonly erasure?: Erasure<ColumnOf<Table>>
 }
+
+/** What erasure does to a projection's rows of the erased data subject (`Common.erasure`). */
+export type Erasure<Column extends string = string> =
+  | { readonly subject: Column; readonly action: "delete" }
+  | { readonly subject: Column; readonly action: "mask"; readonly columns: readonly [Column, ...ReadonlyArray<Column>] }
+  | { readonly action: "none"; readonly reason: string }
 
 /** How one fact type changes a projection: `Projection.on(Charge, (data, fact) => …)`. `T` is the fact type's name. */
 export interface Mapping<R, T extends string = string> {

@@ -7,6 +7,7 @@
 import type * as FactDefinition from "../definitions/FactDefinition.js"
 import type { Module } from "../definitions/Module.js"
 import * as Personal from "../personal/Personal.js"
+import * as Projection from "../definitions/Projection.js"
 import { RegistryConfigError } from "./Registrations.js"
 
 const fail = (message: string): never => {
@@ -51,6 +52,22 @@ export const check = (modules: ReadonlyArray<Module>) => {
     for (const emits of emitters) for (const fact of emits) checkDeclaration(`fact type "${fact.type}"`, fact.personalData, fact.versions)
     for (const processor of module.processors) {
       checkFlow(`processor "${processor.name}" (module ${module.name})`, `fact type "${processor.fact.type}"`, processor.fact.personalData, processor.emits)
+    }
+    for (const projection of module.projections) {
+      const personal = projection.on.filter((m) => m.fact.personalData !== undefined)
+      if (personal.length > 0 && projection.erasure === undefined) {
+        fail(
+          `projection "${projection.name}" (module ${module.name}) maps fact type(s) ${personal.map((m) => `"${m.fact.type}"`).join(", ")} with personal data ` +
+            `but does not say what erasing a data subject does to its rows: declare erasure: { subject: "<column holding the subject id>", action: "delete" }, ` +
+            `or { subject, action: "mask", columns: [...] }, or { action: "none", reason: "…" } if it stores none of the personal fields`
+        )
+      }
+      if (projection.erasure !== undefined && projection.erasure.action !== "none") {
+        const columns = new Set(Projection.columnNames(projection))
+        const named = [projection.erasure.subject, ...(projection.erasure.action === "mask" ? projection.erasure.columns : [])]
+        const unknown = named.filter((c) => !columns.has(c))
+        if (unknown.length > 0) fail(`projection "${projection.name}" (module ${module.name}): erasure names column(s) ${unknown.join(", ")} that its table does not have (columns: ${[...columns].join(", ")})`)
+      }
     }
     for (const workflow of module.workflows) {
       const sources = [workflow.start, ...Object.values(workflow.waitsFor as Record<string, ReadonlyArray<FactDefinition.Any>>).flat()]
