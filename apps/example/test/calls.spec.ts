@@ -42,7 +42,7 @@ describe("record-outcome", () => {
 
   it("upcasts a v1 call.completed (no currency) to USD", () =>
     HandlerSpec.for(recordOutcome)
-      .when(message(CallCompleted, { call_id: "c1", buyer_id: "b1", duration_s: 75, price_cents: 250 } as never, { subject: "c1", version: 1 }))
+      .when(message(CallCompleted, { call_id: "c1", buyer_id: "b1", duration_s: 75, price_cents: 250 }, { subject: "c1", version: 1 }))
       .then([Outcome.make({ ...completed, currency: "USD" })]))
 })
 

@@ -55,8 +55,8 @@ export class MessageDefinition<Name extends string = string, A = unknown, V exte
    * are sealed under the subject's key before the event is queued, opened for the handler, and erasable
    * (docs/personal-data.md). Applies to every version (a personal field keeps its name across versions).
    */
-  personal<S extends Personal.SubjectField<A>>(declaration: Personal.Of<A, S>): MessageDefinition<Name, A> {
-    return new MessageDefinition<Name, A>(this.kind, this.messageType, this.versions, { subject: declaration.subject, fields: [...declaration.fields] })
+  personal<S extends Personal.SubjectField<A>>(declaration: Personal.Of<A, S>): MessageDefinition<Name, A, V> {
+    return new MessageDefinition<Name, A, V>(this.kind, this.messageType, this.versions, { subject: declaration.subject, fields: [...declaration.fields] })
   }
 
   /** The newest `schema_version`: what handlers receive and producers send by default. */

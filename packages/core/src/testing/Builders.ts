@@ -11,7 +11,7 @@
 import * as Result from "effect/Result"
 import { type Envelope, type Fact, Issues } from "@factline/schemas"
 import type { FactDefinition } from "../definitions/FactDefinition.js"
-import type { MessageDefinition } from "../definitions/MessageDefinition.js"
+import type { MessageDefinition, PayloadAt } from "../definitions/MessageDefinition.js"
 
 export const defaultTenant = "tenant-test"
 const epoch = Date.UTC(2026, 0, 1)
@@ -33,8 +33,18 @@ export interface MessageOptions {
   readonly traceparent?: string
 }
 
-/** An envelope of this message type, its payload validated (a builder mistake throws, naming the field). */
-export const message = <A>(definition: MessageDefinition<string, A>, payload: A, options: MessageOptions): Envelope => {
+/**
+ * An envelope of this message type, its payload validated (a builder mistake throws, naming the field).
+ * The payload is typed by the version given: the latest by default, `{ version: 1 }` a version-1 payload
+ * (what an older producer still sends, upcast before the handler sees it) — no cast either way.
+ */
+export function message<D extends MessageDefinition<string, any, any>, const N extends number>(
+  definition: D,
+  payload: PayloadAt<D, N>,
+  options: MessageOptions & { readonly version: N }
+): Envelope
+export function message<A>(definition: MessageDefinition<string, A, any>, payload: A, options: MessageOptions): Envelope
+export function message<A>(definition: MessageDefinition<string, A, any>, payload: A, options: MessageOptions): Envelope {
   const n = next()
   const version = options.version ?? definition.latestVersion
   const valid = definition.validate(version, payload)
