@@ -70,10 +70,13 @@ export const deadMessages = sqliteTable(
     history: text("history").notNull().default("[]"),
     alertId: text("alert_id"),
     /** A defect's stack (reason `defect`): where product code threw; null for every other failure. */
-    stack: text("stack")
+    stack: text("stack"),
+    /** The data subject of the message's personal data (pseudonymous, plaintext), for its erasure: null when it has none. */
+    dataSubject: text("data_subject")
   },
   (t) => [
     index("dead_messages_by_queue_status").on(t.queue, t.status, t.receivedAt),
+    index("dead_messages_by_data_subject").on(t.tenantId, t.dataSubject).where(sql`data_subject IS NOT NULL`),
     index("dead_messages_not_alerted").on(t.receivedAt).where(sql`alert_id IS NULL`),
     index("dead_messages_by_alert").on(t.alertId),
     index("dead_messages_by_tenant").on(t.tenantId, t.status, t.receivedAt),
@@ -334,9 +337,14 @@ export const webhookAttempts = sqliteTable(
     durationMs: integer("duration_ms").notNull(),
     responseSnippet: text("response_snippet"),
     error: text("error"),
-    throttled: integer("throttled", { mode: "boolean" }).notNull().default(false)
+    throttled: integer("throttled", { mode: "boolean" }).notNull().default(false),
+    /** The data subject of the delivered fact's personal data, for its erasure (null when it has none). */
+    dataSubject: text("data_subject")
   },
-  (t) => [primaryKey({ columns: [t.tenantId, t.endpointId, t.attemptedAt, t.deliveryId, t.attempt] })]
+  (t) => [
+    primaryKey({ columns: [t.tenantId, t.endpointId, t.attemptedAt, t.deliveryId, t.attempt] }),
+    index("webhook_attempts_by_data_subject").on(t.tenantId, t.dataSubject).where(sql`data_subject IS NOT NULL`)
+  ]
 )
 
 /**
@@ -452,6 +460,31 @@ export const tenantDeletions = sqliteTable(
 )
 
 /**
+ * Erasures of a data subject's personal data (the tenant's read database: a move copies it, a tenant's deletion
+ * deletes it), one record per erasure, written only by `personal/Erasure.ts`. `phase` goes `keys → waiting →
+ * cleaning → audit → erased`, or ends `failed`; `progress` holds the step's state (JSON: generations erased, when
+ * the keys went, each store's counts), `report` what was removed per store. The record holds the pseudonymous
+ * subject id, counts and times, never personal data: the answer to "was it erased, and when".
+ */
+export const subjectErasures = sqliteTable(
+  "subject_erasures",
+  {
+    id: text("id").primaryKey(),
+    tenantId: text("tenant_id").notNull(),
+    subject: text("subject").notNull(),
+    phase: text("phase", { enum: ["keys", "waiting", "cleaning", "audit", "erased", "failed"] }).notNull(),
+    progress: text("progress").notNull().default("{}"),
+    report: text("report"),
+    error: text("error"),
+    requestedBy: text("requested_by").notNull(),
+    startedAt: text("started_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+    finishedAt: text("finished_at")
+  },
+  (t) => [index("subject_erasures_by_subject").on(t.tenantId, t.subject, t.startedAt)]
+)
+
+/**
  * The platform's alert state (platform database), one row per alert key — `health` (the graded queue
  * health) and `dead_letters` — written only by `operations/Alerts.ts`. `state` is the last graded level and
  * `changed_at` when it last changed; `sent_state` the level the last alert announced and `sent_at` when it
@@ -498,9 +531,15 @@ export const runs = sqliteTable(
     nextRetryAt: text("next_retry_at"),
     body: text("body"),
     firstAttemptedAt: text("first_attempted_at").notNull(),
-    updatedAt: text("updated_at").notNull()
+    updatedAt: text("updated_at").notNull(),
+    /** The data subject of the message's personal data, for its erasure (null when it has none). */
+    dataSubject: text("data_subject")
   },
-  (t) => [index("runs_by_updated_at").on(t.updatedAt), index("runs_by_tenant").on(t.tenantId, t.updatedAt)]
+  (t) => [
+    index("runs_by_updated_at").on(t.updatedAt),
+    index("runs_by_tenant").on(t.tenantId, t.updatedAt),
+    index("runs_by_data_subject").on(t.tenantId, t.dataSubject).where(sql`data_subject IS NOT NULL`)
+  ]
 )
 
 /**
