@@ -1,12 +1,17 @@
 /**
- * The calls module of the example marketplace: `call.completed` (v1 → v2) and
+ * The calls module of the example marketplace: `call.completed` (v1 → v2 → v3) and
  * its handler appending `outcome`, and the `call.dispute` command decided over
  * the call's stream. Subject = `call_id`. Its processor prices charges with
  * the module's `Pricing` service (its layer: `Pricing.layer`).
+ *
+ * Personal data: v3 carries the caller's phone number (`caller_phone`), personal data of the buyer
+ * (`buyer_id`, the data subject), sealed at the edge and erasable (docs/personal-data.md). `outcome` v2 carries
+ * it on, declared the same way; the `calls` projection shows analysts only its last four digits and masks
+ * them when the buyer is erased.
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, Projection, Webhook } from "@factline/core"
+import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Personal, Processor, Projection, Webhook } from "@factline/core"
 import { Pricing } from "./Pricing.js"
 import * as Tables from "./Tables.js"
 
@@ -25,10 +30,20 @@ export const CallCompletedV1 = Schema.Struct({
   price_cents: Cents
 })
 export const CallCompletedV2 = Schema.Struct({ ...CallCompletedV1.fields, currency: Currency })
+/**
+ * The caller's phone number, when the call source passed it on: personal data of the buyer. Any string (its
+ * format is the call source's): an erased value reads as the marker `"[erased]"`, which its schema must accept.
+ */
+export const CallCompletedV3 = Schema.Struct({ ...CallCompletedV2.fields, caller_phone: Schema.optionalKey(Schema.String.check(Schema.isMaxLength(64))) })
+
+/** Personal data of `call.completed` and `outcome`: the caller's phone number, of the buyer. */
+const callerPhone = { subject: "buyer_id", fields: ["caller_phone"] } as const
 
 export const CallCompleted = MessageDefinition.event("call.completed")
   .version(1, CallCompletedV1)
   .version(2, CallCompletedV2, (v1) => ({ ...v1, currency: "USD" }))
+  .version(3, CallCompletedV3, (v2) => v2)
+  .personal(callerPhone)
 
 export const CallDispute = MessageDefinition.command("call.dispute").version(
   1,
@@ -36,6 +51,8 @@ export const CallDispute = MessageDefinition.command("call.dispute").version(
 )
 
 export const Outcome = FactDefinition.make("outcome", CallCompletedV2)
+  .version(2, CallCompletedV3, (v1) => v1)
+  .personal(callerPhone)
 export const Qualification = FactDefinition.make("qualification", Schema.Struct({ call_id: Id, qualified: Schema.Boolean }))
 const Money = Schema.Struct({ call_id: Id, buyer_id: Id, amount_cents: Cents, currency: Currency })
 export const Charge = FactDefinition.make("charge", Money)
@@ -99,13 +116,32 @@ export const qualifyCall = Processor.make(Outcome, {
   })
 })
 
+/**
+ * What analysts see of a caller's phone number: its last four digits (`"•••• 4567"`), null when there is none,
+ * the erased marker once the buyer is erased (as erasure's mask writes it, so a rebuild gives the same row).
+ */
+export const maskPhone = (phone: string | undefined): string | null => {
+  if (phone === undefined) return null
+  if (phone === Personal.erased) return Personal.erased
+  const digits = phone.replace(/\D/g, "")
+  return digits.length < 4 ? "••••" : `•••• ${digits.slice(-4)}`
+}
+
 export const callsProjection = Projection.rows({
   name: "calls",
   table: Tables.calls,
   key: ["call_id"],
   queryable: ["call_id", "buyer_id", "qualified"],
+  // The phone number itself is never stored here; its masked form is, and erasing the buyer masks it.
+  erasure: { subject: "buyer_id", action: "mask", columns: ["caller_phone_masked"] },
   on: [
-    Projection.on(Outcome, ({ call_id, buyer_id, duration_s, currency }) => ({ call_id, buyer_id, duration_s, currency })),
+    Projection.on(Outcome, ({ call_id, buyer_id, duration_s, currency, caller_phone }) => ({
+      call_id,
+      buyer_id,
+      duration_s,
+      currency,
+      caller_phone_masked: maskPhone(caller_phone)
+    })),
     Projection.on(Qualification, ({ call_id, qualified }) => ({ call_id, qualified })),
     Projection.on(Charge, ({ call_id, amount_cents }) => ({ call_id, charged_cents: amount_cents })),
     Projection.on(Refund, ({ call_id, amount_cents }) => ({ call_id, refunded_cents: amount_cents }))

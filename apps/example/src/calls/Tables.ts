@@ -14,6 +14,8 @@ export const calls = sqliteTable(
     buyer_id: text("buyer_id"),
     duration_s: integer("duration_s"),
     currency: text("currency"),
+    /** The caller's phone number masked to its last four digits (`"•••• 4567"`); `"[erased]"` once the buyer is erased. */
+    caller_phone_masked: text("caller_phone_masked"),
     qualified: integer("qualified", { mode: "boolean" }),
     charged_cents: integer("charged_cents").notNull().default(0),
     refunded_cents: integer("refunded_cents").notNull().default(0),
