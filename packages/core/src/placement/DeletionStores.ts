@@ -217,11 +217,15 @@ export const deleteRows = Effect.fn("DeletionStores.deleteRows")(function*(tenan
   return undefined
 })
 
-/** Every table of a database with a `tenant_id` column (found in `sqlite_master`), the deletion's own record aside. */
+/**
+ * Every table of a database with a `tenant_id` column (found in `sqlite_master`), the deletion's own record aside,
+ * and D1's and SQLite's internal tables (`_cf_*`, `sqlite_*`: D1 refuses to read their columns).
+ */
 const tenantScopedTables = (sql: Sql.Sql) =>
   Effect.map(Effect.mapError(sql.all(TableName, Sql.statement(
     `SELECT DISTINCT m.name AS name FROM sqlite_master m JOIN pragma_table_info(m.name) p
-     WHERE m.type = 'table' AND p.name = 'tenant_id' AND m.name <> 'tenant_deletions' ORDER BY m.name`
+     WHERE m.type = 'table' AND substr(m.name, 1, 4) <> '_cf_' AND substr(m.name, 1, 7) <> 'sqlite_'
+       AND p.name = 'tenant_id' AND m.name <> 'tenant_deletions' ORDER BY m.name`
   )), unavailable), (rows) => rows.map((r) => r.name))
 
 /** Only the counts that are not 0. */
