@@ -46,7 +46,8 @@ export const tenantTables = [
   "webhook_endpoints",
   "webhook_deliveries",
   "webhook_attempts",
-  "batch_jobs"
+  "batch_jobs",
+  "subject_erasures"
 ] as const
 
 /**
