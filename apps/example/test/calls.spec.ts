@@ -78,10 +78,10 @@ describe("qualify-call", () => {
 })
 
 describe("projections", () => {
-  it("calls: one row per call, whatever the order and duplicates", () =>
+  it("calls: one row per call, whatever the order and duplicates; the caller's phone only as its last four digits", () =>
     ProjectionSpec.for(callsProjection)
       .given([
-        fact(Outcome, { call_id: "c1", buyer_id: "b1", duration_s: 75, price_cents: 250, currency: "EUR" }, { stream: "c1" }),
+        fact(Outcome, { call_id: "c1", buyer_id: "b1", duration_s: 75, price_cents: 250, currency: "EUR", caller_phone: "+44 20 7946 0958" }, { stream: "c1" }),
         fact(Qualification, { call_id: "c1", qualified: true }, { stream: "c1" }),
         fact(Charge, money, { stream: "c1" }),
         fact(Refund, money, { stream: "c1" }),
@@ -89,8 +89,8 @@ describe("projections", () => {
         fact(Qualification, { call_id: "c2", qualified: false }, { stream: "c2" })
       ])
       .then([
-        { call_id: "c1", buyer_id: "b1", duration_s: 75, currency: "EUR", qualified: true, charged_cents: 250, refunded_cents: 250 },
-        { call_id: "c2", buyer_id: "b2", duration_s: 10, currency: "USD", qualified: false, charged_cents: 0, refunded_cents: 0 }
+        { call_id: "c1", buyer_id: "b1", duration_s: 75, currency: "EUR", caller_phone_masked: "•••• 0958", qualified: true, charged_cents: 250, refunded_cents: 250 },
+        { call_id: "c2", buyer_id: "b2", duration_s: 10, currency: "USD", caller_phone_masked: null, qualified: false, charged_cents: 0, refunded_cents: 0 }
       ]))
 
   it("buyer_budgets: distinct charges minus distinct refunds per buyer", () =>
