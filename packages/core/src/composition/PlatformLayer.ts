@@ -21,6 +21,7 @@ import { Ledger } from "../ledger/Ledger.js"
 import { LedgerNamespace } from "../ledger/LedgerNamespace.js"
 import * as SealedLedger from "../ledger/SealedLedger.js"
 import { KeyRing } from "../personal/KeyRing.js"
+import * as DataSubject from "../personal/DataSubject.js"
 import { KeyStores } from "../personal/KeyStorage.js"
 import { DeadLetterStore } from "../operations/DeadLetterStore.js"
 import * as MetricsTally from "../operations/MetricsTally.js"
@@ -53,6 +54,7 @@ export type Services =
   | LedgerNamespace
   | Ledger
   | KeyRing
+  | DataSubject.DataSubjects
   | Inbox
   | FirstAttempts
   | Runs
@@ -110,6 +112,8 @@ export const services = (registry: Registry.Shape, options: Options) =>
       // Each consumer invocation's time budget (Consumer.run reads it; Deadline).
       Layer.succeed(Deadline.Budget, settings.consumerBudgetMs),
       keyRing,
+      // Which data subject a queue message carries personal data of: what runs, dead letters and webhook attempts record for erasure.
+      DataSubject.DataSubjects.layer(registry),
       SealedLedger.layer(registry.personalFact, registry.hasPersonalData).pipe(Layer.provide(Layer.merge(Ledger.layer(settings.ledgerShardsPerTenant), keyRing))),
       AcceptedKeys.layer,
       Inbox.layer,

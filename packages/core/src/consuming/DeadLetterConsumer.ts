@@ -21,6 +21,7 @@ import { DeadLetterRecord, Issues } from "@factline/schemas"
 import * as Predicate from "effect/Predicate"
 import * as Sql from "../platform/Sql.js"
 import * as Placement from "../placement/Placement.js"
+import * as DataSubject from "../personal/DataSubject.js"
 import * as DeadLetterSpill from "./DeadLetterSpill.js"
 import * as RetryPolicy from "./RetryPolicy.js"
 
@@ -28,7 +29,7 @@ const decodeRecord = Issues.decodeStrict(DeadLetterRecord)
 /** The columns of a `dead_messages` row as `toRow` lists them. */
 export const columnNames = [
   "id", "queue", "reason", "last_error", "attempts", "first_attempted_at", "last_attempted_at",
-  "tenant_id", "message_type", "idempotency_key", "subject", "original_message", "status", "received_at", "stack"
+  "tenant_id", "message_type", "idempotency_key", "subject", "original_message", "status", "received_at", "stack", "data_subject"
 ] as const
 const columns = columnNames.length
 const rowsPerStatement = Math.floor(100 / columns)
@@ -38,7 +39,8 @@ const field = (message: unknown, name: string): string | null =>
     ? ((message as Record<string, unknown>)[name] as string)
     : null
 
-export const toRow = (queue: string, m: Message<unknown>, now: string): Array<string | number | null> => {
+/** `dataSubjectOf`: the data subject of the original message (DataSubject.ts), recorded for its erasure. */
+export const toRow = (queue: string, m: Message<unknown>, now: string, dataSubjectOf: (body: unknown) => string | null = () => null): Array<string | number | null> => {
   const decoded = decodeRecord(m.body)
   const record: DeadLetterRecord = Result.isSuccess(decoded)
     ? decoded.success
@@ -69,7 +71,8 @@ export const toRow = (queue: string, m: Message<unknown>, now: string): Array<st
     JSON.stringify(original) ?? "null",
     "open",
     now,
-    record.failure.stack ?? null
+    record.failure.stack ?? null,
+    dataSubjectOf(original)
   ]
 }
 
@@ -116,7 +119,8 @@ export const store = Effect.fn("DeadLetterConsumer.store")(function*(rows: Reado
  */
 export const consume = Effect.fn("DeadLetterConsumer.consume")(function*(batch: MessageBatch<unknown>) {
   const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-  const rows = batch.messages.map((m) => toRow(batch.queue, m, now))
+  const dataSubjectOf = yield* DataSubject.current
+  const rows = batch.messages.map((m) => toRow(batch.queue, m, now, dataSubjectOf))
   const stored = yield* store(rows).pipe(
     Effect.catch((error) => Effect.as(Effect.logError(`dead letters could not be placed: ${error.message}`), new Set<string>()))
   )
@@ -153,9 +157,9 @@ export const recoveredPerRun = 200
 /** A spilled object's row in `toRow`'s column order, or undefined when a column is missing or of the wrong type. */
 const rowOf = (spilled: DeadLetterSpill.Spilled): Row | undefined => {
   const numeric = new Set<string>(["attempts"])
-  const nullable = new Set<string>(["tenant_id", "message_type", "idempotency_key", "subject", "stack"])
-  // `stack` is absent from objects spilled before it existed: null, as their record had none.
-  const row = columnNames.map((name) => (name === "stack" ? spilled.row[name] ?? null : spilled.row[name]))
+  const nullable = new Set<string>(["tenant_id", "message_type", "idempotency_key", "subject", "stack", "data_subject"])
+  // `stack` and `data_subject` are absent from objects spilled before they existed: null, as their record had none.
+  const row = columnNames.map((name) => (name === "stack" || name === "data_subject" ? spilled.row[name] ?? null : spilled.row[name]))
   const ok = columnNames.every((name, i) => {
     const value = row[i]
     return numeric.has(name) ? typeof value === "number" : typeof value === "string" || (value === null && nullable.has(name))

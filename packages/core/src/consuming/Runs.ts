@@ -29,6 +29,7 @@ import { isRealDateTime, type Issues } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import * as Sql from "../platform/Sql.js"
 import * as Time from "../platform/Time.js"
+import * as DataSubject from "../personal/DataSubject.js"
 import { Queues } from "../platform/Queues.js"
 import * as Cursor from "../tables/Cursor.js"
 import * as QueueGroups from "./QueueGroups.js"
@@ -116,7 +117,7 @@ const columns = `id, queue, message_id, tenant_id, message_type, subject, idempo
 const toRun = ({ kept, ...row }: Row): Run => ({ ...row, can_retry: kept === 1 && (row.outcome === "retry" || row.outcome === "park" || row.outcome === "rerun") })
 
 /** Parameters per recorded attempt (two more are shared by a statement: the queue and the time). */
-const perRow = 12
+const perRow = 13
 const rowsPerStatement = Math.floor((100 - 2) / perRow)
 
 export class Runs extends Context.Service<Runs, {
@@ -160,6 +161,7 @@ export const make = (sql: Sql.Sql): Runs["Service"] => {
   return {
     record: Effect.fn("Runs.record")(function*(queue, level, attempts, alongside = []) {
       const now = yield* Time.now
+      const dataSubjectOf = yield* DataSubject.current
       let keptBytes = 0
       const byId = new Map<string, ReadonlyArray<unknown>>()
       for (const a of attempts) {
@@ -177,17 +179,18 @@ export const make = (sql: Sql.Sql): Runs["Service"] => {
         byId.set(id, [
           id, runKey(a.body, a.messageId).slice(0, 256), short(field(a.body, "tenant_id")), short(field(a.body, "message_type")), short(field(a.body, "subject")),
           short(field(a.body, "idempotency_key")), traceOf(a.body), a.attempt, a.outcome, a.error === undefined ? null : a.error.split("\n")[0]!.slice(0, maxErrorLength),
-          a.nextRetryAt ?? null, body
+          a.nextRetryAt ?? null, body, dataSubjectOf(a.body)
         ])
       }
       if (byId.size === 0 && alongside.length === 0) return
       const statements = Sql.chunks([...byId.values()], rowsPerStatement).map((rows) =>
         Sql.statement(
-          `INSERT INTO runs (id, message_id, tenant_id, message_type, subject, idempotency_key, trace_id, attempt, outcome, error, next_retry_at, body, queue, first_attempted_at, updated_at)
+          `INSERT INTO runs (id, message_id, tenant_id, message_type, subject, idempotency_key, trace_id, attempt, outcome, error, next_retry_at, body, data_subject, queue, first_attempted_at, updated_at)
            VALUES ${rows.map((_, r) => `(${Array.from({ length: perRow }, (_, c) => `?${3 + r * perRow + c}`).join(", ")}, ?1, ?2, ?2)`).join(", ")}
            ON CONFLICT (id) DO UPDATE SET
              attempt = excluded.attempt, attempts = runs.attempts + 1, outcome = excluded.outcome, error = excluded.error,
              next_retry_at = excluded.next_retry_at, trace_id = coalesce(runs.trace_id, excluded.trace_id), updated_at = excluded.updated_at,
+             data_subject = coalesce(runs.data_subject, excluded.data_subject),
              body = CASE WHEN excluded.outcome IN ('ok', 'dead') THEN NULL ELSE coalesce(excluded.body, runs.body) END`,
           queue, now, ...rows.flat()
         ))

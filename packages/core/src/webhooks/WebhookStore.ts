@@ -20,6 +20,7 @@ import * as Cursor from "../tables/Cursor.js"
 import * as Secrets from "./Secrets.js"
 import * as UrlGuard from "./UrlGuard.js"
 import * as Placement from "../placement/Placement.js"
+import * as DataSubject from "../personal/DataSubject.js"
 import * as Failure from "../failures/Failure.js"
 import * as Time from "../platform/Time.js"
 
@@ -501,15 +502,18 @@ const recordOf = ({ cache, run }: Store): Shape["record"] =>
   Effect.fn("WebhookStore.record")(function*(batch) {
     const statements: Array<Sql.Statement> = []
     if (batch.attempts.length > 0) {
+      // The data subject of each attempt's delivered fact (from its delivery message in the same batch), for its erasure.
+      const dataSubjectOf = yield* DataSubject.current
+      const subjects = new Map(batch.deliveries.map((d) => [tenantKey(d.tenant_id, d.delivery_id), dataSubjectOf(d.message)] as const))
       statements.push(Sql.statement(
-        `INSERT INTO webhook_attempts (tenant_id, endpoint_id, attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error, throttled)
+        `INSERT INTO webhook_attempts (tenant_id, endpoint_id, attempted_at, delivery_id, attempt, event_type, fact_id, succeeded, status_code, duration_ms, response_snippet, error, throttled, data_subject)
          SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]'),
                 json_extract(value, '$[5]'), json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'), json_extract(value, '$[9]'),
-                json_extract(value, '$[10]'), json_extract(value, '$[11]'), json_extract(value, '$[12]')
+                json_extract(value, '$[10]'), json_extract(value, '$[11]'), json_extract(value, '$[12]'), json_extract(value, '$[13]')
          FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`
       , JSON.stringify(batch.attempts.map((a) => [
         a.tenant_id, a.endpoint_id, a.attempted_at, a.delivery_id, a.attempt, a.event_type, a.fact_id, a.succeeded ? 1 : 0, a.status_code, a.duration_ms, a.response_snippet, a.error,
-        a.throttled ? 1 : 0
+        a.throttled ? 1 : 0, subjects.get(tenantKey(a.tenant_id, a.delivery_id)) ?? null
       ]))))
     }
     if (batch.deliveries.length > 0) {
