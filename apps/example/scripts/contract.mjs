@@ -223,6 +223,16 @@ await checks("contract", async ({ base, check }) => {
   await call("POST", "/v1/tenants/{tenant}/moves", { tenant: "nobody-placed" }, { token: platform, body: { to_database: 0 } })
   await call("GET", "/v1/tenants/{tenant}/moves/{move_id}", { tenant: "tenant-contract", move_id: move.body?.move_id ?? "none" }, { token: platform })
   await call("GET", "/v1/tenants/{tenant}/moves/{move_id}", { tenant: "tenant-contract", move_id: "none" }, { token: platform })
+  // Deleting a tenant's whole data: started (202), the same deletion again (202), followed (200); refused while the
+  // tenant moves (409), for a tenant nothing is known of (404), to a tenant's token (403); never deleted (404).
+  await call("PUT", "/v1/tenants/{tenant}/placement", { tenant: "tenant-deleted" }, { token: platform, body: { read_database: 1 } })
+  await call("DELETE", "/v1/tenants/{tenant}", { tenant: "tenant-deleted" }, { token: platform })
+  await call("DELETE", "/v1/tenants/{tenant}", { tenant: "tenant-deleted" }, { token: platform })
+  await call("GET", "/v1/tenants/{tenant}/deletion", { tenant: "tenant-deleted" }, { token: platform })
+  await call("DELETE", "/v1/tenants/{tenant}", { tenant: "tenant-contract" }, { token: platform })
+  await call("DELETE", "/v1/tenants/{tenant}", { tenant: "nobody-known" }, { token: platform })
+  await call("DELETE", "/v1/tenants/{tenant}", { tenant: "tenant-a" })
+  await call("GET", "/v1/tenants/{tenant}/deletion", { tenant: "nobody-known" }, { token: platform })
 
   // Webhooks.
   await call("GET", "/v1/webhooks/event-types", {})

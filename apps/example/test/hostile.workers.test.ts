@@ -78,6 +78,7 @@ const queryOf: Record<string, ReadonlyArray<string>> = {
   "GET /v1/tenants/me": [],
   "GET /v1/tenants": [],
   "GET /v1/tenants/:tenant/moves/:move_id": [],
+  "GET /v1/tenants/:tenant/deletion": [],
   "GET /v1/alerts": [],
   "GET /v1/alerts/endpoints": ["limit", "cursor"],
   "GET /v1/alerts/endpoints/:id": [],

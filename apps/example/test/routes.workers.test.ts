@@ -204,6 +204,8 @@ describe("tenancy sweep, every route of the table", () => {
     "DELETE /v1/tenants/:tenant/placement": { params: { tenant: "tenant-a" }, ownerStatus: undefined },
     "POST /v1/tenants/:tenant/moves": { params: { tenant: "tenant-a" }, body: { to_database: 1 }, ownerStatus: undefined },
     "GET /v1/tenants/:tenant/moves/:move_id": { params: { tenant: "tenant-a", move_id: "mv_probe" }, ownerStatus: undefined },
+    "DELETE /v1/tenants/:tenant": { params: { tenant: "tenant-a" }, ownerStatus: undefined },
+    "GET /v1/tenants/:tenant/deletion": { params: { tenant: "tenant-a" }, ownerStatus: undefined },
     // Operator alerts, platform scope: every tenant's token is refused (a tenant holds no alert endpoint to reach).
     "GET /v1/alerts": { ownerStatus: undefined },
     "POST /v1/alerts/evaluate": { ownerStatus: undefined },

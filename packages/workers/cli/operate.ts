@@ -385,8 +385,15 @@ Object.assign(commands, {
 const moveLine = (m: Api.Output<typeof Tenants.getMove>): string => `move ${clean(m.move_id)}  ${clean(m.tenant_id)}: read database ${m.from_database} → ${m.to_database}  ${colored(clean(m.phase))}` +
   `  round ${m.copy_round}  copied ${num(Object.values(m.copied).reduce((a, b) => a + b, 0))} rows${m.error ? `\nerror: ${clean(m.error)}` : ""}`
 
+/** A deletion in one line: its phase, what it removed in all, and (once re-counted) what is left. */
+const deletionLine = (d: Api.Output<typeof Tenants.getDeletion>): string => {
+  const removed = Object.values(d.removed).flatMap((counts) => Object.values(counts)).reduce((a, b) => a + b, 0)
+  const left = d.remaining === null ? "" : `  left ${num(Object.values(d.remaining).flatMap((counts) => Object.values(counts)).reduce((a, b) => a + b, 0))}`
+  return `deletion ${clean(d.deletion_id)}  ${clean(d.tenant_id)}: ${colored(clean(d.phase))}  round ${d.round}  removed ${num(removed)}${left}${d.error ? `\nerror: ${clean(d.error)}` : ""}`
+}
+
 Object.assign(commands, {
-  /** Where tenants live (`tenants`, `tenants me`), placing one (`tenants place <tenant> --to N`), removing a placement that holds no data (`tenants remove <tenant>`), moving one (`tenants move <tenant> --to N`). */
+  /** Where tenants live (`tenants`, `tenants me`), placing one (`tenants place <tenant> --to N`), removing a placement that holds no data (`tenants remove <tenant>`), moving one (`tenants move <tenant> --to N`), deleting one's whole data (`tenants delete <tenant>`). */
   async tenants({ api }, { flags, positional }) {
     const [, sub = "list", tenant] = positional
     if (sub === "me") {
@@ -406,6 +413,18 @@ Object.assign(commands, {
       if (!tenant || positional.length > 3) throw new UsageError("tenants remove needs a tenant")
       const removed = await api.tenants.removePlacement({ params: { tenant } })
       return flags.json ? removed : `${clean(removed.tenant_id)}: placement on read database ${removed.read_database} ${removed.outcome}`
+    }
+    if (sub === "delete") {
+      if (!tenant || positional.length > 3) throw new UsageError("tenants delete needs a tenant")
+      let deletion = await api.tenants.deleteTenant({ params: { tenant } })
+      const tty = process.stderr.isTTY
+      while (!flags["no-wait"] && !["deleted", "failed"].includes(deletion.phase)) {
+        process.stderr.write(tty ? `\r${deletionLine(deletion)}\u001b[K` : `${deletionLine(deletion)}\n`)
+        await new Promise((resolve) => setTimeout(resolve, 1_000))
+        deletion = await api.tenants.getTenantDeletion({ params: { tenant } })
+      }
+      if (tty && !flags["no-wait"]) process.stderr.write("\n")
+      return flags.json ? deletion : deletionLine(deletion)
     }
     if (sub !== "place" && sub !== "move") throw new UsageError(`unknown tenants subcommand ${sub}`)
     const to = Number(flags.to)
