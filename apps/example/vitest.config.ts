@@ -7,6 +7,7 @@ import { workspaceSources } from "../../scripts/WorkspaceSources.mjs"
 import * as Receiver from "./scripts/Receiver.mjs" // the webhook receiver the tests deliver to (plain .mjs)
 import * as OtlpReceiver from "./scripts/OtlpReceiver.mjs" // the OTLP/HTTP collector otlp.workers.test.ts exports spans to
 import * as CrmReceiver from "./scripts/CrmReceiver.mjs" // the CRM the crm-sync workflow writes to (crm-sync.workers.test.ts)
+import * as StateFiles from "./scripts/StateFiles.mjs" // greps Miniflare's raw state files (personal-data.workers.test.ts)
 
 // wrangler.jsonc's `assets` (the dashboard and /docs), built from their current source: the pool needs the directory.
 await buildAssets()
@@ -17,6 +18,8 @@ const receiver = await Receiver.start()
 const otlpReceiver = await OtlpReceiver.start()
 /** The local CRM stand-in: counts every request and every effect by idempotency key, fails on command. */
 const crmReceiver = await CrmReceiver.start()
+/** Greps the running Miniflare instances' raw state files (SQLite pages, blobs) for a value: what erasure cannot reach. */
+const stateFiles = await StateFiles.start()
 const tokens = readFileSync("./test/dev-tokens.json", "utf8").trim()
 
 interface WranglerQueues {
@@ -84,6 +87,7 @@ export default defineConfig({
           TEST_QUEUE_CONSUMERS: queueConsumers,
           TEST_RECEIVER_URL: receiver.url,
           TEST_OTLP_URL: otlpReceiver.url,
+          TEST_STATE_FILES_URL: stateFiles.url,
           // The crm module's CRM (its CrmClient), and a dispute window short enough to take both paths in a test.
           CRM_URL: crmReceiver.url,
           CRM_DISPUTE_WINDOW: "6 seconds",

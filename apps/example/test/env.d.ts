@@ -25,6 +25,8 @@ declare global {
       TEST_RECEIVER_URL: string
       /** The tests' OTLP/HTTP collector (scripts/OtlpReceiver.mjs): spans go there only where a test sets FACTLINE_OTLP_ENDPOINT. */
       TEST_OTLP_URL: string
+      /** scripts/StateFiles.mjs: GET /grep?needle=… over Miniflare's raw state files. */
+      TEST_STATE_FILES_URL: string
       /** The crm module's CRM stand-in (scripts/CrmReceiver.mjs), started by vitest.config.ts. */
       CRM_URL: string
       [binding: string]: unknown
