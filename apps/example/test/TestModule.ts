@@ -4,11 +4,12 @@
  * fails transiently a given number of times, one that always fails, and one
  * that fails permanently; a projection whose mapping throws for marked
  * buyers (it writes nothing otherwise, so it changes no other test's rows);
- * and an invoice whose fact gained a version 2 (`currency`), with a decider,
- * a processor and a projection reading it (fact-versions.workers.test.ts).
+ * an invoice whose fact gained a version 2 (`currency`), with a decider,
+ * a processor and a projection reading it (fact-versions.workers.test.ts);
+ * and a contact note carrying personal data (personal-data.workers.test.ts).
  */
 import { Effect, Schema } from "effect"
-import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Processor, Projection, Timer, TransientError } from "@factline/core"
+import { FactDefinition, Handler, MessageDefinition, Module, PermanentError, Personal, Processor, Projection, Timer, TransientError, Webhook } from "@factline/core"
 import { integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core"
 import { Charge } from "../src/calls/Calls.js"
 
@@ -262,8 +263,55 @@ export const unmigratedProjection = Projection.additive({
   on: [Projection.on(Noted, (data) => ({ key: { group_id: data.group }, add: { notes: 1 } }))]
 })
 
+/**
+ * Personal data through every consumer, for personal-data.workers.test.ts: `test.contact.noted` carries a buyer's
+ * phone number (personal data, subject `buyer_id`). Its handler refuses the keys in `refusedContacts` permanently
+ * with an error naming the number (product code whose error text holds personal data: a run and a dead letter),
+ * and otherwise records `contact_noted`, which a processor reads and the `contact.noted` webhook publishes; the
+ * `test.contact.check` decider folds a contact's stream. Each records what it saw in `contactsSeen`.
+ */
+/** `note`: free text, long enough in a test to have the payload offloaded to R2. */
+const Contact = Schema.Struct({ buyer_id: Schema.String, caller_phone: Schema.String, note: Schema.optionalKey(Schema.String) })
+const contactPhone = { subject: "buyer_id", fields: ["caller_phone"] } as const
+export const ContactNote = MessageDefinition.event("test.contact.noted").version(1, Contact).personal(contactPhone)
+export const ContactNoted = FactDefinition.make("contact_noted", Contact).personal(contactPhone)
+export const ContactChecked = FactDefinition.make("contact_checked", Schema.Struct({ buyer_id: Schema.String, notes: Schema.Int, phone_erased: Schema.Boolean }))
+export const ContactCheck = MessageDefinition.command("test.contact.check").version(1, Schema.Struct({ buyer_id: Schema.String }))
+export const refusedContacts = new Set<string>()
+export const contactsSeen: Array<{ readonly by: string; readonly buyer_id: string; readonly caller_phone: string }> = []
+export const noteContact = Handler.handler(ContactNote, {
+  name: "note-contact",
+  emits: [ContactNoted],
+  handle: (m) =>
+    Effect.suspend(() => {
+      contactsSeen.push({ by: "handler", buyer_id: m.payload.buyer_id, caller_phone: m.payload.caller_phone })
+      return refusedContacts.has(m.idempotencyKey)
+        ? Effect.fail(new PermanentError({ message: `cannot reach the caller at ${m.payload.caller_phone}` }))
+        : Effect.succeed([ContactNoted.make(m.payload)])
+    })
+})
+export const seeContact = Processor.make(ContactNoted, {
+  name: "see-contact",
+  emits: [],
+  process: ({ data }) => Effect.sync(() => (contactsSeen.push({ by: "processor", buyer_id: data.buyer_id, caller_phone: data.caller_phone }), []))
+})
+export const checkContact = Handler.decider(ContactCheck, {
+  name: "check-contact",
+  emits: [ContactChecked],
+  reads: [ContactNoted],
+  initialState: { notes: 0, last: undefined as string | undefined },
+  evolve: (state, fact) => (fact.type === "contact_noted" ? { notes: state.notes + 1, last: fact.data.caller_phone } : state),
+  decide: (m, state) =>
+    Effect.sync(() => {
+      if (state.last !== undefined) contactsSeen.push({ by: "decider", buyer_id: m.payload.buyer_id, caller_phone: state.last })
+      return [ContactChecked.make({ buyer_id: m.payload.buyer_id, notes: state.notes, phone_erased: state.last === Personal.erased })]
+    })
+})
+export const contactNotedWebhook = Webhook.event(ContactNoted, { type: "contact.noted", description: "A buyer's contact was noted (test only)." })
+
 export const testModule = Module.make("test", {
-  handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower, requestProbe, sloppy, fixable, requestReminder, cancelReminder, issueInvoice, tally, note],
-  processors: [probeProcessor, remind, acknowledgeReminder, billInvoice],
-  projections: [fragileProjection, testInvoicesProjection, talliesProjection, unmigratedProjection]
+  handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower, requestProbe, sloppy, fixable, requestReminder, cancelReminder, issueInvoice, tally, note, noteContact, checkContact],
+  processors: [probeProcessor, remind, acknowledgeReminder, billInvoice, seeContact],
+  projections: [fragileProjection, testInvoicesProjection, talliesProjection, unmigratedProjection],
+  webhooks: [contactNotedWebhook]
 })

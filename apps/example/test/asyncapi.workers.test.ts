@@ -21,7 +21,7 @@ describe("AsyncAPI", () => {
       dead_letter_queue: "factline-webhooks-dlq", producer_binding: "WEBHOOKS_QUEUE"
     })
     // Every registered message type and version of the test Worker (the example's and the test module's).
-    for (const id of ["call.completed.v1", "call.completed.v2", "call.dispute.v1", "test.counter.bump.v1"]) {
+    for (const id of ["call.completed.v1", "call.completed.v2", "call.completed.v3", "call.dispute.v1", "test.counter.bump.v1"]) {
       expect(doc.components.messages[id], id).toBeDefined()
       expect(doc.channels["factline-events"].messages[id]).toEqual({ $ref: `#/components/messages/${id}` })
     }
@@ -31,7 +31,11 @@ describe("AsyncAPI", () => {
     for (const type of ["outcome", "qualification", "charge", "refund", "dispute_rejected", "webhook_sent", "reconciliation"]) {
       expect(doc.components.schemas[`fact.${type}`], type).toMatchObject({ type: "object" })
     }
-    expect(doc["x-factline-webhook-events"]).toEqual([expect.objectContaining({ type: "charge.created", fact_type: "charge" })])
+    // The example's charge.created, and the test Worker's contact.noted (test/TestModule.ts).
+    expect(doc["x-factline-webhook-events"]).toEqual([
+      expect.objectContaining({ type: "charge.created", fact_type: "charge" }),
+      expect.objectContaining({ type: "contact.noted", fact_type: "contact_noted" })
+    ])
     expect(doc.components.schemas["webhook.charge.created"].required).toEqual(["call_id", "buyer_id", "amount_cents", "currency"])
     // Every operation points at a channel and messages that exist.
     for (const [name, op] of Object.entries<any>(doc.operations)) {

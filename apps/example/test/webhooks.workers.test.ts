@@ -62,6 +62,12 @@ describe("webhooks", () => {
       fact_type: "charge",
       description: "A qualified call was charged to its buyer.",
       schema: expect.objectContaining({ type: "object", required: ["call_id", "buyer_id", "amount_cents", "currency"] })
+    }, {
+      // The test Worker's own (test/TestModule.ts: personal data through a webhook).
+      type: "contact.noted",
+      fact_type: "contact_noted",
+      description: "A buyer's contact was noted (test only).",
+      schema: expect.objectContaining({ type: "object", required: ["buyer_id", "caller_phone"] })
     }])
   })
 
