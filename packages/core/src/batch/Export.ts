@@ -26,6 +26,8 @@ import * as Projection from "../definitions/Projection.js"
 import * as ProjectionQuery from "../projections/ProjectionQuery.js"
 import { ProjectionStore, Values } from "../projections/ProjectionStore.js"
 import { Registry } from "../registry/Registry.js"
+import { KeyRing } from "../personal/KeyRing.js"
+import * as Sealing from "../personal/Sealing.js"
 import * as BatchFiles from "./BatchFiles.js"
 import * as BatchJobs from "./BatchJobs.js"
 import * as Failure from "../failures/Failure.js"
@@ -99,7 +101,7 @@ const parsePosition = (cursor: string): LedgerPosition | undefined => {
 /** One page of the tenant's facts from the ledger, and the position after it (undefined after the last shard). */
 const ledgerPage = Effect.fn("Export.ledgerPage")(function*(tenantId: string, cursor: string | undefined) {
   const ledger = yield* Ledger
-  const { latest } = yield* Registry
+  const registry = yield* Registry
   const position = cursor === undefined ? undefined : parsePosition(cursor)
   if (cursor !== undefined && position === undefined) {
     return yield* new Failure.PermanentError({ message: "the export's position is not a ledger position (the job started before exports read the ledger); start the export again" })
@@ -107,7 +109,9 @@ const ledgerPage = Effect.fn("Export.ledgerPage")(function*(tenantId: string, cu
   const shard = position?.shard ?? (yield* LedgerTopology.shardsAfter("", 1, tenantId))[0]
   if (shard === undefined) return { rows: [], next: undefined }
   const stored = yield* ledger.readShardPage(shard, position?.after, rowsPerChunk)
-  const facts = yield* Effect.forEach(stored, (fact) => Result.match(latest(fact), { onFailure: Effect.fail, onSuccess: Effect.succeed }))
+  // Personal fields opened for the export (the marker once erased): an export file is the tenant's own copy (docs/personal-data.md).
+  const opened = registry.hasPersonalData ? yield* Sealing.openFacts(yield* KeyRing, registry.personalFact, stored) : stored
+  const facts = yield* Effect.forEach(opened, (fact) => Result.match(registry.latest(fact), { onFailure: Effect.fail, onSuccess: Effect.succeed }))
   const last = facts.at(-1)
   if (facts.length === rowsPerChunk && last !== undefined) {
     return { rows: facts.map(listedFact), next: JSON.stringify({ shard, after: { stream: last.stream, sequence: last.sequence } } satisfies LedgerPosition) }

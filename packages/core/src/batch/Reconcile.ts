@@ -23,6 +23,8 @@ import * as Effect from "effect/Effect"
 import type { BatchPayload } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
 import { Ledger } from "../ledger/Ledger.js"
+import { KeyRing } from "../personal/KeyRing.js"
+import * as Sealing from "../personal/Sealing.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"
 import { ProjectionStore, Values } from "../projections/ProjectionStore.js"
 import * as Rebuild from "../projections/Rebuild.js"
@@ -87,7 +89,9 @@ export const step = Effect.fn("Reconcile.step")(function*(payload: BatchPayload)
   // Replay this chunk's shards of the tenant into the shadow.
   const after = typeof payload.items?.[0] === "string" ? (payload.items[0] as string) : ""
   const shards = yield* LedgerTopology.shardsAfter(after, shardsPerChunk, job.tenant_id)
-  const facts = (yield* Effect.forEach(shards, (s) => ledger.readShard(s), { concurrency: 8 })).flat()
+  const stored = (yield* Effect.forEach(shards, (s) => ledger.readShard(s), { concurrency: 8 })).flat()
+  // Personal fields opened for the mappings, as the projection consumer does (the marker once erased).
+  const facts = registry.hasPersonalData ? yield* Sealing.openFacts(yield* KeyRing, registry.personalFact, stored) : stored
   const failures: Array<string> = []
   for (let i = 0; i < facts.length; i += Rebuild.factsPerWrite) {
     yield* store.execute(Rebuild.replayStatements(p, facts.slice(i, i + Rebuild.factsPerWrite), target, failures))

@@ -17,6 +17,8 @@ import * as Placement from "../placement/Placement.js"
 import * as Schema from "effect/Schema"
 import { ProjectionStore } from "../projections/ProjectionStore.js"
 import { Registry } from "../registry/Registry.js"
+import { KeyRing } from "../personal/KeyRing.js"
+import * as Sealing from "../personal/Sealing.js"
 import type * as RegistryModule from "../registry/Registry.js"
 
 /** A stored fact as readers get it: in its type's latest shape; one newer than this code (or not upcastable) as stored. */
@@ -24,6 +26,16 @@ export const latest = (registry: RegistryModule.Shape) => <F extends Fact>(fact:
   const current = registry.latest(fact)
   return Result.isSuccess(current) ? (current.success as F) : fact
 }
+
+/**
+ * Stored facts as readers get them: personal fields opened (the marker `"[erased]"` once erased; one key ring call
+ * for them all), each in its type's latest shape. The key store unreachable is `Unavailable` (503, retry).
+ */
+export const readable = Effect.fn("Trace.readable")(function*<F extends Fact>(facts: ReadonlyArray<F>) {
+  const registry = yield* Registry
+  const opened = registry.hasPersonalData ? (yield* Sealing.openFacts(yield* KeyRing, registry.personalFact, facts)) as ReadonlyArray<F> : facts
+  return opened.map(latest(registry))
+})
 
 /** The accepted message that started a chain, if its key is still kept. */
 export const Cause = Schema.Struct({ message_type: Schema.String, subject: Schema.String, accepted_at: Schema.String })
@@ -35,7 +47,7 @@ export const trace = Effect.fn("Trace.trace")(function*(tenantId: string, factId
   const stream = subject ?? (yield* ledger.findFact(tenantId, factId))?.stream
   if (stream === undefined) return yield* new Failure.NotFound({ message: `no fact ${JSON.stringify(factId.slice(0, 100))} for this tenant` })
   const streams = yield* ledger.readStreams([{ tenant_id: tenantId, stream }])
-  const facts = (streams[0]?.facts ?? []).map(latest(yield* Registry))
+  const facts = yield* readable(streams[0]?.facts ?? [])
   const byId = new Map(facts.map((f) => [f.fact_id, f]))
   const fact = byId.get(factId)
   if (!fact) return yield* new Failure.NotFound({ message: `no fact ${JSON.stringify(factId.slice(0, 100))} in stream ${JSON.stringify(stream.slice(0, 200))} for this tenant` })

@@ -35,6 +35,8 @@ import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import * as FactMessage from "../relay/FactMessage.js"
 import * as Projection from "../definitions/Projection.js"
+import { KeyRing } from "../personal/KeyRing.js"
+import * as Sealing from "../personal/Sealing.js"
 import { Registry, type Shape as RegistryShape } from "../registry/Registry.js"
 import * as FactsCopy from "./FactsCopy.js"
 import * as ProjectionStore from "./ProjectionStore.js"
@@ -106,9 +108,9 @@ const oneFact = (p: Projection.Projection, fact: Fact, rebuilds: ReadonlyArray<A
  * threw for (found one by one, in memory) are left out of that projection
  * alone — the `facts` copy and every other projection still get them.
  */
-export const plan = (registry: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>, copy: FactsCopy.FactsCopy): Plan => {
+export const plan = (registry: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>, copy: FactsCopy.FactsCopy, copies: ReadonlyArray<Fact> = facts): Plan => {
   const failures = new Map<number, Array<MappingFailure>>()
-  const copied = Projection.factsStatements(copy.kind === "all" ? facts : facts.filter((f) => FactsCopy.copies(copy, f.type)))
+  const copied = Projection.factsStatements(copy.kind === "all" ? copies : copies.filter((f) => FactsCopy.copies(copy, f.type)))
   const statements = [...copied]
   const groups: Array<Plan["groups"][number]> = [{ projection: undefined, statements: copied }]
   for (const p of registry.projections) {
@@ -148,15 +150,23 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
     for (const item of items) outcomes.set(item.key, Consumer.failed(new Failure.TransientError({ message: "could not read running rebuilds" })))
     return outcomes
   }
-  // Every fact in its type's latest shape; one the code cannot read is left out of everything, and dead-lettered.
-  const readable: Array<{ readonly key: string; readonly value: FactPayload }> = []
-  for (const item of items) {
-    const current = registry.latest(item.value.fact)
-    if (Result.isFailure(current)) outcomes.set(item.key, Consumer.failed(current.failure))
-    else readable.push(current.success === item.value.fact ? item : { key: item.key, value: { ...item.value, fact: current.success } })
+  // Personal fields opened for the mappings (one key ring call for the batch); the facts copy keeps the fact as stored, sealed.
+  const opened = registry.hasPersonalData ? yield* Effect.result(Sealing.openFacts(yield* KeyRing, registry.personalFact, items.map((i) => i.value.fact))) : undefined
+  if (opened !== undefined && Result.isFailure(opened)) {
+    for (const item of items) outcomes.set(item.key, Consumer.failed(new Failure.TransientError({ message: opened.failure.message })))
+    return outcomes
   }
+  // Every fact in its type's latest shape; one the code cannot read is left out of everything, and dead-lettered.
+  const readable: Array<{ readonly key: string; readonly value: FactPayload; readonly copy: Fact }> = []
+  items.forEach((item, index) => {
+    const plain = opened === undefined ? item.value.fact : opened.success[index]!
+    const current = registry.latest(plain)
+    if (Result.isFailure(current)) return void outcomes.set(item.key, Consumer.failed(current.failure))
+    const value = current.success === item.value.fact ? item.value : { ...item.value, fact: current.success }
+    readable.push({ key: item.key, value, copy: plain === item.value.fact ? current.success : item.value.fact })
+  })
   const facts = readable.map((i) => i.value.fact)
-  const { statements, failures, groups } = plan(registry, facts, rebuilds, factsCopy)
+  const { statements, failures, groups } = plan(registry, facts, rebuilds, factsCopy, readable.map((i) => i.copy))
   // On the slow path only: the facts copy and each projection on its own (their keys are their positions).
   const failedGroups = yield* store.write(statements, () => groups.map((g, at) => ({ key: String(at), statements: g.statements })))
   /** By fact key: why its write failed, transient (retried) or not, and a permanent one's reason (`defect` for the door's `Bug`). */
@@ -189,16 +199,16 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
       failWrite(key, `projection_not_migrated: ${why}; ${value.fact.type} fact ${value.fact.fact_id} was applied to the facts copy, if copied, and every other projection; apply the migration, then replay this dead letter (or let the projection catch up)`, true)
     }
   }
-  const statementsOf = (writers: ReadonlyArray<Plan["groups"][number]>, fact: Fact) =>
+  const statementsOf = (writers: ReadonlyArray<Plan["groups"][number]>, fact: Fact, copy: Fact) =>
     writers.flatMap(({ projection: p }) =>
       p === undefined
-        ? (FactsCopy.copies(factsCopy, fact.type) ? Projection.factsStatements([fact]) : [])
+        ? (FactsCopy.copies(factsCopy, fact.type) ? Projection.factsStatements([copy]) : [])
         : (p.byType.has(fact.type) ? oneFact(p, fact, rebuilds) : []))
   const nameOf = ({ projection: p }: Plan["groups"][number]) => (p === undefined ? "the facts copy" : `projection "${p.name}"`)
   const noneWrote = failedGroups.size === groups.filter((g) => g.statements.length > 0).length
   for (const writers of noneWrote ? [retried] : retried.map((g) => [g])) {
     if (writers.length === 0) continue
-    const alone = yield* store.writeEach(readable.map(({ key, value }) => ({ key, statements: statementsOf(writers, value.fact) })))
+    const alone = yield* store.writeEach(readable.map(({ key, value, copy }) => ({ key, statements: statementsOf(writers, value.fact, copy) })))
     // Permanent when the door says the statement cannot succeed (a constraint, a bug), retried when D1 was down.
     for (const [key, e] of alone) failWrite(key, `${writers.map(nameOf).join(", ")}: ${e.message}`, !e.retryable, e.reason)
   }

@@ -36,6 +36,8 @@ import { Ledger } from "../ledger/Ledger.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"
 import type { Fact } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
+import { KeyRing } from "../personal/KeyRing.js"
+import * as Sealing from "../personal/Sealing.js"
 import { Registry } from "../registry/Registry.js"
 import { partitionMappable } from "./ProjectionConsumer.js"
 import { ProjectionStore } from "./ProjectionStore.js"
@@ -198,9 +200,11 @@ export const step = Effect.fn("Rebuild.step")(function*(payload: BatchPayload) {
   const failures: Array<string> = []
   // The projection's facts in their latest shape; one the code cannot read (newer than it, a failing upcaster) is left out and counted.
   const types = new Set(Projection.factTypes(p))
+  const mapped = stored.filter((f) => types.has(f.type))
+  // Personal fields opened for the mappings (the marker once erased: a rebuild after an erasure writes no plaintext of it).
+  const opened = registry.hasPersonalData ? yield* Sealing.openFacts(yield* KeyRing, registry.personalFact, mapped) : mapped
   const facts: Array<Fact> = []
-  for (const fact of stored) {
-    if (!types.has(fact.type)) continue
+  for (const fact of opened) {
     const current = registry.latest(fact)
     if (Result.isSuccess(current)) facts.push(current.success)
     else failures.push(`fact ${fact.fact_id} (${fact.type} in ${fact.tenant_id}/${fact.stream}): ${current.failure.message}`)

@@ -23,6 +23,7 @@ import { LedgerNamespace } from "../ledger/LedgerNamespace.js"
 import { EndpointLimits } from "../webhooks/EndpointLimits.js"
 import * as Bindings from "../platform/Bindings.js"
 import * as PlatformLayer from "../composition/PlatformLayer.js"
+import * as Secrets from "../webhooks/Secrets.js"
 import * as Registry from "../registry/Registry.js"
 import * as PlatformTables from "../tables/PlatformTables.js"
 import { createTable } from "./Ddl.js"
@@ -74,7 +75,8 @@ export const make = (modules: ReadonlyArray<Module>, options: Options = {}): Tes
     Bindings.layer({ database: db, payloads: bucket, queue: (name) => queues.get(name), analytics: Bindings.AnalyticsEngine.memory(dataPoints) }),
     LedgerNamespace.layer(ledger)
   ).pipe(Layer.merge(EndpointLimits.memory()))
-  const settings = ConfigProvider.fromUnknown({ FACTLINE_LEDGER_SHARDS: String(options.shardsPerTenant ?? 1), ...options.settings })
+  // A platform key of its own (personal data is sealed under keys it wraps), unless the settings give one.
+  const settings = ConfigProvider.fromUnknown({ FACTLINE_LEDGER_SHARDS: String(options.shardsPerTenant ?? 1), FACTLINE_SECRETS_KEY: Secrets.generateKey(), ...options.settings })
   const layer = PlatformLayer.make(registry, bindings, { defaultSource: "test" }).pipe(Layer.provide(ConfigProvider.layer(settings)), Layer.orDie)
   const runtime = ManagedRuntime.make(layer)
   return { registry, db, ledger, queues, bucket, dataPoints, layer, run: (program) => runtime.runPromise(program) }

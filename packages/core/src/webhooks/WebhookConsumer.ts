@@ -49,7 +49,7 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
-import { Envelope, Issues, TraceContext, WebhookPayload as WebhookPayloadSchema, tenantKey } from "@factline/schemas"
+import { Envelope, type Fact, Issues, TraceContext, WebhookPayload as WebhookPayloadSchema, tenantKey } from "@factline/schemas"
 import * as Consumer from "../consuming/Consumer.js"
 import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
@@ -57,6 +57,9 @@ import type * as FactDefinition from "../definitions/FactDefinition.js"
 import { Queues } from "../platform/Queues.js"
 import * as SendBatches from "../platform/SendBatches.js"
 import * as FactMessage from "../relay/FactMessage.js"
+import { KeyRing } from "../personal/KeyRing.js"
+import type * as Personal from "../personal/Personal.js"
+import * as Sealing from "../personal/Sealing.js"
 import { Registry } from "../registry/Registry.js"
 import * as DeliveryGates from "./DeliveryGates.js"
 import * as DeliveryOutcomes from "./DeliveryOutcomes.js"
@@ -100,17 +103,41 @@ export const decode = (body: unknown, delivery: Consumer.Delivery) => {
   }])
 }
 
+/**
+ * A webhook payload built from a fact's opened data, sealed again for the webhooks queue and the delivery record:
+ * a personal field passed on unchanged takes the stored sealed value (no crypto), any other personal value is
+ * sealed (KeyRing skips what is sealed or erased already). The payload keeps the fact's field names (the registry
+ * checks a custom payload of a personal fact carries its subject field).
+ */
+const resealed = (keyRing: KeyRing["Service"], declaration: Personal.Declaration, stored: Fact, plain: Fact, data: unknown) => {
+  if (typeof data !== "object" || data === null || Array.isArray(data)) return Effect.succeed(data)
+  const candidate: Record<string, unknown> = { ...(data as Record<string, unknown>) }
+  for (const field of declaration.fields) {
+    if (field in candidate && candidate[field] === plain.data[field]) candidate[field] = stored.data[field]
+  }
+  return Effect.map(keyRing.seal(stored.tenant_id, [{ declaration, value: candidate }]), (sealed) => sealed[0] as unknown)
+}
+
 const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind: "fact" }> }>, configs: ReadonlyMap<string, ReadonlyArray<EndpointConfig>>, outcomes: Map<string, Consumer.Outcome>, now: string) =>
   Effect.gen(function*() {
     const registry = yield* Registry
     const queues = yield* Queues
     const sender = yield* Telemetry.sender
     const out: Array<{ key: string; body: Envelope }> = []
-    for (const { key, value } of items) {
+    // Payloads are built from the facts with personal fields opened (one key ring call for the batch), and the
+    // delivery messages carry them sealed again (on the queue and in the delivery record); a delivery opens them to send.
+    const keyRing = yield* KeyRing
+    const opened = registry.hasPersonalData ? yield* Effect.result(Sealing.openFacts(keyRing, registry.personalFact, items.map((i) => i.value.fact))) : undefined
+    if (opened !== undefined && Result.isFailure(opened)) {
+      for (const { key } of items) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: opened.failure.message })))
+      return
+    }
+    for (const [index, { key, value }] of items.entries()) {
       const events = value.replayed ? [] : registry.webhooksFor(value.fact.type)
       const endpoints = (configs.get(value.fact.tenant_id) ?? []).filter((e) => e.enabled && existedAt(e, value.fact))
+      const plain = opened === undefined ? value.fact : opened.success[index]!
       // Payloads are built from the fact's latest shape; one newer than the code is refused (dead-lettered), never sent.
-      const current = events.length === 0 || endpoints.length === 0 ? Result.succeed(value.fact) : registry.latest(value.fact)
+      const current = events.length === 0 || endpoints.length === 0 ? Result.succeed(plain) : registry.latest(plain)
       if (Result.isFailure(current)) {
         outcomes.set(key, Consumer.failed(current.failure))
         continue
@@ -127,6 +154,15 @@ const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind:
           failed = `webhook event ${event.type} failed to build its payload from fact ${fact.fact_id}: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`
           break
         }
+        const declaration = registry.personalFact(value.fact.type)
+        if (declaration !== undefined && plain !== value.fact) {
+          const sealed = yield* Effect.result(resealed(keyRing, declaration, value.fact, plain, data))
+          if (Result.isFailure(sealed)) {
+            outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: sealed.failure.message })))
+            break
+          }
+          data = sealed.success
+        }
         for (const endpoint of subscribed) {
           const envelope = yield* Effect.promise(() => deliveryMessage({ fact, endpoint, eventType: event.type, data, now, sender }))
           if (SendBatches.sizeOf(envelope) > maxDeliveryBytes) {
@@ -137,6 +173,7 @@ const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind:
         }
         if (failed) break
       }
+      if (outcomes.has(key)) continue
       outcomes.set(key, failed ? Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: failed })) : Consumer.done)
     }
     // The messages the door did not send (those after the failed call) retry their facts.
@@ -159,7 +196,8 @@ const post = (
   states: DeliveryGates.DeliveryStates,
   verdicts: ReadonlyMap<string, DeliveryGates.HostVerdict>,
   record: DeliveryOutcomes.AttemptsRecord,
-  outcomes: Map<string, Consumer.Outcome>
+  outcomes: Map<string, Consumer.Outcome>,
+  opened: ReadonlyMap<string, unknown>
 ) =>
   Effect.gen(function*() {
     const transport = yield* WebhookTransport
@@ -190,7 +228,7 @@ const post = (
           const refused = `refused, nothing sent: ${verdict.refused}`
           return void attempted.push({ key, item: value, endpoint, attempt: (state?.attempts ?? 0) + 1, status: null, retryAfterSeconds: undefined, snippet: refused, durationMs: 0, attemptedAt: yield* Time.now, traceparent, refused })
         }
-        const text = body(payload)
+        const text = body(opened.has(key) ? { ...payload, payload: opened.get(key) } : payload)
         const timestamp = Math.floor((yield* Time.millis) / 1000)
         const signed = yield* Effect.promise(() => Signing.headers(endpoint.secrets, payload.delivery_id, timestamp, text))
         const traceparent = sender(envelope.traceparent) ?? TraceContext.child(envelope.traceparent)
@@ -217,7 +255,25 @@ const deliver = (items: ReadonlyArray<DeliveryItem>, configs: Configs, outcomes:
     const verdicts = yield* DeliveryGates.resolveHosts(toSend.map((e) => e.url), options.localDevelopment === true)
     // Endpoints with limits: their deliveries the limiter does not grant now are parked (not POSTed).
     const limited = yield* DeliveryGates.throttle(now, configs, states.success, verdicts, record, outcomes)
-    const attempted = yield* post(now.filter(({ key }) => !limited.held.has(key)), configs, states.success, verdicts, record, outcomes)
+    const sending = now.filter(({ key }) => !limited.held.has(key))
+    // Personal fields travel sealed; they are opened for the POST only (erased: the marker).
+    const registry = yield* Registry
+    const opened = new Map<string, unknown>()
+    if (registry.hasPersonalData) {
+      const declarationOf = (eventType: string) => {
+        const event = registry.webhookEvents.get(eventType)
+        return event === undefined ? undefined : registry.personalFact(event.fact.type)
+      }
+      const personal = sending.filter(({ value }) => declarationOf(value.payload.event_type) !== undefined && typeof value.payload.payload === "object" && value.payload.payload !== null)
+      const keyRing = yield* KeyRing
+      const results = yield* Effect.forEach(personal, ({ key, value }) =>
+        Effect.map(Effect.result(keyRing.open(value.envelope.tenant_id, [{ declaration: declarationOf(value.payload.event_type)!, value: value.payload.payload as Record<string, unknown> }])), (r) => ({ key, r })), { concurrency: "unbounded" })
+      for (const { key, r } of results) {
+        if (Result.isFailure(r)) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: r.failure.message })))
+        else opened.set(key, r.success[0])
+      }
+    }
+    const attempted = yield* post(sending.filter(({ key }) => !outcomes.has(key)), configs, states.success, verdicts, record, outcomes, opened)
     // The POSTs are over: their slots go back (a release that fails is logged; the leases expire by themselves).
     yield* Effect.forEach(limited.leases, (l) =>
       Effect.catch(limiter.release(l.tenant_id, l.endpoint_id, l.ids), (e) => Effect.logWarning(`endpoint ${l.endpoint_id}'s rate limit slots not released (they expire in ${EndpointLimiter.leaseMs / 1000} s): ${e.message}`)), { concurrency: "unbounded", discard: true })

@@ -19,6 +19,8 @@ import * as Schema from "effect/Schema"
 import { Fact } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import * as FactId from "../ledger/FactId.js"
+import { KeyRing } from "../personal/KeyRing.js"
+import * as Sealing from "../personal/Sealing.js"
 import { Registry } from "../registry/Registry.js"
 import { Workflows } from "../platform/Workflows.js"
 import { WorkflowRecords } from "./WorkflowRecords.js"
@@ -77,15 +79,22 @@ export const wakeOverdue = Effect.fn("Workflows.wakeOverdue")(function*(limit = 
 export const dispatch = Effect.fn("Workflows.dispatch")(function*(items: ReadonlyArray<{ readonly key: string; readonly fact: Fact }>) {
   const registry = yield* Registry
   const failed = new Map<string, Failure.Unavailable>()
-  const work = items.flatMap(({ key, fact: stored }) => {
-    // Most facts start and wake nothing: they cost a lookup by type, nothing more.
-    if (registry.workflowsStartedBy(stored.type).length === 0 && registry.workflowWaitsFor(stored.type).length === 0) return []
+  // Most facts start and wake nothing: they cost a lookup by type, nothing more.
+  const relevant = items.filter(({ fact }) => registry.workflowsStartedBy(fact.type).length > 0 || registry.workflowWaitsFor(fact.type).length > 0)
+  if (relevant.length === 0) return failed
+  // `when` sees personal fields opened; the instance gets the fact as stored (sealed): its run opens it (Runner).
+  const opened = registry.hasPersonalData ? yield* Effect.result(Sealing.openFacts(yield* KeyRing, registry.personalFact, relevant.map((r) => r.fact))) : undefined
+  if (opened !== undefined && Result.isFailure(opened)) {
+    for (const { key } of relevant) failed.set(key, opened.failure)
+    return failed
+  }
+  const work = relevant.flatMap(({ key, fact }, index) => {
     // Workflows see a fact in its type's latest shape (one newer than the code fails its message elsewhere).
-    const current = registry.latest(stored)
+    const current = registry.latest(opened === undefined ? fact : opened.success[index]!)
     if (Result.isFailure(current)) return []
-    const fact = current.success
+    const plain = current.success
     return [
-      ...registry.workflowsStartedBy(fact.type).filter((w) => w.when(fact)).map((workflow) => ({ key, fact, workflow, wait: undefined as string | undefined })),
+      ...registry.workflowsStartedBy(fact.type).filter((w) => w.when(plain)).map((workflow) => ({ key, fact, workflow, wait: undefined as string | undefined })),
       ...registry.workflowWaitsFor(fact.type).map(({ workflow, wait }) => ({ key, fact, workflow, wait: wait as string | undefined }))
     ]
   })

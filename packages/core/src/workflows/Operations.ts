@@ -23,6 +23,8 @@ import { listedFact } from "../batch/Export.js"
 import * as Failure from "../failures/Failure.js"
 import { Ledger } from "../ledger/Ledger.js"
 import { type InstanceStatus, Workflows } from "../platform/Workflows.js"
+import { KeyRing } from "../personal/KeyRing.js"
+import * as Sealing from "../personal/Sealing.js"
 import { Registry } from "../registry/Registry.js"
 import { type Filters, type Instance, type Scope, WorkflowRecords } from "./WorkflowRecords.js"
 
@@ -55,8 +57,9 @@ const appendedFacts = (row: Instance) =>
     const found = yield* Effect.forEach(row.facts.slice(0, shownFacts), (factId) => ledger.findFact(row.tenant_id, factId), { concurrency: 8 }).pipe(
       Effect.mapError((error) => new Failure.Unavailable({ service: "the ledger", message: error.message }))
     )
-    return found
-      .filter((fact): fact is Fact => fact !== null)
+    const stored = found.filter((fact): fact is Fact => fact !== null)
+    const opened = registry.hasPersonalData ? yield* Sealing.openFacts(yield* KeyRing, registry.personalFact, stored) : stored
+    return opened
       .map((fact) => {
         const current = registry.latest(fact)
         return listedFact(Result.isSuccess(current) ? current.success : fact)

@@ -19,6 +19,7 @@
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import * as Exit from "effect/Exit"
 import * as Result from "effect/Result"
 import * as Option from "effect/Option"
@@ -40,12 +41,32 @@ import * as Time from "../platform/Time.js"
 import type * as Sql from "../platform/Sql.js"
 import type { TenantPlacement } from "../placement/Placement.js"
 import * as Engine from "./Engine.js"
+import { KeyRing } from "../personal/KeyRing.js"
+import * as Sealing from "../personal/Sealing.js"
 import { eventType, Params } from "./Instances.js"
 import * as WorkflowDeadLetters from "./WorkflowDeadLetters.js"
 import { WorkflowRecords } from "./WorkflowRecords.js"
 
 /** What the verbs' steps run with: the platform's services they use. */
-type Needs = Ledger | Registry | Producer | WorkflowRecords | ModuleLayers | Queues | PayloadStore | Sql.PlatformDatabase | TenantPlacement
+type Needs = Ledger | Registry | Producer | WorkflowRecords | ModuleLayers | Queues | PayloadStore | Sql.PlatformDatabase | TenantPlacement | KeyRing
+
+/**
+ * A fact as the body sees it: personal fields opened (the marker once erased) and in its type's latest shape. Facts
+ * travel sealed — in the instance's params, its events and its steps' results — and are opened here, outside any
+ * step, so Cloudflare's store never keeps them in plaintext. The key store is retried briefly; past that, a defect.
+ */
+const readable = (services: Context.Context<Needs>, fact: Fact): Effect.Effect<Fact> =>
+  Effect.gen(function*() {
+    const registry = Context.get(services, Registry)
+    const [plain] = registry.hasPersonalData
+      ? yield* Sealing.openFacts(Context.get(services, KeyRing), registry.personalFact, [fact]).pipe(
+        Effect.retry({ times: 3, schedule: Schedule.exponential("200 millis") }),
+        Effect.orDie
+      )
+      : [fact]
+    const current = registry.latest(plain!)
+    return Result.isSuccess(current) ? current.success : plain!
+  })
 
 /** Thrown inside a step to have Cloudflare retry it (a transient failure: the ledger or a queue was unavailable). */
 class Retry extends Error {
@@ -146,7 +167,7 @@ const stepsFor = (services: Context.Context<Needs>, definition: Workflow.Any, pa
     waitFor: (name, types, timeoutMs) =>
       Effect.gen(function*() {
         const found = yield* unkept(yield* Effect.promise(() => step.do(`wait/${name}/read`, config, attempt(`wait/${name}`, findStep(params, start, types)))))
-        if (found !== null) return Option.some(found)
+        if (found !== null) return Option.some(yield* readable(services, found))
         const now = yield* Time.now
         yield* move({ status: "waiting", step: `wait/${name}`, waiting_for: `${name} (${types.join(" | ")})`, wait_until: new Date(Date.parse(now) + timeoutMs).toISOString() })
         const event = yield* Effect.tryPromise({ try: () => step.waitForEvent<Fact>(`wait/${name}`, { type: eventType(name), timeout: timeoutMs }), catch: (error) => error }).pipe(
@@ -154,7 +175,7 @@ const stepsFor = (services: Context.Context<Needs>, definition: Workflow.Any, pa
           Effect.catch((error) => isTimeout(error) ? Effect.succeed(Option.none<Fact>()) : Effect.die(error))
         )
         yield* move({ status: "running", waiting_for: null, wait_until: null })
-        return event
+        return Option.isSome(event) ? Option.some(yield* readable(services, event.value)) : event
       }),
     emit: (name, definition, payload, subject) =>
       Effect.flatMap(
@@ -206,7 +227,7 @@ export const run = Effect.fn("Workflows.run")(function*(input: unknown, step: En
     unkept
   ).pipe(Effect.orDie))
   if (start === null) return { _tag: "Refused", message: `the start fact ${params.fact_id} is not in the ledger` } satisfies Ended as Ended
-  const current = registry.latest(start)
+  const current = registry.latest(yield* readable(services, start))
   if (Result.isFailure(current)) return { _tag: "Refused", message: current.failure.message } satisfies Ended as Ended
   // The instance records itself (INSERT OR IGNORE: its first run does, a replay changes nothing), as a step
   // retried until D1 takes it — the consumer that started it wrote nothing to D1 — then says it runs.

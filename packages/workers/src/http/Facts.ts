@@ -8,7 +8,7 @@ import * as Result from "effect/Result"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import * as HttpServerRequest from "effect/http/HttpServerRequest"
 import * as HttpServerResponse from "effect/http/HttpServerResponse"
-import { Failure, Registry } from "@factline/core"
+import { Failure } from "@factline/core"
 import { Export, FactsCopy, Ledger, Placement, ProjectionQuery, Trace } from "@factline/core/runtime"
 import { Issues } from "@factline/schemas"
 import * as CloudEvents from "./CloudEvents.js"
@@ -34,7 +34,7 @@ export const handlers = HttpApiBuilder.group(apiOf(Description.group), "facts", 
         const limit = Contract.pageLimit(query.limit, Description.streamLimit)
         const read = yield* (yield* Ledger.Ledger).read({ tenant_id: tenantId, stream: subject }, { after: query.after === undefined ? 0 : Number(query.after), limit })
         if (read.version === 0) return yield* new Failure.NotFound({ message: `no stream "${subject}" for this tenant` })
-        const facts = read.facts.map(readable(yield* Registry.Registry))
+        const facts = yield* Trace.readable(read.facts)
         const last = facts.at(-1)?.sequence
         const nextAfter = last !== undefined && last < read.version ? last : null
         if (batch) return cloudEventsBatch(facts.map(CloudEvents.fromFact), nextAfter === null ? undefined : `${url.pathname}?after=${nextAfter}&limit=${limit}`)
@@ -75,15 +75,16 @@ const listStream = (tenant: string, query: ListingQuery) =>
     const { subject, type, limit } = asked.success
     const key = { tenant_id: tenant, stream: subject }
     const ledger = yield* Ledger.Ledger
-    const latest = readable(yield* Registry.Registry)
     const data: Array<Description.ListedFact> = []
     let after = asked.success.after
     for (let reads = 0; reads < Description.streamListingReads; reads++) {
       const state = yield* ledger.read(key, { after, limit: type === undefined ? limit : Description.streamListingPage })
-      for (const fact of state.facts) {
-        after = fact.sequence
-        if (type !== undefined && fact.type !== type) continue
-        data.push(Export.listedFact(latest(fact)))
+      const facts = yield* Trace.readable(state.facts.filter((f) => type === undefined || f.type === type))
+      let next = 0
+      for (const stored of state.facts) {
+        after = stored.sequence
+        if (type !== undefined && stored.type !== type) continue
+        data.push(Export.listedFact(facts[next++]!))
         if (data.length === limit) return { data, nextCursor: after < state.version ? ProjectionQuery.streamCursor(after) : null } satisfies Listing
       }
       if (state.facts.length === 0 || after >= state.version) return { data, nextCursor: null } satisfies Listing
@@ -108,15 +109,14 @@ const listCopy = (tenant: string, query: ListingQuery) =>
       })
     }
     const rows = yield* Placement.reading(tenant)(ProjectionQuery.run(page.success))
-    const latest = readable(yield* Registry.Registry)
     // The facts copy's columns are ListedFact's, its body the fact's data as JSON (ProjectionQuery.facts selects them), at its `schema_version`.
-    const data = rows.slice(0, page.success.limit).map(({ body, ...row }) => {
+    const listed = rows.slice(0, page.success.limit).map(({ body, ...row }) => {
       const fact = row as Omit<Description.ListedFact, "data">
       const { subject, traceparent: _, ...rest } = fact
-      const current = latest({ ...rest, stream: subject, tenant_id: tenant, data: JSON.parse(String(body)) as Description.ListedFact["data"] })
-      return { ...fact, schema_version: current.schema_version ?? 1, data: current.data }
+      return { fact, stored: { ...rest, stream: subject, tenant_id: tenant, data: JSON.parse(String(body)) as Description.ListedFact["data"] } }
     })
+    const current = yield* Trace.readable(listed.map((l) => l.stored))
+    const data = listed.map(({ fact }, i) => ({ ...fact, schema_version: current[i]!.schema_version ?? 1, data: current[i]!.data }))
     return { data, nextCursor: page.success.nextCursor(rows) } satisfies Listing
   })
 
-const readable = Trace.latest
