@@ -16,7 +16,8 @@ describe("the analysts' view", () => {
   const calls = [
     callCompleted({}, { buyer_id: buyer, duration_s: 120, price_cents: 1_000 }),
     callCompleted({}, { buyer_id: buyer, duration_s: 75, price_cents: 250 }),
-    callCompleted({}, { buyer_id: buyer, duration_s: 30, price_cents: 999 }),
+    // call.completed v3 with the caller's phone number (personal data): analysts see only its last four digits.
+    callCompleted({ schema_version: 3 }, { buyer_id: buyer, duration_s: 30, price_cents: 999, caller_phone: "+1 415 555 0137" }),
     callCompleted({}, { buyer_id: buyer, duration_s: 60, price_cents: 1 })
   ]
   // Every test reads the same four calls, posted once and through every queue before the first test.
@@ -47,7 +48,8 @@ describe("the analysts' view", () => {
     expect(all.map((r: any) => r.call_id)).toEqual(calls.map((c) => c.subject).sort())
     const row = all.find((r: any) => r.call_id === calls[2]!.subject)
     expect(row).toEqual({
-      call_id: calls[2]!.subject, buyer_id: buyer, duration_s: 30, currency: "EUR", qualified: false, charged_cents: 0, refunded_cents: 0
+      call_id: calls[2]!.subject, buyer_id: buyer, duration_s: 30, currency: "EUR", caller_phone_masked: "•••• 0137", qualified: false,
+      charged_cents: 0, refunded_cents: 0
     })
     const one = await get(`/v1/projections/calls?call_id=${calls[0]!.subject}`)
     expect(one.body.data.map((r: any) => [r.call_id, r.qualified, r.charged_cents])).toEqual([[calls[0]!.subject, true, 1_000]])

@@ -9,7 +9,7 @@ import { Schema } from "effect"
 import { describe, expect, it } from "vitest"
 import { Client, Forbidden, IdempotencyConflict, InvalidEvents, InvalidQuery, NotFound, Unauthorized } from "@factline/client"
 import { MessageDefinition } from "@factline/core/definitions"
-import { buyerBudgetsProjection, CallCompleted, CallCompletedV2, Charge, callsProjection, Outcome, Qualification } from "../src/calls/Calls.js"
+import { buyerBudgetsProjection, CallCompleted, CallCompletedV2, CallCompletedV3, Charge, callsProjection, Outcome, Qualification } from "../src/calls/Calls.js"
 import { drain } from "./Drain.js"
 import { tokenA, tokenAReadOnly, unique } from "./helpers.js"
 
@@ -83,16 +83,17 @@ describe("@factline/client against the Worker", () => {
 
   it("the API's refusals come back typed, each to the emit it names; the rest of the batch is accepted", async () => {
     const client = clientFor(tokenA)
-    // A service ahead of the platform: a v3 the platform does not know yet.
-    const CallCompletedV3 = MessageDefinition.event("call.completed")
+    // A service ahead of the platform: a v4 the platform does not know yet.
+    const CallCompletedAhead = MessageDefinition.event("call.completed")
       .version(1, Schema.Struct({ call_id: Schema.String, buyer_id: Schema.String, duration_s: Schema.Int, price_cents: Schema.Int }))
       .version(2, CallCompletedV2, (v1) => ({ ...v1, currency: "USD" }))
-      .version(3, Schema.Struct({ ...CallCompletedV2.fields, region: Schema.String }), (v2) => ({ ...v2, region: "eu" }))
+      .version(3, CallCompletedV3, (v2) => v2)
+      .version(4, Schema.Struct({ ...CallCompletedV3.fields, region: Schema.String }), (v3) => ({ ...v3, region: "eu" }))
     const good = unique("call")
     const ahead = unique("call")
     const [accepted, refused] = await Promise.all([
       settle(client.emit(CallCompleted, { call_id: good, buyer_id: "b", duration_s: 10, price_cents: 1, currency: "USD" }, { subject: good, idempotency_key: `call.completed:${good}` })),
-      settle(client.emit(CallCompletedV3, { call_id: ahead, buyer_id: "b", duration_s: 10, price_cents: 1, currency: "USD", region: "eu" }, { subject: ahead, idempotency_key: `call.completed:${ahead}` }))
+      settle(client.emit(CallCompletedAhead, { call_id: ahead, buyer_id: "b", duration_s: 10, price_cents: 1, currency: "USD", region: "eu" }, { subject: ahead, idempotency_key: `call.completed:${ahead}` }))
     ])
     expect(accepted).toEqual({ ok: true, value: { idempotency_key: `call.completed:${good}`, duplicate: false } })
     expect(refused.ok).toBe(false)
