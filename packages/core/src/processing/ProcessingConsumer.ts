@@ -28,6 +28,7 @@ import * as FactId from "../ledger/FactId.js"
 import { Ledger } from "../ledger/Ledger.js"
 import type { AppendGroup, FactDraft } from "../ledger/LedgerProtocol.js"
 import * as FactMessage from "../relay/FactMessage.js"
+import * as ProcessorState from "./ProcessorState.js"
 import { relayFor } from "../relay/FactRelay.js"
 import { Registry, runDeclared } from "../registry/Registry.js"
 import * as Timer from "../definitions/Timer.js"
@@ -53,7 +54,7 @@ export const process = Effect.fn("ProcessingConsumer.process")(function*(items: 
       const drafts: Array<FactDraft> = []
       for (const processor of processors) {
         // A throw is a defect of this fact only; an undeclared or invalid derived fact fails it permanently.
-        const exit = yield* Effect.exit(runDeclared(processor, () => processor.process(fact)))
+        const exit = yield* Effect.exit(runDeclared(processor, () => ProcessorState.run(processor, fact)))
         if (Exit.isFailure(exit)) return void outcomes.set(key, Consumer.failed(Failure.classify(exit.cause)))
         // The parent's trace, one new parent-id per (parent, processor) — W3C's way; the processing span's when exported.
         const traceparent = sender(fact.traceparent) ?? TraceContext.child(fact.traceparent)

@@ -90,6 +90,49 @@ describe("test kit specs", () => {
     })
     const issued = fact(Issued, { invoice_id: "inv-1" }, { stream: "inv-1" })
 
+    it("the timer fires unless cancelled: given facts, a decision, and after(duration) in one spec each", async () => {
+      const Paid = FactDefinition.make("invoice_paid", Schema.Struct({ invoice_id: Schema.String }))
+      const Pay = MessageDefinition.command("invoice.pay").version(1, Schema.Struct({ invoice_id: Schema.String }))
+      const pay = Handler.decider(Pay, {
+        name: "pay-invoice",
+        emits: [Paid],
+        reads: [Issued],
+        initialState: false,
+        evolve: (_issued, f) => f.type === "invoice_issued",
+        // Paying cancels the overdue timer; a payment of an unknown invoice leaves it (and pays nothing).
+        decide: (m, issuedBefore) => Effect.succeed(issuedBefore ? [Paid.make(m.payload), Timer.cancel("overdue")] : [])
+      })
+      const overdue = Timer.schedule({ name: "overdue", after: "30 days", fact: Overdue.make({ invoice_id: "inv-1" }) })
+      const paying = message(Pay, { invoice_id: "inv-1" }, { subject: "inv-1" })
+      // Cancelled: paid within the 30 days, nothing fires.
+      await DeciderSpec.for(pay).given([Issued.make({ invoice_id: "inv-1" }), overdue]).when(paying).after("30 days").then([])
+      // Not cancelled (no issued invoice in the stream, so no payment): the given timer fires.
+      await DeciderSpec.for(pay).given([overdue]).when(paying).after("30 days").then([Overdue.make({ invoice_id: "inv-1" })])
+      await expect(DeciderSpec.for(pay).given([overdue]).when(paying).after("30 days").then([])).rejects.toThrow(
+        /the timers after decider pay-invoice and "30 days" appended other facts than expected/
+      )
+      // Without after, the spec is the decision as before.
+      await DeciderSpec.for(pay).given([Issued.make({ invoice_id: "inv-1" }), overdue]).when(paying).then([Paid.make({ invoice_id: "inv-1" }), Timer.cancel("overdue")])
+    })
+
+    it("a processor spec takes given facts and timers: the processor's stream state, and timers after(duration) fires", async () => {
+      const Reminded = FactDefinition.make("invoice_reminded", Schema.Struct({ invoice_id: Schema.String, reminders: Schema.Int }))
+      const remind = Processor.make(Overdue, {
+        name: "remind",
+        emits: [Reminded],
+        reads: [Reminded],
+        initialState: 0,
+        evolve: (n, f) => Math.max(n, f.data.reminders),
+        process: (f, reminders) => Effect.succeed([Reminded.make({ invoice_id: f.data.invoice_id, reminders: reminders + 1 })])
+      })
+      const overdueFact = fact(Overdue, { invoice_id: "inv-1" }, { stream: "inv-1" })
+      await ProcessorSpec.for(remind).given([Reminded.make({ invoice_id: "inv-1", reminders: 2 })]).when(overdueFact).then([Reminded.make({ invoice_id: "inv-1", reminders: 3 })])
+      await ProcessorSpec.for(remind).when(overdueFact).then([Reminded.make({ invoice_id: "inv-1", reminders: 1 })])
+      // A given timer fires after the duration, counted from the given facts' time (2026-01-01).
+      const later = Timer.schedule({ name: "later", after: "1 day", fact: Reminded.make({ invoice_id: "inv-1", reminders: 9 }) })
+      await ProcessorSpec.for(remind).given([later]).when(overdueFact).after("2 days").then([Reminded.make({ invoice_id: "inv-1", reminders: 9 })])
+    })
+
     it("a processor's timer is recorded in the stream, 30 days after its fact", async () => {
       await ProcessorSpec.for(markOverdue).when(issued).then([Timer.schedule({ name: "overdue", after: "30 days", fact: Overdue.make({ invoice_id: "inv-1" }) })])
       const { facts } = await ProcessorSpec.for(markOverdue).when(issued).result()

@@ -8,6 +8,8 @@
  * await HandlerSpec.for(recordOutcome).when(completed).thenFails(/subject/)
  * await ProcessorSpec.for(qualifyCall).when(outcome).then([Qualification.make({ … }), Charge.make({ … })])
  * await ProcessorSpec.for(markOverdue).when(issued).after("30 days").then([InvoiceOverdue.make({ … })])
+ * await ProcessorSpec.for(deriveMrr).given([started]).when(cancelled).then([MrrChanged.make({ … })])
+ * await DeciderSpec.for(cancel).given([started, renewal]).when(cancelCommand).after("30 days").then([])
  * await ProjectionSpec.for(buyerBudgets).given([charge, refund]).then([{ buyer_id: "b1", spent_cents: 0, … }])
  * ```
  *
@@ -16,10 +18,15 @@
  * projection gives the same rows when every fact is applied twice and when
  * the facts arrive in reverse order.
  *
- * Time in a processor spec is a `TestClock` set to the fact's `created_at`:
- * `after(duration)` moves it on by `duration` and fires the timers then due,
- * as the ledger shard's alarm would (twice, to check they fire once), and its
- * `then` expects the facts those timers appended.
+ * `given` facts (and timer requests, recorded as the runtime records them) are
+ * in the stream before the message or fact: a decider folds them, a processor
+ * that declares `reads` folds those before its fact. With `after(duration)`
+ * the spec runs on a `TestClock` set to the message's or fact's `created_at`,
+ * moves it on by `duration` and fires the stream's timers then due — the
+ * given ones and those just scheduled, less any cancelled — as the ledger
+ * shard's alarm would (twice, to check they fire once); its `then` expects
+ * the facts those timers appended. "The timer fires unless cancelled" is one
+ * spec per branch: `.given([started, renewal]).when(cancel).after("30 days").then([])`.
  *
  * Code that requires services is given a layer in place of its module's
  * (`ProcessorSpec.for(chargeCall, { layer: PricingTest })`); without one it
@@ -105,8 +112,10 @@ abstract class Run {
   }
 }
 
-export type Given = ReadonlyArray<NewFact<string, unknown> | Fact>
+/** Facts already in the stream: drafts (`Charge.make(…)`), stored facts (`fact(…)`), or timer requests (`Timer.schedule(…)`). */
+export type Given = ReadonlyArray<NewFact<string, unknown> | Fact | Timer.Request>
 const isStored = (f: NewFact<string, unknown> | Fact): f is Fact => "fact_id" in f
+const givenAt = new Date(Date.UTC(2026, 0, 1)).toISOString()
 
 /** Appends given facts to a stream as another writer would have (ids from their position). */
 export const appendGiven = (platform: TestPlatform.TestPlatform, tenant_id: string, stream: string, given: Given) =>
@@ -114,7 +123,7 @@ export const appendGiven = (platform: TestPlatform.TestPlatform, tenant_id: stri
     ? Promise.resolve()
     : platform.run(Effect.gen(function*() {
       const facts = yield* Effect.promise(() =>
-        Promise.all(given.map(async (f, position): Promise<FactDraft> => ({
+        Promise.all(given.map((g) => (Timer.isRequest(g) ? Timer.record(g, givenAt) : g)).map(async (f, position): Promise<FactDraft> => ({
           fact_id: isStored(f) ? f.fact_id : await FactId.make({ tenantId: tenant_id, cause: `given:${stream}`, decidedBy: "given", position }),
           type: f.type,
           data: f.data as Record<string, unknown>,
@@ -122,7 +131,7 @@ export const appendGiven = (platform: TestPlatform.TestPlatform, tenant_id: stri
           causation_id: isStored(f) ? f.causation_id : `given:${position}`,
           correlation_id: isStored(f) ? f.correlation_id : "given",
           caused_by: isStored(f) ? f.caused_by : "given",
-          created_at: isStored(f) ? f.created_at : new Date(Date.UTC(2026, 0, 1)).toISOString()
+          created_at: isStored(f) ? f.created_at : givenAt
         })))
       )
       const ledger = yield* Ledger
@@ -133,6 +142,23 @@ export const appendGiven = (platform: TestPlatform.TestPlatform, tenant_id: stri
 export const readStream = (platform: TestPlatform.TestPlatform, tenant_id: string, stream: string) =>
   platform.run(Effect.flatMap(Effect.service(Ledger), (ledger) => ledger.read({ tenant_id, stream })))
 
+/**
+ * Moves the TestClock on by `elapsed` and fires the timers then due, twice (a timer must fire once): the
+ * facts the stream's timers appended meanwhile.
+ */
+const fireAfter = (platform: TestPlatform.TestPlatform, tenant_id: string, stream: string, elapsed: Duration.Input, what: string) =>
+  Effect.gen(function*() {
+    const read = Effect.flatMap(Effect.service(Ledger), (ledger) => ledger.read({ tenant_id, stream }))
+    const fire = Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.promise(() => Promise.all([...platform.ledger.shards.values()].map((shard) => shard.fireTimers(now)))))
+    const before = yield* read
+    yield* TestClock.adjust(elapsed)
+    yield* fire
+    const fired = yield* read
+    yield* fire
+    if ((yield* read).version !== fired.version) throw new SpecError(`${what}: a timer fired twice`)
+    return fired.facts.filter((f) => f.sequence > before.version)
+  })
+
 /** A spec's layer in place of the module's, when the code requires services; none otherwise. */
 type IsAny<T> = 0 extends 1 & T ? true : false
 export type LayerOptions<Services> = IsAny<Services> extends true ? [options?: { readonly layer?: Module.AnyLayer }]
@@ -142,40 +168,57 @@ export type LayerOptions<Services> = IsAny<Services> extends true ? [options?: {
 class HandlerRun extends Run {
   protected readonly what: string
   protected readonly timeBase: string
-  constructor(private readonly handler: Handler.Any, private readonly given: Given, private readonly message: Envelope, private readonly layer: Module.AnyLayer | undefined) {
+  constructor(
+    private readonly handler: Handler.Any,
+    private readonly given: Given,
+    private readonly message: Envelope,
+    private readonly layer: Module.AnyLayer | undefined,
+    private readonly elapsed?: Duration.Input
+  ) {
     super()
     this.timeBase = message.created_at
-    this.what = `${handler._tag === "Decider" ? "decider" : "handler"} ${handler.name}`
+    const name = `${handler._tag === "Decider" ? "decider" : "handler"} ${handler.name}`
+    this.what = elapsed === undefined ? name : `the timers after ${name} and ${JSON.stringify(elapsed)}`
+  }
+  /** The facts the stream's timers (given, or just scheduled, less any cancelled) append once `duration` has passed since the message. */
+  after(duration: Duration.Input): Run {
+    return new HandlerRun(this.handler, this.given, this.message, this.layer, duration)
   }
   protected async execute(): Promise<Result_> {
-    const { handler, message } = this
+    const { handler, message, elapsed, what } = this
     const platform = TestPlatform.make([Module.make("spec", { handlers: [handler], layer: this.layer })], { requireEmitters: false })
     await appendGiven(platform, message.tenant_id, message.subject, this.given)
     const routed = platform.registry.route(message, message.payload)
     if (Result.isFailure(routed)) return { outcome: Consumer.failed(new Failure.PermanentError({ reason: routed.failure.reason, message: `${routed.failure.message}: ${JSON.stringify(routed.failure.problems)}` })), facts: [] }
-    const deliver = () => platform.run(dispatch([{ key: "message", value: routed.success }])).then((o) => o.get("message") ?? Consumer.done)
-    const outcome = await deliver()
-    const caused = (facts: ReadonlyArray<Fact>) => facts.filter((f) => f.causation_id === message.idempotency_key && f.caused_by === handler.name)
-    const first = await readStream(platform, message.tenant_id, message.subject)
-    if (Result.isSuccess(outcome)) {
-      const again = await deliver()
-      const second = await readStream(platform, message.tenant_id, message.subject)
-      if (Result.isFailure(again) || second.version !== first.version) {
-        throw new SpecError(`${this.what} is not idempotent: delivering the same message again ${Result.isSuccess(again) ? "appended more facts" : `failed: ${errorOf(again)}`}`, second.version, first.version)
+    const deliver = Effect.map(dispatch([{ key: "message", value: routed.success }]), (o) => o.get("message") ?? Consumer.done)
+    const read = Effect.flatMap(Effect.service(Ledger), (ledger) => ledger.read({ tenant_id: message.tenant_id, stream: message.subject }))
+    const run = Effect.gen(function*() {
+      const outcome = yield* deliver
+      const first = yield* read
+      if (Result.isSuccess(outcome)) {
+        const again = yield* deliver
+        const second = yield* read
+        if (Result.isFailure(again) || second.version !== first.version) {
+          throw new SpecError(`${what} is not idempotent: delivering the same message again ${Result.isSuccess(again) ? "appended more facts" : `failed: ${errorOf(again)}`}`, second.version, first.version)
+        }
       }
-    }
-    return { outcome, facts: caused(first.facts) }
+      const caused = first.facts.filter((f) => f.causation_id === message.idempotency_key && f.caused_by === handler.name)
+      if (elapsed === undefined || Result.isFailure(outcome)) return { outcome, facts: caused }
+      return { outcome, facts: yield* fireAfter(platform, message.tenant_id, message.subject, elapsed, what) }
+    })
+    // Only a spec with `after` runs on a TestClock (set to the message's time, from which its timers count).
+    return platform.run(elapsed === undefined ? run : Effect.andThen(TestClock.setTime(Date.parse(message.created_at)), run).pipe(Effect.provide(TestClock.layer())))
   }
 }
 
 class Scenario {
   constructor(private readonly handler: Handler.Any, private readonly layer: Module.AnyLayer | undefined, private readonly facts: Given = []) {}
-  /** Facts already in the message's stream (`Charge.make(…)` or built with `fact(…)`), in order. */
+  /** Facts already in the message's stream (`Charge.make(…)`, built with `fact(…)`, or `Timer.schedule(…)`), in order. */
   given(facts: Given): Scenario {
     return new Scenario(this.handler, this.layer, [...this.facts, ...facts])
   }
-  /** The message (`message(Definition, payload, { subject })`). */
-  when(message: Envelope): Run {
+  /** The message (`message(Definition, payload, { subject })`); `.after(duration)` for what the stream's timers append. */
+  when(message: Envelope): Run & { readonly after: (duration: Duration.Input) => Run } {
     return new HandlerRun(this.handler, this.facts, message, this.layer)
   }
 }
@@ -191,22 +234,29 @@ export const DeciderSpec = {
 class ProcessorRun extends Run {
   protected readonly what: string
   protected readonly timeBase: string
-  constructor(private readonly processor: Processor.Any, private readonly parent: Fact, private readonly layer: Module.AnyLayer | undefined, private readonly elapsed?: Duration.Input) {
+  constructor(
+    private readonly processor: Processor.Any,
+    private readonly given: Given,
+    private readonly parent: Fact,
+    private readonly layer: Module.AnyLayer | undefined,
+    private readonly elapsed?: Duration.Input
+  ) {
     super()
     this.what = elapsed === undefined ? `processor ${processor.name}` : `processor ${processor.name}'s timers after ${JSON.stringify(elapsed)}`
     this.timeBase = parent.created_at
   }
-  /** The facts the processor's timers append once `duration` has passed since the fact (a `TestClock` moved on). */
+  /** The facts the stream's timers (given, or the processor's) append once `duration` has passed since the fact (a `TestClock` moved on). */
   after(duration: Duration.Input): Run {
-    return new ProcessorRun(this.processor, this.parent, this.layer, duration)
+    return new ProcessorRun(this.processor, this.given, this.parent, this.layer, duration)
   }
   protected async execute(): Promise<Result_> {
-    const { processor, parent, elapsed, what } = this
+    const { processor, parent: built, elapsed, what } = this
     const platform = TestPlatform.make([Module.make("spec", { processors: [processor], layer: this.layer })], { requireEmitters: false })
-    await appendGiven(platform, parent.tenant_id, parent.stream, [parent])
+    await appendGiven(platform, built.tenant_id, built.stream, [...this.given, built])
+    // The fact as stored after the given ones (its sequence the ledger's): what a processor reading its stream folds up to.
+    const parent = (await readStream(platform, built.tenant_id, built.stream)).facts.find((f) => f.fact_id === built.fact_id) ?? built
     const read = Effect.flatMap(Effect.service(Ledger), (ledger) => ledger.read({ tenant_id: parent.tenant_id, stream: parent.stream }))
     const deliver = Effect.map(ProcessingConsumer.process([{ key: "fact", value: { fact: parent } }]), (o) => o.get("fact") ?? Consumer.done)
-    const fire = Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.promise(() => Promise.all([...platform.ledger.shards.values()].map((shard) => shard.fireTimers(now)))))
     return platform.run(Effect.gen(function*() {
       // The clock stands at the fact's time: a timer's `after` counts from there.
       yield* TestClock.setTime(Date.parse(parent.created_at))
@@ -221,23 +271,29 @@ class ProcessorRun extends Run {
       }
       const caused = first.facts.filter((f) => f.causation_id === parent.fact_id && f.caused_by === processor.name)
       if (elapsed === undefined || Result.isFailure(outcome)) return { outcome, facts: caused }
-      yield* TestClock.adjust(elapsed)
-      yield* fire
-      const fired = yield* read
-      yield* fire
-      if ((yield* read).version !== fired.version) throw new SpecError(`${what}: a timer fired twice`)
-      const timers = new Set(caused.filter((f) => f.type === Timer.scheduledType).map((f) => f.fact_id))
-      return { outcome, facts: fired.facts.filter((f) => timers.has(f.causation_id)) }
+      return { outcome, facts: yield* fireAfter(platform, parent.tenant_id, parent.stream, elapsed, what) }
     }).pipe(Effect.provide(TestClock.layer())))
+  }
+}
+
+class ProcessorScenario {
+  constructor(private readonly processor: Processor.Any, private readonly layer: Module.AnyLayer | undefined, private readonly facts: Given = []) {}
+  /**
+   * Facts already in the fact's stream before it (`Started.make(…)`, `fact(…)`, `Timer.schedule(…)`), in order:
+   * what a processor declaring `reads` folds, and timers that `after` may fire.
+   */
+  given(facts: Given): ProcessorScenario {
+    return new ProcessorScenario(this.processor, this.layer, [...this.facts, ...facts])
+  }
+  /** The fact the processor receives (`fact(Outcome, data, { stream })`); `.after(duration)` for what the stream's timers append. */
+  when(fact: Fact): Run & { readonly after: (duration: Duration.Input) => Run } {
+    return new ProcessorRun(this.processor, this.facts, fact, this.layer)
   }
 }
 
 /** `ProcessorSpec.for(processor)`, or `ProcessorSpec.for(processor, { layer })` for one requiring services. */
 export const ProcessorSpec = {
-  for: <P extends Processor.Any>(processor: P, ...[options]: LayerOptions<Processor.ServicesOf<P>>) => ({
-    /** The fact the processor receives (`fact(Outcome, data, { stream })`); `.after(duration)` for what its timers append. */
-    when: (fact: Fact): Run & { readonly after: (duration: Duration.Input) => Run } => new ProcessorRun(processor, fact, options?.layer)
-  })
+  for: <P extends Processor.Any>(processor: P, ...[options]: LayerOptions<Processor.ServicesOf<P>>) => new ProcessorScenario(processor, options?.layer)
 }
 
 export { ProjectionSpec } from "./ProjectionSpec.js"
