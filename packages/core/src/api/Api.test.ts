@@ -33,7 +33,7 @@ describe("the API's description", () => {
     const groups = new Set<string>()
     const endpoints: Array<string> = []
     HttpApi.reflect(api, { onGroup: ({ group }) => void groups.add(group.identifier), onEndpoint: ({ endpoint }) => void endpoints.push(`${endpoint.method} ${endpoint.path}`) })
-    expect([...groups].sort()).toEqual(["alerts", "batches", "deadLetters", "documents", "events", "facts", "health", "projections", "queues", "recovery", "runs", "tenants", "webhooks", "workflows"])
+    expect([...groups].sort()).toEqual(["alerts", "batches", "deadLetters", "documents", "events", "facts", "health", "projections", "queues", "recovery", "runs", "subjects", "tenants", "webhooks", "workflows"])
     expect(new Set(endpoints).size).toBe(endpoints.length)
     expect(endpoints.length).toBeGreaterThanOrEqual(51)
   })

@@ -16,6 +16,7 @@ import * as Projections from "./Projections.js"
 import * as Queues from "./Queues.js"
 import * as Recovery from "./Recovery.js"
 import * as Runs from "./Runs.js"
+import * as Subjects from "./Subjects.js"
 import * as Tenants from "./Tenants.js"
 import * as Webhooks from "./Webhooks.js"
 import * as Workflows from "./Workflows.js"
@@ -32,6 +33,7 @@ export const api = HttpApi.make("factline")
   .add(Queues.group)
   .add(Recovery.group)
   .add(Tenants.group)
+  .add(Subjects.group)
   .add(Webhooks.group)
   .add(Alerts.group)
   .add(Documents.group)

@@ -9,7 +9,8 @@
  * (Reconcile.ts), `move` (placement/Move.ts: a tenant between read
  * databases; its steps may ask to run later, and the next message is sent
  * with that delay) and `delete_tenant` (placement/Deletion.ts: a departed
- * tenant's whole data, run as a move is).
+ * tenant's whole data, run as a move is) and `erase` (subjects/Erasure.ts: a
+ * data subject's personal data, on its tenant's read database, run the same way).
  *
  * A chunk that fails on its last allowed attempt ends its job `failed` with
  * the error (and a rebuild's shadow table dropped) before it is dead-lettered:
@@ -34,6 +35,7 @@ import * as Time from "../platform/Time.js"
 import * as Placement from "../placement/Placement.js"
 import * as Move from "../placement/Move.js"
 import * as Deletion from "../placement/Deletion.js"
+import * as Erasure from "../subjects/Erasure.js"
 
 /** The chunk message, created now; `tenantId` is the job's (a rebuild's is the platform's). */
 export const make = (payload: BatchPayload, tenantId: string = Rebuild.platformTenant): Effect.Effect<Envelope> =>
@@ -88,6 +90,7 @@ export const fail = (payload: BatchPayload, tenantId: string, error: string) =>
     if (payload.operation === "rebuild") return yield* Rebuild.fail(payload.batch_id, error, now)
     if (payload.operation === "move") return yield* Move.fail(payload.batch_id, error, now)
     if (payload.operation === "delete_tenant") return yield* Deletion.fail(payload.batch_id, error, now)
+    if (payload.operation === "erase") return yield* Placement.writing(tenantId)(Erasure.fail(payload.batch_id, error, now))
     yield* Placement.writing(tenantId)(Effect.gen(function*() {
       yield* BatchJobs.fail(payload.batch_id, error, now)
       const job = yield* BatchJobs.find(payload.batch_id)
@@ -107,6 +110,7 @@ const stepOf = (payload: BatchPayload, tenantId: string) =>
     const onTenant = Placement.writing(tenantId)
     if (payload.operation === "export") return yield* onTenant(Export.step(payload))
     if (payload.operation === "reconcile") return yield* onTenant(Reconcile.step(payload))
+    if (payload.operation === "erase") return yield* onTenant(Erasure.step(payload))
     return yield* onTenant(Import.step(payload))
   })
 

@@ -17,6 +17,7 @@ import * as Failure from "../failures/Failure.js"
 import * as Placement from "../placement/Placement.js"
 import * as Move from "../placement/Move.js"
 import * as Deletion from "../placement/Deletion.js"
+import * as Erasure from "../subjects/Erasure.js"
 import * as Rebuild from "../projections/Rebuild.js"
 import { Registry } from "../registry/Registry.js"
 import * as BatchConsumer from "./BatchConsumer.js"
@@ -119,4 +120,15 @@ export const deleteTenant = Effect.fn("BatchStart.deleteTenant")(function*(tenan
   if (first === undefined) return record
   yield* enqueueFirst(first)
   return (yield* Deletion.find(record.id)) ?? record
+})
+
+/**
+ * Erases a data subject's personal data in the tenant (subjects/Erasure.ts). Answers the running or finished erasure
+ * of the subject without starting another; resumes a failed one.
+ */
+export const erase = Effect.fn("BatchStart.erase")(function*(tenantId: string, subject: string, requestedBy: string) {
+  const { first, record } = yield* Placement.writing(tenantId)(Erasure.start(tenantId, subject, requestedBy))
+  if (first === undefined) return record
+  yield* enqueueFirst(first, tenantId)
+  return (yield* Placement.writing(tenantId)(Erasure.find(record.id))) ?? record
 })

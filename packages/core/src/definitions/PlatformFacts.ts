@@ -1,6 +1,6 @@
 /**
  * Facts the platform itself appends (module `factline`): webhook delivery
- * outcomes and endpoint changes, operators' reconciliations, and timers. Their types are reserved — no product module
+ * outcomes and endpoint changes, operators' reconciliations, data subjects' erasures, and timers. Their types are reserved — no product module
  * may emit them — and product modules may listen to them (a projection of
  * deliveries, a processor that alerts on `webhook_endpoint_disabled`).
  */
@@ -49,6 +49,24 @@ export const Reconciliation = FactDefinition.make(
   })
 )
 
+/**
+ * A data subject's personal data erased (`POST /v1/subjects/:subject/erase`, subjects/Erasure.ts), appended to the
+ * tenant's stream `factline/erasures` when the erasure has finished: what was erased, when, at whose request, and
+ * what was removed (counts per store). It holds no personal data: the subject id is pseudonymous, by rule.
+ */
+export const SubjectErased = FactDefinition.make(
+  "subject_erased",
+  Schema.Struct({
+    erasure_id: Schema.String,
+    subject: Schema.String,
+    generations: Schema.Array(Schema.Int),
+    requested_by: Schema.String,
+    requested_at: Schema.String,
+    keys_erased_at: Schema.String,
+    removed: Schema.Record(Schema.String, Schema.Record(Schema.String, Schema.Int))
+  })
+)
+
 // --- timers (Timer.ts): what a handler or processor asked for, recorded in its stream ---
 
 /**
@@ -67,4 +85,4 @@ export const TimerScheduled = FactDefinition.make(
 /** The stream's pending timer `name` will not fire (`Timer.cancel`); nothing happens if none is pending. */
 export const TimerCancelled = FactDefinition.make("timer_cancelled", Schema.Struct({ name: Schema.String }))
 
-export const all: ReadonlyArray<FactDefinition.Any> = [WebhookSent, WebhookFailed, WebhookEndpointDisabled, Reconciliation, TimerScheduled, TimerCancelled]
+export const all: ReadonlyArray<FactDefinition.Any> = [WebhookSent, WebhookFailed, WebhookEndpointDisabled, Reconciliation, SubjectErased, TimerScheduled, TimerCancelled]

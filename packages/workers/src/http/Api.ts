@@ -22,6 +22,7 @@ import * as Projections from "./Projections.js"
 import * as Queues from "./Queues.js"
 import * as Recovery from "./Recovery.js"
 import * as Runs from "./Runs.js"
+import * as Subjects from "./Subjects.js"
 import * as Tenants from "./Tenants.js"
 import { api } from "./Routes.js"
 import * as Serve from "./Serve.js"
@@ -34,7 +35,7 @@ export { maxEventsPerRequest } from "./Events.js"
 export { api, publicRoutes, type Route, routes } from "./Routes.js"
 
 /** Every group's handlers. */
-const handlers = Layer.mergeAll(Events.handlers, Runs.handlers, Workflows.handlers, Recovery.handlers, Queues.handlers, DeadLetters.handlers, Alerts.handlers, Tenants.handlers, Facts.handlers, Batches.handlers, Webhooks.handlers, Projections.handlers, Health.handlers, Documents.handlers(api))
+const handlers = Layer.mergeAll(Events.handlers, Runs.handlers, Workflows.handlers, Recovery.handlers, Queues.handlers, DeadLetters.handlers, Alerts.handlers, Tenants.handlers, Subjects.handlers, Facts.handlers, Batches.handlers, Webhooks.handlers, Projections.handlers, Health.handlers, Documents.handlers(api))
 
 /** The Worker's `fetch` for the API: every route served from its description (Serve.ts). */
 export const make = (runtime: (env: PlatformEnv) => PlatformRuntime) => Serve.make(api, handlers, runtime)
