@@ -312,7 +312,7 @@ describe("webhooks", () => {
     }
     const unknownType = await api("POST", "/v1/webhooks/endpoints", { url: "https://hooks.example.com/x", event_types: ["charge.deleted"] })
     expect(unknownType.status).toBe(400)
-    expect(unknownType.body.error.details.problems[0].message).toMatch(/not in the webhook event catalog \(known: charge.created\)/)
+    expect(unknownType.body.error.details.problems[0].message).toMatch(/not in the webhook event catalog \(known: charge.created, contact.noted\)/)
     const byFact = await api("POST", "/v1/webhooks/endpoints", { url: "https://hooks.example.com/x", fact_types: ["charge"] })
     expect(byFact.status).toBe(201)
     created.push({ id: byFact.body.id, token: tokenA })
