@@ -10,6 +10,7 @@ import * as Processor from "../definitions/Processor.js"
 import * as Projection from "../definitions/Projection.js"
 import * as Timer from "../definitions/Timer.js"
 import { fact, message } from "./Builders.js"
+import { teamLocation } from "./DefectLocation.js"
 import { DeciderSpec, HandlerSpec, ProcessorSpec, ProjectionSpec, SpecError } from "./Specs.js"
 
 const Deposit = MessageDefinition.command("account.deposit").version(1, Schema.Struct({ cents: Schema.Int }))
@@ -248,6 +249,27 @@ describe("test kit specs", () => {
     it("a module whose layer fails to build fails its code permanently, naming the module", async () => {
       const broken = Layer.effect(Rates, Effect.fail(new Error("RATES_URL is not set")))
       await ProcessorSpec.for(bonus, { layer: broken }).when(fact(Deposited, { cents: 200, balance: 200 })).thenFails(/module spec: its layer failed to build \(Error: RATES_URL is not set\)/, { permanent: true })
+    })
+
+    it("a spec failed by a defect names where it happened in the team's code (file:line from the stack)", async () => {
+      const Oops = MessageDefinition.event("x.crashed").version(1, Schema.Struct({}))
+      let thrownAt = ""
+      const crash = (): never => {
+        const error = new TypeError("cannot read properties of undefined (reading 'plan')")
+        thrownAt = /src\/testing\/Specs\.test\.ts:\d+/.exec(error.stack ?? "")?.[0] ?? "?"
+        throw error
+      }
+      const oops = Handler.handler(Oops, { name: "oops", emits: [], handle: () => crash() })
+      const spec = HandlerSpec.for(oops).when(message(Oops, {}, { subject: "s" }))
+      // The throw is in this file, in `crash`: the first frame outside the framework.
+      await expect(spec.then([])).rejects.toThrow(
+        /expected handler oops to append facts, but it failed \(defect\): TypeError: cannot read properties of undefined \(reading 'plan'\) \(at src\/testing\/Specs\.test\.ts:\d+:\d+\)/
+      )
+      const { outcome } = await spec.result()
+      expect(Result.isFailure(outcome) && teamLocation(outcome.failure.defectStack)).toMatch(new RegExp(`^${thrownAt}:\\d+$`))
+      // Frames of dependencies and of the framework's own sources are skipped; none left, nothing is added.
+      expect(teamLocation("Error: x\n    at run (/app/node_modules/effect/dist/Effect.js:1:2)\n    at node:internal/process:3:4", "/app")).toBeUndefined()
+      expect(teamLocation("Error: x\n    at f (/app/node_modules/@factline/core/dist/x.js:1:2)\n    at decide (/app/src/subscriptions/Subscriptions.ts:42:11)", "/app")).toBe("src/subscriptions/Subscriptions.ts:42:11")
     })
 
     it("a handler that throws fails with a defect: retried on the short budget, its stack kept", async () => {

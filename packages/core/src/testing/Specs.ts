@@ -51,6 +51,7 @@ import type { FactDraft } from "../ledger/LedgerProtocol.js"
 import * as ProcessingConsumer from "../processing/ProcessingConsumer.js"
 import { dispatch } from "../routing/Dispatch.js"
 import * as TestPlatform from "./TestPlatform.js"
+import { teamLocation } from "./DefectLocation.js"
 import { json, matches, same, SpecError } from "./SpecError.js"
 
 export { SpecError } from "./SpecError.js"
@@ -58,6 +59,11 @@ export { SpecError } from "./SpecError.js"
 const drafts = (facts: ReadonlyArray<{ readonly type: string; readonly data: unknown }>) => json(facts.map(({ type, data }) => ({ type, data })))
 const errorOf = (outcome: Consumer.Outcome | undefined) => (outcome !== undefined && Result.isFailure(outcome) ? outcome.failure.message : undefined)
 const kindOf = (failure: Failure.Failure) => (failure.retryable ? (failure.budget === undefined ? "transient" : failure.reason) : `permanent, ${failure.reason}`)
+/** A failure's text, a defect's with where it happened in the team's code (`at src/…:line:column`). */
+const described = (failure: Failure.Failure) => {
+  const at = teamLocation(failure.defectStack)
+  return at === undefined ? failure.message : `${failure.message} (at ${at})`
+}
 
 
 export interface Result_ {
@@ -86,7 +92,7 @@ abstract class Run {
     }
     return this.result().then(({ outcome, facts }) => {
       if (Result.isFailure(outcome)) {
-        throw new SpecError(`expected ${this.what} to append facts, but it failed (${kindOf(outcome.failure)}): ${outcome.failure.message}`)
+        throw new SpecError(`expected ${this.what} to append facts, but it failed (${kindOf(outcome.failure)}): ${described(outcome.failure)}`)
       }
       const actual = drafts(facts)
       const wanted = drafts(expected.map((d) => Timer.record(d, this.timeBase)))
@@ -103,7 +109,7 @@ abstract class Run {
     return this.result().then(({ outcome, facts }) => {
       if (Result.isSuccess(outcome)) throw new SpecError(`expected ${this.what} to fail, but it succeeded`, drafts(facts), "a failure")
       const { failure } = outcome
-      if (!matches(failure.message, match)) throw new SpecError(`${this.what} failed with another error than expected`, failure.message, String(match))
+      if (!matches(failure.message, match)) throw new SpecError(`${this.what} failed with another error than expected`, described(failure), String(match))
       if (options.permanent !== undefined && options.permanent === failure.retryable) {
         throw new SpecError(`expected a ${options.permanent ? "permanent" : "transient"} failure of ${this.what}, got a ${failure.retryable ? "transient" : "permanent"} one: ${failure.message}`)
       }
