@@ -241,4 +241,93 @@ describe("personal data, sealed where it enters and erasable", () => {
       expect(deliveries.filter((d) => d.type === "charge.created" && d.data.buyer_id === buyers[who])).toHaveLength(1)
     }
   })
+
+  it("after erasing buyer A: A's number nowhere (every D1 row, shard and key store table, R2 object); B intact and readable; reads say [erased]; a rebuild gives the same rows; a decider still decides; a replayed dead letter carries the marker", async () => {
+    const subject = buyers.a
+    expect((await api("GET", `/v1/subjects/${subject}/erasure`)).status).toBe(404)
+    const started = await api("POST", `/v1/subjects/${subject}/erase`)
+    expect(started.status, JSON.stringify(started.body)).toBe(202)
+    const id = started.body.erasure_id as string
+    // Driven to its end: its steps are batch-queue messages (one delayed by the key cache's bound, 1 s here).
+    const done = await eventually(async () => {
+      await drain({ timeoutMs: 60_000 })
+      const got = await api("GET", `/v1/subjects/${subject}/erasure`)
+      if (got.body.phase === "failed") throw new Error(`the erasure failed: ${got.body.error}`)
+      return got.body.phase === "erased" ? got.body : undefined
+    }, 90_000, "the erasure to end")
+    console.log(`erasure of buyer A: ${JSON.stringify(done)}`)
+    expect(done).toMatchObject({ erasure_id: id, subject, error: null, audit_fact_id: expect.any(String) })
+    expect(done.generations_erased.length).toBeGreaterThan(0)
+    // Asked again: the same, finished erasure.
+    expect((await api("POST", `/v1/subjects/${subject}/erase`)).body).toMatchObject({ erasure_id: id, phase: "erased" })
+    await drain({ timeoutMs: 60_000 })
+
+    // A's number nowhere; B's exactly where it was (product code's error text included); the sealed values still there.
+    const after = await snapshot()
+    expect(where(after, phones.a), "buyer A's phone in plaintext after the erasure").toEqual([])
+    expect(where(after, phones.b), "buyer B's phone").toEqual(where(before, phones.b))
+    expect(where(after, buyers.a).length, "buyer A's pseudonymous id stays (the subject of its facts)").toBeGreaterThan(0)
+
+    // Reads: A's personal fields are the marker, every time; B's are its number.
+    for (let i = 0; i < 2; i++) {
+      expect((await streamFacts(events.a.calls[0]!.subject)).find((f) => f.type === "outcome")?.data.caller_phone).toBe(Personal.erased)
+      expect((await streamFacts(events.a.noted.subject)).find((f) => f.type === "contact_noted")?.data.caller_phone).toBe(Personal.erased)
+    }
+    expect((await streamFacts(events.b.calls[0]!.subject)).find((f) => f.type === "outcome")?.data.caller_phone).toBe(phones.b)
+    expect((await streamFacts(events.b.noted.subject)).find((f) => f.type === "contact_noted")?.data.caller_phone).toBe(phones.b)
+    const exportA = await api("GET", `/v1/subjects/${buyers.a}/export`)
+    const exportB = await api("GET", `/v1/subjects/${buyers.b}/export`)
+    expect(exportA.status).toBe(200)
+    expect(JSON.stringify(exportA.body)).not.toContain(phones.a)
+    // (Its facts come from the D1 facts copy, which this test archived: only the projections' rows are left to export.)
+    expect(exportB.body.projections.find((p: any) => p.projection === "calls").rows.map((r: any) => r.caller_phone_masked)).toEqual([`•••• ${lastFour(phones.b)}`, `•••• ${lastFour(phones.b)}`])
+    expect(exportA.body.projections.find((p: any) => p.projection === "calls").rows.map((r: any) => r.caller_phone_masked)).toEqual([Personal.erased, Personal.erased])
+
+    // The calls projection: the rows as before, A's masked column the marker — and a rebuild from the ledger gives the same.
+    const expected = callRowsBefore.map((r) => (r.buyer_id === buyers.a ? { ...r, caller_phone_masked: Personal.erased } : r))
+    expect(await callRows()).toEqual(expected)
+    const rebuild = await api("POST", "/v1/batches", { operation: "rebuild", projection: "calls" }, tokenPlatform)
+    expect(rebuild.status, JSON.stringify(rebuild.body)).toBe(202)
+    await drain({ timeoutMs: 90_000 })
+    expect((await api("GET", `/v1/batches/${rebuild.body.batch_id}`, undefined, tokenPlatform)).body).toMatchObject({ status: "completed" })
+    expect(await callRows()).toEqual(expected)
+
+    // A's dead letter, replayed once the handler takes it: the handler sees the marker, and appends it.
+    const [letter] = await deadLetters("a")
+    expect(letter).toBeDefined()
+    expect(JSON.stringify(letter)).not.toContain(phones.a)
+    refusedContacts.delete(events.a.refused.idempotency_key)
+    const replayed = await api("POST", `/v1/dlq/${letter.id}/replay`)
+    expect(replayed.status, JSON.stringify(replayed.body)).toBe(202)
+    await drain({ timeoutMs: 60_000 })
+    const seenByHandler = contactsSeen.filter((s) => s.by === "handler" && s.buyer_id === buyers.a).map((s) => s.caller_phone)
+    expect(seenByHandler.at(-1)).toBe(Personal.erased)
+    expect((await streamFacts(events.a.noted.subject)).filter((f) => f.type === "contact_noted").map((f) => f.data.caller_phone)).toEqual([Personal.erased, Personal.erased])
+
+    // A decider folding A's erased stream still decides (and sees the marker); B's sees B's number.
+    const check = (who: Who) => ({
+      schema_version: 1, message_type: "test.contact.check", tenant_id: tenant, subject: events[who].noted.subject,
+      idempotency_key: unique("check"), payload: { buyer_id: buyers[who] }
+    })
+    expect((await postEvents({ events: [check("a"), check("b")] })).status).toBe(202)
+    await drain({ timeoutMs: 60_000 })
+    expect((await streamFacts(events.a.noted.subject)).filter((f) => f.type === "contact_checked").map((f) => f.data)).toEqual([{ buyer_id: buyers.a, notes: 2, phone_erased: true }])
+    expect((await streamFacts(events.b.noted.subject)).filter((f) => f.type === "contact_checked").map((f) => f.data)).toEqual([{ buyer_id: buyers.b, notes: 1, phone_erased: false }])
+    expect(contactsSeen.filter((s) => s.by === "decider").map((s) => [s.buyer_id, s.caller_phone])).toEqual([[buyers.a, Personal.erased], [buyers.b, phones.b]].sort((x, y) => (x[0]! < y[0]! ? -1 : 1)))
+
+    // After all of it, still nowhere.
+    const end = await snapshot()
+    expect(where(end, phones.a), "buyer A's phone in plaintext at the end").toEqual([])
+    expect(where(end, phones.b).filter((at) => !productOutput(at)), "buyer B's phone outside product code's error text").toEqual([])
+
+    // What the raw local state files still hold (reported, not asserted): SQLite free pages and write-ahead logs,
+    // blob files — below every SQL and R2 read above.
+    for (const [who, phone] of [["A (erased)", phones.a], ["B", phones.b]] as const) {
+      const grep = await (await fetch(`${env.TEST_STATE_FILES_URL}/grep?needle=${encodeURIComponent(phone)}`)).json<{ roots: Array<string>; files: number; bytes: number; hits: Array<{ file: string; count: number; size: number }> }>()
+      console.log(
+        `raw local state, buyer ${who}'s phone: ${grep.files} files (${grep.bytes} bytes) under ${grep.roots.length} roots; ` +
+          (grep.hits.length === 0 ? "found in none" : `found in ${grep.hits.length}: ${grep.hits.map((h) => `${h.file.replace(/^.*?miniflare-[0-9a-f]+\//, "")} ×${h.count} (${h.size} B)`).join("; ")}`)
+      )
+    }
+  }, 300_000)
 })
