@@ -56,6 +56,8 @@ operators' commands, against a deployment (--url, --token):
                                             --follow prints each new or changed run every second until ctrl-c
                                             (--follow-for S: for S seconds)
   runs retry ID                             retry a waiting message now (a dead one: replay its dead letter)
+  erase SUBJECT [--follow]                  erase a data subject's personal data (scope admin); --follow until it is erased
+  subjects export|erasure SUBJECT           a data subject's data as JSON (the read side's), or its erasure
   workflows [list] [filters]                workflow instances, newest first (filters: --workflow --status --subject; --limit --cursor)
   workflows show ID                         one instance: status here and at Cloudflare, step, attempts, wait, facts appended
   workflows terminate|retry ID              stop an instance; run a failed or terminated one again (steps keep their keys)

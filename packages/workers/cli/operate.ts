@@ -446,6 +446,39 @@ Object.assign(commands, {
   }
 } satisfies Record<string, Command>)
 
+const erasureLine = (e: { erasure_id: string; subject: string; phase: string; removed: Record<string, Record<string, number>>; error: string | null; clean_after: string | null }) => {
+  const removed = Object.entries(e.removed).map(([store, counts]) => `${store} ${Object.entries(counts).map(([k, n]) => `${k} ${num(n)}`).join(" ")}`).join(", ")
+  const waits = e.phase === "waiting" && e.clean_after ? `  cleaning from ${clean(e.clean_after)}` : ""
+  return `erasure ${clean(e.erasure_id)}  ${clean(e.subject)}: ${colored(clean(e.phase))}${waits}${removed ? `  ${clean(removed)}` : ""}${e.error ? `\nerror: ${clean(e.error)}` : ""}`
+}
+
+Object.assign(commands, {
+  /** Erasing a data subject's personal data (`erase <subject> [--follow]`, scope admin): the erasure, followed to its end with --follow. */
+  async erase({ api }, { flags, positional }) {
+    const [, subject] = positional
+    if (!subject || positional.length > 2) throw new UsageError("erase needs a data subject id")
+    let erasure = await api.subjects.eraseSubject({ params: { subject } })
+    const tty = process.stderr.isTTY
+    while (flags.follow && !["erased", "failed"].includes(erasure.phase)) {
+      process.stderr.write(tty ? `\r${erasureLine(erasure)}\u001b[K` : `${erasureLine(erasure)}\n`)
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
+      erasure = await api.subjects.getSubjectErasure({ params: { subject } })
+    }
+    if (tty && flags.follow) process.stderr.write("\n")
+    return flags.json ? erasure : erasureLine(erasure)
+  },
+  /** A data subject's data (`subjects export <subject>`, JSON) and its erasure (`subjects erasure <subject>`), scope admin. */
+  async subjects({ api }, { flags, positional }) {
+    const [, sub, subject] = positional
+    if ((sub !== "export" && sub !== "erasure") || !subject || positional.length > 3) throw new UsageError("subjects export|erasure needs a data subject id")
+    if (sub === "erasure") {
+      const erasure = await api.subjects.getSubjectErasure({ params: { subject } })
+      return flags.json ? erasure : erasureLine(erasure)
+    }
+    return await api.subjects.exportSubject({ params: { subject } })
+  }
+} satisfies Record<string, Command>)
+
 // `recover --since 10m [--dry-run]`: after a restart of the local queues (or any loss of queued messages) — the
 // facts appended since then are relayed again, and kept accepted events with no fact yet are sent again
 // (POST /v1/recover, scope platform). The API walks the ledger a bounded amount per call; this repeats the call
