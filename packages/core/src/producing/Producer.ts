@@ -51,6 +51,7 @@ import * as Time from "../platform/Time.js"
 import { IdempotencyConflict, type Validated, validate } from "./ProducerInput.js"
 import { KeyRing } from "../personal/KeyRing.js"
 import * as KeyStorage from "../personal/KeyStorage.js"
+import * as Sealed from "./SealedPayloads.js"
 
 export { IdempotencyConflict, invalidMessages } from "./ProducerInput.js"
 
@@ -156,18 +157,8 @@ export class Producer extends Context.Service<Producer, {
     if (personal.length > 0 && config.keys === undefined) {
       throw new Error(`Producer.over: ${personal.join(", ")} declare(s) personal data, which is sealed before it is sent: give \`keys\` (the platform's LedgerShard namespace and FACTLINE_SECRETS_KEY)`)
     }
-    const keyRing = KeyRing.layer({ secretsKey: config.keys?.secretsKey }).pipe(Layer.provide(KeyStorage.KeyStores.layer(config.keys?.namespace ?? noKeyStores)))
+    const keyRing = KeyRing.layer({ secretsKey: config.keys?.secretsKey }).pipe(Layer.provide(KeyStorage.KeyStores.layer(config.keys?.namespace ?? Sealed.noKeyStores)))
     return Producer.layer({ ...config, queue: ownQueue }).pipe(Layer.provide(Layer.merge(Queues.over((name) => (name === ownQueue ? binding : undefined)), keyRing)))
-  }
-}
-
-/** No key store: a producer whose definitions declare no personal data never asks for a key. */
-const noKeyStores: KeyStorage.KeyStoreNamespace = {
-  idFromName: () => {
-    throw new Error("no key store: this producer was given no keys")
-  },
-  get: () => {
-    throw new Error("no key store: this producer was given no keys")
   }
 }
 
@@ -183,31 +174,6 @@ interface Config {
   readonly defaultSource?: string
   readonly keep?: KeptEvents.Keep
 }
-
-/**
- * The envelopes with their payloads' personal fields sealed (KeyRing: one key store call per tenant at most),
- * before anything is hashed, kept, offloaded or sent: no store ever holds them in plaintext. The same array when
- * no definition declares personal data.
- */
-const sealAll = (config: Config, validated: Validated) =>
-  Effect.gen(function*() {
-    const { envelopes } = validated
-    const byTenant = new Map<string, Array<number>>()
-    envelopes.forEach((e, i) => {
-      if (e.payload === undefined || config.definitions.get(e.message_type)?.personalData === undefined) return
-      const list = byTenant.get(e.tenant_id)
-      if (list) list.push(i)
-      else byTenant.set(e.tenant_id, [i])
-    })
-    if (byTenant.size === 0) return validated
-    const out = [...envelopes]
-    yield* Effect.forEach([...byTenant], ([tenant, indexes]) =>
-      Effect.map(
-        config.keyRing.seal(tenant, indexes.map((i) => ({ declaration: config.definitions.get(envelopes[i]!.message_type)!.personalData!, value: envelopes[i]!.payload as Record<string, unknown> }))),
-        (sealed) => indexes.forEach((index, i) => (out[index] = { ...envelopes[index]!, payload: sealed[i] }))
-      ), { concurrency: "unbounded", discard: true })
-    return { ...validated, envelopes: out }
-  })
 
 const offload = (config: Config, envelope: Envelope) => {
   if (envelope.payload === undefined || SendBatches.sizeOf(envelope.payload) <= offloadThresholdBytes) return Effect.succeed(envelope)
@@ -253,7 +219,7 @@ const acceptOf = (config: Config): Producer["Service"]["accept"] => Effect.fn("P
   const now = yield* Time.now
   const checked = validate(config.definitions, inputs, options?.pathPrefix, now, yield* Telemetry.sender)
   if (Result.isFailure(checked)) return yield* checked.failure
-  const validated = { success: yield* sealAll(config, checked.success) }
+  const validated = { success: yield* Sealed.sealAll(config.keyRing, config.definitions, checked.success) }
   const { envelopes, firstOf } = validated.success
   const at = (index: number) => [...(options?.pathPrefix === undefined ? [] : [options.pathPrefix, index]), "idempotency_key"].join(".")
   const firsts = envelopes.map((e, index) => ({ e, index })).filter(({ index }) => firstOf[index] === index)
@@ -290,7 +256,7 @@ export const make = (config: Config): Producer["Service"] => {
     const now = yield* Time.now
     const validated = validate(config.definitions, inputs, options?.pathPrefix, now, yield* Telemetry.sender)
     if (Result.isFailure(validated)) return yield* validated.failure
-    return yield* sendFirstCopies(config, yield* sealAll(config, validated.success), now)
+    return yield* sendFirstCopies(config, yield* Sealed.sealAll(config.keyRing, config.definitions, validated.success), now)
   })
 
   const toInput = (e: Emission) => ({

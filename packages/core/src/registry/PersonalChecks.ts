@@ -69,6 +69,18 @@ export const check = (modules: ReadonlyArray<Module>) => {
         if (unknown.length > 0) fail(`projection "${projection.name}" (module ${module.name}): erasure names column(s) ${unknown.join(", ")} that its table does not have (columns: ${[...columns].join(", ")})`)
       }
     }
+    for (const event of module.webhooks) {
+      const declaration = event.fact.personalData
+      if (declaration === undefined || event.schema === event.fact.schema) continue
+      const names = new Set(Personal.fieldNames(event.schema))
+      if (!names.has(declaration.subject)) {
+        fail(
+          `webhook event "${event.type}" (module ${module.name}) builds its own payload from fact type "${event.fact.type}", which carries personal data: ` +
+            `its payload must carry the data subject field "${declaration.subject}" and keep the personal fields under their names (${declaration.fields.join(", ")}), ` +
+            `so it travels sealed on the webhooks queue and in the delivery record`
+        )
+      }
+    }
     for (const workflow of module.workflows) {
       const sources = [workflow.start, ...Object.values(workflow.waitsFor as Record<string, ReadonlyArray<FactDefinition.Any>>).flat()]
       for (const source of sources) checkFlow(`workflow "${workflow.name}" (module ${module.name})`, `fact type "${source.type}"`, source.personalData, workflow.emits)

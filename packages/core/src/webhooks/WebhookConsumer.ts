@@ -58,7 +58,6 @@ import { Queues } from "../platform/Queues.js"
 import * as SendBatches from "../platform/SendBatches.js"
 import * as FactMessage from "../relay/FactMessage.js"
 import { KeyRing } from "../personal/KeyRing.js"
-import type * as Personal from "../personal/Personal.js"
 import * as Sealing from "../personal/Sealing.js"
 import { Registry } from "../registry/Registry.js"
 import * as DeliveryGates from "./DeliveryGates.js"
@@ -66,6 +65,7 @@ import * as DeliveryOutcomes from "./DeliveryOutcomes.js"
 import * as EndpointLimiter from "./EndpointLimiter.js"
 import { EndpointLimits } from "./EndpointLimits.js"
 import * as Signing from "./Signing.js"
+import * as PersonalPayloads from "./PersonalPayloads.js"
 import { body, type DeliveryItem, deliveryMessage, existedAt, isDelivery, type Item, maxDeliveryBytes } from "./WebhookDelivery.js"
 import { type EndpointConfig, WebhookStore } from "./WebhookStore.js"
 import * as UrlGuard from "./UrlGuard.js"
@@ -101,21 +101,6 @@ export const decode = (body: unknown, delivery: Consumer.Delivery) => {
     key: tenantKey(envelope.success.tenant_id, payload.success.delivery_id),
     value: { kind: "delivery", envelope: envelope.success, payload: payload.success, attempts: delivery.attempts, last: delivery.last } as Item
   }])
-}
-
-/**
- * A webhook payload built from a fact's opened data, sealed again for the webhooks queue and the delivery record:
- * a personal field passed on unchanged takes the stored sealed value (no crypto), any other personal value is
- * sealed (KeyRing skips what is sealed or erased already). The payload keeps the fact's field names (the registry
- * checks a custom payload of a personal fact carries its subject field).
- */
-const resealed = (keyRing: KeyRing["Service"], declaration: Personal.Declaration, stored: Fact, plain: Fact, data: unknown) => {
-  if (typeof data !== "object" || data === null || Array.isArray(data)) return Effect.succeed(data)
-  const candidate: Record<string, unknown> = { ...(data as Record<string, unknown>) }
-  for (const field of declaration.fields) {
-    if (field in candidate && candidate[field] === plain.data[field]) candidate[field] = stored.data[field]
-  }
-  return Effect.map(keyRing.seal(stored.tenant_id, [{ declaration, value: candidate }]), (sealed) => sealed[0] as unknown)
 }
 
 const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind: "fact" }> }>, configs: ReadonlyMap<string, ReadonlyArray<EndpointConfig>>, outcomes: Map<string, Consumer.Outcome>, now: string) =>
@@ -156,7 +141,7 @@ const fanOut = (items: ReadonlyArray<{ key: string; value: Extract<Item, { kind:
         }
         const declaration = registry.personalFact(value.fact.type)
         if (declaration !== undefined && plain !== value.fact) {
-          const sealed = yield* Effect.result(resealed(keyRing, declaration, value.fact, plain, data))
+          const sealed = yield* Effect.result(PersonalPayloads.resealed(keyRing, declaration, value.fact, plain, data))
           if (Result.isFailure(sealed)) {
             outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: sealed.failure.message })))
             break
@@ -257,22 +242,7 @@ const deliver = (items: ReadonlyArray<DeliveryItem>, configs: Configs, outcomes:
     const limited = yield* DeliveryGates.throttle(now, configs, states.success, verdicts, record, outcomes)
     const sending = now.filter(({ key }) => !limited.held.has(key))
     // Personal fields travel sealed; they are opened for the POST only (erased: the marker).
-    const registry = yield* Registry
-    const opened = new Map<string, unknown>()
-    if (registry.hasPersonalData) {
-      const declarationOf = (eventType: string) => {
-        const event = registry.webhookEvents.get(eventType)
-        return event === undefined ? undefined : registry.personalFact(event.fact.type)
-      }
-      const personal = sending.filter(({ value }) => declarationOf(value.payload.event_type) !== undefined && typeof value.payload.payload === "object" && value.payload.payload !== null)
-      const keyRing = yield* KeyRing
-      const results = yield* Effect.forEach(personal, ({ key, value }) =>
-        Effect.map(Effect.result(keyRing.open(value.envelope.tenant_id, [{ declaration: declarationOf(value.payload.event_type)!, value: value.payload.payload as Record<string, unknown> }])), (r) => ({ key, r })), { concurrency: "unbounded" })
-      for (const { key, r } of results) {
-        if (Result.isFailure(r)) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: r.failure.message })))
-        else opened.set(key, r.success[0])
-      }
-    }
+    const opened = yield* PersonalPayloads.openDeliveries(sending, outcomes)
     const attempted = yield* post(sending.filter(({ key }) => !outcomes.has(key)), configs, states.success, verdicts, record, outcomes, opened)
     // The POSTs are over: their slots go back (a release that fails is logged; the leases expire by themselves).
     yield* Effect.forEach(limited.leases, (l) =>
