@@ -34,6 +34,8 @@ import { Registry, runDeclared } from "../registry/Registry.js"
 import * as Timer from "../definitions/Timer.js"
 import * as Telemetry from "../platform/Telemetry.js"
 import * as WorkflowInstances from "../workflows/Instances.js"
+import { KeyRing } from "../personal/KeyRing.js"
+import * as Sealing from "../personal/Sealing.js"
 
 const isFailed = (outcome: Consumer.Outcome | undefined) => outcome !== undefined && Result.isFailure(outcome)
 
@@ -44,11 +46,18 @@ export const process = Effect.fn("ProcessingConsumer.process")(function*(items: 
   const groups: Array<{ key: string; group: AppendGroup }> = []
   const now = new Date(yield* Clock.currentTimeMillis).toISOString()
   const sender = yield* Telemetry.sender
-  yield* Effect.forEach(items, ({ key, value }) =>
+  // Processors see personal fields opened (one key ring call for the batch); the facts relayed and handed to workflows stay sealed.
+  const opened = registry.hasPersonalData ? yield* Effect.result(Sealing.openFacts(yield* KeyRing, registry.personalFact, items.map((i) => i.value.fact))) : undefined
+  if (opened !== undefined && Result.isFailure(opened)) {
+    for (const { key } of items) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: opened.failure.message })))
+    return outcomes as ReadonlyMap<string, Consumer.Outcome>
+  }
+  yield* Effect.forEach(items, ({ key, value }, index) =>
     Effect.gen(function*() {
       const { replayed } = value
       const processors = replayed ? [] : registry.processorsFor(value.fact.type)
-      const current = processors.length === 0 ? Result.succeed(value.fact) : registry.latest(value.fact)
+      const plain = opened === undefined ? value.fact : opened.success[index]!
+      const current = processors.length === 0 ? Result.succeed(plain) : registry.latest(plain)
       if (Result.isFailure(current)) return void outcomes.set(key, Consumer.failed(current.failure))
       const fact = current.success
       const drafts: Array<FactDraft> = []
