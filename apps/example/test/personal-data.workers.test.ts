@@ -6,7 +6,8 @@
  * real receiver, a payload large enough to be offloaded to R2, and a refused note: a run with an error and a dead
  * letter) — flow through every queue, and a day of facts is archived to Parquet in R2. Then every row of every
  * table of every D1 database, every table of every ledger shard object and of the tenant's key store object, and
- * every R2 object (Parquet parts decoded too) are read back:
+ * every R2 object (Parquet parts decoded too) are read back (queues: nothing left on any after a drain, by Drain's
+ * count of every send — the local broker's queues themselves cannot be read):
  *
  * - before any erasure, neither number is stored in plaintext anywhere but where product code's own output put it
  *   (the refused note's error text, which names the number); the stored values are sealed (`pd1.…`), and every
@@ -28,7 +29,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Personal } from "@factline/core"
 import { Archive, Shards, Sql } from "@factline/core/runtime"
 import type { PlatformEnv } from "@factline/workers"
-import { drain } from "./Drain.js"
+import { drain, snapshot as queueTraffic } from "./Drain.js"
 import { callCompleted, eventually, postEvents, request, tokenA, tokenPlatform, unique } from "./helpers.js"
 import { contactsSeen, refusedContacts } from "./TestModule.js"
 import { overrideSettings, platform } from "./worker.js"
@@ -100,6 +101,11 @@ interface Snapshot {
   readonly objects: ReadonlyArray<{ readonly at: string; readonly row: Record<string, unknown> }>
   readonly objectTables: Readonly<Record<string, ReadonlyArray<string>>>
   readonly r2: Awaited<ReturnType<typeof everyObject>>
+  /**
+   * Queues with messages still on them. The local broker's queues cannot be read; Drain's counting wrapper around
+   * every send says how many are sent and not yet settled — after a drain, none.
+   */
+  readonly queuesInFlight: ReadonlyArray<string>
 }
 
 const snapshot = async (): Promise<Snapshot> => {
@@ -110,7 +116,8 @@ const snapshot = async (): Promise<Snapshot> => {
     objectTables[name] = tables
     objects.push(...rows)
   }
-  return { d1: await everyD1Row(), objects, objectTables, r2: await everyObject() }
+  const queuesInFlight = Object.entries(queueTraffic()).filter(([, t]) => t.inFlight > 0).map(([queue]) => queue)
+  return { d1: await everyD1Row(), objects, objectTables, r2: await everyObject(), queuesInFlight }
 }
 
 /** Every place a snapshot holds `needle`: column by column for rows, object by object for R2. */
@@ -207,6 +214,7 @@ describe("personal data, sealed where it enters and erasable", () => {
     expect(before.r2.filter((o) => o.key.startsWith(`_payloads/${tenant}/`)).length, before.r2.map((o) => o.key).join(", ")).toBeGreaterThan(0)
     expect(await deadLetters("a")).toHaveLength(1)
     expect(await deadLetters("b")).toHaveLength(1)
+    expect(before.queuesInFlight, "messages left on a queue").toEqual([])
 
     for (const who of ["a", "b"] as const) {
       const found = where(before, phones[who])
@@ -265,6 +273,7 @@ describe("personal data, sealed where it enters and erasable", () => {
     // A's number nowhere; B's exactly where it was (product code's error text included); the sealed values still there.
     const after = await snapshot()
     expect(where(after, phones.a), "buyer A's phone in plaintext after the erasure").toEqual([])
+    expect(after.queuesInFlight, "messages left on a queue").toEqual([])
     expect(where(after, phones.b), "buyer B's phone").toEqual(where(before, phones.b))
     expect(where(after, buyers.a).length, "buyer A's pseudonymous id stays (the subject of its facts)").toBeGreaterThan(0)
 
