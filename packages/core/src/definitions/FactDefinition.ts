@@ -52,9 +52,17 @@ export type UpcastProblem =
   /** An upcaster threw, or produced data the latest schema refuses (a bug in the upcaster). */
   | { readonly _tag: "UpcastFailed"; readonly message: string }
 
-export interface FactDefinition<T extends string = string, D = any> {
+/** The data types of a fact type's versions, by `schema_version`. */
+export type VersionTypes = { readonly [version: number]: unknown }
+/** The data type of `Definition` at `schema_version` `N`: what the test kit's `fact(Def, data, { version: N })` takes. */
+export type DataAt<Definition, N extends number> = Definition extends FactDefinition<string, any, infer V> ? N extends keyof V ? V[N] : never : never
+
+/** `V` is the data type of each version, by number (`{ 1: V1; 2: V2 }`); it exists in types only. */
+export interface FactDefinition<T extends string = string, D = any, V extends VersionTypes = VersionTypes> {
   readonly _tag: "FactDefinition"
   readonly type: T
+  /** Never set: carries `V` for the test kit's typed older versions. */
+  readonly Versions?: V
   /** The latest version's schema: what drafts are validated against (`typeof Started.schema.Type` is the data's type). */
   readonly schema: Schema.Codec<D, unknown>
   /** Every version, 1 to `latestVersion`, in order. */
@@ -65,7 +73,11 @@ export interface FactDefinition<T extends string = string, D = any> {
    * Adds the next version (1, 2, 3… without gaps) with the upcaster from the one before: the new
    * definition replaces this one everywhere (handlers' emits, listeners), under the same type.
    */
-  readonly version: <S extends Schema.Top>(version: number, schema: S, upcast: (previous: D) => S["Type"]) => FactDefinition<T, S["Type"]>
+  readonly version: <S extends Schema.Top, const N extends number = number>(
+    version: N,
+    schema: S,
+    upcast: (previous: D) => S["Type"]
+  ) => FactDefinition<T, S["Type"], V & { readonly [K in N]: S["Type"] }>
   /**
    * Data stored at `schemaVersion` in the latest shape: unchanged when it is the latest; else each
    * upcaster in turn, the result checked against the latest schema. A version above `latestVersion`
@@ -86,7 +98,7 @@ export interface FactDefinition<T extends string = string, D = any> {
    * sealed under the subject's key, opened for every reader, erasable (docs/personal-data.md). Kept by later
    * versions (a personal field keeps its name across versions).
    */
-  readonly personal: <S extends Personal.SubjectField<D>>(declaration: Personal.Of<D, S>) => FactDefinition<T, D>
+  readonly personal: <S extends Personal.SubjectField<D>>(declaration: Personal.Of<D, S>) => FactDefinition<T, D, V>
 }
 
 export type Any = FactDefinition<string, any>
@@ -99,7 +111,7 @@ export type FactOf<E extends ReadonlyArray<Any>> = { [K in keyof E]: E[K] extend
 
 const reason = (error: unknown) => (error instanceof Error ? `${error.name}: ${error.message}` : String(error))
 
-const build = <T extends string, D>(type: T, versions: ReadonlyArray<Version>, personalData: Personal.Declaration | undefined = undefined): FactDefinition<T, D> => {
+const build = <T extends string, D, V extends VersionTypes>(type: T, versions: ReadonlyArray<Version>, personalData: Personal.Declaration | undefined = undefined): FactDefinition<T, D, V> => {
   const latest = versions[versions.length - 1]!
   const latestVersion = versions.length
   const decode = Issues.decodeStrict(latest.schema)
@@ -113,12 +125,12 @@ const build = <T extends string, D>(type: T, versions: ReadonlyArray<Version>, p
     schema: latest.schema as Schema.Codec<D, unknown>,
     versions,
     latestVersion,
-    version: <S extends Schema.Top>(version: number, schema: S, upcast: (previous: D) => S["Type"]) => {
+    version: <S extends Schema.Top, const N extends number = number>(version: N, schema: S, upcast: (previous: D) => S["Type"]) => {
       if (version !== latestVersion + 1) {
         throw new Error(`fact type ${type}: versions must be declared in order 1, 2, 3…; got ${version} after ${latestVersion}`)
       }
       if (typeof upcast !== "function") throw new Error(`fact type ${type}: version ${version} needs an upcaster from ${latestVersion}`)
-      return build<T, S["Type"]>(type, [...versions, { version, schema, upcast }], personalData)
+      return build<T, S["Type"], V & { readonly [K in N]: S["Type"] }>(type, [...versions, { version, schema, upcast }], personalData)
     },
     upcast: (schemaVersion, data) => {
       if (schemaVersion === latestVersion) return Result.succeed(data as D)
@@ -146,14 +158,14 @@ const build = <T extends string, D>(type: T, versions: ReadonlyArray<Version>, p
     data: (fact) => fact.data as D,
     validate,
     personalData,
-    personal: (declaration) => build<T, D>(type, versions, { subject: declaration.subject, fields: [...declaration.fields] })
+    personal: (declaration) => build<T, D, V>(type, versions, { subject: declaration.subject, fields: [...declaration.fields] })
   }
 }
 
 /** A fact type at version 1; add later versions with `.version(2, V2, (v1) => …)`. */
-export const make = <const T extends string, S extends Schema.Top>(type: T, schema: S): FactDefinition<T, S["Type"]> => {
+export const make = <const T extends string, S extends Schema.Top>(type: T, schema: S): FactDefinition<T, S["Type"], { readonly 1: S["Type"] }> => {
   Naming.check("fact type", type)
-  return build<T, S["Type"]>(type, [{ version: 1, schema, upcast: undefined }])
+  return build<T, S["Type"], { readonly 1: S["Type"] }>(type, [{ version: 1, schema, upcast: undefined }])
 }
 
 export const isFactDefinition = (u: unknown): u is Any => typeof u === "object" && u !== null && (u as { _tag?: unknown })._tag === "FactDefinition"

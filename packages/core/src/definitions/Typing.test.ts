@@ -9,7 +9,7 @@ import * as FactDefinition from "./FactDefinition.js"
 import * as Handler from "./Handler.js"
 import * as MessageDefinition from "./MessageDefinition.js"
 import * as Core from "../index.js"
-import { message } from "../testing/Builders.js"
+import { fact, message } from "../testing/Builders.js"
 
 const Started = FactDefinition.make("subscription_started", Schema.Struct({ subscription_id: Schema.String, plan: Schema.String, price_cents: Schema.Int }))
 const PlanChanged = FactDefinition.make("plan_changed", Schema.Struct({ subscription_id: Schema.String, plan: Schema.String, price_cents: Schema.Int }))
@@ -70,6 +70,13 @@ describe("typed versioned payloads in the test kit", () => {
     expect(() => message(ChangePlan, { subscription_id: "s1", plan: "pro" }, { subject: "s1" })).toThrow(/payload\.price_cents/)
     // @ts-expect-error — there is no version 3
     expect(() => message(ChangePlan, { subscription_id: "s1", plan: "pro" }, { subject: "s1", version: 3 })).toThrow(/schema_version 3 is not supported/)
+  })
+
+  it("fact(Definition, data, { version }) takes that version's data, as message does", () => {
+    const v1 = fact(Versioned, { id: "i" }, { version: 1, stream: "i" })
+    expect([v1.schema_version, v1.data]).toEqual([1, { id: "i" }])
+    // @ts-expect-error — version 2 requires `currency`
+    expect(() => fact(Versioned, { id: "i" }, { version: 2 })).toThrow(/data\.currency/)
   })
 
   it("a definition's schema is the latest version's", () => {

@@ -10,7 +10,7 @@
  */
 import * as Result from "effect/Result"
 import { type Envelope, type Fact, Issues } from "@factline/schemas"
-import type { FactDefinition } from "../definitions/FactDefinition.js"
+import type { DataAt, FactDefinition } from "../definitions/FactDefinition.js"
 import type { MessageDefinition, PayloadAt } from "../definitions/MessageDefinition.js"
 
 export const defaultTenant = "tenant-test"
@@ -87,14 +87,14 @@ const sequences = new Map<string, number>()
 
 /**
  * A stored fact of this definition, its data validated (a builder mistake throws, naming the field). With
- * `{ version: n }` it is a fact stored at that older `schema_version`, its data validated against version
- * n's schema: what the runtime upcasts before any product code sees it.
+ * `{ version: n }` it is a fact stored at that older `schema_version`, its data typed as version n's and
+ * validated against version n's schema: what the runtime upcasts before any product code sees it.
  */
-export function fact<T extends string, D>(
-  definition: FactDefinition<T, D>,
-  data: unknown,
-  options: FactOptions & { readonly version: number }
-): Fact & { readonly type: T }
+export function fact<F extends FactDefinition<string, any, any>, const N extends number>(
+  definition: F,
+  data: DataAt<F, N>,
+  options: FactOptions & { readonly version: N }
+): Fact & { readonly type: F["type"] }
 export function fact<T extends string, D>(definition: FactDefinition<T, D>, data: D, options?: FactOptions): Fact & { readonly type: T; readonly data: D }
 export function fact<T extends string, D>(
   definition: FactDefinition<T, D>,
