@@ -110,7 +110,12 @@ export const make = (config: Config, namespace: KeyStorage.KeyStoreNamespace): K
         try: async () => sealItems(tenant, items, await keys.sealing(tenant, subjects, now)),
         catch: (error) =>
           error instanceof Keys.SubjectErased
-            ? new Failure.InvalidInput({ code: "subject_erased", message: error.message, problems: [] })
+            ? new Failure.InvalidInput({
+              code: "subject_erased",
+              message: error.message,
+              // Which items: `<index>.<subject field>`, for the caller to place in its own input.
+              problems: items.flatMap((item, index) => (subjectOf(item) === error.subject ? [{ path: `${index}.${item.declaration.subject}`, message: error.message }] : []))
+            })
             : unavailable(error)
       }))
   }

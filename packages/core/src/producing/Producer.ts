@@ -219,7 +219,7 @@ const acceptOf = (config: Config): Producer["Service"]["accept"] => Effect.fn("P
   const now = yield* Time.now
   const checked = validate(config.definitions, inputs, options?.pathPrefix, now, yield* Telemetry.sender)
   if (Result.isFailure(checked)) return yield* checked.failure
-  const validated = { success: yield* Sealed.sealAll(config.keyRing, config.definitions, checked.success) }
+  const validated = { success: yield* Sealed.sealAll(config.keyRing, config.definitions, checked.success, options?.pathPrefix) }
   const { envelopes, firstOf } = validated.success
   const at = (index: number) => [...(options?.pathPrefix === undefined ? [] : [options.pathPrefix, index]), "idempotency_key"].join(".")
   const firsts = envelopes.map((e, index) => ({ e, index })).filter(({ index }) => firstOf[index] === index)
@@ -256,7 +256,7 @@ export const make = (config: Config): Producer["Service"] => {
     const now = yield* Time.now
     const validated = validate(config.definitions, inputs, options?.pathPrefix, now, yield* Telemetry.sender)
     if (Result.isFailure(validated)) return yield* validated.failure
-    return yield* sendFirstCopies(config, yield* Sealed.sealAll(config.keyRing, config.definitions, validated.success), now)
+    return yield* sendFirstCopies(config, yield* Sealed.sealAll(config.keyRing, config.definitions, validated.success, options?.pathPrefix), now)
   })
 
   const toInput = (e: Emission) => ({

@@ -6,14 +6,15 @@ import * as Effect from "effect/Effect"
 import type { MessageDefinition } from "../definitions/MessageDefinition.js"
 import type { KeyRing } from "../personal/KeyRing.js"
 import type * as KeyStorage from "../personal/KeyStorage.js"
-import type { Validated } from "./ProducerInput.js"
+import * as Failure from "../failures/Failure.js"
+import { invalidMessages, type Validated } from "./ProducerInput.js"
 
 /**
  * The envelopes with their payloads' personal fields sealed (KeyRing: one key store call per tenant at most),
  * before anything is hashed, kept, offloaded or sent: no store ever holds them in plaintext. The same array when
  * no definition declares personal data.
  */
-export const sealAll = (keyRing: KeyRing["Service"], definitions: ReadonlyMap<string, MessageDefinition>, validated: Validated) =>
+export const sealAll = (keyRing: KeyRing["Service"], definitions: ReadonlyMap<string, MessageDefinition>, validated: Validated, pathPrefix?: string) =>
   Effect.gen(function*() {
     const { envelopes } = validated
     const byTenant = new Map<string, Array<number>>()
@@ -29,7 +30,14 @@ export const sealAll = (keyRing: KeyRing["Service"], definitions: ReadonlyMap<st
       Effect.map(
         keyRing.seal(tenant, indexes.map((i) => ({ declaration: definitions.get(envelopes[i]!.message_type)!.personalData!, value: envelopes[i]!.payload as Record<string, unknown> }))),
         (sealed) => indexes.forEach((index, i) => (out[index] = { ...envelopes[index]!, payload: sealed[i] }))
-      ), { concurrency: "unbounded", discard: true })
+      ).pipe(Effect.mapError((error) =>
+        // An erased subject the tenant refuses: the problem names the event's subject field, as a validation problem would.
+        error instanceof Failure.InvalidInput && error.code === "subject_erased"
+          ? invalidMessages((error.problems ?? []).map((p) => {
+            const [at, ...field] = p.path.split(".")
+            return { path: [...(pathPrefix === undefined ? [] : [pathPrefix, indexes[Number(at)]]), "payload", ...field].join("."), message: p.message }
+          }))
+          : error)), { concurrency: "unbounded", discard: true })
     return { ...validated, envelopes: out }
   })
 
