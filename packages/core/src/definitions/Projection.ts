@@ -28,6 +28,7 @@ import { getTableConfig, integer, type SQLiteIntegerBuilderInitial, type SQLiteT
 import type { Fact } from "@factline/schemas"
 import type * as FactDefinition from "./FactDefinition.js"
 import * as Naming from "./Naming.js"
+import * as Personal from "../personal/Personal.js"
 import { jsonArrays } from "../platform/JsonArrays.js"
 
 export type Value = string | number | boolean | null
@@ -188,11 +189,19 @@ const check = (p: Projection) => {
   return p
 }
 
-const byType = <R>(name: string, mappings: ReadonlyArray<Mapping<R>>): ReadonlyMap<string, (fact: Fact) => R | undefined> => {
+/**
+ * The mappings by fact type. A projection whose erasure deletes a data subject's rows maps nothing for a fact whose
+ * personal fields read as erased: a late fact of an erased subject, or a rebuild or reconcile after the erasure,
+ * never brings its rows back.
+ */
+const byType = <R>(name: string, mappings: ReadonlyArray<Mapping<R>>, erasure?: Erasure): ReadonlyMap<string, (fact: Fact) => R | undefined> => {
   const map = new Map<string, (fact: Fact) => R | undefined>()
   for (const mapping of mappings) {
     if (map.has(mapping.fact.type)) throw new ProjectionConfigError(`projection ${name} maps fact type "${mapping.fact.type}" twice; one Projection.on per fact type`)
-    map.set(mapping.fact.type, (fact) => mapping.map(fact.data, fact))
+    const personal = erasure?.action === "delete" ? mapping.fact.personalData : undefined
+    map.set(mapping.fact.type, personal === undefined
+      ? (fact) => mapping.map(fact.data, fact)
+      : (fact) => (personal.fields.some((f) => fact.data[f] === Personal.erased) ? undefined : mapping.map(fact.data, fact)))
   }
   return map
 }
@@ -243,13 +252,13 @@ export const rows = <Table extends SQLiteTable, const On extends ReadonlyArray<M
     readonly on: On & CheckedRows<Table, On>
   }
 ): RowsProjection<Table, TypesOf<On>> =>
-  check({ kind: "rows", ...definition, byType: byType(definition.name, definition.on) }) as RowsProjection<Table, TypesOf<On>>
+  check({ kind: "rows", ...definition, byType: byType(definition.name, definition.on, definition.erasure) }) as RowsProjection<Table, TypesOf<On>>
 export const additive = <Table extends SQLiteTable, const On extends ReadonlyArray<Mapping<AdditiveChange, string>>>(
   definition: Common<Table> & {
     readonly on: On & CheckedAdditive<Table, On>
   }
 ): AdditiveProjection<Table> =>
-  check({ kind: "additive", ...definition, byType: byType(definition.name, definition.on) }) as AdditiveProjection<Table>
+  check({ kind: "additive", ...definition, byType: byType(definition.name, definition.on, definition.erasure) }) as AdditiveProjection<Table>
 
 /**
  * A row as the query API (`GET /v1/projections/:name`) returns it, typed from the projection's Drizzle

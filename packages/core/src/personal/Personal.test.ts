@@ -13,6 +13,9 @@ import * as TestPlatform from "../testing/TestPlatform.js"
 import * as FieldCipher from "./FieldCipher.js"
 import { KeyRing } from "./KeyRing.js"
 import * as Personal from "./Personal.js"
+import * as Projection from "../definitions/Projection.js"
+import { sqliteTable, text } from "drizzle-orm/sqlite-core"
+import { fact } from "../testing/Builders.js"
 
 const V1 = Schema.Struct({ call_id: Schema.String, buyer_id: Schema.String, phone: Schema.optional(Schema.String) })
 const Called = MessageDefinition.event("buyer.called").version(1, V1).personal({ subject: "buyer_id", fields: ["phone"] })
@@ -82,5 +85,16 @@ describe("personal data", () => {
     expect(Result.isFailure(refused) && JSON.stringify(refused.failure)).toMatch(/"path":"payload\.buyer_id","message":"data subject \\"buyer-9\\" was erased/)
     const email = await platform.run(Effect.result(Effect.flatMap(Effect.service(Producer), (p) => p.send([{ tenant_id: tenant, idempotency_key: "k8", message_type: "buyer.called", schema_version: 1, subject: "c8", source: "test", payload: { call_id: "c8", buyer_id: "ann@example.com", phone: "+1555" } }]))))
     expect(Result.isFailure(email) && JSON.stringify(email.failure)).toMatch(/payload\.buyer_id.*email address/)
+  })
+
+  it("a projection whose erasure deletes maps nothing for a fact of an erased subject (late facts and rebuilds never bring rows back)", () => {
+    const table = sqliteTable("phones", { tenant_id: text("tenant_id").notNull(), call_id: text("call_id").notNull(), buyer_id: text("buyer_id"), phone: text("phone"), ...Projection.sequenceColumns(["call"]) })
+    const phones = Projection.rows({
+      name: "phones", table, key: ["call_id"], queryable: [], erasure: { subject: "buyer_id", action: "delete" },
+      on: [Projection.on(Call, ({ call_id, buyer_id, phone }) => ({ call_id, buyer_id, phone: phone ?? null }))]
+    })
+    const map = phones.byType.get("call")!
+    expect(map(fact(Call, { call_id: "c1", buyer_id: "b1", phone: "+15550001111" }))).toEqual({ call_id: "c1", buyer_id: "b1", phone: "+15550001111" })
+    expect(map(fact(Call, { call_id: "c1", buyer_id: "b1", phone: Personal.erased }))).toBeUndefined()
   })
 })
