@@ -11,13 +11,13 @@
  */
 import { createExecutionContext, createMessageBatch, getQueueResult, runInDurableObject } from "cloudflare:test"
 import { env } from "cloudflare:workers"
-import { describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Shards } from "@factline/core/runtime"
 import type { PlatformEnv } from "@factline/workers"
 import { drain } from "./Drain.js"
 import * as Faults from "./faults.js"
 import { callCompleted, eventually, postEvents, request, tokenA, tokenPlatform, unique } from "./helpers.js"
-import { platform } from "./worker.js"
+import { overrideSettings, platform } from "./worker.js"
 
 const tokenC = "dev-token-tenant-c"
 
@@ -123,6 +123,10 @@ const expectTenantCEverywhere = async () => {
 }
 
 describe("deleting a tenant's whole data", () => {
+  // The key cache's bound (how long the hold lasts after the key store was emptied) down from 60 s to 1 s here.
+  beforeAll(() => overrideSettings({ FACTLINE_KEY_CACHE_SECONDS: "1" }))
+  afterAll(() => overrideSettings(undefined))
+
   it("removes tenant-c from every D1 table, every shard and key store, every R2 object; tenant-a untouched; idempotent; refused while a move runs", async () => {
     await fill(unique("d"))
     await expectTenantCEverywhere()
@@ -193,7 +197,7 @@ describe("deleting a tenant's whole data", () => {
           : typeof (target as any)[prop] === "function" ? (target as any)[prop].bind(target) : (target as any)[prop]
     })
     const readDb1 = Faults.refusingStatements(env.FACTLINE_READ_DB_1, (sql) => sql.startsWith("DELETE FROM") && d1Refused++ === 0)
-    const faulty = { ...(env as unknown as PlatformEnv), BATCH_QUEUE: recording, PAYLOADS: payloads, FACTLINE_READ_DB_1: readDb1 } as unknown as PlatformEnv
+    const faulty = { ...(env as unknown as PlatformEnv), BATCH_QUEUE: recording, PAYLOADS: payloads, FACTLINE_READ_DB_1: readDb1, FACTLINE_KEY_CACHE_SECONDS: "1" } as unknown as PlatformEnv
 
     const ctx = createExecutionContext()
     const response = await platform.fetch!(new Request("http://factline.test/v1/tenants/tenant-c", { method: "DELETE", headers: { authorization: `Bearer ${tokenPlatform}` } }) as any, faulty, ctx)

@@ -35,6 +35,7 @@ import * as Time from "../platform/Time.js"
 import * as Placement from "../placement/Placement.js"
 import * as Move from "../placement/Move.js"
 import * as Deletion from "../placement/Deletion.js"
+import { KeyRing } from "../personal/KeyRing.js"
 import * as Erasure from "../subjects/Erasure.js"
 
 /** The chunk message, created now; `tenantId` is the job's (a rebuild's is the platform's). */
@@ -106,7 +107,7 @@ const stepOf = (payload: BatchPayload, tenantId: string) =>
   Effect.gen(function*() {
     if (payload.operation === "rebuild") return yield* Rebuild.step(payload)
     if (payload.operation === "move") return yield* Move.step(payload)
-    if (payload.operation === "delete_tenant") return yield* Deletion.step(payload)
+    if (payload.operation === "delete_tenant") return yield* Deletion.step(payload, (yield* KeyRing).cacheBoundMs)
     const onTenant = Placement.writing(tenantId)
     if (payload.operation === "export") return yield* onTenant(Export.step(payload))
     if (payload.operation === "reconcile") return yield* onTenant(Reconcile.step(payload))

@@ -13,8 +13,8 @@
  * 5. **rows** — every D1 database: the tables a move copies (`Move.tablesToMove`, the move's `deletePage`), the
  *    platform's (`Move.platformTables`, the placement aside), its inbox keys.
  * 6. **verified** — a re-count over every store (every table with a `tenant_id` column, found in `sqlite_master`, not
- *    from a list). All 0 → the placement row goes (the hold with it): **deleted**. Something left (a write that landed
- *    after its store was emptied) → again from `workflows`, up to `Move.rounds` times; then **failed**.
+ *    from a list), once the key cache's bound has passed since the key store was emptied. All 0 → the placement row
+ *    goes (the hold with it): **deleted**. Something left → again from `workflows`, up to `Move.rounds` times.
  *
  * A failed deletion keeps the tenant's writes held (a half-deleted tenant takes none); a new `DELETE` picks up what
  * is left. The record is kept: the tenant id, counts and times, no data of the tenant's. Not reached: the tenant's
@@ -42,6 +42,8 @@ interface Progress {
   /** The shard objects to empty (fixed when the ledger phase starts) and how many are done. */
   readonly shards?: ReadonlyArray<string>
   readonly shardsDone?: number
+  /** When the last shard object and the key store were emptied: the hold lasts the key cache's bound after it. */
+  readonly keysEmptiedAt?: string
   /** The shared objects' walk: the last key read under each shared prefix, and whether it is walked. */
   readonly shared?: Readonly<Record<string, { readonly after: string | null; readonly done: boolean }>>
   /** Per store, what was removed (every round). */
@@ -70,7 +72,6 @@ export const View = DeletionView
 export type View = typeof View.Type
 
 const Id = Schema.Struct({ id: Schema.String })
-const Count = Schema.Struct({ n: Schema.Number })
 
 const unavailable = Failure.unavailable("the platform database")
 const permanent = (message: string) => new Failure.PermanentError({ reason: "permanent_failure", message })
@@ -97,13 +98,6 @@ export const view = (row: Row): View => {
   }
 }
 
-/** `removed` with `counts` added to `store`'s. */
-const add = (removed: Stores.PerStore, store: string, counts: Stores.Counts): Stores.PerStore => {
-  const sum: Record<string, number> = { ...removed[store] }
-  for (const [k, n] of Object.entries(counts)) sum[k] = (sum[k] ?? 0) + n
-  return { ...removed, [store]: sum }
-}
-
 /** A deletion's record, by id. */
 export const find = Effect.fn("Deletion.find")(function*(id: string) {
   const platform = yield* Sql.PlatformDatabase
@@ -124,15 +118,6 @@ export const active = Effect.fn("Deletion.active")(function*(tenantId?: string) 
     : Sql.statement("SELECT * FROM tenant_deletions WHERE tenant_id = ? AND phase NOT IN ('deleted', 'failed') LIMIT 1", tenantId)), unavailable)
 })
 
-/** Whether the platform still knows the tenant: a placement or a ledger. */
-const known = (platform: Sql.Sql, tenantId: string) =>
-  Effect.map(
-    Effect.mapError(platform.first(Count, Sql.statement(
-      "SELECT (SELECT COUNT(*) FROM tenant_placements WHERE tenant_id = ?1) + (SELECT COUNT(*) FROM ledger_tenants WHERE tenant_id = ?1) AS n", tenantId
-    )), unavailable),
-    (row) => (row?.n ?? 0) > 0
-  )
-
 /**
  * Starts deleting `tenantId`'s whole data: records the deletion and holds the tenant's writes (one platform
  * transaction); the record and the first step to enqueue. Answers the running deletion, or the finished one when
@@ -144,7 +129,7 @@ export const start = Effect.fn("Deletion.start")(function*(tenantId: string, sta
   const running = yield* active(tenantId)
   if (running) return { record: running, first: undefined }
   const last = yield* latest(tenantId)
-  const holds = yield* known(platform, tenantId)
+  const holds = yield* Stores.known(platform, tenantId)
   if (last?.phase === "deleted" && !holds) return { record: last, first: undefined }
   if (!holds && last === undefined) return yield* new Failure.NotFound({ message: `nothing is known of tenant ${tenantId}: no placement, no ledger` })
   const moving = yield* Move.active(tenantId)
@@ -176,7 +161,6 @@ export const start = Effect.fn("Deletion.start")(function*(tenantId: string, sta
   return { record: (yield* find(id))!, first }
 })
 
-/** What one step works with. */
 interface Step {
   readonly deletion: Row
   readonly platform: Sql.Sql
@@ -196,8 +180,7 @@ const record = (s: Step, fields: { phase?: Phase; progress?: Progress }) =>
     s.next()
   )
 
-/** The progress with `counts` removed from `store`. */
-const removing = (s: Step, store: string, counts: Stores.Counts, more: Partial<Progress> = {}): Progress => ({ ...s.progress, ...more, removed: add(s.progress.removed, store, counts) })
+const removing = (s: Step, store: string, counts: Stores.Counts, more: Partial<Progress> = {}): Progress => ({ ...s.progress, ...more, removed: Stores.add(s.progress.removed, store, counts) })
 
 /** workflows: the running instances terminated, a page at a time. */
 const workflows = (s: Step) =>
@@ -212,8 +195,9 @@ const ledger = (s: Step) =>
     const slice = shards.slice(done, done + Stores.shardsPerStep)
     yield* Stores.emptyShards(slice)
     const keyStore = slice.includes(Stores.keyStoreKey(s.deletion.tenant_id)) ? 1 : 0
-    const progress = removing(s, "ledger", { shard_objects: slice.length - keyStore, key_store: keyStore }, { shards, shardsDone: done + slice.length })
-    return yield* record(s, { ...(done + slice.length >= shards.length ? { phase: "objects" as const } : {}), progress })
+    const finished = done + slice.length >= shards.length
+    const progress = removing(s, "ledger", { shard_objects: slice.length - keyStore, key_store: keyStore }, { shards, shardsDone: done + slice.length, ...(finished ? { keysEmptiedAt: new Date(s.now).toISOString() } : {}) })
+    return yield* record(s, { ...(finished ? { phase: "objects" as const } : {}), progress })
   })
 
 /** objects: the tenant's prefixes emptied a page at a time, then each shared prefix walked. */
@@ -237,10 +221,15 @@ const rows = (s: Step) =>
   Effect.flatMap(Stores.deleteRows(s.deletion.tenant_id), (deleted) =>
     deleted === undefined ? record(s, { phase: "verified" }) : record(s, { progress: removing(s, deleted.store, deleted.counts) }))
 
-/** verified: the re-count; nothing left → the placement goes (lifting the hold) and the deletion ends; else another round. */
-const verify = (s: Step) =>
+/**
+ * verified: the re-count, not before `keyCacheMs` after the key store was emptied (an isolate may seal with a key it
+ * cached until then); nothing left → the placement goes (lifting the hold) and the deletion ends; else another round.
+ */
+const verify = (s: Step, keyCacheMs: number) =>
   Effect.gen(function*() {
     const { deletion, progress } = s
+    const wait = Date.parse(progress.keysEmptiedAt ?? deletion.started_at) + keyCacheMs - s.now
+    if (wait > 0) return s.next(wait)
     const left = yield* Stores.remaining(deletion.tenant_id, progress.shards ?? (yield* Stores.shardKeysOf(s.platform, deletion.tenant_id)))
     const stores = Object.entries(left).filter(([, counts]) => Object.keys(counts).length > 0).map(([store, counts]) => `${store} (${Object.keys(counts).join(", ")})`)
     if (stores.length > 0) {
@@ -260,8 +249,8 @@ const verify = (s: Step) =>
     return undefined
   })
 
-/** Runs one step of a deletion; the next message (after a delay), or undefined when it has ended. */
-export const step = Effect.fn("Deletion.step")(function*(payload: BatchPayload) {
+/** Runs one step of a deletion (`keyCacheMs`: the personal-data key cache's bound); the next message (after a delay), or undefined at its end. */
+export const step = Effect.fn("Deletion.step")(function*(payload: BatchPayload, keyCacheMs = 0) {
   const shape = yield* TenantPlacement
   const platform = yield* Sql.PlatformDatabase
   const deletion = yield* find(payload.batch_id)
@@ -285,7 +274,7 @@ export const step = Effect.fn("Deletion.step")(function*(payload: BatchPayload) 
     case "rows":
       return yield* rows(s)
     case "verified":
-      return yield* verify(s)
+      return yield* verify(s, keyCacheMs)
   }
 })
 

@@ -52,6 +52,22 @@ const unavailable = Failure.unavailable("the platform database")
 const q = (name: string) => `"${name.replaceAll('"', '""')}"`
 const service = "the tenant's objects (R2)"
 
+/** `removed` with `counts` added to `store`'s. */
+export const add = (removed: PerStore, store: string, counts: Counts): PerStore => {
+  const sum: Record<string, number> = { ...removed[store] }
+  for (const [k, n] of Object.entries(counts)) sum[k] = (sum[k] ?? 0) + n
+  return { ...removed, [store]: sum }
+}
+
+/** Whether the platform still knows the tenant: a placement or a ledger. */
+export const known = (platform: Sql.Sql, tenantId: string) =>
+  Effect.map(
+    Effect.mapError(platform.first(Count, Sql.statement(
+      "SELECT (SELECT COUNT(*) FROM tenant_placements WHERE tenant_id = ?1) + (SELECT COUNT(*) FROM ledger_tenants WHERE tenant_id = ?1) AS n", tenantId
+    )), unavailable),
+    (row) => (row?.n ?? 0) > 0
+  )
+
 /** Terminates up to `instancesPerStep` of the tenant's running instances, marking each row; undefined when none runs. */
 export const terminateRunning = Effect.fn("DeletionStores.terminateRunning")(function*(platform: Sql.Sql, tenantId: string) {
   const running = yield* Effect.mapError(platform.all(InstanceId, Sql.statement(
