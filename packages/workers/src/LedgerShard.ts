@@ -61,6 +61,10 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     return this.keys.eraseKeys(subject, now)
   }
 
+  async keyState(subject: string) {
+    return this.keys.keyState(subject)
+  }
+
   /** The runtime of this object's bindings (one per bindings object, built on first use). */
   private get runtime(): ShardRuntime {
     return shardRuntime(this.env)

@@ -49,6 +49,8 @@ export class KeyRing extends Context.Service<KeyRing, {
   readonly open: (tenant: string, items: ReadonlyArray<Item>) => Effect.Effect<ReadonlyArray<Record<string, unknown>>, Failure.Unavailable>
   /** Destroys every key of the subject in its tenant's key store and drops them from this isolate's cache. */
   readonly erase: (tenant: string, subject: string, now: string) => Effect.Effect<KeyStorage.EraseAnswer, Failure.Unavailable>
+  /** The subject's key generations in its tenant's key store: every one, and those not erased (a new erasure has work). */
+  readonly state: (tenant: string, subject: string) => Effect.Effect<KeyStorage.KeyState, Failure.Unavailable>
   /** How long an isolate may still hold a key after its erasure (ms): the cache's bound. */
   readonly cacheBoundMs: number
 }>()("@factline/core/KeyRing") {
@@ -137,6 +139,7 @@ export const make = (config: Config, namespace: KeyStorage.KeyStoreNamespace): K
     seal,
     open,
     cacheBoundMs: ttl,
-    erase: (tenant, subject, now) => Effect.tryPromise({ try: () => keys.erase(tenant, subject, now), catch: unavailable })
+    erase: (tenant, subject, now) => Effect.tryPromise({ try: () => keys.erase(tenant, subject, now), catch: unavailable }),
+    state: (tenant, subject) => Effect.tryPromise({ try: () => keys.state(tenant, subject), catch: unavailable })
   }
 }

@@ -56,6 +56,14 @@ export interface KeyStoreRpc {
   currentKeys(requests: ReadonlyArray<CurrentRequest>, options: { readonly refuseErased: boolean; readonly now: string }): Promise<ReadonlyArray<CurrentAnswer>>
   readKeys(refs: ReadonlyArray<KeyRef>): Promise<ReadonlyArray<KeyAnswer>>
   eraseKeys(subject: string, now: string): Promise<EraseAnswer>
+  /** The subject's key generations: every one, and those not erased. */
+  keyState(subject: string): Promise<KeyState>
+}
+
+export interface KeyState {
+  readonly subject: string
+  readonly generations: ReadonlyArray<number>
+  readonly live: ReadonlyArray<number>
 }
 
 /** The Durable Object namespace holding the key stores (the LedgerShard class's), with stubs typed by the key store's calls. */
@@ -109,6 +117,11 @@ export const make = (storage: Storage): KeyStoreRpc => {
         const row = storage.sql.exec("SELECT subject, generation, wrapped, erased_at FROM subject_keys WHERE subject = ? AND generation = ?", ref.subject, ref.generation).toArray()[0]
         return { subject: ref.subject, generation: ref.generation, wrapped: row === undefined ? null : decodeKeyRow(row).wrapped }
       })
+    },
+    keyState: async (subject) => {
+      ready_()
+      const rows = storage.sql.exec("SELECT subject, generation, wrapped, erased_at FROM subject_keys WHERE subject = ? AND generation > 0 ORDER BY generation", subject).toArray().map((row) => decodeKeyRow(row))
+      return { subject, generations: rows.map((r) => r.generation), live: rows.filter((r) => r.wrapped !== null).map((r) => r.generation) }
     },
     eraseKeys: async (subject, now) => {
       ready_()

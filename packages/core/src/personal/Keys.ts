@@ -65,6 +65,8 @@ export interface Keys {
   readonly opening: (tenant: string, refs: ReadonlyArray<KeyStorage.KeyRef>, now: number) => Promise<Map<string, FieldCipher.SubjectKey | null>>
   /** Destroys the subject's keys in its store and drops them from this isolate's cache. */
   readonly erase: (tenant: string, subject: string, now: string) => Promise<KeyStorage.EraseAnswer>
+  /** The subject's key generations, as its store has them (not cached). */
+  readonly state: (tenant: string, subject: string) => Promise<KeyStorage.KeyState>
 }
 
 export const make = (options: Options, namespace: KeyStorage.KeyStoreNamespace): Keys => {
@@ -142,5 +144,5 @@ export const make = (options: Options, namespace: KeyStorage.KeyStoreNamespace):
     return answer
   }
 
-  return { sealing, opening, erase }
+  return { sealing, opening, erase, state: (tenant, subject) => store(tenant).keyState(subject) }
 }

@@ -88,6 +88,9 @@ export class MemoryLedgerShard implements LedgerShardRpc {
   eraseKeys(subject: string, now: string) {
     return this.keys.eraseKeys(subject, now)
   }
+  keyState(subject: string) {
+    return this.keys.keyState(subject)
+  }
   async append(groups: ReadonlyArray<AppendGroup>): Promise<ReadonlyArray<AppendAnswer>> {
     return this.storage.appendAll(groups).map(toAnswer)
   }
