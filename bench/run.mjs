@@ -12,7 +12,9 @@
 //                                     do not wait out the 5 s batch timeout)
 //   BENCH_ONLY=webhooks npm run bench (only the webhooks runs and their round trips → bench/out/results/results-webhooks.json)
 //   BENCH_ONLY=cpu npm run bench      (only the per-stage budget and its baseline check → bench/out/results/results-cpu.json;
-//                                     about a minute: the check to run after a change on the hot path)
+//                                     about a minute: the check to run after a change on the hot path; with the
+//                                     same stages on personal data beside them — caller_phone sealed and opened,
+//                                     keys cached and not — and their ratio to the plain stages: the `personal` block)
 //   BENCH_ONLY=noisy npm run bench    (only the noisy-neighbour run → bench/out/results/results-noisy.json: tenant A floods
 //                                     10,000 events (BENCH_NOISY_N), then tenant B posts one; B's latency to
 //                                     its projection row, against its idle latency measured first)
@@ -567,7 +569,38 @@ const budget = cpuRows.length === 0 ? [] : budgetStages.map((name) => {
   }
 })
 const calibration = cpuRows.find((r) => r.stage === "calibration")
-const reference = cpuRows.filter((r) => !budgetStages.includes(r.stage) && r.stage !== "calibration").map((r) => ({ stage: r.stage, events: r.events, ms_per_batch_fast_half: r.ms_per_batch_fast_half, cpu_ms_per_event: r.cpu_ms_per_event, median_cpu_ms_per_event: r.median_cpu_ms_per_event, where_ms_per_event: r.where_ms_per_event }))
+// The same stages with personal data (bench/worker.ts: each event carries the caller's phone, personal data of one
+// of 20 buyers shared by every round), their keys cached (warm) and with a key cache that keeps nothing (cold):
+// CPU per event without and with, and the ratio — issue 38's budget is 10 % at most per stage.
+const isPersonal = (name) => name.includes(", personal")
+const personalBudget = 0.1
+const personal = cpuRows.length === 0 ? null : (() => {
+  const per = (name) => cpuRows.find((r) => r.stage === name)
+  const stages = budgetStages.map((name) => {
+    const plain = per(name)
+    const warm = per(`${name}, personal`)
+    const cold = per(`${name}, personal, cold key cache`)
+    const ratio = (x) => (x === undefined || plain.cpu_ms_per_event === 0 ? null : round(x.cpu_ms_per_event / plain.cpu_ms_per_event, 3))
+    const rpcs = (x) => Object.fromEntries(Object.entries(x?.calls_per_batch ?? {}).filter(([k]) => /Keys\)$/.test(k)))
+    return {
+      stage: name,
+      cpu_ms_per_event: plain.cpu_ms_per_event,
+      personal_cpu_ms_per_event: warm?.cpu_ms_per_event ?? null,
+      ratio: ratio(warm),
+      over_budget: ratio(warm) !== null && ratio(warm) > 1 + personalBudget,
+      cold_key_cache_cpu_ms_per_event: cold?.cpu_ms_per_event ?? null,
+      cold_ratio: ratio(cold),
+      key_store_rpcs_per_batch: { warm: rpcs(warm), cold: rpcs(cold) },
+      where_ms_per_event: { plain: plain.where_ms_per_event, personal: warm?.where_ms_per_event, cold_key_cache: cold?.where_ms_per_event }
+    }
+  })
+  return {
+    note: "The per-stage budget's batches with personal data: call.completed v3 with caller_phone (personal data of buyer_id), 20 buyers shared by every round (5 events per buyer per batch); fact-processing and projections get the outcomes sealed as the ledger stores them. Warm: the subjects' keys cached in the isolate; cold: FACTLINE_KEY_CACHE_SECONDS=0 (every batch asks the tenant's key store). ratio = personal / plain CPU per event, in the same rounds; the budget: at most 1.1",
+    budget_ratio: 1 + personalBudget,
+    stages
+  }
+})()
+const reference = cpuRows.filter((r) => !budgetStages.includes(r.stage) && r.stage !== "calibration" && !isPersonal(r.stage)).map((r) => ({ stage: r.stage, events: r.events, ms_per_batch_fast_half: r.ms_per_batch_fast_half, cpu_ms_per_event: r.cpu_ms_per_event, median_cpu_ms_per_event: r.median_cpu_ms_per_event, where_ms_per_event: r.where_ms_per_event }))
 const baselineFile = join(root, "bench", "baseline.json")
 const baseline = (() => {
   try {
@@ -801,6 +834,17 @@ function printBudget() {
   if (delivery && oneStream && barePost) {
     console.log(`webhooks, per batch of ${delivery.events} deliveries (mean of the faster half): delivery ${delivery.ms_per_batch_fast_half} ms (charges in ${delivery.events} streams), ${oneStream.ms_per_batch_fast_half} ms (in one stream); bare POST ${barePost.ms_per_batch_fast_half} ms — bare POST's share: ${round(barePost.ms_per_batch_fast_half / delivery.ms_per_batch_fast_half)} / ${round(barePost.ms_per_batch_fast_half / oneStream.ms_per_batch_fast_half)}`)
   }
+  if (personal) {
+    const w4 = [18, 12, 16, 10, 18, 10, 24]
+    const ratioText = (x) => (x === null ? "n/a" : `×${x.toFixed(3)} (${x >= 1 ? "+" : ""}${round((x - 1) * 100, 0)} %)`)
+    console.log(`\nwith personal data (each event carries caller_phone, personal data of one of 20 buyers shared by every round; CPU ms per event, same rounds; budget: ×${personal.budget_ratio} at most):`)
+    console.log(line(["stage", "plain ms", "personal ms", "ratio", "", "cold keys ms", "cold ratio (key RPCs/batch)"], w4))
+    for (const p of personal.stages) {
+      const rpcs = Object.entries(p.key_store_rpcs_per_batch.cold).map(([k, v]) => `${k.replace(/^ledger RPC \((\w+)\)$/, "$1")} ${v}`).join(", ")
+      console.log(line([p.stage, p.cpu_ms_per_event, p.personal_cpu_ms_per_event ?? "n/a", ratioText(p.ratio), p.over_budget ? "OVER" : "", p.cold_key_cache_cpu_ms_per_event ?? "n/a", `${ratioText(p.cold_ratio)} ${rpcs}`], w4))
+    }
+    for (const p of personal.stages) if (p.where_ms_per_event.personal) console.log(`  ${p.stage}, personal: ${Object.entries(p.where_ms_per_event.personal).sort((x, y) => y[1] - x[1]).map(([k, v]) => `${k} ${v}`).join("; ")}`)
+  }
   console.log(`calibration (plain JavaScript, no binding, timed in the same rounds): ${calibrationMs} ms per round (baseline ${baselineCalibrationMs ?? "n/a"} ms) — a host running slower moves it with the stages`)
   console.log(`where the time goes (ms per event — per delivery for the webhooks rows; binding calls timed while in flight, parallel calls once; the rest is the worker's own CPU):`)
   for (const b of [...budget, ...reference]) console.log(`  ${b.stage}: ${Object.entries(b.where_ms_per_event).sort((x, y) => y[1] - x[1]).map(([k, v]) => `${k} ${v}`).join("; ")}`)
@@ -820,7 +864,8 @@ if (only === "cpu") {
   const resultsFile = process.env.BENCH_RESULTS ?? "results-cpu.json"
   writeFileSync(join(resultsDir, resultsFile), JSON.stringify({
     date: new Date().toISOString(), machine: machineNow(),
-    per_stage_budget: { stages: budget, reference, calibration, baseline: baseline ? { date: baseline.date, tolerance: baselineTolerance, calibration_ms_per_batch: baselineCalibrationMs, check: baselineCheck } : null }
+    per_stage_budget: { stages: budget, reference, calibration, baseline: baseline ? { date: baseline.date, tolerance: baselineTolerance, calibration_ms_per_batch: baselineCalibrationMs, check: baselineCheck } : null },
+    personal
   }, null, 2) + "\n")
   console.log(`\nfactline benchmark, per-stage budget only — ${cpus().length} cores (${cpus()[0]?.model})`)
   printBudget()
@@ -1097,6 +1142,7 @@ const results = {
   },
   round_trips_per_100_events: roundTrips,
   per_stage_budget: { stages: budget, reference, calibration, baseline: baseline ? { date: baseline.date, tolerance: baselineTolerance, calibration_ms_per_batch: baselineCalibrationMs, check: baselineCheck } : null },
+  personal,
   per_consumer_invocation: perInvocation,
   freshness: fresh,
   cost_model: {

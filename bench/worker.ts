@@ -25,13 +25,14 @@
  * `npm run bench`.
  */
 import { makePlatform, type PlatformEnv } from "@factline/workers"
-import { FactId, FactMessage, QueueGroups, RetryPolicy, Shards, WebhookConsumer } from "@factline/core/runtime"
+import { FactId, FactMessage, KeyRing, KeyStorage, QueueGroups, RetryPolicy, Shards, WebhookConsumer } from "@factline/core/runtime"
 import type { Fact } from "@factline/schemas"
 import { modules } from "../apps/example/src/modules.js"
 import * as CountingBindings from "@factline/core/testing/bindings"
 import { LedgerShard as PlatformLedgerShard } from "@factline/workers"
 // The per-endpoint webhook limiter (wrangler.jsonc binds WEBHOOK_LIMITER): exported as the example exports it; no bench endpoint sets a limit.
 export { EndpointLimiter } from "@factline/workers"
+import * as Effect from "effect/Effect"
 import * as Latency from "./Latency.js"
 import * as StageTiming from "./StageTiming.js"
 import * as WorkflowStep from "./WorkflowStep.js"
@@ -264,6 +265,21 @@ export const callEvent = (run: string, i: number) => {
   }
 }
 
+/**
+ * The same event with personal data: `call.completed` v3 with the caller's phone (`caller_phone`, personal data of
+ * `buyer_id`, apps/example/src/calls/Calls.ts). Its buyer is one of `personalBuyers` shared by every round, as a
+ * running platform sees many events per data subject: after the warm-up batch their keys are in the isolate's cache.
+ */
+const personalBuyers = 20
+/** The personal stages' names: the plain stage's name and this (bench/run.mjs pairs them). */
+const personalSuffix = ", personal"
+/** `call.completed`'s and `outcome`'s declaration (Calls.ts). */
+const callerPhone = { subject: "buyer_id", fields: ["caller_phone"] } as const
+export const personalCallEvent = (run: string, i: number, buyers: string) => {
+  const e = callEvent(run, i)
+  return { ...e, schema_version: 3, payload: { ...e.payload, buyer_id: `${buyers}_pb${i % personalBuyers}`, caller_phone: `+1 555 01${String(i % 100).padStart(2, "0")}` } }
+}
+
 const benchMessage = (run: string, i: number, isolated = false): BenchMessage => {
   const e = callEvent(run, i)
   return { run, event_id: e.idempotency_key, type: e.message_type, source: e.source, payload: e.payload, ...(isolated ? { isolated } : {}) }
@@ -287,14 +303,15 @@ const syntheticBatch = <B>(queue: string, bodies: ReadonlyArray<B>) => {
   return { batch: { queue, messages, ackAll: () => void (outcome.acked += messages.length), retryAll: () => undefined, metadata: {} } as unknown as MessageBatch<B>, outcome }
 }
 
-/** The facts the pipeline derives for these events, as the ledger would store them. */
-const factsOf = async (events: ReadonlyArray<ReturnType<typeof callEvent>>) => {
-  const make = async (e: ReturnType<typeof callEvent>, sequence: number, type: string, data: Record<string, unknown>): Promise<Fact> => ({
+/** The facts the pipeline derives for these events, as the ledger would store them (with `sealed`: personal events' outcomes, v2, their phone sealed). */
+const factsOf = async (events: ReadonlyArray<ReturnType<typeof callEvent>>, sealed?: (data: ReadonlyArray<Record<string, unknown>>) => Promise<ReadonlyArray<Record<string, unknown>>>) => {
+  const make = async (e: ReturnType<typeof callEvent>, sequence: number, type: string, data: Record<string, unknown>, version?: number): Promise<Fact> => ({
     fact_id: await FactId.make({ tenantId: "tenant-a", cause: e.idempotency_key, decidedBy: "bench", position: sequence }),
-    tenant_id: "tenant-a", stream: e.subject, sequence, type, data,
+    tenant_id: "tenant-a", stream: e.subject, sequence, type, data, ...(version === undefined ? {} : { schema_version: version }),
     causation_id: e.idempotency_key, correlation_id: e.correlation_id, caused_by: "bench", created_at: new Date(Date.now() + sequence).toISOString()
   })
-  const outcomes = await Promise.all(events.map((e) => make(e, 1, "outcome", e.payload)))
+  const outcomeData = sealed ? await sealed(events.map((e) => e.payload)) : events.map((e) => e.payload)
+  const outcomes = await Promise.all(events.map((e, i) => make(e, 1, "outcome", outcomeData[i]!, sealed ? 2 : undefined)))
   const derived = (await Promise.all(events.map(async (e) => {
     const qualified = e.payload.duration_s >= 60
     return [
@@ -510,6 +527,32 @@ const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number, hooks?:
     }
   }
   const eventsOf = (i: number, tag: string) => Array.from({ length: size }, (_, j) => callEvent(`${run}${tag}${i < 0 ? "w" : i}`, j))
+  const personalEventsOf = (i: number, tag: string) => Array.from({ length: size }, (_, j) => personalCallEvent(`${run}${tag}${i < 0 ? "w" : i}`, j, run))
+  // Outcomes as the ledger stores them (phone sealed), sealed untimed by a key ring of the bench's own on the same key store.
+  const sealer = KeyRing.make({ secretsKey: rawEnv.FACTLINE_SECRETS_KEY }, rawEnv.LEDGER as unknown as KeyStorage.KeyStoreNamespace)
+  const sealOutcomes = (data: ReadonlyArray<Record<string, unknown>>) =>
+    Effect.runPromise(sealer.seal("tenant-a", data.map((value) => ({ declaration: callerPhone, value }))))
+  // The cold key cache: its own env object, hence its own runtime (warmed like the others by the warm-up batch), keeping no key.
+  const coldBase = { ...base, FACTLINE_KEY_CACHE_SECONDS: "0" } as BenchEnv
+  const coldEnv = { untimed: coldBase, timed: StageTiming.env(coldBase, timing) }
+  const personalStages = (suffix: string, envs?: { readonly untimed: BenchEnv; readonly timed: BenchEnv }): ReadonlyArray<Stage<unknown>> => {
+    const on = (e: BenchEnv) => envs === undefined ? e : envs.timed
+    const tag = suffix === "" ? "" : "c"
+    return [
+      stageOf(`http edge${personalSuffix}${suffix}`, async (i) => personalEventsOf(i, `${tag}ph`), (events, e) => post(events, on(e))),
+      stageOf(`events${personalSuffix}${suffix}`, async (i) => {
+        const events = personalEventsOf(i, `${tag}pe`)
+        await post(events, envs?.untimed ?? base)
+        return events
+      }, (events, e) => consume("factline-events", events, on(e))),
+      stageOf(`fact-processing${personalSuffix}${suffix}`, async (i) => (await factsOf(personalEventsOf(i, `${tag}pf`), sealOutcomes)).outcomes,
+        (outcomes, e) => consume("factline-fact-processing", [FactMessage.make(outcomes)], on(e))),
+      stageOf(`projections${personalSuffix}${suffix}`, async (i) => {
+        const { outcomes, derived } = await factsOf(personalEventsOf(i, `${tag}pp`), sealOutcomes)
+        return [FactMessage.make(outcomes), FactMessage.make(derived)]
+      }, (messages, e) => consume("factline-projections", messages, on(e)))
+    ]
+  }
   // The calibration: fixed work of plain JavaScript and one digest (no binding), as large as a small stage's batch.
   // Timed in every round beside the stages, it tells how fast this machine ran meanwhile: the baseline check
   // compares each stage's CPU relative to it, so a slower or busier host moves both and a costlier stage only its own.
@@ -545,6 +588,13 @@ const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number, hooks?:
       stageOf("bare POST", async (i) => Array.from({ length: 10 }, (_, j) => hooksBareMessage(`${run}hb${i}`, j, hooks.bareUrl)),
         (bodies, e) => consume("bench-hooks-bare", bodies, e, (b) => hooksBare(b)), 10)
     ]),
+    // The same stages with personal data (the issue's budget: none grows more than 10 %): each event carries the
+    // caller's phone, personal data of its buyer, one of 20 buyers shared by every round — the edge validates and
+    // seals, the events stage opens the payload and the ledger append seals the outcome, fact-processing and
+    // projections open the sealed outcomes. Warm: their keys are in the isolate's cache (after the warm-up batch).
+    // Cold: the same on an env whose key cache keeps nothing (FACTLINE_KEY_CACHE_SECONDS=0, its own runtime):
+    // every batch asks the tenant's key store for its keys (one RPC per tenant per batch and direction).
+    ...personalStages(""), ...personalStages(", cold key cache", coldEnv),
     stageOf("calibration", async () => undefined, () => calibrate())
   ]
   for (const stage of stages) await stage.call(await stage.prepare(-1), timedEnv)
