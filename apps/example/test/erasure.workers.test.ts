@@ -134,6 +134,51 @@ describe("erasing a data subject", () => {
     expect(await rows("SELECT id FROM subject_erasures WHERE tenant_id = ? AND subject = ?", tenant, buyers.a)).toHaveLength(1)
   })
 
+  it("after new data of the subject (a new key generation), a POST starts a new erasure that erases it; a third POST answers that one", async () => {
+    const first = (await erasureOf("a")).body
+    const newPhone = `+44 7700 8${digits(5)}`
+    const newCall = callCompleted({ schema_version: 3 }, { buyer_id: buyers.a, duration_s: 45, price_cents: 300, caller_phone: newPhone })
+    const posted = await postEvents({ events: [newCall] })
+    expect(posted.status, JSON.stringify(await posted.clone().json())).toBe(202)
+    await drain({ timeoutMs: 60_000 })
+    const newCallPhone = async () => {
+      const got = await api("GET", `/v1/streams/${newCall.subject}/facts`)
+      expect(got.status, JSON.stringify(got.body)).toBe(200)
+      return (got.body.facts as Array<{ type: string; data: Record<string, unknown> }>).find((f) => f.type === "outcome")?.data.caller_phone
+    }
+    expect(await newCallPhone(), "the new data is readable: a new key generation").toBe(newPhone)
+
+    const started = await api("POST", `/v1/subjects/${buyers.a}/erase`)
+    expect(started.status, JSON.stringify(started.body)).toBe(202)
+    expect(started.body.erasure_id).not.toBe(first.erasure_id)
+    expect(started.body.phase).toBe("keys")
+    const second = await eventually(async () => {
+      await drain({ timeoutMs: 30_000 })
+      const got = await erasureOf("a")
+      return got.body.phase === "erased" || got.body.phase === "failed" ? got.body : undefined
+    }, 90_000, "the second erasure to end")
+    expect(second).toMatchObject({ erasure_id: started.body.erasure_id, phase: "erased", error: null })
+    expect(second.generations_erased.length, "only the new generation").toBe(1)
+    expect(second.generations_erased.some((g: number) => first.generations_erased.includes(g))).toBe(false)
+    expect(second.removed["projection:calls"]).toEqual({ masked: 1 })
+
+    expect(await newCallPhone()).toBe("[erased]")
+    expect(await rows("SELECT 1 FROM calls WHERE tenant_id = ? AND buyer_id = ? AND caller_phone_masked <> '[erased]'", tenant, buyers.a)).toEqual([])
+    const audit = await eventually(async () => ((await auditFacts()).length === 2 ? auditFacts() : undefined), 20_000, "the second subject_erased fact")
+    expect(audit.map((f) => JSON.parse(f.body).erasure_id).sort()).toEqual([first.erasure_id, second.erasure_id].sort())
+    for (const f of audit) expect(f.body).not.toContain(newPhone)
+
+    // No new data since: a third POST answers the second erasure and starts nothing.
+    const third = await api("POST", `/v1/subjects/${buyers.a}/erase`)
+    expect(third.status).toBe(202)
+    expect(third.body).toEqual(second)
+    await drain({ timeoutMs: 30_000 })
+    expect(await rows("SELECT id FROM subject_erasures WHERE tenant_id = ? AND subject = ?", tenant, buyers.a)).toHaveLength(2)
+    expect(await auditFacts()).toHaveLength(2)
+    // Buyer B untouched by either.
+    expect(await outcomePhone("b")).toBe(phones.b)
+  }, 200_000)
+
   it("the export answers each buyer's data: A's personal fields as the marker, B's in plaintext", async () => {
     const a = await api("GET", `/v1/subjects/${buyers.a}/export`)
     expect(a.status).toBe(200)

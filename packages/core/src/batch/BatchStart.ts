@@ -123,8 +123,8 @@ export const deleteTenant = Effect.fn("BatchStart.deleteTenant")(function*(tenan
 })
 
 /**
- * Erases a data subject's personal data in the tenant (subjects/Erasure.ts). Answers the running or finished erasure
- * of the subject without starting another; resumes a failed one.
+ * Erases a data subject's personal data in the tenant (subjects/Erasure.ts). Answers the running erasure, or the finished one
+ * when the subject sent no personal data since, without starting another; resumes a failed one.
  */
 export const erase = Effect.fn("BatchStart.erase")(function*(tenantId: string, subject: string, requestedBy: string) {
   const { first, record } = yield* Placement.writing(tenantId)(Erasure.start(tenantId, subject, requestedBy))

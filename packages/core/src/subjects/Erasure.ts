@@ -22,7 +22,9 @@
  *
  * **failed** — a step failing on its last attempt (or permanently) ends the erasure `failed` with its error and the
  * phase it failed in; a new `POST …/erase` resumes it from that phase. A repeat `POST` while one runs, or after one
- * has finished, answers that erasure and does nothing again. Not reached (docs/personal-data.md): messages in flight
+ * has finished, answers that erasure and does nothing again — unless the subject has sent personal data since it
+ * finished (a live key generation, `KeyRing.state`): then a new erasure starts (a new id, the same phases), erasing
+ * that new generation. Not reached (docs/personal-data.md): messages in flight
  * (sealed: they open as the marker once consumed), what webhook receivers hold, SQLite's free pages.
  */
 import * as Effect from "effect/Effect"
@@ -130,19 +132,22 @@ export const latest = Effect.fn("Erasure.latest")(function*(tenantId: string, su
 
 /**
  * Starts erasing `subject` in `tenantId` (within the tenant's write scope): records the erasure; the record and its
- * first step to enqueue. Answers a running or finished erasure of the subject without a step; resumes a failed one
- * from the phase it failed in.
+ * first step to enqueue. Answers a running erasure of the subject, or a finished one when the subject has no live key
+ * generation since, without a step; starts a new one after a finished one when it has; resumes a failed one from
+ * the phase it failed in.
  */
 export const start = Effect.fn("Erasure.start")(function*(tenantId: string, subject: string, requestedBy: string) {
   const sql = yield* Sql.ReadDatabase
   const platform = yield* Sql.PlatformDatabase
   const last = yield* latest(tenantId, subject)
   const step = (id: string): BatchPayload => ({ batch_id: id, operation: "erase", offset: 0, total: 0 })
-  if (last !== undefined && last.phase !== "failed") return { record: last, first: undefined }
+  if (last !== undefined && last.phase !== "failed" && last.phase !== "erased") return { record: last, first: undefined }
+  // A finished erasure is answered again unless the subject has sent personal data since (a live key generation): that is new work.
+  if (last?.phase === "erased" && (yield* (yield* KeyRing).state(tenantId, subject)).live.length === 0) return { record: last, first: undefined }
   const deleting = yield* Effect.mapError(platform.first(Id, Sql.statement("SELECT id FROM tenant_deletions WHERE tenant_id = ? AND phase NOT IN ('deleted', 'failed') LIMIT 1", tenantId)), platformUnavailable)
   if (deleting) return yield* new Failure.Conflict({ message: `tenant ${tenantId} is being deleted (${deleting.id}): its whole data goes, the subject's with it` })
   const now = yield* Time.now
-  if (last !== undefined) {
+  if (last !== undefined && last.phase === "failed") {
     const progress = progressOf(last)
     const resumeAt = progress.failed_in ?? "keys"
     const { failed_in: _, ...rest } = progress
@@ -155,12 +160,14 @@ export const start = Effect.fn("Erasure.start")(function*(tenantId: string, subj
     return { record, first: resumed > 0 ? { ...step(last.id), offset: Date.parse(now) } : undefined }
   }
   const id = `er_${(yield* Time.millis).toString(36)}_${crypto.randomUUID().slice(0, 8)}`
-  // One erasure per subject at a time: the insert happens only when none is in progress.
+  // One erasure per subject at a time: the insert happens only when none is in progress and none started after the
+  // finished one this request read (two concurrent requests after new data start one erasure, not two).
   const inserted = yield* Effect.mapError(sql.run(Sql.statement(
     `INSERT INTO subject_erasures (id, tenant_id, subject, phase, progress, requested_by, started_at, updated_at)
      SELECT ?1, ?2, ?3, 'keys', ?4, ?5, ?6, ?6
-     WHERE NOT EXISTS (SELECT 1 FROM subject_erasures WHERE tenant_id = ?2 AND subject = ?3 AND phase <> 'failed')`,
-    id, tenantId, subject, JSON.stringify({ removed: {} } satisfies Progress), requestedBy, now
+     WHERE NOT EXISTS (SELECT 1 FROM subject_erasures WHERE tenant_id = ?2 AND subject = ?3
+       AND (phase NOT IN ('failed', 'erased') OR (started_at, id) > (?7, ?8)))`,
+    id, tenantId, subject, JSON.stringify({ removed: {} } satisfies Progress), requestedBy, now, last?.started_at ?? "", last?.id ?? ""
   )), unavailable)
   if (inserted === 0) return { record: (yield* latest(tenantId, subject))!, first: undefined }
   return { record: (yield* find(id))!, first: step(id) }
@@ -192,7 +199,14 @@ const keys = (s: Step) =>
     const answer = yield* keyRing.erase(s.erasure.tenant_id, s.erasure.subject, new Date(s.now).toISOString())
     const erasedAt = answer.erasedAt ?? new Date(s.now).toISOString()
     const cleanAfter = new Date(Math.max(Date.parse(erasedAt), s.now) + keyRing.cacheBoundMs).toISOString()
-    const progress: Progress = { ...s.progress, generations: answer.generations, keys_erased_at: erasedAt, clean_after: cleanAfter }
+    // This erasure's generations: the subject's, less those an earlier erasure of it destroyed (the same on a repeat).
+    const before = yield* Effect.mapError(s.sql.all(Schema.Struct({ progress: Schema.String }), Sql.statement(
+      "SELECT progress FROM subject_erasures WHERE tenant_id = ? AND subject = ? AND id <> ? AND phase = 'erased'",
+      s.erasure.tenant_id, s.erasure.subject, s.erasure.id
+    )), unavailable)
+    const earlier = new Set(before.flatMap((row) => progressOf(row).generations ?? []))
+    const generations = answer.generations.filter((g) => !earlier.has(g))
+    const progress: Progress = { ...s.progress, generations, keys_erased_at: erasedAt, clean_after: cleanAfter }
     return yield* record(s, { phase: "waiting", progress }, Date.parse(cleanAfter) - s.now)
   })
 
