@@ -45,7 +45,7 @@ describe("Producer", () => {
         options: { tenant_id: "tenant-a", subject: call_id, idempotency_key: `done:${call_id}` }
       }))))
     expect(calls).toEqual([100, 100, 50])
-    expect(envelopes[0]).toMatchObject({ schema_version: 2, message_type: "call.completed", source: "billing-service", correlation_id: `done:${ids[0]}` })
+    expect(envelopes[0]).toMatchObject({ schema_version: 3, message_type: "call.completed", source: "billing-service", correlation_id: `done:${ids[0]}` })
     expect(envelopes[0]!.message_id).toMatch(/^msg_/)
     await drain()
     // Every event arrived: one outcome per call in the facts copy.
