@@ -3,6 +3,7 @@ import type { WorkflowEvent, WorkflowStep } from "cloudflare:workers"
 import { FactlineWorkflow as PlatformWorkflow, makePlatform } from "@factline/workers"
 import { modules } from "../src/modules.js"
 import * as Drain from "./Drain.js"
+import * as HandlerFaults from "./HandlerFaults.js"
 import { testModule } from "./TestModule.js"
 import * as WorkflowFaults from "./WorkflowFaults.js"
 
@@ -66,15 +67,16 @@ export const holdQueue = (queue: string, options: { readonly process?: boolean }
 }
 
 // The runtime's entry: its queue handler also settles the messages `drain()` counts (tests call `platform.queue` directly).
+// While the chaos run's erasure case installs faults, requests and batches run on faulty bindings (HandlerFaults.ts).
 export default {
   ...platform,
-  fetch: (request, env, ctx) => platform.fetch(request, withOverrides(env), ctx),
+  fetch: (request, env, ctx) => platform.fetch(request, HandlerFaults.envOf(withOverrides(env)), ctx),
   queue: Drain.consumer(async (batch, env, ctx) => {
     const hold = held.get(batch.queue)
-    if (hold === undefined) return platform.queue(batch, withOverrides(env), ctx)
+    if (hold === undefined) return platform.queue(batch, HandlerFaults.envOf(withOverrides(env)), ctx)
     hold.batches++
     await hold.until
-    if (hold.process) return platform.queue(batch, withOverrides(env), ctx)
+    if (hold.process) return platform.queue(batch, HandlerFaults.envOf(withOverrides(env)), ctx)
     batch.ackAll()
   })
 } satisfies Pick<typeof platform, "fetch" | "queue" | "scheduled">
