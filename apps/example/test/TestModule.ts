@@ -309,9 +309,28 @@ export const checkContact = Handler.decider(ContactCheck, {
 })
 export const contactNotedWebhook = Webhook.event(ContactNoted, { type: "contact.noted", description: "A buyer's contact was noted (test only)." })
 
+/** A processor reading its stream (issue 40): a cancellation carries no price; `lose-mrr` folds the prices before it. */
+export const PlanEvent = MessageDefinition.event("test.plan.happened").version(1, Schema.Struct({ price_cents: Schema.optional(Schema.Int) }))
+export const PlanPriced = FactDefinition.make("plan_priced", Schema.Struct({ price_cents: Schema.Int }))
+export const PlanCancelled = FactDefinition.make("plan_cancelled", Schema.Struct({}))
+export const MrrLost = FactDefinition.make("mrr_lost", Schema.Struct({ delta_cents: Schema.Int }))
+export const recordPlan = Handler.handler(PlanEvent, {
+  name: "record-plan",
+  emits: [PlanPriced, PlanCancelled],
+  handle: (m) => Effect.succeed(m.payload.price_cents === undefined ? [PlanCancelled.make({})] : [PlanPriced.make({ price_cents: m.payload.price_cents })])
+})
+export const loseMrr = Processor.make(PlanCancelled, {
+  name: "lose-mrr",
+  emits: [MrrLost],
+  reads: [PlanPriced],
+  initialState: 0,
+  evolve: (_price, fact) => fact.data.price_cents,
+  process: (_fact, price) => Effect.succeed([MrrLost.make({ delta_cents: -price })])
+})
+
 export const testModule = Module.make("test", {
-  handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower, requestProbe, sloppy, fixable, requestReminder, cancelReminder, issueInvoice, tally, note, noteContact, checkContact],
-  processors: [probeProcessor, remind, acknowledgeReminder, billInvoice, seeContact],
+  handlers: [bumpCounter, flaky, broken, refused, blobStored, thrower, requestProbe, sloppy, fixable, requestReminder, cancelReminder, issueInvoice, tally, note, noteContact, checkContact, recordPlan],
+  processors: [probeProcessor, remind, acknowledgeReminder, billInvoice, seeContact, loseMrr],
   projections: [fragileProjection, testInvoicesProjection, talliesProjection, unmigratedProjection],
   webhooks: [contactNotedWebhook]
 })
