@@ -547,7 +547,15 @@ const quiet = async (ms = (webhooksPolicy.max_batch_timeout + 1) * 1_000, maxMs 
 }
 // Nothing else on the stack meanwhile: the round trips' messages reach their consumers first.
 if (only === "" || only === "cpu") await quiet(2_000, 30_000)
+// BENCH_ONLY=cpu with BENCH_CPU_PROFILE=1: a V8 CPU profile of the Worker's isolate over the per-stage budget's rounds
+// (every stage, with and without personal data) → bench/out/per-stage-budget.cpuprofile, its top functions printed.
+const budgetProfiling = only === "cpu" && process.env.BENCH_CPU_PROFILE === "1" ? await CpuProfile.start({ bundle: devBundle() }) : undefined
 const cpuRows = only === "" || only === "cpu" ? await call(`/bench/cpu?run=${runId("cpu")}&batches=${cpuBatches}&webhook_endpoint=${endpoint.id}&webhook_version=${endpoint.version}&bare_url=${encodeURIComponent(`${receiver.url}/hooks/bare`)}`, { method: "POST" }) : []
+if (budgetProfiling) {
+  const file = join(out, "per-stage-budget.cpuprofile")
+  const top = await budgetProfiling.stop(file, 40)
+  console.log(`\nCPU profile of the Worker's isolate during the per-stage budget's rounds (every stage) → ${relative(root, file)}; most samples of their own:\n${top.join("\n")}\n`)
+}
 
 // Counted operations per event (the round-trip rows cover 100 events) beside CPU per event, per stage.
 const budgetStages = ["http edge", "events", "fact-processing", "projections"]
@@ -1013,7 +1021,7 @@ const dbSize = () => {
   }
 }
 /** The Worker as wrangler dev bundled it (what a profile's lines and columns refer to), if it is there. */
-const devBundle = () => {
+function devBundle() {
   const tmp = join(out, ".wrangler", "tmp")
   const dir = existsSync(tmp) ? readdirSync(tmp).find((d) => d.startsWith("dev-")) : undefined
   return dir && existsSync(join(tmp, dir, "worker.js")) ? join(tmp, dir, "worker.js") : undefined

@@ -532,6 +532,13 @@ const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number, hooks?:
   const sealer = KeyRing.make({ secretsKey: rawEnv.FACTLINE_SECRETS_KEY }, rawEnv.LEDGER as unknown as KeyStorage.KeyStoreNamespace)
   const sealOutcomes = (data: ReadonlyArray<Record<string, unknown>>) =>
     Effect.runPromise(sealer.seal("tenant-a", data.map((value) => ({ declaration: callerPhone, value }))))
+  // An env whose events queues keep what the edge sends them (for the personal events stage's input).
+  const caught: Array<unknown> = []
+  const catcher = {
+    send: async (body: unknown) => void caught.push(body),
+    sendBatch: async (messages: Iterable<MessageSendRequest>) => void caught.push(...[...messages].map((m) => m.body))
+  }
+  const catching = { ...base, ...Object.fromEntries(Array.from({ length: QueueGroups.maxGroups }, (_, group) => [QueueGroups.bindingName(RetryPolicy.events, group), catcher])) } as BenchEnv
   // The cold key cache: its own env object, hence its own runtime (warmed like the others by the warm-up batch), keeping no key.
   const coldBase = { ...base, FACTLINE_KEY_CACHE_SECONDS: "0" } as BenchEnv
   const coldEnv = { untimed: coldBase, timed: StageTiming.env(coldBase, timing) }
@@ -540,11 +547,14 @@ const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number, hooks?:
     const tag = suffix === "" ? "" : "c"
     return [
       stageOf(`http edge${personalSuffix}${suffix}`, async (i) => personalEventsOf(i, `${tag}ph`), (events, e) => post(events, on(e))),
+      // The events stage consumes the messages the edge queued (their phone sealed, their keys bound to the sealed
+      // payload's hash), caught on their way to the events queue.
       stageOf(`events${personalSuffix}${suffix}`, async (i) => {
-        const events = personalEventsOf(i, `${tag}pe`)
-        await post(events, envs?.untimed ?? base)
-        return events
-      }, (events, e) => consume("factline-events", events, on(e))),
+        caught.length = 0
+        await post(personalEventsOf(i, `${tag}pe`), catching)
+        if (caught.length !== size) throw new Error(`the edge queued ${caught.length} of ${size} events`)
+        return [...caught]
+      }, (messages, e) => consume("factline-events", messages, on(e))),
       stageOf(`fact-processing${personalSuffix}${suffix}`, async (i) => (await factsOf(personalEventsOf(i, `${tag}pf`), sealOutcomes)).outcomes,
         (outcomes, e) => consume("factline-fact-processing", [FactMessage.make(outcomes)], on(e))),
       stageOf(`projections${personalSuffix}${suffix}`, async (i) => {
