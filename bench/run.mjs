@@ -55,7 +55,8 @@
 //                                     BENCH_BASELINE_TOLERANCE=0.2)
 //   BENCH_CPU_PROFILE=1               (a V8 CPU profile of the Worker's isolate during the first end-to-end run, through
 //                                     wrangler dev's inspector → bench/out/end-to-end.cpuprofile, its top functions
-//                                     printed; with BENCH_MINIFY=0 the Worker is bundled unminified — bench/CpuProfile.mjs)
+//                                     printed; with BENCH_MINIFY=0 the Worker is bundled unminified — bench/CpuProfile.mjs;
+//                                     with BENCH_ONLY=cpu, over the per-stage budget's rounds → bench/out/per-stage-budget.cpuprofile)
 import { execFileSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import { cpus, loadavg } from "node:os"
