@@ -15,10 +15,27 @@ import { refusedContacts } from "./TestModule.js"
 import { overrideSettings } from "./worker.js"
 
 const tenant = "tenant-a"
-const api = async (method: string, path: string) => {
-  const response = await request(path, { method, token: tokenA })
+const api = async (method: string, path: string, body?: unknown) => {
+  const response = await request(path, { method, token: tokenA, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
   return { status: response.status, body: await response.json<any>() }
 }
+/** Exports (batch `export`) run to `succeeded`: their ids. */
+const exported = async (...bodies: Array<Record<string, unknown>>) => {
+  const ids: Array<string> = []
+  for (const body of bodies) {
+    const started = await api("POST", "/v1/batches", { operation: "export", ...body })
+    expect(started.status, JSON.stringify(started.body)).toBe(202)
+    ids.push(started.body.batch_id)
+  }
+  await drain({ timeoutMs: 60_000 })
+  for (const id of ids) expect((await api("GET", `/v1/batches/${id}`)).body.status).toBe("succeeded")
+  return ids
+}
+const outputText = async (id: string) => {
+  const response = await request(`/v1/batches/${id}/output`, { token: tokenA })
+  return { status: response.status, text: await response.text() }
+}
+const outputParts = async (id: string) => (await env.PAYLOADS.list({ prefix: `${tenant}/batches/${id}/output/` })).objects.length
 
 const digits = (n: number) => Array.from({ length: n }, () => Math.floor(Math.random() * 10)).join("")
 const run = unique("er")
@@ -46,15 +63,22 @@ const erasureOf = (who: Who) => api("GET", `/v1/subjects/${buyers[who]}/erasure`
 const auditFacts = () => rows<{ body: string }>("SELECT body FROM facts WHERE tenant_id = ? AND type = 'subject_erased' AND json_extract(body, '$.subject') = ?", tenant, buyers.a)
 
 let phoneTextsBefore: { runs: number; dead: number }
+/** Export files made before the erasure: `kept` holds only B (made before A's data arrived), `held` hold A (calls as CSV, the facts as NDJSON). */
+const exports = { kept: "", held: [] as Array<string> }
 
 beforeAll(async () => {
   // The key cache's bound (what an erasure waits out before it cleans) down from 60 s to 1 s for this file.
   overrideSettings({ FACTLINE_KEY_CACHE_SECONDS: "1" })
   refusedContacts.add(events.a.refused.idempotency_key)
   refusedContacts.add(events.b.refused.idempotency_key)
-  const posted = await postEvents({ events: [...events.a.calls, events.a.refused, ...events.b.calls, events.b.refused] })
+  const first = await postEvents({ events: [...events.b.calls] })
+  expect(first.status, JSON.stringify(await first.clone().json())).toBe(202)
+  await drain({ timeoutMs: 90_000 })
+  exports.kept = (await exported({ projection: "calls", format: "ndjson" }))[0]!
+  const posted = await postEvents({ events: [...events.a.calls, events.a.refused, events.b.refused] })
   expect(posted.status, JSON.stringify(await posted.clone().json())).toBe(202)
   await drain({ timeoutMs: 90_000 })
+  exports.held = await exported({ projection: "calls", format: "csv" }, { format: "ndjson" })
   const runs = await rows("SELECT error FROM runs WHERE tenant_id = ? AND data_subject = ? AND error LIKE ?", tenant, buyers.a, `%${phones.a}%`)
   const dead = await rows("SELECT last_error FROM dead_messages WHERE tenant_id = ? AND data_subject = ? AND last_error LIKE ?", tenant, buyers.a, `%${phones.a}%`)
   phoneTextsBefore = { runs: runs.length, dead: dead.length }
@@ -71,11 +95,22 @@ describe("erasing a data subject", () => {
     expect(phoneTextsBefore.dead, "A's refused note: a dead letter whose error names the phone").toBeGreaterThan(0)
     expect((await erasureOf("a")).status).toBe(404)
     expect(await outcomePhone("a")).toBe(phones.a)
-    const exported = await api("GET", `/v1/subjects/${buyers.a}/export`)
-    expect(exported.status, JSON.stringify(exported.body)).toBe(200)
-    expect(exported.body.facts.filter((f: any) => f.data.caller_phone === phones.a).length).toBeGreaterThanOrEqual(2)
-    expect(exported.body.projections.find((p: any) => p.projection === "calls")?.rows).toHaveLength(2)
-    expect(exported.body.covers).toContain("Not covered")
+    const subjectExport = await api("GET", `/v1/subjects/${buyers.a}/export`)
+    expect(subjectExport.status, JSON.stringify(subjectExport.body)).toBe(200)
+    expect(subjectExport.body.facts.filter((f: any) => f.data.caller_phone === phones.a).length).toBeGreaterThanOrEqual(2)
+    expect(subjectExport.body.projections.find((p: any) => p.projection === "calls")?.rows).toHaveLength(2)
+    expect(subjectExport.body.covers).toContain("Not covered")
+    // The export files: the kept one names B only, the held ones name A.
+    const kept = await outputText(exports.kept)
+    expect(kept.status).toBe(200)
+    expect(kept.text).toContain(`"buyer_id":"${buyers.b}"`)
+    expect(kept.text).not.toContain(buyers.a)
+    for (const id of exports.held) {
+      const held = await outputText(id)
+      expect(held.status).toBe(200)
+      expect(held.text).toContain(buyers.a)
+    }
+    expect((await outputText(exports.held[1]!)).text, "the facts export opens A's phone").toContain(phones.a)
   })
 
   it("erases buyer A through its phases to erased, with a report per store; A reads [erased] everywhere, B is untouched", async () => {
@@ -97,6 +132,7 @@ describe("erasing a data subject", () => {
     expect(done.removed["projection:calls"]).toEqual({ masked: 2 })
     expect(done.removed.runs.blanked).toBeGreaterThan(0)
     expect(done.removed.dead_messages.blanked).toBeGreaterThan(0)
+    expect(done.removed.exports).toEqual({ deleted: 2 })
     expect(done.audit_fact_id).toEqual(expect.any(String))
     expect(done.finished_at).toEqual(expect.any(String))
 
@@ -109,6 +145,18 @@ describe("erasing a data subject", () => {
     for (const d of dead) expect(d).toEqual({ last_error: "[erased]", stack: null })
     expect(await rows("SELECT 1 FROM runs WHERE error LIKE ?", `%${phones.a}%`)).toEqual([])
     expect(await rows("SELECT 1 FROM dead_messages WHERE last_error LIKE ?", `%${phones.a}%`)).toEqual([])
+
+    // The export files holding A are gone from R2, their jobs kept with the output removed (a 409 naming the erasure); B's only file is kept.
+    for (const id of exports.held) {
+      expect(await outputParts(id)).toBe(0)
+      const job = (await api("GET", `/v1/batches/${id}`)).body
+      expect(job).toMatchObject({ status: "succeeded", output: null, error: expect.stringContaining(done.erasure_id) })
+      const gone = await request(`/v1/batches/${id}/output`, { token: tokenA })
+      expect(gone.status).toBe(409)
+      expect(await gone.text()).toContain(`removed by the erasure ${done.erasure_id}`)
+    }
+    expect(await outputParts(exports.kept)).toBeGreaterThan(0)
+    expect((await outputText(exports.kept)).text).toContain(`"buyer_id":"${buyers.b}"`)
 
     // The audit fact: one, no personal data in it.
     const audit = await eventually(async () => ((await auditFacts()).length > 0 ? auditFacts() : undefined), 20_000, "the subject_erased fact in the facts copy")

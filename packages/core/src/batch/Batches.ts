@@ -78,6 +78,10 @@ export const cancel = Effect.fn("Batches.cancel")(function*(tenantId: string, id
 export const output = Effect.fn("Batches.output")(function*(tenantId: string, id: string) {
   const job = yield* Placement.reading(tenantId)(BatchJobs.get(tenantId, id))
   if (!job) return yield* new Failure.NotFound({ message: `no batch "${id}"` })
+  if (job.output_key === null && job.status === "succeeded" && job.operation === "export" && job.error !== null) {
+    // Its file was removed by an erasure (subjects/ErasureExports.ts): the error says which.
+    return yield* new Failure.Conflict({ message: `batch ${id} has no output: ${job.error}` })
+  }
   if (job.output_key === null || job.status !== "succeeded") {
     return yield* new Failure.Conflict({ message: `batch ${id} has no output${job.status === "succeeded" ? "" : ` (it is ${job.status})`}` })
   }

@@ -15,17 +15,16 @@
  *    rows of the subject as its `erasure` declares (`delete` them, `mask` columns to the marker; `none` nothing);
  *    the error texts of its dead letters (`last_error` to the marker, `stack` null), the response snippets and errors
  *    of its webhook attempts, its runs' errors and kept bodies (platform database) — found by their `data_subject` —
- *    and the errors of the workflow instances started by its facts (found through the facts copy).
+ *    the workflow instances' errors (through the facts copy), and export files holding the subject (ErasureExports.ts).
  * 4. **audit** — the `subject_erased` fact (PlatformFacts; no personal data) appended to the stream
  *    `factline/erasures` (its id derived from the erasure's: a repeat finds it) and relayed; the erasure ends **erased**
  *    with its report.
  *
  * **failed** — a step failing on its last attempt (or permanently) ends the erasure `failed` with its error and the
  * phase it failed in; a new `POST …/erase` resumes it from that phase. A repeat `POST` while one runs, or after one
- * has finished, answers that erasure and does nothing again — unless the subject has sent personal data since it
- * finished (a live key generation, `KeyRing.state`): then a new erasure starts (a new id, the same phases), erasing
- * that new generation. Not reached (docs/personal-data.md): messages in flight
- * (sealed: they open as the marker once consumed), what webhook receivers hold, SQLite's free pages.
+ * has finished, answers that erasure — unless the subject sent personal data since (a live key generation,
+ * `KeyRing.state`): a new erasure of it starts. Not reached (docs/personal-data.md): messages in flight (sealed: they
+ * open as the marker once consumed), what webhook receivers hold, SQLite's free pages.
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
@@ -48,7 +47,7 @@ export type Phase = (typeof phases)[number]
 
 /** The stream of a tenant's erasure records (`subject_erased` facts). */
 export const auditStream = "factline/erasures"
-/** How long the cleaning waits for a running projection rebuild before it looks again. */
+/** How long the cleaning waits for a running projection rebuild (or export from before the keys went) before it looks again. */
 export const rebuildWaitMs = 30_000
 
 /** Per store, a count per action. */
@@ -160,8 +159,7 @@ export const start = Effect.fn("Erasure.start")(function*(tenantId: string, subj
     return { record, first: resumed > 0 ? { ...step(last.id), offset: Date.parse(now) } : undefined }
   }
   const id = `er_${(yield* Time.millis).toString(36)}_${crypto.randomUUID().slice(0, 8)}`
-  // One erasure per subject at a time: the insert happens only when none is in progress and none started after the
-  // finished one this request read (two concurrent requests after new data start one erasure, not two).
+  // One at a time: inserted only when none is in progress or started after the one read (concurrent requests start one).
   const inserted = yield* Effect.mapError(sql.run(Sql.statement(
     `INSERT INTO subject_erasures (id, tenant_id, subject, phase, progress, requested_by, started_at, updated_at)
      SELECT ?1, ?2, ?3, 'keys', ?4, ?5, ?6, ?6
@@ -200,29 +198,21 @@ const keys = (s: Step) =>
     const erasedAt = answer.erasedAt ?? new Date(s.now).toISOString()
     const cleanAfter = new Date(Math.max(Date.parse(erasedAt), s.now) + keyRing.cacheBoundMs).toISOString()
     // This erasure's generations: the subject's, less those an earlier erasure of it destroyed (the same on a repeat).
-    const before = yield* Effect.mapError(s.sql.all(Schema.Struct({ progress: Schema.String }), Sql.statement(
-      "SELECT progress FROM subject_erasures WHERE tenant_id = ? AND subject = ? AND id <> ? AND phase = 'erased'",
-      s.erasure.tenant_id, s.erasure.subject, s.erasure.id
-    )), unavailable)
-    const earlier = new Set(before.flatMap((row) => progressOf(row).generations ?? []))
+    const earlier = yield* Stores.erasedBefore(s.sql, s.erasure)
     const generations = answer.generations.filter((g) => !earlier.has(g))
     const progress: Progress = { ...s.progress, generations, keys_erased_at: erasedAt, clean_after: cleanAfter }
     return yield* record(s, { phase: "waiting", progress }, Date.parse(cleanAfter) - s.now)
   })
 
-/** cleaning: once the key cache's bound has passed and no rebuild runs, each store cleaned and recorded in turn. */
+/** cleaning: once the key cache's bound has passed and no rebuild or export from before runs, each store cleaned and recorded in turn. */
 const cleaning = (s: Step) =>
   Effect.gen(function*() {
-    const wait = Date.parse(s.progress.clean_after ?? new Date(s.now).toISOString()) - s.now
-    if (wait > 0) return s.next(wait)
-    const platform = yield* Sql.PlatformDatabase
-    const rebuilding = yield* Effect.mapError(platform.first(Id, Sql.statement("SELECT id FROM projection_rebuilds WHERE status = 'running' LIMIT 1")), platformUnavailable)
-    if (rebuilding) {
-      yield* Effect.logInfo(`erasure ${s.erasure.id}: rebuild ${rebuilding.id} is running; cleaning after it`)
-      return s.next(rebuildWaitMs)
-    }
+    const cleanAfter = s.progress.clean_after ?? new Date(s.now).toISOString()
+    if (Date.parse(cleanAfter) > s.now) return s.next(Date.parse(cleanAfter) - s.now)
+    const running = yield* Stores.running(s.sql, s.erasure.tenant_id, cleanAfter)
+    if (running) return yield* Effect.as(Effect.logInfo(`erasure ${s.erasure.id}: ${running} is running; cleaning after it`), s.next(rebuildWaitMs))
     let progress = s.progress
-    for (const cleaner of yield* Stores.cleaners(s.sql, s.erasure.tenant_id, s.erasure.subject)) {
+    for (const cleaner of yield* Stores.cleaners(s.sql, s.erasure.tenant_id, s.erasure.subject, { erasureId: s.erasure.id, cleanAfter, now: new Date(s.now).toISOString() })) {
       if (progress.cleaned?.includes(cleaner.store)) continue
       const counts = yield* cleaner.clean
       progress = { ...progress, cleaned: [...(progress.cleaned ?? []), cleaner.store], removed: { ...progress.removed, [cleaner.store]: counts } }

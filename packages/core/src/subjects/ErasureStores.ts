@@ -2,7 +2,8 @@
  * What an erasure (Erasure.ts) cleans, store by store, once the subject's keys are gone: each projection's rows of
  * the subject by its `erasure` declaration (delete, or mask columns to the marker), the error texts of its dead
  * letters, the response snippets and errors of its webhook attempts and its runs' errors and kept bodies (found by
- * their `data_subject`), and the errors of the workflow instances its facts started (found through the facts copy).
+ * their `data_subject`), the errors of the workflow instances its facts started (found through the facts copy), and
+ * the tenant's export files that hold the subject (ErasureExports.ts).
  * Each cleaning is one idempotent statement (or a walk of them): run again, it finds nothing left and counts 0.
  */
 import * as Effect from "effect/Effect"
@@ -10,8 +11,10 @@ import * as Schema from "effect/Schema"
 import * as Projection from "../definitions/Projection.js"
 import * as Failure from "../failures/Failure.js"
 import { erased } from "../personal/Personal.js"
+import { PayloadBucket } from "../platform/Bindings.js"
 import * as Sql from "../platform/Sql.js"
 import { Registry } from "../registry/Registry.js"
+import * as Exports from "./ErasureExports.js"
 
 /** Fact ids of the subject read from the facts copy per page (the workflow instances they started are cleaned). */
 export const factsPerPage = 500
@@ -43,7 +46,39 @@ export const projectionStatement = (p: Projection.Projection, tenantId: string, 
   }
 }
 
-export const cleaners = (sql: Sql.Sql, tenantId: string, subject: string) =>
+const Id = Schema.Struct({ id: Schema.String })
+
+/**
+ * What the cleaning waits for, if anything runs: a projection rebuild (its shadow table could bring back rows mapped
+ * before the keys went) or an export of the tenant created before `cleanAfter` (its file may hold opened fields).
+ */
+export const running = (sql: Sql.Sql, tenantId: string, cleanAfter: string) =>
+  Effect.gen(function*() {
+    const platform = yield* Sql.PlatformDatabase
+    const rebuilding = yield* Effect.mapError(platform.first(Id, Sql.statement("SELECT id FROM projection_rebuilds WHERE status = 'running' LIMIT 1")), platformUnavailable)
+    if (rebuilding) return `rebuild ${rebuilding.id}`
+    const exporting = yield* Exports.running(sql, tenantId, cleanAfter)
+    return exporting === undefined ? undefined : `export ${exporting} (created before the keys went)`
+  })
+
+/** The key generations earlier finished erasures of the subject destroyed (an erasure's own are the rest). */
+export const erasedBefore = (sql: Sql.Sql, erasure: { readonly id: string; readonly tenant_id: string; readonly subject: string }) =>
+  Effect.map(
+    Effect.mapError(sql.all(Schema.Struct({ progress: Schema.String }), Sql.statement(
+      "SELECT progress FROM subject_erasures WHERE tenant_id = ? AND subject = ? AND id <> ? AND phase = 'erased'",
+      erasure.tenant_id, erasure.subject, erasure.id
+    )), unavailable),
+    (rows) => new Set(rows.flatMap((row) => (JSON.parse(row.progress) as { generations?: ReadonlyArray<number> }).generations ?? []))
+  )
+
+/** The erasure a cleaning belongs to: its id, when its cleaning may start (`clean_after`) and the step's time. */
+export interface Context {
+  readonly erasureId: string
+  readonly cleanAfter: string
+  readonly now: string
+}
+
+export const cleaners = (sql: Sql.Sql, tenantId: string, subject: string, context: Context) =>
   Effect.gen(function*() {
     const registry = yield* Registry
     const platform = yield* Sql.PlatformDatabase
@@ -54,6 +89,7 @@ export const cleaners = (sql: Sql.Sql, tenantId: string, subject: string) =>
       const cleaning = projectionStatement(p, tenantId, subject)
       if (cleaning !== undefined) list.push({ store: `projection:${p.name}`, clean: count(sql, cleaning.statement, cleaning.action, unavailable) })
     }
+    list.push({ store: "exports", clean: Exports.clean(sql, yield* PayloadBucket, registry, tenantId, subject, context.erasureId, context.cleanAfter, context.now) })
     list.push({
       store: "dead_messages",
       clean: count(sql, Sql.statement(
