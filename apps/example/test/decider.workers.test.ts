@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Result } from "effect"
 import { PayloadStore, Registry } from "@factline/core"
-import { Bindings, Dispatch, Ledger, LedgerTopology, ModuleLayers, Queues, RetryPolicy, Sql } from "@factline/core/runtime"
+import { Bindings, Dispatch, KeyRing, Ledger, LedgerTopology, ModuleLayers, Queues, RetryPolicy, Sql } from "@factline/core/runtime"
 import type { PlatformEnv } from "@factline/workers"
 import { deadMessages, eventually, ledger, readStream, shardKeyOf, unique } from "./helpers.js"
 import { platform } from "./worker.js"
@@ -101,7 +101,8 @@ describe("deciders", () => {
           ModuleLayers.ModuleLayers.layer(platform.registry.modules),
           Layer.succeed(Ledger.Ledger, racing),
           Queues.Queues.over((queue) => (env as any)[RetryPolicy.forQueue(queue)!.binding] as Queue),
-          PayloadStore.PayloadStore.layer(Bindings.PayloadBucket.make(env.PAYLOADS))
+          PayloadStore.PayloadStore.layer(Bindings.PayloadBucket.make(env.PAYLOADS)),
+          KeyRing.KeyRing.over(env.LEDGER, { secretsKey: env.FACTLINE_SECRETS_KEY as string | undefined })
         ))
       )
       assert.isTrue(Result.isSuccess(outA.get(a.key)!))

@@ -146,7 +146,7 @@ describe("staggered sends", () => {
           payload: { call_id, buyer_id: "b", duration_s: 10, price_cents: 5, currency: "USD" },
           options: { tenant_id: "tenant-a", subject: call_id, idempotency_key: `call.completed:${call_id}` }
         })), { stagger: { seconds: 1 } })).pipe(
-        Effect.provide(Producer.Producer.over(queue, { definitions: platform.registry.definitions }).pipe(Layer.provide(PayloadStore.PayloadStore.layer(Bindings.PayloadBucket.make(env.PAYLOADS)))))
+        Effect.provide(Producer.Producer.over(queue, { definitions: platform.registry.definitions, keys: { namespace: env.LEDGER, secretsKey: env.FACTLINE_SECRETS_KEY as string | undefined } }).pipe(Layer.provide(PayloadStore.PayloadStore.layer(Bindings.PayloadBucket.make(env.PAYLOADS)))))
       )
     )
     // The first is due at once (no deliver_after), the others one and two seconds after it.

@@ -28,7 +28,7 @@ const run = <A, E>(program: (p: Producer.Producer["Service"]) => Effect.Effect<A
   Effect.runPromise(
     Effect.flatMap(Effect.service(Producer.Producer), program).pipe(
       Effect.provide(
-        Producer.Producer.over(queue, { definitions: platform.registry.definitions, defaultSource: "limits" }).pipe(
+        Producer.Producer.over(queue, { definitions: platform.registry.definitions, defaultSource: "limits", keys: { namespace: env.LEDGER, secretsKey: env.FACTLINE_SECRETS_KEY as string | undefined } }).pipe(
           Layer.provide(PayloadStore.PayloadStore.layer(Bindings.PayloadBucket.make(env.PAYLOADS)))
         )
       )

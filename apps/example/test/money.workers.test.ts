@@ -9,7 +9,7 @@ import { env } from "cloudflare:workers"
 import { Effect, Layer } from "effect"
 import { describe, expect, it } from "vitest"
 import { Registry } from "@factline/core"
-import { FactsCopy, Placement, ProjectionConsumer, ProjectionStore } from "@factline/core/runtime"
+import { FactsCopy, KeyRing, Placement, ProjectionConsumer, ProjectionStore } from "@factline/core/runtime"
 import type { Fact } from "@factline/schemas"
 import { callCompleted, eventually, postEvents, request, storedFact, tokenA, unique } from "./helpers.js"
 import { platform } from "./worker.js"
@@ -26,7 +26,7 @@ const apply = async (facts: ReadonlyArray<Fact>) => {
   const items = facts.map((f, i) => ({ key: `${i}`, value: { fact: f } }))
   const outcomes = await Effect.runPromise(ProjectionConsumer.process(items).pipe(
     Effect.provide(Layer.mergeAll(
-      ProjectionStore.ProjectionStore.layer, Placement.TenantPlacement.single(env.DB), Layer.succeed(Registry.Registry, platform.registry),
+      ProjectionStore.ProjectionStore.layer, Placement.TenantPlacement.single(env.DB), Layer.succeed(Registry.Registry, platform.registry), KeyRing.KeyRing.over(env.LEDGER, { secretsKey: env.FACTLINE_SECRETS_KEY as string | undefined }),
       // The D1 facts copy as the example configures it (wrangler.jsonc: all).
       FactsCopy.FactsCopySetting.layer(FactsCopy.all)
     ))

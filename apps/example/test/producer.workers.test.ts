@@ -27,7 +27,7 @@ const run = <A, E>(queue: Queue, program: (p: Producer.Producer["Service"]) => E
   Effect.runPromise(
     Effect.flatMap(Effect.service(Producer.Producer), program).pipe(
       Effect.provide(
-        Producer.Producer.over(queue, { definitions: platform.registry.definitions, defaultSource: "billing-service" }).pipe(
+        Producer.Producer.over(queue, { definitions: platform.registry.definitions, defaultSource: "billing-service", keys: { namespace: env.LEDGER, secretsKey: env.FACTLINE_SECRETS_KEY as string | undefined } }).pipe(
           Layer.provide(PayloadStore.PayloadStore.layer(Bindings.PayloadBucket.make(env.PAYLOADS)))
         )
       )

@@ -8,7 +8,7 @@ import { env } from "cloudflare:workers"
 import { Effect, Layer, Result } from "effect"
 import { describe, expect, it } from "vitest"
 import { Registry } from "@factline/core"
-import { FactsCopy, Placement, ProjectionConsumer, ProjectionQuery, ProjectionStore, Sql } from "@factline/core/runtime"
+import { FactsCopy, KeyRing, Placement, ProjectionConsumer, ProjectionQuery, ProjectionStore, Sql } from "@factline/core/runtime"
 import type { Fact } from "@factline/schemas"
 import { storedFact, unique } from "./helpers.js"
 import { countingD1, newCounts } from "./instrument.js"
@@ -25,7 +25,7 @@ const apply = async (facts: ReadonlyArray<Fact>, db: D1Database = env.DB, copy =
   if (typeof parsed === "string") throw new Error(parsed)
   const settings = FactsCopy.FactsCopySetting.layer(parsed)
   const outcomes = await Effect.runPromise(ProjectionConsumer.process(items).pipe(
-    Effect.provide(Layer.mergeAll(ProjectionStore.ProjectionStore.layer, Placement.TenantPlacement.single(db), Layer.succeed(Registry.Registry, platform.registry), settings))
+    Effect.provide(Layer.mergeAll(ProjectionStore.ProjectionStore.layer, Placement.TenantPlacement.single(db), Layer.succeed(Registry.Registry, platform.registry), settings, KeyRing.KeyRing.over(env.LEDGER, { secretsKey: env.FACTLINE_SECRETS_KEY as string | undefined })))
   ))
   return items.map(({ key }) => outcomes.get(key))
 }

@@ -55,6 +55,8 @@ export class KeyRing extends Context.Service<KeyRing, {
   readonly cacheBoundMs: number
 }>()("@factline/core/KeyRing") {
   static readonly layer = (config: Config) => Layer.effect(KeyRing, Effect.map(Effect.service(KeyStorage.KeyStores), ({ namespace }) => make(config, namespace)))
+  /** The key ring over a namespace of key stores (the LedgerShard namespace), without the platform's composition. */
+  static readonly over = (namespace: KeyStorage.KeyStoreNamespace, config: Config) => Layer.succeed(KeyRing, make(config, namespace))
 }
 
 const unavailable = (error: unknown) =>

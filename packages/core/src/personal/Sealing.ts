@@ -34,7 +34,10 @@ const slotsOf = (declarationOf: DeclarationOf, items: ReadonlyArray<Sealable>): 
   const slots: Array<Slot> = []
   items.forEach((item, index) => {
     const own = declarationOf(item.type)
-    if (own !== undefined) slots.push({ index, declaration: own, value: item.data, nested: false })
+    if (own !== undefined) {
+      // Data that is not an object (a malformed fact) has no fields to seal or open: left as it is, for its reader to refuse.
+      if (isRecord(item.data)) slots.push({ index, declaration: own, value: item.data, nested: false })
+    }
     else if (item.type === timerType && isRecord(item.data.fact) && typeof item.data.fact.type === "string" && isRecord(item.data.fact.data)) {
       const carried = declarationOf(item.data.fact.type)
       if (carried !== undefined) slots.push({ index, declaration: carried, value: item.data.fact.data, nested: true })
