@@ -8,7 +8,7 @@
 //     attempts live in the Runs panel, retries it now and sees it end ok once a receiver listens, opens a dead
 //     run's dead letter; lists the crm-sync's workflow instances (one failed — the CRM stand-in refusing its deal —
 //     one waiting for its call's dispute), filters them and opens the failed one's detail; a tenant's token sees only its
-//     tenant; screenshots go to apps/example/.artifacts/ (git-ignored);
+//     tenant, and erases a data subject of it (the confirmation, then the erasure followed to erased); screenshots go to apps/example/.artifacts/ (git-ignored);
 //   - opens the API reference (GET /docs) with every request outside the local stack refused: Scalar comes
 //     from the same static assets as the page, and renders the routes of /openapi.json;
 //   - runs the CLI (the `factline` bin of @factline/workers, as `npm run factline` does) against it: health,
@@ -47,7 +47,8 @@ let crm
 try {
   // The crm module's CRM (the crm-sync workflow's): the stand-in, failing on command.
   crm = await CrmReceiver.start()
-  stack = await LocalStack.start({ cwd: app, state, port: await LocalStack.freePort(), vars: { CRM_URL: crm.url } })
+  // The personal-data key cache's bound at 1 s (default 60): the erasure started from the page waits it out before it cleans.
+  stack = await LocalStack.start({ cwd: app, state, port: await LocalStack.freePort(), vars: { CRM_URL: crm.url, FACTLINE_KEY_CACHE_SECONDS: "1" } })
   const base = stack.base
   console.log(`stack ready in ${((Date.now() - started) / 1_000).toFixed(1)} s at ${base}`)
   const api = async (method, path, { token = platformToken, body } = {}) => {
@@ -321,6 +322,34 @@ try {
   await page.locator("#workflows-empty:not([hidden])").waitFor()
   check("browser", "tenant B's admin token: no queue health (platform scope), none of tenant A's dead letters or workflow instances",
     (await page.locator("#dlq-rows tr").count()) === 0 && (await page.locator("#workflows-rows tr").count()) === 0 && (await page.locator("#batches-empty").count()) === 1, await page.locator("#app").textContent())
+  // Erase a data subject (tenant B's admin token: its tenant): the id typed in, a confirmation naming it and saying it
+  // cannot be undone, then the erasure's progress followed on the page until it has ended erased.
+  const subjectB = `buyer_erase_${run}`
+  const phoneB = `+44 7700 900${String(Date.now() % 1000).padStart(3, "0")}`
+  const personalCall = { schema_version: 3, message_type: "call.completed", idempotency_key: `call.completed:erase_${run}`, subject: `erase_${run}`,
+    payload: { call_id: `erase_${run}`, buyer_id: subjectB, duration_s: 30, price_cents: 100, currency: "USD", caller_phone: phoneB } }
+  const postedB = await api("POST", "/v1/events", { token: "dev-token-tenant-b", body: { events: [personalCall] } })
+  const phoneOf = async () => (await api("GET", `/v1/streams/erase_${run}/facts`, { token: "dev-token-tenant-b" })).body.facts?.find((f) => f.type === "outcome")?.data.caller_phone
+  await until(phoneOf, (phone) => phone !== undefined, { what: "tenant B's personal call in its stream" })
+  const phoneBefore = await phoneOf()
+  await page.click("#erase-button")
+  await page.locator("#erase-error:not([hidden])").waitFor()
+  await page.fill("#erase-subject", subjectB)
+  await page.click("#erase-button")
+  await page.locator("#dialog[open]").waitFor()
+  const confirmation = { title: await page.textContent("#dialog-title"), text: await page.textContent("#dialog-text") }
+  check("browser", "Erase a data subject: an empty id is refused; the confirmation names the subject and says it cannot be undone",
+    postedB.status === 202 && phoneBefore === phoneB && confirmation.title.includes(subjectB) && confirmation.text.includes(subjectB) && /cannot be undone/.test(confirmation.text), JSON.stringify([postedB, phoneBefore, confirmation]))
+  await page.click("#dialog-ok")
+  await page.locator("#erasure").waitFor()
+  await page.locator('#erasure[data-phase="erased"]').waitFor({ timeout: 90_000 })
+  const shownErasure = await page.locator("#erasure").evaluate((t) => ({ id: t.dataset.erasure, removed: t.querySelector("#erasure-removed")?.textContent }))
+  const erasureB = await api("GET", `/v1/subjects/${subjectB}/erasure`, { token: "dev-token-tenant-b" })
+  const phoneAfter = await phoneOf()
+  check("browser", "the erasure's progress is followed on the page to erased (its report shown); the API agrees and the subject's phone reads [erased]",
+    erasureB.body.phase === "erased" && shownErasure.id === erasureB.body.erasure_id && /projection:calls masked 1/.test(shownErasure.removed ?? "") && phoneAfter === "[erased]",
+    JSON.stringify([shownErasure, erasureB.body, phoneAfter]))
+  await page.locator("#subjects").screenshot({ path: join(artifacts, "dashboard-erasure.png") })
   // ---------------------------------------------------------------- API reference (GET /docs)
   // As without internet: every request that leaves the local stack is refused (and recorded). Scalar's bundle
   // is a file of the same static assets as the page, so the reference renders all the same.

@@ -10,7 +10,7 @@
  * an earlier session reaches the page. A 401 ends the session (`onUnauthorized`) and is dropped the same way.
  */
 import { Api, Unauthorized, Unavailable } from "@factline/client"
-import type { Batches, DeadLetters, Projections, Queues, Runs, Workflows } from "@factline/core/api"
+import type { Batches, DeadLetters, Projections, Queues, Runs, Subjects, Workflows } from "@factline/core/api"
 import type * as HttpApiEndpoint from "effect/http-api/HttpApiEndpoint"
 import * as Session from "./Session.js"
 
@@ -166,3 +166,11 @@ export const workflow = (id: string) => call((api) => api.workflows.getWorkflow(
 export const retryWorkflow = (id: string) => call((api) => api.workflows.retryWorkflow({ params: { id } }))
 /** Stops it where it is (no compensation). */
 export const terminateWorkflow = (id: string) => call((api) => api.workflows.terminateWorkflow({ params: { id } }))
+
+// ------------------------------------------------------------------ data subjects (/v1/subjects)
+
+export type SubjectErasure = Api.Output<typeof Subjects.getErasure>
+/** Starts erasing the data subject's personal data in the token's tenant (the running or finished erasure when there is one). */
+export const eraseSubject = (subject: string) => call((api) => api.subjects.eraseSubject({ params: { subject } }))
+/** The subject's latest erasure: its phase and report. */
+export const subjectErasure = (subject: string) => call((api) => api.subjects.getSubjectErasure({ params: { subject } }))

@@ -1,6 +1,7 @@
 /**
  * The operators' dashboard (`GET /dashboard`), the page's entry: sign-in and sign-out, the panels (queue
- * health, runs, workflow instances, dead letters, batch jobs, projections) refreshed together — by hand, and every 10 s while auto-refresh is
+ * health, runs, workflow instances, dead letters, batch jobs, projections) refreshed together (the data subjects
+ * panel, an erasure's progress, follows itself) — by hand, and every 10 s while auto-refresh is
  * on, the tab is visible and no dialog is open; the runs panel also reloads itself every second while live.
  *
  * The page holds no data and needs no token itself. The operator enters a token once; it lives in the tab's
@@ -18,6 +19,7 @@ import { byId } from "./Dom.js"
 import * as Health from "./Health.js"
 import * as Runs from "./Runs.js"
 import * as Session from "./Session.js"
+import * as Subjects from "./Subjects.js"
 import * as Workflows from "./Workflows.js"
 
 const refreshEveryMs = 10_000
@@ -79,6 +81,7 @@ const signOut = (message: string) => {
   DeadLetters.reset()
   Batches.reset()
   Projections.reset()
+  Subjects.reset()
   byId("updated").textContent = ""
   byId("app").hidden = true
   byId("login").hidden = false
@@ -105,6 +108,7 @@ const start = () => {
   DeadLetters.setup({ healthChanged: () => void Health.load(), refresh })
   Runs.setup({ openDeadLetters: DeadLetters.show })
   Workflows.setup()
+  Subjects.setup()
   Dialog.setup()
   byId("host").textContent = location.host
   byId("login-form").addEventListener("submit", (event) => {
