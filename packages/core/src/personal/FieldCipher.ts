@@ -16,6 +16,18 @@ export interface SubjectKey {
   readonly generation: number
   readonly seal: CryptoKey
   readonly iv: CryptoKey
+  /**
+   * What this key sealed or opened lately (`field\0plaintext` → sealed text, at most `memoSize`): sealing is
+   * deterministic, so a value opened from a message and appended again in a fact reuses its sealed text, no crypto.
+   * It lives and goes with the key (the isolate's key cache: erasure drops both).
+   */
+  readonly memo: Map<string, string>
+}
+
+const memoSize = 256
+const remember = (key: SubjectKey, field: string, plaintext: string, sealed: string) => {
+  if (key.memo.size >= memoSize) key.memo.delete(key.memo.keys().next().value!)
+  key.memo.set(`${field}\u0000${plaintext}`, sealed)
 }
 
 const prefix = "pd1."
@@ -46,7 +58,7 @@ export const importKey = async (generation: number, material: Uint8Array): Promi
     derive("factline personal seal", { name: "AES-GCM", length: 256 }, ["encrypt", "decrypt"]),
     derive("factline personal iv", { name: "HMAC", hash: "SHA-256", length: 256 }, ["sign"])
   ])
-  return { generation, seal, iv }
+  return { generation, seal, iv, memo: new Map() }
 }
 
 /** Whether a value is sealed personal data (and the generation of the key it needs). */
@@ -63,6 +75,8 @@ const context = (tenant: string, subject: string, generation: number, field: str
 
 /** Seals one value (deterministic under its key, field and context). */
 export const seal = async (key: SubjectKey, tenant: string, subject: string, field: string, plaintext: string): Promise<string> => {
+  const known = key.memo.get(`${field}\u0000${plaintext}`)
+  if (known !== undefined) return known
   const text = encoder.encode(plaintext)
   const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key.iv, encoder.encode(`${field}\u0000${plaintext}`)))
   const iv = mac.slice(0, 12)
@@ -70,7 +84,9 @@ export const seal = async (key: SubjectKey, tenant: string, subject: string, fie
   const out = new Uint8Array(12 + sealed.length)
   out.set(iv, 0)
   out.set(sealed, 12)
-  return `${prefix}${key.generation}.${b64url(out)}`
+  const sealedText = `${prefix}${key.generation}.${b64url(out)}`
+  remember(key, field, plaintext, sealedText)
+  return sealedText
 }
 
 /** Opens a sealed value; undefined when it does not open under this key (altered, or sealed elsewhere). */
@@ -83,7 +99,9 @@ export const open = async (key: SubjectKey, tenant: string, subject: string, fie
       key.seal,
       bytes.slice(12)
     )
-    return decoder.decode(plain)
+    const text = decoder.decode(plain)
+    remember(key, field, text, sealed)
+    return text
   } catch {
     return undefined
   }

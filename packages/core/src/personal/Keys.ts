@@ -76,16 +76,28 @@ export const make = (options: Options, namespace: KeyStorage.KeyStoreNamespace):
   const unwrap = async (generation: number, wrapped: string) =>
     FieldCipher.importKey(generation, unb64(await SecretBox.open(await SecretBox.importKey(options.secretsKey), wrapped)))
 
+  /**
+   * One `readKeys` call per tenant for the reads asked together: a consumer decodes its messages concurrently, each
+   * opening its own payload. A read waits for the turn to end — and for the tenant's read in flight, if any — then
+   * asks for everything gathered meanwhile, so a batch's cold reads are one or two calls, not one per message.
+   */
   const pendingReads = new Map<string, { refs: Array<KeyStorage.KeyRef>; answers: Promise<ReadonlyArray<KeyStorage.KeyAnswer>> }>()
+  const inFlight = new Map<string, Promise<unknown>>()
   const readCoalesced = async (tenant: string, refs: ReadonlyArray<KeyStorage.KeyRef>): Promise<ReadonlyArray<KeyStorage.KeyAnswer>> => {
     let pending = pendingReads.get(tenant)
     if (pending === undefined) {
       const batch: Array<KeyStorage.KeyRef> = []
-      const answers = new Promise<ReadonlyArray<KeyStorage.KeyAnswer>>((resolve, reject) =>
-        setTimeout(() => {
+      const before = inFlight.get(tenant) ?? Promise.resolve()
+      const answers = new Promise<void>((resolve) => setTimeout(resolve, 0))
+        .then(() => before.catch(() => undefined))
+        .then(() => {
           pendingReads.delete(tenant)
-          store(tenant).readKeys(batch).then(resolve, reject)
-        }, 0))
+          return store(tenant).readKeys(batch)
+        })
+      const settled = answers.catch(() => undefined).finally(() => {
+        if (inFlight.get(tenant) === settled) inFlight.delete(tenant)
+      })
+      inFlight.set(tenant, settled)
       pending = { refs: batch, answers }
       pendingReads.set(tenant, pending)
     }
