@@ -117,7 +117,7 @@ const checkAll = async <A>(what: string, arbitrary: Arbitrary.Arbitrary<A>, opti
     { runs: options.runs ?? 50, seed: options.seed ?? 40, maxShrinks: 100 }
   ))
   if (result._tag === "Falsified") {
-    const problem = result.failure._tag === "PropertyError" ? result.failure.error : "returned false"
+    const problem = "error" in result.failure ? result.failure.error : "returned false"
     throw new SpecError(`${what}, on the input ${shown(result.shrunkInput)} (run ${result.runs}, seed ${options.seed ?? 40}): ${problem}`)
   }
   if (result._tag !== "Passed") throw new SpecError(`${what}: inputs could not be drawn (${result._tag})`)
