@@ -15,7 +15,8 @@ import { KeyRing } from "./KeyRing.js"
 import * as Personal from "./Personal.js"
 import * as Projection from "../definitions/Projection.js"
 import { sqliteTable, text } from "drizzle-orm/sqlite-core"
-import { fact } from "../testing/Builders.js"
+import { fact, message } from "../testing/Builders.js"
+import { HandlerSpec } from "../testing/Specs.js"
 
 const V1 = Schema.Struct({ call_id: Schema.String, buyer_id: Schema.String, phone: Schema.optional(Schema.String) })
 const Called = MessageDefinition.event("buyer.called").version(1, V1).personal({ subject: "buyer_id", fields: ["phone"] })
@@ -96,5 +97,11 @@ describe("personal data", () => {
     const map = phones.byType.get("call")!
     expect(map(fact(Call, { call_id: "c1", buyer_id: "b1", phone: "+15550001111" }))).toEqual({ call_id: "c1", buyer_id: "b1", phone: "+15550001111" })
     expect(map(fact(Call, { call_id: "c1", buyer_id: "b1", phone: Personal.erased }))).toBeUndefined()
+  })
+
+  it("a spec compares what product code sees: the facts' personal fields opened, though they are stored sealed", async () => {
+    await HandlerSpec.for(record)
+      .when(message(Called, { call_id: "c1", buyer_id: "buyer-1", phone: "+15550001111" }, { subject: "c1" }))
+      .then([Call.make({ call_id: "c1", buyer_id: "buyer-1", phone: "+15550001111" })])
   })
 })

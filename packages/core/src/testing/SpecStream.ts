@@ -12,6 +12,9 @@ import type { NewFact } from "../definitions/FactDefinition.js"
 import * as Timer from "../definitions/Timer.js"
 import * as FactId from "../ledger/FactId.js"
 import { Ledger } from "../ledger/Ledger.js"
+import { KeyRing } from "../personal/KeyRing.js"
+import * as Sealing from "../personal/Sealing.js"
+import { Registry } from "../registry/Registry.js"
 import type { FactDraft } from "../ledger/LedgerProtocol.js"
 import type * as TestPlatform from "./TestPlatform.js"
 import { SpecError } from "./SpecError.js"
@@ -43,8 +46,18 @@ export const appendGiven = (platform: TestPlatform.TestPlatform, tenant_id: stri
       if (result?.status !== "appended" && result?.status !== "duplicate") throw new SpecError(`the given facts could not be appended: ${JSON.stringify(result)}`)
     }))
 
+/** Stored facts as a spec sees them: personal fields opened, as product code sees them (they are stored sealed). */
+export const opened = (facts: ReadonlyArray<Fact>) =>
+  Effect.gen(function*() {
+    const registry = yield* Registry
+    return registry.hasPersonalData ? yield* Sealing.openFacts(yield* KeyRing, registry.personalFact, facts) : facts
+  }).pipe(Effect.orDie)
+
+/** The stream as stored, its facts opened (`opened`). */
 export const readStream = (platform: TestPlatform.TestPlatform, tenant_id: string, stream: string) =>
-  platform.run(Effect.flatMap(Effect.service(Ledger), (ledger) => ledger.read({ tenant_id, stream })))
+  platform.run(Effect.flatMap(Effect.service(Ledger), (ledger) => ledger.read({ tenant_id, stream })).pipe(
+    Effect.flatMap((state) => Effect.map(opened(state.facts), (facts) => ({ ...state, facts })))
+  ))
 
 /**
  * Moves the TestClock on by `elapsed` and fires the timers then due, twice (a timer must fire once): the
@@ -60,5 +73,5 @@ export const fireAfter = (platform: TestPlatform.TestPlatform, tenant_id: string
     const fired = yield* read
     yield* fire
     if ((yield* read).version !== fired.version) throw new SpecError(`${what}: a timer fired twice`)
-    return fired.facts.filter((f) => f.sequence > before.version)
+    return yield* opened(fired.facts.filter((f) => f.sequence > before.version))
   })

@@ -49,7 +49,8 @@ import * as ProcessingConsumer from "../processing/ProcessingConsumer.js"
 import { dispatch } from "../routing/Dispatch.js"
 import * as TestPlatform from "./TestPlatform.js"
 import { teamLocation } from "./DefectLocation.js"
-import { appendGiven, fireAfter, type Given, readStream } from "./SpecStream.js"
+import { appendGiven, fireAfter, type Given, opened, readStream } from "./SpecStream.js"
+import * as SnapshotSpec from "./SnapshotSpec.js"
 import { json, matches, same, SpecError } from "./SpecError.js"
 
 export { SpecError } from "./SpecError.js"
@@ -161,7 +162,7 @@ class HandlerRun extends Run {
         }
       }
       const caused = first.facts.filter((f) => f.causation_id === message.idempotency_key && f.caused_by === handler.name)
-      if (elapsed === undefined || Result.isFailure(outcome)) return { outcome, facts: caused }
+      if (elapsed === undefined || Result.isFailure(outcome)) return { outcome, facts: yield* opened(caused) }
       return { outcome, facts: yield* fireAfter(platform, message.tenant_id, message.subject, elapsed, what) }
     })
     // Only a spec with `after` runs on a TestClock (set to the message's time, from which its timers count).
@@ -186,7 +187,9 @@ export const HandlerSpec = {
   for: <H extends Handler.Any>(handler: H, ...[options]: LayerOptions<Handler.ServicesOf<H>>) => new Scenario(handler, options?.layer)
 }
 export const DeciderSpec = {
-  for: <D extends Handler.Decider<any, any, any, any, any>>(decider: D, ...[options]: LayerOptions<Handler.ServicesOf<D>>) => new Scenario(decider, options?.layer)
+  for: <D extends Handler.Decider<any, any, any, any, any>>(decider: D, ...[options]: LayerOptions<Handler.ServicesOf<D>>) => new Scenario(decider, options?.layer),
+  /** Its snapshots fold what its whole history folds, under today's `evolve` (SnapshotSpec). */
+  checkSnapshot: SnapshotSpec.checkSnapshot
 }
 
 class ProcessorRun extends Run {
@@ -228,7 +231,7 @@ class ProcessorRun extends Run {
         }
       }
       const caused = first.facts.filter((f) => f.causation_id === parent.fact_id && f.caused_by === processor.name)
-      if (elapsed === undefined || Result.isFailure(outcome)) return { outcome, facts: caused }
+      if (elapsed === undefined || Result.isFailure(outcome)) return { outcome, facts: yield* opened(caused) }
       return { outcome, facts: yield* fireAfter(platform, parent.tenant_id, parent.stream, elapsed, what) }
     }).pipe(Effect.provide(TestClock.layer())))
   }
