@@ -2,8 +2,9 @@
  * The guide's commands (docs/first-handler.md), run in a temporary copy of the repository: `npm run new:module --
  * leads` prints exactly what the guide shows (file names and the migration's real number — run with
  * FACTLINE_UPDATE_DOCS=1 to write the real output into the guide), writes the module, its table, its specs,
- * registers it in src/modules.ts and generates its migration; the copy then typechecks, the generated specs and
- * the registry spec pass unchanged. The guide's workflow section: `npm run new:module -- NAME --workflow` prints what the
+ * registers it in src/modules.ts and generates its migration; the copy then typechecks, the generated specs (its
+ * property spec too) and the registry spec pass unchanged, and a handler edited to throw on a drawn score of 0 fails the
+ * property spec naming the input and src/leads/Leads.ts:line. The guide's workflow section: `npm run new:module -- NAME --workflow` prints what the
  * guide shows and writes the module with its workflow (Notifier.ts, the WorkflowSpecs), whose specs pass too. Then a table edit: renaming a column makes `npm run db:generate` stop
  * without a prompt (exit 3, nothing written, both answers named), and `--rename` generates the RENAME.
  * (Runs in Node; spawns npm, the factline CLI, drizzle-kit, tsc and vitest.)
@@ -79,10 +80,22 @@ describe("the first-handler guide's commands", () => {
     const app = join(copy, "apps/example")
     const typecheck = run(process.execPath, [join(root, "node_modules/typescript/bin/tsc"), "--noEmit", "-p", "."], app)
     expect(typecheck.status, typecheck.output).toBe(0)
-    const specs = run(process.execPath, [join(root, "node_modules/vitest/vitest.mjs"), "run", "--config", "vitest.node.config.ts", "test/leads.spec.ts", `test/${workflow.name}.spec.ts`, "test/registry.spec.ts", "test/schemas.spec.ts"], app)
+    const vitest = (files) => run(process.execPath, [join(root, "node_modules/vitest/vitest.mjs"), "run", "--config", "vitest.node.config.ts", ...files], app)
+    const specs = vitest(["test/leads.spec.ts", "test/leads.properties.spec.ts", `test/${workflow.name}.spec.ts`, `test/${workflow.name}.properties.spec.ts`, "test/registry.spec.ts", "test/schemas.spec.ts"])
     expect(specs.status, specs.output).toBe(0)
-    // leads 4, the workflow module's 4 + 2 workflow specs, the registry and the schema snapshots spec.
-    expect(specs.output.replace(/\x1b\[[0-9;]*m/g, "")).toMatch(/Tests\s+12 passed \(12\)/)
+    // leads 4 + its property spec, the workflow module's 4 + 2 workflow specs + its property spec, the registry and the schema snapshots spec.
+    expect(specs.output.replace(/\x1b\[[0-9;]*m/g, "")).toMatch(/Tests\s+14 passed \(14\)/)
+
+    // A handler that throws on some input (a division by a score that can be 0) fails the generated property spec,
+    // naming the input and the line in the team's file — caught by npm test, not by a dead letter.
+    const leadsSource = join(app, "src/leads/Leads.ts")
+    writeFileSync(leadsSource, readFileSync(leadsSource, "utf8").replace(
+      "? Effect.succeed([Received.make(m.payload)])",
+      "? Effect.sync(() => [Received.make({ id: m.payload.id, score: BigInt(100) / BigInt(m.payload.score) > 0n ? m.payload.score : 0 })])"
+    ))
+    const thrown = vitest(["test/leads.properties.spec.ts"])
+    expect(thrown.status, thrown.output).toBe(1)
+    expect(thrown.output).toMatch(/handler record-leads \(module leads\), on the input \{"id":"[^"]*","score":0\}.*threw \(a defect, not a typed failure\): RangeError: Division by zero \(at src\/leads\/Leads\.ts:\d+:\d+\)/)
   }, 600_000)
 
   it("a renamed column: npm run db:generate stops without a prompt naming both answers, and --rename generates the RENAME", () => {

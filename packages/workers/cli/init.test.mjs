@@ -26,7 +26,7 @@ describe("factline init", () => {
   it("writes the app: a wrangler.jsonc that passes deploy's checks, top level and each environment", async () => {
     expect(await Init.run([app], quiet)).toBe(0)
     for (const file of ["package.json", ".gitignore", ".dev.vars", "README.md", "tsconfig.json", "drizzle.config.ts", "vitest.config.ts", "vitest.node.config.ts",
-      "src/index.ts", "src/modules.ts", "src/schema.ts", "src/orders/Orders.ts", "src/orders/Tables.ts", "test/orders.spec.ts", "test/schemas.spec.ts", "test/migrations.spec.ts", "src/orders/schemas/order_placed.v1.json", "test/api.workers.test.ts",
+      "src/index.ts", "src/modules.ts", "src/schema.ts", "src/orders/Orders.ts", "src/orders/Tables.ts", "test/orders.spec.ts", "test/orders.properties.spec.ts", "test/schemas.spec.ts", "test/migrations.spec.ts", "src/orders/schemas/order_placed.v1.json", "test/api.workers.test.ts",
       "migrations/0000_init.sql", "migrations/meta/_journal.json"]) expect(existsSync(join(app, file)), file).toBe(true)
     const config = WranglerConfig.parseJsonc(readFileSync(join(app, "wrangler.jsonc"), "utf8"))
     expect(config.name).toBe("my-platform")

@@ -59,6 +59,10 @@ describe("new:module --workflow", () => {
     expect(existsSync(join(plain, "src/leads/Notifier.ts"))).toBe(false)
     expect(readFileSync(join(plain, "src/leads/Leads.ts"), "utf8")).not.toContain("Workflow")
     expect(readFileSync(join(plain, "test/leads.spec.ts"), "utf8")).not.toContain("WorkflowSpec")
+    // Each module gets its property spec: every handler and processor fed inputs drawn from their schemas.
+    expect(readFileSync(join(plain, "test/leads.properties.spec.ts"), "utf8")).toContain(`import { leads } from "../src/leads/Leads.js"`)
+    expect(readFileSync(join(plain, "test/leads.properties.spec.ts"), "utf8")).toContain("PropertySpec.check(leads, { runs: 50 })")
+    expect(without.out).toMatch(/^created \S*test\/leads\.properties\.spec\.ts$/m)
     expect(without.out).not.toContain("add the Workflows binding")
   })
 })

@@ -1,6 +1,7 @@
 /**
  * `factline new:module <name> [--app DIR] [--no-migration] [--workflow]`: scaffolds a module into a factline app — an event
- * type with v1, its handler, a processor, a projection with its Drizzle table, and specs with the test kit —,
+ * type with v1, its handler, a processor, a projection with its Drizzle table, specs with the test kit and a
+ * property spec (every handler and processor fed inputs drawn from their schemas: PropertySpec) —,
  * registers it in the app's src/modules.ts (and its table in src/schema.ts where that lists each module's), generates its D1 migration (`factline db:generate --name <name>`,
  * never interactive) and writes its types' schema snapshots (the app's `snapshots:write`). Its specs pass unchanged (`npm run test:specs`), and the app's registry spec
  * (test/registry.spec.ts) covers it. Refuses to overwrite anything.
@@ -21,6 +22,7 @@ import { join, relative, resolve } from "node:path"
 import * as Args from "./Args.js"
 import * as Generate from "./generate.js"
 import { type Io, stdio } from "./Io.js"
+import { propertySpecSource, specSource } from "./new-module-specs.js"
 import { notifierSource, workflowSource } from "./new-module-workflow.js"
 
 export const usage = `usage: factline new:module <name> [--app DIR] [--no-migration] [--workflow]
@@ -71,7 +73,8 @@ export const run = async (argv: ReadonlyArray<string>, io: Io = stdio): Promise<
     [join(dir, `${pascal}.ts`)]: moduleSource(name, pascal, camel, workflow),
     [join(dir, "Tables.ts")]: tablesSource(name, camel),
     ...(workflow ? { [join(dir, "Notifier.ts")]: notifierSource(name, pascal) } : {}),
-    [join(app, "test", `${name}.spec.ts`)]: specSource(name, pascal, camel, workflow)
+    [join(app, "test", `${name}.spec.ts`)]: specSource(name, pascal, camel, workflow),
+    [join(app, "test", `${name}.properties.spec.ts`)]: propertySpecSource(name, pascal, camel)
   }
   for (const path of Object.keys(files)) if (existsSync(path)) return fail(`${shown(path)} already exists; nothing was written`)
   const modules = readFileSync(modulesPath, "utf8")
@@ -216,68 +219,5 @@ export const ${camel} = sqliteTable(
   },
   (t) => [primaryKey({ columns: [t.tenant_id, t.id] })]
 )
-`
-}
-
-function specSource(name: string, pascal: string, camel: string, workflow: boolean) {
-  return `/** The ${name} module's specs, in plain Node with the test kit (\`npm run test:specs\`). */
-${workflow ? `import * as Duration from "effect/Duration"
-import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import { describe, expect, it } from "vitest"
-import { HandlerSpec, ProcessorSpec, ProjectionSpec, WorkflowSpec, fact, message } from "@factline/core/testing"
-import { ${camel}Projection, FollowedUp, followUp${pascal}, ${pascal}Received, Qualified, qualify${pascal}, Received, record${pascal} } from "../src/${name}/${pascal}.js"
-import { ${pascal}Notifier } from "../src/${name}/Notifier.js"
-
-/** A notifier in memory, in place of the module's: one notification per idempotency key, as a real API keeps them. */
-const fakeNotifier = () => {
-  const notified = new Map<string, string>()
-  const layer = Layer.succeed(${pascal}Notifier, ${pascal}Notifier.of({
-    followUpAfter: Duration.days(1),
-    notify: (id, idempotencyKey) => Effect.sync(() => void notified.set(idempotencyKey, id))
-  }))
-  return { layer, notified }
-}` : `import { describe, it } from "vitest"
-import { HandlerSpec, ProcessorSpec, ProjectionSpec, fact, message } from "@factline/core/testing"
-import { ${camel}Projection, ${pascal}Received, Qualified, qualify${pascal}, Received, record${pascal} } from "../src/${name}/${pascal}.js"`}
-
-describe("${name}", () => {
-  it("records a received ${name}", () =>
-    HandlerSpec.for(record${pascal}).when(message(${pascal}Received, { id: "x1", score: 70 }, { subject: "x1" })).then([Received.make({ id: "x1", score: 70 })]))
-
-  it("refuses a ${name} sent to another id's stream", () =>
-    HandlerSpec.for(record${pascal}).when(message(${pascal}Received, { id: "x1", score: 70 }, { subject: "x2" })).thenFails("must be the id", { permanent: true }))
-
-  it("qualifies a score of at least 50", () =>
-    ProcessorSpec.for(qualify${pascal}).when(fact(Received, { id: "x1", score: 50 }, { stream: "x1" })).then([Qualified.make({ id: "x1", qualified: true })]))
-
-  it("projects one row per id, whatever the order and duplicates", () =>
-    ProjectionSpec.for(${camel}Projection)
-      .given([
-        fact(Received, { id: "x1", score: 70 }, { stream: "x1" }),
-        fact(Qualified, { id: "x1", qualified: true }, { stream: "x1" }),
-        fact(Received, { id: "x2", score: 10 }, { stream: "x2" })
-      ])
-      .then([
-        { id: "x1", score: 70, qualified: true },
-        { id: "x2", score: 10, qualified: null }
-      ]))${workflow ? `
-
-  // The spec also replays the body and attempts each step again by itself: a notification without its key fails it.
-  it("follows up a qualified ${name}: notified once, followed up a day later", async () => {
-    const notifier = fakeNotifier()
-    await WorkflowSpec.for(followUp${pascal}, { layer: notifier.layer })
-      .when(fact(Qualified, { id: "x1", qualified: true }, { stream: "x1" }))
-      .then({
-        steps: ["notify", "sleep/follow-up", "append/followed-up"],
-        sleeps: [{ name: "follow-up", duration: "1 day" }],
-        facts: [FollowedUp.make({ id: "x1" })]
-      })
-    expect([...notifier.notified.values()]).toEqual(["x1"])
-  })
-
-  it("does not follow up a ${name} that did not qualify", () =>
-    WorkflowSpec.for(followUp${pascal}, { layer: fakeNotifier().layer }).when(fact(Qualified, { id: "x1", qualified: false }, { stream: "x1" })).thenNotStarted())` : ""}
-})
 `
 }
