@@ -91,7 +91,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     return written
   }
 
-  async readStreams(keys: ReadonlyArray<LedgerProtocol.StreamKey>): Promise<ReadonlyArray<LedgerProtocol.StreamState>> {
+  async readStreams(keys: ReadonlyArray<LedgerProtocol.StreamRead>): Promise<ReadonlyArray<LedgerProtocol.StreamState>> {
     return keys.map((key) => this.ledger.readStream(key))
   }
 

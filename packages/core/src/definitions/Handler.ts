@@ -12,11 +12,18 @@
  * not compile otherwise); a throw or an `Effect.die` is a defect
  * (`Failure.Defect`).
  *
+ * A decider may declare a **snapshot** (`snapshot: { schema, version, every }`): the runtime then stores its
+ * folded state, encoded with `schema`, in the stream's ledger shard every `every` facts, and folds from the
+ * latest snapshot of this `version` plus the facts after it. Raise `version` whenever `evolve` (or what the
+ * state means) changes: a snapshot of another version is never used. The kit's `DeciderSpec.checkSnapshot`
+ * folds a history fully and from a snapshot taken midway and fails when they differ.
+ *
  * Both declare the facts they may emit (`emits: [Refund, DisputeRejected]`):
  * returning any other fact does not compile, and the registry validates every
  * returned fact against its definition before it is appended.
  */
 import type { Effect } from "effect"
+import type * as Schema from "effect/Schema"
 import type * as FactDefinition from "./FactDefinition.js"
 import type { HandlerError } from "../failures/Failure.js"
 import type { MessageDefinition } from "./MessageDefinition.js"
@@ -55,6 +62,35 @@ export interface Handler<A = any, E extends Defs = Defs, Services = never> {
   readonly handle: (message: Message<A>) => Effect.Effect<Decision<E>, HandlerError, Services>
 }
 
+/** How a decider's state is snapshotted (Decider.snapshot). */
+export interface SnapshotOptions<S> {
+  /** The state's schema: its encoded side must be JSON (what is stored); decoded back when read. */
+  readonly schema: Schema.Codec<S, unknown>
+  /** A positive integer, raised whenever `evolve` or the state's meaning changes: other versions' snapshots are never used. */
+  readonly version: number
+  /** How many facts after the latest snapshot a decision may fold before it writes a new one (default `defaultSnapshotEvery`). */
+  readonly every?: number
+}
+
+/** A decider's snapshot declaration, resolved. */
+export interface Snapshot<S> {
+  readonly schema: Schema.Codec<S, unknown>
+  readonly version: number
+  readonly every: number
+  /**
+   * What else a stored snapshot must match to be used: its version and the fact types (at their latest schema
+   * versions) the decider folds, so adding a `reads` type or a fact version retires old snapshots by itself.
+   * It cannot see a change in `evolve`'s code: raising `version` is the team's (the spec check catches it).
+   */
+  readonly fingerprint: string
+}
+
+/**
+ * Default `every`: a decision folds at most ~100 facts past its snapshot (a few hundred microseconds), while the
+ * snapshot row is rewritten once per ~100 facts (≈1 % more rows written than the facts themselves).
+ */
+export const defaultSnapshotEvery = 100
+
 export interface Decider<A = any, S = any, E extends Defs = Defs, R extends Defs = Defs, Services = never> {
   readonly _tag: "Decider"
   readonly name: string
@@ -67,6 +103,8 @@ export interface Decider<A = any, S = any, E extends Defs = Defs, R extends Defs
   readonly initialState: S
   readonly evolve: (state: S, fact: FactDefinition.FactOf<[...E, ...R]>) => S
   readonly decide: (message: Message<A>, state: S) => Effect.Effect<Decision<E>, HandlerError, Services>
+  /** Its snapshot declaration, if any: the runtime folds from the latest stored snapshot of this version. */
+  readonly snapshot: Snapshot<S> | undefined
 }
 
 export type Any = Handler<any, any, any> | Decider<any, any, any, any, any>
@@ -95,10 +133,12 @@ export const decider = <A, S, const E extends Defs, const R extends Defs = [], S
     readonly initialState: S
     readonly evolve: (state: S, fact: FactDefinition.FactOf<[...E, ...R]>) => S
     readonly decide: (message: Message<A>, state: S) => Effect.Effect<Decision<E>, HandlerError, Services>
+    readonly snapshot?: SnapshotOptions<S>
   }
 ): Decider<A, S, E, R, Services> => {
   Naming.check("decider", options.name)
   const reads = (options.reads ?? []) as R
+  const snapshot = options.snapshot === undefined ? undefined : snapshotOf(options.name, options.snapshot, [...options.emits, ...reads])
   return {
     _tag: "Decider",
     message,
@@ -108,6 +148,17 @@ export const decider = <A, S, const E extends Defs, const R extends Defs = [], S
     folds: new Set([...options.emits, ...reads].map((f) => f.type)),
     initialState: options.initialState,
     evolve: options.evolve,
-    decide: options.decide
+    decide: options.decide,
+    snapshot
   }
+}
+
+const positiveInteger = (n: unknown) => typeof n === "number" && Number.isInteger(n) && n >= 1
+
+const snapshotOf = <S>(name: string, options: SnapshotOptions<S>, folded: ReadonlyArray<FactDefinition.Any>): Snapshot<S> => {
+  if (!positiveInteger(options.version)) throw new Error(`decider ${name}: snapshot.version must be a positive integer, got ${String(options.version)}`)
+  const every = options.every ?? defaultSnapshotEvery
+  if (!positiveInteger(every)) throw new Error(`decider ${name}: snapshot.every must be a positive integer, got ${String(every)}`)
+  const types = [...new Set(folded.map((f) => `${f.type}@${f.latestVersion}`))].sort()
+  return { schema: options.schema, version: options.version, every, fingerprint: `v${options.version};${types.join(",")}` }
 }

@@ -18,7 +18,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { Fact } from "@factline/schemas"
-import { type AppendGroup, type AppendResult, type Handover, type LedgerShardRpc, type ReadOptions, type ShardCursor, type StreamKey, type StreamState, toResult } from "./LedgerProtocol.js"
+import { type AppendGroup, type AppendResult, type Handover, type LedgerShardRpc, type ReadOptions, type ShardCursor, type StreamKey, type StreamRead, type StreamState, toResult } from "./LedgerProtocol.js"
 import { LedgerNamespace, type LedgerShardNamespace } from "./LedgerNamespace.js"
 import * as Sql from "../platform/Sql.js"
 import * as LedgerTopology from "./LedgerTopology.js"
@@ -44,8 +44,8 @@ export interface StreamHandover extends StreamKey {
 export class Ledger extends Context.Service<Ledger, {
   /** One result per group, in order; fails as a whole only when the topology cannot be read. */
   readonly append: (groups: ReadonlyArray<AppendGroup>) => Effect.Effect<ReadonlyArray<AppendOutcome>, Sql.SqlFailure>
-  /** The complete state (every fact) of each stream. */
-  readonly readStreams: (keys: ReadonlyArray<StreamKey>) => Effect.Effect<ReadonlyArray<StreamState>, Sql.SqlFailure>
+  /** The complete state of each stream: every fact, or (a `StreamRead` asking for snapshots) the snapshots found and every fact after them. */
+  readonly readStreams: (keys: ReadonlyArray<StreamRead>) => Effect.Effect<ReadonlyArray<StreamState>, Sql.SqlFailure>
   readonly read: (key: StreamKey, options?: ReadOptions) => Effect.Effect<StreamState, Sql.SqlFailure>
   /**
    * Gives stored facts to their shards' outbox relay (one RPC per shard). Returns the streams
@@ -171,8 +171,9 @@ const readOf = (reach: Reach): Ledger["Service"]["read"] =>
 const complete = (read: Ledger["Service"]["read"], state: StreamState): Effect.Effect<StreamState, Sql.SqlFailure> =>
   Effect.gen(function*() {
     const facts = [...state.facts]
-    while ((facts.at(-1)?.sequence ?? 0) < state.version) {
-      const page = yield* read(state, { after: facts.at(-1)?.sequence ?? 0 })
+    // Facts after a snapshot start after `state.after`; the next pages are plain reads of the stream.
+    while ((facts.at(-1)?.sequence ?? state.after ?? 0) < state.version) {
+      const page = yield* read({ tenant_id: state.tenant_id, stream: state.stream }, { after: facts.at(-1)?.sequence ?? state.after ?? 0 })
       if (page.facts.length === 0) return yield* new Failure.Unavailable({ service: "the ledger", message: `stream ${Shards.streamKey(state)} ended before its version ${state.version}` })
       facts.push(...page.facts)
     }

@@ -35,6 +35,34 @@ export interface AppendGroup extends StreamKey {
   /** Optimistic concurrency: append only if the stream is exactly at this version. */
   readonly expected_version?: number
   readonly facts: ReadonlyArray<FactDraft>
+  /**
+   * A decider's state after these facts (its `sequence` the version the append reaches): stored in the same
+   * transaction only when the group is appended at exactly that version — never from a state that was not.
+   */
+  readonly snapshot?: Snapshot
+}
+
+/** A decider's folded state as its shard stores it: the state (JSON of its declared schema) after `sequence`. */
+export interface Snapshot {
+  readonly decider: string
+  readonly version: number
+  /** What else must match for it to be used (Handler.Snapshot.fingerprint). */
+  readonly fingerprint: string
+  readonly sequence: number
+  readonly state: string
+}
+
+/** The snapshot a read asks for: a decider's, of this version and fingerprint only. */
+export type SnapshotRequest = Pick<Snapshot, "decider" | "version" | "fingerprint">
+
+/**
+ * A stream read by deciders that snapshot: the shard answers each decider's latest snapshot with the facts after
+ * the oldest of them (all facts when one has none), and the stored decisions whose first fact id is in `decided`
+ * that lie before those facts (a redelivered message's decision is found whatever the snapshot covers).
+ */
+export interface StreamRead extends StreamKey {
+  readonly snapshots?: ReadonlyArray<SnapshotRequest>
+  readonly decided?: ReadonlyArray<string>
 }
 
 export type AppendResult =
@@ -72,7 +100,13 @@ export const toResult = (group: AppendGroup, answer: AppendAnswer): AppendResult
 
 export interface StreamState extends StreamKey {
   readonly version: number
+  /** The facts after `after` (absent: 0, every fact). */
   readonly facts: ReadonlyArray<Fact>
+  /** Set when a read that asked for snapshots found some: `facts` start after this sequence. */
+  readonly after?: number
+  readonly snapshots?: ReadonlyArray<Snapshot>
+  /** The stored facts of the `decided` decisions at or before `after`. */
+  readonly earlier?: ReadonlyArray<Fact>
 }
 
 export interface ReadOptions {
@@ -93,7 +127,7 @@ export interface LedgerShardRpc extends KeyStoreRpc {
   append(groups: ReadonlyArray<AppendGroup>): Promise<ReadonlyArray<AppendAnswer>>
   /** Writes outbox rows for these stored facts and arms the relay alarm; returns how many rows were written. */
   handover(entries: ReadonlyArray<Handover>, shardKey: string): Promise<number>
-  readStreams(keys: ReadonlyArray<StreamKey>): Promise<ReadonlyArray<StreamState>>
+  readStreams(keys: ReadonlyArray<StreamRead>): Promise<ReadonlyArray<StreamState>>
   read(key: StreamKey, options?: ReadOptions): Promise<StreamState>
   readShard(after: ShardCursor | undefined, limit: number): Promise<ReadonlyArray<Fact>>
   /** The facts appended since `since` among the next `scan` facts after `after`, and where to go on (Recovery). */

@@ -54,6 +54,17 @@ export const schema = [
     settled_by TEXT
   )`,
   `CREATE INDEX IF NOT EXISTS timers_due ON timers (fire_at) WHERE status = 'pending'`,
+  // Deciders' snapshots (Handler.Snapshot): one row per stream, decider and snapshot version, rewritten as it moves on.
+  `CREATE TABLE IF NOT EXISTS snapshots (
+    tenant_id TEXT NOT NULL,
+    stream TEXT NOT NULL,
+    decider TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL,
+    sequence INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, stream, decider, version)
+  ) WITHOUT ROWID`,
   `CREATE UNIQUE INDEX IF NOT EXISTS timers_pending_name ON timers (tenant_id, stream, name) WHERE status = 'pending'`
 ]
 

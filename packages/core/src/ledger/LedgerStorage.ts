@@ -26,8 +26,9 @@
  */
 import * as Schema from "effect/Schema"
 import type { Fact } from "@factline/schemas"
-import type { AppendGroup, AppendResult, Handover, ReadOptions, ShardCursor, StreamKey, StreamState } from "./LedgerProtocol.js"
+import type { AppendGroup, AppendResult, Handover, ReadOptions, ShardCursor, StreamKey, StreamRead, StreamState } from "./LedgerProtocol.js"
 import { decodeCount, decodeFactRow, decoder, ensureSchema, exists, FactRow, jsonArrays, judge, keyOf, type Shard, type Storage, toFact, toRow } from "./LedgerRows.js"
+import * as LedgerSnapshots from "./LedgerSnapshots.js"
 import * as LedgerTimers from "./LedgerTimers.js"
 
 export { maxJsonParameterChars, type Storage } from "./LedgerRows.js"
@@ -54,7 +55,8 @@ export interface LedgerStorage {
   readonly append: (group: AppendGroup) => AppendResult
   /** The groups of one call in one transaction, a result per group in order (each as if appended alone, in turn). */
   readonly appendAll: (groups: ReadonlyArray<AppendGroup>) => Array<AppendResult>
-  readonly readStream: (key: StreamKey, options?: ReadOptions) => StreamState
+  /** A stream's facts; with `snapshots` asked for (StreamRead), the deciders' snapshots and the facts after them. */
+  readonly readStream: (key: StreamRead, options?: ReadOptions) => StreamState
   /** Every fact of the shard (all streams) after a `(stream, sequence)` cursor, for rebuilds. */
   readonly readShard: (after: { readonly stream: string; readonly sequence: number } | undefined, limit: number) => ReadonlyArray<Fact>
   /**
@@ -175,18 +177,19 @@ const appendAllWithin = (s: Shard, groups: ReadonlyArray<AppendGroup>): Array<Ap
     insertFacts(s, appended.map((fact) => stored.get(fact.fact_id)!))
     LedgerTimers.applyTimerFacts(s.sql, appended)
   }
+  LedgerSnapshots.writeAppended(s, groups, results)
   return results
 }
 
-const readStream = (s: Shard, key: StreamKey, options: ReadOptions = {}): StreamState => {
-  const after = Math.max(0, Math.floor(options.after ?? 0))
+const readStream = (s: Shard, key: StreamRead, options: ReadOptions = {}): StreamState => {
   const limit = Math.min(Math.max(1, Math.floor(options.limit ?? maxReadLimit)), maxReadLimit)
-  if (!exists(s)) return { tenant_id: key.tenant_id, stream: key.stream, version: 0, facts: [] }
-  const rows = s.sql.exec(
-    "SELECT * FROM facts WHERE tenant_id = ? AND stream = ? AND sequence > ? ORDER BY sequence LIMIT ?",
-    key.tenant_id, key.stream, after, limit
-  )
-  return { tenant_id: key.tenant_id, stream: key.stream, version: version(s, key), facts: Array.from(rows, (row) => toFact(decodeFactRow(row))) }
+  const stream = { tenant_id: key.tenant_id, stream: key.stream }
+  if (!exists(s)) return { ...stream, version: 0, facts: [] }
+  const current = version(s, key)
+  const withSnapshots = LedgerSnapshots.readWith(s, key, current, Math.max(0, Math.floor(options.after ?? 0)))
+  const after = withSnapshots?.after ?? Math.max(0, Math.floor(options.after ?? 0))
+  const rows = s.sql.exec("SELECT * FROM facts WHERE tenant_id = ? AND stream = ? AND sequence > ? ORDER BY sequence LIMIT ?", key.tenant_id, key.stream, after, limit)
+  return { ...stream, version: current, facts: Array.from(rows, (row) => toFact(decodeFactRow(row))), ...withSnapshots }
 }
 
 const handover = (s: Shard, entries: ReadonlyArray<Handover>): number => {

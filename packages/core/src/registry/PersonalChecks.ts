@@ -41,12 +41,25 @@ const checkFlow = (by: string, sourceName: string, source: Personal.Declaration 
   }
 }
 
+/** A snapshot holds the folded state in plaintext, out of reach of erasure: no snapshot for a decider that folds personal data. */
+const checkSnapshot = (decider: string, folded: ReadonlyArray<FactDefinition.Any>) => {
+  const personal = folded.filter((f) => f.personalData !== undefined)
+  if (personal.length > 0) {
+    fail(
+      `${decider} declares a snapshot but folds fact type(s) ${personal.map((f) => `"${f.type}"`).join(", ")} with personal data: its snapshots would ` +
+        `store state derived from personal data in plaintext, which erasing a data subject could not reach. Remove its snapshot, ` +
+        `or fold only fact types without personal data`
+    )
+  }
+}
+
 /** Every module's personal declarations and flows, checked. */
 export const check = (modules: ReadonlyArray<Module>) => {
   for (const module of modules) {
     for (const handler of module.handlers) {
       checkDeclaration(`message type "${handler.message.messageType}"`, handler.message.personalData, handler.message.versions)
       checkFlow(`${handler._tag === "Decider" ? "decider" : "handler"} "${handler.name}" (module ${module.name})`, `message type "${handler.message.messageType}"`, handler.message.personalData, handler.emits)
+      if (handler._tag === "Decider" && handler.snapshot !== undefined) checkSnapshot(`decider "${handler.name}" (module ${module.name})`, [...handler.emits, ...handler.reads])
     }
     const emitters = [...module.handlers.map((h) => h.emits), ...module.processors.map((p) => p.emits), ...module.workflows.map((w) => w.emits)]
     for (const emits of emitters) for (const fact of emits) checkDeclaration(`fact type "${fact.type}"`, fact.personalData, fact.versions)

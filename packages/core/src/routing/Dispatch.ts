@@ -32,7 +32,7 @@ import * as Result from "effect/Result"
 import { type Fact, TraceContext } from "@factline/schemas"
 import * as FactId from "../ledger/FactId.js"
 import { type AppendOutcome, Ledger } from "../ledger/Ledger.js"
-import type { AppendGroup, FactDraft, StreamState } from "../ledger/LedgerProtocol.js"
+import type { AppendGroup, FactDraft } from "../ledger/LedgerProtocol.js"
 import * as Shards from "../ledger/Shards.js"
 import * as Consumer from "../consuming/Consumer.js"
 import * as Deadline from "../consuming/Deadline.js"
@@ -44,6 +44,7 @@ import * as Timer from "../definitions/Timer.js"
 import * as Telemetry from "../platform/Telemetry.js"
 import { KeyRing } from "../personal/KeyRing.js"
 import * as Sealing from "../personal/Sealing.js"
+import * as DeciderSnapshots from "./DeciderSnapshots.js"
 
 export const maxDecideRounds = 5
 
@@ -77,12 +78,13 @@ const runDecision = (routed: Routed, state: unknown) =>
 /**
  * A decider folds only the fact types it declares (`emits` and `reads`), each in its latest shape; a fact
  * it cannot read (newer than the code) fails the decision permanently. A throw in `evolve` is a defect.
+ * It folds from `start` (its snapshot, DeciderSnapshots) the facts after the sequence the start covers.
  */
-const fold = (decider: Handler.Decider, facts: ReadonlyArray<Fact>, latest: RegistryShape["latest"]) =>
+export const fold = (decider: Handler.Decider, facts: ReadonlyArray<Fact>, latest: RegistryShape["latest"], start: DeciderSnapshots.Start = { state: decider.initialState, after: 0 }) =>
   Effect.suspend(() => {
-    let state = decider.initialState
+    let state = start.state
     for (const fact of facts) {
-      if (!decider.folds.has(fact.type)) continue
+      if (fact.sequence <= start.after || !decider.folds.has(fact.type)) continue
       const current = latest(fact)
       if (Result.isFailure(current)) return Effect.fail(current.failure)
       state = decider.evolve(state, current.success as never)
@@ -128,7 +130,7 @@ const decidePlain = Effect.fn("Dispatch.decidePlain")(function*(items: ReadonlyA
 })
 
 /** Deciders: per stream, in delivery order, each decision sees the previous one's facts. */
-const decideWithState = Effect.fn("Dispatch.decideWithState")(function*(items: ReadonlyArray<Item>, states: ReadonlyMap<string, StreamState>, progress: Progress, now: string) {
+const decideWithState = Effect.fn("Dispatch.decideWithState")(function*(items: ReadonlyArray<Item>, states: ReadonlyMap<string, DeciderSnapshots.DeciderState>, progress: Progress, now: string) {
   const { latest, personalFact, hasPersonalData } = yield* Registry
   const groups: Array<{ key: string; group: AppendGroup }> = []
   const sender = yield* Telemetry.sender
@@ -156,37 +158,43 @@ const decideWithState = Effect.fn("Dispatch.decideWithState")(function*(items: R
     const known: Array<Fact> = plain.size === 0 ? [...state.facts] : state.facts.map((f) => plain.get(f.fact_id) ?? f)
     for (const { key, value } of streamItems) {
       const decider = value.handler as Handler.Decider
-      const decidedBefore = state.facts.filter((f) => f.causation_id === value.message.idempotencyKey && f.caused_by === decider.name)
+      // A snapshot may cover the stored decision: the read returned it apart (`earlier`).
+      const decidedBefore = [...(state.earlier ?? []), ...state.facts].filter((f) => f.causation_id === value.message.idempotencyKey && f.caused_by === decider.name)
       if (decidedBefore.length > 0) {
         // Decided by an earlier delivery: relay those facts again (that delivery may have died before sending).
         progress.relay(key, decidedBefore)
         continue
       }
-      const exit = yield* Effect.exit(Effect.flatMap(fold(decider, known, latest), (folded) => runDecision(value, folded)))
+      const start = state.starts.get(decider.name)!
+      const exit = yield* Effect.exit(Effect.flatMap(fold(decider, known, latest, start), (folded) => Effect.map(runDecision(value, folded), (decision) => ({ folded, decision }))))
       if (Exit.isFailure(exit)) {
         progress.settle(key, Consumer.failed(Failure.classify(exit.cause)))
         continue
       }
-      if (exit.value.length === 0) {
+      if (exit.value.decision.length === 0) {
         progress.settle(key, Consumer.done)
         continue
       }
-      const facts = yield* Effect.promise(() => drafts(value, exit.value, now, sender))
-      groups.push({ key, group: { ...streamOf(value), expected_version: version, facts } })
+      const facts = yield* Effect.promise(() => drafts(value, exit.value.decision, now, sender))
       // Later decisions in this batch see these facts, as the ledger will after the append.
-      facts.forEach((f, i) => known.push({ ...f, ...streamOf(value), sequence: version + i + 1 }))
+      const appended = facts.map((f, i): Fact => ({ ...f, ...streamOf(value), schema_version: f.schema_version ?? 1, sequence: version + i + 1 }))
+      known.push(...appended)
+      const snapshot = DeciderSnapshots.due(decider, start, version + facts.length)
+        ? yield* snapshotAfter(decider, exit.value.folded, appended, latest, version)
+        : undefined
+      groups.push({ key, group: { ...streamOf(value), expected_version: version, facts, ...(snapshot === undefined ? {} : { snapshot }) } })
       version += facts.length
     }
   }
   return groups
 })
 
-const readStates = Effect.fn("Dispatch.readStates")(function*(items: ReadonlyArray<Item>) {
-  const ledger = yield* Ledger
-  const unique = new Map(items.map((i) => [Shards.streamKey(streamOf(i.value)), streamOf(i.value)] as const))
-  const states = yield* ledger.readStreams([...unique.values()])
-  return new Map(states.map((s) => [Shards.streamKey(s), s]))
-})
+/** The snapshot a decision's append carries: the state it decided on, evolved by the facts it appends (stored only if they are). */
+const snapshotAfter = (decider: Handler.Decider, folded: unknown, appended: ReadonlyArray<Fact>, latest: RegistryShape["latest"], version: number) =>
+  Effect.flatMap(Effect.result(fold(decider, appended, latest, { state: folded, after: version })), (state) =>
+    Result.isSuccess(state) ? DeciderSnapshots.encode(decider, state.success, version + appended.length) : Effect.succeed(undefined))
+
+const readStates = (items: ReadonlyArray<Item>) => DeciderSnapshots.readStates(items.map((i) => i.value))
 
 /** Appends, and re-decides deciders that lost a race, up to `maxDecideRounds`. */
 const appendAll = Effect.fn("Dispatch.appendAll")(function*(

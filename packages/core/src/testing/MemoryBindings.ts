@@ -23,7 +23,7 @@
 import { DatabaseSync } from "node:sqlite"
 import type { Fact } from "@factline/schemas"
 import type { LedgerShardNamespace } from "../ledger/LedgerNamespace.js"
-import { type AppendAnswer, type AppendGroup, type Handover, type LedgerShardRpc, type ReadOptions, type ShardCursor, type StreamKey, type StreamState, toAnswer } from "../ledger/LedgerProtocol.js"
+import { type AppendAnswer, type AppendGroup, type Handover, type LedgerShardRpc, type ReadOptions, type ShardCursor, type StreamKey, type StreamRead, type StreamState, toAnswer } from "../ledger/LedgerProtocol.js"
 import * as LedgerStorage from "../ledger/LedgerStorage.js"
 import * as KeyStorage from "../personal/KeyStorage.js"
 import type { Bucket, BucketObject } from "../platform/Bindings.js"
@@ -97,7 +97,7 @@ export class MemoryLedgerShard implements LedgerShardRpc {
   async handover(entries: ReadonlyArray<Handover>): Promise<number> {
     return this.storage.handover(entries)
   }
-  async readStreams(keys: ReadonlyArray<StreamKey>): Promise<ReadonlyArray<StreamState>> {
+  async readStreams(keys: ReadonlyArray<StreamRead>): Promise<ReadonlyArray<StreamState>> {
     return keys.map((key) => this.storage.readStream(key))
   }
   async read(key: StreamKey, options?: ReadOptions): Promise<StreamState> {
