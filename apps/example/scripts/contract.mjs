@@ -234,6 +234,26 @@ await checks("contract", async ({ base, check }) => {
   await call("DELETE", "/v1/tenants/{tenant}", { tenant: "tenant-a" })
   await call("GET", "/v1/tenants/{tenant}/deletion", { tenant: "nobody-known" }, { token: platform })
 
+  // A data subject: a call with personal data (call.completed v3's caller_phone, subject buyer_id) in its stream, then
+  // its export (200), never erased (404), erased (202: started, then the same erasure again), followed (200); an id
+  // over 256 characters (400), a tenant's read-only token (403).
+  const personal = `erase_${run}`
+  await call("POST", "/v1/events", {}, { body: { events: [{ schema_version: 3, message_type: "call.completed", idempotency_key: `call.completed:${personal}`, subject: personal,
+    payload: { call_id: personal, buyer_id: `subject_${run}`, duration_s: 30, price_cents: 100, currency: "EUR", caller_phone: "+44 7700 900123" } }] } })
+  for (let i = 0; i < 100; i++) {
+    const r = await (await fetch(`${base}/v1/streams/${personal}/facts`, { headers: { authorization: `Bearer ${tenantA}` } })).json()
+    if (r.facts?.some((f) => f.type === "outcome")) break
+    await sleep(300)
+  }
+  await call("GET", "/v1/subjects/{subject}/export", { subject: `subject_${run}` })
+  await call("GET", "/v1/subjects/{subject}/export", { subject: "x".repeat(257) })
+  await call("GET", "/v1/subjects/{subject}/erasure", { subject: `subject_${run}` })
+  await call("POST", "/v1/subjects/{subject}/erase", { subject: `subject_${run}` })
+  await call("POST", "/v1/subjects/{subject}/erase", { subject: `subject_${run}` })
+  await call("GET", "/v1/subjects/{subject}/erasure", { subject: `subject_${run}` })
+  await call("POST", "/v1/subjects/{subject}/erase", { subject: "x".repeat(257) })
+  await call("POST", "/v1/subjects/{subject}/erase", { subject: `subject_${run}` }, { token: "dev-token-tenant-a-readonly" })
+
   // Webhooks.
   await call("GET", "/v1/webhooks/event-types", {})
   const created = await call("POST", "/v1/webhooks/endpoints", {}, { body: { url: "http://127.0.0.1:9/hooks", event_types: ["charge.created"], description: "contract" } })
