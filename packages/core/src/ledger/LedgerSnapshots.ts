@@ -56,13 +56,25 @@ export const earlierDecisions = (s: Shard, key: StreamRead, after: number): Arra
     if (first === undefined) continue
     const at = decodePosition(first)
     if (at.sequence > after) continue
-    for (const raw of s.sql.exec("SELECT * FROM facts WHERE tenant_id = ? AND stream = ? AND sequence >= ? ORDER BY sequence", key.tenant_id, key.stream, at.sequence)) {
-      const row = decodeFactRow(raw)
-      if (row.causation_id !== at.causation_id || row.caused_by !== at.caused_by) break
-      facts.push(toFact(row))
-    }
+    facts.push(...decisionFrom(s, key, at))
   }
   return facts
+}
+
+/** Rows read per page of a decision's run: the run ends at the first fact of another cause (no scan to the stream's end). */
+const decisionPage = 64
+
+const decisionFrom = (s: Shard, key: StreamRead, at: { readonly sequence: number; readonly causation_id: string; readonly caused_by: string }): Array<Fact> => {
+  const facts: Array<Fact> = []
+  for (let from = at.sequence; ; from += decisionPage) {
+    const rows = s.sql.exec("SELECT * FROM facts WHERE tenant_id = ? AND stream = ? AND sequence >= ? ORDER BY sequence LIMIT ?", key.tenant_id, key.stream, from, decisionPage).toArray()
+    for (const raw of rows) {
+      const row = decodeFactRow(raw)
+      if (row.causation_id !== at.causation_id || row.caused_by !== at.caused_by) return facts
+      facts.push(toFact(row))
+    }
+    if (rows.length < decisionPage) return facts
+  }
 }
 
 /**

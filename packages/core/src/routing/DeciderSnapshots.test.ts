@@ -79,6 +79,17 @@ describe("decider snapshots", () => {
     expect(ledger.readStream({ ...key, snapshots: [{ decider: "deposit", version: 1, fingerprint: "fp" }] }).snapshots).toEqual([])
   })
 
+  it("a read answers a covered decision whole (its run of facts of one cause), and none when its first fact lies after the snapshot", () => {
+    const ledger = LedgerStorage.make(memoryDurableStorage())
+    const key = { tenant_id: tenant, stream: subject }
+    const draft = (id: string, cause: string) => ({ fact_id: id, type: "deposited", data: { cents: 1, balance: 1 }, causation_id: cause, correlation_id: "c", caused_by: "deposit", created_at: "2026-01-01T00:00:00.000Z" })
+    ledger.append({ ...key, facts: [draft("a1", "ca"), draft("a2", "ca")] })
+    ledger.append({ ...key, facts: [draft("b1", "cb")], snapshot: { decider: "deposit", version: 1, fingerprint: "fp", sequence: 3, state: "{}" } })
+    ledger.append({ ...key, facts: [draft("c1", "cc")] })
+    const read = ledger.readStream({ ...key, snapshots: [{ decider: "deposit", version: 1, fingerprint: "fp" }], decided: ["a1", "c1", "unknown"] })
+    expect([read.after, read.facts.map((f) => f.fact_id), read.earlier?.map((f) => f.fact_id)]).toEqual([3, ["c1"], ["a1", "a2"]])
+  })
+
   it("a decider folding from its snapshot decides what the full fold decides, reading only the facts after it", async () => {
     const amounts = Array.from({ length: 35 }, (_, i) => (i % 7) + 1)
     const withSnapshot = platformOf(account({ every: 10 }))
