@@ -245,6 +245,47 @@ try {
   await page.screenshot({ path: join(artifacts, "dashboard-after-replay.png"), fullPage: true })
   await page.locator("#toast").evaluate((el) => { el.hidden = false })
 
+  // Erase a data subject, in a tab of its own signed in with tenant B's admin token (the erasure is of the token's
+  // tenant): the id typed in, a confirmation naming it and saying it cannot be undone, then the erasure's progress
+  // followed on the page until it has ended erased.
+  const erasing = await context.newPage()
+  erasing.setDefaultTimeout(30_000)
+  erasing.on("pageerror", (e) => problems.push(`page error: ${e.message}`))
+  await erasing.goto(`${base}/dashboard`)
+  await erasing.fill("#token", "dev-token-tenant-b")
+  await erasing.press("#token", "Enter")
+  await erasing.locator("#app:not([hidden])").waitFor()
+  const subjectB = `buyer_erase_${run}`
+  const phoneB = `+44 7700 900${String(Date.now() % 1000).padStart(3, "0")}`
+  const personalCall = { schema_version: 3, message_type: "call.completed", idempotency_key: `call.completed:erase_${run}`, subject: `erase_${run}`,
+    payload: { call_id: `erase_${run}`, buyer_id: subjectB, duration_s: 30, price_cents: 100, currency: "USD", caller_phone: phoneB } }
+  const postedB = await api("POST", "/v1/events", { token: "dev-token-tenant-b", body: { events: [personalCall] } })
+  const phoneOf = async () => (await api("GET", `/v1/streams/erase_${run}/facts`, { token: "dev-token-tenant-b" })).body.facts?.find((f) => f.type === "outcome")?.data.caller_phone
+  await until(phoneOf, (phone) => phone !== undefined, { what: "tenant B's personal call in its stream" })
+  const phoneBefore = await phoneOf()
+  await erasing.click("#erase-button")
+  await erasing.locator("#erase-error:not([hidden])").waitFor()
+  await erasing.fill("#erase-subject", subjectB)
+  await erasing.click("#erase-button")
+  await erasing.locator("#dialog[open]").waitFor()
+  const confirmation = { title: await erasing.textContent("#dialog-title"), text: await erasing.textContent("#dialog-text") }
+  check("browser", "Erase a data subject: an empty id is refused; the confirmation names the subject and says it cannot be undone",
+    postedB.status === 202 && phoneBefore === phoneB && confirmation.title.includes(subjectB) && confirmation.text.includes(subjectB) && /cannot be undone/.test(confirmation.text), JSON.stringify([postedB, phoneBefore, confirmation]))
+  // The rebuild started above ends first: an erasure's cleaning waits while a projection rebuild runs (30 s at a time).
+  await until(() => api("GET", `/v1/batches/${batchId}`), (r) => ["completed", "failed"].includes(r.body.status), { timeoutMs: 120_000, what: "the rebuild to end" })
+  await erasing.click("#dialog-ok")
+  await erasing.locator("#erasure").waitFor()
+  await until(() => api("GET", `/v1/subjects/${subjectB}/erasure`, { token: "dev-token-tenant-b" }), (r) => ["erased", "failed"].includes(r.body.phase), { timeoutMs: 120_000, what: "the erasure to end" })
+  await erasing.locator('#erasure[data-phase="erased"], #erasure[data-phase="failed"]').waitFor({ timeout: 10_000 })
+  const shownErasure = await erasing.locator("#erasure").evaluate((t) => ({ id: t.dataset.erasure, removed: t.querySelector("#erasure-removed")?.textContent }))
+  const erasureB = await api("GET", `/v1/subjects/${subjectB}/erasure`, { token: "dev-token-tenant-b" })
+  const phoneAfter = await phoneOf()
+  check("browser", "the erasure's progress is followed on the page to erased (its report shown); the API agrees and the subject's phone reads [erased]",
+    erasureB.body.phase === "erased" && shownErasure.id === erasureB.body.erasure_id && /projection:calls masked 1/.test(shownErasure.removed ?? "") && phoneAfter === "[erased]",
+    JSON.stringify([shownErasure, erasureB.body, phoneAfter]))
+  await erasing.locator("#subjects").screenshot({ path: join(artifacts, "dashboard-erasure.png") })
+  await erasing.close()
+
   // Runs: a webhook delivery to a port nobody listens on fails (transiently) and is retried at development
   // speed (.dev.vars: 1/60); the Runs panel shows each attempt live. "Retry now" sends a copy at once (its
   // attempt is the queue's first again); once the receiver listens, the run ends ok. A dead run opens its dead letter.
@@ -322,34 +363,6 @@ try {
   await page.locator("#workflows-empty:not([hidden])").waitFor()
   check("browser", "tenant B's admin token: no queue health (platform scope), none of tenant A's dead letters or workflow instances",
     (await page.locator("#dlq-rows tr").count()) === 0 && (await page.locator("#workflows-rows tr").count()) === 0 && (await page.locator("#batches-empty").count()) === 1, await page.locator("#app").textContent())
-  // Erase a data subject (tenant B's admin token: its tenant): the id typed in, a confirmation naming it and saying it
-  // cannot be undone, then the erasure's progress followed on the page until it has ended erased.
-  const subjectB = `buyer_erase_${run}`
-  const phoneB = `+44 7700 900${String(Date.now() % 1000).padStart(3, "0")}`
-  const personalCall = { schema_version: 3, message_type: "call.completed", idempotency_key: `call.completed:erase_${run}`, subject: `erase_${run}`,
-    payload: { call_id: `erase_${run}`, buyer_id: subjectB, duration_s: 30, price_cents: 100, currency: "USD", caller_phone: phoneB } }
-  const postedB = await api("POST", "/v1/events", { token: "dev-token-tenant-b", body: { events: [personalCall] } })
-  const phoneOf = async () => (await api("GET", `/v1/streams/erase_${run}/facts`, { token: "dev-token-tenant-b" })).body.facts?.find((f) => f.type === "outcome")?.data.caller_phone
-  await until(phoneOf, (phone) => phone !== undefined, { what: "tenant B's personal call in its stream" })
-  const phoneBefore = await phoneOf()
-  await page.click("#erase-button")
-  await page.locator("#erase-error:not([hidden])").waitFor()
-  await page.fill("#erase-subject", subjectB)
-  await page.click("#erase-button")
-  await page.locator("#dialog[open]").waitFor()
-  const confirmation = { title: await page.textContent("#dialog-title"), text: await page.textContent("#dialog-text") }
-  check("browser", "Erase a data subject: an empty id is refused; the confirmation names the subject and says it cannot be undone",
-    postedB.status === 202 && phoneBefore === phoneB && confirmation.title.includes(subjectB) && confirmation.text.includes(subjectB) && /cannot be undone/.test(confirmation.text), JSON.stringify([postedB, phoneBefore, confirmation]))
-  await page.click("#dialog-ok")
-  await page.locator("#erasure").waitFor()
-  await page.locator('#erasure[data-phase="erased"]').waitFor({ timeout: 90_000 })
-  const shownErasure = await page.locator("#erasure").evaluate((t) => ({ id: t.dataset.erasure, removed: t.querySelector("#erasure-removed")?.textContent }))
-  const erasureB = await api("GET", `/v1/subjects/${subjectB}/erasure`, { token: "dev-token-tenant-b" })
-  const phoneAfter = await phoneOf()
-  check("browser", "the erasure's progress is followed on the page to erased (its report shown); the API agrees and the subject's phone reads [erased]",
-    erasureB.body.phase === "erased" && shownErasure.id === erasureB.body.erasure_id && /projection:calls masked 1/.test(shownErasure.removed ?? "") && phoneAfter === "[erased]",
-    JSON.stringify([shownErasure, erasureB.body, phoneAfter]))
-  await page.locator("#subjects").screenshot({ path: join(artifacts, "dashboard-erasure.png") })
   // ---------------------------------------------------------------- API reference (GET /docs)
   // As without internet: every request that leaves the local stack is refused (and recorded). Scalar's bundle
   // is a file of the same static assets as the page, so the reference renders all the same.
