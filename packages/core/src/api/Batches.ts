@@ -141,7 +141,7 @@ export const batchOutput = HttpApiEndpoint.get("batchOutput", "/v1/batches/:id/o
     Schema.String.pipe(HttpApiSchema.asText({ contentType: "text/csv" })).annotate({ description: "A projection exported as CSV, streamed" })
   ],
   error: problems(404, 409, 503)
-}).pipe(describe({ summary: "Download an export", scopes: adminOrPlatform, errors: { 404: "`not_found`", 409: "`conflict`: the job has no output (yet)", 503: "`unavailable`" } }))
+}).pipe(describe({ summary: "Download an export", scopes: adminOrPlatform, errors: { 404: "`not_found`", 409: "`conflict`: the job has no output (yet), or its file was removed by an erasure of a data subject it held (the message names the erasure: export again)", 503: "`unavailable`" } }))
 
 /** The one media type an upload is: what the description states and the route accepts. */
 export const uploadContentType = "application/x-ndjson"
