@@ -1,5 +1,6 @@
 /**
- * Every projection the app registers has a table a migration creates: a projection added without
+ * Every projection the app registers has a table a migration creates, with every column its Tables.ts declares:
+ * a projection (or a column) added without
  * `npm run db:generate` fails here, not in the deployment (where its writes would dead-letter
  * `projection_not_migrated`).
  */
