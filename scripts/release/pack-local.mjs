@@ -2,8 +2,9 @@
 /**
  * `npm run pack:local [-- --out DIR]`: the four packages as npm would publish them — @factline/schemas, core,
  * workers and client — built and packed into DIR (default ./tarballs), for an app outside this repository
- * before they are published: `npx --package ./tarballs/factline-workers-<version>.tgz factline init my-platform
- * --from ./tarballs` (see docs/own-app.md). Prints the tarballs it wrote.
+ * before they are published: `npm run -s factline -- init ../my-platform --from ./tarballs` (see docs/own-app.md;
+ * `npx --package ./tarballs/factline-workers-<version>.tgz factline init` cannot: npx fetches the workers
+ * package's @factline/client from the registry, a 404 until it is published). Prints the tarballs it wrote.
  */
 import { spawnSync } from "node:child_process"
 import { mkdirSync, readdirSync, rmSync } from "node:fs"
@@ -36,11 +37,10 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const written = pack(out)
   const here = relative(process.cwd(), out) || "."
   const shown = here.startsWith(".") || here.startsWith("/") ? here : `./${here}`
-  const workers = written.find((f) => f.startsWith("factline-workers-"))
   process.stdout.write(`${written.map((f) => `${shown}/${f}`).join("\n")}
 
 a new app on these tarballs (outside this repository):
-  npx --yes --package ${shown}/${workers} factline init ../my-platform --from ${shown}
+  npm run -s factline -- init ../my-platform --from ${shown}
   cd ../my-platform && npm install && npm test
 `)
 }
