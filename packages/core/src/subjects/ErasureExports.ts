@@ -59,34 +59,35 @@ export const matcher = (format: Format, fields: ReadonlyArray<string>, subject: 
   }
   const cell = csvCell(subject)
   const escaped = cell.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
-  const pattern = new RegExp(`(^|[,\\n])${escaped}(?=$|[,\\r\\n])`)
-  // Two characters on either side place the cell; a cell ending a chunk is matched again with the next one.
+  const pattern = new RegExp(`[,\\n]${escaped}[,\\r\\n]`)
+  // A delimiter on either side places the cell (the text is read as if a line break came before and after it, so
+  // the first and the last cell count); a cell ending a chunk is matched with the next one's first character.
   return { test: (text) => pattern.test(text), longest: cell.length + 2 }
 }
 
-/** Whether the object at `key` matches, read as a stream with an overlap between chunks (stops at the first match). */
+/** Whether a streamed text matches, read chunk by chunk with an overlap between chunks (stops at the first match). */
+export const streamHolds = async (body: ReadableStream<Uint8Array>, match: ReturnType<typeof matcher>): Promise<boolean> => {
+  const reader = body.getReader()
+  const decoder = new TextDecoder()
+  let carry = "\n"
+  for (;;) {
+    const read = await reader.read()
+    const text = carry + (read.done ? `${decoder.decode()}\n` : decoder.decode(read.value, { stream: true }))
+    if (match.test(text)) {
+      if (!read.done) await reader.cancel()
+      return true
+    }
+    if (read.done) return false
+    carry = text.slice(-match.longest)
+  }
+}
+
+/** Whether the object at `key` matches, streamed. */
 const partHolds = (storage: Storage, key: string, match: ReturnType<typeof matcher>) =>
   Effect.gen(function*() {
     const body = yield* storage.stream(key)
     if (body === undefined) return false
-    return yield* Effect.tryPromise({
-      try: async () => {
-        const reader = body.getReader()
-        const decoder = new TextDecoder()
-        let carry = ""
-        for (;;) {
-          const read = await reader.read()
-          const text = carry + (read.done ? decoder.decode() : decoder.decode(read.value, { stream: true }))
-          if (match.test(text)) {
-            if (!read.done) await reader.cancel()
-            return true
-          }
-          if (read.done) return false
-          carry = text.slice(-match.longest)
-        }
-      },
-      catch: Failure.unavailable("the export files")
-    })
+    return yield* Effect.tryPromise({ try: () => streamHolds(body, match), catch: Failure.unavailable("the export files") })
   })
 
 const removedBy = (erasureId: string) => `its output was removed by the erasure ${erasureId} of a data subject it held (personal data in plaintext); export again`
