@@ -131,6 +131,8 @@ describe("decider snapshots", () => {
     expect(shard.readStream(snapshotRead(decider)).snapshots?.[0]?.state).toBe("{\"balance\":\"x\"}")
     await deposit(platform, [4], "later")
     expect((await balances(platform)).at(-1)).toBe(10)
+    // That decision folded the whole stream and replaced the bad snapshot with its own.
+    expect(shard.readStream(snapshotRead(decider)).snapshots?.map((x) => [x.sequence, JSON.parse(x.state)])).toEqual([[4, { balance: 10, count: 4 }]])
   })
 
   it("a redelivered message whose decision a snapshot covers decides nothing new", async () => {
