@@ -22,12 +22,16 @@ export interface SubjectKey {
    * It lives and goes with the key (the isolate's key cache: erasure drops both).
    */
   readonly memo: Map<string, string>
+  /** The other way: `field\0sealed text` → plaintext, so the consumers after the first open a value with no crypto either. */
+  readonly opened: Map<string, string>
 }
 
 const memoSize = 256
 const remember = (key: SubjectKey, field: string, plaintext: string, sealed: string) => {
   if (key.memo.size >= memoSize) key.memo.delete(key.memo.keys().next().value!)
+  if (key.opened.size >= memoSize) key.opened.delete(key.opened.keys().next().value!)
   key.memo.set(`${field}\u0000${plaintext}`, sealed)
+  key.opened.set(`${field}\u0000${sealed}`, plaintext)
 }
 
 const prefix = "pd1."
@@ -58,7 +62,7 @@ export const importKey = async (generation: number, material: Uint8Array): Promi
     derive("factline personal seal", { name: "AES-GCM", length: 256 }, ["encrypt", "decrypt"]),
     derive("factline personal iv", { name: "HMAC", hash: "SHA-256", length: 256 }, ["sign"])
   ])
-  return { generation, seal, iv, memo: new Map() }
+  return { generation, seal, iv, memo: new Map(), opened: new Map() }
 }
 
 /** Whether a value is sealed personal data (and the generation of the key it needs). */
@@ -91,6 +95,8 @@ export const seal = async (key: SubjectKey, tenant: string, subject: string, fie
 
 /** Opens a sealed value; undefined when it does not open under this key (altered, or sealed elsewhere). */
 export const open = async (key: SubjectKey, tenant: string, subject: string, field: string, sealed: string): Promise<string | undefined> => {
+  const known = key.opened.get(`${field}\u0000${sealed}`)
+  if (known !== undefined) return known
   const dot = sealed.indexOf(".", prefix.length)
   try {
     const bytes = unb64url(sealed.slice(dot + 1))
