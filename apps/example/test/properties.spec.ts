@@ -1,6 +1,6 @@
 /**
  * Every handler, decider and processor of the example's modules fed inputs drawn from their schemas
- * (PropertySpec: effect's Arbitrary, a fixed seed, 50 inputs each): each answers with facts it declares,
+ * (PropertySpec: effect's Arbitrary, a fixed seed, 100 inputs each): each answers with facts it declares,
  * valid, or a typed failure — never a throw —, and the modules' projections map every fact they answer with.
  */
 import { describe, it } from "vitest"

@@ -95,7 +95,7 @@ describe("the first-handler guide's commands", () => {
     ))
     const thrown = vitest(["test/leads.properties.spec.ts"])
     expect(thrown.status, thrown.output).toBe(1)
-    expect(thrown.output).toMatch(/handler record-leads \(module leads\), on the input \{"id":"[^"]*","score":0\}.*threw \(a defect, not a typed failure\): RangeError: Division by zero \(at src\/leads\/Leads\.ts:\d+:\d+\)/)
+    expect(thrown.output).toMatch(/handler record-leads \(module leads\), on the input \{.*score.{1,3}:0\}.*threw \(a defect, not a typed failure\): RangeError: Division by zero \(at src\/leads\/Leads\.ts:\d+:\d+\)/)
   }, 600_000)
 
   it("a renamed column: npm run db:generate stops without a prompt naming both answers, and --rename generates the RENAME", () => {

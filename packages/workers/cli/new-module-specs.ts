@@ -16,7 +16,7 @@ import { PropertySpec } from "@factline/core/testing"
 import { ${camel} } from "../src/${name}/${pascal}.js"
 
 it("every handler and processor of ${name} answers drawn inputs with declared facts or a typed failure, never a throw", () =>
-  PropertySpec.check(${camel}, { runs: 50 }))
+  PropertySpec.check(${camel}, { runs: 100 }))
 `
 }
 

@@ -61,7 +61,7 @@ describe("new:module --workflow", () => {
     expect(readFileSync(join(plain, "test/leads.spec.ts"), "utf8")).not.toContain("WorkflowSpec")
     // Each module gets its property spec: every handler and processor fed inputs drawn from their schemas.
     expect(readFileSync(join(plain, "test/leads.properties.spec.ts"), "utf8")).toContain(`import { leads } from "../src/leads/Leads.js"`)
-    expect(readFileSync(join(plain, "test/leads.properties.spec.ts"), "utf8")).toContain("PropertySpec.check(leads, { runs: 50 })")
+    expect(readFileSync(join(plain, "test/leads.properties.spec.ts"), "utf8")).toContain("PropertySpec.check(leads, { runs: 100 })")
     expect(without.out).toMatch(/^created \S*test\/leads\.properties\.spec\.ts$/m)
     expect(without.out).not.toContain("add the Workflows binding")
   })

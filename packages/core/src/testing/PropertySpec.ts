@@ -38,7 +38,7 @@ import { appendGiven, readStream } from "./SpecStream.js"
 import * as TestPlatform from "./TestPlatform.js"
 
 export interface Options {
-  /** Inputs drawn per handler, decider and processor (default 50). */
+  /** Inputs drawn per handler, decider and processor (default 100). */
   readonly runs?: number
   /** The draws' seed (default 40): the same inputs on every run of the spec. */
   readonly seed?: number
@@ -114,7 +114,7 @@ const checkAll = async <A>(what: string, arbitrary: Arbitrary.Arbitrary<A>, opti
   const result = await Effect.runPromise(Arbitrary.checkEffect(
     arbitrary,
     (input) => Effect.flatMap(Effect.promise(() => property(input)), (problem) => (problem === undefined ? Effect.succeed(true) : Effect.fail(problem))),
-    { runs: options.runs ?? 50, seed: options.seed ?? 40, maxShrinks: 100 }
+    { runs: options.runs ?? 100, seed: options.seed ?? 40, maxShrinks: 100 }
   ))
   if (result._tag === "Falsified") {
     const problem = "error" in result.failure ? result.failure.error : "returned false"

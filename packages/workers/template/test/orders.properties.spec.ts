@@ -10,4 +10,4 @@ import { PropertySpec } from "@factline/core/testing"
 import { orders } from "../src/orders/Orders.js"
 
 it("every handler and processor of orders answers drawn inputs with declared facts or a typed failure, never a throw", () =>
-  PropertySpec.check(orders, { runs: 50 }))
+  PropertySpec.check(orders, { runs: 100 }))
