@@ -8,6 +8,7 @@
  * instance (`started_at` now), so that a second failure is a second record. Skipping it appends the
  * `reconciliation` fact to the stream, as for any dead letter.
  */
+import * as DataSubject from "../personal/DataSubject.js"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as DeadLetterConsumer from "../consuming/DeadLetterConsumer.js"
@@ -27,6 +28,8 @@ export const record = Effect.fn("WorkflowDeadLetters.record")(function*(params: 
   readonly startedAt: string
 }) {
   const now = yield* Time.now
+  // The instance's data subject, from its start fact when it travelled inline (erasure blanks the record's error text).
+  const dataSubjectOf = yield* DataSubject.current
   const row = [
     `wf_${params.instance_id}_${failed.startedAt}`,
     queue,
@@ -42,7 +45,8 @@ export const record = Effect.fn("WorkflowDeadLetters.record")(function*(params: 
     JSON.stringify(params),
     "open",
     now,
-    null
+    null,
+    params.fact === undefined ? null : dataSubjectOf({ payload: { fact: params.fact } })
   ]
   const stored = yield* DeadLetterConsumer.store([row])
   if (!stored.has(row[0] as string)) return yield* new Failure.Unavailable({ service: "d1", message: `the dead letter of workflow instance ${params.instance_id} could not be stored` })
