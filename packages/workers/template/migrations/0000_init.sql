@@ -64,10 +64,12 @@ CREATE TABLE `dead_messages` (
 	`replay_operation_id` text,
 	`history` text DEFAULT '[]' NOT NULL,
 	`alert_id` text,
-	`stack` text
+	`stack` text,
+	`data_subject` text
 );
 --> statement-breakpoint
 CREATE INDEX `dead_messages_by_queue_status` ON `dead_messages` (`queue`,`status`,`received_at`);--> statement-breakpoint
+CREATE INDEX `dead_messages_by_data_subject` ON `dead_messages` (`tenant_id`,`data_subject`) WHERE data_subject IS NOT NULL;--> statement-breakpoint
 CREATE INDEX `dead_messages_not_alerted` ON `dead_messages` (`received_at`) WHERE alert_id IS NULL;--> statement-breakpoint
 CREATE INDEX `dead_messages_by_alert` ON `dead_messages` (`alert_id`);--> statement-breakpoint
 CREATE INDEX `dead_messages_by_tenant` ON `dead_messages` (`tenant_id`,`status`,`received_at`);--> statement-breakpoint
@@ -194,11 +196,28 @@ CREATE TABLE `runs` (
 	`next_retry_at` text,
 	`body` text,
 	`first_attempted_at` text NOT NULL,
-	`updated_at` text NOT NULL
+	`updated_at` text NOT NULL,
+	`data_subject` text
 );
 --> statement-breakpoint
 CREATE INDEX `runs_by_updated_at` ON `runs` (`updated_at`);--> statement-breakpoint
 CREATE INDEX `runs_by_tenant` ON `runs` (`tenant_id`,`updated_at`);--> statement-breakpoint
+CREATE INDEX `runs_by_data_subject` ON `runs` (`tenant_id`,`data_subject`) WHERE data_subject IS NOT NULL;--> statement-breakpoint
+CREATE TABLE `subject_erasures` (
+	`id` text PRIMARY KEY NOT NULL,
+	`tenant_id` text NOT NULL,
+	`subject` text NOT NULL,
+	`phase` text NOT NULL,
+	`progress` text DEFAULT '{}' NOT NULL,
+	`report` text,
+	`error` text,
+	`requested_by` text NOT NULL,
+	`started_at` text NOT NULL,
+	`updated_at` text NOT NULL,
+	`finished_at` text
+);
+--> statement-breakpoint
+CREATE INDEX `subject_erasures_by_subject` ON `subject_erasures` (`tenant_id`,`subject`,`started_at`);--> statement-breakpoint
 CREATE TABLE `sweep_cursors` (
 	`sweep` text PRIMARY KEY NOT NULL,
 	`after` text,
@@ -206,6 +225,20 @@ CREATE TABLE `sweep_cursors` (
 	`updated_at` text NOT NULL
 );
 --> statement-breakpoint
+CREATE TABLE `tenant_deletions` (
+	`id` text PRIMARY KEY NOT NULL,
+	`tenant_id` text NOT NULL,
+	`phase` text NOT NULL,
+	`progress` text DEFAULT '{}' NOT NULL,
+	`report` text,
+	`error` text,
+	`started_by` text NOT NULL,
+	`started_at` text NOT NULL,
+	`updated_at` text NOT NULL,
+	`finished_at` text
+);
+--> statement-breakpoint
+CREATE INDEX `tenant_deletions_by_tenant` ON `tenant_deletions` (`tenant_id`,`started_at`);--> statement-breakpoint
 CREATE TABLE `tenant_moves` (
 	`id` text PRIMARY KEY NOT NULL,
 	`tenant_id` text NOT NULL,
@@ -245,9 +278,11 @@ CREATE TABLE `webhook_attempts` (
 	`response_snippet` text,
 	`error` text,
 	`throttled` integer DEFAULT false NOT NULL,
+	`data_subject` text,
 	PRIMARY KEY(`tenant_id`, `endpoint_id`, `attempted_at`, `delivery_id`, `attempt`)
 );
 --> statement-breakpoint
+CREATE INDEX `webhook_attempts_by_data_subject` ON `webhook_attempts` (`tenant_id`,`data_subject`) WHERE data_subject IS NOT NULL;--> statement-breakpoint
 CREATE TABLE `webhook_deliveries` (
 	`tenant_id` text NOT NULL,
 	`delivery_id` text NOT NULL,
