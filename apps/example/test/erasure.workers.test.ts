@@ -239,6 +239,26 @@ describe("erasing a data subject", () => {
     expect(b.body.truncated).toBe(false)
   })
 
+  it("an erasure recorded whose first step was never sent (the INSERT's reply lost) runs once the caller asks again", async () => {
+    // As if D1 kept the row but lost its reply: recorded at `keys`, no step on the queue.
+    const subject = unique("buyer-lost")
+    const id = `er_lost_${unique("x")}`
+    const now = new Date().toISOString()
+    await env.DB.prepare("INSERT INTO subject_erasures (id, tenant_id, subject, phase, progress, requested_by, started_at, updated_at) VALUES (?, ?, ?, 'keys', '{\"removed\":{}}', 'probe', ?, ?)")
+      .bind(id, tenant, subject, now, now).run()
+    await drain({ timeoutMs: 10_000 })
+    expect((await api("GET", `/v1/subjects/${subject}/erasure`)).body.phase).toBe("keys")
+    const again = await api("POST", `/v1/subjects/${subject}/erase`)
+    expect(again.status, JSON.stringify(again.body)).toBe(202)
+    expect(again.body.erasure_id).toBe(id)
+    const done = await eventually(async () => {
+      await drain({ timeoutMs: 30_000 })
+      const got = await api("GET", `/v1/subjects/${subject}/erasure`)
+      return got.body.phase === "erased" || got.body.phase === "failed" ? got.body : undefined
+    }, 90_000, "the resent erasure to end")
+    expect(done.phase).toBe("erased")
+  })
+
   it("a subject id over 256 characters is a 400 problem", async () => {
     const got = await api("POST", `/v1/subjects/${"x".repeat(257)}/erase`)
     expect(got.status).toBe(400)

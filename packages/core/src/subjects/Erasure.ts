@@ -21,8 +21,8 @@
  *    with its report.
  *
  * **failed** — a step failing on its last attempt (or permanently) ends the erasure `failed` with its error and the
- * phase it failed in; a new `POST …/erase` resumes it from that phase. A repeat `POST` while one runs, or after one
- * has finished, answers that erasure — unless the subject sent personal data since (a live key generation,
+ * phase it failed in; a new `POST …/erase` resumes it from that phase. A repeat `POST` while one runs (one still at
+ * `keys` gets its first step sent again: a lost reply may have left it unsent), or after one has finished, answers it — unless the subject sent personal data since (a live key generation,
  * `KeyRing.state`): a new erasure of it starts. Not reached (docs/personal-data.md): messages in flight (sealed: they
  * open as the marker once consumed), what webhook receivers hold, SQLite's free pages.
  */
@@ -44,7 +44,6 @@ import * as Stores from "./ErasureStores.js"
 
 export const phases = erasurePhases
 export type Phase = (typeof phases)[number]
-
 /** The stream of a tenant's erasure records (`subject_erased` facts). */
 export const auditStream = "factline/erasures"
 /** How long the cleaning waits for a running projection rebuild (or export from before the keys went) before it looks again. */
@@ -140,6 +139,8 @@ export const start = Effect.fn("Erasure.start")(function*(tenantId: string, subj
   const platform = yield* Sql.PlatformDatabase
   const last = yield* latest(tenantId, subject)
   const step = (id: string): BatchPayload => ({ batch_id: id, operation: "erase", offset: 0, total: 0 })
+  // Still at its first phase: its first step may never have been sent (the INSERT's reply lost); sent again (steps are idempotent).
+  if (last !== undefined && last.phase === "keys") return { record: last, first: { ...step(last.id), offset: yield* Time.millis } }
   if (last !== undefined && last.phase !== "failed" && last.phase !== "erased") return { record: last, first: undefined }
   // A finished erasure is answered again unless the subject has sent personal data since (a live key generation): that is new work.
   if (last?.phase === "erased" && (yield* (yield* KeyRing).state(tenantId, subject)).live.length === 0) return { record: last, first: undefined }
