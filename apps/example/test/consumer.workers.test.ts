@@ -77,7 +77,7 @@ describe("consumer runtime", () => {
     const good2 = callCompleted()
     const garbage = { idempotency_key: unique("garbage"), tenant_id: "tenant-a", message_type: "call.completed", hello: "world" }
     const unknown = envelope("nobody.handles_this", { x: 1 })
-    const tooNew = callCompleted({ schema_version: 3 })
+    const tooNew = callCompleted({ schema_version: 4 })
     const badPayload = callCompleted({}, { duration_s: "long" })
     const { batch, result } = await deliver([good1, garbage, unknown, good2, tooNew, badPayload])
     expect(result.retryMessages).toEqual([])
@@ -89,7 +89,7 @@ describe("consumer runtime", () => {
     const expectations: Array<[string, string, RegExp]> = [
       [garbage.idempotency_key, "decode_error", /schema_version: Missing key/],
       [unknown.idempotency_key, "unknown_message_type", /nobody\.handles_this/],
-      [tooNew.idempotency_key, "unsupported_version", /schema_version 3 is not supported/],
+      [tooNew.idempotency_key, "unsupported_version", /schema_version 4 is not supported/],
       [badPayload.idempotency_key, "decode_error", /payload\.duration_s/]
     ]
     await drain()
