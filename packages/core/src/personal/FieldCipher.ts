@@ -10,6 +10,7 @@
  * A sealed value is `pd1.<generation>.<base64url(iv ‖ ciphertext ‖ tag)>`. The generation names the subject's
  * key: erasure destroys it; a later event of the subject gets a new one (KeyStorage.ts).
  */
+import { b64url, unb64url } from "../platform/SecretBox.js"
 
 /** The two keys derived from one data subject key: AES-GCM to seal, HMAC to make the IV. */
 export interface SubjectKey {
@@ -38,17 +39,6 @@ const prefix = "pd1."
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
-const b64url = (bytes: Uint8Array): string => {
-  let binary = ""
-  for (let i = 0; i < bytes.length; i++) binary += String.fromCharCode(bytes[i]!)
-  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
-}
-const unb64url = (text: string): Uint8Array => {
-  const binary = atob(text.replace(/-/g, "+").replace(/_/g, "/") + "=".repeat((4 - (text.length % 4)) % 4))
-  const out = new Uint8Array(binary.length)
-  for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i)
-  return out
-}
 
 /** 32 random bytes: a new data subject key (kept only wrapped by the platform key). */
 export const newKeyMaterial = (): Uint8Array => crypto.getRandomValues(new Uint8Array(32))

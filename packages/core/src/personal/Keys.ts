@@ -28,12 +28,6 @@ interface Cached<A> {
   readonly at: number
 }
 
-const b64 = (bytes: Uint8Array) => {
-  let binary = ""
-  for (let i = 0; i < bytes.length; i++) binary += String.fromCharCode(bytes[i]!)
-  return btoa(binary)
-}
-const unb64 = (text: string) => Uint8Array.from(atob(text), (c) => c.charCodeAt(0))
 
 export const keyId = (tenant: string, subject: string, generation: number) => `${tenant}\u0000${subject}\u0000${generation}`
 
@@ -74,7 +68,7 @@ export const make = (options: Options, namespace: KeyStorage.KeyStoreNamespace):
   const current = new Cache<number>(options.ttlMs, options.size)
   const store = (tenant: string) => namespace.get(namespace.idFromName(KeyStorage.objectName(tenant)))
   const unwrap = async (generation: number, wrapped: string) =>
-    FieldCipher.importKey(generation, unb64(await SecretBox.open(await SecretBox.importKey(options.secretsKey), wrapped)))
+    FieldCipher.importKey(generation, SecretBox.unb64(await SecretBox.open(await SecretBox.importKey(options.secretsKey), wrapped)))
 
   /**
    * One `readKeys` call per tenant for the reads asked together: a consumer decodes its messages concurrently, each
@@ -117,7 +111,7 @@ export const make = (options: Options, namespace: KeyStorage.KeyStoreNamespace):
     }
     if (missing.length === 0) return out
     const platformKey = await SecretBox.importKey(options.secretsKey)
-    const requests = await Promise.all(missing.map(async (subject) => ({ subject, wrapped: await SecretBox.seal(platformKey, b64(FieldCipher.newKeyMaterial())) })))
+    const requests = await Promise.all(missing.map(async (subject) => ({ subject, wrapped: await SecretBox.seal(platformKey, SecretBox.b64(FieldCipher.newKeyMaterial())) })))
     const answers = await store(tenant).currentKeys(requests, { refuseErased: options.refuseErased(tenant), now: new Date(now).toISOString() })
     for (const answer of answers) {
       if ("refused" in answer) throw new SubjectErased(answer.subject, answer.erasedAt)

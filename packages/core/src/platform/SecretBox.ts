@@ -21,10 +21,16 @@ export class SecretsKeyError extends Error implements Failure.Failure {
   readonly publicMessage = "secrets cannot be used: the platform's secrets key is not configured"
 }
 
-const b64 = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes))
-const unb64 = (text: string) => Uint8Array.from(atob(text), (c) => c.charCodeAt(0))
-const b64url = (bytes: Uint8Array) => b64(bytes).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
-const unb64url = (text: string) => unb64(text.replace(/-/g, "+").replace(/_/g, "/") + "=".repeat((4 - (text.length % 4)) % 4))
+/** Base64 of bytes (a loop, not a spread: any length). */
+export const b64 = (bytes: Uint8Array): string => {
+  let binary = ""
+  for (let i = 0; i < bytes.length; i++) binary += String.fromCharCode(bytes[i]!)
+  return btoa(binary)
+}
+export const unb64 = (text: string): Uint8Array => Uint8Array.from(atob(text), (c) => c.charCodeAt(0))
+/** Base64url without padding, and back. */
+export const b64url = (bytes: Uint8Array): string => b64(bytes).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
+export const unb64url = (text: string): Uint8Array => unb64(text.replace(/-/g, "+").replace(/_/g, "/") + "=".repeat((4 - (text.length % 4)) % 4))
 
 const keys = new Map<string, Promise<CryptoKey>>()
 

@@ -3,9 +3,9 @@
  * (`whsec_` + base64 of 32 random bytes), stored only sealed by the platform's
  * secret box (platform/SecretBox.ts: AES-256-GCM under `FACTLINE_SECRETS_KEY`).
  */
-export { importKey, open, seal, SecretsKeyError } from "../platform/SecretBox.js"
+import { b64 } from "../platform/SecretBox.js"
 
-const b64 = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes))
+export { importKey, open, seal, SecretsKeyError } from "../platform/SecretBox.js"
 
 /** A new Standard Webhooks signing secret: `whsec_` + base64 of 32 random bytes. */
 export const generateSigningSecret = (): string => `whsec_${b64(crypto.getRandomValues(new Uint8Array(32)))}`
