@@ -38,15 +38,17 @@ export const openDeliveries = (items: ReadonlyArray<DeliveryItem>, outcomes: Map
       return event === undefined ? undefined : registry.personalFact(event.fact.type)
     }
     const personal = items.filter(({ value }) => declarationOf(value.payload.event_type) !== undefined && typeof value.payload.payload === "object" && value.payload.payload !== null)
+    // One key ring call per tenant for the batch's deliveries, not one per delivery.
+    const byTenant = new Map<string, Array<DeliveryItem>>()
+    for (const item of personal) byTenant.set(item.value.envelope.tenant_id, [...(byTenant.get(item.value.envelope.tenant_id) ?? []), item])
     const keyRing = yield* KeyRing
-    const results = yield* Effect.forEach(personal, ({ key, value }) =>
+    yield* Effect.forEach([...byTenant], ([tenant, list]) =>
       Effect.map(
-        Effect.result(keyRing.open(value.envelope.tenant_id, [{ declaration: declarationOf(value.payload.event_type)!, value: value.payload.payload as Record<string, unknown> }])),
-        (r) => ({ key, r })
-      ), { concurrency: "unbounded" })
-    for (const { key, r } of results) {
-      if (Result.isFailure(r)) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: r.failure.message })))
-      else opened.set(key, r.success[0])
-    }
+        Effect.result(keyRing.open(tenant, list.map(({ value }) => ({ declaration: declarationOf(value.payload.event_type)!, value: value.payload.payload as Record<string, unknown> })))),
+        (r) => list.forEach(({ key }, i) => {
+          if (Result.isFailure(r)) outcomes.set(key, Consumer.failed(new Failure.TransientError({ message: r.failure.message })))
+          else opened.set(key, r.success[i])
+        })
+      ), { concurrency: "unbounded", discard: true })
     return opened
   })
