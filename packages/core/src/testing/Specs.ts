@@ -58,6 +58,21 @@ export { appendGiven, type Given, readStream } from "./SpecStream.js"
 
 const drafts = (facts: ReadonlyArray<{ readonly type: string; readonly data: unknown }>) => json(facts.map(({ type, data }) => ({ type, data })))
 const errorOf = (outcome: Consumer.Outcome | undefined) => (outcome !== undefined && Result.isFailure(outcome) ? outcome.failure.message : undefined)
+
+/** Delivers once, reads the stream, and — when it succeeded — delivers again: the second must append nothing (`notIdempotent` says why not). */
+const deliveredTwice = <E, R>(deliver: Effect.Effect<Consumer.Outcome, E, R>, read: Effect.Effect<{ readonly version: number; readonly facts: ReadonlyArray<Fact> }, E, R>, notIdempotent: string) =>
+  Effect.gen(function*() {
+    const outcome = yield* deliver
+    const first = yield* read
+    if (Result.isSuccess(outcome)) {
+      const again = yield* deliver
+      const second = yield* read
+      if (Result.isFailure(again) || second.version !== first.version) {
+        throw new SpecError(`${notIdempotent} ${Result.isSuccess(again) ? "appended more facts" : `failed: ${errorOf(again)}`}`, second.version, first.version)
+      }
+    }
+    return { outcome, first }
+  })
 const kindOf = (failure: Failure.Failure) => (failure.retryable ? (failure.budget === undefined ? "transient" : failure.reason) : `permanent, ${failure.reason}`)
 /** A failure's text, a defect's with where it happened in the team's code (`at src/…:line:column`). */
 const described = (failure: Failure.Failure) => {
@@ -152,15 +167,7 @@ class HandlerRun extends Run {
     const deliver = Effect.map(dispatch([{ key: "message", value: routed.success }]), (o) => o.get("message") ?? Consumer.done)
     const read = Effect.flatMap(Effect.service(Ledger), (ledger) => ledger.read({ tenant_id: message.tenant_id, stream: message.subject }))
     const run = Effect.gen(function*() {
-      const outcome = yield* deliver
-      const first = yield* read
-      if (Result.isSuccess(outcome)) {
-        const again = yield* deliver
-        const second = yield* read
-        if (Result.isFailure(again) || second.version !== first.version) {
-          throw new SpecError(`${what} is not idempotent: delivering the same message again ${Result.isSuccess(again) ? "appended more facts" : `failed: ${errorOf(again)}`}`, second.version, first.version)
-        }
-      }
+      const { outcome, first } = yield* deliveredTwice(deliver, read, `${what} is not idempotent: delivering the same message again`)
       const caused = first.facts.filter((f) => f.causation_id === message.idempotency_key && f.caused_by === handler.name)
       if (elapsed === undefined || Result.isFailure(outcome)) return { outcome, facts: yield* opened(caused) }
       return { outcome, facts: yield* fireAfter(platform, message.tenant_id, message.subject, elapsed, what) }
@@ -221,15 +228,7 @@ class ProcessorRun extends Run {
     return platform.run(Effect.gen(function*() {
       // The clock stands at the fact's time: a timer's `after` counts from there.
       yield* TestClock.setTime(Date.parse(parent.created_at))
-      const outcome = yield* deliver
-      const first = yield* read
-      if (Result.isSuccess(outcome)) {
-        const again = yield* deliver
-        const second = yield* read
-        if (Result.isFailure(again) || second.version !== first.version) {
-          throw new SpecError(`${what} is not idempotent: delivering the same fact again ${Result.isSuccess(again) ? "appended more facts" : `failed: ${errorOf(again)}`}`, second.version, first.version)
-        }
-      }
+      const { outcome, first } = yield* deliveredTwice(deliver, read, `${what} is not idempotent: delivering the same fact again`)
       const caused = first.facts.filter((f) => f.causation_id === parent.fact_id && f.caused_by === processor.name)
       if (elapsed === undefined || Result.isFailure(outcome)) return { outcome, facts: yield* opened(caused) }
       return { outcome, facts: yield* fireAfter(platform, parent.tenant_id, parent.stream, elapsed, what) }
