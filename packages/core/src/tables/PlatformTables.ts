@@ -430,9 +430,30 @@ export const tenantMoves = sqliteTable(
     startedBy: text("started_by").notNull(),
     startedAt: text("started_at").notNull(),
     updatedAt: text("updated_at").notNull(),
-    finishedAt: text("finished_at")
+    finishedAt: text("finished_at"),
+    /** The one projection moved (its table and applied set), or null: the tenant's home and what lives there. */
+    projection: text("projection")
   },
   (t) => [index("tenant_moves_by_tenant").on(t.tenantId, t.startedAt)]
+)
+
+/**
+ * A tenant's projection placed outside the tenant's home read database (platform database, written only by
+ * `placement/Move.ts`): the projection's table rows and applied set of the tenant live in read database
+ * `database`. No row: the projection lives in the tenant's home (`tenant_placements.database`). `frozen_since`: a
+ * move of the projection holds its writes (the tenant's other writes go on). Read with the tenant's placement, in
+ * the same statement (no extra round trip).
+ */
+export const projectionPlacements = sqliteTable(
+  "projection_placements",
+  {
+    tenantId: text("tenant_id").notNull(),
+    projection: text("projection").notNull(),
+    database: integer("database").notNull(),
+    placedAt: text("placed_at").notNull(),
+    frozenSince: text("frozen_since")
+  },
+  (t) => [primaryKey({ columns: [t.tenantId, t.projection] })]
 )
 
 /**

@@ -132,6 +132,15 @@ CREATE TABLE `projection_applied` (
 	PRIMARY KEY(`projection`, `fact_id`)
 ) WITHOUT ROWID;
 --> statement-breakpoint
+CREATE TABLE `projection_placements` (
+	`tenant_id` text NOT NULL,
+	`projection` text NOT NULL,
+	`database` integer NOT NULL,
+	`placed_at` text NOT NULL,
+	`frozen_since` text,
+	PRIMARY KEY(`tenant_id`, `projection`)
+);
+--> statement-breakpoint
 CREATE TABLE `projection_rebuilds` (
 	`id` text PRIMARY KEY NOT NULL,
 	`tenant_id` text DEFAULT 'factline' NOT NULL,
@@ -251,7 +260,8 @@ CREATE TABLE `tenant_moves` (
 	`started_by` text NOT NULL,
 	`started_at` text NOT NULL,
 	`updated_at` text NOT NULL,
-	`finished_at` text
+	`finished_at` text,
+	`projection` text
 );
 --> statement-breakpoint
 CREATE INDEX `tenant_moves_by_tenant` ON `tenant_moves` (`tenant_id`,`started_at`);--> statement-breakpoint
