@@ -201,13 +201,44 @@ export const projectionRebuilds = sqliteTable(
 /**
  * Every tenant the ledger has seen, with its shard count, recorded once when
  * the tenant is first seen so that it never silently changes (a different
- * count would move streams between shards).
+ * count would move streams between shards). Only a reshard (ledger/Reshard.ts)
+ * changes it: while one runs, `resharding_to` is the new count and
+ * `shards_switched` how many of the old shards (0, 1, … in order) have handed
+ * their moving streams over — a stream whose old shard is switched routes by
+ * the new count; the last switch sets `shard_count` and clears both.
  */
 export const ledgerTenants = sqliteTable("ledger_tenants", {
   tenantId: text("tenant_id").primaryKey(),
   shardCount: integer("shard_count").notNull(),
-  firstSeenAt: text("first_seen_at").notNull()
+  firstSeenAt: text("first_seen_at").notNull(),
+  reshardingTo: integer("resharding_to"),
+  shardsSwitched: integer("shards_switched").notNull().default(0)
 })
+
+/**
+ * A tenant's reshard (ledger/Reshard.ts, a resumable operation of the batch queue): raising its shard count
+ * under live traffic, one old shard at a time. `shard` is the old shard being worked on and `stage` how far
+ * (held → copied → switched → dropped); `progress` holds the copy's cursor and digests.
+ */
+export const ledgerReshards = sqliteTable(
+  "ledger_reshards",
+  {
+    id: text("id").primaryKey(),
+    tenantId: text("tenant_id").notNull(),
+    fromShards: integer("from_shards").notNull(),
+    toShards: integer("to_shards").notNull(),
+    phase: text("phase", { enum: ["running", "done", "failed"] }).notNull(),
+    shard: integer("shard").notNull().default(0),
+    stage: text("stage", { enum: ["hold", "copy", "verify", "switch", "drop"] }).notNull().default("hold"),
+    progress: text("progress").notNull().default("{}"),
+    error: text("error"),
+    startedBy: text("started_by").notNull(),
+    startedAt: text("started_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+    finishedAt: text("finished_at")
+  },
+  (t) => [index("ledger_reshards_by_tenant").on(t.tenantId, t.startedAt)]
+)
 
 /**
  * Every ledger shard: all N shards of a tenant are registered when the tenant

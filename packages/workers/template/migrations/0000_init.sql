@@ -110,6 +110,23 @@ CREATE TABLE `inbox` (
 );
 --> statement-breakpoint
 CREATE INDEX `inbox_by_updated_at` ON `inbox` (`updated_at`);--> statement-breakpoint
+CREATE TABLE `ledger_reshards` (
+	`id` text PRIMARY KEY NOT NULL,
+	`tenant_id` text NOT NULL,
+	`from_shards` integer NOT NULL,
+	`to_shards` integer NOT NULL,
+	`phase` text NOT NULL,
+	`shard` integer DEFAULT 0 NOT NULL,
+	`stage` text DEFAULT 'hold' NOT NULL,
+	`progress` text DEFAULT '{}' NOT NULL,
+	`error` text,
+	`started_by` text NOT NULL,
+	`started_at` text NOT NULL,
+	`updated_at` text NOT NULL,
+	`finished_at` text
+);
+--> statement-breakpoint
+CREATE INDEX `ledger_reshards_by_tenant` ON `ledger_reshards` (`tenant_id`,`started_at`);--> statement-breakpoint
 CREATE TABLE `ledger_shards` (
 	`shard_key` text PRIMARY KEY NOT NULL,
 	`tenant_id` text NOT NULL,
@@ -122,7 +139,9 @@ CREATE INDEX `ledger_shards_by_pending` ON `ledger_shards` (`relay_pending_since
 CREATE TABLE `ledger_tenants` (
 	`tenant_id` text PRIMARY KEY NOT NULL,
 	`shard_count` integer NOT NULL,
-	`first_seen_at` text NOT NULL
+	`first_seen_at` text NOT NULL,
+	`resharding_to` integer,
+	`shards_switched` integer DEFAULT 0 NOT NULL
 );
 --> statement-breakpoint
 CREATE TABLE `projection_applied` (
