@@ -9,12 +9,15 @@
  * tenant's first use among the open ones (`FACTLINE_READ_DBS_OPEN`, the one
  * holding the fewest tenants first) and recorded in `tenant_placements`: it
  * never changes silently, only a move (`Move.ts`) changes it. With no read
- * database bound, the platform database is read database 0.
+ * database bound, the platform database is read database 0. One projection of
+ * a tenant may live in another read database (`projection_placements`, placed
+ * there by a move of that projection): a tenant larger than one database.
  *
  * Every tenant-scoped store reaches D1 through `Sql.ReadDatabase`, which only
  * these scopes provide: `reading(tenant)` and `writing(tenant)` around one
- * tenant's work, `byDatabase` around a consumer batch of many tenants (one
- * group, one transaction per database), `everywhere` for operator reads and
+ * tenant's work (with a projection: that projection's database), `byDatabase`
+ * around a consumer batch of many tenants (one group, one transaction per
+ * database and what it writes), `everywhere` for operator reads and
  * scheduled sweeps over every database. A store call outside a scope does not
  * compile. An isolate trusts a placement for `cacheMs`; writes of a tenant
  * whose move is taking its last copy (`frozen_since`) are refused with a
@@ -33,17 +36,37 @@ import * as LedgerTopology from "../ledger/LedgerTopology.js"
 
 export { perDatabase } from "./PerDatabase.js"
 
+/** A projection of a tenant placed outside the tenant's home: its read database, and since when a move holds its writes. */
+export const ProjectionPlacement = Schema.Struct({ database: Schema.Number, frozenSince: Schema.NullOr(Schema.String) })
+export type ProjectionPlacement = typeof ProjectionPlacement.Type
+
 /**
- * A tenant's placement, as the map's reads alias its row: `database` is the index of the tenant's read database
- * (`FACTLINE_READ_DB_<n>`); `frozenSince` since when a move holds the tenant's writes (its last copy), or null.
+ * A tenant's placement, as the map's reads alias its row: `database` is the index of the tenant's home read database
+ * (`FACTLINE_READ_DB_<n>`); `frozenSince` since when a move holds the tenant's writes (its last copy), or null;
+ * `projections` the tenant's projections placed elsewhere (`projection_placements`, read in the same statement), by name.
  */
 export const Placement = Schema.Struct({
   tenantId: Schema.String,
   database: Schema.Number,
   placedAt: Schema.String,
-  frozenSince: Schema.NullOr(Schema.String)
+  frozenSince: Schema.NullOr(Schema.String),
+  projections: Schema.fromJsonString(Schema.Record(Schema.String, ProjectionPlacement))
 })
 export type Placement = typeof Placement.Type
+
+/** The columns of `Placement`, selected from `tenant_placements` (the tenant's projections placed elsewhere as one JSON object). */
+export const placementColumns =
+  `tenant_id AS tenantId, database, placed_at AS placedAt, frozen_since AS frozenSince,
+   (SELECT json_group_object(pp.projection, json_object('database', pp.database, 'frozenSince', pp.frozen_since))
+    FROM projection_placements pp WHERE pp.tenant_id = tenant_placements.tenant_id) AS projections`
+
+/** The read database of the tenant's `projection` (where it is placed, else the tenant's home); without one, the home. */
+export const databaseOf = (placement: Placement, projection?: string): number =>
+  projection === undefined ? placement.database : placement.projections[projection]?.database ?? placement.database
+
+/** Whether the tenant's writes are held — all of them, or (with `projection`) that projection's, which its move holds alone. */
+export const isHeld = (placement: Placement, projection?: string): boolean =>
+  placement.frozenSince !== null || (projection !== undefined && (placement.projections[projection]?.frozenSince ?? null) !== null)
 
 const DatabaseCount = Schema.Struct({ database: Schema.Number, n: Schema.Number })
 
@@ -113,10 +136,12 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
     // registration may be gone, so this isolate's shard count of it is dropped (read again on its next append).
     const renewed = placements.filter((p) => p.frozenSince !== null || (entries.get(p.tenantId)?.placement.placedAt ?? p.placedAt) !== p.placedAt)
     if (renewed.length > 0) LedgerTopology.forget(renewed.map((p) => p.tenantId))
-    for (const p of placements) entries.set(p.tenantId, { placement: p, until: now + (p.frozenSince === null ? options.cacheMs : Math.min(options.cacheMs, heldCacheMs)) })
+    // A placement with any hold (the tenant's, or a projection's being moved) is trusted briefly: its writers resume soon after the switch.
+    const holding = (p: Placement) => p.frozenSince !== null || Object.values(p.projections).some((pp) => pp.frozenSince !== null)
+    for (const p of placements) entries.set(p.tenantId, { placement: p, until: now + (holding(p) ? Math.min(options.cacheMs, heldCacheMs) : options.cacheMs) })
   }
   const rows = (tenants: string) =>
-    Sql.statement("SELECT tenant_id AS tenantId, database, placed_at AS placedAt, frozen_since AS frozenSince FROM tenant_placements WHERE tenant_id IN (SELECT value FROM json_each(?))", tenants)
+    Sql.statement(`SELECT ${placementColumns} FROM tenant_placements WHERE tenant_id IN (SELECT value FROM json_each(?))`, tenants)
   return {
     platform,
     databases,
@@ -148,8 +173,9 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
       for (const t of tenantIds) {
         const placement = entries.get(t)?.placement
         if (placement === undefined) return yield* new Failure.Unavailable({ service: "the placement map", message: `tenant ${t} could not be placed` })
-        if (placement.database >= databases.length) {
-          return yield* new Failure.Unavailable({ service: "the placement map", message: `tenant ${t} is placed on read database ${placement.database}, which is not bound (FACTLINE_READ_DB_${placement.database})` })
+        const unbound = [placement.database, ...Object.values(placement.projections).map((p) => p.database)].find((d) => d >= databases.length)
+        if (unbound !== undefined) {
+          return yield* new Failure.Unavailable({ service: "the placement map", message: `tenant ${t} is placed on read database ${unbound}, which is not bound (FACTLINE_READ_DB_${unbound})` })
         }
         out.set(t, placement)
       }
@@ -178,7 +204,7 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
     }),
     list: Effect.fn("Placement.list")(function*(limit) {
       return yield* Effect.mapError(platform.all(Placement, Sql.statement(
-        "SELECT tenant_id AS tenantId, database, placed_at AS placedAt, frozen_since AS frozenSince FROM tenant_placements WHERE removed_at IS NULL ORDER BY tenant_id LIMIT ?",
+        `SELECT ${placementColumns} FROM tenant_placements WHERE removed_at IS NULL ORDER BY tenant_id LIMIT ?`,
         limit
       )), unavailable)
     }),
@@ -203,36 +229,46 @@ const held = (tenantId: string) =>
 /** When a held write is worth trying again: what the HTTP edge's `retry-after` says, and how long a consumer parks a held message. */
 export const heldRetrySeconds = 5
 
-/** The read database of a placement, refusing writes while a move holds them. */
-const doorOf = (shape: Shape, placement: Placement, write: boolean) =>
-  write && placement.frozenSince !== null ? Effect.fail(held(placement.tenantId)) : Effect.succeed(shape.databases[placement.database]!)
+/** The read database of a placement (of its `projection`, when given), refusing writes while a move holds them. */
+const doorOf = (shape: Shape, placement: Placement, write: boolean, projection?: string) =>
+  write && isHeld(placement, projection) ? Effect.fail(held(placement.tenantId)) : Effect.succeed(shape.databases[databaseOf(placement, projection)]!)
 
-/** The tenant's read database (placing the tenant on first use); for a write, refused while a move holds it. */
-export const door = (shape: Shape, tenantId: string, write: boolean): Effect.Effect<Sql.Sql, Sql.SqlFailure> =>
-  Effect.flatMap(shape.placements([tenantId]), (placements) => doorOf(shape, placements.get(tenantId)!, write))
+/**
+ * The tenant's read database (placing the tenant on first use) — with `projection`, the one holding that projection
+ * of the tenant; for a write, refused while a move holds it.
+ */
+export const door = (shape: Shape, tenantId: string, write: boolean, projection?: string): Effect.Effect<Sql.Sql, Sql.SqlFailure> =>
+  Effect.flatMap(shape.placements([tenantId]), (placements) => doorOf(shape, placements.get(tenantId)!, write, projection))
 
-/** The items by their tenant's read database (input order within each), and the items of tenants whose writes are held. */
-const partition = <T>(shape: Shape, placements: ReadonlyMap<string, Placement>, items: ReadonlyArray<T>, tenantOf: (item: T) => string, write: boolean) => {
+/**
+ * The items by their tenant's read database (of `projection`, when given; input order within each), and the items
+ * of tenants whose writes are held.
+ */
+const partition = <T>(shape: Shape, placements: ReadonlyMap<string, Placement>, items: ReadonlyArray<T>, tenantOf: (item: T) => string, write: boolean, projection?: string) => {
   const groups = new Map<number, { readonly sql: Sql.Sql; readonly items: Array<T> }>()
   const heldItems: Array<{ readonly item: T; readonly tenantId: string }> = []
   for (const item of items) {
     const placement = placements.get(tenantOf(item))!
-    if (write && placement.frozenSince !== null) {
+    if (write && isHeld(placement, projection)) {
       heldItems.push({ item, tenantId: placement.tenantId })
       continue
     }
-    let group = groups.get(placement.database)
-    if (!group) groups.set(placement.database, (group = { sql: shape.databases[placement.database]!, items: [] }))
+    const database = databaseOf(placement, projection)
+    let group = groups.get(database)
+    if (!group) groups.set(database, (group = { sql: shape.databases[database]!, items: [] }))
     group.items.push(item)
   }
   return { groups: [...groups.values()], held: heldItems }
 }
 
-/** The items grouped by their tenant's read database, in input order within each group; for writes, refused if any tenant is held. */
-export const grouped = <T>(shape: Shape, items: ReadonlyArray<T>, tenantOf: (item: T) => string, write: boolean) =>
+/**
+ * The items grouped by their tenant's read database (of `projection`, when given), in input order within each group;
+ * for writes, refused if any tenant is held.
+ */
+export const grouped = <T>(shape: Shape, items: ReadonlyArray<T>, tenantOf: (item: T) => string, write: boolean, projection?: string) =>
   Effect.gen(function*() {
     if (items.length === 0) return []
-    const { groups, held: heldItems } = partition(shape, yield* shape.placements(items.map(tenantOf)), items, tenantOf, write)
+    const { groups, held: heldItems } = partition(shape, yield* shape.placements(items.map(tenantOf)), items, tenantOf, write, projection)
     if (heldItems.length > 0) return yield* held(heldItems[0]!.tenantId)
     return groups
   })
@@ -249,46 +285,109 @@ export const groupedForWrites = <T>(shape: Shape, items: ReadonlyArray<T>, tenan
     return { groups, held: heldItems.map(({ item, tenantId }) => ({ item, failure: held(tenantId) })) }
   })
 
-const scope = (tenantId: string, write: boolean) =>
+const scope = (tenantId: string, write: boolean, projection?: string) =>
 <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Sql.SqlFailure, Exclude<R, Sql.ReadDatabase> | TenantPlacement> =>
-  Effect.flatMap(Effect.service(TenantPlacement), (shape) => Effect.provideServiceEffect(effect, Sql.ReadDatabase, door(shape, tenantId, write)))
+  Effect.flatMap(Effect.service(TenantPlacement), (shape) => Effect.provideServiceEffect(effect, Sql.ReadDatabase, door(shape, tenantId, write, projection)))
 
-/** Runs `effect` over the tenant's read database, for reads (a tenant being moved is read from its current database). */
-export const reading = (tenantId: string) => scope(tenantId, false)
+/**
+ * Runs `effect` over the tenant's home read database — with `projection`, over the database holding that projection
+ * of the tenant — for reads (a tenant or projection being moved is read from its current database).
+ */
+export const reading = (tenantId: string, projection?: string) => scope(tenantId, false, projection)
 
-/** Runs `effect` over the tenant's read database, for writes (refused, retryably, while a move holds them). */
-export const writing = (tenantId: string) => scope(tenantId, true)
+/**
+ * Runs `effect` over the tenant's home read database — with `projection`, over the database holding that projection
+ * of the tenant — for writes (refused, retryably, while a move holds them).
+ */
+export const writing = (tenantId: string, projection?: string) => scope(tenantId, true, projection)
 
 /** The tenant's placement (placing it on first use). */
 export const of = (tenantId: string) =>
   Effect.flatMap(Effect.service(TenantPlacement), (shape) => Effect.map(shape.placements([tenantId]), (p) => p.get(tenantId)!))
 
+/** What one database's transaction writes for a tenant's items (the projections consumer's unit of work). */
+export interface Writers {
+  /** The tenant's home database: it writes the facts copy and every projection but `projections`. */
+  readonly home: boolean
+  /** At home: the projections left out (placed elsewhere, or held by their move); elsewhere: the projections placed there. */
+  readonly projections: ReadonlyArray<string>
+}
+
+/** Whether a unit's writers write `projection`. */
+export const writes = (writers: Writers, projection: string): boolean => writers.home !== writers.projections.includes(projection)
+
+/** An item with what its unit writes for it. */
+export interface Placed<T> {
+  readonly item: T
+  readonly writers: Writers
+}
+
 /**
- * Runs `run` once per read database over the items of the tenants placed there (in input order), for a
- * consumer batch of many tenants: each database's work is its own transaction. The items of tenants that
- * cannot be placed or whose writes are held get `refused(error)` instead; the results are merged.
+ * Runs `run` once per unit — a read database and what it writes for its items: the home of the tenants placed there
+ * (the facts copy and their projections not placed elsewhere), or a database holding some tenants' projections —
+ * for a consumer batch of many tenants: each unit is its own transaction. With no projection placed elsewhere, a
+ * unit is a database, as before; the lookup is the batch's one (cached) placement read, nothing per message.
+ *
+ * An item of a tenant whose writes are held, or that cannot be placed, gets `refused(error)` and runs nowhere. An
+ * item that a held projection `concerns` (a move of that projection) runs in its other units and gets
+ * `refused(held)` as well, so it is delivered again once the move switches (every write is idempotent). An item in
+ * several units gets their results `merge`d.
  */
 export const byDatabase = <T, O, E, R>(
   items: ReadonlyArray<T>,
   tenantOf: (item: T) => string,
   keyOf: (item: T) => string,
-  run: (items: ReadonlyArray<T>) => Effect.Effect<ReadonlyMap<string, O>, E, R>,
-  refused: (error: Sql.SqlFailure) => O
+  run: (placed: ReadonlyArray<Placed<T>>) => Effect.Effect<ReadonlyMap<string, O>, E, R>,
+  refused: (error: Sql.SqlFailure) => O,
+  options: { readonly merge: (a: O, b: O) => O; readonly concerns: (projection: string, item: T) => boolean }
 ): Effect.Effect<ReadonlyMap<string, O>, E, Exclude<R, Sql.ReadDatabase> | TenantPlacement> =>
   Effect.gen(function*() {
     const shape = yield* TenantPlacement
     const out = new Map<string, O>()
+    const settle = (key: string, outcome: O) => {
+      const before = out.get(key)
+      out.set(key, before === undefined ? outcome : options.merge(before, outcome))
+    }
     if (items.length === 0) return out
     const placed = yield* Effect.result(shape.placements(items.map(tenantOf)))
     if (Result.isFailure(placed)) {
       for (const item of items) out.set(keyOf(item), refused(placed.failure))
       return out
     }
-    const { groups, held: heldItems } = partition(shape, placed.success, items, tenantOf, true)
-    for (const { item, tenantId } of heldItems) out.set(keyOf(item), refused(held(tenantId)))
-    for (const group of groups) {
+    const units = new Map<string, { readonly sql: Sql.Sql; readonly database: number; readonly writers: Writers; readonly items: Array<Placed<T>> }>()
+    const unit = (item: T, database: number, writers: Writers) => {
+      const id = `${database}|${writers.home}|${writers.projections.join(",")}`
+      let found = units.get(id)
+      if (!found) units.set(id, (found = { sql: shape.databases[database]!, database, writers, items: [] }))
+      found.items.push({ item, writers })
+    }
+    for (const item of items) {
+      const placement = placed.success.get(tenantOf(item))!
+      if (placement.frozenSince !== null) {
+        settle(keyOf(item), refused(held(placement.tenantId)))
+        continue
+      }
+      const away: Array<string> = []
+      const elsewhere = new Map<number, Array<string>>()
+      let heldHere = false
+      for (const [name, p] of Object.entries(placement.projections)) {
+        if (p.frozenSince !== null) {
+          away.push(name)
+          heldHere ||= options.concerns(name, item)
+        } else if (p.database !== placement.database) {
+          away.push(name)
+          elsewhere.set(p.database, [...(elsewhere.get(p.database) ?? []), name])
+        }
+      }
+      if (heldHere) settle(keyOf(item), refused(held(placement.tenantId)))
+      unit(item, placement.database, { home: true, projections: away.sort() })
+      for (const [database, names] of elsewhere) {
+        if (names.some((name) => options.concerns(name, item))) unit(item, database, { home: false, projections: names.sort() })
+      }
+    }
+    for (const group of [...units.values()].sort((a, b) => a.database - b.database || Number(b.writers.home) - Number(a.writers.home))) {
       const results = yield* Effect.provideService(run(group.items), Sql.ReadDatabase, group.sql)
-      for (const [key, value] of results) out.set(key, value)
+      for (const [key, value] of results) settle(key, value)
     }
     return out
   })

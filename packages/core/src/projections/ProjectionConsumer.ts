@@ -108,12 +108,21 @@ const oneFact = (p: Projection.Projection, fact: Fact, rebuilds: ReadonlyArray<A
  * threw for (found one by one, in memory) are left out of that projection
  * alone — the `facts` copy and every other projection still get them.
  */
-export const plan = (registry: RegistryShape, facts: ReadonlyArray<Fact>, rebuilds: ReadonlyArray<ActiveRebuild>, copy: FactsCopy.FactsCopy, copies: ReadonlyArray<Fact> = facts): Plan => {
+export const plan = (
+  registry: RegistryShape,
+  facts: ReadonlyArray<Fact>,
+  rebuilds: ReadonlyArray<ActiveRebuild>,
+  copy: FactsCopy.FactsCopy,
+  copies: ReadonlyArray<Fact> = facts,
+  writers: Placement.Writers = { home: true, projections: [] }
+): Plan => {
   const failures = new Map<number, Array<MappingFailure>>()
-  const copied = Projection.factsStatements(copy.kind === "all" ? copies : copies.filter((f) => FactsCopy.copies(copy, f.type)))
+  // The facts copy lives in the tenant's home; a database holding only some projections of the tenant writes those.
+  const copied = !writers.home ? [] : Projection.factsStatements(copy.kind === "all" ? copies : copies.filter((f) => FactsCopy.copies(copy, f.type)))
   const statements = [...copied]
   const groups: Array<Plan["groups"][number]> = [{ projection: undefined, statements: copied }]
   for (const p of registry.projections) {
+    if (!Placement.writes(writers, p.name)) continue
     const forTargets = (some: ReadonlyArray<Fact>) => projectionStatements(p, some, rebuilds)
     let own: ReadonlyArray<Projection.Sql>
     try {
@@ -139,8 +148,10 @@ const mappingFailed = (fact: Fact, failures: ReadonlyArray<MappingFailure>): Con
   Consumer.failed(new Failure.PermanentError({ reason: "permanent_failure", message: `${failures.map((f) => `projection "${f.projection}" failed to map ${fact.type} fact ${fact.fact_id}: ${f.error}`).join("; ")}` +
       ` (the fact was applied to the facts copy, if copied, and every other projection; fix ${failures.map((f) => f.projection).join(", ")}, then replay this dead letter)` }))
 
-/** Applies the facts of tenants placed on the read database in scope (one transaction). */
-const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) {
+/** Applies the facts of tenants placed on the read database in scope — what the unit's writers write there (one transaction). */
+const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(placed: ReadonlyArray<Placement.Placed<{ readonly key: string; readonly value: FactPayload }>>) {
+  const items = placed.map((p) => p.item)
+  const unit = placed[0]?.writers ?? { home: true, projections: [] }
   const registry = yield* Registry
   const store = yield* ProjectionStore.ProjectionStore
   const factsCopy = yield* FactsCopy.FactsCopySetting
@@ -166,7 +177,7 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
     readable.push({ key: item.key, value, copy: plain === item.value.fact ? current.success : item.value.fact })
   })
   const facts = readable.map((i) => i.value.fact)
-  const { statements, failures, groups } = plan(registry, facts, rebuilds, factsCopy, readable.map((i) => i.copy))
+  const { statements, failures, groups } = plan(registry, facts, rebuilds, factsCopy, readable.map((i) => i.copy), unit)
   // On the slow path only: the facts copy and each projection on its own (their keys are their positions).
   const failedGroups = yield* store.write(statements, () => groups.map((g, at) => ({ key: String(at), statements: g.statements })))
   /** By fact key: why its write failed, transient (retried) or not, and a permanent one's reason (`defect` for the door's `Bug`). */
@@ -202,7 +213,7 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
   const statementsOf = (writers: ReadonlyArray<Plan["groups"][number]>, fact: Fact, copy: Fact) =>
     writers.flatMap(({ projection: p }) =>
       p === undefined
-        ? (FactsCopy.copies(factsCopy, fact.type) ? Projection.factsStatements([copy]) : [])
+        ? (unit.home && FactsCopy.copies(factsCopy, fact.type) ? Projection.factsStatements([copy]) : [])
         : (p.byType.has(fact.type) ? oneFact(p, fact, rebuilds) : []))
   const nameOf = ({ projection: p }: Plan["groups"][number]) => (p === undefined ? "the facts copy" : `projection "${p.name}"`)
   const noneWrote = failedGroups.size === groups.filter((g) => g.statements.length > 0).length
@@ -240,12 +251,32 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(it
 })
 
 /**
- * Applies a batch's facts, each tenant's on its read database: one transaction per database. A database is the
- * unit of the invocation's time budget (Deadline): the first is always written; the next only while the budget
- * lasts, else its facts are handed back unstarted.
+ * A fact written by several units (its tenant's home, a database holding one of its projections): a failure wins
+ * over success, and a retryable failure over a permanent one (the retry writes every unit again, idempotently, and
+ * meets the permanent failure again if it lasts).
+ */
+const worse = (a: Consumer.Outcome, b: Consumer.Outcome): Consumer.Outcome => {
+  if (Result.isFailure(a) && a.failure.retryable) return a
+  if (Result.isFailure(b) && b.failure.retryable) return b
+  return Result.isFailure(a) ? a : b
+}
+
+/**
+ * Applies a batch's facts, each tenant's on its read databases: one transaction per database (and, for a tenant
+ * whose projection is placed elsewhere, per what that database writes: Placement.byDatabase). A unit is the unit of
+ * the invocation's time budget (Deadline): the first is always written; the next only while the budget lasts, else
+ * its facts are handed back unstarted.
  */
 export const process = (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
-  Placement.byDatabase(items, (item) => item.value.fact.tenant_id, (item) => item.key, Deadline.guarded(processPlaced, (item) => item.key), (error) => Consumer.failed(error))
+  Effect.flatMap(Effect.service(Registry), (registry) =>
+    Placement.byDatabase(
+      items,
+      (item) => item.value.fact.tenant_id,
+      (item) => item.key,
+      Deadline.guarded(processPlaced, (placed) => placed.item.key),
+      (error) => Consumer.failed(error),
+      { merge: worse, concerns: (projection, item) => registry.projection(projection)?.byType.has(item.value.fact.type) ?? false }
+    ))
 
 export const consume = Effect.fn("ProjectionConsumer.consume")(function*(batch: MessageBatch<unknown>, options: Consumer.Options = {}) {
   return yield* Consumer.run(
