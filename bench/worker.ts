@@ -44,6 +44,15 @@ export class LedgerShard extends PlatformLedgerShard {
   constructor(ctx: DurableObjectState, env: PlatformEnv) {
     super(ctx, Latency.env(env))
   }
+
+  /**
+   * Bench only (issue 39's "DO bytes per fact in the hot tier"): the shard's SQLite size (every table and index:
+   * facts, outbox, timers, snapshots, meta) and the facts it holds, read by `/bench/storage` after the end-to-end run.
+   */
+  benchStorage(): { readonly bytes: number; readonly facts: number } {
+    const facts = this.ctx.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM facts").one().n
+    return { bytes: this.ctx.storage.sql.databaseSize, facts }
+  }
 }
 
 // The example's modules but its crm module (the stages compare the call pipeline with its hand-written
@@ -63,6 +72,8 @@ interface BenchEnv extends PlatformEnv {
   readonly BENCH_HOP: Queue
   readonly WEBHOOKS_QUEUE: Queue
   readonly FACTLINE_WORKFLOWS: Workflow
+  /** BENCH_SLOW (bench/run.mjs): the baseline check's self-test, one stage of the per-stage budget made slower. */
+  readonly BENCH_SLOW?: string
 }
 
 const tables = [
@@ -442,13 +453,23 @@ const median = (xs: ReadonlyArray<number>) => {
   return sorted.length === 0 ? 0 : sorted[Math.floor(sorted.length / 2)]!
 }
 
+/** BENCH_SLOW=<stage>:<factor>, e.g. `events:1.3` (bench/run.mjs checks its shape): one stage made slower on purpose. */
+const slowOf = (value: string | undefined) => {
+  if (value === undefined || value === "") return undefined
+  const at = value.lastIndexOf(":")
+  const factor = Number(value.slice(at + 1))
+  if (at <= 0 || !(factor >= 1)) throw new Error(`BENCH_SLOW must be <stage>:<factor ≥ 1>, not ${JSON.stringify(value)}`)
+  return { stage: value.slice(0, at), factor }
+}
+
 /**
  * The per-stage budget: `batches` synthetic batches of 100 events per stage, one at a time, on the real
  * bindings without latency (every stage's sends go to the sink), after one warm-up batch per stage. Per stage:
  * the mean of the faster half of the rounds and the median batch's milliseconds — wall time inside the one workerd thread, i.e. CPU locally — and where the
  * time went (StageTiming: time inside each kind of binding call, the rest is the worker's own CPU).
  */
-const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number, hooks?: { readonly endpoint: BenchEndpoint; readonly bareUrl: string }) => {
+const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number, hooks?: { readonly endpoint: BenchEndpoint; readonly bareUrl: string }, only?: ReadonlyArray<string>) => {
+  const slow = slowOf(rawEnv.BENCH_SLOW)
   const base = allToSink(rawEnv)
   const timing = StageTiming.make()
   const timedEnv = StageTiming.env(base, timing)
@@ -491,15 +512,23 @@ const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number, hooks?:
   }
   const stageOf = <I>(name: string, prepare: (i: number) => Promise<I>, call: (input: I, e: BenchEnv) => Promise<void>, batchSize = size): Stage<unknown> =>
     ({ name, prepare, call: call as (input: unknown, e: BenchEnv) => Promise<void>, size: batchSize })
-  type Sample = { ms: number; kinds: Record<string, number>; calls: Record<string, number>; bindingMs: number }
+  type Sample = { ms: number; kinds: Record<string, number>; calls: Record<string, number>; bindingMs: number; calibrationMs: number }
   const timed = async (stage: Stage<unknown>, i: number): Promise<Sample> => {
     const input = await stage.prepare(i)
+    // The calibration timed right before each stage's batch (`calibrationMs`): the stage's batch divided by it is the
+    // baseline check's figure, paired so that a spell of other work on the machine lands on both sides of the ratio.
+    const calibrationMs = await calibrationSample()
     zeroTiming()
     const started = performance.now()
     await stage.call(input, timedEnv)
     await tick()
-    const ms = Math.max(0, performance.now() - started - tickMs)
-    return { ms, kinds: { ...timing.ms }, calls: { ...timing.calls }, bindingMs: timing.anyMs }
+    const own = Math.max(0, performance.now() - started - tickMs)
+    // BENCH_SLOW=<stage>:<factor> (a self-test of the baseline check, never a measurement): this stage spins
+    // (factor − 1) × its own batch's time more, inside the timed window.
+    const factor = slow?.stage === stage.name ? slow.factor : 1
+    if (factor > 1) await spin(own * (factor - 1))
+    const ms = factor > 1 ? Math.max(0, performance.now() - started - tickMs) : own
+    return { ms, kinds: { ...timing.ms }, calls: { ...timing.calls }, bindingMs: timing.anyMs, calibrationMs }
   }
   const summary = (name: string, size: number, samples: ReadonlyArray<Sample>) => {
     const mid = median(samples.map((x) => x.ms))
@@ -510,8 +539,12 @@ const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number, hooks?:
     const mean = (f: (x: Sample) => number) => samples.reduce((n, x) => n + f(x), 0) / samples.length
     const kinds = [...new Set(samples.flatMap((x) => Object.keys(x.kinds)))]
     const meanMs = mean((x) => x.ms)
+    // Each round's batch over the calibration timed right before it; the median of the rounds.
+    const perCalibration = median(samples.map((x) => (x.calibrationMs > 0 ? x.ms / x.calibrationMs : 0)))
     return {
       stage: name, events: size, batches,
+      per_calibration: Math.round(perCalibration * 10000) / 10000,
+      calibration_ms_adjacent: samples.map((x) => Math.round(x.calibrationMs * 10) / 10),
       ms_per_batch_median: Math.round(mid * 10) / 10,
       ms_per_batch_fast_half: Math.round(fast * 100) / 100,
       ms_per_batch: samples.map((x) => Math.round(x.ms * 10) / 10),
@@ -573,7 +606,24 @@ const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number, hooks?:
     await crypto.subtle.digest("SHA-256", new TextEncoder().encode(calibrationInput))
     if (n === 0) throw new Error("calibration did no work")
   }
-  const stages: ReadonlyArray<Stage<unknown>> = [
+  const calibrationSample = async () => {
+    await tick()
+    const t0 = performance.now()
+    await calibrate()
+    await tick()
+    return Math.max(0, performance.now() - t0 - tickMs)
+  }
+  // The self-test's spin: small slices of plain work, the clock read across a timer between them (it moves only at I/O).
+  const spin = async (ms: number) => {
+    const t0 = performance.now()
+    let n = 0
+    while (performance.now() - t0 < ms) {
+      for (let k = 0; k < 5; k++) n += JSON.stringify(JSON.parse(calibrationInput)).length
+      await tick()
+    }
+    if (n < 0) throw new Error("unreachable")
+  }
+  const allStages: ReadonlyArray<Stage<unknown>> = [
     stageOf("http edge", async (i) => eventsOf(i, "h"), (events, e) => post(events, e)),
     // The events stage consumes events the edge accepted (their keys bound there), as in production.
     stageOf("events", async (i) => {
@@ -607,6 +657,8 @@ const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number, hooks?:
     ...personalStages(""), ...personalStages(", cold key cache", coldEnv),
     stageOf("calibration", async () => undefined, () => calibrate())
   ]
+  // `only`: these stages (and the calibration) — the baseline check's second look at the stages it found over.
+  const stages = only === undefined ? allStages : allStages.filter((s) => s.name === "calibration" || only.includes(s.name))
   for (const stage of stages) await stage.call(await stage.prepare(-1), timedEnv)
   // Rounds, not stages one after another: round i times batch i of every stage, so a spell of other work on
   // the machine lands on every stage alike instead of on whichever stage ran then.
@@ -693,8 +745,19 @@ export default {
         {
           const endpoint = url.searchParams.get("webhook_endpoint")
           const hooks = endpoint ? { endpoint: { id: endpoint, version: Number(url.searchParams.get("webhook_version") ?? "1") }, bareUrl: url.searchParams.get("bare_url") ?? "" } : undefined
-          return json(await Latency.withoutFetchLatency(() => cpuBudget(env, run, Math.max(1, Number(url.searchParams.get("batches") ?? "5")), hooks)))
+          const only = url.searchParams.get("stages")
+          return json(await Latency.withoutFetchLatency(() => cpuBudget(env, run, Math.max(1, Number(url.searchParams.get("batches") ?? "5")), hooks, only === null ? undefined : only.split(","))))
         }
+      case "/bench/storage": {
+        // The hot tier's bytes per fact (issue 39): each of the tenant's shards' SQLite size and facts, summed.
+        const tenant = url.searchParams.get("tenant") ?? "tenant-a"
+        const shards = Number(url.searchParams.get("shards") ?? env.FACTLINE_LEDGER_SHARDS ?? String(Shards.defaultShardsPerTenant))
+        const namespace = env.LEDGER as unknown as DurableObjectNamespace<LedgerShard>
+        const each = await Promise.all(Array.from({ length: shards }, (_, i) => namespace.get(namespace.idFromName(Shards.shardKey(tenant, i))).benchStorage()))
+        const bytes = each.reduce((n, x) => n + x.bytes, 0)
+        const facts = each.reduce((n, x) => n + x.facts, 0)
+        return json({ tenant, shards, bytes, facts, bytes_per_fact: facts === 0 ? null : Math.round(bytes / facts), per_shard: each })
+      }
       case "/bench/fresh": {
         // The freshness groups of a run visible in buyer_budgets from group `from` on: [group, charges]. A freshness
         // run's events all qualify, ten to a buyer `<run>_g<group, 7 digits>` (bench/run.mjs).
