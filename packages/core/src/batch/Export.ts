@@ -26,6 +26,7 @@ import * as Projection from "../definitions/Projection.js"
 import * as ProjectionQuery from "../projections/ProjectionQuery.js"
 import { ProjectionStore, Values } from "../projections/ProjectionStore.js"
 import { Registry } from "../registry/Registry.js"
+import * as Placement from "../placement/Placement.js"
 import { KeyRing } from "../personal/KeyRing.js"
 import * as Sealing from "../personal/Sealing.js"
 import * as BatchFiles from "./BatchFiles.js"
@@ -146,7 +147,8 @@ export const step = Effect.fn("Export.step")(function*(payload: BatchPayload) {
   } else {
     const page = ProjectionQuery.rows(projection, job.tenant_id, { limit: String(rowsPerChunk), ...(cursor === undefined ? {} : { cursor }) })
     if (Result.isFailure(page)) return yield* new Failure.PermanentError({ message: `the export query was refused: ${JSON.stringify(page.failure)}` })
-    const fetched = yield* store.query(Values, page.success.sql)
+    // The projection's rows where the tenant's projection lives (its home, or the database it was moved to).
+    const fetched = yield* Placement.reading(job.tenant_id, projection.name)(store.query(Values, page.success.sql))
     const booleans = Projection.booleanColumns(projection)
     rows = fetched.slice(0, page.success.limit).map((row): Record<string, unknown> => {
       const out: Record<string, unknown> = { ...row }

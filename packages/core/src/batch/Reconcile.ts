@@ -28,6 +28,7 @@ import * as Sealing from "../personal/Sealing.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"
 import { ProjectionStore, Values } from "../projections/ProjectionStore.js"
 import * as Rebuild from "../projections/Rebuild.js"
+import * as Placement from "../placement/Placement.js"
 import { Registry } from "../registry/Registry.js"
 import * as BatchJobs from "./BatchJobs.js"
 import * as Failure from "../failures/Failure.js"
@@ -50,10 +51,11 @@ export const dropShadow = Effect.fn("Reconcile.dropShadow")(function*(job: Batch
   const registry = yield* Registry
   const p = registry.projection((JSON.parse(job.params) as Params).projection)
   if (!p) return
-  yield* store.execute([
+  // The shadow lives beside the tenant's projection (its home, or the database the projection was moved to).
+  yield* Placement.writing(job.tenant_id, p.name)(store.execute([
     { sql: `DROP TABLE IF EXISTS ${q(`${Projection.tableName(p)}__${job.id}`)}`, params: [] },
     { sql: "DELETE FROM projection_applied WHERE projection = ?", params: [`${p.name}__${job.id}`] }
-  ])
+  ]))
 })
 
 /** Runs one chunk; returns the next chunk's message payload, or undefined when done (or stopped). */
@@ -80,10 +82,12 @@ export const step = Effect.fn("Reconcile.step")(function*(payload: BatchPayload)
   const live = Projection.tableName(p)
   const shadow = `${live}__${job.id}`
   const target: Projection.Target = { table: shadow, appliedAs: `${p.name}__${job.id}` }
+  // The projection's table and its shadow are in the database holding the tenant's projection (the job's record at home).
+  const onProjection = Placement.writing(job.tenant_id, p.name)
   if (chunk === 0) {
-    const created = yield* Rebuild.shadowStatement(live, shadow)
+    const created = yield* onProjection(Rebuild.shadowStatement(live, shadow))
     if (!created) return yield* new Failure.PermanentError({ message: `table ${live} does not exist` })
-    yield* store.execute([{ sql: created.sql.replace(/^CREATE TABLE /i, "CREATE TABLE IF NOT EXISTS "), params: [] }])
+    yield* onProjection(store.execute([{ sql: created.sql.replace(/^CREATE TABLE /i, "CREATE TABLE IF NOT EXISTS "), params: [] }]))
   }
 
   // Replay this chunk's shards of the tenant into the shadow.
@@ -94,7 +98,7 @@ export const step = Effect.fn("Reconcile.step")(function*(payload: BatchPayload)
   const facts = registry.hasPersonalData ? yield* Sealing.openFacts(yield* KeyRing, registry.personalFact, stored) : stored
   const failures: Array<string> = []
   for (let i = 0; i < facts.length; i += Rebuild.factsPerWrite) {
-    yield* store.execute(Rebuild.replayStatements(p, facts.slice(i, i + Rebuild.factsPerWrite), target, failures))
+    yield* onProjection(store.execute(Rebuild.replayStatements(p, facts.slice(i, i + Rebuild.factsPerWrite), target, failures)))
   }
   if (shards.length === shardsPerChunk) {
     const status = yield* BatchJobs.recordChunk(job, { chunk, lines: shards.length, bytes: 0, succeeded: 0, errors: [], last: false }, now)
@@ -105,10 +109,10 @@ export const step = Effect.fn("Reconcile.step")(function*(payload: BatchPayload)
 
   // Every shard replayed: compare, repair if asked, drop the shadow.
   const columns = Projection.columnNames(p).map(q).join(", ")
-  const [drifted, expected] = yield* Effect.all([
+  const [drifted, expected] = yield* onProjection(Effect.all([
     store.query(Values, { sql: `SELECT ${columns} FROM ${q(live)} WHERE tenant_id = ? EXCEPT SELECT ${columns} FROM ${q(shadow)} WHERE tenant_id = ?`, params: [job.tenant_id, job.tenant_id] }),
     store.query(Values, { sql: `SELECT ${columns} FROM ${q(shadow)} WHERE tenant_id = ? EXCEPT SELECT ${columns} FROM ${q(live)} WHERE tenant_id = ?`, params: [job.tenant_id, job.tenant_id] })
-  ])
+  ]))
   const keyOf = (row: Record<string, unknown>) => JSON.stringify(p.key.map((k) => row[k]))
   const byKey = new Map<string, { key: Record<string, unknown>; live?: Record<string, unknown>; ledger?: Record<string, unknown> }>()
   const entry = (row: Record<string, unknown>) => {
@@ -138,11 +142,11 @@ export const step = Effect.fn("Reconcile.step")(function*(payload: BatchPayload)
       ]
     })
     : []
-  yield* store.execute([
+  yield* onProjection(store.execute([
     ...repairs,
     { sql: `DROP TABLE IF EXISTS ${q(shadow)}`, params: [] },
     { sql: "DELETE FROM projection_applied WHERE projection = ?", params: [target.appliedAs] }
-  ])
+  ]))
   if (failures.length > 0) yield* Effect.logWarning(`reconcile ${job.id} of ${p.name}: ${failures.length} fact(s) could not be mapped; first: ${failures[0]}`)
   yield* BatchJobs.recordChunk(job, {
     chunk,

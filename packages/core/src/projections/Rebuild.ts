@@ -209,9 +209,9 @@ export const step = Effect.fn("Rebuild.step")(function*(payload: BatchPayload) {
     if (Result.isSuccess(current)) facts.push(current.success)
     else failures.push(`fact ${fact.fact_id} (${fact.type} in ${fact.tenant_id}/${fact.stream}): ${current.failure.message}`)
   }
-  // Each tenant's facts into the shadow of its read database.
+  // Each tenant's facts into the shadow in the read database holding the tenant's projection (its home, or elsewhere).
   const placement = yield* Placement.TenantPlacement
-  for (const group of yield* Placement.grouped(placement, facts, (f) => f.tenant_id, false)) {
+  for (const group of yield* Placement.grouped(placement, facts, (f) => f.tenant_id, false, p.name)) {
     for (let i = 0; i < group.items.length; i += factsPerWrite) {
       yield* Effect.provideService(store.execute(replayStatements(p, group.items.slice(i, i + factsPerWrite), target, failures)), Sql.ReadDatabase, group.sql)
     }

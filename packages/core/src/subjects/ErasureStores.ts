@@ -13,6 +13,7 @@ import * as Failure from "../failures/Failure.js"
 import { erased } from "../personal/Personal.js"
 import { PayloadBucket } from "../platform/Bindings.js"
 import * as Sql from "../platform/Sql.js"
+import * as Placement from "../placement/Placement.js"
 import { Registry } from "../registry/Registry.js"
 import * as Exports from "./ErasureExports.js"
 
@@ -85,9 +86,12 @@ export const cleaners = (sql: Sql.Sql, tenantId: string, subject: string, contex
     const count = (sql: Sql.Sql, statement: Sql.Statement, action: string, failure: (e: Sql.SqlFailure) => Failure.Named<Sql.SqlFailure>) =>
       Effect.map(Effect.mapError(sql.run(statement), failure), (n) => ({ [action]: n }))
     const list: Array<Cleaner> = []
+    const placement = yield* Placement.TenantPlacement
     for (const p of registry.projections) {
       const cleaning = projectionStatement(p, tenantId, subject)
-      if (cleaning !== undefined) list.push({ store: `projection:${p.name}`, clean: count(sql, cleaning.statement, cleaning.action, unavailable) })
+      // In the database holding the tenant's projection (its home, or where the projection was moved); held while it moves.
+      const projectionSql = Effect.mapError(Placement.door(placement, tenantId, true, p.name), unavailable)
+      if (cleaning !== undefined) list.push({ store: `projection:${p.name}`, clean: Effect.flatMap(projectionSql, (db) => count(db, cleaning.statement, cleaning.action, unavailable)) })
     }
     list.push({ store: "exports", clean: Exports.clean(sql, yield* PayloadBucket, registry, tenantId, subject, context.erasureId, context.cleanAfter, context.now) })
     list.push({

@@ -19,6 +19,7 @@ import * as Failure from "../failures/Failure.js"
 import { KeyRing } from "../personal/KeyRing.js"
 import * as Sealing from "../personal/Sealing.js"
 import * as Sql from "../platform/Sql.js"
+import * as Placement from "../placement/Placement.js"
 import * as Time from "../platform/Time.js"
 import { Registry } from "../registry/Registry.js"
 import * as Stores from "./ErasureStores.js"
@@ -71,10 +72,13 @@ export const exportSubject = Effect.fn("SubjectExport.exportSubject")(function*(
   const opened = yield* Sealing.openFacts(keyRing, registry.personalFact, stored)
   let truncated = rows.length > maxFacts
   const projections: Array<{ projection: string; rows: ReadonlyArray<Record<string, unknown>> }> = []
+  const placement = yield* Placement.TenantPlacement
   for (const p of registry.projections) {
     const erasure = p.erasure
     if (erasure === undefined || erasure.action === "none") continue
-    const found = yield* Effect.mapError(sql.all(TableRow, Sql.statement(
+    // Read where the tenant's projection lives (its home, or the database it was moved to).
+    const db = yield* Effect.mapError(Placement.door(placement, tenantId, false, p.name), unavailable)
+    const found = yield* Effect.mapError(db.all(TableRow, Sql.statement(
       `SELECT * FROM "${Projection.tableName(p).replaceAll('"', '""')}" WHERE tenant_id = ? AND "${erasure.subject.replaceAll('"', '""')}" = ? LIMIT ${maxRows + 1}`,
       tenantId, subject
     )), unavailable)

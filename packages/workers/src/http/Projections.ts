@@ -25,7 +25,8 @@ const read = (name: string, query: Readonly<Record<string, string | undefined>>)
     const { tenantId } = yield* Caller
     const page = ProjectionQuery.rows(projection, tenantId, query)
     if (Result.isFailure(page)) return yield* new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(page.failure), problems: page.failure })
-    const [rows, catching] = yield* Placement.reading(tenantId)(Effect.all([
+    // The projection's database for this tenant (its home, or where the projection was moved: docs/placement.md).
+    const [rows, catching] = yield* Placement.reading(tenantId, projection.name)(Effect.all([
       ProjectionQuery.run(page.success).pipe(Effect.mapError(ProjectionStore.notMigrated(projection))),
       CatchUp.readStatus(projection)
     ], { concurrency: 2 }))
