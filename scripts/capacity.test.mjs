@@ -1,16 +1,16 @@
-// node --test scripts/capacity.test.mjs: the capacity model on the bench's latest results, and its command line.
+// node --test scripts/capacity.test.mjs: the capacity model over the committed bench (bench/baseline.json), its
+// command line, and docs/capacity.md's tables (printed by the script: FACTLINE_UPDATE_DOCS=1 rewrites them).
 import assert from "node:assert/strict"
 import { spawnSync } from "node:child_process"
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { test } from "node:test"
 import { fileURLToPath } from "node:url"
-import { benchFigures, LIMITS, main, model, newestBench } from "./capacity.mjs"
+import { BASELINE, DOCS, docsSections, LIMITS, main, markdownSections, model, readBench, render, withSections } from "./capacity.mjs"
 
 const script = join(dirname(fileURLToPath(import.meta.url)), "capacity.mjs")
-const bench = (() => {
-  const { data, file } = newestBench()
-  return benchFigures(data, file)
-})()
+const bench = readBench()
 const run = (...args) => {
   const r = spawnSync(process.execPath, [script, ...args], { encoding: "utf8" })
   return { status: r.status, out: r.stdout, err: r.stderr }
@@ -24,53 +24,108 @@ const runHere = (...args) => {
   return { status, out, err }
 }
 
-test("cost scales linearly with volume (before the monthly allowances; after them at large volumes)", () => {
+test("the model reads the committed bench/baseline.json unless --bench names a run's results, and says which", () => {
+  assert.equal(bench.file, BASELINE)
+  assert.equal(bench.date, JSON.parse(readFileSync(BASELINE, "utf8")).full_run.date)
+  const table = runHere()
+  assert.equal(table.status, 0, table.err)
+  assert.match(table.out, new RegExp(`bench: bench/baseline\\.json \\(full run of ${bench.date.replaceAll(".", "\\.")}`))
+  // A run's results file (cost_model at its top level) is read as it is.
+  const baseline = JSON.parse(readFileSync(BASELINE, "utf8"))
+  const file = join(mkdtempSync(join(tmpdir(), "capacity-")), "results.json")
+  const results = { ...baseline.full_run, date: "2030-01-01T00:00:00.000Z", cost_model: { ...baseline.full_run.cost_model, do_bytes_per_hot_fact: 900 } }
+  writeFileSync(file, JSON.stringify(results))
+  const m = JSON.parse(runHere("--bench", file, "--events-per-month", "1e9", "--json").out)
+  assert.equal(m.inputs.bench.date, "2030-01-01T00:00:00.000Z")
+  // The bench's measured hot-fact size replaces the estimate.
+  assert.deepEqual(m.inputs.ledger.do_bytes_per_hot_fact, { value: 900, from: "bench" })
+})
+
+test("cost scales linearly with volume before the allowances (every line but the per-shard tiering passes)", () => {
   const at = (events) => model(bench, { "events-per-month": events, tenants: 500 })
-  // Before the allowances every line is volume × a per-event price, except the archive's one object per tenant
-  // and day (a few dollars): within 0.1 %.
-  for (const [a, b] of [[1e7, 1e8], [1e8, 1e9], [1e9, 1e10]]) {
+  for (const [a, b] of [[1e8, 1e9], [1e9, 1e10]]) {
     const ratio = at(b).monthly_usd_before_allowances.total / at(a).monthly_usd_before_allowances.total
-    assert.ok(Math.abs(ratio / (b / a) - 1) < 1e-3, `gross cost ×${b / a} from ${a} to ${b}, got ×${ratio}`)
+    assert.ok(Math.abs(ratio / (b / a) - 1) < 0.01, `gross cost ×${b / a} from ${a} to ${b}, got ×${ratio}`)
     const d1 = at(b).monthly_usd_before_allowances.d1 / at(a).monthly_usd_before_allowances.d1
     assert.ok(Math.abs(d1 / (b / a) - 1) < 1e-9, `D1 cost ×${b / a}, got ×${d1}`)
   }
-  const net = at(1e10).monthly_usd.total / at(1e9).monthly_usd.total
-  assert.ok(Math.abs(net / 10 - 1) < 0.01, `net cost ×10 (within 1 %) from 1 B to 10 B, got ×${net}`)
-  // More facts per event cost more, all else equal.
   assert.ok(model(bench, { "events-per-month": 1e9, "facts-per-event": 5 }).monthly_usd.total > at(1e9).monthly_usd.total)
 })
 
-test("at 1 B events/month the 10 GB database size binds first and sets the read-database count", () => {
-  for (const options of [{}, { targets: true }]) {
-    const m = model(bench, { "events-per-month": 1e9, tenants: 500, ...options })
-    assert.equal(m.binding.limit, "d1_database_bytes")
-    const { read_databases, read_databases_by_storage, read_databases_by_time } = m.deployment
-    assert.equal(read_databases, read_databases_by_storage)
-    assert.ok(read_databases_by_storage > read_databases_by_time)
-    assert.equal(read_databases, Math.ceil((m.storage.d1_live_gb * 1e9) / (LIMITS.d1_database_bytes.value * m.inputs.utilisation)))
+test("at 1 B events/month and 500 tenants the cold tier cuts the ledger's storage in month 12 at least 5× below $3,844", () => {
+  const m = model(bench, { "events-per-month": 1e9, tenants: 500 })
+  const untiered = model(bench, { "events-per-month": 1e9, tenants: 500, untiered: true })
+  // Today's line (every fact in the shard at 600 B): $3,844.
+  assert.equal(Math.round(untiered.ledger_storage_usd.tiered), 3_844)
+  assert.equal(Math.round(m.ledger_storage_usd.untiered), 3_844)
+  assert.ok(m.ledger_storage_usd.tiered <= 3_844 / 5, `ledger storage $${m.ledger_storage_usd.tiered}`)
+  // The line is the shard's hot facts and cold index plus R2's segments, each also a line of the bill.
+  const l = m.monthly_usd_lines
+  assert.equal(m.ledger_storage_usd.tiered, l.do_storage_hot + l.do_storage_cold_index + l.r2_storage_ledger)
+  // A shorter hot window keeps less in the shard; tiering costs rows written, counted on their own line.
+  assert.ok(model(bench, { "events-per-month": 1e9, "hot-window-days": 7 }).ledger_storage_usd.tiered < m.ledger_storage_usd.tiered)
+  assert.ok(l.do_rows_written_tiering > 0 && untiered.monthly_usd_lines.do_rows_written_tiering === 0)
+  // Every line is in --json, and the products add up to the total.
+  const json = JSON.parse(runHere("--events-per-month", "1e9", "--tenants", "500", "--json").out)
+  for (const line of ["workers_requests", "workers_cpu", "queues_operations", "do_requests", "do_duration", "do_rows_written", "do_rows_written_tiering", "do_storage_hot", "do_storage_cold_index", "d1_rows_read", "d1_rows_written", "d1_storage", "r2_storage_ledger", "r2_class_a", "r2_class_b"]) {
+    assert.equal(typeof json.monthly_usd_lines[line], "number", line)
   }
-  // The issue's targets (≤ 800 B a event) need fewer databases than the ~1.7 KB the issue measured.
-  const today = model(bench, { "events-per-month": 1e9, "d1-bytes-per-event": 1_700 }).deployment.read_databases
-  const target = model(bench, { "events-per-month": 1e9, targets: true }).deployment.read_databases
-  assert.ok(target < today, `${target} < ${today}`)
+  const sum = Object.values(json.monthly_usd_lines).reduce((a, b) => a + b, 0)
+  assert.ok(Math.abs(sum - json.monthly_usd.total) < 1e-6)
+  // And the text output shows the ledger's storage on its own line.
+  assert.match(runHere("--events-per-month", "1e9", "--tenants", "500").out, /ledger storage in month 12: \$\d+ \(hot facts .*untiered \$3,844/)
 })
 
-test("queue groups are at least one, and grow with the volume", () => {
-  assert.ok(model(bench, { "events-per-month": 1 }).deployment.queue_groups >= 1)
-  assert.ok(model(bench, { "events-per-month": 1e7 }).deployment.queue_groups >= 1)
-  const huge = model(bench, { "events-per-month": 1e11 })
-  assert.equal(huge.deployment.queue_groups, Math.ceil(huge.rates.peak_events_per_second / (5_000 * huge.inputs.utilisation)))
+test("at 1 B events/month and 500 tenants the only ceiling exceeded is the largest tenant's unplaceable home database", () => {
+  const m = model(bench, { "events-per-month": 1e9, tenants: 500 })
+  // The ceiling is the largest placement unit of the largest tenant, not its whole read side.
+  const side = m.deployment.largest_tenant_read_side
+  const unit = m.ceilings.find((c) => c.limit === "largest_read_unit_in_one_database")
+  assert.ok(side.total_gb > side.largest.gb)
+  assert.equal(unit.demand / 1e9, side.largest.gb)
+  assert.equal(side.largest.gb, Math.max(...side.units.map((u) => u.gb)))
+  for (const c of m.ceilings.filter((x) => x !== unit)) assert.equal(c.exceeded, false, c.label)
+  // With the largest tenant at 3 % of the volume, nothing is exceeded at all.
+  const smaller = model(bench, { "events-per-month": 1e9, tenants: 500, "largest-tenant-share": 0.03 })
+  assert.deepEqual(smaller.exceeded, [])
+  assert.doesNotMatch(runHere("--events-per-month", "1e9", "--largest-tenant-share", "0.03").out, /✗/)
+  // A projection split given by flag is what the ceiling measures.
+  const split = model(bench, { "events-per-month": 1e9, "largest-tenant-share": 0.03, projections: { calls: 500 } })
+  assert.ok(split.deployment.largest_tenant_read_side.largest.unit === "projection calls")
 })
 
-test("the command prints the table at the three volumes, and one volume as JSON", () => {
-  const table = run()
-  assert.equal(table.status, 0, table.err)
-  for (const column of ["10 M events/month", "100 M events/month", "1 B events/month", "binds first", "monthly total"]) assert.match(table.out, new RegExp(column))
-  const json = runHere("--events-per-month", "1e9", "--tenants", "500", "--json")
-  assert.equal(json.status, 0, json.err)
-  const m = JSON.parse(json.out)
-  assert.equal(m.inputs.events_per_month, 1e9)
-  assert.equal(m.binding.limit, "d1_database_bytes")
+test("Durable Object requests per event grow with the tenant mix: 0.32 with one tenant, about 2 with 500", () => {
+  const one = model(bench, { "events-per-month": 1e7, tenants: 1 }).inputs.per_event.do_requests.value
+  const many = model(bench, { "events-per-month": 1e7, tenants: 500 }).inputs.per_event.do_requests.value
+  assert.ok(Math.abs(one - 0.32) < 0.005, `one tenant: ${one}`)
+  assert.ok(many > 1.9 && many <= 2, `500 tenants: ${many}`)
+  assert.ok(model(bench, { "events-per-month": 1e7, tenants: 10 }).inputs.per_event.do_requests.value < many)
+  // More requests cost more; a tenant resharded to more shards touches more of them per batch.
+  assert.ok(model(bench, { "events-per-month": 1e9, tenants: 500 }).monthly_usd_lines.do_requests > model(bench, { "events-per-month": 1e9, tenants: 500, "do-requests-per-event": 0.32 }).monthly_usd_lines.do_requests)
+  assert.ok(model(bench, { "events-per-month": 1e9, tenants: 1 }).inputs.per_event.do_requests.value > one)
+})
+
+test("a tenant whose shards would pass the 10 GB planning line is told to reshard, to a multiple of its count", () => {
+  const m = model(bench, { "events-per-month": 1e9, tenants: 500 })
+  const largest = m.deployment.ledger_shards.largest_tenant
+  assert.ok(largest.need > 16)
+  assert.equal(largest.reshard_to, 16 * 2 ** Math.ceil(Math.log2(largest.need / 16)))
+  assert.ok(largest.per_shard_bytes <= LIMITS.do_object_bytes.value * m.inputs.utilisation)
+  assert.match(render(m), new RegExp(`reshard 16 → ${largest.reshard_to} by month`))
+  assert.equal(m.deployment.ledger_shards.average_tenant.reshard_to, null)
+  // Untiered, the largest tenant needs far more shards by month 12.
+  assert.ok(model(bench, { "events-per-month": 1e9, untiered: true }).deployment.ledger_shards.largest_tenant.need > 4 * largest.need)
+})
+
+test("docs/capacity.md's tables are the script's output over bench/baseline.json (FACTLINE_UPDATE_DOCS=1 rewrites them)", () => {
+  const sections = markdownSections(bench)
+  if (process.env.FACTLINE_UPDATE_DOCS === "1") writeFileSync(DOCS, withSections(readFileSync(DOCS, "utf8"), sections))
+  const page = docsSections(readFileSync(DOCS, "utf8"))
+  for (const [name, body] of Object.entries(sections)) {
+    assert.ok(name in page, `docs/capacity.md has no <!-- capacity:${name} --> section`)
+    assert.equal(page[name], body, `docs/capacity.md's ${name} table differs from the script's: npm run capacity -- --write-docs`)
+  }
+  assert.match(runHere("--markdown").out, /<!-- capacity:volumes -->\n\|\s+\| 10 M events\/month/)
 })
 
 test("bad flags exit 2 with a usage message naming the flag", () => {
@@ -80,6 +135,12 @@ test("bad flags exit 2 with a usage message naming the flag", () => {
     [["--tenants", "2.5"], "--tenants"],
     [["--window-days"], "--window-days"],
     [["--utilisation", "3"], "--utilisation"],
+    [["--hot-window-days", "0"], "--hot-window-days"],
+    [["--untiered", "--hot-window-days", "7"], "--untiered"],
+    [["--projections", "calls"], "--projections"],
+    [["--projections", "calls=1,calls=2"], "--projections"],
+    [["--write-docs", "--bench", "x.json"], "--write-docs"],
+    [["--json=yes"], "--json"],
     [["--no-such-flag", "1"], "--no-such-flag"],
     [["--bench", "/nonexistent/results.json"], "--bench"]
   ]
