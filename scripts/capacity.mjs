@@ -273,9 +273,9 @@ export const benchFigures = (results, file = "", stageBudget = undefined) => {
     do_requests: cm.per_event.do_requests,
     do_rows_written: cm.per_event.do_rows_written,
     // The tiered ledger's figures, when the bench measures them (else LEDGER_ESTIMATES).
-    do_bytes_per_hot_fact: firstOf(ledger, ["do_bytes_per_hot_fact", "do_bytes_per_fact"]),
-    do_bytes_per_cold_fact: firstOf(ledger, ["do_bytes_per_cold_fact"]),
-    r2_bytes_per_cold_fact: firstOf(ledger, ["r2_bytes_per_cold_fact"]),
+    do_bytes_per_hot_fact: firstOf(ledger, ["do_bytes_per_fact_hot", "do_bytes_per_hot_fact"]),
+    do_bytes_per_cold_fact: firstOf(ledger, ["do_bytes_per_fact_cold", "do_bytes_per_cold_fact"]),
+    r2_bytes_per_cold_fact: firstOf(ledger, ["r2_bytes_per_fact_cold", "r2_bytes_per_cold_fact"]),
     tiering_rows_written_per_fact: firstOf(ledger, ["tiering_rows_written_per_fact"]),
     d1_statements: per(counted, "d1Statements"),
     // The busiest queue: factline-events, one message per event (the edge's sends).
