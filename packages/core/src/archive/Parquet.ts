@@ -78,3 +78,35 @@ export const factIds = async (source: Source): Promise<ReadonlyArray<string>> =>
   if (ids.length !== Number(metadata.num_rows) || ids.some((id) => typeof id !== "string")) throw new Error("not an archive of facts")
   return ids as ReadonlyArray<string>
 }
+
+/**
+ * Every row of a file, in file order, as written (`body` the fact's data text); throws when the bytes are not a
+ * Parquet file of facts. The ledger's cold segments (ledger/ColdHistory.ts) are read back whole this way.
+ */
+export const rows = async (source: Source): Promise<ReadonlyArray<FactRow>> => {
+  const metadata = await parquetMetadataAsync(source)
+  const read = await parquetReadObjects({ file: source, metadata, columns: [...columns] })
+  if (read.length !== Number(metadata.num_rows)) throw new Error("not an archive of facts")
+  return read.map((row) => {
+    const text = (name: string) => {
+      const value = row[name]
+      if (typeof value !== "string") throw new Error(`not an archive of facts: ${name} is not text`)
+      return value
+    }
+    const traceparent = row.traceparent
+    return {
+      tenant_id: text("tenant_id"),
+      fact_id: text("fact_id"),
+      stream: text("stream"),
+      sequence: Number(row.sequence),
+      type: text("type"),
+      body: text("data"),
+      causation_id: text("causation_id"),
+      correlation_id: text("correlation_id"),
+      caused_by: text("caused_by"),
+      created_at: text("created_at"),
+      traceparent: typeof traceparent === "string" ? traceparent : null,
+      schema_version: Number(row.schema_version ?? 1)
+    }
+  })
+}

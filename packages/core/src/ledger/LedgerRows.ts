@@ -191,6 +191,8 @@ export interface Shard {
   created: boolean
   /** Tables created and every column present: checked once per object, on its first write. */
   upToDate: boolean
+  /** Whether the shard has cold history (ColdSegments.hasCold): unknown until first asked; only tiering turns it true. */
+  cold?: boolean
 }
 
 /** Whether the shard's tables exist (a never-written shard has none: its reads create nothing). */

@@ -26,8 +26,10 @@
  */
 import * as Schema from "effect/Schema"
 import type { Fact } from "@factline/schemas"
+import type { ColdStats } from "./ColdProtocol.js"
 import type { AppendGroup, AppendResult, Handover, ReadOptions, ShardCursor, StreamKey, StreamRead, StreamState } from "./LedgerProtocol.js"
 import { decodeCount, decodeFactRow, decoder, ensureSchema, exists, FactRow, jsonArrays, judge, keyOf, type Shard, type Storage, toFact, toRow } from "./LedgerRows.js"
+import * as ColdSegments from "./ColdSegments.js"
 import * as LedgerSnapshots from "./LedgerSnapshots.js"
 import * as LedgerTimers from "./LedgerTimers.js"
 
@@ -51,11 +53,41 @@ export interface OutboxEntry {
   readonly fact: Fact
 }
 
+/**
+ * An append met a cold fact id whose row the caller did not bring (it turned cold while the caller read the others
+ * from R2): nothing was written; the caller reads again and retries (ColdHistory.append).
+ */
+export class ColdFactsUnread extends Error {
+  constructor(readonly factIds: ReadonlyArray<string>) {
+    super(`${factIds.length} re-appended fact id(s) are in cold history and were not read`)
+  }
+}
+
+/** The shard's cold manifest (ColdSegments), for ColdHistory: the async side that reads and writes the segments. */
+export interface ColdManifest {
+  readonly exists: () => boolean
+  readonly last: (key: StreamKey) => number
+  readonly ranges: (key: StreamKey, after: number) => Array<ColdSegments.ColdRange>
+  readonly rangesAfter: (after: ShardCursor | undefined, facts: number) => Array<ColdSegments.ColdRange>
+  readonly locate: (factIds: ReadonlyArray<string>) => Map<string, string>
+  readonly candidates: (cutoff: string, limit: number) => ColdSegments.Candidates
+  readonly setCursor: (cursor: readonly [string, string]) => void
+  readonly record: (segment: ColdSegments.Segment) => boolean
+  readonly stats: () => ColdStats
+}
+
 export interface LedgerStorage {
   readonly append: (group: AppendGroup) => AppendResult
-  /** The groups of one call in one transaction, a result per group in order (each as if appended alone, in turn). */
-  readonly appendAll: (groups: ReadonlyArray<AppendGroup>) => Array<AppendResult>
-  /** A stream's facts; with `snapshots` asked for (StreamRead), the deciders' snapshots and the facts after them. */
+  /**
+   * The groups of one call in one transaction, a result per group in order (each as if appended alone, in turn).
+   * `cold`: the stored rows of re-appended fact ids that are cold (read from R2 by the caller); a cold id met
+   * without its row throws `ColdFactsUnread` (nothing written).
+   */
+  readonly appendAll: (groups: ReadonlyArray<AppendGroup>, cold?: ReadonlyMap<string, FactRow>) => Array<AppendResult>
+  /**
+   * A stream's facts; with `snapshots` asked for (StreamRead), the deciders' snapshots and the facts after them.
+   * Hot facts only, its version counting the cold ones: ColdHistory.readStream puts the cold facts before them.
+   */
   readonly readStream: (key: StreamRead, options?: ReadOptions) => StreamState
   /** Every fact of the shard (all streams) after a `(stream, sequence)` cursor, for rebuilds. */
   readonly readShard: (after: { readonly stream: string; readonly sequence: number } | undefined, limit: number) => ReadonlyArray<Fact>
@@ -85,6 +117,7 @@ export interface LedgerStorage {
   readonly fireDue: (now: number, destinations: ReadonlyArray<string>) => Promise<Fired>
   /** Every timer of a stream (pending and settled), in scheduling order. */
   readonly timers: (key: StreamKey) => ReadonlyArray<TimerRow>
+  readonly cold: ColdManifest
 }
 
 // The rows this module reads besides `facts` rows and counts (LedgerRows), each decoded by its schema.
@@ -94,8 +127,10 @@ const decodeOutboxRow = decoder(Schema.Struct({ ...FactRow.fields, outbox_id: Sc
 const decodePosition = decoder(Schema.Struct({ stream: Schema.String, sequence: Schema.Number }))
 const decodeMeta = decoder(Schema.Struct({ value: Schema.String }))
 
+/** A stream's version: its last hot sequence, or (none hot) its last cold one. */
 const version = (s: Shard, key: StreamKey): number =>
-  decodeVersion(s.sql.exec("SELECT COALESCE(MAX(sequence), 0) AS v FROM facts WHERE tenant_id = ? AND stream = ?", key.tenant_id, key.stream).one()).v
+  decodeVersion(s.sql.exec("SELECT COALESCE(MAX(sequence), 0) AS v FROM facts WHERE tenant_id = ? AND stream = ?", key.tenant_id, key.stream).one()).v ||
+  ColdSegments.last(s, key)
 
 /**
  * The groups of one call, in order, in one transaction and a fixed number of statements whatever their
@@ -103,32 +138,44 @@ const version = (s: Shard, key: StreamKey): number =>
  * insert of every new fact (its rows as one JSON parameter: a Durable Object binds at most 100 parameters).
  * Each group is judged against what is stored and what the groups before it appended, as if appended alone.
  */
-const appendAll = (s: Shard, groups: ReadonlyArray<AppendGroup>): Array<AppendResult> => {
+const appendAll = (s: Shard, groups: ReadonlyArray<AppendGroup>, cold?: ReadonlyMap<string, FactRow>): Array<AppendResult> => {
   if (groups.length === 0) return []
   ensureSchema(s)
-  return s.storage.transactionSync(() => appendAllWithin(s, groups))
+  return s.storage.transactionSync(() => appendAllWithin(s, groups, cold))
 }
 
-/** The stored rows of the given fact ids, by id. */
-const storedFacts = (s: Shard, groups: ReadonlyArray<AppendGroup>) => {
-  const ids = groups.flatMap((group) => group.facts.map((draft) => JSON.stringify(draft.fact_id)))
+/** The stored rows of the given fact ids, by id: hot rows, and the cold ones' rows from `cold` (ColdFactsUnread when one is missing). */
+const storedFacts = (s: Shard, groups: ReadonlyArray<AppendGroup>, cold?: ReadonlyMap<string, FactRow>) => {
+  const ids = groups.flatMap((group) => group.facts.map((draft) => draft.fact_id))
   const stored = new Map<string, FactRow>()
-  for (const chunk of jsonArrays(ids)) {
+  for (const chunk of jsonArrays(ids.map((id) => JSON.stringify(id)))) {
     for (const raw of s.sql.exec("SELECT * FROM facts WHERE fact_id IN (SELECT value FROM json_each(?))", chunk)) {
       const row = decodeFactRow(raw)
       stored.set(row.fact_id, row)
     }
   }
+  // A fact tiered to R2 is stored all the same: its id is judged as it was when hot (one index lookup per call).
+  const unread: Array<string> = []
+  for (const id of ColdSegments.locate(s, ids.filter((id) => !stored.has(id))).keys()) {
+    const row = cold?.get(id)
+    if (row === undefined) unread.push(id)
+    else stored.set(id, row)
+  }
+  if (unread.length > 0) throw new ColdFactsUnread(unread)
   return stored
 }
 
 /** Each group's stream version, by `keyOf`. */
 const streamVersions = (s: Shard, groups: ReadonlyArray<AppendGroup>) => {
   const versions = new Map<string, number>()
+  // A stream's cold part is a prefix: its last cold sequence counts only when no fact of it is hot.
+  const coldVersion = ColdSegments.hasCold(s)
+    ? "(SELECT MAX(last_sequence) FROM cold_ranges WHERE tenant_id = k.value ->> 0 AND stream = k.value ->> 1)"
+    : "NULL"
   for (const chunk of jsonArrays([...new Set(groups.map(keyOf))])) {
     for (const raw of s.sql.exec(
       `SELECT k.value ->> 0 AS tenant_id, k.value ->> 1 AS stream,
-         (SELECT COALESCE(MAX(sequence), 0) FROM facts WHERE tenant_id = k.value ->> 0 AND stream = k.value ->> 1) AS v
+         COALESCE((SELECT MAX(sequence) FROM facts WHERE tenant_id = k.value ->> 0 AND stream = k.value ->> 1), ${coldVersion}, 0) AS v
        FROM json_each(?) AS k`,
       chunk
     )) {
@@ -157,8 +204,8 @@ const insertFacts = (s: Shard, rows: ReadonlyArray<FactRow>) => {
 }
 
 /** `appendAll` inside the caller's transaction. */
-const appendAllWithin = (s: Shard, groups: ReadonlyArray<AppendGroup>): Array<AppendResult> => {
-  const stored = storedFacts(s, groups)
+const appendAllWithin = (s: Shard, groups: ReadonlyArray<AppendGroup>, cold?: ReadonlyMap<string, FactRow>): Array<AppendResult> => {
+  const stored = storedFacts(s, groups, cold)
   const versions = streamVersions(s, groups)
   const appended: Array<Fact> = []
   const results = groups.map((group) => {
@@ -281,7 +328,7 @@ export const make = (storage: Storage): LedgerStorage => {
   const appendWithin = (groups: ReadonlyArray<AppendGroup>) => appendAllWithin(s, groups)
   return {
     append: (group) => appendAll(s, [group])[0]!,
-    appendAll: (groups) => appendAll(s, groups),
+    appendAll: (groups, cold) => appendAll(s, groups, cold),
     readStream: (key, options) => readStream(s, key, options),
     readShard: (after, limit) => readShard(s, after, limit),
     readShardSince: (after, since, scan) => readShardSince(s, after, since, scan),
@@ -295,6 +342,27 @@ export const make = (storage: Storage): LedgerStorage => {
     exists: () => exists(s),
     nextTimerAt: () => (timersReady(s) ? LedgerTimers.nextTimerAt(s.sql) : undefined),
     fireDue: async (now, destinations) => (timersReady(s) ? LedgerTimers.fireDue(storage, appendWithin, now, destinations) : { facts: [], more: false }),
-    timers: (key) => (timersReady(s) ? LedgerTimers.timers(s.sql, key) : [])
+    timers: (key) => (timersReady(s) ? LedgerTimers.timers(s.sql, key) : []),
+    cold: {
+      exists: () => ColdSegments.hasCold(s),
+      last: (key) => ColdSegments.last(s, key),
+      ranges: (key, after) => ColdSegments.ranges(s, key, after),
+      rangesAfter: (after, facts) => ColdSegments.rangesAfter(s, after, facts),
+      locate: (ids) => ColdSegments.locate(s, ids),
+      candidates: (cutoff, limit) => {
+        // A shard written before outbox or timers tables existed gets them here (its pins are read).
+        if (exists(s)) ensureSchema(s)
+        return ColdSegments.candidates(s, cutoff, limit)
+      },
+      setCursor: (cursor) => {
+        ensureSchema(s)
+        ColdSegments.setCursor(s, cursor)
+      },
+      record: (segment) => {
+        ensureSchema(s)
+        return ColdSegments.record(s, segment)
+      },
+      stats: () => ColdSegments.stats(s)
+    }
   }
 }
