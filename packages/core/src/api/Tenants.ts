@@ -25,6 +25,7 @@ export const MoveView = Schema.Struct({
   tenant_id: Schema.String,
   from_database: Schema.Int,
   to_database: Schema.Int,
+  projection: Schema.NullOr(Schema.String).annotate({ description: "The one projection moved (its rows of the tenant and their applied set), or null: the tenant's home — every table of its read side but its projections placed elsewhere" }),
   phase: Schema.Literals(phases).annotate({ description: "`frozen` (the tenant's writes held) → `copying` → `switched` (reads and writes on the target) → `dropped` (the source's rows deleted: done), or `failed`" }),
   copy_round: Schema.Int.annotate({ description: "1, or more when verification found a difference and the copy started again" }),
   copied: Schema.Record(Schema.String, Schema.Int).annotate({ description: "Rows copied per table in this round" }),
@@ -57,6 +58,29 @@ export const DeletionView = Schema.Struct({
   updated_at: Schema.String,
   finished_at: Schema.NullOr(Schema.String)
 }).annotate({ identifier: "TenantDeletion" })
+
+/** A tenant's reshard (core's placement/Reshard.ts reads and writes it). */
+export const reshardPhases = ["running", "done", "failed"] as const
+export const reshardStages = ["hold", "copy", "verify", "switch", "drop"] as const
+
+export const ReshardView = Schema.Struct({
+  reshard_id: Schema.String,
+  tenant_id: Schema.String,
+  from_shards: Schema.Int,
+  to_shards: Schema.Int,
+  phase: Schema.Literals(reshardPhases).annotate({ description: "`running`, `done` (the tenant's shard count is `to_shards`), or `failed` with its error (ask again for the same count to resume)" }),
+  shard: Schema.Int.annotate({ description: "The old shard being worked on (0 … from_shards − 1), one at a time" }),
+  stage: Schema.Literals(reshardStages).annotate({ description: "Of that shard: `hold` (its moving streams' appends answered retryably) → `copy` → `verify` → `switch` (they are served by their new shards) → `drop` (deleted from the old shard)" }),
+  shards_done: Schema.Int.annotate({ description: "Old shards whose moving streams are switched and dropped" }),
+  facts_copied: Schema.Int,
+  streams_moved: Schema.Int,
+  rows_carried: Schema.Int.annotate({ description: "Timers, decider snapshots and outbox rows carried with the moved streams" }),
+  error: Schema.NullOr(Schema.String),
+  started_by: Schema.String,
+  started_at: Schema.String,
+  updated_at: Schema.String,
+  finished_at: Schema.NullOr(Schema.String)
+}).annotate({ identifier: "TenantReshard" })
 
 const PlacementView = Schema.Struct({
   tenant_id: Schema.String,
@@ -124,15 +148,20 @@ export const removePlacement = HttpApiEndpoint.delete("removePlacement", "/v1/te
 
 export const startMove = HttpApiEndpoint.post("moveTenant", "/v1/tenants/:tenant/moves", {
   params: tenantParam,
-  payload: Schema.Struct({ to_database: Schema.Int.annotate({ description: "Index of the read database to move the tenant to" }) }),
+  payload: Schema.Struct({
+    to_database: Schema.Int.annotate({ description: "Index of the read database to move the tenant (or its projection) to" }),
+    projection: Schema.optional(Schema.String.annotate({
+      description: "A registered projection: move only the tenant's rows of it (a tenant larger than one database); its other tables stay in its home. Moving it to the tenant's home brings it back."
+    }))
+  }),
   success: MoveView.pipe(HttpApiSchema.status(202)),
   error: problems(400, 404, 409, 415, 503)
 }).pipe(describe({
   summary: "Move a tenant to another read database",
-  description: "Starts moving the tenant's read side (facts copy, projections, accepted keys, dead letters, webhook state, batch jobs) under live traffic: its writes are held (consumers retry; its HTTP writes answer 503 with `retry-after`) while its rows are copied and verified, then its placement switches and the source's rows are deleted. Reads are served from the source until the switch, never from a half-copied database. Follow it with `GET /v1/tenants/{tenant}/moves/{move_id}`.",
+  description: "Starts moving the tenant's read side (facts copy, projections, accepted keys, dead letters, webhook state, batch jobs) under live traffic: its writes are held (consumers retry; its HTTP writes answer 503 with `retry-after`) while its rows are copied and verified, then its placement switches and the source's rows are deleted. Reads are served from the source until the switch, never from a half-copied database. With `projection`, only the tenant's rows of that projection move, and only its writes are held (events are accepted; the projection's facts wait). Projections placed elsewhere stay where they are when the tenant's home moves. Follow it with `GET /v1/tenants/{tenant}/moves/{move_id}`.",
   scopes: ["platform"],
-  usage: 'send { "to_database": <index> }',
-  errors: { 400: "`invalid_request`: not a tenant id, or no such read database", 404: "`not_found`: the tenant is not placed yet (place it instead)", 409: "`conflict`: the tenant is already there, already being moved, or a rebuild is running", 415: "`unsupported_media_type`", 503: "`unavailable`: the platform database or the batch queue; retry" }
+  usage: 'send { "to_database": <index> } or { "to_database": <index>, "projection": "<name>" }',
+  errors: { 400: "`invalid_request`: not a tenant id, no such read database, or no such projection", 404: "`not_found`: the tenant is not placed yet (place it instead)", 409: "`conflict`: the tenant (or projection) is already there, already being moved, or a rebuild (or a reconcile of the projection) is running", 415: "`unsupported_media_type`", 503: "`unavailable`: the platform database or the batch queue; retry" }
 }))
 
 export const getMove = HttpApiEndpoint.get("getTenantMove", "/v1/tenants/:tenant/moves/:move_id", {
@@ -168,5 +197,29 @@ export const getDeletion = HttpApiEndpoint.get("getTenantDeletion", "/v1/tenants
   errors: { 400: "`invalid_request`: not a tenant id", 404: "`not_found`: the tenant was never deleted", 503: "`unavailable`: the platform database; retry" }
 }))
 
-export const group = HttpApiGroup.make("tenants").add(me).add(list).add(place).add(removePlacement).add(startMove).add(getMove).add(deleteTenant).add(getDeletion).middleware(Edge)
+export const startReshard = HttpApiEndpoint.post("reshardTenant", "/v1/tenants/:tenant/ledger/reshard", {
+  params: tenantParam,
+  payload: Schema.Struct({ shards: Schema.Int.annotate({ description: "The new shard count: larger than the tenant's, a multiple of it, at most 1024" }) }),
+  success: ReshardView.pipe(HttpApiSchema.status(202)),
+  error: problems(400, 404, 409, 415, 503)
+}).pipe(describe({
+  summary: "Raise a tenant's ledger shard count",
+  description: "Starts moving the streams of each of the tenant's ledger shards that belong to a new shard under the new count, one old shard at a time, under live traffic: a moving stream's appends are answered retryably (a few seconds: consumers retry, a decider's command is retried), its facts are copied with their ids and sequences, verified, switched (callers with a stale topology are redirected by the old shard) and deleted from the old shard. Facts keep their ids and streams their order; expected versions hold across the switch. Asking again for the count in progress answers it; after a failure it resumes where it stopped. Follow it with `GET /v1/tenants/{tenant}/ledger/reshard`.",
+  scopes: ["platform"],
+  usage: 'send { "shards": <count> }',
+  errors: { 400: "`invalid_request`: not a tenant id; a count not larger than the tenant's, not a multiple of it, or above 1024", 404: "`not_found`: the tenant has no ledger yet", 409: "`conflict`: a reshard to another count is in progress or stopped part-way, a rebuild is running, or the tenant is being deleted", 415: "`unsupported_media_type`", 503: "`unavailable`: the platform database or the batch queue; retry" }
+}))
+
+export const getReshard = HttpApiEndpoint.get("getTenantReshard", "/v1/tenants/:tenant/ledger/reshard", {
+  params: tenantParam,
+  success: ReshardView,
+  error: problems(400, 404, 503)
+}).pipe(describe({
+  summary: "A tenant's reshard",
+  description: "The latest reshard of the tenant: the old shard being worked on and its stage, facts copied, streams moved; `failed` with its error.",
+  scopes: ["platform"],
+  errors: { 400: "`invalid_request`: not a tenant id", 404: "`not_found`: the tenant was never resharded", 503: "`unavailable`: the platform database; retry" }
+}))
+
+export const group = HttpApiGroup.make("tenants").add(me).add(list).add(place).add(removePlacement).add(startMove).add(getMove).add(deleteTenant).add(getDeletion).add(startReshard).add(getReshard).middleware(Edge)
   .annotateMerge(OpenApi.annotations({ title: "Tenants", description: "Which read database holds each tenant's read side, moving a tenant between them, and deleting a departed tenant's whole data." }))

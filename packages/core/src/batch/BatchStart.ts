@@ -17,6 +17,7 @@ import * as Failure from "../failures/Failure.js"
 import * as Placement from "../placement/Placement.js"
 import * as Move from "../placement/Move.js"
 import * as Deletion from "../placement/Deletion.js"
+import * as Reshard from "../placement/Reshard.js"
 import * as Erasure from "../subjects/Erasure.js"
 import * as Rebuild from "../projections/Rebuild.js"
 import { Registry } from "../registry/Registry.js"
@@ -105,10 +106,21 @@ export const rebuild = Effect.fn("BatchStart.rebuild")(function*(projection: str
 })
 
 /** Moves a tenant to another read database under live traffic (Move.ts); a move that never runs holds none of its writes. */
-export const move = Effect.fn("BatchStart.move")(function*(tenantId: string, toDatabase: number, startedBy: string) {
-  const { first, record } = yield* Move.start(tenantId, toDatabase, startedBy)
+export const move = Effect.fn("BatchStart.move")(function*(tenantId: string, toDatabase: number, startedBy: string, projection?: string) {
+  const { first, record } = yield* Move.start(tenantId, toDatabase, startedBy, projection)
   yield* enqueueFirst(first)
   return record
+})
+
+/**
+ * Raises a tenant's ledger shard count under live traffic (Reshard.ts). Answers the running reshard to the same
+ * count without starting another; resumes a failed one.
+ */
+export const reshard = Effect.fn("BatchStart.reshard")(function*(tenantId: string, shards: number, startedBy: string) {
+  const { first, record } = yield* Reshard.start(tenantId, shards, startedBy)
+  if (first === undefined) return record
+  yield* enqueueFirst(first)
+  return (yield* Reshard.find(record.id)) ?? record
 })
 
 /**

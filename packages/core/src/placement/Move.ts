@@ -24,6 +24,13 @@
  * and lifts the hold if the switch has not happened; the target's partial copy is deleted by the next move.
  * A move refuses to start while a rebuild runs, and a rebuild refuses to start while a move runs
  * (`active`): a rebuild replays each tenant into the database it is placed on.
+ *
+ * **One projection** (`projection`): the same phases over the tenant's rows of that projection's table and their
+ * applied set only; the hold is the projection's (`projection_placements.frozen_since`): the tenant's events and its
+ * other writes go on, the projection's facts wait (the consumer parks them). The switch records where the projection
+ * lives (`projection_placements`; none when it comes back to the tenant's home). A move of the tenant's home moves
+ * every table but its projections placed elsewhere, which stay where they are (a projection placed on the home's
+ * target becomes part of the home at the switch).
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
@@ -54,7 +61,7 @@ export const tenantTables = [
  * Tables with a `tenant_id` column that are the platform database's, never moved (a tenant's deletion deletes its
  * rows of these too, `tenant_placements` last).
  */
-export const platformTables = ["ledger_tenants", "ledger_shards", "tenant_placements", "tenant_moves", "projection_rebuilds", "runs", "workflow_instances"] as const
+export const platformTables = ["ledger_tenants", "ledger_shards", "tenant_placements", "projection_placements", "tenant_moves", "projection_rebuilds", "runs", "workflow_instances"] as const
 
 export const phases = movePhases
 export type Phase = (typeof phases)[number]
@@ -98,11 +105,13 @@ export const Row = Schema.Struct({
   started_by: Schema.String,
   started_at: Schema.String,
   updated_at: Schema.String,
-  finished_at: Schema.NullOr(Schema.String)
+  finished_at: Schema.NullOr(Schema.String),
+  projection: Schema.NullOr(Schema.String)
 })
 export type Row = typeof Row.Type
 
-const Database = Schema.Struct({ database: Schema.Number })
+const Databases = Schema.Struct({ database: Schema.Number, projection_database: Schema.NullOr(Schema.Number) })
+const Name = Schema.Struct({ projection: Schema.String })
 const Id = Schema.Struct({ id: Schema.String })
 const Found = Schema.Struct({ found: Schema.Number })
 const PlacementState = Schema.Struct({ database: Schema.Number, frozen_since: Schema.NullOr(Schema.String), removed_at: Schema.NullOr(Schema.String) })
@@ -128,6 +137,7 @@ export const view = (row: Row): View => {
     tenant_id: row.tenant_id,
     from_database: row.from_database,
     to_database: row.to_database,
+    projection: row.projection,
     phase: row.phase,
     copy_round: progress.round,
     copied: Object.fromEntries(Object.entries(progress.tables).map(([t, p]) => [t, p.rows])),
@@ -171,20 +181,38 @@ export const active = Effect.fn("Move.active")(function*(tenantId?: string) {
 })
 
 /**
- * Starts moving `tenantId` to read database `to`: records the move and holds the tenant's writes (one
- * platform transaction); returns the record and the first step to enqueue.
+ * Starts moving `tenantId` (its home, or only its `projection`) to read database `to`: records the move and holds
+ * the tenant's writes, or the projection's (one platform transaction); returns the record and the first step to enqueue.
  */
-export const start = Effect.fn("Move.start")(function*(tenantId: string, to: number, startedBy: string) {
+export const start = Effect.fn("Move.start")(function*(tenantId: string, to: number, startedBy: string, projection?: string) {
   const shape = yield* TenantPlacement
   const platform = yield* Sql.PlatformDatabase
+  const registry = yield* Registry
   if (!Number.isInteger(to) || to < 0 || to >= shape.databases.length) {
     return yield* new Failure.InvalidInput({ message: `to_database must be a read database index from 0 to ${shape.databases.length - 1}`, problems: [{ path: "to_database", message: `must be 0 to ${shape.databases.length - 1}` }] })
   }
-  const placement = yield* Effect.mapError(platform.first(Database, Sql.statement("SELECT database FROM tenant_placements WHERE tenant_id = ?", tenantId)), unavailable)
+  if (projection !== undefined && registry.projection(projection) === undefined) {
+    const known = registry.projections.map((p) => p.name).join(", ")
+    return yield* new Failure.InvalidInput({ message: `no projection ${JSON.stringify(projection.slice(0, 100))} (known: ${known})`, problems: [{ path: "projection", message: `must be a registered projection (${known})` }] })
+  }
+  const placement = yield* Effect.mapError(platform.first(Databases, Sql.statement(
+    "SELECT database, (SELECT database FROM projection_placements WHERE tenant_id = ?1 AND projection = ?2) AS projection_database FROM tenant_placements WHERE tenant_id = ?1",
+    tenantId, projection ?? null
+  )), unavailable)
   if (!placement) return yield* new Failure.NotFound({ message: `tenant ${tenantId} is not placed yet (nothing to move): place it with PUT /v1/tenants/${tenantId}/placement` })
-  if (placement.database === to) return yield* new Failure.Conflict({ message: `tenant ${tenantId} is already on read database ${to}` })
-  if (shape.databases[placement.database]!.identity === shape.databases[to]!.identity) {
-    return yield* new Failure.Conflict({ message: `read databases ${placement.database} and ${to} are the same database` })
+  const what = projection === undefined ? `tenant ${tenantId}` : `projection ${projection} of tenant ${tenantId}`
+  const from = projection === undefined ? placement.database : placement.projection_database ?? placement.database
+  if (from === to) return yield* new Failure.Conflict({ message: `${what} is already on read database ${to}` })
+  if (shape.databases[from] !== undefined && shape.databases[from]!.identity === shape.databases[to]!.identity) {
+    return yield* new Failure.Conflict({ message: `read databases ${from} and ${to} are the same database` })
+  }
+  if (projection !== undefined) {
+    // A reconcile's shadow lives beside the projection: it would be left behind in the source.
+    const reconciling = yield* Effect.mapError(shape.databases[placement.database]!.first(Id, Sql.statement(
+      "SELECT id FROM batch_jobs WHERE tenant_id = ? AND operation = 'reconcile' AND status IN ('queued', 'running') AND json_extract(params, '$.projection') = ? LIMIT 1",
+      tenantId, projection
+    )), unavailable)
+    if (reconciling) return yield* new Failure.Conflict({ message: `a reconcile of ${projection} is running for tenant ${tenantId} (${reconciling.id}); move the projection when it has finished` })
   }
   const rebuilding = yield* Effect.mapError(platform.first(Id, Sql.statement("SELECT id FROM projection_rebuilds WHERE status = 'running' LIMIT 1")), unavailable)
   if (rebuilding) return yield* new Failure.Conflict({ message: `a rebuild is running (${rebuilding.id}); move the tenant when it has finished` })
@@ -194,21 +222,29 @@ export const start = Effect.fn("Move.start")(function*(tenantId: string, to: num
   const now = yield* Time.now
   const progress: Progress = { round: 1, cleared: false, tables: {} }
   const [inserted] = yield* Effect.mapError(platform.batch([
-    // One move per tenant at a time: the insert happens only when none is in progress.
+    // One move per tenant at a time (its home or one projection): the insert happens only when none is in progress.
     Sql.statement(
-      `INSERT INTO tenant_moves (id, tenant_id, from_database, to_database, phase, copied, started_by, started_at, updated_at)
-       SELECT ?1, ?2, ?3, ?4, 'frozen', ?5, ?6, ?7, ?7
+      `INSERT INTO tenant_moves (id, tenant_id, from_database, to_database, phase, copied, started_by, started_at, updated_at, projection)
+       SELECT ?1, ?2, ?3, ?4, 'frozen', ?5, ?6, ?7, ?7, ?8
        WHERE NOT EXISTS (SELECT 1 FROM tenant_moves WHERE tenant_id = ?2 AND phase IN ('frozen', 'copying', 'switched'))`,
-      id, tenantId, placement.database, to, JSON.stringify(progress), startedBy, now
+      id, tenantId, from, to, JSON.stringify(progress), startedBy, now, projection ?? null
     ),
-    Sql.statement(
-      "UPDATE tenant_placements SET frozen_since = ?3, removed_at = NULL WHERE tenant_id = ?1 AND database = ?2 AND EXISTS (SELECT 1 FROM tenant_moves WHERE id = ?4)",
-      tenantId, placement.database, now, id
-    )
+    projection === undefined
+      ? Sql.statement(
+        "UPDATE tenant_placements SET frozen_since = ?3, removed_at = NULL WHERE tenant_id = ?1 AND database = ?2 AND EXISTS (SELECT 1 FROM tenant_moves WHERE id = ?4)",
+        tenantId, from, now, id
+      )
+      // The projection's hold: its row (where it is now) holds its writes alone.
+      : Sql.statement(
+        `INSERT INTO projection_placements (tenant_id, projection, database, placed_at, frozen_since)
+         SELECT ?1, ?2, ?3, ?4, ?4 WHERE EXISTS (SELECT 1 FROM tenant_moves WHERE id = ?5)
+         ON CONFLICT (tenant_id, projection) DO UPDATE SET frozen_since = excluded.frozen_since`,
+        tenantId, projection, from, now, id
+      )
   ]), unavailable)
   if (inserted!.changes === 0) {
     const running = yield* active(tenantId)
-    return yield* new Failure.Conflict({ message: `tenant ${tenantId} is already being moved${running ? ` (${running.id})` : ""}` })
+    return yield* new Failure.Conflict({ message: `tenant ${tenantId} is already being moved${running ? ` (${running.id}${running.projection === null ? "" : `, projection ${running.projection}`})` : ""}` })
   }
   shape.forget([tenantId])
   const first: BatchPayload = { batch_id: id, operation: "move", offset: 0, total: 0 }
@@ -282,7 +318,12 @@ interface Meta {
   /** Primary-key columns, in key order. */
   readonly key: ReadonlyArray<string>
   readonly numeric: ReadonlyArray<string>
+  /** Which of the tenant's rows the move takes, besides `tenant_id` (` AND …`): the applied set of one projection, or all but some. */
+  readonly filter?: Sql.Statement | undefined
 }
+
+/** The `WHERE` of the tenant's rows a move takes from a table, and its parameters. */
+const whereOf = (meta: Pick<Meta, "filter">, tenantId: string) => ({ sql: `tenant_id = ?${meta.filter?.sql ?? ""}`, params: [tenantId, ...(meta.filter?.params ?? [])] })
 
 const permanent = (message: string) => new Failure.PermanentError({ reason: "permanent_failure", message })
 
@@ -335,9 +376,10 @@ const metasOf = (source: Sql.Sql, target: Sql.Sql, tables: ReadonlyArray<string>
 const page = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string, after: ReadonlyArray<unknown> | null, limit: number) => {
   const key = meta.key.map(q).join(", ")
   const cursor = after === null ? "" : ` AND (${key}) > (${meta.key.map(() => "?").join(", ")})`
+  const where = whereOf(meta, tenantId)
   return sql.all(TableRow, Sql.statement(
-    `SELECT ${meta.columns.map(q).join(", ")} FROM ${q(table)} WHERE tenant_id = ?${cursor} ORDER BY ${key} LIMIT ${limit}`,
-    tenantId, ...(after ?? [])
+    `SELECT ${meta.columns.map(q).join(", ")} FROM ${q(table)} WHERE ${where.sql}${cursor} ORDER BY ${key} LIMIT ${limit}`,
+    ...where.params, ...(after ?? [])
   ))
 }
 
@@ -351,25 +393,28 @@ const inserts = (table: string, meta: Meta, rows: ReadonlyArray<Record<string, u
 }
 
 /** Deletes up to `limit` of the tenant's rows of `table` (`meta.key`: its primary key); how many. A tenant's deletion drops its rows with it too. */
-export const deletePage = (sql: Sql.Sql, table: string, meta: Pick<Meta, "key">, tenantId: string, limit: number) => {
+export const deletePage = (sql: Sql.Sql, table: string, meta: Pick<Meta, "key" | "filter">, tenantId: string, limit: number) => {
   const key = meta.key.map(q).join(", ")
+  const where = whereOf(meta, tenantId)
   return sql.run(Sql.statement(
-    `DELETE FROM ${q(table)} WHERE (${key}) IN (SELECT ${key} FROM ${q(table)} WHERE tenant_id = ? LIMIT ${limit})`,
-    tenantId
+    `DELETE FROM ${q(table)} WHERE (${key}) IN (SELECT ${key} FROM ${q(table)} WHERE ${where.sql} LIMIT ${limit})`,
+    ...where.params
   ))
 }
 
 /** The tenant's rows of `table` summarised: count, total length of every column, sum of every numeric column. */
-const summary = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string) =>
-  Effect.map(
+const summary = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string) => {
+  const where = whereOf(meta, tenantId)
+  return Effect.map(
     sql.first(Summary, Sql.statement(
       `SELECT COUNT(*) AS "rows", ${meta.columns.map((c, i) => `TOTAL(LENGTH(${q(c)})) AS "l${i}"`).join(", ")}${
         meta.numeric.map((c, i) => `, TOTAL(${q(c)}) AS "s${i}"`).join("")
-      } FROM ${q(table)} WHERE tenant_id = ?`,
-      tenantId
+      } FROM ${q(table)} WHERE ${where.sql}`,
+      ...where.params
     )),
     (row) => row ?? { rows: 0 }
   )
+}
 
 const samePayload = (payload: BatchPayload): BatchPayload => ({ ...payload, offset: payload.offset + 1 })
 
@@ -460,7 +505,23 @@ const verifyAndSwitch = (s: Step, { tables, meta }: Tables) =>
     // The switch: the placement moves and the hold ends in one platform transaction.
     const switchedAt = new Date(s.now).toISOString()
     yield* Effect.mapError(s.platform.batch([
-      Sql.statement("UPDATE tenant_placements SET database = ?2, frozen_since = NULL WHERE tenant_id = ?1 AND database = ?3", move.tenant_id, move.to_database, move.from_database),
+      ...(move.projection === null
+        ? [
+          Sql.statement("UPDATE tenant_placements SET database = ?2, frozen_since = NULL WHERE tenant_id = ?1 AND database = ?3", move.tenant_id, move.to_database, move.from_database),
+          // A projection placed on the home's new database is part of the home from now on.
+          Sql.statement("DELETE FROM projection_placements WHERE tenant_id = ?1 AND database = ?2", move.tenant_id, move.to_database)
+        ]
+        : [
+          // Back to the tenant's home: no row; elsewhere: the row says where, and the projection's hold ends.
+          Sql.statement(
+            "DELETE FROM projection_placements WHERE tenant_id = ?1 AND projection = ?2 AND ?3 = (SELECT database FROM tenant_placements WHERE tenant_id = ?1)",
+            move.tenant_id, move.projection, move.to_database
+          ),
+          Sql.statement(
+            "UPDATE projection_placements SET database = ?3, frozen_since = NULL, placed_at = ?4 WHERE tenant_id = ?1 AND projection = ?2",
+            move.tenant_id, move.projection, move.to_database, switchedAt
+          )
+        ]),
       Sql.statement("UPDATE tenant_moves SET phase = 'switched', verified = ?2, updated_at = ?3 WHERE id = ?1 AND phase = 'copying'", move.id, JSON.stringify(verified), switchedAt)
     ]), unavailable)
     s.shape.forget([move.tenant_id])
@@ -493,6 +554,38 @@ const dropSource = (s: Step, { tables, meta }: Tables) =>
     return undefined
   })
 
+/**
+ * The tables a move takes and, per table, which of the tenant's rows besides `tenant_id`: for one projection, its
+ * table and its applied set; for the tenant's home, every table a move copies but those of its projections placed in
+ * another database (and their applied sets), which stay there.
+ */
+const takenBy = (move: Row) =>
+  Effect.gen(function*() {
+    const registry = yield* Registry
+    if (move.projection !== null) {
+      const p = registry.projection(move.projection)
+      if (!p) return yield* permanent(`projection ${move.projection} is no longer registered`)
+      const filters: Record<string, Sql.Statement> = { projection_applied: Sql.statement(" AND projection = ?", p.name) }
+      return { tables: [Projection.tableName(p), "projection_applied"], filters }
+    }
+    const platform = yield* Sql.PlatformDatabase
+    const elsewhere = (yield* Effect.mapError(platform.all(Name, Sql.statement(
+      "SELECT projection FROM projection_placements WHERE tenant_id = ? AND database <> ?", move.tenant_id, move.from_database
+    )), unavailable)).map((r) => r.projection)
+    const away = new Set(elsewhere.flatMap((name) => {
+      const p = registry.projection(name)
+      return p ? [Projection.tableName(p)] : []
+    }))
+    const filters: Record<string, Sql.Statement> = elsewhere.length === 0 ? {} : {
+      // Their applied sets stay with them (a reconcile's shadow set, `<name>__<job>`, too).
+      projection_applied: Sql.statement(
+        " AND NOT EXISTS (SELECT 1 FROM json_each(?) a WHERE projection = a.value OR substr(projection, 1, length(a.value) + 2) = a.value || '__')",
+        JSON.stringify(elsewhere)
+      )
+    }
+    return { tables: (yield* tablesToMove).filter((t) => !away.has(t)), filters }
+  })
+
 export const step = Effect.fn("Move.step")(function*(payload: BatchPayload) {
   const shape = yield* TenantPlacement
   const platform = yield* Sql.PlatformDatabase
@@ -515,8 +608,9 @@ export const step = Effect.fn("Move.step")(function*(payload: BatchPayload) {
   }
 
   // What to copy or drop, and how: read once per step, and not while waiting.
-  const metas = yield* metasOf(source, target, yield* tablesToMove)
-  const tables: Tables = { tables: [...metas.keys()], meta: (table) => Effect.succeed(metas.get(table)!) }
+  const taken = yield* takenBy(move)
+  const metas = yield* metasOf(source, target, taken.tables)
+  const tables: Tables = { tables: [...metas.keys()], meta: (table) => Effect.succeed({ ...metas.get(table)!, filter: taken.filters[table] }) }
 
   if (move.phase === "copying") {
     if (!progress.cleared) return yield* clearTarget(s, tables)
@@ -538,7 +632,16 @@ export const fail = Effect.fn("Move.fail")(function*(id: string, error: string, 
   if (!move || move.phase === "dropped" || move.phase === "failed") return
   yield* Effect.mapError(platform.batch([
     Sql.statement("UPDATE tenant_moves SET phase = 'failed', error = ?2, updated_at = ?3, finished_at = ?3 WHERE id = ?1 AND phase IN ('frozen', 'copying', 'switched')", id, error.slice(0, 2_000), now),
-    Sql.statement("UPDATE tenant_placements SET frozen_since = NULL WHERE tenant_id = ?1 AND database = ?2", move.tenant_id, move.from_database)
+    ...(move.projection === null
+      ? [Sql.statement("UPDATE tenant_placements SET frozen_since = NULL WHERE tenant_id = ?1 AND database = ?2", move.tenant_id, move.from_database)]
+      : [
+        // The projection stays where it was: at home, no row; elsewhere, its row without the hold.
+        Sql.statement(
+          "DELETE FROM projection_placements WHERE tenant_id = ?1 AND projection = ?2 AND database = ?3 AND database = (SELECT database FROM tenant_placements WHERE tenant_id = ?1)",
+          move.tenant_id, move.projection, move.from_database
+        ),
+        Sql.statement("UPDATE projection_placements SET frozen_since = NULL WHERE tenant_id = ?1 AND projection = ?2 AND database = ?3", move.tenant_id, move.projection, move.from_database)
+      ])
   ]), unavailable)
   shape.forget([move.tenant_id])
 })

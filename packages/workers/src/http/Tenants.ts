@@ -6,7 +6,7 @@
 import * as Effect from "effect/Effect"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import { Failure } from "@factline/core"
-import { BatchStart, Deletion, Move, Placement } from "@factline/core/runtime"
+import { BatchStart, Deletion, Move, Placement, Reshard } from "@factline/core/runtime"
 import { apiOf, Caller } from "./Edge.js"
 import { Tenants as Description } from "@factline/core/api"
 
@@ -47,7 +47,7 @@ export const handlers = HttpApiBuilder.group(apiOf(Description.group), "tenants"
     .handle("moveTenant", ({ params, payload }) =>
       Effect.gen(function*() {
         const caller = yield* Caller
-        return Move.view(yield* BatchStart.move(params.tenant, payload.to_database, caller.name ?? caller.tenantId))
+        return Move.view(yield* BatchStart.move(params.tenant, payload.to_database, caller.name ?? caller.tenantId, payload.projection))
       }))
     .handle("getTenantMove", ({ params: { tenant, move_id: moveId } }) =>
       Effect.gen(function*() {
@@ -65,4 +65,15 @@ export const handlers = HttpApiBuilder.group(apiOf(Description.group), "tenants"
         const deletion = yield* Deletion.latest(params.tenant)
         if (!deletion) return yield* new Failure.NotFound({ message: `tenant ${JSON.stringify(params.tenant)} was never deleted` })
         return Deletion.view(deletion)
+      }))
+    .handle("reshardTenant", ({ params, payload }) =>
+      Effect.gen(function*() {
+        const caller = yield* Caller
+        return Reshard.view(yield* BatchStart.reshard(params.tenant, payload.shards, caller.name ?? caller.tenantId))
+      }))
+    .handle("getTenantReshard", ({ params }) =>
+      Effect.gen(function*() {
+        const reshard = yield* Reshard.latest(params.tenant)
+        if (!reshard) return yield* new Failure.NotFound({ message: `tenant ${JSON.stringify(params.tenant)} was never resharded` })
+        return Reshard.view(reshard)
       })))
