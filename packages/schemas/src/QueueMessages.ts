@@ -72,7 +72,7 @@ export type WebhookPayload = typeof WebhookPayload.Type
 /** `factline-batch`: one slice of a bulk operation; items inline or an R2 manifest. */
 export const BatchPayload = Schema.Struct({
   batch_id: Schema.String,
-  operation: Schema.Literals(["import", "export", "reconcile", "rebuild", "move", "delete_tenant", "erase"]),
+  operation: Schema.Literals(["import", "export", "reconcile", "rebuild", "move", "delete_tenant", "erase", "reshard"]),
   items: Schema.optional(Schema.Array(Schema.Unknown)),
   items_ref: Schema.optional(PayloadRef),
   offset: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),

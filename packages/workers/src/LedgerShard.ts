@@ -21,7 +21,7 @@
 import { DurableObject } from "cloudflare:workers"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import { KeyStorage, LedgerProtocol, LedgerStorage, LedgerTopology, Metrics, OutboxRelay, RetryPolicy } from "@factline/core/runtime"
+import { KeyStorage, LedgerProtocol, LedgerStorage, LedgerTopology, Metrics, OutboxRelay, RetryPolicy, ShardReshard } from "@factline/core/runtime"
 import type { Fact } from "@factline/schemas"
 import type { PlatformEnv } from "./Env.js"
 import { shardRuntime, type ShardRuntime } from "./Services.js"
@@ -37,10 +37,13 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   /** Whether this object has seen its `tenant_id` meta recorded. */
   private tenantRecorded = false
   private timerRetryAt = 0
+  /** This shard's place in its tenant's reshards: which streams it still answers (core's ShardReshard). */
+  private resharding: ShardReshard.ShardReshard
 
   constructor(ctx: DurableObjectState, env: PlatformEnv) {
     super(ctx, env)
     this.ledger = LedgerStorage.make(ctx.storage)
+    this.resharding = ShardReshard.make(ctx.storage, this.ledger)
   }
 
   /** The key store's calls: only the object named `KeyStorage.objectName(tenant)` gets them (core's personal/KeyStorage.ts). */
@@ -70,7 +73,16 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     return shardRuntime(this.env)
   }
 
+  /** Appends the groups whose streams this shard answers; a stream a reshard holds or has moved is refused (ShardReshard). */
   async append(groups: ReadonlyArray<LedgerProtocol.AppendGroup>): Promise<ReadonlyArray<LedgerProtocol.AppendAnswer>> {
+    const refused = this.resharding.refusals(groups)
+    if (refused.every((r) => r === undefined)) return this.appendAnswered(groups)
+    const answers = await this.appendAnswered(groups.filter((_, i) => refused[i] === undefined))
+    let next = 0
+    return refused.map((r) => r ?? answers[next++]!)
+  }
+
+  private async appendAnswered(groups: ReadonlyArray<LedgerProtocol.AppendGroup>): Promise<ReadonlyArray<LedgerProtocol.AppendAnswer>> {
     const results = this.ledger.appendAll(groups)
     const first = groups[0]
     // The shard's tenant, recorded by its first append (never changed or removed): read once per object.
@@ -84,19 +96,59 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     return results.map(LedgerProtocol.toAnswer)
   }
 
-  async handover(entries: ReadonlyArray<LedgerProtocol.Handover>, shardKey: string): Promise<number> {
-    const written = this.ledger.handover(entries)
+  async handover(entries: ReadonlyArray<LedgerProtocol.Handover>, shardKey: string): Promise<LedgerProtocol.HandoverAnswer> {
+    const answer = this.resharding.handover(entries)
+    const written = typeof answer === "number" ? answer : answer.written
     if (written > 0 && this.ledger.getMeta("shard_key") === undefined) this.ledger.setMeta("shard_key", shardKey)
     if (this.ledger.outboxSize() > 0) await this.arm(handoverDelayMs)
-    return written
+    return answer
   }
 
   async readStreams(keys: ReadonlyArray<LedgerProtocol.StreamRead>): Promise<ReadonlyArray<LedgerProtocol.StreamState>> {
-    return keys.map((key) => this.ledger.readStream(key))
+    return keys.map((key) => this.readOne(key))
   }
 
   async read(key: LedgerProtocol.StreamKey, options?: LedgerProtocol.ReadOptions): Promise<LedgerProtocol.StreamState> {
+    return this.readOne(key, options)
+  }
+
+  /** A stream a reshard moved away is answered `moved` (nothing else): the ledger client asks its new shard. */
+  private readOne(key: LedgerProtocol.StreamRead, options?: LedgerProtocol.ReadOptions): LedgerProtocol.StreamState {
+    const refused = this.resharding.refusal(key.stream)
+    if (refused?.status === "moved") return { tenant_id: key.tenant_id, stream: key.stream, version: 0, facts: [], moved: refused.shard_count }
     return this.ledger.readStream(key, options)
+  }
+
+  // A reshard's calls (core's placement/Reshard.ts drives them, ShardReshard answers them).
+  async reshardHold(index: number, from: number, to: number): Promise<void> {
+    this.resharding.hold(index, from, to)
+  }
+
+  async reshardExtras(): Promise<LedgerProtocol.ReshardExtras> {
+    return this.resharding.extras()
+  }
+
+  async reshardSwitch(): Promise<LedgerProtocol.ReshardExtras["outbox"]> {
+    return this.resharding.switch()
+  }
+
+  async reshardDrop(streams: number): Promise<{ readonly dropped: number; readonly remaining: number }> {
+    const answer = this.resharding.drop(streams)
+    // Timers waited while this shard was held and switched: the unmoved ones fire again.
+    if (answer.remaining === 0) await this.armNextTimer()
+    return answer
+  }
+
+  async reshardRelease(): Promise<void> {
+    this.resharding.release()
+    await this.armNextTimer()
+  }
+
+  async reshardImport(input: LedgerProtocol.ReshardImport): Promise<number> {
+    const written = this.resharding.import(input)
+    if (this.ledger.outboxSize() > 0) await this.arm(handoverDelayMs)
+    if (!this.resharding.firingPaused()) await this.armNextTimer()
+    return written
   }
 
   /** Every fact of this shard, in (stream, sequence) order, for rebuilds. */
@@ -136,6 +188,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     await this.ctx.storage.deleteAlarm()
     await this.ctx.storage.deleteAll()
     this.ledger = LedgerStorage.make(this.ctx.storage)
+    this.resharding = ShardReshard.make(this.ctx.storage, this.ledger)
     this.tenantRecorded = false
     this.timerFailures = 0
     this.timerRetryAt = 0
@@ -149,6 +202,11 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   /** Appends the facts of the timers due now, with their outbox rows: the drain that follows relays them. */
   private async fireTimers(): Promise<void> {
     const now = await this.runtime.runPromise(Clock.currentTimeMillis)
+    // A reshard holds this shard: its moving streams' timers fire in their new shard; the others after the drop.
+    if (this.resharding.firingPaused()) {
+      this.timerRetryAt = now + handoverDelayMs
+      return
+    }
     try {
       // To every fact queue: whether anything listens to the fact's type is the code's of the day it fires, not the day it was set.
       await this.ledger.fireDue(now, RetryPolicy.factQueues)

@@ -35,6 +35,7 @@ import * as Time from "../platform/Time.js"
 import * as Placement from "../placement/Placement.js"
 import * as Move from "../placement/Move.js"
 import * as Deletion from "../placement/Deletion.js"
+import * as Reshard from "../placement/Reshard.js"
 import { KeyRing } from "../personal/KeyRing.js"
 import * as Erasure from "../subjects/Erasure.js"
 
@@ -91,6 +92,7 @@ export const fail = (payload: BatchPayload, tenantId: string, error: string) =>
     if (payload.operation === "rebuild") return yield* Rebuild.fail(payload.batch_id, error, now)
     if (payload.operation === "move") return yield* Move.fail(payload.batch_id, error, now)
     if (payload.operation === "delete_tenant") return yield* Deletion.fail(payload.batch_id, error, now)
+    if (payload.operation === "reshard") return yield* Reshard.fail(payload.batch_id, error, now)
     if (payload.operation === "erase") return yield* Placement.writing(tenantId)(Erasure.fail(payload.batch_id, error, now))
     yield* Placement.writing(tenantId)(Effect.gen(function*() {
       yield* BatchJobs.fail(payload.batch_id, error, now)
@@ -108,6 +110,7 @@ const stepOf = (payload: BatchPayload, tenantId: string) =>
     if (payload.operation === "rebuild") return yield* Rebuild.step(payload)
     if (payload.operation === "move") return yield* Move.step(payload)
     if (payload.operation === "delete_tenant") return yield* Deletion.step(payload, (yield* KeyRing).cacheBoundMs)
+    if (payload.operation === "reshard") return yield* Reshard.step(payload)
     const onTenant = Placement.writing(tenantId)
     if (payload.operation === "export") return yield* onTenant(Export.step(payload))
     if (payload.operation === "reconcile") return yield* onTenant(Reconcile.step(payload))

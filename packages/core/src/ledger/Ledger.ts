@@ -13,6 +13,12 @@
  * Durable Object. Stream reads are complete: a stream longer than one page is
  * read page by page. The live layer wraps a `DurableObjectNamespace` of
  * LedgerShard and the D1 database holding the topology.
+ *
+ * While a reshard runs (Reshard.ts), a shard may refuse a stream: `held` (being
+ * copied: the group's outcome is `unavailable`, retried like an unreachable
+ * shard) or `moved` with the tenant's new shard count — then this isolate's
+ * cached topology is stale: it is dropped, and the stream is asked of its new
+ * shard at once, within the same call (`maxHops` times at most).
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -82,11 +88,20 @@ export class Ledger extends Context.Service<Ledger, {
 
 const unavailable = Failure.unavailable("the ledger")
 
+/** How many times one call follows a shard's `moved` answer (each a reshard newer than the last): more is a bug. */
+export const maxHops = 4
+
+/** Where each item's stream lives: by its tenant's topology, or by the count a shard answered `moved` with. */
+type Routing = ReadonlyMap<string, Shards.Topology>
+
+/** The topology of a stream a shard said moved to `shards` (every stream of the tenant routes by that count). */
+const movedTo = (shards: number): Shards.Topology => ({ shards })
+
 /** The items grouped by the shard holding their stream, each with its input position. */
-const byShard = <T extends StreamKey>(items: ReadonlyArray<T>, shards: ReadonlyMap<string, number>) => {
+const byShard = <T extends StreamKey>(items: ReadonlyArray<T>, shards: Routing | ((item: T) => Shards.Topology)) => {
   const groups = new Map<string, Array<{ readonly item: T; readonly index: number }>>()
   items.forEach((item, index) => {
-    const key = Shards.shardOf(item, shards.get(item.tenant_id)!)
+    const key = Shards.route(item, typeof shards === "function" ? shards(item) : shards.get(item.tenant_id)!)
     const list = groups.get(key)
     if (list) list.push({ item, index })
     else groups.set(key, [{ item, index }])
@@ -104,7 +119,7 @@ interface Reach {
 const perShard = <T extends StreamKey, R>(
   reach: Reach,
   items: ReadonlyArray<T>,
-  shards: ReadonlyMap<string, number>,
+  shards: Routing | ((item: T) => Shards.Topology),
   call: (shard: LedgerShardRpc, items: Array<T>, shardKey: string) => Promise<ReadonlyArray<R>>
 ): Effect.Effect<Array<R>, Sql.SqlFailure> =>
   Effect.tryPromise({
@@ -124,7 +139,7 @@ const perShard = <T extends StreamKey, R>(
 const perShardSettled = <T extends StreamKey, R, F>(
   reach: Reach,
   items: ReadonlyArray<T>,
-  shards: ReadonlyMap<string, number>,
+  shards: Routing | ((item: T) => Shards.Topology),
   call: (shard: LedgerShardRpc, items: Array<T>, shardKey: string) => Promise<ReadonlyArray<R>>,
   failed: (message: string) => F
 ): Effect.Effect<Array<R | F>> =>
@@ -146,10 +161,10 @@ const perShardSettled = <T extends StreamKey, R, F>(
 const register = (reach: Reach, items: ReadonlyArray<StreamKey>) =>
   Effect.mapError(reach.topology.register(items.map((i) => i.tenant_id)), unavailable)
 
-/** Shard counts of the tenants that exist; streams of unknown tenants are empty. */
+/** Topologies of the tenants that exist; streams of unknown tenants are empty. */
 const known = (reach: Reach, items: ReadonlyArray<StreamKey>) =>
   Effect.gen(function*() {
-    const shards = new Map<string, number>()
+    const shards = new Map<string, Shards.Topology>()
     for (const tenant of new Set(items.map((i) => i.tenant_id))) {
       const n = yield* Effect.mapError(reach.topology.lookup(tenant), unavailable)
       if (n !== undefined) shards.set(tenant, n)
@@ -159,11 +174,36 @@ const known = (reach: Reach, items: ReadonlyArray<StreamKey>) =>
 
 const empty = (key: StreamKey): StreamState => ({ tenant_id: key.tenant_id, stream: key.stream, version: 0, facts: [] })
 
+/**
+ * Reads each stream of `states` a shard answered `moved` again, from its new shard (the tenant's cached topology
+ * dropped), until none is: a reshard's old shard is the authority on where its streams went.
+ */
+const followMoved = <K extends StreamKey>(
+  reach: Reach,
+  keys: ReadonlyArray<K>,
+  states: Array<StreamState>,
+  readAt: (items: Array<K>, topology: (item: K) => Shards.Topology) => Effect.Effect<Array<StreamState>, Sql.SqlFailure>
+) =>
+  Effect.gen(function*() {
+    for (let hop = 0; hop < maxHops; hop++) {
+      const moved = keys.flatMap((key, i) => (states[i]?.moved === undefined ? [] : [i]))
+      if (moved.length === 0) return states
+      for (const i of moved) reach.topology.refresh(keys[i]!.tenant_id)
+      const again = yield* readAt(moved.map((i) => keys[i]!), (item) => movedTo(states[keys.indexOf(item)]!.moved!))
+      moved.forEach((i, j) => (states[i] = again[j]!))
+    }
+    if (states.some((state) => state.moved !== undefined)) return yield* new Failure.Unavailable({ service: "the ledger", message: `a stream moved more than ${maxHops} times in one read` })
+    return states
+  })
+
 const readOf = (reach: Reach): Ledger["Service"]["read"] =>
   Effect.fn("Ledger.read")(function*(key, options) {
     const shards = yield* known(reach, [key])
     if (!shards.has(key.tenant_id)) return empty(key)
-    const [state] = yield* perShard(reach, [key], shards, async (shard) => [await shard.read(key, options)])
+    const readAt = (items: Array<StreamKey>, topology: Routing | ((item: StreamKey) => Shards.Topology)) =>
+      perShard(reach, items, topology, async (shard, list) => [await shard.read(list[0]!, options)])
+    const states = yield* readAt([key], shards)
+    const [state] = yield* followMoved(reach, [key], states, readAt)
     return state!
   })
 
@@ -180,19 +220,42 @@ const complete = (read: Ledger["Service"]["read"], state: StreamState): Effect.E
     return facts.length === state.facts.length ? state : { ...state, facts }
   })
 
+/** A shard's answer as the append's outcome: a `held` stream is `unavailable` (retried); `moved` is followed by the caller. */
+type Answered = AppendOutcome | { readonly status: "moved"; readonly shard_count: number }
+
 const appendOf = (reach: Reach): Ledger["Service"]["append"] =>
   Effect.fn("Ledger.append")(function*(groups) {
     if (groups.length === 0) return []
-    return yield* Effect.flatMap(register(reach, groups), (shards) =>
-      perShardSettled(reach, groups, shards, async (shard, items) => (await shard.append(items)).map((answer, i) => toResult(items[i]!, answer)),
-        (message): AppendOutcome => ({ status: "unavailable", message })))
+    const shards = yield* register(reach, groups)
+    const send = (items: ReadonlyArray<AppendGroup>, topology: Routing | ((item: AppendGroup) => Shards.Topology)) =>
+      perShardSettled(reach, items, topology, async (shard, list) =>
+        (await shard.append(list)).map((answer, i): Answered =>
+          answer.status === "moved" ? answer
+          : answer.status === "held" ? { status: "unavailable", message: answer.message }
+          : toResult(list[i]!, answer)),
+        (message): Answered => ({ status: "unavailable", message }))
+    const outcomes = yield* send(groups, shards)
+    // A stream that moved in a reshard is appended in its new shard, with the same expected version: the old shard
+    // refused it whole, so nothing of it was written there.
+    for (let hop = 0; hop < maxHops; hop++) {
+      const moved = groups.flatMap((_, i) => (outcomes[i]!.status === "moved" ? [i] : []))
+      if (moved.length === 0) break
+      for (const i of moved) reach.topology.refresh(groups[i]!.tenant_id)
+      const counts = new Map(moved.map((i) => [groups[i]!, (outcomes[i] as { readonly shard_count: number }).shard_count] as const))
+      const again = yield* send(moved.map((i) => groups[i]!), (group) => movedTo(counts.get(group)!))
+      moved.forEach((i, j) => (outcomes[i] = again[j]!))
+    }
+    return outcomes.map((outcome): AppendOutcome =>
+      outcome.status === "moved" ? { status: "unavailable", message: `stream moved more than ${maxHops} times in one append` } : outcome)
   })
 
 const readStreamsOf = (reach: Reach, read: Ledger["Service"]["read"]): Ledger["Service"]["readStreams"] =>
   Effect.fn("Ledger.readStreams")(function*(keys) {
     const shards = yield* known(reach, keys)
     const present = keys.filter((k) => shards.has(k.tenant_id))
-    const states = yield* perShard(reach, present, shards, (shard, items) => shard.readStreams(items))
+    const readAt = (items: Array<StreamRead>, topology: Routing | ((item: StreamRead) => Shards.Topology)) =>
+      perShard(reach, items, topology, (shard, list) => shard.readStreams(list))
+    const states = yield* followMoved(reach, present, yield* readAt(present, shards), readAt)
     const byStream = new Map(states.map((s) => [Shards.streamKey(s), s]))
     return yield* Effect.forEach(keys, (k) => {
       const s = byStream.get(Shards.streamKey(k))
@@ -203,21 +266,35 @@ const readStreamsOf = (reach: Reach, read: Ledger["Service"]["read"]): Ledger["S
 const handoverOf = (reach: Reach): Ledger["Service"]["handover"] =>
   Effect.fn("Ledger.handover")(function*(items) {
     if (items.length === 0) return new Set<string>() as ReadonlySet<string>
-    return yield* Effect.flatMap(register(reach, items), (shards) =>
-      Effect.map(
-        perShardSettled(reach, items, shards, async (shard, list, shardKey) => {
-          await shard.handover(list.flatMap((i) => i.entries), shardKey)
-          return list.map(() => true)
-        }, () => false),
-        (handed) => new Set(items.filter((_, i) => !handed[i]).map(Shards.streamKey)) as ReadonlySet<string>
-      ))
+    const shards = yield* register(reach, items)
+    // Per stream: handed over, not (its shard unreachable), or moved to the tenant's shard under this count.
+    const send = (list: ReadonlyArray<StreamHandover>, topology: Routing | ((item: StreamHandover) => Shards.Topology)) =>
+      perShardSettled(reach, list, topology, async (shard, group, shardKey) => {
+        const answer = await shard.handover(group.flatMap((i) => i.entries.map((entry) => ({ ...entry, stream: i.stream }))), shardKey)
+        if (typeof answer === "number") return group.map((): boolean | number => true)
+        // The shard wrote the entries of the streams it still holds; the others moved.
+        const [, index] = shardKey.split("/#")
+        return group.map((i): boolean | number => (Shards.hash(i.stream) % answer.shard_count === Number(index) ? true : answer.shard_count))
+      }, (): boolean | number => false)
+    const handed = yield* send(items, shards)
+    for (let hop = 0; hop < maxHops; hop++) {
+      const moved = items.flatMap((_, i) => (typeof handed[i] === "number" ? [i] : []))
+      if (moved.length === 0) break
+      for (const i of moved) reach.topology.refresh(items[i]!.tenant_id)
+      const counts = new Map(moved.map((i) => [items[i]!, handed[i] as number] as const))
+      const again = yield* send(moved.map((i) => items[i]!), (item) => movedTo(counts.get(item)!))
+      moved.forEach((i, j) => (handed[i] = again[j]!))
+    }
+    return new Set(items.filter((_, i) => handed[i] !== true).map(Shards.streamKey)) as ReadonlySet<string>
   })
 
 const findFactOf = (reach: Reach): Ledger["Service"]["findFact"] =>
   Effect.fn("Ledger.findFact")(function*(tenantId, factId) {
     const shards = yield* known(reach, [{ tenant_id: tenantId, stream: "" }])
-    const count = shards.get(tenantId)
-    if (count === undefined) return null
+    const topology = shards.get(tenantId)
+    if (topology === undefined) return null
+    // While a reshard runs, the new count's shards too (a fact is in one of them, or in both until its old shard drops it).
+    const count = Shards.shardsOf(topology)
     const found = yield* Effect.tryPromise({
       try: () => Promise.all(Array.from({ length: count }, (_, i) => reach.stub(Shards.shardKey(tenantId, i)).findFact(factId))),
       catch: unavailable

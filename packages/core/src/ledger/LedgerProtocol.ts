@@ -78,7 +78,20 @@ export type AppendResult =
  * A shard's answer per group over RPC: an appended group's facts are its drafts as sent, numbered up to `version`
  * (`appendedFacts`), so they do not travel back; the ledger client completes the answer (`toResult`).
  */
-export type AppendAnswer = Exclude<AppendResult, { readonly status: "appended" }> | { readonly status: "appended"; readonly version: number }
+export type AppendAnswer =
+  | Exclude<AppendResult, { readonly status: "appended" }>
+  | { readonly status: "appended"; readonly version: number }
+  | ShardRefusal
+
+/**
+ * A shard's refusal of a stream that a reshard moves (ShardReshard.ts), never seen past the ledger client: `held`
+ * while the stream is being copied (retryable: the client answers `unavailable`), `moved` once its shard has
+ * switched — the stream lives in the tenant's shard under `shard_count` now; the client refreshes its topology
+ * and asks there at once.
+ */
+export type ShardRefusal =
+  | { readonly status: "held"; readonly message: string }
+  | { readonly status: "moved"; readonly shard_count: number }
 
 /** The facts an append of `group` stored, its stream now at `version`: the drafts, numbered, at their schema version. */
 export const appendedFacts = (group: AppendGroup, version: number): Array<Fact> =>
@@ -95,7 +108,7 @@ export const toAnswer = (result: AppendResult): AppendAnswer =>
   result.status === "appended" ? { status: "appended", version: result.version } : result
 
 /** A shard's answer for `group` completed with its facts. */
-export const toResult = (group: AppendGroup, answer: AppendAnswer): AppendResult =>
+export const toResult = (group: AppendGroup, answer: Exclude<AppendAnswer, ShardRefusal>): AppendResult =>
   answer.status === "appended" ? { status: "appended", version: answer.version, facts: appendedFacts(group, answer.version) } : answer
 
 export interface StreamState extends StreamKey {
@@ -107,6 +120,8 @@ export interface StreamState extends StreamKey {
   readonly snapshots?: ReadonlyArray<Snapshot>
   /** The stored facts of the `decided` decisions at or before `after`. */
   readonly earlier?: ReadonlyArray<Fact>
+  /** Set by a shard the stream has left in a reshard: it lives in the tenant's shard under this count (nothing else is answered). */
+  readonly moved?: number
 }
 
 export interface ReadOptions {
@@ -118,15 +133,52 @@ export interface ReadOptions {
 export interface Handover {
   readonly fact_id: string
   readonly destinations: ReadonlyArray<string>
+  /** The fact's stream (the ledger client sets it): a shard the stream has moved from refuses the entry. */
+  readonly stream?: string
+}
+
+/** A shard's answer to a handover: the rows written, or (a reshard moved some entries' streams) those and where they went. */
+export type HandoverAnswer = number | { readonly status: "moved"; readonly shard_count: number; readonly written: number }
+
+/** What a reshard carries from an old shard to the new ones besides facts (ShardReshard.ts): rows as the shard stores them. */
+export interface ReshardExtras {
+  readonly timers: ReadonlyArray<Record<string, string | number | null>>
+  readonly snapshots: ReadonlyArray<Record<string, string | number | null>>
+  readonly outbox: ReadonlyArray<{ readonly fact_id: string; readonly stream: string; readonly destination: string; readonly created_at: string }>
+}
+
+/** What a new shard is given in a reshard: its place (`index` of `shards`), and facts and rows copied with their ids and sequences. */
+export interface ReshardImport extends Partial<ReshardExtras> {
+  readonly tenant_id: string
+  readonly shard_key: string
+  readonly index: number
+  readonly shards: number
+  readonly facts: ReadonlyArray<Fact>
+}
+
+/** A shard's calls for a reshard (placement/Reshard.ts drives them; ShardReshard.ts answers them). */
+export interface ReshardRpc {
+  /** Holds this old shard's moving streams (appends answered `held`) for a reshard from `from` to `to` shards; `index` is its number. */
+  reshardHold(index: number, from: number, to: number): Promise<void>
+  /** The timers, snapshots and outbox rows of the held moving streams. */
+  reshardExtras(): Promise<ReshardExtras>
+  /** Switches: moving streams are answered `moved` from now on; returns their outbox rows at that moment. */
+  reshardSwitch(): Promise<ReshardExtras["outbox"]>
+  /** Deletes up to `streams` moved streams' facts and rows; how many it deleted and how many remain (0: done, the shard settles on the new count). */
+  reshardDrop(streams: number): Promise<{ readonly dropped: number; readonly remaining: number }>
+  /** Lifts a hold that has not switched (a reshard that failed). */
+  reshardRelease(): Promise<void>
+  /** Writes copied facts and rows (idempotent: a row already there is kept) and arms the alarm for carried outbox rows and timers. */
+  reshardImport(input: ReshardImport): Promise<number>
 }
 
 /** The RPC surface of the LedgerShard Durable Object. */
 /** A shard's calls; the same class also answers the key store's (an object named `KeyStorage.objectName(tenant)`). */
-export interface LedgerShardRpc extends KeyStoreRpc {
+export interface LedgerShardRpc extends KeyStoreRpc, ReshardRpc {
   /** A result per group, in order; an appended group's facts are left for the caller to number (`toResult`). */
   append(groups: ReadonlyArray<AppendGroup>): Promise<ReadonlyArray<AppendAnswer>>
   /** Writes outbox rows for these stored facts and arms the relay alarm; returns how many rows were written. */
-  handover(entries: ReadonlyArray<Handover>, shardKey: string): Promise<number>
+  handover(entries: ReadonlyArray<Handover>, shardKey: string): Promise<HandoverAnswer>
   readStreams(keys: ReadonlyArray<StreamRead>): Promise<ReadonlyArray<StreamState>>
   read(key: StreamKey, options?: ReadOptions): Promise<StreamState>
   readShard(after: ShardCursor | undefined, limit: number): Promise<ReadonlyArray<Fact>>

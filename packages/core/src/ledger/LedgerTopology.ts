@@ -1,12 +1,15 @@
 /**
  * How many shards each tenant's ledger has: recorded in D1 (`ledger_tenants`)
- * the first time a tenant appends, never changed afterwards.
+ * the first time a tenant appends, changed afterwards only by a reshard
+ * (Reshard.ts), whose progress is part of the topology (`Shards.Topology`).
  *
  * `register` is for writers: tenants seen for the first time get the
  * configured count (and their N shards are registered in `ledger_shards`),
  * known tenants keep theirs — one D1 round trip, and none at all once the
- * isolate has the tenant cached (a recorded count never changes, so the cache
- * never goes stale). `lookup` is for readers: an unknown tenant has no
+ * isolate has the tenant cached. A cached topology goes stale only when a
+ * reshard switches a shard, and then the old shard says so: it answers a
+ * moved stream with the new count, and the ledger calls `refresh` — no
+ * broadcast needed. `lookup` is for readers: an unknown tenant has no
  * shards, and looking creates nothing.
  *
  * It owns `ledger_tenants` and `ledger_shards`: the shards' relay marks
@@ -23,16 +26,18 @@ import * as Shards from "./Shards.js"
 import * as Failure from "../failures/Failure.js"
 
 export interface LedgerTopology {
-  /** The shard count of each tenant, recording `shardsPerTenant` for tenants seen for the first time. */
-  readonly register: (tenantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, number>, Sql.SqlFailure>
-  /** The shard count of a tenant, or undefined if it never appended anything. */
-  readonly lookup: (tenantId: string) => Effect.Effect<number | undefined, Sql.SqlFailure>
+  /** The topology of each tenant, recording `shardsPerTenant` for tenants seen for the first time. */
+  readonly register: (tenantIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Shards.Topology>, Sql.SqlFailure>
+  /** The topology of a tenant, or undefined if it never appended anything. */
+  readonly lookup: (tenantId: string) => Effect.Effect<Shards.Topology | undefined, Sql.SqlFailure>
+  /** Drops this isolate's cached topology of a tenant (a shard answered that a stream moved): the next call reads D1. */
+  readonly refresh: (tenantId: string) => void
 }
 
-/** Per database, per isolate: tenant → recorded shard count. */
-const caches = new WeakMap<object, Map<string, number>>()
+/** Per database, per isolate: tenant → recorded topology. */
+const caches = new WeakMap<object, Map<string, Shards.Topology>>()
 /** The same caches, to forget a tenant in each. */
-const every = new Set<Map<string, number>>()
+const every = new Set<Map<string, Shards.Topology>>()
 const cacheFor = (sql: Sql.Sql) => {
   let cache = caches.get(sql.identity)
   if (!cache) caches.set(sql.identity, (cache = new Map()))
@@ -54,8 +59,12 @@ export const forget = (tenantIds: ReadonlyArray<string>) => {
 const unavailable = (cause: Sql.SqlFailure): Sql.SqlFailure =>
   cause instanceof Failure.Unavailable ? new Failure.Unavailable({ service: "the shard registry", message: `ledger topology unavailable: ${cause.message}` }) : cause
 
-const TenantShards = Schema.Struct({ tenant_id: Schema.String, shard_count: Schema.Number })
-const ShardCount = Schema.Struct({ shard_count: Schema.Number })
+const TenantShards = Schema.Struct({ tenant_id: Schema.String, shard_count: Schema.Number, resharding_to: Schema.NullOr(Schema.Number), shards_switched: Schema.Number })
+const TopologyRow = Schema.Struct({ shard_count: Schema.Number, resharding_to: Schema.NullOr(Schema.Number), shards_switched: Schema.Number })
+
+/** A `ledger_tenants` row as a topology. */
+export const topologyOf = (row: typeof TopologyRow.Type): Shards.Topology =>
+  row.resharding_to === null ? { shards: row.shard_count } : { shards: row.shard_count, next: row.resharding_to, switched: row.shards_switched }
 const ShardKey = Schema.Struct({ shard_key: Schema.String })
 
 export const make = (sql: Sql.Sql, shardsPerTenant: number = Shards.defaultShardsPerTenant): LedgerTopology => {
@@ -82,9 +91,9 @@ export const make = (sql: Sql.Sql, shardsPerTenant: number = Shards.defaultShard
            SELECT tenant_id || '/#' || i, tenant_id, ?1 FROM shard WHERE true ON CONFLICT (shard_key) DO NOTHING`,
           now, tenants
         ),
-        Sql.statement("SELECT tenant_id, shard_count FROM ledger_tenants WHERE tenant_id IN (SELECT value FROM json_each(?))", tenants)
+        Sql.statement("SELECT tenant_id, shard_count, resharding_to, shards_switched FROM ledger_tenants WHERE tenant_id IN (SELECT value FROM json_each(?))", tenants)
       ], TenantShards), unavailable)
-      for (const row of recorded!.rows) cache.set(row.tenant_id, row.shard_count)
+      for (const row of recorded!.rows) cache.set(row.tenant_id, topologyOf(row))
       const missing = unknown.filter((t) => !cache.has(t))
       if (missing.length > 0) return yield* new Failure.Unavailable({ service: "the shard registry", message: `ledger topology unavailable: tenant(s) ${missing.join(", ")} could not be registered` })
       return known()
@@ -92,14 +101,22 @@ export const make = (sql: Sql.Sql, shardsPerTenant: number = Shards.defaultShard
     lookup: Effect.fn("LedgerTopology.lookup")(function*(tenantId) {
       const cached = cache.get(tenantId)
       if (cached !== undefined) return cached
-      return yield* sql.first(ShardCount, Sql.typed(sql.orm.select({ shard_count: ledgerTenants.shardCount }).from(ledgerTenants).where(eq(ledgerTenants.tenantId, tenantId)))).pipe(
+      return yield* sql.first(TopologyRow, Sql.typed(
+        sql.orm.select({ shard_count: ledgerTenants.shardCount, resharding_to: ledgerTenants.reshardingTo, shards_switched: ledgerTenants.shardsSwitched })
+          .from(ledgerTenants).where(eq(ledgerTenants.tenantId, tenantId))
+      )).pipe(
         Effect.map((row) => {
-          if (row) cache.set(tenantId, row.shard_count)
-          return row?.shard_count
+          if (!row) return undefined
+          const topology = topologyOf(row)
+          cache.set(tenantId, topology)
+          return topology
         }),
         Effect.mapError(unavailable)
       )
-    })
+    }),
+    refresh: (tenantId) => {
+      cache.delete(tenantId)
+    }
   }
 }
 

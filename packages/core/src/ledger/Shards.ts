@@ -3,7 +3,8 @@
  *
  * A stream is `tenant_id/subject`; a shard (one LedgerShard Durable Object)
  * holds many streams: `tenant_id/#(hash(subject) mod N)`, with N fixed per
- * tenant when the tenant is first seen (see LedgerTopology). The hash is
+ * tenant when the tenant is first seen (see LedgerTopology) and raised only by a
+ * reshard (`Topology`, `route`). The hash is
  * 32-bit FNV-1a over the subject's UTF-8 bytes: stable across runtimes and
  * releases — changing it would move every stream, so it never changes.
  * This module is pure; it does not know how N is recorded.
@@ -36,6 +37,29 @@ export const shardKey = (tenantId: string, index: number): string => `${tenantId
 
 /** The shard a stream lives in, for a tenant with `shards` shards. */
 export const shardOf = (key: StreamKey, shards: number): string => shardKey(key.tenant_id, hash(key.stream) % shards)
+
+/**
+ * A tenant's shards: `shards` of them, or — while a reshard raises the count to `next` — the first `switched` old
+ * shards have handed their moving streams over to the new count's shards (placement/Reshard.ts).
+ */
+export interface Topology {
+  readonly shards: number
+  readonly next?: number
+  readonly switched?: number
+}
+
+/**
+ * The shard a stream lives in under a topology: its old shard, unless that shard is switched (then the new
+ * count's). With `next` a multiple of `shards`, a stream of old shard i goes to one of i, i + shards, i + 2·shards…
+ */
+export const route = (key: StreamKey, topology: Topology): string => {
+  const h = hash(key.stream)
+  const old = h % topology.shards
+  return shardKey(key.tenant_id, topology.next !== undefined && old < (topology.switched ?? 0) ? h % topology.next : old)
+}
+
+/** Every shard a tenant may hold facts in under a topology: both counts' while a reshard runs. */
+export const shardsOf = (topology: Topology): number => Math.max(topology.shards, topology.next ?? 0)
 
 /** Checks a configured shard count; throws with a clear message when it is not usable. */
 export const checkShardCount = (value: number): number => {

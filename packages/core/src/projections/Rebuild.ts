@@ -48,6 +48,7 @@ import * as SqliteMaster from "../tables/SqliteMaster.js"
 import * as Placement from "../placement/Placement.js"
 import * as Move from "../placement/Move.js"
 import * as Deletion from "../placement/Deletion.js"
+import * as Reshard from "../placement/Reshard.js"
 
 export const shardsPerSlice = 25
 /** Facts per transaction when replaying: each write applies its facts completely (increments with their applied set). */
@@ -152,6 +153,9 @@ export const start = Effect.fn("Rebuild.start")(function*(projectionName: string
   if (moving) return yield* new Failure.Conflict({ message: "a tenant is being moved between read databases; rebuild when the move has ended" })
   const deleting = yield* Deletion.active()
   if (deleting) return yield* new Failure.Conflict({ message: "a tenant's data is being deleted; rebuild when the deletion has ended" })
+  // Between a stream's copy and its drop, both its old and its new shard hold it: a rebuild would read it twice.
+  const resharding = yield* Reshard.active()
+  if (resharding) return yield* new Failure.Conflict({ message: "a tenant's ledger is being resharded; rebuild when the reshard has ended" })
   if (running) {
     // The id only to the tenant that may read the record.
     const which = running.tenant_id === tenantId ? ` (${running.id})` : ""

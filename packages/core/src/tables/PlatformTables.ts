@@ -201,7 +201,7 @@ export const projectionRebuilds = sqliteTable(
 /**
  * Every tenant the ledger has seen, with its shard count, recorded once when
  * the tenant is first seen so that it never silently changes (a different
- * count would move streams between shards). Only a reshard (ledger/Reshard.ts)
+ * count would move streams between shards). Only a reshard (placement/Reshard.ts)
  * changes it: while one runs, `resharding_to` is the new count and
  * `shards_switched` how many of the old shards (0, 1, … in order) have handed
  * their moving streams over — a stream whose old shard is switched routes by
@@ -216,7 +216,7 @@ export const ledgerTenants = sqliteTable("ledger_tenants", {
 })
 
 /**
- * A tenant's reshard (ledger/Reshard.ts, a resumable operation of the batch queue): raising its shard count
+ * A tenant's reshard (placement/Reshard.ts, a resumable operation of the batch queue): raising its shard count
  * under live traffic, one old shard at a time. `shard` is the old shard being worked on and `stage` how far
  * (held → copied → switched → dropped); `progress` holds the copy's cursor and digests.
  */

@@ -23,8 +23,9 @@
 import { DatabaseSync } from "node:sqlite"
 import type { Fact } from "@factline/schemas"
 import type { LedgerShardNamespace } from "../ledger/LedgerNamespace.js"
-import { type AppendAnswer, type AppendGroup, type Handover, type LedgerShardRpc, type ReadOptions, type ShardCursor, type StreamKey, type StreamRead, type StreamState, toAnswer } from "../ledger/LedgerProtocol.js"
+import { type AppendAnswer, type AppendGroup, type Handover, type HandoverAnswer, type LedgerShardRpc, type ReadOptions, type ReshardExtras, type ReshardImport, type ShardCursor, type StreamKey, type StreamRead, type StreamState, toAnswer } from "../ledger/LedgerProtocol.js"
 import * as LedgerStorage from "../ledger/LedgerStorage.js"
+import * as ShardReshard from "../ledger/ShardReshard.js"
 import * as KeyStorage from "../personal/KeyStorage.js"
 import type { Bucket, BucketObject } from "../platform/Bindings.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
@@ -76,7 +77,10 @@ export const memoryDurableStorage = (): LedgerStorage.Storage => {
 
 /** One in-memory ledger shard: the real LedgerStorage, without the relay alarm (handed-over rows stay in its outbox). */
 export class MemoryLedgerShard implements LedgerShardRpc {
-  storage = LedgerStorage.make(memoryDurableStorage())
+  private durable = memoryDurableStorage()
+  storage = LedgerStorage.make(this.durable)
+  /** Which streams this shard still answers, as the Durable Object's (ShardReshard). */
+  private resharding = ShardReshard.make(this.durable, this.storage)
   /** The key store's calls (an object named `KeyStorage.objectName(tenant)` answers them), over its own in-memory store. */
   keys = KeyStorage.make(memoryDurableStorage())
   currentKeys(requests: ReadonlyArray<KeyStorage.CurrentRequest>, options: { readonly refuseErased: boolean; readonly now: string }) {
@@ -92,16 +96,42 @@ export class MemoryLedgerShard implements LedgerShardRpc {
     return this.keys.keyState(subject)
   }
   async append(groups: ReadonlyArray<AppendGroup>): Promise<ReadonlyArray<AppendAnswer>> {
-    return this.storage.appendAll(groups).map(toAnswer)
+    const refused = this.resharding.refusals(groups)
+    const answers = this.storage.appendAll(groups.filter((_, i) => refused[i] === undefined)).map(toAnswer)
+    let next = 0
+    return refused.map((r) => r ?? answers[next++]!)
   }
-  async handover(entries: ReadonlyArray<Handover>): Promise<number> {
-    return this.storage.handover(entries)
+  async handover(entries: ReadonlyArray<Handover>): Promise<HandoverAnswer> {
+    return this.resharding.handover(entries)
   }
   async readStreams(keys: ReadonlyArray<StreamRead>): Promise<ReadonlyArray<StreamState>> {
-    return keys.map((key) => this.storage.readStream(key))
+    return keys.map((key) => this.readOne(key))
   }
   async read(key: StreamKey, options?: ReadOptions): Promise<StreamState> {
+    return this.readOne(key, options)
+  }
+  private readOne(key: StreamRead, options?: ReadOptions): StreamState {
+    const refused = this.resharding.refusal(key.stream)
+    if (refused?.status === "moved") return { tenant_id: key.tenant_id, stream: key.stream, version: 0, facts: [], moved: refused.shard_count }
     return this.storage.readStream(key, options)
+  }
+  async reshardHold(index: number, from: number, to: number) {
+    this.resharding.hold(index, from, to)
+  }
+  async reshardExtras(): Promise<ReshardExtras> {
+    return this.resharding.extras()
+  }
+  async reshardSwitch() {
+    return this.resharding.switch()
+  }
+  async reshardDrop(streams: number) {
+    return this.resharding.drop(streams)
+  }
+  async reshardRelease() {
+    this.resharding.release()
+  }
+  async reshardImport(input: ReshardImport) {
+    return this.resharding.import(input)
   }
   async readShard(after: ShardCursor | undefined, limit: number): Promise<ReadonlyArray<Fact>> {
     return this.storage.readShard(after, limit)
@@ -118,12 +148,15 @@ export class MemoryLedgerShard implements LedgerShardRpc {
   }
   /** As the Durable Object's `deleteAll`: a fresh, empty store (no alarm here to delete). */
   async deleteAll(): Promise<void> {
-    this.storage = LedgerStorage.make(memoryDurableStorage())
+    this.durable = memoryDurableStorage()
+    this.storage = LedgerStorage.make(this.durable)
+    this.resharding = ShardReshard.make(this.durable, this.storage)
     this.keys = KeyStorage.make(memoryDurableStorage())
   }
   /** What the Durable Object's alarm does for timers at `now` (ms): fires every due timer; returns the facts appended. */
   async fireTimers(now: number): Promise<ReadonlyArray<Fact>> {
     const fired: Array<Fact> = []
+    if (this.resharding.firingPaused()) return fired
     for (;;) {
       const { facts, more } = await this.storage.fireDue(now, RetryPolicy.factQueues)
       fired.push(...facts)
