@@ -53,7 +53,7 @@ export const ledger = () => Ledger.make(env.LEDGER, LedgerTopology.make(platform
 export const shardKeyOf = async (tenant_id: string, stream: string) => {
   const shards = await Effect.runPromise(LedgerTopology.make(platformDatabase()).lookup(tenant_id))
   if (shards === undefined) throw new Error(`tenant ${tenant_id} has no ledger yet`)
-  return Shards.shardOf({ tenant_id, stream }, shards)
+  return Shards.route({ tenant_id, stream }, shards)
 }
 
 /** The LedgerShard holding a stream. */

@@ -197,13 +197,13 @@ describe("LedgerShard", () => {
 })
 
 describe("hashed shards", () => {
-  it("a tenant's shard count is recorded when it is first seen and never changes; all its shards are registered", async () => {
+  it("a tenant's shard count is recorded when it is first seen and kept (only a reshard raises it); all its shards are registered", async () => {
     const tenant = unique("t").replace(/_/g, "-")
     const four = LedgerTopology.make(Sql.make("platform", env.DB), 4)
-    expect(await Effect.runPromise(four.register([tenant]))).toEqual(new Map([[tenant, 4]]))
+    expect(await Effect.runPromise(four.register([tenant]))).toEqual(new Map([[tenant, { shards: 4 }]]))
     // Another isolate configured differently (a fresh cache per binding object) still sees 4.
     const sixteen = LedgerTopology.make(Sql.make("platform", { ...env.DB, prepare: env.DB.prepare.bind(env.DB), batch: env.DB.batch.bind(env.DB) } as D1Database), 16)
-    expect(await Effect.runPromise(sixteen.register([tenant]))).toEqual(new Map([[tenant, 4]]))
+    expect(await Effect.runPromise(sixteen.register([tenant]))).toEqual(new Map([[tenant, { shards: 4 }]]))
     const shards = await env.DB.prepare("SELECT shard_key FROM ledger_shards WHERE tenant_id = ? ORDER BY shard_key").bind(tenant).all<{ shard_key: string }>()
     expect(shards.results.map((r) => r.shard_key)).toEqual([0, 1, 2, 3].map((i) => Shards.shardKey(tenant, i)))
   })
