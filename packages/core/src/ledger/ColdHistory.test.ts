@@ -130,8 +130,8 @@ describe("cold history", () => {
     const inner = memoryBucket()
     let refuse: "put" | "get" | undefined = "put"
     const bucket: Bucket = {
-      put: (...args) => (refuse === "put" ? Promise.reject(new Error("R2 refused")) : inner.put(...args)),
-      get: (...args) => (refuse === "get" ? Promise.reject(new Error("R2 refused")) : inner.get(...args)),
+      put: (key, value) => (refuse === "put" ? Promise.reject(new Error("R2 refused")) : inner.put(key, value)),
+      get: (key, options) => (refuse === "get" ? Promise.reject(new Error("R2 refused")) : inner.get(key, options)),
       head: (key) => inner.head(key),
       list: (options) => inner.list(options),
       delete: (keys) => inner.delete(keys)
