@@ -623,6 +623,8 @@ const personal = cpuRows.length === 0 ? null : (() => {
 })()
 const reference = cpuRows.filter((r) => !budgetStages.includes(r.stage) && r.stage !== "calibration" && !isPersonal(r.stage)).map((r) => ({ stage: r.stage, events: r.events, ms_per_batch_fast_half: r.ms_per_batch_fast_half, cpu_ms_per_event: r.cpu_ms_per_event, median_cpu_ms_per_event: r.median_cpu_ms_per_event, per_calibration: r.per_calibration, where_ms_per_event: r.where_ms_per_event }))
 const baselineFile = join(root, "bench", "baseline.json")
+/** Every row's rounds as timed (ms per batch, and the calibration batch timed right before each): for reading the guard's noise. */
+const roundsOf = (rows) => Object.fromEntries(rows.map((r) => [r.stage, { ms: r.ms_per_batch, calibration_ms: r.calibration_ms_adjacent }]))
 const workerCpuKey = "worker CPU (decode, dispatch, handlers, logging, tracing)"
 const workerCpu = (row) => row.where_ms_per_event?.[workerCpuKey] ?? null
 /** The framework's own CPU per event: the four stages' "worker CPU" rows summed, and per 100 events over the calibration batch. */
@@ -910,7 +912,7 @@ if (only === "cpu") {
   const resultsFile = process.env.BENCH_RESULTS ?? "results-cpu.json"
   writeFileSync(join(resultsDir, resultsFile), JSON.stringify({
     date: new Date().toISOString(), machine: machineNow(),
-    per_stage_budget: { stages: budget, reference, calibration, framework_cpu: frameworkCpu(), slow: benchSlow || undefined, baseline: baseline ? { date: baseline.date, tolerance: baselineTolerance, calibration_ms_per_batch: baselineCalibrationMs, check: baselineCheck, second_look: secondLook } : null },
+    per_stage_budget: { stages: budget, reference, calibration, framework_cpu: frameworkCpu(), slow: benchSlow || undefined, rounds: roundsOf(cpuRows), baseline: baseline ? { date: baseline.date, tolerance: baselineTolerance, calibration_ms_per_batch: baselineCalibrationMs, check: baselineCheck, second_look: secondLook } : null },
     personal
   }, null, 2) + "\n")
   console.log(`\nfactline benchmark, per-stage budget only — ${cpus().length} cores (${cpus()[0]?.model})`)
@@ -1268,7 +1270,7 @@ const results = {
     events_stage_share_of_hand_written: round(factlineStage.messages_per_second / handStage.messages_per_second)
   },
   round_trips_per_100_events: roundTrips,
-  per_stage_budget: { stages: budget, reference, calibration, framework_cpu: frameworkCpu(), slow: benchSlow || undefined, baseline: baseline ? { date: baseline.date, tolerance: baselineTolerance, calibration_ms_per_batch: baselineCalibrationMs, check: baselineCheck, second_look: secondLook } : null },
+  per_stage_budget: { stages: budget, reference, calibration, framework_cpu: frameworkCpu(), slow: benchSlow || undefined, rounds: roundsOf(cpuRows), baseline: baseline ? { date: baseline.date, tolerance: baselineTolerance, calibration_ms_per_batch: baselineCalibrationMs, check: baselineCheck, second_look: secondLook } : null },
   personal,
   per_consumer_invocation: perInvocation,
   freshness: fresh,
