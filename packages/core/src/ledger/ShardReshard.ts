@@ -57,6 +57,74 @@ export interface ShardReshard {
   readonly import: (input: ReshardImport) => number
 }
 
+/** A shard's streams that its current reshard moves (from its facts, timers and snapshots). */
+const movingStreams = (s: Shard, p: Place | null): Array<string> => {
+  if (p?.next === undefined || !exists(s)) return []
+  const streams = new Set<string>()
+  for (const table of ["facts", "timers", "snapshots"]) {
+    for (const raw of s.sql.exec(`SELECT DISTINCT stream FROM ${table}`)) streams.add(decodeStream(raw).stream)
+  }
+  return [...streams].filter((stream) => Shards.hash(stream) % p.next!.shards !== p.index).sort()
+}
+
+/** Rows of a query over these streams (a JSON parameter, split at the shard's parameter size). */
+const each = <T>(s: Shard, streams: ReadonlyArray<string>, query: string, decode: (raw: unknown) => T): Array<T> => {
+  const out: Array<T> = []
+  for (const chunk of jsonArrays(streams.map((stream) => JSON.stringify(stream)))) {
+    for (const raw of s.sql.exec(query, chunk)) out.push(decode(raw))
+  }
+  return out
+}
+
+/** The outbox rows waiting for these streams' facts. */
+const outboxRows = (s: Shard, streams: ReadonlyArray<string>) =>
+  exists(s) ? each(s, streams, "SELECT o.fact_id, f.stream, o.destination, o.created_at FROM outbox o JOIN facts f ON f.fact_id = o.fact_id WHERE f.stream IN (SELECT value FROM json_each(?)) ORDER BY o.id", decodeOutbox) : []
+
+/** Deletes these streams' facts, timers, snapshots and outbox rows, in one transaction. */
+const deleteStreams = (s: Shard, storage: Storage, streams: ReadonlyArray<string>) => {
+  const list = JSON.stringify(streams)
+  storage.transactionSync(() => {
+    s.sql.exec("DELETE FROM outbox WHERE fact_id IN (SELECT fact_id FROM facts WHERE stream IN (SELECT value FROM json_each(?)))", list)
+    for (const table of ["facts", "timers", "snapshots"]) s.sql.exec(`DELETE FROM ${table} WHERE stream IN (SELECT value FROM json_each(?))`, list)
+  })
+}
+
+/** Writes a reshard's copied facts and carried rows into a new shard, in one transaction (a row already there is kept, or replaced by the same). */
+const importRows = (s: Shard, storage: Storage, input: ReshardImport) => {
+  ensureSchema(s)
+  const rows = input.facts.map(toRow)
+  storage.transactionSync(() => {
+    for (const chunk of jsonArrays(rows.map((row) => JSON.stringify([
+      row.fact_id, row.tenant_id, row.stream, row.sequence, row.type, row.data,
+      row.causation_id, row.correlation_id, row.caused_by, row.created_at, row.traceparent, row.schema_version
+    ])))) {
+      // A fact already copied (an earlier attempt) is kept as it is: the verification compares what is here.
+      s.sql.exec(
+        `INSERT OR IGNORE INTO facts (fact_id, tenant_id, stream, sequence, type, data, causation_id, correlation_id, caused_by, created_at, traceparent, schema_version)
+         SELECT r.value ->> 0, r.value ->> 1, r.value ->> 2, r.value ->> 3, r.value ->> 4, r.value ->> 5, r.value ->> 6, r.value ->> 7, r.value ->> 8, r.value ->> 9, r.value ->> 10, r.value ->> 11
+         FROM json_each(?) AS r`,
+        chunk
+      )
+    }
+    for (const row of input.timers ?? []) {
+      s.sql.exec(
+        "INSERT OR REPLACE INTO timers (timer_id, tenant_id, stream, name, fire_at, status, settled_by) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        row["timer_id"] ?? null, row["tenant_id"] ?? null, row["stream"] ?? null, row["name"] ?? null, row["fire_at"] ?? null, row["status"] ?? null, row["settled_by"] ?? null
+      )
+    }
+    for (const row of input.snapshots ?? []) {
+      s.sql.exec(
+        "INSERT OR REPLACE INTO snapshots (tenant_id, stream, decider, version, fingerprint, sequence, state) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        row["tenant_id"] ?? null, row["stream"] ?? null, row["decider"] ?? null, row["version"] ?? null, row["fingerprint"] ?? null, row["sequence"] ?? null, row["state"] ?? null
+      )
+    }
+    for (const row of input.outbox ?? []) {
+      s.sql.exec("INSERT INTO outbox (fact_id, destination, created_at) VALUES (?, ?, ?) ON CONFLICT (fact_id, destination) DO NOTHING", row.fact_id, row.destination, row.created_at)
+    }
+  })
+  return rows.length
+}
+
 export const make = (storage: Storage, ledger: LedgerStorage): ShardReshard => {
   const s: Shard = { storage, sql: storage.sql, created: false, upToDate: false }
   // Read once per object, then kept in step by every change made here.
@@ -84,26 +152,18 @@ export const make = (storage: Storage, ledger: LedgerStorage): ShardReshard => {
       : { status: "held", message: `stream ${stream} is being moved to another shard (reshard to ${p.next.shards}); retry` }
   }
 
-  /** This shard's streams that the current reshard moves (from its facts, timers and snapshots). */
-  const moving = (): Array<string> => {
-    const p = place()
-    if (p?.next === undefined || !exists(s)) return []
-    const streams = new Set<string>()
-    for (const table of ["facts", "timers", "snapshots"]) {
-      for (const raw of s.sql.exec(`SELECT DISTINCT stream FROM ${table}`)) streams.add(decodeStream(raw).stream)
-    }
-    return [...streams].filter((stream) => Shards.hash(stream) % p.next!.shards !== p.index).sort()
-  }
+  const moving = () => movingStreams(s, place())
 
-  const each = <T>(streams: ReadonlyArray<string>, query: string, decode: (raw: unknown) => T): Array<T> => {
-    const out: Array<T> = []
-    for (const chunk of jsonArrays(streams.map((stream) => JSON.stringify(stream)))) {
-      for (const raw of s.sql.exec(query, chunk)) out.push(decode(raw))
+  const outboxOf = (streams: ReadonlyArray<string>) => outboxRows(s, streams)
+  const extrasOf = (streams: ReadonlyArray<string>): ReshardExtras => {
+    if (streams.length === 0 || !exists(s)) return { timers: [], snapshots: [], outbox: [] }
+    ensureSchema(s)
+    return {
+      timers: each(s, streams, "SELECT * FROM timers WHERE stream IN (SELECT value FROM json_each(?)) ORDER BY timer_id", decodeRow),
+      snapshots: each(s, streams, "SELECT * FROM snapshots WHERE stream IN (SELECT value FROM json_each(?))", decodeRow),
+      outbox: outboxRows(s, streams)
     }
-    return out
   }
-  const outboxOf = (streams: ReadonlyArray<string>) =>
-    exists(s) ? each(streams, "SELECT o.fact_id, f.stream, o.destination, o.created_at FROM outbox o JOIN facts f ON f.fact_id = o.fact_id WHERE f.stream IN (SELECT value FROM json_each(?)) ORDER BY o.id", decodeOutbox) : []
 
   return {
     refusal,
@@ -126,16 +186,7 @@ export const make = (storage: Storage, ledger: LedgerStorage): ShardReshard => {
       if (p !== null && (p.shards !== from || p.index !== index)) throw new Error(`shard ${p.index} of ${p.shards} cannot be resharded as shard ${index} of ${from}`)
       setPlace({ index, shards: from, next: { shards: to, stage: "held" } })
     },
-    extras: () => {
-      const streams = moving()
-      if (streams.length === 0 || !exists(s)) return { timers: [], snapshots: [], outbox: [] }
-      ensureSchema(s)
-      return {
-        timers: each(streams, "SELECT * FROM timers WHERE stream IN (SELECT value FROM json_each(?)) ORDER BY timer_id", decodeRow),
-        snapshots: each(streams, "SELECT * FROM snapshots WHERE stream IN (SELECT value FROM json_each(?))", decodeRow),
-        outbox: outboxOf(streams)
-      }
-    },
+    extras: () => extrasOf(moving()),
     switch: () => {
       const p = place()
       if (p?.next === undefined) throw new Error("this shard is not in a reshard")
@@ -149,11 +200,7 @@ export const make = (storage: Storage, ledger: LedgerStorage): ShardReshard => {
       const streams = moving()
       const batch = streams.slice(0, Math.max(1, limit))
       if (batch.length > 0) {
-        const list = JSON.stringify(batch)
-        storage.transactionSync(() => {
-          s.sql.exec("DELETE FROM outbox WHERE fact_id IN (SELECT fact_id FROM facts WHERE stream IN (SELECT value FROM json_each(?)))", list)
-          for (const table of ["facts", "timers", "snapshots"]) s.sql.exec(`DELETE FROM ${table} WHERE stream IN (SELECT value FROM json_each(?))`, list)
-        })
+        deleteStreams(s, storage, batch)
       }
       const remaining = streams.length - batch.length
       // Settled: this shard now owns the streams of its index under the new count.
@@ -167,41 +214,11 @@ export const make = (storage: Storage, ledger: LedgerStorage): ShardReshard => {
       setPlace({ index: p.index, shards: p.shards })
     },
     import: (input) => {
-      ensureSchema(s)
-      const rows = input.facts.map(toRow)
-      storage.transactionSync(() => {
-        for (const chunk of jsonArrays(rows.map((row) => JSON.stringify([
-          row.fact_id, row.tenant_id, row.stream, row.sequence, row.type, row.data,
-          row.causation_id, row.correlation_id, row.caused_by, row.created_at, row.traceparent, row.schema_version
-        ])))) {
-          // A fact already copied (an earlier attempt) is kept as it is: the verification compares what is here.
-          s.sql.exec(
-            `INSERT OR IGNORE INTO facts (fact_id, tenant_id, stream, sequence, type, data, causation_id, correlation_id, caused_by, created_at, traceparent, schema_version)
-             SELECT r.value ->> 0, r.value ->> 1, r.value ->> 2, r.value ->> 3, r.value ->> 4, r.value ->> 5, r.value ->> 6, r.value ->> 7, r.value ->> 8, r.value ->> 9, r.value ->> 10, r.value ->> 11
-             FROM json_each(?) AS r`,
-            chunk
-          )
-        }
-        for (const row of input.timers ?? []) {
-          s.sql.exec(
-            "INSERT OR REPLACE INTO timers (timer_id, tenant_id, stream, name, fire_at, status, settled_by) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            row["timer_id"] ?? null, row["tenant_id"] ?? null, row["stream"] ?? null, row["name"] ?? null, row["fire_at"] ?? null, row["status"] ?? null, row["settled_by"] ?? null
-          )
-        }
-        for (const row of input.snapshots ?? []) {
-          s.sql.exec(
-            "INSERT OR REPLACE INTO snapshots (tenant_id, stream, decider, version, fingerprint, sequence, state) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            row["tenant_id"] ?? null, row["stream"] ?? null, row["decider"] ?? null, row["version"] ?? null, row["fingerprint"] ?? null, row["sequence"] ?? null, row["state"] ?? null
-          )
-        }
-        for (const row of input.outbox ?? []) {
-          s.sql.exec("INSERT INTO outbox (fact_id, destination, created_at) VALUES (?, ?, ?) ON CONFLICT (fact_id, destination) DO NOTHING", row.fact_id, row.destination, row.created_at)
-        }
-      })
+      const written = importRows(s, storage, input)
       if (place() === null) setPlace({ index: input.index, shards: input.shards })
       if (ledger.getMeta("tenant_id") === undefined) ledger.setMeta("tenant_id", input.tenant_id)
       if (ledger.getMeta("shard_key") === undefined) ledger.setMeta("shard_key", input.shard_key)
-      return rows.length
+      return written
     }
   }
 }
