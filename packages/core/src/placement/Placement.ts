@@ -217,11 +217,13 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
   }
 }
 
-/** A tenant's writes are held while its move takes its last copy: retryable, as any unavailable database. */
-const held = (tenantId: string) =>
+/** A tenant's writes (or one projection's) are held while its move takes its last copy: retryable, as any unavailable database. */
+const held = (tenantId: string, projection?: string) =>
   new Failure.Unavailable({
     service: "the tenant's read database",
-    message: `tenant ${tenantId}'s writes are held (a move to another read database, or the deletion of its data); they resume when the move switches it`,
+    message: projection === undefined
+      ? `tenant ${tenantId}'s writes are held (a move to another read database, or the deletion of its data); they resume when the move switches it`
+      : `the writes of projection ${projection} of tenant ${tenantId} are held (a move of the projection to another read database); they resume when the move switches it`,
     retryAfterSeconds: heldRetrySeconds,
     parkSeconds: heldRetrySeconds
   })
@@ -231,7 +233,7 @@ export const heldRetrySeconds = 5
 
 /** The read database of a placement (of its `projection`, when given), refusing writes while a move holds them. */
 const doorOf = (shape: Shape, placement: Placement, write: boolean, projection?: string) =>
-  write && isHeld(placement, projection) ? Effect.fail(held(placement.tenantId)) : Effect.succeed(shape.databases[databaseOf(placement, projection)]!)
+  write && isHeld(placement, projection) ? Effect.fail(held(placement.tenantId, placement.frozenSince === null ? projection : undefined)) : Effect.succeed(shape.databases[databaseOf(placement, projection)]!)
 
 /**
  * The tenant's read database (placing the tenant on first use) — with `projection`, the one holding that projection
@@ -369,17 +371,17 @@ export const byDatabase = <T, O, E, R>(
       }
       const away: Array<string> = []
       const elsewhere = new Map<number, Array<string>>()
-      let heldHere = false
+      let heldHere: string | undefined
       for (const [name, p] of Object.entries(placement.projections)) {
         if (p.frozenSince !== null) {
           away.push(name)
-          heldHere ||= options.concerns(name, item)
+          if (options.concerns(name, item)) heldHere ??= name
         } else if (p.database !== placement.database) {
           away.push(name)
           elsewhere.set(p.database, [...(elsewhere.get(p.database) ?? []), name])
         }
       }
-      if (heldHere) settle(keyOf(item), refused(held(placement.tenantId)))
+      if (heldHere !== undefined) settle(keyOf(item), refused(held(placement.tenantId, heldHere)))
       unit(item, placement.database, { home: true, projections: away.sort() })
       for (const [database, names] of elsewhere) {
         if (names.some((name) => options.concerns(name, item))) unit(item, database, { home: false, projections: names.sort() })
