@@ -119,6 +119,38 @@ export interface Shape {
   readonly metricsFlushMs: number
   /** `FACTLINE_RATE_LIMIT_TIERS`: JSON `{ "*": tier, "<tenant>": tier, … }` (default: every tenant on `default`). */
   readonly rateLimitTiers: RateLimitTiers
+  /**
+   * `FACTLINE_LEDGER_HOT_DAYS`: how many days of a tenant's facts its ledger shards keep in SQLite; older facts move to
+   * cold segments in R2 (ledger/ColdTiering.ts). Whole days, for every tenant (`45`, the default) or per tenant as
+   * JSON `{ "*": 45, "<tenant>": 90, … }`; a tenant given `null` (or `"*": null`) is never tiered.
+   */
+  readonly ledgerHotDays: (tenant: string) => number | undefined
+}
+
+/** The default hot window of the ledger, in days (docs/operating.md argues it). */
+export const defaultLedgerHotDays = 45
+
+/** `FACTLINE_LEDGER_HOT_DAYS` → each tenant's hot window in days (undefined: never tiered), or what is wrong with it. */
+export const parseLedgerHotDays = (raw: string | undefined): ((tenant: string) => number | undefined) | string => {
+  if (raw === undefined || raw.trim() === "") return () => defaultLedgerHotDays
+  const days = (value: unknown) => typeof value === "number" && Number.isInteger(value) && value >= 0
+  if (/^\s*\d+\s*$/.test(raw)) {
+    const n = Number(raw)
+    return () => n
+  }
+  let json: unknown
+  try {
+    json = JSON.parse(raw)
+  } catch {
+    json = undefined
+  }
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return `must be whole days (e.g. 45) or a JSON object of tenant id (or "*") → days or null, got ${JSON.stringify(raw)}`
+  const entries = Object.entries(json as Record<string, unknown>)
+  const bad = entries.find(([, value]) => value !== null && !days(value))
+  if (bad !== undefined) return `${JSON.stringify(bad[0])}: days must be a whole number from 0 up, or null (never tiered), got ${JSON.stringify(bad[1])}`
+  const tenants = new Map(entries as Array<[string, number | null]>)
+  const fallback = tenants.has("*") ? tenants.get("*")! : defaultLedgerHotDays
+  return (tenant) => (tenants.has(tenant) ? tenants.get(tenant)! : fallback) ?? undefined
 }
 
 const optional = (name: string) => Config.option(Config.String(name)).pipe(Config.map(Option.getOrUndefined))
@@ -218,6 +250,10 @@ export const config: Config.Config<Shape> = Config.all({
   rateLimitTiers: optional("FACTLINE_RATE_LIMIT_TIERS").pipe(Config.mapEffect((raw) => {
     const parsed = parseRateLimitTiers(raw)
     return typeof parsed === "string" ? Effect.die(new Error(`FACTLINE_RATE_LIMIT_TIERS: ${parsed}`)) : Effect.succeed(parsed)
+  })),
+  ledgerHotDays: optional("FACTLINE_LEDGER_HOT_DAYS").pipe(Config.mapEffect((raw) => {
+    const parsed = parseLedgerHotDays(raw)
+    return typeof parsed === "string" ? Effect.die(new Error(`FACTLINE_LEDGER_HOT_DAYS: ${parsed}`)) : Effect.succeed(parsed)
   })),
   alertQuietMs: lenientNumber("FACTLINE_ALERT_QUIET_MINUTES", 15).pipe(Config.map((minutes) => minutes * 60_000)),
   metricsFlushMs: lenientNumber("FACTLINE_METRICS_FLUSH_SECONDS", 10).pipe(Config.map((seconds) => seconds * 1000))

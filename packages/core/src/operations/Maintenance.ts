@@ -8,7 +8,8 @@
  * minutes, fail batch jobs whose chunk message was lost, start the catch-up
  * of projections new to the deployment or re-versioned and report those whose
  * table is missing (`CatchUp`), move the `facts`
- * copy's days past its window to the R2 archive (`Archive`). Each job is bounded
+ * copy's days past its window to the R2 archive (`Archive`), move the ledger's facts past each tenant's hot window
+ * to cold segments in R2 (`ColdTiering`). Each job is bounded
  * per run (a backlog is worked off over the next runs) and reads the time
  * from `Clock`.
  *
@@ -19,6 +20,7 @@ import * as WorkflowInstances from "../workflows/Instances.js"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Archive from "../archive/Archive.js"
+import * as ColdTiering from "../ledger/ColdTiering.js"
 import * as Placement from "../placement/Placement.js"
 import * as BatchJobs from "../batch/BatchJobs.js"
 import * as CatchUp from "./CatchUp.js"
@@ -119,6 +121,17 @@ export const archiveFacts = Effect.fn("Maintenance.archiveFacts")(function*(limi
 })
 
 /**
+ * Moves the ledger's facts older than each tenant's hot window (`FACTLINE_LEDGER_HOT_DAYS`) from the next
+ * `ColdTiering.shardsPerRun` shards to cold segments in R2; returns how many. A refusing shard or bucket is logged
+ * and the next pass retries (each chunk leaves SQLite only once verified in R2).
+ */
+export const tierLedger = Effect.fn("Maintenance.tierLedger")(function*() {
+  return yield* ColdTiering.run().pipe(
+    Effect.catch((error) => Effect.as(Effect.logError(`the ledger could not be tiered, the next run retries: ${error.message}`), 0))
+  )
+})
+
+/**
  * Moves at most `DeadLetterConsumer.recoveredPerRun` spilled dead letters (R2) into `dead_messages`; returns how
  * many. A refusing database or bucket is logged and the next run retries (the objects stay until stored).
  */
@@ -175,5 +188,6 @@ export const run = Effect.fn("Maintenance.run")(function*(options: Options = { a
   yield* failStaleBatchJobs()
   yield* catchUpProjections()
   yield* archiveFacts()
+  yield* tierLedger()
   yield* wakeOverdueWorkflows()
 })
