@@ -21,7 +21,7 @@
 import { DurableObject } from "cloudflare:workers"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import { KeyStorage, LedgerProtocol, LedgerStorage, LedgerTopology, Metrics, OutboxRelay, RetryPolicy, ShardReshard } from "@factline/core/runtime"
+import { Bindings, ColdHistory, ColdProtocol, KeyStorage, LedgerProtocol, LedgerStorage, LedgerTopology, Metrics, OutboxRelay, RetryPolicy, ShardReshard } from "@factline/core/runtime"
 import type { Fact } from "@factline/schemas"
 import type { PlatformEnv } from "./Env.js"
 import { shardRuntime, type ShardRuntime } from "./Services.js"
@@ -39,6 +39,12 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   private timerRetryAt = 0
   /** This shard's place in its tenant's reshards: which streams it still answers (core's ShardReshard). */
   private resharding: ShardReshard.ShardReshard
+
+  /** The shard's facts with their cold history in R2 (core's ColdHistory): every read and append goes through it. */
+  private coldHistory?: ColdHistory.ColdHistory
+  private get history(): ColdHistory.ColdHistory {
+    return (this.coldHistory ??= ColdHistory.make(this.ledger, this.runtime.runSync(Effect.service(Bindings.PayloadBucket))))
+  }
 
   constructor(ctx: DurableObjectState, env: PlatformEnv) {
     super(ctx, env)
@@ -83,7 +89,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   }
 
   private async appendAnswered(groups: ReadonlyArray<LedgerProtocol.AppendGroup>): Promise<ReadonlyArray<LedgerProtocol.AppendAnswer>> {
-    const results = this.ledger.appendAll(groups)
+    const results = await this.history.append(groups)
     const first = groups[0]
     // The shard's tenant, recorded by its first append (never changed or removed): read once per object.
     if (!this.tenantRecorded && first && results.some((r) => r.status === "appended")) {
@@ -97,6 +103,9 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   }
 
   async handover(entries: ReadonlyArray<LedgerProtocol.Handover>, shardKey: string): Promise<LedgerProtocol.HandoverAnswer> {
+    // A cold fact has no hot row for an outbox row to point at: refused, so the caller's message is retried and relays it itself.
+    const cold = this.history.coldIds(entries.map((entry) => entry.fact_id))
+    if (cold.length > 0) throw new Error(`${cold.length} fact(s) handed over are in cold history (older than the hot window); the caller relays them itself`)
     const answer = this.resharding.handover(entries)
     const written = typeof answer === "number" ? answer : answer.written
     if (written > 0 && this.ledger.getMeta("shard_key") === undefined) this.ledger.setMeta("shard_key", shardKey)
@@ -105,7 +114,9 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   }
 
   async readStreams(keys: ReadonlyArray<LedgerProtocol.StreamRead>): Promise<ReadonlyArray<LedgerProtocol.StreamState>> {
-    return keys.map((key) => this.readOne(key))
+    const states: Array<LedgerProtocol.StreamState> = []
+    for (const key of keys) states.push(await this.readOne(key))
+    return states
   }
 
   async read(key: LedgerProtocol.StreamKey, options?: LedgerProtocol.ReadOptions): Promise<LedgerProtocol.StreamState> {
@@ -113,10 +124,10 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   }
 
   /** A stream a reshard moved away is answered `moved` (nothing else): the ledger client asks its new shard. */
-  private readOne(key: LedgerProtocol.StreamRead, options?: LedgerProtocol.ReadOptions): LedgerProtocol.StreamState {
+  private async readOne(key: LedgerProtocol.StreamRead, options?: LedgerProtocol.ReadOptions): Promise<LedgerProtocol.StreamState> {
     const refused = this.resharding.refusal(key.stream)
     if (refused?.status === "moved") return { tenant_id: key.tenant_id, stream: key.stream, version: 0, facts: [], moved: refused.shard_count }
-    return this.ledger.readStream(key, options)
+    return this.history.readStream(key, options)
   }
 
   // A reshard's calls (core's placement/Reshard.ts drives them, ShardReshard answers them).
@@ -153,17 +164,28 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
 
   /** Every fact of this shard, in (stream, sequence) order, for rebuilds. */
   async readShard(after: { readonly stream: string; readonly sequence: number } | undefined, limit: number): Promise<ReadonlyArray<Fact>> {
-    return this.ledger.readShard(after, Math.min(Math.max(1, limit), 5_000))
+    return this.history.readShard(after, Math.min(Math.max(1, limit), 5_000))
   }
 
   /** The facts appended since `since` among the next `scan` (at most 5,000) after `after`, and where to go on: recovery's walk. */
   async readShardSince(after: LedgerProtocol.ShardCursor | undefined, since: string, scan: number) {
-    return this.ledger.readShardSince(after, since, Math.min(Math.max(1, scan), 5_000))
+    return this.history.readShardSince(after, since, Math.min(Math.max(1, scan), 5_000))
   }
 
   /** The fact with this id, if this shard holds it (its unique index; reading creates no storage). */
   async findFact(factId: string): Promise<Fact | null> {
-    return this.ledger.findFact(factId)
+    return this.history.findFact(factId)
+  }
+
+  /** One chunk of this shard's facts created before `cutoff` to a cold segment in R2 (the scheduled sweep's ColdTiering). */
+  async tier(shardKey: string, cutoff: string, limit: number): Promise<ColdProtocol.Tiered> {
+    const now = new Date(await this.runtime.runPromise(Clock.currentTimeMillis)).toISOString()
+    return this.history.tier(shardKey, cutoff, limit, now)
+  }
+
+  /** The cold manifest's totals (the ledger's health read). */
+  async coldStats(): Promise<ColdProtocol.ColdStats> {
+    return this.history.stats()
   }
 
   /** Rows handed over and not yet relayed downstream. */
@@ -189,6 +211,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     await this.ctx.storage.deleteAll()
     this.ledger = LedgerStorage.make(this.ctx.storage)
     this.resharding = ShardReshard.make(this.ctx.storage, this.ledger)
+    this.coldHistory = undefined
     this.tenantRecorded = false
     this.timerFailures = 0
     this.timerRetryAt = 0

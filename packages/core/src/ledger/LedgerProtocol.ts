@@ -9,6 +9,7 @@
  * not send, to relay from its outbox with its alarm.
  */
 import type { KeyStoreRpc } from "../personal/KeyStorage.js"
+import type { ColdRpc } from "./ColdProtocol.js"
 import type { Fact } from "@factline/schemas"
 
 /** A fact ready to append: its id is already fixed by its cause; the ledger assigns the sequence. */
@@ -174,7 +175,7 @@ export interface ReshardRpc {
 
 /** The RPC surface of the LedgerShard Durable Object. */
 /** A shard's calls; the same class also answers the key store's (an object named `KeyStorage.objectName(tenant)`). */
-export interface LedgerShardRpc extends KeyStoreRpc, ReshardRpc {
+export interface LedgerShardRpc extends KeyStoreRpc, ReshardRpc, ColdRpc {
   /** A result per group, in order; an appended group's facts are left for the caller to number (`toResult`). */
   append(groups: ReadonlyArray<AppendGroup>): Promise<ReadonlyArray<AppendAnswer>>
   /** Writes outbox rows for these stored facts and arms the relay alarm; returns how many rows were written. */

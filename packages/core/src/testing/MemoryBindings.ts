@@ -22,6 +22,7 @@
  */
 import { DatabaseSync } from "node:sqlite"
 import type { Fact } from "@factline/schemas"
+import type { ColdStats, Tiered } from "../ledger/ColdProtocol.js"
 import type { LedgerShardNamespace } from "../ledger/LedgerNamespace.js"
 import { type AppendAnswer, type AppendGroup, type Handover, type HandoverAnswer, type LedgerShardRpc, type ReadOptions, type ReshardExtras, type ReshardImport, type ShardCursor, type StreamKey, type StreamRead, type StreamState, toAnswer } from "../ledger/LedgerProtocol.js"
 import * as LedgerStorage from "../ledger/LedgerStorage.js"
@@ -162,6 +163,13 @@ export class MemoryLedgerShard implements LedgerShardRpc {
       fired.push(...facts)
       if (!more) return fired
     }
+  }
+  /** The test kit's shards keep every fact hot: tiering to R2 is the Durable Object's (ColdHistory has its own tests). */
+  async tier(): Promise<Tiered> {
+    return { tiered: 0, wrapped: true }
+  }
+  async coldStats(): Promise<ColdStats> {
+    return this.storage.cold.stats()
   }
 }
 
