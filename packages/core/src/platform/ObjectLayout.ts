@@ -6,7 +6,7 @@
  * The modules that write each (PayloadStore, KeptEvents, DeadLetterSpill) and a tenant's deletion read them here.
  */
 
-/** A tenant's own objects: archive, batch files, uploads. */
+/** A tenant's own objects: archive, the ledger's cold segments (`ledger/`), batch files, uploads. */
 export const tenantPrefix = (tenantId: string) => `${tenantId}/`
 /** Every offloaded payload (the one prefix a lifecycle rule expires). */
 export const payloadsPrefix = "_payloads/"
