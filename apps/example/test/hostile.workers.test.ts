@@ -79,6 +79,7 @@ const queryOf: Record<string, ReadonlyArray<string>> = {
   "GET /v1/tenants": [],
   "GET /v1/tenants/:tenant/moves/:move_id": [],
   "GET /v1/tenants/:tenant/deletion": [],
+  "GET /v1/tenants/:tenant/ledger/reshard": [],
   "GET /v1/subjects/:subject/erasure": [],
   "GET /v1/subjects/:subject/export": [],
   "GET /v1/alerts": [],

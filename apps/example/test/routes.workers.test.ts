@@ -206,6 +206,8 @@ describe("tenancy sweep, every route of the table", () => {
     "GET /v1/tenants/:tenant/moves/:move_id": { params: { tenant: "tenant-a", move_id: "mv_probe" }, ownerStatus: undefined },
     "DELETE /v1/tenants/:tenant": { params: { tenant: "tenant-a" }, ownerStatus: undefined },
     "GET /v1/tenants/:tenant/deletion": { params: { tenant: "tenant-a" }, ownerStatus: undefined },
+    "POST /v1/tenants/:tenant/ledger/reshard": { params: { tenant: "tenant-a" }, body: { shards: 32 }, ownerStatus: undefined },
+    "GET /v1/tenants/:tenant/ledger/reshard": { params: { tenant: "tenant-a" }, ownerStatus: undefined },
     // B erases, reads and exports the data subject id in its own tenant: nothing of A's (A's own erase is not sent: it
     // would erase the buyer the other probes read).
     "POST /v1/subjects/:subject/erase": { params: { subject: a.buyer }, ownerStatus: undefined, answersB: true },
