@@ -74,7 +74,8 @@ operators' commands, against a deployment (--url, --token):
   tenants [me]                              where every tenant's read side lives (scope platform), or this token's tenant
   tenants place TENANT --to N               place a tenant not used yet on read database N (scope platform)
   tenants remove TENANT                     remove the placement of a tenant that holds no data (scope platform)
-  tenants move TENANT --to N [--no-wait]    move a tenant's read side to read database N under live traffic, following it (scope platform)
+  tenants move TENANT --to N [--projection P] [--no-wait]
+                                            move a tenant's read side (or only its projection P) to read database N under live traffic, following it (scope platform)
   tenants delete TENANT [--no-wait]         delete a departed tenant's whole data from every store, following it to its report (scope platform)
 
 options:

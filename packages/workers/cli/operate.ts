@@ -382,7 +382,7 @@ Object.assign(commands, {
   }
 } satisfies Record<string, Command>)
 
-const moveLine = (m: Api.Output<typeof Tenants.getMove>): string => `move ${clean(m.move_id)}  ${clean(m.tenant_id)}: read database ${m.from_database} → ${m.to_database}  ${colored(clean(m.phase))}` +
+const moveLine = (m: Api.Output<typeof Tenants.getMove>): string => `move ${clean(m.move_id)}  ${clean(m.tenant_id)}${m.projection === null ? "" : ` projection ${clean(m.projection)}`}: read database ${m.from_database} → ${m.to_database}  ${colored(clean(m.phase))}` +
   `  round ${m.copy_round}  copied ${num(Object.values(m.copied).reduce((a, b) => a + b, 0))} rows${m.error ? `\nerror: ${clean(m.error)}` : ""}`
 
 /** A deletion in one line: its phase, what it removed in all, and (once re-counted) what is left. */
@@ -393,7 +393,7 @@ const deletionLine = (d: Api.Output<typeof Tenants.getDeletion>): string => {
 }
 
 Object.assign(commands, {
-  /** Where tenants live (`tenants`, `tenants me`), placing one (`tenants place <tenant> --to N`), removing a placement that holds no data (`tenants remove <tenant>`), moving one (`tenants move <tenant> --to N`), deleting one's whole data (`tenants delete <tenant>`). */
+  /** Where tenants live (`tenants`, `tenants me`), placing one (`tenants place <tenant> --to N`), removing a placement that holds no data (`tenants remove <tenant>`), moving one (`tenants move <tenant> --to N [--projection P]`), deleting one's whole data (`tenants delete <tenant>`). */
   async tenants({ api }, { flags, positional }) {
     const [, sub = "list", tenant] = positional
     if (sub === "me") {
@@ -433,7 +433,9 @@ Object.assign(commands, {
       const p = await api.tenants.placeTenant({ params: { tenant }, payload: { read_database: to } })
       return flags.json ? p : `${clean(p.tenant_id)}: read database ${p.read_database} (binding ${clean(p.binding)})`
     }
-    let move = await api.tenants.moveTenant({ params: { tenant }, payload: { to_database: to } })
+    // `--projection P`: only the tenant's rows of projection P move (a tenant larger than one database).
+    const projection = typeof flags.projection === "string" ? flags.projection : undefined
+    let move = await api.tenants.moveTenant({ params: { tenant }, payload: { to_database: to, ...(projection === undefined ? {} : { projection }) } })
     if (flags["no-wait"]) return flags.json ? move : moveLine(move)
     const tty = process.stderr.isTTY
     while (!["dropped", "failed"].includes(move.phase)) {
