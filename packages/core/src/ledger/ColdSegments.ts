@@ -16,7 +16,7 @@
  * unpinned, and that each stream's run starts right after its cold part. A stream's version is the larger of its
  * hot `MAX(sequence)` and its cold ranges' last sequence.
  *
- * It does not read or write R2 (ColdHistory.ts does), nor decide when to tier (the scheduled sweep, ColdTiering.ts).
+ * It does not read or write R2 (ColdHistory.ts does), nor decide when to tier (the scheduled sweep, operations/ColdTiering.ts).
  */
 import * as Schema from "effect/Schema"
 import type { ColdStats } from "./ColdProtocol.js"

@@ -14,9 +14,9 @@ import * as Schema from "effect/Schema"
 import { Settings } from "../composition/Settings.js"
 import * as Failure from "../failures/Failure.js"
 import * as Sql from "../platform/Sql.js"
-import { factsPerSegment } from "./ColdHistory.js"
-import { LedgerNamespace } from "./LedgerNamespace.js"
-import * as LedgerTopology from "./LedgerTopology.js"
+import { factsPerSegment } from "../ledger/ColdHistory.js"
+import { LedgerNamespace } from "../ledger/LedgerNamespace.js"
+import * as LedgerTopology from "../ledger/LedgerTopology.js"
 
 /** Shards asked per run. */
 export const shardsPerRun = 64
