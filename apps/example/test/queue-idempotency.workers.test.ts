@@ -10,9 +10,9 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
-import { AcceptedKeys } from "@factline/core/runtime"
+import { AcceptedKeys, KeyReceipts } from "@factline/core/runtime"
 import type { PlatformEnv } from "@factline/workers"
-import { callCompleted, deadMessages, eventually, postEvents, readStream, shardKeyOf, unique } from "./helpers.js"
+import { callCompleted, deadMessages, eventually, postEvents, readStream, shardKeyOf, tokenA, unique } from "./helpers.js"
 import { platform } from "./worker.js"
 
 const send = (body: unknown) => env.EVENTS_QUEUE.send(body, { contentType: "json" })
@@ -143,5 +143,76 @@ describe("queue path: one idempotency key, one payload", () => {
     // The request's rows (json_each) are the outer loop; the table is only ever searched by its primary key.
     expect(details.filter((d) => /^SEARCH/.test(d))).toEqual(["SEARCH k USING PRIMARY KEY (tenant_id=? AND idempotency_key=?)"])
     for (const detail of details) expect(detail).toMatch(/^SCAN j VIRTUAL TABLE|^SEARCH k USING PRIMARY KEY \(tenant_id=\? AND idempotency_key=\?\)$/)
+  })
+})
+
+describe("key receipts: a message the HTTP edge accepted is not claimed again (issue 41)", () => {
+  const secretsKey = (env as unknown as { FACTLINE_SECRETS_KEY: string }).FACTLINE_SECRETS_KEY
+  const receipts = KeyReceipts.make(secretsKey)
+  const storedKey = (key: string) =>
+    env.DB.prepare("SELECT payload_hash FROM accepted_keys WHERE tenant_id = ? AND idempotency_key = ?").bind("tenant-a", key).first<{ payload_hash: string }>()
+  const deliver = async (body: unknown) => {
+    const batch = createMessageBatch("factline-events", [{ id: unique("qm"), timestamp: new Date(), attempts: 1, body }])
+    const ctx = createExecutionContext()
+    await platform.queue(batch, env as unknown as PlatformEnv, ctx)
+    return getQueueResult(batch, ctx)
+  }
+  const receiptOf = async (e: ReturnType<typeof callCompleted>) =>
+    (await receipts.sign({ tenant_id: e.tenant_id, idempotency_key: e.idempotency_key, payload_hash: await hashOf(e) }))!
+
+  it("the edge stamps each envelope it sends with the receipt of its key's binding", async () => {
+    const sent: Array<any> = []
+    const queue = {
+      send: (body: unknown, options?: QueueSendOptions) => (sent.push(body), env.EVENTS_QUEUE.send(body, options)),
+      sendBatch: (messages: Iterable<MessageSendRequest>, options?: QueueSendBatchOptions) => {
+        const list = [...messages]
+        sent.push(...list.map((m) => m.body))
+        return env.EVENTS_QUEUE.sendBatch(list, options)
+      }
+    } as Queue
+    const event = callCompleted()
+    const response = await platform.fetch(
+      new Request("http://factline.test/v1/events", {
+        method: "POST", body: JSON.stringify(event), headers: { authorization: `Bearer ${tokenA}`, "content-type": "application/json" }
+      }),
+      { ...env, EVENTS_QUEUE: queue } as never,
+      { waitUntil: () => undefined, passThroughOnException: () => undefined } as never
+    )
+    expect(response.status).toBe(202)
+    expect(sent).toHaveLength(1)
+    expect(sent[0].key_receipt).toBe(await receiptOf(event))
+    // A client cannot hand one in: only the edge makes receipts.
+    const forged = await postEvents({ ...callCompleted(), key_receipt: sent[0].key_receipt })
+    expect(forged.status).toBe(400)
+    expect(JSON.stringify(await forged.json())).toContain("key_receipt")
+  })
+
+  it("a receipted message is decided without a claim; an unreceipted or forged one is claimed", async () => {
+    const receipted = callCompleted()
+    expect((await deliver({ ...receipted, key_receipt: await receiptOf(receipted) })).explicitAcks).toHaveLength(1)
+    expect(await outcomes(receipted.subject)).toHaveLength(1)
+    // No claim: the consumer did not bind the key (the edge would have; this one was signed by the test).
+    expect(await storedKey(receipted.idempotency_key)).toBeNull()
+
+    const plain = callCompleted()
+    expect((await deliver(plain)).explicitAcks).toHaveLength(1)
+    expect(await storedKey(plain.idempotency_key)).toEqual({ payload_hash: await hashOf(plain) })
+
+    const forged = callCompleted()
+    expect((await deliver({ ...forged, key_receipt: "kr1.AAAAAAAAAAAAAAAAAAAAAA" })).explicitAcks).toHaveLength(1)
+    expect(await storedKey(forged.idempotency_key)).toEqual({ payload_hash: await hashOf(forged) })
+    expect(await outcomes(forged.subject)).toHaveLength(1)
+  })
+
+  it("a receipt does not cover another payload: the key's reuse is still dead-lettered with both hashes", async () => {
+    const first = callCompleted({}, { price_cents: 400 })
+    expect((await postEvents(first)).status).toBe(202)
+    const second = { ...callCompleted({}, { call_id: first.subject, price_cents: 401 }), idempotency_key: first.idempotency_key }
+    // The first's receipt copied onto another payload: it does not verify, so the message is claimed and refused.
+    await send({ ...second, key_receipt: await receiptOf(first) })
+    const [row] = await deadLetters(first.idempotency_key)
+    expectConflictRecord(row!, await hashOf(first), await hashOf(second), second.message_id)
+    await eventually(async () => ((await outcomes(first.subject)).length === 1 ? true : undefined), 30_000, "the HTTP event")
+    expect((await outcomes(first.subject)).map((f) => f.data.price_cents)).toEqual([400])
   })
 })

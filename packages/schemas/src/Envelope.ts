@@ -106,7 +106,14 @@ const fields = {
    * re-send) — the events consumer parks a copy that arrives earlier for what is left, so no copy restarts the
    * delay. Optional: messages without it (all those from before it) are due at once.
    */
-  deliver_after: Schema.optional(IsoDateTime)
+  deliver_after: Schema.optional(IsoDateTime),
+  /**
+   * Set by the HTTP edge once it has bound `idempotency_key` to this payload (core's producing/KeyReceipts.ts):
+   * an HMAC under the platform's key that lets the events consumer skip binding the key again. Optional: a
+   * message without one (a service's own send, or one from before receipts) is bound by the consumer, as is
+   * one whose receipt does not verify.
+   */
+  key_receipt: Schema.optional(NonEmpty(64))
 }
 
 /** A complete envelope, as it travels on a queue. */
@@ -134,8 +141,11 @@ const oneDelay = Schema.makeFilter(
  * with an optional `delay_seconds` the producer turns into `deliver_after`
  * (`deliver_after` itself is accepted for a re-send of an envelope that has one).
  */
+// What a producer hands in never carries a key receipt: only the edge makes one, after binding the key.
+const { key_receipt: _receipt, ...inputFields } = fields
+
 export const EnvelopeInput = Schema.Struct({
-  ...fields,
+  ...inputFields,
   message_id: Schema.optional(fields.message_id),
   correlation_id: Schema.optional(fields.correlation_id),
   created_at: Schema.optional(fields.created_at),

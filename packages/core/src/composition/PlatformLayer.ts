@@ -28,6 +28,7 @@ import * as MetricsTally from "../operations/MetricsTally.js"
 import { AcceptedKeys } from "../producing/AcceptedKeys.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
 import * as KeptEvents from "../producing/KeptEvents.js"
+import * as KeyReceipts from "../producing/KeyReceipts.js"
 import { Producer } from "../producing/Producer.js"
 import { ProjectionStore } from "../projections/ProjectionStore.js"
 import * as Registry from "../registry/Registry.js"
@@ -63,6 +64,7 @@ export type Services =
   | PayloadStore
   | Queues
   | AcceptedKeys
+  | KeyReceipts.KeyReceipts
   | Producer
   | WebhookStore
   | WebhookTransport
@@ -104,7 +106,10 @@ export const services = (registry: Registry.Shape, options: Options) =>
       cacheMs: settings.keyCacheMs,
       refuseErased: settings.refuseErasedSubjects
     }).pipe(Layer.provide(KeyStores.layer(namespace)))
+    // The edge signs the keys it binds; the events consumer verifies and skips its own claim for them.
+    const receipts = KeyReceipts.make(settings.secretsKey)
     return Layer.mergeAll(
+      Layer.succeed(KeyReceipts.KeyReceipts, receipts),
       Layer.succeed(Registry.Registry, registry),
       // Each module's services, built once with the runtime (per isolate), not per message.
       ModuleLayers.layer(registry.modules),
@@ -126,7 +131,8 @@ export const services = (registry: Registry.Shape, options: Options) =>
         queue: RetryPolicy.events.queue,
         definitions: registry.definitions,
         defaultSource: options.defaultSource,
-        ...(settings.keepAcceptedMs > 0 ? { keep: KeptEvents.keeper(storage) } : {})
+        ...(settings.keepAcceptedMs > 0 ? { keep: KeptEvents.keeper(storage) } : {}),
+        receipts
       }).pipe(Layer.provide(Layer.mergeAll(payloads, queues, keyRing))),
       queues,
       WebhookStore.layer({

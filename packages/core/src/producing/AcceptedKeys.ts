@@ -48,6 +48,11 @@ export interface Entry {
 
 export interface Claim extends Entry {
   readonly tenant_id: string
+  /**
+   * The edge bound this key to this payload already and said so (a verified key receipt, KeyReceipts.ts): the
+   * claim answers that binding without a round trip, after the placement check every claim makes.
+   */
+  readonly receipted?: boolean
 }
 
 /** What a key is bound to: the payload hash it was first accepted with, and when. */
@@ -135,7 +140,7 @@ export const placed = (placement: Placement.Shape): Shape => {
     claim: (entries, now) =>
       Effect.flatMap(Placement.groupedForWrites(placement, entries, (e) => e.tenant_id), ({ groups, held }) =>
         Effect.map(
-          Effect.forEach(groups, (group) => on(group.sql).claim(group.items, now), { concurrency: "unbounded" }),
+          Effect.forEach(groups, (group) => claimReceipted(group.items, now, (rest) => on(group.sql).claim(rest, now)), { concurrency: "unbounded" }),
           (bound) => new Map<string, Claimed>([
             ...bound.flatMap((m) => [...m]),
             // A tenant being moved: its keys wait (and its messages with them); the other tenants' are claimed.
@@ -145,6 +150,29 @@ export const placed = (placement: Placement.Shape): Shape => {
     prune: (before, limit, now) =>
       Effect.map(Effect.forEach(placement.everywhere, (sql) => on(sql).prune(before, limit, now)), (counts) => counts.reduce((a, b) => a + b, 0))
   }
+}
+
+/**
+ * Receipted entries answer their own binding (the edge made it and signed it); the rest are claimed by `claim`
+ * — not at all (no round trip) when every entry is receipted.
+ */
+const claimReceipted = <B extends Claimed, E>(
+  entries: ReadonlyArray<Claim>,
+  now: string,
+  claim: (rest: ReadonlyArray<Claim>) => Effect.Effect<ReadonlyMap<string, B>, E>
+): Effect.Effect<ReadonlyMap<string, B | Bound>, E> => {
+  const rest = entries.filter((e) => e.receipted !== true)
+  const own = (bound: ReadonlyMap<string, B>): ReadonlyMap<string, B | Bound> => {
+    if (rest.length === entries.length) return bound
+    const all = new Map<string, B | Bound>(bound)
+    for (const e of entries) {
+      const key = claimKey(e.tenant_id, e.idempotency_key)
+      // A key claimed by an unreceipted copy in this batch answers what is stored; otherwise the receipt's binding.
+      if (e.receipted === true && !all.has(key)) all.set(key, { payload_hash: e.payload_hash, accepted_at: now })
+    }
+    return all
+  }
+  return rest.length === 0 ? Effect.succeed(own(new Map())) : Effect.map(claim(rest), own)
 }
 
 export const make = (sql: Sql.Sql): Shape => ({
@@ -223,15 +251,15 @@ export const memory = (): Shape => {
         return old.length
       }),
     claim: (entries, now) =>
-      Effect.sync(() => {
+      claimReceipted(entries, now, (rest) => Effect.sync(() => {
         const bound = new Map<string, Bound>()
-        for (const e of entries) {
+        for (const e of rest) {
           const key = claimKey(e.tenant_id, e.idempotency_key)
           if (!rows.has(key)) (rows.set(key, e.payload_hash), at.set(key, now))
           bound.set(key, { payload_hash: rows.get(key)!, accepted_at: at.get(key) ?? now })
         }
-        return bound
-      }),
+        return bound as ReadonlyMap<string, Bound>
+      })),
     record: (tenantId, entries, now) =>
       Effect.sync(() => {
         const stored = new Map<string, string>()

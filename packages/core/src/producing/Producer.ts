@@ -41,6 +41,7 @@ import type { Envelope } from "@factline/schemas"
 import type { MessageDefinition } from "../definitions/MessageDefinition.js"
 import * as Failure from "../failures/Failure.js"
 import { AcceptedKeys, payloadHash } from "./AcceptedKeys.js"
+import type * as KeyReceipts from "./KeyReceipts.js"
 import { PayloadStore, offloadThresholdBytes } from "./PayloadStore.js"
 import type * as KeptEvents from "./KeptEvents.js"
 import * as Delay from "./Delay.js"
@@ -134,6 +135,8 @@ export class Producer extends Context.Service<Producer, {
     readonly defaultSource?: string
     /** Development only: keeps each request's accepted envelopes (KeptEvents) before they are sent. */
     readonly keep?: KeptEvents.Keep
+    /** The edge's key receipts (KeyReceipts.ts): what `accept` stamps on each envelope whose key it bound. */
+    readonly receipts?: KeyReceipts.Shape
   }) =>
     Layer.effect(
       Producer,
@@ -173,6 +176,7 @@ interface Config {
   readonly keyRing: KeyRing["Service"]
   readonly defaultSource?: string
   readonly keep?: KeptEvents.Keep
+  readonly receipts?: KeyReceipts.Shape
 }
 
 const offload = (config: Config, envelope: Envelope) => {
@@ -246,6 +250,16 @@ const acceptOf = (config: Config): Producer["Service"]["accept"] => Effect.fn("P
     }
   }
   if (conflicts.length > 0) return yield* new IdempotencyConflict({ conflicts })
+  // Every key is bound to its payload now: each first copy carries the receipt that spares the consumer its claim.
+  const receipts = config.receipts
+  if (receipts !== undefined) {
+    const signed = yield* Effect.promise(() =>
+      Promise.all(firsts.map(({ e }, i) => receipts.sign({ tenant_id: e.tenant_id, idempotency_key: e.idempotency_key, payload_hash: hashes[i]! }))))
+    firsts.forEach(({ e, index }, i) => {
+      const receipt = signed[i]
+      if (receipt !== undefined) envelopes[index] = { ...e, key_receipt: receipt }
+    })
+  }
   if (config.keep !== undefined) yield* config.keep(firsts.map(({ e }) => e), now)
   const sent = yield* sendFirstCopies(config, validated.success, now)
   return sent.map((envelope, index): AcceptedItem => ({ envelope, duplicate: firstOf[index] !== index || replayed.has(index) }))

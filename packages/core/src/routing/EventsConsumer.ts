@@ -20,6 +20,10 @@
  * when the facts come out the same, nor see a key reused on a subject that
  * lives on another shard.
  *
+ * A message the HTTP edge accepted carries the edge's key receipt (KeyReceipts.ts): its key is bound to this
+ * payload already, so the claim answers it without a round trip — the events stage's rounds are then the
+ * deciders' reads (none for plain handlers), the shard appends and the relay's sends.
+ *
  * Personal data: the payload's personal fields arrive sealed (the producer sealed them); the key binding hashes
  * them sealed, as the edge did, and the handler gets them opened (KeyRing), or as `"[erased]"` once erased.
  *
@@ -36,6 +40,7 @@ import * as Failure from "../failures/Failure.js"
 import * as RetryPolicy from "../consuming/RetryPolicy.js"
 import { AcceptedKeys, type Claim, claimKey, payloadHash } from "../producing/AcceptedKeys.js"
 import * as Delay from "../producing/Delay.js"
+import { KeyReceipts } from "../producing/KeyReceipts.js"
 import { PayloadStore } from "../producing/PayloadStore.js"
 import * as Dispatch from "./Dispatch.js"
 import { Registry, type Routed } from "../registry/Registry.js"
@@ -57,6 +62,7 @@ export interface Keyed {
 export const decode = (body: unknown) =>
   Effect.gen(function*() {
     const registry = yield* Registry
+    const receipts = yield* KeyReceipts
     const envelope = decodeEnvelope(body)
     if (Result.isFailure(envelope)) {
       return yield* new Failure.PermanentError({ reason: "decode_error", message: Issues.render(envelope.failure) })
@@ -83,7 +89,10 @@ export const decode = (body: unknown) =>
       return yield* new Failure.PermanentError({ reason: f.reason, message: `${f.message}: ${Issues.render(f.problems)}` })
     }
     // The hash is part of the item key: copies of one payload are one item, another payload under the key is another.
-    const claim: Claim = { tenant_id: e.tenant_id, idempotency_key: e.idempotency_key, payload_hash: hash, message_type: e.message_type, subject: e.subject }
+    const binding = { tenant_id: e.tenant_id, idempotency_key: e.idempotency_key, payload_hash: hash }
+    // Accepted at the edge, which bound the key to this payload and signed it: no claim needed (KeyReceipts.ts).
+    const receipted = e.key_receipt !== undefined && (yield* Effect.promise(() => receipts.verify(binding, e.key_receipt!)))
+    const claim: Claim = { ...binding, message_type: e.message_type, subject: e.subject, ...(receipted ? { receipted } : {}) }
     return [{ key: `${itemKey(e.tenant_id, e.idempotency_key)}#${hash}`, value: { routed: routed.success as Routed, claim, deliverAfter: e.deliver_after } }]
   })
 
