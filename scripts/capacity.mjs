@@ -105,11 +105,13 @@ export const FACTLINE = {
  *   ~45 B a cell) in pages ~75 % full, since ids are hashes and arrive in no order;
  * - cold fact in R2, 150 B: the fact's ~500 B in a Parquet segment — the JSON data and the repeated columns (tenant,
  *   stream, type) compress ~5×, the ~110 B of hex ids only ~2×;
- * - tiering, 3 rows written a fact: its hot row and its `fact_id` index entry deleted (SQLite bills a DELETE as a
- *   row written, and an index entry as another), one index row inserted;
- * - hot window, 30 days: the default of the shard's hot window setting (a setting in days, per tenant).
+ * - tiering, 2 rows written a fact, measured: one cold fact-id index row inserted and the hot row deleted. A Durable
+ *   Object's SQLite counts a DELETE as one row written per row, its index entries not counted (a probe in workerd:
+ *   `cursor.rowsWritten` of inserting 1,000 rows with a UNIQUE column is 2,000, of deleting them 1,000, of DROP
+ *   TABLE 0);
+ * - hot window, 30 days: the default of the shard's hot window setting (`FACTLINE_LEDGER_HOT_DAYS`, per tenant).
  */
-export const LEDGER_ESTIMATES = { do_bytes_per_hot_fact: 600, do_bytes_per_cold_fact: 60, r2_bytes_per_cold_fact: 150, tiering_rows_written_per_fact: 3, hot_window_days: 30 }
+export const LEDGER_ESTIMATES = { do_bytes_per_hot_fact: 600, do_bytes_per_cold_fact: 60, r2_bytes_per_cold_fact: 150, tiering_rows_written_per_fact: 2, hot_window_days: 30 }
 
 /**
  * The example app's read side by placement unit, from the tables of the bench's `d1_bytes.by_table`: each

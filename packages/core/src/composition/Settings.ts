@@ -121,14 +121,14 @@ export interface Shape {
   readonly rateLimitTiers: RateLimitTiers
   /**
    * `FACTLINE_LEDGER_HOT_DAYS`: how many days of a tenant's facts its ledger shards keep in SQLite; older facts move to
-   * cold segments in R2 (ledger/ColdTiering.ts). Whole days, for every tenant (`45`, the default) or per tenant as
-   * JSON `{ "*": 45, "<tenant>": 90, … }`; a tenant given `null` (or `"*": null`) is never tiered.
+   * cold segments in R2 (ledger/ColdTiering.ts). Whole days, for every tenant (`30`, the default) or per tenant as
+   * JSON `{ "*": 30, "<tenant>": 90, … }`; a tenant given `null` (or `"*": null`) is never tiered.
    */
   readonly ledgerHotDays: (tenant: string) => number | undefined
 }
 
 /** The default hot window of the ledger, in days (docs/operating.md argues it). */
-export const defaultLedgerHotDays = 45
+export const defaultLedgerHotDays = 30
 
 /** `FACTLINE_LEDGER_HOT_DAYS` → each tenant's hot window in days (undefined: never tiered), or what is wrong with it. */
 export const parseLedgerHotDays = (raw: string | undefined): ((tenant: string) => number | undefined) | string => {
