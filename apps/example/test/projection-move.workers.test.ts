@@ -178,6 +178,10 @@ describe("one projection of a tenant on another read database", () => {
     expect(await count(env.DB, "accepted_keys", "tenant-c")).toBe(before + during)
     expect(await count(env.FACTLINE_READ_DB_1, "accepted_keys", "tenant-c")).toBe(0)
     expect(await env.DB.prepare("SELECT database FROM tenant_placements WHERE tenant_id = 'tenant-c'").first()).toEqual({ database: 0 })
+    // The tenant's analysts are told where its rows are: home on DB, buyer_budgets on read database 1.
+    expect((await api("GET", "/v1/tenants/me", undefined, tokenC)).body).toMatchObject({
+      read_database: 0, binding: "DB", projections: { buyer_budgets: { read_database: 1, binding: "FACTLINE_READ_DB_1", writes_held_since: null } }
+    })
     // tenant-a untouched.
     expect(await count(env.DB, "buyer_budgets", "tenant-a")).toBe(tenantA.budgets)
     expect(await count(env.DB, "projection_applied", "tenant-a")).toBe(tenantA.applied)

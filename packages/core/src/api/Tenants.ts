@@ -87,7 +87,12 @@ const PlacementView = Schema.Struct({
   read_database: Schema.Int.annotate({ description: "Index of the tenant's read database" }),
   binding: Schema.String.annotate({ description: "Its binding: `FACTLINE_READ_DB_<n>`, or `DB` for read database 0 when it is the platform database" }),
   placed_at: Schema.String,
-  writes_held_since: Schema.NullOr(Schema.String).annotate({ description: "Set while a move takes the tenant's last copy" })
+  writes_held_since: Schema.NullOr(Schema.String).annotate({ description: "Set while a move takes the tenant's last copy" }),
+  projections: Schema.Record(Schema.String, Schema.Struct({
+    read_database: Schema.Int,
+    binding: Schema.String,
+    writes_held_since: Schema.NullOr(Schema.String).annotate({ description: "Set while a move of the projection takes its last copy" })
+  })).annotate({ description: "The tenant's projections placed on another read database than its home (moved there), by name: their rows are there, not in `read_database`" })
 })
 
 export const me = HttpApiEndpoint.get("tenantPlacement", "/v1/tenants/me", {

@@ -15,7 +15,12 @@ const view = (shape: Placement.Shape, placement: Placement.Placement) => ({
   read_database: placement.database,
   binding: bindingOf(shape, placement.database),
   placed_at: placement.placedAt,
-  writes_held_since: placement.frozenSince
+  writes_held_since: placement.frozenSince,
+  projections: Object.fromEntries(Object.entries(placement.projections).map(([name, p]) => [name, {
+    read_database: p.database,
+    binding: bindingOf(shape, p.database),
+    writes_held_since: p.frozenSince
+  }]))
 })
 
 /** Read database 0 is the platform's own `DB` when no `FACTLINE_READ_DB_0` is bound. */
