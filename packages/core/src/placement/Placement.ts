@@ -16,7 +16,7 @@
  * Every tenant-scoped store reaches D1 through `Sql.ReadDatabase`, which only
  * these scopes provide: `reading(tenant)` and `writing(tenant)` around one
  * tenant's work (with a projection: that projection's database), `byDatabase`
- * around a consumer batch of many tenants (one group, one transaction per
+ * (Units.ts) around a consumer batch of many tenants (one transaction per
  * database and what it writes), `everywhere` for operator reads and
  * scheduled sweeps over every database. A store call outside a scope does not
  * compile. An isolate trusts a placement for `cacheMs`; writes of a tenant
@@ -28,7 +28,6 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Layer from "effect/Layer"
-import * as Result from "effect/Result"
 import * as Sql from "../platform/Sql.js"
 import * as Failure from "../failures/Failure.js"
 import { ReadDatabases } from "../platform/Bindings.js"
@@ -218,7 +217,7 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
 }
 
 /** A tenant's writes (or one projection's) are held while its move takes its last copy: retryable, as any unavailable database. */
-const held = (tenantId: string, projection?: string) =>
+export const held = (tenantId: string, projection?: string) =>
   new Failure.Unavailable({
     service: "the tenant's read database",
     message: projection === undefined
@@ -235,17 +234,11 @@ export const heldRetrySeconds = 5
 const doorOf = (shape: Shape, placement: Placement, write: boolean, projection?: string) =>
   write && isHeld(placement, projection) ? Effect.fail(held(placement.tenantId, placement.frozenSince === null ? projection : undefined)) : Effect.succeed(shape.databases[databaseOf(placement, projection)]!)
 
-/**
- * The tenant's read database (placing the tenant on first use) — with `projection`, the one holding that projection
- * of the tenant; for a write, refused while a move holds it.
- */
+/** The tenant's read database (placing it on first use) — of its `projection`, when given; for a write, refused while held. */
 export const door = (shape: Shape, tenantId: string, write: boolean, projection?: string): Effect.Effect<Sql.Sql, Sql.SqlFailure> =>
   Effect.flatMap(shape.placements([tenantId]), (placements) => doorOf(shape, placements.get(tenantId)!, write, projection))
 
-/**
- * The items by their tenant's read database (of `projection`, when given; input order within each), and the items
- * of tenants whose writes are held.
- */
+/** The items by their tenant's read database (of `projection`, when given; input order within each), and the held ones. */
 const partition = <T>(shape: Shape, placements: ReadonlyMap<string, Placement>, items: ReadonlyArray<T>, tenantOf: (item: T) => string, write: boolean, projection?: string) => {
   const groups = new Map<number, { readonly sql: Sql.Sql; readonly items: Array<T> }>()
   const heldItems: Array<{ readonly item: T; readonly tenantId: string }> = []
@@ -263,10 +256,7 @@ const partition = <T>(shape: Shape, placements: ReadonlyMap<string, Placement>, 
   return { groups: [...groups.values()], held: heldItems }
 }
 
-/**
- * The items grouped by their tenant's read database (of `projection`, when given), in input order within each group;
- * for writes, refused if any tenant is held.
- */
+/** The items grouped by their tenant's read database (of `projection`, when given), in input order; for writes, refused if any is held. */
 export const grouped = <T>(shape: Shape, items: ReadonlyArray<T>, tenantOf: (item: T) => string, write: boolean, projection?: string) =>
   Effect.gen(function*() {
     if (items.length === 0) return []
@@ -291,108 +281,15 @@ const scope = (tenantId: string, write: boolean, projection?: string) =>
 <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Sql.SqlFailure, Exclude<R, Sql.ReadDatabase> | TenantPlacement> =>
   Effect.flatMap(Effect.service(TenantPlacement), (shape) => Effect.provideServiceEffect(effect, Sql.ReadDatabase, door(shape, tenantId, write, projection)))
 
-/**
- * Runs `effect` over the tenant's home read database — with `projection`, over the database holding that projection
- * of the tenant — for reads (a tenant or projection being moved is read from its current database).
- */
+/** Runs `effect` over the tenant's home read database (or its `projection`'s) for reads: a moving one is read where it is. */
 export const reading = (tenantId: string, projection?: string) => scope(tenantId, false, projection)
 
-/**
- * Runs `effect` over the tenant's home read database — with `projection`, over the database holding that projection
- * of the tenant — for writes (refused, retryably, while a move holds them).
- */
+/** Runs `effect` over the tenant's home read database (or its `projection`'s) for writes: refused, retryably, while a move holds them. */
 export const writing = (tenantId: string, projection?: string) => scope(tenantId, true, projection)
 
 /** The tenant's placement (placing it on first use). */
 export const of = (tenantId: string) =>
   Effect.flatMap(Effect.service(TenantPlacement), (shape) => Effect.map(shape.placements([tenantId]), (p) => p.get(tenantId)!))
-
-/** What one database's transaction writes for a tenant's items (the projections consumer's unit of work). */
-export interface Writers {
-  /** The tenant's home database: it writes the facts copy and every projection but `projections`. */
-  readonly home: boolean
-  /** At home: the projections left out (placed elsewhere, or held by their move); elsewhere: the projections placed there. */
-  readonly projections: ReadonlyArray<string>
-}
-
-/** Whether a unit's writers write `projection`. */
-export const writes = (writers: Writers, projection: string): boolean => writers.home !== writers.projections.includes(projection)
-
-/** An item with what its unit writes for it. */
-export interface Placed<T> {
-  readonly item: T
-  readonly writers: Writers
-}
-
-/**
- * Runs `run` once per unit — a read database and what it writes for its items: the home of the tenants placed there
- * (the facts copy and their projections not placed elsewhere), or a database holding some tenants' projections —
- * for a consumer batch of many tenants: each unit is its own transaction. With no projection placed elsewhere, a
- * unit is a database, as before; the lookup is the batch's one (cached) placement read, nothing per message.
- *
- * An item of a tenant whose writes are held, or that cannot be placed, gets `refused(error)` and runs nowhere. An
- * item that a held projection `concerns` (a move of that projection) runs in its other units and gets
- * `refused(held)` as well, so it is delivered again once the move switches (every write is idempotent). An item in
- * several units gets their results `merge`d.
- */
-export const byDatabase = <T, O, E, R>(
-  items: ReadonlyArray<T>,
-  tenantOf: (item: T) => string,
-  keyOf: (item: T) => string,
-  run: (placed: ReadonlyArray<Placed<T>>) => Effect.Effect<ReadonlyMap<string, O>, E, R>,
-  refused: (error: Sql.SqlFailure) => O,
-  options: { readonly merge: (a: O, b: O) => O; readonly concerns: (projection: string, item: T) => boolean }
-): Effect.Effect<ReadonlyMap<string, O>, E, Exclude<R, Sql.ReadDatabase> | TenantPlacement> =>
-  Effect.gen(function*() {
-    const shape = yield* TenantPlacement
-    const out = new Map<string, O>()
-    const settle = (key: string, outcome: O) => {
-      const before = out.get(key)
-      out.set(key, before === undefined ? outcome : options.merge(before, outcome))
-    }
-    if (items.length === 0) return out
-    const placed = yield* Effect.result(shape.placements(items.map(tenantOf)))
-    if (Result.isFailure(placed)) {
-      for (const item of items) out.set(keyOf(item), refused(placed.failure))
-      return out
-    }
-    const units = new Map<string, { readonly sql: Sql.Sql; readonly database: number; readonly writers: Writers; readonly items: Array<Placed<T>> }>()
-    const unit = (item: T, database: number, writers: Writers) => {
-      const id = `${database}|${writers.home}|${writers.projections.join(",")}`
-      let found = units.get(id)
-      if (!found) units.set(id, (found = { sql: shape.databases[database]!, database, writers, items: [] }))
-      found.items.push({ item, writers })
-    }
-    for (const item of items) {
-      const placement = placed.success.get(tenantOf(item))!
-      if (placement.frozenSince !== null) {
-        settle(keyOf(item), refused(held(placement.tenantId)))
-        continue
-      }
-      const away: Array<string> = []
-      const elsewhere = new Map<number, Array<string>>()
-      let heldHere: string | undefined
-      for (const [name, p] of Object.entries(placement.projections)) {
-        if (p.frozenSince !== null) {
-          away.push(name)
-          if (options.concerns(name, item)) heldHere ??= name
-        } else if (p.database !== placement.database) {
-          away.push(name)
-          elsewhere.set(p.database, [...(elsewhere.get(p.database) ?? []), name])
-        }
-      }
-      if (heldHere !== undefined) settle(keyOf(item), refused(held(placement.tenantId, heldHere)))
-      unit(item, placement.database, { home: true, projections: away.sort() })
-      for (const [database, names] of elsewhere) {
-        if (names.some((name) => options.concerns(name, item))) unit(item, database, { home: false, projections: names.sort() })
-      }
-    }
-    for (const group of [...units.values()].sort((a, b) => a.database - b.database || Number(b.writers.home) - Number(a.writers.home))) {
-      const results = yield* Effect.provideService(run(group.items), Sql.ReadDatabase, group.sql)
-      for (const [key, value] of results) settle(key, value)
-    }
-    return out
-  })
 
 /** Runs `effect` once over every database that may hold tenant rows (operator reads, scheduled sweeps); the results in order. */
 export const everywhere = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<ReadonlyArray<A>, E, Exclude<R, Sql.ReadDatabase> | TenantPlacement> =>

@@ -40,7 +40,7 @@ import * as Sealing from "../personal/Sealing.js"
 import { Registry, type Shape as RegistryShape } from "../registry/Registry.js"
 import * as FactsCopy from "./FactsCopy.js"
 import * as ProjectionStore from "./ProjectionStore.js"
-import * as Placement from "../placement/Placement.js"
+import * as Units from "../placement/Units.js"
 
 export const ActiveRebuild = Schema.Struct({ projection: Schema.String, shadow_table: Schema.String })
 export type ActiveRebuild = typeof ActiveRebuild.Type
@@ -114,7 +114,7 @@ export const plan = (
   rebuilds: ReadonlyArray<ActiveRebuild>,
   copy: FactsCopy.FactsCopy,
   copies: ReadonlyArray<Fact> = facts,
-  writers: Placement.Writers = { home: true, projections: [] }
+  writers: Units.Writers = { home: true, projections: [] }
 ): Plan => {
   const failures = new Map<number, Array<MappingFailure>>()
   // The facts copy lives in the tenant's home; a database holding only some projections of the tenant writes those.
@@ -122,7 +122,7 @@ export const plan = (
   const statements = [...copied]
   const groups: Array<Plan["groups"][number]> = [{ projection: undefined, statements: copied }]
   for (const p of registry.projections) {
-    if (!Placement.writes(writers, p.name)) continue
+    if (!Units.writes(writers, p.name)) continue
     const forTargets = (some: ReadonlyArray<Fact>) => projectionStatements(p, some, rebuilds)
     let own: ReadonlyArray<Projection.Sql>
     try {
@@ -149,7 +149,7 @@ const mappingFailed = (fact: Fact, failures: ReadonlyArray<MappingFailure>): Con
       ` (the fact was applied to the facts copy, if copied, and every other projection; fix ${failures.map((f) => f.projection).join(", ")}, then replay this dead letter)` }))
 
 /** Applies the facts of tenants placed on the read database in scope — what the unit's writers write there (one transaction). */
-const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(placed: ReadonlyArray<Placement.Placed<{ readonly key: string; readonly value: FactPayload }>>) {
+const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(placed: ReadonlyArray<Units.Placed<{ readonly key: string; readonly value: FactPayload }>>) {
   const items = placed.map((p) => p.item)
   const unit = placed[0]?.writers ?? { home: true, projections: [] }
   const registry = yield* Registry
@@ -263,13 +263,13 @@ const worse = (a: Consumer.Outcome, b: Consumer.Outcome): Consumer.Outcome => {
 
 /**
  * Applies a batch's facts, each tenant's on its read databases: one transaction per database (and, for a tenant
- * whose projection is placed elsewhere, per what that database writes: Placement.byDatabase). A unit is the unit of
+ * whose projection is placed elsewhere, per what that database writes: Units.byDatabase). A unit is the unit of
  * the invocation's time budget (Deadline): the first is always written; the next only while the budget lasts, else
  * its facts are handed back unstarted.
  */
 export const process = (items: ReadonlyArray<{ readonly key: string; readonly value: FactPayload }>) =>
   Effect.flatMap(Effect.service(Registry), (registry) =>
-    Placement.byDatabase(
+    Units.byDatabase(
       items,
       (item) => item.value.fact.tenant_id,
       (item) => item.key,
