@@ -144,7 +144,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   }
 
   async reshardDrop(streams: number): Promise<{ readonly dropped: number; readonly remaining: number }> {
-    const answer = this.resharding.drop(streams)
+    const answer = await this.resharding.drop(streams, (names) => this.history.coldIdsOf(names))
     // Timers waited while this shard was held and switched: the unmoved ones fire again.
     if (answer.remaining === 0) await this.armNextTimer()
     return answer
@@ -179,6 +179,8 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
 
   /** One chunk of this shard's facts created before `cutoff` to a cold segment in R2 (the scheduled sweep's ColdTiering). */
   async tier(shardKey: string, cutoff: string, limit: number): Promise<ColdProtocol.Tiered> {
+    // A shard in a reshard tiers nothing until it settles: its drop reads the moved streams' cold ids and forgets them.
+    if (this.resharding.firingPaused()) return { tiered: 0, wrapped: true }
     const now = new Date(await this.runtime.runPromise(Clock.currentTimeMillis)).toISOString()
     return this.history.tier(shardKey, cutoff, limit, now)
   }

@@ -48,6 +48,8 @@ export interface ColdHistory {
   /** One chunk: at most `limit` facts created before `cutoff` (ISO-8601) to one segment; `now` is recorded as its time. */
   readonly tier: (shardKey: string, cutoff: string, limit: number, now: string) => Promise<Tiered>
   readonly stats: () => ColdStats
+  /** Every cold fact id of these streams (read from their segments): what a reshard's drop forgets with them. */
+  readonly coldIdsOf: (streams: ReadonlyArray<string>) => Promise<ReadonlyArray<string>>
 }
 
 /** Position order of SQLite's BINARY collation (UTF-8 bytes, i.e. code points), not JavaScript's UTF-16 units. */
@@ -284,6 +286,7 @@ export const make = (ledger: LedgerStorage, storage: Storage): ColdHistory => {
         tiering = false
       }
     },
-    stats: () => cold.stats()
+    stats: () => cold.stats(),
+    coldIdsOf: async (streams) => (await factsOf(cold.rangesOf(streams), undefined, Number.MAX_SAFE_INTEGER)).map((row) => row.fact_id)
   }
 }

@@ -74,6 +74,12 @@ export interface ColdManifest {
   readonly setCursor: (cursor: readonly [string, string]) => void
   readonly record: (segment: ColdSegments.Segment) => boolean
   readonly stats: () => ColdStats
+  /** The streams with cold history. */
+  readonly streams: () => Array<string>
+  /** The cold ranges of these streams (by name). */
+  readonly rangesOf: (streams: ReadonlyArray<string>) => Array<ColdSegments.ColdRange>
+  /** Forgets these streams' cold history, inside the caller's transaction (ColdSegments.forget). */
+  readonly forget: (streams: ReadonlyArray<string>, factIds: ReadonlyArray<string>) => void
 }
 
 export interface LedgerStorage {
@@ -362,7 +368,10 @@ export const make = (storage: Storage): LedgerStorage => {
         ensureSchema(s)
         return ColdSegments.record(s, segment)
       },
-      stats: () => ColdSegments.stats(s)
+      stats: () => ColdSegments.stats(s),
+      streams: () => ColdSegments.streams(s),
+      rangesOf: (streams) => ColdSegments.rangesOf(s, streams),
+      forget: (streams, factIds) => ColdSegments.forget(s, streams, factIds)
     }
   }
 }

@@ -12,8 +12,14 @@
  * the same single-threaded turn as the append it refuses — no append slips between a hold and the copy.
  *
  * Held and switched shards fire no timers (`firingPaused`): a moving stream's timer fires once, in its new shard,
- * after the switch (an unmoved stream's timer waits for the drop, a few seconds). It does not read cold history:
- * the operation copies facts through the shard's read calls, whatever tier serves them.
+ * after the switch (an unmoved stream's timer waits for the drop, a few seconds), and tier nothing.
+ *
+ * Cold history: the operation copies facts through the shard's read calls (ColdHistory's, cold facts with the hot
+ * ones) and the new shard writes them all hot, from sequence 1 (they tier again by age). The moving streams are
+ * found in the cold manifest too (a stream may be wholly cold), and the drop forgets their cold ranges and cold fact
+ * ids with their hot rows, in the same transaction — the old shard then reports nothing of them (no version, no
+ * fact in its walks, no id judged stored). The cold ids are read from the segments by the caller (`drop`'s
+ * `coldIdsOf`, ColdHistory), as this module only touches SQLite.
  */
 import * as Schema from "effect/Schema"
 import type { AppendGroup, Handover, HandoverAnswer, ReshardExtras, ReshardImport, ShardRefusal } from "./LedgerProtocol.js"
@@ -52,15 +58,22 @@ export interface ShardReshard {
   readonly hold: (index: number, from: number, to: number) => void
   readonly extras: () => ReshardExtras
   readonly switch: () => ReshardExtras["outbox"]
-  readonly drop: (streams: number) => { readonly dropped: number; readonly remaining: number }
+  /**
+   * Deletes up to `streams` moved streams (after the switch), their cold history with them: `coldIdsOf` reads the
+   * cold fact ids of the streams dropped (ColdHistory.coldIdsOf).
+   */
+  readonly drop: (
+    streams: number,
+    coldIdsOf: (streams: ReadonlyArray<string>) => Promise<ReadonlyArray<string>>
+  ) => Promise<{ readonly dropped: number; readonly remaining: number }>
   readonly release: () => void
   readonly import: (input: ReshardImport) => number
 }
 
-/** A shard's streams that its current reshard moves (from its facts, timers and snapshots). */
-const movingStreams = (s: Shard, p: Place | null): Array<string> => {
+/** A shard's streams that its current reshard moves (from its facts, timers, snapshots and cold history). */
+const movingStreams = (s: Shard, p: Place | null, coldStreams: () => ReadonlyArray<string>): Array<string> => {
   if (p?.next === undefined || !exists(s)) return []
-  const streams = new Set<string>()
+  const streams = new Set<string>(coldStreams())
   for (const table of ["facts", "timers", "snapshots"]) {
     for (const raw of s.sql.exec(`SELECT DISTINCT stream FROM ${table}`)) streams.add(decodeStream(raw).stream)
   }
@@ -80,12 +93,13 @@ const each = <T>(s: Shard, streams: ReadonlyArray<string>, query: string, decode
 const outboxRows = (s: Shard, streams: ReadonlyArray<string>) =>
   exists(s) ? each(s, streams, "SELECT o.fact_id, f.stream, o.destination, o.created_at FROM outbox o JOIN facts f ON f.fact_id = o.fact_id WHERE f.stream IN (SELECT value FROM json_each(?)) ORDER BY o.id", decodeOutbox) : []
 
-/** Deletes these streams' facts, timers, snapshots and outbox rows, in one transaction. */
-const deleteStreams = (s: Shard, storage: Storage, streams: ReadonlyArray<string>) => {
+/** Deletes these streams' facts, timers, snapshots and outbox rows, and forgets their cold history (`coldIds`), in one transaction. */
+const deleteStreams = (s: Shard, storage: Storage, ledger: LedgerStorage, streams: ReadonlyArray<string>, coldIds: ReadonlyArray<string>) => {
   const list = JSON.stringify(streams)
   storage.transactionSync(() => {
     s.sql.exec("DELETE FROM outbox WHERE fact_id IN (SELECT fact_id FROM facts WHERE stream IN (SELECT value FROM json_each(?)))", list)
     for (const table of ["facts", "timers", "snapshots"]) s.sql.exec(`DELETE FROM ${table} WHERE stream IN (SELECT value FROM json_each(?))`, list)
+    ledger.cold.forget(streams, coldIds)
   })
 }
 
@@ -152,7 +166,7 @@ export const make = (storage: Storage, ledger: LedgerStorage): ShardReshard => {
       : { status: "held", message: `stream ${stream} is being moved to another shard (reshard to ${p.next.shards}); retry` }
   }
 
-  const moving = () => movingStreams(s, place())
+  const moving = () => movingStreams(s, place(), ledger.cold.streams)
 
   const outboxOf = (streams: ReadonlyArray<string>) => outboxRows(s, streams)
   const extrasOf = (streams: ReadonlyArray<string>): ReshardExtras => {
@@ -193,16 +207,17 @@ export const make = (storage: Storage, ledger: LedgerStorage): ShardReshard => {
       if (p.next.stage !== "switched") setPlace({ ...p, next: { ...p.next, stage: "switched" } })
       return outboxOf(moving())
     },
-    drop: (limit) => {
+    drop: async (limit, coldIdsOf) => {
       const p = place()
       if (p?.next === undefined) return { dropped: 0, remaining: 0 }
       if (p.next.stage !== "switched") throw new Error("a held shard's streams are dropped only after the switch")
-      const streams = moving()
-      const batch = streams.slice(0, Math.max(1, limit))
+      const batch = moving().slice(0, Math.max(1, limit))
       if (batch.length > 0) {
-        deleteStreams(s, storage, batch)
+        // A switched shard tiers nothing, so the ids read stay its streams' cold facts (ColdSegments.forget checks they are).
+        const coldIds = await coldIdsOf(batch)
+        deleteStreams(s, storage, ledger, batch, coldIds)
       }
-      const remaining = streams.length - batch.length
+      const remaining = moving().length
       // Settled: this shard now owns the streams of its index under the new count.
       if (remaining === 0) setPlace({ index: p.index, shards: p.next.shards })
       return { dropped: batch.length, remaining }

@@ -15,15 +15,16 @@
  * 2. **copy** — its facts are read through its read call (`readShard`, whatever tier serves them) a page at a
  *    time, and the moving streams' facts written to their new shards with their ids and sequences (`reshardImport`,
  *    idempotent: a fact already there is kept); a digest per new shard is kept as they go.
- * 3. **verify** — each new shard is read back whole; its digest (count, and a sum of each fact's id, stream,
- *    sequence, type and body) must equal the copy's. A difference fails the reshard (the hold makes it a bug).
+ * 3. **verify** — each new shard is read back whole, a page at a time over as many steps as it takes (its place
+ *    recorded as the copy's is); its digest (count, and a sum of each fact's id, stream, sequence, type and body)
+ *    must equal the copy's. A difference fails the reshard (the hold makes it a bug).
  * 4. **switch** — the moving streams' timers and deciders' snapshots are imported, the old shard switches (from
  *    then it answers a moving stream `moved`, with the new count: a caller with a stale topology asks the new shard
  *    at once) and hands back the outbox rows still waiting for those facts, which are imported too (the new shard's
  *    alarm relays them; a message relayed by both is one the consumers' inbox already drops); then
  *    `shards_switched` moves past it in D1.
- * 5. **drop** — the moved streams' facts, timers, snapshots and outbox rows are deleted from the old shard, which
- *    settles on the new count (its timers fire again). Then the next old shard; after the last, `shard_count` is
+ * 5. **drop** — the moved streams' facts, timers, snapshots and outbox rows are deleted from the old shard, and
+ *    their cold history forgotten there (ShardReshard), which settles on the new count (its timers fire again). Then the next old shard; after the last, `shard_count` is
  *    the new count: **done**.
  *
  * **failed** — a step that fails on its last attempt ends the reshard `failed`, releasing a hold not yet switched.
@@ -79,6 +80,8 @@ interface Progress {
   readonly moved: number
   /** Timers, snapshots and outbox rows carried, every old shard so far. */
   readonly carried: number
+  /** The verification's place: the new shard being read back, where its read stands, and its digest so far. */
+  readonly checking?: { readonly target: number; readonly cursor: ShardCursor | null; readonly digest: Digest }
 }
 
 export const Row = Schema.Struct({
@@ -185,7 +188,7 @@ export const start = Effect.fn("Reshard.start")(function*(tenantId: string, to: 
   const resumed = previous?.phase === "failed" && previous.to_shards === to ? previous : undefined
   const shard = resumed?.shard ?? 0
   const stage: Stage = resumed === undefined ? "hold" : resumed.stage === "switch" || resumed.stage === "drop" ? resumed.stage : "hold"
-  const progress: Progress = resumed === undefined ? emptyProgress : { ...progressOf(resumed), cursor: null, digests: {} }
+  const progress: Progress = resumed === undefined ? emptyProgress : { ...progressOf(resumed), cursor: null, digests: {}, checking: undefined }
   const id = `rs_${(yield* Time.millis).toString(36)}_${crypto.randomUUID().slice(0, 8)}`
   const now = yield* Time.now
   const [inserted] = yield* Effect.mapError(platform.batch([
@@ -253,7 +256,7 @@ const targetOf = (row: Row, stream: string) => Shards.hash(stream) % row.to_shar
 const hold = (s: Step) =>
   Effect.gen(function*() {
     yield* rpc(`holding shard ${s.row.shard}`, () => s.stub(s.row.shard).reshardHold(s.row.shard, s.row.from_shards, s.row.to_shards))
-    yield* record(s, { stage: "copy", progress: { ...s.progress, cursor: null, digests: {} } })
+    yield* record(s, { stage: "copy", progress: { ...s.progress, cursor: null, digests: {}, checking: undefined } })
     return s.next()
   })
 
@@ -293,28 +296,38 @@ const copy = (s: Step) =>
     return s.next()
   })
 
-/** verify: each new shard read back whole must match the copy's digest. */
+/**
+ * verify: each new shard read back whole must match the copy's digest — up to `factsPerStep` facts a step, its
+ * place (`checking`) recorded after, as the copy does.
+ */
 const verify = (s: Step) =>
   Effect.gen(function*() {
     const { row } = s
-    for (const j of targetsOf(row, row.shard)) {
-      let digest: Digest | undefined
-      let after: ShardCursor | undefined
-      for (;;) {
-        const from = after
-        const page = yield* rpc(`reading shard ${j}`, () => s.stub(j).readShard(from, factsPerPage))
-        for (const fact of page) digest = add(digest, fact)
-        const last = page.at(-1)
-        if (page.length < factsPerPage || !last) break
-        after = { stream: last.stream, sequence: last.sequence }
+    const targets = targetsOf(row, row.shard)
+    let checking = s.progress.checking ?? { target: targets[0]!, cursor: null, digest: { facts: 0, sum: 0 } }
+    for (let read = 0; read < factsPerStep;) {
+      const { target: j, cursor } = checking
+      const page = yield* rpc(`reading shard ${j}`, () => s.stub(j).readShard(cursor ?? undefined, factsPerPage))
+      let digest = checking.digest
+      for (const fact of page) digest = add(digest, fact)
+      read += page.length
+      const last = page.at(-1)
+      if (page.length === factsPerPage && last) {
+        checking = { target: j, cursor: { stream: last.stream, sequence: last.sequence }, digest }
+        continue
       }
       const expected = s.progress.digests[j] ?? { facts: 0, sum: 0 }
-      const found = digest ?? { facts: 0, sum: 0 }
-      if (expected.facts !== found.facts || expected.sum !== found.sum) {
-        return yield* permanent(`shard ${j} holds ${found.facts} facts (digest ${found.sum}) where the copy from shard ${row.shard} wrote ${expected.facts} (digest ${expected.sum}): a writer ignored the hold, or the shard held facts before the reshard`)
+      if (expected.facts !== digest.facts || expected.sum !== digest.sum) {
+        return yield* permanent(`shard ${j} holds ${digest.facts} facts (digest ${digest.sum}) where the copy from shard ${row.shard} wrote ${expected.facts} (digest ${expected.sum}): a writer ignored the hold, or the shard held facts before the reshard`)
       }
+      const next = targets[targets.indexOf(j) + 1]
+      if (next === undefined) {
+        yield* record(s, { stage: "switch", progress: { ...s.progress, checking: undefined } })
+        return s.next()
+      }
+      checking = { target: next, cursor: null, digest: { facts: 0, sum: 0 } }
     }
-    yield* record(s, { stage: "switch" })
+    yield* record(s, { progress: { ...s.progress, checking } })
     return s.next()
   })
 
@@ -375,7 +388,7 @@ const drop = (s: Step) =>
       const { dropped, remaining } = yield* rpc(`dropping from shard ${i}`, () => s.stub(i).reshardDrop(streamsPerDrop))
       moved += dropped
       if (remaining === 0) {
-        const progress: Progress = { ...s.progress, cursor: null, digests: {}, moved }
+        const progress: Progress = { ...s.progress, cursor: null, digests: {}, checking: undefined, moved }
         if (i + 1 < row.from_shards) {
           yield* record(s, { shard: i + 1, stage: "hold", progress })
           return s.next()
