@@ -61,7 +61,7 @@ export const tenantTables = [
  * Tables with a `tenant_id` column that are the platform database's, never moved (a tenant's deletion deletes its
  * rows of these too, `tenant_placements` last).
  */
-export const platformTables = ["ledger_tenants", "ledger_shards", "tenant_placements", "projection_placements", "tenant_moves", "projection_rebuilds", "runs", "workflow_instances"] as const
+export const platformTables = ["ledger_tenants", "ledger_shards", "ledger_reshards", "tenant_placements", "projection_placements", "tenant_moves", "projection_rebuilds", "runs", "workflow_instances"] as const
 
 export const phases = movePhases
 export type Phase = (typeof phases)[number]
