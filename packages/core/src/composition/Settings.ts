@@ -121,7 +121,7 @@ export interface Shape {
   readonly rateLimitTiers: RateLimitTiers
   /**
    * `FACTLINE_LEDGER_HOT_DAYS`: how many days of a tenant's facts its ledger shards keep in SQLite; older facts move to
-   * cold segments in R2 (ledger/ColdTiering.ts). Whole days, for every tenant (`30`, the default) or per tenant as
+   * cold segments in R2 (operations/ColdTiering.ts, which the maintenance run hands this function). Whole days, for every tenant (`30`, the default) or per tenant as
    * JSON `{ "*": 30, "<tenant>": 90, … }`; a tenant given `null` (or `"*": null`) is never tiered.
    */
   readonly ledgerHotDays: (tenant: string) => number | undefined

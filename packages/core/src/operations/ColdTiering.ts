@@ -2,7 +2,7 @@
  * The scheduled run's tiering of the ledger (ColdHistory.ts does the moving): each run walks the next
  * `shardsPerRun` ledger shards (`ledger_shards`, in key order, from where the last run stopped: its place is the
  * `ledger_tiering` row of `sweep_cursors` in the platform database), and asks each to move up to `chunksPerShard`
- * chunks of its facts older than its tenant's hot window (`FACTLINE_LEDGER_HOT_DAYS`) to R2. A pass over S shards
+ * chunks of its facts older than its tenant's hot window (`FACTLINE_LEDGER_HOT_DAYS`, handed in by the caller) to R2. A pass over S shards
  * takes S / `shardsPerRun` runs; a shard with a backlog is worked off over the passes.
  *
  * A shard that fails (R2 refusing, the object evicted) is logged and left for the next pass: each chunk is
@@ -11,7 +11,6 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { Settings } from "../composition/Settings.js"
 import * as Failure from "../failures/Failure.js"
 import * as Sql from "../platform/Sql.js"
 import { factsPerSegment } from "../ledger/ColdHistory.js"
@@ -32,16 +31,18 @@ const Cursor = Schema.Struct({ after: Schema.NullOr(Schema.String) })
 /** The tenant of a shard key (`<tenant>/#<n>`). */
 export const tenantOf = (shardKey: string) => shardKey.slice(0, shardKey.lastIndexOf("/#"))
 
+/** Each tenant's hot window in days (undefined: never tiered): `FACTLINE_LEDGER_HOT_DAYS`, read by the composition. */
+export type HotDays = (tenant: string) => number | undefined
+
 /** One scheduled pass over the next shards; returns how many facts moved to R2. */
-export const run = Effect.fn("ColdTiering.run")(function*() {
-  const settings = yield* Settings
+export const run = Effect.fn("ColdTiering.run")(function*(hotDays: HotDays) {
   const { namespace } = yield* LedgerNamespace
   const sql = yield* Sql.PlatformDatabase
   const now = yield* Clock.currentTimeMillis
   const cursor = (yield* sql.first(Cursor, Sql.statement("SELECT after FROM sweep_cursors WHERE sweep = ?", sweep)))?.after ?? ""
   const shards = yield* LedgerTopology.shardsAfter(cursor, shardsPerRun)
   const moved = yield* Effect.forEach(shards, (shardKey) => {
-    const days = settings.ledgerHotDays(tenantOf(shardKey))
+    const days = hotDays(tenantOf(shardKey))
     if (days === undefined) return Effect.succeed(0)
     const cutoff = new Date(now - days * dayMs).toISOString()
     return Effect.tryPromise({

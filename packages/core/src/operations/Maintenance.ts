@@ -125,8 +125,8 @@ export const archiveFacts = Effect.fn("Maintenance.archiveFacts")(function*(limi
  * `ColdTiering.shardsPerRun` shards to cold segments in R2; returns how many. A refusing shard or bucket is logged
  * and the next pass retries (each chunk leaves SQLite only once verified in R2).
  */
-export const tierLedger = Effect.fn("Maintenance.tierLedger")(function*() {
-  return yield* ColdTiering.run().pipe(
+export const tierLedger = Effect.fn("Maintenance.tierLedger")(function*(hotDays: ColdTiering.HotDays) {
+  return yield* ColdTiering.run(hotDays).pipe(
     Effect.catch((error) => Effect.as(Effect.logError(`the ledger could not be tiered, the next run retries: ${error.message}`), 0))
   )
 })
@@ -170,13 +170,15 @@ export const wakeOverdueWorkflows = Effect.fn("Maintenance.wakeOverdueWorkflows"
 export interface Options {
   /** `FACTLINE_ALERT_QUIET_MINUTES`, in milliseconds. */
   readonly alertQuietMs: number
+  /** `FACTLINE_LEDGER_HOT_DAYS`: each tenant's hot window in days (undefined: never tiered). */
+  readonly ledgerHotDays: ColdTiering.HotDays
 }
 
 /**
  * One scheduled run: every job in order; the spilled dead letters first (a failing job before them would hold
  * back what operators cannot see yet), the archive last.
  */
-export const run = Effect.fn("Maintenance.run")(function*(options: Options = { alertQuietMs: Alerts.defaultQuietMinutes * 60_000 }) {
+export const run = Effect.fn("Maintenance.run")(function*(options: Options) {
   yield* recoverSpilledDeadLetters()
   yield* sweepStaleRelays()
   yield* evaluateAlerts({ quietPeriodMs: options.alertQuietMs })
@@ -188,6 +190,6 @@ export const run = Effect.fn("Maintenance.run")(function*(options: Options = { a
   yield* failStaleBatchJobs()
   yield* catchUpProjections()
   yield* archiveFacts()
-  yield* tierLedger()
+  yield* tierLedger(options.ledgerHotDays)
   yield* wakeOverdueWorkflows()
 })
