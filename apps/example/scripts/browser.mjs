@@ -12,7 +12,7 @@
 //   - opens the API reference (GET /docs) with every request outside the local stack refused: Scalar comes
 //     from the same static assets as the page, and renders the routes of /openapi.json;
 //   - runs the CLI (the `factline` bin of @factline/workers, as `npm run factline` does) against it: health,
-//     dlq list/show/replay/skip, bulk replay, runs (list, --follow, retry), errors.
+//     dlq list/show/replay/skip, bulk replay, runs (list, --follow, retry), tenants (place, move, reshard followed to done), errors.
 // Waits on selectors and on the API's state, never on fixed sleeps. Stops every process it starts.
 // Prints `cli: N passed, M failed` and `browser: N passed, M failed`; exits non-zero on any failure. Part of `npm test`.
 import chromium from "@sparticuz/chromium"
@@ -412,9 +412,9 @@ try {
 
 
   // ---------------------------------------------------------------- CLI
-  const cli = (args, env = {}) =>
+  const cli = (args, env = {}, timeout = 60_000) =>
     new Promise((resolve) => {
-      execFile(process.execPath, ["--import", sources, cliPath, ...args], { env: { ...process.env, NO_COLOR: "1", FACTLINE_URL: "", FACTLINE_TOKEN: "", ...env }, timeout: 60_000 }, (error, stdout, stderr) =>
+      execFile(process.execPath, ["--import", sources, cliPath, ...args], { env: { ...process.env, NO_COLOR: "1", FACTLINE_URL: "", FACTLINE_TOKEN: "", ...env }, timeout }, (error, stdout, stderr) =>
         resolve({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr }))
     })
   const as = ["--url", base, "--token", platformToken]
@@ -487,6 +487,25 @@ try {
   check("cli", "a second move of the same tenant fails (exit 1): 409", r.code === 1 && r.stderr.includes("409 conflict") && r.stderr.includes("already being moved"), show(r))
   r = await cli(["tenants", "move", `tenant-cli-${run}`, ...as])
   check("cli", "tenants move without --to is a usage error (exit 2)", r.code === 2 && r.stderr.includes("--to"), show(r))
+  // A reshard of tenant-a's ledger (the stack's 16 shards → 32) started and followed to its end, under the facts this run wrote.
+  r = await cli(["tenants", "reshard", "tenant-a", "--shards", "24", ...as])
+  check("cli", "tenants reshard to a count not a multiple of the tenant's fails (exit 1): 400 names it", r.code === 1 && r.stderr.includes("400 invalid_request") && r.stderr.includes("multiple of the tenant's 16"), show(r))
+  r = await cli(["tenants", "reshard", `tenant-none-${run}`, "--shards", "32", ...as])
+  check("cli", "tenants reshard of a tenant with no ledger fails (exit 1): 404", r.code === 1 && r.stderr.includes("404 not_found") && r.stderr.includes("no ledger yet"), show(r))
+  r = await cli(["tenants", "reshard", "tenant-a", ...as])
+  check("cli", "tenants reshard TENANT of a tenant never resharded fails (exit 1): 404", r.code === 1 && r.stderr.includes("404 not_found"), show(r))
+  r = await cli(["tenants", "reshard", "tenant-a", "--shards", "two", ...as])
+  check("cli", "tenants reshard --shards that is not a number is a usage error (exit 2)", r.code === 2 && r.stderr.includes("--shards two"), show(r))
+  const factsBefore = (await api("GET", `/v1/streams/${encodeURIComponent(`ok_${run}_0`)}/facts`, { token: "dev-token-tenant-a" })).body
+  r = await cli(["tenants", "reshard", "tenant-a", "--shards", "32", "--follow", ...as], {}, 300_000)
+  check("cli", "tenants reshard TENANT --shards N --follow prints its progress and ends done",
+    r.code === 0 && /^reshard rs_\S+ {2}tenant-a: 16 → 32 shards {2}done {2}switched 16\/16 {2}copied [\d,]+ facts {2}moved [\d,]+ streams/.test(r.stdout.trim()) && r.stderr.includes("16 → 32 shards  running"), show(r))
+  const factsAfter = (await api("GET", `/v1/streams/${encodeURIComponent(`ok_${run}_0`)}/facts`, { token: "dev-token-tenant-a" })).body
+  check("cli", "a stream's facts read the same after the reshard (ids, sequences)", JSON.stringify(factsAfter.facts) === JSON.stringify(factsBefore.facts) && factsAfter.facts?.length > 0, show([factsBefore, factsAfter]))
+  r = await cli(["tenants", "reshard", "tenant-a", "--json", ...as])
+  check("cli", "tenants reshard TENANT --json shows the latest reshard", r.code === 0 && JSON.parse(r.stdout).phase === "done" && JSON.parse(r.stdout).to_shards === 32, show(r))
+  r = await cli(["tenants", "reshard", "tenant-a", "--shards", "32", ...as])
+  check("cli", "tenants reshard to the count it has fails (exit 1): 400, a count only grows", r.code === 1 && r.stderr.includes("400 invalid_request") && r.stderr.includes("larger than the tenant's 32"), show(r))
 } catch (error) {
   tally.browser.failed++
   console.log(`✗ run failed: ${error instanceof Error ? error.stack : String(error)}`)

@@ -77,6 +77,9 @@ operators' commands, against a deployment (--url, --token):
   tenants move TENANT --to N [--projection P] [--no-wait]
                                             move a tenant's read side (or only its projection P) to read database N under live traffic, following it (scope platform)
   tenants delete TENANT [--no-wait]         delete a departed tenant's whole data from every store, following it to its report (scope platform)
+  tenants reshard TENANT [--shards N] [--follow]
+                                            raise a tenant's ledger shard count to N (a multiple of its count, at most 1024) under live
+                                            traffic; without --shards, its latest reshard's progress; --follow until done or failed (scope platform)
 
 options:
   --url URL       the deployment (default: $FACTLINE_URL or http://localhost:8787)

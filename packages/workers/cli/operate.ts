@@ -1,7 +1,7 @@
 /**
  * The operators' commands of `factline`, against any deployment's HTTP API: queue health, dead letters
  * (list, show, replay one or all matching, skip, escalate), batch jobs (list, show, cancel; import, export,
- * reconcile, rebuild with a progress bar), projections (their catch-up, and the check now), tenants (where each lives, place one, move one and follow the move), runs (every
+ * reconcile, rebuild with a progress bar), projections (their catch-up, and the check now), tenants (where each lives, place one, move one and follow the move, reshard one's ledger and follow it), runs (every
  * message attempt, followed live; retry now), workflow instances (list, show, terminate, retry). Every call goes through the client derived from the API's
  * description (`Api` of @factline/client, typed by @factline/core/api's endpoints; a query's parameter names
  * are read from its endpoint), and an import's upload and an export's download through `Files` (streamed, with
@@ -392,8 +392,35 @@ const deletionLine = (d: Api.Output<typeof Tenants.getDeletion>): string => {
   return `deletion ${clean(d.deletion_id)}  ${clean(d.tenant_id)}: ${colored(clean(d.phase))}  round ${d.round}  removed ${num(removed)}${left}${d.error ? `\nerror: ${clean(d.error)}` : ""}`
 }
 
+/** A reshard in one line: the counts, its phase, the old shard and stage it is at, what it copied and moved. */
+const reshardLine = (r: Api.Output<typeof Tenants.getReshard>): string =>
+  `reshard ${clean(r.reshard_id)}  ${clean(r.tenant_id)}: ${r.from_shards} → ${r.to_shards} shards  ${colored(clean(r.phase))}` +
+  `${r.phase === "done" ? "" : `  shard ${r.shard}/${r.from_shards} ${clean(r.stage)}`}  switched ${r.shards_done}/${r.from_shards}` +
+  `  copied ${num(r.facts_copied)} facts  moved ${num(r.streams_moved)} streams  carried ${num(r.rows_carried)} rows${r.error ? `\nerror: ${clean(r.error)}` : ""}`
+
+/**
+ * `tenants reshard TENANT --shards N [--follow]`: starts raising the tenant's ledger shard count (or answers the
+ * reshard to N already running; resumes a failed one); without `--shards`, the tenant's latest reshard. `--follow`
+ * polls it every second until it is done or failed (a failed one's line carries its error; asking again for N resumes it).
+ */
+const reshard = async (api: Api.Api, tenant: string, flags: Flags): Promise<unknown> => {
+  const shards = flags.shards === undefined ? undefined : Number(flags.shards)
+  if (shards !== undefined && (!Number.isInteger(shards) || shards < 1)) throw new UsageError(`--shards ${clean(flags.shards)} is not a whole number of shards`)
+  let view = shards === undefined
+    ? await api.tenants.getTenantReshard({ params: { tenant } })
+    : await api.tenants.reshardTenant({ params: { tenant }, payload: { shards } })
+  const tty = process.stderr.isTTY
+  while (flags.follow && view.phase === "running") {
+    process.stderr.write(tty ? `\r${reshardLine(view)}\u001b[K` : `${reshardLine(view)}\n`)
+    await new Promise((resolve) => setTimeout(resolve, 1_000))
+    view = await api.tenants.getTenantReshard({ params: { tenant } })
+  }
+  if (tty && flags.follow) process.stderr.write("\n")
+  return flags.json ? view : reshardLine(view)
+}
+
 Object.assign(commands, {
-  /** Where tenants live (`tenants`, `tenants me`), placing one (`tenants place <tenant> --to N`), removing a placement that holds no data (`tenants remove <tenant>`), moving one (`tenants move <tenant> --to N [--projection P]`), deleting one's whole data (`tenants delete <tenant>`). */
+  /** Where tenants live (`tenants`, `tenants me`), placing one (`tenants place <tenant> --to N`), removing a placement that holds no data (`tenants remove <tenant>`), moving one (`tenants move <tenant> --to N [--projection P]`), deleting one's whole data (`tenants delete <tenant>`), raising its ledger's shard count (`tenants reshard <tenant> --shards N [--follow]`, or its progress without --shards). */
   async tenants({ api }, { flags, positional }) {
     const [, sub = "list", tenant] = positional
     if (sub === "me") {
@@ -425,6 +452,10 @@ Object.assign(commands, {
       }
       if (tty && !flags["no-wait"]) process.stderr.write("\n")
       return flags.json ? deletion : deletionLine(deletion)
+    }
+    if (sub === "reshard") {
+      if (!tenant || positional.length > 3) throw new UsageError("tenants reshard needs a tenant (and --shards <count> to start one)")
+      return reshard(api, tenant, flags)
     }
     if (sub !== "place" && sub !== "move") throw new UsageError(`unknown tenants subcommand ${sub}`)
     const to = Number(flags.to)
@@ -690,7 +721,7 @@ export const run = async (argv: ReadonlyArray<string>): Promise<number> => {
   let url = ""
   try {
     const { options, positional } = Args.parse([...argv], {
-      values: ["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out", "to", "outcome", "subject", "since", "follow-for", "workflow"],
+      values: ["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out", "to", "outcome", "subject", "since", "follow-for", "workflow", "shards"],
       switches: ["json", "all-matching", "repair", "no-wait", "dry-run", "follow"]
     })
     const args: Invocation = { flags: (flags = options), positional }
