@@ -33,128 +33,35 @@
  * tenant is being deleted (a rebuild walking both an old and a new shard between a copy and its drop would read a
  * stream twice). What it does not do: shrink a tenant, or move cold history's R2 segments — a moved stream's cold
  * facts are copied hot into its new shard (they tier again by age).
+ *
+ * Here: starting, stepping (by the record's stage) and failing a reshard. Its record — row, progress, view, reads —
+ * is ReshardRecord.ts's; the steps themselves are ReshardSteps.ts's.
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import type { BatchPayload, Fact } from "@factline/schemas"
-import { ReshardView, reshardPhases, reshardStages } from "../api/Tenants.js"
+import type { BatchPayload } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 import { LedgerNamespace } from "../ledger/LedgerNamespace.js"
-import type { LedgerShardRpc, ReshardExtras, ShardCursor } from "../ledger/LedgerProtocol.js"
 import * as Shards from "../ledger/Shards.js"
 import * as Sql from "../platform/Sql.js"
 import * as Time from "../platform/Time.js"
-import type { Next } from "./Move.js"
+import { active, emptyProgress, find, latest, type Progress, progressOf, type Stage, unavailable } from "./ReshardRecord.js"
+import * as ReshardSteps from "./ReshardSteps.js"
+import { rpc, type Step } from "./ReshardSteps.js"
 
-export const phases = reshardPhases
-export const stages = reshardStages
-export type Stage = (typeof stages)[number]
+export { active, find, latest, phases, Row, type Stage, stages, View, view } from "./ReshardRecord.js"
+export { factsPerPage, factsPerStep, streamsPerDrop } from "./ReshardSteps.js"
 
-/** Facts read per page of an old shard (its read call's page). */
-export const factsPerPage = 1_000
-/** Facts a copy step reads before it records its cursor and hands over to the next message. */
-export const factsPerStep = 5_000
-/** Moved streams an old shard deletes per call. */
-export const streamsPerDrop = 200
 /**
  * The shard size at which the health view flags a tenant for resharding: a Durable Object holds at most 10 GB,
  * and a reshard copies a shard's moving streams while they are held — well before the limit, not at it.
  */
 export const reshardAtBytes = 5 * 1024 ** 3
 
-/** A new shard's copy, summed: facts, and the sum (mod 2³²) of each fact's hash. */
-interface Digest {
-  readonly facts: number
-  readonly sum: number
-}
-
-/** What `ledger_reshards.progress` holds. */
-interface Progress {
-  /** The copy's position in the current old shard. */
-  readonly cursor: ShardCursor | null
-  /** Per new shard (its index), the digest of what the copy wrote there. */
-  readonly digests: Readonly<Record<string, Digest>>
-  /** Facts copied, every old shard so far. */
-  readonly copied: number
-  /** Streams moved (dropped from their old shard), every old shard so far. */
-  readonly moved: number
-  /** Timers, snapshots and outbox rows carried, every old shard so far. */
-  readonly carried: number
-  /** The verification's place: the new shard being read back, where its read stands, and its digest so far. */
-  readonly checking?: { readonly target: number; readonly cursor: ShardCursor | null; readonly digest: Digest }
-}
-
-export const Row = Schema.Struct({
-  id: Schema.String,
-  tenant_id: Schema.String,
-  from_shards: Schema.Number,
-  to_shards: Schema.Number,
-  phase: Schema.Literals(phases),
-  shard: Schema.Number,
-  stage: Schema.Literals(stages),
-  progress: Schema.String,
-  error: Schema.NullOr(Schema.String),
-  started_by: Schema.String,
-  started_at: Schema.String,
-  updated_at: Schema.String,
-  finished_at: Schema.NullOr(Schema.String)
-})
-export type Row = typeof Row.Type
-
-export const View = ReshardView
-export type View = typeof View.Type
-
-const emptyProgress: Progress = { cursor: null, digests: {}, copied: 0, moved: 0, carried: 0 }
-const progressOf = (row: Row): Progress => ({ ...emptyProgress, ...(JSON.parse(row.progress) as Partial<Progress>) })
-
-export const view = (row: Row): View => {
-  const progress = progressOf(row)
-  return {
-    reshard_id: row.id,
-    tenant_id: row.tenant_id,
-    from_shards: row.from_shards,
-    to_shards: row.to_shards,
-    phase: row.phase,
-    shard: row.shard,
-    stage: row.stage,
-    shards_done: row.phase === "done" ? row.from_shards : row.shard,
-    facts_copied: progress.copied,
-    streams_moved: progress.moved,
-    rows_carried: progress.carried,
-    error: row.error,
-    started_by: row.started_by,
-    started_at: row.started_at,
-    updated_at: row.updated_at,
-    finished_at: row.finished_at
-  }
-}
-
-const unavailable = Failure.unavailable("the platform database")
-const permanent = (message: string) => new Failure.PermanentError({ reason: "permanent_failure", message })
 const invalid = (message: string) => new Failure.InvalidInput({ message, problems: [{ path: "shards", message }] })
 
 const Topology = Schema.Struct({ shard_count: Schema.Number, resharding_to: Schema.NullOr(Schema.Number) })
 const Id = Schema.Struct({ id: Schema.String })
-
-/** A reshard's record, by id. */
-export const find = Effect.fn("Reshard.find")(function*(id: string) {
-  const platform = yield* Sql.PlatformDatabase
-  return yield* Effect.mapError(platform.first(Row, Sql.statement("SELECT * FROM ledger_reshards WHERE id = ?", id)), unavailable)
-})
-
-/** A tenant's latest reshard. */
-export const latest = Effect.fn("Reshard.latest")(function*(tenantId: string) {
-  const platform = yield* Sql.PlatformDatabase
-  return yield* Effect.mapError(platform.first(Row, Sql.statement("SELECT * FROM ledger_reshards WHERE tenant_id = ? ORDER BY started_at DESC, id DESC LIMIT 1", tenantId)), unavailable)
-})
-
-/** The reshard running (of any tenant, or of `tenantId`), if any. */
-export const active = Effect.fn("Reshard.active")(function*(tenantId?: string) {
-  const platform = yield* Sql.PlatformDatabase
-  return yield* Effect.mapError(platform.first(Row, tenantId === undefined
-    ? Sql.statement("SELECT * FROM ledger_reshards WHERE phase = 'running' ORDER BY started_at LIMIT 1")
-    : Sql.statement("SELECT * FROM ledger_reshards WHERE tenant_id = ? AND phase = 'running' LIMIT 1", tenantId)), unavailable)
-})
 
 /**
  * Starts raising `tenantId`'s shard count to `to`: 400 for a count not larger than the current one, not a multiple
@@ -220,197 +127,6 @@ export const start = Effect.fn("Reshard.start")(function*(tenantId: string, to: 
   return { record: (yield* find(id))!, first }
 })
 
-/** What one step works with. */
-interface Step {
-  readonly row: Row
-  readonly platform: Sql.Sql
-  readonly progress: Progress
-  readonly stub: (index: number) => LedgerShardRpc
-  readonly now: string
-  readonly next: () => Next
-}
-
-const record = (s: Step, fields: { readonly shard?: number; readonly stage?: Stage; readonly progress?: Progress; readonly done?: boolean }) =>
-  Effect.mapError(s.platform.run(Sql.statement(
-    `UPDATE ledger_reshards SET shard = COALESCE(?2, shard), stage = COALESCE(?3, stage), progress = COALESCE(?4, progress), updated_at = ?5,
-       phase = CASE WHEN ?6 THEN 'done' ELSE phase END, finished_at = CASE WHEN ?6 THEN ?5 ELSE finished_at END
-     WHERE id = ?1 AND phase = 'running'`,
-    s.row.id, fields.shard ?? null, fields.stage ?? null, fields.progress ? JSON.stringify(fields.progress) : null, s.now, fields.done ? 1 : 0
-  )), unavailable)
-
-const rpc = <A>(what: string, call: () => Promise<A>) =>
-  Effect.tryPromise({ try: call, catch: (cause) => new Failure.Unavailable({ service: "the ledger", message: `${what}: ${cause instanceof Error ? cause.message : String(cause)}` }) })
-
-/** A fact's contribution to a digest: everything that must survive the copy unchanged. */
-const factHash = (fact: Fact) =>
-  Shards.hash(JSON.stringify([fact.fact_id, fact.stream, fact.sequence, fact.type, fact.data, fact.causation_id, fact.created_at, fact.schema_version]))
-
-const add = (digest: Digest | undefined, fact: Fact): Digest => ({ facts: (digest?.facts ?? 0) + 1, sum: ((digest?.sum ?? 0) + factHash(fact)) % 2 ** 32 })
-
-/** The new shards old shard `i` sends streams to (all but itself). */
-const targetsOf = (row: Row, i: number) => Array.from({ length: row.to_shards / row.from_shards - 1 }, (_, m) => i + (m + 1) * row.from_shards)
-
-const targetOf = (row: Row, stream: string) => Shards.hash(stream) % row.to_shards
-
-/** hold → copy: the old shard holds its moving streams. */
-const hold = (s: Step) =>
-  Effect.gen(function*() {
-    yield* rpc(`holding shard ${s.row.shard}`, () => s.stub(s.row.shard).reshardHold(s.row.shard, s.row.from_shards, s.row.to_shards))
-    yield* record(s, { stage: "copy", progress: { ...s.progress, cursor: null, digests: {}, checking: undefined } })
-    return s.next()
-  })
-
-/** copy: up to `factsPerStep` of the old shard's facts, the moving streams' written to their new shards; the cursor recorded after. */
-const copy = (s: Step) =>
-  Effect.gen(function*() {
-    const { row } = s
-    const i = row.shard
-    let cursor = s.progress.cursor
-    const digests: Record<string, Digest> = { ...s.progress.digests }
-    let copied = s.progress.copied
-    for (let read = 0; read < factsPerStep;) {
-      const after = cursor ?? undefined
-      const page = yield* rpc(`reading shard ${i}`, () => s.stub(i).readShard(after, factsPerPage))
-      const byTarget = new Map<number, Array<Fact>>()
-      for (const fact of page) {
-        const j = targetOf(row, fact.stream)
-        if (j === i) continue
-        byTarget.set(j, [...(byTarget.get(j) ?? []), fact])
-      }
-      yield* Effect.forEach([...byTarget], ([j, facts]) =>
-        rpc(`writing shard ${j}`, () => s.stub(j).reshardImport({ tenant_id: row.tenant_id, shard_key: Shards.shardKey(row.tenant_id, j), index: j, shards: row.to_shards, facts })),
-        { concurrency: 4, discard: true })
-      for (const [j, facts] of byTarget) {
-        for (const fact of facts) digests[j] = add(digests[j], fact)
-        copied += facts.length
-      }
-      read += page.length
-      const last = page.at(-1)
-      if (last) cursor = { stream: last.stream, sequence: last.sequence }
-      if (page.length < factsPerPage) {
-        yield* record(s, { stage: "verify", progress: { ...s.progress, cursor, digests, copied } })
-        return s.next()
-      }
-    }
-    yield* record(s, { progress: { ...s.progress, cursor, digests, copied } })
-    return s.next()
-  })
-
-/**
- * verify: each new shard read back whole must match the copy's digest — up to `factsPerStep` facts a step, its
- * place (`checking`) recorded after, as the copy does.
- */
-const verify = (s: Step) =>
-  Effect.gen(function*() {
-    const { row } = s
-    const targets = targetsOf(row, row.shard)
-    let checking = s.progress.checking ?? { target: targets[0]!, cursor: null, digest: { facts: 0, sum: 0 } }
-    for (let read = 0; read < factsPerStep;) {
-      const { target: j, cursor } = checking
-      const page = yield* rpc(`reading shard ${j}`, () => s.stub(j).readShard(cursor ?? undefined, factsPerPage))
-      let digest = checking.digest
-      for (const fact of page) digest = add(digest, fact)
-      read += page.length
-      const last = page.at(-1)
-      if (page.length === factsPerPage && last) {
-        checking = { target: j, cursor: { stream: last.stream, sequence: last.sequence }, digest }
-        continue
-      }
-      const expected = s.progress.digests[j] ?? { facts: 0, sum: 0 }
-      if (expected.facts !== digest.facts || expected.sum !== digest.sum) {
-        return yield* permanent(`shard ${j} holds ${digest.facts} facts (digest ${digest.sum}) where the copy from shard ${row.shard} wrote ${expected.facts} (digest ${expected.sum}): a writer ignored the hold, or the shard held facts before the reshard`)
-      }
-      const next = targets[targets.indexOf(j) + 1]
-      if (next === undefined) {
-        yield* record(s, { stage: "switch", progress: { ...s.progress, checking: undefined } })
-        return s.next()
-      }
-      checking = { target: next, cursor: null, digest: { facts: 0, sum: 0 } }
-    }
-    yield* record(s, { progress: { ...s.progress, checking } })
-    return s.next()
-  })
-
-/** Rows grouped by the new shard of their stream. */
-const byTarget = <T>(row: Row, rows: ReadonlyArray<T>, stream: (r: T) => string) => {
-  const out = new Map<number, Array<T>>()
-  for (const r of rows) {
-    const j = targetOf(row, stream(r))
-    out.set(j, [...(out.get(j) ?? []), r])
-  }
-  return out
-}
-
-const carry = (s: Step, extras: Partial<ReshardExtras>) =>
-  Effect.gen(function*() {
-    const { row } = s
-    const timers = byTarget(row, extras.timers ?? [], (r) => String(r["stream"]))
-    const snapshots = byTarget(row, extras.snapshots ?? [], (r) => String(r["stream"]))
-    const outbox = byTarget(row, extras.outbox ?? [], (r) => r.stream)
-    const targets = new Set([...timers.keys(), ...snapshots.keys(), ...outbox.keys()])
-    yield* Effect.forEach(targets, (j) =>
-      rpc(`writing shard ${j}`, () => s.stub(j).reshardImport({
-        tenant_id: row.tenant_id, shard_key: Shards.shardKey(row.tenant_id, j), index: j, shards: row.to_shards, facts: [],
-        timers: timers.get(j) ?? [], snapshots: snapshots.get(j) ?? [], outbox: outbox.get(j) ?? []
-      })), { concurrency: 4, discard: true })
-    return (extras.timers?.length ?? 0) + (extras.snapshots?.length ?? 0) + (extras.outbox?.length ?? 0)
-  })
-
-/** switch: timers and snapshots carried, the old shard switched, its waiting outbox rows carried; then the topology moves past it. */
-const switchShard = (s: Step) =>
-  Effect.gen(function*() {
-    const { row } = s
-    const i = row.shard
-    const extras = yield* rpc(`reading shard ${i}'s timers and snapshots`, () => s.stub(i).reshardExtras())
-    const carried = yield* carry(s, { timers: extras.timers, snapshots: extras.snapshots })
-    const outbox = yield* rpc(`switching shard ${i}`, () => s.stub(i).reshardSwitch())
-    const relayed = yield* carry(s, { outbox })
-    yield* Effect.mapError(s.platform.batch([
-      Sql.statement(
-        "UPDATE ledger_tenants SET shards_switched = MAX(shards_switched, ?3) WHERE tenant_id = ?1 AND resharding_to = ?2",
-        row.tenant_id, row.to_shards, i + 1
-      ),
-      Sql.statement(
-        "UPDATE ledger_reshards SET stage = 'drop', progress = ?2, updated_at = ?3 WHERE id = ?1 AND phase = 'running'",
-        row.id, JSON.stringify({ ...s.progress, carried: s.progress.carried + carried + relayed }), s.now
-      )
-    ]), unavailable)
-    return s.next()
-  })
-
-/** drop: the moved streams leave the old shard; then the next old shard, or the end. */
-const drop = (s: Step) =>
-  Effect.gen(function*() {
-    const { row } = s
-    const i = row.shard
-    let moved = s.progress.moved
-    for (let calls = 0; calls < 10; calls++) {
-      const { dropped, remaining } = yield* rpc(`dropping from shard ${i}`, () => s.stub(i).reshardDrop(streamsPerDrop))
-      moved += dropped
-      if (remaining === 0) {
-        const progress: Progress = { ...s.progress, cursor: null, digests: {}, checking: undefined, moved }
-        if (i + 1 < row.from_shards) {
-          yield* record(s, { shard: i + 1, stage: "hold", progress })
-          return s.next()
-        }
-        // The last old shard: the new count is the tenant's, and the reshard is done.
-        yield* Effect.mapError(s.platform.batch([
-          Sql.statement(
-            "UPDATE ledger_tenants SET shard_count = ?2, resharding_to = NULL, shards_switched = 0 WHERE tenant_id = ?1 AND resharding_to = ?2",
-            row.tenant_id, row.to_shards
-          ),
-          Sql.statement(
-            "UPDATE ledger_reshards SET phase = 'done', progress = ?2, updated_at = ?3, finished_at = ?3 WHERE id = ?1 AND phase = 'running'",
-            row.id, JSON.stringify(progress), s.now
-          )
-        ]), unavailable)
-        return undefined
-      }
-    }
-    yield* record(s, { progress: { ...s.progress, moved } })
-    return s.next()
-  })
-
 export const step = Effect.fn("Reshard.step")(function*(payload: BatchPayload) {
   const platform = yield* Sql.PlatformDatabase
   const { namespace } = yield* LedgerNamespace
@@ -426,15 +142,15 @@ export const step = Effect.fn("Reshard.step")(function*(payload: BatchPayload) {
   }
   switch (row.stage) {
     case "hold":
-      return yield* hold(s)
+      return yield* ReshardSteps.hold(s)
     case "copy":
-      return yield* copy(s)
+      return yield* ReshardSteps.copy(s)
     case "verify":
-      return yield* verify(s)
+      return yield* ReshardSteps.verify(s)
     case "switch":
-      return yield* switchShard(s)
+      return yield* ReshardSteps.switchShard(s)
     case "drop":
-      return yield* drop(s)
+      return yield* ReshardSteps.drop(s)
   }
 })
 
