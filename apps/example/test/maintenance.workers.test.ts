@@ -67,6 +67,21 @@ describe("accepted_keys retention", () => {
       .bind(daysAgo(1), event.idempotency_key).first()).toEqual({ renewed: 1 })
   })
 
+  it("a tenant given its own key retention (FACTLINE_KEY_RETENTION_DAYS) has its keys forgotten after it; every other tenant keeps 30 days", async () => {
+    const short = unique("short")
+    const long = unique("long")
+    const other = unique("other")
+    for (const tenant of [short, long, other]) {
+      for (const [key, at] of [["k_10d", daysAgo(10)], ["k_3d", daysAgo(3)], ["k_40d", daysAgo(40)]] as const) await insertKey(tenant, key, at)
+    }
+    // As Settings parses `{ "<short>": 7, "<long>": 60 }`: the rest on the default 30 days.
+    const retention = { days: (tenant: string) => (tenant === short ? 7 : tenant === long ? 60 : 30), tenants: [short, long] }
+    await platform.runtime(env as unknown as PlatformEnv).runPromise(Maintenance.pruneAcceptedKeys(100_000, retention))
+    expect(await keysOf(short)).toEqual(["k_3d"])
+    expect(await keysOf(long)).toEqual(["k_40d", "k_10d", "k_3d"])
+    expect(await keysOf(other)).toEqual(["k_10d", "k_3d"])
+  })
+
   it("the cron's run walks a window far larger than a run of tests holds: keys that expired since the last pass go in one run, unexpired ones stay", async () => {
     expect(Maintenance.acceptedKeysWalkedPerRun).toBeGreaterThanOrEqual(10_000)
     const tenant = unique("cron")
@@ -82,8 +97,8 @@ describe("accepted_keys retention", () => {
       (await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`).bind(...params).all<{ detail: string }>()).results.map((r) => r.detail)
     for (const details of [
       await plans(AcceptedKeys.selectWindowEnd(false), "t", "k", 10),
-      await plans(AcceptedKeys.deleteExpiredInWindow(false, false), "t", "k", "u", "z", daysAgo(30)),
-      await plans(AcceptedKeys.deleteExpiredInWindow(false, true), "t", "k", null, null, daysAgo(30))
+      await plans(AcceptedKeys.deleteExpiredInWindow(false, false), "t", "k", "u", "z", daysAgo(30), JSON.stringify({ t: daysAgo(7) })),
+      await plans(AcceptedKeys.deleteExpiredInWindow(false, true), "t", "k", null, null, daysAgo(30), "{}")
     ]) {
       expect(details.join("; ")).toMatch(/SEARCH accepted_keys USING PRIMARY KEY/)
       expect(details.filter((d) => /^SCAN accepted_keys/.test(d))).toEqual([])

@@ -20,6 +20,7 @@ import * as Shards from "../ledger/Shards.js"
 import * as FactsCopy from "../projections/FactsCopy.js"
 import { defaultBucketName } from "../producing/PayloadStore.js"
 import * as KeptEvents from "../producing/KeptEvents.js"
+import * as KeyRetention from "../producing/KeyRetention.js"
 
 export type LogAttempts = "all" | "batch" | "failures" | "none"
 /** `FACTLINE_RUNS`: which attempts the runs view records (consuming/Runs.ts). */
@@ -125,6 +126,11 @@ export interface Shape {
    * JSON `{ "*": 30, "<tenant>": 90, … }`; a tenant given `null` (or `"*": null`) is never tiered.
    */
   readonly ledgerHotDays: (tenant: string) => number | undefined
+  /**
+   * `FACTLINE_KEY_RETENTION_DAYS`: how long a tenant's accepted idempotency keys are kept (producing/KeyRetention.ts):
+   * whole days (default 30, at least 1) for every tenant, or per tenant as JSON `{ "*": 30, "<tenant>": 7, … }`.
+   */
+  readonly keyRetention: KeyRetention.Retention
 }
 
 /** The default hot window of the ledger, in days (docs/operating.md argues it). */
@@ -254,6 +260,10 @@ export const config: Config.Config<Shape> = Config.all({
   ledgerHotDays: optional("FACTLINE_LEDGER_HOT_DAYS").pipe(Config.mapEffect((raw) => {
     const parsed = parseLedgerHotDays(raw)
     return typeof parsed === "string" ? Effect.die(new Error(`FACTLINE_LEDGER_HOT_DAYS: ${parsed}`)) : Effect.succeed(parsed)
+  })),
+  keyRetention: optional("FACTLINE_KEY_RETENTION_DAYS").pipe(Config.mapEffect((raw) => {
+    const parsed = KeyRetention.parse(raw)
+    return typeof parsed === "string" ? Effect.die(new Error(`FACTLINE_KEY_RETENTION_DAYS: ${parsed}`)) : Effect.succeed(parsed)
   })),
   alertQuietMs: lenientNumber("FACTLINE_ALERT_QUIET_MINUTES", 15).pipe(Config.map((minutes) => minutes * 60_000)),
   metricsFlushMs: lenientNumber("FACTLINE_METRICS_FLUSH_SECONDS", 10).pipe(Config.map((seconds) => seconds * 1000))

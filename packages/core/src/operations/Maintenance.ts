@@ -31,6 +31,7 @@ import * as Runs from "../consuming/Runs.js"
 import { Ledger } from "../ledger/Ledger.js"
 import * as LedgerTopology from "../ledger/LedgerTopology.js"
 import { AcceptedKeys } from "../producing/AcceptedKeys.js"
+import * as KeyRetention from "../producing/KeyRetention.js"
 import * as Alerts from "./Alerts.js"
 import * as Metrics from "./Metrics.js"
 
@@ -46,7 +47,7 @@ export const retentionChunk = 5_000
  * Accepted idempotency keys (`accepted_keys`) are forgotten after as long as the inbox keeps its rows:
  * within it, a key stays bound to its payload (a retry with another payload is a conflict).
  */
-export const acceptedKeysRetentionDays = 30
+export const acceptedKeysRetentionDays = KeyRetention.defaultDays
 /**
  * Keys walked per scheduled run and database (by primary key, from where the last run stopped; the expired
  * ones among them deleted): a pass over a table of S keys takes S / 50,000 runs — 10 M keys (10 M events a
@@ -89,10 +90,11 @@ export const pruneRuns = Effect.fn("Maintenance.pruneRuns")(function*() {
  * Forgets accepted idempotency keys past their retention among the next `limit` keys of each database's
  * walk (AcceptedKeys.prune); returns how many.
  */
-export const pruneAcceptedKeys = Effect.fn("Maintenance.pruneAcceptedKeys")(function*(limit: number = acceptedKeysWalkedPerRun) {
+export const pruneAcceptedKeys = Effect.fn("Maintenance.pruneAcceptedKeys")(function*(limit: number = acceptedKeysWalkedPerRun, retention: KeyRetention.Retention = KeyRetention.standard) {
   const keys = yield* AcceptedKeys
-  const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-  return yield* keys.prune(yield* before(acceptedKeysRetentionDays * dayMs), limit, now)
+  const millis = yield* Clock.currentTimeMillis
+  const expired = KeyRetention.cutoffs(retention, millis)
+  return yield* keys.prune(expired.before, limit, new Date(millis).toISOString(), expired.tenants)
 })
 
 /** Deletes at most `retentionChunk` rows per table: resolved dead letters, old rollup minutes. Returns what it deleted. */
@@ -172,6 +174,8 @@ export interface Options {
   readonly alertQuietMs: number
   /** `FACTLINE_LEDGER_HOT_DAYS`: each tenant's hot window in days (undefined: never tiered). */
   readonly ledgerHotDays: ColdTiering.HotDays
+  /** `FACTLINE_KEY_RETENTION_DAYS`: each tenant's accepted keys' life (default: 30 days for every tenant). */
+  readonly keyRetention?: KeyRetention.Retention
 }
 
 /**
@@ -185,7 +189,7 @@ export const run = Effect.fn("Maintenance.run")(function*(options: Options) {
   yield* pruneInbox()
   yield* pruneFirstAttempts()
   yield* pruneRuns()
-  yield* pruneAcceptedKeys()
+  yield* pruneAcceptedKeys(acceptedKeysWalkedPerRun, options.keyRetention)
   yield* pruneOperations()
   yield* failStaleBatchJobs()
   yield* catchUpProjections()

@@ -87,9 +87,10 @@ export interface Shape {
   /**
    * Walks the next `limit` keys of each database (by primary key, from where the last call stopped; after the
    * last key, from the first again) and forgets those accepted before `before` (ISO-8601); returns how many
-   * were deleted. A forgotten key may be bound to a new payload afterwards.
+   * were deleted — or, for a tenant `byTenant` names, before its own cutoff (`FACTLINE_KEY_RETENTION_DAYS`,
+   * KeyRetention). A forgotten key may be bound to a new payload afterwards.
    */
-  readonly prune: (before: string, limit: number, now: string) => Effect.Effect<number, Sql.SqlFailure>
+  readonly prune: (before: string, limit: number, now: string, byTenant?: Readonly<Record<string, string>>) => Effect.Effect<number, Sql.SqlFailure>
 }
 
 export class AcceptedKeys extends Context.Service<AcceptedKeys, Shape>()("@factline/core/AcceptedKeys") {
@@ -147,8 +148,8 @@ export const placed = (placement: Placement.Shape): Shape => {
             ...held.map(({ item, failure }) => [claimKey(item.tenant_id, item.idempotency_key), { held: failure }] as const)
           ])
         )),
-    prune: (before, limit, now) =>
-      Effect.map(Effect.forEach(placement.everywhere, (sql) => on(sql).prune(before, limit, now)), (counts) => counts.reduce((a, b) => a + b, 0))
+    prune: (before, limit, now, byTenant) =>
+      Effect.map(Effect.forEach(placement.everywhere, (sql) => on(sql).prune(before, limit, now, byTenant)), (counts) => counts.reduce((a, b) => a + b, 0))
   }
 }
 
@@ -176,7 +177,7 @@ const claimReceipted = <B extends Claimed, E>(
 }
 
 export const make = (sql: Sql.Sql): Shape => ({
-  prune: Effect.fn("AcceptedKeys.prune")(function*(before, limit, now) {
+  prune: Effect.fn("AcceptedKeys.prune")(function*(before, limit, now, byTenant = {}) {
     const window = Math.max(1, Math.floor(limit))
     const stored = yield* sql.first(SweepCursor, Sql.statement(selectCursor, sweep))
     const after = parseCursor(stored?.after)
@@ -188,7 +189,7 @@ export const make = (sql: Sql.Sql): Shape => ({
     const next = end === undefined ? null : JSON.stringify([end.tenant_id, end.idempotency_key])
     const passStartedAt = after === undefined || stored === undefined ? now : stored.pass_started_at
     const [deleted] = yield* sql.batch([
-      Sql.statement(deleteExpiredInWindow(after === undefined, end === undefined), after?.[0] ?? null, after?.[1] ?? null, end?.tenant_id ?? null, end?.idempotency_key ?? null, before),
+      Sql.statement(deleteExpiredInWindow(after === undefined, end === undefined), after?.[0] ?? null, after?.[1] ?? null, end?.tenant_id ?? null, end?.idempotency_key ?? null, before, JSON.stringify(byTenant)),
       Sql.statement(upsertCursor, sweep, next, passStartedAt, now)
     ])
     return deleted?.changes ?? 0
@@ -236,17 +237,20 @@ export const make = (sql: Sql.Sql): Shape => ({
   })
 })
 
+/** The tenant of a `claimKey` (tenant ids hold no `/`). */
+const tenantOfKey = (key: string) => key.slice(0, key.indexOf("/"))
+
 export const memory = (): Shape => {
   const rows = new Map<string, string>()
   const at = new Map<string, string>()
   let cursor: string | undefined
   return {
     // As the database's: a window of `limit` keys (in key order) after the cursor, its expired keys deleted.
-    prune: (before, limit) =>
+    prune: (before, limit, _now, byTenant = {}) =>
       Effect.sync(() => {
         const window = [...at.keys()].sort().filter((key) => cursor === undefined || key > cursor).slice(0, Math.max(1, Math.floor(limit)))
         cursor = window.length === Math.max(1, Math.floor(limit)) ? window.at(-1) : undefined
-        const old = window.filter((key) => at.get(key)! < before)
+        const old = window.filter((key) => at.get(key)! < (byTenant[tenantOfKey(key)] ?? before))
         for (const key of old) (rows.delete(key), at.delete(key))
         return old.length
       }),

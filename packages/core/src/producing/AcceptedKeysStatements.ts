@@ -61,9 +61,12 @@ export const selectWindowEnd = (fromStart: boolean) =>
   `SELECT ${column.tenant} AS tenant_id, ${column.key} AS idempotency_key FROM ${table}
     ${fromStart ? "" : `WHERE (${keyOrder}) > (?1, ?2)`} ORDER BY ${keyOrder} LIMIT 1 OFFSET ?3`
 
-/** Deletes the window's expired keys: after the cursor (`?1, ?2`, unless from the start), up to its last key (`?3, ?4`, unless to the end). */
+/**
+ * Deletes the window's expired keys: after the cursor (`?1, ?2`, unless from the start), up to its last key (`?3, ?4`,
+ * unless to the end); accepted before `?5`, or before the tenant's own cutoff in `?6` (a JSON object, tenant → cutoff).
+ */
 export const deleteExpiredInWindow = (fromStart: boolean, toEnd: boolean) =>
-  `DELETE FROM ${table} WHERE ${column.at} < ?5
+  `DELETE FROM ${table} WHERE ${column.at} < COALESCE((SELECT c.value FROM json_each(?6) c WHERE c.key = ${table}.${column.tenant}), ?5)
     ${fromStart ? "" : `AND (${keyOrder}) > (?1, ?2)`} ${toEnd ? "" : `AND (${keyOrder}) <= (?3, ?4)`}`
 
 export const upsertCursor = `INSERT INTO ${cursors.table} (${cursors.sweep}, ${cursors.after}, ${cursors.passStartedAt}, ${cursors.updatedAt}) VALUES (?1, ?2, ?3, ?4)
