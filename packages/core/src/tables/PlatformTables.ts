@@ -463,7 +463,9 @@ export const tenantMoves = sqliteTable(
     updatedAt: text("updated_at").notNull(),
     finishedAt: text("finished_at"),
     /** The one projection moved (its table and applied set), or null: the tenant's home and what lives there. */
-    projection: text("projection")
+    projection: text("projection"),
+    /** A split of `projection` into parts: the read database of each part (a JSON array, placement/Split.ts); null: moved whole. */
+    parts: text("parts")
   },
   (t) => [index("tenant_moves_by_tenant").on(t.tenantId, t.startedAt)]
 )
@@ -482,7 +484,12 @@ export const projectionPlacements = sqliteTable(
     projection: text("projection").notNull(),
     database: integer("database").notNull(),
     placedAt: text("placed_at").notNull(),
-    frozenSince: text("frozen_since")
+    frozenSince: text("frozen_since"),
+    /**
+     * A projection in parts (placement/Parts.ts): the read database of each part, a JSON array of k indexes (k a power
+     * of two); a row lives in part hash(its key) mod k. `database` is then the first part's. Null: placed whole.
+     */
+    parts: text("parts")
   },
   (t) => [primaryKey({ columns: [t.tenantId, t.projection] })]
 )

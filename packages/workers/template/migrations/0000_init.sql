@@ -157,6 +157,7 @@ CREATE TABLE `projection_placements` (
 	`database` integer NOT NULL,
 	`placed_at` text NOT NULL,
 	`frozen_since` text,
+	`parts` text,
 	PRIMARY KEY(`tenant_id`, `projection`)
 );
 --> statement-breakpoint
@@ -280,7 +281,8 @@ CREATE TABLE `tenant_moves` (
 	`started_at` text NOT NULL,
 	`updated_at` text NOT NULL,
 	`finished_at` text,
-	`projection` text
+	`projection` text,
+	`parts` text
 );
 --> statement-breakpoint
 CREATE INDEX `tenant_moves_by_tenant` ON `tenant_moves` (`tenant_id`,`started_at`);--> statement-breakpoint
