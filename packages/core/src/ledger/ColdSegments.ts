@@ -16,7 +16,8 @@
  * unpinned, and that each stream's run starts right after its cold part. A stream's version is the larger of its
  * hot `MAX(sequence)` and its cold ranges' last sequence.
  *
- * It does not read or write R2 (ColdHistory.ts does), nor decide when to tier (the scheduled sweep, operations/ColdTiering.ts).
+ * It does not read or write R2 (ColdHistory.ts does), nor decide when to tier (the scheduled sweep, operations/ColdTiering.ts);
+ * what a reshard asks of the manifest (its cold streams, forgetting those that moved) is ColdForget.ts's.
  */
 import * as Schema from "effect/Schema"
 import type { ColdStats } from "./ColdProtocol.js"
@@ -71,7 +72,6 @@ export interface Candidates {
 const decodeRange = decoder(Schema.Struct({ stream: Schema.String, first_sequence: Schema.Number, last_sequence: Schema.Number, object_key: Schema.String }))
 const decodeLocated = decoder(Schema.Struct({ fact_id: Schema.String, object_key: Schema.String }))
 const decodeLast = decoder(Schema.Struct({ v: Schema.Number }))
-const decodeStreamName = decoder(Schema.Struct({ stream: Schema.String }))
 const decodeStreamHead = decoder(Schema.Struct({ tenant_id: Schema.String, stream: Schema.String }))
 const decodeId = decoder(Schema.Struct({ fact_id: Schema.String }))
 const decodeStats = decoder(Schema.Struct({
@@ -104,6 +104,8 @@ export const ranges = (s: Shard, key: StreamKey, after: number): Array<ColdRange
   )
 
 const toRange = (row: ReturnType<typeof decodeRange>): ColdRange => ({ stream: row.stream, first: row.first_sequence, last: row.last_sequence, objectKey: row.object_key })
+/** A `cold_ranges` row joined with its segment's `object_key`, decoded. */
+export const readRange = (raw: unknown): ColdRange => toRange(decodeRange(raw))
 
 /**
  * The shard's cold ranges holding positions after a `(stream, sequence)` cursor, in shard order (stream, sequence),
@@ -273,56 +275,6 @@ export const record = (s: Shard, segment: Segment): boolean =>
     setCursor(s, segment.cursor)
     return true
   })
-
-/** The streams with cold history (any of their facts in `cold_ranges`). */
-export const streams = (s: Shard): Array<string> =>
-  !hasCold(s) ? [] : Array.from(s.sql.exec("SELECT DISTINCT stream FROM cold_ranges"), (raw) => decodeStreamName(raw).stream)
-
-/** The cold ranges of these streams (by name), in shard order. */
-export const rangesOf = (s: Shard, names: ReadonlyArray<string>): Array<ColdRange> => {
-  if (names.length === 0 || !hasCold(s)) return []
-  const found: Array<ColdRange> = []
-  for (const chunk of jsonArrays(names.map((name) => JSON.stringify(name)))) {
-    for (const raw of s.sql.exec(
-      `SELECT r.stream, r.first_sequence, r.last_sequence, g.object_key FROM cold_ranges r JOIN cold_segments g ON g.id = r.segment
-       WHERE r.stream IN (SELECT value FROM json_each(?)) ORDER BY r.tenant_id, r.stream, r.first_sequence`,
-      chunk
-    )) found.push(toRange(decodeRange(raw)))
-  }
-  return found
-}
-
-/**
- * Forgets these streams' cold history, inside the caller's transaction (a reshard's drop, once the streams live in
- * their new shard): their `cold_ranges` rows and their facts' `cold_facts` rows (`factIds`: every cold fact id of
- * the streams, read from their segments by the caller), each segment's count lowered by the facts it no longer
- * names and a segment naming none left out of the manifest. The segments' objects stay in R2 (other streams' facts
- * share them) until the tenant's deletion removes its prefix. Throws, forgetting nothing, when `factIds` are not
- * exactly the streams' cold facts (more turned cold since they were read: the caller reads again).
- */
-export const forget = (s: Shard, names: ReadonlyArray<string>, factIds: ReadonlyArray<string>): void => {
-  if (names.length === 0 || !hasCold(s)) return
-  const list = JSON.stringify(names)
-  const expected = decodeLast(s.sql.exec(
-    "SELECT COALESCE(SUM(last_sequence - first_sequence + 1), 0) AS v FROM cold_ranges WHERE stream IN (SELECT value FROM json_each(?))", list
-  ).one()).v
-  let located = 0
-  for (const chunk of jsonArrays(factIds.map((id) => JSON.stringify(id)))) {
-    located += decodeCount(s.sql.exec("SELECT COUNT(*) AS n FROM cold_facts WHERE fact_id IN (SELECT value FROM json_each(?))", chunk).one()).n
-  }
-  if (new Set(factIds).size !== factIds.length || located !== factIds.length || located !== expected) {
-    throw new Error(`the cold history of ${names.length} stream(s) changed while it was read (${located} of ${expected} cold facts named); read it again`)
-  }
-  s.sql.exec(
-    `UPDATE cold_segments SET facts = facts - (
-       SELECT COALESCE(SUM(r.last_sequence - r.first_sequence + 1), 0) FROM cold_ranges r WHERE r.segment = cold_segments.id AND r.stream IN (SELECT value FROM json_each(?1))
-     ) WHERE id IN (SELECT segment FROM cold_ranges WHERE stream IN (SELECT value FROM json_each(?1)))`,
-    list
-  )
-  for (const chunk of jsonArrays(factIds.map((id) => JSON.stringify(id)))) s.sql.exec("DELETE FROM cold_facts WHERE fact_id IN (SELECT value FROM json_each(?))", chunk)
-  s.sql.exec("DELETE FROM cold_ranges WHERE stream IN (SELECT value FROM json_each(?))", list)
-  s.sql.exec("DELETE FROM cold_segments WHERE facts <= 0")
-}
 
 /** The manifest's totals. */
 export const stats = (s: Shard): ColdStats => {

@@ -29,6 +29,7 @@ import type { Fact } from "@factline/schemas"
 import type { ColdStats } from "./ColdProtocol.js"
 import type { AppendGroup, AppendResult, Handover, ReadOptions, ShardCursor, StreamKey, StreamRead, StreamState } from "./LedgerProtocol.js"
 import { decodeCount, decodeFactRow, decoder, ensureSchema, exists, FactRow, type Shard, type Storage, toFact } from "./LedgerRows.js"
+import * as ColdForget from "./ColdForget.js"
 import * as ColdSegments from "./ColdSegments.js"
 import { appendAll, appendAllWithin } from "./LedgerAppend.js"
 import * as LedgerSnapshots from "./LedgerSnapshots.js"
@@ -70,7 +71,7 @@ export interface ColdManifest {
   readonly streams: () => Array<string>
   /** The cold ranges of these streams (by name). */
   readonly rangesOf: (streams: ReadonlyArray<string>) => Array<ColdSegments.ColdRange>
-  /** Forgets these streams' cold history, inside the caller's transaction (ColdSegments.forget). */
+  /** Forgets these streams' cold history, inside the caller's transaction (ColdForget.forget). */
   readonly forget: (streams: ReadonlyArray<string>, factIds: ReadonlyArray<string>) => void
 }
 
@@ -264,9 +265,9 @@ export const make = (storage: Storage): LedgerStorage => {
         return ColdSegments.record(s, segment)
       },
       stats: () => ColdSegments.stats(s),
-      streams: () => ColdSegments.streams(s),
-      rangesOf: (streams) => ColdSegments.rangesOf(s, streams),
-      forget: (streams, factIds) => ColdSegments.forget(s, streams, factIds)
+      streams: () => ColdForget.streams(s),
+      rangesOf: (streams) => ColdForget.rangesOf(s, streams),
+      forget: (streams, factIds) => ColdForget.forget(s, streams, factIds)
     }
   }
 }

@@ -213,7 +213,7 @@ export const make = (storage: Storage, ledger: LedgerStorage): ShardReshard => {
       if (p.next.stage !== "switched") throw new Error("a held shard's streams are dropped only after the switch")
       const batch = moving().slice(0, Math.max(1, limit))
       if (batch.length > 0) {
-        // A switched shard tiers nothing, so the ids read stay its streams' cold facts (ColdSegments.forget checks they are).
+        // A switched shard tiers nothing, so the ids read stay its streams' cold facts (ColdForget.forget checks they are).
         const coldIds = await coldIdsOf(batch)
         deleteStreams(s, storage, ledger, batch, coldIds)
       }
