@@ -16,27 +16,26 @@
  * the next due timer. An append that schedules a timer arms it; the alarm
  * fires what is due (core's `LedgerStorage.fireDue`: the timer's fact and its
  * outbox rows in one transaction, at most once per timer), relays the outbox
- * — the fired facts with it — and sets itself to the next timer, if any.
+ * — the fired facts with it — and sets itself to the next timer, if any
+ * (ShardAlarm.ts does the alarm's work).
  */
 import { DurableObject } from "cloudflare:workers"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import { Bindings, ColdHistory, ColdProtocol, KeyStorage, LedgerProtocol, LedgerStorage, LedgerTopology, Metrics, OutboxRelay, RetryPolicy, ShardReshard } from "@factline/core/runtime"
+import { Bindings, ColdHistory, ColdProtocol, KeyStorage, LedgerProtocol, LedgerStorage, ShardReshard } from "@factline/core/runtime"
 import type { Fact } from "@factline/schemas"
 import type { PlatformEnv } from "./Env.js"
 import { shardRuntime, type ShardRuntime } from "./Services.js"
+import { handoverDelayMs, ShardAlarm } from "./ShardAlarm.js"
 
-export const relayBackoffMs = (failures: number) => Math.min(1_000 * 2 ** Math.max(0, failures - 1), 5 * 60_000)
-/** How soon the alarm first tries to relay facts handed over after a failed send. */
-export const handoverDelayMs = 1_000
+export { handoverDelayMs, relayBackoffMs } from "./ShardAlarm.js"
 
 export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerProtocol.LedgerShardRpc {
   private ledger: LedgerStorage.LedgerStorage
-  /** Firing failures in a row (this instance): while they last, due timers are retried with the relay's backoff, not at once. */
-  private timerFailures = 0
   /** Whether this object has seen its `tenant_id` meta recorded. */
   private tenantRecorded = false
-  private timerRetryAt = 0
+  /** Timers and the outbox relay (ShardAlarm). */
+  private alarms: ShardAlarm
   /** This shard's place in its tenant's reshards: which streams it still answers (core's ShardReshard). */
   private resharding: ShardReshard.ShardReshard
 
@@ -50,6 +49,11 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     super(ctx, env)
     this.ledger = LedgerStorage.make(ctx.storage)
     this.resharding = ShardReshard.make(ctx.storage, this.ledger)
+    this.alarms = this.newAlarm()
+  }
+
+  private newAlarm() {
+    return new ShardAlarm({ ledger: () => this.ledger, storage: this.ctx.storage, runtime: () => this.runtime, firingPaused: () => this.resharding.firingPaused() })
   }
 
   /** The key store's calls: only the object named `KeyStorage.objectName(tenant)` gets them (core's personal/KeyStorage.ts). */
@@ -98,7 +102,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     }
     // Only an append that scheduled or cancelled a timer touches the alarm.
     const timed = groups.some((group, i) => results[i]!.status === "appended" && group.facts.some((f) => f.type === "timer_scheduled" || f.type === "timer_cancelled"))
-    if (timed) await this.armNextTimer()
+    if (timed) await this.alarms.armNextTimer()
     return results.map(LedgerProtocol.toAnswer)
   }
 
@@ -109,7 +113,7 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     const answer = this.resharding.handover(entries)
     const written = typeof answer === "number" ? answer : answer.written
     if (written > 0 && this.ledger.getMeta("shard_key") === undefined) this.ledger.setMeta("shard_key", shardKey)
-    if (this.ledger.outboxSize() > 0) await this.arm(handoverDelayMs)
+    if (this.ledger.outboxSize() > 0) await this.alarms.arm(handoverDelayMs)
     return answer
   }
 
@@ -146,19 +150,19 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   async reshardDrop(streams: number): Promise<{ readonly dropped: number; readonly remaining: number }> {
     const answer = await this.resharding.drop(streams, (names) => this.history.coldIdsOf(names))
     // Timers waited while this shard was held and switched: the unmoved ones fire again.
-    if (answer.remaining === 0) await this.armNextTimer()
+    if (answer.remaining === 0) await this.alarms.armNextTimer()
     return answer
   }
 
   async reshardRelease(): Promise<void> {
     this.resharding.release()
-    await this.armNextTimer()
+    await this.alarms.armNextTimer()
   }
 
   async reshardImport(input: LedgerProtocol.ReshardImport): Promise<number> {
     const written = this.resharding.import(input)
-    if (this.ledger.outboxSize() > 0) await this.arm(handoverDelayMs)
-    if (!this.resharding.firingPaused()) await this.armNextTimer()
+    if (this.ledger.outboxSize() > 0) await this.alarms.arm(handoverDelayMs)
+    if (!this.resharding.firingPaused()) await this.alarms.armNextTimer()
     return written
   }
 
@@ -199,8 +203,8 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
   async relayNow(shardKey?: string): Promise<number> {
     if (shardKey !== undefined && this.ledger.exists() && this.ledger.getMeta("shard_key") === undefined) this.ledger.setMeta("shard_key", shardKey)
     const pending = this.ledger.outboxSize()
-    if (pending > 0) await this.arm(0)
-    await this.armNextTimer()
+    if (pending > 0) await this.alarms.arm(0)
+    await this.alarms.armNextTimer()
     return pending
   }
 
@@ -215,97 +219,10 @@ export class LedgerShard extends DurableObject<PlatformEnv> implements LedgerPro
     this.resharding = ShardReshard.make(this.ctx.storage, this.ledger)
     this.coldHistory = undefined
     this.tenantRecorded = false
-    this.timerFailures = 0
-    this.timerRetryAt = 0
+    this.alarms = this.newAlarm()
   }
 
   override async alarm(): Promise<void> {
-    await this.fireTimers()
-    await this.drain()
-  }
-
-  /** Appends the facts of the timers due now, with their outbox rows: the drain that follows relays them. */
-  private async fireTimers(): Promise<void> {
-    const now = await this.runtime.runPromise(Clock.currentTimeMillis)
-    // A reshard holds this shard: its moving streams' timers fire in their new shard; the others after the drop.
-    if (this.resharding.firingPaused()) {
-      this.timerRetryAt = now + handoverDelayMs
-      return
-    }
-    try {
-      // To every fact queue: whether anything listens to the fact's type is the code's of the day it fires, not the day it was set.
-      await this.ledger.fireDue(now, RetryPolicy.factQueues)
-      this.timerFailures = 0
-      this.timerRetryAt = 0
-    } catch (error) {
-      // The timers stay pending: the alarm comes back for them, with backoff (nextTimerAlarm).
-      this.timerFailures++
-      this.timerRetryAt = now + relayBackoffMs(this.timerFailures)
-      await this.runtime.runPromise(Effect.logError(`firing timers failed (${this.timerFailures} in a row): ${error instanceof Error ? error.message : String(error)}`))
-    }
-  }
-
-  /** When the alarm should come back for the timers: the next one's time, not before a failed firing's backoff. */
-  private nextTimerAlarm(): number | undefined {
-    const next = this.ledger.nextTimerAt()
-    return next === undefined ? undefined : Math.max(next, this.timerRetryAt)
-  }
-
-  /** Moves the alarm to the next pending timer's time if that is earlier. */
-  private async armNextTimer() {
-    const next = this.nextTimerAlarm()
-    if (next === undefined) return
-    const current = await this.ctx.storage.getAlarm()
-    if (current === null || current > next) await this.ctx.storage.setAlarm(next)
-  }
-
-  /**
-   * Relays the outbox through the queues' door (to this shard's tenant's group queues); on success sets the alarm
-   * to the next timer (or removes it), on failure re-arms it with backoff. The messages it sent (those of a failed
-   * run too), counted by the door into the shard runtime's tally, are written to `messages_sent_total` after.
-   */
-  private async drain(): Promise<void> {
-    try {
-      // A shard holds one tenant: its outbox's logical destinations go to that tenant's group queues.
-      const result = await this.runtime.runPromise(OutboxRelay.relay(this.ledger, this.ledger.getMeta("tenant_id") ?? ""))
-      if (this.ledger.getMeta("relay_failures") !== undefined) {
-        await this.register(null)
-        this.ledger.setMeta("relay_failures", undefined)
-      }
-      // Checked right before deleting, with no await in between: a handover that wrote rows since is seen here.
-      if (this.ledger.outboxSize() > 0 || result.remaining > 0) await this.arm(0)
-      else {
-        const next = this.nextTimerAlarm()
-        if (next === undefined) await this.ctx.storage.deleteAlarm()
-        else await this.ctx.storage.setAlarm(next)
-      }
-    } catch (error) {
-      const failures = Number(this.ledger.getMeta("relay_failures") ?? "0") + 1
-      this.ledger.setMeta("relay_failures", String(failures))
-      await this.runtime.runPromise(Effect.logError(`outbox relay failed (${failures} in a row): ${error instanceof Error ? error.message : String(error)}`))
-      await this.arm(relayBackoffMs(failures))
-      await this.armNextTimer()
-      await this.register("now").catch(() => undefined)
-    } finally {
-      // Logged, never thrown, when the rollup cannot take it: the messages were sent.
-      await this.runtime.runPromise(Metrics.recordTallied())
-    }
-  }
-
-  private async arm(delayMs: number) {
-    const at = (await this.runtime.runPromise(Clock.currentTimeMillis)) + delayMs
-    const current = await this.ctx.storage.getAlarm()
-    if (current === null || current > at) await this.ctx.storage.setAlarm(at)
-  }
-
-  /** Marks this shard pending since now (or no longer pending) in `ledger_shards`, where the sweep finds it. */
-  private async register(pending: "now" | null) {
-    const shardKey = this.ledger.getMeta("shard_key")
-    const tenantId = this.ledger.getMeta("tenant_id")
-    if (shardKey === undefined || tenantId === undefined) return
-    await this.runtime.runPromise(Effect.gen(function*() {
-      const since = pending === null ? null : new Date(yield* Clock.currentTimeMillis).toISOString()
-      yield* LedgerTopology.markRelay(shardKey, tenantId, since)
-    }))
+    await this.alarms.run()
   }
 }
