@@ -4,8 +4,9 @@
 // `per_calibration`) — against the baseline's same ratio. A slower or busier host stretches both sides of the ratio;
 // a costlier stage only its own. Absolute CPU per event is not judged (it moved 2–3× between sittings of the same code).
 //
-// A stage found over the tolerance is measured a second time (run.mjs asks for those stages again) and fails only when
-// it is over in both looks: a spell of other work that lands on one stage in one pass does not fail the run.
+// A stage found over the tolerance is measured a second time (run.mjs asks for those stages again, with three times the
+// rounds) and fails only when it is over in both looks: a spell of other work that lands on one stage in one pass does
+// not fail the run.
 
 /** The tolerance: a stage fails when its ratio grows more than this over the baseline's (argued in docs/performance.md). */
 export const defaultTolerance = 0.15
