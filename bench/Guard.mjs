@@ -9,7 +9,7 @@
 // not fail the run.
 
 /** The tolerance: a stage fails when its ratio grows more than this over the baseline's (argued in docs/performance.md). */
-export const defaultTolerance = 0.15
+export const defaultTolerance = 0.2
 
 /**
  * One look: for each stage with a ratio, its change against the baseline's ratio and whether it is over.
