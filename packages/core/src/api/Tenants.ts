@@ -26,6 +26,7 @@ export const MoveView = Schema.Struct({
   from_database: Schema.Int,
   to_database: Schema.Int,
   projection: Schema.NullOr(Schema.String).annotate({ description: "The one projection moved (its rows of the tenant and their applied set), or null: the tenant's home — every table of its read side but its projections placed elsewhere" }),
+  parts: Schema.optional(Schema.NullOr(Schema.Array(Schema.Int))).annotate({ description: "A split of `projection` into parts: the read database of each part (a row goes to part hash(its key) mod their count), or null: moved whole" }),
   phase: Schema.Literals(phases).annotate({ description: "`frozen` (the tenant's writes held) → `copying` → `switched` (reads and writes on the target) → `dropped` (the source's rows deleted: done), or `failed`" }),
   copy_round: Schema.Int.annotate({ description: "1, or more when verification found a difference and the copy started again" }),
   copied: Schema.Record(Schema.String, Schema.Int).annotate({ description: "Rows copied per table in this round" }),
@@ -91,8 +92,9 @@ const PlacementView = Schema.Struct({
   projections: Schema.Record(Schema.String, Schema.Struct({
     read_database: Schema.Int,
     binding: Schema.String,
-    writes_held_since: Schema.NullOr(Schema.String).annotate({ description: "Set while a move of the projection takes its last copy" })
-  })).annotate({ description: "The tenant's projections placed on another read database than its home (moved there), by name: their rows are there, not in `read_database`" })
+    writes_held_since: Schema.NullOr(Schema.String).annotate({ description: "Set while a move of the projection takes its last copy" }),
+    parts: Schema.optional(Schema.Array(Schema.Struct({ read_database: Schema.Int, binding: Schema.String }))).annotate({ description: "A projection in parts: each part's read database, in part order (a row is in part hash(its key) mod their count); `read_database` is the first part's" })
+  })).annotate({ description: "The tenant's projections placed on another read database than its home (moved there, or split into parts), by name: their rows are there, not in `read_database`" })
 })
 
 export const me = HttpApiEndpoint.get("tenantPlacement", "/v1/tenants/me", {
@@ -154,19 +156,22 @@ export const removePlacement = HttpApiEndpoint.delete("removePlacement", "/v1/te
 export const startMove = HttpApiEndpoint.post("moveTenant", "/v1/tenants/:tenant/moves", {
   params: tenantParam,
   payload: Schema.Struct({
-    to_database: Schema.Int.annotate({ description: "Index of the read database to move the tenant (or its projection) to" }),
+    to_database: Schema.optional(Schema.Int.annotate({ description: "Index of the read database to move the tenant (or its projection) to (or `parts`)" })),
     projection: Schema.optional(Schema.String.annotate({
       description: "A registered projection: move only the tenant's rows of it (a tenant larger than one database); its other tables stay in its home. Moving it to the tenant's home brings it back."
+    })),
+    parts: Schema.optional(Schema.Array(Schema.Int).annotate({
+      description: "Instead of `to_database`, with `projection`: split the projection (placed whole) into 2, 4, 8 or 16 parts, on these read databases in part order (one may hold several parts; none may be the one it leaves) — a row goes to part hash(its key) mod their count: a projection larger than one database"
     }))
   }),
   success: MoveView.pipe(HttpApiSchema.status(202)),
   error: problems(400, 404, 409, 415, 503)
 }).pipe(describe({
   summary: "Move a tenant to another read database",
-  description: "Starts moving the tenant's read side (facts copy, projections, accepted keys, dead letters, webhook state, batch jobs) under live traffic: its writes are held (consumers retry; its HTTP writes answer 503 with `retry-after`) while its rows are copied and verified, then its placement switches and the source's rows are deleted. Reads are served from the source until the switch, never from a half-copied database. With `projection`, only the tenant's rows of that projection move, and only its writes are held (events are accepted; the projection's facts wait). Projections placed elsewhere stay where they are when the tenant's home moves. Follow it with `GET /v1/tenants/{tenant}/moves/{move_id}`.",
+  description: "Starts moving the tenant's read side (facts copy, projections, accepted keys, dead letters, webhook state, batch jobs) under live traffic: its writes are held (consumers retry; its HTTP writes answer 503 with `retry-after`) while its rows are copied and verified, then its placement switches and the source's rows are deleted. Reads are served from the source until the switch, never from a half-copied database. With `projection`, only the tenant's rows of that projection move, and only its writes are held (events are accepted; the projection's facts wait). With `projection` and `parts`, the projection placed whole is split into parts on those databases the same way (its rows copied each to its part, verified, switched, dropped); a projection in parts is not moved again. Projections placed elsewhere stay where they are when the tenant's home moves. Follow it with `GET /v1/tenants/{tenant}/moves/{move_id}`.",
   scopes: ["platform"],
-  usage: 'send { "to_database": <index> } or { "to_database": <index>, "projection": "<name>" }',
-  errors: { 400: "`invalid_request`: not a tenant id, no such read database, or no such projection", 404: "`not_found`: the tenant is not placed yet (place it instead)", 409: "`conflict`: the tenant (or projection) is already there, already being moved, or a rebuild (or a reconcile of the projection) is running", 415: "`unsupported_media_type`", 503: "`unavailable`: the platform database or the batch queue; retry" }
+  usage: 'send { "to_database": <index> }, { "to_database": <index>, "projection": "<name>" } or { "projection": "<name>", "parts": [<index>, <index>] }',
+  errors: { 400: "`invalid_request`: not a tenant id, no such read database, no such projection, or `parts` not 2, 4, 8 or 16 read databases other than the projection's (with `projection`, instead of `to_database`)", 404: "`not_found`: the tenant is not placed yet (place it instead)", 409: "`conflict`: the tenant (or projection) is already there, already being moved, or a rebuild (or a reconcile of the projection) is running", 415: "`unsupported_media_type`", 503: "`unavailable`: the platform database or the batch queue; retry" }
 }))
 
 export const getMove = HttpApiEndpoint.get("getTenantMove", "/v1/tenants/:tenant/moves/:move_id", {

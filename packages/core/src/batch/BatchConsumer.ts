@@ -34,6 +34,7 @@ import * as Reconcile from "./Reconcile.js"
 import * as Time from "../platform/Time.js"
 import * as Placement from "../placement/Placement.js"
 import * as Move from "../placement/Move.js"
+import * as Split from "../placement/Split.js"
 import * as Deletion from "../placement/Deletion.js"
 import * as Reshard from "../placement/Reshard.js"
 import { KeyRing } from "../personal/KeyRing.js"
@@ -108,7 +109,7 @@ export const fail = (payload: BatchPayload, tenantId: string, error: string) =>
 const stepOf = (payload: BatchPayload, tenantId: string) =>
   Effect.gen(function*() {
     if (payload.operation === "rebuild") return yield* Rebuild.step(payload)
-    if (payload.operation === "move") return yield* Move.step(payload)
+    if (payload.operation === "move") return yield* Split.step(payload)
     if (payload.operation === "delete_tenant") return yield* Deletion.step(payload, (yield* KeyRing).cacheBoundMs)
     if (payload.operation === "reshard") return yield* Reshard.step(payload)
     const onTenant = Placement.writing(tenantId)

@@ -94,6 +94,10 @@ export const exportData = Effect.fn("BatchStart.exportData")(function*(tenantId:
 /** Compares a projection's rows with a replay of the tenant's facts, repairing them when asked. */
 export const reconcile = Effect.fn("BatchStart.reconcile")(function*(tenantId: string, options: { readonly projection: string; readonly repair?: boolean | undefined }) {
   const projection = yield* projectionNamed(options.projection)
+  // Its shadow lives beside the projection: a projection in parts has no one such database (rebuild it instead).
+  if ((yield* Placement.of(tenantId)).projections[projection.name]?.parts) {
+    return yield* new Failure.Conflict({ message: `projection ${projection.name} of tenant ${tenantId} is in parts (docs/placement.md): a reconcile is not run across parts; rebuild the projection instead` })
+  }
   const params: Reconcile.Params = { projection: projection.name, repair: options.repair === true }
   return yield* job({ tenantId, operation: "reconcile", params, inputKey: null, total: null })
 })
@@ -105,9 +109,9 @@ export const rebuild = Effect.fn("BatchStart.rebuild")(function*(projection: str
   return record
 })
 
-/** Moves a tenant to another read database under live traffic (Move.ts); a move that never runs holds none of its writes. */
-export const move = Effect.fn("BatchStart.move")(function*(tenantId: string, toDatabase: number, startedBy: string, projection?: string) {
-  const { first, record } = yield* Move.start(tenantId, toDatabase, startedBy, projection)
+/** Moves a tenant (or one projection, or splits it into `parts`) to another read database under live traffic (Move.ts, Split.ts); a move that never runs holds none of its writes. */
+export const move = Effect.fn("BatchStart.move")(function*(tenantId: string, toDatabase: number | undefined, startedBy: string, projection?: string, parts?: ReadonlyArray<number>) {
+  const { first, record } = yield* Move.start(tenantId, toDatabase, startedBy, projection, parts)
   yield* enqueueFirst(first)
   return record
 })

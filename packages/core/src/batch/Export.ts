@@ -24,7 +24,7 @@ import * as Result from "effect/Result"
 import type { BatchPayload } from "@factline/schemas"
 import * as Projection from "../definitions/Projection.js"
 import * as ProjectionQuery from "../projections/ProjectionQuery.js"
-import { ProjectionStore, Values } from "../projections/ProjectionStore.js"
+import * as FanOut from "../projections/FanOut.js"
 import { Registry } from "../registry/Registry.js"
 import * as Placement from "../placement/Placement.js"
 import { KeyRing } from "../personal/KeyRing.js"
@@ -124,7 +124,6 @@ const ledgerPage = Effect.fn("Export.ledgerPage")(function*(tenantId: string, cu
 /** Runs one chunk; returns the next chunk's message payload, or undefined when the export is done (or stopped). */
 export const step = Effect.fn("Export.step")(function*(payload: BatchPayload) {
   const files = yield* BatchFiles.BatchFiles
-  const store = yield* ProjectionStore
   const registry = yield* Registry
   const job = yield* BatchJobs.find(payload.batch_id)
   if (!job || BatchJobs.isFinished(job.status)) return undefined
@@ -145,10 +144,11 @@ export const step = Effect.fn("Export.step")(function*(payload: BatchPayload) {
     rows = page.rows
     nextCursor = page.next
   } else {
-    const page = ProjectionQuery.rows(projection, job.tenant_id, { limit: String(rowsPerChunk), ...(cursor === undefined ? {} : { cursor }) })
+    const query = { limit: String(rowsPerChunk), ...(cursor === undefined ? {} : { cursor }) }
+    const page = ProjectionQuery.rows(projection, job.tenant_id, query)
     if (Result.isFailure(page)) return yield* new Failure.PermanentError({ message: `the export query was refused: ${JSON.stringify(page.failure)}` })
-    // The projection's rows where the tenant's projection lives (its home, or the database it was moved to).
-    const fetched = yield* Placement.reading(job.tenant_id, projection.name)(store.query(Values, page.success.sql))
+    // The projection's rows where the tenant's projection lives (its home, the database it was moved to, or its parts merged).
+    const fetched = yield* FanOut.read(projection, job.tenant_id, query, page.success)
     const booleans = Projection.booleanColumns(projection)
     rows = fetched.slice(0, page.success.limit).map((row): Record<string, unknown> => {
       const out: Record<string, unknown> = { ...row }

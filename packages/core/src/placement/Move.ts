@@ -43,6 +43,7 @@ import * as Time from "../platform/Time.js"
 import { Registry } from "../registry/Registry.js"
 import * as Projection from "../definitions/Projection.js"
 import { TenantPlacement } from "./Placement.js"
+import * as Parts from "./Parts.js"
 
 /** The framework's tables that hold a tenant's rows in its read database (each has a `tenant_id` column). */
 export const tenantTables = [
@@ -75,7 +76,7 @@ export const rounds = 3
 /** After the hold is visible everywhere, how long a write that passed the check before may still take to land. */
 export const settleMs = 2_000
 
-interface TableProgress {
+export interface TableProgress {
   readonly rows: number
   /** The primary key of the last row copied (or deleted), or null before the first page. */
   readonly after: ReadonlyArray<unknown> | null
@@ -83,7 +84,7 @@ interface TableProgress {
 }
 
 /** What `tenant_moves.copied` holds: the copy round and each table's cursor. */
-interface Progress {
+export interface Progress {
   readonly round: number
   /** The target's leftover rows of the tenant are deleted. */
   readonly cleared: boolean
@@ -106,11 +107,13 @@ export const Row = Schema.Struct({
   started_at: Schema.String,
   updated_at: Schema.String,
   finished_at: Schema.NullOr(Schema.String),
-  projection: Schema.NullOr(Schema.String)
+  projection: Schema.NullOr(Schema.String),
+  /** A split of `projection`: each part's read database (JSON, Split.ts); null: moved whole. */
+  parts: Schema.optional(Schema.NullOr(Schema.String))
 })
 export type Row = typeof Row.Type
 
-const Databases = Schema.Struct({ database: Schema.Number, projection_database: Schema.NullOr(Schema.Number) })
+const Databases = Schema.Struct({ database: Schema.Number, projection_database: Schema.NullOr(Schema.Number), projection_parts: Schema.NullOr(Schema.String) })
 const Name = Schema.Struct({ projection: Schema.String })
 const Id = Schema.Struct({ id: Schema.String })
 const Found = Schema.Struct({ found: Schema.Number })
@@ -124,7 +127,7 @@ const Summary = Schema.Record(Schema.String, Schema.Number)
 export const View = MoveView
 export type View = typeof View.Type
 
-const progressOf = (row: Row): Progress => {
+export const progressOf = (row: Row): Progress => {
   const parsed = JSON.parse(row.copied) as Partial<Progress>
   return { round: parsed.round ?? 1, cleared: parsed.cleared ?? false, tables: parsed.tables ?? {}, ...(parsed.dropped ? { dropped: parsed.dropped } : {}) }
 }
@@ -138,6 +141,7 @@ export const view = (row: Row): View => {
     from_database: row.from_database,
     to_database: row.to_database,
     projection: row.projection,
+    parts: row.parts ? (JSON.parse(row.parts) as Array<number>) : null,
     phase: row.phase,
     copy_round: progress.round,
     copied: Object.fromEntries(Object.entries(progress.tables).map(([t, p]) => [t, p.rows])),
@@ -152,7 +156,7 @@ export const view = (row: Row): View => {
 
 const unavailable = Failure.unavailable("the platform database")
 
-const q = (name: string) => `"${name.replaceAll('"', '""')}"`
+export const q = (name: string) => `"${name.replaceAll('"', '""')}"`
 
 /** Every table a move copies: the framework's tenant tables, then each registered projection's. */
 export const tablesToMove = Effect.map(Effect.service(Registry), (registry) => [
@@ -184,10 +188,11 @@ export const active = Effect.fn("Move.active")(function*(tenantId?: string) {
  * Starts moving `tenantId` (its home, or only its `projection`) to read database `to`: records the move and holds
  * the tenant's writes, or the projection's (one platform transaction); returns the record and the first step to enqueue.
  */
-export const start = Effect.fn("Move.start")(function*(tenantId: string, to: number, startedBy: string, projection?: string) {
+export const start = Effect.fn("Move.start")(function*(tenantId: string, toDatabase: number | undefined, startedBy: string, projection?: string, split?: ReadonlyArray<number>) {
   const shape = yield* TenantPlacement
   const platform = yield* Sql.PlatformDatabase
   const registry = yield* Registry
+  const { to, parts } = yield* Parts.request(toDatabase, projection, split, shape.databases.length)
   if (!Number.isInteger(to) || to < 0 || to >= shape.databases.length) {
     return yield* new Failure.InvalidInput({ message: `to_database must be a read database index from 0 to ${shape.databases.length - 1}`, problems: [{ path: "to_database", message: `must be 0 to ${shape.databases.length - 1}` }] })
   }
@@ -196,14 +201,19 @@ export const start = Effect.fn("Move.start")(function*(tenantId: string, to: num
     return yield* new Failure.InvalidInput({ message: `no projection ${JSON.stringify(projection.slice(0, 100))} (known: ${known})`, problems: [{ path: "projection", message: `must be a registered projection (${known})` }] })
   }
   const placement = yield* Effect.mapError(platform.first(Databases, Sql.statement(
-    "SELECT database, (SELECT database FROM projection_placements WHERE tenant_id = ?1 AND projection = ?2) AS projection_database FROM tenant_placements WHERE tenant_id = ?1",
+    `SELECT database, (SELECT database FROM projection_placements WHERE tenant_id = ?1 AND projection = ?2) AS projection_database,
+       (SELECT parts FROM projection_placements WHERE tenant_id = ?1 AND projection = ?2) AS projection_parts FROM tenant_placements WHERE tenant_id = ?1`,
     tenantId, projection ?? null
   )), unavailable)
   if (!placement) return yield* new Failure.NotFound({ message: `tenant ${tenantId} is not placed yet (nothing to move): place it with PUT /v1/tenants/${tenantId}/placement` })
   const what = projection === undefined ? `tenant ${tenantId}` : `projection ${projection} of tenant ${tenantId}`
   const from = projection === undefined ? placement.database : placement.projection_database ?? placement.database
-  if (from === to) return yield* new Failure.Conflict({ message: `${what} is already on read database ${to}` })
-  if (shape.databases[from] !== undefined && shape.databases[from]!.identity === shape.databases[to]!.identity) {
+  if (placement.projection_parts !== null) return yield* new Failure.Conflict({ message: `${what} is in parts (${placement.projection_parts}); a projection in parts is not moved again` })
+  if (parts?.every((d) => shape.databases[d]!.identity === shape.databases[from]?.identity)) {
+    return yield* new Failure.InvalidInput({ message: `parts must put at least one part on another read database than ${from}, where ${what} is`, problems: [{ path: "parts", message: `must name a read database other than ${from}` }] })
+  }
+  if (from === to && parts === undefined) return yield* new Failure.Conflict({ message: `${what} is already on read database ${to}` })
+  if (parts === undefined && shape.databases[from] !== undefined && shape.databases[from]!.identity === shape.databases[to]!.identity) {
     return yield* new Failure.Conflict({ message: `read databases ${from} and ${to} are the same database` })
   }
   if (projection !== undefined) {
@@ -224,10 +234,10 @@ export const start = Effect.fn("Move.start")(function*(tenantId: string, to: num
   const [inserted] = yield* Effect.mapError(platform.batch([
     // One move per tenant at a time (its home or one projection): the insert happens only when none is in progress.
     Sql.statement(
-      `INSERT INTO tenant_moves (id, tenant_id, from_database, to_database, phase, copied, started_by, started_at, updated_at, projection)
-       SELECT ?1, ?2, ?3, ?4, 'frozen', ?5, ?6, ?7, ?7, ?8
+      `INSERT INTO tenant_moves (id, tenant_id, from_database, to_database, phase, copied, started_by, started_at, updated_at, projection, parts)
+       SELECT ?1, ?2, ?3, ?4, 'frozen', ?5, ?6, ?7, ?7, ?8, ?9
        WHERE NOT EXISTS (SELECT 1 FROM tenant_moves WHERE tenant_id = ?2 AND phase IN ('frozen', 'copying', 'switched'))`,
-      id, tenantId, from, to, JSON.stringify(progress), startedBy, now, projection ?? null
+      id, tenantId, from, to, JSON.stringify(progress), startedBy, now, projection ?? null, parts === undefined ? null : JSON.stringify(parts)
     ),
     projection === undefined
       ? Sql.statement(
@@ -313,7 +323,7 @@ export interface Next {
   readonly delaySeconds: number
 }
 
-interface Meta {
+export interface Meta {
   readonly columns: ReadonlyArray<string>
   /** Primary-key columns, in key order. */
   readonly key: ReadonlyArray<string>
@@ -323,9 +333,9 @@ interface Meta {
 }
 
 /** The `WHERE` of the tenant's rows a move takes from a table, and its parameters. */
-const whereOf = (meta: Pick<Meta, "filter">, tenantId: string) => ({ sql: `tenant_id = ?${meta.filter?.sql ?? ""}`, params: [tenantId, ...(meta.filter?.params ?? [])] })
+export const whereOf = (meta: Pick<Meta, "filter">, tenantId: string) => ({ sql: `tenant_id = ?${meta.filter?.sql ?? ""}`, params: [tenantId, ...(meta.filter?.params ?? [])] })
 
-const permanent = (message: string) => new Failure.PermanentError({ reason: "permanent_failure", message })
+export const permanent = (message: string) => new Failure.PermanentError({ reason: "permanent_failure", message })
 
 const Column = Schema.Struct({ tbl: Schema.String, name: Schema.String, type: Schema.String, pk: Schema.Number })
 export type Column = typeof Column.Type
@@ -351,7 +361,7 @@ export const columnsIn = (sql: Sql.Sql, tables: ReadonlyArray<string>) =>
  * per database). A table the source lacks (a registered projection never migrated) has nothing to move and is
  * left out; the tables keep `tables`' order.
  */
-const metasOf = (source: Sql.Sql, target: Sql.Sql, tables: ReadonlyArray<string>) =>
+export const metasOf = (source: Sql.Sql, target: Sql.Sql, tables: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const [here, there] = yield* Effect.all([columnsIn(source, tables), columnsIn(target, tables)], { concurrency: 2 })
     const metas = new Map<string, Meta>()
@@ -373,7 +383,7 @@ const metasOf = (source: Sql.Sql, target: Sql.Sql, tables: ReadonlyArray<string>
   })
 
 /** One page of the tenant's rows of `table` after `after` (primary-key order). */
-const page = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string, after: ReadonlyArray<unknown> | null, limit: number) => {
+export const page = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string, after: ReadonlyArray<unknown> | null, limit: number) => {
   const key = meta.key.map(q).join(", ")
   const cursor = after === null ? "" : ` AND (${key}) > (${meta.key.map(() => "?").join(", ")})`
   const where = whereOf(meta, tenantId)
@@ -384,7 +394,7 @@ const page = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string, after: 
 }
 
 /** Statements writing `rows` to `table` (each within D1's 100 bound parameters); a row already there is replaced. */
-const inserts = (table: string, meta: Meta, rows: ReadonlyArray<Record<string, unknown>>): Array<Sql.Statement> => {
+export const inserts = (table: string, meta: Meta, rows: ReadonlyArray<Record<string, unknown>>): Array<Sql.Statement> => {
   const tuple = `(${meta.columns.map(() => "?").join(", ")})`
   return Sql.chunks(rows, Math.max(1, Math.floor(100 / meta.columns.length))).map((chunk) => ({
     sql: `INSERT OR REPLACE INTO ${q(table)} (${meta.columns.map(q).join(", ")}) VALUES ${chunk.map(() => tuple).join(", ")}`,
@@ -403,7 +413,7 @@ export const deletePage = (sql: Sql.Sql, table: string, meta: Pick<Meta, "key" |
 }
 
 /** The tenant's rows of `table` summarised: count, total length of every column, sum of every numeric column. */
-const summary = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string) => {
+export const summary = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string) => {
   const where = whereOf(meta, tenantId)
   return Effect.map(
     sql.first(Summary, Sql.statement(
@@ -419,7 +429,7 @@ const summary = (sql: Sql.Sql, table: string, meta: Meta, tenantId: string) => {
 const samePayload = (payload: BatchPayload): BatchPayload => ({ ...payload, offset: payload.offset + 1 })
 
 /** What one step of a move works with: the move, its two databases, its progress, and how it goes on. */
-interface Step {
+export interface Step {
   readonly move: Row
   readonly shape: TenantPlacement["Service"]
   readonly platform: Sql.Sql
@@ -432,7 +442,7 @@ interface Step {
 }
 
 /** Records the move's phase, progress or verification (each left as it is when not given). */
-const record = (s: Step, fields: { phase?: Phase; progress?: Progress; verified?: string; finished?: boolean }) =>
+export const record = (s: Step, fields: { phase?: Phase; progress?: Progress; verified?: string; finished?: boolean }) =>
   Effect.mapError(s.platform.run(Sql.statement(
     `UPDATE tenant_moves SET phase = COALESCE(?2, phase), copied = COALESCE(?3, copied), verified = COALESCE(?4, verified),
        updated_at = ?5, finished_at = CASE WHEN ?6 THEN ?5 ELSE finished_at END WHERE id = ?1`,
@@ -441,7 +451,7 @@ const record = (s: Step, fields: { phase?: Phase; progress?: Progress; verified?
   )), unavailable)
 
 /** The tables to copy or drop and how each is shaped. */
-interface Tables {
+export interface Tables {
   readonly tables: ReadonlyArray<string>
   readonly meta: (table: string) => Effect.Effect<Meta>
 }
@@ -508,8 +518,8 @@ const verifyAndSwitch = (s: Step, { tables, meta }: Tables) =>
       ...(move.projection === null
         ? [
           Sql.statement("UPDATE tenant_placements SET database = ?2, frozen_since = NULL WHERE tenant_id = ?1 AND database = ?3", move.tenant_id, move.to_database, move.from_database),
-          // A projection placed on the home's new database is part of the home from now on.
-          Sql.statement("DELETE FROM projection_placements WHERE tenant_id = ?1 AND database = ?2", move.tenant_id, move.to_database)
+          // A projection placed on the home's new database is part of the home from now on (one in parts stays in its parts).
+          Sql.statement("DELETE FROM projection_placements WHERE tenant_id = ?1 AND database = ?2 AND parts IS NULL", move.tenant_id, move.to_database)
         ]
         : [
           // Back to the tenant's home: no row; elsewhere: the row says where, and the projection's hold ends.
@@ -529,7 +539,7 @@ const verifyAndSwitch = (s: Step, { tables, meta }: Tables) =>
   })
 
 /** switched: once no isolate trusts the old placement, the source's rows go. */
-const dropSource = (s: Step, { tables, meta }: Tables) =>
+export const dropSource = (s: Step, { tables, meta }: Tables) =>
   Effect.gen(function*() {
     const { move, progress } = s
     const wait = Date.parse(move.updated_at) + s.shape.cacheMs + settleMs - s.now
@@ -559,7 +569,7 @@ const dropSource = (s: Step, { tables, meta }: Tables) =>
  * table and its applied set; for the tenant's home, every table a move copies but those of its projections placed in
  * another database (and their applied sets), which stay there.
  */
-const takenBy = (move: Row) =>
+export const takenBy = (move: Row) =>
   Effect.gen(function*() {
     const registry = yield* Registry
     if (move.projection !== null) {
@@ -570,7 +580,7 @@ const takenBy = (move: Row) =>
     }
     const platform = yield* Sql.PlatformDatabase
     const elsewhere = (yield* Effect.mapError(platform.all(Name, Sql.statement(
-      "SELECT projection FROM projection_placements WHERE tenant_id = ? AND database <> ?", move.tenant_id, move.from_database
+      "SELECT projection FROM projection_placements WHERE tenant_id = ?1 AND (database <> ?2 OR parts IS NOT NULL)", move.tenant_id, move.from_database
     )), unavailable)).map((r) => r.projection)
     const away = new Set(elsewhere.flatMap((name) => {
       const p = registry.projection(name)

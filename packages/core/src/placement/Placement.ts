@@ -35,8 +35,8 @@ import * as LedgerTopology from "../ledger/LedgerTopology.js"
 
 export { perDatabase } from "./PerDatabase.js"
 
-/** A projection of a tenant placed outside the tenant's home: its read database, and since when a move holds its writes. */
-export const ProjectionPlacement = Schema.Struct({ database: Schema.Number, frozenSince: Schema.NullOr(Schema.String) })
+/** A projection of a tenant placed outside the tenant's home: its read database (in parts: each part's, Parts.ts), and since when a move holds its writes. */
+export const ProjectionPlacement = Schema.Struct({ database: Schema.Number, frozenSince: Schema.NullOr(Schema.String), parts: Schema.optional(Schema.NullOr(Schema.Array(Schema.Number))) })
 export type ProjectionPlacement = typeof ProjectionPlacement.Type
 
 /**
@@ -56,7 +56,7 @@ export type Placement = typeof Placement.Type
 /** The columns of `Placement`, selected from `tenant_placements` (the tenant's projections placed elsewhere as one JSON object). */
 export const placementColumns =
   `tenant_id AS tenantId, database, placed_at AS placedAt, frozen_since AS frozenSince,
-   (SELECT json_group_object(pp.projection, json_object('database', pp.database, 'frozenSince', pp.frozen_since))
+   (SELECT json_group_object(pp.projection, json_object('database', pp.database, 'frozenSince', pp.frozen_since, 'parts', json(pp.parts)))
     FROM projection_placements pp WHERE pp.tenant_id = tenant_placements.tenant_id) AS projections`
 
 /** The read database of the tenant's `projection` (where it is placed, else the tenant's home); without one, the home. */
@@ -172,7 +172,7 @@ export const make = (platform: Sql.Sql, databases: ReadonlyArray<Sql.Sql>, optio
       for (const t of tenantIds) {
         const placement = entries.get(t)?.placement
         if (placement === undefined) return yield* new Failure.Unavailable({ service: "the placement map", message: `tenant ${t} could not be placed` })
-        const unbound = [placement.database, ...Object.values(placement.projections).map((p) => p.database)].find((d) => d >= databases.length)
+        const unbound = [placement.database, ...Object.values(placement.projections).flatMap((p) => [p.database, ...(p.parts ?? [])])].find((d) => d >= databases.length)
         if (unbound !== undefined) {
           return yield* new Failure.Unavailable({ service: "the placement map", message: `tenant ${t} is placed on read database ${unbound}, which is not bound (FACTLINE_READ_DB_${unbound})` })
         }

@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as Sql from "../platform/Sql.js"
 import { held, TenantPlacement } from "./Placement.js"
+import * as Parts from "./Parts.js"
 
 /** What one database's transaction writes for a tenant's items (the projections consumer's unit of work). */
 export interface Writers {
@@ -16,6 +17,8 @@ export interface Writers {
   readonly home: boolean
   /** At home: the projections left out (placed elsewhere, or held by their move); elsewhere: the projections placed there. */
   readonly projections: ReadonlyArray<string>
+  /** Elsewhere, the projections in parts this database holds some parts of (Parts.ts): only the facts whose row is in them. */
+  readonly parts?: Readonly<Record<string, Parts.Share>>
 }
 
 /** Whether a unit's writers write `projection`. */
@@ -61,7 +64,7 @@ export const byDatabase = <T, O, E, R>(
     }
     const units = new Map<string, { readonly sql: Sql.Sql; readonly database: number; readonly writers: Writers; readonly items: Array<Placed<T>> }>()
     const unit = (item: T, database: number, writers: Writers) => {
-      const id = `${database}|${writers.home}|${writers.projections.join(",")}`
+      const id = `${database}|${writers.home}|${writers.projections.join(",")}|${JSON.stringify(writers.parts ?? {})}`
       let found = units.get(id)
       if (!found) units.set(id, (found = { sql: shape.databases[database]!, database, writers, items: [] }))
       found.items.push({ item, writers })
@@ -73,21 +76,28 @@ export const byDatabase = <T, O, E, R>(
         continue
       }
       const away: Array<string> = []
-      const elsewhere = new Map<number, Array<string>>()
+      const elsewhere = new Map<number, { readonly names: Array<string>; readonly parts: Record<string, Parts.Share> }>()
+      const there = (database: number) => elsewhere.get(database) ?? elsewhere.set(database, { names: [], parts: {} }).get(database)!
       let heldHere: string | undefined
       for (const [name, p] of Object.entries(placement.projections)) {
         if (p.frozenSince !== null) {
           away.push(name)
           if (options.concerns(name, item)) heldHere ??= name
+        } else if (p.parts) {
+          // In parts: each part's database writes the facts whose row is in its parts (the consumer's plan filters).
+          away.push(name)
+          for (const [database, share] of Parts.shares(p.parts)) (there(database).names.push(name), (there(database).parts[name] = share))
         } else if (p.database !== placement.database) {
           away.push(name)
-          elsewhere.set(p.database, [...(elsewhere.get(p.database) ?? []), name])
+          there(p.database).names.push(name)
         }
       }
       if (heldHere !== undefined) settle(keyOf(item), refused(held(placement.tenantId, heldHere)))
       unit(item, placement.database, { home: true, projections: away.sort() })
-      for (const [database, names] of elsewhere) {
-        if (names.some((name) => options.concerns(name, item))) unit(item, database, { home: false, projections: names.sort() })
+      for (const [database, { names, parts }] of elsewhere) {
+        if (names.some((name) => options.concerns(name, item))) {
+          unit(item, database, { home: false, projections: names.sort(), ...(Object.keys(parts).length > 0 ? { parts } : {}) })
+        }
       }
     }
     for (const group of [...units.values()].sort((a, b) => a.database - b.database || Number(b.writers.home) - Number(a.writers.home))) {

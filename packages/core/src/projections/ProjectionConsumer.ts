@@ -41,6 +41,7 @@ import { Registry, type Shape as RegistryShape } from "../registry/Registry.js"
 import * as FactsCopy from "./FactsCopy.js"
 import * as ProjectionStore from "./ProjectionStore.js"
 import * as Units from "../placement/Units.js"
+import * as Parts from "../placement/Parts.js"
 
 export const ActiveRebuild = Schema.Struct({ projection: Schema.String, shadow_table: Schema.String })
 export type ActiveRebuild = typeof ActiveRebuild.Type
@@ -124,12 +125,16 @@ export const plan = (
   for (const p of registry.projections) {
     if (!Units.writes(writers, p.name)) continue
     const forTargets = (some: ReadonlyArray<Fact>) => projectionStatements(p, some, rebuilds)
+    // In parts: only the facts whose row is in this database's parts (by position in `facts`).
+    const share = writers.parts?.[p.name]
+    const at = facts.flatMap((f, i) => (Parts.holds(p, f, share) ? [i] : []))
+    const mine = share === undefined ? facts : at.map((i) => facts[i]!)
     let own: ReadonlyArray<Projection.Sql>
     try {
-      own = forTargets(facts)
+      own = forTargets(mine)
     } catch {
-      const { mappable, failed } = partitionMappable(p, facts)
-      for (const { index, error } of failed) failures.set(index, [...(failures.get(index) ?? []), { projection: p.name, error }])
+      const { mappable, failed } = partitionMappable(p, mine)
+      for (const { index, error } of failed) failures.set(at[index]!, [...(failures.get(at[index]!) ?? []), { projection: p.name, error }])
       own = forTargets(mappable)
     }
     statements.push(...own)
@@ -203,7 +208,7 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(pl
       continue
     }
     // The facts this projection writes something for (a mapping may return nothing for a fact).
-    const mine = readable.filter(({ value }) => p.byType.has(value.fact.type) && oneFact(p, value.fact, rebuilds).length > 0)
+    const mine = readable.filter(({ value }) => p.byType.has(value.fact.type) && Parts.holds(p, value.fact, unit.parts?.[p.name]) && oneFact(p, value.fact, rebuilds).length > 0)
     const why = ProjectionStore.notMigratedMessage(p)
     console.error(JSON.stringify({ level: "error", message: "projection not migrated", projection: p.name, table: Projection.tableName(p), facts: mine.length, error: error.message }))
     for (const { key, value } of mine) {
@@ -214,7 +219,7 @@ const processPlaced = Effect.fn("ProjectionConsumer.processPlaced")(function*(pl
     writers.flatMap(({ projection: p }) =>
       p === undefined
         ? (unit.home && FactsCopy.copies(factsCopy, fact.type) ? Projection.factsStatements([copy]) : [])
-        : (p.byType.has(fact.type) ? oneFact(p, fact, rebuilds) : []))
+        : (p.byType.has(fact.type) && Parts.holds(p, fact, unit.parts?.[p.name]) ? oneFact(p, fact, rebuilds) : []))
   const nameOf = ({ projection: p }: Plan["groups"][number]) => (p === undefined ? "the facts copy" : `projection "${p.name}"`)
   const noneWrote = failedGroups.size === groups.filter((g) => g.statements.length > 0).length
   for (const writers of noneWrote ? [retried] : retried.map((g) => [g])) {

@@ -46,6 +46,7 @@ import * as Time from "../platform/Time.js"
 import * as Sql from "../platform/Sql.js"
 import * as SqliteMaster from "../tables/SqliteMaster.js"
 import * as Placement from "../placement/Placement.js"
+import * as Parts from "../placement/Parts.js"
 import * as Move from "../placement/Move.js"
 import * as Deletion from "../placement/Deletion.js"
 import * as Reshard from "../placement/Reshard.js"
@@ -130,9 +131,8 @@ export const page = Effect.fn("Rebuild.page")(function*(tenantId: string, option
 })
 
 /** Runs `effect` on each read database in turn (the read database in scope), in index order. */
-const onEachDatabase = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.flatMap(Effect.service(Placement.TenantPlacement), (placement) =>
-    Effect.forEach(placement.databases, (sql) => Effect.provideService(effect, Sql.ReadDatabase, sql)))
+const onEachDatabase = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.flatMap(Effect.service(Placement.TenantPlacement), (placement) =>
+  Effect.forEach(placement.databases, (sql) => Effect.provideService(effect, Sql.ReadDatabase, sql)))
 
 /**
  * Creates the shadow table and the rebuild record, owned by `tenantId` (the
@@ -213,9 +213,9 @@ export const step = Effect.fn("Rebuild.step")(function*(payload: BatchPayload) {
     if (Result.isSuccess(current)) facts.push(current.success)
     else failures.push(`fact ${fact.fact_id} (${fact.type} in ${fact.tenant_id}/${fact.stream}): ${current.failure.message}`)
   }
-  // Each tenant's facts into the shadow in the read database holding the tenant's projection (its home, or elsewhere).
+  // Each tenant's facts into the shadow in the read database holding the tenant's projection (its home, elsewhere, or its row's part).
   const placement = yield* Placement.TenantPlacement
-  for (const group of yield* Placement.grouped(placement, facts, (f) => f.tenant_id, false, p.name)) {
+  for (const group of yield* Parts.grouped(placement, p, facts)) {
     for (let i = 0; i < group.items.length; i += factsPerWrite) {
       yield* Effect.provideService(store.execute(replayStatements(p, group.items.slice(i, i + factsPerWrite), target, failures)), Sql.ReadDatabase, group.sql)
     }

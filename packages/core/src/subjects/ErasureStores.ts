@@ -14,6 +14,7 @@ import { erased } from "../personal/Personal.js"
 import { PayloadBucket } from "../platform/Bindings.js"
 import * as Sql from "../platform/Sql.js"
 import * as Placement from "../placement/Placement.js"
+import * as Parts from "../placement/Parts.js"
 import { Registry } from "../registry/Registry.js"
 import * as Exports from "./ErasureExports.js"
 
@@ -89,9 +90,17 @@ export const cleaners = (sql: Sql.Sql, tenantId: string, subject: string, contex
     const placement = yield* Placement.TenantPlacement
     for (const p of registry.projections) {
       const cleaning = projectionStatement(p, tenantId, subject)
-      // In the database holding the tenant's projection (its home, or where the projection was moved); held while it moves.
-      const projectionSql = Effect.mapError(Placement.door(placement, tenantId, true, p.name), unavailable)
-      if (cleaning !== undefined) list.push({ store: `projection:${p.name}`, clean: Effect.flatMap(projectionSql, (db) => count(db, cleaning.statement, cleaning.action, unavailable)) })
+      // In the database holding the tenant's projection (its home, where the projection was moved, or each of its
+      // parts: a subject's rows may be in any); held while it moves.
+      const projectionSql = Effect.mapError(Parts.doors(placement, tenantId, true, p.name), unavailable)
+      if (cleaning !== undefined) {
+        list.push({
+          store: `projection:${p.name}`,
+          clean: Effect.flatMap(projectionSql, (dbs) =>
+            Effect.map(Effect.forEach(dbs, (db) => count(db, cleaning.statement, cleaning.action, unavailable)), (counts) =>
+              ({ [cleaning.action]: counts.reduce((n, c) => n + (c[cleaning.action] ?? 0), 0) })))
+        })
+      }
     }
     list.push({ store: "exports", clean: Exports.clean(sql, yield* PayloadBucket, registry, tenantId, subject, context.erasureId, context.cleanAfter, context.now) })
     list.push({

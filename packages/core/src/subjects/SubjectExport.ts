@@ -20,6 +20,7 @@ import { KeyRing } from "../personal/KeyRing.js"
 import * as Sealing from "../personal/Sealing.js"
 import * as Sql from "../platform/Sql.js"
 import * as Placement from "../placement/Placement.js"
+import * as Parts from "../placement/Parts.js"
 import * as Time from "../platform/Time.js"
 import { Registry } from "../registry/Registry.js"
 import * as Stores from "./ErasureStores.js"
@@ -76,12 +77,12 @@ export const exportSubject = Effect.fn("SubjectExport.exportSubject")(function*(
   for (const p of registry.projections) {
     const erasure = p.erasure
     if (erasure === undefined || erasure.action === "none") continue
-    // Read where the tenant's projection lives (its home, or the database it was moved to).
-    const db = yield* Effect.mapError(Placement.door(placement, tenantId, false, p.name), unavailable)
-    const found = yield* Effect.mapError(db.all(TableRow, Sql.statement(
+    // Read where the tenant's projection lives (its home, the database it was moved to, or each of its parts).
+    const dbs = yield* Effect.mapError(Parts.placed(placement, tenantId, false, p.name), unavailable)
+    const found = (yield* Effect.forEach(dbs, ({ sql: db, share }) => Effect.mapError(db.all(TableRow, Sql.statement(
       `SELECT * FROM "${Projection.tableName(p).replaceAll('"', '""')}" WHERE tenant_id = ? AND "${erasure.subject.replaceAll('"', '""')}" = ? LIMIT ${maxRows + 1}`,
       tenantId, subject
-    )), unavailable)
+    )), unavailable).pipe(Effect.map((rows) => rows.filter((row) => Parts.inShare(p, row, share)))))).flat()
     if (found.length > maxRows) truncated = true
     projections.push({ projection: p.name, rows: found.slice(0, maxRows) })
   }

@@ -7,7 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Result from "effect/Result"
 import * as HttpApiBuilder from "effect/http-api/HttpApiBuilder"
 import { Failure, Projection, Registry } from "@factline/core"
-import { CatchUp, Placement, ProjectionQuery, ProjectionStore } from "@factline/core/runtime"
+import { CatchUp, ProjectionFanOut, ProjectionQuery, ProjectionStore } from "@factline/core/runtime"
 import { Issues } from "@factline/schemas"
 import { apiOf, Caller } from "./Edge.js"
 import { Projections as Description } from "@factline/core/api"
@@ -25,11 +25,11 @@ const read = (name: string, query: Readonly<Record<string, string | undefined>>)
     const { tenantId } = yield* Caller
     const page = ProjectionQuery.rows(projection, tenantId, query)
     if (Result.isFailure(page)) return yield* new Failure.InvalidInput({ code: "invalid_query", message: Issues.render(page.failure), problems: page.failure })
-    // The projection's database for this tenant (its home, or where the projection was moved: docs/placement.md).
-    const [rows, catching] = yield* Placement.reading(tenantId, projection.name)(Effect.all([
-      ProjectionQuery.run(page.success).pipe(Effect.mapError(ProjectionStore.notMigrated(projection))),
+    // The projection's database for this tenant (its home, where the projection was moved, or its parts merged: docs/placement.md).
+    const [rows, catching] = yield* Effect.all([
+      ProjectionFanOut.read(projection, tenantId, query, page.success).pipe(Effect.mapError(ProjectionStore.notMigrated(projection))),
       CatchUp.readStatus(projection)
-    ], { concurrency: 2 }))
+    ], { concurrency: 2 })
     const booleans = Projection.booleanColumns(projection)
     return {
       projection: projection.name,

@@ -19,7 +19,8 @@ const view = (shape: Placement.Shape, placement: Placement.Placement) => ({
   projections: Object.fromEntries(Object.entries(placement.projections).map(([name, p]) => [name, {
     read_database: p.database,
     binding: bindingOf(shape, p.database),
-    writes_held_since: p.frozenSince
+    writes_held_since: p.frozenSince,
+    ...(p.parts ? { parts: p.parts.map((d) => ({ read_database: d, binding: bindingOf(shape, d) })) } : {})
   }]))
 })
 
@@ -52,7 +53,7 @@ export const handlers = HttpApiBuilder.group(apiOf(Description.group), "tenants"
     .handle("moveTenant", ({ params, payload }) =>
       Effect.gen(function*() {
         const caller = yield* Caller
-        return Move.view(yield* BatchStart.move(params.tenant, payload.to_database, caller.name ?? caller.tenantId, payload.projection))
+        return Move.view(yield* BatchStart.move(params.tenant, payload.to_database, caller.name ?? caller.tenantId, payload.projection, payload.parts))
       }))
     .handle("getTenantMove", ({ params: { tenant, move_id: moveId } }) =>
       Effect.gen(function*() {
