@@ -347,7 +347,9 @@ const inputsOf = (bench, options) => {
   const rawTotal = unitsRaw.reduce((n, u) => n + u.bytes, 0)
   const d1BytesValue = options["d1-bytes-per-event"] ?? rawTotal * k
   const scaleUnits = rawTotal > 0 ? d1BytesValue / rawTotal : 0
-  const units = unitsRaw.map((u) => ({ ...u, bytes_per_event: u.bytes * scaleUnits }))
+  // The home's accepted keys (their life is a setting per tenant, FACTLINE_KEY_RETENTION_DAYS): what a shorter life shrinks.
+  const keysShare = home > 0 ? (byTable?.accepted_keys ?? home) / home : 0
+  const units = unitsRaw.map((u) => ({ ...u, bytes_per_event: u.bytes * scaleUnits, ...(u.kind === "home" ? { keys_share: keysShare } : {}) }))
   const d1Bytes = { value: d1BytesValue, from: options["d1-bytes-per-event"] !== undefined ? "flag" : options.projections ? "bench's home tables + --projections" : bench.d1_bytes_source }
 
   const tiered = options.untiered !== true
@@ -361,6 +363,32 @@ const inputsOf = (bench, options) => {
     tieringRows: ledger("tiering-rows-per-fact", "tiering_rows_written_per_fact")
   }
 }
+
+/**
+ * How a read-side unit of the largest tenant is placed so that no database holds more than `line` bytes (10 GB at
+ * the planning utilisation): a projection in the fewest parts (2, 4, 8 or 16: placement/Parts.ts) whose share fits;
+ * the home with its accepted keys kept the most whole days that fit (`FACTLINE_KEY_RETENTION_DAYS` for that tenant,
+ * at least 1 day), when the default 30 do not. `db_bytes` is the fullest database's demand: over 10 GB only where
+ * even 16 parts, or keys kept a day, cannot fit.
+ */
+/** How a unit is placed, in words: whole, in parts, or the home with its keys' life. */
+const placedAs = (u) => (u.parts > 1 ? `${u.parts} parts` : u.key_retention_days !== undefined && u.key_retention_days < FACTLINE.accepted_keys_days.value ? `keys kept ${u.key_retention_days} days` : "whole")
+const placedText = (u) => `${fmt(u.gb, 1)} GB${u.parts > 1 ? ` in ${u.parts} parts of ${fmt(u.db_gb, 1)} GB` : u.db_gb < u.gb ? ` → ${fmt(u.db_gb, 1)} GB with keys kept ${u.key_retention_days} days` : ""}`
+
+export const placedUnit = (u, line, eventsPerDay) => {
+  if (u.kind === "home") {
+    if (u.bytes <= line || !(u.keys_share > 0)) return { parts: 1, db_bytes: u.bytes, key_retention_days: FACTLINE.accepted_keys_days.value }
+    const keysPerDay = eventsPerDay * u.bytes_per_event * u.keys_share
+    const rest = u.bytes * (1 - u.keys_share)
+    const days = Math.max(1, Math.min(FACTLINE.accepted_keys_days.value, Math.floor((line - rest) / keysPerDay)))
+    return { parts: 1, db_bytes: rest + keysPerDay * days, key_retention_days: days }
+  }
+  const parts = [1, ...PROJECTION_PARTS].find((k) => u.bytes / k <= line) ?? PROJECTION_PARTS.at(-1)
+  return { parts, db_bytes: u.bytes / parts }
+}
+
+/** The part counts a projection may be split into (placement/Parts.ts). */
+export const PROJECTION_PARTS = [2, 4, 8, 16]
 
 /**
  * The tiered ledger of `factsPerMonth` facts a month, at month `t`: facts in the hot window (the shard's SQLite, row and
@@ -443,10 +471,12 @@ const scaleOf = (bench, options, i) => {
   const keptMonths = windowDays > 0 ? windowMonths : horizon // no window: nothing pruned
   const d1LiveBytes = events * keptMonths * d1Bytes.value + (windowDays > 0 ? events * horizon * permanentBytes : 0)
   const largestUnits = [
-    ...i.units.map((u) => ({ unit: u.unit, kind: u.kind, bytes_per_event: u.bytes_per_event, bytes: events * share * keptMonths * u.bytes_per_event })),
-    ...(windowDays > 0 && permanentBytes > 0 ? [{ unit: "rows kept beyond the window", kind: "projection", bytes_per_event: permanentBytes, bytes: events * share * horizon * permanentBytes }] : [])
-  ].map((u) => ({ ...u, utilisation: u.bytes / LIMITS.d1_database_bytes.value, window_days_that_fit: u.bytes_per_event > 0 ? (LIMITS.d1_database_bytes.value * util) / ((events * share * u.bytes_per_event) / DAYS_PER_MONTH) : Infinity }))
-  const largestUnit = largestUnits.reduce((a, b) => (b.bytes > a.bytes ? b : a))
+    ...i.units.map((u) => ({ unit: u.unit, kind: u.kind, bytes_per_event: u.bytes_per_event, keys_share: u.keys_share ?? 0, bytes: events * share * keptMonths * u.bytes_per_event })),
+    ...(windowDays > 0 && permanentBytes > 0 ? [{ unit: "rows kept beyond the window", kind: "projection", bytes_per_event: permanentBytes, keys_share: 0, bytes: events * share * horizon * permanentBytes }] : [])
+  ].map((u) => ({ ...u, ...placedUnit(u, LIMITS.d1_database_bytes.value * util, (events * share) / DAYS_PER_MONTH), window_days_that_fit: u.bytes_per_event > 0 ? (LIMITS.d1_database_bytes.value * util) / ((events * share * u.bytes_per_event) / DAYS_PER_MONTH) : Infinity }))
+    .map((u) => ({ ...u, utilisation: u.db_bytes / LIMITS.d1_database_bytes.value }))
+  // The ceiling is the fullest single database a unit needs (a projection's part, the home with its keys' life).
+  const largestUnit = largestUnits.reduce((a, b) => (b.db_bytes > a.db_bytes ? b : a))
   const largestReadSide = largestUnits.reduce((n, u) => n + u.bytes, 0)
   const d1MsPerEvent = bench.d1_statements * o("d1-ms-per-statement") + (rowsWritten.value + pruneRows.value) * o("d1-ms-per-row-written") + rowsRead.value * o("d1-ms-per-row-read")
   const d1BusyMsPerSecond = peak * d1MsPerEvent
@@ -475,7 +505,7 @@ const scaleOf = (bench, options, i) => {
     { limit: "d1_databases_per_account", demand: readDbs + 1, unit: "count", utilisation: (readDbs + 1) / LIMITS.d1_databases_per_account.value },
     { limit: "d1_bindings_per_worker", demand: readDbs + 1, unit: "count", utilisation: (readDbs + 1) / LIMITS.d1_bindings_per_worker.value },
     { limit: "queues_per_account", demand: queueGroups * queuesPerGroup + 2, unit: "count", utilisation: (queueGroups * queuesPerGroup + 2) / LIMITS.queues_per_account.value },
-    { limit: "largest_read_unit_in_one_database", label: `largest tenant's ${largestUnit.unit.split(" (")[0]} in one database`, demand: largestUnit.bytes, unit: "bytes", utilisation: largestUnit.bytes / LIMITS.d1_database_bytes.value },
+    { limit: "largest_read_unit_in_one_database", label: `largest tenant's ${largestUnit.unit.split(" (")[0]}${largestUnit.parts > 1 ? " (one part)" : ""} in one database`, demand: largestUnit.db_bytes, unit: "bytes", utilisation: largestUnit.db_bytes / LIMITS.d1_database_bytes.value },
     { limit: "largest_tenant_shards", label: "largest tenant's ledger shards", demand: largest.need, unit: "count", utilisation: largest.need / FACTLINE.max_shards_per_tenant.value },
     { limit: "largest_tenant_shard_bytes", label: "one shard of the largest tenant", demand: largest.per_shard_bytes, unit: "bytes", utilisation: largest.per_shard_bytes / LIMITS.do_object_bytes.value }
   ].map((r) => ({ ...r, label: r.label ?? LIMITS[r.limit].label, exceeded: r.utilisation > 1 }))
@@ -587,7 +617,7 @@ export const model = (bench, options = {}) => {
     `Durable Object active time ${o("do-ms-per-request")} ms per request (not measured)`,
     `Worker CPU: ${fmt(i.cpuMs.value, 3)} ms per event (${i.cpuMs.from})`,
     `largest tenant: ${pct(s.share)} of the volume; traffic spread evenly over the rest; peak ${o("peak-factor")}× the monthly average`,
-    `read side: every unit keeps ${i.windowDays > 0 ? `${fmt(i.windowDays, 1)} days` : "everything"} (accepted keys ${FACTLINE.accepted_keys_days.value} days; projection rows an app keeps longer: --d1-permanent-bytes-per-event); each projection placed on its own, the rest in the tenant's home database`,
+    `read side: every unit keeps ${i.windowDays > 0 ? `${fmt(i.windowDays, 1)} days` : "everything"} (accepted keys ${FACTLINE.accepted_keys_days.value} days; projection rows an app keeps longer: --d1-permanent-bytes-per-event); each projection placed on its own, the rest in the tenant's home database; the largest tenant's projection too large for one database split into the fewest parts that fit (2, 4, 8 or 16), its home's keys kept the most days that fit (FACTLINE_KEY_RETENTION_DAYS for that tenant) when 30 do not`,
     `retention deletes: ${fmt(i.pruneRows.value, 2)} D1 rows written per event (${i.pruneRows.from}; the bench does not count them)`,
     `archive of the D1 facts copy: ${fmt(i.copied.value * 100, 0)} % of facts copied (${i.copied.from})`,
     "not modelled: analysts' and readers' reads of R2 segments and D1, the dashboard, webhook deliveries, retries, the batch queue, Time Travel"
@@ -624,7 +654,7 @@ export const model = (bench, options = {}) => {
       queue_groups: s.queueGroups, tenants_per_queue_group: s.tenantsPerGroup,
       shards_touched_per_batch: s.touched,
       ledger_shards: { largest_tenant: s.largest, average_tenant: s.average, total: s.shardsTotal },
-      largest_tenant_read_side: { total_gb: s.largestReadSide / GB, units: s.largestUnits.map((u) => ({ ...u, gb: u.bytes / GB })), largest: { unit: s.largestUnit.unit, gb: s.largestUnit.bytes / GB, window_days_that_fit: s.largestUnit.window_days_that_fit } }
+      largest_tenant_read_side: { total_gb: s.largestReadSide / GB, units: s.largestUnits.map((u) => ({ ...u, gb: u.bytes / GB, db_gb: u.db_bytes / GB })), largest: { unit: s.largestUnit.unit, gb: s.largestUnit.bytes / GB, db_gb: s.largestUnit.db_bytes / GB, parts: s.largestUnit.parts, window_days_that_fit: s.largestUnit.window_days_that_fit } }
     },
     storage: c.storage,
     usage: c.usage,
@@ -703,7 +733,7 @@ export const render = (m) => {
     ? `${name}: ${p.shards} shards (its ${fmt(p.per_shard_bytes / GB, 1)} GB a shard in month ${m.inputs.horizon_months} under the ${fmt(LIMITS.do_object_bytes.value * m.inputs.utilisation / GB, 0)} GB planning line)`
     : `${name}: reshard ${m.inputs.ledger.shards_per_tenant_at_first_use} → ${p.reshard_to} by month ${fmt(p.passes_line_in_month, 1)} (when its ${m.inputs.ledger.shards_per_tenant_at_first_use} shards pass ${fmt(LIMITS.do_object_bytes.value * m.inputs.utilisation / GB, 0)} GB each; needs ${p.need} by month ${m.inputs.horizon_months})`
   out.push(`ledger shards: ${plan("largest tenant", l.largest_tenant)}; ${plan("an average tenant", l.average_tenant)}; ${fmt(l.total, 0)} shards in all`)
-  out.push(`largest tenant's read side: ${fmt(d.largest_tenant_read_side.total_gb, 1)} GB in ${d.largest_tenant_read_side.units.length} placement units — ${d.largest_tenant_read_side.units.map((u) => `${u.unit.split(" (")[0]} ${fmt(u.gb, 1)} GB${u.utilisation > 1 ? ` ✗ (fits ≤ ${fmt(u.window_days_that_fit, 1)} days)` : ""}`).join(", ")}`)
+  out.push(`largest tenant's read side: ${fmt(d.largest_tenant_read_side.total_gb, 1)} GB in ${d.largest_tenant_read_side.units.length} placement units — ${d.largest_tenant_read_side.units.map((u) => `${u.unit.split(" (")[0]} ${placedText(u)}${u.utilisation > 1 ? " ✗" : ""}`).join(", ")}`)
   out.push("")
   const wc = [44, 12, 12]
   out.push(pad(["account ceiling", "demand", "utilisation"], wc))
@@ -742,7 +772,7 @@ const volumeRows = [
   ["ledger shards: largest tenant", (m) => shardsCell(m.deployment.ledger_shards.largest_tenant)],
   ["ledger shards: average tenant", (m) => shardsCell(m.deployment.ledger_shards.average_tenant)],
   ["D1 live (window)", (m) => `${fmt(m.storage.d1_live_gb, 1)} GB`],
-  ["largest tenant's read side / largest unit", (m) => { const r = m.deployment.largest_tenant_read_side; return `${fmt(r.total_gb, 1)} / ${fmt(r.largest.gb, 1)} GB${r.largest.gb * GB > LIMITS.d1_database_bytes.value ? " ✗" : ""}` }],
+  ["largest tenant's read side / fullest database", (m) => { const r = m.deployment.largest_tenant_read_side; return `${fmt(r.total_gb, 1)} / ${fmt(r.largest.db_gb, 1)} GB${r.largest.db_gb * GB > LIMITS.d1_database_bytes.value ? " ✗" : ""}` }],
   ["ledger, month 12: DO hot + index / R2", (m) => `${fmt(m.storage.ledger_do_hot_gb + m.storage.ledger_do_cold_index_gb, 0)} / ${fmt(m.storage.ledger_r2_gb, 0)} GB`],
   ["ceilings exceeded", (m) => (m.exceeded.length === 0 ? "none" : `✗ ${m.exceeded.join("; ")}`)],
   ["Workers", (m) => usd(m.monthly_usd.workers)],
@@ -808,8 +838,8 @@ export const markdownSections = (bench) => {
       const shards = m.deployment.ledger_shards.largest_tenant
       return [String(t), `${fmt(m.storage.ledger_do_hot_gb, 0)} GB`, `${fmt(m.storage.ledger_do_cold_index_gb, 0)} GB`, `${fmt(m.storage.ledger_r2_gb, 0)} GB`, usd(m.ledger_storage_usd.tiered), usd(m.ledger_storage_usd.untiered), `${shards.shards}${shards.need > FACTLINE.max_shards_per_tenant.value ? " ✗" : ""}`]
     }))
-  sections["read-side"] = table(["placement unit (largest tenant, 1 B events/month)", "D1 bytes per event", "in one database", "utilisation", "longest window that fits"],
-    big.deployment.largest_tenant_read_side.units.map((u) => [u.unit, `${fmt(u.bytes_per_event, 0)} B`, `${fmt(u.gb, 1)} GB`, `${pct(u.utilisation)}${u.utilisation > 1 ? " ✗" : ""}`, `${fmt(u.window_days_that_fit, 1)} days`]))
+  sections["read-side"] = table(["placement unit (largest tenant, 1 B events/month)", "D1 bytes per event", "in the window", "placed as", "fullest database", "utilisation"],
+    big.deployment.largest_tenant_read_side.units.map((u) => [u.unit, `${fmt(u.bytes_per_event, 0)} B`, `${fmt(u.gb, 1)} GB`, placedAs(u), `${fmt(u.db_gb, 1)} GB`, `${pct(u.utilisation)}${u.utilisation > 1 ? " ✗" : ""}`]))
   sections.assumed = big.assumed.map((a) => `- ${a}`).join("\n")
   sections.limits = table(["limit", "value", "source"], [
     ...Object.values(LIMITS).map((x) => [x.label, x.text, x.source]),
