@@ -4,7 +4,9 @@
  * client keeps posting more calls, and the tiering meets faults drawn by a seeded generator — R2 refusing a
  * segment's write, the read back of a written segment failing, the shard interrupted right before the one
  * transaction that records a segment and deletes its hot rows (each call then runs on a fresh cold history, as a
- * new instance after an eviction would). Between tiering calls, streams are read over HTTP and must read complete.
+ * new instance after an eviction would) — and a fifth of the time the shard object is really evicted after its call
+ * (`evictDurableObject`: its cached segments and in-memory state gone, its storage kept). Between tiering calls,
+ * streams are read over HTTP and must read complete.
  * Once the faults are lifted, the shards tier whatever is left (the calls posted meanwhile included).
  *
  * Checked: every stream read before the tiering reads exactly the same after (ids, sequences, data); every call
@@ -13,7 +15,7 @@
  *
  * Prints a `SCORECARD` line and asserts `passed`.
  */
-import { runInDurableObject } from "cloudflare:test"
+import { evictDurableObject, runInDurableObject } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
 import { Bindings, ColdHistory, type LedgerProtocol, type LedgerStorage, Shards } from "@factline/core/runtime"
@@ -70,7 +72,7 @@ const rpcOf = (shardKey: string) => stubOf(shardKey) as unknown as LedgerProtoco
 const hotCount = (shardKey: string) =>
   runInDurableObject(stubOf(shardKey), (_i, state) => (state.storage.sql.exec("SELECT COUNT(*) AS n FROM facts").one() as { n: number }).n)
 
-const faults = { r2_put_refused: 0, r2_get_refused: 0, shard_interrupted: 0, tier_calls: 0, tier_calls_failed: 0 }
+const faults = { r2_put_refused: 0, r2_get_refused: 0, shard_interrupted: 0, shards_evicted: 0, tier_calls: 0, tier_calls_failed: 0 }
 const draw = generator(39)
 
 /** The payload bucket refusing a share of the segments' writes and reads. */
@@ -152,6 +154,7 @@ describe("chaos: cold history under faults", () => {
         const [tiered, tries] = await Promise.all([tierUnderFaults(shardKey).then((r) => r.tiered, () => (faults.tier_calls_failed++, 0)), postUntilAccepted([event])])
         tieredUnderFaults += tiered
         postTries += tries
+        if (draw() < 0.2) await evictDurableObject(stubOf(shardKey)).then(() => faults.shards_evicted++, () => undefined)
         const stream = sample[(round * shards + shardKeys.indexOf(shardKey)) % sample.length]!
         readsDuring++
         if (JSON.stringify(await readStream(stream)) !== JSON.stringify(streamsBefore.get(stream))) readsIncomplete++
@@ -192,7 +195,7 @@ describe("chaos: cold history under faults", () => {
     const copy = (await env.DB.prepare("SELECT COUNT(*) AS n, COUNT(DISTINCT fact_id) AS distinct_ids FROM facts WHERE tenant_id = ? AND stream IN (SELECT value FROM json_each(?))")
       .bind(tenant, JSON.stringify(all.map((e) => e.subject))).first<{ n: number; distinct_ids: number }>())!
     const deadLetters = (await env.DB.prepare("SELECT COUNT(*) AS n FROM dead_messages WHERE tenant_id = ? AND idempotency_key LIKE ?").bind(tenant, `%${run}%`).first<{ n: number }>())!.n
-    const injected = faults.r2_put_refused + faults.r2_get_refused + faults.shard_interrupted
+    const injected = faults.r2_put_refused + faults.r2_get_refused + faults.shard_interrupted + faults.shards_evicted
 
     const passed = lost === 0 && doubled === 0 && streamsChanged === 0 && readsIncomplete === 0 && sequencesBroken === 0 && deadLetters === 0 &&
       copy.n === expected && copy.distinct_ids === expected && coldFacts >= expected && injected > 0 && faults.r2_put_refused > 0 && faults.shard_interrupted > 0
