@@ -79,7 +79,9 @@ export const eventually = async <T>(check: () => Promise<T | undefined>, timeout
  * Queues idle and every outbox empty: nothing is left to deliver.
  */
 export const drainWithOutboxes = async (tenant_id: string, timeoutMs = 30_000) => {
-  const shards = (await Effect.runPromise(LedgerTopology.make(platformDatabase()).lookup(tenant_id))) ?? 0
+  const topology = await Effect.runPromise(LedgerTopology.make(platformDatabase()).lookup(tenant_id))
+  // Every shard the tenant has (old and new while a reshard runs).
+  const shards = topology === undefined ? 0 : Shards.shardsOf(topology)
   const stubs = Array.from({ length: shards }, (_, i) => env.LEDGER.get(env.LEDGER.idFromName(Shards.shardKey(tenant_id, i))) as DurableObjectStub<LedgerShard>)
   await eventually(async () => {
     await drain({ timeoutMs })

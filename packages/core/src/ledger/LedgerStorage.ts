@@ -203,8 +203,11 @@ const readShardSince = (s: Shard, after: ShardCursor | undefined, since: string,
   return { facts, next: last === undefined ? undefined : { stream: last.stream, sequence: last.sequence } }
 }
 
+// A shard whose tables predate `meta` (its first write adds it, ensureSchema) has no meta yet: nothing recorded.
+const hasMeta = (s: Shard) =>
+  s.upToDate || decodeCount(s.sql.exec("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'meta'").one()).n > 0
 const getMeta = (s: Shard, key: string) =>
-  exists(s) ? s.sql.exec("SELECT value FROM meta WHERE key = ?", key).toArray().map((row) => decodeMeta(row).value)[0] : undefined
+  exists(s) && hasMeta(s) ? s.sql.exec("SELECT value FROM meta WHERE key = ?", key).toArray().map((row) => decodeMeta(row).value)[0] : undefined
 const setMeta = (s: Shard, key: string, value: string | undefined) => {
   ensureSchema(s)
   if (value === undefined) s.sql.exec("DELETE FROM meta WHERE key = ?", key)
