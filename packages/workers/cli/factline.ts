@@ -76,6 +76,8 @@ operators' commands, against a deployment (--url, --token):
   tenants remove TENANT                     remove the placement of a tenant that holds no data (scope platform)
   tenants move TENANT --to N [--projection P] [--no-wait]
                                             move a tenant's read side (or only its projection P) to read database N under live traffic, following it (scope platform)
+  tenants move TENANT --projection P --parts N,N[,…] [--no-wait]
+                                            split projection P of a tenant into 2, 4, 8 or 16 parts on these read databases, a row in part hash(key) mod k (scope platform)
   tenants delete TENANT [--no-wait]         delete a departed tenant's whole data from every store, following it to its report (scope platform)
   tenants reshard TENANT [--shards N] [--follow]
                                             raise a tenant's ledger shard count to N (a multiple of its count, at most 1024) under live

@@ -382,7 +382,7 @@ Object.assign(commands, {
   }
 } satisfies Record<string, Command>)
 
-const moveLine = (m: Api.Output<typeof Tenants.getMove>): string => `move ${clean(m.move_id)}  ${clean(m.tenant_id)}${m.projection === null ? "" : ` projection ${clean(m.projection)}`}: read database ${m.from_database} → ${m.to_database}  ${colored(clean(m.phase))}` +
+const moveLine = (m: Api.Output<typeof Tenants.getMove>): string => `move ${clean(m.move_id)}  ${clean(m.tenant_id)}${m.projection === null ? "" : ` projection ${clean(m.projection)}`}: read database ${m.from_database} → ${m.parts ? `parts on ${m.parts.join(", ")}` : m.to_database}  ${colored(clean(m.phase))}` +
   `  round ${m.copy_round}  copied ${num(Object.values(m.copied).reduce((a, b) => a + b, 0))} rows${m.error ? `\nerror: ${clean(m.error)}` : ""}`
 
 /** A deletion in one line: its phase, what it removed in all, and (once re-counted) what is left. */
@@ -420,7 +420,7 @@ const reshard = async (api: Api.Api, tenant: string, flags: Flags): Promise<unkn
 }
 
 Object.assign(commands, {
-  /** Where tenants live (`tenants`, `tenants me`), placing one (`tenants place <tenant> --to N`), removing a placement that holds no data (`tenants remove <tenant>`), moving one (`tenants move <tenant> --to N [--projection P]`), deleting one's whole data (`tenants delete <tenant>`), raising its ledger's shard count (`tenants reshard <tenant> --shards N [--follow]`, or its progress without --shards). */
+  /** Where tenants live (`tenants`, `tenants me`), placing one (`tenants place <tenant> --to N`), removing a placement that holds no data (`tenants remove <tenant>`), moving one (`tenants move <tenant> --to N [--projection P]`, or splitting a projection: `--projection P --parts 0,1`), deleting one's whole data (`tenants delete <tenant>`), raising its ledger's shard count (`tenants reshard <tenant> --shards N [--follow]`, or its progress without --shards). */
   async tenants({ api }, { flags, positional }) {
     const [, sub = "list", tenant] = positional
     if (sub === "me") {
@@ -459,14 +459,19 @@ Object.assign(commands, {
     }
     if (sub !== "place" && sub !== "move") throw new UsageError(`unknown tenants subcommand ${sub}`)
     const to = Number(flags.to)
-    if (!tenant || positional.length > 3 || flags.to === undefined || !Number.isInteger(to)) throw new UsageError(`tenants ${sub} needs a tenant and --to <read database index>`)
+    // `--parts 0,1`: split `--projection P` into parts on these read databases (a projection larger than one database).
+    const parts = sub === "move" && typeof flags.parts === "string" ? flags.parts.split(",").map((d) => Number(d.trim())) : undefined
+    if (parts !== undefined && (flags.to !== undefined || typeof flags.projection !== "string" || !parts.every(Number.isInteger))) {
+      throw new UsageError("tenants move --parts needs --projection P and read database indexes (--parts 0,1), without --to")
+    }
+    if (!tenant || positional.length > 3 || (parts === undefined && (flags.to === undefined || !Number.isInteger(to)))) throw new UsageError(`tenants ${sub} needs a tenant and --to <read database index>`)
     if (sub === "place") {
       const p = await api.tenants.placeTenant({ params: { tenant }, payload: { read_database: to } })
       return flags.json ? p : `${clean(p.tenant_id)}: read database ${p.read_database} (binding ${clean(p.binding)})`
     }
     // `--projection P`: only the tenant's rows of projection P move (a tenant larger than one database).
     const projection = typeof flags.projection === "string" ? flags.projection : undefined
-    let move = await api.tenants.moveTenant({ params: { tenant }, payload: { to_database: to, ...(projection === undefined ? {} : { projection }) } })
+    let move = await api.tenants.moveTenant({ params: { tenant }, payload: parts !== undefined ? { projection: projection!, parts } : { to_database: to, ...(projection === undefined ? {} : { projection }) } })
     if (flags["no-wait"]) return flags.json ? move : moveLine(move)
     const tty = process.stderr.isTTY
     while (!["dropped", "failed"].includes(move.phase)) {
@@ -721,7 +726,7 @@ export const run = async (argv: ReadonlyArray<string>): Promise<number> => {
   let url = ""
   try {
     const { options, positional } = Args.parse([...argv], {
-      values: ["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out", "to", "outcome", "subject", "since", "follow-for", "workflow", "shards"],
+      values: ["url", "token", "queue", "status", "type", "reason", "limit", "cursor", "window", "note", "name", "projection", "format", "out", "to", "outcome", "subject", "since", "follow-for", "workflow", "shards", "parts"],
       switches: ["json", "all-matching", "repair", "no-wait", "dry-run", "follow"]
     })
     const args: Invocation = { flags: (flags = options), positional }
