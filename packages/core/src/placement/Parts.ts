@@ -2,7 +2,8 @@
  * A tenant's projection in parts: one projection too large for one read database (the largest tenant's largest
  * unit) is placed as k parts (k = 2, 4, 8 or 16) on read databases of their own (`projection_placements.parts`, the
  * database of each part, put there by a split, Split.ts). A row of the tenant lives in part `hash(its key) mod k`:
- * the key is the projection's key columns after `tenant_id` (`Projection.key`), hashed as text (FNV-1a, 32 bits),
+ * the key is the projection's key columns after `tenant_id` (`Projection.key`), as the JSON text of their values
+ * as text, hashed with FNV-1a (32 bits, over UTF-16 code units),
  * so the part of a row never changes and every writer — live traffic, a rebuild, a copy — finds the same one.
  *
  * This module answers where: the part of a row or of a fact, the databases of a projection (every part's, for a
