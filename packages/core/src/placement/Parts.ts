@@ -1,14 +1,15 @@
 /**
  * A tenant's projection in parts: one projection too large for one read database (the largest tenant's largest
- * unit) is placed as k parts (k = 2, 4, 8 or 16) on read databases of their own (`projection_placements.parts`, the
- * database of each part, put there by a split, Split.ts). A row of the tenant lives in part `hash(its key) mod k`:
+ * unit) is placed as k parts (k = 2, 4, 8 or 16) on read databases — one may hold several, one may be where the
+ * projection was (`projection_placements.parts`, the database of each part, put there by a split, Split.ts). A row of the tenant lives in part `hash(its key) mod k`:
  * the key is the projection's key columns after `tenant_id` (`Projection.key`), as the JSON text of their values
  * as text, hashed with FNV-1a (32 bits, over UTF-16 code units),
  * so the part of a row never changes and every writer — live traffic, a rebuild, a copy — finds the same one.
  *
  * This module answers where: the part of a row or of a fact, the databases of a projection (every part's, for a
- * cleaning or a fan-out read), facts grouped by the database of their row. It does not write anything; a row's
- * applied-set entry (additive projections) goes with the row, so redelivery is judged in the part that counted it.
+ * cleaning or a fan-out read), facts grouped by the database of their row. It does not write anything. An additive
+ * projection's applied set: live traffic records a fact's id in the part of the row it counted (a redelivery is
+ * judged there); a split copies the set to every part.
  */
 import * as Effect from "effect/Effect"
 import type { Fact } from "@factline/schemas"
