@@ -321,7 +321,7 @@ const inputsOf = (bench, options) => {
     options[name] !== undefined ? { value: options[name], from: "flag" } : { value: benchValue * k, from: k !== 1 ? "bench, scaled by facts per event" : "bench" }
   // Ledger figures: a flag, else the bench's measurement, else the argued estimate.
   const ledger = (name, key) =>
-    options[name] !== undefined ? { value: options[name], from: "flag" } : bench[key] !== undefined ? { value: bench[key], from: "bench" } : { value: LEDGER_ESTIMATES[key], from: "estimate (docs/capacity.md)" }
+    options[name] !== undefined ? { value: options[name], from: "flag" } : bench[key] !== undefined ? { value: bench[key], from: "bench" } : { value: LEDGER_ESTIMATES[key], from: key === "tiering_rows_written_per_fact" ? "measured: a workerd probe (docs/capacity.md)" : "estimate (docs/capacity.md)" }
 
   const rowsWritten = from("rows-written-per-event", bench.d1_rows_written)
   const rowsRead = from("rows-read-per-event", bench.d1_rows_read)
