@@ -13,6 +13,7 @@ import { Shards } from "@factline/core/runtime"
 import type { Fact } from "@factline/schemas"
 import { drain } from "./Drain.js"
 import { callCompleted, eventually, postEvents, request, tokenA, tokenPlatform, unique } from "./helpers.js"
+import { platform } from "./worker.js"
 
 const api = async (method: string, path: string, body?: unknown, token = tokenPlatform) => {
   const response = await request(path, { method, token, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
@@ -207,5 +208,49 @@ describe("resharding a tenant's ledger", () => {
     const byId = new Map(facts.map((f) => [f.fact.fact_id, f.fact]))
     for (const { fact } of before) expect(byId.get(fact.fact_id)).toEqual(fact)
     for (const c of counters) expect(counter(facts.map((f) => f.fact), c)).toEqual([1, 2, 3])
+  })
+
+  it("a reshard whose step message was lost is sent its step again when asked after it stalled; the lost step turning up later changes nothing", async () => {
+    const tenant = unique("tenant-lost")
+    const counters = Array.from({ length: 10 }, () => unique("ctr"))
+    for (const c of counters) await queue().send(bump(tenant, c), { contentType: "json" })
+    await drain()
+    const before = await everyFact(tenant, 16)
+    expect(before.length).toBe(10)
+    // The start's step message is lost: the route runs over a batch queue that drops what it is sent.
+    const dropped: Array<unknown> = []
+    const lossy = { send: async (body: unknown) => void dropped.push(body), sendBatch: async (messages: Iterable<MessageSendRequest>) => void dropped.push(...[...messages].map((m) => m.body)) }
+    const started = await platform.fetch(
+      new Request(`http://factline.test/v1/tenants/${tenant}/ledger/reshard`, {
+        method: "POST", body: JSON.stringify({ shards: 32 }), headers: { authorization: `Bearer ${tokenPlatform}`, "content-type": "application/json" }
+      }),
+      { ...env, BATCH_QUEUE: lossy } as never,
+      { waitUntil: () => undefined, passThroughOnException: () => undefined } as never
+    )
+    expect(started.status).toBe(202)
+    expect(dropped).toHaveLength(1)
+    const id = (await started.json<any>()).reshard_id as string
+    await sleep(1_000)
+    expect((await api("GET", `/v1/tenants/${tenant}/ledger/reshard`)).body).toMatchObject({ phase: "running", shard: 0, stage: "hold" })
+    // Asked again before it looks stalled: the running reshard, nothing sent.
+    expect((await api("POST", `/v1/tenants/${tenant}/ledger/reshard`, { shards: 32 })).body).toMatchObject({ reshard_id: id, phase: "running", shard: 0, stage: "hold" })
+    await sleep(1_000)
+    expect((await api("GET", `/v1/tenants/${tenant}/ledger/reshard`)).body).toMatchObject({ shard: 0, stage: "hold" })
+    // Its record unmoved for longer than the bound (as if minutes had passed): asked again, its step is sent again.
+    await env.DB.prepare("UPDATE ledger_reshards SET updated_at = ? WHERE id = ?").bind(new Date(Date.now() - 3 * 60_000).toISOString(), id).run()
+    expect((await api("POST", `/v1/tenants/${tenant}/ledger/reshard`, { shards: 32 })).status).toBe(202)
+    const done = await follow(tenant)
+    expect(done.phase, done.error).toBe("done")
+    expect(done.reshard_id).toBe(id)
+    // The lost message turning up after all: a step of a finished reshard does nothing.
+    await env.BATCH_QUEUE.send(dropped[0], { contentType: "json" })
+    await drain()
+    expect((await api("GET", `/v1/tenants/${tenant}/ledger/reshard`)).body).toEqual(done)
+    const facts = await everyFact(tenant, 32)
+    expect(facts).toHaveLength(10)
+    for (const { fact, shard } of facts) expect(Shards.hash(fact.stream) % 32).toBe(shard)
+    const byId = new Map(facts.map((f) => [f.fact.fact_id, f.fact]))
+    for (const { fact } of before) expect(byId.get(fact.fact_id)).toEqual(fact)
+    expect(done.facts_copied).toBe(before.filter(({ fact }) => Shards.hash(fact.stream) % 32 !== Shards.hash(fact.stream) % 16).length)
   })
 })

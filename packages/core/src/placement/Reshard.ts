@@ -58,6 +58,11 @@ export { factsPerPage, factsPerStep, streamsPerDrop } from "./ReshardSteps.js"
  */
 export const reshardAtBytes = 5 * 1024 ** 3
 
+/** A running reshard whose record has not moved for this long is taken for one whose step message was lost. */
+export const stalledAfterMs = 2 * 60_000
+
+const stepOf = (id: string): BatchPayload => ({ batch_id: id, operation: "reshard", offset: 0, total: 0 })
+
 const invalid = (message: string) => new Failure.InvalidInput({ message, problems: [{ path: "shards", message }] })
 
 const Topology = Schema.Struct({ shard_count: Schema.Number, resharding_to: Schema.NullOr(Schema.Number) })
@@ -67,7 +72,8 @@ const Id = Schema.Struct({ id: Schema.String })
  * Starts raising `tenantId`'s shard count to `to`: 400 for a count not larger than the current one, not a multiple
  * of it or above `Shards.maxShardsPerTenant`; 404 for a tenant with no ledger; 409 while a rebuild runs, the
  * tenant is being deleted, or another count is in progress. Answers the running reshard to the same count (no new
- * step); resumes a failed one (a new record taking over its shard and stage). Returns the record and the first step.
+ * step, unless it looks stalled: see `stalledAfterMs`); resumes a failed one (a new record taking over its shard and
+ * stage). Returns the record and the first step.
  */
 export const start = Effect.fn("Reshard.start")(function*(tenantId: string, to: number, startedBy: string) {
   const platform = yield* Sql.PlatformDatabase
@@ -76,7 +82,13 @@ export const start = Effect.fn("Reshard.start")(function*(tenantId: string, to: 
   if (!topology) return yield* new Failure.NotFound({ message: `tenant ${tenantId} has no ledger yet (nothing to reshard): its first fact records the configured shard count` })
   const running = yield* active(tenantId)
   if (running) {
-    if (running.to_shards === to) return { record: running, first: undefined }
+    if (running.to_shards === to) {
+      // Asked again while it runs: the running reshard — and, when it has not moved for `stalledAfterMs` (its step
+      // message lost), its current step sent again. Two chains of steps cannot both move the record on
+      // (ReshardSteps' guarded writes): if the first was only slow, the later one stops at its first write.
+      const stalled = Date.parse(running.updated_at) <= (yield* Time.millis) - stalledAfterMs
+      return { record: running, first: stalled ? stepOf(running.id) : undefined }
+    }
     return yield* new Failure.Conflict({ message: `tenant ${tenantId} is being resharded to ${running.to_shards} shards (${running.id}); ask again when it has finished` })
   }
   const from = topology.shard_count
@@ -123,8 +135,7 @@ export const start = Effect.fn("Reshard.start")(function*(tenantId: string, to: 
     if (other?.to_shards === to) return { record: other, first: undefined }
     return yield* new Failure.Conflict({ message: `tenant ${tenantId} is already being resharded${other ? ` (${other.id})` : ""}` })
   }
-  const first: BatchPayload = { batch_id: id, operation: "reshard", offset: 0, total: 0 }
-  return { record: (yield* find(id))!, first }
+  return { record: (yield* find(id))!, first: stepOf(id) }
 })
 
 export const step = Effect.fn("Reshard.step")(function*(payload: BatchPayload) {

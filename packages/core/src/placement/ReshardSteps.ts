@@ -32,13 +32,25 @@ export interface Step {
   readonly next: () => Next
 }
 
+/**
+ * The record as this step read it: every step ends in one write guarded by it, so of two chains of steps (a step
+ * message sent again for a reshard that looked stalled, Reshard.start) only one moves the record on; the other's
+ * write changes nothing and it stops there (what it did before — imports, holds, drops — is idempotent).
+ */
+const asRead = (s: Step) => [s.row.stage, s.row.shard, s.row.updated_at] as const
+const guard = "stage = ?7 AND shard = ?8 AND updated_at = ?9"
+
+/** Moves the record on; false when another chain of steps moved it first (this chain stops). */
 const record = (s: Step, fields: { readonly shard?: number; readonly stage?: Stage; readonly progress?: Progress; readonly done?: boolean }) =>
-  Effect.mapError(s.platform.run(Sql.statement(
+  Effect.map(Effect.mapError(s.platform.run(Sql.statement(
     `UPDATE ledger_reshards SET shard = COALESCE(?2, shard), stage = COALESCE(?3, stage), progress = COALESCE(?4, progress), updated_at = ?5,
        phase = CASE WHEN ?6 THEN 'done' ELSE phase END, finished_at = CASE WHEN ?6 THEN ?5 ELSE finished_at END
-     WHERE id = ?1 AND phase = 'running'`,
-    s.row.id, fields.shard ?? null, fields.stage ?? null, fields.progress ? JSON.stringify(fields.progress) : null, s.now, fields.done ? 1 : 0
-  )), unavailable)
+     WHERE id = ?1 AND phase = 'running' AND ${guard}`,
+    s.row.id, fields.shard ?? null, fields.stage ?? null, fields.progress ? JSON.stringify(fields.progress) : null, s.now, fields.done ? 1 : 0, ...asRead(s)
+  )), unavailable), (changes) => changes > 0)
+
+/** The next step, if this chain's write moved the record on. */
+const thenNext = (s: Step, moved: boolean) => (moved ? s.next() : undefined)
 
 export const rpc = <A>(what: string, call: () => Promise<A>) =>
   Effect.tryPromise({ try: call, catch: (cause) => new Failure.Unavailable({ service: "the ledger", message: `${what}: ${cause instanceof Error ? cause.message : String(cause)}` }) })
@@ -58,8 +70,7 @@ const targetOf = (row: Row, stream: string) => Shards.hash(stream) % row.to_shar
 export const hold = (s: Step) =>
   Effect.gen(function*() {
     yield* rpc(`holding shard ${s.row.shard}`, () => s.stub(s.row.shard).reshardHold(s.row.shard, s.row.from_shards, s.row.to_shards))
-    yield* record(s, { stage: "copy", progress: { ...s.progress, cursor: null, digests: {}, checking: undefined } })
-    return s.next()
+    return thenNext(s, yield* record(s, { stage: "copy", progress: { ...s.progress, cursor: null, digests: {}, checking: undefined } }))
   })
 
 /** copy: up to `factsPerStep` of the old shard's facts, the moving streams' written to their new shards; the cursor recorded after. */
@@ -90,12 +101,10 @@ export const copy = (s: Step) =>
       const last = page.at(-1)
       if (last) cursor = { stream: last.stream, sequence: last.sequence }
       if (page.length < factsPerPage) {
-        yield* record(s, { stage: "verify", progress: { ...s.progress, cursor, digests, copied } })
-        return s.next()
+        return thenNext(s, yield* record(s, { stage: "verify", progress: { ...s.progress, cursor, digests, copied } }))
       }
     }
-    yield* record(s, { progress: { ...s.progress, cursor, digests, copied } })
-    return s.next()
+    return thenNext(s, yield* record(s, { progress: { ...s.progress, cursor, digests, copied } }))
   })
 
 /**
@@ -124,13 +133,11 @@ export const verify = (s: Step) =>
       }
       const next = targets[targets.indexOf(j) + 1]
       if (next === undefined) {
-        yield* record(s, { stage: "switch", progress: { ...s.progress, checking: undefined } })
-        return s.next()
+        return thenNext(s, yield* record(s, { stage: "switch", progress: { ...s.progress, checking: undefined } }))
       }
       checking = { target: next, cursor: null, digest: { facts: 0, sum: 0 } }
     }
-    yield* record(s, { progress: { ...s.progress, checking } })
-    return s.next()
+    return thenNext(s, yield* record(s, { progress: { ...s.progress, checking } }))
   })
 
 /** Rows grouped by the new shard of their stream. */
@@ -167,17 +174,17 @@ export const switchShard = (s: Step) =>
     const carried = yield* carry(s, { timers: extras.timers, snapshots: extras.snapshots })
     const outbox = yield* rpc(`switching shard ${i}`, () => s.stub(i).reshardSwitch())
     const relayed = yield* carry(s, { outbox })
-    yield* Effect.mapError(s.platform.batch([
+    const [, moved] = yield* Effect.mapError(s.platform.batch([
       Sql.statement(
         "UPDATE ledger_tenants SET shards_switched = MAX(shards_switched, ?3) WHERE tenant_id = ?1 AND resharding_to = ?2",
         row.tenant_id, row.to_shards, i + 1
       ),
       Sql.statement(
-        "UPDATE ledger_reshards SET stage = 'drop', progress = ?2, updated_at = ?3 WHERE id = ?1 AND phase = 'running'",
-        row.id, JSON.stringify({ ...s.progress, carried: s.progress.carried + carried + relayed }), s.now
+        `UPDATE ledger_reshards SET stage = 'drop', progress = ?2, updated_at = ?3 WHERE id = ?1 AND phase = 'running' AND stage = ?4 AND shard = ?5 AND updated_at = ?6`,
+        row.id, JSON.stringify({ ...s.progress, carried: s.progress.carried + carried + relayed }), s.now, ...asRead(s)
       )
     ]), unavailable)
-    return s.next()
+    return thenNext(s, (moved?.changes ?? 0) > 0)
   })
 
 /** drop: the moved streams leave the old shard; then the next old shard, or the end. */
@@ -192,8 +199,7 @@ export const drop = (s: Step) =>
       if (remaining === 0) {
         const progress: Progress = { ...s.progress, cursor: null, digests: {}, checking: undefined, moved }
         if (i + 1 < row.from_shards) {
-          yield* record(s, { shard: i + 1, stage: "hold", progress })
-          return s.next()
+          return thenNext(s, yield* record(s, { shard: i + 1, stage: "hold", progress }))
         }
         // The last old shard: the new count is the tenant's, and the reshard is done.
         yield* Effect.mapError(s.platform.batch([
@@ -202,13 +208,12 @@ export const drop = (s: Step) =>
             row.tenant_id, row.to_shards
           ),
           Sql.statement(
-            "UPDATE ledger_reshards SET phase = 'done', progress = ?2, updated_at = ?3, finished_at = ?3 WHERE id = ?1 AND phase = 'running'",
-            row.id, JSON.stringify(progress), s.now
+            "UPDATE ledger_reshards SET phase = 'done', progress = ?2, updated_at = ?3, finished_at = ?3 WHERE id = ?1 AND phase = 'running' AND stage = ?4 AND shard = ?5 AND updated_at = ?6",
+            row.id, JSON.stringify(progress), s.now, ...asRead(s)
           )
         ]), unavailable)
         return undefined
       }
     }
-    yield* record(s, { progress: { ...s.progress, moved } })
-    return s.next()
+    return thenNext(s, yield* record(s, { progress: { ...s.progress, moved } }))
   })
