@@ -10,11 +10,12 @@ import { runInDurableObject } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { describe, expect, it } from "vitest"
 import { Effect } from "effect"
-import { Bindings, ColdHistory, FactId, type LedgerProtocol, type LedgerStorage, Shards } from "@factline/core/runtime"
+import { Bindings, ColdHistory, FactId, type LedgerProtocol, type LedgerStorage, Maintenance, Shards } from "@factline/core/runtime"
 import type { Fact } from "@factline/schemas"
-import type { LedgerShard } from "@factline/workers"
+import type { LedgerShard, PlatformEnv } from "@factline/workers"
 import * as Faults from "./faults.js"
 import { ledger, unique } from "./helpers.js"
+import { platform } from "./worker.js"
 
 const old = "2020-03-01T10:00:00.000Z"
 /** A cutoff after every fact of the test: a hot window of 0 days. */
@@ -165,5 +166,29 @@ describe("cold history in R2", () => {
 
     // eslint-disable-next-line no-console
     console.log(`cold history bytes: ${total} facts — SQLite ${sizeHot} B hot, ${sizeCold} B after tiering; R2 ${stats.bytes} B in ${stats.segments} segments (${(stats.bytes / total).toFixed(1)} B/fact)`)
+  })
+
+  it("the scheduled sweep tiers a tenant's facts older than its hot window, shard by shard, and leaves a tenant set to null hot", async () => {
+    const tenantId = unique("sweep")
+    const keptHot = unique("keep")
+    const live = ledger()
+    const streams = streamsOnShard0(tenantId, 3)
+    for (const t of [tenantId, keptHot]) {
+      for (const stream of t === tenantId ? streams : streamsOnShard0(keptHot, 3)) {
+        const facts = await Promise.all([1, 2, 3].map((n) => draft(t, stream, n)))
+        expect((await Effect.runPromise(live.append([{ tenant_id: t, stream, facts }])))[0]!.status).toBe("appended")
+      }
+    }
+    const before = await Promise.all(streams.map((stream) => Effect.runPromise(live.read({ tenant_id: tenantId, stream }))))
+    // Every tenant 30 days (the facts are from 2020), keptHot never tiered: passes until the walk has reached both.
+    const hotDays = (tenant: string) => (tenant === keptHot ? undefined : 30)
+    const runtime = platform.runtime(env as unknown as PlatformEnv)
+    for (let run = 0; run < 200 && (await hotCount(Shards.shardKey(tenantId, 0))) > 0; run++) {
+      await runtime.runPromise(Maintenance.tierLedger(hotDays))
+    }
+    expect(await hotCount(Shards.shardKey(tenantId, 0))).toBe(0)
+    expect(await rpcOf(Shards.shardKey(tenantId, 0)).coldStats()).toMatchObject({ facts: 9 })
+    expect(await hotCount(Shards.shardKey(keptHot, 0))).toBe(9)
+    expect(await Promise.all(streams.map((stream) => Effect.runPromise(live.read({ tenant_id: tenantId, stream }))))).toEqual(before)
   })
 })
