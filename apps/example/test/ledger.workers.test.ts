@@ -74,7 +74,7 @@ describe("LedgerShard", () => {
     const [first] = await rpc.append([{ tenant_id: "tenant-a", stream, facts }])
     // The shard answers an append with the new version only: its facts are the drafts sent, numbered (toResult).
     expect(first).toEqual({ status: "appended", version: 1 })
-    const stored = LedgerProtocol.toResult({ tenant_id: "tenant-a", stream, facts }, first!)
+    const stored = LedgerProtocol.toResult({ tenant_id: "tenant-a", stream, facts }, first as Exclude<LedgerProtocol.AppendAnswer, LedgerProtocol.ShardRefusal>)
     expect(stored).toMatchObject({ facts: [{ ...facts[0], tenant_id: "tenant-a", stream, sequence: 1, schema_version: 1 }] })
     expect((await rpc.read({ tenant_id: "tenant-a", stream })).facts).toEqual("facts" in stored ? stored.facts : [])
     // Same body with its keys in another order is the same fact: a duplicate answers with the stored facts.

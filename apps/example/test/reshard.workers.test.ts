@@ -243,7 +243,7 @@ describe("resharding a tenant's ledger", () => {
     expect(done.phase, done.error).toBe("done")
     expect(done.reshard_id).toBe(id)
     // The lost message turning up after all: a step of a finished reshard does nothing.
-    await env.BATCH_QUEUE.send(dropped[0], { contentType: "json" })
+    await (env as unknown as { BATCH_QUEUE: Queue }).BATCH_QUEUE.send(dropped[0], { contentType: "json" })
     await drain()
     expect((await api("GET", `/v1/tenants/${tenant}/ledger/reshard`)).body).toEqual(done)
     const facts = await everyFact(tenant, 32)
