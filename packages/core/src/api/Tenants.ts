@@ -26,7 +26,7 @@ export const MoveView = Schema.Struct({
   from_database: Schema.Int,
   to_database: Schema.Int,
   projection: Schema.NullOr(Schema.String).annotate({ description: "The one projection moved (its rows of the tenant and their applied set), or null: the tenant's home — every table of its read side but its projections placed elsewhere" }),
-  parts: Schema.optional(Schema.NullOr(Schema.Array(Schema.Int))).annotate({ description: "A split of `projection` into parts: the read database of each part (a row goes to part hash(its key) mod their count), or null: moved whole" }),
+  parts: Schema.NullOr(Schema.Array(Schema.Int)).annotate({ description: "A split of `projection` into parts: the read database of each part (a row goes to part hash(its key) mod their count), or null: moved whole" }),
   phase: Schema.Literals(phases).annotate({ description: "`frozen` (the tenant's writes held) → `copying` → `switched` (reads and writes on the target) → `dropped` (the source's rows deleted: done), or `failed`" }),
   copy_round: Schema.Int.annotate({ description: "1, or more when verification found a difference and the copy started again" }),
   copied: Schema.Record(Schema.String, Schema.Int).annotate({ description: "Rows copied per table in this round" }),
