@@ -8,14 +8,12 @@
  * refuses one copy page (the step is retried and the move resumes to the same end); an erasure masks the buyer's
  * calls there, the subject export reads them there, and the tenant's deletion leaves nothing of it in either database.
  */
-import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import * as CountingBindings from "@factline/core/testing/bindings"
-import type { PlatformEnv } from "@factline/workers"
+import { moveStepByStep } from "./RefusingD1.js"
 import { drain } from "./Drain.js"
 import { callCompleted, eventually, postEvents, request, tokenA, tokenPlatform, unique } from "./helpers.js"
-import { overrideSettings, platform } from "./worker.js"
+import { overrideSettings } from "./worker.js"
 
 const tokenC = "dev-token-tenant-c"
 
@@ -57,39 +55,6 @@ const batchToEnd = async (batchId: string, token: string) => {
     const got = await api("GET", `/v1/batches/${batchId}`, undefined, token)
     return ["completed", "succeeded", "failed"].includes(got.body.status) ? got.body : undefined
   }, 30_000, `batch ${batchId} to end`)
-}
-
-/**
- * A database whose first `batch` holding an `INSERT OR REPLACE INTO "<table>"` is refused before reaching it (a copy
- * page lost mid-step); everything else goes through. Statements are recorded by their SQL as they are prepared.
- */
-const refusingFirstCopyOf = (db: D1Database, table: string, refused: { count: number }): D1Database => {
-  const recorded = new WeakMap<object, { readonly sql: string; readonly real: D1PreparedStatement }>()
-  const copy = `INSERT OR REPLACE INTO "${table}"`
-  const statement = (s: D1PreparedStatement, sql: string): D1PreparedStatement => {
-    const proxy = new Proxy(s, { get: (t, p) => (p === "bind" ? (...args: Array<unknown>) => statement(t.bind(...args), sql) : typeof (t as any)[p] === "function" ? (t as any)[p].bind(t) : (t as any)[p]) })
-    recorded.set(proxy, { sql, real: s })
-    return proxy
-  }
-  const sqlOf = { get: (s: D1PreparedStatement) => recorded.get(s)?.sql }
-  const real = (s: D1PreparedStatement) => recorded.get(s)?.real ?? s
-  return new Proxy(db, {
-    get(target, prop) {
-      if (prop === CountingBindings.unwrap) return (target as any)[CountingBindings.unwrap] ?? target
-      if (prop === "prepare") return (sql: string) => statement(target.prepare(sql), sql)
-      if (prop === "batch") {
-        return (statements: Array<D1PreparedStatement>) => {
-          if (refused.count === 0 && statements.some((s) => sqlOf.get(s)?.startsWith(copy))) {
-            refused.count++
-            return Promise.reject(new Error(`injected fault: D1 refused a copy page of ${table}`))
-          }
-          return target.batch(statements.map(real))
-        }
-      }
-      const value = (target as any)[prop]
-      return typeof value === "function" ? value.bind(target) : value
-    }
-  })
 }
 
 const buyer = unique("buyer")
@@ -224,35 +189,8 @@ describe("one projection of a tenant on another read database", () => {
     expect(callsBefore).toBe(before + during + 3)
 
     // The move run step by step, its messages recorded instead of sent, against a read database 1 that refuses a copy page once.
-    const sent: Array<{ body: unknown; delaySeconds: number }> = []
-    const recording = {
-      send: async (body: unknown, options?: QueueSendOptions) => void sent.push({ body, delaySeconds: options?.delaySeconds ?? 0 }),
-      sendBatch: async (messages: Iterable<MessageSendRequest>, options?: QueueSendBatchOptions) => {
-        for (const m of messages) sent.push({ body: m.body, delaySeconds: m.delaySeconds ?? options?.delaySeconds ?? 0 })
-      }
-    }
-    const refused = { count: 0 }
-    const faulty = { ...(env as unknown as PlatformEnv), BATCH_QUEUE: recording, FACTLINE_READ_DB_1: refusingFirstCopyOf(env.FACTLINE_READ_DB_1, "calls", refused), FACTLINE_KEY_CACHE_SECONDS: "1" } as unknown as PlatformEnv
-    const response = await platform.fetch!(new Request("http://factline.test/v1/tenants/tenant-c/moves", {
-      method: "POST", headers: { authorization: `Bearer ${tokenPlatform}`, "content-type": "application/json" }, body: JSON.stringify({ to_database: 1, projection: "calls" })
-    }) as any, faulty, createExecutionContext())
-    expect(response.status).toBe(202)
-    const moveId = (await response.json<any>()).move_id as string
-    let retried = 0
-    for (let steps = 0; sent.length > 0; steps++) {
-      expect(steps).toBeLessThan(50)
-      const { body, delaySeconds } = sent.shift()!
-      if (delaySeconds > 0) await sleep(delaySeconds * 1_000)
-      for (let attempts = 1; ; attempts++) {
-        expect(attempts).toBeLessThan(5)
-        const batch = createMessageBatch("factline-batch", [{ id: unique("qm"), timestamp: new Date(), attempts, body }])
-        const ctx = createExecutionContext()
-        await platform.queue!(batch as any, faulty, ctx)
-        if ((await getQueueResult(batch, ctx)).explicitAcks.length === 1) break
-        retried++
-      }
-    }
-    expect(refused.count).toBe(1)
+    const { moveId, refused, retried } = await moveStepByStep("tenant-c", { to_database: 1, projection: "calls" }, "calls", { FACTLINE_KEY_CACHE_SECONDS: "1" })
+    expect(refused).toBe(1)
     expect(retried).toBeGreaterThanOrEqual(1)
     const moved = await api("GET", `/v1/tenants/tenant-c/moves/${moveId}`)
     expect(moved.body).toMatchObject({ phase: "dropped", projection: "calls", error: null })

@@ -7,15 +7,13 @@
  * they answered before, a rebuild and an erasure work across the parts, a reconcile is refused; `buyer_budgets`
  * (additive: its applied set) is split step by step against a database refusing one copy page and resumes.
  */
-import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ProjectionParts } from "@factline/core/runtime"
-import type { PlatformEnv } from "@factline/workers"
 import { drain } from "./Drain.js"
 import { callCompleted, eventually, postEvents, request, tokenA, tokenPlatform, unique } from "./helpers.js"
-import { refusingFirstCopyOf } from "./RefusingD1.js"
-import { overrideSettings, platform } from "./worker.js"
+import { moveStepByStep } from "./RefusingD1.js"
+import { overrideSettings } from "./worker.js"
 
 const tokenC = "dev-token-tenant-c"
 
@@ -225,35 +223,8 @@ describe("a tenant's projection in parts", () => {
     const budget = async (buyer: string) => (await api("GET", `/v1/projections/buyer_budgets?buyer_id=${buyer}`, undefined, tokenC)).body.data[0]?.charges
     const budgetsBefore = await Promise.all([...buyers, newcomer].map(budget))
     expect(budgetsBefore).toEqual([15, 15, 15, during])
-    const sent: Array<{ body: unknown; delaySeconds: number }> = []
-    const recording = {
-      send: async (body: unknown, options?: QueueSendOptions) => void sent.push({ body, delaySeconds: options?.delaySeconds ?? 0 }),
-      sendBatch: async (messages: Iterable<MessageSendRequest>, options?: QueueSendBatchOptions) => {
-        for (const m of messages) sent.push({ body: m.body, delaySeconds: m.delaySeconds ?? options?.delaySeconds ?? 0 })
-      }
-    }
-    const refused = { count: 0 }
-    const faulty = { ...(env as unknown as PlatformEnv), BATCH_QUEUE: recording, FACTLINE_READ_DB_1: refusingFirstCopyOf(env.FACTLINE_READ_DB_1, "buyer_budgets", refused) } as unknown as PlatformEnv
-    const response = await platform.fetch!(new Request("http://factline.test/v1/tenants/tenant-c/moves", {
-      method: "POST", headers: { authorization: `Bearer ${tokenPlatform}`, "content-type": "application/json" }, body: JSON.stringify({ projection: "buyer_budgets", parts: [0, 1] })
-    }) as any, faulty, createExecutionContext())
-    expect(response.status).toBe(202)
-    const moveId = (await response.json<any>()).move_id as string
-    let retried = 0
-    for (let steps = 0; sent.length > 0; steps++) {
-      expect(steps).toBeLessThan(50)
-      const { body, delaySeconds } = sent.shift()!
-      if (delaySeconds > 0) await sleep(delaySeconds * 1_000)
-      for (let attempts = 1; ; attempts++) {
-        expect(attempts).toBeLessThan(5)
-        const batch = createMessageBatch("factline-batch", [{ id: unique("qm"), timestamp: new Date(), attempts, body }])
-        const ctx = createExecutionContext()
-        await platform.queue!(batch as any, faulty, ctx)
-        if ((await getQueueResult(batch, ctx)).explicitAcks.length === 1) break
-        retried++
-      }
-    }
-    expect(refused.count).toBe(1)
+    const { moveId, refused, retried } = await moveStepByStep("tenant-c", { projection: "buyer_budgets", parts: [0, 1] }, "buyer_budgets")
+    expect(refused).toBe(1)
     expect(retried).toBeGreaterThanOrEqual(1)
     const moved = await api("GET", `/v1/tenants/tenant-c/moves/${moveId}`)
     expect(moved.body).toMatchObject({ phase: "dropped", projection: "buyer_budgets", parts: [0, 1], error: null })
