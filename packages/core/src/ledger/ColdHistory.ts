@@ -28,6 +28,7 @@ import type { FactRow } from "./LedgerRows.js"
 import { toFact } from "./LedgerRows.js"
 import type { ColdRange } from "./ColdSegments.js"
 import { ColdFactsUnread, type ColdManifest, type LedgerStorage, maxReadLimit, type ShardWindow } from "./LedgerStorage.js"
+import { compareText } from "../platform/TextOrder.js"
 
 /** Facts per segment at most (one tier call writes one). */
 export const factsPerSegment = 5_000
@@ -49,18 +50,6 @@ export interface ColdHistory {
   readonly coldIdsOf: (streams: ReadonlyArray<string>) => Promise<ReadonlyArray<string>>
 }
 
-/** Position order of SQLite's BINARY collation (UTF-8 bytes, i.e. code points), not JavaScript's UTF-16 units. */
-export const compareText = (a: string, b: string): number => {
-  if (a === b) return 0
-  const n = Math.min(a.length, b.length)
-  for (let i = 0; i < n; i++) {
-    const x = a.codePointAt(i)!
-    const y = b.codePointAt(i)!
-    if (x !== y) return x < y ? -1 : 1
-    if (x > 0xffff) i++
-  }
-  return a.length - b.length
-}
 const comparePosition = (a: ShardCursor, b: ShardCursor) => compareText(a.stream, b.stream) || a.sequence - b.sequence
 
 /** What the readers and the tiering work over: the shard's ledger and manifest, its bucket, its decoded segments. */

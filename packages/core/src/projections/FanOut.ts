@@ -15,24 +15,13 @@ import * as Projection from "../definitions/Projection.js"
 import * as Parts from "../placement/Parts.js"
 import { TenantPlacement } from "../placement/Placement.js"
 import * as Sql from "../platform/Sql.js"
+import { compareText } from "../platform/TextOrder.js"
 import * as ProjectionQuery from "./ProjectionQuery.js"
 
 type Value = string | number | null
 
 const big = (v: Value): bigint | undefined =>
   typeof v === "number" ? (Number.isInteger(v) ? BigInt(v) : undefined) : typeof v === "string" && /^-?\d+$/.test(v) ? BigInt(v) : undefined
-
-/** Text by code point: the order of its UTF-8 bytes (SQLite's BINARY collation), which UTF-16 units do not keep. */
-const compareText = (a: string, b: string): number => {
-  for (let i = 0, j = 0; i < a.length && j < b.length;) {
-    const x = a.codePointAt(i)!
-    const y = b.codePointAt(j)!
-    if (x !== y) return x < y ? -1 : 1
-    i += x > 0xffff ? 2 : 1
-    j += y > 0xffff ? 2 : 1
-  }
-  return Math.sign(a.length - b.length) || 0
-}
 
 const rank = (v: Value) => (v === null ? 0 : typeof v === "number" ? 1 : 2)
 
