@@ -39,7 +39,7 @@ const setup = (bucket: Bucket = memoryBucket()) => {
   const history = ColdHistory.make(ledger, Storage.make(bucket))
   /** The same shard as a new object would see it (nothing cached). */
   const reopened = () => ColdHistory.make(LedgerStorage.make(storage), Storage.make(bucket))
-  return { ledger, history, reopened }
+  return { ledger, history, reopened, storage }
 }
 
 /** Streams `s0…s9` (and `ü-é` to order by code point), old facts in several appends, a hot tail on some. */
@@ -124,6 +124,61 @@ describe("cold history", () => {
     expect(await history.append([{ ...group("s2", 8, 1, later), expected_version: 7 }])).toMatchObject([{ status: "appended", version: 8 }])
     expect(await history.append([{ ...group("s1", 10, 1, later), expected_version: 9 }])).toMatchObject([{ status: "appended", version: 10 }])
     expect((await history.readStream({ tenant_id: tenant, stream: "s2" })).facts.map((f) => f.sequence)).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
+  })
+
+  it("tiering writes no row per cold fact: the ids are packed in the stream's ranges, and still judge re-appends and answer a find by id", async () => {
+    const { ledger, history, reopened, storage } = setup()
+    const streams = populate(ledger)
+    await tierAll(history)
+    const count = (query: string) => Number(storage.sql.exec(query).one()["n"])
+    expect(count("SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'cold_facts'")).toBe(0)
+    // A row per stream and segment, not per fact: 13 streams' 7 cold facts each in segments of 7.
+    expect(count("SELECT COUNT(*) AS n FROM cold_ranges")).toBeLessThanOrEqual(2 * streams.length)
+    expect(count("SELECT COUNT(*) AS n FROM cold_ranges r, json_each(r.fact_ids)")).toBe(streams.length * 7)
+    const fresh = reopened()
+    expect(await fresh.append([group("ü-é", 1, 3, old)])).toMatchObject([{ status: "duplicate", version: 9 }])
+    const changed = group("s3", 1, 3, old)
+    expect(await fresh.append([{ ...changed, facts: changed.facts.map((f, i) => (i === 2 ? { ...f, data: { cents: 1 } } : f)) }])).toMatchObject([
+      { status: "idempotency_conflict", fact_id: "f_s3_3" }
+    ])
+    expect(await fresh.findFact("f_\u{1F600}x_5")).toMatchObject({ stream: "\u{1F600}x", sequence: 5 })
+    expect(fresh.coldIds(["f_s4_7", "f_s1_8", "f_missing"])).toEqual(["f_s4_7"])
+    expect(ledger.readShard(undefined, 1_000).some((f) => f.fact_id === "f_s3_3")).toBe(false)
+  })
+
+  it("a shard tiered before the packed ids (a cold_facts row per fact) still answers from them, tiers on without them, and forgets both", async () => {
+    const { ledger, history, reopened, storage } = setup()
+    const streams = populate(ledger)
+    const before = await everything(history, streams)
+    await tierAll(history)
+    // The shard as the earlier code left it: ranges without ids, a legacy index row per cold fact.
+    const sql = storage.sql
+    sql.exec("CREATE TABLE cold_facts (fact_id TEXT PRIMARY KEY, segment INTEGER NOT NULL) WITHOUT ROWID")
+    sql.exec("INSERT INTO cold_facts (fact_id, segment) SELECT i.value, r.segment FROM cold_ranges r, json_each(r.fact_ids) AS i")
+    sql.exec(`CREATE TABLE legacy_ranges (tenant_id TEXT NOT NULL, stream TEXT NOT NULL, first_sequence INTEGER NOT NULL, last_sequence INTEGER NOT NULL,
+      segment INTEGER NOT NULL, PRIMARY KEY (tenant_id, stream, first_sequence)) WITHOUT ROWID`)
+    sql.exec("INSERT INTO legacy_ranges SELECT tenant_id, stream, first_sequence, last_sequence, segment FROM cold_ranges")
+    sql.exec("DROP TABLE cold_ranges")
+    sql.exec("ALTER TABLE legacy_ranges RENAME TO cold_ranges")
+    const legacy = reopened()
+    expect(await everything(legacy, streams)).toEqual(before)
+    expect(await legacy.append([group("s5", 4, 4, old)])).toMatchObject([{ status: "duplicate", version: 7 }])
+    // The hot tails tier on, packed: the legacy index gains no row.
+    const legacyRows = Number(sql.exec("SELECT COUNT(*) AS n FROM cold_facts").one()["n"])
+    for (let i = 0; i < 20 && (await legacy.tier(shardKey, "2031-01-01T00:00:00.000Z", 50, later)).tiered > 0;);
+    expect(ledger.readShard(undefined, 1_000)).toEqual([])
+    expect(Number(sql.exec("SELECT COUNT(*) AS n FROM cold_facts").one()["n"])).toBe(legacyRows)
+    expect(await legacy.append([group("s1", 8, 2, later)])).toMatchObject([{ status: "duplicate", version: 9 }])
+    expect(await legacy.findFact("f_s1_9")).toMatchObject({ sequence: 9 })
+    expect(await legacy.findFact("f_s1_2")).toMatchObject({ sequence: 2 })
+    // A reshard's drop forgets both kinds: the stream's ranges and its legacy rows.
+    const ids = await legacy.coldIdsOf(["s1"])
+    expect(ids).toHaveLength(9)
+    const shard = LedgerStorage.make(storage)
+    storage.transactionSync(() => shard.cold.forget(["s1"], ids))
+    expect(Number(sql.exec("SELECT COUNT(*) AS n FROM cold_facts").one()["n"])).toBe(legacyRows - 7)
+    expect(legacy.coldIds(ids)).toEqual([])
+    expect(() => storage.transactionSync(() => shard.cold.forget(["s2"], ["f_s2_1"]))).toThrow("changed while it was read")
   })
 
   it("a bucket refusing the write or the read back leaves every fact hot, and a later run tiers them once", async () => {

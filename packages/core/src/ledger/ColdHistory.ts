@@ -5,8 +5,9 @@
  * async side the shard's RPC methods call: every read answers exactly what it answered before the facts were
  * tiered — stream reads and their pages, deciders' reads (snapshots and earlier decisions), shard walks,
  * recovery's windows, a fact by id — reading only the segments the manifest names, with a few decoded segments
- * kept per object. Appends judge re-appended cold ids against their stored rows (read from R2 first), so a
- * redelivered decision of a cold fact is a duplicate as before.
+ * kept per object. Appends judge re-appended cold ids against their stored rows (read from R2 first), found in
+ * their own stream's cold ranges, so a redelivered decision of a cold fact is a duplicate as before; a fact by id
+ * alone that is not hot scans the shard's cold ranges (ColdSegments.find).
  *
  * `tier` moves one chunk: the oldest heads of streams past the cutoff (ColdSegments.candidates) are written as
  * one segment, read back and compared row by row, and only then recorded and deleted from SQLite in one
@@ -41,7 +42,7 @@ export interface ColdHistory {
   readonly readShard: (after: ShardCursor | undefined, limit: number) => Promise<ReadonlyArray<Fact>>
   readonly readShardSince: (after: ShardCursor | undefined, since: string, scan: number) => Promise<ShardWindow>
   readonly findFact: (factId: string) => Promise<Fact | null>
-  /** Of these fact ids, those in cold history. */
+  /** Of these fact ids, those in cold history (ids not hot scan the shard's cold ranges: ColdSegments.find). */
   readonly coldIds: (factIds: ReadonlyArray<string>) => ReadonlyArray<string>
   /** One chunk: at most `limit` facts created before `cutoff` (ISO-8601) to one segment; `now` is recorded as its time. */
   readonly tier: (shardKey: string, cutoff: string, limit: number, now: string) => Promise<Tiered>
@@ -93,7 +94,15 @@ const coldRows = async (c: Cold, located: ReadonlyMap<string, string>): Promise<
 const findFact = async (c: Cold, factId: string): Promise<Fact | null> => {
   const hot = c.ledger.findFact(factId)
   if (hot !== null || !c.cold.exists()) return hot
-  const row = (await coldRows(c, c.cold.locate([factId]))).get(factId)
+  const row = (await coldRows(c, c.cold.find([factId]))).get(factId)
+  return row === undefined ? null : toFact(row)
+}
+
+/** A fact of this stream by id: hot, or in the stream's own cold ranges (no scan of the shard's). */
+const findInStream = async (c: Cold, key: StreamKey, factId: string): Promise<Fact | null> => {
+  const hot = c.ledger.findFact(factId)
+  if (hot !== null || !c.cold.exists()) return hot
+  const row = (await coldRows(c, c.cold.locateInStreams([{ tenant_id: key.tenant_id, stream: key.stream, fact_id: factId }]))).get(factId)
   return row === undefined ? null : toFact(row)
 }
 
@@ -101,7 +110,7 @@ const findFact = async (c: Cold, factId: string): Promise<Fact | null> => {
 const earlierDecisions = async (c: Cold, key: StreamRead, after: number): Promise<Array<Fact>> => {
   const facts: Array<Fact> = []
   for (const factId of key.decided ?? []) {
-    const first = await findFact(c, factId)
+    const first = await findInStream(c, key, factId)
     if (first === null || first.tenant_id !== key.tenant_id || first.stream !== key.stream || first.sequence > after) continue
     for (let from = first.sequence - 1; ;) {
       const page = await streamPage(c, key, from, 64)
@@ -120,7 +129,8 @@ const readStream = async (c: Cold, key: StreamRead, options: ReadOptions = {}): 
   const limit = Math.min(Math.max(1, Math.floor(options.limit ?? maxReadLimit)), maxReadLimit)
   const from = hot.after ?? Math.max(0, Math.floor(options.after ?? 0))
   const facts = from < c.cold.last(key) ? await streamPage(c, key, from, limit) : hot.facts
-  const decidedCold = key.decided !== undefined && hot.after !== undefined && c.cold.locate(key.decided).size > 0
+  const decidedCold = key.decided !== undefined && hot.after !== undefined &&
+    c.cold.locateInStreams(key.decided.map((factId) => ({ tenant_id: key.tenant_id, stream: key.stream, fact_id: factId }))).size > 0
   return { ...hot, facts, ...(decidedCold ? { earlier: await earlierDecisions(c, key, hot.after!) } : {}) }
 }
 
@@ -145,9 +155,9 @@ const readShardSince = async (c: Cold, after: ShardCursor | undefined, since: st
 
 const append = async (c: Cold, groups: ReadonlyArray<AppendGroup>): Promise<Array<AppendResult>> => {
   if (!c.cold.exists()) return c.ledger.appendAll(groups)
-  const ids = groups.flatMap((group) => group.facts.map((draft) => draft.fact_id))
+  const wanted = groups.flatMap((group) => group.facts.map((draft) => ({ tenant_id: group.tenant_id, stream: group.stream, fact_id: draft.fact_id })))
   for (let attempt = 1; ; attempt++) {
-    const rows = await coldRows(c, c.cold.locate(ids))
+    const rows = await coldRows(c, c.cold.locateInStreams(wanted))
     try {
       return c.ledger.appendAll(groups, rows)
     } catch (error) {
@@ -190,7 +200,7 @@ export const make = (ledger: LedgerStorage, storage: Storage): ColdHistory => {
     readShard: (after, limit) => readShard(c, after, limit),
     readShardSince: (after, since, scan) => readShardSince(c, after, since, scan),
     findFact: (factId) => findFact(c, factId),
-    coldIds: (ids) => [...cold.locate(ids).keys()],
+    coldIds: (ids) => [...cold.find(ids).keys()],
     tier: async (shardKey, cutoff, limit, now) => {
       if (tiering) return { tiered: 0, wrapped: false, busy: true }
       tiering = true

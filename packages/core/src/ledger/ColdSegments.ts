@@ -1,13 +1,19 @@
 /**
  * A ledger shard's cold history, its SQLite side: the manifest of the R2 segments that hold the facts tiered out
- * of `facts` (ColdHistory.ts writes and reads the segments), kept in three tables created by the shard's first
+ * of `facts` (ColdHistory.ts writes and reads the segments), kept in two tables created by the shard's first
  * tiering (a shard never tiered has none, and answers as before):
  *
  * - `cold_segments` — one row per segment: its object key, how many facts, bytes, the oldest and newest
  *   `created_at` in it;
- * - `cold_ranges` — which segment holds which sequences of which stream (one row per stream and segment);
- * - `cold_facts` — the cold fact-id index (`fact_id` → segment, ~50 bytes a fact): an append judges a
- *   re-appended id against it, so a redelivered decision of a cold fact is a duplicate as it was when hot.
+ * - `cold_ranges` — which segment holds which sequences of which stream (one row per stream and segment), with
+ *   the range's fact ids packed in sequence order (`fact_ids`, a JSON array: ~37 bytes a fact, no row per fact,
+ *   so tiering writes one row per fact — the hot delete — plus a row per stream and segment). An append judges
+ *   a re-appended id against its own stream's ranges (`locateInStreams`), so a redelivered decision of a cold fact
+ *   is a duplicate as it was when hot; a fact by id alone (`find`) scans the shard's ranges: the slow path.
+ *
+ * Shards tiered before the packed ids have a third table, `cold_facts` (`fact_id` → segment, one row per fact),
+ * and `cold_ranges` rows whose `fact_ids` is null: both lookups still answer from it; nothing writes it any more,
+ * and ColdForget forgets from both.
  *
  * The cold part of a stream is always a prefix (sequences 1…k cold, k+1… hot): `candidates` takes each stream's
  * facts in sequence order while they are older than the cutoff and nothing still needs them hot (an outbox row,
@@ -40,10 +46,31 @@ export const schema = [
     first_sequence INTEGER NOT NULL,
     last_sequence INTEGER NOT NULL,
     segment INTEGER NOT NULL,
+    fact_ids TEXT,
     PRIMARY KEY (tenant_id, stream, first_sequence)
-  ) WITHOUT ROWID`,
-  `CREATE TABLE IF NOT EXISTS cold_facts (fact_id TEXT PRIMARY KEY, segment INTEGER NOT NULL) WITHOUT ROWID`
+  ) WITHOUT ROWID`
 ]
+
+const decodeDefinition = decoder(Schema.Struct({ sql: Schema.String }))
+
+/**
+ * Adds `cold_ranges.fact_ids` to a shard tiered before it (its ranges' ids are in `cold_facts`), once per object,
+ * and learns whether that legacy index is there to consult (a table with rows: only a reshard's forget empties it).
+ */
+const upgrade = (s: Shard) => {
+  if (s.coldUpgraded === true) return
+  const definition = s.sql.exec("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'cold_ranges'").toArray()[0]
+  if (definition !== undefined && !/\bfact_ids\b/.test(decodeDefinition(definition).sql)) s.sql.exec("ALTER TABLE cold_ranges ADD COLUMN fact_ids TEXT")
+  s.legacyColdFacts = decodeCount(s.sql.exec("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'cold_facts'").one()).n > 0 &&
+    s.sql.exec("SELECT 1 FROM cold_facts LIMIT 1").toArray().length > 0
+  s.coldUpgraded = true
+}
+
+/** Whether the shard has the legacy per-fact index (`cold_facts`, written before the packed ids) to consult. */
+export const hasLegacyIndex = (s: Shard): boolean => {
+  upgrade(s)
+  return s.legacyColdFacts === true
+}
 
 /** The `meta` key of the tiering walk's place: the JSON `[tenant, stream]` of the last stream looked at. */
 const cursorKey = "tier_cursor"
@@ -85,6 +112,7 @@ export const hasCold = (s: Shard): boolean => {
   if (!exists(s)) return false
   const tables = decodeCount(s.sql.exec("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'cold_segments'").one()).n
   s.cold = tables > 0 && s.sql.exec("SELECT 1 FROM cold_segments LIMIT 1").toArray().length > 0
+  if (s.cold) upgrade(s)
   return s.cold
 }
 
@@ -137,10 +165,16 @@ export const rangesAfter = (s: Shard, after: { readonly stream: string; readonly
   }
 }
 
-/** The cold fact ids among `ids`, each with the object key of the segment holding it. */
-export const locate = (s: Shard, ids: ReadonlyArray<string>): Map<string, string> => {
-  const located = new Map<string, string>()
-  if (ids.length === 0 || !hasCold(s)) return located
+/** A fact id wanted in one stream's cold history. */
+export interface Wanted {
+  readonly tenant_id: string
+  readonly stream: string
+  readonly fact_id: string
+}
+
+/** The legacy index's answer for these ids (a shard tiered before the packed ids; see `hasLegacyIndex`). */
+const locateLegacy = (s: Shard, ids: ReadonlyArray<string>, located: Map<string, string>) => {
+  if (ids.length === 0 || !hasLegacyIndex(s)) return
   for (const chunk of jsonArrays(ids.map((id) => JSON.stringify(id)))) {
     for (const raw of s.sql.exec(
       `SELECT c.fact_id, g.object_key FROM cold_facts c JOIN cold_segments g ON g.id = c.segment WHERE c.fact_id IN (SELECT value FROM json_each(?))`,
@@ -150,6 +184,64 @@ export const locate = (s: Shard, ids: ReadonlyArray<string>): Map<string, string
       located.set(row.fact_id, row.object_key)
     }
   }
+}
+
+// A range holds an id when its packed array has the id's JSON text (`instr`, the cheap test) as one of its values (exact).
+const holds = (ids: string, quoted: string, id: string) =>
+  `instr(${ids}, ${quoted}) > 0 AND EXISTS (SELECT 1 FROM json_each(${ids}) AS i WHERE i.value = ${id})`
+
+/**
+ * The cold fact ids among `wanted`, each looked up in its own stream's ranges only (one statement per call: rows
+ * read are the wanted streams' ranges, whatever the shard holds), with the object key of the segment holding it.
+ * An id cold in another stream of the shard is not found: what an append judges is a redelivered decision of the
+ * same stream.
+ */
+export const locateInStreams = (s: Shard, wanted: ReadonlyArray<Wanted>): Map<string, string> => {
+  const located = new Map<string, string>()
+  if (wanted.length === 0 || !hasCold(s)) return located
+  for (const chunk of jsonArrays(wanted.map((w) => JSON.stringify([w.tenant_id, w.stream, w.fact_id, JSON.stringify(w.fact_id)])))) {
+    for (const raw of s.sql.exec(
+      `SELECT q.value ->> 2 AS fact_id, g.object_key FROM json_each(?) AS q
+       JOIN cold_ranges r ON r.tenant_id = q.value ->> 0 AND r.stream = q.value ->> 1
+       JOIN cold_segments g ON g.id = r.segment
+       WHERE r.fact_ids IS NOT NULL AND ${holds("r.fact_ids", "q.value ->> 3", "q.value ->> 2")}`,
+      chunk
+    )) {
+      const row = decodeLocated(raw)
+      located.set(row.fact_id, row.object_key)
+    }
+  }
+  locateLegacy(s, wanted.map((w) => w.fact_id).filter((id) => !located.has(id)), located)
+  return located
+}
+
+/**
+ * The cold fact ids among `ids`, wherever they are in the shard, with the object key of the segment holding each:
+ * the slow path of a lookup by id alone (trace by id, a workflow's start), which scans every cold range of the
+ * shard (rows read: its `cold_ranges` rows) for the ids not found hot (one indexed read of them first).
+ */
+export const find = (s: Shard, ids: ReadonlyArray<string>): Map<string, string> => {
+  const located = new Map<string, string>()
+  if (ids.length === 0 || !hasCold(s)) return located
+  // A hot id is not cold: only the others cost the scan.
+  const hot = new Set<string>()
+  for (const chunk of jsonArrays(ids.map((id) => JSON.stringify(id)))) {
+    for (const raw of s.sql.exec("SELECT fact_id FROM facts WHERE fact_id IN (SELECT value FROM json_each(?))", chunk)) hot.add(decodeId(raw).fact_id)
+  }
+  const rest = [...new Set(ids)].filter((id) => !hot.has(id))
+  if (rest.length === 0) return located
+  for (const chunk of jsonArrays(rest.map((id) => JSON.stringify([id, JSON.stringify(id)])))) {
+    for (const raw of s.sql.exec(
+      `SELECT q.value ->> 0 AS fact_id, g.object_key FROM json_each(?) AS q
+       JOIN cold_ranges r ON r.fact_ids IS NOT NULL AND ${holds("r.fact_ids", "q.value ->> 1", "q.value ->> 0")}
+       JOIN cold_segments g ON g.id = r.segment`,
+      chunk
+    )) {
+      const row = decodeLocated(raw)
+      located.set(row.fact_id, row.object_key)
+    }
+  }
+  locateLegacy(s, rest.filter((id) => !located.has(id)), located)
   return located
 }
 
@@ -238,6 +330,7 @@ export interface Segment {
 export const record = (s: Shard, segment: Segment): boolean =>
   s.storage.transactionSync(() => {
     for (const statement of schema) s.sql.exec(statement)
+    upgrade(s)
     const ids = segment.rows.map((row) => row.fact_id)
     let still = 0
     for (const chunk of jsonArrays(segment.rows.map((row) => JSON.stringify([row.fact_id, row.stream, row.sequence])))) {
@@ -247,12 +340,15 @@ export const record = (s: Shard, segment: Segment): boolean =>
       ).one()).n
     }
     if (still !== ids.length || pinned(s, ids).size > 0) return false
-    const runs = new Map<string, { tenant_id: string; stream: string; first: number; last: number }>()
+    const runs = new Map<string, { tenant_id: string; stream: string; first: number; last: number; ids: Array<string> }>()
     for (const row of segment.rows) {
       const run = runs.get(row.stream)
-      if (run === undefined) runs.set(row.stream, { tenant_id: row.tenant_id, stream: row.stream, first: row.sequence, last: row.sequence })
+      if (run === undefined) runs.set(row.stream, { tenant_id: row.tenant_id, stream: row.stream, first: row.sequence, last: row.sequence, ids: [row.fact_id] })
       else if (row.sequence !== run.last + 1) return false
-      else run.last = row.sequence
+      else {
+        run.last = row.sequence
+        run.ids.push(row.fact_id)
+      }
     }
     for (const run of runs.values()) if (last(s, run) !== run.first - 1) return false
     const created = segment.rows.map((row) => row.created_at).sort()
@@ -261,15 +357,15 @@ export const record = (s: Shard, segment: Segment): boolean =>
       segment.objectKey, ids.length, segment.bytes, created[0]!, created.at(-1)!, segment.tieredAt
     ).one()).v
     s.cold = true
-    for (const chunk of jsonArrays([...runs.values()].map((run) => JSON.stringify([run.tenant_id, run.stream, run.first, run.last])))) {
+    // Each range's ids packed in its row (a JSON array as text, in sequence order): no row per cold fact.
+    for (const chunk of jsonArrays([...runs.values()].map((run) => JSON.stringify([run.tenant_id, run.stream, run.first, run.last, JSON.stringify(run.ids)])))) {
       s.sql.exec(
-        `INSERT INTO cold_ranges (tenant_id, stream, first_sequence, last_sequence, segment)
-         SELECT r.value ->> 0, r.value ->> 1, r.value ->> 2, r.value ->> 3, ? FROM json_each(?) AS r`,
+        `INSERT INTO cold_ranges (tenant_id, stream, first_sequence, last_sequence, segment, fact_ids)
+         SELECT r.value ->> 0, r.value ->> 1, r.value ->> 2, r.value ->> 3, ?, r.value ->> 4 FROM json_each(?) AS r`,
         id, chunk
       )
     }
     for (const chunk of jsonArrays(ids.map((factId) => JSON.stringify(factId)))) {
-      s.sql.exec("INSERT INTO cold_facts (fact_id, segment) SELECT value, ? FROM json_each(?)", id, chunk)
       s.sql.exec("DELETE FROM facts WHERE fact_id IN (SELECT value FROM json_each(?))", chunk)
     }
     setCursor(s, segment.cursor)

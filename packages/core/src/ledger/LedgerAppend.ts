@@ -1,7 +1,8 @@
 /**
  * One append call inside a ledger shard (LedgerStorage.appendAll): its groups judged in order against what is
  * stored and what the groups before them appended, written in one `transactionSync` and a fixed number of
- * statements — one read of every fact id they carry (hot rows, and the cold ones' rows the caller read from R2),
+ * statements — one read of every fact id they carry (hot rows, and — looked up in their own stream's cold ranges —
+ * the cold ones' rows the caller read from R2),
  * one of every stream's version (cold facts counted), one insert of every new fact — with the timers and
  * deciders' snapshots the appended facts set. Reads, the outbox and timers' firing are LedgerStorage's.
  */
@@ -47,9 +48,12 @@ const storedFacts = (s: Shard, groups: ReadonlyArray<AppendGroup>, cold?: Readon
       stored.set(row.fact_id, row)
     }
   }
-  // A fact tiered to R2 is stored all the same: its id is judged as it was when hot (one index lookup per call).
+  // A fact tiered to R2 is stored all the same: its id is judged as it was when hot, against its own stream's cold
+  // ranges (one statement per call, reading the call's streams' ranges).
   const unread: Array<string> = []
-  for (const id of ColdSegments.locate(s, ids.filter((id) => !stored.has(id))).keys()) {
+  const wanted = groups.flatMap((group) =>
+    group.facts.filter((draft) => !stored.has(draft.fact_id)).map((draft) => ({ tenant_id: group.tenant_id, stream: group.stream, fact_id: draft.fact_id })))
+  for (const id of ColdSegments.locateInStreams(s, wanted).keys()) {
     const row = cold?.get(id)
     if (row === undefined) unread.push(id)
     else stored.set(id, row)

@@ -193,6 +193,10 @@ export interface Shard {
   upToDate: boolean
   /** Whether the shard has cold history (ColdSegments.hasCold): unknown until first asked; only tiering turns it true. */
   cold?: boolean
+  /** `cold_ranges` has its packed ids column (added to a shard tiered before it), checked once per object. */
+  coldUpgraded?: boolean
+  /** The shard has the legacy cold fact-id index (`cold_facts` with rows: tiered before the packed ids). */
+  legacyColdFacts?: boolean
 }
 
 /** Whether the shard's tables exist (a never-written shard has none: its reads create nothing). */

@@ -62,7 +62,10 @@ export interface ColdManifest {
   readonly last: (key: StreamKey) => number
   readonly ranges: (key: StreamKey, after: number) => Array<ColdSegments.ColdRange>
   readonly rangesAfter: (after: ShardCursor | undefined, facts: number) => Array<ColdSegments.ColdRange>
-  readonly locate: (factIds: ReadonlyArray<string>) => Map<string, string>
+  /** The cold ids among these, each looked up in its own stream's ranges (ColdSegments.locateInStreams), with their segments' keys. */
+  readonly locateInStreams: (wanted: ReadonlyArray<ColdSegments.Wanted>) => Map<string, string>
+  /** The cold ids among these anywhere in the shard (ColdSegments.find: a scan of its ranges, the slow path). */
+  readonly find: (factIds: ReadonlyArray<string>) => Map<string, string>
   readonly candidates: (cutoff: string, limit: number) => ColdSegments.Candidates
   readonly setCursor: (cursor: readonly [string, string]) => void
   readonly record: (segment: ColdSegments.Segment) => boolean
@@ -253,7 +256,8 @@ export const make = (storage: Storage): LedgerStorage => {
       last: (key) => ColdSegments.last(s, key),
       ranges: (key, after) => ColdSegments.ranges(s, key, after),
       rangesAfter: (after, facts) => ColdSegments.rangesAfter(s, after, facts),
-      locate: (ids) => ColdSegments.locate(s, ids),
+      locateInStreams: (wanted) => ColdSegments.locateInStreams(s, wanted),
+      find: (ids) => ColdSegments.find(s, ids),
       candidates: (cutoff, limit) => {
         // A shard written before outbox or timers tables existed gets them here (its pins are read).
         if (exists(s)) ensureSchema(s)
