@@ -135,9 +135,10 @@ describe("D1 rows written", () => {
   })
 
   it("the projection stage's rows per event, by table, on the bench's event shape", async () => {
-    const n = 99
-    const buyers = Array.from({ length: 10 }, () => unique("buyer"))
-    const calls = Array.from({ length: n }, (_, i) => ({ call_id: unique("call"), buyer_id: buyers[i % buyers.length]!, charged: i % 3 !== 2 }))
+    // As bench/worker.ts makes them: 100 calls over 50 buyers, qualified (and charged) when they last a minute or more.
+    const n = 100
+    const buyers = Array.from({ length: 50 }, () => unique("buyer"))
+    const calls = Array.from({ length: n }, (_, i) => ({ call_id: unique("call"), buyer_id: buyers[i % buyers.length]!, charged: (i * 37) % 180 >= 60 }))
     const outcomes = await Promise.all(calls.map(({ call_id, buyer_id }) => storedFact(call_id, 1, "outcome", { call_id, buyer_id, duration_s: 90, price_cents: 300, currency: "USD" })))
     const derived = (await Promise.all(calls.map(async ({ call_id, buyer_id, charged }) => [
       await storedFact(call_id, 2, "qualification", { call_id, qualified: charged }),
@@ -154,6 +155,11 @@ describe("D1 rows written", () => {
     // Stored state: every call charged once, every budget exact.
     const spent = await db.prepare(`SELECT SUM(charges) AS charges FROM buyer_budgets WHERE tenant_id = 'tenant-a' AND buyer_id IN (${buyers.map(() => "?").join(", ")})`).bind(...buyers).first<{ charges: number }>()
     expect(spent?.charges).toBe(calls.filter((c) => c.charged).length)
-    expect(perEvent.calls).toBe(3)
+    // A new call: the row and its by-buyer index entry, then the derived facts' one upsert of unindexed columns.
+    expect(byTable.calls).toBe(3 * n)
+    // One applied-set row per charge (WITHOUT ROWID: the row is its key).
+    expect(byTable.projection_applied).toBe(calls.filter((c) => c.charged).length)
+    // One row per buyer charged in the batch (a new buyer's row too: WITHOUT ROWID, migration 0033 — a rowid table wrote 2).
+    expect(byTable.buyer_budgets).toBe(new Set(calls.filter((c) => c.charged).map((c) => c.buyer_id)).size)
   })
 })
