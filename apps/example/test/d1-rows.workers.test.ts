@@ -134,8 +134,8 @@ describe("D1 rows written", () => {
     })
   })
 
-  it("the projection stage's rows per event, by table, on the bench's event shape", async () => {
-    // As bench/worker.ts makes them: 100 calls over 50 buyers, qualified (and charged) when they last a minute or more.
+  /** As bench/worker.ts makes them: 100 calls over 50 buyers, qualified (and charged) when they last a minute or more. */
+  const benchShape = async () => {
     const n = 100
     const buyers = Array.from({ length: 50 }, () => unique("buyer"))
     const calls = Array.from({ length: n }, (_, i) => ({ call_id: unique("call"), buyer_id: buyers[i % buyers.length]!, charged: (i * 37) % 180 >= 60 }))
@@ -144,22 +144,44 @@ describe("D1 rows written", () => {
       await storedFact(call_id, 2, "qualification", { call_id, qualified: charged }),
       ...(charged ? [await storedFact(call_id, 3, "charge", { call_id, buyer_id, amount_cents: 300, currency: "USD" })] : [])
     ]))).flat()
+    const charged = calls.filter((c) => c.charged)
+    return { n, buyers, outcomes, derived, charges: charged.length, chargedBuyers: new Set(charged.map((c) => c.buyer_id)).size }
+  }
+
+  /** Applies `batches` through a recording D1; rows written by table, and the buyers' stored charges. */
+  const measure = async (label: string, shape: Awaited<ReturnType<typeof benchShape>>, batches: ReadonlyArray<ReadonlyArray<Fact>>) => {
     const { db: recorded, log } = recording(db)
-    // As the relay sends them: the events stage's outcomes in one message, fact-processing's derived facts in another.
-    expect(new Set([...(await apply(outcomes, recorded)), ...(await apply(derived, recorded))].map(String)).size).toBe(1)
+    for (const batch of batches) expect(new Set((await apply(batch, recorded)).map(String)).size).toBe(1)
     const byTable: Record<string, number> = {}
     for (const { sql, rowsWritten } of log) byTable[target(sql)] = (byTable[target(sql)] ?? 0) + rowsWritten
-    const perEvent = Object.fromEntries(Object.entries(byTable).map(([t, rows]) => [t, Math.round((rows / n) * 100) / 100]))
-    const total = Object.values(byTable).reduce((a, b) => a + b, 0) / n
-    console.log(`projection stage rows written per event: ${JSON.stringify(perEvent)}, total ${total.toFixed(2)}`)
-    // Stored state: every call charged once, every budget exact.
-    const spent = await db.prepare(`SELECT SUM(charges) AS charges FROM buyer_budgets WHERE tenant_id = 'tenant-a' AND buyer_id IN (${buyers.map(() => "?").join(", ")})`).bind(...buyers).first<{ charges: number }>()
-    expect(spent?.charges).toBe(calls.filter((c) => c.charged).length)
+    const perEvent = Object.fromEntries(Object.entries(byTable).map(([t, rows]) => [t, Math.round((rows / shape.n) * 100) / 100]))
+    const total = Object.values(byTable).reduce((a, b) => a + b, 0) / shape.n
+    console.log(`projection stage rows written per event, ${label}: ${JSON.stringify(perEvent)}, total ${total.toFixed(2)}`)
+    const stored = await db.prepare(`SELECT SUM(charges) AS charges FROM buyer_budgets WHERE tenant_id = 'tenant-a' AND buyer_id IN (${shape.buyers.map(() => "?").join(", ")})`)
+      .bind(...shape.buyers).first<{ charges: number }>()
+    return { byTable, charges: stored?.charges }
+  }
+
+  it("the projection stage's rows per event, by table: a call's facts in two batches (as two relays send them)", async () => {
+    const shape = await benchShape()
+    // The events stage's outcomes in one batch, fact-processing's derived facts in a later one.
+    const { byTable, charges } = await measure("outcomes and derived facts in two batches", shape, [shape.outcomes, shape.derived])
+    expect(charges).toBe(shape.charges)
     // A new call: the row and its by-buyer index entry, then the derived facts' one upsert of unindexed columns.
-    expect(byTable.calls).toBe(3 * n)
+    expect(byTable.calls).toBe(3 * shape.n)
     // One applied-set row per charge (WITHOUT ROWID: the row is its key).
-    expect(byTable.projection_applied).toBe(calls.filter((c) => c.charged).length)
+    expect(byTable.projection_applied).toBe(shape.charges)
     // One row per buyer charged in the batch (a new buyer's row too: WITHOUT ROWID, migration 0033 — a rowid table wrote 2).
-    expect(byTable.buyer_budgets).toBe(new Set(calls.filter((c) => c.charged).map((c) => c.buyer_id)).size)
+    expect(byTable.buyer_budgets).toBe(shape.chargedBuyers)
+  })
+
+  it("the projection stage's rows per event, by table: a call's facts in one batch (as the bench counts them)", async () => {
+    const shape = await benchShape()
+    const { byTable, charges } = await measure("in one batch, as the bench", shape, [[...shape.outcomes, ...shape.derived]])
+    expect(charges).toBe(shape.charges)
+    // The call's facts folded into one upsert: the row and its index entry.
+    expect(byTable.calls).toBe(2 * shape.n)
+    expect(byTable.projection_applied).toBe(shape.charges)
+    expect(byTable.buyer_budgets).toBe(shape.chargedBuyers)
   })
 })

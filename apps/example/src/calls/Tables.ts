@@ -24,7 +24,10 @@ export const calls = sqliteTable(
   (t) => [primaryKey({ columns: [t.tenant_id, t.call_id] }), index("calls_by_buyer").on(t.tenant_id, t.buyer_id)]
 )
 
-/** One row per buyer: `spent_cents` = distinct charges − distinct refunds. */
+/**
+ * One row per buyer: `spent_cents` = distinct charges − distinct refunds. Stored WITHOUT ROWID (hand migration
+ * 0033; Drizzle cannot declare it), as `calls` is (0011): a new buyer's row is one D1 row written, not two.
+ */
 export const buyerBudgets = sqliteTable(
   "buyer_budgets",
   {
