@@ -74,7 +74,7 @@ describe("factline init", () => {
       const { name, columns } = getTableConfig(table)
       expect(Object.keys(snapshot.tables[name]?.columns ?? {}).sort(), `${name}: run npm run template:migrations -w @factline/workers`).toEqual(columns.map((c) => c.name).sort())
     }
-    for (const table of ["facts", "projection_applied", "accepted_keys"]) expect(sql).toMatch(new RegExp("CREATE TABLE `" + table + "` \\([\\s\\S]*?\\n\\) WITHOUT ROWID;"))
+    for (const table of ["facts", "projection_applied", "accepted_keys", "orders"]) expect(sql).toMatch(new RegExp("CREATE TABLE `" + table + "` \\([\\s\\S]*?\\n\\) WITHOUT ROWID;"))
   })
 
   it("pins the tool versions the repository is tested with, and the packages move together", () => {

@@ -13,8 +13,11 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const template = join(dirname(fileURLToPath(import.meta.url)), "..", "template")
-/** The tables every event writes to: one b-tree write per insert instead of two. */
-export const withoutRowid = ["facts", "projection_applied", "accepted_keys"]
+/**
+ * The tables every event writes to: one b-tree write per insert instead of two — the platform's and the template's
+ * projection (`orders`: a new order is one D1 row written, not two, as the example's `calls` and `buyer_budgets`).
+ */
+export const withoutRowid = ["facts", "projection_applied", "accepted_keys", "orders"]
 
 rmSync(join(template, "migrations"), { recursive: true, force: true })
 const drizzleKit = join(dirname(createRequire(import.meta.url).resolve("drizzle-kit")), "bin.cjs")
