@@ -334,8 +334,8 @@ const inputsOf = (bench, options) => {
     : { value: 1, from: `assumed every fact: the ${bench.facts_copy_source} copied a list of types (pass --facts-copied-share)` }
   // Retention deletes are rows written too: each accepted key and, with a window, each copied fact. Measured on local
   // D1 (apps/example/test/d1-rows.workers.test.ts): a DELETE writes one row per row deleted, its index entries not
-  // counted, with or without a WHERE; only DROP TABLE writes none (docs/capacity.md, "D1 rows written").
-  const pruneRows = options["prune-rows-per-event"] !== undefined ? { value: options["prune-rows-per-event"], from: "flag" } : { value: 1 + (windowDays > 0 ? copied.value * facts : 0), from: "measured: a DELETE is one row written per row deleted (local D1 probe, docs/capacity.md)" }
+  // counted, with or without a WHERE; only DROP TABLE writes none (docs/performance.md, "D1 rows written per event").
+  const pruneRows = options["prune-rows-per-event"] !== undefined ? { value: options["prune-rows-per-event"], from: "flag" } : { value: 1 + (windowDays > 0 ? copied.value * facts : 0), from: "measured: a DELETE is one row written per row deleted (local D1 probe, docs/performance.md)" }
   const shards = options["shards-per-tenant"] ?? bench.shards_per_tenant
   const cpuMs = options["cpu-ms-per-event"] !== undefined ? { value: options["cpu-ms-per-event"], from: "flag" } : { value: bench.cpu_ms_per_event * k, from: bench.cpu_source }
 
