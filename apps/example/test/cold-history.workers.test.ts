@@ -4,7 +4,8 @@
  * failing after the object was written, the shard stopped right before its recording transaction — and every
  * reader (stream reads and pages, deciders' reads, trace by id, shard walks, recovery windows) answers exactly
  * what it answered before; a re-appended cold fact is a duplicate; a command on a mostly-cold stream gets the
- * stream's right version. Prints the bytes per fact it measures (hot, cold index, R2).
+ * stream's right version. Prints the bytes per fact it measures (hot, cold manifest, R2), and the rows written by
+ * tiering a segment (`cursor.rowsWritten` of every statement): one per fact and one per stream run, no cold index row.
  */
 import { runInDurableObject } from "cloudflare:test"
 import { env } from "cloudflare:workers"
@@ -166,6 +167,82 @@ describe("cold history in R2", () => {
 
     // eslint-disable-next-line no-console
     console.log(`cold history bytes: ${total} facts — SQLite ${sizeHot} B hot, ${sizeCold} B after tiering; R2 ${stats.bytes} B in ${stats.segments} segments (${(stats.bytes / total).toFixed(1)} B/fact)`)
+  })
+
+  it("tiering a segment writes one row per fact (the hot delete) and a row per stream run, no cold index row; cold ids still judge re-appends and answer trace by id", async () => {
+    const tenantId = unique("coldrows")
+    const live = ledger()
+    // A realistic mix on one shard: 150 short streams of 3 facts (a call's) and 5 long ones of 110.
+    const streams = streamsOnShard0(tenantId, 155)
+    const groups = await Promise.all(streams.map(async (stream, i) => ({
+      tenant_id: tenantId, stream, facts: await Promise.all(Array.from({ length: i < 150 ? 3 : 110 }, (_, n) => draft(tenantId, stream, n + 1)))
+    })))
+    for (let i = 0; i < groups.length; i += 40) {
+      const answers = await Effect.runPromise(live.append(groups.slice(i, i + 40)))
+      expect(answers.every((a) => a.status === "appended")).toBe(true)
+    }
+    const shardKey = Shards.shardKey(tenantId, 0)
+    const total = 150 * 3 + 5 * 110
+    // One segment, as the sweep tiers (ColdHistory.factsPerSegment), over the shard's storage with every statement's rows written counted.
+    const measured = await runInDurableObject(stubOf(shardKey), async (instance, state) => {
+      // The object's own tiering, every statement's cursor kept (its SQL is the one `storage.sql` object).
+      const sql = state.storage.sql
+      const exec = sql.exec.bind(sql)
+      const cursors: Array<{ query: string; cursor: SqlStorageCursor<Record<string, SqlStorageValue>> }> = []
+      Object.defineProperty(sql, "exec", {
+        configurable: true,
+        value: (query: string, ...bindings: Array<unknown>) => {
+          const cursor = exec(query, ...bindings)
+          cursors.push({ query, cursor })
+          return cursor
+        }
+      })
+      let tiered: Awaited<ReturnType<typeof instance.tier>>
+      try {
+        tiered = await instance.tier(shardKey, cutoff, ColdHistory.factsPerSegment)
+      } finally {
+        delete (sql as { exec?: unknown }).exec
+      }
+      const rowsWritten = cursors.reduce((sum, { cursor }) => sum + cursor.rowsWritten, 0)
+      const byStatement: Record<string, number> = {}
+      for (const { query, cursor } of cursors) {
+        const verb = query.trim().split(/\s+/).slice(0, 3).join(" ")
+        if (cursor.rowsWritten > 0) byStatement[verb] = (byStatement[verb] ?? 0) + cursor.rowsWritten
+      }
+      const one = (query: string) => Number(sql.exec(query).one()["n"])
+      return {
+        tiered: tiered.tiered,
+        rowsWritten,
+        byStatement,
+        ranges: one("SELECT COUNT(*) AS n FROM cold_ranges"),
+        legacyIndex: one("SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'cold_facts'"),
+        // The manifest's bytes of stored values (ids, keys, numbers), a lower bound of its pages' share per cold fact.
+        rangeBytes: one("SELECT SUM(length(CAST(fact_ids AS BLOB)) + length(CAST(tenant_id AS BLOB)) + length(CAST(stream AS BLOB)) + 16) AS n FROM cold_ranges"),
+        // The pages the ranges take, where SQLite's dbstat is compiled in (null where it is not).
+        rangePages: (() => {
+          try {
+            return one("SELECT SUM(pgsize) AS n FROM dbstat WHERE name = 'cold_ranges'")
+          } catch {
+            return null
+          }
+        })()
+      }
+    })
+    // eslint-disable-next-line no-console
+    console.log(`tiering rows written: ${measured.rowsWritten} for ${total} facts in ${measured.ranges} stream runs = ${(measured.rowsWritten / total).toFixed(3)} a fact (${JSON.stringify(measured.byStatement)}); cold manifest ~${(measured.rangeBytes / total).toFixed(1)} B a fact (stored values), ${measured.rangePages === null ? "dbstat n/a" : `${(measured.rangePages / total).toFixed(1)} B a fact in its pages`}`)
+    expect(measured).toMatchObject({ tiered: total, ranges: 155, legacyIndex: 0 })
+    // The hot deletes (one a fact), a range row per stream run, the segment's row and its key's index entry, the walk's
+    // cursor — and, the shard's first segment, its manifest tables created (sqlite_master rows). No row per cold fact.
+    expect(measured.rowsWritten).toBeLessThanOrEqual(total + measured.ranges + 12)
+    expect(await hotCount(shardKey)).toBe(0)
+    // A redelivered decision of a cold stream is a duplicate, a changed one a conflict; trace by id finds a cold fact.
+    const short = groups[7]!
+    expect(await Effect.runPromise(live.append([short]))).toMatchObject([{ status: "duplicate", version: 3 }])
+    const changed = { ...short, facts: short.facts.map((f, n) => (n === 1 ? { ...f, data: { n: -1 } } : f)) }
+    expect(await Effect.runPromise(live.append([changed]))).toMatchObject([{ status: "idempotency_conflict", fact_id: short.facts[1]!.fact_id }])
+    const long = groups[152]!
+    expect(await Effect.runPromise(live.findFact(tenantId, long.facts[99]!.fact_id))).toMatchObject({ stream: long.stream, sequence: 100 })
+    expect(await Effect.runPromise(live.findFact(tenantId, short.facts[2]!.fact_id))).toMatchObject({ stream: short.stream, sequence: 3 })
   })
 
   it("the scheduled sweep tiers a tenant's facts older than its hot window, shard by shard, and leaves a tenant set to null hot", async () => {
