@@ -45,7 +45,8 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as SchemaIssue from "effect/SchemaIssue"
 import * as SchemaParser from "effect/SchemaParser"
-import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1"
+import { BaseSQLiteDatabase } from "drizzle-orm/sqlite-core/db"
+import { SQLiteAsyncDialect } from "drizzle-orm/sqlite-core/dialect"
 import { Issues } from "@factline/schemas"
 import * as Failure from "../failures/Failure.js"
 
@@ -87,8 +88,12 @@ export interface Sql {
   readonly role: string
   /** The binding behind the door, unwrapped from test instrumentation: what a per-database cache is keyed by. */
   readonly identity: object
-  /** Drizzle over this database, for building typed statements (`typed(sql.orm.delete(table).where(…))`). */
-  readonly orm: DrizzleD1Database
+  /**
+   * Drizzle's SQLite query builder, for building typed statements (`typed(sql.orm.delete(table).where(…))`) that
+   * this door then runs. It has no session: awaiting a query on it fails, so nothing reaches D1 around the door
+   * (and the Worker bundles no Drizzle D1 driver — docs/performance.md, bundle size).
+   */
+  readonly orm: Builder
   /** Rows of one statement, by column name, each decoded by `row`. */
   readonly all: <S extends Row>(row: S, statement: Statement) => Effect.Effect<ReadonlyArray<S["Type"]>, SqlFailure>
   /** The first row of one statement decoded by `row`, or undefined. */
@@ -243,6 +248,10 @@ const mismatch = (service: string, statement: Statement, at: number, cause: Caus
   return new Failure.Bug({ service, message: `${service}: row ${at} of "${excerpt(statement.sql)}" does not match its schema: ${fields}` })
 }
 
+/** Drizzle's query builder without a session (`Sql.orm`): statements are built with it, never run by it. */
+export type Builder = BaseSQLiteDatabase<"async", unknown>
+const builder: Builder = new BaseSQLiteDatabase("async", new SQLiteAsyncDialect(), undefined as never, undefined)
+
 export const make = (role: string, binding: D1Database): Sql => {
   const service = `the ${role} database`
   const prepare = (s: Statement) => binding.prepare(s.sql).bind(...s.params)
@@ -262,7 +271,7 @@ export const make = (role: string, binding: D1Database): Sql => {
   return {
     role,
     identity: unwrapped(binding),
-    orm: drizzle(binding),
+    orm: builder,
     all: (row, s) => call("all", s.sql, async () => (await prepare(s).all()).results).pipe(Effect.flatMap(decodeAll(row, s))),
     first: (row, s) =>
       call("first", s.sql, async () => (await prepare(s).first()) ?? undefined).pipe(
