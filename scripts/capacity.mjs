@@ -6,7 +6,7 @@
 // --bench <file>) and Cloudflare's published limits and prices (the tables below, each with its source): which
 // limit binds first; how many read databases, ledger shards per tenant (and when a tenant must be resharded) and
 // queue groups a deployment needs; the tiered ledger (facts of the hot window in the shard's SQLite, older ones in
-// R2 segments with a fact-id index left in the shard); a tenant's read side placed per projection; storage by
+// R2 segments with their manifest and packed fact ids left in the shard); a tenant's read side placed per projection; storage by
 // month; and every line of the monthly bill. Without --events-per-month it prints the comparison at 10 M, 100 M
 // and 1 B events/month. `--markdown` prints docs/capacity.md's tables and `--write-docs` rewrites them there
 // (scripts/capacity.test.mjs fails when they differ). Pure arithmetic, no network: `model(bench, options)` is exported.
@@ -101,17 +101,21 @@ export const FACTLINE = {
  * - hot fact, 600 B: the `facts` row (~450 B: a 34-character fact id, causation and correlation ids ~36 each, stream
  *   ~40, type ~20, data ~200 B of JSON, created_at 24, traceparent 55, plus SQLite's record header and cell
  *   overhead) and its `fact_id` UNIQUE index entry (~100 B: the id and the primary key it points to);
- * - cold fact in the shard, 60 B: one row of the cold fact-id index (the 34-character id and a segment number,
- *   ~45 B a cell) in pages ~75 % full, since ids are hashes and arrive in no order;
+ * - cold fact in the shard, 75 B: its share of the cold manifest — its id packed in its stream run's `cold_ranges`
+ *   row (a JSON array: 37 B an id) and that row's keys (tenant, stream, sequences, segment) shared by the run's facts:
+ *   54 B of stored values a fact in 3-fact streams (the bench's calls), measured in workerd (cold-history workerd
+ *   test), plus record headers, in pages ~75 % full (streams arrive in no key order);
  * - cold fact in R2, 150 B: the fact's ~500 B in a Parquet segment — the JSON data and the repeated columns (tenant,
  *   stream, type) compress ~5×, the ~110 B of hex ids only ~2×;
- * - tiering, 2 rows written a fact, measured: one cold fact-id index row inserted and the hot row deleted. A Durable
- *   Object's SQLite counts a DELETE as one row written per row, its index entries not counted (a probe in workerd:
- *   `cursor.rowsWritten` of inserting 1,000 rows with a UNIQUE column is 2,000, of deleting them 1,000, of DROP
- *   TABLE 0);
+ * - tiering, 1.38 rows written a fact, measured: the hot row deleted (a DELETE is one row written per row, its index
+ *   entries not counted) and one `cold_ranges` row per stream run holding the run's packed fact ids — no row per cold
+ *   fact. The cold-history workerd test counts `cursor.rowsWritten` of every statement of a segment: 1,164 for 1,000
+ *   facts in 155 stream runs (1,000 deletes, 155 ranges, 9 for the segment, its cursor and the manifest's first
+ *   creation; the code before it, with its `cold_facts` row per fact, wrote 2,166). At the bench's 2.67 facts a
+ *   stream (one call's): 1 + 1 / 2.67 = 1.38 a fact (the earlier figure, 2, left the range rows out: 2.38 on it);
  * - hot window, 30 days: the default of the shard's hot window setting (`FACTLINE_LEDGER_HOT_DAYS`, per tenant).
  */
-export const LEDGER_ESTIMATES = { do_bytes_per_hot_fact: 600, do_bytes_per_cold_fact: 60, r2_bytes_per_cold_fact: 150, tiering_rows_written_per_fact: 2, hot_window_days: 30 }
+export const LEDGER_ESTIMATES = { do_bytes_per_hot_fact: 600, do_bytes_per_cold_fact: 75, r2_bytes_per_cold_fact: 150, tiering_rows_written_per_fact: 1.38, hot_window_days: 30 }
 
 /**
  * The example app's read side by placement unit, from the tables of the bench's `d1_bytes.by_table`: each
@@ -141,7 +145,7 @@ const FLAGS = {
   "hot-window-days": { kind: "number", min: 1, default: LEDGER_ESTIMATES.hot_window_days, help: `days a fact stays in the shard's SQLite before it moves to R2 (default ${LEDGER_ESTIMATES.hot_window_days})` },
   untiered: { kind: "boolean", help: "the ledger without its cold tier: every fact stays in the shard (as before issue 39)" },
   "do-bytes-per-hot-fact": { kind: "number", min: 1, help: `shard SQLite bytes per hot fact, row and index (default: the bench's, else ${LEDGER_ESTIMATES.do_bytes_per_hot_fact} estimated)` },
-  "do-bytes-per-cold-fact": { kind: "number", min: 0, help: `shard SQLite bytes per cold fact: its fact-id index row (default: the bench's, else ${LEDGER_ESTIMATES.do_bytes_per_cold_fact} estimated)` },
+  "do-bytes-per-cold-fact": { kind: "number", min: 0, help: `shard SQLite bytes per cold fact: its share of the cold manifest, packed fact ids and range rows (default: the bench's, else ${LEDGER_ESTIMATES.do_bytes_per_cold_fact} estimated)` },
   "r2-bytes-per-cold-fact": { kind: "number", min: 0, help: `R2 bytes per cold fact in a Parquet segment (default: the bench's, else ${LEDGER_ESTIMATES.r2_bytes_per_cold_fact} estimated)` },
   "tiering-rows-per-fact": { kind: "number", min: 0, help: `shard rows written to move a fact to the cold tier (default: the bench's, else ${LEDGER_ESTIMATES.tiering_rows_written_per_fact} estimated)` },
   projections: { kind: "projections", help: "a tenant's projections and their D1 bytes per event, name=bytes,… (default: the example's, from the bench's tables)" },
@@ -697,7 +701,7 @@ export const BILL_LINES = {
   queues_operations: "Queues operations",
   do_requests: "Durable Objects requests", do_duration: "Durable Objects duration", do_rows_written: "Durable Objects rows written (pipeline)",
   do_rows_written_tiering: "Durable Objects rows written (tiering)", do_rows_read: "Durable Objects rows read",
-  do_storage_hot: "Durable Objects storage: hot facts", do_storage_cold_index: "Durable Objects storage: cold fact-id index",
+  do_storage_hot: "Durable Objects storage: hot facts", do_storage_cold_index: "Durable Objects storage: cold manifest",
   d1_rows_read: "D1 rows read", d1_rows_written: "D1 rows written (pipeline + retention)", d1_storage: "D1 storage",
   r2_storage_ledger: "R2 storage: ledger segments", r2_storage_archive: "R2 storage: archive of the D1 copy", r2_class_a: "R2 Class A", r2_class_b: "R2 Class B"
 }
@@ -743,13 +747,13 @@ export const render = (m) => {
   out.push("")
   const s = m.storage
   out.push(`storage: D1 ${fmt(s.d1_live_gb, 1)} GB live (${m.inputs.window_days > 0 ? `steady once the ${m.inputs.window_days}-day window is full; grows ${fmt(s.d1_growth_gb_per_month, 1)} GB/month after` : `nothing pruned: grows ${fmt(s.d1_growth_gb_per_month, 1)} GB/month`})`)
-  out.push(`         ledger in month ${m.inputs.horizon_months}: ${fmt(s.ledger_do_hot_gb, 0)} GB of hot facts + ${fmt(s.ledger_do_cold_index_gb, 0)} GB of cold fact-id index in Durable Objects, ${fmt(s.ledger_r2_gb, 0)} GB of segments in R2 (untiered: ${fmt(s.ledger_do_gb_untiered, 0)} GB in Durable Objects)`)
+  out.push(`         ledger in month ${m.inputs.horizon_months}: ${fmt(s.ledger_do_hot_gb, 0)} GB of hot facts + ${fmt(s.ledger_do_cold_index_gb, 0)} GB of cold manifest (packed fact ids) in Durable Objects, ${fmt(s.ledger_r2_gb, 0)} GB of segments in R2 (untiered: ${fmt(s.ledger_do_gb_untiered, 0)} GB in Durable Objects)`)
   out.push("")
   const c = m.monthly_usd
   const ls = m.ledger_storage_usd
   out.push(`monthly cost (month ${m.inputs.horizon_months}, after the Workers Paid allowances): ${usd(c.total)}`)
   out.push(`  Workers ${usd(c.workers)}, Queues ${usd(c.queues)}, Durable Objects ${usd(c.durable_objects)}, D1 ${usd(c.d1)}, R2 ${usd(c.r2)}`)
-  out.push(`  ledger storage in month ${m.inputs.horizon_months}: ${usd(ls.tiered)} (hot facts ${usd(ls.do_hot)}, cold fact-id index ${usd(ls.do_cold_index)}, R2 segments ${usd(ls.r2_segments)}); untiered ${usd(ls.untiered)}`)
+  out.push(`  ledger storage in month ${m.inputs.horizon_months}: ${usd(ls.tiered)} (hot facts ${usd(ls.do_hot)}, cold manifest ${usd(ls.do_cold_index)}, R2 segments ${usd(ls.r2_segments)}); untiered ${usd(ls.untiered)}`)
   const wl = [44, 22, 12]
   out.push("")
   out.push(pad(["line of the bill", "usage", "monthly"], wl))
@@ -823,7 +827,7 @@ export const markdownSections = (bench) => {
     ["Durable Object rows written (pipeline)", fmt(p.do_rows_written.value), p.do_rows_written.from, "—"],
     ["Worker CPU", `${fmt(p.cpu_ms.value, 3)} ms`, p.cpu_ms.from, "`--cpu-ms-per-event`"],
     ["per hot fact in the shard", `${fmt(l.do_bytes_per_hot_fact.value, 0)} B`, l.do_bytes_per_hot_fact.from, "`--do-bytes-per-hot-fact`"],
-    ["per cold fact in the shard (fact-id index)", `${fmt(l.do_bytes_per_cold_fact.value, 0)} B`, l.do_bytes_per_cold_fact.from, "`--do-bytes-per-cold-fact`"],
+    ["per cold fact in the shard (cold manifest: packed ids, range rows)", `${fmt(l.do_bytes_per_cold_fact.value, 0)} B`, l.do_bytes_per_cold_fact.from, "`--do-bytes-per-cold-fact`"],
     ["per cold fact in R2 (Parquet)", `${fmt(l.r2_bytes_per_cold_fact.value, 0)} B`, l.r2_bytes_per_cold_fact.from, "`--r2-bytes-per-cold-fact`"],
     ["shard rows written to tier a fact", fmt(l.tiering_rows_written_per_fact.value), l.tiering_rows_written_per_fact.from, "`--tiering-rows-per-fact`"],
     ["hot window", `${fmt(l.hot_window_days, 1)} days`, "the shard's hot window setting's default", "`--hot-window-days`, `--untiered`"],
@@ -834,7 +838,7 @@ export const markdownSections = (bench) => {
     ...Object.entries(BILL_LINES).map(([line, label]) => [label, billUsage(big, line), usd(big.monthly_usd_lines[line])]),
     ["**total**", "", `**${usd(big.monthly_usd.total)}**`]
   ])
-  sections.ledger = table(["month (1 B events/month, 500 tenants)", "hot facts in Durable Objects", "cold fact-id index", "segments in R2", "ledger storage / month", "untiered", "largest tenant's shards"],
+  sections.ledger = table(["month (1 B events/month, 500 tenants)", "hot facts in Durable Objects", "cold manifest", "segments in R2", "ledger storage / month", "untiered", "largest tenant's shards"],
     LEDGER_MONTHS.map((t) => {
       const m = model(bench, { "events-per-month": 1e9, "horizon-months": t })
       const shards = m.deployment.ledger_shards.largest_tenant
