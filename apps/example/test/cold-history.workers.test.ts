@@ -218,6 +218,9 @@ describe("cold history in R2", () => {
         legacyIndex: one("SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'cold_facts'"),
         // The manifest's bytes of stored values (ids, keys, numbers), a lower bound of its pages' share per cold fact.
         rangeBytes: one("SELECT SUM(length(CAST(fact_ids AS BLOB)) + length(CAST(tenant_id AS BLOB)) + length(CAST(stream AS BLOB)) + 16) AS n FROM cold_ranges"),
+        // The same for the 3-fact streams alone (a call's stream: the bench's shape).
+        shortRangeBytes: one(`SELECT SUM(length(CAST(fact_ids AS BLOB)) + length(CAST(tenant_id AS BLOB)) + length(CAST(stream AS BLOB)) + 16) * 1.0
+          / SUM(last_sequence - first_sequence + 1) AS n FROM cold_ranges WHERE last_sequence = 3`),
         // The pages the ranges take, where SQLite's dbstat is compiled in (null where it is not).
         rangePages: (() => {
           try {
@@ -229,7 +232,7 @@ describe("cold history in R2", () => {
       }
     })
     // eslint-disable-next-line no-console
-    console.log(`tiering rows written: ${measured.rowsWritten} for ${total} facts in ${measured.ranges} stream runs = ${(measured.rowsWritten / total).toFixed(3)} a fact (${JSON.stringify(measured.byStatement)}); cold manifest ~${(measured.rangeBytes / total).toFixed(1)} B a fact (stored values), ${measured.rangePages === null ? "dbstat n/a" : `${(measured.rangePages / total).toFixed(1)} B a fact in its pages`}`)
+    console.log(`tiering rows written: ${measured.rowsWritten} for ${total} facts in ${measured.ranges} stream runs = ${(measured.rowsWritten / total).toFixed(3)} a fact (${JSON.stringify(measured.byStatement)}); cold manifest ~${(measured.rangeBytes / total).toFixed(1)} B a fact (stored values; ${measured.shortRangeBytes.toFixed(1)} B in 3-fact streams), ${measured.rangePages === null ? "dbstat n/a" : `${(measured.rangePages / total).toFixed(1)} B a fact in its pages`}`)
     expect(measured).toMatchObject({ tiered: total, ranges: 155, legacyIndex: 0 })
     // The hot deletes (one a fact), a range row per stream run, the segment's row and its key's index entry, the walk's
     // cursor — and, the shard's first segment, its manifest tables created (sqlite_master rows). No row per cold fact.
