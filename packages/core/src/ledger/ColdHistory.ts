@@ -7,7 +7,7 @@
  * recovery's windows, a fact by id — reading only the segments the manifest names, with a few decoded segments
  * kept per object. Appends judge re-appended cold ids against their stored rows (read from R2 first), found in
  * their own stream's cold ranges, so a redelivered decision of a cold fact is a duplicate as before; a fact by id
- * alone that is not hot scans the shard's cold ranges (ColdSegments.find).
+ * alone that is not hot scans the shard's cold ranges (ColdIds.find).
  *
  * `tier` moves one chunk: the oldest heads of streams past the cutoff (ColdSegments.candidates) are written as
  * one segment, read back and compared row by row, and only then recorded and deleted from SQLite in one
@@ -42,7 +42,7 @@ export interface ColdHistory {
   readonly readShard: (after: ShardCursor | undefined, limit: number) => Promise<ReadonlyArray<Fact>>
   readonly readShardSince: (after: ShardCursor | undefined, since: string, scan: number) => Promise<ShardWindow>
   readonly findFact: (factId: string) => Promise<Fact | null>
-  /** Of these fact ids, those in cold history (ids not hot scan the shard's cold ranges: ColdSegments.find). */
+  /** Of these fact ids, those in cold history (ids not hot scan the shard's cold ranges: ColdIds.find). */
   readonly coldIds: (factIds: ReadonlyArray<string>) => ReadonlyArray<string>
   /** One chunk: at most `limit` facts created before `cutoff` (ISO-8601) to one segment; `now` is recorded as its time. */
   readonly tier: (shardKey: string, cutoff: string, limit: number, now: string) => Promise<Tiered>

@@ -7,13 +7,12 @@
  *   `created_at` in it;
  * - `cold_ranges` — which segment holds which sequences of which stream (one row per stream and segment), with
  *   the range's fact ids packed in sequence order (`fact_ids`, a JSON array: ~37 bytes a fact, no row per fact,
- *   so tiering writes one row per fact — the hot delete — plus a row per stream and segment). An append judges
- *   a re-appended id against its own stream's ranges (`locateInStreams`), so a redelivered decision of a cold fact
- *   is a duplicate as it was when hot; a fact by id alone (`find`) scans the shard's ranges: the slow path.
+ *   so tiering writes one row per fact — the hot delete — plus a row per stream and segment). Looking an id up in
+ *   them is ColdIds.ts's.
  *
  * Shards tiered before the packed ids have a third table, `cold_facts` (`fact_id` → segment, one row per fact),
- * and `cold_ranges` rows whose `fact_ids` is null: both lookups still answer from it; nothing writes it any more,
- * and ColdForget forgets from both.
+ * and `cold_ranges` rows whose `fact_ids` is null: `upgrade` adds the column, ColdIds' lookups still answer from
+ * the legacy rows; nothing writes them any more, and ColdForget forgets from both.
  *
  * The cold part of a stream is always a prefix (sequences 1…k cold, k+1… hot): `candidates` takes each stream's
  * facts in sequence order while they are older than the cutoff and nothing still needs them hot (an outbox row,
@@ -97,7 +96,6 @@ export interface Candidates {
 }
 
 const decodeRange = decoder(Schema.Struct({ stream: Schema.String, first_sequence: Schema.Number, last_sequence: Schema.Number, object_key: Schema.String }))
-const decodeLocated = decoder(Schema.Struct({ fact_id: Schema.String, object_key: Schema.String }))
 const decodeLast = decoder(Schema.Struct({ v: Schema.Number }))
 const decodeStreamHead = decoder(Schema.Struct({ tenant_id: Schema.String, stream: Schema.String }))
 const decodeId = decoder(Schema.Struct({ fact_id: Schema.String }))
@@ -163,86 +161,6 @@ export const rangesAfter = (s: Shard, after: { readonly stream: string; readonly
     const end = page.at(-1)!
     position = { stream: end.stream, sequence: end.last }
   }
-}
-
-/** A fact id wanted in one stream's cold history. */
-export interface Wanted {
-  readonly tenant_id: string
-  readonly stream: string
-  readonly fact_id: string
-}
-
-/** The legacy index's answer for these ids (a shard tiered before the packed ids; see `hasLegacyIndex`). */
-const locateLegacy = (s: Shard, ids: ReadonlyArray<string>, located: Map<string, string>) => {
-  if (ids.length === 0 || !hasLegacyIndex(s)) return
-  for (const chunk of jsonArrays(ids.map((id) => JSON.stringify(id)))) {
-    for (const raw of s.sql.exec(
-      `SELECT c.fact_id, g.object_key FROM cold_facts c JOIN cold_segments g ON g.id = c.segment WHERE c.fact_id IN (SELECT value FROM json_each(?))`,
-      chunk
-    )) {
-      const row = decodeLocated(raw)
-      located.set(row.fact_id, row.object_key)
-    }
-  }
-}
-
-// A range holds an id when its packed array has the id's JSON text (`instr`, the cheap test) as one of its values (exact).
-const holds = (ids: string, quoted: string, id: string) =>
-  `instr(${ids}, ${quoted}) > 0 AND EXISTS (SELECT 1 FROM json_each(${ids}) AS i WHERE i.value = ${id})`
-
-/**
- * The cold fact ids among `wanted`, each looked up in its own stream's ranges only (one statement per call: rows
- * read are the wanted streams' ranges, whatever the shard holds), with the object key of the segment holding it.
- * An id cold in another stream of the shard is not found: what an append judges is a redelivered decision of the
- * same stream.
- */
-export const locateInStreams = (s: Shard, wanted: ReadonlyArray<Wanted>): Map<string, string> => {
-  const located = new Map<string, string>()
-  if (wanted.length === 0 || !hasCold(s)) return located
-  for (const chunk of jsonArrays(wanted.map((w) => JSON.stringify([w.tenant_id, w.stream, w.fact_id, JSON.stringify(w.fact_id)])))) {
-    for (const raw of s.sql.exec(
-      `SELECT q.value ->> 2 AS fact_id, g.object_key FROM json_each(?) AS q
-       JOIN cold_ranges r ON r.tenant_id = q.value ->> 0 AND r.stream = q.value ->> 1
-       JOIN cold_segments g ON g.id = r.segment
-       WHERE r.fact_ids IS NOT NULL AND ${holds("r.fact_ids", "q.value ->> 3", "q.value ->> 2")}`,
-      chunk
-    )) {
-      const row = decodeLocated(raw)
-      located.set(row.fact_id, row.object_key)
-    }
-  }
-  locateLegacy(s, wanted.map((w) => w.fact_id).filter((id) => !located.has(id)), located)
-  return located
-}
-
-/**
- * The cold fact ids among `ids`, wherever they are in the shard, with the object key of the segment holding each:
- * the slow path of a lookup by id alone (trace by id, a workflow's start), which scans every cold range of the
- * shard (rows read: its `cold_ranges` rows) for the ids not found hot (one indexed read of them first).
- */
-export const find = (s: Shard, ids: ReadonlyArray<string>): Map<string, string> => {
-  const located = new Map<string, string>()
-  if (ids.length === 0 || !hasCold(s)) return located
-  // A hot id is not cold: only the others cost the scan.
-  const hot = new Set<string>()
-  for (const chunk of jsonArrays(ids.map((id) => JSON.stringify(id)))) {
-    for (const raw of s.sql.exec("SELECT fact_id FROM facts WHERE fact_id IN (SELECT value FROM json_each(?))", chunk)) hot.add(decodeId(raw).fact_id)
-  }
-  const rest = [...new Set(ids)].filter((id) => !hot.has(id))
-  if (rest.length === 0) return located
-  for (const chunk of jsonArrays(rest.map((id) => JSON.stringify([id, JSON.stringify(id)])))) {
-    for (const raw of s.sql.exec(
-      `SELECT q.value ->> 0 AS fact_id, g.object_key FROM json_each(?) AS q
-       JOIN cold_ranges r ON r.fact_ids IS NOT NULL AND ${holds("r.fact_ids", "q.value ->> 1", "q.value ->> 0")}
-       JOIN cold_segments g ON g.id = r.segment`,
-      chunk
-    )) {
-      const row = decodeLocated(raw)
-      located.set(row.fact_id, row.object_key)
-    }
-  }
-  locateLegacy(s, rest.filter((id) => !located.has(id)), located)
-  return located
 }
 
 const readCursor = (s: Shard): readonly [string, string] => {

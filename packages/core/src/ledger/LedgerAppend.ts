@@ -10,6 +10,7 @@ import * as Schema from "effect/Schema"
 import type { Fact } from "@factline/schemas"
 import type { AppendGroup, AppendResult } from "./LedgerProtocol.js"
 import { decodeFactRow, decoder, ensureSchema, type FactRow, jsonArrays, judge, keyOf, type Shard, toRow } from "./LedgerRows.js"
+import * as ColdIds from "./ColdIds.js"
 import * as ColdSegments from "./ColdSegments.js"
 import * as LedgerSnapshots from "./LedgerSnapshots.js"
 import * as LedgerTimers from "./LedgerTimers.js"
@@ -53,7 +54,7 @@ const storedFacts = (s: Shard, groups: ReadonlyArray<AppendGroup>, cold?: Readon
   const unread: Array<string> = []
   const wanted = groups.flatMap((group) =>
     group.facts.filter((draft) => !stored.has(draft.fact_id)).map((draft) => ({ tenant_id: group.tenant_id, stream: group.stream, fact_id: draft.fact_id })))
-  for (const id of ColdSegments.locateInStreams(s, wanted).keys()) {
+  for (const id of ColdIds.locateInStreams(s, wanted).keys()) {
     const row = cold?.get(id)
     if (row === undefined) unread.push(id)
     else stored.set(id, row)

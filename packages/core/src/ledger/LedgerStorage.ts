@@ -30,6 +30,7 @@ import type { ColdStats } from "./ColdProtocol.js"
 import type { AppendGroup, AppendResult, Handover, ReadOptions, ShardCursor, StreamKey, StreamRead, StreamState } from "./LedgerProtocol.js"
 import { decodeCount, decodeFactRow, decoder, ensureSchema, exists, FactRow, type Shard, type Storage, toFact } from "./LedgerRows.js"
 import * as ColdForget from "./ColdForget.js"
+import * as ColdIds from "./ColdIds.js"
 import * as ColdSegments from "./ColdSegments.js"
 import { appendAll, appendAllWithin } from "./LedgerAppend.js"
 import * as LedgerSnapshots from "./LedgerSnapshots.js"
@@ -62,9 +63,9 @@ export interface ColdManifest {
   readonly last: (key: StreamKey) => number
   readonly ranges: (key: StreamKey, after: number) => Array<ColdSegments.ColdRange>
   readonly rangesAfter: (after: ShardCursor | undefined, facts: number) => Array<ColdSegments.ColdRange>
-  /** The cold ids among these, each looked up in its own stream's ranges (ColdSegments.locateInStreams), with their segments' keys. */
-  readonly locateInStreams: (wanted: ReadonlyArray<ColdSegments.Wanted>) => Map<string, string>
-  /** The cold ids among these anywhere in the shard (ColdSegments.find: a scan of its ranges, the slow path). */
+  /** The cold ids among these, each looked up in its own stream's ranges (ColdIds.locateInStreams), with their segments' keys. */
+  readonly locateInStreams: (wanted: ReadonlyArray<ColdIds.Wanted>) => Map<string, string>
+  /** The cold ids among these anywhere in the shard (ColdIds.find: a scan of its ranges, the slow path). */
   readonly find: (factIds: ReadonlyArray<string>) => Map<string, string>
   readonly candidates: (cutoff: string, limit: number) => ColdSegments.Candidates
   readonly setCursor: (cursor: readonly [string, string]) => void
@@ -256,8 +257,8 @@ export const make = (storage: Storage): LedgerStorage => {
       last: (key) => ColdSegments.last(s, key),
       ranges: (key, after) => ColdSegments.ranges(s, key, after),
       rangesAfter: (after, facts) => ColdSegments.rangesAfter(s, after, facts),
-      locateInStreams: (wanted) => ColdSegments.locateInStreams(s, wanted),
-      find: (ids) => ColdSegments.find(s, ids),
+      locateInStreams: (wanted) => ColdIds.locateInStreams(s, wanted),
+      find: (ids) => ColdIds.find(s, ids),
       candidates: (cutoff, limit) => {
         // A shard written before outbox or timers tables existed gets them here (its pins are read).
         if (exists(s)) ensureSchema(s)
