@@ -253,18 +253,26 @@ const importCircles = ({ packagesDir, packages, filesOf, rel, read }) => {
 //    re-exports (`export * as Schema from "./Schema.js"`; evanw/esbuild#1420), so one `import { Schema } from
 //    "effect"` bundles all of Schema (crypto keys, IP addresses, cookies…): +87 KiB gzip on the example Worker.
 //    `import * as Schema from "effect/Schema"` keeps only what is used; `import type { … } from "effect"` is free.
-const barrelImports = ({ root, packagesDir, files, texts, lexed, read, hit, isCode, matches }) => {
-  const bundledFiles = [
+/** The non-test sources a Worker bundles: packages/*\/src, apps/*\/src and the template's src, lexed. */
+const bundledFiles = ({ root, packagesDir, files, texts, lexed }) => {
+  const bundled = [
     ...files,
     ...(existsSync(join(root, "apps")) ? readdirSync(join(root, "apps")).sort().flatMap((app) => sourceFiles(join(root, "apps", app, "src"))) : []),
     ...sourceFiles(join(packagesDir, "workers", "template", "src"))
   ]
-  const barrelHits = []
-  for (const file of bundledFiles) {
+  for (const file of bundled) {
     if (!texts.has(file)) {
       texts.set(file, readFileSync(file, "utf8"))
       lexed.set(file, lex(texts.get(file)))
     }
+  }
+  return bundled
+}
+
+const barrelImports = (scan) => {
+  const { read, hit, isCode, matches } = scan
+  const barrelHits = []
+  for (const file of bundledFiles(scan)) {
     const lexedFile = read(file)
     for (const m of matches(lexedFile.code, /\bimport\s+(?!type\b)([\w$\s,*{}]*?)\s*\bfrom\s*(["'])(effect(?:\/[a-z][\w-]*)?)\2/g)) {
       if (!isCode(lexedFile, m.index)) continue
@@ -274,6 +282,36 @@ const barrelImports = ({ root, packagesDir, files, texts, lexed, read, hit, isCo
     }
   }
   return barrelHits
+}
+
+/**
+ * Modules of a library that a Worker must not bundle, with what to use instead (issue 41: the Worker's gzip bundle).
+ * Parquet: hyparquet's and hyparquet-writer's general reader and writer (every type, codec, encoding, bloom filter,
+ * page index, variant, geometry — ≈ 36 KiB gzip); the archive reads and writes its one schema on their leaf modules.
+ * Drizzle's D1 driver: statements are built with `Sql.orm` (a builder without a session) and run through the door.
+ */
+export const workerLibraryLeaves = {
+  "hyparquet": ["hyparquet/src/thrift.js", "hyparquet/src/snappy.js", "hyparquet/src/encoding.js", "hyparquet/src/constants.js"],
+  "hyparquet-writer": ["hyparquet-writer/src/thrift.js", "hyparquet-writer/src/snappy.js", "hyparquet-writer/src/encoding.js", "hyparquet-writer/src/bytewriter.js"]
+}
+const workerForbiddenImports = [
+  [/^hyparquet(-writer)?(\/.*)?$/, (spec) => !Object.values(workerLibraryLeaves).flat().includes(spec), "Parquet through the archive's own reader and writer (archive/ParquetReader.ts, ParquetWriter.ts), on the libraries' leaf modules only"],
+  [/^drizzle-orm\/d1$/, () => true, "build statements with Sql.orm (no session) and run them through the Sql door"]
+]
+
+const workerLibraries = (scan) => {
+  const { read, hit, isCode, matches } = scan
+  const libraryHits = []
+  for (const file of bundledFiles(scan)) {
+    const lexedFile = read(file)
+    for (const m of matches(lexedFile.code, /\b(?:import|export)\s+(?!type\b)[\w$\s,*{}]*?\s*\bfrom\s*(["'])([^"']+)\1|\bimport\s*\(\s*(["'])([^"']+)\3/g)) {
+      if (!isCode(lexedFile, m.index)) continue
+      const spec = m[2] ?? m[4]
+      const rule = workerForbiddenImports.find(([pattern, forbidden]) => pattern.test(spec) && forbidden(spec))
+      if (rule) libraryHits.push(hit(file, m.index, `"${spec}": ${rule[2]}`))
+    }
+  }
+  return libraryHits
 }
 
 /**
@@ -552,6 +590,7 @@ export const check = (root) => {
   const castHits = doubleCasts(scan)
   const { valueCircleHits, typeCircleHits, folderHits } = importCircles(scan)
   const barrelHits = barrelImports(scan)
+  const libraryHits = workerLibraries(scan)
   const edgeStorageHits = edgeStorage(scan)
   const handParsedHits = handParsedInputs(scan)
   const rawR2Hits = rawBuckets(scan)
@@ -588,6 +627,7 @@ export const check = (root) => {
     { name: "raw Queue use outside platform/", limit: 0, hits: rawQueueHits, scans: `${scope}; .sendBatch(, .send( on a queue binding, Queue / MessageSendRequest / QueueSend…Options types, QueueBindings — one hit per line; allowed in ${[...platformFolders, ...compositionFiles, ...rawQueueFiles].join(", ")}; use the Queues door` },
     { name: "undecoded row casts", limit: rowCastLimit, hits: rowCastHits, scans: `${scope}; .all<…>( / .first<…>( / .raw<…>( / .exec<…>( with a type argument, and as T right after .all() / .first() / .raw() / .one() / .toArray() / .results — one hit per line; decode rows by schema (sql.all(Row, …), a module-level decoder for a Durable Object's SQLite)${rowCastLimit > 0 ? `; a ratchet at ${rowCastLimit}, the target is 0 (issue 36)` : ""}` },
     { name: "value imports from effect barrels", limit: 0, hits: barrelHits, scans: `${scope}, apps/*/src and packages/workers/template/src (bundled into a Worker); import type is free` },
+    { name: "whole libraries in the Worker", limit: 0, hits: libraryHits, scans: `${scope}, apps/*/src and packages/workers/template/src: value imports of hyparquet / hyparquet-writer beyond their leaf modules (${Object.values(workerLibraryLeaves).flat().map((m) => m.split("/").pop()).join(", ")}) and of drizzle-orm/d1 (the Worker's gzip bundle, issue 41); import type is free` },
     { name: `citations of ${outsideDesign}`, limit: 0, hits: designHits, scans: "README.md, CHANGELOG.md, docs/, packages/, apps/, scripts/, bench/ (comments and prose included): cite docs/architecture.md, the repository's own" },
     { name: "product-entry namespaces of core", limit: productEntryLimit, hits: entryHits, scans: `${productEntry}: export * as X / export * (the product API; the runtime is @factline/core/runtime)` },
     { name: "runtime entry outside workers", limit: 0, hits: runtimeHits, scans: `imports of @factline/core/runtime in packages/*/src but ${runtimePackages.join(", ")}, apps/*/src and packages/workers/template/src (tests, bench and scripts not scanned); import the product entry, @factline/core` },
