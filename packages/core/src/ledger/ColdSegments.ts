@@ -53,11 +53,12 @@ export const schema = [
 const decodeDefinition = decoder(Schema.Struct({ sql: Schema.String }))
 
 /**
- * Adds `cold_ranges.fact_ids` to a shard tiered before it (its ranges' ids are in `cold_facts`), once per object,
- * and learns whether that legacy index is there to consult (a table with rows: only a reshard's forget empties it).
+ * Adds `cold_ranges.fact_ids` to a shard tiered before it (its ranges' ids are in `cold_facts`), once per object —
+ * `record` checks again (`always`): a transaction rolled back may have undone the column this object added — and
+ * learns whether that legacy index is there to consult (a table with rows: only a reshard's forget empties it).
  */
-const upgrade = (s: Shard) => {
-  if (s.coldUpgraded === true) return
+const upgrade = (s: Shard, always = false) => {
+  if (s.coldUpgraded === true && !always) return
   const definition = s.sql.exec("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'cold_ranges'").toArray()[0]
   if (definition !== undefined && !/\bfact_ids\b/.test(decodeDefinition(definition).sql)) s.sql.exec("ALTER TABLE cold_ranges ADD COLUMN fact_ids TEXT")
   s.legacyColdFacts = decodeCount(s.sql.exec("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'cold_facts'").one()).n > 0 &&
@@ -248,7 +249,7 @@ export interface Segment {
 export const record = (s: Shard, segment: Segment): boolean =>
   s.storage.transactionSync(() => {
     for (const statement of schema) s.sql.exec(statement)
-    upgrade(s)
+    upgrade(s, true)
     const ids = segment.rows.map((row) => row.fact_id)
     let still = 0
     for (const chunk of jsonArrays(segment.rows.map((row) => JSON.stringify([row.fact_id, row.stream, row.sequence])))) {
