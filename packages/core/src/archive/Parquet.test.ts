@@ -84,10 +84,18 @@ describe("archive Parquet", () => {
     expect(await Parquet.factIds(whole(before))).toEqual(sorted(rows).map((r) => r.fact_id))
   })
 
+  it("reads what the archive wrote before with a column over a page's megabyte and a column of nulls", async () => {
+    const rows = Array.from({ length: 1_400 }, (_, i) => ({ ...row(i), traceparent: null, body: JSON.stringify({ i, pad: "y".repeat(2_000 + i) }) }))
+    const before = encodedBefore(rows)
+    expect(parquetMetadata(before.buffer as ArrayBuffer).row_groups.length).toBe(2)
+    expect(await Parquet.rows(whole(before))).toEqual(sorted(rows))
+  })
+
   it("an empty file and a single row round-trip", async () => {
     expect(await Parquet.rows(whole(Parquet.encode([])))).toEqual([])
     expect(await Parquet.rows(whole(Parquet.encode([row(3)])))).toEqual([row(3)])
     expect(await Parquet.rows(whole(encodedBefore([row(4)])))).toEqual([row(4)])
+    expect(await Parquet.rows(whole(encodedBefore([row(3)])))).toEqual([row(3)])
   })
 
   it("bytes that are not a Parquet file of facts are refused", async () => {

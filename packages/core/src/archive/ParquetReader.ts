@@ -66,7 +66,7 @@ const readChunk = async (source: Source, meta: Thrift, leaf: Thrift): Promise<Ar
     const count: number = page.field_1
     const levelsLength: number = page.field_5 + page.field_6
     const defined = new Array<number>(count).fill(1)
-    if (leaf.field_3 === 1) readRleBitPackedHybrid({ view: reader.view, offset: at + page.field_6 }, 1, defined, page.field_5)
+    if (leaf.field_3 === 1 && page.field_5 > 0) readRleBitPackedHybrid({ view: reader.view, offset: at + page.field_6 }, 1, defined, page.field_5)
     const present = count - page.field_2
     const data = inflate(bytes.subarray(at + levelsLength, reader.offset), header.field_2 - levelsLength, page.field_7 !== false)
     let read: Array<Value>
