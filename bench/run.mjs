@@ -72,6 +72,7 @@ import { fileURLToPath } from "node:url"
 import { gzipSync } from "node:zlib"
 import { DatabaseSync } from "node:sqlite"
 import * as LocalStack from "../apps/example/scripts/LocalStack.mjs"
+import * as BundleBreakdown from "./BundleBreakdown.mjs"
 import * as Receiver from "./CountingReceiver.mjs"
 import * as CpuProfile from "./CpuProfile.mjs"
 import * as Guard from "./Guard.mjs"
@@ -240,13 +241,15 @@ const env = LocalStack.env
 const bundle = () => {
   log("bundling the example Worker (wrangler deploy --dry-run)…")
   const bundleDir = join(out, "bundle")
-  execFileSync(process.execPath, [wrangler, "deploy", "--dry-run", "--outdir", bundleDir, "--config", join(exampleDir, "wrangler.jsonc")], { cwd: exampleDir, env, stdio: "ignore" })
+  const metafile = join(out, "bundle-meta.json")
+  execFileSync(process.execPath, [wrangler, "deploy", "--dry-run", "--outdir", bundleDir, "--metafile", metafile, "--config", join(exampleDir, "wrangler.jsonc")], { cwd: exampleDir, env, stdio: "ignore" })
   const files = readdirSync(bundleDir).filter((f) => f.endsWith(".js"))
   const raw = files.reduce((n, f) => n + statSync(join(bundleDir, f)).size, 0)
   const gzip = files.reduce((n, f) => n + gzipSync(readFileSync(join(bundleDir, f))).length, 0)
-  return { files, raw, gzip }
+  // Minified KiB per source package (the metafile beside the results: `bundle-meta.json`), for a regression's first look.
+  return { files, raw, gzip, byPackage: BundleBreakdown.byPackage(JSON.parse(readFileSync(metafile, "utf8"))) }
 }
-const { files: bundleFiles, raw: bundleRaw, gzip: bundleGzip } = only !== "" ? {} : bundle()
+const { files: bundleFiles, raw: bundleRaw, gzip: bundleGzip, byPackage: bundleByPackage } = only !== "" ? {} : bundle()
 
 // ---- start the local stack ------------------------------------------------------------------------
 log("applying migrations and starting wrangler dev…")
@@ -1295,7 +1298,7 @@ const results = {
     monthly_total_usd: round(totalCost),
     prices
   },
-  bundle: { files: bundleFiles, raw_bytes: bundleRaw, gzip_bytes: bundleGzip, raw_kib: round(bundleRaw / 1024, 1), gzip_kib: round(bundleGzip / 1024, 1) },
+  bundle: { files: bundleFiles, raw_bytes: bundleRaw, gzip_bytes: bundleGzip, raw_kib: round(bundleRaw / 1024, 1), gzip_kib: round(bundleGzip / 1024, 1), minified_kib_by_package: bundleByPackage },
   scale: scale.map((s) => ({ ...s, seconds_per_1000_events: round((s.seconds / s.events) * 1000) })),
   webhooks,
   noisy_neighbour: noisyNeighbourRun,
@@ -1332,7 +1335,7 @@ console.log(`\ncost model at 10 M events/month: ${JSON.stringify(results.cost_mo
 console.log(`D1 rows written per event: ${round(d1RowsWrittenPerEvent)}; D1 bytes per event in the live window: ${d1Bytes?.per_event ?? "n/a"} (${JSON.stringify(d1Bytes)})`)
 console.log(`DO bytes per fact in the hot tier: ${doStorage.bytes_per_fact ?? "n/a"} (${doStorage.bytes} bytes, ${doStorage.facts} facts in ${doStorage.shards} shards of ${doStorage.tenant})`)
 if (deciderSnapshots?.rows) console.log(`decide time (ms per decision, in-memory platform): ${deciderSnapshots.rows.map((r) => `${r.length} facts ${r.without_ms} without a snapshot / ${r.with_ms} with`).join("; ")} — longest ÷ shortest ×${deciderSnapshots.ratios.without} without, ×${deciderSnapshots.ratios.with} with`)
-console.log(`bundle: ${results.bundle.raw_kib} KiB raw, ${results.bundle.gzip_kib} KiB gzip`)
+console.log(`bundle: ${results.bundle.raw_kib} KiB raw, ${results.bundle.gzip_kib} KiB gzip${bundleByPackage ? ` (minified KiB by package: ${Object.entries(bundleByPackage).map(([name, kib]) => `${name} ${kib}`).join(", ")})` : ""}`)
 console.log(`\nscale:`)
 for (const s of results.scale) console.log(`  ${s.multiple}× (${s.events} events): ${s.seconds} s, ${s.events_per_second} events/s, ${s.seconds_per_1000_events} s per 1000`)
 printBudget()
