@@ -11,7 +11,7 @@ import { createHash } from "node:crypto"
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
-import { dirname, isAbsolute, join } from "node:path"
+import { dirname, isAbsolute, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { build as buildAssets } from "../../../packages/workers/dashboard/build.mjs"
 
@@ -53,7 +53,7 @@ const migrate = ({ cwd, configArgs, configFile, databases, state }) => {
   }
   if (existsSync(state) && readdirSync(state).length > 0) return apply(state)
   const key = createHash("sha256").update(JSON.stringify({ wranglerVersion, databases }))
-  for (const dir of [...new Set(databases.map((d) => join(dirname(configFile), d.migrations_dir ?? "migrations")))].sort()) {
+  for (const dir of [...new Set(databases.map((d) => resolve(dirname(configFile), d.migrations_dir ?? "migrations")))].sort()) {
     for (const file of readdirSync(dir).filter((f) => f.endsWith(".sql")).sort()) key.update(`${file}\0`).update(readFileSync(join(dir, file)))
   }
   const migrated = join(tmpdir(), `factline-migrated-${key.digest("hex").slice(0, 24)}`)
