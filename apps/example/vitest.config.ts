@@ -123,11 +123,12 @@ export default defineConfig({
     setupFiles: ["./test/setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    // Two test files at a time, each still in its own Miniflare (fresh D1, Durable Objects, R2, queues and
+    // Three test files at a time, each still in its own Miniflare (fresh D1, Durable Objects, R2, queues and
     // Workflows per file: `isolate` stays on). Most of a file's time is its start-up (the pool's Miniflare, the
     // Worker's whole module graph fetched from vitest and evaluated in workerd, the migrations) and waits on the
     // local broker, neither of which fills a core; vitest's default on 2 cores is one file at a time
-    // (availableParallelism − 1). Measured on the shared 2-core host: 1,626 s one at a time, 736 s two at a time.
-    maxWorkers: 2
+    // (availableParallelism − 1). Measured on the shared 2-core host: 1,626 s one at a time, 736 s two at a time
+    // (fewer files then); with 69 files, 1,051 s two at a time on a loaded host, 443 s three at a time on a quiet one.
+    maxWorkers: 3
   }
 })
