@@ -126,7 +126,10 @@ describe("timers", () => {
     await deliver("factline-events", [requestReminder(stream, 2, "second")])
     await drain()
     const { timers } = await timersOf(stream)
-    expect(timers.map((t) => [t.name, t.status])).toEqual([["reminder", "cancelled"], ["reminder", "pending"]])
+    // The new schedule is 2 s out: pending, or already fired when the drains above took that long (a loaded host).
+    expect(timers.map((t) => t.name)).toEqual(["reminder", "reminder"])
+    expect(timers[0]!.status).toBe("cancelled")
+    expect(["pending", "fired"]).toContain(timers[1]!.status)
 
     const fired = await eventually(async () => ((await due(stream)).length > 0 ? due(stream) : undefined), 10_000, "the new schedule to fire")
     // The first schedule was due before the second: had the cancel not held, it would have fired by now.

@@ -527,8 +527,10 @@ describe("webhooks", () => {
     expect(got.map((r) => r.headers["webhook-id"]).sort()).toEqual([...ids].sort())
     expect(got.every((r) => r.status === 200)).toBe(true)
     const at = got.map((r) => Date.parse(r.at)).sort((a, b) => a - b)
-    // No window of one second holds more than 2 arrivals.
-    const busiest = Math.max(...at.map((t) => at.filter((u) => u >= t && u < t + 1_000).length))
+    // No window of one second holds more than 2 arrivals — as the receiver's clock sees them: a grant reaches the
+    // receiver a few ms after the limiter made it, more on a loaded host, so the window allows 50 ms of that.
+    const arrivalJitterMs = 50
+    const busiest = Math.max(...at.map((t) => at.filter((u) => u >= t && u < t + 1_000 - arrivalJitterMs).length))
     expect(busiest, JSON.stringify(at.map((t) => t - at[0]!))).toBeLessThanOrEqual(2)
     // In flight (received, not yet answered) never more than 1.
     const spans = got.map((r) => [Date.parse(r.at), Date.parse(r.answered_at)] as const)
