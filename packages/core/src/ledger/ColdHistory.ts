@@ -22,6 +22,7 @@ import * as Effect from "effect/Effect"
 import type { Fact } from "@factline/schemas"
 import * as Parquet from "../archive/Parquet.js"
 import type { Storage } from "../platform/Storage.js"
+import * as ColdIds from "./ColdIds.js"
 import * as ColdObjects from "./ColdObjects.js"
 import type { ColdStats, Tiered } from "./ColdProtocol.js"
 import type { AppendGroup, AppendResult, ReadOptions, ShardCursor, StreamKey, StreamRead, StreamState } from "./LedgerProtocol.js"
@@ -91,18 +92,15 @@ const coldRows = async (c: Cold, located: ReadonlyMap<string, string>): Promise<
   return rows
 }
 
-const findFact = async (c: Cold, factId: string): Promise<Fact | null> => {
+/**
+ * A fact by id: hot, or cold — looked up in `stream`'s own cold ranges when the caller knows the stream, else
+ * anywhere in the shard (ColdIds.find: a scan of its ranges).
+ */
+const findFact = async (c: Cold, factId: string, stream?: StreamKey): Promise<Fact | null> => {
   const hot = c.ledger.findFact(factId)
   if (hot !== null || !c.cold.exists()) return hot
-  const row = (await coldRows(c, c.cold.find([factId]))).get(factId)
-  return row === undefined ? null : toFact(row)
-}
-
-/** A fact of this stream by id: hot, or in the stream's own cold ranges (no scan of the shard's). */
-const findInStream = async (c: Cold, key: StreamKey, factId: string): Promise<Fact | null> => {
-  const hot = c.ledger.findFact(factId)
-  if (hot !== null || !c.cold.exists()) return hot
-  const row = (await coldRows(c, c.cold.locateInStreams([{ tenant_id: key.tenant_id, stream: key.stream, fact_id: factId }]))).get(factId)
+  const located = stream === undefined ? c.cold.find([factId]) : c.cold.locateInStreams([{ tenant_id: stream.tenant_id, stream: stream.stream, fact_id: factId }])
+  const row = (await coldRows(c, located)).get(factId)
   return row === undefined ? null : toFact(row)
 }
 
@@ -110,7 +108,7 @@ const findInStream = async (c: Cold, key: StreamKey, factId: string): Promise<Fa
 const earlierDecisions = async (c: Cold, key: StreamRead, after: number): Promise<Array<Fact>> => {
   const facts: Array<Fact> = []
   for (const factId of key.decided ?? []) {
-    const first = await findInStream(c, key, factId)
+    const first = await findFact(c, factId, key)
     if (first === null || first.tenant_id !== key.tenant_id || first.stream !== key.stream || first.sequence > after) continue
     for (let from = first.sequence - 1; ;) {
       const page = await streamPage(c, key, from, 64)
@@ -155,7 +153,7 @@ const readShardSince = async (c: Cold, after: ShardCursor | undefined, since: st
 
 const append = async (c: Cold, groups: ReadonlyArray<AppendGroup>): Promise<Array<AppendResult>> => {
   if (!c.cold.exists()) return c.ledger.appendAll(groups)
-  const wanted = groups.flatMap((group) => group.facts.map((draft) => ({ tenant_id: group.tenant_id, stream: group.stream, fact_id: draft.fact_id })))
+  const wanted = ColdIds.wantedOf(groups)
   for (let attempt = 1; ; attempt++) {
     const rows = await coldRows(c, c.cold.locateInStreams(wanted))
     try {

@@ -11,6 +11,7 @@
  * It does not read R2 (ColdHistory.ts does) nor write the manifest.
  */
 import * as Schema from "effect/Schema"
+import type { AppendGroup } from "./LedgerProtocol.js"
 import { hasCold, hasLegacyIndex } from "./ColdSegments.js"
 import { decoder, jsonArrays, type Shard } from "./LedgerRows.js"
 
@@ -24,18 +25,30 @@ export interface Wanted {
   readonly fact_id: string
 }
 
-/** The legacy index's answer for these ids (a shard tiered before the packed ids; see `hasLegacyIndex`). */
-const locateLegacy = (s: Shard, ids: ReadonlyArray<string>, located: Map<string, string>) => {
-  if (ids.length === 0 || !hasLegacyIndex(s)) return
-  for (const chunk of jsonArrays(ids.map((id) => JSON.stringify(id)))) {
-    for (const raw of s.sql.exec(
-      `SELECT c.fact_id, g.object_key FROM cold_facts c JOIN cold_segments g ON g.id = c.segment WHERE c.fact_id IN (SELECT value FROM json_each(?))`,
-      chunk
-    )) {
+/** Each fact id of these groups wanted in its group's stream (`skip`: ids already found, e.g. hot): what an append judges. */
+export const wantedOf = (groups: ReadonlyArray<AppendGroup>, skip?: ReadonlySet<string> | ReadonlyMap<string, unknown>): Array<Wanted> =>
+  groups.flatMap((group) =>
+    group.facts.filter((draft) => skip?.has(draft.fact_id) !== true).map((draft) => ({ tenant_id: group.tenant_id, stream: group.stream, fact_id: draft.fact_id })))
+
+/** Runs `query` (one JSON array parameter) over `items` in chunks, each answer row `(fact_id, object_key)` set in `located`. */
+const collect = (s: Shard, query: string, items: ReadonlyArray<string>, located: Map<string, string>) => {
+  for (const chunk of jsonArrays(items)) {
+    for (const raw of s.sql.exec(query, chunk)) {
       const row = decodeLocated(raw)
       located.set(row.fact_id, row.object_key)
     }
   }
+}
+
+/** The legacy index's answer for these ids (a shard tiered before the packed ids; see `hasLegacyIndex`). */
+const locateLegacy = (s: Shard, ids: ReadonlyArray<string>, located: Map<string, string>) => {
+  if (ids.length === 0 || !hasLegacyIndex(s)) return
+  collect(
+    s,
+    `SELECT c.fact_id, g.object_key FROM cold_facts c JOIN cold_segments g ON g.id = c.segment WHERE c.fact_id IN (SELECT value FROM json_each(?))`,
+    ids.map((id) => JSON.stringify(id)),
+    located
+  )
 }
 
 // A range holds an id when its packed array has the id's JSON text (`instr`, the cheap test) as one of its values (exact).
@@ -51,18 +64,15 @@ const holds = (ids: string, quoted: string, id: string) =>
 export const locateInStreams = (s: Shard, wanted: ReadonlyArray<Wanted>): Map<string, string> => {
   const located = new Map<string, string>()
   if (wanted.length === 0 || !hasCold(s)) return located
-  for (const chunk of jsonArrays(wanted.map((w) => JSON.stringify([w.tenant_id, w.stream, w.fact_id, JSON.stringify(w.fact_id)])))) {
-    for (const raw of s.sql.exec(
-      `SELECT q.value ->> 2 AS fact_id, g.object_key FROM json_each(?) AS q
-       JOIN cold_ranges r ON r.tenant_id = q.value ->> 0 AND r.stream = q.value ->> 1
-       JOIN cold_segments g ON g.id = r.segment
-       WHERE r.fact_ids IS NOT NULL AND ${holds("r.fact_ids", "q.value ->> 3", "q.value ->> 2")}`,
-      chunk
-    )) {
-      const row = decodeLocated(raw)
-      located.set(row.fact_id, row.object_key)
-    }
-  }
+  collect(
+    s,
+    `SELECT q.value ->> 2 AS fact_id, g.object_key FROM json_each(?) AS q
+     JOIN cold_ranges r ON r.tenant_id = q.value ->> 0 AND r.stream = q.value ->> 1
+     JOIN cold_segments g ON g.id = r.segment
+     WHERE r.fact_ids IS NOT NULL AND ${holds("r.fact_ids", "q.value ->> 3", "q.value ->> 2")}`,
+    wanted.map((w) => JSON.stringify([w.tenant_id, w.stream, w.fact_id, JSON.stringify(w.fact_id)])),
+    located
+  )
   locateLegacy(s, wanted.map((w) => w.fact_id).filter((id) => !located.has(id)), located)
   return located
 }
@@ -82,17 +92,14 @@ export const find = (s: Shard, ids: ReadonlyArray<string>): Map<string, string> 
   }
   const rest = [...new Set(ids)].filter((id) => !hot.has(id))
   if (rest.length === 0) return located
-  for (const chunk of jsonArrays(rest.map((id) => JSON.stringify([id, JSON.stringify(id)])))) {
-    for (const raw of s.sql.exec(
-      `SELECT q.value ->> 0 AS fact_id, g.object_key FROM json_each(?) AS q
-       JOIN cold_ranges r ON r.fact_ids IS NOT NULL AND ${holds("r.fact_ids", "q.value ->> 1", "q.value ->> 0")}
-       JOIN cold_segments g ON g.id = r.segment`,
-      chunk
-    )) {
-      const row = decodeLocated(raw)
-      located.set(row.fact_id, row.object_key)
-    }
-  }
+  collect(
+    s,
+    `SELECT q.value ->> 0 AS fact_id, g.object_key FROM json_each(?) AS q
+     JOIN cold_ranges r ON r.fact_ids IS NOT NULL AND ${holds("r.fact_ids", "q.value ->> 1", "q.value ->> 0")}
+     JOIN cold_segments g ON g.id = r.segment`,
+    rest.map((id) => JSON.stringify([id, JSON.stringify(id)])),
+    located
+  )
   locateLegacy(s, rest.filter((id) => !located.has(id)), located)
   return located
 }

@@ -52,9 +52,7 @@ const storedFacts = (s: Shard, groups: ReadonlyArray<AppendGroup>, cold?: Readon
   // A fact tiered to R2 is stored all the same: its id is judged as it was when hot, against its own stream's cold
   // ranges (one statement per call, reading the call's streams' ranges).
   const unread: Array<string> = []
-  const wanted = groups.flatMap((group) =>
-    group.facts.filter((draft) => !stored.has(draft.fact_id)).map((draft) => ({ tenant_id: group.tenant_id, stream: group.stream, fact_id: draft.fact_id })))
-  for (const id of ColdIds.locateInStreams(s, wanted).keys()) {
+  for (const id of ColdIds.locateInStreams(s, ColdIds.wantedOf(groups, stored)).keys()) {
     const row = cold?.get(id)
     if (row === undefined) unread.push(id)
     else stored.set(id, row)
