@@ -1,13 +1,14 @@
 /**
  * A D1 database that refuses one copy page of a table (a copy page lost mid-step), and a move run step by step
- * against it: the tests of resumable moves (the projection move's and the split's).
+ * against it (BatchSteps.ts): the tests of resumable moves (the projection move's and the split's).
  */
-import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test"
+import { createExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { expect } from "vitest"
 import * as CountingBindings from "@factline/core/testing/bindings"
 import type { PlatformEnv } from "@factline/workers"
-import { tokenPlatform, unique } from "./helpers.js"
+import * as BatchSteps from "./BatchSteps.js"
+import { tokenPlatform } from "./helpers.js"
 import { platform } from "./worker.js"
 
 /**
@@ -51,13 +52,7 @@ export const refusingFirstCopyOf = (db: D1Database, table: string, refused: { co
  * deliveries were retried.
  */
 export const moveStepByStep = async (tenant: string, move: Record<string, unknown>, table: string, settings: Record<string, string> = {}) => {
-  const sent: Array<{ body: unknown; delaySeconds: number }> = []
-  const recording = {
-    send: async (body: unknown, options?: QueueSendOptions) => void sent.push({ body, delaySeconds: options?.delaySeconds ?? 0 }),
-    sendBatch: async (messages: Iterable<MessageSendRequest>, options?: QueueSendBatchOptions) => {
-      for (const m of messages) sent.push({ body: m.body, delaySeconds: m.delaySeconds ?? options?.delaySeconds ?? 0 })
-    }
-  }
+  const { sent, queue: recording } = BatchSteps.recordingBatchQueue()
   const refused = { count: 0 }
   const faulty = { ...(env as unknown as PlatformEnv), BATCH_QUEUE: recording, FACTLINE_READ_DB_1: refusingFirstCopyOf(env.FACTLINE_READ_DB_1, table, refused), ...settings } as unknown as PlatformEnv
   const response = await platform.fetch!(new Request(`http://factline.test/v1/tenants/${tenant}/moves`, {
@@ -65,19 +60,6 @@ export const moveStepByStep = async (tenant: string, move: Record<string, unknow
   }) as any, faulty, createExecutionContext())
   expect(response.status).toBe(202)
   const moveId = (await response.json<any>()).move_id as string
-  let retried = 0
-  for (let steps = 0; sent.length > 0; steps++) {
-    expect(steps).toBeLessThan(50)
-    const { body, delaySeconds } = sent.shift()!
-    if (delaySeconds > 0) await new Promise((resolve) => setTimeout(resolve, delaySeconds * 1_000))
-    for (let attempts = 1; ; attempts++) {
-      expect(attempts).toBeLessThan(5)
-      const batch = createMessageBatch("factline-batch", [{ id: unique("qm"), timestamp: new Date(), attempts, body }])
-      const ctx = createExecutionContext()
-      await platform.queue!(batch as any, faulty, ctx)
-      if ((await getQueueResult(batch, ctx)).explicitAcks.length === 1) break
-      retried++
-    }
-  }
+  const retried = await BatchSteps.deliverSteps(sent, faulty, 50)
   return { moveId, refused: refused.count, retried }
 }

@@ -9,11 +9,12 @@
  * The fault case runs the same deletion step by step against bindings that refuse an R2 delete and a D1 delete
  * mid-way: the steps that failed are retried, and the end is the same.
  */
-import { createExecutionContext, createMessageBatch, getQueueResult, runInDurableObject } from "cloudflare:test"
+import { createExecutionContext, runInDurableObject } from "cloudflare:test"
 import { env } from "cloudflare:workers"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Shards } from "@factline/core/runtime"
 import type { PlatformEnv } from "@factline/workers"
+import * as BatchSteps from "./BatchSteps.js"
 import { drain } from "./Drain.js"
 import * as Faults from "./faults.js"
 import { callCompleted, eventually, postEvents, request, tokenA, tokenPlatform, unique } from "./helpers.js"
@@ -25,8 +26,6 @@ const api = async (method: string, path: string, body?: unknown, token = tokenPl
   const response = await request(path, { method, token, ...(body === undefined ? {} : { body: JSON.stringify(body) }) })
   return { status: response.status, body: await response.json<any>() }
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 const databases = () => ({ DB: env.DB, FACTLINE_READ_DB_1: env.FACTLINE_READ_DB_1 })
 
@@ -181,13 +180,7 @@ describe("deleting a tenant's whole data", () => {
 
     // The steps run here, one message at a time, on bindings that refuse: the first R2 delete, and the first
     // DELETE on tenant-c's read database. Each next step is caught (a recording batch queue) and delivered again.
-    const sent: Array<{ body: unknown; delaySeconds: number }> = []
-    const recording = {
-      send: async (body: unknown, options?: QueueSendOptions) => void sent.push({ body, delaySeconds: options?.delaySeconds ?? 0 }),
-      sendBatch: async (messages: Iterable<MessageSendRequest>, options?: QueueSendBatchOptions) => {
-        for (const m of messages) sent.push({ body: m.body, delaySeconds: m.delaySeconds ?? options?.delaySeconds ?? 0 })
-      }
-    }
+    const { sent, queue: recording } = BatchSteps.recordingBatchQueue()
     let r2Refused = 0
     let d1Refused = 0
     const payloads = new Proxy(env.PAYLOADS, {
@@ -203,20 +196,7 @@ describe("deleting a tenant's whole data", () => {
     const response = await platform.fetch!(new Request("http://factline.test/v1/tenants/tenant-c", { method: "DELETE", headers: { authorization: `Bearer ${tokenPlatform}` } }) as any, faulty, ctx)
     expect(response.status).toBe(202)
     const id = (await response.json<any>()).deletion_id as string
-    let retried = 0
-    for (let steps = 0; sent.length > 0; steps++) {
-      expect(steps).toBeLessThan(200)
-      const { body, delaySeconds } = sent.shift()!
-      if (delaySeconds > 0) await sleep(delaySeconds * 1_000)
-      for (let attempts = 1; ; attempts++) {
-        expect(attempts).toBeLessThan(5)
-        const batch = createMessageBatch("factline-batch", [{ id: unique("qm"), timestamp: new Date(), attempts, body }])
-        const stepCtx = createExecutionContext()
-        await platform.queue!(batch as any, faulty, stepCtx)
-        if ((await getQueueResult(batch, stepCtx)).explicitAcks.length === 1) break
-        retried++
-      }
-    }
+    const retried = await BatchSteps.deliverSteps(sent, faulty, 200)
     expect(r2Refused).toBeGreaterThan(1)
     expect(d1Refused).toBeGreaterThan(1)
     expect(retried).toBeGreaterThanOrEqual(2)
