@@ -1,7 +1,8 @@
 // The per-stage CPU guard's arithmetic (bench/run.mjs's baseline check), kept apart so that a test can feed it recorded
-// figures (Guard.test.mjs). It judges each stage by its CPU relative to the calibration timed in the same run — a batch
-// of the stage divided by the calibration batch timed right before it, the median over the rounds (bench/worker.ts's
-// `per_calibration`) — against the baseline's same ratio. A slower or busier host stretches both sides of the ratio;
+// figures (Guard.test.mjs). It judges each stage by its CPU relative to the calibration timed in the same run — the mean
+// of the faster half of the stage's batches divided by the same of every calibration batch of the run, one timed right
+// before each batch of every stage (bench/worker.ts's `per_calibration`; until stop 40 the median of the paired ratios,
+// twice as noisy) — against the baseline's same ratio. A slower or busier host stretches both sides of the ratio;
 // a costlier stage only its own. Absolute CPU per event is not judged (it moved 2–3× between sittings of the same code).
 //
 // A stage found over the tolerance is measured a second time (run.mjs asks for those stages again, with three times the

@@ -46,7 +46,7 @@
 //   BENCH_FRESH_TENANTS=4             (freshness: the offered load spread over this many tenants, one per queue group
 //                                     (default 1: tenant-a alone) — each group's queues have their own local
 //                                     consumer, as production scales a queue's consumer out)
-//   BENCH_CPU_BATCHES=15              (per-stage budget: rounds of one synthetic batch of 100 per stage and of the
+//   BENCH_CPU_BATCHES=30              (per-stage budget: rounds of one synthetic batch of 100 per stage and of the
 //                                     calibration; the mean of the faster half taken)
 //   BENCH_UPDATE_BASELINE=1           (write the per-stage CPU to bench/baseline.json — each stage's ratio to the
 //                                     calibration, `per_calibration`, and its CPU per event — and, on a full run,
@@ -102,7 +102,7 @@ const freshSeconds = Number(process.env.BENCH_FRESH_SECONDS ?? "8")
 const freshTenantCount = Number(process.env.BENCH_FRESH_TENANTS ?? "1")
 /** The machine and its load now, for a results file. */
 const machineNow = () => ({ cores: cpus().length, cpu: cpus()[0]?.model, node: process.version, load_average: loadavg().map((x) => round(x)), local_state: stateKind })
-const cpuBatches = Number(process.env.BENCH_CPU_BATCHES ?? "15")
+const cpuBatches = Number(process.env.BENCH_CPU_BATCHES ?? "30")
 const baselineTolerance = Number(process.env.BENCH_BASELINE_TOLERANCE ?? String(Guard.defaultTolerance))
 // BENCH_SLOW=events:1.3: the guard's self-test — that stage of the per-stage budget spins 30 % of its own time more.
 const benchSlow = process.env.BENCH_SLOW ?? ""
@@ -671,7 +671,7 @@ for (const c of baselineCheck) {
 }
 if (updateBaseline && budget.length > 0) {
   writeFileSync(baselineFile, JSON.stringify({
-    note: "Per stage: per_calibration — a batch of the stage over the calibration (plain JavaScript, no binding) timed right before it, the median of the rounds — which the CPU guard (bench/Guard.mjs) compares with the same run's: `npm run bench` (and BENCH_ONLY=cpu) fails when a stage's ratio is more than 20 % over it in two looks; cpu_ms_per_event (the mean of the faster half of rounds of one synthetic batch of 100, wall time in the one local workerd thread) is for reading, not judged — it moves with the host. BENCH_UPDATE_BASELINE=1 rewrites it",
+    note: "Per stage: per_calibration — the mean of the faster half of the stage's batches over the same of every calibration batch of the run (plain JavaScript, no binding, one timed before each batch of every stage) — which the CPU guard (bench/Guard.mjs) compares with the same run's: `npm run bench` (and BENCH_ONLY=cpu) fails when a stage's ratio is more than 20 % over it in two looks; cpu_ms_per_event (the mean of the faster half of rounds of one synthetic batch of 100, wall time in the one local workerd thread) is for reading, not judged — it moves with the host. BENCH_UPDATE_BASELINE=1 rewrites it",
     date: new Date().toISOString(),
     machine: machineNow(),
     batches: cpuBatches,
