@@ -174,7 +174,7 @@ describe("D1 rows written", () => {
     return { byTable, charges: stored?.charges }
   }
 
-  it("the projection stage's rows per event, by table: a call's facts in two batches (as two relays send them)", async () => {
+  it("the projection stage's rows per event, by table: a call's facts in two batches (as two relays send them, and the bench counts them since stop 40)", async () => {
     const shape = await benchShape()
     // The events stage's outcomes in one batch, fact-processing's derived facts in a later one.
     const { byTable, charges } = await measure("outcomes and derived facts in two batches", shape, [shape.outcomes, shape.derived])
@@ -187,7 +187,7 @@ describe("D1 rows written", () => {
     expect(byTable.buyer_budgets).toBe(shape.chargedBuyers)
   })
 
-  it("the projection stage's rows per event, by table: a call's facts in one batch (as the bench counts them)", async () => {
+  it("the projection stage's rows per event, by table: a call's facts in one batch (when both relays' messages meet in one batch)", async () => {
     const shape = await benchShape()
     const { byTable, charges } = await measure("in one batch, as the bench", shape, [[...shape.outcomes, ...shape.derived]])
     expect(charges).toBe(shape.charges)
