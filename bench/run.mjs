@@ -871,7 +871,7 @@ function printBudget() {
   const pct = (x) => `${x >= 0 ? "+" : ""}${round(x * 100, 0)} %`
   const judged = (c) => (c === undefined || c.change === null ? "n/a" : `${pct(c.change)}${c.second_change !== undefined ? ` (again ${c.second_change === null ? "n/a" : pct(c.second_change)})` : ""}${c.over ? " OVER" : ""}`)
   console.log(`\nper-stage budget, per event (counted: one synthetic batch of 100; CPU: the mean of the faster half of ${cpuBatches} rounds of one synthetic batch of 100 per stage (median in parentheses), wall time in the one local workerd thread, no latency profile):`)
-  console.log(`CPU guard: a stage's batch over the calibration batch timed right before it (median of the rounds), against the baseline's same ratio; over by more than ${round(baselineTolerance * 100, 0)} % in two looks fails (bench/Guard.mjs)`)
+  console.log(`CPU guard: the mean of a stage's faster half of rounds over the same of every calibration batch of the run (one timed before each batch), against the baseline's same ratio; over by more than ${round(baselineTolerance * 100, 0)} % in two looks fails (bench/Guard.mjs)`)
   console.log(line(["stage", "D1 trips", "D1 rows w", "DO RPCs", "sends", "CPU ms", "baseline ms", "÷ calib.", "baseline", "change of ÷ calib."], w3))
   for (const b of budget) {
     const c = baselineCheck.find((x) => x.stage === b.stage)
