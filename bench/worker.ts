@@ -406,12 +406,13 @@ const pipelineRoundTrips = async (env: BenchEnv, run: string) => {
   // FACTLINE_METRICS_FLUSH_SECONDS of that write waits in the tally: the steady state, no rollup round trip).
   const counts = CountingBindings.make()
   const counting = CountingBindings.env(env, counts)
-  const stage = async (name: string, messages: number, call: (env: BenchEnv) => Promise<{ acked: number; retried: number }>) => {
+  /** `batches`: the consumer batches the row covers (the projections row: two, as production's two relays send them). */
+  const stage = async (name: string, messages: number, call: (env: BenchEnv) => Promise<{ acked: number; retried: number }>, batches = 1) => {
     reset(counts)
     const started = Date.now()
     const outcome = await call(counting)
     const { shards, ...figures } = counts
-    return { stage: name, events: 100, messages, ...figures, shardsTouched: shards.size, ...outcome, ms: Date.now() - started }
+    return { stage: name, events: 100, messages, batches, ...figures, shardsTouched: shards.size, ...outcome, ms: Date.now() - started }
   }
   const viaConsumer = (queue: string, bodies: ReadonlyArray<unknown>, consume: (b: MessageBatch<unknown>, e: BenchEnv) => Promise<void>) =>
     async (e: BenchEnv) => {
@@ -463,7 +464,7 @@ const pipelineRoundTrips = async (env: BenchEnv, run: string) => {
     const first = await viaConsumer("factline-projections", [FactMessage.make(outcomes)], (b, e) => platform.queue(b, e, undefined as never))(e)
     const second = await viaConsumer("factline-projections", [FactMessage.make(derived)], (b, e) => platform.queue(b, e, undefined as never))(e)
     return { acked: first.acked + second.acked, retried: first.retried + second.retried }
-  }))
+  }, 2))
   rows.push(await stage("naive (seed 003)", size, viaConsumer("bench-naive", Array.from({ length: size }, (_, i) => benchMessage(`${run}rt`, i)), (b, e) => naive(b as MessageBatch<BenchMessage>, e))))
   rows.push(await stage("bare", size, viaConsumer("bench-bare", Array.from({ length: size }, (_, i) => benchMessage(`${run}rt`, i)), (b, e) => bare(b as MessageBatch<BenchMessage>, e))))
   return rows
