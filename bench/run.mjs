@@ -164,7 +164,7 @@ const config = {
   vars: {
     ...(example.vars ?? {}),
     ...(process.env.BENCH_SHARDS ? { FACTLINE_LEDGER_SHARDS: process.env.BENCH_SHARDS } : {}),
-    // BENCH_LOG_ATTEMPTS=failures|none: the per-attempt log line's share of the figures (default: all, as shipped).
+    // BENCH_LOG_ATTEMPTS=all|failures|none: the log lines' share of the figures (default: batch, as shipped: one line per batch and one per failed attempt).
     ...(process.env.BENCH_LOG_ATTEMPTS ? { FACTLINE_LOG_ATTEMPTS: process.env.BENCH_LOG_ATTEMPTS } : {}),
     // The framework's default D1 facts copy (none), not the example's local `all`; BENCH_FACTS_COPY=all|<types> measures a copy.
     FACTLINE_FACTS_COPY: process.env.BENCH_FACTS_COPY ?? "none",

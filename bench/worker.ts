@@ -410,9 +410,9 @@ const pipelineRoundTrips = async (env: BenchEnv, run: string) => {
   const stage = async (name: string, messages: number, call: (env: BenchEnv) => Promise<{ acked: number; retried: number }>, batches = 1) => {
     reset(counts)
     const started = Date.now()
-    const outcome = await call(counting)
+    const { value: outcome, lines: logLines } = await countingLogLines(() => call(counting))
     const { shards, ...figures } = counts
-    return { stage: name, events: 100, messages, batches, ...figures, shardsTouched: shards.size, ...outcome, ms: Date.now() - started }
+    return { stage: name, events: 100, messages, batches, ...figures, shardsTouched: shards.size, logLines, ...outcome, ms: Date.now() - started }
   }
   const viaConsumer = (queue: string, bodies: ReadonlyArray<unknown>, consume: (b: MessageBatch<unknown>, e: BenchEnv) => Promise<void>) =>
     async (e: BenchEnv) => {
@@ -468,6 +468,28 @@ const pipelineRoundTrips = async (env: BenchEnv, run: string) => {
   rows.push(await stage("naive (seed 003)", size, viaConsumer("bench-naive", Array.from({ length: size }, (_, i) => benchMessage(`${run}rt`, i)), (b, e) => naive(b as MessageBatch<BenchMessage>, e))))
   rows.push(await stage("bare", size, viaConsumer("bench-bare", Array.from({ length: size }, (_, i) => benchMessage(`${run}rt`, i)), (b, e) => bare(b as MessageBatch<BenchMessage>, e))))
   return rows
+}
+
+/**
+ * Console lines written while `f` runs: each is one log event of Workers Logs in production (billed past an allowance;
+ * scripts/capacity.mjs's Workers Logs line). The stages run one at a time, so nothing else writes meanwhile.
+ */
+const countingLogLines = async <A>(f: () => Promise<A>): Promise<{ readonly value: A; readonly lines: number }> => {
+  const methods = ["log", "info", "warn", "error", "debug"] as const
+  const saved = methods.map((m) => console[m])
+  let lines = 0
+  methods.forEach((m, i) => {
+    console[m] = (...args: Array<unknown>) => {
+      lines++
+      saved[i]!.apply(console, args)
+    }
+  })
+  try {
+    const value = await f()
+    return { value, lines }
+  } finally {
+    methods.forEach((m, i) => (console[m] = saved[i]!))
+  }
 }
 
 /**

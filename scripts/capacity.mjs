@@ -75,6 +75,9 @@ export const PRICES = {
   workers_base: { value: 5, text: "$5/month minimum (Workers Paid)", source: "https://developers.cloudflare.com/workers/platform/pricing/" },
   workers_requests: { per_million: 0.3, included: 10e6, text: "10 M requests included, then $0.30/M", source: "https://developers.cloudflare.com/workers/platform/pricing/" },
   workers_cpu_ms: { per_million: 0.02, included: 30e6, text: "30 M CPU ms included, then $0.02/M CPU ms", source: "https://developers.cloudflare.com/workers/platform/pricing/" },
+  // Each console line is a log event, and so is each invocation's own log (observability is on in every config
+  // factline writes: apps/example/wrangler.jsonc, `factline init`); head sampling would scale both.
+  workers_logs: { per_million: 0.6, included: 20e6, text: "20 M log events included, then $0.60/M (each console line and each invocation's log)", source: "https://developers.cloudflare.com/workers/observability/logs/workers-logs/#pricing" },
   queues_operations: { per_million: 0.4, included: 1e6, text: "1 M operations included, then $0.40/M; an operation per 64 KB written, read or deleted", source: "https://developers.cloudflare.com/queues/platform/pricing/" },
   do_requests: { per_million: 0.15, included: 1e6, text: "1 M requests included, then $0.15/M (each RPC call is one request)", source: "https://developers.cloudflare.com/durable-objects/platform/pricing/" },
   do_duration_gb_s: { per_million: 12.5, included: 400_000, text: "400,000 GB-s included, then $12.50/M GB-s (128 MB billed while active)", source: "https://developers.cloudflare.com/durable-objects/platform/pricing/" },
@@ -161,6 +164,7 @@ const FLAGS = {
   "shards-per-tenant": { kind: "int", min: 1, help: "ledger shards a tenant gets when first used (bench setting, 16)" },
   "do-ms-per-request": { kind: "number", min: 0, default: 10, help: "Durable Object active wall time per request, ms (assumed 10)" },
   "cpu-ms-per-event": { kind: "number", min: 0, help: "Worker CPU ms per event (default: the bench's per-stage budget, local)" },
+  "log-lines-per-event": { kind: "number", min: 0, help: "console lines per event, each a Workers Logs event (default: the bench's count; 0.02 with FACTLINE_LOG_ATTEMPTS=failures or batch)" },
   "d1-ms-per-statement": { kind: "number", min: 0, default: 0.5, help: "D1 time per statement, ms (assumed 0.5)" },
   "d1-ms-per-row-written": { kind: "number", min: 0, default: 0.02, help: "D1 time per row written, ms (assumed 0.02)" },
   "d1-ms-per-row-read": { kind: "number", min: 0, default: 0.005, help: "D1 time per row read, ms (assumed 0.005)" },
@@ -297,7 +301,10 @@ export const benchFigures = (results, file = "", stageBudget = undefined) => {
     events_batch_seconds: stages.events ? stages.events.ms / 1000 : 0.1,
     // The bench's cost model: a consumer invocation per 100 events on each of 4 consumers, an HTTP request per 500 events.
     worker_requests: 4 / 100 + 1 / 500,
-    bench_monthly_usd_at_10m: cm.monthly_total_usd
+    bench_monthly_usd_at_10m: cm.monthly_total_usd,
+    // Console lines per event, counted by the bench around each stage (edge and pipeline; results from before stop 40
+    // did not count them: undefined, and the model falls back to the per-attempt line's estimate).
+    log_lines_per_event: counted.every((s) => typeof stages[s]?.logLines === "number") ? per(counted, "logLines") : undefined
   }
 }
 
@@ -342,6 +349,11 @@ const inputsOf = (bench, options) => {
   const pruneRows = options["prune-rows-per-event"] !== undefined ? { value: options["prune-rows-per-event"], from: "flag" } : { value: 1 + (windowDays > 0 ? copied.value * facts : 0), from: "measured: a DELETE is one row written per row deleted (local D1 probe, docs/performance.md)" }
   const shards = options["shards-per-tenant"] ?? bench.shards_per_tenant
   const cpuMs = options["cpu-ms-per-event"] !== undefined ? { value: options["cpu-ms-per-event"], from: "flag" } : { value: bench.cpu_ms_per_event * k, from: bench.cpu_source }
+  // Workers Logs: the lines written per event (the per-attempt line of FACTLINE_LOG_ATTEMPTS=all, as shipped, is one per
+  // event on the events queue), plus each invocation's own log event, counted with the requests.
+  const logLines = options["log-lines-per-event"] !== undefined ? { value: options["log-lines-per-event"], from: "flag" }
+    : bench.log_lines_per_event !== undefined ? { value: bench.log_lines_per_event, from: "bench (console lines counted per stage)" }
+    : { value: 1.03, from: "estimate: one per-attempt line per event message, one per batch (bench results from before stop 40 did not count them)" }
 
   // The read side by placement unit: the tenant's home database and each projection (bytes per event).
   const byTable = bench.d1_bytes_by_table
@@ -361,7 +373,7 @@ const inputsOf = (bench, options) => {
   const tiered = options.untiered !== true
   const hotWindowDays = tiered ? o("hot-window-days") : Infinity
   return {
-    o, events, tenants, facts, rowsWritten, d1Bytes, units, rowsRead, queueOps, doRowsWritten, windowDays, windowMonths, copied, pruneRows, shards, cpuMs,
+    o, events, tenants, facts, rowsWritten, d1Bytes, units, rowsRead, queueOps, doRowsWritten, windowDays, windowMonths, copied, pruneRows, shards, cpuMs, logLines,
     tiered, hotWindowDays, hotWindowMonths: hotWindowDays / DAYS_PER_MONTH,
     hotBytes: ledger("do-bytes-per-hot-fact", "do_bytes_per_hot_fact"),
     coldBytes: ledger("do-bytes-per-cold-fact", "do_bytes_per_cold_fact"),
@@ -536,6 +548,7 @@ const costOf = (bench, i, s) => {
   const usage = {
     workers_requests: events * bench.worker_requests,
     workers_cpu_ms: events * cpuMs.value,
+    workers_logs: events * (i.logLines.value + bench.worker_requests),
     queues_operations: events * queueOps.value,
     do_requests: events * doRequests.value + tieringPasses,
     do_duration_gb_s: events * doRequests.value * (o("do-ms-per-request") / 1000) * 0.128,
@@ -560,6 +573,7 @@ const costOf = (bench, i, s) => {
       workers_base: allowances ? PRICES.workers_base.value : 0,
       workers_requests: bill(usage.workers_requests, PRICES.workers_requests),
       workers_cpu: bill(usage.workers_cpu_ms, PRICES.workers_cpu_ms),
+      workers_logs: bill(usage.workers_logs, PRICES.workers_logs),
       queues_operations: bill(usage.queues_operations, PRICES.queues_operations),
       do_requests: bill(usage.do_requests, PRICES.do_requests),
       do_duration: bill(usage.do_duration_gb_s, PRICES.do_duration_gb_s),
@@ -622,6 +636,7 @@ export const model = (bench, options = {}) => {
       : `ledger: untiered, ${fmt(i.hotBytes.value, 0)} B per fact in the shard (${i.hotBytes.from})`,
     `Durable Object active time ${o("do-ms-per-request")} ms per request (not measured)`,
     `Worker CPU: ${fmt(i.cpuMs.value, 3)} ms per event (${i.cpuMs.from})`,
+    `console lines: ${fmt(i.logLines.value)} per event, each a Workers Logs event, + one per invocation (${i.logLines.from})`,
     `largest tenant: ${pct(s.share)} of the volume; traffic spread evenly over the rest; peak ${o("peak-factor")}× the monthly average`,
     `read side: every unit keeps ${i.windowDays > 0 ? `${fmt(i.windowDays, 1)} days` : "everything"} (accepted keys ${FACTLINE.accepted_keys_days.value} days; projection rows an app keeps longer: --d1-permanent-bytes-per-event); each projection placed on its own, the rest in the tenant's home database; the largest tenant's projection too large for one database split into the fewest parts that fit (2, 4, 8 or 16), its home's keys kept the most days that fit (FACTLINE_KEY_RETENTION_DAYS for that tenant) when 30 do not`,
     `retention deletes: ${fmt(i.pruneRows.value, 2)} D1 rows written per event (${i.pruneRows.from}; the bench does not count them)`,
@@ -645,7 +660,7 @@ export const model = (bench, options = {}) => {
         facts: { value: i.facts, from: options["facts-per-event"] !== undefined ? "flag" : "bench" },
         d1_rows_written: i.rowsWritten, d1_prune_rows_written: i.pruneRows, d1_rows_read: i.rowsRead, d1_bytes: i.d1Bytes, facts_copied_share: i.copied,
         d1_statements: { value: bench.d1_statements, from: "bench" },
-        queue_operations: i.queueOps, do_requests: s.doRequests, do_rows_written: i.doRowsWritten, cpu_ms: i.cpuMs,
+        queue_operations: i.queueOps, do_requests: s.doRequests, do_rows_written: i.doRowsWritten, cpu_ms: i.cpuMs, log_lines: i.logLines,
         worker_requests: { value: bench.worker_requests, from: "bench's cost model" }
       }
     },
@@ -697,7 +712,7 @@ const ceilingCell = (c) => (c.unit === "bytes" ? fmtBytes(c.demand) : fmt(c.dema
 
 /** The names of the bill's lines, in the order they print. */
 export const BILL_LINES = {
-  workers_base: "Workers base", workers_requests: "Workers requests", workers_cpu: "Workers CPU",
+  workers_base: "Workers base", workers_requests: "Workers requests", workers_cpu: "Workers CPU", workers_logs: "Workers Logs",
   queues_operations: "Queues operations",
   do_requests: "Durable Objects requests", do_duration: "Durable Objects duration", do_rows_written: "Durable Objects rows written (pipeline)",
   do_rows_written_tiering: "Durable Objects rows written (tiering)", do_rows_read: "Durable Objects rows read",
@@ -709,7 +724,7 @@ const billUsage = (m, line) => {
   const u = m.usage
   const n = (x, unit) => `${fmt(x / 1e6, x >= 1e8 ? 0 : 1)} M ${unit}`
   return {
-    workers_base: "—", workers_requests: n(u.workers_requests, "requests"), workers_cpu: n(u.workers_cpu_ms, "CPU ms"), queues_operations: n(u.queues_operations, "operations"),
+    workers_base: "—", workers_requests: n(u.workers_requests, "requests"), workers_cpu: n(u.workers_cpu_ms, "CPU ms"), workers_logs: n(u.workers_logs, "log events"), queues_operations: n(u.queues_operations, "operations"),
     do_requests: n(u.do_requests, "requests"), do_duration: `${fmt(u.do_duration_gb_s, 0)} GB-s`, do_rows_written: n(u.do_rows_written, "rows"),
     do_rows_written_tiering: n(u.do_rows_written_tiering, "rows"), do_rows_read: n(u.do_rows_read, "rows"),
     do_storage_hot: `${fmt(m.storage.ledger_do_hot_gb, 0)} GB`, do_storage_cold_index: `${fmt(m.storage.ledger_do_cold_index_gb, 0)} GB`,
@@ -826,6 +841,7 @@ export const markdownSections = (bench) => {
     ["Durable Object requests (500 tenants, 1 B events/month)", fmt(p.do_requests.value), p.do_requests.from, "`--do-requests-per-event`"],
     ["Durable Object rows written (pipeline)", fmt(p.do_rows_written.value), p.do_rows_written.from, "—"],
     ["Worker CPU", `${fmt(p.cpu_ms.value, 3)} ms`, p.cpu_ms.from, "`--cpu-ms-per-event`"],
+    ["console lines (Workers Logs events; + one per invocation)", fmt(p.log_lines.value), p.log_lines.from, "`--log-lines-per-event`"],
     ["per hot fact in the shard", `${fmt(l.do_bytes_per_hot_fact.value, 0)} B`, l.do_bytes_per_hot_fact.from, "`--do-bytes-per-hot-fact`"],
     ["per cold fact in the shard (cold manifest: packed ids, range rows)", `${fmt(l.do_bytes_per_cold_fact.value, 0)} B`, l.do_bytes_per_cold_fact.from, "`--do-bytes-per-cold-fact`"],
     ["per cold fact in R2 (Parquet)", `${fmt(l.r2_bytes_per_cold_fact.value, 0)} B`, l.r2_bytes_per_cold_fact.from, "`--r2-bytes-per-cold-fact`"],
