@@ -583,7 +583,9 @@ const budget = cpuRows.length === 0 ? [] : budgetStages.map((name) => {
     stage: name,
     counted_per_event: {
       d1_round_trips: perEvent("d1RoundTrips"), d1_statements: perEvent("d1Statements"), d1_rows_read: perEvent("d1RowsRead"), d1_rows_written: perEvent("d1RowsWritten"),
-      do_rpcs: perEvent("doRpcs"), queue_sends: perEvent("queueSends"), queue_messages: perEvent("queueMessages")
+      do_rpcs: perEvent("doRpcs"), queue_sends: perEvent("queueSends"), queue_messages: perEvent("queueMessages"),
+      // Console lines (each a Workers Logs event in production); rows from before stop 40 did not count them.
+      log_lines: typeof counted.logLines === "number" ? perEvent("logLines") : null
     },
     cpu_ms_per_event: cpu.cpu_ms_per_event,
     median_cpu_ms_per_event: cpu.median_cpu_ms_per_event,
