@@ -164,7 +164,7 @@ const FLAGS = {
   "shards-per-tenant": { kind: "int", min: 1, help: "ledger shards a tenant gets when first used (bench setting, 16)" },
   "do-ms-per-request": { kind: "number", min: 0, default: 10, help: "Durable Object active wall time per request, ms (assumed 10)" },
   "cpu-ms-per-event": { kind: "number", min: 0, help: "Worker CPU ms per event (default: the bench's per-stage budget, local)" },
-  "log-lines-per-event": { kind: "number", min: 0, help: "console lines per event, each a Workers Logs event (default: the bench's count; 0.02 with FACTLINE_LOG_ATTEMPTS=failures or batch)" },
+  "log-lines-per-event": { kind: "number", min: 0, help: "console lines per event, each a Workers Logs event (default: the bench's count, FACTLINE_LOG_ATTEMPTS=batch; ≈ 1 more with all)" },
   "d1-ms-per-statement": { kind: "number", min: 0, default: 0.5, help: "D1 time per statement, ms (assumed 0.5)" },
   "d1-ms-per-row-written": { kind: "number", min: 0, default: 0.02, help: "D1 time per row written, ms (assumed 0.02)" },
   "d1-ms-per-row-read": { kind: "number", min: 0, default: 0.005, help: "D1 time per row read, ms (assumed 0.005)" },
@@ -349,11 +349,11 @@ const inputsOf = (bench, options) => {
   const pruneRows = options["prune-rows-per-event"] !== undefined ? { value: options["prune-rows-per-event"], from: "flag" } : { value: 1 + (windowDays > 0 ? copied.value * facts : 0), from: "measured: a DELETE is one row written per row deleted (local D1 probe, docs/performance.md)" }
   const shards = options["shards-per-tenant"] ?? bench.shards_per_tenant
   const cpuMs = options["cpu-ms-per-event"] !== undefined ? { value: options["cpu-ms-per-event"], from: "flag" } : { value: bench.cpu_ms_per_event * k, from: bench.cpu_source }
-  // Workers Logs: the lines written per event (the per-attempt line of FACTLINE_LOG_ATTEMPTS=all, as shipped, is one per
-  // event on the events queue), plus each invocation's own log event, counted with the requests.
+  // Workers Logs: the lines written per event (FACTLINE_LOG_ATTEMPTS=batch, the default: one per consumer batch and one
+  // per failed attempt; `all` adds one per message, ≈ 1 per event), plus each invocation's own log event (the requests).
   const logLines = options["log-lines-per-event"] !== undefined ? { value: options["log-lines-per-event"], from: "flag" }
     : bench.log_lines_per_event !== undefined ? { value: bench.log_lines_per_event, from: "bench (console lines counted per stage)" }
-    : { value: 1.03, from: "estimate: one per-attempt line per event message, one per batch (bench results from before stop 40 did not count them)" }
+    : { value: 0.04, from: "estimate: one line per consumer batch of 100 on each of four consumers (bench results from before stop 40 did not count them)" }
 
   // The read side by placement unit: the tenant's home database and each projection (bytes per event).
   const byTable = bench.d1_bytes_by_table
