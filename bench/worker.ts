@@ -643,6 +643,12 @@ const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number, hooks?:
   // The cold key cache: its own env object, hence its own runtime (warmed like the others by the warm-up batch), keeping no key.
   const coldBase = { ...base, FACTLINE_KEY_CACHE_SECONDS: "0" } as BenchEnv
   const coldEnv = { untimed: coldBase, timed: StageTiming.env(coldBase, timing) }
+  // The projections stage's two messages as two batches, as in production (the outcomes from the events stage's relay,
+  // the derived facts from fact-processing's, a batch later).
+  const projectionsInTwoBatches = async ([outcomes, derived]: ReadonlyArray<unknown>, e: BenchEnv) => {
+    await consume("factline-projections", [outcomes], e)
+    await consume("factline-projections", [derived], e)
+  }
   const personalStages = (suffix: string, envs?: { readonly untimed: BenchEnv; readonly timed: BenchEnv }): ReadonlyArray<Stage<unknown>> => {
     const on = (e: BenchEnv) => envs === undefined ? e : envs.timed
     const tag = suffix === "" ? "" : "c"
@@ -661,10 +667,7 @@ const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number, hooks?:
       stageOf(`projections${personalSuffix}${suffix}`, async (i) => {
         const { outcomes, derived } = await factsOf(personalEventsOf(i, `${tag}pp`), sealOutcomes)
         return [FactMessage.make(outcomes), FactMessage.make(derived)]
-      }, async ([outcomes, derived], e) => {
-        await consume("factline-projections", [outcomes], on(e))
-        await consume("factline-projections", [derived], on(e))
-      })
+      }, (messages, e) => projectionsInTwoBatches(messages, on(e)))
     ]
   }
   // The calibration: fixed work of plain JavaScript and one digest (no binding), as large as a small stage's batch.
@@ -705,14 +708,10 @@ const cpuBudget = async (rawEnv: BenchEnv, run: string, batches: number, hooks?:
       return [...caught]
     }, (messages, e) => consume("factline-events", messages, e)),
     stageOf("fact-processing", async (i) => (await factsOf(eventsOf(i, "f"))).outcomes, (outcomes, e) => consume("factline-fact-processing", [FactMessage.make(outcomes)], e)),
-    // Two batches, as in production (the outcomes from the events stage, the derived facts a batch later).
     stageOf("projections", async (i) => {
       const { outcomes, derived } = await factsOf(eventsOf(i, "p"))
       return [FactMessage.make(outcomes), FactMessage.make(derived)]
-    }, async ([outcomes, derived], e) => {
-      await consume("factline-projections", [outcomes], e)
-      await consume("factline-projections", [derived], e)
-    }),
+    }, projectionsInTwoBatches),
     stageOf("hand-written events stage", async (i) => Array.from({ length: size }, (_, j) => benchMessage(`${run}k${i}`, j, true)), (bodies, e) => consume("bench-hand-events", bodies, e, handEvents)),
     stageOf("bare", async (i) => Array.from({ length: size }, (_, j) => benchMessage(`${run}b${i}`, j)), (bodies, e) => consume("bench-bare", bodies, e, bare)),
     // The webhooks consumer: a delivery batch of 10 (the queue's batch size) to the bench receiver, its
