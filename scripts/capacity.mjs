@@ -303,7 +303,7 @@ export const benchFigures = (results, file = "", stageBudget = undefined) => {
     worker_requests: 4 / 100 + 1 / 500,
     bench_monthly_usd_at_10m: cm.monthly_total_usd,
     // Console lines per event, counted by the bench around each stage (edge and pipeline; results from before stop 40
-    // did not count them: undefined, and the model falls back to the per-attempt line's estimate).
+    // did not count them: undefined, and the model falls back to one line per consumer batch).
     log_lines_per_event: counted.every((s) => typeof stages[s]?.logLines === "number") ? per(counted, "logLines") : undefined
   }
 }

@@ -52,6 +52,17 @@ test("cost scales linearly with volume before the allowances (every line but the
   assert.ok(model(bench, { "events-per-month": 1e9, "facts-per-event": 5 }).monthly_usd.total > at(1e9).monthly_usd.total)
 })
 
+test("Workers Logs is a line of the bill: the bench's console lines per event and one log per invocation, past 20 M a month at $0.60/M", () => {
+  assert.equal(bench.log_lines_per_event, 0.04) // one line per consumer batch of 100 on each of four consumers (the default)
+  const at = (flags) => model(bench, { "events-per-month": 1e9, tenants: 500, ...flags })
+  const logEvents = 1e9 * (0.04 + bench.worker_requests)
+  assert.ok(Math.abs(at({}).monthly_usd_lines.workers_logs - ((logEvents - 20e6) / 1e6) * 0.6) < 0.01, JSON.stringify(at({}).monthly_usd_lines))
+  // FACTLINE_LOG_ATTEMPTS=all writes one more line per event message: ≈ $600 more at 1 B.
+  const all = at({ "log-lines-per-event": 1.04 })
+  assert.ok(Math.abs(all.monthly_usd_lines.workers_logs - at({}).monthly_usd_lines.workers_logs - 600) < 0.01)
+  assert.equal(all.inputs.per_event.log_lines.from, "flag")
+})
+
 test("at 1 B events/month and 500 tenants the cold tier cuts the ledger's storage in month 12 at least 5× below $3,844", () => {
   const m = model(bench, { "events-per-month": 1e9, tenants: 500 })
   const untiered = model(bench, { "events-per-month": 1e9, tenants: 500, untiered: true })
