@@ -50,9 +50,11 @@ const storedFacts = (s: Shard, groups: ReadonlyArray<AppendGroup>, cold?: Readon
     }
   }
   // A fact tiered to R2 is stored all the same: its id is judged as it was when hot, against its own stream's cold
-  // ranges (one statement per call, reading the call's streams' ranges).
+  // ranges (one statement per call, reading the call's streams' ranges). A shard without cold history (the object's
+  // cached flag) builds no list and runs no statement.
   const unread: Array<string> = []
-  for (const id of ColdIds.locateInStreams(s, ColdIds.wantedOf(groups, stored)).keys()) {
+  const wanted = ColdSegments.hasCold(s) ? ColdIds.wantedOf(groups, stored) : []
+  for (const id of ColdIds.locateInStreams(s, wanted).keys()) {
     const row = cold?.get(id)
     if (row === undefined) unread.push(id)
     else stored.set(id, row)
