@@ -6,5 +6,11 @@ import { workspaceSources } from "../../scripts/WorkspaceSources.mjs"
 export default defineConfig({
   // @factline/* resolve to their TypeScript sources, not dist/ (see scripts/WorkspaceSources.mjs).
   plugins: [workspaceSources()],
-  test: { include: ["test/**/*.spec.ts", "test/**/*.node.test.mjs"], environment: "node" }
+  test: {
+    include: ["test/**/*.spec.ts", "test/**/*.node.test.mjs"],
+    environment: "node",
+    // Two files at a time (vitest's default on 2 cores is one): the two slow files (scaffold, schema-versions)
+    // spend most of their time in child processes (the CLI, tsc, a nested vitest), so they overlap well.
+    maxWorkers: 2
+  }
 })

@@ -33,8 +33,11 @@ import { app, freePort, sleep, start } from "./LocalStack.mjs"
 
 const { values: options } = parseArgs({ options: { calls: { type: "string", default: "3" }, window: { type: "string", default: "15" } } })
 const windowSeconds = Number(options.window)
-/** The watchdog wakes an instance this long past its time (core's workflows/Instances.ts overdueAfterMs). */
-const overdueAfterMs = 60_000
+/**
+ * The watchdog wakes an instance this long past its time: the stack runs with FACTLINE_WORKFLOW_OVERDUE_SECONDS=5
+ * (default 60, core's workflows/Instances.ts), so the run waits 5 s for it, not a minute.
+ */
+const overdueAfterMs = 5_000
 const token = "dev-token-tenant-a"
 const began = Date.now()
 const elapsed = () => `${((Date.now() - began) / 1000).toFixed(1)} s`
@@ -90,7 +93,7 @@ const operations = (state) => state.effects.map((e) => e.operation).join(",")
 
 const state = mkdtempSync(join(tmpdir(), "factline-workflow-restart-"))
 const crm = await CrmReceiver.start()
-const vars = { CRM_URL: crm.url, CRM_DISPUTE_WINDOW: `${windowSeconds} seconds` }
+const vars = { CRM_URL: crm.url, CRM_DISPUTE_WINDOW: `${windowSeconds} seconds`, FACTLINE_WORKFLOW_OVERDUE_SECONDS: String(overdueAfterMs / 1000) }
 const args = ["--test-scheduled"]
 let stack
 try {

@@ -175,7 +175,7 @@ export const makePlatform = (modules: ReadonlyArray<Module.Module>, options: Opt
     queue: (batch, env, ctx) => runtime(env).runPromise(consume(batch)).finally(() => flushTraces(runtime(env), env, ctx)),
     // The maintenance, then this isolate's metrics tally when due (an idle consumer isolate's last counts).
     scheduled: (_controller, env, ctx) =>
-      runtime(env).runPromise(Effect.flatMap(Settings.Settings, (settings) => Maintenance.run({ alertQuietMs: settings.alertQuietMs, ledgerHotDays: settings.ledgerHotDays, keyRetention: settings.keyRetention })).pipe(Effect.andThen(flushPending)))
+      runtime(env).runPromise(Effect.flatMap(Settings.Settings, (settings) => Maintenance.run({ alertQuietMs: settings.alertQuietMs, ledgerHotDays: settings.ledgerHotDays, keyRetention: settings.keyRetention, workflowOverdueMs: settings.workflowOverdueMs })).pipe(Effect.andThen(flushPending)))
         .finally(() => flushTraces(runtime(env), env, ctx))
   }
 }

@@ -21,6 +21,7 @@ import * as FactsCopy from "../projections/FactsCopy.js"
 import { defaultBucketName } from "../producing/PayloadStore.js"
 import * as KeptEvents from "../producing/KeptEvents.js"
 import * as KeyRetention from "../producing/KeyRetention.js"
+import * as WorkflowInstances from "../workflows/Instances.js"
 
 export type LogAttempts = "all" | "batch" | "failures" | "none"
 /** `FACTLINE_RUNS`: which attempts the runs view records (consuming/Runs.ts). */
@@ -118,6 +119,11 @@ export interface Shape {
    * clean consumer batches' metrics and its sent counts before writing them to the rollup (Metrics.record).
    */
   readonly metricsFlushMs: number
+  /**
+   * `FACTLINE_WORKFLOW_OVERDUE_SECONDS` (default 60), in milliseconds: how long past its time a workflow instance may
+   * still be sleeping or waiting before the scheduled run's watchdog wakes it (Maintenance.wakeOverdueWorkflows).
+   */
+  readonly workflowOverdueMs: number
   /** `FACTLINE_RATE_LIMIT_TIERS`: JSON `{ "*": tier, "<tenant>": tier, … }` (default: every tenant on `default`). */
   readonly rateLimitTiers: RateLimitTiers
   /**
@@ -266,7 +272,8 @@ export const config: Config.Config<Shape> = Config.all({
     return typeof parsed === "string" ? Effect.die(new Error(`FACTLINE_KEY_RETENTION_DAYS: ${parsed}`)) : Effect.succeed(parsed)
   })),
   alertQuietMs: lenientNumber("FACTLINE_ALERT_QUIET_MINUTES", 15).pipe(Config.map((minutes) => minutes * 60_000)),
-  metricsFlushMs: lenientNumber("FACTLINE_METRICS_FLUSH_SECONDS", 10).pipe(Config.map((seconds) => seconds * 1000))
+  metricsFlushMs: lenientNumber("FACTLINE_METRICS_FLUSH_SECONDS", 10).pipe(Config.map((seconds) => seconds * 1000)),
+  workflowOverdueMs: lenientNumber("FACTLINE_WORKFLOW_OVERDUE_SECONDS", WorkflowInstances.overdueAfterSeconds).pipe(Config.map((seconds) => seconds * 1000))
 })
 
 export class Settings extends Context.Service<Settings, Shape>()("@factline/core/Settings") {

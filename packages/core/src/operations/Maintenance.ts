@@ -162,8 +162,8 @@ export const catchUpProjections = Effect.fn("Maintenance.catchUpProjections")(fu
 })
 
 /** Wakes workflow instances whose sleep or wait is overdue (Instances.wakeOverdue); a failure is logged, the next run retries. */
-export const wakeOverdueWorkflows = Effect.fn("Maintenance.wakeOverdueWorkflows")(function*() {
-  return yield* WorkflowInstances.wakeOverdue().pipe(
+export const wakeOverdueWorkflows = Effect.fn("Maintenance.wakeOverdueWorkflows")(function*(overdueAfterMs?: number) {
+  return yield* WorkflowInstances.wakeOverdue(overdueAfterMs).pipe(
     Effect.catch((error) => Effect.as(Effect.logError(`overdue workflow instances could not be woken, the next run tries again: ${error.message}`), 0))
   )
 })
@@ -176,6 +176,8 @@ export interface Options {
   readonly ledgerHotDays: ColdTiering.HotDays
   /** `FACTLINE_KEY_RETENTION_DAYS`: each tenant's accepted keys' life (default: 30 days for every tenant). */
   readonly keyRetention?: KeyRetention.Retention
+  /** `FACTLINE_WORKFLOW_OVERDUE_SECONDS`, in milliseconds (default: Instances.overdueAfterSeconds). */
+  readonly workflowOverdueMs?: number
 }
 
 /**
@@ -195,5 +197,5 @@ export const run = Effect.fn("Maintenance.run")(function*(options: Options) {
   yield* catchUpProjections()
   yield* archiveFacts()
   yield* tierLedger(options.ledgerHotDays)
-  yield* wakeOverdueWorkflows()
+  yield* wakeOverdueWorkflows(options.workflowOverdueMs)
 })

@@ -50,8 +50,11 @@ export const eventType = (wait: string) => `wait-${wait}`
 /** The event that wakes an instance whose sleep or wait is overdue (no wait listens for it: it only wakes the instance). */
 export const wakeType = "factline-wake"
 
-/** How long past its time an instance may still be sleeping or waiting before the watchdog wakes it. */
-export const overdueAfterMs = 60_000
+/**
+ * How long past its time an instance may still be sleeping or waiting before the watchdog wakes it, by default
+ * (`FACTLINE_WORKFLOW_OVERDUE_SECONDS`, Settings.workflowOverdueMs).
+ */
+export const overdueAfterSeconds = 60
 
 /**
  * The watchdog (each scheduled run): instances whose sleep or wait ended more than `overdueAfterMs` ago but
@@ -59,7 +62,7 @@ export const overdueAfterMs = 60_000
  * Workflows do not resume a sleeping instance after a restart of `wrangler dev` until an event reaches it); an
  * instance that is running meanwhile ignores it. Returns how many were woken.
  */
-export const wakeOverdue = Effect.fn("Workflows.wakeOverdue")(function*(limit = 100) {
+export const wakeOverdue = Effect.fn("Workflows.wakeOverdue")(function*(overdueAfterMs = overdueAfterSeconds * 1000, limit = 100) {
   const records = yield* WorkflowRecords
   const workflows = yield* Workflows
   const now = yield* Clock.currentTimeMillis
