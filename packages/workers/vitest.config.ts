@@ -5,5 +5,14 @@ export default defineConfig({
   // @factline/* resolve to their TypeScript sources, not dist/ (see scripts/WorkspaceSources.mjs).
   plugins: [workspaceSources()],
   // Node: the HTTP auth table and the CLI (init, tokens, deploy's plan and checks).
-  test: { include: ["src/**/*.test.ts", "cli/**/*.test.mjs"], environment: "node", testTimeout: 60_000 }
+  test: {
+    include: ["src/**/*.test.ts", "cli/**/*.test.mjs"],
+    environment: "node",
+    testTimeout: 60_000,
+    // Two files at a time in one worker each, the module graph kept between a worker's files (isolate: false):
+    // vitest's default on 2 cores is one file at a time, each importing the sources afresh — most of the run.
+    // Each file builds its own layers and stores; the suite passes in shuffled orders (--sequence.shuffle).
+    maxWorkers: 2,
+    isolate: false
+  }
 })

@@ -12,7 +12,8 @@
 //   - opens the API reference (GET /docs) with every request outside the local stack refused: Scalar comes
 //     from the same static assets as the page, and renders the routes of /openapi.json;
 //   - runs the CLI (the `factline` bin of @factline/workers, as `npm run factline` does) against it: health,
-//     dlq list/show/replay/skip, bulk replay, runs (list, --follow, retry), tenants (place, move, reshard followed to done), errors.
+//     dlq list/show/replay/skip, bulk replay, runs (list, --follow, retry), tenants (place, move; a reshard of tenant-c
+//     started before the browser part and followed to done beside it), errors.
 // Waits on selectors and on the API's state, never on fixed sleeps. Stops every process it starts.
 // Prints `cli: N passed, M failed` and `browser: N passed, M failed`; exits non-zero on any failure. Part of `npm test`.
 import chromium from "@sparticuz/chromium"
@@ -48,7 +49,11 @@ try {
   // The crm module's CRM (the crm-sync workflow's): the stand-in, failing on command.
   crm = await CrmReceiver.start()
   // The personal-data key cache's bound at 1 s (default 60): the erasure started from the page waits it out before it cleans.
-  stack = await LocalStack.start({ cwd: app, state, port: await LocalStack.freePort(), vars: { CRM_URL: crm.url, FACTLINE_KEY_CACHE_SECONDS: "1" } })
+  // The tests' token set (.dev.vars' and tenant-c's, whose ledger the CLI reshards: a tenant nothing else here touches).
+  stack = await LocalStack.start({
+    cwd: app, state, port: await LocalStack.freePort(),
+    vars: { CRM_URL: crm.url, FACTLINE_KEY_CACHE_SECONDS: "1", FACTLINE_TOKENS: readFileSync(join(app, "test", "dev-tokens.json"), "utf8").trim() }
+  })
   const base = stack.base
   console.log(`stack ready in ${((Date.now() - started) / 1_000).toFixed(1)} s at ${base}`)
   const api = async (method, path, { token = platformToken, body } = {}) => {
@@ -67,6 +72,13 @@ try {
       await sleep(200)
     }
   }
+
+  /** The factline CLI (its TypeScript sources, as `npm run factline` runs it): exit code, stdout, stderr. */
+  const cli = (args, env = {}, timeout = 60_000) =>
+    new Promise((resolve) => {
+      execFile(process.execPath, ["--import", sources, cliPath, ...args], { env: { ...process.env, NO_COLOR: "1", FACTLINE_URL: "", FACTLINE_TOKEN: "", ...env }, timeout }, (error, stdout, stderr) =>
+        resolve({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr }))
+    })
 
   // Traffic: calls that succeed (throughput), and calls whose subject differs from their call_id — the
   // calls module fails them permanently, so each becomes one dead letter on factline-events.
@@ -95,9 +107,22 @@ try {
   if (posted.status !== 202) throw new Error(`POST /v1/events: ${JSON.stringify(posted)}`)
   // Wait until the tenant's first facts exist (its ledger shards are registered), so the rebuild has shards to walk.
   await until(() => api("GET", `/v1/projections/calls?buyer_id=buyer_${run}`, { token: "dev-token-tenant-a" }), (r) => r.body.data?.length === good.length, { what: "the good calls' projection rows" })
+  // A reshard of tenant-c's ledger (the stack's 16 shards → 32), followed by the CLI in the background: its steps
+  // wait on factline-batch's 10 s batch timeout, so it runs beside the browser part and is checked with the CLI's
+  // (a tenant of its own: nothing else this run does touches tenant-c).
+  const postedC = await api("POST", "/v1/events", { token: "dev-token-tenant-c", body: { events: Array.from({ length: 8 }, (_, i) => call(`rs_${run}_${i}`)) } })
+  if (postedC.status !== 202) throw new Error(`POST /v1/events (tenant-c): ${JSON.stringify(postedC)}`)
+  const reshardStream = (i = 0) => api("GET", `/v1/streams/${encodeURIComponent(`rs_${run}_${i}`)}/facts`, { token: "dev-token-tenant-c" })
+  // The first and last calls' three facts each (outcome, qualification, charge) in the ledger before the reshard starts.
+  await until(() => reshardStream(7), (r) => r.body.facts?.length === 3, { what: "tenant-c's last call's three facts" })
+  const factsBefore = (await until(reshardStream, (r) => r.body.facts?.length === 3, { what: "tenant-c's first call's three facts" })).body
   const rebuild = await api("POST", "/v1/batches", { body: { operation: "rebuild", projection: "calls" } })
   if (rebuild.status !== 202) throw new Error(`POST /v1/batches: ${JSON.stringify(rebuild)}`)
   const batchId = rebuild.body.batch_id
+  // A reshard waits for a running rebuild (409): the CLI starts it once the rebuild above has ended.
+  const reshardFollowed = until(() => api("GET", `/v1/batches/${batchId}`), (r) => ["completed", "failed"].includes(r.body.status), { timeoutMs: 180_000, what: "the rebuild to end" })
+    .then(() => cli(["tenants", "reshard", "tenant-c", "--shards", "32", "--follow", "--url", base, "--token", platformToken], {}, 300_000))
+    .catch((error) => ({ code: -1, stdout: "", stderr: String(error) }))
 
   const keyOf = Object.fromEntries(Object.entries(bad).map(([k, e]) => [k, e.idempotency_key]))
   const open = await until(
@@ -412,11 +437,6 @@ try {
 
 
   // ---------------------------------------------------------------- CLI
-  const cli = (args, env = {}, timeout = 60_000) =>
-    new Promise((resolve) => {
-      execFile(process.execPath, ["--import", sources, cliPath, ...args], { env: { ...process.env, NO_COLOR: "1", FACTLINE_URL: "", FACTLINE_TOKEN: "", ...env }, timeout }, (error, stdout, stderr) =>
-        resolve({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr }))
-    })
   const as = ["--url", base, "--token", platformToken]
   const show = (r) => JSON.stringify(r).slice(0, 1_500)
 
@@ -487,7 +507,6 @@ try {
   check("cli", "a second move of the same tenant fails (exit 1): 409", r.code === 1 && r.stderr.includes("409 conflict") && r.stderr.includes("already being moved"), show(r))
   r = await cli(["tenants", "move", `tenant-cli-${run}`, ...as])
   check("cli", "tenants move without --to is a usage error (exit 2)", r.code === 2 && r.stderr.includes("--to"), show(r))
-  // A reshard of tenant-a's ledger (the stack's 16 shards → 32) started and followed to its end, under the facts this run wrote.
   r = await cli(["tenants", "reshard", "tenant-a", "--shards", "24", ...as])
   check("cli", "tenants reshard to a count not a multiple of the tenant's fails (exit 1): 400 names it", r.code === 1 && r.stderr.includes("400 invalid_request") && r.stderr.includes("multiple of the tenant's 16"), show(r))
   r = await cli(["tenants", "reshard", `tenant-none-${run}`, "--shards", "32", ...as])
@@ -496,15 +515,15 @@ try {
   check("cli", "tenants reshard TENANT of a tenant never resharded fails (exit 1): 404", r.code === 1 && r.stderr.includes("404 not_found"), show(r))
   r = await cli(["tenants", "reshard", "tenant-a", "--shards", "two", ...as])
   check("cli", "tenants reshard --shards that is not a number is a usage error (exit 2)", r.code === 2 && r.stderr.includes("--shards two"), show(r))
-  const factsBefore = (await api("GET", `/v1/streams/${encodeURIComponent(`ok_${run}_0`)}/facts`, { token: "dev-token-tenant-a" })).body
-  r = await cli(["tenants", "reshard", "tenant-a", "--shards", "32", "--follow", ...as], {}, 300_000)
+  // tenant-c's reshard, started before the browser part, followed to its end.
+  r = await reshardFollowed
   check("cli", "tenants reshard TENANT --shards N --follow prints its progress and ends done",
-    r.code === 0 && /^reshard rs_\S+ {2}tenant-a: 16 → 32 shards {2}done {2}switched 16\/16 {2}copied [\d,]+ facts {2}moved [\d,]+ streams/.test(r.stdout.trim()) && r.stderr.includes("16 → 32 shards  running"), show(r))
-  const factsAfter = (await api("GET", `/v1/streams/${encodeURIComponent(`ok_${run}_0`)}/facts`, { token: "dev-token-tenant-a" })).body
+    r.code === 0 && /^reshard rs_\S+ {2}tenant-c: 16 → 32 shards {2}done {2}switched 16\/16 {2}copied [\d,]+ facts {2}moved [\d,]+ streams/.test(r.stdout.trim()) && r.stderr.includes("16 → 32 shards  running"), show(r))
+  const factsAfter = (await reshardStream()).body
   check("cli", "a stream's facts read the same after the reshard (ids, sequences)", JSON.stringify(factsAfter.facts) === JSON.stringify(factsBefore.facts) && factsAfter.facts?.length > 0, show([factsBefore, factsAfter]))
-  r = await cli(["tenants", "reshard", "tenant-a", "--json", ...as])
+  r = await cli(["tenants", "reshard", "tenant-c", "--json", ...as])
   check("cli", "tenants reshard TENANT --json shows the latest reshard", r.code === 0 && JSON.parse(r.stdout).phase === "done" && JSON.parse(r.stdout).to_shards === 32, show(r))
-  r = await cli(["tenants", "reshard", "tenant-a", "--shards", "32", ...as])
+  r = await cli(["tenants", "reshard", "tenant-c", "--shards", "32", ...as])
   check("cli", "tenants reshard to the count it has fails (exit 1): 400, a count only grows", r.code === 1 && r.stderr.includes("400 invalid_request") && r.stderr.includes("larger than the tenant's 32"), show(r))
 } catch (error) {
   tally.browser.failed++
