@@ -119,8 +119,10 @@ try {
   const rebuild = await api("POST", "/v1/batches", { body: { operation: "rebuild", projection: "calls" } })
   if (rebuild.status !== 202) throw new Error(`POST /v1/batches: ${JSON.stringify(rebuild)}`)
   const batchId = rebuild.body.batch_id
+  // Polled once, awaited twice: the reshard below and the erasure in the browser part each wait for it.
+  const rebuildEnded = until(() => api("GET", `/v1/batches/${batchId}`), (r) => ["completed", "failed"].includes(r.body.status), { timeoutMs: 180_000, what: "the rebuild to end" })
   // A reshard waits for a running rebuild (409): the CLI starts it once the rebuild above has ended.
-  const reshardFollowed = until(() => api("GET", `/v1/batches/${batchId}`), (r) => ["completed", "failed"].includes(r.body.status), { timeoutMs: 180_000, what: "the rebuild to end" })
+  const reshardFollowed = rebuildEnded
     .then(() => cli(["tenants", "reshard", "tenant-c", "--shards", "32", "--follow", "--url", base, "--token", platformToken], {}, 300_000))
     .catch((error) => ({ code: -1, stdout: "", stderr: String(error) }))
 
@@ -297,7 +299,7 @@ try {
   check("browser", "Erase a data subject: an empty id is refused; the confirmation names the subject and says it cannot be undone",
     postedB.status === 202 && phoneBefore === phoneB && confirmation.title.includes(subjectB) && confirmation.text.includes(subjectB) && /cannot be undone/.test(confirmation.text), JSON.stringify([postedB, phoneBefore, confirmation]))
   // The rebuild started above ends first: an erasure's cleaning waits while a projection rebuild runs (30 s at a time).
-  await until(() => api("GET", `/v1/batches/${batchId}`), (r) => ["completed", "failed"].includes(r.body.status), { timeoutMs: 120_000, what: "the rebuild to end" })
+  await rebuildEnded
   await erasing.click("#dialog-ok")
   await erasing.locator("#erasure").waitFor()
   await until(() => api("GET", `/v1/subjects/${subjectB}/erasure`, { token: "dev-token-tenant-b" }), (r) => ["erased", "failed"].includes(r.body.phase), { timeoutMs: 120_000, what: "the erasure to end" })
