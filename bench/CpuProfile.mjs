@@ -1,7 +1,7 @@
 /**
  * `BENCH_CPU_PROFILE=1 npm run bench`: a V8 CPU profile of the Worker's isolate — the HTTP edge, the consumers and
  * the LedgerShard objects; not the local broker's or D1's own isolates — while the first end-to-end run is under way,
- * through the inspector `wrangler dev` serves (port 9229). Written to bench/out/end-to-end.cpuprofile (open it in
+ * through the inspector `wrangler dev` serves (LocalStack.start's `inspectorPort`). Written to bench/out/end-to-end.cpuprofile (open it in
  * Chrome DevTools' Performance panel or any .cpuprofile viewer); the functions with the most samples of their own
  * are printed. With BENCH_MINIFY=0 the Worker is bundled unminified, so the profile names functions and lines.
  */

@@ -158,7 +158,7 @@ const config = {
   // Local observability keeps every span in a SQLite trace store (hundreds of MB in a run) and slows the
   // single workerd thread down as it grows; production observability is remote, so the bench turns it off.
   observability: { enabled: false },
-  // BENCH_MINIFY=0: an unminified bundle, for reading a CPU profile of the run (wrangler dev's inspector, port 9229).
+  // BENCH_MINIFY=0: an unminified bundle, for reading a CPU profile of the run (wrangler dev's inspector, on the stack's inspectorPort).
   ...(process.env.BENCH_MINIFY === "0" ? { minify: false } : {}),
   // BENCH_SHARDS=4 measures another shard count per tenant (default: the platform's, 16).
   vars: {
@@ -565,7 +565,7 @@ const quiet = async (ms = (webhooksPolicy.max_batch_timeout + 1) * 1_000, maxMs 
 if (only === "" || only === "cpu") await quiet(2_000, 30_000)
 // BENCH_ONLY=cpu with BENCH_CPU_PROFILE=1: a V8 CPU profile of the Worker's isolate over the per-stage budget's rounds
 // (every stage, with and without personal data) → bench/out/per-stage-budget.cpuprofile, its top functions printed.
-const budgetProfiling = only === "cpu" && process.env.BENCH_CPU_PROFILE === "1" ? await CpuProfile.start({ bundle: devBundle() }) : undefined
+const budgetProfiling = only === "cpu" && process.env.BENCH_CPU_PROFILE === "1" ? await CpuProfile.start({ port: stack.inspectorPort, bundle: devBundle() }) : undefined
 const cpuRows = only === "" || only === "cpu" ? await call(`/bench/cpu?run=${runId("cpu")}&batches=${cpuBatches}&webhook_endpoint=${endpoint.id}&webhook_version=${endpoint.version}&bare_url=${encodeURIComponent(`${receiver.url}/hooks/bare`)}`, { method: "POST" }) : []
 if (budgetProfiling) {
   const file = join(out, "per-stage-budget.cpuprofile")
@@ -1075,7 +1075,7 @@ function devBundle() {
 for (const multiple of (process.env.BENCH_SCALE ?? "1,2,4").split(",").map(Number)) {
   log(`factline end to end over HTTP: ${multiple * N} events…`)
   const before = scale.length === 0 ? dbSize() : null
-  const profiling = scale.length === 0 && process.env.BENCH_CPU_PROFILE === "1" ? await CpuProfile.start({ bundle: devBundle() }) : undefined
+  const profiling = scale.length === 0 && process.env.BENCH_CPU_PROFILE === "1" ? await CpuProfile.start({ port: stack.inspectorPort, bundle: devBundle() }) : undefined
   scale.push({ multiple, ...(await logged(`e2e${multiple}`, () => endToEnd(multiple * N))) })
   if (profiling) {
     const file = join(out, "end-to-end.cpuprofile")

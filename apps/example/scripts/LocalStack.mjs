@@ -34,6 +34,9 @@ export const freePort = () =>
     })
   })
 
+/** Set to "1" in the environment of a run whose caller built the static assets already (scripts/stacks.mjs). */
+export const assetsBuilt = "FACTLINE_ASSETS_BUILT"
+
 /** The wrangler package's version: part of a migrated state's key (another wrangler may lay its files out differently). */
 const wranglerVersion = JSON.parse(readFileSync(join(dirname(wrangler), "..", "package.json"), "utf8")).version
 
@@ -72,14 +75,17 @@ const migrate = ({ cwd, configArgs, configFile, databases, state }) => {
 }
 
 /**
- * Starts the stack; resolves to `{ base, stop, kill, output }` once wrangler reports it is ready. The static assets
+ * Starts the stack; resolves to `{ base, inspectorPort, stop, kill, output }` once wrangler reports it is ready (the
+ * inspector on a free port of its own unless `args` names one). The static assets
  * (the dashboard and /docs) are built first, from their current source. `vars` are passed as `--var NAME:VALUE`
  * (as `npm run dev` passes FACTLINE_KEEP_ACCEPTED); `args` are more `wrangler dev` arguments (`--test-scheduled`: GET
  * /__scheduled runs the scheduled handler). `kill()` is a hard stop — SIGKILL to wrangler and workerd
  * at once, nothing flushed — and resolves once the process has exited.
  */
 export const start = async ({ cwd, state, port, config, vars = {}, args = [] }) => {
-  await buildAssets()
+  // Several stacks at once (scripts/stacks.mjs) share the assets it built once: a build swaps the directory another
+  // running stack serves.
+  if (process.env[assetsBuilt] !== "1") await buildAssets()
   const configArgs = config ? ["--config", config] : []
   // Every database of the config gets the migrations: the platform database and each read database (placement).
   const configFile = config === undefined ? join(cwd, "wrangler.jsonc") : isAbsolute(config) ? config : join(cwd, config)
@@ -88,7 +94,11 @@ export const start = async ({ cwd, state, port, config, vars = {}, args = [] }) 
   // The crm module's CRM (its CRM sync runs for every qualified call): the local stand-in unless the caller names one.
   const crm = vars.CRM_URL === undefined ? { CRM_URL: (await CrmReceiver.start()).url } : {}
   const varArgs = Object.entries({ ...crm, ...vars }).flatMap(([name, value]) => ["--var", `${name}:${value}`])
-  const dev = spawn(process.execPath, [wrangler, "dev", ...configArgs, ...varArgs, ...args, "--persist-to", state, "--port", String(port), "--ip", "127.0.0.1"], {
+  // An inspector port of its own (wrangler's default, 9229, is one port for every stack started at once).
+  const given = args.indexOf("--inspector-port")
+  const inspectorPort = given >= 0 ? Number(args[given + 1]) : await freePort()
+  const inspector = given >= 0 ? [] : ["--inspector-port", String(inspectorPort)]
+  const dev = spawn(process.execPath, [wrangler, "dev", ...configArgs, ...varArgs, ...inspector, ...args, "--persist-to", state, "--port", String(port), "--ip", "127.0.0.1"], {
     cwd, env, stdio: ["ignore", "pipe", "pipe"], detached: true
   })
   let output = ""
@@ -113,7 +123,7 @@ export const start = async ({ cwd, state, port, config, vars = {}, args = [] }) 
     }
     await new Promise((r) => setTimeout(r, 100))
   }
-  return { base: `http://127.0.0.1:${port}`, stop, kill, output: () => output }
+  return { base: `http://127.0.0.1:${port}`, inspectorPort, stop, kill, output: () => output }
 }
 
 /**
